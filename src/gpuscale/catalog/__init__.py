@@ -1,0 +1,102 @@
+"""The built-in catalog: GPUs, links and models from YAML data, each figure with its source.
+
+Lookups by id fail with :class:`~gpuscale.errors.InputError` naming the closest ids.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuscale.errors import InputError, require, unknown
+from gpuscale.specs import Cluster, Device, Link, ModelSpec
+
+DEFAULT_INTER = "ib-ndr400"
+DEFAULT_GPUS_PER_NODE = 8
+
+
+def _load(name: str) -> dict[str, Any]:
+    text = resources.files("gpuscale.catalog").joinpath("data", name).read_text()
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise RuntimeError(f"catalog file {name} is not a mapping")
+    return data
+
+
+@cache
+def gpus() -> dict[str, Device]:
+    """Every catalog GPU by id."""
+    return {gid: Device(id=gid, **fields) for gid, fields in _load("gpus.yaml")["gpus"].items()}
+
+
+@cache
+def links() -> dict[str, Link]:
+    """Every catalog link or fabric by id."""
+    return {lid: Link(id=lid, **fields) for lid, fields in _load("links.yaml")["links"].items()}
+
+
+@cache
+def models() -> dict[str, ModelSpec]:
+    """Every catalog model by id."""
+    return {mid: ModelSpec(name=mid, **fields) for mid, fields in _load("models.yaml")["models"].items()}
+
+
+def gpu(gpu_id: str) -> Device:
+    try:
+        return gpus()[gpu_id.lower()]
+    except KeyError:
+        raise unknown("GPU", gpu_id, gpus()) from None
+
+
+def link(link_id: str) -> Link:
+    try:
+        return links()[link_id.lower()]
+    except KeyError:
+        raise unknown("fabric", link_id, links()) from None
+
+
+def model(name_or_path: str) -> ModelSpec:
+    """A catalog model by id, or a Hugging Face style ``config.json`` (file or its folder)."""
+    key = name_or_path.lower()
+    if key in models():
+        return models()[key]
+    path = Path(name_or_path)
+    if path.is_dir():
+        path = path / "config.json"
+    if path.suffix == ".json" or path.exists():
+        from gpuscale.catalog.hf_config import model_from_config_file
+
+        return model_from_config_file(path)
+    raise unknown("model", name_or_path, models())
+
+
+def cluster(
+    gpu_id: str,
+    num_gpus: int,
+    *,
+    gpus_per_node: int | None = None,
+    inter: str = DEFAULT_INTER,
+    nics_per_node: int | None = None,
+    oversubscription: float = 1.0,
+) -> Cluster:
+    """A homogeneous cluster of catalog parts. Default: 8 GPUs a node and one NIC per GPU
+    (rail-optimized, as in DGX/HGX reference designs)."""
+    device = gpu(gpu_id)
+    per_node = gpus_per_node or DEFAULT_GPUS_PER_NODE
+    require(num_gpus >= 1, f"--gpus must be >= 1, got {num_gpus}")
+    return Cluster(
+        device=device,
+        num_gpus=num_gpus,
+        gpus_per_node=per_node,
+        intra=link(device.intra_link),
+        inter=link(inter),
+        nics_per_node=nics_per_node or per_node,
+        oversubscription=oversubscription,
+    )
+
+
+__all__ = ["DEFAULT_INTER", "InputError", "cluster", "gpu", "gpus", "link", "links", "model", "models"]

@@ -1,0 +1,1 @@
+"""The thin command line: parse, call the library, render."""

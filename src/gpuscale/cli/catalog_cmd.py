@@ -1,0 +1,41 @@
+"""``gpuscale catalog``: list the built-in GPUs, fabrics and models with their sources."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from gpuscale import catalog
+from gpuscale.cli._common import console, emit_json, json_option
+from gpuscale.estimate.params import total_params
+
+KINDS = ("gpus", "links", "models")
+
+
+@click.command("catalog")
+@click.argument("kind", type=click.Choice(KINDS), default="gpus")
+@json_option
+def command(kind: str, as_json: bool) -> None:
+    """List catalog entries: gpus, links (fabrics) or models."""
+    if kind == "gpus":
+        rows = [{"id": d.id, "name": d.name, "memory_gib": d.memory_gib,
+                 "hbm_gb_per_s": d.hbm_bandwidth_gb_per_s, "bf16_tflops": d.peak("bf16"),
+                 "fp8_tflops": d.peak_tflops.get("fp8"), "intra_link": d.intra_link,
+                 "source": d.source} for d in catalog.gpus().values()]
+    elif kind == "links":
+        rows = [{"id": link.id, "name": link.name, "kind": link.kind,
+                 "gb_per_s_per_port": link.bandwidth_gb_per_s, "latency_us": link.latency_us,
+                 "rdma": link.rdma, "source": link.source} for link in catalog.links().values()]
+    else:
+        rows = [{"id": m.name, "params_b": round(total_params(m) / 1e9, 3), "layers": m.num_layers,
+                 "hidden": m.hidden_size, "heads": m.num_heads, "kv_heads": m.num_kv_heads,
+                 "experts": m.num_experts, "source": m.source} for m in catalog.models().values()]
+    if as_json:
+        emit_json({kind: rows})
+        return
+    table = Table(title=f"gpuscale catalog: {kind}")
+    for key in rows[0]:
+        table.add_column(key, overflow="fold", max_width=60 if key == "source" else None)
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row.values()))
+    console.print(table)

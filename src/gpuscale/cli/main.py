@@ -1,0 +1,85 @@
+"""``gpuscale`` entry point: one click group, one module per command.
+
+Every user error ends as one line on stderr (``gpuscale: ...``) with exit code 2; tracebacks are
+kept for bugs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from gpuscale import __version__
+from gpuscale.errors import InputError
+
+# Each module defines ``command``: a click command or group. Imported lazily so that
+# ``gpuscale fit`` never pays for torch-backed commands.
+COMMAND_MODULES: dict[str, str] = {
+    "catalog": "gpuscale.cli.catalog_cmd",
+}
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMAND_MODULES)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMAND_MODULES.get(cmd_name)
+        if module is None:
+            return None
+        command = importlib.import_module(module).command
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{module}.command is not a click command")
+        return command
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in COMMAND_MODULES:
+            from gpuscale.errors import unknown
+
+            raise unknown("command", name, COMMAND_MODULES)
+        return super().resolve_command(ctx, args)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gpuscale")
+def cli() -> None:
+    """One GPU, one node, or a cluster? Plan, measure and run large-model training."""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; return the exit code (0 ok, 1 failure found by a check, 2 bad input)."""
+    try:
+        result = cli.main(args=argv, prog_name="gpuscale", standalone_mode=False)
+    except InputError as exc:
+        click.echo(f"gpuscale: {_one_line(str(exc))}", err=True)
+        return 2
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "gpuscale"
+        click.echo(f"{where}: {_one_line(exc.format_message())} (see {where} --help)", err=True)
+        return 2
+    except click.ClickException as exc:
+        click.echo(f"gpuscale: {_one_line(exc.format_message())}", err=True)
+        return exc.exit_code
+    except click.Abort:
+        click.echo("gpuscale: aborted", err=True)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return result if isinstance(result, int) else 0
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

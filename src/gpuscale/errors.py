@@ -1,0 +1,42 @@
+"""User-facing errors: one line that says what is wrong and what is accepted.
+
+Bugs stay ordinary exceptions (with tracebacks); anything a user can cause by what they type or
+by the files they pass is an :class:`InputError`, which the CLI prints as one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class InputError(ValueError):
+    """Bad input from the user: printed as ``gpuscale: <message>`` with exit code 2."""
+
+
+def closest(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
+    """Up to ``n`` catalog ids closest to ``name``: prefix matches first, then fuzzy ones."""
+    pool = sorted(choices)
+    low = name.lower()
+    prefixed = [c for c in pool if c.startswith(low) or low in c]
+    fuzzy = difflib.get_close_matches(low, pool, n=n, cutoff=0.5)
+    out: list[str] = []
+    for c in [*prefixed, *fuzzy]:
+        if c not in out:
+            out.append(c)
+    return out[:n]
+
+
+def unknown(kind: str, name: str, choices: Iterable[str]) -> InputError:
+    """``unknown GPU 'h100'; did you mean h100-sxm, h100-pcie?``"""
+    pool = list(choices)
+    near = closest(name, pool)
+    if near:
+        return InputError(f"unknown {kind} '{name}'; did you mean {', '.join(near)}?")
+    return InputError(f"unknown {kind} '{name}'; known: {', '.join(sorted(pool))}")
+
+
+def require(condition: bool, message: str) -> None:
+    """Raise :class:`InputError` with ``message`` unless ``condition`` holds (never ``assert``)."""
+    if not condition:
+        raise InputError(message)

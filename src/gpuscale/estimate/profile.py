@@ -1,0 +1,209 @@
+"""Calibration profiles: every efficiency factor of the cost model, named, shaped and sourced.
+
+A profile is YAML (``catalog/data/profiles/NAME.yaml`` or any file given with ``--profile``). A
+profile may name a ``base`` profile and override only some keys (framework profiles sit on top of
+``generic``; a measured profile from ``gpuscale calibrate`` sits on top of a framework profile).
+
+Schema (``schema_version: 1``)::
+
+    name: generic
+    base: null                    # or another profile name
+    description: ...
+    source: ...                   # where the numbers come from
+    gemm:                         # achieved/peak matmul efficiency over GEMM size (2*m*n*k FLOPs),
+      hopper:                     # keyed by device generation or catalog GPU id (id wins);
+        flops:      [1e8, ...]    # interpolated linearly in log10(FLOPs), clamped at the ends
+        efficiency: [0.05, ...]
+    attention_efficiency: {hopper: 0.55, ...}   # fused (flash) attention, fraction of 16-bit peak
+    hbm_efficiency: 0.8           # achieved/peak device-memory bandwidth for streaming kernels
+    links:                        # achieved collective bandwidth and latency per level or kind
+      nvlink: {bandwidth_efficiency: 0.8, latency_us: null}
+      intra:  {bandwidth_gb_per_s: 360, latency_us: 8}   # absolute, from measurement
+    overlap: {dp: 0.9, ...}       # fraction of each communication kind hidden behind compute
+    constants: {...}              # other named factors (see generic.yaml for their meaning)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from gpuscale.errors import InputError, require, unknown
+
+PROFILE_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GemmCurve:
+    """Matmul efficiency (achieved / dense peak) as a function of the GEMM's FLOPs."""
+
+    flops: tuple[float, ...]
+    efficiency: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        require(len(self.flops) == len(self.efficiency) and len(self.flops) >= 1,
+                "gemm curve: 'flops' and 'efficiency' need the same, non-zero length")
+        require(all(a < b for a, b in zip(self.flops, self.flops[1:], strict=False)),
+                "gemm curve: 'flops' must be strictly increasing")
+        require(all(0 < e <= 1 for e in self.efficiency),
+                "gemm curve: every efficiency must be in (0, 1]")
+
+    def __call__(self, gemm_flops: np.ndarray | float) -> np.ndarray:
+        x = np.log10(np.maximum(np.asarray(gemm_flops, dtype=float), 1.0))
+        return np.interp(x, np.log10(self.flops), self.efficiency)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LinkCalibration:
+    """How a level of the network really performs. Absolute values (from measurement) win over
+    the efficiency factor applied to the catalog's rated bandwidth."""
+
+    bandwidth_efficiency: float = 1.0
+    bandwidth_gb_per_s: float | None = None
+    latency_us: float | None = None
+
+    def bandwidth(self, rated_gb_per_s: float) -> float:
+        if self.bandwidth_gb_per_s is not None:
+            return self.bandwidth_gb_per_s
+        return rated_gb_per_s * self.bandwidth_efficiency
+
+    def latency(self, rated_us: float) -> float:
+        return rated_us if self.latency_us is None else self.latency_us
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Profile:
+    name: str
+    description: str = ""
+    source: str = ""
+    gemm: Mapping[str, GemmCurve] = field(default_factory=dict)
+    attention_efficiency: Mapping[str, float] = field(default_factory=dict)
+    hbm_efficiency: float = 0.8
+    links: Mapping[str, LinkCalibration] = field(default_factory=dict)
+    overlap: Mapping[str, float] = field(default_factory=dict)
+    constants: Mapping[str, float] = field(default_factory=dict)
+
+    def gemm_curve(self, device_id: str, generation: str) -> GemmCurve:
+        for key in (device_id, generation, "default"):
+            if key in self.gemm:
+                return self.gemm[key]
+        raise InputError(f"profile '{self.name}' has no GEMM curve for '{device_id}' "
+                         f"({generation}); add one under gemm: or calibrate")
+
+    def attention(self, device_id: str, generation: str) -> float:
+        for key in (device_id, generation, "default"):
+            if key in self.attention_efficiency:
+                return self.attention_efficiency[key]
+        raise InputError(f"profile '{self.name}' has no attention efficiency for '{generation}'")
+
+    def link(self, level: str, kind: str, link_id: str) -> LinkCalibration:
+        """Calibration of ``level`` (``intra``/``inter``) for a link of ``kind`` and ``link_id``:
+        a measured level entry wins, then the link id, then its kind."""
+        for key in (level, link_id, kind):
+            if key in self.links:
+                return self.links[key]
+        return LinkCalibration()
+
+    def overlap_of(self, kind: str) -> float:
+        return float(self.overlap.get(kind, 0.0))
+
+    def const(self, name: str) -> float:
+        try:
+            return float(self.constants[name])
+        except KeyError:
+            raise InputError(f"profile '{self.name}' lacks constant '{name}'") from None
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) and key != "gemm":
+            out[key] = _merge(dict(out[key]), value)
+        elif key == "gemm" and isinstance(value, Mapping):
+            out[key] = {**dict(out.get(key) or {}), **value}
+        else:
+            out[key] = value
+    return out
+
+
+def _builtin_names() -> list[str]:
+    folder = resources.files("gpuscale.catalog").joinpath("data", "profiles")
+    return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def _read_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
+    path = Path(name_or_path)
+    if name_or_path in _builtin_names():
+        text = resources.files("gpuscale.catalog").joinpath(
+            "data", "profiles", f"{name_or_path}.yaml").read_text()
+        where = f"profile '{name_or_path}'"
+    elif path.suffix in (".yaml", ".yml") or path.exists():
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise InputError(f"cannot read profile '{path}': {exc.strerror}") from None
+        where = str(path)
+    else:
+        raise unknown("profile", name_or_path, _builtin_names())
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" (line {mark.line + 1})" if mark is not None else ""
+        raise InputError(f"{where}: not valid YAML{line}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: a profile must be a YAML mapping")
+    version = data.get("schema_version", PROFILE_SCHEMA_VERSION)
+    require(version == PROFILE_SCHEMA_VERSION,
+            f"{where}: schema_version {version} is not supported (this gpuscale reads {PROFILE_SCHEMA_VERSION})")
+    return data, where
+
+
+def _resolve(name_or_path: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    require(name_or_path not in seen, f"profile base cycle: {' -> '.join((*seen, name_or_path))}")
+    data, _ = _read_raw(name_or_path)
+    base = data.get("base")
+    if base:
+        return _merge(_resolve(str(base), (*seen, name_or_path)), data)
+    return data
+
+
+def profile_from_dict(data: Mapping[str, Any], where: str = "profile") -> Profile:
+    """Build a :class:`Profile` from an already merged mapping, with one-line errors."""
+    try:
+        gemm = {str(k): GemmCurve(flops=tuple(float(x) for x in v["flops"]),
+                                  efficiency=tuple(float(x) for x in v["efficiency"]))
+                for k, v in (data.get("gemm") or {}).items()}
+        links = {str(k): LinkCalibration(**v) for k, v in (data.get("links") or {}).items()}
+        return Profile(
+            name=str(data.get("name", where)),
+            description=str(data.get("description", "")),
+            source=str(data.get("source", "")),
+            gemm=gemm,
+            attention_efficiency={str(k): float(v) for k, v in (data.get("attention_efficiency") or {}).items()},
+            hbm_efficiency=float(data.get("hbm_efficiency", 0.8)),
+            links=links,
+            overlap={str(k): float(v) for k, v in (data.get("overlap") or {}).items()},
+            constants={str(k): float(v) for k, v in (data.get("constants") or {}).items()},
+        )
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{where}: malformed profile ({type(exc).__name__}: {exc})") from None
+
+
+@cache
+def load_profile(name_or_path: str = "generic") -> Profile:
+    """A built-in profile by name (``generic``, ``megatron``...) or a YAML file path."""
+    return profile_from_dict(_resolve(name_or_path), name_or_path)
+
+
+def profile_names() -> list[str]:
+    return _builtin_names()

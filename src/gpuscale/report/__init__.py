@@ -1,0 +1,1 @@
+"""Rendering only: results come in, files and tables go out."""

@@ -1,0 +1,80 @@
+"""A self-contained HTML report: a title, then sections of text, tables and plotly figures.
+
+Every command that has results people would rather see than read (``plan``, ``scale``,
+``calibrate``, ``trace``) writes its report through :func:`write_report`.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuscale import SCHEMA_VERSION, __version__
+
+
+@dataclass(kw_only=True)
+class Section:
+    """One block of the report: a heading, optional prose, optional table rows and figures."""
+
+    title: str
+    text: str = ""
+    rows: Sequence[Mapping[str, Any]] = ()
+    figures: Sequence[Any] = field(default_factory=list)
+    """plotly ``Figure`` objects."""
+
+
+def _table(rows: Sequence[Mapping[str, Any]]) -> str:
+    if not rows:
+        return ""
+    keys = list(rows[0])
+    head = "".join(f"<th>{html.escape(str(k))}</th>" for k in keys)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(k)))}</td>" for k in keys) + "</tr>"
+        for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#222}
+table{border-collapse:collapse;margin:1rem 0;font-size:.9rem}
+td,th{border:1px solid #ccc;padding:.25rem .5rem;text-align:right}
+th{background:#f3f3f3} h1{font-size:1.6rem} h2{font-size:1.2rem;margin-top:2rem}
+footer{margin-top:3rem;color:#888;font-size:.8rem}
+"""
+
+
+def render(title: str, sections: Sequence[Section]) -> str:
+    """The whole report as one HTML string (plotly.js embedded once, works offline)."""
+    parts = [f"<h1>{html.escape(title)}</h1>"]
+    include_js: bool | str = True
+    for section in sections:
+        parts.append(f"<h2>{html.escape(section.title)}</h2>")
+        if section.text:
+            parts.append(f"<p>{html.escape(section.text)}</p>")
+        parts.append(_table(section.rows))
+        for fig in section.figures:
+            parts.append(fig.to_html(full_html=False, include_plotlyjs=include_js))
+            include_js = False
+    parts.append(f"<footer>gpuscale {__version__}, report schema {SCHEMA_VERSION}</footer>")
+    return ("<!doctype html><html><head><meta charset='utf-8'>"
+            f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>"
+            + "\n".join(parts) + "</body></html>")
+
+
+def write_report(path: str | Path, title: str, sections: Sequence[Section]) -> Path:
+    """Write the report to ``path`` and return it."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(title, sections))
+    return out

@@ -1,0 +1,114 @@
+"""Devices, links and the clusters built from them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gpuscale.errors import require
+
+Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
+LinkKind = Literal["nvlink", "xgmi", "pcie", "infiniband", "roce", "ethernet"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Device:
+    """One accelerator as its vendor's datasheet describes it."""
+
+    id: str
+    name: str
+    vendor: str
+    generation: str
+    """Architecture family (``ampere``, ``hopper``, ``blackwell``, ``ada``, ``cdna3``): the key of
+    the efficiency curves in a calibration profile."""
+    memory_gib: float
+    hbm_bandwidth_gb_per_s: float
+    """Peak device-memory bandwidth, GB/s (1e9 bytes)."""
+    peak_tflops: Mapping[str, float]
+    """Dense (no sparsity) peak TFLOP/s per precision; a precision the device lacks is absent."""
+    intra_link: str
+    """Catalog id of the GPU-to-GPU link inside a node (``nvlink4``, ``pcie4``...)."""
+    intra_bandwidth_gb_per_s: float
+    """Per-GPU, per-direction bandwidth on that link, GB/s."""
+    pcie: str
+    tdp_w: float
+    source: str
+
+    def __post_init__(self) -> None:
+        require(self.memory_gib > 0, f"GPU '{self.id}': memory_gib must be > 0")
+        require(self.hbm_bandwidth_gb_per_s > 0, f"GPU '{self.id}': hbm bandwidth must be > 0")
+        require("bf16" in self.peak_tflops or "fp16" in self.peak_tflops,
+                f"GPU '{self.id}': peak_tflops needs bf16 or fp16")
+
+    def peak(self, precision: str) -> float:
+        """Dense peak TFLOP/s for ``precision``; FP8 falls back to 16-bit where it does not exist."""
+        if precision in self.peak_tflops:
+            return float(self.peak_tflops[precision])
+        if precision == "fp8":
+            return self.peak("bf16")
+        if precision == "bf16" and "fp16" in self.peak_tflops:
+            return float(self.peak_tflops["fp16"])
+        raise KeyError(precision)
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.memory_gib * 2**30
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Link:
+    """A GPU-to-GPU link or a network fabric port."""
+
+    id: str
+    name: str
+    kind: LinkKind
+    bandwidth_gb_per_s: float
+    """Per port (per GPU, for NVLink/xGMI/PCIe), per direction, GB/s (1e9 bytes)."""
+    latency_us: float
+    """Typical one-way small-message latency through the software stack, microseconds."""
+    rdma: bool
+    source: str
+
+    def __post_init__(self) -> None:
+        require(self.bandwidth_gb_per_s > 0, f"link '{self.id}': bandwidth must be > 0")
+        require(self.latency_us >= 0, f"link '{self.id}': latency must be >= 0")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Cluster:
+    """``num_gpus`` identical devices, ``gpus_per_node`` to a node joined by ``intra``; nodes
+    joined by ``nics_per_node`` ports of ``inter`` (rail-optimized: one NIC per local rank group).
+    """
+
+    device: Device
+    num_gpus: int
+    gpus_per_node: int
+    intra: Link
+    inter: Link
+    nics_per_node: int
+    oversubscription: float = 1.0
+    """Leaf-to-spine oversubscription: cross-leaf traffic gets ``1/oversubscription`` of the NIC rate."""
+    slowest_device: Device | None = field(default=None)
+    """In a mixed cluster the slowest card sets the pace of every synchronous step."""
+
+    def __post_init__(self) -> None:
+        require(self.num_gpus >= 1, f"--gpus must be >= 1, got {self.num_gpus}")
+        require(self.gpus_per_node >= 1, f"--gpus-per-node must be >= 1, got {self.gpus_per_node}")
+        require(self.nics_per_node >= 1, f"--nics-per-node must be >= 1, got {self.nics_per_node}")
+        require(self.oversubscription >= 1.0, "oversubscription must be >= 1")
+        require(self.num_gpus <= self.gpus_per_node or self.num_gpus % self.gpus_per_node == 0,
+                f"--gpus ({self.num_gpus}) must be a multiple of --gpus-per-node "
+                f"({self.gpus_per_node}) once it spans several nodes")
+
+    @property
+    def num_nodes(self) -> int:
+        return max(1, -(-self.num_gpus // self.gpus_per_node))
+
+    @property
+    def gpus_in_first_node(self) -> int:
+        return min(self.num_gpus, self.gpus_per_node)
+
+    @property
+    def pace_device(self) -> Device:
+        return self.slowest_device or self.device

@@ -1,0 +1,84 @@
+"""The architecture of a transformer, as the cost model needs it (no weights, no framework)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from gpuscale.errors import require
+
+MlpKind = Literal["gated", "plain"]
+NormKind = Literal["rmsnorm", "layernorm"]
+PositionKind = Literal["rope", "learned", "alibi"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelSpec:
+    """A decoder (or encoder) transformer described by the shapes that set its cost."""
+
+    name: str
+    """Catalog id or the path of the ``config.json`` it came from."""
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    """Key/value heads: ``num_heads`` for multi-head attention, fewer under GQA/MQA."""
+    ffn_hidden_size: int
+    """Inner width of the MLP (of one expert, for mixture-of-experts models)."""
+    vocab_size: int
+    max_seq_len: int
+    head_dim: int = 0
+    """Width of one attention head; 0 means ``hidden_size // num_heads``."""
+    mlp: MlpKind = "gated"
+    """``gated``: SwiGLU with three matrices (Llama family); ``plain``: two matrices (GPT family)."""
+    norm: NormKind = "rmsnorm"
+    position: PositionKind = "rope"
+    """``learned`` adds a ``max_seq_len x hidden_size`` table of parameters."""
+    tied_embeddings: bool = False
+    """Output projection shares the input embedding matrix (counted once)."""
+    qkv_bias: bool = False
+    linear_bias: bool = False
+    """Bias on the attention output projection and the MLP matrices (GPT-2, OPT, BLOOM, BERT)."""
+    num_experts: int = 1
+    """Experts per MoE layer; 1 for a dense model."""
+    experts_per_token: int = 1
+    """Top-k routing of mixture-of-experts models."""
+    causal: bool = True
+    """False for encoders (BERT): attention covers the full square, not the causal half."""
+    extra_params: int = 0
+    """Parameters outside the repeated blocks that no other field covers (e.g. BERT's pooler)."""
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for field in ("num_layers", "hidden_size", "num_heads", "num_kv_heads",
+                      "ffn_hidden_size", "vocab_size", "max_seq_len", "num_experts",
+                      "experts_per_token"):
+            value = getattr(self, field)
+            require(isinstance(value, int) and value > 0,
+                    f"model '{self.name}': {field} must be a positive integer, got {value!r}")
+        require(self.num_heads % self.num_kv_heads == 0,
+                f"model '{self.name}': num_heads ({self.num_heads}) must be a multiple of "
+                f"num_kv_heads ({self.num_kv_heads})")
+        require(self.experts_per_token <= self.num_experts,
+                f"model '{self.name}': experts_per_token ({self.experts_per_token}) exceeds "
+                f"num_experts ({self.num_experts})")
+        require(self.head_dim >= 0, f"model '{self.name}': head_dim must be >= 0")
+        if self.head_dim == 0:
+            require(self.hidden_size % self.num_heads == 0,
+                    f"model '{self.name}': hidden_size ({self.hidden_size}) is not divisible by "
+                    f"num_heads ({self.num_heads}); give head_dim explicitly")
+            object.__setattr__(self, "head_dim", self.hidden_size // self.num_heads)
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 1
+
+    @property
+    def q_width(self) -> int:
+        """Width of all query heads together (``num_heads * head_dim``)."""
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        """Width of all key (or value) heads together (``num_kv_heads * head_dim``)."""
+        return self.num_kv_heads * self.head_dim
