@@ -20,7 +20,7 @@ DEFAULT_GPUS_PER_NODE = 8
 
 
 def _load(name: str) -> dict[str, Any]:
-    text = resources.files("gpuscale.catalog").joinpath("data", name).read_text()
+    text = resources.files("gpuscale.catalog").joinpath("data").joinpath(name).read_text()
     data = yaml.safe_load(text)
     if not isinstance(data, dict):
         raise RuntimeError(f"catalog file {name} is not a mapping")
@@ -43,6 +43,12 @@ def links() -> dict[str, Link]:
 def models() -> dict[str, ModelSpec]:
     """Every catalog model by id."""
     return {mid: ModelSpec(name=mid, **fields) for mid, fields in _load("models.yaml")["models"].items()}
+
+
+@cache
+def validation_bands() -> dict[str, Any]:
+    """Error bands per validation regime, written by ``benchmarks/validate.py --write-bands``."""
+    return _load("validation_bands.yaml")
 
 
 def gpu(gpu_id: str) -> Device:
@@ -99,4 +105,4 @@ def cluster(
     )
 
 
-__all__ = ["DEFAULT_INTER", "InputError", "cluster", "gpu", "gpus", "link", "links", "model", "models"]
+__all__ = ["DEFAULT_INTER", "InputError", "cluster", "gpu", "gpus", "link", "links", "model", "models", "validation_bands"]

@@ -90,8 +90,11 @@ class Profile:
     overlap: Mapping[str, float] = field(default_factory=dict)
     constants: Mapping[str, float] = field(default_factory=dict)
 
-    def gemm_curve(self, device_id: str, generation: str) -> GemmCurve:
-        for key in (device_id, generation, "default"):
+    def gemm_curve(self, device_id: str, generation: str, precision: str = "bf16") -> GemmCurve:
+        """The curve for this device and precision: ``<id>-<precision>``, ``<id>``,
+        ``<generation>-<precision>``, ``<generation>``, then ``default``."""
+        for key in (f"{device_id}-{precision}", device_id, f"{generation}-{precision}", generation,
+                    "default"):
             if key in self.gemm:
                 return self.gemm[key]
         raise InputError(f"profile '{self.name}' has no GEMM curve for '{device_id}' "
@@ -134,15 +137,15 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _builtin_names() -> list[str]:
-    folder = resources.files("gpuscale.catalog").joinpath("data", "profiles")
+    folder = resources.files("gpuscale.catalog").joinpath("data").joinpath("profiles")
     return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
 def _read_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
     path = Path(name_or_path)
     if name_or_path in _builtin_names():
-        text = resources.files("gpuscale.catalog").joinpath(
-            "data", "profiles", f"{name_or_path}.yaml").read_text()
+        text = resources.files("gpuscale.catalog").joinpath("data").joinpath("profiles").joinpath(
+            f"{name_or_path}.yaml").read_text()
         where = f"profile '{name_or_path}'"
     elif path.suffix in (".yaml", ".yml") or path.exists():
         try:
@@ -203,6 +206,16 @@ def profile_from_dict(data: Mapping[str, Any], where: str = "profile") -> Profil
 def load_profile(name_or_path: str = "generic") -> Profile:
     """A built-in profile by name (``generic``, ``megatron``...) or a YAML file path."""
     return profile_from_dict(_resolve(name_or_path), name_or_path)
+
+
+def load_profile_for(framework: str = "generic", overlay: str | None = None) -> Profile:
+    """The framework's profile with a measured/custom profile file laid on top (its own
+    ``base`` is ignored: the framework chosen on the command line is the base)."""
+    if overlay is None:
+        return load_profile(framework)
+    data, where = _read_raw(overlay)
+    merged = _merge(_resolve(framework), {k: v for k, v in data.items() if k != "base"})
+    return profile_from_dict(merged, where)
 
 
 def profile_names() -> list[str]:

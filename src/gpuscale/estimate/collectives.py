@@ -1,0 +1,118 @@
+"""Collective communication time on a two-level (NVLink node, network between nodes) topology.
+
+Cost model: time = latency term + bytes / bandwidth, the alpha-beta model of Hockney (1994) with the
+ring and tree algorithm costs of Thakur, Rabenseifner & Gropp (2005, IJHPCA 19(1), Sec. 4) and
+NCCL's bus-bandwidth convention (nccl-tests doc/PERFORMANCE.md): for a group of ``n`` ranks and a
+message of ``S`` bytes, ``busbw = algbw * factor`` with factor ``2(n-1)/n`` for all-reduce,
+``(n-1)/n`` for all-gather, reduce-scatter and all-to-all, ``1`` for broadcast and send/recv. A
+group's bus bandwidth is the slower of its two levels (Jeaugey, "NCCL 2.0", GTC 2017: rings cross
+each node boundary once per channel, one channel per NIC on rail-optimized nodes).
+
+Every function takes numpy arrays (or scalars) and broadcasts, so the planner can price many
+plans in one call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from gpuscale.estimate.profile import Profile
+from gpuscale.specs import Cluster
+
+Op = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"]
+OPS: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
+                        "send_recv")
+
+ArrayLike = np.ndarray | float | int
+
+
+def bus_factor(op: str, n: ArrayLike) -> np.ndarray:
+    """nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md): busbw = algbw * factor."""
+    n = np.maximum(np.asarray(n, dtype=float), 1.0)
+    if op == "all_reduce":
+        return np.asarray(2.0 * (n - 1.0) / n)
+    if op in ("all_gather", "reduce_scatter", "all_to_all"):
+        return np.asarray((n - 1.0) / n)
+    if op in ("broadcast", "send_recv"):
+        return np.ones_like(n)
+    raise ValueError(f"unknown collective {op!r}; known: {', '.join(OPS)}")
+
+
+@dataclass(frozen=True, slots=True)
+class LevelBandwidth:
+    """Achieved per-GPU bandwidth (GB/s) and latency (us) of the two levels of a cluster."""
+
+    intra_gb_per_s: float
+    intra_latency_us: float
+    nic_gb_per_s: float
+    """One NIC port's achieved rate (after the leaf/spine oversubscription)."""
+    nics_per_gpu: float
+    inter_latency_us: float
+
+    @classmethod
+    def of(cls, cluster: Cluster, profile: Profile) -> LevelBandwidth:
+        intra = profile.link("intra", cluster.intra.kind, cluster.intra.id)
+        inter = profile.link("inter", cluster.inter.kind, cluster.inter.id)
+        return cls(
+            intra_gb_per_s=intra.bandwidth(cluster.intra.bandwidth_gb_per_s),
+            intra_latency_us=intra.latency(cluster.intra.latency_us),
+            nic_gb_per_s=inter.bandwidth(cluster.inter.bandwidth_gb_per_s) / cluster.oversubscription,
+            nics_per_gpu=cluster.nics_per_node / cluster.gpus_per_node,
+            inter_latency_us=inter.latency(cluster.inter.latency_us),
+        )
+
+
+def group_bus_bandwidth(levels: LevelBandwidth, n: ArrayLike, per_node: ArrayLike) -> np.ndarray:
+    """Bus bandwidth (GB/s) of a ring over ``n`` ranks placed ``per_node`` to a node.
+
+    Inside one node the ring runs at the NVLink/PCIe rate. Across nodes, the group's ``per_node``
+    ranks share ``per_node * nics_per_gpu`` NICs (the other groups of the plan use the remaining
+    NICs at the same time), so the inter-node rate is ``per_node * nics_per_gpu * nic`` and the
+    ring runs at the slower of the two levels.
+    """
+    n = np.asarray(n, dtype=float)
+    per_node = np.minimum(np.asarray(per_node, dtype=float), n)
+    inter = per_node * levels.nics_per_gpu * levels.nic_gb_per_s
+    crosses = n > per_node
+    return np.where(crosses, np.minimum(levels.intra_gb_per_s, inter), levels.intra_gb_per_s)
+
+
+def _latency_us(levels: LevelBandwidth, n: np.ndarray, per_node: np.ndarray) -> np.ndarray:
+    return np.where(n > per_node, levels.inter_latency_us, levels.intra_latency_us)
+
+
+def collective_time_s(
+    op: str,
+    message_bytes: ArrayLike,
+    n: ArrayLike,
+    per_node: ArrayLike,
+    levels: LevelBandwidth,
+) -> np.ndarray:
+    """Seconds for one collective of ``message_bytes`` (the full buffer, as nccl-tests sizes
+    it) over ``n`` ranks placed ``per_node`` to a node. Zero for a group of one.
+
+    NCCL picks the faster of ring and (double binary) tree; the tree pays ``log2(n)`` latency
+    steps instead of ``n - 1`` (Sanders, Speck & Traff 2009, two-tree broadcast/reduction).
+    """
+    size = np.asarray(message_bytes, dtype=float)
+    n_arr = np.maximum(np.asarray(n, dtype=float), 1.0)
+    per = np.minimum(np.asarray(per_node, dtype=float), n_arr)
+    alpha = _latency_us(levels, n_arr, per) * 1e-6
+    if op == "send_recv":
+        bw = np.where(n_arr > per, levels.nics_per_gpu * levels.nic_gb_per_s, levels.intra_gb_per_s)
+        return np.where(n_arr > 1, alpha + size / (bw * 1e9), 0.0)
+    if op == "all_to_all":
+        # (per-1)/n of the buffer stays in the node, (n-per)/n crosses the network
+        local = size * (per - 1.0) / n_arr / (levels.intra_gb_per_s * 1e9)
+        remote = size * (n_arr - per) / n_arr / (
+            np.maximum(levels.nics_per_gpu * levels.nic_gb_per_s, 1e-9) * 1e9)
+        return np.where(n_arr > 1, (n_arr - 1.0) * alpha + np.maximum(local, remote), 0.0)
+    busbw = group_bus_bandwidth(levels, n_arr, per) * 1e9
+    bandwidth_term = size * bus_factor(op, n_arr) / busbw
+    steps = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "broadcast": 1.0}[op]
+    ring = steps * (n_arr - 1.0) * alpha + bandwidth_term
+    tree = steps * np.ceil(np.log2(n_arr)) * alpha + bandwidth_term * n_arr / np.maximum(n_arr - 1.0, 1.0)
+    return np.where(n_arr > 1, np.minimum(ring, tree), 0.0)

@@ -1,0 +1,135 @@
+"""Communication of each parallelism, per micro-batch and per step, and how much of it hides
+behind compute.
+
+Rank order follows Megatron-Core's default ``tp-cp-ep-dp-pp`` (TP innermost, so a TP group fills
+a node first; PP outermost). A group's ``per_node`` is how many of its ranks share a node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuscale.estimate.collectives import LevelBandwidth, collective_time_s
+from gpuscale.estimate.compute import MicrobatchCompute
+from gpuscale.estimate.params import embedding_params, layer_params, mlp_params
+from gpuscale.estimate.profile import Profile
+from gpuscale.specs import Cluster, ModelSpec, PlanBatch, Training
+from gpuscale.specs.plan import RECOMPUTE_CODE
+
+ACT_BYTES = 2.0
+"""Activations cross the wire in 16-bit (FP8 recipes keep communication in BF16)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommTimes:
+    """Exposed communication seconds, arrays over plans. ``*_mb`` fields are per micro-batch
+    (they repeat in the pipeline bubble); the rest are once per optimizer step."""
+
+    tp_mb: np.ndarray
+    cp_mb: np.ndarray
+    ep_mb: np.ndarray
+    pp_mb: np.ndarray
+    zero3_mb: np.ndarray
+    dp_step: np.ndarray
+    """Gradient reduction (and ZeRO-1/2 parameter all-gather) after the last micro-batch."""
+    total_dp_bytes: np.ndarray
+    """Bytes of gradient each GPU reduces per step (for reports and compression advice)."""
+    dp_unhidden_s: np.ndarray
+    """Gradient synchronisation time before any overlap."""
+
+
+def _per_node(stride: np.ndarray, size: np.ndarray, gpus_per_node: int) -> np.ndarray:
+    """Ranks of a group of ``size`` with rank stride ``stride`` that share one node."""
+    fit = np.maximum(gpus_per_node // np.maximum(stride, 1), 1)
+    return np.minimum(size, fit)
+
+
+def params_per_gpu(m: ModelSpec, plans: PlanBatch) -> np.ndarray:
+    """Parameters held by the busiest GPU before ZeRO sharding: its stage's layers split by TP
+    (experts split by EP), plus the embedding on the first stage (or LM head on the last)."""
+    expert = m.num_experts * mlp_params(m) if m.is_moe else 0
+    dense_layer = layer_params(m) - expert
+    stage_layers = np.ceil(m.num_layers / plans.pp)
+    per_layer = dense_layer / plans.tp + expert / (plans.tp * plans.ep)
+    embed = m.vocab_size * m.hidden_size + (m.max_seq_len * m.hidden_size if m.position == "learned" else 0)
+    heaviest_end = np.where(plans.pp == 1, embedding_params(m), embed)
+    return stage_layers * per_layer + heaviest_end / plans.tp
+
+
+def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: PlanBatch,
+                  profile: Profile, compute: MicrobatchCompute) -> CommTimes:
+    levels = LevelBandwidth.of(cluster, profile)
+    gpn = cluster.gpus_per_node
+    tp, cp, dp, pp, ep, vp = plans.tp, plans.cp, plans.dp, plans.pp, plans.ep, plans.vp
+    tokens = plans.micro_batch * training.seq_len / cp
+    layers = compute.layers_per_stage
+    full = plans.recompute == RECOMPUTE_CODE["full"]
+
+    # Tensor parallel: per layer 2 all-reduces forward and 2 backward of the b*s*h activation
+    # (Shoeybi et al. 2019, Sec. 3, the f/g operators); with sequence parallelism each becomes a
+    # reduce-scatter + all-gather pair of equal total cost (Korthikanti et al. 2022, Sec. 4.2.2).
+    tp_msg = tokens * m.hidden_size * ACT_BYTES
+    tp_per_node = np.minimum(tp, gpn)
+    one_ar = collective_time_s("all_reduce", tp_msg, tp, tp_per_node, levels)
+    tp_passes = 4.0 + np.where(full, 2.0, 0.0)
+    tp_mb = layers * tp_passes * one_ar * (1.0 - profile.overlap_of("tp"))
+
+    # Context parallel (ring attention): every layer passes K and V around the ring, cp-1 hops
+    # forward and twice that backward (dK, dV), overlapped with the blockwise attention
+    # (Liu et al. 2023, Ring Attention, arXiv:2310.01889, Sec. 3).
+    kv_chunk = tokens * 2 * m.kv_width / tp * ACT_BYTES
+    cp_per_node = _per_node(tp, cp, gpn)
+    hop = collective_time_s("send_recv", kv_chunk, cp, cp_per_node, levels)
+    cp_mb = layers * 3.0 * (cp - 1) * hop * (1.0 - profile.overlap_of("cp"))
+
+    # Expert parallel: dispatch and combine all-to-all per MoE layer, forward and backward
+    # (Lepikhin et al. 2020, GShard, arXiv:2006.16668, Sec. 2.2).
+    if m.is_moe:
+        a2a_msg = tokens * m.experts_per_token * m.hidden_size * ACT_BYTES / tp
+        ep_per_node = _per_node(tp * cp, ep, gpn)
+        a2a = collective_time_s("all_to_all", a2a_msg, ep, ep_per_node, levels)
+        ep_mb = layers * 4.0 * a2a * (1.0 - profile.overlap_of("ep"))
+    else:
+        ep_mb = np.zeros(len(plans))
+
+    # Pipeline: each micro-batch's activation crosses every stage boundary forward and its
+    # gradient backward, v times under interleaving (Narayanan et al. 2021, Sec. 2.2.2);
+    # Megatron's scatter/gather sends 1/tp of it per rank (Sec. 4.1).
+    pp_msg = tokens * m.hidden_size * ACT_BYTES / tp
+    pp_crosses = np.where(tp * cp * dp >= gpn, 2, 1)
+    hop_pp = collective_time_s("send_recv", pp_msg, pp_crosses, 1, levels)
+    pp_mb = np.where(pp > 1, 2.0 * vp * hop_pp * (1.0 - profile.overlap_of("pp")), 0.0)
+
+    # Data parallel gradient synchronisation over the dp*cp replicas of each parameter.
+    params = params_per_gpu(m, plans)
+    grad_bytes = params * profile.const("grad_reduce_bytes")
+    weight_bytes = params * ACT_BYTES
+    dp_group = dp * cp
+    dp_per_node = _per_node(tp, dp_group, gpn)
+    ar = collective_time_s("all_reduce", grad_bytes, dp_group, dp_per_node, levels)
+    rs = collective_time_s("reduce_scatter", grad_bytes, dp_group, dp_per_node, levels)
+    ag = collective_time_s("all_gather", weight_bytes, dp_group, dp_per_node, levels)
+    zero = plans.zero
+    dp_sync = np.where(zero == 0, ar, np.where(zero < 3, rs + ag, 0.0))
+    # Bucketed reduction overlaps the last micro-batch's backward (Li et al. 2020, PyTorch DDP,
+    # VLDB 13(12), Sec. 3.2.3). The ZeRO-1/2 parameter all-gather follows the optimizer and can
+    # overlap the next step's first forward (Megatron-Core --overlap-param-gather).
+    hidden = profile.overlap_of("dp") * compute.backward_s
+    gather_hidden = profile.overlap_of("zero") * compute.forward_s
+    dp_step = np.where(zero == 0, np.maximum(ar - hidden, 0.0),
+                       np.where(zero < 3, np.maximum(rs - hidden, 0.0) + np.maximum(ag - gather_hidden, 0.0),
+                                0.0))
+
+    # ZeRO-3 / FSDP: all-gather weights for forward and again for backward, reduce-scatter
+    # gradients, every micro-batch; prefetching hides it behind the layer math (Rajbhandari
+    # et al. 2020, ZeRO, arXiv:1910.02054, Sec. 7.2.2; Zhao et al. 2023, PyTorch FSDP, Sec. 3.3).
+    z3_comm = (2.0 * ag + rs) / profile.const("zero3_bandwidth_efficiency")
+    z3_hidden = profile.overlap_of("zero") * (compute.forward_s + compute.backward_s)
+    zero3_mb = np.where(zero == 3, np.maximum(z3_comm - z3_hidden, 0.0), 0.0)
+
+    return CommTimes(
+        tp_mb=tp_mb, cp_mb=cp_mb, ep_mb=ep_mb, pp_mb=pp_mb, zero3_mb=zero3_mb, dp_step=dp_step,
+        total_dp_bytes=grad_bytes, dp_unhidden_s=np.where(zero == 3, z3_comm, dp_sync),
+    )

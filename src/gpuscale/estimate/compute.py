@@ -1,0 +1,117 @@
+"""Time of the math of one micro-batch on one GPU: GEMMs, attention, memory-bound kernels.
+
+Every kernel is timed by a roofline (Williams, Waterman & Patterson 2009, CACM 52(4)):
+``max(FLOPs / (peak * efficiency), bytes / (HBM bandwidth * efficiency), launch floor)``. The
+matmul efficiency falls for small GEMMs along the profile's curve (Calculon, Isaev et al. SC'23,
+Sec. 4.2 uses the same per-size efficiency tables).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuscale.estimate.flops import Gemm, attention_core_flops, layer_gemms, lm_head_gemm
+from gpuscale.estimate.profile import Profile
+from gpuscale.specs import Device, ModelSpec, PlanBatch, Training
+from gpuscale.specs.plan import RECOMPUTE_CODE
+
+BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+
+
+@dataclass(frozen=True, slots=True)
+class MicrobatchCompute:
+    """Seconds of math per micro-batch on the slowest pipeline stage, arrays over plans."""
+
+    forward_s: np.ndarray
+    backward_s: np.ndarray
+    """Includes the recomputed forward when activations are recomputed."""
+    recompute_s: np.ndarray
+    """The part of ``backward_s`` spent recomputing the forward."""
+    layer_forward_s: np.ndarray
+    """One layer's forward: the grain of overlap for communication."""
+    layers_per_stage: np.ndarray
+
+
+def _gemm_time(g: Gemm, precision: str, device: Device, profile: Profile,
+               launch_s: float) -> np.ndarray:
+    """Forward time of ``g``; FP8 adds the casts of its input and weight (Transformer Engine
+    quantizes both before each GEMM: read 2 bytes, write 1; Micikevicius et al. 2022, Sec. 3)."""
+    peak = device.peak(precision) * 1e12
+    curve = profile.gemm_curve(device.id, device.generation, precision)
+    math = g.flops / (peak * curve(g.flops))
+    act_bytes = BYTES[precision] if precision in ("fp8", "bf16", "fp16") else 2.0
+    hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
+    memory = act_bytes * (g.tokens * g.k + g.k * g.n + g.tokens * g.n) / hbm
+    time = np.maximum(np.maximum(math, memory), launch_s)
+    if precision == "fp8" and "fp8" in device.peak_tflops:
+        time = time + 3.0 * (g.tokens * g.k + g.k * g.n) / hbm
+    return time * g.count
+
+
+def microbatch_compute(m: ModelSpec, device: Device, training: Training, plans: PlanBatch,
+                       profile: Profile) -> MicrobatchCompute:
+    """Forward and backward time of one micro-batch on the busiest pipeline stage."""
+    seq = float(training.seq_len)
+    tp = plans.tp.astype(float)
+    tokens = plans.micro_batch * seq / plans.cp
+    launch_s = profile.const("kernel_launch_us") * 1e-6
+    half_peak = device.peak("bf16") * 1e12
+
+    # Linear layers run at the training precision (FP8 with Transformer Engine recipes);
+    # everything else stays in 16-bit (Micikevicius et al. 2022, arXiv:2209.05433, Sec. 4).
+    gemm_fwd = sum((_gemm_time(g, training.precision, device, profile, launch_s)
+                    for g in layer_gemms(m, tokens, tp, plans.ep)), start=np.zeros(len(plans)))
+
+    attn_flops = attention_core_flops(m, tokens, seq, tp, causal_skip=training.flash_attention)
+    hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
+    if training.flash_attention:
+        attn_fwd = attn_flops / (half_peak * profile.attention(device.id, device.generation))
+        # FlashAttention-2 backward re-forms the scores: 2.5x the forward FLOPs (Dao 2023, Sec. 3.2).
+        attn_bwd = 2.5 * attn_fwd
+        attn_recompute = np.zeros(len(plans))
+    else:
+        # Unfused attention: two batched GEMMs plus the s x s scores written and read by the
+        # softmax/dropout kernels (Korthikanti et al. 2022, Sec. 4.1: 5as/h bytes term).
+        score_bytes = 2.0 * plans.micro_batch * (m.num_heads / tp) * seq * seq / plans.cp
+        attn_fwd = attn_flops / (half_peak * profile.gemm_curve(device.id, device.generation, "bf16")(
+            2.0 * tokens * seq * m.head_dim)) + profile.const("unfused_softmax_passes") * score_bytes / hbm
+        attn_bwd = 2.0 * attn_fwd
+        attn_recompute = attn_fwd
+
+    # Memory-bound kernels (norms, residual adds, activation function, rotary, dropout): bytes
+    # moved per token, as multiples of the hidden and MLP widths (profile constants).
+    sp = np.where(plans.sequence_parallel | (plans.tp == 1), tp, 1.0)
+    expert_width = m.ffn_hidden_size * m.experts_per_token
+    elementwise_bytes = 2.0 * tokens * (profile.const("elementwise_hidden_passes") * m.hidden_size / sp
+                                        + profile.const("elementwise_ffn_passes") * expert_width / tp)
+    elementwise_fwd = elementwise_bytes / hbm + profile.const("elementwise_kernels_per_layer") * launch_s
+
+    layer_fwd = gemm_fwd + attn_fwd + elementwise_fwd
+    # Backward: input and weight gradients (2x GEMM FLOPs), elementwise ~2x forward traffic.
+    layer_bwd = 2.0 * gemm_fwd + attn_bwd + 2.0 * elementwise_fwd
+
+    layers_per_stage = np.ceil(m.num_layers / plans.pp)
+    # The LM head stays in 16-bit under FP8 recipes (Transformer Engine keeps the output layer).
+    head_precision = "bf16" if training.precision == "fp8" else training.precision
+    head = _gemm_time(lm_head_gemm(m, tokens, tp), head_precision, device, profile, launch_s)
+    # Cross-entropy reads and writes fp32 logits of tokens x vocab/tp.
+    loss = 3.0 * 4.0 * tokens * m.vocab_size / tp / hbm
+
+    # Selective recompute: Megatron's re-runs the attention core only (Korthikanti et al. 2022,
+    # Sec. 5); frameworks whose "selective" also re-runs some matmuls (torchtitan's layer/op SAC)
+    # say what fraction of the rest of the layer they redo.
+    selective = attn_recompute + profile.const("selective_recompute_layer_fraction") * (
+        gemm_fwd + elementwise_fwd)
+    recompute = np.where(plans.recompute == RECOMPUTE_CODE["full"], layer_fwd,
+                         np.where(plans.recompute == RECOMPUTE_CODE["selective"], selective, 0.0))
+    forward = layers_per_stage * layer_fwd + head + loss
+    backward = layers_per_stage * (layer_bwd + recompute) + 2.0 * head + loss
+    return MicrobatchCompute(
+        forward_s=forward,
+        backward_s=backward,
+        recompute_s=layers_per_stage * recompute,
+        layer_forward_s=layer_fwd,
+        layers_per_stage=layers_per_stage,
+    )

@@ -1,0 +1,182 @@
+"""One optimizer step, end to end: compute, exposed communication, pipeline bubble, optimizer,
+data and checkpoint terms, then throughput, model TFLOP/s and MFU.
+
+Step time of 1F1B (interleaved) pipelining (Narayanan et al. 2021, arXiv:2104.04473, Sec. 2.2,
+Eq. 1-2): ``(m + (p-1)/v) * t_microbatch`` then the data-parallel tail and the optimizer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from gpuscale.estimate.communication import CommTimes, communication, params_per_gpu
+from gpuscale.estimate.compute import microbatch_compute
+from gpuscale.estimate.flops import model_flops_per_token
+from gpuscale.estimate.params import total_params
+from gpuscale.estimate.profile import Profile
+from gpuscale.specs import Cluster, JobOptions, ModelSpec, Plan, PlanBatch, Training
+
+GIB = float(2**30)
+
+COMM_KINDS = ("tp", "cp", "ep", "pp", "dp", "zero")
+
+
+@dataclass(frozen=True, slots=True)
+class StepEstimate:
+    """Predicted step of every plan in a batch; each field is an array over the plans."""
+
+    step_time_s: np.ndarray
+    tokens_per_s: np.ndarray
+    """Whole job, all GPUs."""
+    tflops_per_gpu: np.ndarray
+    """Model FLOPs (no recompute, PaLM definition) per GPU per second, in TFLOP/s."""
+    mfu: np.ndarray
+    memory_per_gpu_bytes: np.ndarray
+    fits: np.ndarray
+    compute_s: np.ndarray
+    recompute_s: np.ndarray
+    """Part of ``compute_s`` spent recomputing activations."""
+    bubble_s: np.ndarray
+    optimizer_s: np.ndarray
+    data_s: np.ndarray
+    checkpoint_s: np.ndarray
+    other_s: np.ndarray
+    comm_tp_s: np.ndarray
+    comm_cp_s: np.ndarray
+    comm_ep_s: np.ndarray
+    comm_pp_s: np.ndarray
+    comm_dp_s: np.ndarray
+    comm_zero_s: np.ndarray
+    dp_sync_unhidden_s: np.ndarray
+    gradient_bytes_per_gpu: np.ndarray
+    num_gpus: np.ndarray
+
+    @property
+    def exposed_comm_s(self) -> np.ndarray:
+        return sum((getattr(self, f"comm_{k}_s") for k in COMM_KINDS), start=np.zeros_like(self.step_time_s))
+
+    def __len__(self) -> int:
+        return int(self.step_time_s.shape[0])
+
+    def take(self, index: np.ndarray) -> StepEstimate:
+        return StepEstimate(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+
+    def breakdown(self, i: int) -> dict[str, float]:
+        """Seconds per term of plan ``i``; the terms sum to ``step_time_s``."""
+        out = {
+            "compute": float(self.compute_s[i]),
+            "exposed_comm": float(self.exposed_comm_s[i]),
+            "bubble": float(self.bubble_s[i]),
+            "optimizer": float(self.optimizer_s[i]),
+            "data": float(self.data_s[i]),
+            "checkpoint": float(self.checkpoint_s[i]),
+            "other": float(self.other_s[i]),
+        }
+        out.update({f"comm_{k}": float(getattr(self, f"comm_{k}_s")[i]) for k in COMM_KINDS})
+        out["recompute"] = float(self.recompute_s[i])
+        return out
+
+    def row(self, i: int = 0) -> dict[str, Any]:
+        """Plan ``i`` in the machine-readable contract of DESIGN.md."""
+        return {
+            "fits": bool(self.fits[i]),
+            "memory_per_gpu_gib": float(self.memory_per_gpu_bytes[i] / GIB),
+            "step_time_s": float(self.step_time_s[i]),
+            "tokens_per_s": float(self.tokens_per_s[i]),
+            "tokens_per_s_per_gpu": float(self.tokens_per_s[i] / self.num_gpus[i]),
+            "tflops_per_gpu": float(self.tflops_per_gpu[i]),
+            "mfu": float(self.mfu[i]),
+            "breakdown": self.breakdown(i),
+        }
+
+
+def _memory_bytes(model: ModelSpec, training: Training, plans: PlanBatch, profile: Profile) -> np.ndarray:
+    from gpuscale.estimate.memory import training_memory
+
+    return np.asarray(training_memory(model, training, plans, profile=profile).total, dtype=float)
+
+
+def estimate_batch(
+    model: ModelSpec,
+    cluster: Cluster,
+    training: Training,
+    plans: PlanBatch,
+    profile: Profile,
+    job: JobOptions | None = None,
+) -> StepEstimate:
+    """Predict the step of every plan in ``plans`` (numpy-vectorized over plans)."""
+    job = job or JobOptions()
+    device = cluster.pace_device
+    n = len(plans)
+    hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
+
+    mb = microbatch_compute(model, device, training, plans, profile)
+    comm: CommTimes = communication(model, cluster, training, plans, profile, mb)
+    m = plans.num_microbatches.astype(float)
+
+    compute_mb = mb.forward_s + mb.backward_s
+    per_mb_comm = comm.tp_mb + comm.cp_mb + comm.ep_mb + comm.pp_mb + comm.zero3_mb
+    t_mb = compute_mb + per_mb_comm
+    bubble = (plans.pp - 1) / plans.vp * t_mb
+
+    # Optimizer: a memory-bound sweep over the parameters this GPU owns (sharded by ZeRO >= 1).
+    owned = params_per_gpu(model, plans) / np.where(plans.zero >= 1, plans.dp * plans.cp, 1)
+    optimizer = owned * profile.const("optimizer_bytes_per_param") / hbm
+
+    tokens_per_step = plans.global_batch * float(training.seq_len)
+    pipeline = m * t_mb + bubble
+    if job.storage_gb_per_s_per_node > 0:
+        # Each node reads the tokens of its replicas; the loader prefetches during the step.
+        replicas_per_node = np.maximum(cluster.gpus_per_node / (plans.tp * plans.pp * plans.cp), 1.0)
+        node_bytes = tokens_per_step / plans.dp * replicas_per_node * job.bytes_per_token
+        data = np.maximum(node_bytes / (job.storage_gb_per_s_per_node * 1e9) - pipeline, 0.0)
+    else:
+        data = np.zeros(n)
+    if job.checkpoint_every_steps > 0:
+        # Weights and optimizer state: 2 + 12 bytes per parameter under mixed-precision Adam.
+        ckpt_bytes = total_params(model) * 14.0
+        checkpoint = np.full(n, ckpt_bytes / (job.checkpoint_write_gb_per_s * 1e9) / job.checkpoint_every_steps)
+    else:
+        checkpoint = np.zeros(n)
+    other = np.full(n, profile.const("step_overhead_s"))
+
+    step = pipeline + comm.dp_step + optimizer + data + checkpoint + other
+    tokens_per_s = tokens_per_step / step
+    num_gpus = plans.num_gpus.astype(float)
+    flops = model_flops_per_token(model, training.seq_len) * tokens_per_s / num_gpus / 1e12
+    mem = _memory_bytes(model, training, plans, profile)
+    capacity = min(cluster.device.memory_bytes, cluster.pace_device.memory_bytes)
+
+    return StepEstimate(
+        step_time_s=step,
+        tokens_per_s=tokens_per_s,
+        tflops_per_gpu=flops,
+        mfu=flops / device.peak(training.precision),
+        memory_per_gpu_bytes=mem,
+        fits=mem <= capacity,
+        compute_s=m * compute_mb,
+        recompute_s=m * mb.recompute_s,
+        bubble_s=bubble,
+        optimizer_s=optimizer,
+        data_s=data,
+        checkpoint_s=checkpoint,
+        other_s=other,
+        comm_tp_s=m * comm.tp_mb,
+        comm_cp_s=m * comm.cp_mb,
+        comm_ep_s=m * comm.ep_mb,
+        comm_pp_s=m * comm.pp_mb,
+        comm_dp_s=comm.dp_step,
+        comm_zero_s=m * comm.zero3_mb,
+        dp_sync_unhidden_s=comm.dp_unhidden_s,
+        gradient_bytes_per_gpu=comm.total_dp_bytes,
+        num_gpus=num_gpus,
+    )
+
+
+def estimate_plan(model: ModelSpec, cluster: Cluster, training: Training, plan: Plan,
+                  profile: Profile, job: JobOptions | None = None) -> StepEstimate:
+    """:func:`estimate_batch` for one plan (a batch of one)."""
+    return estimate_batch(model, cluster, training, PlanBatch.from_plans([plan]), profile, job)

@@ -1,0 +1,91 @@
+"""Honest error bands: how far off the model was on published runs like this one.
+
+Bands come from the residuals of ``benchmarks/validate.py`` grouped into regimes (hardware
+generation x parallelism mix x scale), stored in ``catalog/data/validation_bands.yaml``. A
+prediction outside what was validated (another GPU generation, a larger model or GPU count,
+mixture-of-experts) gets the widest band and a warning saying so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuscale.catalog import validation_bands
+from gpuscale.estimate.params import total_params
+from gpuscale.specs import Cluster, ModelSpec, Plan
+
+
+def parallelism_mix(plan: Plan) -> str:
+    """``fsdp`` (ZeRO-3 only), ``dp`` (replicas only), ``tp`` (tensor, no pipeline), ``tp+pp``."""
+    if plan.pp > 1:
+        return "tp+pp"
+    if plan.tp > 1 or plan.cp > 1:
+        return "tp"
+    return "fsdp" if plan.zero == 3 else "dp"
+
+
+def scale_bucket(num_gpus: int) -> str:
+    if num_gpus <= 64:
+        return "<=64"
+    return "65-512" if num_gpus <= 512 else ">512"
+
+
+def regime_key(generation: str, plan: Plan, num_gpus: int) -> str:
+    return f"{generation}/{parallelism_mix(plan)}/{scale_bucket(num_gpus)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    relative: float
+    """Half-width of the band as a fraction of the prediction (80th percentile of |error|)."""
+    regime: str
+    """Which validation regime the band comes from, with its row count."""
+    warnings: tuple[str, ...] = field(default=())
+    tokens_per_s: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "relative": self.relative, "regime": self.regime, "warnings": list(self.warnings),
+            "tokens_per_s_low": self.tokens_per_s * (1 - self.relative),
+            "tokens_per_s_high": self.tokens_per_s * (1 + self.relative),
+        }
+
+    def around(self, tokens_per_s: float) -> Band:
+        return Band(self.relative, self.regime, self.warnings, tokens_per_s)
+
+
+def band_for(model: ModelSpec, cluster: Cluster, plan: Plan, framework: str) -> Band:
+    """The band of the closest validated regime, and warnings for every extrapolation."""
+    data = validation_bands()
+    regimes: dict[str, dict[str, float]] = data["regimes"]
+    scope = data["validated"]
+    generation = cluster.pace_device.generation
+    warnings: list[str] = []
+    if generation not in scope["generations"]:
+        warnings.append(f"no published run on {generation} GPUs was validated "
+                        f"(validated: {', '.join(scope['generations'])}); extrapolating")
+    params_b = total_params(model) / 1e9
+    if not scope["params_b"][0] <= params_b <= scope["params_b"][1]:
+        warnings.append(f"model size {params_b:.1f}B is outside the validated "
+                        f"{scope['params_b'][0]}-{scope['params_b'][1]}B")
+    if not scope["gpus"][0] <= cluster.num_gpus <= scope["gpus"][1]:
+        warnings.append(f"{cluster.num_gpus} GPUs is outside the validated "
+                        f"{scope['gpus'][0]}-{scope['gpus'][1]}")
+    if model.is_moe:
+        warnings.append("no mixture-of-experts run was validated; expert all-to-all is modelled, not checked")
+    if cluster.inter.kind not in scope["fabrics"] and cluster.num_gpus > cluster.gpus_per_node:
+        warnings.append(f"no run over {cluster.inter.kind} was validated")
+    if framework not in scope["frameworks"]:
+        warnings.append(f"framework profile '{framework}' has no validation rows")
+
+    key = regime_key(generation, plan, cluster.num_gpus)
+    for candidate in (key, f"{generation}/{parallelism_mix(plan)}", generation):
+        if candidate in regimes and not warnings:
+            r = regimes[candidate]
+            return Band(float(r["p80_abs_error"]), f"{candidate}, {int(r['rows'])} runs", tuple(warnings))
+    overall = regimes["overall"]
+    # Outside the validated ground the band is at least the worst regime's.
+    widest = max(float(r["p80_abs_error"]) for r in regimes.values())
+    relative = widest if warnings else float(overall["p80_abs_error"])
+    return Band(relative, f"all validated runs ({int(overall['rows'])})", tuple(warnings))

@@ -1,0 +1,1 @@
+"""Hold the cost model against published, measured runs (``../shared/validation``)."""

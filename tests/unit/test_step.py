@@ -1,0 +1,137 @@
+"""Behaviour of the step-time model: accounting identities and the article's directional claims."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuscale import catalog
+from gpuscale.estimate.profile import load_profile, load_profile_for
+from gpuscale.estimate.step import estimate_batch, estimate_plan
+from gpuscale.specs import JobOptions, Plan, PlanBatch, Training
+
+GENERIC = load_profile("generic")
+
+
+def run(model: str, gpu: str, plan: Plan, *, seq: int = 4096, inter: str = "ib-ndr400",
+        gpus_per_node: int = 8, precision: str = "bf16", profile=GENERIC, job=None):
+    cluster = catalog.cluster(gpu, plan.num_gpus, gpus_per_node=gpus_per_node, inter=inter)
+    training = Training(seq_len=seq, precision=precision)  # type: ignore[arg-type]
+    return estimate_plan(catalog.model(model), cluster, training, plan, profile, job)
+
+
+def test_breakdown_terms_sum_to_the_step() -> None:
+    est = run("llama3.1-70b", "h100-sxm", Plan(tp=8, pp=4, dp=4, vp=5, micro_batch=1,
+                                                global_batch=256, zero=1))
+    b = est.breakdown(0)
+    parts = ["compute", "exposed_comm", "bubble", "optimizer", "data", "checkpoint", "other"]
+    assert sum(b[k] for k in parts) == pytest.approx(float(est.step_time_s[0]), rel=1e-9)
+    assert b["exposed_comm"] == pytest.approx(sum(v for k, v in b.items() if k.startswith("comm_")))
+
+
+def test_throughput_is_tokens_per_step_over_step_time() -> None:
+    plan = Plan(dp=8, micro_batch=2, global_batch=64)
+    est = run("llama3.1-8b", "a100-sxm-80gb", plan, seq=2048)
+    assert float(est.tokens_per_s[0]) * float(est.step_time_s[0]) == pytest.approx(64 * 2048)
+
+
+def test_one_gpu_has_no_communication() -> None:
+    est = run("gpt3-350m", "a100-sxm-80gb", Plan(micro_batch=8, global_batch=8), seq=2048)
+    assert float(est.exposed_comm_s[0]) == 0.0
+    assert float(est.bubble_s[0]) == 0.0
+
+
+def test_vectorized_batch_matches_one_plan_at_a_time() -> None:
+    plans = [Plan(tp=t, pp=p, dp=64 // (t * p), micro_batch=1, global_batch=512, zero=z,
+                  recompute=r)
+             for t in (1, 2, 8) for p in (1, 2) for z in (0, 1, 3) for r in ("none", "full")]
+    model, cluster = catalog.model("llama2-13b"), catalog.cluster("h100-sxm", 64)
+    training = Training(seq_len=4096)
+    batch = estimate_batch(model, cluster, training, PlanBatch.from_plans(plans), GENERIC)
+    for i, plan in enumerate(plans):
+        one = estimate_plan(model, cluster, training, plan, GENERIC)
+        assert float(batch.step_time_s[i]) == pytest.approx(float(one.step_time_s[0]), rel=1e-12)
+        assert float(batch.memory_per_gpu_bytes[i]) == pytest.approx(float(one.memory_per_gpu_bytes[0]))
+
+
+def test_tp8_inside_one_nvlink_node_beats_tp8_split_over_two_nodes() -> None:
+    # The article: 70B with TP=8 on one NVLink node vs 4+4 over InfiniBand.
+    plan = Plan(tp=8, micro_batch=1, global_batch=16, recompute="full")
+    inside = run("llama3.1-70b", "h100-sxm", plan, gpus_per_node=8)
+    split = run("llama3.1-70b", "h100-sxm", plan, gpus_per_node=4)
+    assert float(inside.mfu[0]) > 1.15 * float(split.mfu[0])
+    assert float(split.comm_tp_s[0]) > 1.8 * float(inside.comm_tp_s[0])
+
+
+def test_per_gpu_efficiency_of_data_parallelism_falls_with_gpu_count() -> None:
+    mfu = []
+    for n in (8, 32, 128, 512):
+        plan = Plan(dp=n, micro_batch=4, global_batch=4 * n)  # weak scaling, one micro-batch
+        mfu.append(float(run("bert-large", "a100-sxm-80gb", plan, seq=512, inter="roce-100").mfu[0]))
+    assert all(a >= b for a, b in itertools.pairwise(mfu))
+    assert mfu[-1] < 0.9 * mfu[0]
+
+
+def test_recompute_costs_time_full_more_than_selective() -> None:
+    times = [float(run("llama2-7b", "a100-sxm-80gb",
+                       Plan(dp=8, micro_batch=2, global_batch=16, recompute=r)).step_time_s[0])
+             for r in ("none", "selective", "full")]
+    assert times[0] <= times[1] < times[2]
+    assert times[2] / times[0] == pytest.approx(4 / 3, rel=0.12)  # one extra forward of three
+
+
+def test_fp8_speeds_up_hopper_but_not_ampere() -> None:
+    plan = Plan(tp=8, dp=1, micro_batch=1, global_batch=8)
+    h_bf16 = float(run("gpt3-175b", "h100-sxm", plan, precision="bf16").step_time_s[0])
+    h_fp8 = float(run("gpt3-175b", "h100-sxm", plan, precision="fp8").step_time_s[0])
+    a_bf16 = float(run("gpt3-175b", "a100-sxm-80gb", plan, precision="bf16").step_time_s[0])
+    a_fp8 = float(run("gpt3-175b", "a100-sxm-80gb", plan, precision="fp8").step_time_s[0])
+    assert h_fp8 < 0.85 * h_bf16
+    assert a_fp8 == pytest.approx(a_bf16, rel=1e-9)
+
+
+def test_the_slowest_gpu_sets_the_pace_of_a_mixed_cluster() -> None:
+    plan = Plan(dp=16, micro_batch=2, global_batch=32)
+    model, training = catalog.model("llama2-7b"), Training(seq_len=4096)
+    h100 = catalog.cluster("h100-sxm", 16)
+    mixed = dataclasses.replace(h100, slowest_device=catalog.gpu("a100-sxm-80gb"))
+    a100 = catalog.cluster("a100-sxm-80gb", 16, inter="ib-ndr400")
+    t_h = float(estimate_plan(model, h100, training, plan, GENERIC).step_time_s[0])
+    t_mixed = float(estimate_plan(model, mixed, training, plan, GENERIC).step_time_s[0])
+    t_a = float(estimate_plan(model, a100, training, plan, GENERIC).step_time_s[0])
+    assert t_mixed > 2 * t_h
+    assert t_mixed == pytest.approx(t_a, rel=0.05)
+
+
+def test_slow_storage_and_checkpoints_show_up_as_their_own_terms() -> None:
+    plan = Plan(dp=64, micro_batch=8, global_batch=512)
+    fast = run("gpt3-125m", "h100-sxm", plan, seq=2048)
+    slow = run("gpt3-125m", "h100-sxm", plan, seq=2048,
+               job=JobOptions(storage_gb_per_s_per_node=0.001, checkpoint_every_steps=10,
+                              checkpoint_write_gb_per_s=0.1))
+    assert float(fast.data_s[0]) == 0.0 and float(fast.checkpoint_s[0]) == 0.0
+    assert float(slow.data_s[0]) > 0 and float(slow.checkpoint_s[0]) > 0
+    assert float(slow.step_time_s[0]) > float(fast.step_time_s[0])
+
+
+def test_a_measured_profile_moves_the_prediction_the_way_the_measurement_says(tmp_path: Path) -> None:
+    slow_net = tmp_path / "slow.yaml"
+    slow_net.write_text("schema_version: 1\nname: measured\nlinks:\n  inter: {bandwidth_gb_per_s: 5, latency_us: 30}\n")
+    plan = Plan(tp=8, dp=8, micro_batch=1, global_batch=64, zero=1)
+    rated = run("llama2-70b", "h100-sxm", plan)
+    measured = run("llama2-70b", "h100-sxm", plan, profile=load_profile_for("generic", str(slow_net)))
+    assert float(measured.comm_dp_s[0]) > float(rated.comm_dp_s[0])
+    assert float(measured.step_time_s[0]) > float(rated.step_time_s[0])
+
+
+def test_small_micro_batches_lower_gemm_efficiency() -> None:
+    per_token = []
+    for mbs in (1, 4, 16):
+        est = run("gpt3-125m", "h100-sxm", Plan(micro_batch=mbs, global_batch=16), seq=512)
+        per_token.append(float(est.step_time_s[0]) / (16 * 512))
+    assert np.allclose(per_token, sorted(per_token, reverse=True))
+    assert per_token[0] > 1.2 * per_token[-1]
