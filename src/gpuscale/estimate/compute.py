@@ -34,18 +34,21 @@ class MicrobatchCompute:
     layers_per_stage: np.ndarray
 
 
-def _gemm_time(g: Gemm, precision: str, device: Device, profile: Profile,
-               launch_s: float) -> np.ndarray:
-    """Forward time of ``g``; FP8 adds the casts of its input and weight (Transformer Engine
-    quantizes both before each GEMM: read 2 bytes, write 1; Micikevicius et al. 2022, Sec. 3)."""
+def gemm_time(g: Gemm, precision: str, device: Device, profile: Profile, launch_s: float,
+              weight_bytes: float | None = None) -> np.ndarray:
+    """Time of ``g``: roofline of its math at ``precision`` and of its traffic (activations in
+    and out, and weights stored at ``weight_bytes`` per element: fewer for weight-only int8/int4
+    serving). FP8 adds the casts of input and weight (Transformer Engine quantizes both before
+    each GEMM: read 2 bytes, write 1; Micikevicius et al. 2022, arXiv:2209.05433, Sec. 3)."""
     peak = device.peak(precision) * 1e12
     curve = profile.gemm_curve(device.id, device.generation, precision)
     math = g.flops / (peak * curve(g.flops))
     act_bytes = BYTES[precision] if precision in ("fp8", "bf16", "fp16") else 2.0
+    w_bytes = act_bytes if weight_bytes is None else weight_bytes
     hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
-    memory = act_bytes * (g.tokens * g.k + g.k * g.n + g.tokens * g.n) / hbm
+    memory = (act_bytes * (g.tokens * g.k + g.tokens * g.n) + w_bytes * g.k * g.n) / hbm
     time = np.maximum(np.maximum(math, memory), launch_s)
-    if precision == "fp8" and "fp8" in device.peak_tflops:
+    if precision == "fp8" and "fp8" in device.peak_tflops and weight_bytes is None:
         time = time + 3.0 * (g.tokens * g.k + g.k * g.n) / hbm
     return time * g.count
 
@@ -61,7 +64,7 @@ def microbatch_compute(m: ModelSpec, device: Device, training: Training, plans: 
 
     # Linear layers run at the training precision (FP8 with Transformer Engine recipes);
     # everything else stays in 16-bit (Micikevicius et al. 2022, arXiv:2209.05433, Sec. 4).
-    gemm_fwd = sum((_gemm_time(g, training.precision, device, profile, launch_s)
+    gemm_fwd = sum((gemm_time(g, training.precision, device, profile, launch_s)
                     for g in layer_gemms(m, tokens, tp, plans.ep)), start=np.zeros(len(plans)))
 
     attn_flops = attention_core_flops(m, tokens, seq, tp, causal_skip=training.flash_attention)
@@ -95,7 +98,7 @@ def microbatch_compute(m: ModelSpec, device: Device, training: Training, plans: 
     layers_per_stage = np.ceil(m.num_layers / plans.pp)
     # The LM head stays in 16-bit under FP8 recipes (Transformer Engine keeps the output layer).
     head_precision = "bf16" if training.precision == "fp8" else training.precision
-    head = _gemm_time(lm_head_gemm(m, tokens, tp), head_precision, device, profile, launch_s)
+    head = gemm_time(lm_head_gemm(m, tokens, tp), head_precision, device, profile, launch_s)
     # Cross-entropy reads and writes fp32 logits of tokens x vocab/tp.
     loss = 3.0 * 4.0 * tokens * m.vocab_size / tp / hbm
 
