@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 
 from gpuscale.estimate.communication import CommTimes, communication, params_per_gpu
-from gpuscale.estimate.compute import microbatch_compute
+from gpuscale.estimate.compute import MicrobatchCompute, microbatch_compute
 from gpuscale.estimate.flops import model_flops_per_token
 from gpuscale.estimate.params import total_params
 from gpuscale.estimate.profile import Profile
-from gpuscale.specs import Cluster, JobOptions, ModelSpec, Plan, PlanBatch, Training
+from gpuscale.specs import Cluster, Device, JobOptions, ModelSpec, Plan, PlanBatch, Training
 
 GIB = float(2**30)
 
@@ -99,6 +99,20 @@ def _memory_bytes(model: ModelSpec, training: Training, plans: PlanBatch, profil
     return np.asarray(training_memory(model, training, plans, profile=profile).total, dtype=float)
 
 
+def _compute_deduplicated(model: ModelSpec, device: Device, training: Training, plans: PlanBatch,
+                          profile: Profile) -> MicrobatchCompute:
+    """Micro-batch math depends on a few plan fields only; candidate sets repeat each
+    combination across dp, ZeRO stage and interleaving, so price each combination once."""
+    columns = [plans.tp, plans.cp, plans.micro_batch, plans.pp, plans.recompute, plans.ep,
+               plans.sequence_parallel.astype(np.int64)]
+    key = np.ravel_multi_index(columns, [int(c.max()) + 1 for c in columns])
+    unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    if len(unique) == len(plans):
+        return microbatch_compute(model, device, training, plans, profile)
+    few = microbatch_compute(model, device, training, plans.take(first), profile)
+    return MicrobatchCompute(**{f.name: getattr(few, f.name)[inverse] for f in fields(few)})
+
+
 def estimate_batch(
     model: ModelSpec,
     cluster: Cluster,
@@ -106,14 +120,18 @@ def estimate_batch(
     plans: PlanBatch,
     profile: Profile,
     job: JobOptions | None = None,
+    memory_bytes: np.ndarray | None = None,
 ) -> StepEstimate:
-    """Predict the step of every plan in ``plans`` (numpy-vectorized over plans)."""
+    """Predict the step of every plan in ``plans`` (numpy-vectorized over plans).
+
+    ``memory_bytes``: peak memory per GPU already computed for these plans (the planner prices
+    memory first to drop what does not fit); computed here when absent."""
     job = job or JobOptions()
     device = cluster.pace_device
     n = len(plans)
     hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
 
-    mb = microbatch_compute(model, device, training, plans, profile)
+    mb = _compute_deduplicated(model, device, training, plans, profile)
     comm: CommTimes = communication(model, cluster, training, plans, profile, mb)
     m = plans.num_microbatches.astype(float)
 
@@ -147,7 +165,7 @@ def estimate_batch(
     tokens_per_s = tokens_per_step / step
     num_gpus = plans.num_gpus.astype(float)
     flops = model_flops_per_token(model, training.seq_len) * tokens_per_s / num_gpus / 1e12
-    mem = _memory_bytes(model, training, plans, profile)
+    mem = _memory_bytes(model, training, plans, profile) if memory_bytes is None else memory_bytes
     capacity = min(cluster.device.memory_bytes, cluster.pace_device.memory_bytes)
 
     return StepEstimate(
