@@ -79,7 +79,7 @@ def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: Pla
     # Context parallel (ring attention): every layer passes K and V around the ring, cp-1 hops
     # forward and twice that backward (dK, dV), overlapped with the blockwise attention
     # (Liu et al. 2023, Ring Attention, arXiv:2310.01889, Sec. 3).
-    kv_chunk = tokens * 2 * m.kv_width / tp * ACT_BYTES
+    kv_chunk = tokens * 2 * np.maximum(m.kv_width / tp, m.head_dim) * ACT_BYTES
     cp_per_node = _per_node(tp, cp, gpn)
     hop = collective_time_s("send_recv", kv_chunk, cp, cp_per_node, levels)
     cp_mb = layers * 3.0 * (cp - 1) * hop * (1.0 - profile.overlap_of("cp"))

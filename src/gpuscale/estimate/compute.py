@@ -70,7 +70,10 @@ def microbatch_compute(m: ModelSpec, device: Device, training: Training, plans: 
     attn_flops = attention_core_flops(m, tokens, seq, tp, causal_skip=training.flash_attention)
     hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
     if training.flash_attention:
-        attn_fwd = attn_flops / (half_peak * profile.attention(device.id, device.generation))
+        # Ring attention splits each sequence into 2*cp load-balanced chunks and runs one kernel
+        # per chunk pair (Megatron-Core/Transformer Engine context parallelism).
+        chunk = np.where(plans.cp > 1, seq / (2.0 * plans.cp), seq)
+        attn_fwd = attn_flops / (half_peak * profile.attention_at(device.id, device.generation, chunk))
         # FlashAttention-2 backward re-forms the scores: 2.5x the forward FLOPs (Dao 2023, Sec. 3.2).
         attn_bwd = 2.5 * attn_fwd
         attn_recompute = np.zeros(len(plans))

@@ -57,7 +57,8 @@ def layer_gemms(m: ModelSpec, tokens: ArrayLike, tp: ArrayLike, ep: ArrayLike = 
         experts_here = one
         expert_tokens = T
     gemms = [
-        Gemm("qkv", T * one, (m.q_width + 2 * m.kv_width) / t, h * one, one),
+        # When TP exceeds the KV heads, each rank keeps a whole KV head (replicated).
+        Gemm("qkv", T * one, m.q_width / t + 2 * np.maximum(m.kv_width / t, m.head_dim), h * one, one),
         Gemm("attn_out", T * one, h * one, m.q_width / t, one),
         Gemm("mlp_up", expert_tokens * one, up_width / t, h * one, experts_here * one),
         Gemm("mlp_down", expert_tokens * one, h * one, f / t, experts_here * one),

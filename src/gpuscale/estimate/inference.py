@@ -98,7 +98,8 @@ def _layer_time(m: ModelSpec, cluster: Cluster, inference: Inference, profile: P
     sequences = tokens if not causal_square else tokens / kv_len
     kv_read = 2.0 * kv_heads * m.head_dim * kv_len * sequences * DTYPE_BYTES[inference.kv_dtype]
     if causal_square:
-        math_rate = device.peak("bf16") * 1e12 * profile.attention(device.id, device.generation)
+        math_rate = device.peak("bf16") * 1e12 * float(
+            profile.attention_at(device.id, device.generation, kv_len))
     else:
         # One query row per sequence: decode attention kernels run on the SIMT (fp32 FMA) units,
         # not the tensor cores (masked multi-head attention kernels of FasterTransformer/TRT-LLM).

@@ -15,6 +15,9 @@ Schema (``schema_version: 1``)::
         flops:      [1e8, ...]    # interpolated linearly in log10(FLOPs), clamped at the ends
         efficiency: [0.05, ...]
     attention_efficiency: {hopper: 0.55, ...}   # fused (flash) attention, fraction of 16-bit peak
+    attention_length:             # multiplies it by the query/key block length each kernel sees
+      tokens: [512, ...]          # (shorter sequences and ring-attention chunks run slower)
+      factor: [0.7, ...]
     hbm_efficiency: 0.8           # achieved/peak device-memory bandwidth for streaming kernels
     links:                        # achieved collective bandwidth and latency per level or kind
       nvlink: {bandwidth_efficiency: 0.8, latency_us: null}
@@ -85,6 +88,8 @@ class Profile:
     source: str = ""
     gemm: Mapping[str, GemmCurve] = field(default_factory=dict)
     attention_efficiency: Mapping[str, float] = field(default_factory=dict)
+    attention_length: GemmCurve | None = None
+    """Factor on attention efficiency over the sequence chunk one kernel processes."""
     hbm_efficiency: float = 0.8
     links: Mapping[str, LinkCalibration] = field(default_factory=dict)
     overlap: Mapping[str, float] = field(default_factory=dict)
@@ -101,10 +106,18 @@ class Profile:
                          f"({generation}); add one under gemm: or calibrate")
 
     def attention(self, device_id: str, generation: str) -> float:
+        """Fused attention efficiency on long sequences (see :meth:`attention_at`)."""
         for key in (device_id, generation, "default"):
             if key in self.attention_efficiency:
                 return self.attention_efficiency[key]
         raise InputError(f"profile '{self.name}' has no attention efficiency for '{generation}'")
+
+    def attention_at(self, device_id: str, generation: str, chunk_tokens: np.ndarray | float) -> np.ndarray:
+        """Attention efficiency when each kernel works on ``chunk_tokens`` queries and keys."""
+        base = self.attention(device_id, generation)
+        if self.attention_length is None:
+            return np.full_like(np.asarray(chunk_tokens, dtype=float), base)
+        return base * self.attention_length(chunk_tokens)
 
     def link(self, level: str, kind: str, link_id: str) -> LinkCalibration:
         """Calibration of ``level`` (``intra``/``inter``) for a link of ``kind`` and ``link_id``:
@@ -178,6 +191,13 @@ def _resolve(name_or_path: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
     return data
 
 
+def _length_curve(raw: Any) -> GemmCurve | None:
+    if raw is None:
+        return None
+    return GemmCurve(flops=tuple(float(x) for x in raw["tokens"]),
+                     efficiency=tuple(float(x) for x in raw["factor"]))
+
+
 def profile_from_dict(data: Mapping[str, Any], where: str = "profile") -> Profile:
     """Build a :class:`Profile` from an already merged mapping, with one-line errors."""
     try:
@@ -191,6 +211,7 @@ def profile_from_dict(data: Mapping[str, Any], where: str = "profile") -> Profil
             source=str(data.get("source", "")),
             gemm=gemm,
             attention_efficiency={str(k): float(v) for k, v in (data.get("attention_efficiency") or {}).items()},
+            attention_length=_length_curve(data.get("attention_length")),
             hbm_efficiency=float(data.get("hbm_efficiency", 0.8)),
             links=links,
             overlap={str(k): float(v) for k, v in (data.get("overlap") or {}).items()},

@@ -50,13 +50,11 @@ class StepEstimate:
     comm_pp_s: np.ndarray
     comm_dp_s: np.ndarray
     comm_zero_s: np.ndarray
+    exposed_comm_s: np.ndarray
+    """Sum of the ``comm_*_s`` terms."""
     dp_sync_unhidden_s: np.ndarray
     gradient_bytes_per_gpu: np.ndarray
     num_gpus: np.ndarray
-
-    @property
-    def exposed_comm_s(self) -> np.ndarray:
-        return sum((getattr(self, f"comm_{k}_s") for k in COMM_KINDS), start=np.zeros_like(self.step_time_s))
 
     def __len__(self) -> int:
         return int(self.step_time_s.shape[0])
@@ -188,6 +186,7 @@ def estimate_batch(
         comm_pp_s=m * comm.pp_mb,
         comm_dp_s=comm.dp_step,
         comm_zero_s=m * comm.zero3_mb,
+        exposed_comm_s=m * per_mb_comm + comm.dp_step,
         dp_sync_unhidden_s=comm.dp_unhidden_s,
         gradient_bytes_per_gpu=comm.total_dp_bytes,
         num_gpus=num_gpus,

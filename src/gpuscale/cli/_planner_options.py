@@ -1,0 +1,203 @@
+"""Options that ``plan`` and ``scale`` share, and turning them into planner inputs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from gpuscale import catalog
+from gpuscale.cli._common import err_console
+from gpuscale.errors import InputError, require
+from gpuscale.estimate.profile import Profile, load_profile, profile_names
+from gpuscale.planner import defaults
+from gpuscale.planner.search import Hardware, Workload
+from gpuscale.specs import Training
+from gpuscale.specs.training import FINETUNES, PRECISIONS, Finetune, TrainPrecision
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15}
+_COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgtp]?)\s*$", re.IGNORECASE)
+
+
+def parse_count(text: str, flag: str = "--tokens") -> float:
+    """``15T``, ``300B``, ``2.5e12``, ``1_000_000`` -> a positive float."""
+    match = _COUNT.match(text.replace("_", "").replace(",", ""))
+    if match is None:
+        raise InputError(
+            f"{flag} {text!r} is not a count; use a number with an optional "
+            "K, M, B or T suffix, e.g. 15T or 2.5e12"
+        )
+    value = float(match.group(1)) * _SUFFIX[match.group(2).lower()]
+    require(value > 0, f"{flag} must be > 0, got {text!r}")
+    return value
+
+
+def common_options(func: F) -> F:
+    """``MODEL --gpu`` and everything that shapes the job, for both planner commands."""
+    options = [
+        click.argument("model"),
+        click.option("--gpu", "gpu", required=True, help="Catalog GPU id (gpuscale catalog gpus)."),
+        click.option(
+            "--gpus-per-node",
+            type=int,
+            default=catalog.DEFAULT_GPUS_PER_NODE,
+            show_default=True,
+            help="GPUs in one NVLink/PCIe node.",
+        ),
+        click.option(
+            "--nics-per-node",
+            type=int,
+            default=None,
+            help="Network ports per node [default: one per GPU, rail-optimized].",
+        ),
+        click.option(
+            "--gbs",
+            type=int,
+            default=None,
+            help="Global batch in sequences [default: the model size's recipe, printed].",
+        ),
+        click.option(
+            "--seq",
+            type=int,
+            default=None,
+            help="Sequence length [default: 4096 or the model's maximum if shorter].",
+        ),
+        click.option(
+            "--tokens",
+            default=None,
+            help="Tokens to train, e.g. 15T [default: 20 per parameter, Chinchilla].",
+        ),
+        click.option(
+            "--price",
+            type=float,
+            default=None,
+            help="USD per GPU-hour; without it cost is in GPU-hours.",
+        ),
+        click.option(
+            "--precision",
+            type=click.Choice(PRECISIONS),
+            default="bf16",
+            show_default=True,
+            help="Matmul precision (fp8: linear layers only).",
+        ),
+        click.option(
+            "--finetune",
+            type=click.Choice(FINETUNES),
+            default="full",
+            show_default=True,
+            help="Train every weight, or LoRA / QLoRA adapters on a frozen base.",
+        ),
+        click.option(
+            "--framework",
+            default="generic",
+            show_default=True,
+            help=f"Software-stack profile: {', '.join(profile_names())}.",
+        ),
+        click.option(
+            "--profile",
+            "profile_file",
+            default=None,
+            type=click.Path(dir_okay=False),
+            help="Calibration profile YAML (from gpuscale calibrate); wins over --framework.",
+        ),
+        click.option(
+            "--html",
+            "html_path",
+            default=None,
+            type=click.Path(dir_okay=False),
+            help="Also write an HTML report with plots to this file.",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Inputs:
+    """What the planner commands hand to :mod:`gpuscale.planner`, plus what was assumed."""
+
+    workload: Workload
+    hardware: Hardware
+    profile: Profile
+    assumed: dict[str, str]
+    """Flag -> the default chosen for it and why (printed and in ``--json``)."""
+
+
+def build_inputs(
+    *,
+    model: str,
+    gpu: str,
+    inter: str,
+    gpus_per_node: int,
+    nics_per_node: int | None,
+    gbs: int | None,
+    seq: int | None,
+    tokens: str | None,
+    price: float | None,
+    precision: str,
+    finetune: str,
+    framework: str,
+    profile_file: str | None,
+) -> Inputs:
+    spec = catalog.model(model)
+    hardware = Hardware(
+        gpu=gpu, inter=inter, gpus_per_node=gpus_per_node, nics_per_node=nics_per_node
+    )
+    profile = load_profile(profile_file or framework)
+    assumed: dict[str, str] = {}
+    if seq is None:
+        chosen = defaults.seq_len(spec)
+        seq = int(chosen.value)
+        assumed["seq"] = chosen.why
+    require(
+        seq <= spec.max_seq_len,
+        f"--seq {seq} exceeds {spec.name}'s maximum context of {spec.max_seq_len}",
+    )
+    if gbs is None:
+        chosen = defaults.global_batch(spec, seq)
+        gbs = int(chosen.value)
+        assumed["gbs"] = chosen.why
+    if tokens is None:
+        chosen = defaults.tokens_to_train(spec)
+        budget = float(chosen.value)
+        assumed["tokens"] = chosen.why
+    else:
+        budget = parse_count(tokens)
+    training = Training(
+        seq_len=seq,
+        precision=cast(TrainPrecision, precision),
+        finetune=cast(Finetune, finetune),
+    )
+    workload = Workload(
+        model=spec, training=training, global_batch=gbs, tokens=budget, price_per_gpu_hour=price
+    )
+    return Inputs(workload=workload, hardware=hardware, profile=profile, assumed=assumed)
+
+
+@contextmanager
+def progress_bar(label: str) -> Iterator[Callable[[int, int], None]]:
+    """A transient rich progress bar on stderr (silent when stderr is not a terminal)."""
+    bar = Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,
+    )
+    with bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update

@@ -1,0 +1,151 @@
+"""Every valid parallel plan for a model on N GPUs, as one :class:`PlanBatch`.
+
+The candidate set is the Cartesian product of the per-knob values (tp, pp, cp, ep, vp,
+micro-batch, ZeRO stage, recompute), built with broadcasting over sparse index grids and cut
+down with boolean masks; no Python loop ever visits a candidate. Validity follows what the
+mainstream training stacks accept:
+
+- ``tp`` divides ``num_heads`` and ``ffn_hidden_size`` (Megatron-Core ColumnParallelLinear splits
+  the output dimension with ``divide()``). Key/value heads either split evenly (``num_kv_heads``
+  divisible by ``tp``) or, when ``tp`` is a multiple of ``num_kv_heads``, each KV head is
+  replicated ``tp / num_kv_heads`` times, as vLLM and NeMo do for MQA/GQA models with few KV
+  heads. Any other ratio would split a KV head and is rejected.
+- ``tp`` may exceed a node: cross-node tensor parallelism is enumerated and priced (badly) by the
+  cost model rather than hidden, so "TP split across nodes" shows up in rankings for what it costs.
+- ``pp`` may leave stages uneven (Llama 3.1 405B's 126 layers on 16 stages, as Megatron's
+  ``--decoder-first/last-pipeline-num-layers`` allow); the cost model prices the busiest stage at
+  ``ceil(layers / pp)`` layers, and every stage keeps at least one. ``vp`` needs equal stages: it
+  divides the layers of one stage and needs
+  ``pp > 1`` and a micro-batch count divisible by ``pp`` (Megatron-LM interleaved 1F1B schedule,
+  Narayanan et al. 2021, Sec. 2.2.2; ``schedules.py`` rejects other counts).
+- ``cp`` splits the sequence into ``2 * cp`` chunks for load-balanced causal ring attention
+  (Megatron-Core context parallelism), so ``seq_len`` must be divisible by ``2 * cp``.
+- ``dp = N / (tp * pp * cp)``; the global batch is divisible by ``micro_batch * dp``.
+- ``ep`` (MoE only) divides ``num_experts`` and the ``dp * cp`` ranks that host the experts.
+- ZeRO stages above 0 need ``dp > 1`` (with one replica there is nothing to shard, and the plan
+  would duplicate its ZeRO-0 twin).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuscale.errors import require
+from gpuscale.specs import ModelSpec, PlanBatch
+from gpuscale.specs.plan import RECOMPUTE_CHOICES, RECOMPUTE_CODE
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SearchSpace:
+    """The values the search tries for the knobs that are not forced by the GPU count."""
+
+    micro_batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    """Sequences per micro-batch; values that do not divide the per-replica batch drop out."""
+    zero_stages: tuple[int, ...] = (0, 1, 2, 3)
+    recompute: tuple[str, ...] = RECOMPUTE_CHOICES
+    max_tp: int | None = None
+    """Upper bound on tensor parallelism; ``None`` lets the head count decide (cross-node TP
+    included, so the cost model can show what it costs)."""
+
+    def __post_init__(self) -> None:
+        require(
+            len(self.micro_batches) > 0 and all(b >= 1 for b in self.micro_batches),
+            "micro-batch choices must be positive integers",
+        )
+        require(
+            all(z in (0, 1, 2, 3) for z in self.zero_stages) and len(self.zero_stages) > 0,
+            "ZeRO stages must be among 0, 1, 2, 3",
+        )
+        require(
+            len(self.recompute) > 0 and all(r in RECOMPUTE_CHOICES for r in self.recompute),
+            f"recompute choices must be among {', '.join(RECOMPUTE_CHOICES)}",
+        )
+        require(self.max_tp is None or self.max_tp >= 1, "max_tp must be >= 1")
+
+
+def divisors(n: int) -> np.ndarray:
+    """The positive divisors of ``n`` in increasing order."""
+    k = np.arange(1, n + 1, dtype=np.int64)
+    return k[n % k == 0]
+
+
+def tp_degrees(model: ModelSpec, candidates: np.ndarray, max_tp: int | None = None) -> np.ndarray:
+    """The values of ``candidates`` that are valid tensor-parallel degrees for ``model``."""
+    kv = model.num_kv_heads
+    ok = (model.num_heads % candidates == 0) & (model.ffn_hidden_size % candidates == 0)
+    ok &= (kv % candidates == 0) | (candidates % kv == 0)
+    if max_tp is not None:
+        ok &= candidates <= max_tp
+    return candidates[ok]
+
+
+def cp_degrees(seq_len: int, candidates: np.ndarray) -> np.ndarray:
+    """Context-parallel degrees: 1, or ``cp`` with ``seq_len`` divisible by ``2 * cp``."""
+    return candidates[(candidates == 1) | (seq_len % (2 * candidates) == 0)]
+
+
+def enumerate_plans(
+    model: ModelSpec,
+    num_gpus: int,
+    *,
+    global_batch: int,
+    seq_len: int,
+    space: SearchSpace | None = None,
+) -> PlanBatch:
+    """Every valid plan that uses exactly ``num_gpus`` GPUs (see the module docstring for the
+    rules). The batch may be empty, e.g. when ``global_batch`` is smaller than any possible
+    data-parallel degree."""
+    space = space or SearchSpace()
+    require(num_gpus >= 1, f"--gpus must be >= 1, got {num_gpus}")
+    require(global_batch >= 1, f"--gbs must be >= 1, got {global_batch}")
+    n_div = divisors(num_gpus)
+
+    # The (tp, pp, cp) core first: few values, and it fixes dp.
+    tp = tp_degrees(model, n_div, space.max_tp)
+    pp = n_div[(n_div == 1) | ((n_div - 1) * -(-model.num_layers // n_div) < model.num_layers)]
+    cp = cp_degrees(seq_len, n_div)
+    tp_g, pp_g, cp_g = (a.ravel() for a in np.meshgrid(tp, pp, cp, indexing="ij"))
+    model_parallel = tp_g * pp_g * cp_g
+    keep = num_gpus % model_parallel == 0
+    tp_c, pp_c, cp_c = tp_g[keep], pp_g[keep], cp_g[keep]
+    dp_c = num_gpus // (tp_c * pp_c * cp_c)
+
+    ep_v = divisors(model.num_experts) if model.is_moe else np.ones(1, dtype=np.int64)
+    vp_v = divisors(model.num_layers)
+    mbs_v = np.asarray(sorted(set(space.micro_batches)), dtype=np.int64)
+    zero_v = np.asarray(sorted(set(space.zero_stages)), dtype=np.int64)
+    rc_v = np.asarray(sorted(RECOMPUTE_CODE[r] for r in set(space.recompute)), dtype=np.int64)
+
+    # Sparse grids: core x ep x vp x mbs x zero, each axis along its own dimension.
+    # Recompute constrains nothing, so its axis only enters through the final shape.
+    core, ep, vp, mbs, zero = np.meshgrid(
+        np.arange(tp_c.size), ep_v, vp_v, mbs_v, zero_v, indexing="ij", sparse=True
+    )
+    pp_b, cp_b, dp_b = pp_c[core], cp_c[core], dp_c[core]
+
+    per_replica = mbs * dp_b
+    valid = global_batch % per_replica == 0
+    microbatches = global_batch // per_replica
+    valid = valid & ((dp_b * cp_b) % ep == 0)
+    interleaved_ok = (
+        (pp_b > 1) & (model.num_layers % (pp_b * vp) == 0) & (microbatches % pp_b == 0)
+    )
+    valid = valid & ((vp == 1) | interleaved_ok)
+    valid = valid & ((zero == 0) | (dp_b > 1))
+    shape = (tp_c.size, ep_v.size, vp_v.size, mbs_v.size, zero_v.size, rc_v.size)
+    idx = np.nonzero(np.broadcast_to(valid[..., np.newaxis], shape))
+    pick = idx[0]
+    return PlanBatch.from_arrays(
+        tp=tp_c[pick],
+        pp=pp_c[pick],
+        dp=dp_c[pick],
+        cp=cp_c[pick],
+        ep=ep_v[idx[1]],
+        vp=vp_v[idx[2]],
+        micro_batch=mbs_v[idx[3]],
+        zero=zero_v[idx[4]],
+        recompute=rc_v[idx[5]],
+        global_batch=np.int64(global_batch),
+    )

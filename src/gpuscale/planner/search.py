@@ -1,0 +1,426 @@
+"""Price every candidate plan with the cost model, drop what does not fit, rank, explain.
+
+One GPU count is one vectorized pass: :func:`enumerate_plans` builds the candidates as arrays,
+:func:`estimate_batch` prices them all at once, and only the few best become Python objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpuscale import catalog
+from gpuscale.errors import InputError, require
+from gpuscale.estimate.profile import Profile
+from gpuscale.estimate.step import StepEstimate, estimate_batch
+from gpuscale.planner.enumerate import SearchSpace, enumerate_plans
+from gpuscale.planner.words import PART_NAMES, bottleneck, describe, gpus, pct
+from gpuscale.specs import Cluster, ModelSpec, Plan, PlanBatch, Training
+
+OBJECTIVES: tuple[str, ...] = ("throughput", "cost", "time")
+
+Progress = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` after each GPU count is searched."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Hardware:
+    """Where the job runs: a catalog GPU, the node shape and the fabric between nodes."""
+
+    gpu: str
+    inter: str = catalog.DEFAULT_INTER
+    gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE
+    nics_per_node: int | None = None
+    """``None``: one NIC per GPU (rail-optimized)."""
+
+    def __post_init__(self) -> None:
+        catalog.gpu(self.gpu)
+        catalog.link(self.inter)
+        require(self.gpus_per_node >= 1, f"--gpus-per-node must be >= 1, got {self.gpus_per_node}")
+
+    def cluster(self, num_gpus: int) -> Cluster:
+        return catalog.cluster(
+            self.gpu,
+            num_gpus,
+            gpus_per_node=self.gpus_per_node,
+            inter=self.inter,
+            nics_per_node=self.nics_per_node,
+        )
+
+    def with_inter(self, inter: str) -> Hardware:
+        return Hardware(
+            gpu=self.gpu,
+            inter=inter,
+            gpus_per_node=self.gpus_per_node,
+            nics_per_node=self.nics_per_node,
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Workload:
+    """What is trained: the model, the per-step shape, and how many tokens in all."""
+
+    model: ModelSpec
+    training: Training
+    global_batch: int
+    """Sequences per optimizer step."""
+    tokens: float
+    """Tokens to train on, for time and cost to train."""
+    price_per_gpu_hour: float | None = None
+    """USD; ``None`` reports cost in GPU-hours only."""
+
+    def __post_init__(self) -> None:
+        require(self.global_batch >= 1, f"--gbs must be >= 1, got {self.global_batch}")
+        require(self.tokens > 0, f"--tokens must be > 0, got {self.tokens:g}")
+        require(
+            self.price_per_gpu_hour is None or self.price_per_gpu_hour > 0,
+            f"--price must be > 0, got {self.price_per_gpu_hour}",
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PricedPlan:
+    """One plan with what the cost model says about it."""
+
+    plan: Plan
+    num_gpus: int
+    gpus_per_node: int
+    step_time_s: float
+    tokens_per_s: float
+    """Whole job."""
+    mfu: float
+    memory_per_gpu_gib: float
+    fits: bool
+    parts_s: Mapping[str, float]
+    """Seconds per step by part (keys of :data:`~gpuscale.planner.words.PART_NAMES`)."""
+    estimate: Mapping[str, Any]
+    """The cost model's JSON row for this plan (the ``gpuscale estimate --json`` contract)."""
+
+    @property
+    def gpu_seconds_per_token(self) -> float:
+        return self.num_gpus / self.tokens_per_s
+
+    def time_to_train_s(self, tokens: float) -> float:
+        return tokens / self.tokens_per_s
+
+    def gpu_hours(self, tokens: float) -> float:
+        return self.num_gpus * self.time_to_train_s(tokens) / 3600.0
+
+    def describe(self) -> str:
+        return describe(self.plan, self.gpus_per_node)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CountResult:
+    """The search at one GPU count."""
+
+    num_gpus: int
+    evaluated: int
+    fitting: int
+    top: tuple[PricedPlan, ...]
+    """The fastest fitting layouts (tp, pp, cp, ep), each with its best vp, micro-batch, ZeRO
+    stage and recompute; best first."""
+    nearest_faster_unfit: PricedPlan | None
+    """Of the plans at least 1% faster than the best fitting one, the one closest to fitting
+    (what memory costs); ``None`` when no faster plan exists."""
+    min_memory_gib: float | None
+    """Least memory per GPU any candidate needs (``None`` when there was no candidate)."""
+
+    @property
+    def best(self) -> PricedPlan | None:
+        return self.top[0] if self.top else None
+
+
+def _parts(est: StepEstimate, i: int) -> dict[str, float]:
+    """The additive parts of plan ``i``'s step time (they sum to ``step_time_s``)."""
+    terms = est.breakdown(i)
+    return {key: terms[key] for key in PART_NAMES}
+
+
+def _priced(plans: PlanBatch, est: StepEstimate, i: int, cluster: Cluster) -> PricedPlan:
+    return PricedPlan(
+        plan=plans.plan(i),
+        num_gpus=cluster.num_gpus,
+        gpus_per_node=cluster.gpus_per_node,
+        step_time_s=float(est.step_time_s[i]),
+        tokens_per_s=float(est.tokens_per_s[i]),
+        mfu=float(est.mfu[i]),
+        memory_per_gpu_gib=float(est.memory_per_gpu_bytes[i]) / 2**30,
+        fits=bool(est.fits[i]),
+        parts_s=_parts(est, i),
+        estimate=est.row(i),
+    )
+
+
+def _preference(plans: PlanBatch, tokens_per_s: np.ndarray, fits: np.ndarray) -> np.ndarray:
+    """One int64 sort key per plan, smaller is better: speed first (to 1 part in 1e6, so that
+    numerical near-ties count as ties), then the simpler plan (less model parallelism, lower ZeRO
+    stage, less recompute, less interleaving). Plans that do not fit sort last."""
+    top = tokens_per_s[fits].max() if fits.any() else 1.0
+    slowness = np.where(fits, np.rint((1.0 - tokens_per_s / top) * 1e6), 2**21).astype(np.int64)
+    model_parallel = np.minimum(plans.tp * plans.pp * plans.cp * plans.ep, 2**20 - 1)
+    return (
+        (np.clip(slowness, 0, 2**21) << 32)
+        | (model_parallel << 12)
+        | (plans.zero << 10)
+        | (plans.recompute << 8)
+        | np.minimum(plans.vp, 255)
+    )
+
+
+def _best_layouts(plans: PlanBatch, key: np.ndarray, candidates: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the best plan of each of the ``k`` best layouts (tp, pp, cp, ep) among
+    ``candidates``, best first. A layout has at most ``variants`` plans (its vp, micro-batch,
+    ZeRO and recompute choices), so the ``k * variants`` best plans hold the ``k`` best layouts;
+    only that shortlist is sorted."""
+    if candidates.size == 0:
+        return candidates
+    variants = 1
+    for column in (plans.vp, plans.micro_batch, plans.zero, plans.recompute):
+        variants *= int(np.count_nonzero(np.bincount(column)))
+    size = min(candidates.size, k * variants)
+    short = (
+        candidates
+        if size == candidates.size
+        else candidates[np.argpartition(key[candidates], size - 1)[:size]]
+    )
+    short = short[np.argsort(key[short], kind="stable")]
+    layout = np.stack([plans.tp[short], plans.pp[short], plans.cp[short], plans.ep[short]], axis=1)
+    _, first = np.unique(layout, axis=0, return_index=True)
+    return short[np.sort(first)[:k]]
+
+
+def search_count(
+    workload: Workload,
+    hardware: Hardware,
+    profile: Profile,
+    num_gpus: int,
+    *,
+    top_k: int = 5,
+    space: SearchSpace | None = None,
+) -> CountResult:
+    """Enumerate, price and rank every plan on exactly ``num_gpus`` GPUs."""
+    cluster = hardware.cluster(num_gpus)
+    plans = enumerate_plans(
+        workload.model,
+        num_gpus,
+        global_batch=workload.global_batch,
+        seq_len=workload.training.seq_len,
+        space=space,
+    )
+    if len(plans) == 0:
+        return CountResult(
+            num_gpus=num_gpus,
+            evaluated=0,
+            fitting=0,
+            top=(),
+            nearest_faster_unfit=None,
+            min_memory_gib=None,
+        )
+    est = estimate_batch(workload.model, cluster, workload.training, plans, profile)
+    fits = np.asarray(est.fits, dtype=bool)
+    tps = np.asarray(est.tokens_per_s, dtype=float)
+    memory = np.asarray(est.memory_per_gpu_bytes, dtype=float)
+    key = _preference(plans, tps, fits)
+    top = _best_layouts(plans, key, np.flatnonzero(fits), top_k)
+    unfit = None
+    target = tps[top[0]] * 1.01 if top.size else 0.0
+    faster = np.flatnonzero(~fits & (tps > target))
+    if faster.size:
+        unfit = _priced(plans, est, int(faster[np.argmin(memory[faster])]), cluster)
+    return CountResult(
+        num_gpus=num_gpus,
+        evaluated=len(plans),
+        fitting=int(fits.sum()),
+        top=tuple(_priced(plans, est, int(i), cluster) for i in top),
+        nearest_faster_unfit=unfit,
+        min_memory_gib=float(memory.min()) / 2**30,
+    )
+
+
+def gpu_counts(max_gpus: int, gpus_per_node: int) -> list[int]:
+    """1, 2, 4, ... inside a node, then whole nodes doubling: 1, 2, 4, 8, 16, ... ``max_gpus``."""
+    require(max_gpus >= 1, f"GPU count must be >= 1, got {max_gpus}")
+    require(
+        max_gpus <= gpus_per_node or max_gpus % gpus_per_node == 0,
+        f"GPU count ({max_gpus}) must be a multiple of --gpus-per-node ({gpus_per_node}) "
+        "once it spans several nodes",
+    )
+    counts = []
+    c = 1
+    while c < min(gpus_per_node, max_gpus):
+        counts.append(c)
+        c *= 2
+    c = min(gpus_per_node, max_gpus)
+    while c <= max_gpus:
+        counts.append(c)
+        c *= 2
+    if counts[-1] != max_gpus:
+        counts.append(max_gpus)
+    return counts
+
+
+def search_counts(
+    workload: Workload,
+    hardware: Hardware,
+    profile: Profile,
+    counts: Sequence[int],
+    *,
+    top_k: int = 5,
+    space: SearchSpace | None = None,
+    progress: Progress | None = None,
+) -> tuple[CountResult, ...]:
+    """:func:`search_count` at each of ``counts``."""
+    out = []
+    for done, n in enumerate(counts, start=1):
+        out.append(search_count(workload, hardware, profile, n, top_k=top_k, space=space))
+        if progress is not None:
+            progress(done, len(counts))
+    return tuple(out)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlanResult:
+    """The answer of ``gpuscale plan``."""
+
+    objective: str
+    num_gpus: int
+    """GPUs available; cost and time objectives may use fewer."""
+    ranked: tuple[PricedPlan, ...]
+    why: str
+    counts: tuple[CountResult, ...]
+    """The search at every GPU count up to ``num_gpus`` (the last one is ``num_gpus``)."""
+
+    @property
+    def winner(self) -> PricedPlan:
+        return self.ranked[0]
+
+    @property
+    def evaluated(self) -> int:
+        return sum(c.evaluated for c in self.counts)
+
+    @property
+    def at_full(self) -> CountResult:
+        return self.counts[-1]
+
+
+def _objective_key(objective: str, p: PricedPlan) -> tuple[float, float]:
+    if objective == "cost":
+        return (round(p.gpu_seconds_per_token, 12), -p.tokens_per_s)
+    if objective == "time":
+        return (round(1.0 / p.tokens_per_s, 12), p.num_gpus)
+    return (-p.tokens_per_s, 0.0)
+
+
+def search(
+    workload: Workload,
+    hardware: Hardware,
+    profile: Profile,
+    num_gpus: int,
+    *,
+    objective: str = "throughput",
+    top_k: int = 5,
+    space: SearchSpace | None = None,
+    progress: Progress | None = None,
+) -> PlanResult:
+    """The best plans for ``num_gpus`` GPUs.
+
+    ``throughput`` ranks plans on exactly ``num_gpus`` GPUs by tokens/s. ``time`` and ``cost``
+    may use fewer of the available GPUs (1, 2, 4, ... whole nodes): ``time`` minimizes the
+    time to train (more GPUs are not always faster), ``cost`` the GPU-hours per token.
+    """
+    require(
+        objective in OBJECTIVES,
+        f"--objective must be one of {', '.join(OBJECTIVES)}, got '{objective}'",
+    )
+    require(top_k >= 1, f"--top must be >= 1, got {top_k}")
+    counts = search_counts(
+        workload,
+        hardware,
+        profile,
+        gpu_counts(num_gpus, hardware.gpus_per_node),
+        top_k=top_k,
+        space=space,
+        progress=progress,
+    )
+    full = counts[-1]
+    pool = list(full.top) if objective == "throughput" else [p for c in counts for p in c.top]
+    if not pool:
+        raise no_fit_error(workload, hardware, counts)
+    ranked = tuple(sorted(pool, key=lambda p: _objective_key(objective, p))[:top_k])
+    return PlanResult(
+        objective=objective,
+        num_gpus=num_gpus,
+        ranked=ranked,
+        why=explain(ranked, counts, objective, catalog.gpu(hardware.gpu).memory_gib),
+        counts=counts,
+    )
+
+
+def no_fit_error(
+    workload: Workload, hardware: Hardware, counts: Sequence[CountResult]
+) -> InputError:
+    """``no plan fits ...``: the least memory any plan needs, against the card."""
+    last = counts[-1]
+    card = catalog.gpu(hardware.gpu)
+    if last.min_memory_gib is None:
+        return InputError(
+            f"no valid plan for {workload.model.name} on {last.num_gpus} GPUs: a global batch of "
+            f"{workload.global_batch} sequences cannot be split into micro-batch x DP when the "
+            "model's heads, layers and sequence cap TP, PP and CP; try a larger --gbs or fewer "
+            "--gpus"
+        )
+    return InputError(
+        f"no plan fits {workload.model.name} on {last.num_gpus} x {card.id}: the leanest needs "
+        f"{last.min_memory_gib:.1f} GiB per GPU of {card.memory_gib:g} GiB; add GPUs, use a "
+        "larger card, or shorten --seq"
+    )
+
+
+def _biggest_difference(a: PricedPlan, b: PricedPlan) -> tuple[str, float]:
+    """The part of the step where ``b`` spends the most extra seconds compared with ``a``."""
+    diff = {k: b.parts_s[k] - a.parts_s.get(k, 0.0) for k in b.parts_s}
+    name = max(diff, key=lambda k: diff[k])
+    return name, diff[name]
+
+
+def explain(
+    ranked: Sequence[PricedPlan], counts: Sequence[CountResult], objective: str, card_gib: float
+) -> str:
+    """Why the winner wins: its bottleneck, what the runner-up loses, what memory rules out."""
+    win = ranked[0]
+    sentences = [f"{win.describe()} on {gpus(win.num_gpus)} is {bottleneck(win.parts_s, win.mfu)}."]
+    rival = next((p for p in ranked[1:] if p.num_gpus == win.num_gpus), None)
+    if rival is not None:
+        name, extra = _biggest_difference(win, rival)
+        gap = rival.step_time_s / win.step_time_s - 1.0
+        if extra > 0:
+            sentences.append(
+                f"The best other layout ({rival.describe()}) is "
+                f"{pct(gap) if gap >= 0.005 else 'under 1%'} slower, mostly from "
+                f"{PART_NAMES[name]} (+{extra:.3g} s a step)."
+            )
+    full = counts[-1].best
+    if objective != "throughput" and full is not None and full.num_gpus != win.num_gpus:
+        speed = full.tokens_per_s / win.tokens_per_s
+        if objective == "cost":
+            extra_cost = full.gpu_seconds_per_token / win.gpu_seconds_per_token - 1.0
+            sentences.append(
+                f"All {full.num_gpus} GPUs would train {speed:.2f}x as fast but "
+                f"cost {pct(extra_cost)} more per token."
+            )
+        else:
+            sentences.append(
+                f"All {full.num_gpus} GPUs would reach only {speed:.2f}x this throughput."
+            )
+    unfit = next((c.nearest_faster_unfit for c in counts if c.num_gpus == win.num_gpus), None)
+    if unfit is not None:
+        sentences.append(
+            f"Memory rules out faster plans: {unfit.describe()} would be "
+            f"{pct(unfit.tokens_per_s / win.tokens_per_s - 1.0)} faster but needs "
+            f"{unfit.memory_per_gpu_gib:.1f} GiB per GPU of {card_gib:g}."
+        )
+    return " ".join(sentences)

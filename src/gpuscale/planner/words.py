@@ -1,0 +1,85 @@
+"""Plans and step-time parts in plain words, for explanations and verdicts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gpuscale.specs import Plan
+
+PART_NAMES: dict[str, str] = {
+    "compute": "compute",
+    "comm_dp": "data-parallel gradient all-reduce",
+    "comm_zero": "ZeRO/FSDP parameter gathers and gradient reduce-scatters",
+    "comm_tp": "tensor-parallel communication",
+    "comm_pp": "pipeline send/recv",
+    "comm_cp": "context-parallel ring attention traffic",
+    "comm_ep": "expert-parallel all-to-all",
+    "bubble": "pipeline bubble",
+    "optimizer": "optimizer step",
+    "data": "data loading",
+    "checkpoint": "checkpoint saves",
+    "other": "other overheads",
+}
+"""Every part of a step's time the planner reports, in the order it prints them."""
+
+
+def describe(plan: Plan, gpus_per_node: int) -> str:
+    """``TP=8 PP=4 (vp 2) DP=16 ZeRO-1, mbs 1, selective recompute``: degrees > 1 only."""
+    parts = []
+    if plan.tp > 1:
+        nodes = -(-plan.tp // gpus_per_node)
+        parts.append(
+            f"TP={plan.tp}" + (f" across {nodes} nodes" if plan.tp > gpus_per_node else "")
+        )
+    if plan.pp > 1:
+        parts.append(f"PP={plan.pp}" + (f" (vp {plan.vp})" if plan.vp > 1 else ""))
+    if plan.cp > 1:
+        parts.append(f"CP={plan.cp}")
+    if plan.ep > 1:
+        parts.append(f"EP={plan.ep}")
+    if plan.dp > 1:
+        parts.append(f"DP={plan.dp}" + (f" ZeRO-{plan.zero}" if plan.zero else ""))
+    head = " ".join(parts) if parts else "single GPU"
+    recompute = "no recompute" if plan.recompute == "none" else f"{plan.recompute} recompute"
+    return f"{head}, mbs {plan.micro_batch}, {recompute}"
+
+
+def gpus(n: int) -> str:
+    """``1 GPU``, ``8 GPUs``."""
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
+def pct(fraction: float) -> str:
+    """``42%``; one decimal below 1% so that small non-zero shares do not read as zero."""
+    if 0 < abs(fraction) < 0.01:
+        return f"{100 * fraction:.1f}%"
+    return f"{100 * fraction:.0f}%"
+
+
+def largest_overhead(parts_s: Mapping[str, float]) -> tuple[str, float]:
+    """The part other than compute that takes the most time."""
+    name = max((k for k in parts_s if k != "compute"), key=lambda k: parts_s[k])
+    return name, parts_s[name]
+
+
+def bottleneck(parts_s: Mapping[str, float], mfu: float) -> str:
+    """One sentence on what bounds the step: compute, or the overhead that dominates it."""
+    total = sum(parts_s.values())
+    if total <= 0:
+        return "the step takes no measurable time"
+    compute = parts_s.get("compute", 0.0)
+    name, worst = largest_overhead(parts_s)
+    if compute >= worst:
+        tail = (
+            f"; the largest overhead is {PART_NAMES[name]} ({pct(worst / total)})"
+            if worst > 0.01 * total
+            else "; overheads are negligible"
+        )
+        return (
+            f"compute-bound: compute is {pct(compute / total)} of the {total:.3g} s step "
+            f"(MFU {pct(mfu)}){tail}"
+        )
+    return (
+        f"bound by {PART_NAMES[name]}: it takes {pct(worst / total)} of the {total:.3g} s step, "
+        f"compute only {pct(compute / total)} (MFU {pct(mfu)})"
+    )
