@@ -1,7 +1,9 @@
 """Read a Hugging Face style ``config.json`` into a :class:`ModelSpec`.
 
 Supported ``model_type`` values and their architectural conventions (bias, MLP, norm, position)
-follow each family's modeling file in ``transformers``.
+follow each family's modeling file in ``transformers``. A multimodal config whose language model
+sits under ``text_config`` is read from there. Anything malformed is an
+:class:`~gpuscale.errors.InputError` naming the file and the key, never another exception.
 """
 
 from __future__ import annotations
@@ -17,109 +19,216 @@ from gpuscale.specs import ModelSpec
 LLAMA_LIKE = ("llama", "mistral", "qwen2", "mixtral")
 SUPPORTED = (*LLAMA_LIKE, "gpt2", "gpt_neox", "mpt", "bloom", "opt", "bert")
 
+MAX_DIMENSION = 1 << 24
+"""Largest accepted width, depth or count (16.7M): far above any released model (vocabularies
+reach ~256k, hidden sizes ~16k), low enough that a typo cannot overflow the cost model."""
+
 
 def _int(cfg: Mapping[str, Any], where: str, *keys: str, default: int | None = None) -> int:
     for key in keys:
         if key in cfg and cfg[key] is not None:
             value = cfg[key]
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise InputError(f"{where}: '{key}' must be a positive integer, got {value!r}")
+                raise InputError(f"{where}: '{key}' must be a positive integer, got {value!r:.40}")
+            if value > MAX_DIMENSION:
+                raise InputError(
+                    f"{where}: '{key}' = {value} is implausibly large (at most {MAX_DIMENSION})"
+                )
             return value
     if default is not None:
         return default
     raise InputError(f"{where}: missing '{keys[0]}' (needed to size the model)")
 
 
+def _number(cfg: Mapping[str, Any], where: str, key: str, default: float) -> float:
+    value = cfg.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e3:
+        raise InputError(f"{where}: '{key}' must be a positive number, got {value!r:.40}")
+    return float(value)
+
+
+def _flag(cfg: Mapping[str, Any], where: str, key: str, default: bool) -> bool:
+    value = cfg.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, (bool, int)):
+        raise InputError(f"{where}: '{key}' must be true or false, got {value!r:.40}")
+    return bool(value)
+
+
+def _mapping(cfg: Mapping[str, Any], where: str, key: str) -> Mapping[str, Any]:
+    value = cfg.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError(f"{where}: '{key}' must be a JSON object")
+    return value
+
+
+def _model_type(cfg: Mapping[str, Any], where: str) -> str:
+    raw = cfg.get("model_type")
+    if raw is None:
+        guessed = _guess_type(cfg)
+        if guessed is None:
+            raise InputError(f"{where}: no 'model_type'; supported: {', '.join(SUPPORTED)}")
+        return guessed
+    if not isinstance(raw, str) or raw not in SUPPORTED:
+        raise InputError(
+            f"{where}: unsupported model_type {str(raw)[:40]!r}; supported: {', '.join(SUPPORTED)}"
+        )
+    return raw
+
+
 def model_from_config(cfg: Mapping[str, Any], name: str) -> ModelSpec:
     """Map one parsed ``config.json`` to a :class:`ModelSpec`."""
     if not isinstance(cfg, Mapping):
         raise InputError(f"{name}: a config.json must hold a JSON object")
-    model_type = str(cfg.get("model_type") or _guess_type(cfg) or "")
-    if model_type not in SUPPORTED:
-        raise InputError(f"{name}: unsupported model_type '{model_type}'; supported: {', '.join(SUPPORTED)}")
+    text = cfg.get("text_config")
+    if cfg.get("model_type") not in SUPPORTED and isinstance(text, Mapping):
+        return model_from_config(text, name)
+    model_type = _model_type(cfg, name)
+    source = f"config.json ({name})"
     if model_type == "mpt":
-        hidden = _int(cfg, name, "d_model")
-        layers = _int(cfg, name, "n_layers")
-        heads = _int(cfg, name, "n_heads")
-        attn = cfg.get("attn_config") or {}
-        kv = attn.get("kv_n_heads") if isinstance(attn, Mapping) else None
-        ffn_ratio = cfg.get("expansion_ratio", 4)
-        if not isinstance(ffn_ratio, (int, float)) or ffn_ratio <= 0:
-            raise InputError(f"{name}: 'expansion_ratio' must be a positive number, got {ffn_ratio!r}")
-        learned = bool(cfg.get("learned_pos_emb", True)) and not (
-            isinstance(attn, Mapping) and attn.get("alibi"))
-        return ModelSpec(
-            name=name, num_layers=layers, hidden_size=hidden, num_heads=heads,
-            num_kv_heads=kv if isinstance(kv, int) and kv > 0 else heads,
-            ffn_hidden_size=int(hidden * ffn_ratio), vocab_size=_int(cfg, name, "vocab_size"),
-            max_seq_len=_int(cfg, name, "max_seq_len", default=2048), mlp="plain",
-            norm="layernorm", position="learned" if learned else "alibi",
-            tied_embeddings=True, qkv_bias=not cfg.get("no_bias", True),
-            linear_bias=not cfg.get("no_bias", True), source=f"config.json ({name})")
+        return _mpt(cfg, name, source)
 
     hidden = _int(cfg, name, "hidden_size", "n_embd", "d_model")
-    layers = _int(cfg, name, "num_hidden_layers", "n_layer", "num_layers")
     heads = _int(cfg, name, "num_attention_heads", "n_head", "num_heads")
-    vocab = _int(cfg, name, "vocab_size")
-    common: dict[str, Any] = {"name": name, "num_layers": layers, "hidden_size": hidden,
-                              "num_heads": heads, "vocab_size": vocab,
-                              "source": f"config.json ({name})"}
-    head_dim = cfg.get("head_dim")
-    if isinstance(head_dim, int) and head_dim > 0 and head_dim * heads != hidden:
-        common["head_dim"] = head_dim
+    common: dict[str, Any] = {
+        "name": name,
+        "hidden_size": hidden,
+        "num_heads": heads,
+        "source": source,
+        "num_layers": _int(cfg, name, "num_hidden_layers", "n_layer", "num_layers"),
+        "vocab_size": _int(cfg, name, "vocab_size"),
+    }
+    if cfg.get("head_dim") is not None:
+        head_dim = _int(cfg, name, "head_dim")
+        if head_dim * heads != hidden:
+            common["head_dim"] = head_dim
 
     if model_type in LLAMA_LIKE:
-        experts = cfg.get("num_local_experts", 1) if model_type == "mixtral" else 1
+        experts = _int(cfg, name, "num_local_experts", default=1) if model_type == "mixtral" else 1
         return ModelSpec(
-            **common, num_kv_heads=_int(cfg, name, "num_key_value_heads", default=heads),
+            **common,
+            num_kv_heads=_int(cfg, name, "num_key_value_heads", default=heads),
             ffn_hidden_size=_int(cfg, name, "intermediate_size"),
             max_seq_len=_int(cfg, name, "max_position_embeddings", default=4096),
-            mlp="gated", norm="rmsnorm", position="rope",
-            tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-            qkv_bias=model_type == "qwen2" or bool(cfg.get("attention_bias", False)),
-            linear_bias=bool(cfg.get("mlp_bias", False)),
-            num_experts=int(experts),
-            experts_per_token=_int(cfg, name, "num_experts_per_tok", default=1) if experts > 1 else 1)
+            mlp="gated",
+            norm="rmsnorm",
+            position="rope",
+            tied_embeddings=_flag(cfg, name, "tie_word_embeddings", False),
+            qkv_bias=model_type == "qwen2" or _flag(cfg, name, "attention_bias", False),
+            linear_bias=_flag(cfg, name, "mlp_bias", False),
+            num_experts=experts,
+            experts_per_token=_int(cfg, name, "num_experts_per_tok", default=1)
+            if experts > 1
+            else 1,
+        )
     if model_type == "gpt2":
         return ModelSpec(
-            **common, num_kv_heads=heads,
+            **common,
+            num_kv_heads=heads,
             ffn_hidden_size=_int(cfg, name, "n_inner", default=4 * hidden),
             max_seq_len=_int(cfg, name, "n_positions", "n_ctx", default=1024),
-            mlp="plain", norm="layernorm", position="learned", tied_embeddings=True,
-            qkv_bias=True, linear_bias=True)
+            mlp="plain",
+            norm="layernorm",
+            position="learned",
+            tied_embeddings=True,
+            qkv_bias=True,
+            linear_bias=True,
+        )
     if model_type == "gpt_neox":
         return ModelSpec(
-            **common, num_kv_heads=heads, ffn_hidden_size=_int(cfg, name, "intermediate_size"),
+            **common,
+            num_kv_heads=heads,
+            ffn_hidden_size=_int(cfg, name, "intermediate_size"),
             max_seq_len=_int(cfg, name, "max_position_embeddings", default=2048),
-            mlp="plain", norm="layernorm", position="rope",
-            tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-            qkv_bias=bool(cfg.get("attention_bias", True)), linear_bias=True)
+            mlp="plain",
+            norm="layernorm",
+            position="rope",
+            tied_embeddings=_flag(cfg, name, "tie_word_embeddings", False),
+            qkv_bias=_flag(cfg, name, "attention_bias", True),
+            linear_bias=True,
+        )
     if model_type == "bloom":
         return ModelSpec(
-            **common, num_kv_heads=heads, ffn_hidden_size=4 * hidden,
+            **common,
+            num_kv_heads=heads,
+            ffn_hidden_size=4 * hidden,
             max_seq_len=_int(cfg, name, "seq_length", default=2048),
-            mlp="plain", norm="layernorm", position="alibi", tied_embeddings=True,
-            qkv_bias=True, linear_bias=True,
+            mlp="plain",
+            norm="layernorm",
+            position="alibi",
+            tied_embeddings=True,
+            qkv_bias=True,
+            linear_bias=True,
             # word_embeddings_layernorm (weight + bias)
-            extra_params=2 * hidden)
+            extra_params=2 * hidden,
+        )
     if model_type == "opt":
-        proj = cfg.get("word_embed_proj_dim", hidden)
-        extra = 0 if proj == hidden else 2 * hidden * int(proj)
+        proj = _int(cfg, name, "word_embed_proj_dim", default=hidden)
+        extra = 0 if proj == hidden else 2 * hidden * proj
+        bias = _flag(cfg, name, "enable_bias", True)
         return ModelSpec(
-            **common, num_kv_heads=heads, ffn_hidden_size=_int(cfg, name, "ffn_dim"),
-            # OPT's learned positions carry an offset of 2 rows
+            **common,
+            num_kv_heads=heads,
+            ffn_hidden_size=_int(cfg, name, "ffn_dim"),
             max_seq_len=_int(cfg, name, "max_position_embeddings", default=2048),
-            mlp="plain", norm="layernorm", position="learned",
-            tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
-            qkv_bias=bool(cfg.get("enable_bias", True)), linear_bias=bool(cfg.get("enable_bias", True)),
-            extra_params=extra + 2 * hidden)
-    # bert
+            mlp="plain",
+            norm="layernorm",
+            position="learned",
+            tied_embeddings=_flag(cfg, name, "tie_word_embeddings", True),
+            qkv_bias=bias,
+            linear_bias=bias,
+            # OPT's learned positions carry an offset of 2 rows (OPTLearnedPositionalEmbedding)
+            extra_params=extra + 2 * hidden,
+        )
+    # bert: token-type embeddings and the pooler (dense + bias) on top of the shared layout;
+    # its embedding LayerNorm stands in for the final norm the layout counts.
     return ModelSpec(
-        **common, num_kv_heads=heads, ffn_hidden_size=_int(cfg, name, "intermediate_size"),
+        **common,
+        num_kv_heads=heads,
+        ffn_hidden_size=_int(cfg, name, "intermediate_size"),
         max_seq_len=_int(cfg, name, "max_position_embeddings", default=512),
-        mlp="plain", norm="layernorm", position="learned", tied_embeddings=True,
-        qkv_bias=True, linear_bias=True, causal=False,
-        extra_params=_int(cfg, name, "type_vocab_size", default=2) * hidden + hidden * hidden + hidden)
+        mlp="plain",
+        norm="layernorm",
+        position="learned",
+        tied_embeddings=True,
+        qkv_bias=True,
+        linear_bias=True,
+        causal=False,
+        extra_params=_int(cfg, name, "type_vocab_size", default=2) * hidden
+        + hidden * hidden
+        + hidden,
+    )
+
+
+def _mpt(cfg: Mapping[str, Any], name: str, source: str) -> ModelSpec:
+    hidden = _int(cfg, name, "d_model")
+    heads = _int(cfg, name, "n_heads")
+    attn = _mapping(cfg, name, "attn_config")
+    no_bias = _flag(cfg, name, "no_bias", True)
+    alibi = _flag(attn, name, "alibi", False)
+    learned = _flag(cfg, name, "learned_pos_emb", True) and not alibi
+    return ModelSpec(
+        name=name,
+        num_layers=_int(cfg, name, "n_layers"),
+        hidden_size=hidden,
+        num_heads=heads,
+        num_kv_heads=_int(attn, name, "kv_n_heads", default=heads),
+        ffn_hidden_size=int(hidden * _number(cfg, name, "expansion_ratio", 4.0)),
+        vocab_size=_int(cfg, name, "vocab_size"),
+        max_seq_len=_int(cfg, name, "max_seq_len", default=2048),
+        mlp="plain",
+        norm="layernorm",
+        position="learned" if learned else "alibi",
+        tied_embeddings=True,
+        qkv_bias=not no_bias,
+        linear_bias=not no_bias,
+        source=source,
+    )
 
 
 def _guess_type(cfg: Mapping[str, Any]) -> str | None:
@@ -133,13 +242,17 @@ def _guess_type(cfg: Mapping[str, Any]) -> str | None:
 def model_from_config_file(path: Path) -> ModelSpec:
     """Read ``path`` (a ``config.json``) into a :class:`ModelSpec`, with one-line errors."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"no such model or file '{path}'") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text file (a config.json is UTF-8 JSON)") from None
     except OSError as exc:
         raise InputError(f"cannot read '{path}': {exc.strerror}") from None
     try:
         cfg = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply") from None
     return model_from_config(cfg, str(path))

@@ -23,6 +23,9 @@ from gpuscale.specs.plan import RECOMPUTE_CODE
 from gpuscale.specs.training import Inference, Training
 
 TP_CANDIDATES = np.array([1, 2, 4, 8, 16], dtype=np.int64)
+MAX_GPUS = 8192
+"""Largest count searched. Memory per GPU stops shrinking long before this (activations and
+the gathered units do not shard), so a set-up not found here needs other settings."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -46,7 +49,8 @@ class FitOption:
             return "ZeRO-3 (FSDP)"
         if self.family == "data-parallel":
             return f"DP={self.dp} ZeRO-{self.zero}"
-        parts = [f"TP={self.tp}"] + ([f"PP={self.pp}"] if self.pp > 1 else [])
+        parts = [f"TP={self.tp}"] if self.tp > 1 else []
+        parts += [f"PP={self.pp}"] if self.pp > 1 else []
         if self.dp > 1:
             parts.append(f"DP={self.dp}" + (f" ZeRO-{self.zero}" if self.zero else ""))
         return " x ".join(parts)
@@ -109,11 +113,12 @@ def training_candidates(
     """Every (count, tp, pp, ZeRO) layout tried, with the micro-batch and recompute of ``base``."""
     accum = base.num_microbatches
     counts = gpu_counts(gpus_per_node, max_gpus)
-    tps = tp_degrees(model, TP_CANDIDATES[TP_CANDIDATES <= gpus_per_node])
+    tps = tp_degrees(model, TP_CANDIDATES[gpus_per_node >= TP_CANDIDATES])
     pps = divisors(model.num_layers)
-    n, tp_a, pp_a, zero_a = (a.ravel() for a in np.meshgrid(counts, tps, pps, np.array([0, 1, 3]),
-                                                             indexing="ij"))
-    valid = (n % (tp_a * pp_a) == 0)
+    n, tp_a, pp_a, zero_a = (
+        a.ravel() for a in np.meshgrid(counts, tps, pps, np.array([0, 1, 3]), indexing="ij")
+    )
+    valid = n % (tp_a * pp_a) == 0
     dp_a = np.where(valid, n // (tp_a * pp_a), 0)
     # ZeRO needs replicas to shard over; stage 3 with pipelining is not a stack people run.
     valid &= (dp_a > 1) | (zero_a == 0)
@@ -125,10 +130,10 @@ def training_candidates(
         pp=pp_a,
         dp=dp_a,
         zero=zero_a,
-        micro_batch=base.micro_batch,
+        micro_batch=np.asarray(base.micro_batch),
         global_batch=base.micro_batch * dp_a * steps,
-        recompute=RECOMPUTE_CODE[base.recompute],
-        sequence_parallel=base.sequence_parallel,
+        recompute=np.asarray(RECOMPUTE_CODE[base.recompute]),
+        sequence_parallel=np.asarray(base.sequence_parallel),
     )
 
 
@@ -140,7 +145,7 @@ def smallest_training_setups(
     profile: Profile,
     *,
     gpus_per_node: int = 8,
-    max_gpus: int = 8192,
+    max_gpus: int = MAX_GPUS,
     limit: int = 3,
 ) -> list[FitOption]:
     """Up to ``limit`` layouts, one per family, each with the fewest GPUs that hold it."""
@@ -159,11 +164,11 @@ def smallest_inference_setups(
     profile: Profile,
     *,
     gpus_per_node: int = 8,
-    max_gpus: int = 8192,
+    max_gpus: int = MAX_GPUS,
     limit: int = 3,
 ) -> list[FitOption]:
     """Tensor parallelism inside a node, then pipeline stages across nodes."""
-    tps = tp_degrees(model, TP_CANDIDATES[TP_CANDIDATES <= gpus_per_node])
+    tps = tp_degrees(model, TP_CANDIDATES[gpus_per_node >= TP_CANDIDATES])
     pps = divisors(model.num_layers)
     tp_g, pp_g = (a.ravel() for a in np.meshgrid(tps, pps))
     keep = tp_g * pp_g <= max_gpus

@@ -1,4 +1,5 @@
-"""What is being run: sequence length, precision, optimizer and fine-tuning method."""
+"""What is being run: sequence length, precision, optimizer and fine-tuning method (training), or
+weight/KV dtypes and batch shape (inference)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,40 @@ from gpuscale.errors import require
 TrainPrecision = Literal["fp32", "bf16", "fp16", "fp8"]
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8")
 
+Optimizer = Literal["adamw", "adafactor", "sgd-momentum", "adamw-8bit"]
+OPTIMIZERS: tuple[str, ...] = ("adamw", "adafactor", "sgd-momentum", "adamw-8bit")
+
+Finetune = Literal["full", "lora", "qlora"]
+FINETUNES: tuple[str, ...] = ("full", "lora", "qlora")
+
+LoraTarget = Literal["q", "k", "v", "o", "gate", "up", "down", "head"]
+LORA_TARGETS: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down", "head")
+"""Linear layers LoRA can adapt: attention q/k/v/output, MLP gate/up/down (``gate`` exists only
+in gated MLPs; a plain MLP has ``up`` = fc1 and ``down`` = fc2) and the output ``head``."""
+ALL_LINEAR: tuple[LoraTarget, ...] = ("q", "k", "v", "o", "gate", "up", "down")
+
+Loss = Literal["standard", "chunked", "fused"]
+LOSSES: tuple[str, ...] = ("standard", "chunked", "fused")
+
+Task = Literal["lm", "classify"]
+TASKS: tuple[str, ...] = ("lm", "classify")
+
+WeightDtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
+WEIGHT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+KvDtype = Literal["fp32", "bf16", "fp16", "fp8", "int8"]
+KV_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8")
+
+
+def _choice(value: object, choices: tuple[str, ...], flag: str) -> None:
+    require(value in choices, f"{flag} must be one of {', '.join(choices)}, got '{value}'")
+
+
+def _positive_int(value: object, flag: str) -> None:
+    require(
+        isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+        f"{flag} must be a positive integer, got {value!r}",
+    )
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Training:
@@ -19,12 +54,120 @@ class Training:
     """Tokens per sequence."""
     precision: TrainPrecision = "bf16"
     """Compute precision of the matmuls: ``fp8`` speeds up the linear layers only (attention and
-    the rest stay in BF16, as in Transformer Engine recipes)."""
+    the rest stay in BF16, as in Transformer Engine recipes). Weights, gradients and activations
+    are held in 16 bits unless this is ``fp32``."""
     flash_attention: bool = True
     """Fused attention that never materialises the ``s x s`` score matrix."""
+    optimizer: Optimizer = "adamw"
+    """``adamw``: two moments per parameter (Loshchilov & Hutter 2019); ``adafactor``: factored
+    second moment, no first moment (Shazeer & Stern 2018); ``sgd-momentum``: one buffer;
+    ``adamw-8bit``: both moments block-wise quantized to 8 bits (Dettmers et al. 2022)."""
+    master_weights: bool = True
+    """Keep an fp32 master copy of the trainable weights and hold optimizer states in fp32 under
+    16-bit precision (mixed precision, Micikevicius et al. 2018). False = pure 16-bit training:
+    weights, gradients and optimizer states all in the compute dtype (torchtune, LitGPT
+    ``bf16-true``). Ignored for ``fp32``."""
+    finetune: Finetune = "full"
+    """``full``: every weight trains; ``lora``: frozen 16-bit base plus low-rank adapters (Hu et
+    al. 2021); ``qlora``: frozen 4-bit NF4 base plus adapters (Dettmers et al. 2023)."""
+    lora_rank: int = 16
+    """Rank ``r`` of every adapter (``A: d_in x r``, ``B: r x d_out``)."""
+    lora_targets: tuple[LoraTarget, ...] = ALL_LINEAR
+    """Which linear layers carry adapters (see :data:`LORA_TARGETS`)."""
+    double_quant: bool = True
+    """QLoRA double quantization: the per-block fp32 absmax constants are themselves quantized
+    to 8 bits (QLoRA Sec. 3: 0.5 -> 0.127 bits per parameter)."""
+    paged_optimizer: bool = False
+    """Optimizer states live in CUDA unified memory outside the PyTorch allocator
+    (bitsandbytes paged optimizers) and are evicted to host under pressure: they do not have to
+    fit on the device."""
+    offload_optimizer: bool = False
+    """ZeRO-Offload (Ren et al. 2021): optimizer states, master weights and gradients live in
+    host memory and the optimizer step runs on the CPU."""
+    offload_params: bool = False
+    """Parameters live in host memory too (ZeRO-Infinity, FSDP ``CPUOffload(offload_params=True)``);
+    the device holds only the units being computed. Implies ``offload_optimizer``."""
+    optimizer_in_backward: bool = False
+    """Apply the optimizer step per parameter as soon as its gradient is ready, so that no full
+    set of gradients ever exists (torchtune ``optimizer_in_bwd``; LOMO, Lv et al. 2023)."""
+    activation_offload: bool = False
+    """Move saved activations to host memory after each layer's forward and bring them back for
+    its backward (torchtune ``enable_activation_offloading``): the device keeps about two
+    layers' worth in flight."""
+    loss: Loss = "standard"
+    """How the cross-entropy holds the ``s x vocab`` logits. ``standard``: upcast to fp32 and kept
+    as fp32 log-probabilities (PyTorch ``cross_entropy``, Megatron); ``chunked``: the 16-bit
+    logits are kept whole and upcast one chunk at a time (torchtune ``CEWithChunkedOutputLoss``,
+    LitGPT ``chunked_cross_entropy``); ``fused``: fused with the output projection, no logits
+    are kept (Liger ``FusedLinearCrossEntropy``, Cut Cross-Entropy)."""
+    dropout: bool = False
+    """Hidden and attention dropout are active (Megatron GPT pretraining, BERT); each dropout
+    keeps a 1-byte mask for backward. Current LLM fine-tuning recipes train without dropout."""
+    task: Task = "lm"
+    """``lm``: a vocabulary-wide loss at every position (causal or masked LM); ``classify``: one
+    small label head per sequence (no ``s x vocab`` logits)."""
 
     def __post_init__(self) -> None:
-        require(isinstance(self.seq_len, int) and self.seq_len >= 1,
-                f"--seq must be a positive integer, got {self.seq_len!r}")
-        require(self.precision in PRECISIONS,
-                f"--precision must be one of {', '.join(PRECISIONS)}, got '{self.precision}'")
+        _positive_int(self.seq_len, "--seq")
+        _choice(self.precision, PRECISIONS, "--precision")
+        _choice(self.optimizer, OPTIMIZERS, "--optimizer")
+        _choice(self.finetune, FINETUNES, "--finetune")
+        _choice(self.task, TASKS, "task")
+        _choice(self.loss, LOSSES, "--loss")
+        _positive_int(self.lora_rank, "--lora-rank")
+        require(
+            isinstance(self.lora_targets, tuple) and len(self.lora_targets) > 0,
+            "--lora-targets needs at least one of " + ", ".join(LORA_TARGETS),
+        )
+        for target in self.lora_targets:
+            _choice(target, LORA_TARGETS, "each --lora-targets entry")
+        require(
+            len(set(self.lora_targets)) == len(self.lora_targets),
+            "--lora-targets lists a layer twice",
+        )
+        require(
+            not (self.optimizer_in_backward and self.finetune != "full"),
+            "--optimizer-in-backward applies to full fine-tuning only (adapters are tiny)",
+        )
+        require(
+            not (self.paged_optimizer and (self.offload_optimizer or self.offload_params)),
+            "--paged-optimizer and CPU offload are alternatives; choose one",
+        )
+        if self.offload_params:
+            object.__setattr__(self, "offload_optimizer", True)
+
+    @property
+    def is_lora(self) -> bool:
+        """Frozen base weights plus trainable adapters (LoRA or QLoRA)."""
+        return self.finetune != "full"
+
+    @property
+    def activation_bytes(self) -> int:
+        """Bytes of one activation element: 4 in fp32 training, else 2 (fp8 recipes keep
+        activations in BF16; Transformer Engine stores only its GEMM inputs in fp8)."""
+        return 4 if self.precision == "fp32" else 2
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Inference:
+    """A serving workload: how weights and the KV cache are stored and how much is in flight."""
+
+    weight_dtype: WeightDtype = "bf16"
+    """Storage of the linear layers' weights; embeddings and norms stay 16-bit (AWQ/GPTQ and
+    FP8 serving recipes keep them unquantized)."""
+    kv_dtype: KvDtype = "bf16"
+    """Storage of the key/value cache."""
+    batch: int = 1
+    """Concurrent sequences."""
+    context_len: int = 4096
+    """Tokens per sequence held in the KV cache (prompt plus generated)."""
+    max_batched_tokens: int = 8192
+    """Tokens one forward pass processes at most during prefill (vLLM
+    ``max_num_batched_tokens``; chunked prefill). Sets the activation working set."""
+
+    def __post_init__(self) -> None:
+        _choice(self.weight_dtype, WEIGHT_DTYPES, "--weights")
+        _choice(self.kv_dtype, KV_DTYPES, "--kv-dtype")
+        _positive_int(self.batch, "--batch")
+        _positive_int(self.context_len, "--context")
+        _positive_int(self.max_batched_tokens, "--max-batched-tokens")

@@ -1,0 +1,240 @@
+"""Activation memory: the tensors the forward pass keeps for the backward pass.
+
+Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
+(arXiv:2205.05198), Sec. 4.1, Eq. 1: one layer keeps ``sbh(34 + 5as/h)`` bytes in 16-bit
+activations with 1-byte dropout masks; Sec. 4.2 (Eq. 2, Table 2): tensor parallelism divides the
+``24 + 5as/h`` part by ``t`` and sequence parallelism the remaining ``10`` too; selective
+recompute drops the ``5as/h`` attention-core term; full recompute keeps only the ``2sbh`` layer
+input. Here the same terms are written per token and per tensor, so that they extend to
+grouped-query attention, gated MLPs, flash attention, frozen (LoRA) weights and fp32 training,
+and the unit tests compare every term with what PyTorch autograd really saves.
+
+Tensors each layer keeps (``e`` bytes per element, ``h`` hidden, ``q``/``kv`` query and
+key/value widths, ``f`` MLP width, ``a`` heads), per token:
+
+=====================================  ==========================  ===========================
+tensor                                 bytes                       kept when
+=====================================  ==========================  ===========================
+two norm inputs + statistics           ``2(eh + stats)``           always (``stats``: fp32
+                                                                   rstd, + mean for LayerNorm)
+attention/MLP linear inputs            ``eh`` each                 that linear's weight trains
+Q, K, V                                ``e(q + 2kv)``              always (unfused: ``3eq``,
+                                                                   K and V expanded to q heads)
+flash attention output + logsumexp     ``eq + 4a``                 flash attention
+unfused attention: softmax output      ``e·a·s``                   no flash, no selective recomp.
+unfused attention: dropout mask+out    ``(1 + e)·a·s``             ... and dropout
+attention output (output-proj input)   ``eq``                      no flash, its weight trains
+MLP: gated (SwiGLU input gate|up)      ``2ef``                     always
+MLP: plain (GeLU input)                ``ef``                      always
+MLP: down-projection input             ``ef``                      its weight trains
+dropout masks after attention and MLP  ``2h``                      dropout
+LoRA ``x·A`` of each adapted linear    ``er``                      LoRA
+=====================================  ==========================  ===========================
+
+Flash attention (Dao et al. 2022, arXiv:2205.14135, Alg. 2) keeps Q, K, V, the output and the
+row log-sum-exp instead of the ``s x s`` probabilities. The SwiGLU term is what Megatron's fused
+``bias_swiglu`` keeps (its ``2f``-wide input; the product is recomputed); an unfused
+``silu(g) * u`` keeps ``3f`` instead. A linear layer whose weight is frozen needs only its
+weight to propagate the input gradient, so PyTorch does not keep its input (verified in
+tests/unit/test_memory_torch.py) -- that is why LoRA saves less than full fine-tuning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from gpuscale.specs import ModelSpec, PlanBatch
+from gpuscale.specs.plan import RECOMPUTE_CODE
+from gpuscale.specs.training import Training
+
+Stage = Literal["first", "last"]
+
+FP32_BYTES = 4
+MASK_BYTES = 1
+"""A dropout mask is a ``bool`` tensor (Korthikanti Sec. 4.1; ``torch.native_dropout``)."""
+
+LOSS_TRANSIENT_COPIES = 2
+"""Unfused cross-entropy backward (PyTorch ``log_softmax`` + ``nll_loss``): while the saved fp32
+log-probabilities are still alive it materialises the fp32 gradient of the log-probabilities
+and then that of the logits, two more ``s x vocab`` fp32 tensors."""
+
+ACTIVATION_OFFLOAD_LAYERS_IN_FLIGHT = 2
+"""With activation offloading the device keeps the layer being computed and the one whose
+copy to or from the host is in flight (torchtune ``OffloadActivations``, double buffering)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LayerTerms:
+    """Bytes one transformer layer keeps per token of one micro-batch, before any parallel split.
+
+    ``replicated`` is split only by sequence parallelism, ``split`` by tensor parallelism alone,
+    ``per_seq`` (unfused attention probabilities) is per token *per token of context* and is
+    split by tensor parallelism; ``lora`` (adapter ranks are not split) is replicated in TP.
+    """
+
+    replicated: float
+    split: float
+    per_seq: float
+    lora: float
+    checkpoint: float
+    """The layer input, all full recompute keeps (Korthikanti Sec. 4.3)."""
+
+    @property
+    def selective_removable(self) -> float:
+        return self.per_seq
+
+
+def _trainable(training: Training, target: str) -> bool:
+    return training.finetune == "full" or target in training.lora_targets
+
+
+def layer_terms(model: ModelSpec, training: Training) -> LayerTerms:
+    """Per-token bytes of one layer (see the module table)."""
+    e = training.activation_bytes
+    h, q, kv, f, a = (
+        model.hidden_size,
+        model.q_width,
+        model.kv_width,
+        model.ffn_hidden_size,
+        model.num_heads,
+    )
+    k = model.experts_per_token
+    stats = FP32_BYTES * (1 if model.norm == "rmsnorm" else 2)
+    mask = MASK_BYTES if training.dropout else 0
+
+    qkv_trains = any(_trainable(training, t) for t in ("q", "k", "v"))
+    up_trains = any(_trainable(training, t) for t in ("gate", "up"))
+    replicated = 2 * (e * h + stats) + 2 * mask * h + e * h * qkv_trains
+    # Routed tokens are copied once per chosen expert before the experts' first linear.
+    replicated += e * h * k * up_trains
+
+    if training.flash_attention:
+        split = e * (q + 2 * kv) + e * q + FP32_BYTES * a
+    else:
+        # Unfused attention multiplies by K and V expanded to every query head (Hugging Face
+        # ``repeat_kv``, Megatron's unfused core attention), so it keeps them at query width.
+        split = e * 3 * q + e * q * _trainable(training, "o")
+    per_seq = a * (e + mask * (MASK_BYTES + e)) if not training.flash_attention else 0.0
+
+    mlp = (2 * e * f if model.mlp == "gated" else e * f) + e * f * _trainable(training, "down")
+    split += k * mlp
+
+    lora = 0.0
+    if training.is_lora:
+        per_layer = {
+            "q": 1,
+            "k": 1,
+            "v": 1,
+            "o": 1,
+            "gate": k * (model.mlp == "gated"),
+            "up": k,
+            "down": k,
+        }
+        lora = e * training.lora_rank * sum(per_layer.get(t, 0) for t in training.lora_targets)
+    return LayerTerms(
+        replicated=replicated, split=split, per_seq=per_seq, lora=lora, checkpoint=e * h
+    )
+
+
+def head_terms(model: ModelSpec, training: Training) -> tuple[float, float, float]:
+    """Per-token bytes kept by the last stage outside the layers: ``(replicated, vocab_split,
+    loss_transient)``. Korthikanti Sec. 4.4: the final norm input, the output-layer input and
+    the fp32 logits of the cross-entropy (``4sbv/t``, vocabulary-parallel). A chunked loss keeps
+    the 16-bit logits instead and works on one chunk in fp32; a fused one keeps none."""
+    e = training.activation_bytes
+    h = model.hidden_size
+    stats = FP32_BYTES * (1 if model.norm == "rmsnorm" else 2)
+    replicated = e * h + stats + e * h * _trainable(training, "head")
+    if training.task != "lm" or training.loss == "fused":
+        return replicated, 0.0, 0.0
+    if training.loss == "chunked":
+        return replicated, float(e * model.vocab_size), 0.0
+    logits = FP32_BYTES * model.vocab_size
+    return replicated, logits, LOSS_TRANSIENT_COPIES * logits
+
+
+def embedding_terms(model: ModelSpec, training: Training) -> float:
+    """Per-token bytes the first stage keeps for the embedding: its dropout mask (Korthikanti
+    Sec. 4.4, ``sbhp`` over ``p`` micro-batches in flight)."""
+    return float(MASK_BYTES * model.hidden_size) if training.dropout else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class StageActivations:
+    """Activation bytes of one GPU of a pipeline stage, one element per plan."""
+
+    stored: np.ndarray
+    """Kept from forward to backward, all micro-batches in flight together."""
+    transient: np.ndarray
+    """Extra working set at the worst moment of backward: the recomputed layer or the loss."""
+
+    @property
+    def peak(self) -> np.ndarray:
+        return self.stored + self.transient
+
+
+def layers_on_stage(model: ModelSpec, plans: PlanBatch) -> np.ndarray:
+    """Layers held by the most loaded stage (Megatron splits evenly; the remainder goes first)."""
+    return -(-model.num_layers // plans.pp)
+
+
+def microbatches_in_flight(plans: PlanBatch) -> np.ndarray:
+    """Micro-batch-layers of activations the first stage holds under 1F1B, in units of one
+    micro-batch through the stage's layers: ``min(p, m)`` micro-batches (Narayanan et al. 2021,
+    Sec. 2.2.1), times ``1 + (p-1)/(p·v)`` with ``v`` interleaved chunks (Korthikanti Sec. 4.2.3)."""
+    pp = plans.pp.astype(float)
+    inflight = np.minimum(pp, plans.num_microbatches.astype(float))
+    interleave = np.where(plans.vp > 1, 1.0 + (pp - 1.0) / (pp * plans.vp), 1.0)
+    return np.maximum(inflight, 1.0) * interleave
+
+
+def stage_activations(
+    model: ModelSpec, training: Training, plans: PlanBatch, stage: Stage
+) -> StageActivations:
+    """Activation bytes per GPU on the ``first`` or ``last`` pipeline stage of every plan (the
+    same GPU when ``pp == 1``)."""
+    terms = layer_terms(model, training)
+    tp = plans.tp.astype(float)
+    sp = np.where(plans.sequence_parallel & (plans.tp > 1), tp, 1.0)
+    context = training.seq_len / plans.cp
+    tokens = plans.micro_batch * context
+    recompute = plans.recompute
+
+    full_layer = (
+        (terms.replicated + terms.lora) / sp + terms.split / tp + terms.per_seq * context / tp
+    )
+    stored_layer = np.select(
+        [recompute == RECOMPUTE_CODE["full"], recompute == RECOMPUTE_CODE["selective"]],
+        [terms.checkpoint / sp, full_layer - terms.per_seq * context / tp],
+        full_layer,
+    )
+    # The layer being recomputed holds its full set again during its backward.
+    workspace = full_layer - stored_layer
+
+    layers = layers_on_stage(model, plans).astype(float)
+    if training.activation_offload:
+        layers = np.minimum(layers, ACTIVATION_OFFLOAD_LAYERS_IN_FLIGHT)
+    head_replicated, head_vocab, loss_transient = head_terms(model, training)
+    head = tokens * (head_replicated / sp + head_vocab / tp)
+    loss = tokens * loss_transient / tp
+
+    if stage == "last":
+        # 1F1B: the last stage runs each micro-batch's backward right after its forward.
+        return StageActivations(
+            stored=tokens * layers * stored_layer + head,
+            transient=np.maximum(tokens * workspace, loss),
+        )
+    in_flight = np.maximum(np.minimum(plans.pp, plans.num_microbatches), 1)
+    stored = tokens * (
+        layers * microbatches_in_flight(plans) * stored_layer
+        + embedding_terms(model, training) / sp * in_flight
+    )
+    transient = tokens * workspace
+    single = plans.pp == 1
+    return StageActivations(
+        stored=np.where(single, stored + head, stored),
+        transient=np.where(single, np.maximum(transient, loss), transient),
+    )

@@ -1,0 +1,206 @@
+"""Training memory per GPU, vectorized over many plans.
+
+The peak of the worst GPU (the first pipeline stage, which holds the most micro-batches in
+flight, or the last, which holds the logits, whichever is larger) is the sum of
+
+- model states (:mod:`gpuscale.estimate.model_states`) after tensor, pipeline, expert and ZeRO
+  partitioning (Rajbhandari et al. 2020, ZeRO, Sec. 5: stage 1 shards optimizer states over the
+  data-parallel group, stage 2 also gradients, stage 3 also weights; FSDP = stage 3), plus the
+  units a stage-3 rank gathers (the computed unit and the prefetched next one; Zhao et al. 2023,
+  PyTorch FSDP, arXiv:2304.11277, Sec. 3.2.1);
+- activations (:mod:`gpuscale.estimate.activations`);
+- framework overhead: the CUDA context, NCCL buffers and caching-allocator slack, named
+  constants of the calibration profile (``memory_*`` in ``generic.yaml``).
+
+Gradients and activations peak at different times when no gradient buffer persists across the
+step (one micro-batch, no DDP buckets or Megatron grad buffer, i.e. a single GPU or FSDP without
+accumulation): backward frees each layer's activations as it creates that layer's gradients. The
+peak then holds the larger of the two, and :attr:`TrainingMemory.overlap` is the credit.
+
+CPU offload (Ren et al. 2021, ZeRO-Offload, arXiv:2101.06840, Sec. 4) moves gradients and
+optimizer states to the host; parameter offload (ZeRO-Infinity; FSDP ``CPUOffload``) moves the
+weights too and keeps only the gathered units on the device. Paged optimizers (bitsandbytes)
+keep their states in CUDA unified memory that is evicted to the host under pressure. All three
+appear in :attr:`TrainingMemory.host`, not in the device total.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from gpuscale.estimate.activations import Stage, stage_activations
+from gpuscale.estimate.model_states import DTYPE_BYTES, param_split, trainable_bytes
+from gpuscale.estimate.profile import Profile, load_profile
+from gpuscale.specs import ModelSpec, Plan, PlanBatch
+from gpuscale.specs.training import Training
+
+GIB = float(2**30)
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingMemory:
+    """Bytes per GPU of the worst GPU of every plan; each field is an array over the plans.
+
+    ``weights + gradients + optimizer + activations - overlap = allocated`` (live tensors, what
+    ``torch.cuda.max_memory_allocated`` reports) and ``allocated + overhead = total`` (what the
+    device must hold, as ``nvidia-smi`` shows it).
+    """
+
+    weights: np.ndarray
+    gradients: np.ndarray
+    optimizer: np.ndarray
+    """Master weights (if any) and optimizer states."""
+    activations: np.ndarray
+    """Saved for backward, all micro-batches in flight, plus the backward working set."""
+    overlap: np.ndarray
+    """Credit when gradients and activations do not peak together (see module docstring)."""
+    allocated: np.ndarray
+    reserved: np.ndarray
+    """``allocated`` times the allocator's fragmentation (``torch.cuda.max_memory_reserved``)."""
+    overhead: np.ndarray
+    """``total - allocated``: allocator slack, CUDA context, NCCL buffers."""
+    total: np.ndarray
+    host: np.ndarray
+    """Bytes kept in host memory per GPU (offloaded or paged states); not part of ``total``."""
+    stage: np.ndarray
+    """Which stage is the worst: 0 first, 1 last."""
+
+    def __len__(self) -> int:
+        return int(self.total.shape[0])
+
+    def row(self, i: int) -> dict[str, float]:
+        """Plan ``i`` as ``{field: bytes}``."""
+        return {f.name: float(getattr(self, f.name)[i]) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class _States:
+    weights: np.ndarray
+    gradients: np.ndarray
+    optimizer: np.ndarray
+    host: np.ndarray
+
+
+def _model_states(model: ModelSpec, training: Training, plans: PlanBatch, stage: Stage) -> _States:
+    ps = param_split(model, training)
+    per = trainable_bytes(model, training)
+    word = DTYPE_BYTES["fp32"] if training.precision == "fp32" else DTYPE_BYTES["bf16"]
+    tp, pp, ep = (plans.tp.astype(float), plans.pp.astype(float), plans.ep.astype(float))
+    shard = (plans.dp * plans.cp).astype(float)
+    shard_expert = np.maximum(shard / ep, 1.0)
+    layers = (-(-model.num_layers // plans.pp)).astype(float)
+    single = pp == 1
+
+    def outside(first: float, last: float, tied: float) -> np.ndarray:
+        own = first if stage == "first" else last
+        return np.where(single, first + last - tied, own) / tp
+
+    t_dense = layers * ps.trainable_layer_dense / tp + outside(
+        ps.trainable_first, ps.trainable_last, 0 if training.is_lora else ps.tied_table
+    )
+    t_expert = layers * ps.trainable_layer_expert / (tp * ep)
+    f_dense = layers * ps.frozen_layer_dense_bytes / tp + outside(
+        ps.frozen_first_bytes, ps.frozen_last_bytes, ps.tied_table * word if training.is_lora else 0
+    )
+    f_expert = layers * ps.frozen_layer_expert_bytes / (tp * ep)
+
+    def sharded(dense: np.ndarray, expert: np.ndarray, on: np.ndarray) -> np.ndarray:
+        return np.where(on, dense / shard + expert / shard_expert, dense + expert)
+
+    trainable_full = t_dense + t_expert
+    weights_full = trainable_full * per.weights + f_dense + f_expert
+    weights = sharded(
+        t_dense * per.weights + f_dense, t_expert * per.weights + f_expert, plans.zero == 3
+    )
+    gradients = sharded(t_dense, t_expert, plans.zero >= 2) * per.gradients
+    optimizer = sharded(t_dense, t_expert, plans.zero >= 1) * per.optimizer
+
+    # A stage-3 rank gathers the unit it computes and prefetches the next; the largest unit is
+    # a layer or the vocabulary table (torchtitan/torchtune wrap embedding and head as units).
+    layer_unit = (ps.trainable_layer_dense * per.weights + ps.frozen_layer_dense_bytes) / tp + (
+        ps.trainable_layer_expert * per.weights + ps.frozen_layer_expert_bytes
+    ) / (tp * ep)
+    table_unit = model.vocab_size * model.hidden_size * word / tp
+    gathered = layer_unit + np.maximum(layer_unit, table_unit)
+    grad_unit = (
+        ps.trainable_layer_dense / tp + ps.trainable_layer_expert / (tp * ep)
+    ) * per.gradients
+    stage3 = (plans.zero == 3) & (shard > 1)
+    host = np.zeros_like(weights)
+    if training.offload_params:
+        host = host + weights
+        weights = np.minimum(gathered, weights_full)
+    else:
+        weights = np.where(stage3, weights + gathered, weights)
+    if training.offload_optimizer:
+        # Each unit's gradients pass through the device on their way to the host.
+        host = host + gradients + optimizer
+        gradients = np.minimum(grad_unit, trainable_full * per.gradients)
+        optimizer = np.zeros_like(optimizer)
+    else:
+        gradients = np.where(stage3, gradients + grad_unit, gradients)
+    if training.optimizer_in_backward:
+        gradients = np.full_like(gradients, ps.largest_trainable_tensor * per.gradients) / tp
+    if training.paged_optimizer:
+        host = host + optimizer
+        optimizer = np.zeros_like(optimizer)
+    return _States(weights=weights, gradients=gradients, optimizer=optimizer, host=host)
+
+
+def _gradients_transient(plans: PlanBatch) -> np.ndarray:
+    """True where no gradient buffer outlives backward (see module docstring)."""
+    replicas = plans.dp * plans.cp
+    return (
+        (plans.num_microbatches == 1)
+        & (plans.tp == 1)
+        & (plans.pp == 1)
+        & ((replicas == 1) | (plans.zero == 3))
+    )
+
+
+def training_memory(
+    model: ModelSpec, training: Training, plans: PlanBatch, profile: Profile | None = None
+) -> TrainingMemory:
+    """Peak memory per GPU of every plan (numpy over the plans, no Python loop over them)."""
+    prof = profile if profile is not None else load_profile("generic")
+    context = prof.const("memory_cuda_context_gib") * GIB
+    nccl = prof.const("memory_nccl_buffers_gib") * GIB
+    fragmentation = prof.const("memory_allocator_fragmentation")
+    transient_grads = _gradients_transient(plans)
+
+    per_stage = []
+    stages: tuple[Stage, ...] = ("first", "last")
+    for stage in stages:
+        states = _model_states(model, training, plans, stage)
+        activations = stage_activations(model, training, plans, stage).peak
+        overlap = np.where(transient_grads, np.minimum(states.gradients, activations), 0.0)
+        allocated = states.weights + states.gradients + states.optimizer + activations - overlap
+        reserved = allocated * fragmentation
+        overhead = reserved - allocated + context + np.where(plans.num_gpus > 1, nccl, 0.0)
+        per_stage.append(
+            {
+                "weights": states.weights,
+                "gradients": states.gradients,
+                "optimizer": states.optimizer,
+                "activations": activations,
+                "overlap": overlap,
+                "allocated": allocated,
+                "reserved": reserved,
+                "overhead": overhead,
+                "total": allocated + overhead,
+                "host": states.host,
+            }
+        )
+    first, last = per_stage
+    worst_last = last["total"] > first["total"]
+    out = {name: np.where(worst_last, last[name], first[name]) for name in first}
+    return TrainingMemory(**out, stage=worst_last.astype(np.int64))
+
+
+def plan_memory(
+    model: ModelSpec, training: Training, plan: Plan, profile: Profile | None = None
+) -> dict[str, float]:
+    """:func:`training_memory` of one :class:`Plan`, as ``{field: bytes}``."""
+    return training_memory(model, training, PlanBatch.from_plans([plan]), profile).row(0)

@@ -1,0 +1,256 @@
+"""Model states: weights, gradients and optimizer states, per parameter and per GPU.
+
+Bytes per trainable parameter (Rajbhandari et al. 2020, ZeRO, arXiv:1910.02054, Sec. 3.1: mixed
+precision Adam keeps ``2 + 2 + 12`` bytes: 16-bit weights and gradients, fp32 master weights,
+momentum and variance):
+
+==================  =======  =====  ===============================================
+training            weights  grads  optimizer
+==================  =======  =====  ===============================================
+fp32                4        4      states in fp32
+16-bit + master     2        2      4 (fp32 master) + states in fp32
+16-bit, pure        2        2      states in the 16-bit dtype
+==================  =======  =====  ===============================================
+
+States per parameter: AdamW two, SGD with momentum one, 8-bit AdamW two bytes plus block-wise
+fp32 scales (Dettmers et al. 2022, arXiv:2110.02861, Sec. 2, block size 2048), Adafactor one
+row and one column statistic per weight matrix and a full one per vector (Shazeer & Stern 2018,
+arXiv:1804.04235, Alg. 4; no first moment, as PyTorch's and Hugging Face's defaults). The
+per-tensor ``step`` counters (0-d, on the host unless ``capturable``) are not counted.
+
+LoRA (Hu et al. 2021, arXiv:2106.09685) freezes the base and trains ``r(d_in + d_out)``
+parameters per adapted linear. QLoRA (Dettmers et al. 2023, arXiv:2305.14314, Sec. 3) stores the
+frozen linear weights of the blocks as 4-bit NF4 with one fp32 absmax per 64 weights (0.5 bit
+per parameter), or with double quantization 8-bit absmax plus one fp32 constant per 256 blocks
+(``8/64 + 32/(64·256)`` = 0.127 bit); embeddings, norms, biases and the output head stay 16-bit
+(bitsandbytes/PEFT skip ``lm_head``; torchtune quantizes only its ``LoRALinear`` layers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuscale.estimate.params import (
+    embedding_params,
+    layer_params,
+    mlp_params,
+    norm_params,
+    total_params,
+)
+from gpuscale.specs import ModelSpec
+from gpuscale.specs.training import Training
+
+DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0}
+
+NF4_BITS = 4
+NF4_BLOCK = 64
+"""QLoRA Sec. 3: one absmax per block of 64 weights."""
+DOUBLE_QUANT_BLOCK = 256
+"""QLoRA Sec. 3: the 8-bit absmax constants are quantized in blocks of 256."""
+ADAM8BIT_BLOCK = 2048
+"""Dettmers et al. 2022, Sec. 2: block-wise quantization with blocks of 2048 values."""
+
+
+def nf4_bytes_per_param(double_quant: bool) -> float:
+    """Storage of one NF4 weight with its share of the quantization constants."""
+    constants = (
+        (1.0 / NF4_BLOCK + 4.0 / (NF4_BLOCK * DOUBLE_QUANT_BLOCK))
+        if double_quant
+        else 4.0 / NF4_BLOCK
+    )
+    return NF4_BITS / 8 + constants
+
+
+def linear_shapes(model: ModelSpec) -> dict[str, tuple[int, int]]:
+    """``(d_in, d_out)`` of every linear layer of one block (one expert for the MLP)."""
+    h, q, kv, f = model.hidden_size, model.q_width, model.kv_width, model.ffn_hidden_size
+    shapes = {"q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h), "up": (h, f), "down": (f, h)}
+    if model.mlp == "gated":
+        shapes["gate"] = (h, f)
+    return shapes
+
+
+def _copies(model: ModelSpec, name: str) -> int:
+    """Instances of linear ``name`` per block: one per expert for MLP matrices."""
+    return model.num_experts if name in ("gate", "up", "down") else 1
+
+
+def block_linear_weights(model: ModelSpec) -> int:
+    """Weight elements (no biases) of every linear in one block: what QLoRA quantizes."""
+    return sum(
+        d_in * d_out * _copies(model, n) for n, (d_in, d_out) in linear_shapes(model).items()
+    )
+
+
+def lora_params_per_layer(model: ModelSpec, training: Training) -> int:
+    shapes = linear_shapes(model)
+    r = training.lora_rank
+    return sum(
+        r * (shapes[t][0] + shapes[t][1]) * _copies(model, t)
+        for t in training.lora_targets
+        if t in shapes
+    )
+
+
+def lora_head_params(model: ModelSpec, training: Training) -> int:
+    return (
+        training.lora_rank * (model.hidden_size + model.vocab_size)
+        if "head" in training.lora_targets
+        else 0
+    )
+
+
+def lora_params(model: ModelSpec, training: Training) -> int:
+    """Trainable adapter parameters of the whole model (0 for full fine-tuning)."""
+    if not training.is_lora:
+        return 0
+    return model.num_layers * lora_params_per_layer(model, training) + lora_head_params(
+        model, training
+    )
+
+
+def adafactor_state_elements(model: ModelSpec, training: Training) -> int:
+    """Elements of Adafactor's factored second moment over the trainable parameters:
+    ``rows + cols`` per matrix, the full size of every vector."""
+    if training.is_lora:
+        r = training.lora_rank
+        shapes = linear_shapes(model)
+        per_layer = sum(
+            (d_in + r + r + d_out) * _copies(model, t)
+            for t in training.lora_targets
+            if t in shapes
+            for d_in, d_out in [shapes[t]]
+        )
+        head = (
+            2 * r + model.hidden_size + model.vocab_size if "head" in training.lora_targets else 0
+        )
+        return model.num_layers * per_layer + head
+    h, v = model.hidden_size, model.vocab_size
+    matrices = sum(
+        (d_in + d_out) * _copies(model, n) for n, (d_in, d_out) in linear_shapes(model).items()
+    )
+    if model.is_moe:
+        matrices += h + model.num_experts
+    vectors = (
+        layer_params(model)
+        - block_linear_weights(model)
+        - (model.num_experts * h if model.is_moe else 0)
+    )
+    per_layer = matrices + vectors
+    embed = (v + h) * (1 if model.tied_embeddings else 2)
+    if model.position == "learned":
+        embed += model.max_seq_len + h
+    return model.num_layers * per_layer + embed + norm_params(model) + model.extra_params
+
+
+@dataclass(frozen=True, slots=True)
+class BytesPerParam:
+    """Bytes each trainable parameter costs, by where they live."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    """Master copy (if any) plus optimizer states."""
+
+
+def trainable_bytes(model: ModelSpec, training: Training) -> BytesPerParam:
+    """Per trainable parameter: the table in the module docstring."""
+    fp32 = training.precision == "fp32"
+    word = 4.0 if fp32 else 2.0
+    master = 4.0 if (training.master_weights and not fp32) else 0.0
+    state = 4.0 if (fp32 or training.master_weights) else word
+    if training.optimizer == "adamw":
+        states = 2 * state
+    elif training.optimizer == "sgd-momentum":
+        states = state
+    elif training.optimizer == "adamw-8bit":
+        states = 2 * (1.0 + 4.0 / ADAM8BIT_BLOCK)
+    else:
+        trainable = lora_params(model, training) if training.is_lora else total_params(model)
+        states = state * adafactor_state_elements(model, training) / trainable
+    return BytesPerParam(weights=word, gradients=word, optimizer=master + states)
+
+
+@dataclass(frozen=True, slots=True)
+class ParamSplit:
+    """Parameters by how they are stored and where they sit in the model.
+
+    ``layer_*`` are per transformer block (``*_expert`` the expert MLPs, split by expert
+    parallelism); ``first``/``last`` are outside the blocks on the first/last pipeline stage.
+    """
+
+    trainable_layer_dense: int
+    trainable_layer_expert: int
+    trainable_first: int
+    trainable_last: int
+    frozen_layer_dense_bytes: float
+    frozen_layer_expert_bytes: float
+    frozen_first_bytes: float
+    frozen_last_bytes: float
+    largest_trainable_tensor: int
+    """Elements of the biggest trainable tensor: the gradient optimizer-in-backward holds."""
+    tied_table: int
+    """Elements of a tied embedding, counted in both ``first`` and ``last``: subtract once when
+    one stage holds both."""
+
+
+def _outside_blocks(model: ModelSpec) -> tuple[int, int]:
+    """Parameters outside the blocks on the first stage (embedding, positions, extras) and on
+    the last (final norm and an untied head; a tied head is a copy of the embedding there,
+    as Megatron keeps one on the last stage)."""
+    table = model.vocab_size * model.hidden_size
+    first = embedding_params(model) - (0 if model.tied_embeddings else table) + model.extra_params
+    last = norm_params(model) + table
+    return first, last
+
+
+def param_split(model: ModelSpec, training: Training) -> ParamSplit:
+    """Split the model's parameters for :func:`~gpuscale.estimate.memory.training_memory`."""
+    expert = model.num_experts * mlp_params(model)
+    dense = layer_params(model) - expert
+    first, last = _outside_blocks(model)
+    tied = model.vocab_size * model.hidden_size if model.tied_embeddings else 0
+    if not training.is_lora:
+        largest = max(
+            model.vocab_size * model.hidden_size,
+            max(a * b for a, b in linear_shapes(model).values()),
+        )
+        return ParamSplit(
+            trainable_layer_dense=dense,
+            trainable_layer_expert=expert,
+            trainable_first=first,
+            trainable_last=last,
+            frozen_layer_dense_bytes=0.0,
+            frozen_layer_expert_bytes=0.0,
+            frozen_first_bytes=0.0,
+            frozen_last_bytes=0.0,
+            largest_trainable_tensor=largest,
+            tied_table=tied,
+        )
+    word = DTYPE_BYTES["fp32"] if training.precision == "fp32" else DTYPE_BYTES["bf16"]
+    shapes = linear_shapes(model)
+    expert_weights = sum(
+        d_in * d_out * _copies(model, n)
+        for n, (d_in, d_out) in shapes.items()
+        if n in ("gate", "up", "down")
+    )
+    dense_weights = block_linear_weights(model) - expert_weights
+    quant = nf4_bytes_per_param(training.double_quant) if training.finetune == "qlora" else word
+    r = training.lora_rank
+    lora_expert = sum(
+        r * (shapes[t][0] + shapes[t][1]) * _copies(model, t)
+        for t in training.lora_targets
+        if t in ("gate", "up", "down") and t in shapes
+    )
+    return ParamSplit(
+        trainable_layer_dense=lora_params_per_layer(model, training) - lora_expert,
+        trainable_layer_expert=lora_expert,
+        trainable_first=0,
+        trainable_last=lora_head_params(model, training),
+        frozen_layer_dense_bytes=dense_weights * quant + (dense - dense_weights) * word,
+        frozen_layer_expert_bytes=expert_weights * quant + (expert - expert_weights) * word,
+        frozen_first_bytes=first * word,
+        frozen_last_bytes=last * word,
+        largest_trainable_tensor=max(r * max(d_in, d_out) for d_in, d_out in shapes.values()),
+        tied_table=tied,
+    )

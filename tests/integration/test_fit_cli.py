@@ -1,0 +1,109 @@
+"""``gpuscale fit`` through the real entry point: answers, JSON, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
+GB = 1e9
+GIB = 2**30
+
+
+def _json(result) -> dict:  # type: ignore[no-untyped-def]
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_llama_405b_cannot_train_on_one_80gb_card(gpuscale) -> None:  # type: ignore[no-untyped-def]
+    doc = _json(gpuscale("fit", "llama3.1-405b", "--gpu", "h100-sxm", "--json"))
+    assert doc["fits"] is False
+    # The article's figure: ~810 GB for the bf16 weights alone.
+    assert doc["breakdown_gib"]["weights"] * GIB / GB == pytest.approx(811.7, rel=0.01)
+    assert doc["headroom_gib"] < -700
+    assert doc["smallest"], "a multi-GPU layout must be proposed"
+    assert all(o["gpus"] >= 11 and o["memory_per_gpu_gib"] <= 80 for o in doc["smallest"])
+
+
+def test_llama_405b_cannot_be_served_from_one_80gb_card(gpuscale) -> None:  # type: ignore[no-untyped-def]
+    doc = _json(
+        gpuscale("fit", "llama3.1-405b", "--gpu", "a100-sxm-80gb", "--mode", "infer", "--json")
+    )
+    assert doc["fits"] is False
+    assert doc["breakdown_gib"]["weights"] * GIB / GB == pytest.approx(811.7, rel=0.01)
+    assert min(o["gpus"] for o in doc["smallest"]) >= 11
+
+
+def test_int4_8b_serves_on_a_24gb_card_and_table_is_printed(gpuscale) -> None:  # type: ignore[no-untyped-def]
+    result = gpuscale(
+        "fit",
+        "llama3.1-8b",
+        "--gpu",
+        "rtx-4090",
+        "--mode",
+        "infer",
+        "--weights",
+        "int4",
+        "--context",
+        "8192",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "KV cache" in result.stdout and "fits:" in result.stdout
+
+
+def test_qlora_fits_where_full_finetuning_does_not(gpuscale) -> None:  # type: ignore[no-untyped-def]
+    common = ("llama3.1-8b", "--gpu", "rtx-4090", "--seq", "2048", "--recompute", "full", "--json")
+    full = _json(gpuscale("fit", *common))
+    qlora = _json(gpuscale("fit", *common, "--finetune", "qlora", "--lora-rank", "8"))
+    assert full["fits"] is False and qlora["fits"] is True
+    assert full["smallest"][0]["gpus"] > 1
+
+
+def test_config_json_model_is_accepted(gpuscale) -> None:  # type: ignore[no-untyped-def]
+    doc = _json(
+        gpuscale(
+            "fit",
+            str(CONFIGS / "mistral-7b.json"),
+            "--gpu",
+            "a100-sxm-80gb",
+            "--finetune",
+            "lora",
+            "--json",
+        )
+    )
+    assert doc["params"] == 7_241_732_096
+    assert doc["schema_version"] == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["llama3.1-8b", "--gpu", "h100"], "did you mean"),
+        (["llama3-8b"], "unknown model 'llama3-8b'; did you mean"),
+        (["llama3.1-8b", "--lora-targets", "q,x"], "--lora-targets: unknown layer 'x'"),
+        (["llama3.1-8b", "--seq", "0"], "--seq must be a positive integer"),
+        (["llama3.1-8b", "--mode", "serve"], "Invalid value for '--mode'"),
+        (["llama3.1-8b", "--gbs", "3"], "No such option"),
+        (["./missing/config.json"], "no such model or file"),
+        (["llama3.1-8b", "--dp", "2", "--zero", "7"], "--zero"),
+        (["llama3.1-8b", "--paged-optimizer", "--offload", "optimizer"], "alternatives"),
+        (["llama3.1-8b", "--tp", "3"], "does not divide the 32 attention heads"),
+        (["llama3.1-8b", "--pp", "64"], "exceeds the model's 32 layers"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(gpuscale, args: list[str], fragment: str) -> None:  # type: ignore[no-untyped-def]
+    result = gpuscale("fit", *args)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_malformed_config_json_is_one_line_exit_2(gpuscale, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "config.json"
+    path.write_text('{"model_type": "llama", "hidden_size": "big"}')
+    result = gpuscale("fit", str(path))
+    assert result.returncode == 2
+    assert result.stderr.startswith("gpuscale: ") and result.stderr.count("\n") == 1

@@ -1,0 +1,193 @@
+"""The config.json parser: real released configs give their published parameter counts; any
+other input gives a one-line :class:`InputError`, never another exception."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpuscale import catalog
+from gpuscale.catalog.hf_config import SUPPORTED, model_from_config, model_from_config_file
+from gpuscale.errors import InputError
+from gpuscale.estimate.params import total_params
+from gpuscale.specs import ModelSpec
+
+CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
+
+# Parameter counts published on each model card / paper for the shipped config.json.
+PUBLISHED = {
+    "llama-3.1-8b": 8_030_261_248,
+    "mistral-7b": 7_241_732_096,
+    "qwen2.5-7b": 7_615_616_512,
+    "mixtral-8x7b": 46_702_792_704,
+    "gpt2": 124_439_808,
+    "pythia-160m": 162_322_944,
+    "bloom-560m": 559_214_592,
+    "opt-1.3b": 1_315_758_080,
+    "bert-large-uncased": 335_141_888,
+    # MPT's no_bias also drops the LayerNorm biases, which ModelSpec cannot express (+0.004%).
+    "mpt-7b": 6_649_286_656,
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_shipped_configs_give_published_parameter_counts(name: str) -> None:
+    model = catalog.model(str(CONFIGS / f"{name}.json"))
+    assert total_params(model) == pytest.approx(
+        PUBLISHED[name], rel=1e-4 if name == "mpt-7b" else 0
+    )
+
+
+def test_config_folder_and_file_are_both_accepted(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text((CONFIGS / "mistral-7b.json").read_text())
+    assert catalog.model(str(tmp_path)) == catalog.model(str(tmp_path / "config.json"))
+
+
+def test_mixtral_and_gqa_fields_are_read() -> None:
+    m = catalog.model(str(CONFIGS / "mixtral-8x7b.json"))
+    assert (m.num_experts, m.experts_per_token, m.num_kv_heads) == (8, 2, 8)
+
+
+def test_multimodal_text_config_is_used() -> None:
+    inner = json.loads((CONFIGS / "llama-3.1-8b.json").read_text())
+    outer = {"model_type": "llava", "text_config": inner, "vision_config": {"hidden_size": 1024}}
+    assert total_params(model_from_config(outer, "llava")) == PUBLISHED["llama-3.1-8b"]
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "JSON object"),
+        ('{"model_type": "t5"}', "unsupported model_type"),
+        ('{"hidden_size": 64}', "no 'model_type'"),
+        ('{"model_type": "llama", "hidden_size": 64}', "missing 'num_attention_heads'"),
+        (
+            '{"model_type": "llama", "hidden_size": -1, "num_attention_heads": 4}',
+            "positive integer",
+        ),
+        (
+            '{"model_type": "llama", "hidden_size": 1e40, "num_attention_heads": 4}',
+            "positive integer",
+        ),
+        (
+            '{"model_type": "llama", "hidden_size": 99999999999, "num_attention_heads": 4}',
+            "implausibly",
+        ),
+        (
+            '{"model_type": "mpt", "d_model": 64, "n_heads": 4, "n_layers": 2, "vocab_size": 10,'
+            ' "attn_config": [1]}',
+            "JSON object",
+        ),
+    ],
+)
+def test_bad_configs_are_one_line_input_errors(tmp_path: Path, content: str, fragment: str) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(content)
+    with pytest.raises(InputError, match=fragment) as info:
+        model_from_config_file(path)
+    assert "\n" not in str(info.value)
+
+
+def test_binary_and_missing_files_are_input_errors(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(InputError, match="not a text file"):
+        model_from_config_file(path)
+    with pytest.raises(InputError, match="no such model or file"):
+        model_from_config_file(tmp_path / "absent.json")
+
+
+# --- properties ------------------------------------------------------------------------
+
+KEYS = [
+    "model_type",
+    "hidden_size",
+    "n_embd",
+    "d_model",
+    "num_hidden_layers",
+    "n_layer",
+    "n_layers",
+    "num_attention_heads",
+    "n_head",
+    "n_heads",
+    "num_key_value_heads",
+    "intermediate_size",
+    "ffn_dim",
+    "n_inner",
+    "vocab_size",
+    "max_position_embeddings",
+    "head_dim",
+    "num_local_experts",
+    "num_experts_per_tok",
+    "tie_word_embeddings",
+    "attention_bias",
+    "mlp_bias",
+    "expansion_ratio",
+    "attn_config",
+    "no_bias",
+    "word_embed_proj_dim",
+    "type_vocab_size",
+    "text_config",
+    "enable_bias",
+]
+
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=8),
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(KEYS), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+plausible = st.one_of(st.integers(1, 4096), json_values)
+configs = st.fixed_dictionaries(
+    {"model_type": st.one_of(st.sampled_from(SUPPORTED), json_values)},
+    optional={key: plausible for key in KEYS if key != "model_type"},
+)
+
+
+def _parse(cfg: Any) -> ModelSpec | None:
+    try:
+        return model_from_config(cfg, "fuzz")
+    except InputError as exc:
+        assert "\n" not in str(exc)
+        return None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(configs)
+def test_random_configs_parse_or_raise_input_error(cfg: dict[str, Any]) -> None:
+    model = _parse(cfg)
+    if model is not None:
+        assert total_params(model) > 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(json_values)
+def test_arbitrary_json_never_raises_anything_but_input_error(value: Any) -> None:
+    _parse(value)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=64))
+def test_arbitrary_bytes_on_disk_never_raise_anything_but_input_error(
+    tmp_path_factory: Any, data: bytes
+) -> None:
+    path = tmp_path_factory.mktemp("cfg") / "config.json"
+    path.write_bytes(data)
+    try:
+        model_from_config_file(path)
+    except InputError as exc:
+        assert "\n" not in str(exc)
