@@ -135,3 +135,26 @@ def test_small_micro_batches_lower_gemm_efficiency() -> None:
         per_token.append(float(est.step_time_s[0]) / (16 * 512))
     assert np.allclose(per_token, sorted(per_token, reverse=True))
     assert per_token[0] > 1.2 * per_token[-1]
+
+
+def test_adapters_skip_weight_gradients_and_qlora_pays_for_dequantization() -> None:
+    model, cluster = catalog.model("llama2-7b"), catalog.cluster("a100-sxm-80gb", 4)
+    plan = Plan(dp=4, micro_batch=4, global_batch=16, recompute="full")
+    step = {}
+    for finetune in ("full", "lora", "qlora"):
+        training = Training(seq_len=2048, finetune=finetune)  # type: ignore[arg-type]
+        est = estimate_plan(model, cluster, training, plan, GENERIC)
+        step[finetune] = float(est.step_time_s[0])
+        if finetune != "full":
+            assert float(est.gradient_bytes_per_gpu[0]) < 0.01 * 4 * 6.7e9
+    assert step["lora"] < 0.85 * step["full"]
+    assert step["lora"] < step["qlora"]
+
+
+def test_optimizer_offload_moves_the_step_to_the_host() -> None:
+    model, cluster = catalog.model("llama2-7b"), catalog.cluster("a100-sxm-80gb", 1)
+    plan = Plan(micro_batch=8, global_batch=8, recompute="full")
+    on_gpu = estimate_plan(model, cluster, Training(seq_len=2048), plan, GENERIC)
+    offloaded = estimate_plan(model, cluster, Training(seq_len=2048, offload_optimizer=True), plan, GENERIC)
+    assert float(offloaded.optimizer_s[0]) > 10 * float(on_gpu.optimizer_s[0])
+    assert float(offloaded.memory_per_gpu_bytes[0]) < 0.5 * float(on_gpu.memory_per_gpu_bytes[0])

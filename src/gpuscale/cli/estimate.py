@@ -15,7 +15,7 @@ from gpuscale.estimate.step import StepEstimate, estimate_plan
 from gpuscale.estimate.uncertainty import band_for
 from gpuscale.specs import JobOptions, ModelSpec, Plan, Training
 from gpuscale.specs.plan import RECOMPUTE_CHOICES
-from gpuscale.specs.training import PRECISIONS
+from gpuscale.specs.training import FINETUNES, PRECISIONS
 
 TERMS = ("compute", "comm_tp", "comm_cp", "comm_ep", "comm_pp", "comm_dp", "comm_zero", "bubble",
          "optimizer", "data", "checkpoint", "other")
@@ -82,6 +82,10 @@ def _bottleneck(row: dict[str, Any]) -> str:
 @click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True,
               help="ZeRO stage (3 = FSDP full shard).")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="bf16", show_default=True)
+@click.option("--finetune", type=click.Choice(FINETUNES), default="full", show_default=True,
+              help="Full training, or LoRA/QLoRA adapters on a frozen base.")
+@click.option("--lora-rank", type=int, default=16, show_default=True)
+@click.option("--offload-optimizer", is_flag=True, help="ZeRO-Offload: optimizer step on the CPU.")
 @click.option("--no-sequence-parallel", is_flag=True, help="TP all-reduces instead of RS/AG.")
 @click.option("--no-flash-attention", is_flag=True, help="Unfused attention (s x s scores in HBM).")
 @click.option("--framework", default="generic", show_default=True,
@@ -97,7 +101,8 @@ def _bottleneck(row: dict[str, Any]) -> str:
 def command(model: str, gpu: str, gpus: int | None, gpus_per_node: int, inter: str,
             nics_per_node: int | None, slowest_gpu: str | None, tp: int, pp: int, dp: int | None,
             cp: int, vp: int, ep: int, mbs: int, gbs: int | None, seq: int, recompute: str,
-            zero: int, precision: str, no_sequence_parallel: bool, no_flash_attention: bool,
+            zero: int, precision: str, finetune: str, lora_rank: int, offload_optimizer: bool,
+            no_sequence_parallel: bool, no_flash_attention: bool,
             framework: str, profile_file: str | None, storage_gbps: float, checkpoint_every: int,
             checkpoint_gbps: float, as_json: bool) -> None:
     """Predict one training step of MODEL on a cluster under one parallel plan.
@@ -126,7 +131,8 @@ def command(model: str, gpu: str, gpus: int | None, gpus_per_node: int, inter: s
 
         cluster = replace(cluster, slowest_device=catalog.gpu(slowest_gpu))
     training = Training(seq_len=seq, precision=precision,  # type: ignore[arg-type]
-                        flash_attention=not no_flash_attention)
+                        flash_attention=not no_flash_attention, finetune=finetune,  # type: ignore[arg-type]
+                        lora_rank=lora_rank, offload_optimizer=offload_optimizer)
     job = JobOptions(storage_gb_per_s_per_node=storage_gbps, checkpoint_every_steps=checkpoint_every,
                      checkpoint_write_gb_per_s=checkpoint_gbps)
     profile = load_profile_for(framework, profile_file)

@@ -13,7 +13,8 @@ import numpy as np
 
 from gpuscale.estimate.collectives import LevelBandwidth, collective_time_s
 from gpuscale.estimate.compute import MicrobatchCompute
-from gpuscale.estimate.params import embedding_params, layer_params, mlp_params
+from gpuscale.estimate.model_states import lora_params
+from gpuscale.estimate.params import embedding_params, layer_params, mlp_params, total_params
 from gpuscale.estimate.profile import Profile
 from gpuscale.specs import Cluster, ModelSpec, PlanBatch, Training
 from gpuscale.specs.plan import RECOMPUTE_CODE
@@ -56,6 +57,11 @@ def params_per_gpu(m: ModelSpec, plans: PlanBatch) -> np.ndarray:
     embed = m.vocab_size * m.hidden_size + (m.max_seq_len * m.hidden_size if m.position == "learned" else 0)
     heaviest_end = np.where(plans.pp == 1, embedding_params(m), embed)
     return stage_layers * per_layer + heaviest_end / plans.tp
+
+
+def trainable_fraction(m: ModelSpec, training: Training) -> float:
+    """Share of the parameters that get gradients: the adapters under LoRA/QLoRA."""
+    return lora_params(m, training) / total_params(m) if training.is_lora else 1.0
 
 
 def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: PlanBatch,
@@ -104,7 +110,7 @@ def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: Pla
 
     # Data parallel gradient synchronisation over the dp*cp replicas of each parameter.
     params = params_per_gpu(m, plans)
-    grad_bytes = params * profile.const("grad_reduce_bytes")
+    grad_bytes = params * trainable_fraction(m, training) * profile.const("grad_reduce_bytes")
     weight_bytes = params * ACT_BYTES
     dp_group = dp * cp
     dp_per_node = _per_node(tp, dp_group, gpn)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuscale.estimate.flops import Gemm, attention_core_flops, layer_gemms, lm_head_gemm
+from gpuscale.estimate.model_states import nf4_bytes_per_param
 from gpuscale.estimate.profile import Profile
 from gpuscale.specs import Device, ModelSpec, PlanBatch, Training
 from gpuscale.specs.plan import RECOMPUTE_CODE
@@ -64,8 +65,19 @@ def microbatch_compute(m: ModelSpec, device: Device, training: Training, plans: 
 
     # Linear layers run at the training precision (FP8 with Transformer Engine recipes);
     # everything else stays in 16-bit (Micikevicius et al. 2022, arXiv:2209.05433, Sec. 4).
-    gemm_fwd = sum((gemm_time(g, training.precision, device, profile, launch_s)
-                    for g in layer_gemms(m, tokens, tp, plans.ep)), start=np.zeros(len(plans)))
+    gemms = layer_gemms(m, tokens, tp, plans.ep)
+    gemm_fwd = sum((gemm_time(g, training.precision, device, profile, launch_s) for g in gemms),
+                   start=np.zeros(len(plans)))
+    # Frozen base weights (LoRA/QLoRA) need no weight gradient: backward is the input gradient
+    # only (Hu et al. 2021, Sec. 4.2). QLoRA dequantizes every NF4 weight to 16-bit before each
+    # use, forward and backward (Dettmers et al. 2023, Sec. 3, "computation data type").
+    gemm_bwd_factor = 1.0 if training.is_lora else 2.0
+    dequant = np.zeros(len(plans))
+    if training.finetune == "qlora":
+        weight_elements = sum((g.k * g.n * g.count for g in gemms), start=np.zeros(len(plans)))
+        dequant = weight_elements * (nf4_bytes_per_param(training.double_quant) + 2.0) / (
+            device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency)
+    gemm_fwd = gemm_fwd + dequant
 
     attn_flops = attention_core_flops(m, tokens, seq, tp, causal_skip=training.flash_attention)
     hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
@@ -96,7 +108,7 @@ def microbatch_compute(m: ModelSpec, device: Device, training: Training, plans: 
 
     layer_fwd = gemm_fwd + attn_fwd + elementwise_fwd
     # Backward: input and weight gradients (2x GEMM FLOPs), elementwise ~2x forward traffic.
-    layer_bwd = 2.0 * gemm_fwd + attn_bwd + 2.0 * elementwise_fwd
+    layer_bwd = gemm_bwd_factor * (gemm_fwd - dequant) + dequant + attn_bwd + 2.0 * elementwise_fwd
 
     layers_per_stage = np.ceil(m.num_layers / plans.pp)
     # The LM head stays in 16-bit under FP8 recipes (Transformer Engine keeps the output layer).
@@ -113,7 +125,7 @@ def microbatch_compute(m: ModelSpec, device: Device, training: Training, plans: 
     recompute = np.where(plans.recompute == RECOMPUTE_CODE["full"], layer_fwd,
                          np.where(plans.recompute == RECOMPUTE_CODE["selective"], selective, 0.0))
     forward = layers_per_stage * layer_fwd + head + loss
-    backward = layers_per_stage * (layer_bwd + recompute) + 2.0 * head + loss
+    backward = layers_per_stage * (layer_bwd + recompute) + gemm_bwd_factor * head + loss
     return MicrobatchCompute(
         forward_s=forward,
         backward_s=backward,

@@ -12,7 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from gpuscale.estimate.communication import CommTimes, communication, params_per_gpu
+from gpuscale import catalog
+from gpuscale.estimate.communication import (
+    CommTimes,
+    communication,
+    params_per_gpu,
+    trainable_fraction,
+)
 from gpuscale.estimate.compute import MicrobatchCompute, microbatch_compute
 from gpuscale.estimate.flops import model_flops_per_token
 from gpuscale.estimate.params import total_params
@@ -97,6 +103,11 @@ def _memory_bytes(model: ModelSpec, training: Training, plans: PlanBatch, profil
     return np.asarray(training_memory(model, training, plans, profile=profile).total, dtype=float)
 
 
+def device_pcie_gb_per_s(cluster: Cluster) -> float:
+    """Host-device bandwidth of the pacing GPU's PCIe generation (catalog link)."""
+    return catalog.link(cluster.pace_device.pcie).bandwidth_gb_per_s
+
+
 def _compute_deduplicated(model: ModelSpec, device: Device, training: Training, plans: PlanBatch,
                           profile: Profile) -> MicrobatchCompute:
     """Micro-batch math depends on a few plan fields only; candidate sets repeat each
@@ -139,8 +150,17 @@ def estimate_batch(
     bubble = (plans.pp - 1) / plans.vp * t_mb
 
     # Optimizer: a memory-bound sweep over the parameters this GPU owns (sharded by ZeRO >= 1).
-    owned = params_per_gpu(model, plans) / np.where(plans.zero >= 1, plans.dp * plans.cp, 1)
-    optimizer = owned * profile.const("optimizer_bytes_per_param") / hbm
+    owned = (params_per_gpu(model, plans) * trainable_fraction(model, training)
+             / np.where(plans.zero >= 1, plans.dp * plans.cp, 1))
+    if training.offload_optimizer or training.offload_params:
+        # ZeRO-Offload: gradients go down and updated 16-bit weights come back over PCIe, and
+        # the step runs in host memory (Ren et al. 2021, arXiv:2101.06840, Sec. 4.1).
+        pcie = device_pcie_gb_per_s(cluster) * 1e9
+        optimizer = (owned * profile.const("optimizer_bytes_per_param")
+                     / (profile.const("host_memory_gb_per_s") * 1e9)
+                     + owned * (profile.const("grad_reduce_bytes") + 2.0) / pcie)
+    else:
+        optimizer = owned * profile.const("optimizer_bytes_per_param") / hbm
 
     tokens_per_step = plans.global_batch * float(training.seq_len)
     pipeline = m * t_mb + bubble
