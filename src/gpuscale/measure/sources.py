@@ -1,0 +1,84 @@
+"""Read measurements from files: ``gpuscale bench ... --json`` output and nccl-tests logs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuscale.errors import InputError
+from gpuscale.measure import nccl_tests
+from gpuscale.measure.results import (
+    COLLECTIVES_KIND,
+    MATMUL_KIND,
+    CollectiveRun,
+    CollectiveSample,
+    GemmRun,
+)
+
+
+@dataclass(kw_only=True)
+class Measurements:
+    collectives: list[CollectiveRun] = field(default_factory=list)
+    nccl: list[nccl_tests.NcclTestsRun] = field(default_factory=list)
+    gemm: list[GemmRun] = field(default_factory=list)
+
+    def collective_samples(self) -> list[CollectiveSample]:
+        out = [s for run in self.collectives for s in run.samples]
+        out += [s for run in self.nccl for s in run.samples()]
+        return out
+
+    def ranks_per_node(self) -> int:
+        """GPUs per node in the measured jobs (the largest, where they differ)."""
+        sizes = [r.ranks_per_node for r in self.collectives] + [r.ranks_per_node for r in self.nccl]
+        return max(sizes, default=1)
+
+    def describe(self) -> str:
+        """One line per source for the profile's ``source:``."""
+        parts = [
+            f"gpuscale bench collectives ({r.backend}, {r.world_size} ranks on {r.nodes} "
+            f"node(s), {r.device}) on {r.host} at {r.started}"
+            for r in self.collectives
+        ]
+        parts += [
+            f"nccl-tests {r.op} log {Path(r.path).name} ({r.ranks} x "
+            f"{r.device_names[0] if r.device_names else '?'}, {r.nodes} node(s)"
+            f"{', NCCL ' + r.nccl_version if r.nccl_version else ''})"
+            for r in self.nccl
+        ]
+        parts += [
+            f"gpuscale bench matmul ({r.device}) on {r.host} at {r.started}" for r in self.gemm
+        ]
+        return "; ".join(parts)
+
+    def notes(self) -> list[str]:
+        out = [n for r in self.collectives for n in r.notes]
+        out += [w for r in self.nccl for w in r.warnings()]
+        out += [n for r in self.gemm for n in r.notes]
+        return out
+
+
+def load(paths: Iterable[str | Path], op: str | None = None) -> Measurements:
+    """Sort files by kind: gpuscale JSON by its ``kind``, anything else as nccl-tests output."""
+    found = Measurements()
+    for p in paths:
+        path = Path(p)
+        try:
+            text = path.read_text(errors="replace")
+        except OSError as exc:
+            raise InputError(f"cannot read '{path}': {exc.strerror}") from None
+        kind = None
+        if text.lstrip().startswith("{"):
+            try:
+                doc = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+            kind = doc.get("kind") if isinstance(doc, dict) else None
+        if kind == COLLECTIVES_KIND:
+            found.collectives.append(CollectiveRun.from_dict(doc, str(path)))
+        elif kind == MATMUL_KIND:
+            found.gemm.append(GemmRun.from_dict(doc, str(path)))
+        else:
+            found.nccl.extend(nccl_tests.parse(text, str(path), op))
+    return found
