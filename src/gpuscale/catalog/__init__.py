@@ -89,9 +89,11 @@ def cluster(
     nics_per_node: int | None = None,
     oversubscription: float = 1.0,
 ) -> Cluster:
-    """A homogeneous cluster of catalog parts. Default: 8 GPUs a node and one NIC per GPU
-    (rail-optimized, as in DGX/HGX reference designs)."""
+    """A homogeneous cluster of catalog parts. Default: 8 GPUs a node; one NIC per GPU on RDMA
+    fabrics (rail-optimized, as in DGX/HGX reference designs), one NIC per node on plain
+    Ethernet (TCP sockets), where servers carry a single data port."""
     device = gpu(gpu_id)
+    fabric = link(inter)
     per_node = gpus_per_node or DEFAULT_GPUS_PER_NODE
     require(num_gpus >= 1, f"--gpus must be >= 1, got {num_gpus}")
     return Cluster(
@@ -99,8 +101,8 @@ def cluster(
         num_gpus=num_gpus,
         gpus_per_node=per_node,
         intra=link(device.intra_link),
-        inter=link(inter),
-        nics_per_node=nics_per_node or per_node,
+        inter=fabric,
+        nics_per_node=nics_per_node or (per_node if fabric.rdma else 1),
         oversubscription=oversubscription,
     )
 
