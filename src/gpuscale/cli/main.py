@@ -17,7 +17,18 @@ from gpuscale.errors import InputError
 # Each module defines ``command``: a click command or group. Imported lazily so that
 # ``gpuscale fit`` never pays for torch-backed commands.
 COMMAND_MODULES: dict[str, str] = {
+    "advise-comm": "gpuscale.cli.advise_comm",
+    "bench": "gpuscale.cli.bench",
+    "calibrate": "gpuscale.cli.calibrate",
     "catalog": "gpuscale.cli.catalog_cmd",
+    "doctor": "gpuscale.cli.doctor",
+    "import": "gpuscale.cli.import_cmd",
+    "estimate": "gpuscale.cli.estimate",
+    "fit": "gpuscale.cli.fit",
+    "infer": "gpuscale.cli.infer",
+    "plan": "gpuscale.cli.plan",
+    "scale": "gpuscale.cli.scale",
+    "trace": "gpuscale.cli.trace",
 }
 
 
