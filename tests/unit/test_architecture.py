@@ -17,7 +17,7 @@ ALLOWED: dict[str, set[str]] = {
     "catalog": {"errors", "specs"},
     "estimate": {"errors", "specs", "catalog"},
     "planner": {"errors", "specs", "catalog", "estimate"},
-    "cluster": {"errors", "specs", "catalog", "estimate", "planner"},
+    "validation": {"errors", "specs", "catalog", "estimate"},
     "measure": {"errors", "specs", "catalog", "estimate"},
     "runtime": {"errors", "specs", "catalog", "estimate"},
     "report": {"errors", "specs"},
