@@ -16,6 +16,8 @@ from gpuscale.errors import InputError, require, unknown
 from gpuscale.specs import Cluster, Device, Link, ModelSpec
 
 DEFAULT_INTER = "ib-ndr400"
+NETWORK_KINDS = ("infiniband", "roce", "ethernet")
+"""Link kinds that join nodes (the others join GPUs inside a node)."""
 DEFAULT_GPUS_PER_NODE = 8
 
 
@@ -94,7 +96,13 @@ def cluster(
     Ethernet (TCP sockets), where servers carry a single data port."""
     device = gpu(gpu_id)
     fabric = link(inter)
-    per_node = gpus_per_node or DEFAULT_GPUS_PER_NODE
+    require(fabric.kind in NETWORK_KINDS,
+            f"--inter {inter} is a {fabric.kind} link inside a node, not a fabric between nodes; "
+            f"accepted: {', '.join(k for k, v in links().items() if v.kind in NETWORK_KINDS)}")
+    per_node = DEFAULT_GPUS_PER_NODE if gpus_per_node is None else gpus_per_node
+    require(per_node >= 1, f"--gpus-per-node must be >= 1, got {per_node}")
+    require(nics_per_node is None or nics_per_node >= 1,
+            f"--nics-per-node must be >= 1, got {nics_per_node}")
     require(num_gpus >= 1, f"--gpus must be >= 1, got {num_gpus}")
     return Cluster(
         device=device,
@@ -102,7 +110,7 @@ def cluster(
         gpus_per_node=per_node,
         intra=link(device.intra_link),
         inter=fabric,
-        nics_per_node=nics_per_node or (per_node if fabric.rdma else 1),
+        nics_per_node=nics_per_node if nics_per_node is not None else (per_node if fabric.rdma else 1),
         oversubscription=oversubscription,
     )
 

@@ -20,6 +20,24 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+class FiniteFloat(click.ParamType):
+    """A float that is finite (``inf`` and ``nan`` are refused at the boundary)."""
+
+    name = "number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+FINITE = FiniteFloat()
+
+
 def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON object for scripts.")(func)
 

@@ -19,7 +19,7 @@ def command(kind: str, as_json: bool) -> None:
     """List catalog entries: gpus, links (fabrics) or models."""
     if kind == "gpus":
         rows = [{"id": d.id, "name": d.name, "memory_gib": d.memory_gib,
-                 "hbm_gb_per_s": d.hbm_bandwidth_gb_per_s, "bf16_tflops": d.peak("bf16"),
+                 "hbm_gb_per_s": d.hbm_bandwidth_gb_per_s, "tflops_16bit": d.peak(d.half_precision),
                  "fp8_tflops": d.peak_tflops.get("fp8"), "intra_link": d.intra_link,
                  "source": d.source} for d in catalog.gpus().values()]
     elif kind == "links":

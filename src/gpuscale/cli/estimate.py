@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from gpuscale import catalog
-from gpuscale.cli._common import console, emit_json, json_option
+from gpuscale.cli._common import FINITE, console, emit_json, json_option
 from gpuscale.errors import InputError, require
 from gpuscale.estimate.profile import load_profile_for, profile_names
 from gpuscale.estimate.step import StepEstimate, estimate_plan
@@ -42,6 +42,11 @@ def _check_plan(model: ModelSpec, plan: Plan, num_gpus: int, seq: int) -> None:
             f"--pp x --vp = {plan.pp * plan.vp} must divide the {model.num_layers} layers for "
             "interleaving")
     require(seq % plan.cp == 0, f"--seq {seq} is not divisible by --cp {plan.cp}")
+    require(plan.vp == 1 or plan.num_microbatches % plan.pp == 0,
+            f"--vp {plan.vp} needs the micro-batches per step (gbs/(mbs*dp) = "
+            f"{plan.num_microbatches}) to be a multiple of --pp {plan.pp} (interleaved 1F1B)")
+    require(plan.pp == 1 or model.num_layers >= plan.pp,
+            f"--pp {plan.pp} leaves a stage without layers ({model.num_layers} layers)")
     require(plan.ep == 1 or (model.is_moe and model.num_experts % plan.ep == 0),
             f"--ep {plan.ep} needs a mixture-of-experts model whose expert count it divides")
     require(plan.ep == 1 or (plan.dp * plan.cp) % plan.ep == 0,
@@ -92,10 +97,10 @@ def _bottleneck(row: dict[str, Any]) -> str:
               help=f"Software-stack profile: {', '.join(profile_names())}.")
 @click.option("--profile", "profile_file", default=None,
               help="Calibration profile YAML laid over the framework profile (gpuscale calibrate).")
-@click.option("--storage-gbps", type=float, default=0.0,
+@click.option("--storage-gbps", type=FINITE, default=0.0,
               help="Dataset read bandwidth per node, GB/s (0: data local and prefetched).")
 @click.option("--checkpoint-every", type=int, default=0, help="Checkpoint every N steps (0: never).")
-@click.option("--checkpoint-gbps", type=float, default=10.0, show_default=True,
+@click.option("--checkpoint-gbps", type=FINITE, default=10.0, show_default=True,
               help="Aggregate checkpoint write bandwidth, GB/s.")
 @json_option
 def command(model: str, gpu: str, gpus: int | None, gpus_per_node: int, inter: str,
@@ -139,6 +144,9 @@ def command(model: str, gpu: str, gpus: int | None, gpus_per_node: int, inter: s
     est = estimate_plan(spec, cluster, training, plan, profile, job)
     row = est.row(0)
     band = band_for(spec, cluster, plan, framework).around(row["tokens_per_s"])
+    if seq > spec.max_seq_len:
+        band = band.warn(f"--seq {seq} exceeds {spec.name}'s maximum context of {spec.max_seq_len} "
+                         "(needs position-embedding extension)")
     document = {
         "model": spec.name, "gpu": cluster.device.id, "gpus": num_gpus,
         "inter": cluster.inter.id, "framework": framework, "profile": profile.name,

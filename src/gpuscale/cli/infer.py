@@ -15,16 +15,21 @@ from gpuscale.estimate.profile import load_profile_for, profile_names
 from gpuscale.specs.training import KV_DTYPES, WEIGHT_DTYPES, Inference
 
 
-def _tp_list(text: str, heads: int) -> list[int]:
+def _tp_list(text: str, heads: int, given: bool) -> list[int]:
+    """The TP degrees to compare. Degrees that do not divide the heads are an error when the
+    user named them, and are left out of the default list."""
+    items = [v.strip() for v in text.split(",")]
     try:
-        values = sorted({int(v) for v in text.split(",") if v.strip()})
+        values = [int(v) for v in items]
     except ValueError:
         raise InputError(f"--tp '{text}' must be comma-separated integers, e.g. 1,2,4,8") from None
-    require(bool(values) and all(v >= 1 for v in values), f"--tp '{text}' needs positive integers")
+    require(all(v >= 1 for v in values) and len(set(values)) == len(values),
+            f"--tp '{text}' needs distinct positive integers, e.g. 1,2,4,8")
     bad = [v for v in values if heads % v]
-    if bad:
-        raise InputError(f"--tp {bad[0]} does not divide the model's {heads} attention heads")
-    return values
+    if bad and given:
+        raise InputError(f"--tp {bad[0]} does not divide the model's {heads} attention heads; "
+                         f"accepted: divisors of {heads}")
+    return sorted(v for v in values if v not in bad)
 
 
 @click.command("infer")
@@ -57,7 +62,9 @@ def command(model: str, gpu: str, tp_text: str, gpus_per_node: int, inter: str, 
     inference = Inference(weight_dtype=weights, kv_dtype=kv_dtype, batch=batch,  # type: ignore[arg-type]
                           context_len=input_len + output_len)
     rows: list[dict[str, Any]] = []
-    for tp in _tp_list(tp_text, spec.num_heads):
+    ctx = click.get_current_context()
+    given = ctx.get_parameter_source("tp_text") is not click.core.ParameterSource.DEFAULT
+    for tp in _tp_list(tp_text, spec.num_heads, given):
         cluster = catalog.cluster(gpu, tp, gpus_per_node=gpus_per_node, inter=inter)
         est = estimate_inference(spec, cluster, inference, tp=tp, input_len=input_len,
                                  output_len=output_len, profile=profile)

@@ -73,9 +73,15 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         click.echo(f"gpuscale: {_one_line(str(exc))}", err=True)
         return 2
+    except click.exceptions.NoArgsIsHelpError as exc:
+        # `gpuscale` or `gpuscale bench` alone: show the help, as a bare group should.
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else cli.get_help(click.Context(cli)))
+        return 2
     except click.UsageError as exc:
         where = exc.ctx.command_path if exc.ctx is not None else "gpuscale"
-        click.echo(f"{where}: {_one_line(exc.format_message())} (see {where} --help)", err=True)
+        message = _one_line(exc.format_message()).rstrip(".")
+        click.echo(f"gpuscale: {where.removeprefix('gpuscale ')}: {message}; see {where} --help",
+                   err=True)
         return 2
     except click.ClickException as exc:
         click.echo(f"gpuscale: {_one_line(exc.format_message())}", err=True)

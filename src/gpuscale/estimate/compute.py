@@ -61,7 +61,7 @@ def microbatch_compute(m: ModelSpec, device: Device, training: Training, plans: 
     tp = plans.tp.astype(float)
     tokens = plans.micro_batch * seq / plans.cp
     launch_s = profile.const("kernel_launch_us") * 1e-6
-    half_peak = device.peak("bf16") * 1e12
+    half_peak = device.peak(device.half_precision) * 1e12
 
     # Linear layers run at the training precision (FP8 with Transformer Engine recipes);
     # everything else stays in 16-bit (Micikevicius et al. 2022, arXiv:2209.05433, Sec. 4).
@@ -93,7 +93,7 @@ def microbatch_compute(m: ModelSpec, device: Device, training: Training, plans: 
         # Unfused attention: two batched GEMMs plus the s x s scores written and read by the
         # softmax/dropout kernels (Korthikanti et al. 2022, Sec. 4.1: 5as/h bytes term).
         score_bytes = 2.0 * plans.micro_batch * (m.num_heads / tp) * seq * seq / plans.cp
-        attn_fwd = attn_flops / (half_peak * profile.gemm_curve(device.id, device.generation, "bf16")(
+        attn_fwd = attn_flops / (half_peak * profile.gemm_curve(device.id, device.generation, device.half_precision)(
             2.0 * tokens * seq * m.head_dim)) + profile.const("unfused_softmax_passes") * score_bytes / hbm
         attn_bwd = 2.0 * attn_fwd
         attn_recompute = attn_fwd
@@ -112,7 +112,7 @@ def microbatch_compute(m: ModelSpec, device: Device, training: Training, plans: 
 
     layers_per_stage = np.ceil(m.num_layers / plans.pp)
     # The LM head stays in 16-bit under FP8 recipes (Transformer Engine keeps the output layer).
-    head_precision = "bf16" if training.precision == "fp8" else training.precision
+    head_precision = device.half_precision if training.precision == "fp8" else training.precision
     head = gemm_time(lm_head_gemm(m, tokens, tp), head_precision, device, profile, launch_s)
     # Cross-entropy reads and writes fp32 logits of tokens x vocab/tp.
     loss = 3.0 * 4.0 * tokens * m.vocab_size / tp / hbm

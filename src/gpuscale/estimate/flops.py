@@ -86,11 +86,12 @@ def lm_head_gemm(m: ModelSpec, tokens: ArrayLike, tp: ArrayLike) -> Gemm:
     return Gemm("lm_head", T * one, m.vocab_size / t, m.hidden_size * one, one)
 
 
-def model_flops_per_token(m: ModelSpec, seq_len: int) -> float:
+def model_flops_per_token(m: ModelSpec, seq_len: int, frozen_base: bool = False) -> float:
     """Model FLOPs per token for MFU: ``6N + 12 L H Q T`` (Chowdhery et al. 2022, PaLM,
     arXiv:2204.02311, App. B), N = active parameters without the input and position embeddings
     (the LM head is a matmul and counts), attention counted over the full sequence.
-    Recompute is excluded by definition."""
+    Recompute is excluded by definition. With a frozen base (LoRA/QLoRA) the weights need no
+    gradient: ``4N`` (forward and input gradient) instead of ``6N``; adapters are negligible."""
     lookup_tables = embedding_params(m) - (0 if m.tied_embeddings else m.vocab_size * m.hidden_size)
     n = active_params(m) - lookup_tables + (m.vocab_size * m.hidden_size if m.tied_embeddings else 0)
-    return 6.0 * n + 12.0 * m.num_layers * m.q_width * seq_len
+    return (4.0 if frozen_base else 6.0) * n + 12.0 * m.num_layers * m.q_width * seq_len

@@ -16,13 +16,14 @@ from typing import Any
 
 import numpy as np
 
+from gpuscale.errors import require
 from gpuscale.estimate.collectives import LevelBandwidth, collective_time_s
 from gpuscale.estimate.compute import gemm_time
 from gpuscale.estimate.flops import Gemm, attention_core_flops, layer_gemms, lm_head_gemm
 from gpuscale.estimate.inference_memory import inference_memory, weight_bytes_per_param
 from gpuscale.estimate.model_states import DTYPE_BYTES
 from gpuscale.estimate.profile import Profile
-from gpuscale.specs import Cluster, ModelSpec
+from gpuscale.specs import Cluster, Device, ModelSpec
 from gpuscale.specs.training import Inference
 
 SIXTEEN_BIT = 2.0
@@ -56,9 +57,9 @@ class InferenceEstimate:
         }
 
 
-def _compute_precision(inference: Inference) -> str:
+def _compute_precision(inference: Inference, device: Device) -> str:
     # W8A8 FP8 runs the GEMMs in FP8; weight-only int8/int4 dequantize into 16-bit GEMMs.
-    return "fp8" if inference.weight_dtype == "fp8" else "bf16"
+    return "fp8" if inference.weight_dtype == "fp8" else device.half_precision
 
 
 def _weight_bytes(inference: Inference) -> float:
@@ -87,7 +88,7 @@ def _layer_time(m: ModelSpec, cluster: Cluster, inference: Inference, profile: P
     device = cluster.device
     launch = profile.const("kernel_launch_us") * 1e-6
     hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
-    precision = _compute_precision(inference)
+    precision = _compute_precision(inference, device)
     wbytes = _weight_bytes(inference)
     gemm = float(sum(float(np.sum(gemm_time(g, precision, device, profile, launch, wbytes)))
                      for g in gemms))
@@ -98,7 +99,7 @@ def _layer_time(m: ModelSpec, cluster: Cluster, inference: Inference, profile: P
     sequences = tokens if not causal_square else tokens / kv_len
     kv_read = 2.0 * kv_heads * m.head_dim * kv_len * sequences * DTYPE_BYTES[inference.kv_dtype]
     if causal_square:
-        math_rate = device.peak("bf16") * 1e12 * float(
+        math_rate = device.peak(device.half_precision) * 1e12 * float(
             profile.attention_at(device.id, device.generation, kv_len))
     else:
         # One query row per sequence: decode attention kernels run on the SIMT (fp32 FMA) units,
@@ -125,7 +126,11 @@ def estimate_inference(model: ModelSpec, cluster: Cluster, inference: Inference,
     layers = model.num_layers
     levels = LevelBandwidth.of(cluster, profile)
     launch = profile.const("kernel_launch_us") * 1e-6
-    head_precision = "bf16"
+    head_precision = cluster.device.half_precision
+    require(model.causal, f"{model.name} is an encoder (no causal decoding); serving latency "
+                          "per generated token applies to decoder models")
+    # Fails with the accepted precisions when the device lacks FP8 (W8A8) tensor cores.
+    cluster.device.peak(_compute_precision(inference, cluster.device))
 
     # Prefill: all prompt tokens in one pass; only the last position goes through the LM head.
     prompt_tokens = float(b * input_len)

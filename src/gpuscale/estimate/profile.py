@@ -39,6 +39,7 @@ import numpy as np
 import yaml
 
 from gpuscale.errors import InputError, require, unknown
+from gpuscale.estimate.profile_schema import validate_profile
 
 PROFILE_SCHEMA_VERSION = 1
 
@@ -160,11 +161,15 @@ def _read_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
         text = resources.files("gpuscale.catalog").joinpath("data").joinpath("profiles").joinpath(
             f"{name_or_path}.yaml").read_text()
         where = f"profile '{name_or_path}'"
-    elif path.suffix in (".yaml", ".yml") or path.exists():
+    elif path.suffix in (".yaml", ".yml") or path.exists() or "/" in name_or_path:
         try:
-            text = path.read_text()
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise InputError(f"{path}: not a text file; a profile is YAML "
+                             "(write one with gpuscale calibrate)") from None
         except OSError as exc:
-            raise InputError(f"cannot read profile '{path}': {exc.strerror}") from None
+            raise InputError(f"cannot read profile '{path}': {exc.strerror}; give a YAML file "
+                             f"or a built-in profile ({', '.join(_builtin_names())})") from None
         where = str(path)
     else:
         raise unknown("profile", name_or_path, _builtin_names())
@@ -179,6 +184,10 @@ def _read_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
     version = data.get("schema_version", PROFILE_SCHEMA_VERSION)
     require(version == PROFILE_SCHEMA_VERSION,
             f"{where}: schema_version {version} is not supported (this gpuscale reads {PROFILE_SCHEMA_VERSION})")
+    from gpuscale import catalog
+
+    devices = sorted({*catalog.gpus(), *(d.generation for d in catalog.gpus().values())})
+    validate_profile(data, where, devices, sorted(catalog.links()))
     return data, where
 
 
@@ -236,6 +245,7 @@ def load_profile_for(framework: str = "generic", overlay: str | None = None) -> 
         return load_profile(framework)
     data, where = _read_raw(overlay)
     merged = _merge(_resolve(framework), {k: v for k, v in data.items() if k != "base"})
+    merged["name"] = str(data.get("name") or where)
     return profile_from_dict(merged, where)
 
 

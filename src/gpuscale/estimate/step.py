@@ -137,6 +137,7 @@ def estimate_batch(
     memory first to drop what does not fit); computed here when absent."""
     job = job or JobOptions()
     device = cluster.pace_device
+    device.peak(training.precision)  # an A100 has no FP8, a V100 no BF16: say so, never substitute
     n = len(plans)
     hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
 
@@ -182,7 +183,7 @@ def estimate_batch(
     step = pipeline + comm.dp_step + optimizer + data + checkpoint + other
     tokens_per_s = tokens_per_step / step
     num_gpus = plans.num_gpus.astype(float)
-    flops = model_flops_per_token(model, training.seq_len) * tokens_per_s / num_gpus / 1e12
+    flops = model_flops_per_token(model, training.seq_len, training.is_lora) * tokens_per_s / num_gpus / 1e12
     mem = _memory_bytes(model, training, plans, profile) if memory_bytes is None else memory_bytes
     capacity = min(cluster.device.memory_bytes, cluster.pace_device.memory_bytes)
 

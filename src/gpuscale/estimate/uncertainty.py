@@ -54,6 +54,9 @@ class Band:
     def around(self, tokens_per_s: float) -> Band:
         return Band(self.relative, self.regime, self.warnings, tokens_per_s)
 
+    def warn(self, warning: str) -> Band:
+        return Band(self.relative, self.regime, (*self.warnings, warning), self.tokens_per_s)
+
 
 def band_for(model: ModelSpec, cluster: Cluster, plan: Plan, framework: str) -> Band:
     """The band of the closest validated regime, and warnings for every extrapolation."""

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gpuscale.errors import require
+from gpuscale.errors import InputError, require
 
 Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 LinkKind = Literal["nvlink", "xgmi", "pcie", "infiniband", "roce", "ethernet"]
@@ -42,14 +42,17 @@ class Device:
                 f"GPU '{self.id}': peak_tflops needs bf16 or fp16")
 
     def peak(self, precision: str) -> float:
-        """Dense peak TFLOP/s for ``precision``; FP8 falls back to 16-bit where it does not exist."""
-        if precision in self.peak_tflops:
-            return float(self.peak_tflops[precision])
-        if precision == "fp8":
-            return self.peak("bf16")
-        if precision == "bf16" and "fp16" in self.peak_tflops:
-            return float(self.peak_tflops["fp16"])
-        raise KeyError(precision)
+        """Dense peak TFLOP/s for ``precision``; a precision the device lacks is an error
+        (an A100 has no FP8 tensor cores, a V100 no BF16), never a silent substitute."""
+        if precision not in self.peak_tflops:
+            raise InputError(f"{self.id} has no {precision} tensor-core rate; accepted: "
+                             f"{', '.join(self.peak_tflops)}")
+        return float(self.peak_tflops[precision])
+
+    @property
+    def half_precision(self) -> str:
+        """The 16-bit format this device computes in: bf16 where it exists, else fp16."""
+        return "bf16" if "bf16" in self.peak_tflops else "fp16"
 
     @property
     def memory_bytes(self) -> float:
