@@ -144,6 +144,9 @@ def command(model: str, gpu: str, gpus: int | None, gpus_per_node: int, inter: s
     est = estimate_plan(spec, cluster, training, plan, profile, job)
     row = est.row(0)
     band = band_for(spec, cluster, plan, framework).around(row["tokens_per_s"])
+    mismatch = profile.mismatch(cluster.pace_device.id, cluster.pace_device.generation)
+    if mismatch:
+        band = band.warn(mismatch)
     if seq > spec.max_seq_len:
         band = band.warn(f"--seq {seq} exceeds {spec.name}'s maximum context of {spec.max_seq_len} "
                          "(needs position-embedding extension)")

@@ -95,6 +95,17 @@ class Profile:
     links: Mapping[str, LinkCalibration] = field(default_factory=dict)
     overlap: Mapping[str, float] = field(default_factory=dict)
     constants: Mapping[str, float] = field(default_factory=dict)
+    measured_on: Mapping[str, Any] = field(default_factory=dict)
+    """What a calibrated profile was measured on (``device``, ``backend``, ...); empty for
+    built-in profiles."""
+
+    def mismatch(self, device_id: str, generation: str) -> str | None:
+        """Why this profile may not describe ``device_id``, or None."""
+        measured = str(self.measured_on.get("device", "") or "")
+        if measured and measured not in (device_id, generation):
+            return (f"profile '{self.name}' was measured on {measured}, not {device_id}: its "
+                    "curves and link figures describe that machine")
+        return None
 
     def gemm_curve(self, device_id: str, generation: str, precision: str = "bf16") -> GemmCurve:
         """The curve for this device and precision: ``<id>-<precision>``, ``<id>``,
@@ -225,6 +236,7 @@ def profile_from_dict(data: Mapping[str, Any], where: str = "profile") -> Profil
             links=links,
             overlap={str(k): float(v) for k, v in (data.get("overlap") or {}).items()},
             constants={str(k): float(v) for k, v in (data.get("constants") or {}).items()},
+            measured_on=dict(data.get("measured_on") or {}),
         )
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from None

@@ -79,7 +79,9 @@ def band_for(model: ModelSpec, cluster: Cluster, plan: Plan, framework: str) -> 
         warnings.append("no mixture-of-experts run was validated; expert all-to-all is modelled, not checked")
     if cluster.inter.kind not in scope["fabrics"] and cluster.num_gpus > cluster.gpus_per_node:
         warnings.append(f"no run over {cluster.inter.kind} was validated")
-    if framework not in scope["frameworks"]:
+    # generic is the base every validated framework profile refines: its curves are checked
+    # through them, so only other unvalidated profiles are flagged.
+    if framework not in (*scope["frameworks"], "generic"):
         warnings.append(f"framework profile '{framework}' has no validation rows")
 
     key = regime_key(generation, plan, cluster.num_gpus)
