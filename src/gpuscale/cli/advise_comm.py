@@ -146,7 +146,7 @@ def _ms(seconds: float) -> str:
 @click.option("--qsgd-chunk", type=int, default=512, show_default=True)
 @click.option(
     "--min-gain",
-    type=float,
+    type=click.FloatRange(0.0, 1.0, max_open=True),
     default=0.02,
     show_default=True,
     help="Smallest step speed-up worth a hook (0.02 = 2%).",
@@ -251,7 +251,8 @@ def command(
 
 def _render(doc: dict[str, Any]) -> None:
     title = (
-        f"{doc['model']}: DDP on {doc['gpus']} x {doc['gpu']}, {doc['nodes']} nodes of "
+        f"{doc['model']}: DDP on {doc['gpus']} x {doc['gpu']}, {doc['nodes']} "
+        f"node{'s' if doc['nodes'] != 1 else ''} of "
         f"{doc['gpus_per_node']} over {doc['inter']}\ngradients {doc['gradient_bytes'] / 1e9:.2f} GB "
         f"per step; {doc['backward_overlap_s'] * 1e3:.1f} ms of backward hides sync; times in ms"
     )
