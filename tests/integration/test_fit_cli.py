@@ -82,8 +82,13 @@ def test_config_json_model_is_accepted(gpuscale) -> None:  # type: ignore[no-unt
     [
         (["llama3.1-8b", "--gpu", "h100"], "did you mean"),
         (["llama3-8b"], "unknown model 'llama3-8b'; did you mean"),
-        (["llama3.1-8b", "--lora-targets", "q,x"], "--lora-targets: unknown layer 'x'"),
-        (["llama3.1-8b", "--seq", "0"], "--seq must be a positive integer"),
+        (
+            ["llama3.1-8b", "--finetune", "lora", "--lora-targets", "q,x"],
+            "--lora-targets: unknown layer 'x'",
+        ),
+        (["llama3.1-8b", "--seq", "0"], "--seq must be 1 to 131072"),
+        (["llama3.1-8b", "--cp", "3"], "--seq 4096 is not divisible by --cp 3"),
+        (["llama3.1-8b", "--mode", "infer", "--zero", "3"], "--zero applies to --mode train"),
         (["llama3.1-8b", "--mode", "serve"], "Invalid value for '--mode'"),
         (["llama3.1-8b", "--gbs", "3"], "No such option"),
         (["./missing/config.json"], "no such model or file"),

@@ -97,6 +97,11 @@ def test_plan_text_and_html_report(gpuscale: Run, tmp_path: Path) -> None:
             "--tokens 'lots' is not a count",
         ),
         (["--gpu", "h100-sxm", "--gpus", "8", "--framework", "megatorn"], "unknown profile"),
+        (["--gpu", "h100-sxm", "--gpus", "16", "--seq", "0"], "--seq must be 1 to 131072"),
+        (
+            ["--gpu", "h100-sxm", "--gpus", "16", "--html", "/proc/x/y.html"],
+            "cannot write --html '/proc/x/y.html'",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2(gpuscale: Run, args: list[str], message: str) -> None:

@@ -62,3 +62,16 @@ def test_scale_bad_max_gpus_is_one_line_exit_2(gpuscale: Run) -> None:
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1
     assert "--max-gpus (20) must be a multiple of --gpus-per-node (8)" in proc.stderr
+
+
+def test_crashes_found_in_review_are_one_line_exit_2(gpuscale: Run) -> None:
+    """--seq 0 divided by zero, --gpus-per-node 0 took a modulo by zero, and a bad --html path
+    failed after the whole search had printed."""
+    for args, message in (
+        (["--seq", "0"], "--seq must be 1 to 131072"),
+        (["--gpus-per-node", "0"], "--gpus-per-node must be a positive integer, got 0"),
+        (["--html", "/proc/x/y.html"], "cannot write --html '/proc/x/y.html'"),
+    ):
+        proc = gpuscale("scale", "llama3.1-8b", "--gpu", "h100-sxm", "--max-gpus", "64", *args)
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuscale.cli._planner_options import build_inputs, parse_count
+from gpuscale.cli._planner_options import build_inputs, check_writable, parse_count
 from gpuscale.errors import InputError
+from gpuscale.estimate.profile import load_profile
 
 
 @pytest.mark.parametrize(
@@ -101,3 +106,97 @@ def test_sequence_longer_than_the_model_allows_is_an_input_error() -> None:
             framework="generic",
             profile_file=None,
         )
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    from gpuscale.cli.main import main
+
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+PLAN = ("plan", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", "16")
+SCALE = ("scale", "llama3.1-8b", "--gpu", "h100-sxm", "--max-gpus", "64")
+
+
+@pytest.mark.parametrize("command", [PLAN, SCALE], ids=["plan", "scale"])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--seq", "0"], "--seq must be 1 to 131072 (llama3.1-8b's maximum context), got 0"),
+        (["--gpus-per-node", "0"], "--gpus-per-node must be a positive integer, got 0"),
+        (["--nics-per-node", "0"], "--nics-per-node must be a positive integer, got 0"),
+        (["--html", "/proc/x/y.html"], "cannot write --html '/proc/x/y.html'"),
+        (["--price", "inf"], "--price must be a finite number of USD per GPU-hour > 0, got inf"),
+        (["--price", "nan"], "--price must be a finite number"),
+        (["--tokens", "1e400"], "--tokens '1e400' is not a finite count"),
+        (["--tokens", "0.5"], "--tokens 0.5 is less than one global batch; accepted: at least"),
+        (["--tokens", "1M", "--gbs", "512"], "at least 512 x 4096 = 2,097,152 tokens"),
+    ],
+)
+def test_bad_input_is_one_line_before_any_search(
+    capsys: pytest.CaptureFixture[str], command: tuple[str, ...], args: list[str], message: str
+) -> None:
+    code, out, err = _cli(capsys, *command, *args)
+    assert code == 2
+    assert out == "", "rejected before the search prints anything"
+    assert err.count("\n") == 1 and message in err, err
+
+
+def test_html_path_is_probed_without_leaving_anything_behind(tmp_path: Path) -> None:
+    target = tmp_path / "new" / "deeper" / "report.html"
+    check_writable(str(target), "--html")
+    assert not (tmp_path / "new").exists()
+    kept = tmp_path / "old.html"
+    kept.write_text("previous report")
+    check_writable(str(kept), "--html")
+    assert kept.read_text() == "previous report"
+    check_writable(None, "--html")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(InputError, match="cannot write --html"):
+        check_writable(str(blocker / "report.html"), "--html")
+
+
+def test_profile_file_is_laid_over_the_framework_profile(tmp_path: Path) -> None:
+    """--profile means what it means in estimate: the keys the file sets win, the rest comes
+    from --framework (not from generic, and not from the file's own base)."""
+    path = tmp_path / "cal.yaml"
+    path.write_text("name: measured\nbase: generic\nconstants: {kernel_launch_us: 9.0}\n")
+    megatron = load_profile("megatron")
+    generic = load_profile("generic")
+    key = "elementwise_hidden_passes"
+    assert megatron.const(key) != generic.const(key)
+    inputs = build_inputs(**{**_ARGS, "framework": "megatron", "profile_file": str(path)})
+    assert inputs.profile.const("kernel_launch_us") == 9.0
+    assert inputs.profile.const(key) == megatron.const(key)
+
+
+_ARGS: dict[str, Any] = {
+    "model": "llama3.1-8b",
+    "gpu": "h100-sxm",
+    "inter": "ib-ndr400",
+    "gpus_per_node": 8,
+    "nics_per_node": None,
+    "gbs": None,
+    "seq": None,
+    "tokens": None,
+    "price": None,
+    "precision": "bf16",
+    "finetune": "full",
+    "framework": "generic",
+    "profile_file": None,
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([0.0, -0.0, 1e-300]))
+def test_any_price_is_a_finite_positive_number_or_a_one_line_error(price: float) -> None:
+    try:
+        inputs = build_inputs(**{**_ARGS, "price": price})
+    except InputError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("--price must be a finite number")
+    else:
+        value = inputs.workload.price_per_gpu_hour
+        assert value is not None and math.isfinite(value) and value > 0

@@ -12,7 +12,7 @@ from gpuscale.estimate.profile import load_profile
 from gpuscale.planner import defaults
 from gpuscale.planner.scale import compare_runs, curve_from_counts, scale, scale_fabrics
 from gpuscale.planner.search import CountResult, Hardware, PricedPlan, Workload
-from gpuscale.planner.verdict import verdict
+from gpuscale.planner.verdict import superlinear_reason, verdict
 from gpuscale.specs import Plan, Training
 
 PROFILE = load_profile("generic")
@@ -143,8 +143,50 @@ def test_verdict_when_the_model_needs_tensor_parallelism_inside_a_node() -> None
     assert curve is not None
     v = verdict(curve, "h100-sxm", 8)
     assert v.reason.startswith("does not fit one card (the leanest plan needs 900 GiB")
-    assert "needs TP=8 inside an NVLink node" in v.reason
+    assert (
+        "the smallest set-up that fits is 8 GPUs with TP=8 inside an NVLink node and "
+        "selective recompute;" in v.reason
+    )
     assert v.choice == "a cluster" and v.num_gpus == 16
+
+
+def test_the_smallest_fit_is_one_set_up_not_a_list_of_requirements() -> None:
+    zero3 = Plan(dp=2, global_batch=64, zero=3, recompute="full")
+    curve = curve_from_counts(
+        "ib-ndr400", [_count(1, None, min_memory_gib=142), _count(2, 100, plan=zero3)]
+    )
+    assert curve is not None
+    reason = verdict(curve, "h100-sxm", 8).reason
+    assert "the smallest set-up that fits is 2 GPUs with ZeRO-3 and full recompute" in reason
+    assert "over 2 GPUs" not in reason and "on 2 GPUs" not in reason
+
+
+def test_efficiency_above_100_percent_is_explained_by_the_starved_baseline() -> None:
+    starved = Plan(dp=2, global_batch=64, zero=3, recompute="full", micro_batch=1)
+    roomy = Plan(dp=8, global_batch=64, zero=1, micro_batch=2)
+    curve = curve_from_counts(
+        "ib-ndr400",
+        [_count(1, None), _count(2, 100, plan=starved), _count(8, 540, plan=roomy)],
+    )
+    assert curve is not None
+    assert curve.point(8).efficiency == pytest.approx(1.35)
+    reason = superlinear_reason(curve)
+    assert reason is not None
+    assert "the 2-GPU plan needs full recompute, ZeRO-3 weight gathers and micro-batch 1" in reason
+    v = verdict(curve, "h100-sxm", 8)
+    assert "135% per-GPU efficiency against 2 GPUs; above 100% because to fit" in v.reason
+    # linear or sub-linear curves need no explanation
+    plain = curve_from_counts("ib-ndr400", [_count(1, 100), _count(2, 190)])
+    assert plain is not None and superlinear_reason(plain) is None
+
+
+def test_break_even_is_reached_only_when_a_later_count_stops_paying() -> None:
+    linear = curve_from_counts("ib-ndr400", [_count(1, 100), _count(2, 200), _count(4, 400)])
+    assert linear is not None
+    assert linear.break_even_gpus == 4 and not linear.break_even_reached
+    bent = curve_from_counts("ib-ndr400", [_count(1, 100), _count(2, 200), _count(4, 250)])
+    assert bent is not None
+    assert bent.break_even_gpus == 2 and bent.break_even_reached
 
 
 def _dp_workload() -> Workload:

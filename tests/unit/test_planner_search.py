@@ -9,6 +9,7 @@ from gpuscale.errors import InputError
 from gpuscale.estimate.profile import load_profile
 from gpuscale.planner import defaults
 from gpuscale.planner.search import Hardware, Workload, gpu_counts, search, search_count
+from gpuscale.planner.words import bottleneck
 from gpuscale.specs import Training
 
 PROFILE = load_profile("generic")
@@ -115,3 +116,32 @@ def test_defaults_follow_the_recipes() -> None:
     assert defaults.seq_len(small).value == 2048  # the model's maximum
     assert defaults.seq_len(large).value == 4096
     assert defaults.tokens_to_train(large).value == pytest.approx(20 * 405.9e9, rel=0.01)
+
+
+@pytest.mark.parametrize(
+    ("parts", "start"),
+    [
+        ({"compute": 0.9, "comm_tp": 0.1}, "compute-bound: compute is 90%"),
+        ({"compute": 0.5, "comm_tp": 0.42, "bubble": 0.08}, "bound by compute and tensor-parallel"),
+        ({"compute": 0.3, "comm_dp": 0.6, "other": 0.1}, "bound by data-parallel gradient"),
+    ],
+)
+def test_compute_bound_is_said_only_when_compute_is_most_of_the_step(
+    parts: dict[str, float], start: str
+) -> None:
+    words = bottleneck(parts, mfu=0.4)
+    assert words.startswith(start), words
+    if parts["compute"] < 2 / 3:
+        assert "compute-bound" not in words
+
+
+def test_workload_rejects_non_finite_and_sub_batch_budgets() -> None:
+    spec = catalog.model("llama3.1-8b")
+    training = Training(seq_len=4096)
+    with pytest.raises(InputError, match="--tokens must be a finite count"):
+        Workload(model=spec, training=training, global_batch=512, tokens=float("inf"))
+    with pytest.raises(InputError, match="less than one global batch"):
+        Workload(model=spec, training=training, global_batch=512, tokens=512 * 4096 - 1)
+    Workload(model=spec, training=training, global_batch=512, tokens=512 * 4096)
+    with pytest.raises(InputError, match="--price must be a finite number"):
+        Workload(model=spec, training=training, global_batch=1, tokens=1e9, price_per_gpu_hour=-1)

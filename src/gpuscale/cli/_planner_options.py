@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import click
@@ -14,9 +16,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from gpuscale import catalog
 from gpuscale.cli._common import err_console
 from gpuscale.errors import InputError, require
-from gpuscale.estimate.profile import Profile, load_profile, profile_names
+from gpuscale.estimate.profile import Profile, load_profile_for, profile_names
 from gpuscale.planner import defaults
 from gpuscale.planner.search import Hardware, Workload
+from gpuscale.report.html import Section, write_report
 from gpuscale.specs import Training
 from gpuscale.specs.training import FINETUNES, PRECISIONS, Finetune, TrainPrecision
 
@@ -35,8 +38,45 @@ def parse_count(text: str, flag: str = "--tokens") -> float:
             "K, M, B or T suffix, e.g. 15T or 2.5e12"
         )
     value = float(match.group(1)) * _SUFFIX[match.group(2).lower()]
+    require(
+        math.isfinite(value),
+        f"{flag} {text!r} is not a finite count; use e.g. 15T or 2.5e12",
+    )
     require(value > 0, f"{flag} must be > 0, got {text!r}")
     return value
+
+
+def check_writable(path: str | None, flag: str) -> None:
+    """Fail before any work when ``path`` cannot be written, rather than after the search has
+    run and printed. Leaves nothing behind: folders and the file made for the probe are
+    removed again (the report writer makes them when it writes)."""
+    if path is None:
+        return
+    out = Path(path)
+    missing = [d for d in (out.parent, *out.parent.parents) if not d.exists()]
+    existed = out.exists()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("a"):
+            pass
+    except OSError as exc:
+        raise InputError(
+            f"cannot write {flag} '{path}': {exc.strerror or exc}; give a file path in a "
+            "writable folder"
+        ) from None
+    if not existed:
+        out.unlink(missing_ok=True)
+    for folder in missing:
+        folder.rmdir()
+
+
+def write_html(path: str, title: str, sections: Sequence[Section]) -> None:
+    """:func:`~gpuscale.report.html.write_report` with a failure as one line, not a traceback
+    (the path was checked up front, but it can vanish while the search runs)."""
+    try:
+        write_report(path, title, sections)
+    except OSError as exc:
+        raise InputError(f"cannot write --html '{path}': {exc.strerror or exc}") from None
 
 
 def common_options(func: F) -> F:
@@ -105,7 +145,8 @@ def common_options(func: F) -> F:
             "profile_file",
             default=None,
             type=click.Path(dir_okay=False),
-            help="Calibration profile YAML (from gpuscale calibrate); wins over --framework.",
+            help="Calibration profile YAML (from gpuscale calibrate) laid over the --framework "
+            "profile: its keys win, the rest comes from the framework.",
         ),
         click.option(
             "--html",
@@ -151,15 +192,15 @@ def build_inputs(
     hardware = Hardware(
         gpu=gpu, inter=inter, gpus_per_node=gpus_per_node, nics_per_node=nics_per_node
     )
-    profile = load_profile(profile_file or framework)
+    profile = load_profile_for(framework, profile_file)
     assumed: dict[str, str] = {}
     if seq is None:
         chosen = defaults.seq_len(spec)
         seq = int(chosen.value)
         assumed["seq"] = chosen.why
     require(
-        seq <= spec.max_seq_len,
-        f"--seq {seq} exceeds {spec.name}'s maximum context of {spec.max_seq_len}",
+        1 <= seq <= spec.max_seq_len,
+        f"--seq must be 1 to {spec.max_seq_len} ({spec.name}'s maximum context), got {seq}",
     )
     if gbs is None:
         chosen = defaults.global_batch(spec, seq)

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from rich import box
+from rich.console import Console, JustifyMethod
+from rich.measure import Measurement
 from rich.table import Table
 
 from gpuscale.planner.scale import RunsComparison, ScaleCurve, ScalePoint
 from gpuscale.planner.search import PricedPlan, Workload
-from gpuscale.planner.verdict import Verdict
+from gpuscale.planner.verdict import Verdict, superlinear_reason
 from gpuscale.planner.words import PART_NAMES
 
 DAY_S = 86400.0
@@ -32,6 +36,88 @@ def _big(value: float | None) -> str:
         if abs(value) >= limit:
             return f"{value / limit:.3g}{suffix}"
     return f"{value:.3g}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Column:
+    header: str
+    cells: list[str]
+    justify: JustifyMethod = "right"
+    min_width: int | None = None
+    """Set for a text column that may wrap at spaces (narrower than its longest cell)."""
+    drop: int | None = None
+    """Order in which the column is hidden when the terminal is too narrow for the table, lowest
+    first; ``None``: always shown. Hidden columns are named under the table; --json has all."""
+
+
+_STYLES: tuple[dict[str, Any], ...] = (
+    {},
+    {"box": box.SIMPLE_HEAD, "show_edge": False, "pad_edge": False, "collapse_padding": True},
+    {"box": box.SIMPLE_HEAD, "show_edge": False, "pad_edge": False, "padding": (0, 0)},
+)
+"""Rich's default box, then no edges and two spaces between columns, then one space."""
+
+_MEASURE = Console(width=10_000)
+
+
+def _build(columns: Sequence[_Column], title: str, notes: Sequence[str], style: int) -> Table:
+    table = Table(
+        title=title,
+        title_justify="left",
+        caption="\n".join(notes) or None,
+        caption_justify="left",
+        **_STYLES[style],
+    )
+    for c in columns:
+        table.add_column(
+            c.header,
+            justify=c.justify,
+            min_width=c.min_width,
+            no_wrap=c.min_width is None,
+            overflow="fold",
+        )
+    for row in zip(*(c.cells for c in columns), strict=True):
+        table.add_row(*row)
+    return table
+
+
+def _needed(columns: Sequence[_Column], style: int) -> int:
+    """Terminal columns the table needs with every wrapping column at its ``min_width``."""
+    narrowest = [
+        c
+        if c.min_width is None
+        else _Column(header=c.header, cells=["x" * c.min_width] * len(c.cells))
+        for c in columns
+    ]
+    table = _build(narrowest, "", (), style)
+    return Measurement.get(_MEASURE, _MEASURE.options, table).maximum
+
+
+def _fitted(
+    columns: Sequence[_Column], width: int | None, title: str, notes: Sequence[str] = ()
+) -> Table:
+    """The table in full when it fits ``width`` terminal columns; else without box edges and
+    with less space between columns; else also without the droppable columns, least useful
+    first, until it fits. Numbers never become ``…``: at worst a cell folds onto a second line."""
+    if width is None:
+        return _build(columns, title, notes, style=0)
+    for style in range(len(_STYLES)):
+        if _needed(columns, style) <= width:
+            return _build(columns, title, notes, style)
+    tight = len(_STYLES) - 1
+    kept = list(columns)
+    hidden: list[str] = []
+    droppable = sorted((c for c in columns if c.drop is not None), key=lambda c: c.drop or 0)
+    while droppable and _needed(kept, tight) > width:
+        column = droppable.pop(0)
+        kept.remove(column)
+        hidden.append(column.header)
+    if hidden:
+        notes = [
+            *notes,
+            f"hidden to fit {width} columns: {', '.join(hidden)} (widen the terminal or use --json)",
+        ]
+    return _build(kept, title, notes, tight)
 
 
 def plan_fields(p: PricedPlan) -> dict[str, Any]:
@@ -75,57 +161,47 @@ def priced_row(p: PricedPlan, workload: Workload) -> dict[str, Any]:
 _RECOMPUTE_SHORT = {"none": "-", "selective": "sel", "full": "full"}
 
 
-def plans_table(ranked: Sequence[PricedPlan], workload: Workload, title: str) -> Table:
-    """One row per plan; degree columns that are 1 in every row (CP, EP, vp) are left out."""
+def plans_table(
+    ranked: Sequence[PricedPlan], workload: Workload, title: str, width: int | None = None
+) -> Table:
+    """One row per plan; degree columns that are 1 in every row (CP, EP, vp) are left out, and
+    on a terminal narrower than ``width`` the least useful columns go first (step time, which
+    tok/s restates; the rank; the GPU count when all rows share it; ...)."""
     priced = workload.price_per_gpu_hour is not None
     optional = [
         name for name in ("cp", "ep", "vp") if any(getattr(p.plan, name) > 1 for p in ranked)
     ]
-    table = Table(title=title, title_justify="left")
+    costs = [cost_fields(p, workload) for p in ranked]
+    one_count = len({p.num_gpus for p in ranked}) == 1
     columns = [
-        "#",
-        "GPUs",
-        "TP",
-        "PP",
-        *[n.upper() if n != "vp" else "vp" for n in optional],
-        "DP",
-        "ZeRO",
-        "mbs",
-        "recomp",
-        "GiB/GPU",
-        "step s",
-        "tok/s",
-        "MFU",
-        "days",
-        "GPU-h",
-        *(["USD"] if priced else []),
+        _Column(header="#", cells=[str(i) for i in range(1, len(ranked) + 1)], drop=2),
+        _Column(
+            header="GPUs", cells=[str(p.num_gpus) for p in ranked], drop=3 if one_count else None
+        ),
+        _Column(header="TP", cells=[str(p.plan.tp) for p in ranked]),
+        _Column(header="PP", cells=[str(p.plan.pp) for p in ranked]),
+        *[
+            _Column(
+                header=n.upper() if n != "vp" else "vp",
+                cells=[str(getattr(p.plan, n)) for p in ranked],
+            )
+            for n in optional
+        ],
+        _Column(header="DP", cells=[str(p.plan.dp) for p in ranked]),
+        _Column(header="ZeRO", cells=[str(p.plan.zero) for p in ranked]),
+        _Column(header="mbs", cells=[str(p.plan.micro_batch) for p in ranked]),
+        _Column(header="recomp", cells=[_RECOMPUTE_SHORT[p.plan.recompute] for p in ranked]),
+        _Column(header="GiB/GPU", cells=[f"{p.memory_per_gpu_gib:.1f}" for p in ranked], drop=6),
+        _Column(header="step s", cells=[f"{p.step_time_s:.3g}" for p in ranked], drop=1),
+        _Column(header="tok/s", cells=[_big(p.tokens_per_s) for p in ranked], drop=5),
+        _Column(header="MFU", cells=[_pct(p.mfu) for p in ranked], drop=7),
+        _Column(header="days", cells=[_days(c["time_to_train_days"]) for c in costs]),
+        _Column(
+            header="GPU-h", cells=[_big(c["gpu_hours"]) for c in costs], drop=4 if priced else None
+        ),
+        *([_Column(header="USD", cells=[_big(c["cost_usd"]) for c in costs])] if priced else []),
     ]
-    for name in columns:
-        table.add_column(name, justify="right")
-    for rank, p in enumerate(ranked, start=1):
-        plan = p.plan
-        cost = cost_fields(p, workload)
-        row = [
-            str(rank),
-            str(p.num_gpus),
-            str(plan.tp),
-            str(plan.pp),
-            *[str(getattr(plan, n)) for n in optional],
-            str(plan.dp),
-            str(plan.zero),
-            str(plan.micro_batch),
-            _RECOMPUTE_SHORT[plan.recompute],
-            f"{p.memory_per_gpu_gib:.1f}",
-            f"{p.step_time_s:.3g}",
-            _big(p.tokens_per_s),
-            _pct(p.mfu),
-            _days(cost["time_to_train_days"]),
-            _big(cost["gpu_hours"]),
-        ]
-        if priced:
-            row.append(_big(cost["cost_usd"]))
-        table.add_row(*row)
-    return table
+    return _fitted(columns, width, title)
 
 
 def parts_table(p: PricedPlan) -> Table:
@@ -187,58 +263,97 @@ def curve_document(curve: ScaleCurve, workload: Workload, advice: Verdict) -> di
         "verdict": verdict_document(advice),
         "baseline_gpus": curve.baseline_gpus,
         "break_even_gpus": curve.break_even_gpus,
+        "break_even_reached": curve.break_even_reached,
         "break_even_marginal_threshold": curve.marginal_threshold,
+        "superlinear_reason": superlinear_reason(curve),
         "points": [point_row(p, workload) for p in curve.points],
     }
 
 
-def scale_table(curve: ScaleCurve, workload: Workload, title: str) -> Table:
+def break_even_words(curve: ScaleCurve) -> str:
+    """``break-even at 16 GPUs``, or that none was reached within the counts searched."""
+    if curve.break_even_reached:
+        return f"break-even at {curve.break_even_gpus} GPUs"
+    return f"no break-even up to {curve.points[-1].num_gpus} GPUs"
+
+
+def scale_notes(curve: ScaleCurve) -> list[str]:
+    """What the scale table's marks and odd-looking figures mean."""
+    threshold = f"{100 * curve.marginal_threshold:.0f}% of a GPU's throughput"
+    notes = [
+        f"* break-even: past it each added GPU returns under {threshold}"
+        if curve.break_even_reached
+        else f"{break_even_words(curve)}: each added GPU still returns at least {threshold}, "
+        "so more GPUs may still pay"
+    ]
+    superlinear = superlinear_reason(curve)
+    if superlinear:
+        notes.append(f"eff/GPU or marginal above 100% is superlinear scaling: {superlinear}")
+    return notes
+
+
+_PLAN_MIN_WIDTH = 26
+"""The best-plan text wraps at spaces down to this width (two or three lines a row)."""
+
+
+def scale_table(
+    curve: ScaleCurve, workload: Workload, title: str, width: int | None = None
+) -> Table:
     priced = workload.price_per_gpu_hour is not None
-    table = Table(
-        title=title,
-        title_justify="left",
-        caption_justify="left",
-        caption=f"* break-even: past it each added GPU returns under "
-        f"{100 * curve.marginal_threshold:.0f}% of a GPU's throughput",
-    )
-    for name in (
-        "GPUs",
-        "best plan",
-        "tokens/s",
-        "speed-up",
-        "eff/GPU",
-        "marginal",
-        "MFU",
-        "days",
-        "GPU-h",
-    ):
-        table.add_column(name, justify="left" if name == "best plan" else "right")
-    if priced:
-        table.add_column("cost $", justify="right")
+    cells: dict[str, list[str]] = {
+        name: []
+        for name in (
+            "GPUs",
+            "best plan",
+            "tokens/s",
+            "speed-up",
+            "eff/GPU",
+            "marginal",
+            "MFU",
+            "days",
+            "GPU-h",
+            "cost $",
+        )
+    }
     for point in curve.points:
         best = point.best
         if best is None:
             need = point.search.min_memory_gib
             why = "no valid plan" if need is None else f"does not fit (needs {need:.0f} GiB/GPU)"
-            table.add_row(str(point.num_gpus), why, *["-"] * (len(table.columns) - 2))
+            for name, column in cells.items():
+                column.append(
+                    str(point.num_gpus) if name == "GPUs" else why if name == "best plan" else "-"
+                )
             continue
         cost = cost_fields(best, workload)
-        mark = "*" if point.num_gpus == curve.break_even_gpus else ""
-        row = [
-            f"{point.num_gpus}{mark}",
-            best.describe(),
-            _big(best.tokens_per_s),
-            f"{point.speedup:.2f}x" if point.speedup is not None else "-",
-            _pct(point.efficiency),
-            _pct(point.marginal_efficiency),
-            _pct(best.mfu),
-            _days(cost["time_to_train_days"]),
-            _big(cost["gpu_hours"]),
-        ]
-        if priced:
-            row.append(_big(cost["cost_usd"]))
-        table.add_row(*row)
-    return table
+        mark = "*" if curve.break_even_reached and point.num_gpus == curve.break_even_gpus else ""
+        row = {
+            "GPUs": f"{point.num_gpus}{mark}",
+            "best plan": best.describe(),
+            "tokens/s": _big(best.tokens_per_s),
+            "speed-up": f"{point.speedup:.2f}x" if point.speedup is not None else "-",
+            "eff/GPU": _pct(point.efficiency),
+            "marginal": _pct(point.marginal_efficiency),
+            "MFU": _pct(best.mfu),
+            "days": _days(cost["time_to_train_days"]),
+            "GPU-h": _big(cost["gpu_hours"]),
+            "cost $": _big(cost["cost_usd"]),
+        }
+        for name, value in row.items():
+            cells[name].append(value)
+    drops = {"speed-up": 1, "MFU": 2, "tokens/s": 3, "GPU-h": 4 if priced else None}
+    columns = [
+        _Column(
+            header=name,
+            cells=values,
+            justify="left" if name == "best plan" else "right",
+            min_width=_PLAN_MIN_WIDTH if name == "best plan" else None,
+            drop=drops.get(name),
+        )
+        for name, values in cells.items()
+        if priced or name != "cost $"
+    ]
+    return _fitted(columns, width, title, scale_notes(curve))
 
 
 def fabrics_table(curves: Sequence[ScaleCurve], workload: Workload) -> Table:

@@ -10,11 +10,20 @@ from rich.table import Table
 
 from gpuscale import catalog
 from gpuscale.cli._common import console, emit_json, json_option
+from gpuscale.cli._fit_checks import (
+    check_shape,
+    check_training,
+    given_options,
+    positive,
+    reject_misplaced,
+    within_context,
+)
 from gpuscale.errors import InputError
 from gpuscale.estimate.inference_memory import inference_memory
 from gpuscale.estimate.memory import training_memory
 from gpuscale.estimate.params import total_params
-from gpuscale.estimate.profile import load_profile
+from gpuscale.estimate.profile import Profile, load_profile_for
+from gpuscale.planner import defaults
 from gpuscale.planner.fit import (
     MAX_GPUS,
     FitOption,
@@ -162,16 +171,18 @@ def _report(
 )
 @click.option(
     "--profile",
-    "profile_name",
-    default="generic",
-    show_default=True,
-    help="Calibration profile (overhead constants).",
+    "profile_file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Calibration profile YAML (from gpuscale calibrate) laid over the generic profile: "
+    "its keys win, the rest comes from generic.",
 )
 @click.option(
     "--seq",
     type=int,
     default=None,
-    help="[train] Tokens per sequence (default: the model's context, at most 4096).",
+    help="Tokens per sequence (default: the model's context, at most 4096); in --mode infer "
+    "the default --context.",
 )
 @click.option("--mbs", type=int, default=1, show_default=True, help="[train] Micro-batch size.")
 @click.option(
@@ -181,20 +192,40 @@ def _report(
     show_default=True,
     help="[train] Micro-batches per optimizer step.",
 )
-@click.option("--precision", type=click.Choice(PRECISIONS), default="bf16", show_default=True)
+@click.option(
+    "--precision",
+    type=click.Choice(PRECISIONS),
+    default="bf16",
+    show_default=True,
+    help="[train] Matmul precision.",
+)
 @click.option(
     "--pure-bf16",
     is_flag=True,
     help="[train] No fp32 master weights: weights, grads and optimizer states in 16 bits.",
 )
-@click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="adamw", show_default=True)
-@click.option("--finetune", type=click.Choice(FINETUNES), default="full", show_default=True)
-@click.option("--lora-rank", type=int, default=16, show_default=True)
+@click.option(
+    "--optimizer",
+    type=click.Choice(OPTIMIZERS),
+    default="adamw",
+    show_default=True,
+    help="[train]",
+)
+@click.option(
+    "--finetune",
+    type=click.Choice(FINETUNES),
+    default="full",
+    show_default=True,
+    help="[train] Every weight, or adapters on a frozen 16-bit (lora) or 4-bit (qlora) base.",
+)
+@click.option(
+    "--lora-rank", type=int, default=16, show_default=True, help="[lora, qlora] Adapter rank."
+)
 @click.option(
     "--lora-targets",
     default="all",
     show_default=True,
-    help=f"[train] Comma list of {', '.join(LORA_TARGETS)}, or 'all' (linear layers).",
+    help=f"[lora, qlora] Comma list of {', '.join(LORA_TARGETS)}, or 'all' (linear layers).",
 )
 @click.option("--no-double-quant", is_flag=True, help="[qlora] fp32 quantization constants.")
 @click.option(
@@ -216,7 +247,11 @@ def _report(
 )
 @click.option("--activation-offload", is_flag=True, help="[train] Offload saved activations.")
 @click.option(
-    "--recompute", type=click.Choice(RECOMPUTE_CHOICES), default="none", show_default=True
+    "--recompute",
+    type=click.Choice(RECOMPUTE_CHOICES),
+    default="none",
+    show_default=True,
+    help="[train] Activation recomputation.",
 )
 @click.option("--no-flash", is_flag=True, help="[train] Unfused attention (keeps s x s scores).")
 @click.option(
@@ -254,14 +289,20 @@ def _report(
     show_default=True,
     help="[infer] Weight storage.",
 )
-@click.option("--kv-dtype", type=click.Choice(KV_DTYPES), default="bf16", show_default=True)
+@click.option(
+    "--kv-dtype",
+    type=click.Choice(KV_DTYPES),
+    default="bf16",
+    show_default=True,
+    help="[infer] KV-cache storage.",
+)
 @json_option
 def command(
     model: str,
     gpu_id: str,
     mode: str,
     gpus_per_node: int,
-    profile_name: str,
+    profile_file: str | None,
     seq: int | None,
     mbs: int,
     grad_accum: int,
@@ -293,27 +334,26 @@ def command(
 ) -> None:
     """Does MODEL (catalog id or config.json) fit on --gpu? Memory breakdown per GPU, verdict,
     and the smallest set-up that fits."""
+    reject_misplaced(given_options(click.get_current_context()), mode=mode, finetune=finetune)
     spec = catalog.model(model)
     device = catalog.gpu(gpu_id)
-    profile = load_profile(profile_name)
-    if gpus_per_node < 1:
-        raise InputError(f"--gpus-per-node must be >= 1, got {gpus_per_node}")
-    seq_len = seq if seq is not None else min(spec.max_seq_len, 4096)
-    if tp >= 1 and spec.num_heads % tp:
-        raise InputError(f"--tp {tp} does not divide the {spec.num_heads} attention heads")
-    if pp > spec.num_layers:
-        raise InputError(f"--pp {pp} exceeds the model's {spec.num_layers} layers")
+    profile = load_profile_for("generic", profile_file)
+    seq_len = seq if seq is not None else int(defaults.seq_len(spec).value)
+    check_shape(spec, seq_len=seq_len, tp=tp, pp=pp, gpus_per_node=gpus_per_node)
     if mode == "infer":
+        context_len = context if context is not None else seq_len
+        positive("--batch", batch)
+        within_context(spec, "--context", context_len)
         serving: dict[str, Any] = {
             "weight_dtype": weight_dtype,
             "kv_dtype": kv_dtype,
             "batch": batch,
-            "context_len": context if context is not None else seq_len,
+            "context_len": context_len,
         }
         _infer(
             spec,
             device,
-            profile_name,
+            profile,
             gpus_per_node,
             tp,
             pp,
@@ -321,6 +361,18 @@ def command(
             as_json,
         )
         return
+    check_training(
+        seq_len=seq_len,
+        mbs=mbs,
+        grad_accum=grad_accum,
+        dp=dp,
+        cp=cp,
+        zero=zero,
+        lora_rank=lora_rank,
+        precision=precision,
+        pure_bf16=pure_bf16,
+        optimizer_in_backward=optimizer_in_backward,
+    )
     settings: dict[str, Any] = {
         "seq_len": seq_len,
         "precision": precision,
@@ -340,8 +392,6 @@ def command(
         "dropout": dropout,
     }
     training = Training(**settings)
-    if grad_accum < 1:
-        raise InputError(f"--grad-accum must be >= 1, got {grad_accum}")
     plan = Plan(
         tp=tp,
         pp=pp,
@@ -415,6 +465,7 @@ def command(
             "recompute": recompute,
         },
         "plan": {"gpus": plan.num_gpus, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "zero": plan.zero},
+        "profile": profile.name,
         "breakdown_gib": {k: memory[k] / GIB for k, _ in TRAIN_ROWS},
         "allocated_gib": memory["allocated"] / GIB,
         "reserved_gib": memory["reserved"] / GIB,
@@ -456,16 +507,13 @@ def _option_json(option: FitOption, gpus_per_node: int, device: Device) -> dict[
 def _infer(
     spec: ModelSpec,
     device: Device,
-    profile_name: str,
+    profile: Profile,
     gpus_per_node: int,
     tp: int,
     pp: int,
     inference: Inference,
     as_json: bool,
 ) -> None:
-    if tp < 1 or pp < 1:
-        raise InputError(f"--tp and --pp must be >= 1, got {tp} and {pp}")
-    profile = load_profile(profile_name)
     memory = inference_memory(spec, inference, tp, pp, profile).row(0)
     n = tp * pp
     fits, verdict = _verdict(memory["total"], device.memory_bytes, n, device)
@@ -488,6 +536,7 @@ def _infer(
             "context_len": inference.context_len,
         },
         "plan": {"gpus": n, "tp": tp, "pp": pp},
+        "profile": profile.name,
         "breakdown_gib": {k: memory[k] / GIB for k, _ in INFER_ROWS},
         "total_gib": memory["total"] / GIB,
         "capacity_gib": device.memory_gib,

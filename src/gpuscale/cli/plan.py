@@ -9,7 +9,13 @@ import click
 from gpuscale import catalog
 from gpuscale.cli import _planner_render as render
 from gpuscale.cli._common import console, emit_json, json_option
-from gpuscale.cli._planner_options import build_inputs, common_options, progress_bar
+from gpuscale.cli._planner_options import (
+    build_inputs,
+    check_writable,
+    common_options,
+    progress_bar,
+    write_html,
+)
 from gpuscale.planner.scale import curve_from_counts
 from gpuscale.planner.search import OBJECTIVES, search
 from gpuscale.planner.verdict import verdict
@@ -62,6 +68,7 @@ def command(
     as_json: bool,
 ) -> None:
     """Search every parallel plan of MODEL on --gpus GPUs and rank what fits."""
+    check_writable(html_path, "--html")
     inputs = build_inputs(
         model=model,
         gpu=gpu,
@@ -134,14 +141,19 @@ def command(
             f"in {elapsed:.2f} s; {fitting:,} fit"
         )
         console.print(
-            render.plans_table(result.ranked, workload, f"Top plans (objective: {objective})")
+            render.plans_table(
+                result.ranked,
+                workload,
+                f"Top plans (objective: {objective})",
+                width=console.width,
+            )
         )
         console.print(render.parts_table(result.winner))
         console.print(f"[bold]Why:[/bold] {result.why}")
         if advice is not None:
             console.print(f"[bold]Verdict:[/bold] {advice.headline}")
     if html_path:
-        from gpuscale.report.html import Section, write_report
+        from gpuscale.report.html import Section
 
         rows = [
             {
@@ -164,7 +176,7 @@ def command(
         ]
         if advice is not None:
             sections.append(Section(title="Verdict", text=advice.headline))
-        write_report(
+        write_html(
             html_path,
             f"gpuscale plan: {workload.model.name} on {num_gpus} x {hardware.gpu}",
             sections,

@@ -9,7 +9,13 @@ import click
 from gpuscale import catalog
 from gpuscale.cli import _planner_render as render
 from gpuscale.cli._common import console, emit_json, json_option
-from gpuscale.cli._planner_options import build_inputs, common_options, progress_bar
+from gpuscale.cli._planner_options import (
+    build_inputs,
+    check_writable,
+    common_options,
+    progress_bar,
+    write_html,
+)
 from gpuscale.errors import require
 from gpuscale.planner.scale import compare_runs, scale_fabrics
 from gpuscale.planner.verdict import verdict
@@ -52,17 +58,12 @@ def command(
 ) -> None:
     """Best plan of MODEL at 1, 2, 4, ... --max-gpus GPUs: throughput, per-GPU efficiency, time
     and cost to train, the break-even point, and one GPU / one node / a cluster."""
+    check_writable(html_path, "--html")
     fabrics = [f.strip() for f in inter.split(",") if f.strip()]
     require(len(fabrics) > 0, "--inter needs at least one fabric id")
     require(len(set(fabrics)) == len(fabrics), f"--inter lists a fabric twice: {inter}")
     for fabric in fabrics:
         catalog.link(fabric)
-    require(max_gpus >= 1, f"--max-gpus must be >= 1, got {max_gpus}")
-    require(
-        max_gpus <= gpus_per_node or max_gpus % gpus_per_node == 0,
-        f"--max-gpus ({max_gpus}) must be a multiple of --gpus-per-node ({gpus_per_node}) "
-        "once it spans several nodes",
-    )
     require(runs is None or runs >= 1, f"--runs must be >= 1, got {runs}")
     inputs = build_inputs(
         model=model,
@@ -80,6 +81,12 @@ def command(
         profile_file=profile_file,
     )
     workload, hardware = inputs.workload, inputs.hardware
+    require(max_gpus >= 1, f"--max-gpus must be a positive integer, got {max_gpus}")
+    require(
+        max_gpus <= gpus_per_node or max_gpus % gpus_per_node == 0,
+        f"--max-gpus ({max_gpus}) must be a multiple of --gpus-per-node ({gpus_per_node}) "
+        "once it spans several nodes",
+    )
     start = time.perf_counter()
     with progress_bar("scaling") as progress:
         curves = scale_fabrics(
@@ -136,7 +143,12 @@ def command(
         )
         for curve in curves:
             console.print(
-                render.scale_table(curve, workload, f"Best plan per GPU count over {curve.fabric}")
+                render.scale_table(
+                    curve,
+                    workload,
+                    f"Best plan per GPU count over {curve.fabric}",
+                    width=console.width,
+                )
             )
         if len(curves) > 1:
             console.print(render.fabrics_table(curves, workload))
@@ -154,19 +166,17 @@ def command(
             where = f" over {curve.fabric}" if len(curves) > 1 else ""
             console.print(f"[bold]Verdict{where}:[/bold] {v.headline}")
     if html_path:
-        from gpuscale.report.html import Section, write_report
+        from gpuscale.report.html import Section
 
         sections = [
             Section(title="Verdict", text=advice.headline),
             Section(
                 title="Scaling",
-                text=f"{base_note}; break-even at {main.break_even_gpus} GPUs",
+                text=f"{base_note}; {render.break_even_words(main)}",
                 rows=[render.point_summary(p, workload) for p in main.points],
                 figures=render.scale_figures(curves, workload),
             ),
         ]
         if runs_cmp:
             sections.append(Section(title="Independent runs", text=runs_cmp.summary()))
-        write_report(
-            html_path, f"gpuscale scale: {workload.model.name} on {hardware.gpu}", sections
-        )
+        write_html(html_path, f"gpuscale scale: {workload.model.name} on {hardware.gpu}", sections)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuscale.errors import require
 from gpuscale.estimate.params import active_params, total_params
 from gpuscale.specs import ModelSpec
 
@@ -52,6 +53,7 @@ def seq_len(model: ModelSpec) -> Assumed:
 def global_batch(model: ModelSpec, seq: int) -> Assumed:
     """Sequences per step: the recipe's token batch for this model size over ``seq``, rounded to
     the nearest power of two (so that many data-parallel degrees divide it)."""
+    require(seq >= 1, f"--seq must be a positive integer, got {seq}")
     params = total_params(model)
     tokens = next(t for bound, t in _BATCH_TOKENS_BY_SIZE if params < bound)
     sequences = max(1.0, tokens / seq)

@@ -76,6 +76,12 @@ class ScaleCurve:
         return tuple(p for p in self.points if p.best is not None)
 
     @property
+    def break_even_reached(self) -> bool:
+        """Whether a count past break-even was searched (and fits). When not, break-even is
+        just the largest count searched and more GPUs may still pay."""
+        return any(p.num_gpus > self.break_even_gpus for p in self.fitting)
+
+    @property
     def evaluated(self) -> int:
         return sum(p.search.evaluated for p in self.points)
 

@@ -6,6 +6,7 @@ One GPU count is one vectorized pass: :func:`enumerate_plans` builds the candida
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +40,15 @@ class Hardware:
     def __post_init__(self) -> None:
         catalog.gpu(self.gpu)
         catalog.link(self.inter)
-        require(self.gpus_per_node >= 1, f"--gpus-per-node must be >= 1, got {self.gpus_per_node}")
+        require(
+            self.gpus_per_node >= 1,
+            f"--gpus-per-node must be a positive integer, got {self.gpus_per_node}",
+        )
+        require(
+            self.nics_per_node is None or self.nics_per_node >= 1,
+            f"--nics-per-node must be a positive integer, got {self.nics_per_node}; "
+            "leave it out for one NIC per GPU",
+        )
 
     def cluster(self, num_gpus: int) -> Cluster:
         return catalog.cluster(
@@ -73,11 +82,24 @@ class Workload:
     """USD; ``None`` reports cost in GPU-hours only."""
 
     def __post_init__(self) -> None:
-        require(self.global_batch >= 1, f"--gbs must be >= 1, got {self.global_batch}")
-        require(self.tokens > 0, f"--tokens must be > 0, got {self.tokens:g}")
         require(
-            self.price_per_gpu_hour is None or self.price_per_gpu_hour > 0,
-            f"--price must be > 0, got {self.price_per_gpu_hour}",
+            self.global_batch >= 1,
+            f"--gbs must be a positive integer (sequences per step), got {self.global_batch}",
+        )
+        batch_tokens = self.global_batch * self.training.seq_len
+        require(
+            math.isfinite(self.tokens),
+            f"--tokens must be a finite count, got {self.tokens:g}; accepted: e.g. 15T or 2.5e12",
+        )
+        require(
+            self.tokens >= batch_tokens,
+            f"--tokens {self.tokens:g} is less than one global batch; accepted: at least "
+            f"{self.global_batch} x {self.training.seq_len} = {batch_tokens:,} tokens",
+        )
+        price = self.price_per_gpu_hour
+        require(
+            price is None or (math.isfinite(price) and price > 0),
+            f"--price must be a finite number of USD per GPU-hour > 0, got {price}",
         )
 
 

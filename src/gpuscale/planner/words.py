@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from gpuscale.specs import Plan
 
@@ -49,6 +49,13 @@ def gpus(n: int) -> str:
     return f"{n} GPU" if n == 1 else f"{n} GPUs"
 
 
+def and_list(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    if len(items) <= 1:
+        return "".join(items)
+    return f"{', '.join(items[:-1])} and {items[-1]}"
+
+
 def pct(fraction: float) -> str:
     """``42%``; one decimal below 1% so that small non-zero shares do not read as zero."""
     if 0 < abs(fraction) < 0.01:
@@ -62,14 +69,20 @@ def largest_overhead(parts_s: Mapping[str, float]) -> tuple[str, float]:
     return name, parts_s[name]
 
 
+COMPUTE_BOUND_SHARE = 2.0 / 3.0
+"""Wording threshold: a step is called compute-bound only when compute is at least two thirds
+of it. Below that the largest overhead can be a third of the step or more, and a step that is
+half compute and 40% communication is bound by both, not by compute."""
+
+
 def bottleneck(parts_s: Mapping[str, float], mfu: float) -> str:
-    """One sentence on what bounds the step: compute, or the overhead that dominates it."""
+    """One sentence on what bounds the step: compute, an overhead, or both together."""
     total = sum(parts_s.values())
     if total <= 0:
         return "the step takes no measurable time"
     compute = parts_s.get("compute", 0.0)
     name, worst = largest_overhead(parts_s)
-    if compute >= worst:
+    if compute >= COMPUTE_BOUND_SHARE * total:
         tail = (
             f"; the largest overhead is {PART_NAMES[name]} ({pct(worst / total)})"
             if worst > 0.01 * total
@@ -78,6 +91,12 @@ def bottleneck(parts_s: Mapping[str, float], mfu: float) -> str:
         return (
             f"compute-bound: compute is {pct(compute / total)} of the {total:.3g} s step "
             f"(MFU {pct(mfu)}){tail}"
+        )
+    if compute >= worst:
+        return (
+            f"bound by compute and {PART_NAMES[name]} together: compute is "
+            f"{pct(compute / total)} of the {total:.3g} s step (MFU {pct(mfu)}), "
+            f"{PART_NAMES[name]} {pct(worst / total)}"
         )
     return (
         f"bound by {PART_NAMES[name]}: it takes {pct(worst / total)} of the {total:.3g} s step, "
