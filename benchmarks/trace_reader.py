@@ -4,7 +4,8 @@ Writes one Kineto-style trace of a DDP-like GPU job (CPU ops with launches, comp
 NCCL all-reduce kernels, ProfilerStep markers) of about ``--mb`` megabytes, then measures, each in
 a fresh subprocess so that peak RSS is the job's own:
 
-- the streaming analysis (``gpuscale.measure.trace.analyze``), and
+- the streaming analysis (``gpuscale.measure.trace.analyze``),
+- the nesting-depth check alone (part of that analysis: it reads every byte once more), and
 - ``json.load`` of the same file, the first step of any load-it-all analysis.
 
     python benchmarks/trace_reader.py --mb 300
@@ -28,6 +29,18 @@ t = time.perf_counter()
 r = analyze([sys.argv[1]], workers=1)
 b = r.ranks[0].breakdown
 print(f"{time.perf_counter() - t:.2f} {r.ranks[0].events} {b.overlap_ratio:.4f}")
+"""
+
+_CHILD_DEPTH = """
+import sys, time
+from pathlib import Path
+from gpuscale.measure.trace.reader import _READ_BYTES, MAX_DEPTH, _DepthLimited, _open
+t = time.perf_counter()
+with _open(Path(sys.argv[1])) as raw:
+    stream = _DepthLimited(raw, MAX_DEPTH)
+    while stream.read(_READ_BYTES):
+        pass
+print(f"{time.perf_counter() - t:.2f}")
 """
 
 _CHILD_LOAD = """
@@ -141,6 +154,11 @@ def main() -> None:
             f"gpuscale streaming analyze: {float(seconds):.1f} s, "
             f"{int(seen) / float(seconds):,.0f} events/s, peak RSS {rss:.0f} MiB, "
             f"overlap ratio {overlap}"
+        )
+        depth_s = float(_child(_CHILD_DEPTH, path)[0])
+        print(
+            f"nesting-depth check alone:  {depth_s:.2f} s "
+            f"({100 * depth_s / float(seconds):.0f}% of the streaming analyze)"
         )
         out, rss_load = _child(_CHILD_LOAD, path)
         seconds, _ = out.split()

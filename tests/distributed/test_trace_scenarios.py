@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import itertools
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -160,3 +164,59 @@ def test_cli_json_html_and_prediction(traces: dict[str, Path], tmp_path: Path) -
     assert "bandwidth" in comm["verdict"] and "bench collectives" in comm["verdict"]
     page = html.read_text()
     assert "Where the step time goes" in page and "plotly" in page
+
+
+_READ_TWO_FIFOS = """
+import sys
+from pathlib import Path
+from gpuscale.measure.trace.analysis import _read_parallel
+_read_parallel([Path(sys.argv[1]), Path(sys.argv[2])], 2, lambda index, n: None)
+"""
+
+
+def _readers(pid: int) -> list[int]:
+    """The spawned reader processes of ``pid`` (not multiprocessing's resource tracker)."""
+    tasks = Path(f"/proc/{pid}/task")
+    children = [int(c) for t in tasks.iterdir() for c in (t / "children").read_text().split()]
+    readers = []
+    for child in children:
+        with contextlib.suppress(FileNotFoundError):
+            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                readers.append(child)
+    return readers
+
+
+def _running(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+@pytest.mark.skipif(
+    not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists(),
+    reason="needs Linux /proc/PID/task/TID/children",
+)
+def test_readers_exit_when_the_parent_is_killed(tmp_path: Path) -> None:
+    # Two readers blocked on FIFOs nobody writes; SIGKILL gives the parent no chance to clean
+    # up, so the readers must notice on their own (they watch the parent's sentinel).
+    fifos = [tmp_path / "a.json", tmp_path / "b.json"]
+    for f in fifos:
+        os.mkfifo(f)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _READ_TWO_FIFOS, *map(str, fifos)], stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(readers := _readers(parent.pid)) < 2:
+            assert parent.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.5)
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while any(map(_running, readers)):
+        assert time.monotonic() < deadline, f"readers {readers} outlived their parent"
+        time.sleep(0.05)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +12,7 @@ import pytest
 
 from gpuscale.errors import InputError
 from gpuscale.measure.trace import Thresholds, analyze, load_prediction, prediction_from_document
+from gpuscale.measure.trace.analysis import _read_parallel
 from gpuscale.measure.trace.classify import Kind, classify, collective_name, message_bytes
 from gpuscale.measure.trace.timeline import TimelineBuilder
 from tests.unit.trace_events import (
@@ -210,8 +213,14 @@ def _gpu_rank(kernel_us: float, steps: int = 8) -> list:
 
 
 def test_straggler_limit_is_tighter_on_device_kernels_than_on_host_ops(tmp_path: Path) -> None:
-    # 30% more work: a straggler among GPUs, within host noise for CPU-only traces.
-    gpu = analyze(_two_ranks(tmp_path, _gpu_rank(500), _gpu_rank(650)), workers=1)
+    # 30% more work: a straggler among GPUs, within host noise for CPU-only traces. The GPU
+    # ranks idle half the step; the idle rule is switched off to test this one alone.
+    only_straggler = Thresholds(idle_share=1.0)
+    gpu = analyze(
+        _two_ranks(tmp_path, _gpu_rank(500), _gpu_rank(650)),
+        workers=1,
+        thresholds=only_straggler,
+    )
     assert [d.id for d in gpu.diagnoses] == ["straggler"]
     cpu = analyze(
         _two_ranks(tmp_path, cpu_rank(compute_us=1000), cpu_rank(compute_us=1306)), workers=1
@@ -341,3 +350,70 @@ def test_diagnoses_are_ranked_by_the_share_of_step_they_explain(tmp_path: Path) 
     costs = [d.cost for d in report.diagnoses]
     assert costs == sorted(costs, reverse=True)
     assert costs[0] == pytest.approx(500 / 1820)
+
+
+def test_optimizer_dominated_step_is_named(tmp_path: Path) -> None:
+    # 100 us step: 40 compute, 50 optimizer (its own ops), 10 nothing.
+    events = [
+        step(1, 0, 100),
+        ev("aten::mm", 0, 40),
+        ev("Optimizer.step#AdamW.step", 40, 50, cat="user_annotation"),
+        ev("aten::add_", 40, 50),
+    ]
+    report = analyze([write(tmp_path / "rank0.json", events)])
+    (d,) = report.diagnoses
+    assert d.id == "optimizer_bound" and d.cost == pytest.approx(0.5)
+    assert "50% of the median step on rank 0 (limit 25%)" in d.evidence
+
+
+def test_idle_step_is_named_unless_short_kernels_explain_it(tmp_path: Path) -> None:
+    # A step marker and nothing else: all of the step is idle.
+    report = analyze([write(tmp_path / "rank0.json", [step(1, 0, 100), step(2, 100, 100)])])
+    assert [(d.id, d.cost) for d in report.diagnoses] == [("idle_bound", 1.0)]
+    assert "training thread" in report.diagnoses[0].title
+    # 5 us kernels with the GPU idle 95%: the small-batch rule says why, the idle rule is quiet.
+    gpu = [e for k in range(8) for e in (step(k + 1, 100.0 * k, 100), kernel("gemm", 100.0 * k, 5))]
+    report = analyze([write(tmp_path / "gpu.json", gpu)])
+    assert [d.id for d in report.diagnoses] == ["small_batch"]
+
+
+def test_cpu_trace_against_a_gpu_prediction_compares_shares_only(tmp_path: Path) -> None:
+    paths = _two_ranks(tmp_path, cpu_rank(comm_us=500), cpu_rank(comm_us=500))
+    doc = {**_estimate(0.08, 1530e-6), "gpu": "h100-sxm"}
+    report = analyze(paths, prediction=prediction_from_document(doc, "plan.json"), workers=1)
+    (warning,) = report.warnings
+    assert "CPU timeline" in warning and "h100-sxm" in warning
+    comm = next(f for f in report.findings if f.part == "exposed_comm")
+    compute = next(f for f in report.findings if f.part == "compute")
+    assert comm.off and compute.off
+    assert comm.verdict.startswith("exposed communication is 33% of the step, predicted 8%")
+    assert compute.verdict.startswith("compute is 65% of the step, predicted 82%")
+    for f in report.findings:
+        assert not {"faster", "bandwidth", "x the predicted"} & set(f.verdict.split())
+    doc_out = report.to_dict()
+    assert doc_out["prediction"]["measured_over_predicted_step"] is None
+    assert doc_out["warnings"] == [warning]
+
+
+def test_the_same_file_twice_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path / "rank0.json", cpu_rank())
+    with pytest.raises(InputError, match="given twice; pass each rank's trace once"):
+        analyze([path, tmp_path / "." / "rank0.json"])
+    with pytest.raises(InputError, match="given twice"):
+        analyze([tmp_path, path])
+    (tmp_path / "link.json").symlink_to(path)
+    with pytest.raises(InputError, match="the same file as"):
+        analyze([path, tmp_path / "link.json"])
+
+
+@pytest.mark.timeout(60)
+def test_a_failing_rank_stops_and_reaps_every_reader(tmp_path: Path) -> None:
+    # One reader blocks for ever (a FIFO nobody writes), the other fails: the failure is
+    # reported at once and the blocked process is killed and reaped, not left behind.
+    blocked = tmp_path / "blocked.json"
+    os.mkfifo(blocked)
+    deep = tmp_path / "deep.json"
+    deep.write_bytes(b"[" * 10_000)
+    with pytest.raises(InputError, match="nested too deeply"):
+        _read_parallel([blocked, deep], 2, lambda index, n: None)
+    assert multiprocessing.active_children() == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from pathlib import Path
 
@@ -12,7 +13,14 @@ from hypothesis import strategies as st
 
 from gpuscale.cli.main import main
 from gpuscale.errors import InputError
-from gpuscale.measure.trace.reader import iter_events, rank_from_name, read_header
+from gpuscale.measure.trace.reader import (
+    MAX_DEPTH,
+    NestedTooDeep,
+    _DepthLimited,
+    iter_events,
+    rank_from_name,
+    read_header,
+)
 from tests.unit.trace_events import cpu_rank, trace_doc, write
 
 
@@ -152,3 +160,67 @@ def test_analyze_on_arbitrary_json_or_prefixes_never_crashes(
     path = tmp_path / "fuzz.json"
     path.write_text(text[:cut] if cut < len(text) else text)
     assert main(["trace", "analyze", str(path), "--json"]) in (0, 2)
+
+
+DEEP = {
+    "bare arrays": b"[" * 100_000 + b"]" * 100_000,
+    "inside an event": b'{"traceEvents": [{"ph": "X", "args": '
+    + b'{"a": ' * 5_000
+    + b"1"
+    + b"}" * 5_000
+    + b"}]}",
+    "unterminated": b"[" * 100_000,
+}
+
+
+@pytest.mark.parametrize("case", sorted(DEEP))
+@pytest.mark.parametrize("gz", [False, True])
+def test_deep_nesting_is_refused_before_ijson_builds_it(
+    tmp_path: Path, case: str, gz: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 100,000 nested arrays once took ijson past 24 GB; refused at MAX_DEPTH it takes nothing.
+    path = tmp_path / ("deep.json.gz" if gz else "deep.json")
+    path.write_bytes(gzip.compress(DEEP[case]) if gz else DEEP[case])
+    assert read_header(path).rank is None
+    assert main(["trace", "analyze", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"gpuscale: {path}: JSON nested too deeply (over {MAX_DEPTH} levels); expected a "
+        "PyTorch profiler trace (Chrome-trace JSON with a traceEvents list, .json or .json.gz)\n"
+    )
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    return 0
+
+
+_tricky_text = st.text(alphabet='[]{}"\\ab', max_size=6)
+_nested = st.recursive(
+    st.integers(0, 9) | _tricky_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_tricky_text, inner, max_size=3),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_nested, st.lists(st.integers(1, 7), min_size=1, max_size=8))
+def test_depth_scan_is_exact_across_any_read_boundaries(value: object, reads: list[int]) -> None:
+    # Brackets, quotes and backslashes inside strings, and reads that cut strings and escapes
+    # anywhere: the scan must count exactly the structural nesting.
+    text = json.dumps(value, ensure_ascii=False).encode()
+    depth = _depth(value)
+
+    def scan(limit: int) -> None:
+        stream = _DepthLimited(io.BufferedReader(io.BytesIO(text)), limit)
+        k = 0
+        while stream.read(reads[k % len(reads)]):
+            k += 1
+
+    scan(depth)
+    if depth > 0:
+        with pytest.raises(NestedTooDeep):
+            scan(depth - 1)

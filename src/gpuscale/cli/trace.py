@@ -14,7 +14,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 from rich.table import Table
 
 from gpuscale.cli._common import console, emit_json, err_console, json_option
-from gpuscale.errors import InputError, unknown
+from gpuscale.errors import InputError, closest
 from gpuscale.measure.trace import Prediction, TraceReport, analyze, load_prediction
 from gpuscale.measure.trace import prediction_from_document as _prediction_from_document
 from gpuscale.measure.trace.breakdown import PARTS
@@ -43,6 +43,52 @@ def command() -> None:
     """Analyze PyTorch profiler traces: where the step time goes and why."""
 
 
+_INLINE_EXAMPLE = "model=llama3.1-8b,gpu=h100-sxm,gpus=8,tp=2,dp=4"
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+_NOT_INLINE = ("help", "json")
+"""Estimate options that make no sense inside a plan (the plan's JSON is read back)."""
+
+
+def _accepted(param: click.Parameter) -> str:
+    """What an estimate option takes, in words, for the one-line error."""
+    kind = param.type
+    if isinstance(kind, click.Choice):
+        return ", ".join(map(str, kind.choices))
+    if isinstance(kind, click.IntRange | click.FloatRange):
+        noun = "an integer" if isinstance(kind, click.IntRange) else "a number"
+        bounds = [
+            f"{'>' if kind.min_open else '>='} {kind.min}" if kind.min is not None else "",
+            f"{'<' if kind.max_open else '<='} {kind.max}" if kind.max is not None else "",
+        ]
+        return " ".join([noun, " and ".join(b for b in bounds if b)]).strip()
+    if isinstance(kind, click.types.IntParamType):
+        return "an integer"
+    if isinstance(kind, click.types.FloatParamType):
+        return "a number"
+    if isinstance(kind, click.types.BoolParamType) or getattr(param, "is_flag", False):
+        return "true or false"
+    return kind.name
+
+
+def _click_error(exc: click.ClickException, given: dict[str, str]) -> InputError:
+    """A click error of the in-process ``estimate`` as one line about --predict-with."""
+    param = getattr(exc, "param", None)
+    opts = [o for o in getattr(param, "opts", []) if o.startswith("--")]
+    key = opts[0].lstrip("-") if opts else None
+    if isinstance(exc, click.MissingParameter) and key is not None and param is not None:
+        return InputError(
+            f"--predict-with: the plan lacks {key}= (`gpuscale estimate` needs --{key}); "
+            f"e.g. {_INLINE_EXAMPLE}"
+        )
+    if isinstance(exc, click.BadParameter) and key is not None and param is not None:
+        reason = exc.message.rstrip(".")
+        return InputError(
+            f"--predict-with {key}={given.get(key, '')!r}: {reason}; accepted: {_accepted(param)}"
+        )
+    return InputError(f"--predict-with: {exc.format_message().rstrip('.')}; e.g. {_INLINE_EXAMPLE}")
+
+
 def _inline_plan(text: str) -> Prediction:
     """``model=llama3.1-8b,gpu=h100-sxm,gpus=8,tp=2`` -> ``gpuscale estimate`` run in-process."""
     from gpuscale.cli.main import COMMAND_MODULES
@@ -57,36 +103,60 @@ def _inline_plan(text: str) -> Prediction:
         opt.lstrip("-"): p
         for p in estimate.params
         for opt in getattr(p, "opts", [])
-        if opt.startswith("--")
+        if opt.startswith("--") and opt.lstrip("-") not in _NOT_INLINE
     }
-    model: str | None = None
+    given: dict[str, str] = {}
     argv: list[str] = []
     for item in filter(None, (part.strip() for part in text.split(","))):
-        key, sep, value = item.partition("=")
-        key = key.strip().replace("_", "-")
-        if not sep or not value.strip():
+        key, sep, value = (s.strip() for s in item.partition("="))
+        key = key.replace("_", "-")
+        if not sep or not value:
             raise InputError(
-                f"--predict-with: '{item}' is not key=value; write e.g. "
-                "model=llama3.1-8b,gpu=h100-sxm,gpus=8,tp=2,dp=4"
+                f"--predict-with: '{item}' is not key=value; write e.g. {_INLINE_EXAMPLE}"
             )
+        if key in given:
+            raise InputError(
+                f"--predict-with: {key} is given twice ({key}={given[key]} and {key}={value}); "
+                "give each key once"
+            )
+        if key != "model" and key not in flags:
+            near = closest(key, ["model", *flags])
+            hint = (
+                f"did you mean {', '.join(near)}?"
+                if near
+                else f"accepted: model, {', '.join(sorted(flags))}"
+            )
+            raise InputError(f"--predict-with: unknown key '{key}'; {hint}")
+        given[key] = value
         if key == "model":
-            model = value.strip()
-        elif key in flags and getattr(flags[key], "is_flag", False):
-            if value.strip().lower() in ("1", "true", "yes", "on"):
+            continue
+        if getattr(flags[key], "is_flag", False):
+            truth = value.lower()
+            if truth not in _TRUE + _FALSE:
+                raise InputError(
+                    f"--predict-with {key}={value!r} is not true or false; accepted: "
+                    f"{key}=true or {key}=false"
+                )
+            if truth in _TRUE:
                 argv.append(f"--{key}")
-        elif key in flags:
-            argv += [f"--{key}", value.strip()]
         else:
-            raise unknown("estimate option", key, ["model", *flags])
+            argv += [f"--{key}", value]
+    model = given.get("model")
     if model is None:
         raise InputError(
-            "--predict-with: an inline plan needs model=NAME (catalog id or config.json path)"
+            "--predict-with: an inline plan needs model=NAME (catalog id or config.json path); "
+            f"e.g. {_INLINE_EXAMPLE}"
         )
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        estimate.main(
-            args=[model, *argv, "--json"], prog_name="gpuscale estimate", standalone_mode=False
-        )
+    try:
+        with contextlib.redirect_stdout(out):
+            estimate.main(
+                args=[model, *argv, "--json"], prog_name="gpuscale estimate", standalone_mode=False
+            )
+    except click.ClickException as exc:
+        raise _click_error(exc, given) from None
+    except InputError as exc:
+        raise InputError(f"--predict-with: {exc}") from None
     return _prediction_from_document(
         json.loads(out.getvalue()), f"estimate {model} {' '.join(argv)}"
     )
@@ -104,6 +174,29 @@ def _prediction(plan: str | None) -> Prediction | None:
         f"--predict-with: '{plan}' is neither a file nor key=value pairs; pass the "
         "JSON of `gpuscale estimate ... --json` or model=...,gpu=...,gpus=..."
     )
+
+
+def _check_writable(path: str | None) -> None:
+    """Fail before reading any trace when the HTML report cannot be written, and leave nothing
+    behind: the probe's file and any folders made for it are removed again."""
+    if path is None:
+        return
+    out = Path(path)
+    missing = [d for d in (out.parent, *out.parent.parents) if not d.exists()]
+    existed = out.exists()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("a"):
+            pass
+    except OSError as exc:
+        raise InputError(
+            f"cannot write --html '{path}': {exc.strerror or exc}; accepted: a file path in a "
+            "writable folder"
+        ) from None
+    if not existed:
+        out.unlink(missing_ok=True)
+    for folder in missing:
+        folder.rmdir()
 
 
 def _run(
@@ -201,16 +294,20 @@ def _render(report: TraceReport) -> None:
     else:
         console.print(
             "[bold green]No bottleneck found[/]: exposed communication, data wait, "
-            "collective jitter and rank skew are all within their limits."
+            "optimizer and idle time, collective jitter and rank skew are all within their "
+            "limits."
         )
     if report.prediction is not None:
-        from gpuscale.measure.trace.predict import step_ratio
+        from gpuscale.measure.trace.predict import device_mismatch, step_ratio
 
-        ratio = step_ratio(report.ranks, report.prediction)
-        pred = Table(
-            title=f"measured vs predicted ({report.prediction.source}): the step takes "
-            f"{ratio:.2g}x the predicted {1e3 * report.prediction.step_time_s:.4g} ms"
-        )
+        title = f"measured vs predicted ({report.prediction.source}), share of step time"
+        if device_mismatch(report.device, report.prediction) is None:
+            ratio = step_ratio(report.ranks, report.prediction)
+            title += (
+                f": the step takes {ratio:.2g}x the predicted "
+                f"{1e3 * report.prediction.step_time_s:.4g} ms"
+            )
+        pred = Table(title=title)
         for name in ("part", "predicted", "measured", "verdict"):
             pred.add_column(name, justify="left" if name in ("part", "verdict") else "right")
         for f in report.findings:
@@ -287,7 +384,13 @@ def _html(report: TraceReport, path: str) -> None:
     ]
     if report.prediction is not None:
         sections.append(Section(title="Measured vs predicted", rows=doc["prediction"]["findings"]))
-    write_report(path, "gpuscale trace analyze", sections)
+    try:
+        write_report(path, "gpuscale trace analyze", sections)
+    except OSError as exc:
+        raise InputError(
+            f"cannot write --html '{path}': {exc.strerror or exc}; accepted: a file path in a "
+            "writable folder"
+        ) from None
 
 
 @command.command("analyze")
@@ -323,12 +426,17 @@ def analyze_command(
 
     TRACES are PyTorch profiler traces (.json or .json.gz), one per rank, or folders of them.
     """
+    _check_writable(html_path)
     prediction = _prediction(plan)
     report = _run(
         traces, workers, prediction, show_progress=_total_bytes(traces) >= PROGRESS_MIN_BYTES
     )
     if html_path:
         _html(report, html_path)
+    for warning in report.warnings:
+        err_console.print(
+            f"[yellow]gpuscale: warning:[/yellow] {warning}", highlight=False, soft_wrap=True
+        )
     if as_json:
         document: dict[str, Any] = report.to_dict()
         if html_path:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import functools
 import multiprocessing as mp
+import multiprocessing.connection
 import os
 import queue
+import signal
+import threading
+import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +20,24 @@ from gpuscale.errors import InputError
 from gpuscale.measure.trace.breakdown import PARTS
 from gpuscale.measure.trace.collectives import CollectiveStats, distribution
 from gpuscale.measure.trace.diagnose import Diagnosis, Thresholds, diagnose
-from gpuscale.measure.trace.predict import Finding, Prediction, compare, step_ratio
+from gpuscale.measure.trace.predict import (
+    Finding,
+    Prediction,
+    compare,
+    device_mismatch,
+    step_ratio,
+)
 from gpuscale.measure.trace.rank import RankResult, analyze_rank
 from gpuscale.measure.trace.reader import expand
 from gpuscale.measure.trace.skew import Skew, skew
 
 ProgressFn = Callable[[int, int], None]
 """Called with (bytes read so far over all files, total bytes)."""
+
+_POLL_S = 0.1
+"""How often the parent looks for a child that died without a message."""
+_REAP_TIMEOUT_S = 10.0
+"""How long to wait for a killed child to be reaped (SIGKILL cannot be caught)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -33,6 +48,8 @@ class TraceReport:
     diagnoses: tuple[Diagnosis, ...]
     prediction: Prediction | None = None
     findings: tuple[Finding, ...] = ()
+    warnings: tuple[str, ...] = ()
+    """Caveats on reading the report, e.g. a CPU timeline held against a GPU prediction."""
 
     @property
     def device(self) -> str:
@@ -107,11 +124,15 @@ class TraceReport:
                 for d in self.diagnoses
             ],
         }
+        doc["warnings"] = list(self.warnings)
         if self.prediction is not None:
             doc["prediction"] = {
                 "source": self.prediction.source,
+                "gpu": self.prediction.gpu,
                 "predicted_step_time_s": self.prediction.step_time_s,
-                "measured_over_predicted_step": step_ratio(self.ranks, self.prediction),
+                "measured_over_predicted_step": None
+                if device_mismatch(self.device, self.prediction)
+                else step_ratio(self.ranks, self.prediction),
                 "findings": [
                     {
                         "part": f.part,
@@ -128,17 +149,81 @@ class TraceReport:
         return doc
 
 
-_progress_queue: Any = None
+def _watch_parent() -> None:
+    """Exit as soon as the parent does, even when it is killed outright (SIGKILL, OOM)."""
+    parent = mp.parent_process()
+    if parent is not None:
+        mp.connection.wait([parent.sentinel])
+        os._exit(1)
 
 
-def _init_worker(q: Any) -> None:
-    global _progress_queue
-    _progress_queue = q
+def _worker(index: int, path: Path, out: Any) -> None:
+    """Read one rank in a child process; every outcome goes to ``out`` as one message."""
+    threading.Thread(target=_watch_parent, daemon=True).start()
+    try:
+        result = analyze_rank(path, lambda n: out.put(("progress", index, n)))
+    except InputError as exc:
+        out.put(("error", index, str(exc)))
+    except BaseException as exc:  # the parent re-raises it with the traceback
+        out.put(("crash", index, "".join(traceback.format_exception(exc)).strip()))
+    else:
+        out.put(("done", index, result))
 
 
-def _worker(index: int, path: Path) -> RankResult:
-    q = _progress_queue
-    return analyze_rank(path, None if q is None else (lambda n: q.put((index, n))))
+def _how_it_ended(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        name = signal.Signals(-exitcode).name
+        return f"was killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else "")
+    return f"exited with code {exitcode}"
+
+
+def _read_parallel(
+    paths: Sequence[Path], workers: int, report: Callable[[int, int | None], None]
+) -> list[RankResult]:
+    """One spawned process per file, at most ``workers`` at once. The first failure stops the
+    rest; every child is killed and reaped on the way out, whatever the way out is."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    waiting = list(enumerate(paths))[::-1]
+    running: dict[int, BaseProcess] = {}
+    results: dict[int, RankResult] = {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < workers:
+                index, path = waiting.pop()
+                child = ctx.Process(target=_worker, args=(index, path, out), daemon=True)
+                child.start()
+                running[index] = child
+            try:
+                kind, index, payload = out.get(timeout=_POLL_S)
+            except queue.Empty:
+                # A child that died without a word (killed, out of memory) sent nothing; one
+                # that finished has its message in the pipe already, so look there first.
+                dead = [i for i, c in running.items() if not c.is_alive()]
+                if dead and out.empty():
+                    raise RuntimeError(
+                        f"reading {paths[dead[0]]} stopped without a result: its process "
+                        f"{_how_it_ended(running[dead[0]].exitcode)}"
+                    ) from None
+                continue
+            if kind == "progress":
+                report(index, payload)
+            elif kind == "done":
+                results[index] = payload
+                report(index, None)
+                running.pop(index).join()
+            elif kind == "error":
+                raise InputError(payload)
+            else:
+                raise RuntimeError(f"reading {paths[index]} failed in its process:\n{payload}")
+    finally:
+        for left in running.values():
+            left.kill()
+        for left in running.values():
+            left.join(timeout=_REAP_TIMEOUT_S)
+        out.close()
+        out.cancel_join_thread()
+    return [results[i] for i in range(len(paths))]
 
 
 def _read_all(paths: Sequence[Path], workers: int, progress: ProgressFn | None) -> list[RankResult]:
@@ -146,8 +231,8 @@ def _read_all(paths: Sequence[Path], workers: int, progress: ProgressFn | None) 
     total = sum(sizes)
     done = [0] * len(paths)
 
-    def report(index: int, n: int) -> None:
-        done[index] = n
+    def report(index: int, n: int | None) -> None:
+        done[index] = sizes[index] if n is None else n
         if progress is not None:
             progress(sum(done), total)
 
@@ -155,31 +240,9 @@ def _read_all(paths: Sequence[Path], workers: int, progress: ProgressFn | None) 
         results = []
         for i, path in enumerate(paths):
             results.append(analyze_rank(path, functools.partial(report, i)))
-            report(i, sizes[i])
+            report(i, None)
         return results
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    with ProcessPoolExecutor(
-        max_workers=min(workers, len(paths)),
-        mp_context=ctx,
-        initializer=_init_worker,
-        initargs=(q,),
-    ) as pool:
-        futures: list[Future[RankResult]] = [
-            pool.submit(_worker, i, p) for i, p in enumerate(paths)
-        ]
-        pending = set(futures)
-        while pending:
-            try:
-                index, n = q.get(timeout=0.1)
-                report(index, n)
-            except queue.Empty:
-                pass
-            for i, f in enumerate(futures):
-                if f in pending and f.done():
-                    pending.discard(f)
-                    report(i, sizes[i])
-        return [f.result() for f in futures]
+    return _read_parallel(paths, min(workers, len(paths)), report)
 
 
 def _by_rank(results: list[RankResult]) -> dict[int, RankResult]:
@@ -213,19 +276,36 @@ def analyze(
     """Analyze trace files (one per rank) or folders of them."""
     limits = thresholds or Thresholds()
     files = expand([Path(p) for p in paths])
+    seen: dict[tuple[int, int], Path] = {}
     for f in files:
         if not f.is_file():
             raise InputError(f"{f}: no such trace file")
+        st = f.stat()
+        first = seen.get((st.st_dev, st.st_ino))
+        if first is not None:
+            same = "given twice" if first == f else f"the same file as {first}"
+            raise InputError(f"{f} is {same}; pass each rank's trace once")
+        seen[(st.st_dev, st.st_ino)] = f
     if workers is None:
         workers = min(len(files), os.cpu_count() or 1)
     by_rank = _by_rank(_read_all(files, workers, progress))
     ranks = list(by_rank.values())
     stats = distribution({k: r.calls for k, r in by_rank.items()})
     rank_skew = skew({k: r.breakdown for k, r in by_rank.items()})
+    device = "gpu" if any(r.device == "gpu" for r in ranks) else "cpu"
+    mismatch = None if prediction is None else device_mismatch(device, prediction)
     findings = (
-        compare(ranks, prediction, limits.prediction_tolerance) if prediction is not None else []
+        compare(
+            ranks,
+            prediction,
+            limits.prediction_tolerance,
+            seconds_comparable=mismatch is None,
+        )
+        if prediction is not None
+        else []
     )
     return TraceReport(
+        warnings=() if mismatch is None else (mismatch,),
         ranks=tuple(ranks),
         collectives=tuple(stats),
         skew=rank_skew,

@@ -45,6 +45,15 @@ class Thresholds:
     latencies of ~5 us, NVIDIA CUDA C++ Best Practices Guide, "Kernel launch overhead")..."""
     launch_bound_idle_share: float = 0.20
     """...and the device idles for at least this share of the step between kernels."""
+    optimizer_share: float = 0.25
+    """Optimizer-bound above this share of the step. AdamW reads and writes about 16 bytes of
+    state per parameter (Loshchilov & Hutter, arXiv:1711.05101, Alg. 2; fp32 master weights and
+    two moments): a memory-bound pass that is a few percent of a step whose matmuls use the
+    same parameters for thousands of tokens. A quarter of the step means the update is not
+    amortised: too few tokens per step, an unfused per-tensor loop, or offload."""
+    idle_share: float = 0.30
+    """Idle-bound above this share of the step with nothing running on the device (and no
+    other rule explaining it): time lost to the host between operations."""
     prediction_tolerance: float = 0.05
     """A predicted share of the step is off when the measured one differs by more than this."""
 
@@ -52,7 +61,8 @@ class Thresholds:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Diagnosis:
     id: str
-    """``network_bound``, ``input_bound``, ``jitter``, ``straggler`` or ``small_batch``."""
+    """``network_bound``, ``input_bound``, ``jitter``, ``straggler``, ``small_batch``,
+    ``optimizer_bound`` or ``idle_bound``."""
     title: str
     evidence: str
     next_step: str
@@ -225,6 +235,54 @@ def small_batch(ranks: Sequence[RankResult], limits: Thresholds) -> Diagnosis | 
     )
 
 
+def optimizer_bound(ranks: Sequence[RankResult], limits: Thresholds) -> Diagnosis | None:
+    shares = [r.breakdown.median_share("optimizer") for r in ranks]
+    i = int(np.argmax(shares))
+    if shares[i] <= limits.optimizer_share:
+        return None
+    return Diagnosis(
+        id="optimizer_bound",
+        title="Optimizer-bound: the optimizer step takes a large share of the step",
+        evidence=(
+            f"the optimizer step is {_pct(shares[i])} of the median step on rank "
+            f"{ranks[i].rank} (limit {_pct(limits.optimizer_share)}); it is a pass over the "
+            "parameters, so its share shrinks as the tokens per step grow"
+        ),
+        next_step=(
+            "use a fused or foreach optimizer (torch.optim.AdamW(fused=True)), raise the "
+            "tokens per step (micro-batch or gradient accumulation), shard the optimizer "
+            "state (ZeRO-1/FSDP), and check that the optimizer state is not offloaded"
+        ),
+        cost=shares[i],
+        ranks=tuple(
+            r.rank for r, s in zip(ranks, shares, strict=True) if s > limits.optimizer_share
+        ),
+    )
+
+
+def idle_bound(ranks: Sequence[RankResult], limits: Thresholds) -> Diagnosis | None:
+    shares = [r.breakdown.median_share("idle") for r in ranks]
+    i = int(np.argmax(shares))
+    if shares[i] <= limits.idle_share:
+        return None
+    device = "GPU" if ranks[i].device == "gpu" else "training thread"
+    return Diagnosis(
+        id="idle_bound",
+        title=f"Idle-bound: the {device} has nothing to run for much of the step",
+        evidence=(
+            f"no compute, communication or data loading runs for {_pct(shares[i])} of the "
+            f"median step on rank {ranks[i].rank} (limit {_pct(limits.idle_share)})"
+        ),
+        next_step=(
+            "find the host work between operations: synchronisations (.item(), .cpu(), "
+            "printing or logging tensors), Python overhead, checkpoint or evaluation inside "
+            "the step, sleeps; torch.compile or CUDA graphs cut launch overhead"
+        ),
+        cost=shares[i],
+        ranks=tuple(r.rank for r, s in zip(ranks, shares, strict=True) if s > limits.idle_share),
+    )
+
+
 def median_step_s(ranks: Sequence[RankResult]) -> float:
     return float(np.median([np.median(r.breakdown.step_s) for r in ranks])) if ranks else 0.0
 
@@ -248,5 +306,9 @@ def diagnose(
             limits,
         ),
         small_batch(ranks, limits),
+        optimizer_bound(ranks, limits),
     ]
+    # Short kernels already explain an idle GPU; the general idle rule is the fallback.
+    if found[-2] is None:
+        found.append(idle_bound(ranks, limits))
     return sorted((d for d in found if d is not None), key=lambda d: -d.cost)

@@ -5,6 +5,8 @@ The prediction is the JSON document of ``gpuscale estimate ... --json`` (DESIGN.
 ``optimizer``, ``other`` and optionally ``data``, ``checkpoint``). The comparison is on shares of
 the step, so a trace of a smaller run than the plan still tells which part is out of proportion,
 and on seconds where the ratio itself is the finding (achieved bandwidth, achieved compute rate).
+Seconds are only compared when they can mean the same thing: a CPU timeline held against a
+prediction for a GPU is compared on shares alone, with a warning.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class Prediction:
     step_time_s: float
     breakdown_s: dict[str, float]
     source: str
+    gpu: str | None = None
+    """The device the prediction is for (``gpu`` of the estimate document), if it names one."""
 
     def share(self, *names: str) -> float:
         return sum(self.breakdown_s.get(n, 0.0) for n in names) / self.step_time_s
@@ -61,7 +65,23 @@ def prediction_from_document(doc: Any, source: str) -> Prediction:
             values[str(key)] = float(value)
         elif key in REQUIRED_BREAKDOWN:
             raise InputError(f"{source}: breakdown.{key} must be seconds >= 0, got {value!r}")
-    return Prediction(step_time_s=float(step), breakdown_s=values, source=source)
+    gpu = doc.get("gpu")
+    return Prediction(
+        step_time_s=float(step),
+        breakdown_s=values,
+        source=source,
+        gpu=gpu if isinstance(gpu, str) and gpu else None,
+    )
+
+
+def device_mismatch(trace_device: str, prediction: Prediction) -> str | None:
+    """Why the trace's seconds cannot be held against the prediction's, or None if they can."""
+    if trace_device == "cpu" and prediction.gpu is not None:
+        return (
+            f"the trace is a CPU timeline but the prediction is for {prediction.gpu}: only "
+            "the shares of the step are compared; times and speeds do not carry over"
+        )
+    return None
 
 
 def load_prediction(path: Path) -> Prediction:
@@ -98,7 +118,19 @@ def _measured(ranks: Sequence[RankResult]) -> dict[str, float]:
     return out
 
 
-def compare(ranks: Sequence[RankResult], prediction: Prediction, tolerance: float) -> list[Finding]:
+def _share_words(label: str, measured: float, predicted: float) -> str:
+    return f"{label} is {100 * measured:.0f}% of the step, predicted {100 * predicted:.0f}%"
+
+
+def compare(
+    ranks: Sequence[RankResult],
+    prediction: Prediction,
+    tolerance: float,
+    *,
+    seconds_comparable: bool = True,
+) -> list[Finding]:
+    """One finding per part of the step. With ``seconds_comparable`` False (a CPU trace against a
+    GPU prediction), the verdicts speak of shares only, never of speed or bandwidth."""
     measured = _measured(ranks)
     step = measured["step"]
     rows: list[Finding] = []
@@ -118,8 +150,19 @@ def compare(ranks: Sequence[RankResult], prediction: Prediction, tolerance: floa
             )
         )
 
+    def larger(predicted_s: float, measured_s: float) -> bool:
+        return measured_s / step > predicted_s / prediction.step_time_s
+
     p_comm, m_comm = prediction.seconds("exposed_comm"), measured["exposed_comm"]
-    if m_comm > 0 and p_comm > 0 and m_comm > p_comm:
+    if not seconds_comparable:
+        comm_why = _share_words(
+            "exposed communication", m_comm / step, p_comm / prediction.step_time_s
+        ) + (
+            "; measure the fabric with `gpuscale bench collectives` on the planned devices"
+            if larger(p_comm, m_comm)
+            else "; more of it hides under compute than the plan assumes"
+        )
+    elif m_comm > 0 and p_comm > 0 and m_comm > p_comm:
         comm_why = (
             f"the fabric delivers about {100 * p_comm / m_comm:.0f}% of the bandwidth the "
             "estimate assumed, or overlaps less; run `gpuscale bench collectives` and "
@@ -139,15 +182,22 @@ def compare(ranks: Sequence[RankResult], prediction: Prediction, tolerance: floa
 
     p_comp, m_comp = prediction.seconds("compute"), measured["compute"]
     slower = m_comp / p_comp if p_comp > 0 else float("inf")
-    if slower > 1 + tolerance:
+    times = f" ({1e3 * m_comp:.3g} ms against {1e3 * p_comp:.3g} ms)"
+    if not seconds_comparable:
+        comp_why = _share_words("compute", m_comp / step, p_comp / prediction.step_time_s) + (
+            "; the other parts take less of the step than modelled"
+            if larger(p_comp, m_comp)
+            else "; the other parts (see their rows) take more of the step than modelled"
+        )
+    elif slower > 1 + tolerance:
         comp_why = (
-            f"compute takes {slower:.1f}x the predicted time: kernels reach about "
+            f"compute takes {slower:.1f}x the predicted time{times}: kernels reach about "
             f"{100 / slower:.0f}% of the efficiency the calibration profile assumes; run "
             "`gpuscale calibrate` to measure it on this device"
         )
     elif slower < 1 - tolerance:
         comp_why = (
-            f"compute is {1 / slower:.1f}x faster than predicted: the calibration "
+            f"compute is {1 / slower:.1f}x faster than predicted{times}: the calibration "
             "profile is conservative for this device; `gpuscale calibrate` records it"
         )
     else:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import ijson
+import numpy as np
 
 from gpuscale.errors import InputError
 
@@ -27,6 +28,15 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _HEAD_BYTES = 1 << 20
 """Bytes read to find ``distributedInfo``, which Kineto writes before ``traceEvents``."""
 _PROGRESS_EVERY_BYTES = 8 << 20
+_READ_BYTES = 64 << 10
+"""Bytes per read: ijson's own default. Larger reads slow its C parser down (1 MiB reads took
+the 100 MB trace of benchmarks/trace_reader.py from 1.9 s to 2.9 s)."""
+
+MAX_DEPTH = 64
+"""Deepest array/object nesting accepted. Kineto traces nest about 5 deep (``traceEvents`` ->
+event -> ``args`` -> ``Input Dims`` -> shape). ijson keeps the dotted prefix of every open level,
+so its memory grows with the square of the depth (100,000 nested ``[`` took over 24 GB); the
+limit is checked on the raw bytes before ijson sees them."""
 
 ProgressFn = Callable[[int], None]
 """Called with the number of (compressed) bytes read so far."""
@@ -80,6 +90,88 @@ def _open(path: Path, progress: ProgressFn | None = None) -> io.BufferedReader[A
     return counted
 
 
+_STRING = re.compile(rb'"[^"\\]*(?:\\[\s\S][^"\\]*)*"')
+"""A complete JSON string: what sits between unescaped quotes is not structure."""
+_STRING_REST = re.compile(rb'[^"\\]*(?:\\[\s\S][^"\\]*)*"')
+"""The rest of a string begun in an earlier read, up to its closing quote."""
+_QUOTE = ord('"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
+_STEP = np.zeros(256, dtype=np.int64)
+_STEP[list(b"[{")] = 1
+_STEP[list(b"]}")] = -1
+
+
+class NestedTooDeep(ValueError):
+    """The JSON nests deeper than :data:`MAX_DEPTH`."""
+
+
+class _DepthLimited:
+    """A byte stream for ijson that fails once the JSON nests deeper than ``limit``.
+
+    Brackets count only outside strings. Without backslashes in a read, a quote always opens or
+    closes a string, so keeping just brackets and quotes (``bytes.translate``) and the parity of
+    the quotes before each bracket is enough: a few ms per MiB. Reads with backslashes strip
+    whole strings with a regex instead (several times slower, and rare in traces).
+    """
+
+    def __init__(self, raw: io.BufferedReader[Any] | gzip.GzipFile, limit: int) -> None:
+        self._raw = raw
+        self._limit = limit
+        self._depth = 0
+        self._in_string = False
+        self._escaped = False
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._raw.read(_READ_BYTES if size is None or size < 0 else max(size, 0))
+        if data:
+            self._descend(self._steps(data))
+        return data
+
+    def _steps(self, data: bytes) -> np.ndarray[Any, np.dtype[np.int64]]:
+        """+1 for each opening bracket outside strings, -1 for each closing one, in order."""
+        if self._escaped or b"\\" in data:
+            outside = self._strip_strings(data)
+            return _STEP[np.frombuffer(outside.translate(None, _NOT_BRACKETS), dtype=np.uint8)]
+        marks = np.frombuffer(data.translate(None, _NOT_STRUCTURE), dtype=np.uint8)
+        quotes = np.cumsum(marks == _QUOTE) + int(self._in_string)
+        if quotes.size:
+            self._in_string = bool(quotes[-1] % 2)
+        return np.where(quotes % 2 == 1, 0, _STEP[marks])
+
+    def _strip_strings(self, data: bytes) -> bytes:
+        pos = 0
+        if self._in_string:
+            pos = int(self._escaped)
+            self._escaped = False
+            rest = _STRING_REST.match(data, pos)
+            if rest is None:
+                self._escaped = _ends_in_escape(data[pos:])
+                return b""
+            pos = rest.end()
+            self._in_string = False
+        outside = _STRING.sub(b"", data[pos:])
+        quote = outside.find(b'"')
+        if quote >= 0:
+            # No complete string can follow an unterminated one, so this suffix is unchanged.
+            self._in_string = True
+            self._escaped = _ends_in_escape(outside[quote + 1 :])
+            outside = outside[:quote]
+        return outside
+
+    def _descend(self, steps: np.ndarray[Any, np.dtype[np.int64]]) -> None:
+        if steps.size:
+            levels = self._depth + np.cumsum(steps)
+            if int(levels.max()) > self._limit:
+                raise NestedTooDeep(self._limit)
+            self._depth = int(levels[-1])
+
+
+def _ends_in_escape(text: bytes) -> bool:
+    """Whether a string's text so far ends in a lone backslash that escapes the next byte."""
+    return (len(text) - len(text.rstrip(b"\\"))) % 2 == 1
+
+
 def _first_byte(stream: io.BufferedReader[Any] | gzip.GzipFile) -> bytes:
     """The first non-blank byte, left unread (blank runs before it are consumed)."""
     while True:
@@ -104,6 +196,8 @@ def _explain(path: Path, exc: BaseException) -> InputError:
         return _bad(path, "the JSON ends early (truncated file?)")
     if isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile)):
         return _bad(path, f"broken gzip stream ({exc.__class__.__name__})")
+    if isinstance(exc, NestedTooDeep):
+        return _bad(path, f"JSON nested too deeply (over {MAX_DEPTH} levels)")
     if isinstance(exc, UnicodeDecodeError):
         return _bad(path, "not UTF-8 text")
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
@@ -128,7 +222,10 @@ def iter_events(path: Path, progress: ProgressFn | None = None) -> Iterator[dict
                 raise _bad(path, "the file is empty")
             else:
                 raise _bad(path, "not JSON")
-            for item in ijson.items(stream, prefix, use_float=True):
+            events = ijson.items(
+                _DepthLimited(stream, MAX_DEPTH), prefix, use_float=True, buf_size=_READ_BYTES
+            )
+            for item in events:
                 found_any = True
                 if isinstance(item, dict):
                     yield item
@@ -149,7 +246,8 @@ def read_header(path: Path) -> TraceHeader:
         return TraceHeader()
     info: Any = None
     try:
-        info = next(ijson.items(io.BytesIO(head), "distributedInfo"), None)
+        limited = _DepthLimited(io.BufferedReader(io.BytesIO(head)), MAX_DEPTH)
+        info = next(ijson.items(limited, "distributedInfo"), None)
     except (ijson.JSONError, ValueError, UnicodeDecodeError):
         info = None
     if not isinstance(info, dict):
