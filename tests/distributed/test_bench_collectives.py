@@ -59,6 +59,21 @@ def test_every_op_on_two_ranks() -> None:
     assert not any(_alive(p) for p in pids)
 
 
+def test_sizes_that_run_as_the_same_buffer_are_measured_once() -> None:
+    """4 and 8 bytes of float32 are 1 and 2 elements for all_reduce, but both round up to one
+    element per rank (8 B in all) for all_gather: one all_gather row, and a note (review J4)."""
+    cfg = CollectiveConfig(
+        ops=("all_reduce", "all_gather"), sizes=(4, 8), iters=2, warmup=1, backend="gloo"
+    )
+    run = CollectiveRun.from_dict(launch(cfg.to_dict(), 2, timeout_s=30).result, "rank 0")
+    assert [(s.op, s.size_bytes) for s in run.samples] == [
+        ("all_reduce", 4),
+        ("all_reduce", 8),
+        ("all_gather", 8),
+    ]
+    assert any("measured once: all_gather (1 repeats)" in n for n in run.notes)
+
+
 def test_two_levels_on_four_ranks() -> None:
     cfg = CollectiveConfig(
         ops=("all_reduce", "all_gather"),

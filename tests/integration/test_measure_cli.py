@@ -181,6 +181,11 @@ def test_bench_then_calibrate_from_json(gpuscale: Run, tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "fitted links" in proc.stdout
+    # a CPU's numbers stored for a GPU are said on stderr, not only in a table note
+    assert "gpuscale: warning: the GEMM curve was measured on a CPU" in proc.stderr
+    assert "gpuscale: warning: links fitted from gloo on a CPU" in proc.stderr
+    measured_on = yaml.safe_load(profile.read_text())["measured_on"]
+    assert measured_on["device"] == "cpu" and measured_on["backend"] == "gloo"
     loaded = load_profile(str(profile))
     assert loaded.name == "cpu-box" and "intra" in loaded.links
     assert "a100-sxm-80gb" in loaded.gemm and "ampere" in loaded.gemm
@@ -192,6 +197,22 @@ def test_bench_then_calibrate_from_json(gpuscale: Run, tmp_path: Path) -> None:
 
 def test_bench_bad_input_is_one_line(gpuscale: Run) -> None:
     assert "--sizes" in _one_error_line(gpuscale("bench", "collectives", "--sizes", "8:x"))
+    # caught before the allocator (was a 35-line RuntimeError) and before spawning (was exit 1)
+    assert "needs 12 TB" in _one_error_line(
+        gpuscale("bench", "matmul", "--shapes", "1000000", "--iters", "1", "--warmup", "0")
+    )
+    assert "does not divide the 2 ranks" in _one_error_line(
+        gpuscale("bench", "collectives", "--nproc", "2", "--ranks-per-node", "3")
+    )
+    assert "--html: cannot write" in _one_error_line(
+        gpuscale(
+            "import",
+            "nccl-tests",
+            str(LOGS / "h100-2node-allreduce-k8s-mpijob.log"),
+            "--html",
+            "/proc/x/y.html",
+        )
+    )
     assert "unknown collective 'allreduse'" in _one_error_line(
         gpuscale("bench", "collectives", "--ops", "allreduse")
     )

@@ -156,7 +156,7 @@ def test_flat_sweep_cannot_give_a_bandwidth() -> None:
         )
         for s in (8, 64, 512)
     ]
-    with pytest.raises(InputError, match="extend --sizes"):
+    with pytest.raises(InputError, match="no bandwidth term"):
         fit_level(flat, "intra")
 
 

@@ -9,9 +9,11 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -65,7 +67,10 @@ def _size(n: int) -> str:
 
 
 def _split_ops(text: str) -> tuple[str, ...]:
-    ops = tuple(o.strip().replace("-", "_") for o in text.split(",") if o.strip())
+    items = [o.strip().replace("-", "_") for o in text.split(",")]
+    require(
+        all(items), f"--ops '{text}' has an empty item; accepted: a comma list of {', '.join(OPS)}"
+    )
     aliases = {
         "allreduce": "all_reduce",
         "allgather": "all_gather",
@@ -73,10 +78,9 @@ def _split_ops(text: str) -> tuple[str, ...]:
         "reducescatter": "reduce_scatter",
         "sendrecv": "send_recv",
     }
-    ops = tuple(aliases.get(o, o) for o in ops)
+    ops = tuple(aliases.get(o, o) for o in items)
     for op in ops:
         require(op in OPS, f"unknown collective '{op}'; known: {', '.join(OPS)}")
-    require(bool(ops), "--ops is empty")
     return ops
 
 
@@ -120,6 +124,34 @@ def print_collectives(run: CollectiveRun) -> None:
         click.echo(f"# note: {note}")
 
 
+def check_writable(path: str, option: str) -> None:
+    """Fail on an unwritable output path before any work is done, not after it: create the
+    folders, open the file for appending, and remove it again if it did not exist."""
+    out = Path(path)
+    require(not out.is_dir(), f"{option} '{path}' is a directory; accepted: a file path to write")
+    existed = out.exists()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("a"):
+            pass
+    except OSError as exc:
+        raise InputError(
+            f"{option}: cannot write '{path}': {exc.strerror}; accepted: a file in a writable folder"
+        ) from None
+    if not existed:
+        out.unlink(missing_ok=True)
+
+
+def warn(message: str) -> None:
+    """A warning line on stderr: stdout stays the table or the JSON document."""
+    err_console.print(
+        f"[yellow]gpuscale: warning:[/yellow] {escape(message)}",
+        highlight=False,
+        markup=True,
+        soft_wrap=True,
+    )
+
+
 def write_csv(path: str, rows: Sequence[dict[str, Any]]) -> None:
     try:
         with open(path, "w", newline="") as fh:
@@ -145,8 +177,16 @@ def run_collectives(
     ranks_per_node: int | None,
     timeout: float,
 ) -> CollectiveRun | None:
-    """Local spawn, or this process's rank under torchrun (then only rank 0 gets the run)."""
-    from gpuscale.measure.collectives_bench import CollectiveConfig, parse_sizes, run_rank
+    """Local spawn, or this process's rank under torchrun (then only rank 0 gets the run).
+
+    Everything the user typed is checked here, before a rank starts: a rank's error would
+    come back as a rank failure (exit 1) after seconds of spawning."""
+    from gpuscale.measure.collectives_bench import (
+        CollectiveConfig,
+        parse_sizes,
+        run_rank,
+        whole_elements,
+    )
     from gpuscale.measure.launcher import RankFailure, launch
 
     try:
@@ -157,14 +197,22 @@ def run_collectives(
         ) from None
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     local = not under_torchrun()
-    n = nproc or (gpus if gpus >= 2 and backend != "gloo" else 2)
+    if nproc is not None:
+        require(
+            nproc >= 2, f"--nproc must be >= 2 for a collective, got {nproc}; accepted: 2 or more"
+        )
+    n = nproc if nproc is not None else (gpus if gpus >= 2 and backend != "gloo" else 2)
     if backend == "auto" and local:
         # NCCL needs a GPU per rank: fewer GPUs than ranks means gloo on the host
         backend = "nccl" if 2 <= n <= gpus else "gloo"
     default_sizes = GPU_SIZES if backend == "nccl" or (backend == "auto" and gpus) else CPU_SIZES
+    swept = parse_sizes(sizes if sizes is not None else default_sizes, factor)
+    swept, merged = whole_elements(swept, dtype)
+    if merged:
+        warn(f"--sizes: {merged}")
     cfg = CollectiveConfig(
         ops=_split_ops(ops),
-        sizes=tuple(parse_sizes(sizes or default_sizes, factor)),
+        sizes=tuple(swept),
         iters=iters,
         warmup=warmup,
         dtype=dtype,
@@ -178,8 +226,16 @@ def run_collectives(
         rank0 = os.environ["RANK"] == "0"
         with progress_bar("collectives") if rank0 else _no_bar() as update:
             return run_rank(cfg, on_progress=update)
-    require(n >= 2, f"--nproc must be >= 2 for collectives, got {n}")
-    require(backend != "nccl" or n <= gpus, f"--nproc {n} with nccl needs {n} GPUs, {gpus} visible")
+    require(
+        ranks_per_node is None or n % ranks_per_node == 0,
+        f"--ranks-per-node {ranks_per_node} does not divide the {n} ranks; accepted: a "
+        f"divisor of --nproc ({', '.join(str(k) for k in range(1, n + 1) if n % k == 0)})",
+    )
+    require(
+        backend != "nccl" or n <= gpus,
+        f"--nproc {n} with nccl needs {n} GPUs, {gpus} visible; accepted: --nproc <= {gpus} "
+        "or --backend gloo",
+    )
     try:
         with progress_bar(f"collectives on {n} ranks") as update:
             result = launch(cfg.to_dict(), n, timeout_s=timeout, on_progress=update).result
@@ -220,7 +276,13 @@ def print_matmul(run: GemmRun, peak: float | None) -> None:
 def run_matmul(
     *, shapes: str | None, dtype: str | None, device: str, iters: int, warmup: int, gpu: str | None
 ) -> GemmRun:
-    from gpuscale.measure.matmul_bench import MatmulConfig, parse_shapes, run, shapes_for
+    from gpuscale.measure.matmul_bench import (
+        MatmulConfig,
+        parse_shapes,
+        run,
+        shapes_for,
+        target_device,
+    )
 
     try:
         import torch
@@ -233,8 +295,15 @@ def run_matmul(
         from gpuscale import catalog
 
         gpu = catalog.gpu(gpu).id
+    if gpu and not cuda:
+        warn(
+            f"--gpu {gpu} on a CPU run: 'of peak' sets the CPU against that GPU's datasheet "
+            "peak, which says nothing about either device"
+        )
     cfg = MatmulConfig(
-        shapes=tuple(parse_shapes(shapes) if shapes else shapes_for("cuda" if cuda else "cpu")),
+        shapes=tuple(
+            parse_shapes(shapes) if shapes is not None else shapes_for("cuda" if cuda else "cpu")
+        ),
         dtype=dtype or ("bfloat16" if cuda else "float32"),
         device=device,
         iters=iters,
@@ -242,6 +311,7 @@ def run_matmul(
         gpu_id=gpu,
         command=command_line(),
     )
+    target_device(cfg)  # bad input fails before the progress bar starts
     with progress_bar("matmul") as update:
         return run(cfg, on_progress=update)
 
@@ -324,6 +394,8 @@ def collectives(
     torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29500
     -m gpuscale.cli.main bench collectives --group-by-node
     """
+    if csv_path:
+        check_writable(csv_path, "--csv")
     run = run_collectives(
         ops=ops,
         sizes=sizes,
@@ -385,6 +457,8 @@ def matmul(
     """GEMM TFLOP/s over a shape sweep: the efficiency curve of the cost model."""
     from gpuscale.measure.matmul_bench import peak_tflops
 
+    if csv_path:
+        check_writable(csv_path, "--csv")
     run = run_matmul(shapes=shapes, dtype=dtype, device=device, iters=iters, warmup=warmup, gpu=gpu)
     peak = peak_tflops(run.gpu_id, run.samples[0].dtype) if run.gpu_id else None
     rows = [

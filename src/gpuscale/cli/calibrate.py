@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import asdict
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 from rich.table import Table
 
 from gpuscale import catalog
 from gpuscale.cli._common import console, emit_json, json_option
-from gpuscale.errors import require
+from gpuscale.cli.bench import warn
+from gpuscale.errors import InputError, require
 from gpuscale.estimate.profile import load_profile, profile_names
 from gpuscale.measure.calibrate import (
     Calibration,
@@ -68,15 +71,94 @@ def profile_options(func: Any) -> Any:
 
 
 def topology(
-    measured_per_node: int, gpus_per_node: int | None, nics_per_node: int | None
+    measured_per_node: int | None, gpus_per_node: int | None, nics_per_node: int | None
 ) -> Topology:
+    """The NIC share the fit assumes. ``--gpus-per-node`` only divides ``--nics-per-node``, and
+    a node has at least as many GPUs as the measurement ran ranks on it (``None``: not known
+    yet, for checking the options before the work)."""
+    measured = measured_per_node or 1
+    if gpus_per_node is not None:
+        require(
+            gpus_per_node >= 1,
+            f"--gpus-per-node must be >= 1, got {gpus_per_node}; accepted: the GPUs of one node",
+        )
+        require(
+            nics_per_node is not None,
+            f"--gpus-per-node {gpus_per_node} has no effect without --nics-per-node; accepted: "
+            "both (the NIC share per GPU), or neither",
+        )
+        require(
+            gpus_per_node >= measured,
+            f"--gpus-per-node must be at least the {measured} ranks per node the "
+            f"measurement ran, got {gpus_per_node}; accepted: {measured} or more",
+        )
     if nics_per_node is None:
         return Topology()
-    per_node = gpus_per_node or measured_per_node
     require(
-        nics_per_node >= 1 and per_node >= 1, "--nics-per-node and --gpus-per-node must be >= 1"
+        nics_per_node >= 1,
+        f"--nics-per-node must be >= 1, got {nics_per_node}; accepted: the NICs of one node",
     )
-    return Topology(nics_per_gpu=nics_per_node / per_node)
+    return Topology(nics_per_gpu=nics_per_node / (gpus_per_node or measured))
+
+
+def check_outputs(*, output: str | None, html_path: str | None, name: str) -> None:
+    """Everything about where results go, checked before any measurement is read or run."""
+    from gpuscale.cli.bench import check_writable
+
+    require(
+        bool(name.strip()) and name == name.strip(),
+        f"--name {name!r} is empty or padded; accepted: a non-empty name such as 'my-cluster'",
+    )
+    if output:
+        check_writable(output, "-o")
+    if html_path:
+        check_writable(html_path, "--html")
+
+
+def distinct_files(paths: tuple[str, ...], what: str) -> None:
+    """The same file twice would count its points twice and weight the fit towards it."""
+    seen: dict[Path, str] = {}
+    for p in paths:
+        key = Path(p).resolve()
+        if key in seen:
+            alias = "" if seen[key] == p else f" (as '{seen[key]}')"
+            raise InputError(f"{what} '{p}' is given twice{alias}; accepted: each file once")
+        seen[key] = p
+
+
+POOR_FIT_RMS = 0.5
+"""RMS relative residual above which a fit is warned about, not just tabled. The real nccl-tests
+sweeps in tests/data/nccl-tests fit at 0.5% to 43% RMS, because one alpha-beta line cannot follow
+NCCL's protocol switches between latency and bandwidth regimes (see measure/calibrate.py); past
+50% the line is off by more than that effect explains."""
+
+
+def profile_warnings(cal: Calibration, m: Measurements) -> list[str]:
+    """What makes the written profile wrong for the GPUs it will be used on: printed on stderr
+    in every output mode, and kept in the JSON document."""
+    out = []
+    if cal.gemm is not None and cal.gemm.key != "cpu" and any(r.on_cpu for r in m.gemm):
+        lo, hi = min(cal.gemm.efficiency), max(cal.gemm.efficiency)
+        out.append(
+            f"the GEMM curve was measured on a CPU and is stored as {cal.gemm.key}'s "
+            f"(efficiency {lo:.2g} to {hi:.2g} of its peak): estimates with this profile price "
+            f"{cal.gemm.key} compute at CPU speed; use it only to test the pipeline"
+        )
+    cpu_links = [r for r in m.collectives if r.backend != "nccl"]
+    if cal.links and cpu_links:
+        rates = ", ".join(f"{lv} {f.bandwidth_gb_per_s:.3g} GB/s" for lv, f in cal.links.items())
+        out.append(
+            f"links fitted from {cpu_links[0].backend} on a CPU ({rates}): every GPU estimate "
+            "with this profile uses host-loopback bandwidth for NVLink and the network"
+        )
+    for f in cal.links.values():
+        if f.rms_rel_residual > POOR_FIT_RMS:
+            out.append(
+                f"the {f.level} fit misses the measurements by {f.rms_rel_residual:.0%} RMS "
+                f"({f.max_rel_residual:.0%} at worst): one latency-bandwidth line does not "
+                "describe them; see the predicted-vs-measured table"
+            )
+    return out
 
 
 def gemm_fit(runs: list[GemmRun], gpu: str | None) -> tuple[GemmFit | None, list[str]]:
@@ -91,11 +173,6 @@ def gemm_fit(runs: list[GemmRun], gpu: str | None) -> tuple[GemmFit | None, list
     notes = []
     if gpu_id:
         fit = fit_gemm(samples, gpu_id, peak_tflops(gpu_id, samples[0].dtype))
-        if runs[0].device == "cpu" or not runs[0].gpu_id:
-            notes.append(
-                f"GEMM curve measured on {runs[0].device} but stored for {gpu_id} "
-                "(--gpu): efficiency is against that GPU's datasheet peak"
-            )
     else:
         fit = fit_gemm(samples, "cpu", None)
         notes.append(
@@ -125,11 +202,13 @@ def print_calibration(cal: Calibration, notes: list[str]) -> None:
             "rms error",
             "max error",
         ):
-            table.add_column(col, justify="left" if col == "level" else "right")
+            table.add_column(
+                col, justify="left" if col == "level" else "right", no_wrap=col == "alpha (us)"
+            )
         for f in cal.links.values():
             table.add_row(
                 f.level,
-                f"{f.latency_us:.2f}",
+                "not determined" if f.latency_us is None else f"{f.latency_us:.2f}",
                 f"{f.bandwidth_gb_per_s:.3f}",
                 f"{f.busbw_gb_per_s:.3f}",
                 str(f.points),
@@ -249,7 +328,10 @@ def html_report(path: str, cal: Calibration, title: str, notes: list[str]) -> Pa
         sections.append(Section(title=f"GEMM efficiency curve ({g.key})", figures=[fig]))
     if notes:
         sections.append(Section(title="Notes and assumptions", text=" | ".join(notes)))
-    return write_report(path, title, sections)
+    try:
+        return write_report(path, title, sections)
+    except OSError as exc:
+        raise InputError(f"--html: cannot write '{path}': {exc.strerror}") from None
 
 
 def finish(
@@ -268,7 +350,19 @@ def finish(
 ) -> None:
     """Write the profile, check it loads, and print or emit the fit."""
     load_profile(base)  # a wrong --base fails before anything is written
-    doc = profile_document(cal, name=name, base=base, source=m.describe(), topo=topo, how=how)
+    today = f"{datetime.now(timezone.utc):%Y-%m-%d}"
+    doc = profile_document(
+        cal,
+        name=name,
+        base=base,
+        source=m.describe(),
+        topo=topo,
+        how=how,
+        measured_on=m.measured_on(today),
+    )
+    warnings = profile_warnings(cal, m)
+    for w in warnings:
+        warn(w)
     written = None
     if output:
         written = write_profile(output, doc)
@@ -285,6 +379,7 @@ def finish(
                 "gemm": asdict(cal.gemm) if cal.gemm else None,
                 "comparisons": [{**asdict(c), "rel_error": c.rel_error} for c in cal.comparisons],
                 "notes": [*cal.skipped, *notes],
+                "warnings": warnings,
             }
         )
         return
@@ -295,6 +390,19 @@ def finish(
         console.print("(add -o FILE to write the profile)")
     if html_path:
         console.print(f"wrote {html_path}")
+
+
+BENCHMARK_OPTIONS = (
+    "nproc",
+    "sizes",
+    "iters",
+    "backend",
+    "group_by_node",
+    "ranks_per_node",
+    "timeout",
+    "shapes",
+)
+"""Options that configure the benchmarks calibrate runs, and so mean nothing with --from."""
 
 
 @click.command("calibrate")
@@ -348,13 +456,30 @@ def command(
     """Fit a calibration profile (per-level latency and bandwidth, GEMM efficiency curve) from
     the collective and matmul benchmarks, run now or read with --from."""
     from gpuscale.cli.bench import run_collectives, run_matmul
+    from gpuscale.measure.matmul_bench import parse_shapes
     from gpuscale.measure.sources import load
 
+    check_outputs(output=output, html_path=html_path, name=name)
+    topology(None, gpus_per_node, nics_per_node)
+    load_profile(base)
     if gpu:
         gpu = catalog.gpu(gpu).id
     if sources:
+        ctx = click.get_current_context()
+        for param in ctx.command.params:
+            if param.name in BENCHMARK_OPTIONS and ctx.get_parameter_source(param.name) not in (
+                None,
+                ParameterSource.DEFAULT,
+            ):
+                raise InputError(
+                    f"{param.opts[-1]} has no effect with --from (it sets up a benchmark run); "
+                    "accepted: drop it, or drop --from to measure here"
+                )
+        distinct_files(sources, "--from")
         m = load(sources)
     else:
+        if shapes is not None:
+            parse_shapes(shapes)  # fails now, not after the collective sweep
         m = Measurements()
         run = run_collectives(
             ops="all_reduce,all_gather,reduce_scatter,broadcast,send_recv",

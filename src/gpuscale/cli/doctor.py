@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 from rich.table import Table
 
 from gpuscale.cli._common import console, emit_json, err_console, json_option
+from gpuscale.errors import require
 from gpuscale.measure.doctor import diagnose
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "red", "skip": "dim"}
@@ -23,6 +26,11 @@ _STYLE = {"ok": "green", "warn": "yellow", "fail": "red", "skip": "dim"}
 def command(no_bench: bool, timeout: float, as_json: bool) -> int:
     """Check torch/CUDA/NCCL, GPUs, NVLink/PCIe, NCCL_* and network settings, and run a short
     all-reduce and matmul. Exits 1 only when something will break training."""
+
+    require(
+        math.isfinite(timeout) and timeout > 0,
+        f"--timeout must be a finite number of seconds > 0, got {timeout:g}; accepted: e.g. 60",
+    )
 
     def step(text: str) -> None:
         if not as_json:

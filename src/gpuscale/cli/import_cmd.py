@@ -6,9 +6,17 @@ import click
 from rich.table import Table
 
 from gpuscale.cli._common import console, json_option
-from gpuscale.cli.calibrate import finish, profile_options, topology, topology_option
+from gpuscale.cli.calibrate import (
+    check_outputs,
+    distinct_files,
+    finish,
+    profile_options,
+    topology,
+    topology_option,
+)
 from gpuscale.errors import InputError
 from gpuscale.estimate.collectives import OPS
+from gpuscale.estimate.profile import load_profile
 from gpuscale.measure.calibrate import calibrate
 from gpuscale.measure.nccl_tests import NcclTestsRun, parse_files
 from gpuscale.measure.sources import Measurements
@@ -57,7 +65,8 @@ def command() -> None:
     "--op",
     type=click.Choice(OP_CHOICES),
     default=None,
-    help="The collective, where neither the log nor its file name says.",
+    help="The collective, where neither the log nor its file name says (a contradiction "
+    "is an error).",
 )
 @click.option(
     "--in-place",
@@ -82,6 +91,10 @@ def nccl_tests_cmd(
     """Parse nccl-tests text logs (any version, mpirun --tag-output too) or -J JSON reports and
     fit the same profile as calibrate. A single-node log gives the 'intra' level, a multi-node
     one 'inter'."""
+    check_outputs(output=output, html_path=html_path, name=name)
+    topology(None, gpus_per_node, nics_per_node)
+    load_profile(base)
+    distinct_files(logs, "log")
     runs = parse_files(logs, op)
     usable = [r for r in runs if r.samples(in_place=in_place)]
     if not usable:

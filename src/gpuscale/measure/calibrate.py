@@ -23,7 +23,7 @@ rail-optimized DGX/HGX nodes) and the profile records.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -69,8 +69,9 @@ class Topology:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LevelFit:
     level: str
-    latency_us: float
-    """Per-step latency (alpha), as the cost model uses it."""
+    latency_us: float | None
+    """Per-step latency (alpha), as the cost model uses it; ``None`` where the sweep cannot
+    determine it (every message on the bandwidth plateau), so the base profile's stays."""
     bandwidth_gb_per_s: float
     """The profile value: ring bus bandwidth (intra) or one NIC's rate (inter)."""
     busbw_gb_per_s: float
@@ -195,7 +196,9 @@ def fit_level(
     t = np.array([fitted_time_us(s) * 1e-6 for s in pts])
     branches = [_branches(s, topo) for s in pts]
     plateau = _plateau(pts)
-    split = bool(plateau.any() and (~plateau).any())
+    if plateau.all():
+        return _bandwidth_only(pts, t, branches, level, topo)
+    split = bool(plateau.any())
     pick = np.zeros(len(pts), dtype=int)
     alpha = inv_bw = 0.0
     for step in range(40):
@@ -213,10 +216,47 @@ def fit_level(
         if step > 0 and np.array_equal(new, pick) and not split:
             break
         pick = new
+    return _level_fit(pts, t, branches, level, topo, alpha, inv_bw)
+
+
+def _bandwidth_only(
+    pts: Sequence[CollectiveSample],
+    t: np.ndarray,
+    branches: Sequence[Sequence[tuple[float, float]]],
+    level: str,
+    topo: Topology,
+) -> LevelFit:
+    """Every message is on the bandwidth plateau, where the latency term is a rounding error of
+    the time: a least-squares alpha there is unconstrained noise (a 2.5 us inter-node all-reduce
+    fitted on 0.5-8 GB messages, against the 15-50 us such a network takes). Fit the bandwidth
+    alone (with alpha = 0 the ring is the model's pick) and leave the latency undetermined."""
+    x = np.array([b[0][1] for b in branches])
+    inv_bw = _slope(x, t, t)
+    fit = _level_fit(pts, t, branches, level, topo, 0.0, inv_bw)
+    return replace(
+        fit,
+        latency_us=None,
+        assumptions=(
+            *fit.assumptions,
+            "latency not determined: every message is on the bandwidth plateau, so the base "
+            "profile's latency is kept (measure small messages too, e.g. nccl-tests -b 8)",
+        ),
+    )
+
+
+def _level_fit(
+    pts: Sequence[CollectiveSample],
+    t: np.ndarray,
+    branches: Sequence[Sequence[tuple[float, float]]],
+    level: str,
+    topo: Topology,
+    alpha: float,
+    inv_bw: float,
+) -> LevelFit:
     if inv_bw <= 0:
         raise InputError(
             f"{level}: the sweep shows no bandwidth term (time does not grow with "
-            "size); extend --sizes to larger messages"
+            "size); accepted: a sweep up to large messages (e.g. --sizes 8:128M)"
         )
     model = np.array([min(cc * alpha + xx * inv_bw for cc, xx in b) for b in branches])
     rel = (model - t) / t
@@ -245,10 +285,10 @@ def level_bandwidth(links: Mapping[str, LevelFit], topo: Topology = Topology()) 
     intra, inter = links.get("intra"), links.get("inter")
     return LevelBandwidth(
         intra_gb_per_s=intra.bandwidth_gb_per_s if intra else _BIG,
-        intra_latency_us=intra.latency_us if intra else 0.0,
+        intra_latency_us=(intra.latency_us or 0.0) if intra else 0.0,
         nic_gb_per_s=inter.bandwidth_gb_per_s if inter else _BIG,
         nics_per_gpu=topo.nics_per_gpu,
-        inter_latency_us=inter.latency_us if inter else 0.0,
+        inter_latency_us=(inter.latency_us or 0.0) if inter else 0.0,
     )
 
 
@@ -353,8 +393,13 @@ def profile_document(
     source: str,
     topo: Topology = Topology(),
     how: str = "gpuscale calibrate",
+    measured_on: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A profile YAML mapping (estimate/profile.py schema) with a ``fit:`` provenance block."""
+    """A profile YAML mapping (estimate/profile.py schema) with a ``fit:`` provenance block.
+
+    ``measured_on`` (``{device: <catalog id or 'cpu'>, backend: gloo|nccl, date: ...}``) says
+    what the numbers describe, so a reader of the profile can tell a CPU/loopback measurement
+    from a GPU one before pricing a GPU with it."""
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "name": name,
@@ -362,11 +407,10 @@ def profile_document(
         "description": f"Measured with {how} on {datetime.now(timezone.utc):%Y-%m-%d}",
         "source": source,
     }
+    if measured_on:
+        doc["measured_on"] = dict(measured_on)
     if cal.links:
-        doc["links"] = {
-            lv: {"bandwidth_gb_per_s": _sig(f.bandwidth_gb_per_s), "latency_us": _sig(f.latency_us)}
-            for lv, f in cal.links.items()
-        }
+        doc["links"] = {lv: _link_entry(f) for lv, f in cal.links.items()}
     if cal.gemm is not None:
         doc["gemm"] = {
             cal.gemm.key: {
@@ -398,6 +442,14 @@ def profile_document(
     return doc
 
 
+def _link_entry(f: LevelFit) -> dict[str, float]:
+    """An undetermined latency is left out, so the base profile's (or the catalog's) applies."""
+    entry = {"bandwidth_gb_per_s": _sig(f.bandwidth_gb_per_s)}
+    if f.latency_us is not None:
+        entry["latency_us"] = _sig(f.latency_us)
+    return entry
+
+
 def _sig(x: float, digits: int = 4) -> float:
     return float(f"{x:.{digits}g}")
 
@@ -406,7 +458,8 @@ def write_profile(path: str | Path, doc: Mapping[str, Any]) -> Path:
     out = Path(path)
     header = (
         "# gpuscale calibration profile (schema in gpuscale/estimate/profile.py).\n"
-        "# 'fit' records how the values were obtained; the cost model does not read it.\n"
+        "# 'measured_on' says what the numbers were measured on (device, backend, date);\n"
+        "# 'fit' records how they were obtained (the cost model does not read it).\n"
     )
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,7 @@ parallelism uses across nodes).
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import re
@@ -32,7 +33,8 @@ from gpuscale.measure.stats import jitter
 if TYPE_CHECKING:
     from gpuscale.measure.worker import Channel
 
-DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int8")
+ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4, "int8": 1}
+DTYPES = tuple(ELEMENT_BYTES)
 BACKENDS = ("auto", "gloo", "nccl")
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
@@ -42,7 +44,7 @@ def parse_size(text: str) -> int:
     m = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)(?:i?B)?\s*", text, flags=re.IGNORECASE)
     if not m:
         raise InputError(
-            f"size '{text}' is not understood; use bytes with an optional K, M or G "
+            f"size '{text}' is not understood; accepted: bytes with an optional K, M or G "
             "suffix (e.g. 8, 64K, 128M)"
         )
     return int(m.group(1)) * _UNITS[m.group(2).upper()]
@@ -50,7 +52,10 @@ def parse_size(text: str) -> int:
 
 def parse_sizes(text: str, factor: float = 2.0) -> list[int]:
     """``MIN:MAX`` swept by ``factor`` (nccl-tests ``-b MIN -e MAX -f FACTOR``), or a comma list."""
-    require(factor > 1, f"--factor must be > 1, got {factor:g}")
+    require(
+        math.isfinite(factor) and factor > 1,
+        f"--factor must be a finite number > 1, got {factor:g}; accepted: e.g. 2 (doubling)",
+    )
     try:
         return _sweep(text, factor)
     except InputError as exc:
@@ -58,19 +63,44 @@ def parse_sizes(text: str, factor: float = 2.0) -> list[int]:
 
 
 def _sweep(text: str, factor: float) -> list[int]:
+    require(bool(text.strip()), "empty; accepted: MIN:MAX or a comma list of sizes")
     if ":" not in text:
-        sizes = sorted({parse_size(s) for s in text.split(",") if s.strip()})
+        items = text.split(",")
+        require(all(i.strip() for i in items), "an empty item; accepted: a comma list of sizes")
+        sizes = sorted({parse_size(s) for s in items})
     else:
         lo_text, hi_text = text.split(":", 1)
         lo, hi = parse_size(lo_text), parse_size(hi_text)
-        require(0 < lo <= hi, "need 0 < MIN <= MAX")
+        require(0 < lo <= hi, "MIN must be > 0 and <= MAX; accepted: e.g. 8:128M")
         sizes, s = [], float(lo)
         while s <= hi * (1 + 1e-9):
             sizes.append(round(s))
             s *= factor
-    require(bool(sizes) and all(s > 0 for s in sizes), "no positive size")
-    require(len(sizes) <= 64, f"{len(sizes)} sizes; at most 64")
+    require(
+        bool(sizes) and all(s > 0 for s in sizes), "a size of 0; accepted: sizes of 1 byte or more"
+    )
+    require(
+        len(sizes) <= 64,
+        f"{len(sizes)} sizes; accepted: at most 64 (raise --factor or narrow MIN:MAX)",
+    )
     return sizes
+
+
+def whole_elements(sizes: Sequence[int], dtype: str) -> tuple[list[int], str]:
+    """Sizes rounded down to whole elements of ``dtype`` (at least one), as the ranks will run
+    them, with duplicates merged; and what was merged, for a warning (nccl-tests also sizes its
+    buffers in elements)."""
+    elem = ELEMENT_BYTES[dtype]
+    out: dict[int, list[int]] = {}
+    for size in sizes:
+        out.setdefault(max(elem, size // elem * elem), []).append(size)
+    merged = [
+        f"{', '.join(f'{s} B' for s in given)} run as {actual} B"
+        for actual, given in out.items()
+        if given != [actual]
+    ]
+    note = f"sizes are whole {dtype} elements ({elem} B): {'; '.join(merged)}" if merged else ""
+    return sorted(out), note
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -99,11 +129,17 @@ class CollectiveConfig:
             self.backend in BACKENDS,
             f"unknown backend '{self.backend}'; known: {', '.join(BACKENDS)}",
         )
-        require(self.iters >= 1, f"--iters must be >= 1, got {self.iters}")
-        require(self.warmup >= 0, f"--warmup must be >= 0, got {self.warmup}")
-        require(self.timeout_s > 0, f"--timeout must be > 0, got {self.timeout_s:g}")
+        require(self.iters >= 1, f"--iters must be >= 1, got {self.iters}; accepted: e.g. 20")
+        require(self.warmup >= 0, f"--warmup must be >= 0, got {self.warmup}; accepted: e.g. 5")
         require(
-            self.ranks_per_node is None or self.ranks_per_node >= 1, "--ranks-per-node must be >= 1"
+            math.isfinite(self.timeout_s) and self.timeout_s > 0,
+            f"--timeout must be a finite number of seconds > 0, got {self.timeout_s:g}; "
+            "accepted: e.g. 120",
+        )
+        require(
+            self.ranks_per_node is None or self.ranks_per_node >= 1,
+            f"--ranks-per-node must be >= 1, got {self.ranks_per_node}; accepted: a divisor "
+            "of the ranks",
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -195,6 +231,20 @@ def _resolve_backend(name: str) -> str:
     return name
 
 
+_WHOLE_BUFFER_OPS = ("all_reduce", "broadcast", "send_recv")
+"""Ops whose every rank holds the whole buffer; the others split it into one chunk per rank."""
+
+
+def actual_size(op: str, size: int, elem: int, ranks: int) -> tuple[int, int]:
+    """``(bytes, count)`` that a requested size runs as: whole elements, and for gathers,
+    scatters and all-to-all whole elements per rank (at least one), as nccl-tests sizes them."""
+    if op in _WHOLE_BUFFER_OPS:
+        count = max(1, size // elem)
+        return count * elem, count
+    count = max(1, size // (elem * ranks))
+    return count * ranks * elem, count
+
+
 def _make_op(
     op: str, size: int, dtype: Any, group: Any, ranks: Sequence[int], device: Any
 ) -> tuple[Callable[[], None], int, int]:
@@ -204,20 +254,19 @@ def _make_op(
 
     n = len(ranks)
     elem = torch.empty((), dtype=dtype).element_size()
-    whole = max(1, size // elem)
-    per = max(1, size // (elem * n))
+    actual, count = actual_size(op, size, elem, n)
 
     def zeros(k: int) -> Any:
         return torch.zeros(k, dtype=dtype, device=device)
 
-    if op in ("all_reduce", "broadcast", "send_recv"):
-        buf = zeros(whole)
+    if op in _WHOLE_BUFFER_OPS:
+        buf = zeros(count)
         if op == "all_reduce":
-            return (lambda: dist.all_reduce(buf, group=group)), whole * elem, whole
+            return (lambda: dist.all_reduce(buf, group=group)), actual, count
         if op == "broadcast":
-            return (lambda: dist.broadcast(buf, src=ranks[0], group=group)), whole * elem, whole
+            return (lambda: dist.broadcast(buf, src=ranks[0], group=group)), actual, count
         me = ranks.index(dist.get_rank())
-        recv = zeros(whole)
+        recv = zeros(count)
         nxt, prv = ranks[(me + 1) % n], ranks[(me - 1) % n]
 
         def send_recv() -> None:
@@ -227,18 +276,18 @@ def _make_op(
             for req in reqs:
                 req.wait()
 
-        return send_recv, whole * elem, whole
+        return send_recv, actual, count
     inp, out = (
-        zeros(per if op == "all_gather" else per * n),
-        zeros(per * n if op != "reduce_scatter" else per),
+        zeros(count if op == "all_gather" else count * n),
+        zeros(count * n if op != "reduce_scatter" else count),
     )
     if op == "all_gather":
         gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-        return (lambda: gather(out, inp, group=group)), per * n * elem, per
+        return (lambda: gather(out, inp, group=group)), actual, count
     if op == "reduce_scatter":
         scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-        return (lambda: scatter(out, inp, group=group)), per * n * elem, per
-    return (lambda: dist.all_to_all_single(out, inp, group=group)), per * n * elem, per
+        return (lambda: scatter(out, inp, group=group)), actual, count
+    return (lambda: dist.all_to_all_single(out, inp, group=group)), actual, count
 
 
 def _time(fn: Callable[[], None], iters: int, warmup: int, device: Any) -> list[float]:
@@ -310,9 +359,19 @@ def run_rank(
     total = len(mine) * len(cfg.ops) * len(cfg.sizes)
     done = 0
     samples: list[CollectiveSample] = []
+    elem = ELEMENT_BYTES[cfg.dtype]
+    repeats: dict[str, int] = {}
     for grp in mine:
         for op in cfg.ops:
+            measured: set[int] = set()
             for size in cfg.sizes:
+                actual, _ = actual_size(op, size, elem, len(grp.ranks))
+                if actual in measured:
+                    # every rank skips the same sizes: the loop stays in step across ranks
+                    repeats[op] = repeats.get(op, 0) + 1
+                    done += 1
+                    continue
+                measured.add(actual)
                 fn, actual, count = _make_op(op, size, dtype, grp.handle, grp.ranks, device)
                 local = torch.tensor(
                     _time(fn, cfg.iters, cfg.warmup, device), dtype=torch.float64, device=device
@@ -338,6 +397,11 @@ def run_rank(
         )
     if device.type == "cpu":
         notes.append("gloo on CPU: host-memory and loopback numbers, not a GPU interconnect")
+    if repeats:
+        notes.append(
+            "sizes below one element per rank run as the same buffer and were measured once: "
+            + ", ".join(f"{op} ({k} repeats)" for op, k in repeats.items())
+        )
     software = f"torch {torch.__version__}"
     if backend == "nccl":
         software += f", NCCL {'.'.join(str(v) for v in torch.cuda.nccl.version())}"

@@ -17,10 +17,14 @@ def match_gpu(driver_name: str, memory_gib: float | None = None) -> str | None:
     """The catalog id for a device name as CUDA reports it (``NVIDIA H100 80GB HBM3`` ->
     ``h100-sxm``), or ``None`` when it is unknown or ambiguous (then ask for ``--gpu``).
 
-    The model tokens of the id must all appear in the name; memory (within 10%) and the PCIe
-    form factor break ties.
+    The model tokens of the id must all appear in the name; memory (within 10%; read from an
+    ``80GB`` token of the name when not given) and the PCIe form factor break ties.
     """
     name = _tokens(driver_name)
+    if memory_gib is None:
+        # names without a memory query (nccl-tests logs) often carry it: "A100-SXM4-40GB"
+        sized = [int(t[:-2]) for t in name if re.fullmatch(r"\d+gb", t)]
+        memory_gib = float(sized[0]) if len(sized) == 1 else None
     hits = []
     for dev in catalog.gpus().values():
         model = {t for t in dev.id.split("-") if not _FORM_WORDS.match(t)}

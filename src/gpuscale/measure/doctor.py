@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import platform
+import re
+import socket
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -61,12 +63,67 @@ _RISKY_ENV = {
 }
 
 
+NCCL_ENV_DOCS = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
+"""Source of the accepted values below: NCCL's environment-variable reference (2.23 to 2.27)."""
+_NCCL_SWITCHES = (
+    "NCCL_P2P_DISABLE",
+    "NCCL_IB_DISABLE",
+    "NCCL_SHM_DISABLE",
+    "NCCL_NET_GDR_READ",
+    "NCCL_NVLS_ENABLE",
+    "NCCL_CUMEM_ENABLE",
+    "NCCL_COLLNET_ENABLE",
+    "NCCL_IGNORE_CPU_AFFINITY",
+)
+"""0/1 switches. NCCL reads them with strtoll and, on a value that is not a number, warns and
+keeps its default: a typo silently does nothing."""
+_NCCL_INTEGERS = (
+    "NCCL_SOCKET_NTHREADS",
+    "NCCL_NSOCKS_PERTHREAD",
+    "NCCL_BUFFSIZE",
+    "NCCL_MIN_NCHANNELS",
+    "NCCL_MAX_NCHANNELS",
+    "NCCL_IB_TIMEOUT",
+    "NCCL_IB_RETRY_CNT",
+)
+_PATH_LEVELS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS", "0", "1", "2", "3", "4", "5")
+_NCCL_WORDS = {
+    "NCCL_DEBUG": ("VERSION", "WARN", "INFO", "TRACE", "ABORT"),
+    "NCCL_P2P_LEVEL": _PATH_LEVELS,
+    "NCCL_NET_GDR_LEVEL": _PATH_LEVELS,
+}
+_NCCL_CHOICE_LISTS = {
+    "NCCL_ALGO": (
+        "Ring",
+        "Tree",
+        "CollNet",
+        "CollNetDirect",
+        "CollNetChain",
+        "NVLS",
+        "NVLSTree",
+        "PAT",
+    ),
+    "NCCL_PROTO": ("LL", "LL128", "Simple"),
+}
+"""Comma lists, optionally negated with ``^``, and for NCCL_ALGO optionally per collective
+(``allreduce:tree,ring;broadcast:ring``)."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Finding:
     area: str
     status: str
     detail: str
     fix: str = ""
+
+
+_UNCHECKED = {
+    "gpus": "GPUs, NVLink and NCCL",
+    "nvlink/pcie": "NVLink/PCIe link state",
+    "network": "RDMA network",
+    "torch": "everything that needs torch",
+}
+"""How the verdict names what a skipped check left unchecked."""
 
 
 @dataclass(kw_only=True)
@@ -76,11 +133,16 @@ class Report:
 
     @property
     def verdict(self) -> str:
+        """``healthy`` only when every check ran: a CPU box where the GPU checks were skipped
+        has nothing broken, which is less than healthy."""
         statuses = {f.status for f in self.findings}
         if "fail" in statuses:
             return "not ready"
         if "warn" in statuses:
             return "usable, with problems to fix"
+        unchecked = list(dict.fromkeys(_UNCHECKED.get(f.area, f.area) for f in self.skipped()))
+        if unchecked:
+            return f"nothing broken found; not checked: {', '.join(unchecked)}"
         return "healthy"
 
     def next_steps(self) -> list[str]:
@@ -280,8 +342,13 @@ def check_nvml(report: Report, gpus: list[dict[str, Any]]) -> None:
         pynvml.nvmlShutdown()
 
 
-def check_environment(report: Report, environ: dict[str, str] | None = None) -> None:
+def check_environment(
+    report: Report,
+    environ: dict[str, str] | None = None,
+    interfaces: Iterable[str] | None = None,
+) -> None:
     env = dict(os.environ if environ is None else environ)
+    names = list(_interface_names() if interfaces is None else interfaces)
     relevant = {
         k: v for k, v in sorted(env.items()) if k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES
     }
@@ -291,14 +358,16 @@ def check_environment(report: Report, environ: dict[str, str] | None = None) -> 
             report.findings.append(
                 Finding(area="environment", status="warn", detail=f"{name}={bad} {why}", fix=fix)
             )
-    forced = [k for k in ("NCCL_ALGO", "NCCL_PROTO") if k in env]
+    invalid = check_nccl_values(report, env, names)
+    forced = [k for k in ("NCCL_ALGO", "NCCL_PROTO") if k in env and k not in invalid]
     if forced:
         report.findings.append(
             Finding(
                 area="environment",
                 status="warn",
                 detail=f"{', '.join(f'{k}={env[k]}' for k in forced)} forces NCCL's choice",
-                fix="unset it unless you measured that it helps",
+                fix=f"unset {' and '.join(forced)} unless you measured that "
+                + ("they help" if len(forced) > 1 else "it helps"),
             )
         )
     nets = _interfaces()
@@ -319,6 +388,86 @@ def check_environment(report: Report, environ: dict[str, str] | None = None) -> 
             "sockets",
         )
     )
+
+
+def check_nccl_values(report: Report, env: dict[str, str], interfaces: list[str]) -> set[str]:
+    """Flag NCCL/gloo variables whose value NCCL or gloo will not accept; return their names.
+
+    An interface filter that matches nothing stops the bootstrap ("no socket interface found"),
+    so it fails; a malformed tuning value is ignored by NCCL with a log line, so it warns."""
+    invalid: set[str] = set()
+    shown = ", ".join(interfaces) or "none"
+    for name in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+        if name in env and not _interface_matches(name, env[name], interfaces):
+            invalid.add(name)
+            report.findings.append(
+                Finding(
+                    area="environment",
+                    status="fail",
+                    detail=f"{name}={env[name]} matches no network interface here "
+                    f"(interfaces: {shown}): process-group setup will fail",
+                    fix=f"set {name} to one of: {shown} (or unset it)",
+                )
+            )
+
+    def bad(name: str, accepted: str) -> None:
+        invalid.add(name)
+        report.findings.append(
+            Finding(
+                area="environment",
+                status="warn",
+                detail=f"{name}={env[name]} is not a value NCCL accepts, so it does not do "
+                f"what was meant (accepted: {accepted})",
+                fix=f"set {name} to {accepted}, or unset it",
+            )
+        )
+
+    for name in _NCCL_SWITCHES:
+        if name in env and env[name].strip() not in ("0", "1"):
+            bad(name, "0 or 1")
+    for name in _NCCL_INTEGERS:
+        if name in env and not re.fullmatch(r"\s*-?\d+\s*", env[name]):
+            bad(name, "an integer")
+    for name, words in _NCCL_WORDS.items():
+        if name in env and env[name].strip().upper() not in words:
+            bad(name, f"one of {', '.join(words)}")
+    for name, choices in _NCCL_CHOICE_LISTS.items():
+        if name in env and not _valid_choice_list(env[name], choices):
+            bad(name, f"a comma list of {', '.join(choices)}, optionally after ^")
+    return invalid
+
+
+def _interface_matches(name: str, value: str, interfaces: list[str]) -> bool:
+    """Whether the filter leaves an interface to use. NCCL_SOCKET_IFNAME takes prefixes, ``=``
+    for an exact name and a leading ``^`` to exclude (NCCL env docs); GLOO_SOCKET_IFNAME takes
+    exact names, comma separated, and gloo needs every one of them."""
+    items = [i.strip() for i in value.lstrip("^").split(",") if i.strip()]
+    if name == "GLOO_SOCKET_IFNAME":
+        return bool(items) and all(i in interfaces for i in value.split(","))
+
+    def hit(iface: str, item: str) -> bool:
+        return iface == item[1:] if item.startswith("=") else iface.startswith(item)
+
+    if value.startswith("^"):
+        return any(not any(hit(i, item) for item in items) for i in interfaces)
+    return any(hit(i, item) for i in interfaces for item in items)
+
+
+def _valid_choice_list(value: str, choices: tuple[str, ...]) -> bool:
+    known = {c.lower() for c in choices}
+    for part in value.split(";"):
+        names = part.split(":", 1)[-1].lstrip("^")
+        words = [w.strip().lower() for w in names.split(",")]
+        if not words or not all(w in known for w in words):
+            return False
+    return True
+
+
+def _interface_names() -> list[str]:
+    try:
+        return [name for _, name in socket.if_nameindex()]
+    except OSError:
+        return []
 
 
 def _interfaces() -> dict[str, str]:
@@ -451,7 +600,7 @@ def check_matmul(
     if gpu_id:
         device = catalog.gpu(gpu_id)
         eff = float(load_profile("generic").gemm_curve(device.id, device.generation)(s.flops))
-        expected = eff * device.peak("bf16")
+        expected = eff * device.peak(device.half_precision)
         detail += f" (generic profile expects about {expected:.0f})"
         if s.tflops < BENCH_FLOOR * expected:
             status, fix = (

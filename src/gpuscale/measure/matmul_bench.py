@@ -7,6 +7,7 @@ CPU). FLOPs are ``2*m*n*k`` per matmul.
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import socket
@@ -36,17 +37,72 @@ _PRECISION = {"float32": "fp32", "tf32": "tf32", "bfloat16": "bf16", "float16": 
 
 def parse_shapes(text: str) -> list[tuple[int, int, int]]:
     """``N`` (a square) or ``MxNxK``, comma separated."""
+    accepted = "accepted: a comma list of N (a square) or MxNxK"
+    require(bool(text.strip()), f"--shapes is empty; {accepted}")
+    parts = [p.strip() for p in text.split(",")]
+    require(all(parts), f"--shapes '{text}' has an empty item; {accepted}")
     shapes = []
-    for part in (p.strip() for p in text.split(",") if p.strip()):
+    for part in parts:
         m = re.fullmatch(r"(\d+)(?:x(\d+)x(\d+))?", part.lower())
         if not m:
-            raise InputError(f"shape '{part}' is not understood; use N (a square) or MxNxK")
+            raise InputError(f"shape '{part}' is not understood; {accepted}")
         a = int(m.group(1))
         shape = (a, int(m.group(2)), int(m.group(3))) if m.group(2) else (a, a, a)
-        require(all(d >= 1 for d in shape), f"shape '{part}': every dimension must be >= 1")
+        require(all(d >= 1 for d in shape), f"shape '{part}' has a zero dimension; {accepted}")
         shapes.append(shape)
-    require(bool(shapes), f"--shapes '{text}': no shape")
     return shapes
+
+
+ELEMENT_BYTES = {"float32": 4, "tf32": 4, "bfloat16": 2, "float16": 2}
+"""Storage per element (TF32 is a tensor-core mode over float32 storage)."""
+
+
+def shape_bytes(shape: tuple[int, int, int], dtype: str) -> int:
+    """Memory one timed matmul holds: ``A (m x k)``, ``B (k x n)`` and the output ``m x n``."""
+    m, n, k = shape
+    return (m * k + k * n + m * n) * ELEMENT_BYTES[dtype]
+
+
+def _bytes_text(n: float) -> str:
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def check_fits(shapes: Sequence[tuple[int, int, int]], dtype: str, free_bytes: int | None) -> None:
+    """Refuse a shape larger than the device's free memory before allocating it: the allocator's
+    own error is a traceback on a CPU, and on Linux an overcommitted host may be OOM-killed."""
+    if free_bytes is None:
+        return
+    for shape in shapes:
+        need = shape_bytes(shape, dtype)
+        if need > free_bytes:
+            m, n, k = shape
+            text = str(m) if m == n == k else f"{m}x{n}x{k}"
+            raise InputError(
+                f"shape {text} needs {_bytes_text(need)} for A, B and the output, and the "
+                f"device has {_bytes_text(free_bytes)} free; accepted: smaller --shapes"
+            )
+
+
+def free_memory_bytes(device: Any) -> int | None:
+    """Free memory of the device a run allocates on (``MemAvailable`` of the host for a CPU)."""
+    import torch
+
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def peak_tflops(gpu_id: str, dtype: str) -> float:
@@ -73,8 +129,8 @@ class MatmulConfig:
         require(
             self.device in DEVICES, f"unknown device '{self.device}'; known: {', '.join(DEVICES)}"
         )
-        require(self.iters >= 1, f"--iters must be >= 1, got {self.iters}")
-        require(self.warmup >= 0, f"--warmup must be >= 0, got {self.warmup}")
+        require(self.iters >= 1, f"--iters must be >= 1, got {self.iters}; accepted: e.g. 10")
+        require(self.warmup >= 0, f"--warmup must be >= 0, got {self.warmup}; accepted: e.g. 3")
 
 
 def _timer(device: Any) -> Callable[[Callable[[], Any], int], list[float]]:
@@ -104,6 +160,25 @@ def _timer(device: Any) -> Callable[[Callable[[], Any], int], list[float]]:
     return cuda if device.type == "cuda" else cpu
 
 
+def target_device(cfg: MatmulConfig) -> Any:
+    """The torch device the run will use, once the config is known to be runnable on it."""
+    import torch
+
+    want_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+    require(
+        not want_cuda or torch.cuda.is_available(),
+        "--device cuda: no CUDA GPU visible; accepted here: --device cpu",
+    )
+    require(
+        want_cuda or cfg.dtype != "tf32",
+        "--dtype tf32 is a CUDA tensor-core mode and a CPU would run float32 under its name; "
+        "accepted on CPU: float32, bfloat16, float16",
+    )
+    device = torch.device("cuda", torch.cuda.current_device()) if want_cuda else torch.device("cpu")
+    check_fits(cfg.shapes, cfg.dtype, free_memory_bytes(device))
+    return device
+
+
 def run(cfg: MatmulConfig, on_progress: Callable[[int, int], None] | None = None) -> GemmRun:
     """Time every shape; return the run (efficiency is computed by calibration)."""
     try:
@@ -113,9 +188,7 @@ def run(cfg: MatmulConfig, on_progress: Callable[[int, int], None] | None = None
             "gpuscale bench matmul needs PyTorch: pip install 'gpuscale[torch]'"
         ) from None
 
-    want_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
-    require(not want_cuda or torch.cuda.is_available(), "--device cuda: no CUDA GPU visible")
-    device = torch.device("cuda", torch.cuda.current_device()) if want_cuda else torch.device("cpu")
+    device = target_device(cfg)
     dtype = torch.float32 if cfg.dtype == "tf32" else getattr(torch, cfg.dtype)
     previous_tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = cfg.dtype == "tf32"
@@ -134,11 +207,16 @@ def run(cfg: MatmulConfig, on_progress: Callable[[int, int], None] | None = None
     else:
         name = platform.processor() or platform.machine() or "cpu"
         notes.append(f"CPU run ({torch.get_num_threads()} threads)")
+        if gpu_id:
+            notes.append(
+                f"a CPU run rated against {gpu_id}'s datasheet peak: 'of peak' is not an "
+                "efficiency of either device"
+            )
     samples = []
     try:
         for i, (m, n, k) in enumerate(cfg.shapes):
-            a = torch.randn(m, k, device=device).to(dtype)
-            b = torch.randn(k, n, device=device).to(dtype)
+            a = torch.randn(m, k, device=device, dtype=dtype)
+            b = torch.randn(k, n, device=device, dtype=dtype)
 
             def matmul(a: Any = a, b: Any = b) -> Any:
                 return torch.matmul(a, b)
@@ -161,9 +239,11 @@ def run(cfg: MatmulConfig, on_progress: Callable[[int, int], None] | None = None
             if on_progress is not None:
                 on_progress(i + 1, len(cfg.shapes))
     except RuntimeError as exc:
-        if "out of memory" in str(exc).lower():
+        text = str(exc).lower()
+        if "out of memory" in text or "can't allocate memory" in text:
             raise InputError(
-                f"shape {m}x{n}x{k} does not fit in device memory; use smaller --shapes"
+                f"shape {m}x{n}x{k} needs {_bytes_text(shape_bytes((m, n, k), cfg.dtype))} "
+                "and does not fit in device memory; accepted: smaller --shapes"
             ) from None
         raise
     finally:
@@ -177,6 +257,7 @@ def run(cfg: MatmulConfig, on_progress: Callable[[int, int], None] | None = None
         software=f"torch {torch.__version__}",
         command=cfg.command,
         notes=tuple(notes),
+        device_type=device.type,
     )
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuscale.errors import InputError
+from gpuscale.errors import InputError, require
 from gpuscale.measure.results import CollectiveSample
 
 # Program name fragments (normalised: lowercase, no '_' or '-'), longest first so that
@@ -482,12 +482,25 @@ def _finish(b: _Builder, op: str | None) -> NcclTestsRun:
 
 
 def _which_op(b: _Builder, op: str | None) -> tuple[str, str]:
+    named = [
+        (name, source)
+        for name, source in (
+            (op_from_name(b.program) if b.program else None, "program name"),
+            (op_from_name(b.path), "file name"),
+        )
+        if name
+    ]
     if op:
+        # the program name outranks the file name, so only the first that names one counts
+        for name, source in named[:1]:
+            require(
+                name == op,
+                f"{b.path}:{b.line}: --op {op} contradicts the log's {source} ({name}); "
+                f"accepted: --op {name}, or no --op",
+            )
         return op, "--op"
-    if b.program and (name := op_from_name(b.program)):
-        return name, "program name"
-    if name := op_from_name(b.path):
-        return name, "file name"
+    if named:
+        return named[0]
     return _op_from_factor(b.rows, len(b.hosts), f"{b.path}:{b.line}"), "bus-bandwidth factor"
 
 
@@ -564,7 +577,10 @@ def parse_json(text: str, path: str = "<json>", op: str | None = None) -> list[N
             "report that ends early was cut off before the run finished"
         ) from None
     if not isinstance(doc, Mapping) or "results" not in doc or "config" not in doc:
-        raise InputError(f"{path}: not a nccl-tests JSON report (needs 'config' and 'results')")
+        raise InputError(
+            f"{path}: not an nccl-tests JSON report; accepted: a -J report with 'config' and "
+            "'results'"
+        )
     config = doc["config"]
     devices = config.get("devices") if isinstance(config, Mapping) else None
     if not isinstance(devices, list) or not devices:
@@ -640,6 +656,9 @@ def parse_files(paths: Iterable[str | Path], op: str | None = None) -> list[Nccl
         try:
             text = path.read_text(errors="replace")
         except OSError as exc:
-            raise InputError(f"cannot read '{path}': {exc.strerror}") from None
+            raise InputError(
+                f"cannot read '{path}': {exc.strerror}; accepted: an nccl-tests text log or "
+                "-J JSON report"
+            ) from None
         runs.extend(parse(text, str(path), op))
     return runs

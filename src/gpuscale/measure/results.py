@@ -119,6 +119,14 @@ class GemmRun:
     software: str = ""
     command: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    device_type: str = ""
+    """torch's device type, ``cpu`` or ``cuda`` (empty in files written before it existed)."""
+
+    @property
+    def on_cpu(self) -> bool:
+        if self.device_type:
+            return self.device_type == "cpu"
+        return any(n.startswith("CPU run") for n in self.notes)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": MATMUL_KIND, **asdict(self)}

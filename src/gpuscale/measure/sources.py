@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gpuscale.errors import InputError
 from gpuscale.measure import nccl_tests
+from gpuscale.measure.devices import match_gpu
 from gpuscale.measure.results import (
     COLLECTIVES_KIND,
     MATMUL_KIND,
@@ -52,6 +53,34 @@ class Measurements:
         ]
         return "; ".join(parts)
 
+    def measured_on(self, today: str) -> dict[str, str]:
+        """What the measurements ran on, for the profile's ``measured_on:``: ``device`` (a catalog
+        id, ``cpu``, or the driver's name of an unrecognised GPU; ``a+b`` for a mix), ``backend``
+        of the collectives (``gloo``/``nccl``), and ``date``: the earliest measurement, or
+        ``today`` where a source (an nccl-tests log) does not record when it ran."""
+        devices: list[str] = []
+        backends: list[str] = []
+        dates: list[str | None] = []
+        for run in self.collectives:
+            backends.append(run.backend)
+            devices.append("cpu" if run.backend != "nccl" else match_gpu(run.device) or run.device)
+            dates.append(run.started[:10] or None)
+        for log in self.nccl:
+            backends.append("nccl")
+            name = log.device_names[0] if log.device_names else ""
+            devices.append(match_gpu(name) or name or "unknown GPU")
+            dates.append(None)
+        for gemm in self.gemm:
+            gpu = "cpu" if gemm.on_cpu else match_gpu(gemm.device) or gemm.gpu_id or gemm.device
+            devices.append(gpu)
+            dates.append(gemm.started[:10] or None)
+        out = {"device": "+".join(dict.fromkeys(devices))}
+        if backends:
+            out["backend"] = "+".join(dict.fromkeys(backends))
+        known = [d for d in dates if d]
+        out["date"] = min(known) if known and len(known) == len(dates) else today
+        return out
+
     def notes(self) -> list[str]:
         out = [n for r in self.collectives for n in r.notes]
         out += [w for r in self.nccl for w in r.warnings()]
@@ -67,13 +96,19 @@ def load(paths: Iterable[str | Path], op: str | None = None) -> Measurements:
         try:
             text = path.read_text(errors="replace")
         except OSError as exc:
-            raise InputError(f"cannot read '{path}': {exc.strerror}") from None
+            raise InputError(
+                f"cannot read '{path}': {exc.strerror}; accepted: a gpuscale bench --json file "
+                "or an nccl-tests log"
+            ) from None
         kind = None
         if text.lstrip().startswith("{"):
             try:
                 doc = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+                raise InputError(
+                    f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); accepted: the output of "
+                    "gpuscale bench --json, or an nccl-tests log"
+                ) from None
             kind = doc.get("kind") if isinstance(doc, dict) else None
         if kind == COLLECTIVES_KIND:
             found.collectives.append(CollectiveRun.from_dict(doc, str(path)))
