@@ -204,7 +204,7 @@ def test_bench_bad_input_is_one_line(gpuscale: Run) -> None:
     assert "does not divide the 2 ranks" in _one_error_line(
         gpuscale("bench", "collectives", "--nproc", "2", "--ranks-per-node", "3")
     )
-    assert "--html: cannot write" in _one_error_line(
+    assert "cannot write --html" in _one_error_line(
         gpuscale(
             "import",
             "nccl-tests",

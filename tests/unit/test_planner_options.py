@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuscale.cli._planner_options import build_inputs, check_writable, parse_count
+from gpuscale.cli._common import check_writable
+from gpuscale.cli._planner_options import build_inputs, parse_count
 from gpuscale.errors import InputError
 from gpuscale.estimate.profile import load_profile
 

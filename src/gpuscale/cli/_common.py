@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, is_dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -13,6 +14,8 @@ import numpy as np
 from rich.console import Console
 
 from gpuscale import SCHEMA_VERSION
+from gpuscale.errors import InputError
+from gpuscale.report.html import Section, write_report
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -36,6 +39,38 @@ class FiniteFloat(click.ParamType):
 
 
 FINITE = FiniteFloat()
+
+
+def check_writable(path: str | None, option: str) -> None:
+    """Fail on an output path that cannot be written before any work is done, not after it.
+    Leaves nothing behind: the probe file and any folders made for it are removed again."""
+    if path is None:
+        return
+    out = Path(path)
+    if out.is_dir():
+        raise InputError(f"{option} '{path}' is a directory; accepted: a file path to write")
+    missing = [d for d in (out.parent, *out.parent.parents) if not d.exists()]
+    existed = out.exists()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("a"):
+            pass
+    except OSError as exc:
+        raise InputError(f"cannot write {option} '{path}': {exc.strerror or exc}; accepted: a "
+                         "file path in a writable folder") from None
+    if not existed:
+        out.unlink(missing_ok=True)
+    for folder in missing:
+        folder.rmdir()
+
+
+def write_html(path: str, title: str, sections: Sequence[Section]) -> None:
+    """Write the HTML report; a failure (the path was checked up front, but can vanish while
+    the work runs) is one line, not a traceback."""
+    try:
+        write_report(path, title, sections)
+    except OSError as exc:
+        raise InputError(f"cannot write --html '{path}': {exc.strerror or exc}") from None
 
 
 def json_option(func: F) -> F:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import click
@@ -19,7 +18,6 @@ from gpuscale.errors import InputError, require
 from gpuscale.estimate.profile import Profile, load_profile_for, profile_names
 from gpuscale.planner import defaults
 from gpuscale.planner.search import Hardware, Workload
-from gpuscale.report.html import Section, write_report
 from gpuscale.specs import Training
 from gpuscale.specs.training import FINETUNES, PRECISIONS, Finetune, TrainPrecision
 
@@ -44,39 +42,6 @@ def parse_count(text: str, flag: str = "--tokens") -> float:
     )
     require(value > 0, f"{flag} must be > 0, got {text!r}")
     return value
-
-
-def check_writable(path: str | None, flag: str) -> None:
-    """Fail before any work when ``path`` cannot be written, rather than after the search has
-    run and printed. Leaves nothing behind: folders and the file made for the probe are
-    removed again (the report writer makes them when it writes)."""
-    if path is None:
-        return
-    out = Path(path)
-    missing = [d for d in (out.parent, *out.parent.parents) if not d.exists()]
-    existed = out.exists()
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("a"):
-            pass
-    except OSError as exc:
-        raise InputError(
-            f"cannot write {flag} '{path}': {exc.strerror or exc}; give a file path in a "
-            "writable folder"
-        ) from None
-    if not existed:
-        out.unlink(missing_ok=True)
-    for folder in missing:
-        folder.rmdir()
-
-
-def write_html(path: str, title: str, sections: Sequence[Section]) -> None:
-    """:func:`~gpuscale.report.html.write_report` with a failure as one line, not a traceback
-    (the path was checked up front, but it can vanish while the search runs)."""
-    try:
-        write_report(path, title, sections)
-    except OSError as exc:
-        raise InputError(f"cannot write --html '{path}': {exc.strerror or exc}") from None
 
 
 def common_options(func: F) -> F:

@@ -9,7 +9,6 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import click
@@ -17,7 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpuscale.cli._common import console, emit_json, err_console, json_option
+from gpuscale.cli._common import check_writable, console, emit_json, err_console, json_option
 from gpuscale.errors import InputError, require
 from gpuscale.estimate.collectives import OPS
 from gpuscale.measure.results import CollectiveRun, GemmRun
@@ -122,24 +121,6 @@ def print_collectives(run: CollectiveRun) -> None:
         )
     for note in run.notes:
         click.echo(f"# note: {note}")
-
-
-def check_writable(path: str, option: str) -> None:
-    """Fail on an unwritable output path before any work is done, not after it: create the
-    folders, open the file for appending, and remove it again if it did not exist."""
-    out = Path(path)
-    require(not out.is_dir(), f"{option} '{path}' is a directory; accepted: a file path to write")
-    existed = out.exists()
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("a"):
-            pass
-    except OSError as exc:
-        raise InputError(
-            f"{option}: cannot write '{path}': {exc.strerror}; accepted: a file in a writable folder"
-        ) from None
-    if not existed:
-        out.unlink(missing_ok=True)
 
 
 def warn(message: str) -> None:

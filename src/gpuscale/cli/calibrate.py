@@ -103,7 +103,7 @@ def topology(
 
 def check_outputs(*, output: str | None, html_path: str | None, name: str) -> None:
     """Everything about where results go, checked before any measurement is read or run."""
-    from gpuscale.cli.bench import check_writable
+    from gpuscale.cli._common import check_writable
 
     require(
         bool(name.strip()) and name == name.strip(),

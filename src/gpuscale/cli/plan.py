@@ -8,13 +8,11 @@ import click
 
 from gpuscale import catalog
 from gpuscale.cli import _planner_render as render
-from gpuscale.cli._common import console, emit_json, json_option
+from gpuscale.cli._common import check_writable, console, emit_json, json_option, write_html
 from gpuscale.cli._planner_options import (
     build_inputs,
-    check_writable,
     common_options,
     progress_bar,
-    write_html,
 )
 from gpuscale.planner.scale import curve_from_counts
 from gpuscale.planner.search import OBJECTIVES, search

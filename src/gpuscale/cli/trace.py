@@ -13,7 +13,7 @@ import click
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
-from gpuscale.cli._common import console, emit_json, err_console, json_option
+from gpuscale.cli._common import check_writable, console, emit_json, err_console, json_option
 from gpuscale.errors import InputError, closest
 from gpuscale.measure.trace import Prediction, TraceReport, analyze, load_prediction
 from gpuscale.measure.trace import prediction_from_document as _prediction_from_document
@@ -174,29 +174,6 @@ def _prediction(plan: str | None) -> Prediction | None:
         f"--predict-with: '{plan}' is neither a file nor key=value pairs; pass the "
         "JSON of `gpuscale estimate ... --json` or model=...,gpu=...,gpus=..."
     )
-
-
-def _check_writable(path: str | None) -> None:
-    """Fail before reading any trace when the HTML report cannot be written, and leave nothing
-    behind: the probe's file and any folders made for it are removed again."""
-    if path is None:
-        return
-    out = Path(path)
-    missing = [d for d in (out.parent, *out.parent.parents) if not d.exists()]
-    existed = out.exists()
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("a"):
-            pass
-    except OSError as exc:
-        raise InputError(
-            f"cannot write --html '{path}': {exc.strerror or exc}; accepted: a file path in a "
-            "writable folder"
-        ) from None
-    if not existed:
-        out.unlink(missing_ok=True)
-    for folder in missing:
-        folder.rmdir()
 
 
 def _run(
@@ -426,7 +403,7 @@ def analyze_command(
 
     TRACES are PyTorch profiler traces (.json or .json.gz), one per rank, or folders of them.
     """
-    _check_writable(html_path)
+    check_writable(html_path, "--html")
     prediction = _prediction(plan)
     report = _run(
         traces, workers, prediction, show_progress=_total_bytes(traces) >= PROGRESS_MIN_BYTES
