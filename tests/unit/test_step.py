@@ -158,3 +158,10 @@ def test_optimizer_offload_moves_the_step_to_the_host() -> None:
     offloaded = estimate_plan(model, cluster, Training(seq_len=2048, offload_optimizer=True), plan, GENERIC)
     assert float(offloaded.optimizer_s[0]) > 10 * float(on_gpu.optimizer_s[0])
     assert float(offloaded.memory_per_gpu_bytes[0]) < 0.5 * float(on_gpu.memory_per_gpu_bytes[0])
+
+
+def test_pipeline_sends_inside_a_node_cost_time_but_less_than_across_nodes() -> None:
+    plan = Plan(pp=2, dp=2, micro_batch=1, global_batch=16)  # stages 2 ranks apart: one node
+    inside = run("llama2-7b", "h100-sxm", plan, gpus_per_node=8)
+    across = run("llama2-7b", "h100-sxm", plan, gpus_per_node=2)
+    assert 0 < float(inside.comm_pp_s[0]) < float(across.comm_pp_s[0])

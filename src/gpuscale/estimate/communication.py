@@ -103,9 +103,11 @@ def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: Pla
     # Pipeline: each micro-batch's activation crosses every stage boundary forward and its
     # gradient backward, v times under interleaving (Narayanan et al. 2021, Sec. 2.2.2);
     # Megatron's scatter/gather sends 1/tp of it per rank (Sec. 4.1).
+    # Adjacent stages sit tp*cp*dp ranks apart: in one node when that stride is smaller than a
+    # node, else one hop over the network.
     pp_msg = tokens * m.hidden_size * ACT_BYTES / tp
-    pp_crosses = np.where(tp * cp * dp >= gpn, 2, 1)
-    hop_pp = collective_time_s("send_recv", pp_msg, pp_crosses, 1, levels)
+    stage_pair_per_node = np.where(tp * cp * dp < gpn, 2, 1)
+    hop_pp = collective_time_s("send_recv", pp_msg, 2, stage_pair_per_node, levels)
     pp_mb = np.where(pp > 1, 2.0 * vp * hop_pp * (1.0 - profile.overlap_of("pp")), 0.0)
 
     # Data parallel gradient synchronisation over the dp*cp replicas of each parameter.
