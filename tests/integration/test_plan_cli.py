@@ -117,3 +117,12 @@ def test_no_plan_fits_is_one_line_exit_2(gpuscale: Run) -> None:
     assert proc.returncode == 2
     assert proc.stderr.startswith("gpuscale: no plan fits llama3.1-405b on 8 x rtx-4090")
     assert proc.stderr.count("\n") == 1
+
+
+def test_every_ranked_plan_carries_an_error_band_and_its_extrapolations(gpuscale) -> None:
+    proc = gpuscale("plan", "mixtral-8x7b", "--gpu", "b200", "--gpus", "16", "--json")
+    assert proc.returncode == 0, proc.stderr
+    plans = json.loads(proc.stdout)["plans"]
+    assert plans and all(p["uncertainty"]["relative"] > 0 for p in plans)
+    warnings = " ".join(plans[0]["uncertainty"]["warnings"])
+    assert "blackwell" in warnings and "mixture-of-experts" in warnings

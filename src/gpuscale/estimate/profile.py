@@ -95,6 +95,9 @@ class Profile:
     links: Mapping[str, LinkCalibration] = field(default_factory=dict)
     overlap: Mapping[str, float] = field(default_factory=dict)
     constants: Mapping[str, float] = field(default_factory=dict)
+    framework: str = ""
+    """The built-in framework profile this one is, or is laid over (validation regimes are
+    keyed by it)."""
     measured_on: Mapping[str, Any] = field(default_factory=dict)
     """What a calibrated profile was measured on (``device``, ``backend``, ...); empty for
     built-in profiles."""
@@ -218,7 +221,7 @@ def _length_curve(raw: Any) -> GemmCurve | None:
                      efficiency=tuple(float(x) for x in raw["factor"]))
 
 
-def profile_from_dict(data: Mapping[str, Any], where: str = "profile") -> Profile:
+def profile_from_dict(data: Mapping[str, Any], where: str = "profile", framework: str = "") -> Profile:
     """Build a :class:`Profile` from an already merged mapping, with one-line errors."""
     try:
         gemm = {str(k): GemmCurve(flops=tuple(float(x) for x in v["flops"]),
@@ -237,6 +240,7 @@ def profile_from_dict(data: Mapping[str, Any], where: str = "profile") -> Profil
             overlap={str(k): float(v) for k, v in (data.get("overlap") or {}).items()},
             constants={str(k): float(v) for k, v in (data.get("constants") or {}).items()},
             measured_on=dict(data.get("measured_on") or {}),
+            framework=framework,
         )
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from None
@@ -247,7 +251,8 @@ def profile_from_dict(data: Mapping[str, Any], where: str = "profile") -> Profil
 @cache
 def load_profile(name_or_path: str = "generic") -> Profile:
     """A built-in profile by name (``generic``, ``megatron``...) or a YAML file path."""
-    return profile_from_dict(_resolve(name_or_path), name_or_path)
+    builtin = name_or_path if name_or_path in _builtin_names() else ""
+    return profile_from_dict(_resolve(name_or_path), name_or_path, framework=builtin)
 
 
 def load_profile_for(framework: str = "generic", overlay: str | None = None) -> Profile:
@@ -258,7 +263,7 @@ def load_profile_for(framework: str = "generic", overlay: str | None = None) -> 
     data, where = _read_raw(overlay)
     merged = _merge(_resolve(framework), {k: v for k, v in data.items() if k != "base"})
     merged["name"] = str(data.get("name") or where)
-    return profile_from_dict(merged, where)
+    return profile_from_dict(merged, where, framework=framework)
 
 
 def profile_names() -> list[str]:

@@ -17,6 +17,7 @@ from gpuscale import catalog
 from gpuscale.errors import InputError, require
 from gpuscale.estimate.profile import Profile
 from gpuscale.estimate.step import StepEstimate, estimate_batch
+from gpuscale.estimate.uncertainty import band_for
 from gpuscale.planner.enumerate import SearchSpace, enumerate_plans
 from gpuscale.planner.words import PART_NAMES, bottleneck, describe, gpus, pct
 from gpuscale.specs import Cluster, ModelSpec, Plan, PlanBatch, Training
@@ -162,9 +163,15 @@ def _parts(est: StepEstimate, i: int) -> dict[str, float]:
     return {key: terms[key] for key in PART_NAMES}
 
 
-def _priced(plans: PlanBatch, est: StepEstimate, i: int, cluster: Cluster) -> PricedPlan:
+def _priced(plans: PlanBatch, est: StepEstimate, i: int, cluster: Cluster, model: ModelSpec,
+            profile: Profile) -> PricedPlan:
+    plan = plans.plan(i)
+    row = est.row(i)
+    # Every prediction carries the error band of its validation regime and its extrapolations.
+    band = band_for(model, cluster, plan, profile.framework or profile.name)
+    row["uncertainty"] = band.around(row["tokens_per_s"]).as_dict()
     return PricedPlan(
-        plan=plans.plan(i),
+        plan=plan,
         num_gpus=cluster.num_gpus,
         gpus_per_node=cluster.gpus_per_node,
         step_time_s=float(est.step_time_s[i]),
@@ -173,7 +180,7 @@ def _priced(plans: PlanBatch, est: StepEstimate, i: int, cluster: Cluster) -> Pr
         memory_per_gpu_gib=float(est.memory_per_gpu_bytes[i]) / 2**30,
         fits=bool(est.fits[i]),
         parts_s=_parts(est, i),
-        estimate=est.row(i),
+        estimate=row,
     )
 
 
@@ -252,12 +259,13 @@ def search_count(
     target = tps[top[0]] * 1.01 if top.size else 0.0
     faster = np.flatnonzero(~fits & (tps > target))
     if faster.size:
-        unfit = _priced(plans, est, int(faster[np.argmin(memory[faster])]), cluster)
+        unfit = _priced(plans, est, int(faster[np.argmin(memory[faster])]), cluster,
+                        workload.model, profile)
     return CountResult(
         num_gpus=num_gpus,
         evaluated=len(plans),
         fitting=int(fits.sum()),
-        top=tuple(_priced(plans, est, int(i), cluster) for i in top),
+        top=tuple(_priced(plans, est, int(i), cluster, workload.model, profile) for i in top),
         nearest_faster_unfit=unfit,
         min_memory_gib=float(memory.min()) / 2**30,
     )
