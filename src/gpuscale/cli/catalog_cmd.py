@@ -14,9 +14,11 @@ KINDS = ("gpus", "links", "models")
 
 @click.command("catalog")
 @click.argument("kind", type=click.Choice(KINDS), default="gpus")
+@click.option("--sources", is_flag=True, help="Show each entry's source in the table too.")
 @json_option
-def command(kind: str, as_json: bool) -> None:
-    """List catalog entries: gpus, links (fabrics) or models."""
+def command(kind: str, sources: bool, as_json: bool) -> None:
+    """List catalog entries: gpus (default), links (fabrics) or models. Every figure has a
+    source (shown with --sources and always in --json)."""
     if kind == "gpus":
         rows = [{"id": d.id, "name": d.name, "memory_gib": d.memory_gib,
                  "hbm_gb_per_s": d.hbm_bandwidth_gb_per_s, "tflops_16bit": d.peak(d.half_precision),
@@ -33,9 +35,12 @@ def command(kind: str, as_json: bool) -> None:
     if as_json:
         emit_json({kind: rows})
         return
+    keys = [k for k in rows[0] if sources or k != "source"]
     table = Table(title=f"gpuscale catalog: {kind}")
-    for key in rows[0]:
-        table.add_column(key, overflow="fold", max_width=60 if key == "source" else None)
+    for key in keys:
+        table.add_column(key, overflow="fold", no_wrap=key == "id")
     for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row.values()))
+        table.add_row(*("" if row[k] is None else str(row[k]) for k in keys))
     console.print(table)
+    if not sources:
+        console.print(f"sources: gpuscale catalog {kind} --sources (or --json)")

@@ -115,6 +115,9 @@ def command(model: str, gpu: str, gpus: int | None, gpus_per_node: int, inter: s
     MODEL is a catalog id (gpuscale catalog models) or a Hugging Face config.json.
     """
     spec = catalog.model(model)
+    ctx = click.get_current_context()
+    if finetune == "full" and ctx.get_parameter_source("lora_rank") is not click.core.ParameterSource.DEFAULT:
+        raise InputError("--lora-rank applies to --finetune lora or qlora; add one, or leave it out")
     for name, value in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--vp", vp), ("--ep", ep),
                         ("--mbs", mbs), ("--seq", seq)):
         require(value >= 1, f"{name} must be >= 1, got {value}")
@@ -147,6 +150,9 @@ def command(model: str, gpu: str, gpus: int | None, gpus_per_node: int, inter: s
     mismatch = profile.mismatch(cluster.pace_device.id, cluster.pace_device.generation)
     if mismatch:
         band = band.warn(mismatch)
+    if spec.num_layers % pp:
+        band = band.warn(f"--pp {pp} splits {spec.num_layers} layers unevenly: the busiest stage has "
+                         f"{-(-spec.num_layers // pp)} and sets the pace")
     if seq > spec.max_seq_len:
         band = band.warn(f"--seq {seq} exceeds {spec.name}'s maximum context of {spec.max_seq_len} "
                          "(needs position-embedding extension)")
