@@ -96,8 +96,8 @@ def test_measured_network_moves_the_estimate(tmp_path: Path, fabric: str, factor
     elif after > before:
         assert measured.comm_zero_s[0] < base.comm_zero_s[0]
         assert measured.step_time_s[0] < base.step_time_s[0]
-    else:  # NVLink-bound either way: only the fitted latency differs
-        assert measured.step_time_s[0] == pytest.approx(base.step_time_s[0], rel=1e-3)
+    else:  # NVLink-bound either way: only the fitted latency differs, paid per layer by ZeRO-3
+        assert measured.step_time_s[0] == pytest.approx(base.step_time_s[0], rel=0.03)
 
 
 def test_cases_cover_both_directions() -> None:

@@ -65,3 +65,12 @@ def test_time_grows_with_message_size() -> None:
     sizes = np.logspace(3, 10, 8)
     times = collective_time_s("all_gather", sizes, 64, 8, levels())
     assert np.all(np.diff(times) > 0)
+
+
+def test_only_all_reduce_gets_the_tree_latency() -> None:
+    lv = levels()
+    small = 1024
+    gather = float(collective_time_s("all_gather", small, 1024, 8, lv))
+    reduce = float(collective_time_s("all_reduce", small, 1024, 8, lv))
+    assert gather > 1023 * lv.inter_latency_us * 1e-6 * 0.99  # ring: n-1 steps
+    assert reduce < gather

@@ -94,8 +94,9 @@ def collective_time_s(
     """Seconds for one collective of ``message_bytes`` (the full buffer, as nccl-tests sizes
     it) over ``n`` ranks placed ``per_node`` to a node. Zero for a group of one.
 
-    NCCL picks the faster of ring and (double binary) tree; the tree pays ``log2(n)`` latency
-    steps instead of ``n - 1`` (Sanders, Speck & Traff 2009, two-tree broadcast/reduction).
+    For all-reduce NCCL picks the faster of ring and (double binary) tree; the tree pays
+    ``log2(n)`` latency steps instead of ``n - 1`` (Sanders, Speck & Traff 2009, two-tree
+    broadcast/reduction). All-gather, reduce-scatter and broadcast run as rings.
     """
     size = np.asarray(message_bytes, dtype=float)
     n_arr = np.maximum(np.asarray(n, dtype=float), 1.0)
@@ -114,5 +115,8 @@ def collective_time_s(
     bandwidth_term = size * bus_factor(op, n_arr) / busbw
     steps = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "broadcast": 1.0}[op]
     ring = steps * (n_arr - 1.0) * alpha + bandwidth_term
+    if op != "all_reduce":
+        # NCCL's tree exists for all-reduce only (src/graph/tuning.cc); the others are rings.
+        return np.where(n_arr > 1, ring, 0.0)
     tree = steps * np.ceil(np.log2(n_arr)) * alpha + bandwidth_term * n_arr / np.maximum(n_arr - 1.0, 1.0)
     return np.where(n_arr > 1, np.minimum(ring, tree), 0.0)

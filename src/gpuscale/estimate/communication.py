@@ -47,6 +47,15 @@ def _per_node(stride: np.ndarray, size: np.ndarray, gpus_per_node: int) -> np.nd
     return np.minimum(size, fit)
 
 
+def expert_params_per_gpu(m: ModelSpec, plans: PlanBatch) -> np.ndarray:
+    """The part of :func:`params_per_gpu` that is expert weights: replicated over the
+    expert-data-parallel group of ``dp*cp/ep`` ranks, not ``dp*cp`` (Megatron-Core
+    ``_EXPERT_DATA_PARALLEL_GROUP``)."""
+    if not m.is_moe:
+        return np.zeros(len(plans))
+    return np.ceil(m.num_layers / plans.pp) * m.num_experts * mlp_params(m) / (plans.tp * plans.ep)
+
+
 def params_per_gpu(m: ModelSpec, plans: PlanBatch) -> np.ndarray:
     """Parameters held by the busiest GPU before ZeRO sharding: its stage's layers split by TP
     (experts split by EP), plus the embedding on the first stage (or LM head on the last)."""
@@ -79,6 +88,9 @@ def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: Pla
     tp_msg = tokens * m.hidden_size * ACT_BYTES
     tp_per_node = np.minimum(tp, gpn)
     one_ar = collective_time_s("all_reduce", tp_msg, tp, tp_per_node, levels)
+    # Sequence parallelism also re-all-gathers the inputs of QKV and FC1 in backward for the
+    # weight gradient, but Megatron launches it asynchronously under the input-gradient GEMM,
+    # which is longer (Korthikanti et al. 2022, Sec. 4.2.2), so it adds no exposed time here.
     tp_passes = 4.0 + np.where(full, 2.0, 0.0)
     tp_mb = layers * tp_passes * one_ar * (1.0 - profile.overlap_of("tp"))
 
@@ -88,7 +100,8 @@ def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: Pla
     kv_chunk = tokens * 2 * np.maximum(m.kv_width / tp, m.head_dim) * ACT_BYTES
     cp_per_node = _per_node(tp, cp, gpn)
     hop = collective_time_s("send_recv", kv_chunk, cp, cp_per_node, levels)
-    cp_mb = layers * 3.0 * (cp - 1) * hop * (1.0 - profile.overlap_of("cp"))
+    cp_hops = 3.0 + np.where(full, 1.0, 0.0)  # a recomputed forward passes K, V around again
+    cp_mb = layers * cp_hops * (cp - 1) * hop * (1.0 - profile.overlap_of("cp"))
 
     # Expert parallel: dispatch and combine all-to-all per MoE layer, forward and backward
     # (Lepikhin et al. 2020, GShard, arXiv:2006.16668, Sec. 2.2).
@@ -96,7 +109,7 @@ def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: Pla
         a2a_msg = tokens * m.experts_per_token * m.hidden_size * ACT_BYTES / tp
         ep_per_node = _per_node(tp * cp, ep, gpn)
         a2a = collective_time_s("all_to_all", a2a_msg, ep, ep_per_node, levels)
-        ep_mb = layers * 4.0 * a2a * (1.0 - profile.overlap_of("ep"))
+        ep_mb = layers * (4.0 + np.where(full, 2.0, 0.0)) * a2a * (1.0 - profile.overlap_of("ep"))
     else:
         ep_mb = np.zeros(len(plans))
 
@@ -111,14 +124,29 @@ def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: Pla
     pp_mb = np.where(pp > 1, 2.0 * vp * hop_pp * (1.0 - profile.overlap_of("pp")), 0.0)
 
     # Data parallel gradient synchronisation over the dp*cp replicas of each parameter.
+    # Dense weights are replicated over dp*cp ranks, expert weights over dp*cp/ep.
     params = params_per_gpu(m, plans)
-    grad_bytes = params * trainable_fraction(m, training) * profile.const("grad_reduce_bytes")
+    experts = expert_params_per_gpu(m, plans)
+    trainable = trainable_fraction(m, training)
+    grad_word = profile.const("grad_reduce_bytes")
+    grad_bytes = params * trainable * grad_word
     weight_bytes = params * ACT_BYTES
     dp_group = dp * cp
     dp_per_node = _per_node(tp, dp_group, gpn)
-    ar = collective_time_s("all_reduce", grad_bytes, dp_group, dp_per_node, levels)
-    rs = collective_time_s("reduce_scatter", grad_bytes, dp_group, dp_per_node, levels)
-    ag = collective_time_s("all_gather", weight_bytes, dp_group, dp_per_node, levels)
+    edp_group = np.maximum(dp_group // ep, 1)
+    edp_per_node = _per_node(tp * ep, edp_group, gpn)
+
+    def over_both(op: str, bytes_per_param: float) -> np.ndarray:
+        dense = collective_time_s(op, (params - experts) * bytes_per_param, dp_group, dp_per_node, levels)
+        if not m.is_moe:
+            return dense
+        return dense + collective_time_s(op, experts * bytes_per_param, edp_group, edp_per_node, levels)
+
+    ar = over_both("all_reduce", trainable * grad_word)
+    rs = over_both("reduce_scatter", trainable * grad_word)
+    # After a ZeRO-1/2 step only the updated (trainable) weights are gathered; frozen LoRA bases
+    # stay replicated.
+    ag = over_both("all_gather", trainable * ACT_BYTES)
     zero = plans.zero
     dp_sync = np.where(zero == 0, ar, np.where(zero < 3, rs + ag, 0.0))
     # Bucketed reduction overlaps the last micro-batch's backward (Li et al. 2020, PyTorch DDP,
@@ -133,7 +161,12 @@ def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: Pla
     # ZeRO-3 / FSDP: all-gather weights for forward and again for backward, reduce-scatter
     # gradients, every micro-batch; prefetching hides it behind the layer math (Rajbhandari
     # et al. 2020, ZeRO, arXiv:1910.02054, Sec. 7.2.2; Zhao et al. 2023, PyTorch FSDP, Sec. 3.3).
-    z3_comm = (2.0 * ag + rs) / profile.const("zero3_bandwidth_efficiency")
+    # One gather (forward), one gather (backward) and one reduce-scatter per layer, each paying
+    # the ring latency (FSDP wraps each transformer block as a unit).
+    units = layers
+    z3_ag = units * collective_time_s("all_gather", weight_bytes / units, dp_group, dp_per_node, levels)
+    z3_rs = units * collective_time_s("reduce_scatter", grad_bytes / units, dp_group, dp_per_node, levels)
+    z3_comm = (2.0 * z3_ag + z3_rs) / profile.const("zero3_bandwidth_efficiency")
     z3_hidden = profile.overlap_of("zero") * (compute.forward_s + compute.backward_s)
     zero3_mb = np.where(zero == 3, np.maximum(z3_comm - z3_hidden, 0.0), 0.0)
 

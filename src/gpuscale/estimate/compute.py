@@ -39,18 +39,23 @@ def gemm_time(g: Gemm, precision: str, device: Device, profile: Profile, launch_
               weight_bytes: float | None = None) -> np.ndarray:
     """Time of ``g``: roofline of its math at ``precision`` and of its traffic (activations in
     and out, and weights stored at ``weight_bytes`` per element: fewer for weight-only int8/int4
-    serving). FP8 adds the casts of input and weight (Transformer Engine quantizes both before
-    each GEMM: read 2 bytes, write 1; Micikevicius et al. 2022, arXiv:2209.05433, Sec. 3)."""
+    serving). FP8 training adds the cast of the input (Micikevicius et al. 2022,
+    arXiv:2209.05433, Sec. 3)."""
     peak = device.peak(precision) * 1e12
     curve = profile.gemm_curve(device.id, device.generation, precision)
     math = g.flops / (peak * curve(g.flops))
-    act_bytes = BYTES[precision] if precision in ("fp8", "bf16", "fp16") else 2.0
-    w_bytes = act_bytes if weight_bytes is None else weight_bytes
+    in_bytes = BYTES.get(precision, 2.0)
+    out_bytes = 2.0 if precision == "fp8" else in_bytes  # FP8 GEMMs write 16-bit outputs
+    w_bytes = in_bytes if weight_bytes is None else weight_bytes
     hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
-    memory = (act_bytes * (g.tokens * g.k + g.tokens * g.n) + w_bytes * g.k * g.n) / hbm
+    memory = (in_bytes * g.tokens * g.k + out_bytes * g.tokens * g.n + w_bytes * g.k * g.n) / hbm
     time = np.maximum(np.maximum(math, memory), launch_s)
-    if precision == "fp8" and "fp8" in device.peak_tflops and weight_bytes is None:
-        time = time + 3.0 * (g.tokens * g.k + g.k * g.n) / hbm
+    if precision == "fp8" and weight_bytes is None:
+        # Transformer Engine's fused cast-transpose reads the 16-bit input once and writes it in
+        # FP8 twice (as is, and transposed for the weight-gradient GEMM): 2 + 1 + 1 bytes per
+        # element; backward (2x this GEMM's time) does the same for the output gradient. The
+        # FP8 weight copy is cached across a step's micro-batches (TE ``is_first_microbatch``).
+        time = time + 4.0 * g.tokens * g.k / hbm
     return time * g.count
 
 

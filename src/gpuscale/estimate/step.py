@@ -16,6 +16,7 @@ from gpuscale import catalog
 from gpuscale.estimate.communication import (
     CommTimes,
     communication,
+    expert_params_per_gpu,
     params_per_gpu,
     trainable_fraction,
 )
@@ -103,11 +104,6 @@ def _memory_bytes(model: ModelSpec, training: Training, plans: PlanBatch, profil
     return np.asarray(training_memory(model, training, plans, profile=profile).total, dtype=float)
 
 
-def device_pcie_gb_per_s(cluster: Cluster) -> float:
-    """Host-device bandwidth of the pacing GPU's PCIe generation (catalog link)."""
-    return catalog.link(cluster.pace_device.pcie).bandwidth_gb_per_s
-
-
 def _compute_deduplicated(model: ModelSpec, device: Device, training: Training, plans: PlanBatch,
                           profile: Profile) -> MicrobatchCompute:
     """Micro-batch math depends on a few plan fields only; candidate sets repeat each
@@ -151,15 +147,23 @@ def estimate_batch(
     bubble = (plans.pp - 1) / plans.vp * t_mb
 
     # Optimizer: a memory-bound sweep over the parameters this GPU owns (sharded by ZeRO >= 1).
-    owned = (params_per_gpu(model, plans) * trainable_fraction(model, training)
-             / np.where(plans.zero >= 1, plans.dp * plans.cp, 1))
+    # ZeRO shards dense weights' state over dp*cp ranks and experts' over dp*cp/ep.
+    experts = expert_params_per_gpu(model, plans)
+    replicas = plans.dp * plans.cp
+    sharded = (params_per_gpu(model, plans) - experts) / replicas + experts / np.maximum(
+        replicas // plans.ep, 1)
+    owned = trainable_fraction(model, training) * np.where(
+        plans.zero >= 1, sharded, params_per_gpu(model, plans))
     if training.offload_optimizer or training.offload_params:
         # ZeRO-Offload: gradients go down and updated 16-bit weights come back over PCIe, and
         # the step runs in host memory (Ren et al. 2021, arXiv:2101.06840, Sec. 4.1).
-        pcie = device_pcie_gb_per_s(cluster) * 1e9
-        optimizer = (owned * profile.const("optimizer_bytes_per_param")
+        # The node's GPUs share its CPUs and DRAM; each GPU has its own PCIe link.
+        pcie_link = catalog.link(device.pcie)
+        pcie = profile.link("pcie", pcie_link.kind, pcie_link.id).bandwidth(pcie_link.bandwidth_gb_per_s) * 1e9
+        sharing = min(cluster.num_gpus, cluster.gpus_per_node)
+        optimizer = (sharing * owned * profile.const("optimizer_bytes_per_param")
                      / (profile.const("host_memory_gb_per_s") * 1e9)
-                     + owned * (profile.const("grad_reduce_bytes") + 2.0) / pcie)
+                     + owned * (2.0 + 2.0) / pcie)
     else:
         optimizer = owned * profile.const("optimizer_bytes_per_param") / hbm
 

@@ -141,6 +141,8 @@ def _branches(s: CollectiveSample, topo: Topology) -> list[tuple[float, float]]:
     steps = _STEPS[s.op]
     x = size * float(bus_factor(s.op, n)) / share
     ring = (steps * (n - 1.0), x)
+    if s.op != "all_reduce":
+        return [ring]  # NCCL (and the cost model) run these as rings only
     tree = (steps * np.ceil(np.log2(n)), x * n / max(n - 1.0, 1.0))
     return [ring, tree]
 
