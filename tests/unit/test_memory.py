@@ -277,3 +277,16 @@ def test_inference_weights_by_dtype_and_tensor_parallel_split() -> None:
     assert bf16[0] == pytest.approx(2 * total_params(L8B))
     linear = L8B.num_layers * block_linear_weights(L8B)
     assert int4[0] == pytest.approx(linear * (0.5 + 4 / 128) + 2 * (total_params(L8B) - linear))
+
+
+def test_megatron_keeps_fp32_gradients_other_stacks_16bit() -> None:
+    from gpuscale import catalog
+    from gpuscale.estimate.memory import training_memory
+    from gpuscale.estimate.profile import load_profile
+    from gpuscale.specs import PlanBatch, Training
+
+    model, training = catalog.model("llama3.1-70b"), Training(seq_len=4096)
+    plans = PlanBatch.from_arrays(tp=8, pp=4, dp=4, micro_batch=1, global_batch=64, zero=1)
+    generic = training_memory(model, training, plans, load_profile("generic")).gradients[0]
+    megatron = training_memory(model, training, plans, load_profile("megatron")).gradients[0]
+    assert megatron == 2 * generic  # Megatron-Core: 4 bytes (main_grad) vs 2

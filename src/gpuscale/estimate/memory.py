@@ -26,6 +26,7 @@ appear in :attr:`TrainingMemory.host`, not in the device total.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -83,9 +84,14 @@ class _States:
     host: np.ndarray
 
 
-def _model_states(model: ModelSpec, training: Training, plans: PlanBatch, stage: Stage) -> _States:
+def _model_states(model: ModelSpec, training: Training, plans: PlanBatch, stage: Stage,
+                  profile: Profile) -> _States:
     ps = param_split(model, training)
     per = trainable_bytes(model, training)
+    if training.master_weights and training.precision != "fp32":
+        # The gradient buffer's word is the framework's: 16-bit in DeepSpeed/FSDP mixed precision
+        # (ZeRO's 16 bytes/param), fp32 main_grad in Megatron (18 bytes/param).
+        per = dataclasses.replace(per, gradients=profile.const("gradient_buffer_bytes"))
     word = DTYPE_BYTES["fp32"] if training.precision == "fp32" else DTYPE_BYTES["bf16"]
     tp, pp, ep = (plans.tp.astype(float), plans.pp.astype(float), plans.ep.astype(float))
     shard = (plans.dp * plans.cp).astype(float)
@@ -173,7 +179,7 @@ def training_memory(
     per_stage = []
     stages: tuple[Stage, ...] = ("first", "last")
     for stage in stages:
-        states = _model_states(model, training, plans, stage)
+        states = _model_states(model, training, plans, stage, prof)
         activations = stage_activations(model, training, plans, stage).peak
         overlap = np.where(transient_grads, np.minimum(states.gradients, activations), 0.0)
         allocated = states.weights + states.gradients + states.optimizer + activations - overlap

@@ -29,6 +29,7 @@ CONSTANTS: dict[str, Check] = {
     "elementwise_kernels_per_layer": NON_NEGATIVE,
     "unfused_softmax_passes": NON_NEGATIVE,
     "grad_reduce_bytes": POSITIVE,
+    "gradient_buffer_bytes": POSITIVE,
     "optimizer_bytes_per_param": POSITIVE,
     "zero3_bandwidth_efficiency": FRACTION,
     "selective_recompute_layer_fraction": SHARE,
