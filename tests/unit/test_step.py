@@ -205,3 +205,13 @@ def test_expert_state_is_sharded_over_expert_data_parallel_ranks_only() -> None:
     # 8 GPUs hold each expert's optimizer state once in both layouts: ep=8 keeps whole experts,
     # ep=1 shards every expert 8 ways (it must not be divided by ep twice)
     assert opt[1] == pytest.approx(opt[0], rel=0.05)
+
+
+def test_zero2_reduces_gradients_every_micro_batch_zero1_once_per_step() -> None:
+    dp_profile = load_profile("megatron-lm-2021")  # no overlap: the counts show directly
+    times = {}
+    for zero in (1, 2):
+        plan = Plan(dp=32, zero=zero, micro_batch=1, global_batch=256)  # 8 micro-batches
+        est = run("llama3.1-8b", "a100-sxm-80gb", plan, inter="roce-100", profile=dp_profile)
+        times[zero] = float(est.exposed_comm_s[0])
+    assert times[2] > 3 * times[1]

@@ -22,7 +22,7 @@ TERMS = ("compute", "comm_tp", "comm_cp", "comm_ep", "comm_pp", "comm_dp", "comm
 LABELS = {"compute": "compute (incl. recompute)", "comm_tp": "exposed comm: tensor parallel",
           "comm_cp": "exposed comm: context parallel", "comm_ep": "exposed comm: expert all-to-all",
           "comm_pp": "exposed comm: pipeline send/recv", "comm_dp": "exposed comm: gradient sync",
-          "comm_zero": "exposed comm: ZeRO-3/FSDP gathers", "bubble": "pipeline bubble",
+          "comm_zero": "exposed comm: ZeRO-2/3, FSDP sharding", "bubble": "pipeline bubble",
           "optimizer": "optimizer step", "data": "data loading (exposed)",
           "checkpoint": "checkpoint (amortized)", "other": "other (fixed per step)"}
 

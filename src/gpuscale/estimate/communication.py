@@ -33,6 +33,7 @@ class CommTimes:
     ep_mb: np.ndarray
     pp_mb: np.ndarray
     zero3_mb: np.ndarray
+    """ZeRO-3 gathers and reduce-scatters, or ZeRO-2's per-micro-batch reduce-scatter."""
     dp_step: np.ndarray
     """Gradient reduction (and ZeRO-1/2 parameter all-gather) after the last micro-batch."""
     total_dp_bytes: np.ndarray
@@ -154,9 +155,14 @@ def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: Pla
     # overlap the next step's first forward (Megatron-Core --overlap-param-gather).
     hidden = profile.overlap_of("dp") * compute.backward_s
     gather_hidden = profile.overlap_of("zero") * compute.forward_s
+    # ZeRO-2 keeps no full gradient buffer to accumulate into, so it reduce-scatters after
+    # every micro-batch's backward (DeepSpeed engine.allreduce_gradients; FSDP SHARD_GRAD_OP),
+    # where ZeRO-1 reduces once per step.
+    rs_exposed = np.maximum(rs - hidden, 0.0)
+    zero2_mb = np.where(zero == 2, rs_exposed, 0.0)
     dp_step = np.where(zero == 0, np.maximum(ar - hidden, 0.0),
-                       np.where(zero < 3, np.maximum(rs - hidden, 0.0) + np.maximum(ag - gather_hidden, 0.0),
-                                0.0))
+                       np.where(zero == 1, rs_exposed, 0.0)
+                       + np.where((zero == 1) | (zero == 2), np.maximum(ag - gather_hidden, 0.0), 0.0))
 
     # ZeRO-3 / FSDP: all-gather weights for forward and again for backward, reduce-scatter
     # gradients, every micro-batch; prefetching hides it behind the layer math (Rajbhandari
@@ -168,7 +174,7 @@ def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: Pla
     z3_rs = units * collective_time_s("reduce_scatter", grad_bytes / units, dp_group, dp_per_node, levels)
     z3_comm = (2.0 * z3_ag + z3_rs) / profile.const("zero3_bandwidth_efficiency")
     z3_hidden = profile.overlap_of("zero") * (compute.forward_s + compute.backward_s)
-    zero3_mb = np.where(zero == 3, np.maximum(z3_comm - z3_hidden, 0.0), 0.0)
+    zero3_mb = np.where(zero == 3, np.maximum(z3_comm - z3_hidden, 0.0), 0.0) + zero2_mb
 
     return CommTimes(
         tp_mb=tp_mb, cp_mb=cp_mb, ep_mb=ep_mb, pp_mb=pp_mb, zero3_mb=zero3_mb, dp_step=dp_step,
