@@ -19,7 +19,6 @@ import os
 import platform
 import re
 import socket
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -29,6 +28,7 @@ from gpuscale.errors import InputError, require
 from gpuscale.estimate.collectives import OPS, bus_factor
 from gpuscale.measure.results import CollectiveRun, CollectiveSample
 from gpuscale.measure.stats import jitter
+from gpuscale.measure.timing import time_calls
 
 if TYPE_CHECKING:
     from gpuscale.measure.worker import Channel
@@ -290,32 +290,6 @@ def _make_op(
     return (lambda: dist.all_to_all_single(out, inp, group=group)), actual, count
 
 
-def _time(fn: Callable[[], None], iters: int, warmup: int, device: Any) -> list[float]:
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    if device.type == "cuda":
-        # CUDA events time the stream, not the host's launch (nccl-tests -I does the same)
-        marks = [
-            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-            for _ in range(iters)
-        ]
-        torch.cuda.synchronize(device)
-        for start, end in marks:
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize(device)
-        return [start.elapsed_time(end) * 1e-3 for start, end in marks]
-    out = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t0)
-    return out
-
-
 def run_rank(
     cfg: CollectiveConfig,
     channel: Channel | None = None,
@@ -374,7 +348,7 @@ def run_rank(
                 measured.add(actual)
                 fn, actual, count = _make_op(op, size, dtype, grp.handle, grp.ranks, device)
                 local = torch.tensor(
-                    _time(fn, cfg.iters, cfg.warmup, device), dtype=torch.float64, device=device
+                    time_calls(fn, cfg.iters, device, cfg.warmup), dtype=torch.float64, device=device
                 )
                 dist.all_reduce(local, op=dist.ReduceOp.MAX)
                 done += 1

@@ -11,7 +11,6 @@ import os
 import platform
 import re
 import socket
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -22,6 +21,7 @@ from gpuscale.errors import InputError, require
 from gpuscale.measure.devices import match_gpu
 from gpuscale.measure.results import GemmRun, GemmSample
 from gpuscale.measure.stats import jitter
+from gpuscale.measure.timing import time_calls
 
 DTYPES = ("float32", "tf32", "bfloat16", "float16")
 DEVICES = ("auto", "cpu", "cuda")
@@ -133,33 +133,6 @@ class MatmulConfig:
         require(self.warmup >= 0, f"--warmup must be >= 0, got {self.warmup}; accepted: e.g. 3")
 
 
-def _timer(device: Any) -> Callable[[Callable[[], Any], int], list[float]]:
-    import torch
-
-    def cuda(fn: Callable[[], Any], iters: int) -> list[float]:
-        marks = [
-            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-            for _ in range(iters)
-        ]
-        torch.cuda.synchronize(device)
-        for start, end in marks:
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize(device)
-        return [start.elapsed_time(end) * 1e-3 for start, end in marks]
-
-    def cpu(fn: Callable[[], Any], iters: int) -> list[float]:
-        out = []
-        for _ in range(iters):
-            t0 = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - t0)
-        return out
-
-    return cuda if device.type == "cuda" else cpu
-
-
 def target_device(cfg: MatmulConfig) -> Any:
     """The torch device the run will use, once the config is known to be runnable on it."""
     import torch
@@ -192,7 +165,6 @@ def run(cfg: MatmulConfig, on_progress: Callable[[int, int], None] | None = None
     dtype = torch.float32 if cfg.dtype == "tf32" else getattr(torch, cfg.dtype)
     previous_tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = cfg.dtype == "tf32"
-    timer = _timer(device)
     gpu_id, name = cfg.gpu_id, "cpu"
     notes: list[str] = []
     if device.type == "cuda":
@@ -221,8 +193,7 @@ def run(cfg: MatmulConfig, on_progress: Callable[[int, int], None] | None = None
             def matmul(a: Any = a, b: Any = b) -> Any:
                 return torch.matmul(a, b)
 
-            timer(matmul, cfg.warmup)
-            times = timer(matmul, cfg.iters)
+            times = time_calls(matmul, cfg.iters, device, cfg.warmup)
             j = jitter(times)
             samples.append(
                 GemmSample(
