@@ -20,7 +20,8 @@ from gpuscale.specs import Cluster, ModelSpec, PlanBatch, Training
 from gpuscale.specs.plan import RECOMPUTE_CODE
 
 ACT_BYTES = 2.0
-"""Activations cross the wire in 16-bit (FP8 recipes keep communication in BF16)."""
+"""Activations cross the wire in 16-bit (FP8 recipes keep communication in BF16); fp32 training
+sends 4 bytes (see :func:`communication`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,7 @@ def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: Pla
                   profile: Profile, compute: MicrobatchCompute) -> CommTimes:
     levels = LevelBandwidth.of(cluster, profile)
     gpn = cluster.gpus_per_node
+    word = 4.0 if training.precision == "fp32" else ACT_BYTES
     tp, cp, dp, pp, ep, vp = plans.tp, plans.cp, plans.dp, plans.pp, plans.ep, plans.vp
     tokens = plans.micro_batch * training.seq_len / cp
     layers = compute.layers_per_stage
@@ -86,7 +88,7 @@ def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: Pla
     # Tensor parallel: per layer 2 all-reduces forward and 2 backward of the b*s*h activation
     # (Shoeybi et al. 2019, Sec. 3, the f/g operators); with sequence parallelism each becomes a
     # reduce-scatter + all-gather pair of equal total cost (Korthikanti et al. 2022, Sec. 4.2.2).
-    tp_msg = tokens * m.hidden_size * ACT_BYTES
+    tp_msg = tokens * m.hidden_size * word
     tp_per_node = np.minimum(tp, gpn)
     one_ar = collective_time_s("all_reduce", tp_msg, tp, tp_per_node, levels)
     # Sequence parallelism also re-all-gathers the inputs of QKV and FC1 in backward for the
@@ -98,7 +100,7 @@ def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: Pla
     # Context parallel (ring attention): every layer passes K and V around the ring, cp-1 hops
     # forward and twice that backward (dK, dV), overlapped with the blockwise attention
     # (Liu et al. 2023, Ring Attention, arXiv:2310.01889, Sec. 3).
-    kv_chunk = tokens * 2 * np.maximum(m.kv_width / tp, m.head_dim) * ACT_BYTES
+    kv_chunk = tokens * 2 * np.maximum(m.kv_width / tp, m.head_dim) * word
     cp_per_node = _per_node(tp, cp, gpn)
     hop = collective_time_s("send_recv", kv_chunk, cp, cp_per_node, levels)
     cp_hops = 3.0 + np.where(full, 1.0, 0.0)  # a recomputed forward passes K, V around again
@@ -107,7 +109,7 @@ def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: Pla
     # Expert parallel: dispatch and combine all-to-all per MoE layer, forward and backward
     # (Lepikhin et al. 2020, GShard, arXiv:2006.16668, Sec. 2.2).
     if m.is_moe:
-        a2a_msg = tokens * m.experts_per_token * m.hidden_size * ACT_BYTES / tp
+        a2a_msg = tokens * m.experts_per_token * m.hidden_size * word / tp
         ep_per_node = _per_node(tp * cp, ep, gpn)
         a2a = collective_time_s("all_to_all", a2a_msg, ep, ep_per_node, levels)
         ep_mb = layers * (4.0 + np.where(full, 2.0, 0.0)) * a2a * (1.0 - profile.overlap_of("ep"))
@@ -119,7 +121,7 @@ def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: Pla
     # Megatron's scatter/gather sends 1/tp of it per rank (Sec. 4.1).
     # Adjacent stages sit tp*cp*dp ranks apart: in one node when that stride is smaller than a
     # node, else one hop over the network.
-    pp_msg = tokens * m.hidden_size * ACT_BYTES / tp
+    pp_msg = tokens * m.hidden_size * word / tp
     stage_pair_per_node = np.where(tp * cp * dp < gpn, 2, 1)
     hop_pp = collective_time_s("send_recv", pp_msg, 2, stage_pair_per_node, levels)
     pp_mb = np.where(pp > 1, 2.0 * vp * hop_pp * (1.0 - profile.overlap_of("pp")), 0.0)
@@ -131,7 +133,7 @@ def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: Pla
     trainable = trainable_fraction(m, training)
     grad_word = profile.const("grad_reduce_bytes")
     grad_bytes = params * trainable * grad_word
-    weight_bytes = params * ACT_BYTES
+    weight_bytes = params * word
     dp_group = dp * cp
     dp_per_node = _per_node(tp, dp_group, gpn)
     edp_group = np.maximum(dp_group // ep, 1)
@@ -147,7 +149,7 @@ def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: Pla
     rs = over_both("reduce_scatter", trainable * grad_word)
     # After a ZeRO-1/2 step only the updated (trainable) weights are gathered; frozen LoRA bases
     # stay replicated.
-    ag = over_both("all_gather", trainable * ACT_BYTES)
+    ag = over_both("all_gather", trainable * word)
     zero = plans.zero
     dp_sync = np.where(zero == 0, ar, np.where(zero < 3, rs + ag, 0.0))
     # Bucketed reduction overlaps the last micro-batch's backward (Li et al. 2020, PyTorch DDP,

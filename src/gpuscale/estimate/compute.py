@@ -93,7 +93,8 @@ def microbatch_compute(m: ModelSpec, device: Device, training: Training, plans: 
         attn_fwd = attn_flops / (half_peak * profile.attention_at(device.id, device.generation, chunk))
         # FlashAttention-2 backward re-forms the scores: 2.5x the forward FLOPs (Dao 2023, Sec. 3.2).
         attn_bwd = 2.5 * attn_fwd
-        attn_recompute = np.zeros(len(plans))
+        # Megatron's selective recompute re-runs the core attention even when it is fused.
+        attn_recompute = attn_fwd
     else:
         # Unfused attention: two batched GEMMs plus the s x s scores written and read by the
         # softmax/dropout kernels (Korthikanti et al. 2022, Sec. 4.1: 5as/h bytes term).
@@ -107,7 +108,8 @@ def microbatch_compute(m: ModelSpec, device: Device, training: Training, plans: 
     # moved per token, as multiples of the hidden and MLP widths (profile constants).
     sp = np.where(plans.sequence_parallel | (plans.tp == 1), tp, 1.0)
     expert_width = m.ffn_hidden_size * m.experts_per_token
-    elementwise_bytes = 2.0 * tokens * (profile.const("elementwise_hidden_passes") * m.hidden_size / sp
+    word = 4.0 if training.precision == "fp32" else 2.0
+    elementwise_bytes = word * tokens * (profile.const("elementwise_hidden_passes") * m.hidden_size / sp
                                         + profile.const("elementwise_ffn_passes") * expert_width / tp)
     elementwise_fwd = elementwise_bytes / hbm + profile.const("elementwise_kernels_per_layer") * launch_s
 

@@ -171,7 +171,8 @@ def estimate_batch(
     pipeline = m * t_mb + bubble
     if job.storage_gb_per_s_per_node > 0:
         # Each node reads the tokens of its replicas; the loader prefetches during the step.
-        replicas_per_node = np.maximum(cluster.gpus_per_node / (plans.tp * plans.pp * plans.cp), 1.0)
+        # Stages sit on different nodes (PP outermost): a node holds gpus_per_node/(tp*cp) replicas.
+        replicas_per_node = np.maximum(cluster.gpus_per_node / (plans.tp * plans.cp), 1.0)
         node_bytes = tokens_per_step / plans.dp * replicas_per_node * job.bytes_per_token
         data = np.maximum(node_bytes / (job.storage_gb_per_s_per_node * 1e9) - pipeline, 0.0)
     else:
