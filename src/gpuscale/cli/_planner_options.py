@@ -60,7 +60,7 @@ def common_options(func: F) -> F:
             "--nics-per-node",
             type=int,
             default=None,
-            help="Network ports per node [default: one per GPU, rail-optimized].",
+            help="Network ports per node [default: one per GPU, rail-optimized, on RDMA fabrics; one per node on TCP Ethernet].",
         ),
         click.option(
             "--gbs",

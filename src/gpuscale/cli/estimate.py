@@ -71,7 +71,8 @@ def _bottleneck(row: dict[str, Any]) -> str:
 @click.option("--gpus-per-node", type=int, default=catalog.DEFAULT_GPUS_PER_NODE, show_default=True)
 @click.option("--inter", default=catalog.DEFAULT_INTER, show_default=True,
               help="Fabric between nodes (gpuscale catalog links).")
-@click.option("--nics-per-node", type=int, default=None, help="[default: one per GPU]")
+@click.option("--nics-per-node", type=int, default=None,
+              help="[default: one per GPU on RDMA fabrics, one per node on TCP Ethernet]")
 @click.option("--slowest-gpu", default=None,
               help="Mixed cluster: the slowest card in the job, which sets the pace of every step.")
 @click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel degree.")

@@ -36,7 +36,7 @@ class Hardware:
     inter: str = catalog.DEFAULT_INTER
     gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE
     nics_per_node: int | None = None
-    """``None``: one NIC per GPU (rail-optimized)."""
+    """``None``: one NIC per GPU (rail-optimized) on RDMA fabrics, one per node on TCP Ethernet."""
 
     def __post_init__(self) -> None:
         catalog.gpu(self.gpu)
@@ -48,7 +48,7 @@ class Hardware:
         require(
             self.nics_per_node is None or self.nics_per_node >= 1,
             f"--nics-per-node must be a positive integer, got {self.nics_per_node}; "
-            "leave it out for one NIC per GPU",
+            "leave it out for the fabric's default (one per GPU on RDMA, one per node on Ethernet)",
         )
 
     def cluster(self, num_gpus: int) -> Cluster:
