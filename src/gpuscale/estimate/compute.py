@@ -30,8 +30,6 @@ class MicrobatchCompute:
     """Includes the recomputed forward when activations are recomputed."""
     recompute_s: np.ndarray
     """The part of ``backward_s`` spent recomputing the forward."""
-    layer_forward_s: np.ndarray
-    """One layer's forward: the grain of overlap for communication."""
     layers_per_stage: np.ndarray
 
 
@@ -137,6 +135,5 @@ def microbatch_compute(m: ModelSpec, device: Device, training: Training, plans: 
         forward_s=forward,
         backward_s=backward,
         recompute_s=layers_per_stage * recompute,
-        layer_forward_s=layer_fwd,
         layers_per_stage=layers_per_stage,
     )

@@ -66,9 +66,6 @@ class StepEstimate:
     def __len__(self) -> int:
         return int(self.step_time_s.shape[0])
 
-    def take(self, index: np.ndarray) -> StepEstimate:
-        return StepEstimate(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
-
     def breakdown(self, i: int) -> dict[str, float]:
         """Seconds per term of plan ``i``; the terms sum to ``step_time_s``."""
         out = {
