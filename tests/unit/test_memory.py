@@ -236,7 +236,9 @@ def test_vectorized_batch_equals_plan_by_plan() -> None:
         assert batch.row(i) == pytest.approx(plan_memory(L8B, training, plans.plan(i), PROFILE))
 
 
-def test_hundreds_of_thousands_of_plans_in_well_under_a_second() -> None:
+def test_memory_of_many_plans_is_vectorized() -> None:
+    # A ratio in one run, not a wall-clock limit: a plan in a batch of 200k must cost far less
+    # than a plan evaluated on its own (the planner's search depends on it).
     n = 200_000
     rng = np.random.default_rng(1)
     dp = rng.choice([1, 2, 4, 8, 16], n)
@@ -250,7 +252,13 @@ def test_hundreds_of_thousands_of_plans_in_well_under_a_second() -> None:
     training_memory(L8B, Training(), plans, profile=PROFILE)  # warm-up
     start = time.perf_counter()
     mem = training_memory(L8B, Training(), plans, profile=PROFILE)
-    assert time.perf_counter() - start < 1.0
+    per_plan_batched = (time.perf_counter() - start) / n
+    singles = 200
+    start = time.perf_counter()
+    for i in range(singles):
+        plan_memory(L8B, Training(), plans.plan(i), PROFILE)
+    per_plan_alone = (time.perf_counter() - start) / singles
+    assert per_plan_batched < 0.05 * per_plan_alone
     assert mem.total.shape == (n,) and np.all(mem.total > 0)
 
 

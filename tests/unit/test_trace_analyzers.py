@@ -65,6 +65,24 @@ def test_cpu_step_splits_into_parts_that_add_up(tmp_path: Path) -> None:
     assert report.ranks[0].device == "cpu"
 
 
+def test_collective_blocking_inside_an_op_is_communication_not_compute(tmp_path: Path) -> None:
+    # DDP calls c10d::allreduce_ from the AccumulateGrad hook, so the call nests inside an
+    # autograd op on the training thread. If it blocks there (30 of the 40 us), that time is a
+    # wait for the other ranks, not compute.
+    events = [
+        step(1, 0, 100),
+        ev("aten::mm", 0, 50),
+        ev("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 50, 40),
+        ev("c10d::allreduce_", 55, 30),
+        ev("Optimizer.step#SGD.step", 90, 10, cat="user_annotation"),
+        ev("aten::add_", 90, 10),
+    ]
+    b = analyze([write(tmp_path / "rank0.json", events)]).ranks[0].breakdown
+    assert b.compute_s[0] / US == pytest.approx(60)
+    assert b.exposed_comm_s[0] / US == pytest.approx(30)
+    assert b.optimizer_s[0] / US == pytest.approx(10)
+
+
 def test_gpu_overlap_matches_hta_definition(tmp_path: Path) -> None:
     # Compute kernels 0-40 and 50-60; NCCL 30-70: overlap 20 of 40 us of communication, which
     # HTA's get_comm_comp_overlap reports as 50%.

@@ -81,6 +81,9 @@ class TimelineBuilder:
 
     _host_ops: dict[Any, UnionBuilder] = field(default_factory=lambda: defaultdict(UnionBuilder))
     _host_comm: UnionBuilder = field(default_factory=UnionBuilder)
+    _host_comm_by_thread: dict[Any, UnionBuilder] = field(
+        default_factory=lambda: defaultdict(UnionBuilder)
+    )
     _dev_ops: UnionBuilder = field(default_factory=UnionBuilder)
     _dev_comm: UnionBuilder = field(default_factory=UnionBuilder)
     _data: UnionBuilder = field(default_factory=UnionBuilder)
@@ -174,6 +177,8 @@ class TimelineBuilder:
             self._dev_comm.add(start, end)
         else:
             self._host_comm.add(start, end)
+            if not self._gpu:
+                self._host_comm_by_thread[(event.get("pid"), event.get("tid"))].add(start, end)
         source = comm_source(kind, name)
         if source is not None:
             args = event.get("args")
@@ -191,6 +196,7 @@ class TimelineBuilder:
         if not self._gpu:
             self._gpu = True
             self._host_ops.clear()
+            self._host_comm_by_thread.clear()
 
     def feed(self, events: Iterable[dict[str, Any]]) -> TimelineBuilder:
         for event in events:
@@ -206,11 +212,17 @@ class TimelineBuilder:
             compute, comm = dev_ops, dev_comm
         else:
             # A CPU-only job: the training thread(s) are the device. Ops run inside the data
-            # loader are input work, not training compute.
+            # loader are input work, not training compute; a collective called from inside an
+            # op (DDP launches its all-reduce from the AccumulateGrad hook) is communication
+            # for as long as it blocks the training thread, not compute.
             threads = self._step_threads or set(self._host_ops)
-            compute = _minus(
-                _union(self._host_ops[t].build() for t in threads if t in self._host_ops), data
+            busy = _union(self._host_ops[t].build() for t in threads if t in self._host_ops)
+            waits = _union(
+                self._host_comm_by_thread[t].build()
+                for t in threads
+                if t in self._host_comm_by_thread
             )
+            compute = _minus(_minus(busy, data), waits)
             comm = self._host_comm.build()
         steps = tuple(sorted(self._steps))
         if steps:
