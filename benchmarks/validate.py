@@ -28,8 +28,11 @@ def main() -> int:
     parser.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--rows", action="store_true", help="print every row's error")
-    parser.add_argument("--write-bands", action="store_true",
-                        help=f"rewrite {BANDS.relative_to(ROOT)} from these residuals")
+    parser.add_argument(
+        "--write-bands",
+        action="store_true",
+        help=f"rewrite {BANDS.relative_to(ROOT)} from these residuals",
+    )
     args = parser.parse_args()
     if not args.csv.exists():
         print(f"validate: no such file {args.csv}", file=sys.stderr)
@@ -37,10 +40,12 @@ def main() -> int:
     results = evaluate(load_rows(args.csv))
     summary = summarize(results)
     if args.write_bands:
-        document = {"schema_version": 1,
-                    "source": f"benchmarks/validate.py --write-bands on {args.csv.name}, "
-                              f"{datetime.date.today().isoformat()}: 80th percentile of |error| per regime",
-                    **bands(results)}
+        document = {
+            "schema_version": 1,
+            "source": f"benchmarks/validate.py --write-bands on {args.csv.name}, "
+            f"{datetime.date.today().isoformat()}: 80th percentile of |error| per regime",
+            **bands(results),
+        }
         BANDS.write_text(yaml.safe_dump(document, sort_keys=False))
     if args.json:
         print(json.dumps({"rows": [r.as_dict() for r in results], **summary}, indent=2))
@@ -51,7 +56,9 @@ def main() -> int:
             if r.predicted is None:
                 print(f"{r.id:44s} skipped: {r.skip_reason}")
                 continue
-            print(f"{r.id:44s} {r.measured:10.1f} {r.predicted:10.1f} {r.error:+8.1%} {r.baseline_error:+8.1%}")
+            print(
+                f"{r.id:44s} {r.measured:10.1f} {r.predicted:10.1f} {r.error:+8.1%} {r.baseline_error:+8.1%}"
+            )
     print(f"\n{'source':16s} {'rows':>5s} {'MAPE':>7s} {'40%MFU MAPE':>12s}")
     for source, s in summary["per_source"].items():
         print(f"{source:16s} {s['rows']:5d} {s['mape']:7.1%} {s['baseline_mape']:12.1%}")

@@ -1,6 +1,6 @@
 """Predict every row of ../shared/validation/published_inference.csv and report the error.
 
-    python benchmarks/validate_inference.py [--csv PATH] [--rows] [--json]
+python benchmarks/validate_inference.py [--csv PATH] [--rows] [--json]
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from pathlib import Path
 
 from gpuscale.validation.published_inference import evaluate_inference, summarize_inference
 
-DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published_inference.csv"
+DEFAULT_CSV = (
+    Path(__file__).resolve().parents[2] / "shared" / "validation" / "published_inference.csv"
+)
 
 
 def main() -> int:
@@ -34,7 +36,9 @@ def main() -> int:
             if r.predicted is None:
                 print(f"{r.id:28s} {r.metric:28s} skipped: {r.skip_reason}")
             else:
-                print(f"{r.id:28s} {r.metric:28s} {r.measured:10.1f} {r.predicted:10.1f} {r.error:+8.1%}")
+                print(
+                    f"{r.id:28s} {r.metric:28s} {r.measured:10.1f} {r.predicted:10.1f} {r.error:+8.1%}"
+                )
     print(f"\n{'source/metric':44s} {'rows':>5s} {'MAPE':>7s}")
     for key, s in summary["per_group"].items():
         print(f"{key:44s} {s['rows']:5d} {s['mape']:7.1%}")

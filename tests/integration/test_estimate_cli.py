@@ -7,13 +7,45 @@ from pathlib import Path
 
 import pytest
 
-CONTRACT = {"fits", "memory_per_gpu_gib", "step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu",
-            "breakdown"}
+CONTRACT = {
+    "fits",
+    "memory_per_gpu_gib",
+    "step_time_s",
+    "tokens_per_s",
+    "tflops_per_gpu",
+    "mfu",
+    "breakdown",
+}
 BREAKDOWN = {"compute", "exposed_comm", "bubble", "optimizer", "other"}
 
-BASE = ["estimate", "llama3.1-70b", "--gpu", "h100-sxm", "--gpus", "64", "--tp", "8", "--pp", "2",
-        "--dp", "4", "--mbs", "1", "--gbs", "256", "--seq", "4096", "--recompute", "selective",
-        "--zero", "1", "--precision", "bf16", "--framework", "megatron"]
+BASE = [
+    "estimate",
+    "llama3.1-70b",
+    "--gpu",
+    "h100-sxm",
+    "--gpus",
+    "64",
+    "--tp",
+    "8",
+    "--pp",
+    "2",
+    "--dp",
+    "4",
+    "--mbs",
+    "1",
+    "--gbs",
+    "256",
+    "--seq",
+    "4096",
+    "--recompute",
+    "selective",
+    "--zero",
+    "1",
+    "--precision",
+    "bf16",
+    "--framework",
+    "megatron",
+]
 
 
 def test_json_follows_the_design_contract(gpuscale) -> None:
@@ -37,19 +69,52 @@ def test_table_output_names_the_bottleneck(gpuscale) -> None:
 
 def test_hf_config_json_is_accepted(gpuscale, tmp_path: Path) -> None:
     cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 2048, "num_hidden_layers": 16,
-                               "num_attention_heads": 32, "num_key_value_heads": 8,
-                               "intermediate_size": 8192, "vocab_size": 128256,
-                               "max_position_embeddings": 131072, "tie_word_embeddings": True}))
-    proc = gpuscale("estimate", str(cfg), "--gpu", "a100-sxm-80gb", "--gpus", "8", "--gbs", "64",
-                    "--mbs", "2", "--json")
+    cfg.write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 2048,
+                "num_hidden_layers": 16,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "intermediate_size": 8192,
+                "vocab_size": 128256,
+                "max_position_embeddings": 131072,
+                "tie_word_embeddings": True,
+            }
+        )
+    )
+    proc = gpuscale(
+        "estimate",
+        str(cfg),
+        "--gpu",
+        "a100-sxm-80gb",
+        "--gpus",
+        "8",
+        "--gbs",
+        "64",
+        "--mbs",
+        "2",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["fits"] is True
 
 
 def test_extrapolation_is_flagged(gpuscale) -> None:
-    proc = gpuscale("estimate", "mixtral-8x7b", "--gpu", "b200", "--gpus", "8", "--ep", "8",
-                    "--gbs", "64", "--json")
+    proc = gpuscale(
+        "estimate",
+        "mixtral-8x7b",
+        "--gpu",
+        "b200",
+        "--gpus",
+        "8",
+        "--ep",
+        "8",
+        "--gbs",
+        "64",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     warnings = " ".join(json.loads(proc.stdout)["uncertainty"]["warnings"])
     assert "blackwell" in warnings and "mixture-of-experts" in warnings
@@ -57,8 +122,10 @@ def test_extrapolation_is_flagged(gpuscale) -> None:
 
 def test_a_measured_profile_changes_the_prediction(gpuscale, tmp_path: Path) -> None:
     slow = tmp_path / "measured.yaml"
-    slow.write_text("schema_version: 1\nname: measured\nlinks:\n"
-                    "  inter: {bandwidth_gb_per_s: 4.0, latency_us: 40}\n")
+    slow.write_text(
+        "schema_version: 1\nname: measured\nlinks:\n"
+        "  inter: {bandwidth_gb_per_s: 4.0, latency_us: 40}\n"
+    )
     rated = json.loads(gpuscale(*BASE, "--json").stdout)
     measured = json.loads(gpuscale(*BASE, "--profile", str(slow), "--json").stdout)
     assert measured["step_time_s"] > rated["step_time_s"]

@@ -29,8 +29,9 @@ def test_405b_does_not_fit_one_card_in_bf16(gpuscale) -> None:
 def test_bad_tp_is_one_line(gpuscale) -> None:
     proc = gpuscale("infer", "llama2-7b", "--gpu", "h100-sxm", "--tp", "3")
     assert proc.returncode == 2
-    assert proc.stderr.strip() == ("gpuscale: --tp 3 does not divide the model's 32 attention heads; "
-                                   "accepted: divisors of 32")
+    assert proc.stderr.strip() == (
+        "gpuscale: --tp 3 does not divide the model's 32 attention heads; accepted: divisors of 32"
+    )
 
 
 def test_default_tp_list_skips_degrees_the_model_cannot_use(gpuscale) -> None:
@@ -39,10 +40,17 @@ def test_default_tp_list_skips_degrees_the_model_cannot_use(gpuscale) -> None:
     assert [o["tp"] for o in json.loads(proc.stdout)["options"]] == [1, 2, 4]
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["bert-large", "--gpu", "h100-sxm"], "is an encoder"),
-    (["llama2-7b", "--gpu", "a100-sxm-80gb", "--weights", "fp8"], "no fp8 tensor-core rate"),
-])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["bert-large", "--gpu", "h100-sxm"], "is an encoder"),
+        (["llama2-7b", "--gpu", "a100-sxm-80gb", "--weights", "fp8"], "no fp8 tensor-core rate"),
+    ],
+)
 def test_requests_the_hardware_or_model_cannot_serve_are_refused(gpuscale, args, needle) -> None:
     proc = gpuscale("infer", *args)
-    assert proc.returncode == 2 and needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert (
+        proc.returncode == 2
+        and needle in proc.stderr
+        and len(proc.stderr.strip().splitlines()) == 1
+    )

@@ -23,8 +23,14 @@ ALLOWED: dict[str, set[str]] = {
     "report": {"errors", "specs"},
 }
 
-TORCH_FREE = ["gpuscale.specs", "gpuscale.catalog", "gpuscale.estimate", "gpuscale.planner",
-              "gpuscale.report", "gpuscale.cli.main"]
+TORCH_FREE = [
+    "gpuscale.specs",
+    "gpuscale.catalog",
+    "gpuscale.estimate",
+    "gpuscale.planner",
+    "gpuscale.report",
+    "gpuscale.cli.main",
+]
 
 
 def _gpuscale_imports(path: Path) -> set[str]:

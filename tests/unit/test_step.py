@@ -18,16 +18,29 @@ from gpuscale.specs import JobOptions, Plan, PlanBatch, Training
 GENERIC = load_profile("generic")
 
 
-def run(model: str, gpu: str, plan: Plan, *, seq: int = 4096, inter: str = "ib-ndr400",
-        gpus_per_node: int = 8, precision: str = "bf16", profile=GENERIC, job=None):
+def run(
+    model: str,
+    gpu: str,
+    plan: Plan,
+    *,
+    seq: int = 4096,
+    inter: str = "ib-ndr400",
+    gpus_per_node: int = 8,
+    precision: str = "bf16",
+    profile=GENERIC,
+    job=None,
+):
     cluster = catalog.cluster(gpu, plan.num_gpus, gpus_per_node=gpus_per_node, inter=inter)
     training = Training(seq_len=seq, precision=precision)  # type: ignore[arg-type]
     return estimate_plan(catalog.model(model), cluster, training, plan, profile, job)
 
 
 def test_breakdown_terms_sum_to_the_step() -> None:
-    est = run("llama3.1-70b", "h100-sxm", Plan(tp=8, pp=4, dp=4, vp=5, micro_batch=1,
-                                                global_batch=256, zero=1))
+    est = run(
+        "llama3.1-70b",
+        "h100-sxm",
+        Plan(tp=8, pp=4, dp=4, vp=5, micro_batch=1, global_batch=256, zero=1),
+    )
     b = est.breakdown(0)
     parts = ["compute", "exposed_comm", "bubble", "optimizer", "data", "checkpoint", "other"]
     assert sum(b[k] for k in parts) == pytest.approx(float(est.step_time_s[0]), rel=1e-9)
@@ -47,16 +60,22 @@ def test_one_gpu_has_no_communication() -> None:
 
 
 def test_vectorized_batch_matches_one_plan_at_a_time() -> None:
-    plans = [Plan(tp=t, pp=p, dp=64 // (t * p), micro_batch=1, global_batch=512, zero=z,
-                  recompute=r)
-             for t in (1, 2, 8) for p in (1, 2) for z in (0, 1, 3) for r in ("none", "full")]
+    plans = [
+        Plan(tp=t, pp=p, dp=64 // (t * p), micro_batch=1, global_batch=512, zero=z, recompute=r)
+        for t in (1, 2, 8)
+        for p in (1, 2)
+        for z in (0, 1, 3)
+        for r in ("none", "full")
+    ]
     model, cluster = catalog.model("llama2-13b"), catalog.cluster("h100-sxm", 64)
     training = Training(seq_len=4096)
     batch = estimate_batch(model, cluster, training, PlanBatch.from_plans(plans), GENERIC)
     for i, plan in enumerate(plans):
         one = estimate_plan(model, cluster, training, plan, GENERIC)
         assert float(batch.step_time_s[i]) == pytest.approx(float(one.step_time_s[0]), rel=1e-12)
-        assert float(batch.memory_per_gpu_bytes[i]) == pytest.approx(float(one.memory_per_gpu_bytes[0]))
+        assert float(batch.memory_per_gpu_bytes[i]) == pytest.approx(
+            float(one.memory_per_gpu_bytes[0])
+        )
 
 
 def test_tp8_inside_one_nvlink_node_beats_tp8_split_over_two_nodes() -> None:
@@ -72,15 +91,24 @@ def test_per_gpu_efficiency_of_data_parallelism_falls_with_gpu_count() -> None:
     mfu = []
     for n in (8, 32, 128, 512):
         plan = Plan(dp=n, micro_batch=4, global_batch=4 * n)  # weak scaling, one micro-batch
-        mfu.append(float(run("bert-large", "a100-sxm-80gb", plan, seq=512, inter="roce-100").mfu[0]))
+        mfu.append(
+            float(run("bert-large", "a100-sxm-80gb", plan, seq=512, inter="roce-100").mfu[0])
+        )
     assert all(a >= b for a, b in itertools.pairwise(mfu))
     assert mfu[-1] < 0.9 * mfu[0]
 
 
 def test_recompute_costs_time_full_more_than_selective() -> None:
-    times = [float(run("llama2-7b", "a100-sxm-80gb",
-                       Plan(dp=8, micro_batch=2, global_batch=16, recompute=r)).step_time_s[0])
-             for r in ("none", "selective", "full")]
+    times = [
+        float(
+            run(
+                "llama2-7b",
+                "a100-sxm-80gb",
+                Plan(dp=8, micro_batch=2, global_batch=16, recompute=r),
+            ).step_time_s[0]
+        )
+        for r in ("none", "selective", "full")
+    ]
     assert times[0] <= times[1] < times[2]
     assert times[2] / times[0] == pytest.approx(4 / 3, rel=0.12)  # one extra forward of three
 
@@ -90,7 +118,10 @@ def test_fp8_speeds_up_hopper_and_is_refused_where_it_does_not_exist() -> None:
     h_bf16 = float(run("gpt3-175b", "h100-sxm", plan, precision="bf16").step_time_s[0])
     h_fp8 = float(run("gpt3-175b", "h100-sxm", plan, precision="fp8").step_time_s[0])
     assert h_fp8 < 0.85 * h_bf16
-    with pytest.raises(InputError, match="a100-sxm-80gb has no fp8 tensor-core rate; accepted: fp32, tf32, bf16, fp16"):
+    with pytest.raises(
+        InputError,
+        match="a100-sxm-80gb has no fp8 tensor-core rate; accepted: fp32, tf32, bf16, fp16",
+    ):
         run("gpt3-175b", "a100-sxm-80gb", plan, precision="fp8")
 
 
@@ -110,20 +141,34 @@ def test_the_slowest_gpu_sets_the_pace_of_a_mixed_cluster() -> None:
 def test_slow_storage_and_checkpoints_show_up_as_their_own_terms() -> None:
     plan = Plan(dp=64, micro_batch=8, global_batch=512)
     fast = run("gpt3-125m", "h100-sxm", plan, seq=2048)
-    slow = run("gpt3-125m", "h100-sxm", plan, seq=2048,
-               job=JobOptions(storage_gb_per_s_per_node=0.001, checkpoint_every_steps=10,
-                              checkpoint_write_gb_per_s=0.1))
+    slow = run(
+        "gpt3-125m",
+        "h100-sxm",
+        plan,
+        seq=2048,
+        job=JobOptions(
+            storage_gb_per_s_per_node=0.001,
+            checkpoint_every_steps=10,
+            checkpoint_write_gb_per_s=0.1,
+        ),
+    )
     assert float(fast.data_s[0]) == 0.0 and float(fast.checkpoint_s[0]) == 0.0
     assert float(slow.data_s[0]) > 0 and float(slow.checkpoint_s[0]) > 0
     assert float(slow.step_time_s[0]) > float(fast.step_time_s[0])
 
 
-def test_a_measured_profile_moves_the_prediction_the_way_the_measurement_says(tmp_path: Path) -> None:
+def test_a_measured_profile_moves_the_prediction_the_way_the_measurement_says(
+    tmp_path: Path,
+) -> None:
     slow_net = tmp_path / "slow.yaml"
-    slow_net.write_text("schema_version: 1\nname: measured\nlinks:\n  inter: {bandwidth_gb_per_s: 5, latency_us: 30}\n")
+    slow_net.write_text(
+        "schema_version: 1\nname: measured\nlinks:\n  inter: {bandwidth_gb_per_s: 5, latency_us: 30}\n"
+    )
     plan = Plan(tp=8, dp=8, micro_batch=1, global_batch=64, zero=1)
     rated = run("llama2-70b", "h100-sxm", plan)
-    measured = run("llama2-70b", "h100-sxm", plan, profile=load_profile_for("generic", str(slow_net)))
+    measured = run(
+        "llama2-70b", "h100-sxm", plan, profile=load_profile_for("generic", str(slow_net))
+    )
     assert float(measured.comm_dp_s[0]) > float(rated.comm_dp_s[0])
     assert float(measured.step_time_s[0]) > float(rated.step_time_s[0])
 
@@ -155,7 +200,9 @@ def test_optimizer_offload_moves_the_step_to_the_host() -> None:
     model, cluster = catalog.model("llama2-7b"), catalog.cluster("a100-sxm-80gb", 1)
     plan = Plan(micro_batch=8, global_batch=8, recompute="full")
     on_gpu = estimate_plan(model, cluster, Training(seq_len=2048), plan, GENERIC)
-    offloaded = estimate_plan(model, cluster, Training(seq_len=2048, offload_optimizer=True), plan, GENERIC)
+    offloaded = estimate_plan(
+        model, cluster, Training(seq_len=2048, offload_optimizer=True), plan, GENERIC
+    )
     assert float(offloaded.optimizer_s[0]) > 10 * float(on_gpu.optimizer_s[0])
     assert float(offloaded.memory_per_gpu_bytes[0]) < 0.5 * float(on_gpu.memory_per_gpu_bytes[0])
 
@@ -172,16 +219,27 @@ def test_fsdp_pays_ring_latency_per_layer_so_pure_fsdp_stops_scaling() -> None:
     per_gpu = []
     for n in (64, 8192):
         plan = Plan(dp=n, zero=3, micro_batch=1, global_batch=n, recompute="full")
-        per_gpu.append(float(run("llama3.1-70b", "h100-sxm", plan, profile=fsdp).tokens_per_s[0]) / n)
+        per_gpu.append(
+            float(run("llama3.1-70b", "h100-sxm", plan, profile=fsdp).tokens_per_s[0]) / n
+        )
     assert per_gpu[1] < 0.8 * per_gpu[0]
 
 
 def test_lora_with_zero1_gathers_only_the_adapters() -> None:
     model, cluster = catalog.model("llama3.1-70b"), catalog.cluster("h100-sxm", 64)
     training = Training(seq_len=4096, finetune="lora")
-    comm = [float(estimate_plan(model, cluster, training,
-                                Plan(tp=8, dp=8, zero=z, micro_batch=1, global_batch=8),
-                                load_profile("megatron-lm-2021")).comm_dp_s[0]) for z in (0, 1)]
+    comm = [
+        float(
+            estimate_plan(
+                model,
+                cluster,
+                training,
+                Plan(tp=8, dp=8, zero=z, micro_batch=1, global_batch=8),
+                load_profile("megatron-lm-2021"),
+            ).comm_dp_s[0]
+        )
+        for z in (0, 1)
+    ]
     assert comm[1] < 5 * comm[0] + 0.01
 
 
@@ -199,9 +257,18 @@ def test_offloaded_optimizers_share_the_node_host_memory() -> None:
 def test_expert_state_is_sharded_over_expert_data_parallel_ranks_only() -> None:
     model, cluster = catalog.model("mixtral-8x7b"), catalog.cluster("h100-sxm", 8)
     training = Training(seq_len=4096)
-    opt = [float(estimate_plan(model, cluster, training,
-                               Plan(dp=8, ep=ep, zero=1, micro_batch=1, global_batch=8),
-                               GENERIC).optimizer_s[0]) for ep in (1, 8)]
+    opt = [
+        float(
+            estimate_plan(
+                model,
+                cluster,
+                training,
+                Plan(dp=8, ep=ep, zero=1, micro_batch=1, global_batch=8),
+                GENERIC,
+            ).optimizer_s[0]
+        )
+        for ep in (1, 8)
+    ]
     # 8 GPUs hold each expert's optimizer state once in both layouts: ep=8 keeps whole experts,
     # ep=1 shards every expert 8 ways (it must not be divided by ep twice)
     assert opt[1] == pytest.approx(opt[0], rel=0.05)

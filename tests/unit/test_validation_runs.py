@@ -14,12 +14,12 @@ from gpuscale.validation.published_runs import evaluate, load_rows, summarize
 
 PINNED = {
     # row id: tolerance on tokens/s per GPU
-    "narayanan21-t1-10": 0.10,         # 1T, TP8 x PP64 over 3072 A100, fp16, full recompute
+    "narayanan21-t1-10": 0.10,  # 1T, TP8 x PP64 over 3072 A100, fp16, full recompute
     "korthikanti22-175B-selective-sp": 0.10,
     "megatron-readme-h100-177B": 0.10,  # Megatron-Core on H100, TP8 x PP6
-    "nemo2407-llama2-7b-8gpu": 0.10,     # FP8 on one DGX H100
+    "nemo2407-llama2-7b-8gpu": 0.10,  # FP8 on one DGX H100
     "llmfoundry-a100-40gb-7b-64gpu": 0.10,  # FSDP, 8x200G RoCE
-    "narayanan21-t2-01": 0.15,         # DeepSpeed ZeRO-3, 384 GPUs
+    "narayanan21-t2-01": 0.15,  # DeepSpeed ZeRO-3, 384 GPUs
     "bloom176b-step": 0.10,
 }
 

@@ -44,7 +44,9 @@ def links() -> dict[str, Link]:
 @cache
 def models() -> dict[str, ModelSpec]:
     """Every catalog model by id."""
-    return {mid: ModelSpec(name=mid, **fields) for mid, fields in _load("models.yaml")["models"].items()}
+    return {
+        mid: ModelSpec(name=mid, **fields) for mid, fields in _load("models.yaml")["models"].items()
+    }
 
 
 @cache
@@ -96,13 +98,17 @@ def cluster(
     Ethernet (TCP sockets), where servers carry a single data port."""
     device = gpu(gpu_id)
     fabric = link(inter)
-    require(fabric.kind in NETWORK_KINDS,
-            f"--inter {inter} is a {fabric.kind} link inside a node, not a fabric between nodes; "
-            f"accepted: {', '.join(k for k, v in links().items() if v.kind in NETWORK_KINDS)}")
+    require(
+        fabric.kind in NETWORK_KINDS,
+        f"--inter {inter} is a {fabric.kind} link inside a node, not a fabric between nodes; "
+        f"accepted: {', '.join(k for k, v in links().items() if v.kind in NETWORK_KINDS)}",
+    )
     per_node = DEFAULT_GPUS_PER_NODE if gpus_per_node is None else gpus_per_node
     require(per_node >= 1, f"--gpus-per-node must be >= 1, got {per_node}")
-    require(nics_per_node is None or nics_per_node >= 1,
-            f"--nics-per-node must be >= 1, got {nics_per_node}")
+    require(
+        nics_per_node is None or nics_per_node >= 1,
+        f"--nics-per-node must be >= 1, got {nics_per_node}",
+    )
     require(num_gpus >= 1, f"--gpus must be >= 1, got {num_gpus}")
     return Cluster(
         device=device,
@@ -110,9 +116,22 @@ def cluster(
         gpus_per_node=per_node,
         intra=link(device.intra_link),
         inter=fabric,
-        nics_per_node=nics_per_node if nics_per_node is not None else (per_node if fabric.rdma else 1),
+        nics_per_node=nics_per_node
+        if nics_per_node is not None
+        else (per_node if fabric.rdma else 1),
         oversubscription=oversubscription,
     )
 
 
-__all__ = ["DEFAULT_INTER", "InputError", "cluster", "gpu", "gpus", "link", "links", "model", "models", "validation_bands"]
+__all__ = [
+    "DEFAULT_INTER",
+    "InputError",
+    "cluster",
+    "gpu",
+    "gpus",
+    "link",
+    "links",
+    "model",
+    "models",
+    "validation_bands",
+]

@@ -28,7 +28,9 @@ class FiniteFloat(click.ParamType):
 
     name = "number"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
         try:
             number = float(value)
         except (TypeError, ValueError):
@@ -56,8 +58,10 @@ def check_writable(path: str | None, option: str) -> None:
         with out.open("a"):
             pass
     except OSError as exc:
-        raise InputError(f"cannot write {option} '{path}': {exc.strerror or exc}; accepted: a "
-                         "file path in a writable folder") from None
+        raise InputError(
+            f"cannot write {option} '{path}': {exc.strerror or exc}; accepted: a "
+            "file path in a writable folder"
+        ) from None
     if not existed:
         out.unlink(missing_ok=True)
     for folder in missing:
@@ -74,7 +78,9 @@ def write_html(path: str, title: str, sections: Sequence[Section]) -> None:
 
 
 def json_option(func: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print one JSON object for scripts.")(func)
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print one JSON object for scripts."
+    )(func)
 
 
 def _plain(value: Any) -> Any:

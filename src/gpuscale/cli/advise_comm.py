@@ -111,8 +111,12 @@ def _ms(seconds: float) -> str:
 )
 @click.option("--gpu", default=DEFAULT_GPU, show_default=True, help="Catalog GPU id.")
 @click.option("--gpus-per-node", type=int, default=catalog.DEFAULT_GPUS_PER_NODE, show_default=True)
-@click.option("--nics-per-node", type=int, default=None,
-              help="[default: one per GPU on RDMA fabrics, one per node on TCP Ethernet]")
+@click.option(
+    "--nics-per-node",
+    type=int,
+    default=None,
+    help="[default: one per GPU on RDMA fabrics, one per node on TCP Ethernet]",
+)
 @click.option(
     "--mbs", type=int, default=1, show_default=True, help="Micro-batch per GPU, sequences."
 )

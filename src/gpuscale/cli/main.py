@@ -80,8 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     except click.UsageError as exc:
         where = exc.ctx.command_path if exc.ctx is not None else "gpuscale"
         message = _one_line(exc.format_message()).rstrip(".")
-        click.echo(f"gpuscale: {where.removeprefix('gpuscale ')}: {message}; see {where} --help",
-                   err=True)
+        click.echo(
+            f"gpuscale: {where.removeprefix('gpuscale ')}: {message}; see {where} --help", err=True
+        )
         return 2
     except click.ClickException as exc:
         click.echo(f"gpuscale: {_one_line(exc.format_message())}", err=True)

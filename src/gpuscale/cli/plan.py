@@ -149,8 +149,11 @@ def command(
         console.print(render.parts_table(result.winner))
         console.print(f"[bold]Why:[/bold] {result.why}")
         band = result.winner.estimate["uncertainty"]
-        console.print(f"[bold]Error band:[/bold] ±{band['relative']:.0%} on throughput "
-                      f"(validation residuals of {band['regime']})", highlight=False)
+        console.print(
+            f"[bold]Error band:[/bold] ±{band['relative']:.0%} on throughput "
+            f"(validation residuals of {band['regime']})",
+            highlight=False,
+        )
         for warning in band["warnings"]:
             console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
         if advice is not None:

@@ -23,8 +23,14 @@ from gpuscale.estimate.profile import Profile
 from gpuscale.specs import Cluster
 
 Op = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"]
-OPS: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
-                        "send_recv")
+OPS: tuple[str, ...] = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "broadcast",
+    "send_recv",
+)
 
 ArrayLike = np.ndarray | float | int
 
@@ -59,7 +65,8 @@ class LevelBandwidth:
         return cls(
             intra_gb_per_s=intra.bandwidth(cluster.intra.bandwidth_gb_per_s),
             intra_latency_us=intra.latency(cluster.intra.latency_us),
-            nic_gb_per_s=inter.bandwidth(cluster.inter.bandwidth_gb_per_s) / cluster.oversubscription,
+            nic_gb_per_s=inter.bandwidth(cluster.inter.bandwidth_gb_per_s)
+            / cluster.oversubscription,
             nics_per_gpu=cluster.nics_per_node / cluster.gpus_per_node,
             inter_latency_us=inter.latency(cluster.inter.latency_us),
         )
@@ -108,8 +115,12 @@ def collective_time_s(
     if op == "all_to_all":
         # (per-1)/n of the buffer stays in the node, (n-per)/n crosses the network
         local = size * (per - 1.0) / n_arr / (levels.intra_gb_per_s * 1e9)
-        remote = size * (n_arr - per) / n_arr / (
-            np.maximum(levels.nics_per_gpu * levels.nic_gb_per_s, 1e-9) * 1e9)
+        remote = (
+            size
+            * (n_arr - per)
+            / n_arr
+            / (np.maximum(levels.nics_per_gpu * levels.nic_gb_per_s, 1e-9) * 1e9)
+        )
         return np.where(n_arr > 1, (n_arr - 1.0) * alpha + np.maximum(local, remote), 0.0)
     busbw = group_bus_bandwidth(levels, n_arr, per) * 1e9
     bandwidth_term = size * bus_factor(op, n_arr) / busbw
@@ -118,5 +129,7 @@ def collective_time_s(
     if op != "all_reduce":
         # NCCL's tree exists for all-reduce only (src/graph/tuning.cc); the others are rings.
         return np.where(n_arr > 1, ring, 0.0)
-    tree = steps * np.ceil(np.log2(n_arr)) * alpha + bandwidth_term * n_arr / np.maximum(n_arr - 1.0, 1.0)
+    tree = steps * np.ceil(np.log2(n_arr)) * alpha + bandwidth_term * n_arr / np.maximum(
+        n_arr - 1.0, 1.0
+    )
     return np.where(n_arr > 1, np.minimum(ring, tree), 0.0)

@@ -65,7 +65,9 @@ def params_per_gpu(m: ModelSpec, plans: PlanBatch) -> np.ndarray:
     dense_layer = layer_params(m) - expert
     stage_layers = np.ceil(m.num_layers / plans.pp)
     per_layer = dense_layer / plans.tp + expert / (plans.tp * plans.ep)
-    embed = m.vocab_size * m.hidden_size + (m.max_seq_len * m.hidden_size if m.position == "learned" else 0)
+    embed = m.vocab_size * m.hidden_size + (
+        m.max_seq_len * m.hidden_size if m.position == "learned" else 0
+    )
     heaviest_end = np.where(plans.pp == 1, embedding_params(m), embed)
     return stage_layers * per_layer + heaviest_end / plans.tp
 
@@ -75,8 +77,14 @@ def trainable_fraction(m: ModelSpec, training: Training) -> float:
     return lora_params(m, training) / total_params(m) if training.is_lora else 1.0
 
 
-def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: PlanBatch,
-                  profile: Profile, compute: MicrobatchCompute) -> CommTimes:
+def communication(
+    m: ModelSpec,
+    cluster: Cluster,
+    training: Training,
+    plans: PlanBatch,
+    profile: Profile,
+    compute: MicrobatchCompute,
+) -> CommTimes:
     levels = LevelBandwidth.of(cluster, profile)
     gpn = cluster.gpus_per_node
     word = 4.0 if training.precision == "fp32" else ACT_BYTES
@@ -140,10 +148,14 @@ def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: Pla
     edp_per_node = _per_node(tp * ep, edp_group, gpn)
 
     def over_both(op: str, bytes_per_param: float) -> np.ndarray:
-        dense = collective_time_s(op, (params - experts) * bytes_per_param, dp_group, dp_per_node, levels)
+        dense = collective_time_s(
+            op, (params - experts) * bytes_per_param, dp_group, dp_per_node, levels
+        )
         if not m.is_moe:
             return dense
-        return dense + collective_time_s(op, experts * bytes_per_param, edp_group, edp_per_node, levels)
+        return dense + collective_time_s(
+            op, experts * bytes_per_param, edp_group, edp_per_node, levels
+        )
 
     ar = over_both("all_reduce", trainable * grad_word)
     rs = over_both("reduce_scatter", trainable * grad_word)
@@ -162,9 +174,12 @@ def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: Pla
     # where ZeRO-1 reduces once per step.
     rs_exposed = np.maximum(rs - hidden, 0.0)
     zero2_mb = np.where(zero == 2, rs_exposed, 0.0)
-    dp_step = np.where(zero == 0, np.maximum(ar - hidden, 0.0),
-                       np.where(zero == 1, rs_exposed, 0.0)
-                       + np.where((zero == 1) | (zero == 2), np.maximum(ag - gather_hidden, 0.0), 0.0))
+    dp_step = np.where(
+        zero == 0,
+        np.maximum(ar - hidden, 0.0),
+        np.where(zero == 1, rs_exposed, 0.0)
+        + np.where((zero == 1) | (zero == 2), np.maximum(ag - gather_hidden, 0.0), 0.0),
+    )
 
     # ZeRO-3 / FSDP: all-gather weights for forward and again for backward, reduce-scatter
     # gradients, every micro-batch; prefetching hides it behind the layer math (Rajbhandari
@@ -172,13 +187,23 @@ def communication(m: ModelSpec, cluster: Cluster, training: Training, plans: Pla
     # One gather (forward), one gather (backward) and one reduce-scatter per layer, each paying
     # the ring latency (FSDP wraps each transformer block as a unit).
     units = layers
-    z3_ag = units * collective_time_s("all_gather", weight_bytes / units, dp_group, dp_per_node, levels)
-    z3_rs = units * collective_time_s("reduce_scatter", grad_bytes / units, dp_group, dp_per_node, levels)
+    z3_ag = units * collective_time_s(
+        "all_gather", weight_bytes / units, dp_group, dp_per_node, levels
+    )
+    z3_rs = units * collective_time_s(
+        "reduce_scatter", grad_bytes / units, dp_group, dp_per_node, levels
+    )
     z3_comm = (2.0 * z3_ag + z3_rs) / profile.const("zero3_bandwidth_efficiency")
     z3_hidden = profile.overlap_of("zero") * (compute.forward_s + compute.backward_s)
     zero3_mb = np.where(zero == 3, np.maximum(z3_comm - z3_hidden, 0.0), 0.0) + zero2_mb
 
     return CommTimes(
-        tp_mb=tp_mb, cp_mb=cp_mb, ep_mb=ep_mb, pp_mb=pp_mb, zero3_mb=zero3_mb, dp_step=dp_step,
-        total_dp_bytes=grad_bytes, dp_unhidden_s=np.where(zero == 3, z3_comm, dp_sync),
+        tp_mb=tp_mb,
+        cp_mb=cp_mb,
+        ep_mb=ep_mb,
+        pp_mb=pp_mb,
+        zero3_mb=zero3_mb,
+        dp_step=dp_step,
+        total_dp_bytes=grad_bytes,
+        dp_unhidden_s=np.where(zero == 3, z3_comm, dp_sync),
     )

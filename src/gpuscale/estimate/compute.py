@@ -33,8 +33,14 @@ class MicrobatchCompute:
     layers_per_stage: np.ndarray
 
 
-def gemm_time(g: Gemm, precision: str, device: Device, profile: Profile, launch_s: float,
-              weight_bytes: float | None = None) -> np.ndarray:
+def gemm_time(
+    g: Gemm,
+    precision: str,
+    device: Device,
+    profile: Profile,
+    launch_s: float,
+    weight_bytes: float | None = None,
+) -> np.ndarray:
     """Time of ``g``: roofline of its math at ``precision`` and of its traffic (activations in
     and out, and weights stored at ``weight_bytes`` per element: fewer for weight-only int8/int4
     serving). FP8 training adds the cast of the input (Micikevicius et al. 2022,
@@ -57,8 +63,9 @@ def gemm_time(g: Gemm, precision: str, device: Device, profile: Profile, launch_
     return time * g.count
 
 
-def microbatch_compute(m: ModelSpec, device: Device, training: Training, plans: PlanBatch,
-                       profile: Profile) -> MicrobatchCompute:
+def microbatch_compute(
+    m: ModelSpec, device: Device, training: Training, plans: PlanBatch, profile: Profile
+) -> MicrobatchCompute:
     """Forward and backward time of one micro-batch on the busiest pipeline stage."""
     seq = float(training.seq_len)
     tp = plans.tp.astype(float)
@@ -69,8 +76,10 @@ def microbatch_compute(m: ModelSpec, device: Device, training: Training, plans: 
     # Linear layers run at the training precision (FP8 with Transformer Engine recipes);
     # everything else stays in 16-bit (Micikevicius et al. 2022, arXiv:2209.05433, Sec. 4).
     gemms = layer_gemms(m, tokens, tp, plans.ep)
-    gemm_fwd = sum((gemm_time(g, training.precision, device, profile, launch_s) for g in gemms),
-                   start=np.zeros(len(plans)))
+    gemm_fwd = sum(
+        (gemm_time(g, training.precision, device, profile, launch_s) for g in gemms),
+        start=np.zeros(len(plans)),
+    )
     # Frozen base weights (LoRA/QLoRA) need no weight gradient: backward is the input gradient
     # only (Hu et al. 2021, Sec. 4.2). QLoRA dequantizes every NF4 weight to 16-bit before each
     # use, forward and backward (Dettmers et al. 2023, Sec. 3, "computation data type").
@@ -78,8 +87,11 @@ def microbatch_compute(m: ModelSpec, device: Device, training: Training, plans: 
     dequant = np.zeros(len(plans))
     if training.finetune == "qlora":
         weight_elements = sum((g.k * g.n * g.count for g in gemms), start=np.zeros(len(plans)))
-        dequant = weight_elements * (nf4_bytes_per_param(training.double_quant) + 2.0) / (
-            device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency)
+        dequant = (
+            weight_elements
+            * (nf4_bytes_per_param(training.double_quant) + 2.0)
+            / (device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency)
+        )
     gemm_fwd = gemm_fwd + dequant
 
     attn_flops = attention_core_flops(m, tokens, seq, tp, causal_skip=training.flash_attention)
@@ -88,7 +100,9 @@ def microbatch_compute(m: ModelSpec, device: Device, training: Training, plans: 
         # Ring attention splits each sequence into 2*cp load-balanced chunks and runs one kernel
         # per chunk pair (Megatron-Core/Transformer Engine context parallelism).
         chunk = np.where(plans.cp > 1, seq / (2.0 * plans.cp), seq)
-        attn_fwd = attn_flops / (half_peak * profile.attention_at(device.id, device.generation, chunk))
+        attn_fwd = attn_flops / (
+            half_peak * profile.attention_at(device.id, device.generation, chunk)
+        )
         # FlashAttention-2 backward re-forms the scores: 2.5x the forward FLOPs (Dao 2023, Sec. 3.2).
         attn_bwd = 2.5 * attn_fwd
         # Megatron's selective recompute re-runs the core attention even when it is fused.
@@ -97,8 +111,16 @@ def microbatch_compute(m: ModelSpec, device: Device, training: Training, plans: 
         # Unfused attention: two batched GEMMs plus the s x s scores written and read by the
         # softmax/dropout kernels (Korthikanti et al. 2022, Sec. 4.1: 5as/h bytes term).
         score_bytes = 2.0 * plans.micro_batch * (m.num_heads / tp) * seq * seq / plans.cp
-        attn_fwd = attn_flops / (half_peak * profile.gemm_curve(device.id, device.generation, device.half_precision)(
-            2.0 * tokens * seq * m.head_dim)) + profile.const("unfused_softmax_passes") * score_bytes / hbm
+        attn_fwd = (
+            attn_flops
+            / (
+                half_peak
+                * profile.gemm_curve(device.id, device.generation, device.half_precision)(
+                    2.0 * tokens * seq * m.head_dim
+                )
+            )
+            + profile.const("unfused_softmax_passes") * score_bytes / hbm
+        )
         attn_bwd = 2.0 * attn_fwd
         attn_recompute = attn_fwd
 
@@ -107,9 +129,17 @@ def microbatch_compute(m: ModelSpec, device: Device, training: Training, plans: 
     sp = np.where(plans.sequence_parallel | (plans.tp == 1), tp, 1.0)
     expert_width = m.ffn_hidden_size * m.experts_per_token
     word = 4.0 if training.precision == "fp32" else 2.0
-    elementwise_bytes = word * tokens * (profile.const("elementwise_hidden_passes") * m.hidden_size / sp
-                                        + profile.const("elementwise_ffn_passes") * expert_width / tp)
-    elementwise_fwd = elementwise_bytes / hbm + profile.const("elementwise_kernels_per_layer") * launch_s
+    elementwise_bytes = (
+        word
+        * tokens
+        * (
+            profile.const("elementwise_hidden_passes") * m.hidden_size / sp
+            + profile.const("elementwise_ffn_passes") * expert_width / tp
+        )
+    )
+    elementwise_fwd = (
+        elementwise_bytes / hbm + profile.const("elementwise_kernels_per_layer") * launch_s
+    )
 
     layer_fwd = gemm_fwd + attn_fwd + elementwise_fwd
     # Backward: input and weight gradients (2x GEMM FLOPs), elementwise ~2x forward traffic.
@@ -126,9 +156,13 @@ def microbatch_compute(m: ModelSpec, device: Device, training: Training, plans: 
     # Sec. 5); frameworks whose "selective" also re-runs some matmuls (torchtitan's layer/op SAC)
     # say what fraction of the rest of the layer they redo.
     selective = attn_recompute + profile.const("selective_recompute_layer_fraction") * (
-        gemm_fwd + elementwise_fwd)
-    recompute = np.where(plans.recompute == RECOMPUTE_CODE["full"], layer_fwd,
-                         np.where(plans.recompute == RECOMPUTE_CODE["selective"], selective, 0.0))
+        gemm_fwd + elementwise_fwd
+    )
+    recompute = np.where(
+        plans.recompute == RECOMPUTE_CODE["full"],
+        layer_fwd,
+        np.where(plans.recompute == RECOMPUTE_CODE["selective"], selective, 0.0),
+    )
     forward = layers_per_stage * layer_fwd + head + loss
     backward = layers_per_stage * (layer_bwd + recompute) + gemm_bwd_factor * head + loss
     return MicrobatchCompute(

@@ -58,7 +58,9 @@ def layer_gemms(m: ModelSpec, tokens: ArrayLike, tp: ArrayLike, ep: ArrayLike = 
         expert_tokens = T
     gemms = [
         # When TP exceeds the KV heads, each rank keeps a whole KV head (replicated).
-        Gemm("qkv", T * one, m.q_width / t + 2 * np.maximum(m.kv_width / t, m.head_dim), h * one, one),
+        Gemm(
+            "qkv", T * one, m.q_width / t + 2 * np.maximum(m.kv_width / t, m.head_dim), h * one, one
+        ),
         Gemm("attn_out", T * one, h * one, m.q_width / t, one),
         Gemm("mlp_up", expert_tokens * one, up_width / t, h * one, experts_here * one),
         Gemm("mlp_down", expert_tokens * one, h * one, f / t, experts_here * one),
@@ -68,8 +70,9 @@ def layer_gemms(m: ModelSpec, tokens: ArrayLike, tp: ArrayLike, ep: ArrayLike = 
     return gemms
 
 
-def attention_core_flops(m: ModelSpec, tokens: ArrayLike, kv_len: ArrayLike, tp: ArrayLike,
-                         causal_skip: bool) -> np.ndarray:
+def attention_core_flops(
+    m: ModelSpec, tokens: ArrayLike, kv_len: ArrayLike, tp: ArrayLike, causal_skip: bool
+) -> np.ndarray:
     """Forward FLOPs of ``softmax(QK^T)V`` for one layer on one GPU: two batched matmuls of
     ``tokens x kv_len`` per head (Korthikanti et al. 2022, arXiv:2205.05198, App. A). A causal
     kernel that skips masked blocks (FlashAttention, Dao 2023 arXiv:2307.08691 Sec. 3.1) does half."""
@@ -93,5 +96,9 @@ def model_flops_per_token(m: ModelSpec, seq_len: int, frozen_base: bool = False)
     Recompute is excluded by definition. With a frozen base (LoRA/QLoRA) the weights need no
     gradient: ``4N`` (forward and input gradient) instead of ``6N``; adapters are negligible."""
     lookup_tables = embedding_params(m) - (0 if m.tied_embeddings else m.vocab_size * m.hidden_size)
-    n = active_params(m) - lookup_tables + (m.vocab_size * m.hidden_size if m.tied_embeddings else 0)
+    n = (
+        active_params(m)
+        - lookup_tables
+        + (m.vocab_size * m.hidden_size if m.tied_embeddings else 0)
+    )
     return (4.0 if frozen_base else 6.0) * n + 12.0 * m.num_layers * m.q_width * seq_len

@@ -76,22 +76,32 @@ def _decode_gemms(m: ModelSpec, batch: int, tp: int) -> list[Gemm]:
     out = []
     for g in gemms:
         if g.name in ("mlp_up", "mlp_down"):
-            g = dataclasses.replace(g, tokens=np.full_like(g.tokens, per_expert),
-                                    count=np.full_like(g.count, touched))
+            g = dataclasses.replace(
+                g, tokens=np.full_like(g.tokens, per_expert), count=np.full_like(g.count, touched)
+            )
         out.append(g)
     return out
 
 
-def _layer_time(m: ModelSpec, cluster: Cluster, inference: Inference, profile: Profile,
-                gemms: list[Gemm], tokens: float, kv_len: float, causal_square: bool,
-                tp: int) -> dict[str, float]:
+def _layer_time(
+    m: ModelSpec,
+    cluster: Cluster,
+    inference: Inference,
+    profile: Profile,
+    gemms: list[Gemm],
+    tokens: float,
+    kv_len: float,
+    causal_square: bool,
+    tp: int,
+) -> dict[str, float]:
     device = cluster.device
     launch = profile.const("kernel_launch_us") * 1e-6
     hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
     precision = _compute_precision(inference, device)
     wbytes = _weight_bytes(inference)
-    gemm = float(sum(float(np.sum(gemm_time(g, precision, device, profile, launch, wbytes)))
-                     for g in gemms))
+    gemm = float(
+        sum(float(np.sum(gemm_time(g, precision, device, profile, launch, wbytes))) for g in gemms)
+    )
     # Attention: prefill is compute-bound flash attention over the causal square; decode reads
     # the KV cache of every sequence once.
     flops = float(np.sum(attention_core_flops(m, tokens, kv_len, tp, causal_skip=causal_square)))
@@ -99,27 +109,45 @@ def _layer_time(m: ModelSpec, cluster: Cluster, inference: Inference, profile: P
     sequences = tokens if not causal_square else tokens / kv_len
     kv_read = 2.0 * kv_heads * m.head_dim * kv_len * sequences * DTYPE_BYTES[inference.kv_dtype]
     if causal_square:
-        math_rate = device.peak(device.half_precision) * 1e12 * float(
-            profile.attention_at(device.id, device.generation, kv_len))
+        math_rate = (
+            device.peak(device.half_precision)
+            * 1e12
+            * float(profile.attention_at(device.id, device.generation, kv_len))
+        )
     else:
         # One query row per sequence: decode attention kernels run on the SIMT (fp32 FMA) units,
         # not the tensor cores (masked multi-head attention kernels of FasterTransformer/TRT-LLM).
         math_rate = device.peak("fp32") * 1e12 * profile.attention(device.id, device.generation)
     attention = max(flops / math_rate, kv_read / hbm, launch)
-    elementwise = (2.0 * tokens * (profile.const("elementwise_hidden_passes") * m.hidden_size / tp
-                                   + profile.const("elementwise_ffn_passes") * m.ffn_hidden_size
-                                   * m.experts_per_token / tp) / hbm
-                   + profile.const("elementwise_kernels_per_layer") * launch)
+    elementwise = (
+        2.0
+        * tokens
+        * (
+            profile.const("elementwise_hidden_passes") * m.hidden_size / tp
+            + profile.const("elementwise_ffn_passes") * m.ffn_hidden_size * m.experts_per_token / tp
+        )
+        / hbm
+        + profile.const("elementwise_kernels_per_layer") * launch
+    )
     levels = LevelBandwidth.of(cluster, profile)
     per_node = min(tp, cluster.gpus_per_node)
-    comm = 2.0 * float(collective_time_s("all_reduce", tokens * m.hidden_size * SIXTEEN_BIT, tp,
-                                         per_node, levels))
+    comm = 2.0 * float(
+        collective_time_s("all_reduce", tokens * m.hidden_size * SIXTEEN_BIT, tp, per_node, levels)
+    )
     return {"gemm": gemm, "attention": attention, "elementwise": elementwise, "tp_comm": comm}
 
 
-def estimate_inference(model: ModelSpec, cluster: Cluster, inference: Inference, *, tp: int,
-                       input_len: int, output_len: int, profile: Profile,
-                       pp: int = 1) -> InferenceEstimate:
+def estimate_inference(
+    model: ModelSpec,
+    cluster: Cluster,
+    inference: Inference,
+    *,
+    tp: int,
+    input_len: int,
+    output_len: int,
+    profile: Profile,
+    pp: int = 1,
+) -> InferenceEstimate:
     """Latency and throughput of serving ``inference.batch`` requests of ``input_len`` prompt
     and ``output_len`` generated tokens on ``tp * pp`` GPUs (static batching)."""
     b = inference.batch
@@ -127,27 +155,63 @@ def estimate_inference(model: ModelSpec, cluster: Cluster, inference: Inference,
     levels = LevelBandwidth.of(cluster, profile)
     launch = profile.const("kernel_launch_us") * 1e-6
     head_precision = cluster.device.half_precision
-    require(model.causal, f"{model.name} is an encoder (no causal decoding); serving latency "
-                          "per generated token applies to decoder models")
+    require(
+        model.causal,
+        f"{model.name} is an encoder (no causal decoding); serving latency "
+        "per generated token applies to decoder models",
+    )
     # Fails with the accepted precisions when the device lacks FP8 (W8A8) tensor cores.
     cluster.device.peak(_compute_precision(inference, cluster.device))
 
     # Prefill: all prompt tokens in one pass; only the last position goes through the LM head.
     prompt_tokens = float(b * input_len)
-    pre = _layer_time(model, cluster, inference, profile, layer_gemms(model, prompt_tokens, tp),
-                      prompt_tokens, float(input_len), True, tp)
-    head = float(np.sum(gemm_time(lm_head_gemm(model, b, tp), head_precision, cluster.device,
-                                  profile, launch)))
-    hop = float(collective_time_s("send_recv", prompt_tokens * model.hidden_size * SIXTEEN_BIT / tp,
-                                  2, 1, levels)) if pp > 1 else 0.0
+    pre = _layer_time(
+        model,
+        cluster,
+        inference,
+        profile,
+        layer_gemms(model, prompt_tokens, tp),
+        prompt_tokens,
+        float(input_len),
+        True,
+        tp,
+    )
+    head = float(
+        np.sum(
+            gemm_time(lm_head_gemm(model, b, tp), head_precision, cluster.device, profile, launch)
+        )
+    )
+    hop = (
+        float(
+            collective_time_s(
+                "send_recv", prompt_tokens * model.hidden_size * SIXTEEN_BIT / tp, 2, 1, levels
+            )
+        )
+        if pp > 1
+        else 0.0
+    )
     prefill = layers * sum(pre.values()) + head + (pp - 1) * hop
 
     # Decode at the mean context length of the generation.
     context = input_len + output_len / 2.0
-    dec = _layer_time(model, cluster, inference, profile, _decode_gemms(model, b, tp), float(b),
-                      context, False, tp)
-    decode_hop = float(collective_time_s("send_recv", b * model.hidden_size * SIXTEEN_BIT / tp, 2,
-                                         1, levels)) if pp > 1 else 0.0
+    dec = _layer_time(
+        model,
+        cluster,
+        inference,
+        profile,
+        _decode_gemms(model, b, tp),
+        float(b),
+        context,
+        False,
+        tp,
+    )
+    decode_hop = (
+        float(
+            collective_time_s("send_recv", b * model.hidden_size * SIXTEEN_BIT / tp, 2, 1, levels)
+        )
+        if pp > 1
+        else 0.0
+    )
     step_overhead = profile.const("decode_step_overhead_us") * 1e-6
     tpot = layers * sum(dec.values()) + head + (pp - 1) * decode_hop + step_overhead
 
@@ -155,10 +219,19 @@ def estimate_inference(model: ModelSpec, cluster: Cluster, inference: Inference,
     mem = inference_memory(model, inference, tp, pp, profile)
     total = float(mem.total[0])
     breakdown = {f"decode_{k}": layers * v for k, v in dec.items()}
-    breakdown.update(decode_lm_head=head, decode_pipeline=(pp - 1) * decode_hop,
-                     decode_step_overhead=step_overhead, prefill=prefill)
+    breakdown.update(
+        decode_lm_head=head,
+        decode_pipeline=(pp - 1) * decode_hop,
+        decode_step_overhead=step_overhead,
+        prefill=prefill,
+    )
     return InferenceEstimate(
-        ttft_s=prefill, tpot_s=tpot, e2e_s=e2e,
+        ttft_s=prefill,
+        tpot_s=tpot,
+        e2e_s=e2e,
         output_tokens_per_s=b * output_len / e2e if e2e > 0 else 0.0,
-        num_gpus=tp * pp, memory_per_gpu_bytes=total,
-        fits=total <= cluster.device.memory_bytes, breakdown=breakdown)
+        num_gpus=tp * pp,
+        memory_per_gpu_bytes=total,
+        fits=total <= cluster.device.memory_bytes,
+        breakdown=breakdown,
+    )

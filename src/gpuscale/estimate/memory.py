@@ -84,8 +84,9 @@ class _States:
     host: np.ndarray
 
 
-def _model_states(model: ModelSpec, training: Training, plans: PlanBatch, stage: Stage,
-                  profile: Profile) -> _States:
+def _model_states(
+    model: ModelSpec, training: Training, plans: PlanBatch, stage: Stage, profile: Profile
+) -> _States:
     ps = param_split(model, training)
     per = trainable_bytes(model, training)
     if training.master_weights and training.precision != "fp32":

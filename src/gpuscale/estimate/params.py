@@ -11,7 +11,9 @@ from gpuscale.specs import ModelSpec
 def attention_params(m: ModelSpec) -> int:
     """Q, K, V and output projections of one layer (GQA: K and V have ``num_kv_heads`` heads)."""
     weights = m.hidden_size * (m.q_width + 2 * m.kv_width) + m.q_width * m.hidden_size
-    bias = (m.q_width + 2 * m.kv_width if m.qkv_bias else 0) + (m.hidden_size if m.linear_bias else 0)
+    bias = (m.q_width + 2 * m.kv_width if m.qkv_bias else 0) + (
+        m.hidden_size if m.linear_bias else 0
+    )
     return weights + bias
 
 
@@ -34,7 +36,9 @@ def router_params(m: ModelSpec) -> int:
 
 def layer_params(m: ModelSpec) -> int:
     """One transformer block: attention, all experts' MLPs, router, two norms."""
-    return attention_params(m) + m.num_experts * mlp_params(m) + router_params(m) + 2 * norm_params(m)
+    return (
+        attention_params(m) + m.num_experts * mlp_params(m) + router_params(m) + 2 * norm_params(m)
+    )
 
 
 def embedding_params(m: ModelSpec) -> int:

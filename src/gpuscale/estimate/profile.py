@@ -52,12 +52,18 @@ class GemmCurve:
     efficiency: tuple[float, ...]
 
     def __post_init__(self) -> None:
-        require(len(self.flops) == len(self.efficiency) and len(self.flops) >= 1,
-                "gemm curve: 'flops' and 'efficiency' need the same, non-zero length")
-        require(all(a < b for a, b in zip(self.flops, self.flops[1:], strict=False)),
-                "gemm curve: 'flops' must be strictly increasing")
-        require(all(0 < e <= 1 for e in self.efficiency),
-                "gemm curve: every efficiency must be in (0, 1]")
+        require(
+            len(self.flops) == len(self.efficiency) and len(self.flops) >= 1,
+            "gemm curve: 'flops' and 'efficiency' need the same, non-zero length",
+        )
+        require(
+            all(a < b for a, b in zip(self.flops, self.flops[1:], strict=False)),
+            "gemm curve: 'flops' must be strictly increasing",
+        )
+        require(
+            all(0 < e <= 1 for e in self.efficiency),
+            "gemm curve: every efficiency must be in (0, 1]",
+        )
 
     def __call__(self, gemm_flops: np.ndarray | float) -> np.ndarray:
         x = np.log10(np.maximum(np.asarray(gemm_flops, dtype=float), 1.0))
@@ -106,19 +112,28 @@ class Profile:
         """Why this profile may not describe ``device_id``, or None."""
         measured = str(self.measured_on.get("device", "") or "")
         if measured and measured not in (device_id, generation):
-            return (f"profile '{self.name}' was measured on {measured}, not {device_id}: its "
-                    "curves and link figures describe that machine")
+            return (
+                f"profile '{self.name}' was measured on {measured}, not {device_id}: its "
+                "curves and link figures describe that machine"
+            )
         return None
 
     def gemm_curve(self, device_id: str, generation: str, precision: str = "bf16") -> GemmCurve:
         """The curve for this device and precision: ``<id>-<precision>``, ``<id>``,
         ``<generation>-<precision>``, ``<generation>``, then ``default``."""
-        for key in (f"{device_id}-{precision}", device_id, f"{generation}-{precision}", generation,
-                    "default"):
+        for key in (
+            f"{device_id}-{precision}",
+            device_id,
+            f"{generation}-{precision}",
+            generation,
+            "default",
+        ):
             if key in self.gemm:
                 return self.gemm[key]
-        raise InputError(f"profile '{self.name}' has no GEMM curve for '{device_id}' "
-                         f"({generation}); add one under gemm: or calibrate")
+        raise InputError(
+            f"profile '{self.name}' has no GEMM curve for '{device_id}' "
+            f"({generation}); add one under gemm: or calibrate"
+        )
 
     def attention(self, device_id: str, generation: str) -> float:
         """Fused attention efficiency on long sequences (see :meth:`attention_at`)."""
@@ -127,7 +142,9 @@ class Profile:
                 return self.attention_efficiency[key]
         raise InputError(f"profile '{self.name}' has no attention efficiency for '{generation}'")
 
-    def attention_at(self, device_id: str, generation: str, chunk_tokens: np.ndarray | float) -> np.ndarray:
+    def attention_at(
+        self, device_id: str, generation: str, chunk_tokens: np.ndarray | float
+    ) -> np.ndarray:
         """Attention efficiency when each kernel works on ``chunk_tokens`` queries and keys."""
         base = self.attention(device_id, generation)
         if self.attention_length is None:
@@ -166,24 +183,34 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 
 def _builtin_names() -> list[str]:
     folder = resources.files("gpuscale.catalog").joinpath("data").joinpath("profiles")
-    return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
+    return sorted(
+        p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml")
+    )
 
 
 def _read_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
     path = Path(name_or_path)
     if name_or_path in _builtin_names():
-        text = resources.files("gpuscale.catalog").joinpath("data").joinpath("profiles").joinpath(
-            f"{name_or_path}.yaml").read_text()
+        text = (
+            resources.files("gpuscale.catalog")
+            .joinpath("data")
+            .joinpath("profiles")
+            .joinpath(f"{name_or_path}.yaml")
+            .read_text()
+        )
         where = f"profile '{name_or_path}'"
     elif path.suffix in (".yaml", ".yml") or path.exists() or "/" in name_or_path:
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
-            raise InputError(f"{path}: not a text file; a profile is YAML "
-                             "(write one with gpuscale calibrate)") from None
+            raise InputError(
+                f"{path}: not a text file; a profile is YAML (write one with gpuscale calibrate)"
+            ) from None
         except OSError as exc:
-            raise InputError(f"cannot read profile '{path}': {exc.strerror}; give a YAML file "
-                             f"or a built-in profile ({', '.join(_builtin_names())})") from None
+            raise InputError(
+                f"cannot read profile '{path}': {exc.strerror}; give a YAML file "
+                f"or a built-in profile ({', '.join(_builtin_names())})"
+            ) from None
         where = str(path)
     else:
         raise unknown("profile", name_or_path, _builtin_names())
@@ -196,8 +223,10 @@ def _read_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
     if not isinstance(data, dict):
         raise InputError(f"{where}: a profile must be a YAML mapping")
     version = data.get("schema_version", PROFILE_SCHEMA_VERSION)
-    require(version == PROFILE_SCHEMA_VERSION,
-            f"{where}: schema_version {version} is not supported (this gpuscale reads {PROFILE_SCHEMA_VERSION})")
+    require(
+        version == PROFILE_SCHEMA_VERSION,
+        f"{where}: schema_version {version} is not supported (this gpuscale reads {PROFILE_SCHEMA_VERSION})",
+    )
     from gpuscale import catalog
 
     devices = sorted({*catalog.gpus(), *(d.generation for d in catalog.gpus().values())})
@@ -217,23 +246,33 @@ def _resolve(name_or_path: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
 def _length_curve(raw: Any) -> GemmCurve | None:
     if raw is None:
         return None
-    return GemmCurve(flops=tuple(float(x) for x in raw["tokens"]),
-                     efficiency=tuple(float(x) for x in raw["factor"]))
+    return GemmCurve(
+        flops=tuple(float(x) for x in raw["tokens"]),
+        efficiency=tuple(float(x) for x in raw["factor"]),
+    )
 
 
-def profile_from_dict(data: Mapping[str, Any], where: str = "profile", framework: str = "") -> Profile:
+def profile_from_dict(
+    data: Mapping[str, Any], where: str = "profile", framework: str = ""
+) -> Profile:
     """Build a :class:`Profile` from an already merged mapping, with one-line errors."""
     try:
-        gemm = {str(k): GemmCurve(flops=tuple(float(x) for x in v["flops"]),
-                                  efficiency=tuple(float(x) for x in v["efficiency"]))
-                for k, v in (data.get("gemm") or {}).items()}
+        gemm = {
+            str(k): GemmCurve(
+                flops=tuple(float(x) for x in v["flops"]),
+                efficiency=tuple(float(x) for x in v["efficiency"]),
+            )
+            for k, v in (data.get("gemm") or {}).items()
+        }
         links = {str(k): LinkCalibration(**v) for k, v in (data.get("links") or {}).items()}
         return Profile(
             name=str(data.get("name", where)),
             description=str(data.get("description", "")),
             source=str(data.get("source", "")),
             gemm=gemm,
-            attention_efficiency={str(k): float(v) for k, v in (data.get("attention_efficiency") or {}).items()},
+            attention_efficiency={
+                str(k): float(v) for k, v in (data.get("attention_efficiency") or {}).items()
+            },
             attention_length=_length_curve(data.get("attention_length")),
             hbm_efficiency=float(data.get("hbm_efficiency", 0.8)),
             links=links,

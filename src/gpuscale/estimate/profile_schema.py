@@ -48,9 +48,22 @@ LINK_FIELDS: dict[str, Check] = {
     "bandwidth_gb_per_s": POSITIVE,
     "latency_us": NON_NEGATIVE,
 }
-TOP_LEVEL = ("schema_version", "name", "base", "description", "source", "measured_on", "fit", "gemm",
-             "attention_efficiency", "attention_length", "hbm_efficiency", "links", "overlap",
-             "constants")
+TOP_LEVEL = (
+    "schema_version",
+    "name",
+    "base",
+    "description",
+    "source",
+    "measured_on",
+    "fit",
+    "gemm",
+    "attention_efficiency",
+    "attention_length",
+    "hbm_efficiency",
+    "links",
+    "overlap",
+    "constants",
+)
 TEXT_KEYS = ("name", "base", "description", "source")
 PRECISION_SUFFIXES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 EXTRA_DEVICE_KEYS = ("default", "cpu")
@@ -86,7 +99,11 @@ def _mapping(where: str, path: str, value: Any, what: str) -> Mapping[str, Any]:
 def _known(where: str, path: str, key: Any, accepted: list[str] | tuple[str, ...]) -> None:
     if str(key) not in accepted:
         near = closest(str(key), accepted)
-        hint = f"did you mean {', '.join(near)}?" if near else f"accepted: {', '.join(sorted(accepted))}"
+        hint = (
+            f"did you mean {', '.join(near)}?"
+            if near
+            else f"accepted: {', '.join(sorted(accepted))}"
+        )
         raise _fail(where, f"{path}.{key}" if path else str(key), f"is not a known key; {hint}")
 
 
@@ -104,8 +121,9 @@ def _curve(where: str, path: str, value: Any, x: str, y: str, y_check: Check) ->
         _number(where, f"{path}.{y}[{i}]", v, y_check)
 
 
-def validate_profile(data: Mapping[str, Any], where: str, device_keys: list[str],
-                     link_keys: list[str]) -> None:
+def validate_profile(
+    data: Mapping[str, Any], where: str, device_keys: list[str], link_keys: list[str]
+) -> None:
     """Raise :class:`InputError` naming the first key of ``data`` that is unknown, of the wrong
     type or out of range. ``device_keys``: GPU ids and generations a curve may be keyed by;
     ``link_keys``: catalog link ids."""
@@ -124,8 +142,12 @@ def validate_profile(data: Mapping[str, Any], where: str, device_keys: list[str]
     for key, curve in _mapping(where, "gemm", data.get("gemm") or {}, "device -> curve").items():
         _known(where, "gemm", key, with_precision)
         _curve(where, f"gemm.{key}", curve, "flops", "efficiency", FRACTION)
-    for key, value in _mapping(where, "attention_efficiency", data.get("attention_efficiency") or {},
-                               "device -> efficiency").items():
+    for key, value in _mapping(
+        where,
+        "attention_efficiency",
+        data.get("attention_efficiency") or {},
+        "device -> efficiency",
+    ).items():
         _known(where, "attention_efficiency", key, devices)
         _number(where, f"attention_efficiency.{key}", value, FRACTION)
     if data.get("attention_length") is not None:
@@ -133,15 +155,21 @@ def validate_profile(data: Mapping[str, Any], where: str, device_keys: list[str]
     if "hbm_efficiency" in data:
         _number(where, "hbm_efficiency", data["hbm_efficiency"], FRACTION)
 
-    for key, link in _mapping(where, "links", data.get("links") or {}, "level/kind/id -> link").items():
+    for key, link in _mapping(
+        where, "links", data.get("links") or {}, "level/kind/id -> link"
+    ).items():
         _known(where, "links", key, [*LEVELS, *LINK_KINDS, *link_keys])
         for field, value in _mapping(where, f"links.{key}", link, "link fields").items():
             _known(where, f"links.{key}", field, tuple(LINK_FIELDS))
             if value is not None:
                 _number(where, f"links.{key}.{field}", value, LINK_FIELDS[field])
-    for key, value in _mapping(where, "overlap", data.get("overlap") or {}, "kind -> share").items():
+    for key, value in _mapping(
+        where, "overlap", data.get("overlap") or {}, "kind -> share"
+    ).items():
         _known(where, "overlap", key, OVERLAP_KINDS)
         _number(where, f"overlap.{key}", value, SHARE)
-    for key, value in _mapping(where, "constants", data.get("constants") or {}, "name -> value").items():
+    for key, value in _mapping(
+        where, "constants", data.get("constants") or {}, "name -> value"
+    ).items():
         _known(where, "constants", key, tuple(CONSTANTS))
         _number(where, f"constants.{key}", value, CONSTANTS[key])

@@ -95,18 +95,28 @@ class StepEstimate:
         }
 
 
-def _memory_bytes(model: ModelSpec, training: Training, plans: PlanBatch, profile: Profile) -> np.ndarray:
+def _memory_bytes(
+    model: ModelSpec, training: Training, plans: PlanBatch, profile: Profile
+) -> np.ndarray:
     from gpuscale.estimate.memory import training_memory
 
     return np.asarray(training_memory(model, training, plans, profile=profile).total, dtype=float)
 
 
-def _compute_deduplicated(model: ModelSpec, device: Device, training: Training, plans: PlanBatch,
-                          profile: Profile) -> MicrobatchCompute:
+def _compute_deduplicated(
+    model: ModelSpec, device: Device, training: Training, plans: PlanBatch, profile: Profile
+) -> MicrobatchCompute:
     """Micro-batch math depends on a few plan fields only; candidate sets repeat each
     combination across dp, ZeRO stage and interleaving, so price each combination once."""
-    columns = [plans.tp, plans.cp, plans.micro_batch, plans.pp, plans.recompute, plans.ep,
-               plans.sequence_parallel.astype(np.int64)]
+    columns = [
+        plans.tp,
+        plans.cp,
+        plans.micro_batch,
+        plans.pp,
+        plans.recompute,
+        plans.ep,
+        plans.sequence_parallel.astype(np.int64),
+    ]
     key = np.ravel_multi_index(columns, [int(c.max()) + 1 for c in columns])
     unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     if len(unique) == len(plans):
@@ -148,19 +158,30 @@ def estimate_batch(
     experts = expert_params_per_gpu(model, plans)
     replicas = plans.dp * plans.cp
     sharded = (params_per_gpu(model, plans) - experts) / replicas + experts / np.maximum(
-        replicas // plans.ep, 1)
+        replicas // plans.ep, 1
+    )
     owned = trainable_fraction(model, training) * np.where(
-        plans.zero >= 1, sharded, params_per_gpu(model, plans))
+        plans.zero >= 1, sharded, params_per_gpu(model, plans)
+    )
     if training.offload_optimizer or training.offload_params:
         # ZeRO-Offload: gradients go down and updated 16-bit weights come back over PCIe, and
         # the step runs in host memory (Ren et al. 2021, arXiv:2101.06840, Sec. 4.1).
         # The node's GPUs share its CPUs and DRAM; each GPU has its own PCIe link.
         pcie_link = catalog.link(device.pcie)
-        pcie = profile.link("pcie", pcie_link.kind, pcie_link.id).bandwidth(pcie_link.bandwidth_gb_per_s) * 1e9
+        pcie = (
+            profile.link("pcie", pcie_link.kind, pcie_link.id).bandwidth(
+                pcie_link.bandwidth_gb_per_s
+            )
+            * 1e9
+        )
         sharing = min(cluster.num_gpus, cluster.gpus_per_node)
-        optimizer = (sharing * owned * profile.const("optimizer_bytes_per_param")
-                     / (profile.const("host_memory_gb_per_s") * 1e9)
-                     + owned * (2.0 + 2.0) / pcie)
+        optimizer = (
+            sharing
+            * owned
+            * profile.const("optimizer_bytes_per_param")
+            / (profile.const("host_memory_gb_per_s") * 1e9)
+            + owned * (2.0 + 2.0) / pcie
+        )
     else:
         optimizer = owned * profile.const("optimizer_bytes_per_param") / hbm
 
@@ -177,7 +198,9 @@ def estimate_batch(
     if job.checkpoint_every_steps > 0:
         # Weights and optimizer state: 2 + 12 bytes per parameter under mixed-precision Adam.
         ckpt_bytes = total_params(model) * 14.0
-        checkpoint = np.full(n, ckpt_bytes / (job.checkpoint_write_gb_per_s * 1e9) / job.checkpoint_every_steps)
+        checkpoint = np.full(
+            n, ckpt_bytes / (job.checkpoint_write_gb_per_s * 1e9) / job.checkpoint_every_steps
+        )
     else:
         checkpoint = np.zeros(n)
     other = np.full(n, profile.const("step_overhead_s"))
@@ -185,7 +208,12 @@ def estimate_batch(
     step = pipeline + comm.dp_step + optimizer + data + checkpoint + other
     tokens_per_s = tokens_per_step / step
     num_gpus = plans.num_gpus.astype(float)
-    flops = model_flops_per_token(model, training.seq_len, training.is_lora) * tokens_per_s / num_gpus / 1e12
+    flops = (
+        model_flops_per_token(model, training.seq_len, training.is_lora)
+        * tokens_per_s
+        / num_gpus
+        / 1e12
+    )
     mem = _memory_bytes(model, training, plans, profile) if memory_bytes is None else memory_bytes
     capacity = min(cluster.device.memory_bytes, cluster.pace_device.memory_bytes)
 
@@ -216,7 +244,13 @@ def estimate_batch(
     )
 
 
-def estimate_plan(model: ModelSpec, cluster: Cluster, training: Training, plan: Plan,
-                  profile: Profile, job: JobOptions | None = None) -> StepEstimate:
+def estimate_plan(
+    model: ModelSpec,
+    cluster: Cluster,
+    training: Training,
+    plan: Plan,
+    profile: Profile,
+    job: JobOptions | None = None,
+) -> StepEstimate:
     """:func:`estimate_batch` for one plan (a batch of one)."""
     return estimate_batch(model, cluster, training, PlanBatch.from_plans([plan]), profile, job)

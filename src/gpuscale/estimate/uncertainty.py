@@ -46,7 +46,9 @@ class Band:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "relative": self.relative, "regime": self.regime, "warnings": list(self.warnings),
+            "relative": self.relative,
+            "regime": self.regime,
+            "warnings": list(self.warnings),
             "tokens_per_s_low": self.tokens_per_s * (1 - self.relative),
             "tokens_per_s_high": self.tokens_per_s * (1 + self.relative),
         }
@@ -66,17 +68,25 @@ def band_for(model: ModelSpec, cluster: Cluster, plan: Plan, framework: str) -> 
     generation = cluster.pace_device.generation
     warnings: list[str] = []
     if generation not in scope["generations"]:
-        warnings.append(f"no published run on {generation} GPUs was validated "
-                        f"(validated: {', '.join(scope['generations'])}); extrapolating")
+        warnings.append(
+            f"no published run on {generation} GPUs was validated "
+            f"(validated: {', '.join(scope['generations'])}); extrapolating"
+        )
     params_b = total_params(model) / 1e9
     if not scope["params_b"][0] <= params_b <= scope["params_b"][1]:
-        warnings.append(f"model size {params_b:.1f}B is outside the validated "
-                        f"{scope['params_b'][0]}-{scope['params_b'][1]}B")
+        warnings.append(
+            f"model size {params_b:.1f}B is outside the validated "
+            f"{scope['params_b'][0]}-{scope['params_b'][1]}B"
+        )
     if not scope["gpus"][0] <= cluster.num_gpus <= scope["gpus"][1]:
-        warnings.append(f"{cluster.num_gpus} GPUs is outside the validated "
-                        f"{scope['gpus'][0]}-{scope['gpus'][1]}")
+        warnings.append(
+            f"{cluster.num_gpus} GPUs is outside the validated "
+            f"{scope['gpus'][0]}-{scope['gpus'][1]}"
+        )
     if model.is_moe:
-        warnings.append("no mixture-of-experts run was validated; expert all-to-all is modelled, not checked")
+        warnings.append(
+            "no mixture-of-experts run was validated; expert all-to-all is modelled, not checked"
+        )
     if cluster.inter.kind not in scope["fabrics"] and cluster.num_gpus > cluster.gpus_per_node:
         warnings.append(f"no run over {cluster.inter.kind} was validated")
     # generic is the base every validated framework profile refines: its curves are checked
@@ -88,7 +98,9 @@ def band_for(model: ModelSpec, cluster: Cluster, plan: Plan, framework: str) -> 
     for candidate in (key, f"{generation}/{parallelism_mix(plan)}", generation):
         if candidate in regimes and not warnings:
             r = regimes[candidate]
-            return Band(float(r["p80_abs_error"]), f"{candidate}, {int(r['rows'])} runs", tuple(warnings))
+            return Band(
+                float(r["p80_abs_error"]), f"{candidate}, {int(r['rows'])} runs", tuple(warnings)
+            )
     overall = regimes["overall"]
     # Outside the validated ground the band is at least the worst regime's.
     widest = max(float(r["p80_abs_error"]) for r in regimes.values())

@@ -348,7 +348,9 @@ def run_rank(
                 measured.add(actual)
                 fn, actual, count = _make_op(op, size, dtype, grp.handle, grp.ranks, device)
                 local = torch.tensor(
-                    time_calls(fn, cfg.iters, device, cfg.warmup), dtype=torch.float64, device=device
+                    time_calls(fn, cfg.iters, device, cfg.warmup),
+                    dtype=torch.float64,
+                    device=device,
                 )
                 dist.all_reduce(local, op=dist.ReduceOp.MAX)
                 done += 1

@@ -16,8 +16,10 @@ def time_calls(fn: Callable[[], Any], iters: int, device: Any, warmup: int = 0) 
     for _ in range(warmup):
         fn()
     if device.type == "cuda":
-        marks = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                 for _ in range(iters)]
+        marks = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(iters)
+        ]
         torch.cuda.synchronize(device)
         for start, end in marks:
             start.record()

@@ -129,9 +129,7 @@ def enumerate_plans(
     valid = global_batch % per_replica == 0
     microbatches = global_batch // per_replica
     valid = valid & ((dp_b * cp_b) % ep == 0)
-    interleaved_ok = (
-        (pp_b > 1) & (model.num_layers % (pp_b * vp) == 0) & (microbatches % pp_b == 0)
-    )
+    interleaved_ok = (pp_b > 1) & (model.num_layers % (pp_b * vp) == 0) & (microbatches % pp_b == 0)
     valid = valid & ((vp == 1) | interleaved_ok)
     valid = valid & ((zero == 0) | (dp_b > 1))
     shape = (tp_c.size, ep_v.size, vp_v.size, mbs_v.size, zero_v.size, rc_v.size)

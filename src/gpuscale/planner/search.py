@@ -163,8 +163,14 @@ def _parts(est: StepEstimate, i: int) -> dict[str, float]:
     return {key: terms[key] for key in PART_NAMES}
 
 
-def _priced(plans: PlanBatch, est: StepEstimate, i: int, cluster: Cluster, model: ModelSpec,
-            profile: Profile) -> PricedPlan:
+def _priced(
+    plans: PlanBatch,
+    est: StepEstimate,
+    i: int,
+    cluster: Cluster,
+    model: ModelSpec,
+    profile: Profile,
+) -> PricedPlan:
     plan = plans.plan(i)
     row = est.row(i)
     # Every prediction carries the error band of its validation regime and its extrapolations.
@@ -259,8 +265,9 @@ def search_count(
     target = tps[top[0]] * 1.01 if top.size else 0.0
     faster = np.flatnonzero(~fits & (tps > target))
     if faster.size:
-        unfit = _priced(plans, est, int(faster[np.argmin(memory[faster])]), cluster,
-                        workload.model, profile)
+        unfit = _priced(
+            plans, est, int(faster[np.argmin(memory[faster])]), cluster, workload.model, profile
+        )
     return CountResult(
         num_gpus=num_gpus,
         evaluated=len(plans),

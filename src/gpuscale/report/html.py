@@ -33,7 +33,8 @@ def _table(rows: Sequence[Mapping[str, Any]]) -> str:
     head = "".join(f"<th>{html.escape(str(k))}</th>" for k in keys)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(k)))}</td>" for k in keys) + "</tr>"
-        for r in rows)
+        for r in rows
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -67,9 +68,12 @@ def render(title: str, sections: Sequence[Section]) -> str:
             parts.append(fig.to_html(full_html=False, include_plotlyjs=include_js))
             include_js = False
     parts.append(f"<footer>gpuscale {__version__}, report schema {SCHEMA_VERSION}</footer>")
-    return ("<!doctype html><html><head><meta charset='utf-8'>"
-            f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>"
-            + "\n".join(parts) + "</body></html>")
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>"
+        + "\n".join(parts)
+        + "</body></html>"
+    )
 
 
 def write_report(path: str | Path, title: str, sections: Sequence[Section]) -> Path:

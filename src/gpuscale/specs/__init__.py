@@ -6,4 +6,14 @@ from gpuscale.specs.model import ModelSpec
 from gpuscale.specs.plan import Plan, PlanBatch
 from gpuscale.specs.training import Inference, Training
 
-__all__ = ["Cluster", "Device", "Inference", "JobOptions", "Link", "ModelSpec", "Plan", "PlanBatch", "Training"]
+__all__ = [
+    "Cluster",
+    "Device",
+    "Inference",
+    "JobOptions",
+    "Link",
+    "ModelSpec",
+    "Plan",
+    "PlanBatch",
+    "Training",
+]

@@ -38,15 +38,19 @@ class Device:
     def __post_init__(self) -> None:
         require(self.memory_gib > 0, f"GPU '{self.id}': memory_gib must be > 0")
         require(self.hbm_bandwidth_gb_per_s > 0, f"GPU '{self.id}': hbm bandwidth must be > 0")
-        require("bf16" in self.peak_tflops or "fp16" in self.peak_tflops,
-                f"GPU '{self.id}': peak_tflops needs bf16 or fp16")
+        require(
+            "bf16" in self.peak_tflops or "fp16" in self.peak_tflops,
+            f"GPU '{self.id}': peak_tflops needs bf16 or fp16",
+        )
 
     def peak(self, precision: str) -> float:
         """Dense peak TFLOP/s for ``precision``; a precision the device lacks is an error
         (an A100 has no FP8 tensor cores, a V100 no BF16), never a silent substitute."""
         if precision not in self.peak_tflops:
-            raise InputError(f"{self.id} has no {precision} tensor-core rate; accepted: "
-                             f"{', '.join(self.peak_tflops)}")
+            raise InputError(
+                f"{self.id} has no {precision} tensor-core rate; accepted: "
+                f"{', '.join(self.peak_tflops)}"
+            )
         return float(self.peak_tflops[precision])
 
     @property
@@ -100,9 +104,11 @@ class Cluster:
         require(self.gpus_per_node >= 1, f"--gpus-per-node must be >= 1, got {self.gpus_per_node}")
         require(self.nics_per_node >= 1, f"--nics-per-node must be >= 1, got {self.nics_per_node}")
         require(self.oversubscription >= 1.0, "oversubscription must be >= 1")
-        require(self.num_gpus <= self.gpus_per_node or self.num_gpus % self.gpus_per_node == 0,
-                f"--gpus ({self.num_gpus}) must be a multiple of --gpus-per-node "
-                f"({self.gpus_per_node}) once it spans several nodes")
+        require(
+            self.num_gpus <= self.gpus_per_node or self.num_gpus % self.gpus_per_node == 0,
+            f"--gpus ({self.num_gpus}) must be a multiple of --gpus-per-node "
+            f"({self.gpus_per_node}) once it spans several nodes",
+        )
 
     @property
     def num_nodes(self) -> int:

@@ -50,23 +50,39 @@ class ModelSpec:
     source: str = ""
 
     def __post_init__(self) -> None:
-        for field in ("num_layers", "hidden_size", "num_heads", "num_kv_heads",
-                      "ffn_hidden_size", "vocab_size", "max_seq_len", "num_experts",
-                      "experts_per_token"):
+        for field in (
+            "num_layers",
+            "hidden_size",
+            "num_heads",
+            "num_kv_heads",
+            "ffn_hidden_size",
+            "vocab_size",
+            "max_seq_len",
+            "num_experts",
+            "experts_per_token",
+        ):
             value = getattr(self, field)
-            require(isinstance(value, int) and value > 0,
-                    f"model '{self.name}': {field} must be a positive integer, got {value!r}")
-        require(self.num_heads % self.num_kv_heads == 0,
-                f"model '{self.name}': num_heads ({self.num_heads}) must be a multiple of "
-                f"num_kv_heads ({self.num_kv_heads})")
-        require(self.experts_per_token <= self.num_experts,
-                f"model '{self.name}': experts_per_token ({self.experts_per_token}) exceeds "
-                f"num_experts ({self.num_experts})")
+            require(
+                isinstance(value, int) and value > 0,
+                f"model '{self.name}': {field} must be a positive integer, got {value!r}",
+            )
+        require(
+            self.num_heads % self.num_kv_heads == 0,
+            f"model '{self.name}': num_heads ({self.num_heads}) must be a multiple of "
+            f"num_kv_heads ({self.num_kv_heads})",
+        )
+        require(
+            self.experts_per_token <= self.num_experts,
+            f"model '{self.name}': experts_per_token ({self.experts_per_token}) exceeds "
+            f"num_experts ({self.num_experts})",
+        )
         require(self.head_dim >= 0, f"model '{self.name}': head_dim must be >= 0")
         if self.head_dim == 0:
-            require(self.hidden_size % self.num_heads == 0,
-                    f"model '{self.name}': hidden_size ({self.hidden_size}) is not divisible by "
-                    f"num_heads ({self.num_heads}); give head_dim explicitly")
+            require(
+                self.hidden_size % self.num_heads == 0,
+                f"model '{self.name}': hidden_size ({self.hidden_size}) is not divisible by "
+                f"num_heads ({self.num_heads}); give head_dim explicitly",
+            )
             object.__setattr__(self, "head_dim", self.hidden_size // self.num_heads)
 
     @property

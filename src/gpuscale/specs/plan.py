@@ -44,15 +44,24 @@ class Plan:
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "vp", "ep", "micro_batch", "global_batch"):
             value = getattr(self, name)
-            require(isinstance(value, int) and value >= 1,
-                    f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
-        require(self.recompute in RECOMPUTE_CHOICES,
-                f"--recompute must be one of {', '.join(RECOMPUTE_CHOICES)}, got '{self.recompute}'")
+            require(
+                isinstance(value, int) and value >= 1,
+                f"--{name.replace('_', '-')} must be a positive integer, got {value!r}",
+            )
+        require(
+            self.recompute in RECOMPUTE_CHOICES,
+            f"--recompute must be one of {', '.join(RECOMPUTE_CHOICES)}, got '{self.recompute}'",
+        )
         require(self.zero in (0, 1, 2, 3), f"--zero must be 0, 1, 2 or 3, got {self.zero}")
-        require(self.global_batch % (self.micro_batch * self.dp) == 0,
-                f"--gbs ({self.global_batch}) must be divisible by --mbs x --dp "
-                f"({self.micro_batch} x {self.dp} = {self.micro_batch * self.dp})")
-        require(self.vp == 1 or self.pp > 1, "--vp > 1 needs --pp > 1 (interleaving splits pipeline stages)")
+        require(
+            self.global_batch % (self.micro_batch * self.dp) == 0,
+            f"--gbs ({self.global_batch}) must be divisible by --mbs x --dp "
+            f"({self.micro_batch} x {self.dp} = {self.micro_batch * self.dp})",
+        )
+        require(
+            self.vp == 1 or self.pp > 1,
+            "--vp > 1 needs --pp > 1 (interleaving splits pipeline stages)",
+        )
 
     @property
     def num_gpus(self) -> int:
@@ -67,8 +76,19 @@ class Plan:
 RECOMPUTE_CODE = {name: code for code, name in enumerate(RECOMPUTE_CHOICES)}
 """Integer codes of recompute modes inside :class:`PlanBatch` (0 none, 1 selective, 2 full)."""
 
-_BATCH_FIELDS = ("tp", "pp", "dp", "cp", "vp", "ep", "micro_batch", "global_batch", "recompute",
-                 "zero", "sequence_parallel")
+_BATCH_FIELDS = (
+    "tp",
+    "pp",
+    "dp",
+    "cp",
+    "vp",
+    "ep",
+    "micro_batch",
+    "global_batch",
+    "recompute",
+    "zero",
+    "sequence_parallel",
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -107,8 +127,19 @@ class PlanBatch:
     @classmethod
     def from_arrays(cls, **arrays: np.ndarray) -> PlanBatch:
         """Broadcast the given columns to one length; absent ones take :class:`Plan` defaults."""
-        defaults = {"tp": 1, "pp": 1, "dp": 1, "cp": 1, "vp": 1, "ep": 1, "micro_batch": 1,
-                    "global_batch": 1, "recompute": 0, "zero": 0, "sequence_parallel": True}
+        defaults = {
+            "tp": 1,
+            "pp": 1,
+            "dp": 1,
+            "cp": 1,
+            "vp": 1,
+            "ep": 1,
+            "micro_batch": 1,
+            "global_batch": 1,
+            "recompute": 0,
+            "zero": 0,
+            "sequence_parallel": True,
+        }
         merged = {name: np.asarray(arrays.get(name, defaults[name])) for name in _BATCH_FIELDS}
         shaped = np.broadcast_arrays(*merged.values())
         out = {}

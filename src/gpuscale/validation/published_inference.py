@@ -18,7 +18,7 @@ from gpuscale import catalog
 from gpuscale.estimate.inference import estimate_inference
 from gpuscale.estimate.profile import load_profile
 from gpuscale.specs import ModelSpec
-from gpuscale.specs.training import Inference
+from gpuscale.specs.training import Inference, KvDtype, WeightDtype
 
 ENGINE_PROFILE = {"TensorRT-LLM": "tensorrt-llm", "LMDeploy": "lmdeploy", "gpt-fast": "gpt-fast"}
 
@@ -40,8 +40,13 @@ class InferenceResult:
         return self.predicted / self.measured - 1.0
 
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "source": self.source, "metric": self.metric,
-                               "measured": self.measured, "predicted": self.predicted}
+        out: dict[str, Any] = {
+            "id": self.id,
+            "source": self.source,
+            "metric": self.metric,
+            "measured": self.measured,
+            "predicted": self.predicted,
+        }
         if self.predicted is None:
             out["skipped"] = self.skip_reason
         else:
@@ -75,14 +80,24 @@ def _model(row: dict[str, str]) -> ModelSpec:
     moe = "mixtral" in low
     hidden = int(row["hidden"])
     return ModelSpec(
-        name=name, num_layers=int(row["layers"]), hidden_size=hidden, num_heads=int(row["heads"]),
-        num_kv_heads=int(row["kv_heads"]), ffn_hidden_size=int(row["ffn_hidden"]),
-        vocab_size=int(row["vocab"]), max_seq_len=32768, mlp="gated" if gated else "plain",
-        norm="rmsnorm" if gated else "layernorm", position="rope",
-        num_experts=8 if moe else 1, experts_per_token=2 if moe else 1, source=row["source"])
+        name=name,
+        num_layers=int(row["layers"]),
+        hidden_size=hidden,
+        num_heads=int(row["heads"]),
+        num_kv_heads=int(row["kv_heads"]),
+        ffn_hidden_size=int(row["ffn_hidden"]),
+        vocab_size=int(row["vocab"]),
+        max_seq_len=32768,
+        mlp="gated" if gated else "plain",
+        norm="rmsnorm" if gated else "layernorm",
+        position="rope",
+        num_experts=8 if moe else 1,
+        experts_per_token=2 if moe else 1,
+        source=row["source"],
+    )
 
 
-def _dtypes(precision: str) -> tuple[str, str]:
+def _dtypes(precision: str) -> tuple[WeightDtype, KvDtype]:
     p = precision.lower()
     if "fp8" in p:
         return "fp8", "fp8" if "fp8 kv" in p else "bf16"
@@ -95,8 +110,9 @@ def _dtypes(precision: str) -> tuple[str, str]:
 
 def predict_row(row: dict[str, str]) -> InferenceResult:
     source = source_of(row["id"])
-    result = InferenceResult(id=row["id"], source=source, metric=row["metric"],
-                             measured=float(row["value"]))
+    result = InferenceResult(
+        id=row["id"], source=source, metric=row["metric"], measured=float(row["value"])
+    )
     notes: list[str] = []
     try:
         engine = next(p for k, p in ENGINE_PROFILE.items() if row["engine"].startswith(k))
@@ -112,14 +128,29 @@ def predict_row(row: dict[str, str]) -> InferenceResult:
     input_len, output_len = int(row["input_len"]), int(row["output_len"])
     model = _model(row)
     cluster = catalog.cluster(gpu, tp * pp, gpus_per_node=max(8, tp * pp))
-    inference = Inference(weight_dtype=weights, kv_dtype=kv, batch=batch,  # type: ignore[arg-type]
-                          context_len=input_len + output_len)
-    est = estimate_inference(model, cluster, inference, tp=tp, pp=pp, input_len=input_len,
-                             output_len=output_len, profile=load_profile(engine))
+    inference = Inference(
+        weight_dtype=weights,
+        kv_dtype=kv,
+        batch=batch,
+        context_len=input_len + output_len,
+    )
+    est = estimate_inference(
+        model,
+        cluster,
+        inference,
+        tp=tp,
+        pp=pp,
+        input_len=input_len,
+        output_len=output_len,
+        profile=load_profile(engine),
+    )
     metric = row["metric"]
-    value = {"ttft_ms": est.ttft_s * 1e3, "tpot_ms": est.tpot_s * 1e3,
-             "output_tokens_per_s_total": est.output_tokens_per_s,
-             "output_tokens_per_s_per_gpu": est.output_tokens_per_s / est.num_gpus}.get(metric)
+    value = {
+        "ttft_ms": est.ttft_s * 1e3,
+        "tpot_ms": est.tpot_s * 1e3,
+        "output_tokens_per_s_total": est.output_tokens_per_s,
+        "output_tokens_per_s_per_gpu": est.output_tokens_per_s / est.num_gpus,
+    }.get(metric)
     if value is None:
         result.skip_reason = f"metric {metric} not modelled"
         return result

@@ -23,6 +23,7 @@ from gpuscale.estimate.profile import load_profile
 from gpuscale.estimate.step import estimate_plan
 from gpuscale.estimate.uncertainty import parallelism_mix, regime_key
 from gpuscale.specs import Cluster, ModelSpec, Plan, Training
+from gpuscale.specs.plan import Recompute
 
 BASELINE_MFU = 0.40
 """The naive guess every prediction must beat: 40% MFU on the precision's dense peak."""
@@ -71,11 +72,19 @@ class Result:
         return self.baseline / self.measured - 1.0
 
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "source": self.source, "measured": self.measured,
-                               "predicted": self.predicted, "framework": self.framework}
+        out: dict[str, Any] = {
+            "id": self.id,
+            "source": self.source,
+            "measured": self.measured,
+            "predicted": self.predicted,
+            "framework": self.framework,
+        }
         if self.predicted is not None:
-            out.update(error=self.error, baseline_error=self.baseline_error,
-                       assumptions=list(self.assumptions))
+            out.update(
+                error=self.error,
+                baseline_error=self.baseline_error,
+                assumptions=list(self.assumptions),
+            )
         else:
             out["skipped"] = self.skip_reason
         return out
@@ -98,6 +107,7 @@ def _int(value: str, default: int | None = None) -> int | None:
 
 
 # --- hardware -------------------------------------------------------------------------------
+
 
 def _gpu_id(text: str) -> str:
     t = text.upper()
@@ -127,6 +137,7 @@ def _fabric(row: dict[str, str], notes: list[str]) -> tuple[str, int]:
 
 # --- model ----------------------------------------------------------------------------------
 
+
 def _model(row: dict[str, str], notes: list[str]) -> ModelSpec:
     name = row["model"]
     hidden = int(row["hidden"])
@@ -138,12 +149,22 @@ def _model(row: dict[str, str], notes: list[str]) -> ModelSpec:
     mpt = name.lower().startswith("mpt")
     seq = int(row["seq_len"])
     return ModelSpec(
-        name=name, num_layers=int(row["layers"]), hidden_size=hidden, num_heads=int(row["heads"]),
-        num_kv_heads=int(row["kv_heads"]), ffn_hidden_size=ffn, vocab_size=int(row["vocab"]),
-        max_seq_len=seq, mlp="gated" if llama else "plain",
-        norm="rmsnorm" if llama else "layernorm", position="rope" if llama else "learned",
-        tied_embeddings=mpt, qkv_bias=not (llama or mpt), linear_bias=not (llama or mpt),
-        source=row["source"])
+        name=name,
+        num_layers=int(row["layers"]),
+        hidden_size=hidden,
+        num_heads=int(row["heads"]),
+        num_kv_heads=int(row["kv_heads"]),
+        ffn_hidden_size=ffn,
+        vocab_size=int(row["vocab"]),
+        max_seq_len=seq,
+        mlp="gated" if llama else "plain",
+        norm="rmsnorm" if llama else "layernorm",
+        position="rope" if llama else "learned",
+        tied_embeddings=mpt,
+        qkv_bias=not (llama or mpt),
+        linear_bias=not (llama or mpt),
+        source=row["source"],
+    )
 
 
 # --- plan -----------------------------------------------------------------------------------
@@ -159,8 +180,9 @@ FRAMEWORK_BY_SOURCE = {
 }
 
 
-def _plan_and_training(row: dict[str, str], model: ModelSpec, source: str,
-                       notes: list[str]) -> tuple[Plan, Training, str]:
+def _plan_and_training(
+    row: dict[str, str], model: ModelSpec, source: str, notes: list[str]
+) -> tuple[Plan, Training, str]:
     n = int(row["n_gpus"])
     tp, pp = _int(row["tp"]), _int(row["pp"])
     sharding = row["sharding"]
@@ -172,7 +194,9 @@ def _plan_and_training(row: dict[str, str], model: ModelSpec, source: str,
         if mp is None:
             raise LookupError("tp/pp not stated and not derivable")
         tp, pp = 8, int(mp.group(1)) // 8
-        notes.append(f"t*p = {mp.group(1)} given, t = 8 assumed (one DGX node, as in the paper's Table 1)")
+        notes.append(
+            f"t*p = {mp.group(1)} given, t = 8 assumed (one DGX node, as in the paper's Table 1)"
+        )
     cp = _int(row["cp"], 1) or 1
     dp = _int(row["dp"]) or n // (tp * pp * cp)
     vp = _int(row["vp"], 1) or 1
@@ -195,6 +219,7 @@ def _plan_and_training(row: dict[str, str], model: ModelSpec, source: str,
         zero = 0
 
     rc = row["recompute"].lower()
+    recompute: Recompute
     if rc.startswith("full"):
         recompute = "full"
     elif rc.startswith("selective"):
@@ -203,23 +228,44 @@ def _plan_and_training(row: dict[str, str], model: ModelSpec, source: str,
         recompute = "none"
     else:
         recompute = "full" if source == "narayanan21" else "none"
-        notes.append(f"recompute not stated: {recompute}"
-                     + (" (Table-1 FLOP formula and run scripts use full recompute)" if recompute == "full" else ""))
+        notes.append(
+            f"recompute not stated: {recompute}"
+            + (
+                " (Table-1 FLOP formula and run scripts use full recompute)"
+                if recompute == "full"
+                else ""
+            )
+        )
 
     legacy = source in ("narayanan21", "korthikanti22", "bloom176b")
     sequence_parallel = source in ("megatron", "nemo2407") or (
-        source == "korthikanti22" and "sequence parallel" in rc)
+        source == "korthikanti22" and "sequence parallel" in rc
+    )
     precision = "fp8" if "fp8" in row["precision"].lower() else "bf16"
     if not legacy:
         notes.append("flash attention assumed (standard in 2024 stacks)")
-    plan = Plan(tp=tp, pp=pp, dp=dp, cp=cp, vp=vp, micro_batch=mb, global_batch=gb,
-                recompute=recompute, zero=zero, sequence_parallel=sequence_parallel)  # type: ignore[arg-type]
-    training = Training(seq_len=int(row["seq_len"]), precision=precision,  # type: ignore[arg-type]
-                        flash_attention=not legacy)
+    plan = Plan(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        vp=vp,
+        micro_batch=mb,
+        global_batch=gb,
+        recompute=recompute,
+        zero=zero,
+        sequence_parallel=sequence_parallel,
+    )
+    training = Training(
+        seq_len=int(row["seq_len"]),
+        precision=precision,  # type: ignore[arg-type]
+        flash_attention=not legacy,
+    )
     return plan, training, framework
 
 
 # --- measured value -------------------------------------------------------------------------
+
 
 def _measured_tokens_per_gpu(row: dict[str, str], source: str) -> float:
     metric, value = row["metric"], float(row["value"])
@@ -254,12 +300,20 @@ def to_case(row: dict[str, str]) -> Case:
     model = _model(row, notes)
     plan, training, framework = _plan_and_training(row, model, source, notes)
     fabric, nics = _fabric(row, notes)
-    cluster = catalog.cluster(_gpu_id(row["gpu"]), plan.num_gpus, gpus_per_node=8, inter=fabric,
-                              nics_per_node=nics)
-    return Case(id=row["id"], source=source, model=model, cluster=cluster, training=training,
-                plan=plan, framework=framework,
-                measured_tokens_per_s_per_gpu=_measured_tokens_per_gpu(row, source),
-                assumptions=tuple(notes))
+    cluster = catalog.cluster(
+        _gpu_id(row["gpu"]), plan.num_gpus, gpus_per_node=8, inter=fabric, nics_per_node=nics
+    )
+    return Case(
+        id=row["id"],
+        source=source,
+        model=model,
+        cluster=cluster,
+        training=training,
+        plan=plan,
+        framework=framework,
+        measured_tokens_per_s_per_gpu=_measured_tokens_per_gpu(row, source),
+        assumptions=tuple(notes),
+    )
 
 
 def evaluate(rows: Iterable[dict[str, str]]) -> list[Result]:
@@ -269,21 +323,37 @@ def evaluate(rows: Iterable[dict[str, str]]) -> list[Result]:
         try:
             case = to_case(row)
         except LookupError as exc:
-            out.append(Result(id=row["id"], source=source, measured=float("nan"), skip_reason=str(exc)))
+            out.append(
+                Result(id=row["id"], source=source, measured=float("nan"), skip_reason=str(exc))
+            )
             continue
         profile = load_profile(case.framework)
         est = estimate_plan(case.model, case.cluster, case.training, case.plan, profile)
         predicted = float(est.tokens_per_s[0] / case.plan.num_gpus)
         device = case.cluster.device
-        baseline = BASELINE_MFU * device.peak(case.training.precision) * 1e12 / model_flops_per_token(
-            case.model, case.training.seq_len)
-        out.append(Result(id=case.id, source=source, measured=case.measured_tokens_per_s_per_gpu,
-                          predicted=predicted, baseline=baseline, framework=case.framework,
-                          gpu_generation=device.generation, num_gpus=case.plan.num_gpus,
-                          regime=regime_key(device.generation, case.plan, case.plan.num_gpus),
-                          mix=parallelism_mix(case.plan),
-                          params_b=total_params(case.model) / 1e9, fabric=case.cluster.inter.kind,
-                          assumptions=case.assumptions))
+        baseline = (
+            BASELINE_MFU
+            * device.peak(case.training.precision)
+            * 1e12
+            / model_flops_per_token(case.model, case.training.seq_len)
+        )
+        out.append(
+            Result(
+                id=case.id,
+                source=source,
+                measured=case.measured_tokens_per_s_per_gpu,
+                predicted=predicted,
+                baseline=baseline,
+                framework=case.framework,
+                gpu_generation=device.generation,
+                num_gpus=case.plan.num_gpus,
+                regime=regime_key(device.generation, case.plan, case.plan.num_gpus),
+                mix=parallelism_mix(case.plan),
+                params_b=total_params(case.model) / 1e9,
+                fabric=case.cluster.inter.kind,
+                assumptions=case.assumptions,
+            )
+        )
     return out
 
 
@@ -308,15 +378,25 @@ def bands(results: list[Result]) -> dict[str, Any]:
         generation, mix, _ = r.regime.split("/")
         for key in (r.regime, f"{generation}/{mix}", generation):
             groups.setdefault(key, []).append(r.error)
-    regimes = {key: {"rows": len(errs), "mape": round(_mape(errs), 4), "p80_abs_error": round(_p80(errs), 4)}
-               for key, errs in sorted(groups.items()) if len(errs) >= MIN_ROWS_PER_REGIME}
+    regimes = {
+        key: {
+            "rows": len(errs),
+            "mape": round(_mape(errs), 4),
+            "p80_abs_error": round(_p80(errs), 4),
+        }
+        for key, errs in sorted(groups.items())
+        if len(errs) >= MIN_ROWS_PER_REGIME
+    }
     return {
         "regimes": regimes,
         "validated": {
             "generations": sorted({r.gpu_generation for r in done}),
             "frameworks": sorted({r.framework for r in done}),
             "fabrics": sorted({r.fabric for r in done}),
-            "params_b": [round(min(r.params_b for r in done), 2), round(max(r.params_b for r in done), 1)],
+            "params_b": [
+                round(min(r.params_b for r in done), 2),
+                round(max(r.params_b for r in done), 1),
+            ],
             "gpus": [min(r.num_gpus for r in done), max(r.num_gpus for r in done)],
         },
     }
@@ -327,11 +407,17 @@ def summarize(results: list[Result]) -> dict[str, Any]:
     per_source: dict[str, dict[str, Any]] = {}
     for source in dict.fromkeys(r.source for r in done):
         rs = [r for r in done if r.source == source]
-        per_source[source] = {"rows": len(rs), "mape": _mape([r.error for r in rs]),
-                              "baseline_mape": _mape([r.baseline_error for r in rs])}
+        per_source[source] = {
+            "rows": len(rs),
+            "mape": _mape([r.error for r in rs]),
+            "baseline_mape": _mape([r.baseline_error for r in rs]),
+        }
     return {
         "per_source": per_source,
-        "overall": {"rows": len(done), "mape": _mape([r.error for r in done]),
-                    "baseline_mape": _mape([r.baseline_error for r in done])},
+        "overall": {
+            "rows": len(done),
+            "mape": _mape([r.error for r in done]),
+            "baseline_mape": _mape([r.baseline_error for r in done]),
+        },
         "skipped": [f"{r.id}: {r.skip_reason}" for r in results if r.predicted is None],
     }
