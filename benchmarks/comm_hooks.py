@@ -15,33 +15,26 @@ Compared: PyTorch's default DDP all-reduce, its ``fp16_compress_hook`` and Power
 error feedback), and every gpuscale hook. Targets (issue 5), on the 100 Mbit/s link:
 hierarchical >= 1.4x the default, hierarchical+bf16 >= 2.5x, loss unchanged within tolerance.
 
-Needs root (namespaces, tc); elsewhere prints ``skipped: <reason>`` and exits 0. The namespaces
-and the veth pair carry this process's id, use only 10.77.0.0/30 inside them, and are removed on
+Needs root (namespaces, tc); elsewhere prints ``skipped: <reason>`` and exits 0. The testbed
+(``two_node_testbed.py``) uses only 10.77.0.0/30 inside namespaces it creates and removes them on
 exit, on error, on SIGINT/SIGTERM/SIGHUP and on timeout.
 """
 
 from __future__ import annotations
 
 import argparse
-import atexit
-import contextlib
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from two_node_testbed import ADDRESSES, Testbed, testbed_guard, why_not
+
 SCHEMA_VERSION = 1
-ADDRESSES = ("10.77.0.1", "10.77.0.2")
-PREFIX = 30
 PORT = 29500
 NPROC_PER_NODE = 2
 RATES = ("100mbit", "1gbit", "unthrottled")
@@ -60,124 +53,6 @@ TARGETS = {"100mbit": {"hierarchical": 1.4, "hierarchical+bf16": 2.5}}
 
 
 # --------------------------------------------------------------------------- testbed (parent)
-
-
-def _sh(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(args), capture_output=True, text=True, check=check, timeout=30)
-
-
-def _tbf_args(rate: str) -> list[str]:
-    """``tc tbf`` for ``rate``. The bucket must hold a whole 64 KiB GSO segment of veth (smaller
-    buckets drop every large segment) and about 10 ms of traffic (tc-tbf(8): burst >= rate/HZ)."""
-    bits = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
-    number = next(rate[: -len(unit)] for unit in bits if rate.endswith(unit))
-    rate_bytes = float(number) * bits[rate[len(number) :]] / 8
-    burst = max(128 * 1024, int(rate_bytes * 0.010))
-    return ["rate", rate, "burst", str(burst), "latency", "100ms"]
-
-
-@dataclass
-class Testbed:
-    """Two namespaces joined by a veth pair; removed by :meth:`close`, which is idempotent."""
-
-    tag: str = field(default_factory=lambda: str(os.getpid()))
-    up: bool = False
-    children: list[subprocess.Popen[bytes]] = field(default_factory=list)
-
-    @property
-    def namespaces(self) -> tuple[str, str]:
-        return (f"gsbench-a-{self.tag}", f"gsbench-b-{self.tag}")
-
-    @property
-    def interfaces(self) -> tuple[str, str]:
-        return (f"gsa{self.tag}"[:15], f"gsb{self.tag}"[:15])
-
-    def open(self) -> None:
-        self.up = True
-        ns, ifs = self.namespaces, self.interfaces
-        for name in ns:
-            _sh("ip", "netns", "add", name)
-        _sh("ip", "link", "add", ifs[0], "type", "veth", "peer", "name", ifs[1])
-        for name, dev, addr in zip(ns, ifs, ADDRESSES, strict=True):
-            _sh("ip", "link", "set", dev, "netns", name)
-            _sh("ip", "-n", name, "addr", "add", f"{addr}/{PREFIX}", "dev", dev)
-            _sh("ip", "-n", name, "link", "set", dev, "up")
-            _sh("ip", "-n", name, "link", "set", "lo", "up")
-
-    def shape(self, rate: str) -> None:
-        for name, dev in zip(self.namespaces, self.interfaces, strict=True):
-            _sh("tc", "-n", name, "qdisc", "del", "dev", dev, "root", check=False)
-            if rate != "unthrottled":
-                _sh("tc", "-n", name, "qdisc", "add", "dev", dev, "root", "tbf", *_tbf_args(rate))
-
-    def reap(self) -> None:
-        """Stop every process this testbed started. torchrun forwards SIGTERM to its workers;
-        workers that outlive it (each runs in its own session) are found by namespace
-        (``ip netns pids``) and killed."""
-        for child in self.children:
-            if child.poll() is None:
-                os.killpg(child.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for child in self.children:
-            try:
-                child.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
-                child.wait(timeout=10)
-        self.children.clear()
-        if self.up:
-            for name in self.namespaces:
-                pids = _sh("ip", "netns", "pids", name, check=False).stdout.split()
-                for pid in pids:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(int(pid), signal.SIGKILL)
-
-    def close(self) -> None:
-        self.reap()
-        if self.up:
-            for name in self.namespaces:
-                _sh("ip", "netns", "del", name, check=False)  # takes its veth end with it
-            self.up = False
-
-
-def _why_not(testbed: Testbed) -> str | None:
-    """Why the testbed cannot run here, or None."""
-    if os.name != "posix" or not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return "needs root for network namespaces and tc"
-    for tool in ("ip", "tc", "torchrun"):
-        if shutil.which(tool) is None:
-            return f"'{tool}' not found"
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return "needs torch (pip install 'gpuscale[torch]')"
-    try:
-        testbed.open()
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
-        testbed.close()
-        detail = getattr(exc, "stderr", "") or str(exc)
-        return f"cannot create network namespaces ({' '.join(str(detail).split())})"
-    return None
-
-
-@contextmanager
-def testbed_guard() -> Iterator[Testbed]:
-    """The testbed, torn down on any exit: normal, exception, signal or interpreter exit."""
-    bed = Testbed()
-    atexit.register(bed.close)
-    previous = {}
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        previous[sig] = signal.signal(sig, on_signal)
-    try:
-        yield bed
-    finally:
-        bed.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def run_rate(bed: Testbed, rate: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
@@ -504,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--steps and --warmup must be >= 1")
 
     with testbed_guard() as bed:
-        reason = _why_not(bed)
+        reason = why_not(bed)
         if reason is not None:
             if args.json:
                 print(json.dumps({"schema_version": SCHEMA_VERSION, "skipped": reason}))

@@ -6,19 +6,25 @@ under ``torch.profiler``, one scenario after the other in the same process group
 ``healthy``       compute-heavy MLP, small gradient, cheap input: nothing to diagnose.
 ``slow_data``     the same job with a dataset that sleeps for each batch: input-bound.
 ``straggler``     rank 1 does extra matmuls every step: the other rank waits for it.
-``slow_network``  a large gradient (32 MiB) for little compute, so the all-reduce dominates.
-                  This is a loopback stand-in for a bandwidth-starved fabric: the ratio of bytes
-                  to compute, not a shaped link, makes communication the bottleneck.
+``slow_network``  a large gradient (32 MiB) for little compute, so the all-reduce dominates
+                  even on loopback: the ratio of bytes to compute makes it network-bound.
+``slow_link``     the healthy job, with each rank in its own network namespace and the link
+                  between them shaped to 50 Mbit/s (``benchmarks/two_node_testbed.py``): the
+                  bandwidth-starved fabric itself. Needs root; skipped elsewhere.
 
 Each rank writes ``<out>/<scenario>/rank<r>.json``. Run by hand with
-``python -m tests.distributed.trace_scenarios OUT_DIR``.
+``python -m tests.distributed.trace_scenarios OUT_DIR`` (loopback scenarios) or, as root,
+``python -m tests.distributed.trace_scenarios --link OUT_DIR`` (the shaped-link ones).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import multiprocessing as mp
 import os
+import shutil
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -38,6 +44,8 @@ class Scenario:
     data_sleep_s: float = 0.0
     straggler_extra_matmuls: int = 0
     """Extra 256x256 matmuls on rank 1 per step."""
+    link_rate: str | None = None
+    """``tc`` rate of the link between the two ranks' namespaces; None: loopback."""
     expected: str | None = None
     """The diagnosis the analyzer must rank first (None: it must find nothing)."""
     tolerated: frozenset[str] = frozenset({"jitter"})
@@ -64,7 +72,14 @@ SCENARIOS = (
         expected="network_bound",
         tolerated=frozenset({"jitter", "straggler"}),
     ),
+    Scenario(
+        name="slow_link", widths=_MLP, batch=4096, link_rate="50mbit", expected="network_bound"
+    ),
 )
+"""At 50 Mbit/s the healthy job's 0.4 MiB all-reduce takes ~45 ms beyond tc's 128 KiB burst,
+against ~30 ms of compute: about half the step waits on the link."""
+LOOPBACK = tuple(s.name for s in SCENARIOS if s.link_rate is None)
+SHAPED = tuple(s.name for s in SCENARIOS if s.link_rate is not None)
 
 
 def _run_scenario(rank: int, scenario: Scenario, out: Path) -> None:
@@ -140,8 +155,10 @@ def _rank_main(rank: int, out: str, names: tuple[str, ...]) -> None:
 def generate(
     out: Path, names: tuple[str, ...] | None = None, timeout_s: float = 120
 ) -> dict[str, Path]:
-    """Run the scenarios (all by default); return scenario name -> folder of rank traces."""
-    names = names or tuple(s.name for s in SCENARIOS)
+    """Run loopback scenarios (all by default); return scenario name -> folder of rank traces."""
+    names = names or LOOPBACK
+    if set(names) - set(LOOPBACK):
+        raise ValueError(f"{sorted(set(names) - set(LOOPBACK))} need generate_over_link")
     out.mkdir(parents=True, exist_ok=True)
     ctx = mp.get_context("spawn")
     procs = [
@@ -164,6 +181,80 @@ def generate(
     return {name: out / name for name in names}
 
 
-if __name__ == "__main__":
-    for name, folder in generate(Path(sys.argv[1])).items():
+def generate_over_link(
+    out: Path, names: tuple[str, ...] | None = None, timeout_s: float = 120
+) -> dict[str, Path] | str:
+    """Run shaped-link scenarios (all by default), one rank per namespace of the two-node
+    testbed, one scenario at a time at its rate; return name -> folder, or why the testbed
+    cannot run here. Rendezvous is a file both namespaces see; gloo's traffic goes over the
+    veth pair (``GLOO_SOCKET_IFNAME``)."""
+    from benchmarks.two_node_testbed import testbed_guard, why_not
+
+    names = names or SHAPED
+    out.mkdir(parents=True, exist_ok=True)
+    root = Path(__file__).resolve().parents[2]
+    with testbed_guard() as bed:
+        reason = why_not(bed)
+        if reason is not None:
+            return reason
+        for scenario in (s for s in SCENARIOS if s.name in names):
+            assert scenario.link_rate is not None, scenario.name
+            bed.shape(scenario.link_rate)
+            folder = out / f"{scenario.name}-rendezvous"
+            folder.mkdir()
+            logs = [folder / f"rank{rank}.log" for rank in range(WORLD)]
+            places = zip(bed.namespaces, bed.interfaces, logs, strict=True)
+            for rank, (namespace, dev, log) in enumerate(places):
+                command = [sys.executable, "-m", "tests.distributed.trace_scenarios"]
+                command += ["--rank", str(rank), "--names", scenario.name, str(folder)]
+                with log.open("wb") as sink:
+                    bed.children.append(
+                        subprocess.Popen(
+                            ["ip", "netns", "exec", namespace, *command],
+                            cwd=root,
+                            env={**os.environ, "GLOO_SOCKET_IFNAME": dev, "OMP_NUM_THREADS": "1"},
+                            stdout=sink,
+                            stderr=subprocess.STDOUT,
+                            start_new_session=True,
+                        )
+                    )
+            deadline = time.monotonic() + timeout_s
+            codes: list[int | None] = []
+            try:
+                for child in bed.children:
+                    try:
+                        codes.append(child.wait(max(0.1, deadline - time.monotonic())))
+                    except subprocess.TimeoutExpired:
+                        codes.append(None)
+            finally:
+                bed.reap()
+            if any(c != 0 for c in codes):
+                tails = [log.read_text(errors="replace")[-2000:] for log in logs]
+                raise RuntimeError(
+                    f"{scenario.name} ranks exited with {codes} (None: timed out): {tails}"
+                )
+            shutil.move(folder / scenario.name, out / scenario.name)
+            shutil.rmtree(folder)
+    return {name: out / name for name in names}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--link", action="store_true", help="the shaped-link scenarios (root)")
+    parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--names", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.rank is not None:
+        _rank_main(args.rank, str(args.out), tuple(args.names.split(",")))
+        return
+    made = generate_over_link(args.out) if args.link else generate(args.out)
+    if isinstance(made, str):
+        print(f"skipped: {made}")
+        return
+    for name, folder in made.items():
         print(name, folder)
+
+
+if __name__ == "__main__":
+    main()
