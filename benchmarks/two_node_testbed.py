@@ -120,6 +120,16 @@ def why_not(testbed: Testbed) -> str | None:
         testbed.close()
         detail = getattr(exc, "stderr", "") or str(exc)
         return f"cannot create network namespaces ({' '.join(str(detail).split())})"
+    # Creating namespaces can work where entering them (it remounts /sys) or shaping does not,
+    # e.g. in a container without CAP_SYS_ADMIN or the sch_tbf module: probe both.
+    try:
+        _sh("ip", "netns", "exec", testbed.namespaces[0], "true")
+        testbed.shape("1gbit")
+        testbed.shape("unthrottled")
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
+        testbed.close()
+        detail = getattr(exc, "stderr", "") or str(exc)
+        return f"cannot run in or shape the namespaces ({' '.join(str(detail).split())})"
     return None
 
 
