@@ -13,7 +13,7 @@ import click
 import numpy as np
 from rich.console import Console
 
-from gpuscale import SCHEMA_VERSION
+from gpuscale import SCHEMA_VERSION, catalog
 from gpuscale.errors import InputError
 from gpuscale.report.html import Section, write_report
 
@@ -75,6 +75,11 @@ def write_html(path: str, title: str, sections: Sequence[Section]) -> None:
         write_report(path, title, sections)
     except OSError as exc:
         raise InputError(f"cannot write --html '{path}': {exc.strerror or exc}") from None
+
+
+def inter_option(help: str = "Fabric between nodes (gpuscale catalog links).") -> Callable[[F], F]:
+    """``--inter FABRIC``: the link between nodes, a catalog id."""
+    return click.option("--inter", default=catalog.DEFAULT_INTER, show_default=True, help=help)
 
 
 def json_option(func: F) -> F:

@@ -11,7 +11,7 @@ from rich import box
 from rich.table import Table
 
 from gpuscale import catalog
-from gpuscale.cli._common import console, emit_json, json_option
+from gpuscale.cli._common import console, emit_json, inter_option, json_option
 from gpuscale.errors import require
 from gpuscale.estimate.collectives import LevelBandwidth
 from gpuscale.estimate.compute import microbatch_compute
@@ -103,12 +103,7 @@ def _ms(seconds: float) -> str:
 @click.command("advise-comm")
 @click.argument("model")
 @click.option("--gpus", type=int, required=True, help="Data-parallel GPUs (one DDP replica each).")
-@click.option(
-    "--inter",
-    default=catalog.DEFAULT_INTER,
-    show_default=True,
-    help="Fabric between nodes (gpuscale catalog links).",
-)
+@inter_option()
 @click.option("--gpu", default=DEFAULT_GPU, show_default=True, help="Catalog GPU id.")
 @click.option("--gpus-per-node", type=int, default=catalog.DEFAULT_GPUS_PER_NODE, show_default=True)
 @click.option(

@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from gpuscale import catalog
-from gpuscale.cli._common import FINITE, console, emit_json, json_option
+from gpuscale.cli._common import FINITE, console, emit_json, inter_option, json_option
 from gpuscale.errors import InputError, require
 from gpuscale.estimate.profile import load_profile_for, profile_names
 from gpuscale.estimate.step import StepEstimate, estimate_plan
@@ -109,12 +109,7 @@ def _bottleneck(row: dict[str, Any]) -> str:
 @click.option("--gpu", required=True, help="Catalog GPU id (gpuscale catalog gpus).")
 @click.option("--gpus", type=int, default=None, help="GPUs in the job [default: tp*pp*dp*cp].")
 @click.option("--gpus-per-node", type=int, default=catalog.DEFAULT_GPUS_PER_NODE, show_default=True)
-@click.option(
-    "--inter",
-    default=catalog.DEFAULT_INTER,
-    show_default=True,
-    help="Fabric between nodes (gpuscale catalog links).",
-)
+@inter_option()
 @click.option(
     "--nics-per-node",
     type=int,

@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from gpuscale import catalog
-from gpuscale.cli._common import console, emit_json, json_option
+from gpuscale.cli._common import console, emit_json, inter_option, json_option
 from gpuscale.errors import InputError, require
 from gpuscale.estimate.inference import estimate_inference
 from gpuscale.estimate.profile import load_profile_for, profile_names
@@ -47,12 +47,7 @@ def _tp_list(text: str, heads: int, given: bool) -> list[int]:
     help="Tensor-parallel degrees to compare (comma-separated).",
 )
 @click.option("--gpus-per-node", type=int, default=catalog.DEFAULT_GPUS_PER_NODE, show_default=True)
-@click.option(
-    "--inter",
-    default=catalog.DEFAULT_INTER,
-    show_default=True,
-    help="Fabric used when TP spans nodes.",
-)
+@inter_option("Fabric used when TP spans nodes.")
 @click.option("--batch", type=int, default=1, show_default=True, help="Concurrent sequences.")
 @click.option(
     "--input", "input_len", type=int, default=512, show_default=True, help="Prompt tokens."

@@ -6,9 +6,15 @@ import time
 
 import click
 
-from gpuscale import catalog
 from gpuscale.cli import _planner_render as render
-from gpuscale.cli._common import check_writable, console, emit_json, json_option, write_html
+from gpuscale.cli._common import (
+    check_writable,
+    console,
+    emit_json,
+    inter_option,
+    json_option,
+    write_html,
+)
 from gpuscale.cli._planner_options import (
     build_inputs,
     common_options,
@@ -22,12 +28,7 @@ from gpuscale.planner.verdict import verdict
 @click.command("plan")
 @common_options
 @click.option("--gpus", "num_gpus", type=int, required=True, help="GPUs available.")
-@click.option(
-    "--inter",
-    default=catalog.DEFAULT_INTER,
-    show_default=True,
-    help="Fabric between nodes (gpuscale catalog links).",
-)
+@inter_option()
 @click.option(
     "--objective",
     type=click.Choice(OBJECTIVES),

@@ -8,7 +8,14 @@ import click
 
 from gpuscale import catalog
 from gpuscale.cli import _planner_render as render
-from gpuscale.cli._common import check_writable, console, emit_json, json_option, write_html
+from gpuscale.cli._common import (
+    check_writable,
+    console,
+    emit_json,
+    inter_option,
+    json_option,
+    write_html,
+)
 from gpuscale.cli._planner_options import (
     build_inputs,
     common_options,
@@ -22,12 +29,7 @@ from gpuscale.planner.verdict import verdict
 @click.command("scale")
 @common_options
 @click.option("--max-gpus", type=int, required=True, help="Largest GPU count to consider.")
-@click.option(
-    "--inter",
-    default=catalog.DEFAULT_INTER,
-    show_default=True,
-    help="Fabric between nodes; a comma list compares fabrics side by side.",
-)
+@inter_option("Fabric between nodes; a comma list compares fabrics side by side.")
 @click.option(
     "--runs",
     type=int,
