@@ -41,7 +41,9 @@ def test_compute_bound_job_is_told_to_keep_the_default(gpuscale) -> None:
     assert doc["bandwidth_bound"] is False
     assert doc["recommendation"] is None
     assert doc["verdict"].startswith("not bandwidth-bound")
-    assert all(h["speedup_vs_default"] <= 1.0 + 1e-9 for h in doc["hooks"])
+    # Hidden sync still slows the compute it overlaps, so fewer bytes help, but not enough to
+    # pass the advisor's bar.
+    assert all(h["speedup_vs_default"] < 1.0 + doc["options"]["min_gain"] for h in doc["hooks"])
 
 
 def test_default_step_is_the_estimate_commands(gpuscale) -> None:

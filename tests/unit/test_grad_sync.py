@@ -8,7 +8,8 @@ import pytest
 from gpuscale import catalog
 from gpuscale.errors import InputError
 from gpuscale.estimate.collectives import LevelBandwidth
-from gpuscale.estimate.grad_sync import FIDELITY, HOOKS, HookOptions, exposed_s, sync_costs
+from gpuscale.estimate.communication import exposed_comm_s
+from gpuscale.estimate.grad_sync import FIDELITY, HOOKS, HookOptions, sync_costs
 from gpuscale.estimate.profile import load_profile
 from gpuscale.estimate.step import estimate_plan
 from gpuscale.specs import Plan, Training
@@ -78,9 +79,12 @@ def test_codec_is_charged_beyond_the_default_divide() -> None:
     assert set(FIDELITY) == set(HOOKS)
 
 
-def test_exposed_is_what_backward_cannot_hide() -> None:
-    assert exposed_s(1.0, 0.25) == pytest.approx(0.75)
-    assert exposed_s(0.2, 0.25) == 0.0
+def test_exposed_is_what_backward_cannot_hide_plus_the_slowdown_it_causes() -> None:
+    assert exposed_comm_s(1.0, 0.25, 0.0) == pytest.approx(0.75)
+    assert exposed_comm_s(0.2, 0.25, 0.0) == 0.0
+    # Overlapped time is not free: the compute under it runs slower by the interference share.
+    assert exposed_comm_s(1.0, 0.25, 0.2) == pytest.approx(0.75 + 0.2 * 0.25)
+    assert exposed_comm_s(0.2, 0.25, 0.2) == pytest.approx(0.2 * 0.2)
 
 
 @pytest.mark.parametrize("options", [{"topk_ratio": 0.0}, {"qsgd_levels": 0}, {"qsgd_chunk": 0}])

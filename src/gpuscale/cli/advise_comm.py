@@ -14,8 +14,9 @@ from gpuscale import catalog
 from gpuscale.cli._common import console, emit_json, inter_option, json_option
 from gpuscale.errors import require
 from gpuscale.estimate.collectives import LevelBandwidth
+from gpuscale.estimate.communication import exposed_comm_s
 from gpuscale.estimate.compute import microbatch_compute
-from gpuscale.estimate.grad_sync import HookOptions, SyncCost, exposed_s, sync_costs
+from gpuscale.estimate.grad_sync import HookOptions, SyncCost, sync_costs
 from gpuscale.estimate.profile import load_profile_for, profile_names
 from gpuscale.estimate.step import estimate_plan
 from gpuscale.specs import Plan, PlanBatch, Training
@@ -50,14 +51,15 @@ def _verdict(
     """The hook to use (None: keep the default) and a sentence that says why."""
     base = rows["default"]
     sync = base.cost.network_s
-    if base.exposed_s <= 0.0:
+    best = max(rows.values(), key=lambda r: r.speedup)
+    if sync <= hidden_s:
         return None, (
             f"not bandwidth-bound: gradient sync ({sync * 1e3:.1f} ms) hides behind "
-            f"backward ({hidden_s * 1e3:.1f} ms of overlap), so no hook can shorten the "
-            "step; keep PyTorch's default all-reduce"
+            f"backward ({hidden_s * 1e3:.1f} ms of overlap) and costs only the slowdown of "
+            f"the compute it shares the GPU with, so a hook gains little (best: "
+            f"{best.cost.hook} {best.speedup:.2f}x); keep PyTorch's default all-reduce"
         )
     ceiling = base.step_s / (base.step_s - base.exposed_s)
-    best = max(rows.values(), key=lambda r: r.speedup)
     share = base.exposed_s / base.step_s
     if best.speedup < 1.0 + min_gain:
         return None, (
@@ -197,6 +199,7 @@ def command(
         ).backward_s[0]
     )
     hidden = profile.overlap_of("dp") * backward
+    interference = profile.const("comm_compute_interference")
     entry_bytes = profile.const("grad_reduce_bytes")
     entries = float(est.gradient_bytes_per_gpu[0]) / entry_bytes
     hbm = cluster.pace_device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
@@ -214,7 +217,7 @@ def command(
     rest = step - float(est.comm_dp_s[0])
     rows = {}
     for name, c in costs.items():
-        exposed = exposed_s(c.network_s, hidden)
+        exposed = float(exposed_comm_s(c.network_s, hidden, interference))
         step_h = rest + exposed + c.codec_s
         rows[name] = HookRow(cost=c, exposed_s=exposed, step_s=step_h, speedup=step / step_h)
     pick, verdict = _verdict(rows, hidden, min_gain, cluster.num_nodes > 1)
@@ -232,7 +235,7 @@ def command(
         "gradient_bytes": entries * entry_bytes,
         "backward_overlap_s": hidden,
         "step_time_s": step,
-        "bandwidth_bound": rows["default"].exposed_s > 0,
+        "bandwidth_bound": rows["default"].cost.network_s > hidden,
         "recommendation": pick,
         "verdict": verdict,
         "hooks": [r.as_dict() for r in rows.values()],

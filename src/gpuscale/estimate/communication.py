@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpuscale.estimate.collectives import LevelBandwidth, collective_time_s
 from gpuscale.estimate.compute import MicrobatchCompute
@@ -77,6 +78,21 @@ def trainable_fraction(m: ModelSpec, training: Training) -> float:
     return lora_params(m, training) / total_params(m) if training.is_lora else 1.0
 
 
+def exposed_comm_s(comm: ArrayLike, window: ArrayLike, interference: float) -> np.ndarray:
+    """Time a collective adds to the step when ``window`` seconds of compute can hide it: the
+    part nothing hides, plus the slowdown of the compute that hides the rest, because NCCL runs
+    one CTA per channel on the SMs and shares HBM bandwidth with the kernels it overlaps
+    (NCCL docs, NCCL_MAX_NCHANNELS; Rashidi et al. 2021, ISCA, Sec. 3: overlapped collectives
+    slow compute through shared resources)."""
+    comm, window = np.asarray(comm, dtype=float), np.asarray(window, dtype=float)
+    return np.maximum(comm - window, 0.0) + interference * np.minimum(comm, window)
+
+
+def _partly_hidden(comm: np.ndarray, overlap: float, interference: float) -> np.ndarray:
+    """As :func:`exposed_comm_s` when a fixed share ``overlap`` of the collective runs under compute."""
+    return comm * ((1.0 - overlap) + interference * overlap)
+
+
 def communication(
     m: ModelSpec,
     cluster: Cluster,
@@ -92,6 +108,7 @@ def communication(
     tokens = plans.micro_batch * training.seq_len / cp
     layers = compute.layers_per_stage
     full = plans.recompute == RECOMPUTE_CODE["full"]
+    interference = profile.const("comm_compute_interference")
 
     # Tensor parallel: per layer 2 all-reduces forward and 2 backward of the b*s*h activation
     # (Shoeybi et al. 2019, Sec. 3, the f/g operators); with sequence parallelism each becomes a
@@ -103,7 +120,7 @@ def communication(
     # weight gradient, but Megatron launches it asynchronously under the input-gradient GEMM,
     # which is longer (Korthikanti et al. 2022, Sec. 4.2.2), so it adds no exposed time here.
     tp_passes = 4.0 + np.where(full, 2.0, 0.0)
-    tp_mb = layers * tp_passes * one_ar * (1.0 - profile.overlap_of("tp"))
+    tp_mb = _partly_hidden(layers * tp_passes * one_ar, profile.overlap_of("tp"), interference)
 
     # Context parallel (ring attention): every layer passes K and V around the ring, cp-1 hops
     # forward and twice that backward (dK, dV), overlapped with the blockwise attention
@@ -112,7 +129,9 @@ def communication(
     cp_per_node = _per_node(tp, cp, gpn)
     hop = collective_time_s("send_recv", kv_chunk, cp, cp_per_node, levels)
     cp_hops = 3.0 + np.where(full, 1.0, 0.0)  # a recomputed forward passes K, V around again
-    cp_mb = layers * cp_hops * (cp - 1) * hop * (1.0 - profile.overlap_of("cp"))
+    cp_mb = _partly_hidden(
+        layers * cp_hops * (cp - 1) * hop, profile.overlap_of("cp"), interference
+    )
 
     # Expert parallel: dispatch and combine all-to-all per MoE layer, forward and backward
     # (Lepikhin et al. 2020, GShard, arXiv:2006.16668, Sec. 2.2).
@@ -120,7 +139,9 @@ def communication(
         a2a_msg = tokens * m.experts_per_token * m.hidden_size * word / tp
         ep_per_node = _per_node(tp * cp, ep, gpn)
         a2a = collective_time_s("all_to_all", a2a_msg, ep, ep_per_node, levels)
-        ep_mb = layers * (4.0 + np.where(full, 2.0, 0.0)) * a2a * (1.0 - profile.overlap_of("ep"))
+        ep_mb = _partly_hidden(
+            layers * (4.0 + np.where(full, 2.0, 0.0)) * a2a, profile.overlap_of("ep"), interference
+        )
     else:
         ep_mb = np.zeros(len(plans))
 
@@ -132,7 +153,9 @@ def communication(
     pp_msg = tokens * m.hidden_size * word / tp
     stage_pair_per_node = np.where(tp * cp * dp < gpn, 2, 1)
     hop_pp = collective_time_s("send_recv", pp_msg, 2, stage_pair_per_node, levels)
-    pp_mb = np.where(pp > 1, 2.0 * vp * hop_pp * (1.0 - profile.overlap_of("pp")), 0.0)
+    pp_mb = np.where(
+        pp > 1, _partly_hidden(2.0 * vp * hop_pp, profile.overlap_of("pp"), interference), 0.0
+    )
 
     # Data parallel gradient synchronisation over the dp*cp replicas of each parameter.
     # Dense weights are replicated over dp*cp ranks, expert weights over dp*cp/ep.
@@ -172,13 +195,13 @@ def communication(
     # ZeRO-2 keeps no full gradient buffer to accumulate into, so it reduce-scatters after
     # every micro-batch's backward (DeepSpeed engine.allreduce_gradients; FSDP SHARD_GRAD_OP),
     # where ZeRO-1 reduces once per step.
-    rs_exposed = np.maximum(rs - hidden, 0.0)
+    rs_exposed = exposed_comm_s(rs, hidden, interference)
     zero2_mb = np.where(zero == 2, rs_exposed, 0.0)
     dp_step = np.where(
         zero == 0,
-        np.maximum(ar - hidden, 0.0),
+        exposed_comm_s(ar, hidden, interference),
         np.where(zero == 1, rs_exposed, 0.0)
-        + np.where((zero == 1) | (zero == 2), np.maximum(ag - gather_hidden, 0.0), 0.0),
+        + np.where((zero == 1) | (zero == 2), exposed_comm_s(ag, gather_hidden, interference), 0.0),
     )
 
     # ZeRO-3 / FSDP: all-gather weights for forward and again for backward, reduce-scatter
@@ -195,7 +218,7 @@ def communication(
     )
     z3_comm = (2.0 * z3_ag + z3_rs) / profile.const("zero3_bandwidth_efficiency")
     z3_hidden = profile.overlap_of("zero") * (compute.forward_s + compute.backward_s)
-    zero3_mb = np.where(zero == 3, np.maximum(z3_comm - z3_hidden, 0.0), 0.0) + zero2_mb
+    zero3_mb = np.where(zero == 3, exposed_comm_s(z3_comm, z3_hidden, interference), 0.0) + zero2_mb
 
     return CommTimes(
         tp_mb=tp_mb,

@@ -186,9 +186,3 @@ def sync_costs(
         (n - 1) * qsgd_payload if crosses else 0.0,
     )
     return out
-
-
-def exposed_s(network_s: float, hidden_window_s: float) -> float:
-    """Network time left after bucketed reduction overlaps backward (the same rule as
-    :func:`gpuscale.estimate.communication.communication` applies to DDP's all-reduce)."""
-    return max(network_s - hidden_window_s, 0.0)

@@ -32,6 +32,7 @@ CONSTANTS: dict[str, Check] = {
     "gradient_buffer_bytes": POSITIVE,
     "optimizer_bytes_per_param": POSITIVE,
     "zero3_bandwidth_efficiency": FRACTION,
+    "comm_compute_interference": SHARE,
     "selective_recompute_layer_fraction": SHARE,
     "host_memory_gb_per_s": POSITIVE,
     "decode_step_overhead_us": NON_NEGATIVE,
