@@ -53,11 +53,15 @@ def _verdict(
     sync = base.cost.network_s
     best = max(rows.values(), key=lambda r: r.speedup)
     if sync <= hidden_s:
+        gain = (
+            "no hook beats the default"
+            if best.cost.hook == "default"
+            else f"the best hook gains little ({best.cost.hook} {best.speedup:.2f}x)"
+        )
         return None, (
             f"not bandwidth-bound: gradient sync ({sync * 1e3:.1f} ms) hides behind "
             f"backward ({hidden_s * 1e3:.1f} ms of overlap) and costs only the slowdown of "
-            f"the compute it shares the GPU with, so a hook gains little (best: "
-            f"{best.cost.hook} {best.speedup:.2f}x); keep PyTorch's default all-reduce"
+            f"the compute it shares the GPU with, so {gain}; keep PyTorch's default all-reduce"
         )
     ceiling = base.step_s / (base.step_s - base.exposed_s)
     share = base.exposed_s / base.step_s
