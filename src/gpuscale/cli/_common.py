@@ -15,6 +15,7 @@ from rich.console import Console
 
 from gpuscale import SCHEMA_VERSION, catalog
 from gpuscale.errors import InputError
+from gpuscale.estimate.profile import profile_names
 from gpuscale.report.html import Section, write_report
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -80,6 +81,25 @@ def write_html(path: str, title: str, sections: Sequence[Section]) -> None:
 def inter_option(help: str = "Fabric between nodes (gpuscale catalog links).") -> Callable[[F], F]:
     """``--inter FABRIC``: the link between nodes, a catalog id."""
     return click.option("--inter", default=catalog.DEFAULT_INTER, show_default=True, help=help)
+
+
+def profile_options(func: F) -> F:
+    """``--framework NAME`` and ``--profile FILE``: the software-stack profile and a measured
+    calibration laid over it."""
+    func = click.option(
+        "--profile",
+        "profile_file",
+        default=None,
+        type=click.Path(dir_okay=False),
+        help="Calibration profile YAML (from gpuscale calibrate) laid over the --framework "
+        "profile: its keys win, the rest comes from the framework.",
+    )(func)
+    return click.option(
+        "--framework",
+        default="generic",
+        show_default=True,
+        help=f"Software-stack profile: {', '.join(profile_names())}.",
+    )(func)
 
 
 def json_option(func: F) -> F:

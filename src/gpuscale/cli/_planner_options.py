@@ -13,9 +13,9 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gpuscale import catalog
-from gpuscale.cli._common import err_console
+from gpuscale.cli._common import err_console, profile_options
 from gpuscale.errors import InputError, require
-from gpuscale.estimate.profile import Profile, load_profile_for, profile_names
+from gpuscale.estimate.profile import Profile, load_profile_for
 from gpuscale.planner import defaults
 from gpuscale.planner.search import Hardware, Workload
 from gpuscale.specs import Training
@@ -99,20 +99,7 @@ def common_options(func: F) -> F:
             show_default=True,
             help="Train every weight, or LoRA / QLoRA adapters on a frozen base.",
         ),
-        click.option(
-            "--framework",
-            default="generic",
-            show_default=True,
-            help=f"Software-stack profile: {', '.join(profile_names())}.",
-        ),
-        click.option(
-            "--profile",
-            "profile_file",
-            default=None,
-            type=click.Path(dir_okay=False),
-            help="Calibration profile YAML (from gpuscale calibrate) laid over the --framework "
-            "profile: its keys win, the rest comes from the framework.",
-        ),
+        profile_options,
         click.option(
             "--html",
             "html_path",

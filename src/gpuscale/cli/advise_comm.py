@@ -11,13 +11,13 @@ from rich import box
 from rich.table import Table
 
 from gpuscale import catalog
-from gpuscale.cli._common import console, emit_json, inter_option, json_option
+from gpuscale.cli._common import console, emit_json, inter_option, json_option, profile_options
 from gpuscale.errors import require
 from gpuscale.estimate.collectives import LevelBandwidth
 from gpuscale.estimate.communication import exposed_comm_s
 from gpuscale.estimate.compute import microbatch_compute
 from gpuscale.estimate.grad_sync import HookOptions, SyncCost, sync_costs
-from gpuscale.estimate.profile import load_profile_for, profile_names
+from gpuscale.estimate.profile import load_profile_for
 from gpuscale.estimate.step import estimate_plan
 from gpuscale.specs import Plan, PlanBatch, Training
 from gpuscale.specs.training import PRECISIONS
@@ -129,18 +129,7 @@ def _ms(seconds: float) -> str:
 )
 @click.option("--seq", type=int, default=4096, show_default=True, help="Sequence length.")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="bf16", show_default=True)
-@click.option(
-    "--framework",
-    default="generic",
-    show_default=True,
-    help=f"Software-stack profile: {', '.join(profile_names())}.",
-)
-@click.option(
-    "--profile",
-    "profile_file",
-    default=None,
-    help="Calibration profile YAML laid over the framework profile (gpuscale calibrate).",
-)
+@profile_options
 @click.option(
     "--topk-ratio",
     type=float,

@@ -8,9 +8,16 @@ import click
 from rich.table import Table
 
 from gpuscale import catalog
-from gpuscale.cli._common import FINITE, console, emit_json, inter_option, json_option
+from gpuscale.cli._common import (
+    FINITE,
+    console,
+    emit_json,
+    inter_option,
+    json_option,
+    profile_options,
+)
 from gpuscale.errors import InputError, require
-from gpuscale.estimate.profile import load_profile_for, profile_names
+from gpuscale.estimate.profile import load_profile_for
 from gpuscale.estimate.step import StepEstimate, estimate_plan
 from gpuscale.estimate.uncertainty import band_for
 from gpuscale.specs import JobOptions, ModelSpec, Plan, Training
@@ -156,18 +163,7 @@ def _bottleneck(row: dict[str, Any]) -> str:
 @click.option("--offload-optimizer", is_flag=True, help="ZeRO-Offload: optimizer step on the CPU.")
 @click.option("--no-sequence-parallel", is_flag=True, help="TP all-reduces instead of RS/AG.")
 @click.option("--no-flash-attention", is_flag=True, help="Unfused attention (s x s scores in HBM).")
-@click.option(
-    "--framework",
-    default="generic",
-    show_default=True,
-    help=f"Software-stack profile: {', '.join(profile_names())}.",
-)
-@click.option(
-    "--profile",
-    "profile_file",
-    default=None,
-    help="Calibration profile YAML laid over the framework profile (gpuscale calibrate).",
-)
+@profile_options
 @click.option(
     "--storage-gbps",
     type=FINITE,
