@@ -379,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--steps and --warmup must be >= 1")
 
     with testbed_guard() as bed:
-        reason = why_not(bed)
+        reason = why_not(bed, tools=("ip", "tc", "torchrun"))
         if reason is not None:
             if args.json:
                 print(json.dumps({"schema_version": SCHEMA_VERSION, "skipped": reason}))

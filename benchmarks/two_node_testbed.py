@@ -76,38 +76,48 @@ class Testbed:
     def reap(self) -> None:
         """Stop every process this testbed started. torchrun forwards SIGTERM to its workers;
         workers that outlive it (each runs in its own session) are found by namespace
-        (``ip netns pids``) and killed."""
+        (``ip netns pids``) and killed. Every wait is bounded; nothing here raises."""
         for child in self.children:
             if child.poll() is None:
-                os.killpg(child.pid, signal.SIGTERM)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGTERM)
         deadline = time.monotonic() + 10
         for child in self.children:
             try:
                 child.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
-                child.wait(timeout=10)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(timeout=10)
         self.children.clear()
         if self.up:
             for name in self.namespaces:
-                pids = _sh("ip", "netns", "pids", name, check=False).stdout.split()
-                for pid in pids:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(int(pid), signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+                    pids = _sh("ip", "netns", "pids", name, check=False).stdout.split()
+                    for pid in pids:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(int(pid), signal.SIGKILL)
 
     def close(self) -> None:
-        self.reap()
-        if self.up:
-            for name in self.namespaces:
-                _sh("ip", "netns", "del", name, check=False)  # takes its veth end with it
-            self.up = False
+        try:
+            self.reap()
+        finally:
+            if self.up:
+                for name in self.namespaces:
+                    with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+                        _sh("ip", "netns", "del", name, check=False)  # takes its veth end along
+                # A veth end that never left the root namespace (open() failed half-way).
+                with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+                    _sh("ip", "link", "del", self.interfaces[0], check=False)
+                self.up = False
 
 
-def why_not(testbed: Testbed) -> str | None:
-    """Why the testbed cannot run here, or None."""
+def why_not(testbed: Testbed, tools: tuple[str, ...] = ("ip", "tc")) -> str | None:
+    """Why the testbed cannot run here (with ``tools`` on PATH), or None; on None it is open."""
     if os.name != "posix" or not hasattr(os, "geteuid") or os.geteuid() != 0:
         return "needs root for network namespaces and tc"
-    for tool in ("ip", "tc", "torchrun"):
+    for tool in tools:
         if shutil.which(tool) is None:
             return f"'{tool}' not found"
     try:

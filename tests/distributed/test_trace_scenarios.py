@@ -91,7 +91,7 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     distortion: dict[str, dict[str, float]] = {}
     for attempt in range(ATTEMPTS):
         made = generate(
-            tmp_path_factory.mktemp(f"trace_scenarios{attempt}"), names=noisy, timeout_s=180
+            tmp_path_factory.mktemp(f"trace_scenarios{attempt}"), names=noisy, timeout_s=70
         )
         distortion = {name: host_distortion(folder) for name, folder in made.items()}
         out.update(made)
@@ -128,7 +128,9 @@ def link_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     pytest.importorskip("torch")
     distortion: dict[str, dict[str, float]] = {}
     for attempt in range(ATTEMPTS):
-        made = generate_over_link(tmp_path_factory.mktemp(f"link_scenarios{attempt}"), SHAPED)
+        made = generate_over_link(
+            tmp_path_factory.mktemp(f"link_scenarios{attempt}"), SHAPED, timeout_s=60
+        )
         if isinstance(made, str):
             pytest.skip(f"two-node testbed unavailable: {made}")
         distortion = {name: host_distortion(folder) for name, folder in made.items()}
@@ -138,7 +140,7 @@ def link_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_healthy_job_on_a_starved_link_is_network_bound(
-    traces: dict[str, Path], link_traces: dict[str, Path]
+    link_traces: dict[str, Path], traces: dict[str, Path]
 ) -> None:
     # The same job as `healthy`, only the link differs: the diagnosis must follow the link.
     (scenario,) = (s for s in SCENARIOS if s.name == "slow_link")

@@ -46,6 +46,31 @@ def test_compute_bound_job_is_told_to_keep_the_default(gpuscale) -> None:
     assert all(h["speedup_vs_default"] < 1.0 + doc["options"]["min_gain"] for h in doc["hooks"])
 
 
+def test_hidden_sync_still_pays_when_its_interference_is_large(gpuscale) -> None:
+    # BERT-large at seq 8192 on 100 GbE: the all-reduce fits under backward, but it slows a
+    # tenth of the step; sending half the bytes clears the advisor's bar.
+    doc = _json(
+        gpuscale,
+        "bert-large",
+        "--gpus",
+        "16",
+        "--inter",
+        "eth-100",
+        "--seq",
+        "8192",
+        "--mbs",
+        "2",
+        "--gpu",
+        "a100-sxm-80gb",
+    )
+    assert doc["bandwidth_bound"] is False
+    hooks = {h["hook"]: h for h in doc["hooks"]}
+    assert doc["recommendation"] is not None
+    gain = hooks[doc["recommendation"]]["speedup_vs_default"]
+    assert gain >= 1.0 + doc["options"]["min_gain"]
+    assert doc["verdict"].startswith("not bandwidth-bound") and f"{gain:.2f}x" in doc["verdict"]
+
+
 def test_default_step_is_the_estimate_commands(gpuscale) -> None:
     doc = _json(gpuscale, *BOUND)
     proc = gpuscale(

@@ -83,6 +83,22 @@ def test_collective_blocking_inside_an_op_is_communication_not_compute(tmp_path:
     assert b.optimizer_s[0] / US == pytest.approx(10)
 
 
+def test_a_collective_on_one_thread_does_not_erase_another_threads_compute(
+    tmp_path: Path,
+) -> None:
+    # No step markers: every host thread counts. Thread 2 blocks in a collective while thread 1
+    # computes; only thread 2's own op time gives way to communication.
+    events = [
+        ev("aten::mm", 0, 100, tid=1),
+        ev("autograd::engine::evaluate_function: AddmmBackward0", 10, 80, tid=2),
+        ev("gloo:all_reduce", 20, 60, cat="user_annotation", tid=2),
+    ]
+    b = analyze([write(tmp_path / "rank0.json", events)]).ranks[0].breakdown
+    assert b.compute_s[0] / US == pytest.approx(100)
+    assert b.overlapped_comm_s[0] / US == pytest.approx(60)
+    assert b.exposed_comm_s[0] / US == pytest.approx(0)
+
+
 def test_gpu_overlap_matches_hta_definition(tmp_path: Path) -> None:
     # Compute kernels 0-40 and 50-60; NCCL 30-70: overlap 20 of 40 us of communication, which
     # HTA's get_comm_comp_overlap reports as 50%.

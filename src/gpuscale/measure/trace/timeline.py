@@ -198,6 +198,15 @@ class TimelineBuilder:
             self._host_ops.clear()
             self._host_comm_by_thread.clear()
 
+    def _thread_compute(self, thread: Any) -> Intervals:
+        """A host thread's op time less the time it spent inside collective calls."""
+        if thread not in self._host_ops:
+            return Intervals.empty()
+        ops = self._host_ops[thread].build()
+        if thread not in self._host_comm_by_thread:
+            return ops
+        return _minus(ops, self._host_comm_by_thread[thread].build())
+
     def feed(self, events: Iterable[dict[str, Any]]) -> TimelineBuilder:
         for event in events:
             self.add(event)
@@ -216,13 +225,7 @@ class TimelineBuilder:
             # op (DDP launches its all-reduce from the AccumulateGrad hook) is communication
             # for as long as it blocks the training thread, not compute.
             threads = self._step_threads or set(self._host_ops)
-            busy = _union(self._host_ops[t].build() for t in threads if t in self._host_ops)
-            waits = _union(
-                self._host_comm_by_thread[t].build()
-                for t in threads
-                if t in self._host_comm_by_thread
-            )
-            compute = _minus(_minus(busy, data), waits)
+            compute = _minus(_union(self._thread_compute(t) for t in threads), data)
             comm = self._host_comm.build()
         steps = tuple(sorted(self._steps))
         if steps:
