@@ -149,10 +149,14 @@ def test_healthy_job_on_a_starved_link_is_network_bound(
     why = (found, top_ops(link_traces["slow_link"]))
     assert found and found[0] == scenario.expected, why
     assert set(found[1:]) <= scenario.tolerated, why
-    on_loopback = analyze([traces["healthy"]])
-    for shaped, loopback in zip(report.ranks, on_loopback.ranks, strict=True):
-        assert shaped.breakdown.median_share("exposed_comm") > 0.2
-        assert loopback.breakdown.median_share("exposed_comm") < 0.2
+
+    # As the network-bound rule does, judge by the rank that waits least: on loopback ranks
+    # also wait for each other, which a shared host can stretch, but both cannot be starved.
+    def least_wait(folder: Path) -> float:
+        return min(r.breakdown.median_share("exposed_comm") for r in analyze([folder]).ranks)
+
+    shaped, loopback = least_wait(link_traces["slow_link"]), least_wait(traces["healthy"])
+    assert shaped > 0.2 and shaped > 2 * loopback, (shaped, loopback)
     # The all-reduce runs at the link's rate: with 2 ranks nccl-tests' bus factor 2(n-1)/n is 1,
     # so the algorithm bandwidth is the bytes each rank sends per second.
     (stats,) = (c for c in report.collectives if c.op == "all_reduce")
