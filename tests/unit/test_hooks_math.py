@@ -26,7 +26,13 @@ from gpuscale.runtime.hooks.qsgd import (  # noqa: E402
     unpack,
     variance_bound,
 )
-from gpuscale.runtime.hooks.topk import TopKState, decode_sum, encode, keep_count, select_topk  # noqa: E402
+from gpuscale.runtime.hooks.topk import (  # noqa: E402
+    TopKState,
+    decode_sum,
+    encode,
+    keep_count,
+    select_topk,
+)
 
 # --------------------------------------------------------------------------- topology
 

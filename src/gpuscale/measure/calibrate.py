@@ -66,6 +66,10 @@ class Topology:
     nics_per_gpu: float = 1.0
 
 
+ONE_NIC_PER_GPU = Topology()
+"""The default assumption: rail-optimized nodes, one NIC per GPU."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LevelFit:
     level: str
@@ -177,7 +181,7 @@ def _plateau(pts: Sequence[CollectiveSample]) -> np.ndarray:
 
 
 def fit_level(
-    samples: Sequence[CollectiveSample], level: str, topo: Topology = Topology()
+    samples: Sequence[CollectiveSample], level: str, topo: Topology = ONE_NIC_PER_GPU
 ) -> LevelFit:
     """Alpha (s per step) and bandwidth of one level from a size sweep (any mix of ops)."""
     pts = [
@@ -282,7 +286,9 @@ def _level_fit(
     )
 
 
-def level_bandwidth(links: Mapping[str, LevelFit], topo: Topology = Topology()) -> LevelBandwidth:
+def level_bandwidth(
+    links: Mapping[str, LevelFit], topo: Topology = ONE_NIC_PER_GPU
+) -> LevelBandwidth:
     """The cost model's view of a cluster whose levels are the fitted ones."""
     intra, inter = links.get("intra"), links.get("inter")
     return LevelBandwidth(
@@ -295,7 +301,9 @@ def level_bandwidth(links: Mapping[str, LevelFit], topo: Topology = Topology()) 
 
 
 def compare(
-    samples: Iterable[CollectiveSample], links: Mapping[str, LevelFit], topo: Topology = Topology()
+    samples: Iterable[CollectiveSample],
+    links: Mapping[str, LevelFit],
+    topo: Topology = ONE_NIC_PER_GPU,
 ) -> tuple[Comparison, ...]:
     """Every fitted sample, measured vs what ``collective_time_s`` predicts with the fit."""
     levels = level_bandwidth(links, topo)
@@ -367,7 +375,7 @@ def fit_gemm(
 def calibrate(
     collectives: Sequence[CollectiveSample] = (),
     gemm: GemmFit | None = None,
-    topo: Topology = Topology(),
+    topo: Topology = ONE_NIC_PER_GPU,
 ) -> Calibration:
     """Fit every level that has measurements; say which samples could not be used."""
     links: dict[str, LevelFit] = {}
@@ -393,7 +401,7 @@ def profile_document(
     name: str,
     base: str,
     source: str,
-    topo: Topology = Topology(),
+    topo: Topology = ONE_NIC_PER_GPU,
     how: str = "gpuscale calibrate",
     measured_on: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
