@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -59,7 +58,6 @@ def run_rate(bed: Testbed, rate: str, args: argparse.Namespace, out: Path) -> di
     """One torchrun per namespace; return rank 0's measurements at ``rate``."""
     bed.shape(rate)
     result = out / f"{rate}.json"
-    logs = []
     worker = [
         sys.executable,
         "-m",
@@ -89,25 +87,10 @@ def run_rate(bed: Testbed, rate: str, args: argparse.Namespace, out: Path) -> di
         "--bucket-mb",
         str(args.bucket_mb),
     ]
-    for node, (name, dev) in enumerate(zip(bed.namespaces, bed.interfaces, strict=True)):
-        env = {
-            **os.environ,
-            "GLOO_SOCKET_IFNAME": dev,
-            "OMP_NUM_THREADS": "1",
-            "GPUSCALE_BENCH_IFACE": dev,
-            "PYTHONUNBUFFERED": "1",
-        }
-        log = (out / f"{rate}-node{node}.log").open("wb")
-        logs.append(log)
-        bed.children.append(
-            subprocess.Popen(
-                ["ip", "netns", "exec", name, *worker, "--node-rank", str(node), *script],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        )
+    logs = [out / f"{rate}-node{node}.log" for node in range(len(bed.namespaces))]
+    for node, log in enumerate(logs):
+        env = {"GPUSCALE_BENCH_IFACE": bed.interfaces[node], "PYTHONUNBUFFERED": "1"}
+        bed.spawn(node, [*worker, "--node-rank", str(node), *script], log, env)
     deadline = time.monotonic() + args.timeout
     try:
         # a failed node leaves the other's torchrun waiting in its exit barrier: stop at the
@@ -121,13 +104,10 @@ def run_rate(bed: Testbed, rate: str, args: argparse.Namespace, out: Path) -> di
     finally:
         codes = [c.poll() for c in bed.children]
         bed.reap()
-        for log in logs:
-            log.close()
     if any(codes) or not result.exists():
         tails = "\n".join(
-            f"--- node {n} ---\n"
-            + (out / f"{rate}-node{n}.log").read_text(errors="replace")[-6000:]
-            for n in range(len(codes))
+            f"--- node {n} ---\n" + log.read_text(errors="replace")[-6000:]
+            for n, log in enumerate(logs)
         )
         raise SystemExit(f"comm_hooks: {rate} run failed (exit codes {codes}):\n{tails}")
     return json.loads(result.read_text())

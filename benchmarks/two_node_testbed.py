@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 ADDRESSES = ("10.77.0.1", "10.77.0.2")
@@ -72,6 +73,26 @@ class Testbed:
             _sh("tc", "-n", name, "qdisc", "del", "dev", dev, "root", check=False)
             if rate != "unthrottled":
                 _sh("tc", "-n", name, "qdisc", "add", "dev", dev, "root", "tbf", *tbf_args(rate))
+
+    def spawn(
+        self, node: int, command: list[str], log: Path, env: dict[str, str] | None = None, **kw: Any
+    ) -> subprocess.Popen[bytes]:
+        """Start ``command`` inside node ``node``'s namespace, in a session of its own (so
+        :meth:`reap` can stop its whole tree), with gloo bound to the node's veth end and stdout
+        and stderr in ``log``."""
+        dev = self.interfaces[node]
+        full_env = {**os.environ, "GLOO_SOCKET_IFNAME": dev, "OMP_NUM_THREADS": "1", **(env or {})}
+        with log.open("wb") as sink:
+            child = subprocess.Popen(
+                ["ip", "netns", "exec", self.namespaces[node], *command],
+                env=full_env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                **kw,
+            )
+        self.children.append(child)
+        return child
 
     def reap(self) -> None:
         """Stop every process this testbed started. torchrun forwards SIGTERM to its workers;

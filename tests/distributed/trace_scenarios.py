@@ -203,21 +203,10 @@ def generate_over_link(
             folder = out / f"{scenario.name}-rendezvous"
             folder.mkdir()
             logs = [folder / f"rank{rank}.log" for rank in range(WORLD)]
-            places = zip(bed.namespaces, bed.interfaces, logs, strict=True)
-            for rank, (namespace, dev, log) in enumerate(places):
+            for rank, log in enumerate(logs):
                 command = [sys.executable, "-m", "tests.distributed.trace_scenarios"]
                 command += ["--rank", str(rank), "--names", scenario.name, str(folder)]
-                with log.open("wb") as sink:
-                    bed.children.append(
-                        subprocess.Popen(
-                            ["ip", "netns", "exec", namespace, *command],
-                            cwd=root,
-                            env={**os.environ, "GLOO_SOCKET_IFNAME": dev, "OMP_NUM_THREADS": "1"},
-                            stdout=sink,
-                            stderr=subprocess.STDOUT,
-                            start_new_session=True,
-                        )
-                    )
+                bed.spawn(rank, command, log, cwd=root)
             deadline = time.monotonic() + timeout_s
             codes: list[int | None] = []
             try:
