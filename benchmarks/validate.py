@@ -1,4 +1,4 @@
-"""Predict every row of ../shared/validation/published_runs.csv and report the error.
+"""Predict every row of data/validation/published_runs.csv and report the error.
 
     python benchmarks/validate.py [--csv PATH] [--json] [--rows]
 
@@ -16,10 +16,11 @@ from pathlib import Path
 
 import yaml
 
+from gpuscale.validation import DATA_DIR
 from gpuscale.validation.published_runs import bands, evaluate, load_rows, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CSV = ROOT.parent / "shared" / "validation" / "published_runs.csv"
+DEFAULT_CSV = DATA_DIR / "published_runs.csv"
 BANDS = ROOT / "src" / "gpuscale" / "catalog" / "data" / "validation_bands.yaml"
 
 

@@ -1,4 +1,4 @@
-"""Predict every row of ../shared/validation/published_inference.csv and report the error.
+"""Predict every row of data/validation/published_inference.csv and report the error.
 
 python benchmarks/validate_inference.py [--csv PATH] [--rows] [--json]
 """
@@ -10,11 +10,10 @@ import json
 import sys
 from pathlib import Path
 
+from gpuscale.validation import DATA_DIR
 from gpuscale.validation.published_inference import evaluate_inference, summarize_inference
 
-DEFAULT_CSV = (
-    Path(__file__).resolve().parents[2] / "shared" / "validation" / "published_inference.csv"
-)
+DEFAULT_CSV = DATA_DIR / "published_inference.csv"
 
 
 def main() -> int:

@@ -1,4 +1,4 @@
-"""Predict every row of ../shared/validation/published_memory.csv with the memory model and
+"""Predict every row of data/validation/published_memory.csv with the memory model and
 report the error per row, per source and overall, against a constant guess.
 
     python benchmarks/validate_memory.py [--csv PATH] [--json]
@@ -15,10 +15,11 @@ import json
 import sys
 from pathlib import Path
 
+from gpuscale.validation import DATA_DIR
 from gpuscale.validation.published_memory import as_dict, evaluate, load_rows, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CSV = ROOT.parent / "shared" / "validation" / "published_memory.csv"
+DEFAULT_CSV = DATA_DIR / "published_memory.csv"
 
 
 def main() -> int:

@@ -1,4 +1,4 @@
-"""Shared fixtures: paths to shipped test data and the validation set beside the checkout."""
+"""Shared fixtures: paths to shipped test data and the validation set in the repository."""
 
 from __future__ import annotations
 
@@ -6,14 +6,20 @@ from pathlib import Path
 
 import pytest
 
+from gpuscale.validation import DATA_DIR as VALIDATION_DATA
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 
 
-def shared_validation() -> Path | None:
-    """``../shared/validation`` next to the checkout (present in development and CI)."""
-    candidate = ROOT.parent / "shared" / "validation"
-    return candidate if candidate.is_dir() else None
+def validation_data() -> Path:
+    """``data/validation``: the published measurements, part of the repository. A clone without
+    it is broken, so a missing folder fails the tests instead of skipping them."""
+    if not VALIDATION_DATA.is_dir():
+        raise FileNotFoundError(
+            f"{VALIDATION_DATA} is missing: the validation data is part of the repo"
+        )
+    return VALIDATION_DATA
 
 
 @pytest.fixture
@@ -23,7 +29,4 @@ def data_dir() -> Path:
 
 @pytest.fixture
 def validation_dir() -> Path:
-    found = shared_validation()
-    if found is None:
-        pytest.skip("../shared/validation is not beside this checkout")
-    return found
+    return validation_data()

@@ -36,7 +36,7 @@ def test_a_group_of_one_costs_nothing() -> None:
 
 
 def test_single_node_all_reduce_reaches_the_published_nvlink_range() -> None:
-    # ../shared/validation: 8xA100 232 GB/s busbw at 10 GiB (OCI); 8xH100 ring ~370 GB/s
+    # data/validation: 8xA100 232 GB/s busbw at 10 GiB (OCI); 8xH100 ring ~370 GB/s
     # (nccl-tests maintainers). The model must land within 15% of both.
     assert busbw(
         "all_reduce", 10 * 2**30, 8, 8, levels("a100-sxm-40gb", "roce-100", 8)

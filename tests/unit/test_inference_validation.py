@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
-
 from gpuscale.validation.published_inference import evaluate_inference, summarize_inference
-from tests.conftest import shared_validation
+from tests.conftest import validation_data
 
 
 def test_inference_error_stays_within_its_recorded_bound() -> None:
-    found = shared_validation()
-    if found is None:
-        pytest.skip("../shared/validation is not beside this checkout")
+    found = validation_data()
     summary = summarize_inference(evaluate_inference(found / "published_inference.csv"))
     assert summary["overall"]["rows"] >= 250
     # docs/benchmarks.md records 23%; this bound catches regressions, not noise.

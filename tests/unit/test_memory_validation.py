@@ -1,4 +1,4 @@
-"""The memory model against measured peaks of real runs (../shared/validation)."""
+"""The memory model against measured peaks of real runs (data/validation)."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpuscale.validation.published_runs import evaluate, load_rows, summarize
+from tests.conftest import validation_data
 
 PINNED = {
     # row id: tolerance on tokens/s per GPU
@@ -31,12 +32,7 @@ def results(validation_dir: Path):
 
 @pytest.fixture(scope="module")
 def validation_dir() -> Path:
-    from tests.conftest import shared_validation
-
-    found = shared_validation()
-    if found is None:
-        pytest.skip("../shared/validation is not beside this checkout")
-    return found
+    return validation_data()
 
 
 def test_overall_and_per_source_targets(results) -> None:
