@@ -24,11 +24,11 @@ import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 
 from gpuscale import catalog  # noqa: E402
-from gpuscale.estimate.communication import communication  # noqa: E402
-from gpuscale.estimate.compute import microbatch_compute  # noqa: E402
-from gpuscale.estimate.memory import training_memory  # noqa: E402
-from gpuscale.estimate.profile import load_profile  # noqa: E402
-from gpuscale.estimate.step import estimate_batch  # noqa: E402
+from gpuscale.costmodel.communication import communication  # noqa: E402
+from gpuscale.costmodel.compute import microbatch_compute  # noqa: E402
+from gpuscale.costmodel.memory import training_memory  # noqa: E402
+from gpuscale.costmodel.profile import load_profile  # noqa: E402
+from gpuscale.costmodel.step import estimate_batch  # noqa: E402
 from gpuscale.planner import defaults  # noqa: E402
 from gpuscale.planner.enumerate import enumerate_plans  # noqa: E402
 from gpuscale.planner.scale import scale  # noqa: E402

@@ -11,7 +11,15 @@ from collections.abc import Iterable
 
 
 class InputError(ValueError):
-    """Bad input from the user: printed as ``gpuscale: <message>`` with exit code 2."""
+    """Bad input from the user: printed as ``gpuscale: <message>`` with exit code 2.
+
+    ``field`` names the API argument at fault (``"tp"``, ``"gpus_per_node"``), when one is: the
+    CLI shows it as the flag a user typed (``--tp``), a notebook user sees the keyword argument.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def closest(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
@@ -36,7 +44,7 @@ def unknown(kind: str, name: str, choices: Iterable[str]) -> InputError:
     return InputError(f"unknown {kind} '{name}'; known: {', '.join(sorted(pool))}")
 
 
-def require(condition: bool, message: str) -> None:
+def require(condition: bool, message: str, *, field: str | None = None) -> None:
     """Raise :class:`InputError` with ``message`` unless ``condition`` holds (never ``assert``)."""
     if not condition:
-        raise InputError(message)
+        raise InputError(message, field=field)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuscale.estimate.collectives import OPS, bus_factor
+from gpuscale.costmodel.collectives import OPS, bus_factor
 from gpuscale.measure.collectives_bench import CollectiveConfig
 from gpuscale.measure.launcher import RankFailure, launch
 from gpuscale.measure.results import CollectiveRun

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from gpuscale import catalog
-from gpuscale.estimate.profile import load_profile
+from gpuscale.costmodel.profile import load_profile
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 LOGS = Path(__file__).resolve().parents[1] / "data" / "nccl-tests"

@@ -15,18 +15,18 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "gpuscale"
 ALLOWED: dict[str, set[str]] = {
     "specs": {"errors"},
     "catalog": {"errors", "specs"},
-    "estimate": {"errors", "specs", "catalog"},
-    "planner": {"errors", "specs", "catalog", "estimate"},
-    "validation": {"errors", "specs", "catalog", "estimate"},
-    "measure": {"errors", "specs", "catalog", "estimate"},
-    "runtime": {"errors", "specs", "catalog", "estimate"},
+    "costmodel": {"errors", "specs", "catalog"},
+    "planner": {"errors", "specs", "catalog", "costmodel"},
+    "validation": {"errors", "specs", "catalog", "costmodel"},
+    "measure": {"errors", "specs", "catalog", "costmodel"},
+    "runtime": {"errors", "specs", "catalog", "costmodel"},
     "report": {"errors", "specs"},
 }
 
 TORCH_FREE = [
     "gpuscale.specs",
     "gpuscale.catalog",
-    "gpuscale.estimate",
+    "gpuscale.costmodel",
     "gpuscale.planner",
     "gpuscale.report",
     "gpuscale.cli.main",

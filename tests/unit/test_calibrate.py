@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpuscale.costmodel.collectives import LevelBandwidth, bus_factor, collective_time_s
+from gpuscale.costmodel.profile import load_profile
 from gpuscale.errors import InputError
-from gpuscale.estimate.collectives import LevelBandwidth, bus_factor, collective_time_s
-from gpuscale.estimate.profile import load_profile
 from gpuscale.measure.calibrate import (
     Topology,
     calibrate,

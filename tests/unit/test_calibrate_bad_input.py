@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscale.cli.main import main
+from gpuscale.costmodel.profile import load_profile
 from gpuscale.errors import InputError
-from gpuscale.estimate.profile import load_profile
 from gpuscale.measure.calibrate import calibrate, fit_level, profile_document, write_profile
 from gpuscale.measure.collectives_bench import (
     CollectiveConfig,

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from gpuscale import catalog
-from gpuscale.estimate.collectives import LevelBandwidth, bus_factor, collective_time_s
-from gpuscale.estimate.profile import load_profile, load_profile_for
-from gpuscale.estimate.step import StepEstimate, estimate_plan
+from gpuscale.costmodel.collectives import LevelBandwidth, bus_factor, collective_time_s
+from gpuscale.costmodel.profile import load_profile, load_profile_for
+from gpuscale.costmodel.step import StepEstimate, estimate_plan
 from gpuscale.measure.calibrate import calibrate, fit_gemm, profile_document, write_profile
 from gpuscale.measure.results import CollectiveSample, GemmSample
 from gpuscale.specs import Cluster, Plan, Training

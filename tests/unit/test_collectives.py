@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from gpuscale import catalog
-from gpuscale.estimate.collectives import LevelBandwidth, bus_factor, collective_time_s
-from gpuscale.estimate.profile import load_profile
+from gpuscale.costmodel.collectives import LevelBandwidth, bus_factor, collective_time_s
+from gpuscale.costmodel.profile import load_profile
 
 BIG = 8 * 2**30
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from gpuscale import catalog
+from gpuscale.costmodel.collectives import LevelBandwidth
+from gpuscale.costmodel.communication import exposed_comm_s
+from gpuscale.costmodel.grad_sync import FIDELITY, HOOKS, HookOptions, sync_costs
+from gpuscale.costmodel.profile import load_profile
+from gpuscale.costmodel.step import estimate_plan
 from gpuscale.errors import InputError
-from gpuscale.estimate.collectives import LevelBandwidth
-from gpuscale.estimate.communication import exposed_comm_s
-from gpuscale.estimate.grad_sync import FIDELITY, HOOKS, HookOptions, sync_costs
-from gpuscale.estimate.profile import load_profile
-from gpuscale.estimate.step import estimate_plan
 from gpuscale.specs import Plan, Training
 
 PROFILE = load_profile("generic")

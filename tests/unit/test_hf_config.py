@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from gpuscale import catalog
 from gpuscale.catalog.hf_config import SUPPORTED, model_from_config, model_from_config_file
+from gpuscale.costmodel.params import total_params
 from gpuscale.errors import InputError
-from gpuscale.estimate.params import total_params
 from gpuscale.specs import ModelSpec
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"

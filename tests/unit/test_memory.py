@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from gpuscale import catalog
-from gpuscale.estimate.activations import layer_terms, stage_activations
-from gpuscale.estimate.inference_memory import inference_memory
-from gpuscale.estimate.memory import plan_memory, training_memory
-from gpuscale.estimate.model_states import block_linear_weights, nf4_bytes_per_param
-from gpuscale.estimate.params import total_params
-from gpuscale.estimate.profile import load_profile
+from gpuscale.costmodel.activations import layer_terms, stage_activations
+from gpuscale.costmodel.inference_memory import inference_memory
+from gpuscale.costmodel.memory import plan_memory, training_memory
+from gpuscale.costmodel.model_states import block_linear_weights, nf4_bytes_per_param
+from gpuscale.costmodel.params import total_params
+from gpuscale.costmodel.profile import load_profile
 from gpuscale.specs import Plan, PlanBatch
 from gpuscale.specs.plan import RECOMPUTE_CODE
 from gpuscale.specs.training import Inference, Training
@@ -289,8 +289,8 @@ def test_inference_weights_by_dtype_and_tensor_parallel_split() -> None:
 
 def test_megatron_keeps_fp32_gradients_other_stacks_16bit() -> None:
     from gpuscale import catalog
-    from gpuscale.estimate.memory import training_memory
-    from gpuscale.estimate.profile import load_profile
+    from gpuscale.costmodel.memory import training_memory
+    from gpuscale.costmodel.profile import load_profile
     from gpuscale.specs import PlanBatch, Training
 
     model, training = catalog.model("llama3.1-70b"), Training(seq_len=4096)

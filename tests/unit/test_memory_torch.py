@@ -17,9 +17,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gpuscale import catalog  # noqa: E402
-from gpuscale.estimate.activations import stage_activations  # noqa: E402
-from gpuscale.estimate.memory import plan_memory  # noqa: E402
-from gpuscale.estimate.params import total_params  # noqa: E402
+from gpuscale.costmodel.activations import stage_activations  # noqa: E402
+from gpuscale.costmodel.memory import plan_memory  # noqa: E402
+from gpuscale.costmodel.params import total_params  # noqa: E402
 from gpuscale.specs import ModelSpec, Plan, PlanBatch  # noqa: E402
 from gpuscale.specs.training import Training  # noqa: E402
 from tests.unit.torch_reference import Transformer, saved_activation_bytes  # noqa: E402

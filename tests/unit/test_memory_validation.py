@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuscale.estimate.profile import load_profile
+from gpuscale.costmodel.profile import load_profile
 from gpuscale.validation.published_memory import Skip, evaluate, load_rows, summarize, to_case
 
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from gpuscale.cli._common import check_writable
 from gpuscale.cli._planner_options import build_inputs, parse_count
+from gpuscale.costmodel.profile import load_profile
 from gpuscale.errors import InputError
-from gpuscale.estimate.profile import load_profile
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from gpuscale import catalog
 from gpuscale.cli._planner_render import break_even_words, plans_table, scale_table
-from gpuscale.estimate.profile import load_profile
+from gpuscale.costmodel.profile import load_profile
 from gpuscale.planner.scale import ScaleCurve, curve_from_counts
 from gpuscale.planner.search import Hardware, Workload, search
 from gpuscale.specs import Training

@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from gpuscale import catalog
-from gpuscale.estimate.profile import load_profile
+from gpuscale.costmodel.profile import load_profile
 from gpuscale.planner import defaults
 from gpuscale.planner.scale import compare_runs, curve_from_counts, scale, scale_fabrics
 from gpuscale.planner.search import CountResult, Hardware, PricedPlan, Workload

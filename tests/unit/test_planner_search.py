@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gpuscale import catalog
+from gpuscale.costmodel.profile import load_profile
 from gpuscale.errors import InputError
-from gpuscale.estimate.profile import load_profile
 from gpuscale.planner import defaults
 from gpuscale.planner.search import Hardware, Workload, gpu_counts, search, search_count
 from gpuscale.planner.words import bottleneck

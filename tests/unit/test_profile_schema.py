@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpuscale.costmodel.profile import load_profile, load_profile_for
 from gpuscale.errors import InputError
-from gpuscale.estimate.profile import load_profile, load_profile_for
 
 
 def overlay(tmp_path: Path, text: str, name: str = "p.yaml") -> str:

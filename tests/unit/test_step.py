@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from gpuscale import catalog
+from gpuscale.costmodel.profile import load_profile, load_profile_for
+from gpuscale.costmodel.step import estimate_batch, estimate_plan
 from gpuscale.errors import InputError
-from gpuscale.estimate.profile import load_profile, load_profile_for
-from gpuscale.estimate.step import estimate_batch, estimate_plan
 from gpuscale.specs import JobOptions, Plan, PlanBatch, Training
 
 GENERIC = load_profile("generic")

@@ -14,8 +14,8 @@ import numpy as np
 from rich.console import Console
 
 from gpuscale import SCHEMA_VERSION, catalog
+from gpuscale.costmodel.profile import profile_names
 from gpuscale.errors import InputError
-from gpuscale.estimate.profile import profile_names
 from gpuscale.report.html import Section, write_report
 
 F = TypeVar("F", bound=Callable[..., Any])

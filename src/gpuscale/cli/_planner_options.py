@@ -14,8 +14,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from gpuscale import catalog
 from gpuscale.cli._common import err_console, profile_options
+from gpuscale.costmodel.profile import Profile, load_profile_for
 from gpuscale.errors import InputError, require
-from gpuscale.estimate.profile import Profile, load_profile_for
 from gpuscale.planner import defaults
 from gpuscale.planner.search import Hardware, Workload
 from gpuscale.specs import Training

@@ -12,13 +12,13 @@ from rich.table import Table
 
 from gpuscale import catalog
 from gpuscale.cli._common import console, emit_json, inter_option, json_option, profile_options
+from gpuscale.costmodel.collectives import LevelBandwidth
+from gpuscale.costmodel.communication import exposed_comm_s
+from gpuscale.costmodel.compute import microbatch_compute
+from gpuscale.costmodel.grad_sync import HookOptions, SyncCost, sync_costs
+from gpuscale.costmodel.profile import load_profile_for
+from gpuscale.costmodel.step import estimate_plan
 from gpuscale.errors import require
-from gpuscale.estimate.collectives import LevelBandwidth
-from gpuscale.estimate.communication import exposed_comm_s
-from gpuscale.estimate.compute import microbatch_compute
-from gpuscale.estimate.grad_sync import HookOptions, SyncCost, sync_costs
-from gpuscale.estimate.profile import load_profile_for
-from gpuscale.estimate.step import estimate_plan
 from gpuscale.specs import Plan, PlanBatch, Training
 from gpuscale.specs.training import PRECISIONS
 

@@ -17,8 +17,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from gpuscale.cli._common import check_writable, console, emit_json, err_console, json_option
+from gpuscale.costmodel.collectives import OPS
 from gpuscale.errors import InputError, require
-from gpuscale.estimate.collectives import OPS
 from gpuscale.measure.results import CollectiveRun, GemmRun
 from gpuscale.measure.stats import JITTER_CV_LIMIT
 

@@ -15,8 +15,8 @@ from rich.table import Table
 from gpuscale import catalog
 from gpuscale.cli._common import console, emit_json, json_option
 from gpuscale.cli.bench import warn
+from gpuscale.costmodel.profile import load_profile, profile_names
 from gpuscale.errors import InputError, require
-from gpuscale.estimate.profile import load_profile, profile_names
 from gpuscale.measure.calibrate import (
     Calibration,
     GemmFit,

@@ -7,7 +7,7 @@ from rich.table import Table
 
 from gpuscale import catalog
 from gpuscale.cli._common import console, emit_json, json_option
-from gpuscale.estimate.params import total_params
+from gpuscale.costmodel.params import total_params
 
 KINDS = ("gpus", "links", "models")
 

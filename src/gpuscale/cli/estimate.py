@@ -16,10 +16,10 @@ from gpuscale.cli._common import (
     json_option,
     profile_options,
 )
+from gpuscale.costmodel.profile import load_profile_for
+from gpuscale.costmodel.step import StepEstimate, estimate_plan
+from gpuscale.costmodel.uncertainty import band_for
 from gpuscale.errors import InputError, require
-from gpuscale.estimate.profile import load_profile_for
-from gpuscale.estimate.step import StepEstimate, estimate_plan
-from gpuscale.estimate.uncertainty import band_for
 from gpuscale.specs import JobOptions, ModelSpec, Plan, Training
 from gpuscale.specs.plan import RECOMPUTE_CHOICES
 from gpuscale.specs.training import FINETUNES, PRECISIONS

@@ -18,11 +18,11 @@ from gpuscale.cli._fit_checks import (
     reject_misplaced,
     within_context,
 )
+from gpuscale.costmodel.inference_memory import inference_memory
+from gpuscale.costmodel.memory import training_memory
+from gpuscale.costmodel.params import total_params
+from gpuscale.costmodel.profile import Profile, load_profile_for
 from gpuscale.errors import InputError
-from gpuscale.estimate.inference_memory import inference_memory
-from gpuscale.estimate.memory import training_memory
-from gpuscale.estimate.params import total_params
-from gpuscale.estimate.profile import Profile, load_profile_for
 from gpuscale.planner import defaults
 from gpuscale.planner.fit import (
     MAX_GPUS,

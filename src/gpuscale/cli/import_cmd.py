@@ -14,9 +14,9 @@ from gpuscale.cli.calibrate import (
     topology,
     topology_option,
 )
+from gpuscale.costmodel.collectives import OPS
+from gpuscale.costmodel.profile import load_profile
 from gpuscale.errors import InputError
-from gpuscale.estimate.collectives import OPS
-from gpuscale.estimate.profile import load_profile
 from gpuscale.measure.calibrate import calibrate
 from gpuscale.measure.nccl_tests import NcclTestsRun, parse_files
 from gpuscale.measure.sources import Measurements

@@ -9,9 +9,9 @@ from rich.table import Table
 
 from gpuscale import catalog
 from gpuscale.cli._common import console, emit_json, inter_option, json_option
+from gpuscale.costmodel.inference import estimate_inference
+from gpuscale.costmodel.profile import load_profile_for, profile_names
 from gpuscale.errors import InputError, require
-from gpuscale.estimate.inference import estimate_inference
-from gpuscale.estimate.profile import load_profile_for, profile_names
 from gpuscale.specs.training import KV_DTYPES, WEIGHT_DTYPES, Inference, KvDtype, WeightDtype
 
 

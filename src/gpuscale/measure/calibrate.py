@@ -2,7 +2,7 @@
 and the GEMM efficiency curve.
 
 Collectives are fitted in the cost model's own terms, so that
-:func:`gpuscale.estimate.collectives.collective_time_s` with the fitted values reproduces the
+:func:`gpuscale.costmodel.collectives.collective_time_s` with the fitted values reproduces the
 measurement: on each level, ``t = c * alpha + x / B`` (Hockney's alpha-beta model), where ``c`` is
 the number of latency steps and ``x`` the bytes each rank moves over the level's bottleneck for the
 algorithm the model picks (ring or tree; Thakur, Rabenseifner & Gropp 2005, Sec. 4). Ring and
@@ -32,8 +32,8 @@ import numpy as np
 import yaml
 
 from gpuscale import SCHEMA_VERSION
+from gpuscale.costmodel.collectives import OPS, LevelBandwidth, bus_factor, collective_time_s
 from gpuscale.errors import InputError, require
-from gpuscale.estimate.collectives import OPS, LevelBandwidth, bus_factor, collective_time_s
 from gpuscale.measure.results import CollectiveSample, GemmSample
 
 LEVELS = ("intra", "inter")
@@ -405,7 +405,7 @@ def profile_document(
     how: str = "gpuscale calibrate",
     measured_on: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A profile YAML mapping (estimate/profile.py schema) with a ``fit:`` provenance block.
+    """A profile YAML mapping (costmodel/profile.py schema) with a ``fit:`` provenance block.
 
     ``measured_on`` (``{device: <catalog id or 'cpu'>, backend: gloo|nccl, date: ...}``) says
     what the numbers describe, so a reader of the profile can tell a CPU/loopback measurement
@@ -467,7 +467,7 @@ def _sig(x: float, digits: int = 4) -> float:
 def write_profile(path: str | Path, doc: Mapping[str, Any]) -> Path:
     out = Path(path)
     header = (
-        "# gpuscale calibration profile (schema in gpuscale/estimate/profile.py).\n"
+        "# gpuscale calibration profile (schema in gpuscale/costmodel/profile.py).\n"
         "# 'measured_on' says what the numbers were measured on (device, backend, date);\n"
         "# 'fit' records how they were obtained (the cost model does not read it).\n"
     )

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from gpuscale.costmodel.collectives import OPS, bus_factor
 from gpuscale.errors import InputError, require
-from gpuscale.estimate.collectives import OPS, bus_factor
 from gpuscale.measure.results import CollectiveRun, CollectiveSample
 from gpuscale.measure.stats import jitter
 from gpuscale.measure.timing import time_calls

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale import catalog
-from gpuscale.estimate.profile import load_profile
+from gpuscale.costmodel.profile import load_profile
 from gpuscale.measure.devices import match_gpu
 from gpuscale.measure.stats import JITTER_CV_LIMIT
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuscale.costmodel.params import active_params, total_params
 from gpuscale.errors import require
-from gpuscale.estimate.params import active_params, total_params
 from gpuscale.specs import ModelSpec
 
 DEFAULT_SEQ_LEN = 4096

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuscale.estimate.inference_memory import inference_memory
-from gpuscale.estimate.memory import training_memory
-from gpuscale.estimate.profile import Profile
+from gpuscale.costmodel.inference_memory import inference_memory
+from gpuscale.costmodel.memory import training_memory
+from gpuscale.costmodel.profile import Profile
 from gpuscale.planner.enumerate import divisors, tp_degrees
 from gpuscale.specs import Device, ModelSpec, Plan, PlanBatch
 from gpuscale.specs.plan import RECOMPUTE_CODE

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpuscale.costmodel.profile import Profile
 from gpuscale.errors import require
-from gpuscale.estimate.profile import Profile
 from gpuscale.planner.enumerate import SearchSpace
 from gpuscale.planner.search import (
     CountResult,

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from gpuscale import catalog
+from gpuscale.costmodel.profile import Profile
+from gpuscale.costmodel.step import StepEstimate, estimate_batch
+from gpuscale.costmodel.uncertainty import band_for
 from gpuscale.errors import InputError, require
-from gpuscale.estimate.profile import Profile
-from gpuscale.estimate.step import StepEstimate, estimate_batch
-from gpuscale.estimate.uncertainty import band_for
 from gpuscale.planner.enumerate import SearchSpace, enumerate_plans
 from gpuscale.planner.words import PART_NAMES, bottleneck, describe, gpus, pct
 from gpuscale.specs import Cluster, ModelSpec, Plan, PlanBatch, Training

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from gpuscale import catalog
-from gpuscale.estimate.inference import estimate_inference
-from gpuscale.estimate.profile import load_profile
+from gpuscale.costmodel.inference import estimate_inference
+from gpuscale.costmodel.profile import load_profile
 from gpuscale.specs import ModelSpec
 from gpuscale.specs.training import Inference, KvDtype, WeightDtype
 

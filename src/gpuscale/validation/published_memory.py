@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from gpuscale import catalog
-from gpuscale.estimate.memory import plan_memory
-from gpuscale.estimate.params import total_params
-from gpuscale.estimate.profile import Profile, load_profile, profile_from_dict
+from gpuscale.costmodel.memory import plan_memory
+from gpuscale.costmodel.params import total_params
+from gpuscale.costmodel.profile import Profile, load_profile, profile_from_dict
 from gpuscale.specs import ModelSpec, Plan
 from gpuscale.specs.plan import Recompute
 from gpuscale.specs.training import ALL_LINEAR, Training

@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from gpuscale import catalog
-from gpuscale.estimate.flops import model_flops_per_token
-from gpuscale.estimate.params import total_params
-from gpuscale.estimate.profile import load_profile
-from gpuscale.estimate.step import estimate_plan
-from gpuscale.estimate.uncertainty import parallelism_mix, regime_key
+from gpuscale.costmodel.flops import model_flops_per_token
+from gpuscale.costmodel.params import total_params
+from gpuscale.costmodel.profile import load_profile
+from gpuscale.costmodel.step import estimate_plan
+from gpuscale.costmodel.uncertainty import parallelism_mix, regime_key
 from gpuscale.specs import Cluster, ModelSpec, Plan, Training
 from gpuscale.specs.plan import Recompute
 

@@ -19,7 +19,7 @@ from typing import Literal
 
 import numpy as np
 
-from gpuscale.estimate.profile import Profile
+from gpuscale.costmodel.profile import Profile
 from gpuscale.specs import Cluster
 
 Op = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"]

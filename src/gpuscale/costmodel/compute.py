@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuscale.estimate.flops import Gemm, attention_core_flops, layer_gemms, lm_head_gemm
-from gpuscale.estimate.model_states import nf4_bytes_per_param
-from gpuscale.estimate.profile import Profile
+from gpuscale.costmodel.flops import Gemm, attention_core_flops, layer_gemms, lm_head_gemm
+from gpuscale.costmodel.model_states import nf4_bytes_per_param
+from gpuscale.costmodel.profile import Profile
 from gpuscale.specs import Device, ModelSpec, PlanBatch, Training
 from gpuscale.specs.plan import RECOMPUTE_CODE
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuscale.estimate.params import active_params, embedding_params
+from gpuscale.costmodel.params import active_params, embedding_params
 from gpuscale.specs import ModelSpec
 
 ArrayLike = np.ndarray | float | int

@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
+from gpuscale.costmodel.collectives import LevelBandwidth, collective_time_s
+from gpuscale.costmodel.compute import gemm_time
+from gpuscale.costmodel.flops import Gemm, attention_core_flops, layer_gemms, lm_head_gemm
+from gpuscale.costmodel.inference_memory import inference_memory, weight_bytes_per_param
+from gpuscale.costmodel.model_states import DTYPE_BYTES
+from gpuscale.costmodel.profile import Profile
 from gpuscale.errors import require
-from gpuscale.estimate.collectives import LevelBandwidth, collective_time_s
-from gpuscale.estimate.compute import gemm_time
-from gpuscale.estimate.flops import Gemm, attention_core_flops, layer_gemms, lm_head_gemm
-from gpuscale.estimate.inference_memory import inference_memory, weight_bytes_per_param
-from gpuscale.estimate.model_states import DTYPE_BYTES
-from gpuscale.estimate.profile import Profile
 from gpuscale.specs import Cluster, Device, ModelSpec
 from gpuscale.specs.training import Inference
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from gpuscale.estimate.collectives import LevelBandwidth, collective_time_s
-from gpuscale.estimate.compute import MicrobatchCompute
-from gpuscale.estimate.model_states import lora_params
-from gpuscale.estimate.params import embedding_params, layer_params, mlp_params, total_params
-from gpuscale.estimate.profile import Profile
+from gpuscale.costmodel.collectives import LevelBandwidth, collective_time_s
+from gpuscale.costmodel.compute import MicrobatchCompute
+from gpuscale.costmodel.model_states import lora_params
+from gpuscale.costmodel.params import embedding_params, layer_params, mlp_params, total_params
+from gpuscale.costmodel.profile import Profile
 from gpuscale.specs import Cluster, ModelSpec, PlanBatch, Training
 from gpuscale.specs.plan import RECOMPUTE_CODE
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuscale.estimate.params import (
+from gpuscale.costmodel.params import (
     embedding_params,
     layer_params,
     mlp_params,
@@ -205,7 +205,7 @@ def _outside_blocks(model: ModelSpec) -> tuple[int, int]:
 
 
 def param_split(model: ModelSpec, training: Training) -> ParamSplit:
-    """Split the model's parameters for :func:`~gpuscale.estimate.memory.training_memory`."""
+    """Split the model's parameters for :func:`~gpuscale.costmodel.memory.training_memory`."""
     expert = model.num_experts * mlp_params(model)
     dense = layer_params(model) - expert
     first, last = _outside_blocks(model)

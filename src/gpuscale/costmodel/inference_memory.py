@@ -19,9 +19,9 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from gpuscale.estimate.model_states import DTYPE_BYTES, block_linear_weights
-from gpuscale.estimate.params import layer_params, norm_params, total_params
-from gpuscale.estimate.profile import Profile, load_profile
+from gpuscale.costmodel.model_states import DTYPE_BYTES, block_linear_weights
+from gpuscale.costmodel.params import layer_params, norm_params, total_params
+from gpuscale.costmodel.profile import Profile, load_profile
 from gpuscale.specs import ModelSpec
 from gpuscale.specs.training import Inference
 

@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from gpuscale.costmodel.profile_schema import validate_profile
 from gpuscale.errors import InputError, require, unknown
-from gpuscale.estimate.profile_schema import validate_profile
 
 PROFILE_SCHEMA_VERSION = 1
 

@@ -3,12 +3,12 @@
 The peak of the worst GPU (the first pipeline stage, which holds the most micro-batches in
 flight, or the last, which holds the logits, whichever is larger) is the sum of
 
-- model states (:mod:`gpuscale.estimate.model_states`) after tensor, pipeline, expert and ZeRO
+- model states (:mod:`gpuscale.costmodel.model_states`) after tensor, pipeline, expert and ZeRO
   partitioning (Rajbhandari et al. 2020, ZeRO, Sec. 5: stage 1 shards optimizer states over the
   data-parallel group, stage 2 also gradients, stage 3 also weights; FSDP = stage 3), plus the
   units a stage-3 rank gathers (the computed unit and the prefetched next one; Zhao et al. 2023,
   PyTorch FSDP, arXiv:2304.11277, Sec. 3.2.1);
-- activations (:mod:`gpuscale.estimate.activations`);
+- activations (:mod:`gpuscale.costmodel.activations`);
 - framework overhead: the CUDA context, NCCL buffers and caching-allocator slack, named
   constants of the calibration profile (``memory_*`` in ``generic.yaml``).
 
@@ -31,9 +31,9 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from gpuscale.estimate.activations import Stage, stage_activations
-from gpuscale.estimate.model_states import DTYPE_BYTES, param_split, trainable_bytes
-from gpuscale.estimate.profile import Profile, load_profile
+from gpuscale.costmodel.activations import Stage, stage_activations
+from gpuscale.costmodel.model_states import DTYPE_BYTES, param_split, trainable_bytes
+from gpuscale.costmodel.profile import Profile, load_profile
 from gpuscale.specs import ModelSpec, Plan, PlanBatch
 from gpuscale.specs.training import Training
 

@@ -13,17 +13,17 @@ from typing import Any
 import numpy as np
 
 from gpuscale import catalog
-from gpuscale.estimate.communication import (
+from gpuscale.costmodel.communication import (
     CommTimes,
     communication,
     expert_params_per_gpu,
     params_per_gpu,
     trainable_fraction,
 )
-from gpuscale.estimate.compute import MicrobatchCompute, microbatch_compute
-from gpuscale.estimate.flops import model_flops_per_token
-from gpuscale.estimate.params import total_params
-from gpuscale.estimate.profile import Profile
+from gpuscale.costmodel.compute import MicrobatchCompute, microbatch_compute
+from gpuscale.costmodel.flops import model_flops_per_token
+from gpuscale.costmodel.params import total_params
+from gpuscale.costmodel.profile import Profile
 from gpuscale.specs import Cluster, Device, JobOptions, ModelSpec, Plan, PlanBatch, Training
 
 GIB = float(2**30)
@@ -98,7 +98,7 @@ class StepEstimate:
 def _memory_bytes(
     model: ModelSpec, training: Training, plans: PlanBatch, profile: Profile
 ) -> np.ndarray:
-    from gpuscale.estimate.memory import training_memory
+    from gpuscale.costmodel.memory import training_memory
 
     return np.asarray(training_memory(model, training, plans, profile=profile).total, dtype=float)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuscale.catalog import validation_bands
-from gpuscale.estimate.params import total_params
+from gpuscale.costmodel.params import total_params
 from gpuscale.specs import Cluster, ModelSpec, Plan
 
 

@@ -2,7 +2,7 @@
 time on the network, extra time on the GPU for encoding and decoding, and bytes that leave a
 node. Pure functions of the gradient size and the cluster's two levels.
 
-Network time uses the collectives of :mod:`gpuscale.estimate.collectives` (alpha-beta with
+Network time uses the collectives of :mod:`gpuscale.costmodel.collectives` (alpha-beta with
 NCCL's bus factors). A collective's ``message_bytes`` is the full buffer, as nccl-tests sizes it:
 an all-gather of ``n`` payloads of ``p`` bytes is priced at ``n * p``.
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from gpuscale.costmodel.collectives import LevelBandwidth, collective_time_s
 from gpuscale.errors import require
-from gpuscale.estimate.collectives import LevelBandwidth, collective_time_s
 
 HOOKS: tuple[str, ...] = ("default", "bf16", "hierarchical", "hierarchical+bf16", "topk", "qsgd")
 """Hooks priced here. ``fp16`` variants cost the same as ``bf16`` ones."""
