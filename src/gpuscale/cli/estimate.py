@@ -8,21 +8,14 @@ import click
 from rich.table import Table
 
 from gpuscale import catalog
-from gpuscale.cli._common import (
-    FINITE,
-    console,
-    emit_json,
-    inter_option,
-    json_option,
-    profile_options,
-)
+from gpuscale.cli._common import console, emit_json, json_option
+from gpuscale.cli._run_options import run_options
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.costmodel.step import StepEstimate, estimate_plan
 from gpuscale.costmodel.uncertainty import band_for
 from gpuscale.errors import InputError, require
-from gpuscale.specs import JobOptions, ModelSpec, Plan, Training
-from gpuscale.specs.plan import RECOMPUTE_CHOICES
-from gpuscale.specs.training import FINETUNES, PRECISIONS
+from gpuscale.specs import JobOptions, Plan, Training
+from gpuscale.specs.plan import check_plan
 
 TERMS = (
     "compute",
@@ -54,50 +47,6 @@ LABELS = {
 }
 
 
-def _check_plan(model: ModelSpec, plan: Plan, num_gpus: int, seq: int) -> None:
-    require(
-        plan.num_gpus == num_gpus,
-        f"tp x pp x dp x cp = {plan.tp} x {plan.pp} x {plan.dp} x {plan.cp} = {plan.num_gpus} "
-        f"but --gpus is {num_gpus}",
-    )
-    require(
-        model.num_heads % plan.tp == 0,
-        f"--tp {plan.tp} does not divide the {model.num_heads} attention heads of {model.name}",
-    )
-    require(
-        model.num_kv_heads % plan.tp == 0 or plan.tp % model.num_kv_heads == 0,
-        f"--tp {plan.tp} and the {model.num_kv_heads} KV heads of {model.name} do not divide "
-        "each other",
-    )
-    require(
-        plan.pp <= model.num_layers,
-        f"--pp {plan.pp} exceeds the {model.num_layers} layers of {model.name}",
-    )
-    require(
-        model.num_layers % (plan.pp * plan.vp) == 0 or plan.vp == 1,
-        f"--pp x --vp = {plan.pp * plan.vp} must divide the {model.num_layers} layers for "
-        "interleaving",
-    )
-    require(seq % plan.cp == 0, f"--seq {seq} is not divisible by --cp {plan.cp}")
-    require(
-        plan.vp == 1 or plan.num_microbatches % plan.pp == 0,
-        f"--vp {plan.vp} needs the micro-batches per step (gbs/(mbs*dp) = "
-        f"{plan.num_microbatches}) to be a multiple of --pp {plan.pp} (interleaved 1F1B)",
-    )
-    require(
-        plan.pp == 1 or model.num_layers >= plan.pp,
-        f"--pp {plan.pp} leaves a stage without layers ({model.num_layers} layers)",
-    )
-    require(
-        plan.ep == 1 or (model.is_moe and model.num_experts % plan.ep == 0),
-        f"--ep {plan.ep} needs a mixture-of-experts model whose expert count it divides",
-    )
-    require(
-        plan.ep == 1 or (plan.dp * plan.cp) % plan.ep == 0,
-        f"--ep {plan.ep} must divide dp x cp = {plan.dp * plan.cp}",
-    )
-
-
 def _bottleneck(row: dict[str, Any]) -> str:
     b = row["breakdown"]
     step = row["step_time_s"]
@@ -112,74 +61,7 @@ def _bottleneck(row: dict[str, Any]) -> str:
 
 
 @click.command("estimate")
-@click.argument("model")
-@click.option("--gpu", required=True, help="Catalog GPU id (gpuscale catalog gpus).")
-@click.option("--gpus", type=int, default=None, help="GPUs in the job [default: tp*pp*dp*cp].")
-@click.option("--gpus-per-node", type=int, default=catalog.DEFAULT_GPUS_PER_NODE, show_default=True)
-@inter_option()
-@click.option(
-    "--nics-per-node",
-    type=int,
-    default=None,
-    help="[default: one per GPU on RDMA fabrics, one per node on TCP Ethernet]",
-)
-@click.option(
-    "--slowest-gpu",
-    default=None,
-    help="Mixed cluster: the slowest card in the job, which sets the pace of every step.",
-)
-@click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel degree.")
-@click.option("--pp", type=int, default=1, show_default=True, help="Pipeline stages.")
-@click.option(
-    "--dp", type=int, default=None, help="Data-parallel degree [default: gpus/(tp*pp*cp)]."
-)
-@click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel degree.")
-@click.option(
-    "--vp", type=int, default=1, show_default=True, help="Virtual stages per GPU (interleaving)."
-)
-@click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel degree (MoE).")
-@click.option("--mbs", type=int, default=1, show_default=True, help="Micro-batch, sequences.")
-@click.option("--gbs", type=int, default=None, help="Global batch, sequences [default: mbs*dp].")
-@click.option("--seq", type=int, default=4096, show_default=True, help="Sequence length.")
-@click.option(
-    "--recompute", type=click.Choice(RECOMPUTE_CHOICES), default="none", show_default=True
-)
-@click.option(
-    "--zero",
-    type=click.IntRange(0, 3),
-    default=0,
-    show_default=True,
-    help="ZeRO stage (3 = FSDP full shard).",
-)
-@click.option("--precision", type=click.Choice(PRECISIONS), default="bf16", show_default=True)
-@click.option(
-    "--finetune",
-    type=click.Choice(FINETUNES),
-    default="full",
-    show_default=True,
-    help="Full training, or LoRA/QLoRA adapters on a frozen base.",
-)
-@click.option("--lora-rank", type=int, default=16, show_default=True)
-@click.option("--offload-optimizer", is_flag=True, help="ZeRO-Offload: optimizer step on the CPU.")
-@click.option("--no-sequence-parallel", is_flag=True, help="TP all-reduces instead of RS/AG.")
-@click.option("--no-flash-attention", is_flag=True, help="Unfused attention (s x s scores in HBM).")
-@profile_options
-@click.option(
-    "--storage-gbps",
-    type=FINITE,
-    default=0.0,
-    help="Dataset read bandwidth per node, GB/s (0: data local and prefetched).",
-)
-@click.option(
-    "--checkpoint-every", type=int, default=0, help="Checkpoint every N steps (0: never)."
-)
-@click.option(
-    "--checkpoint-gbps",
-    type=FINITE,
-    default=10.0,
-    show_default=True,
-    help="Aggregate checkpoint write bandwidth, GB/s.",
-)
+@run_options
 @json_option
 def command(
     model: str,
@@ -258,7 +140,7 @@ def command(
         zero=zero,
         sequence_parallel=not no_sequence_parallel,
     )
-    _check_plan(spec, plan, num_gpus, seq)
+    check_plan(spec, plan, num_gpus, seq)
     cluster = catalog.cluster(
         gpu, num_gpus, gpus_per_node=gpus_per_node, inter=inter, nics_per_node=nics_per_node
     )

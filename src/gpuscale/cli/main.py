@@ -31,6 +31,12 @@ COMMAND_MODULES: dict[str, str] = {
     "trace": "gpuscale.cli.trace",
 }
 
+# Two-word commands whose first word is a command of its own: ``gpuscale calibrate run`` lives
+# in its own module while ``gpuscale calibrate --from ...`` keeps working as before.
+SUBCOMMAND_MODULES: dict[tuple[str, str], str] = {
+    ("calibrate", "run"): "gpuscale.cli.calibrate_run",
+}
+
 
 class _LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -49,6 +55,12 @@ class _LazyGroup(click.Group):
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name = args[0] if args else ""
+        module = SUBCOMMAND_MODULES.get((name, args[1] if len(args) > 1 else ""))
+        if module is not None:
+            command = importlib.import_module(module).command
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{module}.command is not a click command")
+            return f"{name} {args[1]}", command, args[2:]
         if name and not name.startswith("-") and name not in COMMAND_MODULES:
             from gpuscale.errors import unknown
 
