@@ -87,6 +87,7 @@ def evaluate(all_cases: list[Case], folder: Path) -> list[dict[str, Any]]:
             path.write_text(profile_yaml(doc))
             f = cal.throughput
             group["fitted"] = f"{f.label} {f.before:.3g} -> {f.after:.3g} ({f.change:+.0%})"
+            group["elasticity"] = {c.name: round(c.elasticity, 3) for c in cal.candidates}
         for case in others:
             run = run_of(case)
             before = per_gpu(run, predict(run, load_profile(case.framework))[0])
@@ -135,7 +136,7 @@ def main() -> int:
         "files": [p.name for p in paths],
         "rows_loaded": len(all_cases),
         "rows_not_mapped": skipped,
-        "groups": len(groups),
+        "calibrations": len(groups),
         "rows_predicted": len(rows),
         "mape_before": mape([r["error_before"] for r in rows]),
         "mape_after": mape([r["error_after"] for r in rows]),
@@ -164,8 +165,16 @@ def main() -> int:
                     f"    {r['id']:40s} {r['gpus']:6d} GPUs  measured {r['measured']:9.0f}  "
                     f"{r['error_before']:+7.1%} -> {r['error_after']:+7.1%}"
                 )
+    by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for g in groups:
+        by_source[g["source"]].extend(g["rows"])
+    print(f"\n{'source':14s} {'rows':>4s} {'MAPE before':>11s} {'after':>7s}")
+    for source, source_rows in by_source.items():
+        before = mape([r["error_before"] for r in source_rows])
+        after = mape([r["error_after"] for r in source_rows])
+        print(f"{source:14s} {len(source_rows):4d} {before:10.1f}% {after:6.1f}%")
     print(
-        f"\n{summary['rows_predicted']} rows predicted from {summary['groups']} one-run "
+        f"\n{summary['rows_predicted']} rows predicted from {summary['calibrations']} one-run "
         f"calibrations ({summary['rows_loaded']} rows loaded from {', '.join(summary['files'])}; "
         f"{summary['rows_not_mapped']} not mapped by the loader)"
     )
