@@ -108,6 +108,29 @@ def test_recovers_a_known_network_efficiency_when_the_network_dominates(tmp_path
     assert cal.overlay == {"links": {"inter": {"bandwidth_efficiency": cal.throughput.after}}}
 
 
+def test_an_absolute_measured_link_rate_is_scaled_as_a_rate(tmp_path: Path) -> None:
+    run = _run(**NETWORK_BOUND)
+    start = load_profile_for(
+        "generic",
+        _overlay(tmp_path, {"links": {"inter": {"bandwidth_gb_per_s": 2.5, "latency_us": 30.0}}}),
+    )
+    truth = load_profile_for(
+        "generic",
+        _overlay(
+            tmp_path,
+            {"links": {"inter": {"bandwidth_gb_per_s": 2.0, "latency_us": 30.0}}},
+            "truth2.yaml",
+        ),
+    )
+    step, _ = predict(run, truth)
+    cal = calibrate_run(run, Measured(step_s=step), start)
+    assert cal.throughput.name == "inter"
+    assert "GB/s" in cal.throughput.label
+    assert cal.throughput.after == pytest.approx(2.0, rel=1e-9)
+    assert cal.overlay["links"]["inter"]["bandwidth_gb_per_s"] == pytest.approx(2.0, rel=1e-9)
+    assert cal.overlay["links"]["inter"]["latency_us"] == 30.0
+
+
 def test_compute_is_chosen_when_compute_bound() -> None:
     run = _run(**COMPUTE_BOUND)
     step, _ = predict(run, load_profile("generic"))
@@ -242,6 +265,7 @@ def test_api_keeps_a_start_profile_under_the_fitted_keys(tmp_path: Path) -> None
         ({"measured_step_s": 1.0, "output": "/nonexistent-dir/p.yaml"}, "output", "does not exist"),
         ({"measured_step_s": 1.0, "name": " "}, "name", "empty"),
         ({"measured_step_s": 1.0, "only": "ep"}, "only", "cannot fit"),
+        ({"measured_step_s": 1.0, "profile": "megatron"}, "profile", "not a file"),
     ],
 )
 def test_api_bad_input_is_one_input_error_naming_the_argument(

@@ -292,6 +292,12 @@ def calibrate_run(
         field="name",
     )
     out = _output(output)
+    require(
+        profile is None or Path(profile).is_file(),
+        f"--profile {profile!r} is not a file; accepted: a profile YAML to calibrate on top of "
+        "(a built-in profile goes in --framework)",
+        field="profile",
+    )
     run = _run(
         model,
         gpu=gpu,

@@ -454,7 +454,8 @@ def command(
     as_json: bool,
 ) -> None:
     """Fit a calibration profile (per-level latency and bandwidth, GEMM efficiency curve) from
-    the collective and matmul benchmarks, run now or read with --from."""
+    the collective and matmul benchmarks, run now or read with --from. From one measured
+    training run instead: gpuscale calibrate run --help."""
     from gpuscale.cli.bench import run_collectives, run_matmul
     from gpuscale.measure.matmul_bench import parse_shapes
     from gpuscale.measure.sources import load

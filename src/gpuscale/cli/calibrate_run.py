@@ -38,7 +38,8 @@ from gpuscale.cli._run_options import run_options
     "--measured-memory-gib",
     type=FINITE,
     default=None,
-    help="Measured peak memory of the busiest GPU, GiB (fits the allocator reserve).",
+    help="Measured peak memory the busiest GPU held, GiB, as estimate's memory_per_gpu_gib "
+    "counts it (nvidia-smi; allocator reserve plus CUDA context): fits the allocator reserve.",
 )
 @click.option(
     "--fit",
