@@ -66,6 +66,10 @@ def test_written_profile_reproduces_the_run_in_estimate_and_feeds_scale(
         str(out),
     )
     assert scale.returncode == 0, scale.stderr
+    plan = gpuscale(
+        "plan", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", "16", "--json", "--profile", str(out)
+    )
+    assert plan.returncode == 0, plan.stderr
 
 
 def test_json_is_the_api_document(gpuscale: Gpuscale, tmp_path: Path) -> None:

@@ -229,6 +229,27 @@ def test_api_result_is_plain_json_with_a_summary_line() -> None:
     )
     doc = result.to_dict()
     assert json.loads(json.dumps(doc)) == doc
+    assert list(doc) == [
+        "schema_version",
+        "model",
+        "gpu",
+        "gpus",
+        "framework",
+        "measured_tokens_per_s",
+        "measured_step_s",
+        "measured_memory_gib",
+        "predicted_tokens_per_s_before",
+        "predicted_tokens_per_s_after",
+        "predicted_memory_gib_before",
+        "predicted_memory_gib_after",
+        "fitted",
+        "summary",
+        "elasticity",
+        "profile",
+        "written",
+        "warnings",
+    ]
+    assert list(doc["fitted"][0]) == ["parameter", "label", "keys", "before", "after", "change"]
     assert doc["schema_version"] == 1
     assert doc["measured_tokens_per_s"] == pytest.approx(64 * 4096 / 2.0)
     assert doc["summary"][0].startswith("compute efficiency 0.74 -> ")
