@@ -6,11 +6,20 @@ constant-40%-MFU guess), plus a few pinned rows so that a regression in one regi
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from gpuscale.validation.published_runs import evaluate, load_rows, summarize
+from gpuscale.validation.published_runs import (
+    RUN_FILES,
+    evaluate,
+    load_all,
+    load_rows,
+    source_of,
+    summarize,
+    to_case,
+)
 from tests.conftest import validation_data
 
 PINNED = {
@@ -55,3 +64,53 @@ def test_every_skip_says_why(results) -> None:
     for r in results:
         if r.predicted is None:
             assert r.skip_reason
+
+
+def test_both_files_map_every_row_or_say_why(validation_dir: Path) -> None:
+    rows = load_all(validation_dir)
+    assert len(rows) == sum(len(load_rows(validation_dir / f)) for f in RUN_FILES)
+    more = load_rows(validation_dir / "published_runs_more.csv")
+    assert len(more) == 74
+    results = evaluate(rows)
+    assert [r.id for r in results] == [row["id"] for row in rows]  # none dropped silently
+    new = [r for r in results if r.id in {row["id"] for row in more}]
+    assert all(r.predicted is not None for r in new), [r.skip_reason for r in new]
+    assert {r.source for r in new} == {"llmfoundry-h100", "megascale", "torchtitan-paper"}
+
+
+def test_source_keys_are_stable() -> None:
+    assert source_of("llmfoundry-a100-40gb-7b-64gpu") == "llmfoundry"
+    assert source_of("llmfoundry-h100-80gb-7b-64gpu") == "llmfoundry-h100"
+    assert source_of("torchtitan-a100-1") == "torchtitan"
+    assert source_of("torchtitan-paper-t1-1") == "torchtitan-paper"
+    assert source_of("megascale-t2-megatron-lm-256") == "megascale"
+    assert source_of("narayanan21-t1-01") == "narayanan21"
+
+
+def test_megascale_mfu_uses_its_own_flop_definition(validation_dir: Path) -> None:
+    """MFU -> tokens/s with 6N + 12*L*h*s agrees with the paper's Table 2 throughput column."""
+    checked = 0
+    for row in load_rows(validation_dir / "published_runs_more.csv"):
+        m = re.search(r"throughput ([\d.]+)k tokens/s", row["notes"])
+        if not row["id"].startswith("megascale-t2") or m is None:
+            continue
+        reported = float(m.group(1)) * 1e3 / int(row["n_gpus"])
+        converted = to_case(row).measured_tokens_per_s_per_gpu
+        assert abs(converted / reported - 1) < 0.02, (row["id"], converted, reported)
+        checked += 1
+    assert checked == 16
+
+
+def test_rows_not_expressible_say_so(validation_dir: Path) -> None:
+    rows = {r["id"]: r for r in load_rows(validation_dir / "published_runs_more.csv")}
+    power_capped = to_case(rows["torchtitan-paper-t1-1"])
+    assert any("500 W" in lim for lim in power_capped.limitations)
+    assert any(
+        "MegaScale's own system" in lim
+        for lim in to_case(rows["megascale-t2-megascale-256"]).limitations
+    )
+    assert not to_case(rows["megascale-t2-megatron-lm-256"]).limitations
+    # Composer's DEFAULT mixed precision reduces gradients in fp32: a stated config, not a knob.
+    assert to_case(rows["llmfoundry-h100-80gb-13b-64gpu"]).overrides == {
+        "constants": {"grad_reduce_bytes": 4.0}
+    }
