@@ -6,16 +6,25 @@ constant-40%-MFU guess), plus a few pinned rows so that a regression in one regi
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
 import pytest
 
+from gpuscale.catalog import validation_bands
+from gpuscale.costmodel.profile import load_profile
+from gpuscale.costmodel.uncertainty import band_for, parallelism_mix
+from gpuscale.validation import bands, fitted, loso
+from gpuscale.validation.fitted import FITTED
 from gpuscale.validation.published_runs import (
     RUN_FILES,
+    Case,
+    cases,
     evaluate,
     load_all,
     load_rows,
+    predict,
     source_of,
     summarize,
     to_case,
@@ -114,3 +123,153 @@ def test_rows_not_expressible_say_so(validation_dir: Path) -> None:
     assert to_case(rows["llmfoundry-h100-80gb-13b-64gpu"]).overrides == {
         "constants": {"grad_reduce_bytes": 4.0}
     }
+
+
+# --- fitted values and leave-one-source-out ---------------------------------------------------
+
+ZERO3 = FITTED[0]
+
+
+@pytest.fixture(scope="module")
+def all_cases(validation_dir: Path) -> list[Case]:
+    mapped, _ = cases(load_all(validation_dir))
+    return mapped
+
+
+def _zero3_rows(all_cases: list[Case]) -> list[Case]:
+    rows = [c for c in all_cases if ZERO3.informs(c)]
+    assert len(rows) == 6  # Narayanan et al. 2021 Table 2, DeepSpeed ZeRO-3
+    return rows
+
+
+def _measured_as(rows: list[Case], value: float) -> list[Case]:
+    """The rows with their measured values replaced by the model's prediction at ``value``."""
+    profiles = fitted.apply({ZERO3.name: value}, {"deepspeed"})
+    return [
+        dataclasses.replace(c, measured_tokens_per_s_per_gpu=predict(c, profiles[c.framework]))
+        for c in rows
+    ]
+
+
+def test_registry_names_the_declared_fit() -> None:
+    names = [fv.name for fv in FITTED]
+    assert "deepspeed.constants.zero3_bandwidth_efficiency" in names
+    for fv in FITTED:
+        assert fv.lower <= fv.shipped() <= fv.upper, fv.name
+        assert fv.lower <= fv.prior <= fv.upper, fv.name
+
+
+def test_refit_recovers_a_known_value(all_cases: list[Case]) -> None:
+    synthetic = _measured_as(_zero3_rows(all_cases), 0.37)
+    value, rows = fitted.refit(ZERO3, synthetic)
+    assert rows == 6
+    assert value == pytest.approx(0.37, abs=ZERO3.step / 2)
+
+
+def test_refit_without_informing_rows_is_the_prior(all_cases: list[Case]) -> None:
+    others = [c for c in all_cases if not ZERO3.informs(c)][:5]
+    assert fitted.refit(ZERO3, others) == (ZERO3.prior, 0)
+
+
+def test_profiles_are_passed_not_patched(validation_dir: Path) -> None:
+    before = load_profile("deepspeed").const("zero3_bandwidth_efficiency")
+    rows = [r for r in load_rows(validation_dir / "published_runs.csv") if r["id"] in PINNED]
+    slow = fitted.apply({ZERO3.name: 0.05}, {"deepspeed"})
+    base = {r.id: r.predicted for r in evaluate(rows)}
+    moved = {r.id: r.predicted for r in evaluate(rows, profiles=slow)}
+    assert moved["narayanan21-t2-01"] < base["narayanan21-t2-01"]  # the ZeRO-3 row moves
+    assert moved["bloom176b-step"] == base["bloom176b-step"]  # DeepSpeed ZeRO-1: no gathers
+    assert moved["nemo2407-llama2-7b-8gpu"] == base["nemo2407-llama2-7b-8gpu"]
+    assert load_profile("deepspeed").const("zero3_bandwidth_efficiency") == before
+
+
+def test_loso_does_not_leak_the_held_out_source(all_cases: list[Case]) -> None:
+    """Two synthetic sources share the ZeRO-3 rows; changing what one of them measured must not
+    move its own LOSO predictions (it would if its rows reached its refit), but moves in-sample."""
+    rows = _measured_as(_zero3_rows(all_cases), 0.30)
+    a = [dataclasses.replace(c, source="a") for c in rows[:3]]
+    b = [dataclasses.replace(c, source="b") for c in rows[3:]]
+    base = loso.run_cases([*a, *b], (ZERO3,))
+    a_moved = [
+        dataclasses.replace(c, measured_tokens_per_s_per_gpu=c.measured_tokens_per_s_per_gpu * 0.5)
+        for c in a
+    ]
+    moved = loso.run_cases([*a_moved, *b], (ZERO3,))
+
+    def preds(report: loso.LosoReport, which: str, source: str) -> list[float | None]:
+        return [r.predicted for r in getattr(report, which) if r.source == source]
+
+    assert preds(moved, "loso", "a") == preds(base, "loso", "a")
+    assert preds(moved, "in_sample", "a") != preds(base, "in_sample", "a")
+    fold_a = {f.source: f.values for f in moved.folds}["a"]
+    assert fold_a[ZERO3.name] == (pytest.approx(0.30, abs=ZERO3.step / 2), 3)
+
+
+@pytest.fixture(scope="module")
+def report(validation_dir: Path) -> loso.LosoReport:
+    return loso.run(load_all(validation_dir))
+
+
+# Regression bounds: the LOSO figures as of 2026-12-01 plus a small margin. The issue's
+# targets (LOSO <= 10% overall, <= 15% per source) are not met yet; docs/benchmarks.md says where.
+LOSO_BOUNDS = {
+    "overall": 0.175,
+    "narayanan21": 0.42,
+    "korthikanti22": 0.05,
+    "megatron": 0.115,
+    "nemo2407": 0.075,
+    "torchtitan": 0.085,
+    "llmfoundry": 0.06,
+    "bloom176b": 0.02,
+    "megascale": 0.15,
+    "torchtitan-paper": 0.43,
+    "llmfoundry-h100": 0.165,
+}
+
+
+def test_loso_regression_bounds(report: loso.LosoReport) -> None:
+    summary = summarize(report.loso)
+    assert summary["overall"]["rows"] == 175
+    assert summary["overall"]["mape"] <= LOSO_BOUNDS["overall"]
+    assert set(summary["per_source"]) == set(LOSO_BOUNDS) - {"overall"}
+    for source, s in summary["per_source"].items():
+        assert s["mape"] <= LOSO_BOUNDS[source], f"{source}: LOSO {s['mape']:.1%}"
+    # Held out, no source can be better than in-sample by more than noise: refitting with its
+    # rows minimizes their error.
+    ins = summarize(report.in_sample)["per_source"]
+    for fv in FITTED:
+        informed = {c.source for c in cases(load_all(validation_data()))[0] if fv.informs(c)}
+        for source in informed:
+            assert summary["per_source"][source]["mape"] >= ins[source]["mape"] - 0.02
+
+
+def test_bands_come_from_loso_and_fall_back_to_parents(report: loso.LosoReport) -> None:
+    document = bands.bands(report.loso)
+    regimes = document["regimes"]
+    assert all(r["rows"] >= bands.MIN_ROWS_PER_REGIME for k, r in regimes.items() if k != "overall")
+    mapped, _ = cases(load_all(validation_data()))
+    # A regime below the row minimum gets its parent's (wider population) band.
+    sparse = next(
+        c
+        for c, r in zip(mapped, report.loso, strict=True)
+        if r.regime not in regimes and f"{r.gpu_generation}/{r.mix}" in regimes
+    )
+    band = band_for(sparse.model, sparse.cluster, sparse.plan, sparse.framework, document)
+    parent = f"{sparse.cluster.pace_device.generation}/{parallelism_mix(sparse.plan)}"
+    assert band.relative == regimes[parent]["p80_abs_error"]
+    cover = bands.coverage(mapped, report.loso, document)
+    assert cover["overall"]["rows"] == 175
+    # 80th-percentile bands over the same residuals cover about 80% of the rows.
+    assert 0.7 <= cover["overall"]["coverage"] <= 0.9
+    held = bands.coverage_held_out(mapped, report.loso)
+    assert set(held["per_source"]) == set(cover["per_source"])
+
+
+def test_shipped_bands_are_loso_bands() -> None:
+    shipped = validation_bands()
+    assert "leave-one-source-out" in shipped["source"]
+    assert all(
+        r["rows"] >= bands.MIN_ROWS_PER_REGIME
+        for k, r in shipped["regimes"].items()
+        if k != "overall"
+    )

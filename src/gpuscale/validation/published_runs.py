@@ -561,47 +561,6 @@ def _mape(errors: list[float]) -> float:
     return float(np.mean(np.abs(errors))) if errors else float("nan")
 
 
-def _p80(errors: list[float]) -> float:
-    return float(np.percentile(np.abs(errors), 80)) if errors else float("nan")
-
-
-MIN_ROWS_PER_REGIME = 3
-"""A regime needs this many rows before its residuals define a band of its own."""
-
-
-def bands(results: list[Result]) -> dict[str, Any]:
-    """Error bands per regime (and coarser fallbacks) plus the validated ground, for
-    ``catalog/data/validation_bands.yaml``."""
-    done = [r for r in results if r.predicted is not None]
-    groups: dict[str, list[float]] = {"overall": [r.error for r in done]}
-    for r in done:
-        generation, mix, _ = r.regime.split("/")
-        for key in (r.regime, f"{generation}/{mix}", generation):
-            groups.setdefault(key, []).append(r.error)
-    regimes = {
-        key: {
-            "rows": len(errs),
-            "mape": round(_mape(errs), 4),
-            "p80_abs_error": round(_p80(errs), 4),
-        }
-        for key, errs in sorted(groups.items())
-        if len(errs) >= MIN_ROWS_PER_REGIME
-    }
-    return {
-        "regimes": regimes,
-        "validated": {
-            "generations": sorted({r.gpu_generation for r in done}),
-            "frameworks": sorted({r.framework for r in done}),
-            "fabrics": sorted({r.fabric for r in done}),
-            "params_b": [
-                round(min(r.params_b for r in done), 2),
-                round(max(r.params_b for r in done), 1),
-            ],
-            "gpus": [min(r.num_gpus for r in done), max(r.num_gpus for r in done)],
-        },
-    }
-
-
 def summarize(results: list[Result]) -> dict[str, Any]:
     done = [r for r in results if r.predicted is not None]
     per_source: dict[str, dict[str, Any]] = {}
@@ -618,6 +577,12 @@ def summarize(results: list[Result]) -> dict[str, Any]:
             "rows": len(done),
             "mape": _mape([r.error for r in done]),
             "baseline_mape": _mape([r.baseline_error for r in done]),
+        },
+        # Rows gpuscale can express fully (no limitation recorded).
+        "expressible": {
+            "rows": len(full := [r for r in done if not r.limitations]),
+            "mape": _mape([r.error for r in full]),
+            "baseline_mape": _mape([r.baseline_error for r in full]),
         },
         "skipped": [f"{r.id}: {r.skip_reason}" for r in results if r.predicted is None],
     }
