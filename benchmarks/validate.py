@@ -45,7 +45,8 @@ def _rows(csv: Path | None) -> list[dict[str, str]]:
 
 def _print_rows(results: list[Result], loso_results: list[Result] | None) -> None:
     extra = f" {'LOSO':>8s}" if loso_results else ""
-    print(f"{'row':44s} {'measured':>10s} {'predicted':>10s} {'error':>8s}{extra} {'40%MFU':>8s}")
+    label = "in-sample" if loso_results else "error"
+    print(f"{'row':44s} {'measured':>10s} {'predicted':>10s} {label:>9s}{extra} {'40%MFU':>8s}")
     by_id = {r.id: r for r in loso_results or []}
     for r in results:
         if r.predicted is None:
@@ -54,7 +55,7 @@ def _print_rows(results: list[Result], loso_results: list[Result] | None) -> Non
         cell = f" {by_id[r.id].error:+8.1%}" if loso_results else ""
         mark = "  (limited)" if r.limitations else ""
         print(
-            f"{r.id:44s} {r.measured:10.1f} {r.predicted:10.1f} {r.error:+8.1%}{cell} "
+            f"{r.id:44s} {r.measured:10.1f} {r.predicted:10.1f} {r.error:+9.1%}{cell} "
             f"{r.baseline_error:+8.1%}{mark}"
         )
 
