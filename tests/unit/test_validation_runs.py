@@ -10,12 +10,13 @@ import dataclasses
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gpuscale.catalog import validation_bands
 from gpuscale.costmodel.profile import load_profile
 from gpuscale.costmodel.uncertainty import band_for, parallelism_mix
-from gpuscale.validation import bands, fitted, loso
+from gpuscale.validation import bands, fitted, loso, ranking
 from gpuscale.validation.fitted import FITTED
 from gpuscale.validation.published_runs import (
     RUN_FILES,
@@ -273,3 +274,34 @@ def test_shipped_bands_are_loso_bands() -> None:
         for k, r in shipped["regimes"].items()
         if k != "overall"
     )
+
+
+# --- layout ranking ---------------------------------------------------------------------------
+
+
+def test_spearman_matches_its_definition() -> None:
+    assert ranking.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert ranking.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    # ties share their average rank: ranks (0.5, 0.5, 2) against (0, 1, 2)
+    assert ranking.spearman([1, 1, 2], [1, 2, 3]) == pytest.approx(
+        np.corrcoef([0.5, 0.5, 2], [0, 1, 2])[0, 1]
+    )
+
+
+def test_ranking_regret_and_optimism_on_the_sweep(validation_dir: Path) -> None:
+    rows = load_rows(validation_dir / "layout_sweeps.csv")
+    mapped, skipped = cases(rows)
+    assert not skipped and len(mapped) == 30
+    results = evaluate(rows)
+    groups = {g.key: g for g in ranking.rank(mapped, results)}
+    assert sum(g.layouts for g in groups.values()) == 30  # every measured layout ranked once
+    big = max(groups.values(), key=lambda g: g.layouts)
+    assert big.layouts == 17
+    measured = {r.id: r.measured for r in results}
+    # regret is the throughput lost by the pick against the best measured layout
+    assert big.regret == pytest.approx(1 - measured[big.pick] / measured[big.best])
+    # synthetic check: a model that predicts the measured values exactly has no regret
+    exact = [dataclasses.replace(r, predicted=r.measured) for r in results]
+    for g in ranking.rank(mapped, exact):
+        assert g.regret == 0.0 and g.worst_optimism == 0.0
+        assert g.layouts < 3 or g.spearman == pytest.approx(1.0)

@@ -239,6 +239,8 @@ FRAMEWORK_BY_SOURCE = {
     # overlap on) is the closest named stack. MegaScale's own rows are its Megatron fork.
     "megascale": "megatron",
     "torchtitan-paper": "torchtitan",
+    # layout_sweeps.csv: BigScience's Megatron-DeepSpeed trials, the stack of bloom176b.
+    "bloomsweep": "deepspeed",
 }
 
 _TORCHTITAN_SEQ = 8192
@@ -358,7 +360,12 @@ def _plan_and_training(
     recompute = _recompute(row, source, notes)
     rc = row["recompute"].lower()
 
-    legacy = source in ("narayanan21", "korthikanti22", "bloom176b")
+    legacy = source in ("narayanan21", "korthikanti22", "bloom176b", "bloomsweep")
+    if "pp-partition-method" in row["notes"]:
+        limits.append(
+            "embeddings placed as pipeline layers (Megatron-DeepSpeed partition method) are "
+            "not expressible: layers split evenly over the stages"
+        )
     sequence_parallel = (
         source in ("megatron", "nemo2407", "megascale")
         or (source == "korthikanti22" and "sequence parallel" in rc)
