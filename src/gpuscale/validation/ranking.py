@@ -19,7 +19,7 @@ MIN_FOR_CORRELATION = 3
 """Rank correlation over two layouts is +-1 by construction: not reported."""
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
     """Spearman's rank correlation (average ranks for ties; Pearson on the ranks)."""
     rx, ry = _ranks(np.asarray(x, dtype=float)), _ranks(np.asarray(y, dtype=float))
     if np.std(rx) == 0 or np.std(ry) == 0:
