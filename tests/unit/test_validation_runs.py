@@ -305,3 +305,14 @@ def test_ranking_regret_and_optimism_on_the_sweep(validation_dir: Path) -> None:
     for g in ranking.rank(mapped, exact):
         assert g.regret == 0.0 and g.worst_optimism == 0.0
         assert g.layouts < 3 or g.spearman == pytest.approx(1.0)
+
+
+def test_ranking_regression_bounds(validation_dir: Path) -> None:
+    """The figures of docs/benchmarks.md 'Ranking layouts' (2026-12-01) plus a margin."""
+    rows = load_all(validation_dir) + load_rows(validation_dir / "layout_sweeps.csv")
+    mapped, _ = cases(rows)
+    groups = ranking.rank(mapped, evaluate(rows))
+    multi = [g for g in groups if g.layouts >= 3]
+    assert max(g.regret for g in groups) <= 0.08
+    assert np.median([g.spearman for g in multi]) >= 0.65
+    assert np.median([g.worst_optimism for g in multi]) <= 0.22
