@@ -145,11 +145,18 @@ def _int(value: str, default: int | None = None) -> int | None:
 # --- hardware -------------------------------------------------------------------------------
 
 
+POWER_CAPPED_H100 = "h100-sxm-500w"
+"""Catalog id of the 500 W HBM2e H100 (the cost-model side adds it); until it exists, those rows
+are predicted on h100-sxm and say so."""
+
+
 def _gpu_id(text: str, notes: list[str], limits: list[str]) -> str:
     t = text.upper()
     if "H100" in t and "500W" in t:
         # torchtitan paper (Liang et al. 2024, Sec. 3.1) and torchtitan's
         # benchmarks/llama3_h100_202412_torchtitan.md: H100 with 95 GiB HBM2e, capped at 500 W.
+        if POWER_CAPPED_H100 in catalog.gpus():
+            return POWER_CAPPED_H100
         limits.append(
             "H100 at a 500 W power cap with 95 GiB HBM2e is not in the catalog: predicted on "
             "h100-sxm (700 W, 80 GB HBM3 at 3.35 TB/s)"
