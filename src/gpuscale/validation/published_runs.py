@@ -3,9 +3,10 @@ and measure the error.
 
 Both files go through the same code; each row's source key (:func:`source_of`) names the
 publication (and table set) it came from, which is the unit of leave-one-source-out validation
-(:mod:`gpuscale.validation.loso`). Every metric is converted to tokens/s per GPU with the *source's own* FLOP definition (see
-the validation README), so that no source's accounting leaks into the comparison. Each
-assumption for a field a source leaves blank is written next to the code that makes it.
+(:mod:`gpuscale.validation.loso`). Every metric is converted to tokens/s per GPU with the
+*source's own* FLOP definition (see the validation README), so that no source's accounting
+leaks into the comparison. Each assumption for a field a source leaves blank is written next to
+the code that makes it; what a row ran that cannot be expressed yet is recorded as a limitation.
 """
 
 from __future__ import annotations
@@ -498,7 +499,7 @@ def with_overrides(profile: Profile, overrides: Mapping[str, Mapping[str, float]
 
 
 def predict(case: Case, profile: Profile) -> float:
-    """Predicted tokens/s per GPU of ``case`` under ``profile`` (the case's own overrides on top)."""
+    """Predicted tokens/s per GPU of ``case`` under ``profile``, the case's overrides on top."""
     est = estimate_plan(
         case.model, case.cluster, case.training, case.plan, with_overrides(profile, case.overrides)
     )
