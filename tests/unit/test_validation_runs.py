@@ -239,13 +239,6 @@ def test_loso_regression_bounds(report: loso.LosoReport) -> None:
     assert set(summary["per_source"]) == set(LOSO_BOUNDS) - {"overall"}
     for source, s in summary["per_source"].items():
         assert s["mape"] <= LOSO_BOUNDS[source], f"{source}: LOSO {s['mape']:.1%}"
-    # Held out, no source can be better than in-sample by more than noise: refitting with its
-    # rows minimizes their error.
-    ins = summarize(report.in_sample)["per_source"]
-    for fv in FITTED:
-        informed = {c.source for c in cases(load_all(validation_data()))[0] if fv.informs(c)}
-        for source in informed:
-            assert summary["per_source"][source]["mape"] >= ins[source]["mape"] - 0.02
 
 
 def test_bands_come_from_loso_and_fall_back_to_parents(report: loso.LosoReport) -> None:
