@@ -313,3 +313,18 @@ def test_ranking_regression_bounds(validation_dir: Path) -> None:
     assert max(g.regret for g in groups) <= 0.08
     assert np.median([g.spearman for g in multi]) >= 0.65
     assert np.median([g.worst_optimism for g in multi]) <= 0.22
+
+
+def test_a_refitted_value_reaches_the_profiles_built_on_it() -> None:
+    on_megatron = dataclasses.replace(
+        ZERO3, profile="megatron", key="elementwise_hidden_passes", prior=16.0
+    )
+    profiles = fitted.apply(
+        {on_megatron.name: 31.0},
+        {"megatron", "nemo", "megatron-lm-2021", "generic", "torchtitan"},
+        (on_megatron,),
+    )
+    for name in ("megatron", "nemo", "megatron-lm-2021"):  # nemo and the 2021 stack inherit it
+        assert profiles[name].const("elementwise_hidden_passes") == 31.0, name
+    for name in ("generic", "torchtitan"):
+        assert profiles[name].const("elementwise_hidden_passes") != 31.0, name
