@@ -65,6 +65,7 @@ FITTED: tuple[FittedValue, ...] = (
         profile="deepspeed",
         section="constants",
         key="zero3_bandwidth_efficiency",
+        # From one large NCCL collective (1) down to a twentieth of it.
         lower=0.05,
         upper=1.0,
         step=0.01,
@@ -77,6 +78,8 @@ FITTED: tuple[FittedValue, ...] = (
         profile="llm-foundry",
         section="constants",
         key="elementwise_hidden_passes",
+        # From a compiled, fully fused layer (gpt-fast.yaml: 8) to beyond the eager count
+        # (torchtitan.yaml: 28) with fp32 upcasts of every norm.
         lower=8.0,
         upper=40.0,
         step=0.5,
