@@ -345,7 +345,7 @@ def _plan_and_training(
         if "Interleaved" in row["notes"] and row["vp"].strip() == "":
             vp = 2
             notes.append(
-                "interleaved 1F1B, stages per rank not stated: 2 (torchtitan's looped default)"
+                "interleaved 1F1B, stages per rank not stated: 2 assumed (the least interleaving)"
             )
         if "AsyncTP" in row["notes"]:
             # AsyncTP decomposes the TP collectives and overlaps them with the matmuls (Wang et
