@@ -35,9 +35,9 @@ class ClusterState:
         self.up = np.ones(spec.num_nodes, dtype=bool)
         self.leaf = spec.node_leaf
         self.pod = spec.node_pod
-        self.leaf_free = np.bincount(self.leaf, weights=self.free, minlength=spec.num_leaves).astype(
-            np.int64
-        )
+        self.leaf_free = np.bincount(
+            self.leaf, weights=self.free, minlength=spec.num_leaves
+        ).astype(np.int64)
         self.pod_free = np.bincount(self.pod, weights=self.free, minlength=spec.num_pods).astype(
             np.int64
         )

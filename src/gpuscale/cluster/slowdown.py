@@ -60,7 +60,11 @@ class SlowdownModel:
     """Cached cost-model speeds of job classes on allocation shapes."""
 
     def __init__(
-        self, spec: ClusterSpec, *, profile: Profile | None = None, default_model: str = DEFAULT_MODEL
+        self,
+        spec: ClusterSpec,
+        *,
+        profile: Profile | None = None,
+        default_model: str = DEFAULT_MODEL,
     ) -> None:
         self.spec = spec
         self.profile = profile or load_profile("generic")
@@ -70,7 +74,9 @@ class SlowdownModel:
         self._steps: dict[tuple[str, int, Shape], float] = {}
         self._speeds: dict[tuple[str, int, Shape], float] = {}
         gpn = spec.gpus_per_node
-        self._leaf_gpus = int(max(gpn[spec.node_leaf == leaf].sum() for leaf in range(spec.num_leaves)))
+        self._leaf_gpus = int(
+            max(gpn[spec.node_leaf == leaf].sum() for leaf in range(spec.num_leaves))
+        )
 
     @property
     def reference(self) -> NodeType:
@@ -97,7 +103,9 @@ class SlowdownModel:
                 global_batch=gbs,
                 tokens=float(gbs * seq),
             )
-            space = SearchSpace(max_tp=ref.nvlink_domain, micro_batches=(1, 2, 4), recompute=("none", "full"))
+            space = SearchSpace(
+                max_tp=ref.nvlink_domain, micro_batches=(1, 2, 4), recompute=("none", "full")
+            )
             best = search_count(workload, hardware, self.profile, n, top_k=1, space=space).best
             self._plans[key] = best.plan if best is not None else None
         return self._plans[key]

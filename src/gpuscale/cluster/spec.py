@@ -243,7 +243,9 @@ def parse_cluster(data: Any, where: str = "<cluster>") -> ClusterSpec:
 
     pods = doc["pods"]
     if not isinstance(pods, list) or not pods:
-        raise _fail(where, "pods must be a non-empty list of {count, leaves, nodes_per_leaf, node_type}")
+        raise _fail(
+            where, "pods must be a non-empty list of {count, leaves, nodes_per_leaf, node_type}"
+        )
     node_type: list[int] = []
     node_leaf: list[int] = []
     node_pod: list[int] = []

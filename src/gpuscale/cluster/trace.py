@@ -82,7 +82,9 @@ def read_trace(path: str | Path) -> Trace:
         reader = csv.reader(fh)
         header = next(reader, None)
         if not header:
-            raise InputError(f"--trace {path} is empty; accepted: a CSV with a header row", field="trace")
+            raise InputError(
+                f"--trace {path} is empty; accepted: a CSV with a header row", field="trace"
+            )
         cols = {f: _pick(header, f) for f in _COLUMNS}
         missing = [f for f in ("submit", "gpus", "work") if cols[f] is None]
         if missing:
@@ -113,9 +115,15 @@ def read_trace(path: str | Path) -> Trace:
                     field="trace",
                 ) from None
             if not (g >= 1 and g == int(g)):
-                raise InputError(f"--trace {path} row {row_no}: GPUs must be an integer >= 1, got {g:g}", field="trace")
+                raise InputError(
+                    f"--trace {path} row {row_no}: GPUs must be an integer >= 1, got {g:g}",
+                    field="trace",
+                )
             if not (math.isfinite(w) and w > 0):
-                raise InputError(f"--trace {path} row {row_no}: duration must be > 0 seconds, got {w:g}", field="trace")
+                raise InputError(
+                    f"--trace {path} row {row_no}: duration must be > 0 seconds, got {w:g}",
+                    field="trace",
+                )
             gpus.append(int(g))
             work.append(w)
             ids.append(row[index["job_id"]].strip() if "job_id" in index else str(row_no - 1))

@@ -1,0 +1,116 @@
+"""``gpuscale.api`` entry points of the cluster simulator: ``cluster_simulate`` and
+``cluster_trace`` (the ``gpuscale cluster simulate`` / ``trace`` commands)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuscale import SCHEMA_VERSION
+from gpuscale.cluster.placement import POLICIES
+from gpuscale.cluster.simulate import Degradation, Failures, SimResult, simulate
+from gpuscale.cluster.slowdown import DEFAULT_MODEL, SlowdownModel
+from gpuscale.cluster.spec import ClusterSpec, load_cluster
+from gpuscale.cluster.trace import SYNTHETIC, Trace, read_trace, synthetic_philly, trace_statistics
+from gpuscale.errors import InputError, require
+
+
+def _num(v: Any) -> Any:
+    return float(v) if hasattr(v, "dtype") else v
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClusterSimulation:
+    """The policies' results on one trace and cluster, side by side."""
+
+    cluster: dict[str, Any]
+    trace: dict[str, float]
+    results: tuple[SimResult, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "cluster": self.cluster,
+            "trace": self.trace,
+            "policies": [{k: _num(v) for k, v in r.to_dict().items()} for r in self.results],
+        }
+
+    def figures(self) -> list[Any]:
+        import plotly.graph_objects as go
+
+        names = [r.policy for r in self.results]
+        fig = go.Figure(
+            [
+                go.Bar(name="avg JCT (h)", x=names, y=[r.avg_jct_s / 3600 for r in self.results]),
+                go.Bar(name="p95 JCT (h)", x=names, y=[r.p95_jct_s / 3600 for r in self.results]),
+            ]
+        )
+        fig.update_layout(title="Job completion time by placement policy", barmode="group")
+        return [fig]
+
+
+def cluster_simulate(
+    cluster: str | Path | ClusterSpec,
+    trace: str | Path | Trace,
+    *,
+    policy: str = "all",
+    order: str = "fifo",
+    seed: int = 0,
+    default_model: str = DEFAULT_MODEL,
+    node_mtbf_h: float | None = None,
+    repair_h: float = 4.0,
+    checkpoint_min: float = 60.0,
+    max_restarts: int = 10,
+    degradations: tuple[Degradation, ...] = (),
+    progress: Callable[[str, int, int], None] | None = None,
+) -> ClusterSimulation:
+    """Simulate ``trace`` on ``cluster`` under one placement policy or ``"all"`` of them."""
+    spec = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
+    jobs = trace if isinstance(trace, Trace) else read_trace(trace)
+    names = list(POLICIES) if policy == "all" else [policy]
+    for name in names:
+        if name not in POLICIES:
+            raise InputError(
+                f"unknown --policy '{name}'; accepted: {', '.join(POLICIES)}, all", field="policy"
+            )
+    failures = None
+    if node_mtbf_h is not None:
+        failures = Failures(
+            node_mtbf_s=node_mtbf_h * 3600.0,
+            repair_s=repair_h * 3600.0,
+            checkpoint_every_s=checkpoint_min * 60.0,
+            max_restarts=max_restarts,
+        )
+    model = SlowdownModel(spec, default_model=default_model)
+    results = []
+    for name in names:
+        step = None if progress is None else (lambda d, t, n=name: progress(n, d, t))
+        results.append(
+            simulate(
+                jobs,
+                model,
+                policy=name,
+                order=order,
+                seed=seed,
+                failures=failures,
+                degradations=degradations,
+                progress=step,
+            )
+        )
+    return ClusterSimulation(
+        cluster=spec.describe(), trace=trace_statistics(jobs), results=tuple(results)
+    )
+
+
+def cluster_trace(
+    *, synthetic: str = "philly", jobs: int, seed: int = 0, load_gpus: float | None = None
+) -> Trace:
+    """A synthetic trace matching published statistics (only ``philly`` for now)."""
+    require(
+        synthetic in SYNTHETIC,
+        f"unknown --synthetic '{synthetic}'; accepted: {', '.join(SYNTHETIC)}",
+        field="synthetic",
+    )
+    return synthetic_philly(jobs, seed=seed, load_gpus=load_gpus)

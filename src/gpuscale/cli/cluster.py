@@ -1,0 +1,188 @@
+"""``gpuscale cluster``: simulate a job trace on a cluster file under placement policies, and
+write synthetic traces."""
+
+from __future__ import annotations
+
+import csv
+from contextlib import nullcontext
+
+import click
+from rich.table import Table
+
+from gpuscale.api.cluster import ClusterSimulation, cluster_simulate, cluster_trace
+from gpuscale.cli._common import FINITE, check_writable, console, emit_json, json_option
+from gpuscale.cli._planner_options import progress_bar
+from gpuscale.cluster.placement import POLICIES
+from gpuscale.cluster.simulate import ORDERS, Degradation
+from gpuscale.cluster.slowdown import DEFAULT_MODEL
+from gpuscale.cluster.trace import SYNTHETIC, write_trace
+from gpuscale.errors import InputError
+
+_COLUMNS = (
+    ("avg JCT (h)", "avg_jct_s", 1 / 3600),
+    ("p95 JCT (h)", "p95_jct_s", 1 / 3600),
+    ("avg queue (h)", "avg_queue_s", 1 / 3600),
+    ("makespan (d)", "makespan_s", 1 / 86400),
+    ("GPU util", "gpu_utilization", 1.0),
+    ("throughput (GPUs)", "throughput_gpus", 1.0),
+    ("speed vs packed", "mean_speed", 1.0),
+    ("fragmentation", "fragmentation", 1.0),
+    ("completed", "jobs_completed", 1.0),
+    ("failed", "jobs_failed", 1.0),
+)
+
+
+def _degradation(text: str) -> Degradation:
+    parts = text.split(":")
+    if len(parts) != 5:
+        raise InputError(
+            f"--degrade '{text}' must be LEVEL:INDEX:FACTOR:START_S:END_S, "
+            "e.g. core:0:0.25:3600:7200",
+            field="degrade",
+        )
+    try:
+        return Degradation(
+            level=parts[0],
+            index=int(parts[1]),
+            factor=float(parts[2]),
+            start_s=float(parts[3]),
+            end_s=float(parts[4]),
+        )
+    except ValueError:
+        raise InputError(
+            f"--degrade '{text}': INDEX must be an integer and FACTOR, START_S, END_S numbers",
+            field="degrade",
+        ) from None
+
+
+def _render(sim: ClusterSimulation) -> None:
+    c = sim.cluster
+    table = Table(
+        title=f"{c['name']}: {c['gpus']} GPUs, {c['nodes']} nodes; "
+        f"{int(sim.trace['jobs'])} jobs ({sim.results[0].order})"
+    )
+    table.add_column("policy")
+    for label, _, _ in _COLUMNS:
+        table.add_column(label, justify="right")
+    for r in sim.results:
+        row = r.to_dict()
+        cells = []
+        for _, key, scale in _COLUMNS:
+            value = row[key]
+            cells.append(str(value) if isinstance(value, int) else f"{float(value) * scale:.3g}")
+        table.add_row(r.policy, *cells)
+    console.print(table)
+
+
+def _write_csv(sim: ClusterSimulation, path: str) -> None:
+    rows = sim.to_dict()["policies"]
+    try:
+        with open(path, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    except OSError as exc:
+        raise InputError(
+            f"cannot write -o '{path}': {exc.strerror or exc}", field="output"
+        ) from None
+
+
+@click.group("cluster")
+def command() -> None:
+    """Placement on a shared cluster: trace-driven simulation and synthetic traces."""
+
+
+@command.command("simulate")
+@click.option("--cluster", "cluster_file", required=True, help="Cluster YAML (see examples/).")
+@click.option("--trace", "trace_file", required=True, help="Job CSV (submit, GPUs, duration).")
+@click.option(
+    "--policy",
+    type=click.Choice([*POLICIES, "all"]),
+    default="all",
+    show_default=True,
+    help="Placement policy; all runs each on the same trace.",
+)
+@click.option("--order", type=click.Choice(ORDERS), default="fifo", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--default-model",
+    default=DEFAULT_MODEL,
+    show_default=True,
+    help="Catalog model for trace rows that name none.",
+)
+@click.option(
+    "--node-mtbf-h", type=FINITE, default=None, help="Mean hours between failures of one node."
+)
+@click.option("--repair-h", type=FINITE, default=4.0, show_default=True)
+@click.option("--checkpoint-min", type=FINITE, default=60.0, show_default=True)
+@click.option("--max-restarts", type=int, default=10, show_default=True)
+@click.option(
+    "--degrade",
+    multiple=True,
+    help="LEVEL:INDEX:FACTOR:START_S:END_S, a link-level slowdown (repeatable).",
+)
+@click.option("-o", "--output", default=None, help="Write the per-policy metrics as CSV.")
+@json_option
+def simulate_command(
+    cluster_file: str,
+    trace_file: str,
+    policy: str,
+    order: str,
+    seed: int,
+    default_model: str,
+    node_mtbf_h: float | None,
+    repair_h: float,
+    checkpoint_min: float,
+    max_restarts: int,
+    degrade: tuple[str, ...],
+    output: str | None,
+    as_json: bool,
+) -> None:
+    """Replay a job trace on a cluster under placement policies; every job's speed on the GPUs
+    it gets comes from the cost model."""
+    check_writable(output, "-o")
+    degradations = tuple(_degradation(d) for d in degrade)
+    bar = nullcontext(None) if as_json else progress_bar("simulating")
+    with bar as update:
+        step = None if update is None else (lambda name, d, t: update(d, t))
+        sim = cluster_simulate(
+            cluster_file,
+            trace_file,
+            policy=policy,
+            order=order,
+            seed=seed,
+            default_model=default_model,
+            node_mtbf_h=node_mtbf_h,
+            repair_h=repair_h,
+            checkpoint_min=checkpoint_min,
+            max_restarts=max_restarts,
+            degradations=degradations,
+            progress=step,
+        )
+    if output:
+        _write_csv(sim, output)
+    if as_json:
+        emit_json(sim.to_dict())
+    else:
+        _render(sim)
+
+
+@command.command("trace")
+@click.option("--synthetic", type=click.Choice(SYNTHETIC), required=True)
+@click.option("--jobs", type=int, required=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--load-gpus",
+    type=FINITE,
+    default=None,
+    help="Scale arrivals to this many busy GPUs on average (Philly itself: ~374).",
+)
+@click.option("-o", "--output", required=True, help="CSV file to write.")
+def trace_command(
+    synthetic: str, jobs: int, seed: int, load_gpus: float | None, output: str
+) -> None:
+    """Write a synthetic job trace that matches published statistics of a real cluster."""
+    check_writable(output, "-o")
+    trace = cluster_trace(synthetic=synthetic, jobs=jobs, seed=seed, load_gpus=load_gpus)
+    write_trace(trace, output)
+    console.print(f"wrote {len(trace)} jobs to {output}")
