@@ -56,21 +56,22 @@ def _degradation(text: str) -> Degradation:
 
 
 def _render(sim: ClusterSimulation) -> None:
+    """Metrics as rows, policies as columns: side by side, and narrow enough for a terminal."""
     c = sim.cluster
     table = Table(
         title=f"{c['name']}: {c['gpus']} GPUs, {c['nodes']} nodes; "
-        f"{int(sim.trace['jobs'])} jobs ({sim.results[0].order})"
+        f"{int(sim.trace['jobs'])} jobs, {sim.results[0].order} queue"
     )
-    table.add_column("policy")
-    for label, _, _ in _COLUMNS:
-        table.add_column(label, justify="right")
+    table.add_column("metric", no_wrap=True)
     for r in sim.results:
-        row = r.to_dict()
+        table.add_column(r.policy, justify="right", no_wrap=True)
+    rows = [r.to_dict() for r in sim.results]
+    for label, key, scale in _COLUMNS:
         cells = []
-        for _, key, scale in _COLUMNS:
+        for row in rows:
             value = row[key]
             cells.append(str(value) if isinstance(value, int) else f"{float(value) * scale:.3g}")
-        table.add_row(r.policy, *cells)
+        table.add_row(label, *cells)
     console.print(table)
 
 

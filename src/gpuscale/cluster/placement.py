@@ -179,13 +179,21 @@ class TopologyAware:
             room = np.where(fits, free, np.iinfo(np.int64).max)
             node = int(np.argmin(room))
             return Allocation(nodes=np.array([node]), counts=np.array([n]))
-        for group_free, member in ((state.leaf_free, state.leaf), (state.pod_free, state.pod)):
-            ok = group_free >= n
-            if ok.any():
-                g = int(np.argmin(np.where(ok, group_free, np.iinfo(np.int64).max)))
-                nodes = np.flatnonzero((member == g) & (free > 0))
-                order = nodes[np.argsort(-free[nodes], kind="stable")]
-                return _fill(state, order, n)
+        # A multi-node job: a group (leaf, then pod) with enough whole free nodes for it, the
+        # tightest such; else the tightest group with enough free GPUs at all.
+        whole = np.where(free == state.capacity, free, 0)
+        big = np.iinfo(np.int64).max
+        for group_free, member, groups in (
+            (state.leaf_free, state.leaf, state.spec.num_leaves),
+            (state.pod_free, state.pod, state.spec.num_pods),
+        ):
+            whole_free = np.bincount(member, weights=whole, minlength=groups)
+            for ok in (whole_free >= n, group_free >= n):
+                if ok.any():
+                    g = int(np.argmin(np.where(ok, group_free, big)))
+                    nodes = np.flatnonzero((member == g) & (free > 0))
+                    order = nodes[np.argsort(-free[nodes], kind="stable")]
+                    return _fill(state, order, n)
         # Across pods: fullest pods first, fullest nodes first inside each.
         nodes = np.flatnonzero(free > 0)
         key = np.lexsort((-free[nodes], -state.pod_free[state.pod[nodes]]))
