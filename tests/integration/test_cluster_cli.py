@@ -118,3 +118,35 @@ def test_bad_input_is_one_line(gpuscale: Run, tmp_path: Path) -> None:
         assert proc.stderr.startswith("gpuscale:")
         assert len(proc.stderr.strip().splitlines()) == 1
         assert "Traceback" not in proc.stderr
+
+
+def test_export_formats(gpuscale: Run, tmp_path: Path) -> None:
+    out = tmp_path / "topology.conf"
+    proc = gpuscale(
+        "cluster",
+        "export",
+        "--cluster",
+        str(EXAMPLES / "fat-tree-512.yaml"),
+        "--format",
+        "slurm-conf",
+        "-o",
+        str(out),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text().count("SwitchName=leaf") == 8
+    proc = gpuscale(
+        "cluster",
+        "export",
+        "--cluster",
+        str(EXAMPLES / "lab-64.yaml"),
+        "--format",
+        "volcano",
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["format"] == "volcano" and "HyperNode" in doc["text"]
+    bad = gpuscale(
+        "cluster", "export", "--cluster", str(EXAMPLES / "lab-64.yaml"), "--format", "pbs"
+    )
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1

@@ -14,8 +14,15 @@ these functions, never the other way round):
 
 from __future__ import annotations
 
-from gpuscale.api.cluster import ClusterSimulation, cluster_simulate, cluster_trace
+from gpuscale.api.cluster import ClusterSimulation, cluster_export, cluster_simulate, cluster_trace
 from gpuscale.api.result import Result
 from gpuscale.errors import InputError
 
-__all__ = ["ClusterSimulation", "InputError", "Result", "cluster_simulate", "cluster_trace"]
+__all__ = [
+    "ClusterSimulation",
+    "InputError",
+    "Result",
+    "cluster_export",
+    "cluster_simulate",
+    "cluster_trace",
+]

@@ -1,5 +1,6 @@
-"""``gpuscale.api`` entry points of the cluster simulator: ``cluster_simulate`` and
-``cluster_trace`` (the ``gpuscale cluster simulate`` / ``trace`` commands)."""
+"""``gpuscale.api`` entry points of the cluster simulator: ``cluster_simulate``,
+``cluster_trace`` and ``cluster_export`` (the ``gpuscale cluster simulate`` / ``trace`` /
+``export`` commands)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale import SCHEMA_VERSION
+from gpuscale.cluster.export import export
 from gpuscale.cluster.placement import POLICIES
 from gpuscale.cluster.simulate import Degradation, Failures, SimResult, simulate
 from gpuscale.cluster.slowdown import DEFAULT_MODEL, SlowdownModel
@@ -114,3 +116,36 @@ def cluster_trace(
         field="synthetic",
     )
     return synthetic_philly(jobs, seed=seed, load_gpus=load_gpus)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClusterExport:
+    """A cluster file's topology in one scheduler's format."""
+
+    format: str
+    cluster: str
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "format": self.format,
+            "cluster": self.cluster,
+            "text": self.text,
+        }
+
+    def figures(self) -> list[Any]:
+        return []
+
+
+def cluster_export(
+    cluster: str | Path | ClusterSpec, *, format: str, node_prefix: str = "node"
+) -> ClusterExport:
+    """The topology for Slurm (``slurm-conf``, ``slurm-yaml``), Kueue or Volcano."""
+    spec = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
+    require(
+        node_prefix.replace("-", "").isalnum(),
+        f"--node-prefix '{node_prefix}' must be letters, digits and dashes",
+        field="node_prefix",
+    )
+    return ClusterExport(format=format, cluster=spec.name, text=export(spec, format, node_prefix))

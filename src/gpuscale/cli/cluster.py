@@ -9,9 +9,10 @@ from contextlib import nullcontext
 import click
 from rich.table import Table
 
-from gpuscale.api.cluster import ClusterSimulation, cluster_simulate, cluster_trace
+from gpuscale.api.cluster import ClusterSimulation, cluster_export, cluster_simulate, cluster_trace
 from gpuscale.cli._common import FINITE, check_writable, console, emit_json, json_option
 from gpuscale.cli._planner_options import progress_bar
+from gpuscale.cluster.export import FORMATS
 from gpuscale.cluster.placement import POLICIES
 from gpuscale.cluster.simulate import ORDERS, Degradation
 from gpuscale.cluster.slowdown import DEFAULT_MODEL
@@ -90,7 +91,7 @@ def _write_csv(sim: ClusterSimulation, path: str) -> None:
 
 @click.group("cluster")
 def command() -> None:
-    """Placement on a shared cluster: trace-driven simulation and synthetic traces."""
+    """Placement on a shared cluster: trace-driven simulation, synthetic traces, topology exports."""
 
 
 @command.command("simulate")
@@ -187,3 +188,32 @@ def trace_command(
     trace = cluster_trace(synthetic=synthetic, jobs=jobs, seed=seed, load_gpus=load_gpus)
     write_trace(trace, output)
     console.print(f"wrote {len(trace)} jobs to {output}")
+
+
+@command.command("export")
+@click.option("--cluster", "cluster_file", required=True, help="Cluster YAML (see examples/).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), required=True)
+@click.option(
+    "--node-prefix", default="node", show_default=True, help="Node names: PREFIX + index."
+)
+@click.option("-o", "--output", default=None, help="Write to a file instead of stdout.")
+@json_option
+def export_command(
+    cluster_file: str, fmt: str, node_prefix: str, output: str | None, as_json: bool
+) -> None:
+    """The cluster's topology for Slurm (topology.conf / topology.yaml), Kueue or Volcano."""
+    check_writable(output, "-o")
+    result = cluster_export(cluster_file, format=fmt, node_prefix=node_prefix)
+    if as_json:
+        emit_json(result.to_dict())
+    elif output:
+        try:
+            with open(output, "w") as fh:
+                fh.write(result.text)
+        except OSError as exc:
+            raise InputError(
+                f"cannot write -o '{output}': {exc.strerror or exc}", field="output"
+            ) from None
+        console.print(f"wrote {fmt} topology of {result.cluster} to {output}")
+    else:
+        click.echo(result.text, nl=False)
