@@ -150,3 +150,38 @@ def test_export_formats(gpuscale: Run, tmp_path: Path) -> None:
         "cluster", "export", "--cluster", str(EXAMPLES / "lab-64.yaml"), "--format", "pbs"
     )
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_adapt(gpuscale: Run) -> None:
+    proc = gpuscale(
+        "cluster",
+        "adapt",
+        "gpt3-13b",
+        "--gpu",
+        "h100-sxm",
+        "--gpus",
+        "64",
+        "--event",
+        "inter",
+        "--factor",
+        "0.05",
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["tokens_adaptive"] >= doc["tokens_static"]
+    assert doc["static"][-1]["end_s"] == doc["horizon_s"]
+    bad = gpuscale(
+        "cluster",
+        "adapt",
+        "gpt3-13b",
+        "--gpu",
+        "h100-sxm",
+        "--gpus",
+        "64",
+        "--event",
+        "inter",
+        "--factor",
+        "2",
+    )
+    assert bad.returncode == 2 and bad.stderr.startswith("gpuscale:")

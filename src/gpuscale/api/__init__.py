@@ -14,7 +14,13 @@ these functions, never the other way round):
 
 from __future__ import annotations
 
-from gpuscale.api.cluster import ClusterSimulation, cluster_export, cluster_simulate, cluster_trace
+from gpuscale.api.cluster import (
+    ClusterSimulation,
+    cluster_adapt,
+    cluster_export,
+    cluster_simulate,
+    cluster_trace,
+)
 from gpuscale.api.result import Result
 from gpuscale.errors import InputError
 
@@ -22,6 +28,7 @@ __all__ = [
     "ClusterSimulation",
     "InputError",
     "Result",
+    "cluster_adapt",
     "cluster_export",
     "cluster_simulate",
     "cluster_trace",

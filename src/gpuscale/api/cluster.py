@@ -1,6 +1,6 @@
 """``gpuscale.api`` entry points of the cluster simulator: ``cluster_simulate``,
-``cluster_trace`` and ``cluster_export`` (the ``gpuscale cluster simulate`` / ``trace`` /
-``export`` commands)."""
+``cluster_trace``, ``cluster_export`` and ``cluster_adapt`` (the ``gpuscale cluster simulate``
+/ ``trace`` / ``export`` / ``adapt`` commands)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuscale import SCHEMA_VERSION
+from gpuscale import SCHEMA_VERSION, catalog
+from gpuscale.cluster.adapt import Adaptation, Timeline, adapt, cluster_of
 from gpuscale.cluster.export import export
 from gpuscale.cluster.placement import POLICIES
 from gpuscale.cluster.simulate import Degradation, Failures, SimResult, simulate
@@ -149,3 +150,103 @@ def cluster_export(
         field="node_prefix",
     )
     return ClusterExport(format=format, cluster=spec.name, text=export(spec, format, node_prefix))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AdaptResult:
+    """Static vs adaptive plan around one network event."""
+
+    model: str
+    event: str
+    factor: float
+    at_s: float
+    horizon_s: float
+    adaptation: Adaptation
+
+    def to_dict(self) -> dict[str, Any]:
+        a = self.adaptation
+
+        def timeline(t: Timeline) -> list[dict[str, Any]]:
+            return [
+                {
+                    "start_s": s.start_s,
+                    "end_s": s.end_s,
+                    "tokens_per_s": s.tokens_per_s,
+                    "plan": s.what,
+                }
+                for s in t.segments
+            ]
+
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "model": self.model,
+            "event": self.event,
+            "factor": self.factor,
+            "at_s": self.at_s,
+            "horizon_s": self.horizon_s,
+            "restart_s": a.restart_s,
+            "plan_before": a.before,
+            "plan_static": a.after_static,
+            "plan_adaptive": a.after_adaptive,
+            "tokens_static": a.static.tokens,
+            "tokens_adaptive": a.adaptive.tokens,
+            "gain": a.adaptive.tokens / a.static.tokens if a.static.tokens else None,
+            "static": timeline(a.static),
+            "adaptive": timeline(a.adaptive),
+        }
+
+    def figures(self) -> list[Any]:
+        import plotly.graph_objects as go
+
+        fig = go.Figure()
+        for name, t in (("static", self.adaptation.static), ("adaptive", self.adaptation.adaptive)):
+            xs: list[float] = []
+            ys: list[float] = []
+            for s in t.segments:
+                xs += [s.start_s / 3600, s.end_s / 3600]
+                ys += [s.tokens_per_s, s.tokens_per_s]
+            fig.add_trace(go.Scatter(x=xs, y=ys, name=name, mode="lines"))
+        fig.update_layout(
+            title=f"{self.model}: {self.event} at {self.at_s / 3600:g} h",
+            xaxis_title="hours",
+            yaxis_title="tokens/s",
+        )
+        return [fig]
+
+
+def cluster_adapt(
+    model: str,
+    *,
+    gpu: str,
+    gpus: int,
+    gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE,
+    inter: str = catalog.DEFAULT_INTER,
+    event: str,
+    factor: float = 1.0,
+    at_h: float = 1.0,
+    horizon_h: float = 24.0,
+    restart_s: float = 300.0,
+    checkpoint_read_gb_per_s: float = 10.0,
+    repair_h: float = 4.0,
+) -> AdaptResult:
+    """Re-plan ``model`` on ``gpus`` GPUs after a link degradation or a node loss."""
+    spec = catalog.model(model)
+    adaptation = adapt(
+        spec,
+        cluster_of(gpu, gpus, gpus_per_node, inter),
+        event=event,
+        factor=factor,
+        at_s=at_h * 3600.0,
+        horizon_s=horizon_h * 3600.0,
+        relaunch_s=restart_s,
+        checkpoint_read_gb_per_s=checkpoint_read_gb_per_s,
+        repair_s=repair_h * 3600.0,
+    )
+    return AdaptResult(
+        model=spec.name,
+        event=event,
+        factor=factor,
+        at_s=at_h * 3600.0,
+        horizon_s=horizon_h * 3600.0,
+        adaptation=adaptation,
+    )

@@ -9,9 +9,18 @@ from contextlib import nullcontext
 import click
 from rich.table import Table
 
-from gpuscale.api.cluster import ClusterSimulation, cluster_export, cluster_simulate, cluster_trace
+from gpuscale import catalog
+from gpuscale.api.cluster import (
+    AdaptResult,
+    ClusterSimulation,
+    cluster_adapt,
+    cluster_export,
+    cluster_simulate,
+    cluster_trace,
+)
 from gpuscale.cli._common import FINITE, check_writable, console, emit_json, json_option
 from gpuscale.cli._planner_options import progress_bar
+from gpuscale.cluster.adapt import EVENTS
 from gpuscale.cluster.export import FORMATS
 from gpuscale.cluster.placement import POLICIES
 from gpuscale.cluster.simulate import ORDERS, Degradation
@@ -217,3 +226,88 @@ def export_command(
         console.print(f"wrote {fmt} topology of {result.cluster} to {output}")
     else:
         click.echo(result.text, nl=False)
+
+
+def _render_adapt(result: AdaptResult) -> None:
+    d = result.to_dict()
+    console.print(
+        f"{d['model']}: {d['event']}"
+        + (f" x{d['factor']:g}" if d["event"] != "node-loss" else "")
+        + f" at {d['at_s'] / 3600:g} h; horizon {d['horizon_s'] / 3600:g} h; "
+        f"restart costs {d['restart_s']:.0f} s"
+    )
+    table = Table()
+    for col in ("", "plan after the event", "tokens over the horizon"):
+        table.add_column(col)
+    table.add_row("before", d["plan_before"], "")
+    table.add_row("static", d["plan_static"], f"{d['tokens_static']:.4g}")
+    table.add_row("adaptive", d["plan_adaptive"], f"{d['tokens_adaptive']:.4g}")
+    console.print(table)
+    if d["gain"] is not None:
+        console.print(f"adaptive / static: x{d['gain']:.2f}")
+
+
+@command.command("adapt")
+@click.argument("model")
+@click.option("--gpu", required=True, help="Catalog GPU id.")
+@click.option("--gpus", type=int, required=True)
+@click.option("--gpus-per-node", type=int, default=catalog.DEFAULT_GPUS_PER_NODE, show_default=True)
+@click.option(
+    "--inter", default=catalog.DEFAULT_INTER, show_default=True, help="Fabric between nodes."
+)
+@click.option("--event", type=click.Choice(EVENTS), required=True)
+@click.option(
+    "--factor",
+    type=FINITE,
+    default=0.25,
+    show_default=True,
+    help="Bandwidth left on the link (inter/intra).",
+)
+@click.option("--at-h", type=FINITE, default=1.0, show_default=True, help="Hours into the run.")
+@click.option("--horizon-h", type=FINITE, default=24.0, show_default=True)
+@click.option(
+    "--restart-s",
+    type=FINITE,
+    default=300.0,
+    show_default=True,
+    help="Relaunch time (plus checkpoint read).",
+)
+@click.option("--checkpoint-read-gb-s", type=FINITE, default=10.0, show_default=True)
+@click.option(
+    "--repair-h", type=FINITE, default=4.0, show_default=True, help="Node repair time (node-loss)."
+)
+@json_option
+def adapt_command(
+    model: str,
+    gpu: str,
+    gpus: int,
+    gpus_per_node: int,
+    inter: str,
+    event: str,
+    factor: float,
+    at_h: float,
+    horizon_h: float,
+    restart_s: float,
+    checkpoint_read_gb_s: float,
+    repair_h: float,
+    as_json: bool,
+) -> None:
+    """Re-plan MODEL after a link degradation or a node loss; static vs adaptive throughput."""
+    result = cluster_adapt(
+        model,
+        gpu=gpu,
+        gpus=gpus,
+        gpus_per_node=gpus_per_node,
+        inter=inter,
+        event=event,
+        factor=factor if event != "node-loss" else 1.0,
+        at_h=at_h,
+        horizon_h=horizon_h,
+        restart_s=restart_s,
+        checkpoint_read_gb_per_s=checkpoint_read_gb_s,
+        repair_h=repair_h,
+    )
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        _render_adapt(result)
