@@ -4,7 +4,8 @@
 
 Synthetic: 100,000 jobs at 80% offered load on examples/rail-4096.yaml. Real: the 82,247 jobs
 of data/validation/cluster/philly_pollux.csv (Pollux's processing of the Philly trace, which
-offers about 374 busy GPUs on average) on examples/fat-tree-512.yaml. Ratios are topology-aware
+offers about 374 busy GPUs on average) on examples/fat-tree-512.yaml (73% load, non-blocking)
+and on examples/rail-4096.yaml (9% load, 1:7 above the pod). Ratios are topology-aware
 over first-fit on the same trace and queue order.
 """
 
@@ -56,6 +57,7 @@ def main() -> None:
     orders = args.orders.split(",")
     run("synthetic Philly-like", "rail-4096.yaml", "synthetic", args.jobs, orders)
     run("real Philly (Pollux processing)", "fat-tree-512.yaml", "real", 0, orders)
+    run("real Philly (Pollux processing), oversubscribed core", "rail-4096.yaml", "real", 0, orders)
 
 
 if __name__ == "__main__":
