@@ -68,6 +68,22 @@ def test_trace_then_simulate_all_policies(gpuscale: Run, tmp_path: Path) -> None
 def test_table_output(gpuscale: Run, tmp_path: Path) -> None:
     trace = tmp_path / "t.csv"
     trace.write_text("job_id,submit_s,gpus,duration_s,model\na,0,8,100,\nb,5,16,100,llama3.1-8b\n")
+    adaptive = gpuscale(
+        "cluster",
+        "simulate",
+        "--cluster",
+        str(EXAMPLES / "lab-64.yaml"),
+        "--trace",
+        str(trace),
+        "--policy",
+        "topology",
+        "--degrade",
+        "spine:0:0.1:0:1000",
+        "--adaptive",
+        "--json",
+    )
+    assert adaptive.returncode == 0, adaptive.stderr
+    assert "replans" in json.loads(adaptive.stdout)["policies"][0]
     proc = gpuscale(
         "cluster",
         "simulate",

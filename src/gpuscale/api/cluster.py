@@ -67,6 +67,7 @@ def cluster_simulate(
     checkpoint_min: float = 60.0,
     max_restarts: int = 10,
     degradations: tuple[Degradation, ...] = (),
+    adaptive: bool = False,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> ClusterSimulation:
     """Simulate ``trace`` on ``cluster`` under one placement policy or ``"all"`` of them."""
@@ -99,6 +100,7 @@ def cluster_simulate(
                 seed=seed,
                 failures=failures,
                 degradations=degradations,
+                adaptive=adaptive,
                 progress=step,
             )
         )

@@ -132,6 +132,11 @@ def command() -> None:
     multiple=True,
     help="LEVEL:INDEX:FACTOR:START_S:END_S, a link-level slowdown (repeatable).",
 )
+@click.option(
+    "--adaptive",
+    is_flag=True,
+    help="Jobs re-plan when a degradation hits their link (paying a restart each way).",
+)
 @click.option("-o", "--output", default=None, help="Write the per-policy metrics as CSV.")
 @json_option
 def simulate_command(
@@ -146,6 +151,7 @@ def simulate_command(
     checkpoint_min: float,
     max_restarts: int,
     degrade: tuple[str, ...],
+    adaptive: bool,
     output: str | None,
     as_json: bool,
 ) -> None:
@@ -168,6 +174,7 @@ def simulate_command(
             checkpoint_min=checkpoint_min,
             max_restarts=max_restarts,
             degradations=degradations,
+            adaptive=adaptive,
             progress=step,
         )
     if output:

@@ -94,6 +94,8 @@ class SimResult:
     """Time average of the share of free GPUs that sit on partly used nodes."""
     restarts: int
     node_failures: int
+    replans: int
+    """Plan changes of adaptive jobs (each paid a restart)."""
     jct_s: np.ndarray = field(repr=False)
     queue_s: np.ndarray = field(repr=False)
 
@@ -115,6 +117,7 @@ class SimResult:
             "fragmentation": self.fragmentation,
             "restarts": self.restarts,
             "node_failures": self.node_failures,
+            "replans": self.replans,
         }
 
 
@@ -127,9 +130,15 @@ def simulate(
     seed: int = 0,
     failures: Failures | None = None,
     degradations: tuple[Degradation, ...] = (),
+    adaptive: bool = False,
+    replan_restart_s: float = 300.0,
     progress: Callable[[int, int], None] | None = None,
 ) -> SimResult:
-    """Run ``trace`` on the cluster of ``model`` under one placement policy and queue order."""
+    """Run ``trace`` on the cluster of ``model`` under one placement policy and queue order.
+
+    ``adaptive``: when a degradation changes what a running job's link can carry, the job
+    re-plans (the planner's best plan for the degraded shape, never slower than its kept plan)
+    and pays ``replan_restart_s`` of stopped time each time its plan changes, there and back."""
     require(
         order in ORDERS, f"--order must be one of {', '.join(ORDERS)}, got '{order}'", field="order"
     )
@@ -158,6 +167,8 @@ def simulate(
     run_start = np.zeros(n_jobs)  # start of the current attempt or of the last speed change
     attempt_start = np.zeros(n_jobs)
     version = np.zeros(n_jobs, dtype=np.int64)
+    replanned = np.zeros(n_jobs, dtype=bool)
+    replans = 0
     allocs: dict[int, Allocation] = {}
     on_node: dict[int, set[int]] = {}
     done_gpu_s = 0.0
@@ -199,14 +210,29 @@ def simulate(
                 factor = min(factor, d.factor)
         return factor
 
-    def set_speed(j: int, now: float) -> None:
+    def set_speed(j: int, now: float, fresh: bool = False) -> None:
+        nonlocal replans
         alloc = allocs[j]
         shape = state.shape(alloc)
         if active and shape.level > 0:
             f = degrade_for(alloc, shape.level)
             if f < 1.0:
                 shape = state.shape(alloc, degrade=f)
-        speed[j] = model.speed(models[j], int(gpus[j]), shape)
+        kept = model.speed(models[j], int(gpus[j]), shape)
+        speed[j] = kept
+        if adaptive:
+            better = shape.degrade < 1.0 and (
+                model.replanned_speed(models[j], int(gpus[j]), shape) > kept * 1.001
+            )
+            if better:
+                speed[j] = model.replanned_speed(models[j], int(gpus[j]), shape)
+            if fresh:
+                replanned[j] = better  # a job starting now starts on the better plan
+            elif better != replanned[j]:
+                # a plan change stops the job for a restart: charge it as work at the new speed
+                work[j] += replan_restart_s * speed[j]
+                replanned[j] = better
+                replans += 1
         version[j] += 1
         push(now + work[j] / speed[j], _DONE, j, int(version[j]))
 
@@ -244,7 +270,7 @@ def simulate(
                 start[j] = now
             attempt_start[j] = now
             run_start[j] = now
-            set_speed(j, now)
+            set_speed(j, now, fresh=True)
 
     def enqueue(j: int, front: bool = False) -> None:
         if use_sjf:
@@ -294,6 +320,7 @@ def simulate(
                     work[j] += lost + failures.restart_s
                     release(j, now)
                     version[j] += 1
+                    replanned[j] = False
                     restarts[j] += 1
                     if restarts[j] > failures.max_restarts:
                         failed[j] = True
@@ -345,6 +372,7 @@ def simulate(
         fragmentation=frag_area / span,
         restarts=int(restarts.sum()),
         node_failures=node_failures,
+        replans=replans,
         jct_s=jct,
         queue_s=queue,
     )

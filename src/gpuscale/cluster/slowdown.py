@@ -18,13 +18,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
+
 from gpuscale import catalog
 from gpuscale.cluster.spec import ClusterSpec, NodeType
 from gpuscale.costmodel.profile import Profile, load_profile
-from gpuscale.costmodel.step import estimate_plan
+from gpuscale.costmodel.step import estimate_batch, estimate_plan
 from gpuscale.errors import InputError
 from gpuscale.planner import defaults
-from gpuscale.planner.enumerate import SearchSpace
+from gpuscale.planner.enumerate import SearchSpace, enumerate_plans
 from gpuscale.planner.search import Hardware, Workload, search_count
 from gpuscale.specs import Cluster, Plan, Training
 
@@ -73,6 +75,7 @@ class SlowdownModel:
         self._plans: dict[tuple[str, int], Plan | None] = {}
         self._steps: dict[tuple[str, int, Shape], float] = {}
         self._speeds: dict[tuple[str, int, Shape], float] = {}
+        self._replanned: dict[tuple[str, int, Shape], float] = {}
         gpn = spec.gpus_per_node
         self._leaf_gpus = int(
             max(gpn[spec.node_leaf == leaf].sum() for leaf in range(spec.num_leaves))
@@ -160,4 +163,37 @@ class SlowdownModel:
         here = self.step_time_s(model, n, shape)
         value = 1.0 if ref is None or here is None else ref / here
         self._speeds[key] = value
+        return value
+
+    def replanned_speed(self, model: str, n: int, shape: Shape) -> float:
+        """Speed of the best plan for this shape (the planner's search re-run on the degraded
+        cluster), relative to packed; never below the kept plan's speed."""
+        key = (model, n, shape)
+        hit = self._replanned.get(key)
+        if hit is not None:
+            return hit
+        kept = self.speed(model, n, shape)
+        ref = self.step_time_s(model, n, self.packed_shape(n))
+        value = kept
+        if ref is not None:
+            spec = catalog.model(model)
+            seq = int(defaults.seq_len(spec).value)
+            plan = self.plan(model, n)
+            gbs = plan.global_batch if plan is not None else n
+            device = self.spec.node_types[shape.node_type].gpu
+            training = Training(seq_len=seq, precision=device.half_precision)  # type: ignore[arg-type]
+            cluster = self._cluster(n, shape)
+            space = SearchSpace(
+                max_tp=self.spec.node_types[shape.node_type].nvlink_domain,
+                micro_batches=(1, 2, 4),
+                recompute=("none", "full"),
+            )
+            plans = enumerate_plans(spec, n, global_batch=gbs, seq_len=seq, space=space)
+            if len(plans):
+                est = estimate_batch(spec, cluster, training, plans, self.profile)
+                fits = np.asarray(est.fits, dtype=bool)
+                if fits.any():
+                    best = float(np.asarray(est.step_time_s)[fits].min())
+                    value = max(kept, ref / best)
+        self._replanned[key] = value
         return value
