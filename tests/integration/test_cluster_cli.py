@@ -201,3 +201,13 @@ def test_adapt(gpuscale: Run) -> None:
         "2",
     )
     assert bad.returncode == 2 and bad.stderr.startswith("gpuscale:")
+
+
+def test_unknown_model_in_trace(gpuscale: Run, tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submit_s,gpus,duration_s,model\na,0,8,100,llama9\n")
+    proc = gpuscale(
+        "cluster", "simulate", "--cluster", str(EXAMPLES / "lab-64.yaml"), "--trace", str(trace)
+    )
+    assert proc.returncode == 2
+    assert "unknown model 'llama9'" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

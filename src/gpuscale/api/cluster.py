@@ -88,6 +88,8 @@ def cluster_simulate(
             max_restarts=max_restarts,
         )
     model = SlowdownModel(spec, default_model=default_model)
+    for name in sorted(set(jobs.model) - {""}):
+        catalog.model(name)  # an unknown model fails here, before any simulation runs
     results = []
     for name in names:
         step = None if progress is None else (lambda d, t, n=name: progress(n, d, t))
