@@ -28,8 +28,8 @@ from gpuscale.errors import InputError
 __all__ = [
     "ClusterSimulation",
     "InputError",
-    "calibrate_run",
     "Result",
+    "calibrate_run",
     "cluster_adapt",
     "cluster_export",
     "cluster_simulate",
