@@ -86,6 +86,8 @@ def test_default_step_is_the_estimate_commands(gpuscale) -> None:
         "1",
         "--dp",
         "64",
+        "--gbs",
+        "64",
         "--seq",
         "4096",
         "--json",

@@ -87,7 +87,7 @@ def test_config_json_model_is_accepted(gpuscale) -> None:  # type: ignore[no-unt
             "--lora-targets: unknown layer 'x'",
         ),
         (["llama3.1-8b", "--seq", "0"], "--seq must be 1 to 131072"),
-        (["llama3.1-8b", "--cp", "3"], "--seq 4096 is not divisible by --cp 3"),
+        (["llama3.1-8b", "--cp", "3"], "--seq 4096 is not divisible by 2 x --cp = 6"),
         (["llama3.1-8b", "--mode", "infer", "--zero", "3"], "--zero applies to --mode train"),
         (["llama3.1-8b", "--mode", "serve"], "Invalid value for '--mode'"),
         (["llama3.1-8b", "--gbs", "3"], "No such option"),
@@ -95,7 +95,7 @@ def test_config_json_model_is_accepted(gpuscale) -> None:  # type: ignore[no-unt
         (["llama3.1-8b", "--dp", "2", "--zero", "7"], "--zero"),
         (["llama3.1-8b", "--paged-optimizer", "--offload", "optimizer"], "alternatives"),
         (["llama3.1-8b", "--tp", "3"], "does not divide the 32 attention heads"),
-        (["llama3.1-8b", "--pp", "64"], "exceeds the model's 32 layers"),
+        (["llama3.1-8b", "--pp", "64"], "leaves a pipeline stage without layers (32 layers"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(gpuscale, args: list[str], fragment: str) -> None:  # type: ignore[no-untyped-def]

@@ -14,7 +14,26 @@ these functions, never the other way round):
 
 from __future__ import annotations
 
+from gpuscale.api.advise import AdviseCommResult, advise_comm
+from gpuscale.api.fitting import FitResult, fit
+from gpuscale.api.planning import OBJECTIVES, PlanResult, ScaleResult, plan, scale
 from gpuscale.api.result import Result
+from gpuscale.api.training import EstimateResult, estimate, profile_names
 from gpuscale.errors import InputError
 
-__all__ = ["InputError", "Result"]
+__all__ = [
+    "OBJECTIVES",
+    "AdviseCommResult",
+    "EstimateResult",
+    "FitResult",
+    "InputError",
+    "PlanResult",
+    "Result",
+    "ScaleResult",
+    "advise_comm",
+    "estimate",
+    "fit",
+    "plan",
+    "profile_names",
+    "scale",
+]

@@ -159,8 +159,7 @@ class CountResult:
 
 def _parts(est: StepEstimate, i: int) -> dict[str, float]:
     """The additive parts of plan ``i``'s step time (they sum to ``step_time_s``)."""
-    terms = est.breakdown(i)
-    return {key: terms[key] for key in PART_NAMES}
+    return est.parts(i)
 
 
 def _priced(
