@@ -102,6 +102,14 @@ class StepEstimate:
         }
 
 
+def check_batch(model: ModelSpec, plans: PlanBatch, seq_len: int) -> None:
+    """Refuse the first plan of ``plans`` that ``model`` cannot run at ``seq_len`` (the one rule
+    set of :mod:`gpuscale.specs.validity`), naming its flag."""
+    ok = valid_mask(model, plans, seq_len)
+    if not ok.all():
+        check_plan(model, plans.plan(int(np.flatnonzero(~ok)[0])), seq_len)
+
+
 def _memory_bytes(
     model: ModelSpec, training: Training, plans: PlanBatch, profile: Profile
 ) -> np.ndarray:
@@ -144,11 +152,12 @@ def estimate_batch(
     """Predict the step of every plan in ``plans`` (numpy-vectorized over plans).
 
     ``memory_bytes``: peak memory per GPU already computed for these plans (the planner prices
-    memory first to drop what does not fit); computed here when absent."""
-    ok = valid_mask(model, plans, training.seq_len)
-    if not ok.all():
-        # The one rule set (specs.validity): a plan the model cannot run is refused, never priced.
-        check_plan(model, plans.plan(int(np.flatnonzero(~ok)[0])), training.seq_len)
+    memory first to drop what does not fit); computed here when absent.
+
+    The plans must be ones ``model`` can run (:func:`gpuscale.specs.validity.valid_mask`):
+    :func:`~gpuscale.planner.enumerate.enumerate_plans` builds only such plans, and
+    :func:`estimate_plan` and :func:`check_batch` refuse others; the kernel does not re-check
+    them (at 10+ integer divisions per plan that would cost the search a tenth of its speed)."""
     job = job or JobOptions()
     device = cluster.pace_device
     device.peak(training.precision)  # an A100 has no FP8, a V100 no BF16: say so, never substitute
@@ -263,5 +272,7 @@ def estimate_plan(
     profile: Profile,
     job: JobOptions | None = None,
 ) -> StepEstimate:
-    """:func:`estimate_batch` for one plan (a batch of one)."""
+    """:func:`estimate_batch` for one plan (a batch of one); a plan ``model`` cannot run (e.g.
+    ``tp=3`` for 64 heads) is refused with an :class:`~gpuscale.errors.InputError`."""
+    check_plan(model, plan, training.seq_len)
     return estimate_batch(model, cluster, training, PlanBatch.from_plans([plan]), profile, job)
