@@ -8,8 +8,6 @@ from pathlib import Path
 import pytest
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
-GB = 1e9
-GIB = 2**30
 
 
 def _json(result) -> dict:  # type: ignore[no-untyped-def]
