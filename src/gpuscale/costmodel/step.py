@@ -26,9 +26,8 @@ from gpuscale.costmodel.params import total_params
 from gpuscale.costmodel.profile import Profile
 from gpuscale.costmodel.terms import COMM_KINDS, PARTS, coarse
 from gpuscale.specs import Cluster, Device, JobOptions, ModelSpec, Plan, PlanBatch, Training
+from gpuscale.specs.units import GIB
 from gpuscale.specs.validity import check_plan, valid_mask
-
-GIB = float(2**30)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from gpuscale.planner.enumerate import divisors, tp_degrees
 from gpuscale.specs import Device, ModelSpec, Plan, PlanBatch
 from gpuscale.specs.plan import RECOMPUTE_CODE
 from gpuscale.specs.training import Inference, Training
+from gpuscale.specs.units import GIB
 
 TP_CANDIDATES = np.array([1, 2, 4, 8, 16], dtype=np.int64)
 MAX_GPUS = 8192
@@ -179,9 +180,6 @@ def smallest_inference_setups(
     family = _family(tp_g, pp_g, ones, ones * 0)
     columns = {"tp": tp_g, "pp": pp_g, "dp": ones, "zero": ones * 0}
     return _pick(family, tp_g * pp_g, memory, fits, columns, limit)
-
-
-GIB = float(2**30)
 
 
 def short_name(device: Device) -> str:

@@ -21,6 +21,7 @@ from gpuscale.errors import InputError, require
 from gpuscale.planner.enumerate import SearchSpace, enumerate_plans
 from gpuscale.planner.words import PART_NAMES, bottleneck, describe, gpus, pct
 from gpuscale.specs import Cluster, ModelSpec, Plan, PlanBatch, Training
+from gpuscale.specs.units import GIB
 
 OBJECTIVES: tuple[str, ...] = ("throughput", "cost", "time")
 
@@ -182,7 +183,7 @@ def _priced(
         step_time_s=float(est.step_time_s[i]),
         tokens_per_s=float(est.tokens_per_s[i]),
         mfu=float(est.mfu[i]),
-        memory_per_gpu_gib=float(est.memory_per_gpu_bytes[i]) / 2**30,
+        memory_per_gpu_gib=float(est.memory_per_gpu_bytes[i]) / GIB,
         fits=bool(est.fits[i]),
         parts_s=_parts(est, i),
         estimate=row,
@@ -273,7 +274,7 @@ def search_count(
         fitting=int(fits.sum()),
         top=tuple(_priced(plans, est, int(i), cluster, workload.model, profile) for i in top),
         nearest_faster_unfit=unfit,
-        min_memory_gib=float(memory.min()) / 2**30,
+        min_memory_gib=float(memory.min()) / GIB,
     )
 
 

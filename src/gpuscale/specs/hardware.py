@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from gpuscale.errors import InputError, require
+from gpuscale.specs.units import GIB
 
 Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 LinkKind = Literal["nvlink", "xgmi", "pcie", "infiniband", "roce", "ethernet"]
@@ -60,7 +61,7 @@ class Device:
 
     @property
     def memory_bytes(self) -> float:
-        return self.memory_gib * 2**30
+        return self.memory_gib * GIB
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
