@@ -171,3 +171,14 @@ def test_fit_refuses_a_lora_rank_above_the_hidden_size() -> None:
     with pytest.raises(InputError, match="--lora-rank must be 1 to 4096") as err:
         gpuscale.fit("llama3.1-8b", finetune="lora", lora_rank=100000)
     assert err.value.field == "lora_rank"
+
+
+def test_the_cli_names_the_flag_of_an_argument_the_message_does_not_name() -> None:
+    from gpuscale.cli.main import _message, flag_for
+
+    assert flag_for("gpus_per_node") == "--gpus-per-node"
+    assert flag_for("flash_attention") == "--no-flash-attention"
+    assert _message(InputError("must be 1 to 8", field="nics_per_node")).startswith(
+        "--nics-per-node: "
+    )
+    assert _message(InputError("--tp 3 does not divide", field="tp")) == "--tp 3 does not divide"

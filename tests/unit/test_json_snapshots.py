@@ -68,3 +68,12 @@ def test_key_paths_merge_lists() -> None:
         "a[].c.d",
         "e",
     }
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_answer_is_a_frozen_result(name: str) -> None:
+    result = CASES[name]()
+    assert isinstance(result, gpuscale.Result)
+    with pytest.raises((AttributeError, TypeError)):
+        result.model = "other"
+    assert result.figures(), f"{name} has no figure"
