@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import gpuscale
+
 SRC = Path(__file__).resolve().parents[2] / "src" / "gpuscale"
 
 BELOW_API = {
@@ -99,14 +101,23 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def _layer(module: str) -> str | None:
-    """The top-level package a module belongs to (``None``: the package root or a name in it)."""
+    """The layer (top-level package) a module belongs to. ``None`` for the foundation every
+    layer may import: the package root (``from gpuscale import SCHEMA_VERSION``) and its
+    single-file modules (``gpuscale.errors``), which import no layer themselves."""
     parts = module.split(".")
     if len(parts) < 2:
         return None
     name = parts[1]
-    if (SRC / name).is_dir() or (SRC / f"{name}.py").exists():
-        return name
-    return None  # `from gpuscale import SCHEMA_VERSION`: the root module, importable anywhere
+    if name in gpuscale._API:  # `from gpuscale import estimate` is the API, re-exported
+        return "api"
+    return name if (SRC / name).is_dir() else None
+
+
+def test_foundation_modules_import_no_layer() -> None:
+    bad = {
+        path.name: sorted(_layers(path)) for path in SRC.glob("*.py") if path.name != "__init__.py"
+    }
+    assert not any(bad.values()), f"root modules must import no layer: {bad}"
 
 
 def _layers(path: Path) -> set[str]:
@@ -123,6 +134,7 @@ def test_every_import_form_is_seen(tmp_path: Path) -> None:
         "from .. import runtime\n"
         "from ..validation import published_runs\n"
         "from . import bench\n"
+        "from gpuscale import plan\n"
         "def lazy():\n    from gpuscale.cli import main\n"
     )
     try:
@@ -130,7 +142,7 @@ def test_every_import_form_is_seen(tmp_path: Path) -> None:
         modules = imported_modules(probe)
     finally:
         probe.unlink()
-    assert layers >= {"costmodel", "planner", "measure", "runtime", "validation", "cli"}
+    assert layers >= {"costmodel", "planner", "measure", "runtime", "validation", "cli", "api"}
     assert {"gpuscale.cli.bench", "gpuscale.cli.main"} <= modules
 
 
