@@ -14,7 +14,7 @@ from gpuscale.api.training import GpuArg, ModelArg, lora_rank_for
 from gpuscale.costmodel.inference_memory import inference_memory
 from gpuscale.costmodel.memory import training_memory
 from gpuscale.costmodel.params import total_params
-from gpuscale.costmodel.profile import load_profile_for
+from gpuscale.costmodel.profile import Profile, load_profile_for
 from gpuscale.errors import InputError, require
 from gpuscale.planner import defaults
 from gpuscale.planner.fit import (
@@ -357,7 +357,7 @@ def fit(
 def _fit_infer(
     spec: ModelSpec,
     device: Device,
-    prof: Any,
+    prof: Profile,
     gpus_per_node: int,
     tp: int,
     pp: int,
