@@ -95,6 +95,7 @@ def test_estimate_and_plan_word_the_bottleneck_with_one_rule() -> None:
     assert est.step_time_s == pytest.approx(win.step_time_s, rel=1e-12)
     assert dict(est.parts_s) == pytest.approx(dict(win.parts_s), rel=1e-12)
     assert est.bottleneck == bottleneck(win.parts_s, win.mfu)
+    assert est.to_dict()["bottleneck"] == result.to_dict()["plans"][0]["bottleneck"]
     assert est.bottleneck in result.why
 
 

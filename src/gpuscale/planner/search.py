@@ -176,6 +176,9 @@ def _priced(
     # Every prediction carries the error band of its validation regime and its extrapolations.
     band = band_for(model, cluster, plan, profile.framework or profile.name)
     row["uncertainty"] = band.around(row["tokens_per_s"]).as_dict()
+    parts = _parts(est, i)
+    # the same words `gpuscale estimate` gives this plan (one bottleneck rule)
+    row["bottleneck"] = bottleneck(parts, float(est.mfu[i]))
     return PricedPlan(
         plan=plan,
         num_gpus=cluster.num_gpus,
@@ -185,7 +188,7 @@ def _priced(
         mfu=float(est.mfu[i]),
         memory_per_gpu_gib=float(est.memory_per_gpu_bytes[i]) / GIB,
         fits=bool(est.fits[i]),
-        parts_s=_parts(est, i),
+        parts_s=parts,
         estimate=row,
     )
 
