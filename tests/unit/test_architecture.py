@@ -21,6 +21,8 @@ BELOW_API = {
     "costmodel",
     "planner",
     "validation",
+    "cluster",
+    "export",
     "measure",
     "runtime",
     "report",
