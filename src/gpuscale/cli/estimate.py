@@ -16,12 +16,13 @@ from gpuscale.cli._common import (
     json_option,
     profile_options,
 )
+from gpuscale.cli._pipeline import pipeline_split_options
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.costmodel.step import StepEstimate, estimate_plan
 from gpuscale.costmodel.uncertainty import band_for
 from gpuscale.errors import InputError, require
 from gpuscale.specs import JobOptions, ModelSpec, Plan, Training
-from gpuscale.specs.plan import RECOMPUTE_CHOICES
+from gpuscale.specs.plan import RECOMPUTE_CHOICES, pipeline_layout_error
 from gpuscale.specs.training import FINETUNES, PRECISIONS
 
 TERMS = (
@@ -73,20 +74,13 @@ def _check_plan(model: ModelSpec, plan: Plan, num_gpus: int, seq: int) -> None:
         plan.pp <= model.num_layers,
         f"--pp {plan.pp} exceeds the {model.num_layers} layers of {model.name}",
     )
-    require(
-        model.num_layers % (plan.pp * plan.vp) == 0 or plan.vp == 1,
-        f"--pp x --vp = {plan.pp * plan.vp} must divide the {model.num_layers} layers for "
-        "interleaving",
-    )
+    layout = pipeline_layout_error(model.num_layers, plan)
+    require(layout is None, str(layout))
     require(seq % plan.cp == 0, f"--seq {seq} is not divisible by --cp {plan.cp}")
     require(
         plan.vp == 1 or plan.num_microbatches % plan.pp == 0,
         f"--vp {plan.vp} needs the micro-batches per step (gbs/(mbs*dp) = "
         f"{plan.num_microbatches}) to be a multiple of --pp {plan.pp} (interleaved 1F1B)",
-    )
-    require(
-        plan.pp == 1 or model.num_layers >= plan.pp,
-        f"--pp {plan.pp} leaves a stage without layers ({model.num_layers} layers)",
     )
     require(
         plan.ep == 1 or (model.is_moe and model.num_experts % plan.ep == 0),
@@ -138,6 +132,7 @@ def _bottleneck(row: dict[str, Any]) -> str:
     "--vp", type=int, default=1, show_default=True, help="Virtual stages per GPU (interleaving)."
 )
 @click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel degree (MoE).")
+@pipeline_split_options
 @click.option("--mbs", type=int, default=1, show_default=True, help="Micro-batch, sequences.")
 @click.option("--gbs", type=int, default=None, help="Global batch, sequences [default: mbs*dp].")
 @click.option("--seq", type=int, default=4096, show_default=True, help="Sequence length.")
@@ -195,6 +190,10 @@ def command(
     cp: int,
     vp: int,
     ep: int,
+    first_stage_layers: int,
+    last_stage_layers: int,
+    embedding_as_layer: bool,
+    loss_as_layer: bool,
     mbs: int,
     gbs: int | None,
     seq: int,
@@ -257,6 +256,10 @@ def command(
         recompute=recompute,  # type: ignore[arg-type]
         zero=zero,
         sequence_parallel=not no_sequence_parallel,
+        first_stage_layers=first_stage_layers,
+        last_stage_layers=last_stage_layers,
+        embedding_in_split=embedding_as_layer,
+        loss_in_split=loss_as_layer,
     )
     _check_plan(spec, plan, num_gpus, seq)
     cluster = catalog.cluster(
@@ -286,10 +289,10 @@ def command(
     mismatch = profile.mismatch(cluster.pace_device.id, cluster.pace_device.generation)
     if mismatch:
         band = band.warn(mismatch)
-    if spec.num_layers % pp:
+    if pp > 1 and (spec.num_layers % (pp * vp) or first_stage_layers or last_stage_layers):
         band = band.warn(
-            f"--pp {pp} splits {spec.num_layers} layers unevenly: the busiest stage has "
-            f"{-(-spec.num_layers // pp)} and sets the pace"
+            f"--pp {pp} splits {spec.num_layers} layers unevenly: the slowest stage has "
+            f"{int(est.layers_per_stage[0])} and sets the pace"
         )
     if seq > spec.max_seq_len:
         band = band.warn(

@@ -18,11 +18,12 @@ from gpuscale.cli._fit_checks import (
     reject_misplaced,
     within_context,
 )
+from gpuscale.cli._pipeline import pipeline_split_options
 from gpuscale.costmodel.inference_memory import inference_memory
 from gpuscale.costmodel.memory import training_memory
 from gpuscale.costmodel.params import total_params
 from gpuscale.costmodel.profile import Profile, load_profile_for
-from gpuscale.errors import InputError
+from gpuscale.errors import InputError, require
 from gpuscale.planner import defaults
 from gpuscale.planner.fit import (
     MAX_GPUS,
@@ -31,7 +32,7 @@ from gpuscale.planner.fit import (
     smallest_training_setups,
 )
 from gpuscale.specs import Device, ModelSpec, Plan, PlanBatch
-from gpuscale.specs.plan import RECOMPUTE_CHOICES, Recompute
+from gpuscale.specs.plan import RECOMPUTE_CHOICES, Recompute, pipeline_layout_error
 from gpuscale.specs.training import (
     ALL_LINEAR,
     FINETUNES,
@@ -267,6 +268,7 @@ def _report(
 @click.option("--pp", type=int, default=1, show_default=True, help="Pipeline stages.")
 @click.option("--dp", type=int, default=1, show_default=True, help="[train] Data-parallel degree.")
 @click.option("--cp", type=int, default=1, show_default=True, help="[train] Context parallel.")
+@pipeline_split_options
 @click.option(
     "--zero",
     type=click.IntRange(0, 3),
@@ -325,6 +327,10 @@ def command(
     pp: int,
     dp: int,
     cp: int,
+    first_stage_layers: int,
+    last_stage_layers: int,
+    embedding_as_layer: bool,
+    loss_as_layer: bool,
     zero: int,
     batch: int,
     context: int | None,
@@ -401,8 +407,16 @@ def command(
         micro_batch=mbs,
         global_batch=mbs * dp * grad_accum,
         recompute=cast(Recompute, recompute),
+        first_stage_layers=first_stage_layers,
+        last_stage_layers=last_stage_layers,
+        embedding_in_split=embedding_as_layer,
+        loss_in_split=loss_as_layer,
     )
-    memory = training_memory(spec, training, PlanBatch.from_plans([plan]), profile).row(0)
+    layout = pipeline_layout_error(spec.num_layers, plan)
+    require(layout is None, str(layout))
+    memory = training_memory(
+        spec, training, PlanBatch.from_plans([plan], num_layers=spec.num_layers), profile
+    ).row(0)
     fits, verdict = _verdict(memory["total"], device.memory_bytes, plan.num_gpus, device)
     options = smallest_training_setups(
         spec, training, device, plan, profile, gpus_per_node=gpus_per_node

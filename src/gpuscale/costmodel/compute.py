@@ -14,11 +14,27 @@ import numpy as np
 
 from gpuscale.costmodel.flops import Gemm, attention_core_flops, layer_gemms, lm_head_gemm
 from gpuscale.costmodel.model_states import nf4_bytes_per_param
+from gpuscale.costmodel.pipeline import stage_layers
 from gpuscale.costmodel.profile import Profile
 from gpuscale.specs import Device, ModelSpec, PlanBatch, Training
 from gpuscale.specs.plan import RECOMPUTE_CODE
 
 BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+
+
+@dataclass(frozen=True, slots=True)
+class LayerCompute:
+    """Seconds of math of one transformer layer and of the output layer + loss, per
+    micro-batch, arrays over plans (they depend on tp, cp, micro-batch, recompute, ep and
+    sequence parallelism only, so the step prices each combination once)."""
+
+    layer_forward_s: np.ndarray
+    layer_backward_s: np.ndarray
+    """Input and weight gradients, plus the recomputed forward."""
+    layer_recompute_s: np.ndarray
+    head_forward_s: np.ndarray
+    """Output layer (LM head) and cross-entropy on the last pipeline rank."""
+    head_backward_s: np.ndarray
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +47,10 @@ class MicrobatchCompute:
     recompute_s: np.ndarray
     """The part of ``backward_s`` spent recomputing the forward."""
     layers_per_stage: np.ndarray
+    """Transformer layers on the slowest pipeline rank."""
+    all_stages_s: np.ndarray
+    """Forward + backward of one micro-batch summed over every pipeline rank (equals the
+    slowest rank's when ``pp == 1``): with the slowest rank's time it sets the bubble."""
 
 
 def gemm_time(
@@ -66,7 +86,37 @@ def gemm_time(
 def microbatch_compute(
     m: ModelSpec, device: Device, training: Training, plans: PlanBatch, profile: Profile
 ) -> MicrobatchCompute:
-    """Forward and backward time of one micro-batch on the busiest pipeline stage."""
+    """Forward and backward time of one micro-batch on the slowest pipeline stage."""
+    return stage_compute(m, plans, layer_compute(m, device, training, plans, profile))
+
+
+def stage_compute(m: ModelSpec, plans: PlanBatch, lc: LayerCompute) -> MicrobatchCompute:
+    """The slowest pipeline rank of every plan: its layers (uneven splits give the first and
+    last ranks fewer) and, on the last rank, the output layer and loss (Megatron-Core
+    ``get_num_layers_to_build``; Narayanan et al. 2021, Sec. 2.2)."""
+    split = stage_layers(m, plans)
+    per_layer = lc.layer_forward_s + lc.layer_backward_s
+    head = lc.head_forward_s + lc.head_backward_s
+    t_first = split.first * per_layer
+    t_middle = split.middle * per_layer
+    t_last = split.last * per_layer + head
+    last_slowest = (t_last >= t_first) & (t_last >= t_middle)
+    first_slowest = ~last_slowest & (t_first >= t_middle)
+    layers = np.where(last_slowest, split.last, np.where(first_slowest, split.first, split.middle))
+    with_head = last_slowest.astype(float)
+    return MicrobatchCompute(
+        forward_s=layers * lc.layer_forward_s + with_head * lc.head_forward_s,
+        backward_s=layers * lc.layer_backward_s + with_head * lc.head_backward_s,
+        recompute_s=layers * lc.layer_recompute_s,
+        layers_per_stage=layers,
+        all_stages_s=float(m.num_layers) * per_layer + head,
+    )
+
+
+def layer_compute(
+    m: ModelSpec, device: Device, training: Training, plans: PlanBatch, profile: Profile
+) -> LayerCompute:
+    """Time of one transformer layer and of the output layer + loss per micro-batch."""
     seq = float(training.seq_len)
     tp = plans.tp.astype(float)
     tokens = plans.micro_batch * seq / plans.cp
@@ -145,7 +195,6 @@ def microbatch_compute(
     # Backward: input and weight gradients (2x GEMM FLOPs), elementwise ~2x forward traffic.
     layer_bwd = gemm_bwd_factor * (gemm_fwd - dequant) + dequant + attn_bwd + 2.0 * elementwise_fwd
 
-    layers_per_stage = np.ceil(m.num_layers / plans.pp)
     # The LM head stays in 16-bit under FP8 recipes (Transformer Engine keeps the output layer).
     head_precision = device.half_precision if training.precision == "fp8" else training.precision
     head = gemm_time(lm_head_gemm(m, tokens, tp), head_precision, device, profile, launch_s)
@@ -163,11 +212,10 @@ def microbatch_compute(
         layer_fwd,
         np.where(plans.recompute == RECOMPUTE_CODE["selective"], selective, 0.0),
     )
-    forward = layers_per_stage * layer_fwd + head + loss
-    backward = layers_per_stage * (layer_bwd + recompute) + gemm_bwd_factor * head + loss
-    return MicrobatchCompute(
-        forward_s=forward,
-        backward_s=backward,
-        recompute_s=layers_per_stage * recompute,
-        layers_per_stage=layers_per_stage,
+    return LayerCompute(
+        layer_forward_s=layer_fwd,
+        layer_backward_s=layer_bwd + recompute,
+        layer_recompute_s=recompute,
+        head_forward_s=head + loss,
+        head_backward_s=gemm_bwd_factor * head + loss,
     )

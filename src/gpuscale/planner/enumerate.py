@@ -14,8 +14,9 @@ mainstream training stacks accept:
   cost model rather than hidden, so "TP split across nodes" shows up in rankings for what it costs.
 - ``pp`` may leave stages uneven (Llama 3.1 405B's 126 layers on 16 stages, as Megatron's
   ``--decoder-first/last-pipeline-num-layers`` allow); the cost model prices the busiest stage at
-  ``ceil(layers / pp)`` layers, and every stage keeps at least one. ``vp`` needs equal stages: it
-  divides the layers of one stage and needs
+  ``ceil(layers / pp)`` layers, and every stage keeps at least one. ``vp`` needs ``pp * vp`` to
+  divide the layers, or the layers plus embedding and loss counted as layers (Megatron-Bridge's
+  Llama 3.1 405B at PP 8 x VP 8: 126 + 2 = 128), and needs
   ``pp > 1`` and a micro-batch count divisible by ``pp`` (Megatron-LM interleaved 1F1B schedule,
   Narayanan et al. 2021, Sec. 2.2.2; ``schedules.py`` rejects other counts).
 - ``cp`` splits the sequence into ``2 * cp`` chunks for load-balanced causal ring attention
@@ -113,7 +114,9 @@ def enumerate_plans(
     dp_c = num_gpus // (tp_c * pp_c * cp_c)
 
     ep_v = divisors(model.num_experts) if model.is_moe else np.ones(1, dtype=np.int64)
-    vp_v = divisors(model.num_layers)
+    layers = model.num_layers
+    vp_v = np.union1d(np.union1d(divisors(layers), divisors(layers + 1)), divisors(layers + 2))
+    vp_v = vp_v[vp_v <= layers]
     mbs_v = np.asarray(sorted(set(space.micro_batches)), dtype=np.int64)
     zero_v = np.asarray(sorted(set(space.zero_stages)), dtype=np.int64)
     rc_v = np.asarray(sorted(RECOMPUTE_CODE[r] for r in set(space.recompute)), dtype=np.int64)
@@ -129,7 +132,12 @@ def enumerate_plans(
     valid = global_batch % per_replica == 0
     microbatches = global_batch // per_replica
     valid = valid & ((dp_b * cp_b) % ep == 0)
-    interleaved_ok = (pp_b > 1) & (model.num_layers % (pp_b * vp) == 0) & (microbatches % pp_b == 0)
+    # Interleaving needs pp * vp to divide the layers, or the layers plus the embedding and
+    # loss counted as layers (Megatron-Core --account-for-embedding/loss-in-pipeline-split):
+    # a deficit of at most two layers, taken off the first and last ranks (specs.plan).
+    chunks = pp_b * vp
+    deficit = -(-model.num_layers // chunks) * chunks - model.num_layers
+    interleaved_ok = (pp_b > 1) & (deficit <= 2) & (microbatches % pp_b == 0)
     valid = valid & ((vp == 1) | interleaved_ok)
     valid = valid & ((zero == 0) | (dp_b > 1))
     shape = (tp_c.size, ep_v.size, vp_v.size, mbs_v.size, zero_v.size, rc_v.size)

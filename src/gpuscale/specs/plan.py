@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -40,6 +40,18 @@ class Plan:
     """ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 also weights (= FSDP)."""
     sequence_parallel: bool = True
     """Megatron sequence parallelism inside the TP group (reduce-scatter/all-gather, not all-reduce)."""
+    first_stage_layers: int = 0
+    """Transformer layers on the first pipeline rank (Megatron-Core
+    ``--decoder-first-pipeline-num-layers``); 0 = the even or automatic split."""
+    last_stage_layers: int = 0
+    """Transformer layers on the last pipeline rank (``--decoder-last-pipeline-num-layers``);
+    0 = the even or automatic split."""
+    embedding_in_split: bool = False
+    """Count the input embedding as one layer of the first (virtual) stage when splitting
+    (``--account-for-embedding-in-pipeline-split``)."""
+    loss_in_split: bool = False
+    """Count the output layer and loss as one layer of the last (virtual) stage
+    (``--account-for-loss-in-pipeline-split``)."""
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "vp", "ep", "micro_batch", "global_batch"):
@@ -62,6 +74,24 @@ class Plan:
             self.vp == 1 or self.pp > 1,
             "--vp > 1 needs --pp > 1 (interleaving splits pipeline stages)",
         )
+        for name in ("first_stage_layers", "last_stage_layers"):
+            value = getattr(self, name)
+            require(
+                isinstance(value, int) and value >= 0,
+                f"--{name.replace('_', '-')} must be a non-negative integer, got {value!r}",
+            )
+        uneven = self.first_stage_layers > 0 or self.last_stage_layers > 0
+        accounted = self.embedding_in_split or self.loss_in_split
+        require(
+            self.pp > 1 or not (uneven or accounted),
+            "--first-stage-layers/--last-stage-layers and embedding/loss accounting need --pp > 1",
+        )
+        # Megatron-Core TransformerConfig rejects both ways of shaping the split at once.
+        require(
+            not (uneven and accounted),
+            "give either --first-stage-layers/--last-stage-layers or embedding/loss-as-layer "
+            "accounting, not both (Megatron-Core accepts one of them)",
+        )
 
     @property
     def num_gpus(self) -> int:
@@ -71,6 +101,70 @@ class Plan:
     def num_microbatches(self) -> int:
         """Micro-batches each pipeline runs per optimizer step (gradient accumulation steps)."""
         return self.global_batch // (self.micro_batch * self.dp)
+
+
+def pipeline_layout_error(num_layers: int, plan: Plan) -> str | None:
+    """Why ``plan`` cannot split ``num_layers`` transformer layers over its pipeline, or None.
+
+    The rules are Megatron-Core's (``TransformerConfig.__post_init__``,
+    ``get_num_layers_to_build``): explicit first/last stage counts leave the rest evenly split
+    over the middle ranks (and each count divisible by ``vp`` when interleaving); embedding and
+    loss counted as layers need ``layers + 1 + 1`` divisible by ``pp * vp``. Without either,
+    ``pp * vp`` dividing the layers gives equal stages; otherwise the split is uneven with the
+    first and last ranks lighter: any deficit without interleaving, and at most two layers
+    (the embedding and loss accounting Megatron-Bridge's Llama 3.1 405B PP8 x VP8 recipe uses)
+    with it.
+    """
+    pp, vp, L = plan.pp, plan.vp, num_layers
+    first, last = plan.first_stage_layers, plan.last_stage_layers
+    if pp == 1:
+        return None
+    if first or last:
+        given = (first > 0) + (last > 0)
+        middle_ranks = pp - given
+        rest = L - first - last
+        if (
+            rest < 0
+            or (middle_ranks == 0 and rest != 0)
+            or (middle_ranks > 0 and rest < middle_ranks)
+        ):
+            return (
+                f"--first-stage-layers {first} and --last-stage-layers {last} leave {rest} of the "
+                f"{L} layers for {middle_ranks} middle pipeline ranks (each needs at least one)"
+            )
+        if middle_ranks > 0 and rest % middle_ranks:
+            return (
+                f"the {rest} layers left after the first/last stages do not split evenly over "
+                f"the {middle_ranks} middle pipeline ranks"
+            )
+        per_middle = rest // middle_ranks if middle_ranks else vp
+        if vp > 1 and (first % vp or last % vp or per_middle % vp):
+            return (
+                f"with --vp {vp} the first ({first or per_middle}), last ({last or per_middle}) "
+                f"and middle ({per_middle}) stage layer counts must be multiples of {vp}"
+            )
+        return None
+    units = L + int(plan.embedding_in_split) + int(plan.loss_in_split)
+    if plan.embedding_in_split or plan.loss_in_split:
+        if units % (pp * vp):
+            return (
+                f"--pp x --vp = {pp * vp} must divide the {L} layers plus the embedding/loss "
+                f"counted as layers ({units})"
+            )
+        return None
+    if L % (pp * vp) == 0:
+        return None
+    full = vp * -(-L // (pp * vp))
+    deficit = pp * full - L
+    if vp > 1 and deficit > 2:
+        return (
+            f"--pp x --vp = {pp * vp} must divide the {L} layers (or {L} + 1 or + 2 with the "
+            "embedding and loss counted as layers); give --first-stage-layers/"
+            "--last-stage-layers for another uneven split"
+        )
+    if (pp - 1) * -(-L // pp) >= L:
+        return f"--pp {pp} leaves a pipeline stage without layers ({L} layers)"
+    return None
 
 
 RECOMPUTE_CODE = {name: code for code, name in enumerate(RECOMPUTE_CHOICES)}
@@ -88,6 +182,8 @@ _BATCH_FIELDS = (
     "recompute",
     "zero",
     "sequence_parallel",
+    "first_stage_layers",
+    "last_stage_layers",
 )
 
 
@@ -110,9 +206,17 @@ class PlanBatch:
     recompute: np.ndarray
     zero: np.ndarray
     sequence_parallel: np.ndarray
+    first_stage_layers: np.ndarray
+    """Transformer layers on the first pipeline rank; 0 = even or automatic split (embedding
+    and loss accounting are resolved into these counts by :func:`resolve_stage_layers`)."""
+    last_stage_layers: np.ndarray
 
     @classmethod
-    def from_plans(cls, plans: Sequence[Plan]) -> PlanBatch:
+    def from_plans(cls, plans: Sequence[Plan], num_layers: int | None = None) -> PlanBatch:
+        """``num_layers`` resolves embedding/loss-as-layer accounting into first/last stage
+        counts (see :func:`resolve_stage_layers`); without it that accounting is dropped."""
+        if num_layers is not None:
+            plans = [resolve_stage_layers(num_layers, p) for p in plans]
         columns: dict[str, np.ndarray] = {}
         for name in _BATCH_FIELDS:
             if name == "recompute":
@@ -139,6 +243,8 @@ class PlanBatch:
             "recompute": 0,
             "zero": 0,
             "sequence_parallel": True,
+            "first_stage_layers": 0,
+            "last_stage_layers": 0,
         }
         merged = {name: np.asarray(arrays.get(name, defaults[name])) for name in _BATCH_FIELDS}
         shaped = np.broadcast_arrays(*merged.values())
@@ -168,3 +274,21 @@ class PlanBatch:
         values = {name: getattr(self, name)[i].item() for name in _BATCH_FIELDS}
         values["recompute"] = RECOMPUTE_CHOICES[values["recompute"]]
         return Plan(**values)
+
+
+def resolve_stage_layers(num_layers: int, plan: Plan) -> Plan:
+    """``plan`` with embedding/loss-as-layer accounting turned into the per-rank layer counts
+    it implies: each of the ``pp * vp`` virtual stages holds ``(layers + e + l) / (pp * vp)``
+    units, so the first rank carries one transformer layer fewer for the embedding and the last
+    one fewer for the loss (Megatron-Core ``get_num_layers_to_build``)."""
+    if not (plan.embedding_in_split or plan.loss_in_split) or plan.pp == 1:
+        return plan
+    units = num_layers + int(plan.embedding_in_split) + int(plan.loss_in_split)
+    per_rank = units // plan.pp
+    return replace(
+        plan,
+        embedding_in_split=False,
+        loss_in_split=False,
+        first_stage_layers=per_rank - int(plan.embedding_in_split),
+        last_stage_layers=per_rank - int(plan.loss_in_split),
+    )
