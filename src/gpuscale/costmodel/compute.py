@@ -153,8 +153,12 @@ def layer_compute(
         attn_fwd = attn_flops / (
             half_peak * profile.attention_at(device.id, device.generation, chunk)
         )
-        # FlashAttention-2 backward re-forms the scores: 2.5x the forward FLOPs (Dao 2023, Sec. 3.2).
-        attn_bwd = 2.5 * attn_fwd
+        # FlashAttention-2 backward re-forms the scores: 2.5x the forward FLOPs (Dao 2023, Sec. 3.2),
+        # and reaches a smaller share of peak than forward (five GEMMs with dQ accumulated in
+        # fp32 atomics): ~0.87 of the forward rate for FA2, FA3 and cuDNN on H100 at hdim 128
+        # (Shah et al. 2024, FlashAttention-3, arXiv:2407.08608, Fig. 5-6: 370 vs 322, 648 vs
+        # 561, 600 vs 516 TFLOP/s at 16k).
+        attn_bwd = 2.5 * attn_fwd / profile.const("attention_backward_relative_efficiency")
         # Megatron's selective recompute re-runs the core attention even when it is fused.
         attn_recompute = attn_fwd
     else:

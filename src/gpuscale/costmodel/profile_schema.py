@@ -41,6 +41,7 @@ CONSTANTS: dict[str, Check] = {
     "memory_nccl_buffers_gib": NON_NEGATIVE,
     "memory_allocator_fragmentation": AT_LEAST_ONE,
     "pp_scatter_gather": SHARE,
+    "attention_backward_relative_efficiency": FRACTION,
 }
 """Every named constant the cost model reads, with its accepted range."""
 
