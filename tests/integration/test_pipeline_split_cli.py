@@ -58,3 +58,13 @@ def test_a_split_that_does_not_add_up_is_one_line(gpuscale) -> None:
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     proc = gpuscale(*RECIPE, "--first-stage-layers", "14", "--last-stage-layers", "14")
     assert proc.returncode == 2 and "do not split evenly" in proc.stderr
+
+
+def test_nvfp4_is_accepted_on_blackwell_and_refused_elsewhere_in_one_line(gpuscale) -> None:
+    base = ["estimate", "llama3.1-8b", "--gpus", "8", "--mbs", "1", "--seq", "4096"]
+    ok = gpuscale(*base, "--gpu", "gb200", "--precision", "nvfp4", "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert 0 < json.loads(ok.stdout)["mfu"] < 1
+    bad = gpuscale(*base, "--gpu", "h100-sxm", "--precision", "nvfp4")
+    assert bad.returncode == 2
+    assert len(bad.stderr.strip().splitlines()) == 1 and "no nvfp4" in bad.stderr

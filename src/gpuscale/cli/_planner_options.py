@@ -52,9 +52,9 @@ def common_options(func: F) -> F:
         click.option(
             "--gpus-per-node",
             type=int,
-            default=catalog.DEFAULT_GPUS_PER_NODE,
-            show_default=True,
-            help="GPUs in one NVLink/PCIe node.",
+            default=None,
+            help="GPUs in one NVLink/PCIe node [default: the GPU's NVLink domain, 8; 72 on "
+            "GB200/GB300 NVL72].",
         ),
         click.option(
             "--nics-per-node",
@@ -129,7 +129,7 @@ def build_inputs(
     model: str,
     gpu: str,
     inter: str,
-    gpus_per_node: int,
+    gpus_per_node: int | None,
     nics_per_node: int | None,
     gbs: int | None,
     seq: int | None,
@@ -141,6 +141,8 @@ def build_inputs(
     profile_file: str | None,
 ) -> Inputs:
     spec = catalog.model(model)
+    if gpus_per_node is None:
+        gpus_per_node = catalog.gpu(gpu).nvlink_domain_gpus
     hardware = Hardware(
         gpu=gpu, inter=inter, gpus_per_node=gpus_per_node, nics_per_node=nics_per_node
     )

@@ -109,7 +109,12 @@ def _bottleneck(row: dict[str, Any]) -> str:
 @click.argument("model")
 @click.option("--gpu", required=True, help="Catalog GPU id (gpuscale catalog gpus).")
 @click.option("--gpus", type=int, default=None, help="GPUs in the job [default: tp*pp*dp*cp].")
-@click.option("--gpus-per-node", type=int, default=catalog.DEFAULT_GPUS_PER_NODE, show_default=True)
+@click.option(
+    "--gpus-per-node",
+    type=int,
+    default=None,
+    help="GPUs in one NVLink domain [default: the GPU's, 8; 72 on GB200/GB300 NVL72].",
+)
 @inter_option()
 @click.option(
     "--nics-per-node",
@@ -180,7 +185,7 @@ def command(
     model: str,
     gpu: str,
     gpus: int | None,
-    gpus_per_node: int,
+    gpus_per_node: int | None,
     inter: str,
     nics_per_node: int | None,
     slowest_gpu: str | None,

@@ -18,8 +18,19 @@ from gpuscale.costmodel.pipeline import stage_layers
 from gpuscale.costmodel.profile import Profile
 from gpuscale.specs import Device, ModelSpec, PlanBatch, Training
 from gpuscale.specs.plan import RECOMPUTE_CODE
+from gpuscale.specs.training import LOW_PRECISIONS
 
-BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+BYTES = {
+    "fp32": 4.0,
+    "tf32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    # One E8M0 scale per 32 elements (OCP Microscaling Formats spec v1.0, Sec. 5).
+    "mxfp8": 1.0 + 1.0 / 32.0,
+    # 4-bit values, one E4M3 scale per 16 elements (NVIDIA, 'Introducing NVFP4', 2025).
+    "nvfp4": 0.5 + 1.0 / 16.0,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,17 +80,19 @@ def gemm_time(
     curve = profile.gemm_curve(device.id, device.generation, precision)
     math = g.flops / (peak * curve(g.flops))
     in_bytes = BYTES.get(precision, 2.0)
-    out_bytes = 2.0 if precision == "fp8" else in_bytes  # FP8 GEMMs write 16-bit outputs
+    low = precision in LOW_PRECISIONS
+    out_bytes = 2.0 if low else in_bytes  # FP8/MXFP8/NVFP4 GEMMs write 16-bit outputs
     w_bytes = in_bytes if weight_bytes is None else weight_bytes
     hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
     memory = (in_bytes * g.tokens * g.k + out_bytes * g.tokens * g.n + w_bytes * g.k * g.n) / hbm
     time = np.maximum(np.maximum(math, memory), launch_s)
-    if precision == "fp8" and weight_bytes is None:
+    if low and weight_bytes is None:
         # Transformer Engine's fused cast-transpose reads the 16-bit input once and writes it in
-        # FP8 twice (as is, and transposed for the weight-gradient GEMM): 2 + 1 + 1 bytes per
-        # element; backward (2x this GEMM's time) does the same for the output gradient. The
-        # FP8 weight copy is cached across a step's micro-batches (TE ``is_first_microbatch``).
-        time = time + 4.0 * g.tokens * g.k / hbm
+        # the low precision twice (as is, and transposed for the weight-gradient GEMM): 2 + 1 + 1
+        # bytes per element for FP8 (block scales included for MXFP8/NVFP4); backward (2x this
+        # GEMM's time) does the same for the output gradient. The quantized weight copy is
+        # cached across a step's micro-batches (TE ``is_first_microbatch``).
+        time = time + (2.0 + 2.0 * in_bytes) * g.tokens * g.k / hbm
     return time * g.count
 
 
@@ -200,7 +213,8 @@ def layer_compute(
     layer_bwd = gemm_bwd_factor * (gemm_fwd - dequant) + dequant + attn_bwd + 2.0 * elementwise_fwd
 
     # The LM head stays in 16-bit under FP8 recipes (Transformer Engine keeps the output layer).
-    head_precision = device.half_precision if training.precision == "fp8" else training.precision
+    low = training.precision in LOW_PRECISIONS
+    head_precision = device.half_precision if low else training.precision
     head = gemm_time(lm_head_gemm(m, tokens, tp), head_precision, device, profile, launch_s)
     # Cross-entropy reads and writes fp32 logits of tokens x vocab/tp.
     loss = 3.0 * 4.0 * tokens * m.vocab_size / tp / hbm
