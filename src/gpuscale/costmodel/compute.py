@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuscale.costmodel.flops import Gemm, attention_core_flops, layer_gemms, lm_head_gemm
+from gpuscale.costmodel.lora_compute import lora_adapter_s
 from gpuscale.costmodel.model_states import nf4_bytes_per_param
 from gpuscale.costmodel.pipeline import stage_layers
 from gpuscale.costmodel.profile import Profile
@@ -208,9 +209,17 @@ def layer_compute(
         elementwise_bytes / hbm + profile.const("elementwise_kernels_per_layer") * launch_s
     )
 
-    layer_fwd = gemm_fwd + attn_fwd + elementwise_fwd
+    # LoRA adapters: skinny GEMMs plus scaling and add over the output (costmodel/lora_compute).
+    lora_fwd, lora_bwd = lora_adapter_s(m, device, training, plans, profile, tokens)
+    layer_fwd = gemm_fwd + attn_fwd + elementwise_fwd + lora_fwd
     # Backward: input and weight gradients (2x GEMM FLOPs), elementwise ~2x forward traffic.
-    layer_bwd = gemm_bwd_factor * (gemm_fwd - dequant) + dequant + attn_bwd + 2.0 * elementwise_fwd
+    layer_bwd = (
+        gemm_bwd_factor * (gemm_fwd - dequant)
+        + dequant
+        + attn_bwd
+        + 2.0 * elementwise_fwd
+        + lora_bwd
+    )
 
     # The LM head stays in 16-bit under FP8 recipes (Transformer Engine keeps the output layer).
     low = training.precision in LOW_PRECISIONS

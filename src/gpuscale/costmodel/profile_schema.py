@@ -42,6 +42,7 @@ CONSTANTS: dict[str, Check] = {
     "memory_allocator_fragmentation": AT_LEAST_ONE,
     "pp_scatter_gather": SHARE,
     "attention_backward_relative_efficiency": FRACTION,
+    "lora_output_passes": NON_NEGATIVE,
 }
 """Every named constant the cost model reads, with its accepted range."""
 
