@@ -192,7 +192,9 @@ def test_adapters_skip_weight_gradients_and_qlora_pays_for_dequantization() -> N
         step[finetune] = float(est.step_time_s[0])
         if finetune != "full":
             assert float(est.gradient_bytes_per_gpu[0]) < 0.01 * 4 * 6.7e9
-    assert step["lora"] < 0.85 * step["full"]
+    # No weight gradients for the base, but the adapters' memory-bound traffic (scaling, add,
+    # skinny GEMMs; costmodel/lora_compute.py) gives part of that back on an A100.
+    assert 0.7 * step["full"] < step["lora"] < 0.95 * step["full"]
     assert step["lora"] < step["qlora"]
 
 

@@ -32,6 +32,11 @@ class StageLayers:
         return np.maximum(np.maximum(self.first, self.last), self.middle)
 
 
+_CACHE: list[tuple[PlanBatch, int, StageLayers]] = []
+"""The last few splits, by plan-batch identity: the step, communication and memory models all
+ask for the split of the same batch, and the planner prices hundreds of thousands of plans."""
+
+
 def stage_layers(m: ModelSpec, plans: PlanBatch) -> StageLayers:
     """Layers on the first, middle and last ranks of every plan.
 
@@ -40,27 +45,38 @@ def stage_layers(m: ModelSpec, plans: PlanBatch) -> StageLayers:
     deficit against ``L`` comes off the last rank and then the first (the ranks that also run
     the output layer and the embedding); with ``pp * vp`` dividing ``L`` that is the even split.
     """
-    L = float(m.num_layers)
-    pp = plans.pp.astype(float)
-    vp = plans.vp.astype(float)
-    first_given = plans.first_stage_layers.astype(float)
-    last_given = plans.last_stage_layers.astype(float)
+    for cached_plans, layers, split in _CACHE:
+        if cached_plans is plans and layers == m.num_layers:
+            return split
+    split = _split(m.num_layers, plans)
+    _CACHE.insert(0, (plans, m.num_layers, split))
+    del _CACHE[4:]
+    return split
 
-    full = vp * np.ceil(L / (pp * vp))
+
+def _split(num_layers: int, plans: PlanBatch) -> StageLayers:
+    L = num_layers
+    pp, vp = plans.pp, plans.vp
+    chunks = pp * vp
+    full = vp * (-(-L // chunks))
     deficit = pp * full - L
-    auto_last = np.maximum(full - np.ceil(deficit / 2.0), 1.0)
-    auto_first = np.maximum(full - np.floor(deficit / 2.0), 1.0)
-
-    explicit = (first_given > 0) | (last_given > 0)
-    given = (first_given > 0).astype(float) + (last_given > 0).astype(float)
-    middle_ranks = np.maximum(pp - given, 1.0)
-    explicit_middle = np.maximum(np.ceil((L - first_given - last_given) / middle_ranks), 0.0)
-    middle = np.where(explicit, explicit_middle, full)
-    first = np.where(explicit, np.where(first_given > 0, first_given, middle), auto_first)
-    last = np.where(explicit, np.where(last_given > 0, last_given, middle), auto_last)
-    single = plans.pp == 1
+    last = np.maximum(full - (deficit + 1) // 2, 1)
+    first = np.maximum(full - deficit // 2, 1)
+    middle = full
+    first_given, last_given = plans.first_stage_layers, plans.last_stage_layers
+    if first_given.any() or last_given.any():
+        explicit = (first_given > 0) | (last_given > 0)
+        given = (first_given > 0).astype(np.int64) + (last_given > 0)
+        middle_ranks = np.maximum(pp - given, 1)
+        rest = np.maximum(L - first_given - last_given, 0)
+        explicit_middle = -(-rest // middle_ranks)
+        middle = np.where(explicit, explicit_middle, full)
+        first = np.where(explicit, np.where(first_given > 0, first_given, middle), first)
+        last = np.where(explicit, np.where(last_given > 0, last_given, middle), last)
+    single = pp == 1
+    middle = np.where(pp <= 2, np.where(single, L, 0), middle)
     return StageLayers(
-        first=np.where(single, L, first),
-        middle=np.where(single | (plans.pp == 2), np.where(single, L, 0.0), middle),
-        last=np.where(single, L, last),
+        first=np.where(single, L, first).astype(float),
+        middle=middle.astype(float),
+        last=np.where(single, L, last).astype(float),
     )
