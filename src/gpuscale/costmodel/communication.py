@@ -230,7 +230,15 @@ def communication(
     )
     z3_comm = (2.0 * z3_ag + z3_rs) / profile.const("zero3_bandwidth_efficiency")
     z3_hidden = profile.overlap_of("zero") * (compute.forward_s + compute.backward_s)
-    zero3_mb = np.where(zero == 3, exposed_comm_s(z3_comm, z3_hidden, interference), 0.0) + zero2_mb
+    z3_exposed = exposed_comm_s(z3_comm, z3_hidden, interference)
+    # Under pipeline parallelism torchtitan keeps FSDP2 parameters unsharded across the step's
+    # micro-batches (reshard_after_forward=False when PP is on, "to avoid per-microbatch
+    # all-gathers"; torchtitan parallelize_llama.apply_fsdp) and the pipeline schedule syncs
+    # gradients on the last backward only (torch.distributed.pipelining PipelineStage): one
+    # gather and one reduce-scatter per step instead of per micro-batch.
+    once = (zero == 3) & (pp > 1) & (profile.const("fsdp_gather_once_under_pp") > 0)
+    zero3_mb = np.where((zero == 3) & ~once, z3_exposed, 0.0) + zero2_mb
+    dp_step = dp_step + np.where(once, z3_exposed, 0.0)
 
     return CommTimes(
         tp_mb=tp_mb,

@@ -43,6 +43,7 @@ CONSTANTS: dict[str, Check] = {
     "pp_scatter_gather": SHARE,
     "attention_backward_relative_efficiency": FRACTION,
     "lora_output_passes": NON_NEGATIVE,
+    "fsdp_gather_once_under_pp": SHARE,
 }
 """Every named constant the cost model reads, with its accepted range."""
 
