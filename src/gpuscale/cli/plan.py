@@ -49,7 +49,7 @@ from gpuscale.planner.verdict import verdict
 def command(
     model: str,
     gpu: str,
-    gpus_per_node: int,
+    gpus_per_node: int | None,
     nics_per_node: int | None,
     gbs: int | None,
     seq: int | None,

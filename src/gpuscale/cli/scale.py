@@ -40,7 +40,7 @@ from gpuscale.planner.verdict import verdict
 def command(
     model: str,
     gpu: str,
-    gpus_per_node: int,
+    gpus_per_node: int | None,
     nics_per_node: int | None,
     gbs: int | None,
     seq: int | None,
@@ -81,10 +81,11 @@ def command(
         profile_file=profile_file,
     )
     workload, hardware = inputs.workload, inputs.hardware
+    per_node = hardware.gpus_per_node  # --gpus-per-node, or the GPU's NVLink domain
     require(max_gpus >= 1, f"--max-gpus must be a positive integer, got {max_gpus}")
     require(
-        max_gpus <= gpus_per_node or max_gpus % gpus_per_node == 0,
-        f"--max-gpus ({max_gpus}) must be a multiple of --gpus-per-node ({gpus_per_node}) "
+        max_gpus <= per_node or max_gpus % per_node == 0,
+        f"--max-gpus ({max_gpus}) must be a multiple of --gpus-per-node ({per_node}) "
         "once it spans several nodes",
     )
     start = time.perf_counter()
