@@ -33,6 +33,7 @@ import numpy as np
 
 from gpuscale.costmodel.activations import Stage, stage_activations
 from gpuscale.costmodel.model_states import DTYPE_BYTES, param_split, trainable_bytes
+from gpuscale.costmodel.pipeline import stage_layers
 from gpuscale.costmodel.profile import Profile, load_profile
 from gpuscale.specs import ModelSpec, Plan, PlanBatch
 from gpuscale.specs.training import Training
@@ -97,7 +98,7 @@ def _model_states(
     tp, pp, ep = (plans.tp.astype(float), plans.pp.astype(float), plans.ep.astype(float))
     shard = (plans.dp * plans.cp).astype(float)
     shard_expert = np.maximum(shard / ep, 1.0)
-    layers = (-(-model.num_layers // plans.pp)).astype(float)
+    layers = stage_layers(model, plans).heaviest  # uneven splits: costmodel/pipeline.py
     single = pp == 1
 
     def outside(first: float, last: float, tied: float) -> np.ndarray:
