@@ -21,6 +21,7 @@ ALLOWED: dict[str, set[str]] = {
     "measure": {"errors", "specs", "catalog", "costmodel"},
     "runtime": {"errors", "specs", "catalog", "costmodel"},
     "report": {"errors", "specs"},
+    "export": {"errors", "specs", "catalog"},
 }
 
 TORCH_FREE = [
@@ -29,6 +30,7 @@ TORCH_FREE = [
     "gpuscale.costmodel",
     "gpuscale.planner",
     "gpuscale.report",
+    "gpuscale.export",
     "gpuscale.cli.main",
 ]
 

@@ -15,6 +15,7 @@ these functions, never the other way round):
 from __future__ import annotations
 
 from gpuscale.api.calibrate_run import calibrate_run as calibrate_run
+from gpuscale.api.export import export_plan as export_plan
 from gpuscale.api.result import Result
 from gpuscale.errors import InputError
 
