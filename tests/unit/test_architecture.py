@@ -18,6 +18,7 @@ ALLOWED: dict[str, set[str]] = {
     "costmodel": {"errors", "specs", "catalog"},
     "planner": {"errors", "specs", "catalog", "costmodel"},
     "validation": {"errors", "specs", "catalog", "costmodel"},
+    "cluster": {"errors", "specs", "catalog", "costmodel", "planner"},
     "measure": {"errors", "specs", "catalog", "costmodel"},
     "runtime": {"errors", "specs", "catalog", "costmodel"},
     "report": {"errors", "specs"},

@@ -288,7 +288,9 @@ def test_torchtitan_command_is_accepted_and_round_trips() -> None:
     config = _torchtitan(_launch_args(script))
     par = config.parallelism
     assert (par.tensor_parallel_degree, par.pipeline_parallel_degree) == (8, 2)
-    assert par.data_parallel_shard_degree == 4 and par.pipeline_parallel_schedule == "Interleaved1F1B"
+    assert (
+        par.data_parallel_shard_degree == 4 and par.pipeline_parallel_schedule == "Interleaved1F1B"
+    )
     assert par.pipeline_parallel_layers_per_stage == 8
     assert config.training.global_batch_size == 256 and config.training.seq_len == 4096
     assert type(config.activation_checkpoint).__qualname__ == "FullAC.Config"

@@ -15,8 +15,25 @@ these functions, never the other way round):
 from __future__ import annotations
 
 from gpuscale.api.calibrate_run import calibrate_run as calibrate_run
+from gpuscale.api.cluster import (
+    ClusterSimulation,
+    cluster_adapt,
+    cluster_export,
+    cluster_simulate,
+    cluster_trace,
+)
 from gpuscale.api.export import export_plan as export_plan
 from gpuscale.api.result import Result
 from gpuscale.errors import InputError
 
-__all__ = ["InputError", "Result"]
+__all__ = [
+    "ClusterSimulation",
+    "InputError",
+    "Result",
+    "calibrate_run",
+    "cluster_adapt",
+    "cluster_export",
+    "cluster_simulate",
+    "cluster_trace",
+    "export_plan",
+]

@@ -90,9 +90,7 @@ def export_plan(
     ``source``: a :class:`TrainingJob`, or an ``estimate``/``plan`` ``--json`` document (a dict or
     the path of the file holding it; for ``plan`` the first ranked plan). ``output``: an existing
     folder, or a new one inside an existing folder, to write the files into."""
-    require(
-        to in EXPORTERS, f"--to must be one of {', '.join(EXPORTERS)}, got '{to}'", field="to"
-    )
+    require(to in EXPORTERS, f"--to must be one of {', '.join(EXPORTERS)}, got '{to}'", field="to")
     if isinstance(source, TrainingJob):
         job = source
     else:

@@ -21,15 +21,30 @@ from gpuscale.export import EXPORTERS
     required=True,
     help="The --json output of `gpuscale estimate` or `gpuscale plan` (its first ranked plan).",
 )
-@click.option("--seq", type=click.IntRange(min=1), default=None, help="Sequence length, if the document lacks it.")
+@click.option(
+    "--seq",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Sequence length, if the document lacks it.",
+)
 @click.option(
     "--precision",
     type=click.Choice(["bf16", "fp16", "fp8", "fp32"]),
     default=None,
     help="Training precision [default: the document's, else bf16].",
 )
-@click.option("--gpus-per-node", type=click.IntRange(min=1), default=None, help="GPUs a node [default: the document's, else 8].")
-@click.option("-o", "--output", default=None, help="Folder to write the files into (created if its parent exists).")
+@click.option(
+    "--gpus-per-node",
+    type=click.IntRange(min=1),
+    default=None,
+    help="GPUs a node [default: the document's, else 8].",
+)
+@click.option(
+    "-o",
+    "--output",
+    default=None,
+    help="Folder to write the files into (created if its parent exists).",
+)
 @json_option
 def command(
     target: str,

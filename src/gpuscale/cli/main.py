@@ -21,6 +21,7 @@ COMMAND_MODULES: dict[str, str] = {
     "bench": "gpuscale.cli.bench",
     "calibrate": "gpuscale.cli.calibrate",
     "catalog": "gpuscale.cli.catalog_cmd",
+    "cluster": "gpuscale.cli.cluster",
     "doctor": "gpuscale.cli.doctor",
     "import": "gpuscale.cli.import_cmd",
     "estimate": "gpuscale.cli.estimate",

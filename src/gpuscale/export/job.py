@@ -76,7 +76,11 @@ def _int(section: dict[str, Any], *names: str, default: int | None = None) -> in
 
 
 def job_from_document(
-    doc: Any, *, seq: int | None = None, precision: str | None = None, gpus_per_node: int | None = None
+    doc: Any,
+    *,
+    seq: int | None = None,
+    precision: str | None = None,
+    gpus_per_node: int | None = None,
 ) -> TrainingJob:
     """Read an ``estimate --json`` or ``plan --json`` document (the first ranked plan of ``plan``).
 
@@ -86,7 +90,9 @@ def job_from_document(
     section = _plan_section(doc)
     model_id = doc.get("model")
     gpu_id = doc.get("gpu")
-    require(isinstance(model_id, str) and bool(model_id), "the document names no model", field="from")
+    require(
+        isinstance(model_id, str) and bool(model_id), "the document names no model", field="from"
+    )
     require(isinstance(gpu_id, str) and bool(gpu_id), "the document names no gpu", field="from")
     assert isinstance(model_id, str) and isinstance(gpu_id, str)
     training_doc = doc.get("training") if isinstance(doc.get("training"), dict) else {}

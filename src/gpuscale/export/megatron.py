@@ -49,7 +49,12 @@ def megatron_args(job: TrainingJob) -> list[str]:
     if not model.linear_bias:
         args.append("--disable-bias-linear")
     if model.num_experts > 1:
-        args += ["--num-experts", str(model.num_experts), "--moe-router-topk", str(model.experts_per_token)]
+        args += [
+            "--num-experts",
+            str(model.num_experts),
+            "--moe-router-topk",
+            str(model.experts_per_token),
+        ]
     args += [
         "--tensor-model-parallel-size", str(plan.tp),
         "--pipeline-model-parallel-size", str(plan.pp),

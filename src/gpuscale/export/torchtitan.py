@@ -103,7 +103,7 @@ def export_torchtitan(job: TrainingJob, *, version: str = "0.3") -> Export:
         f"exec torchrun --nnodes {job.nodes} --nproc-per-node {job.procs_per_node} \\\n"
         '    --node-rank "${NODE_RANK:-0}" --master-addr "${MASTER_ADDR:-127.0.0.1}" '
         '--master-port "${MASTER_PORT:-29500}" \\\n'
-        f"    -m torchtitan.train {shlex.join(args)} \"$@\"\n"
+        f'    -m torchtitan.train {shlex.join(args)} "$@"\n'
     )
     notes: tuple[str, ...] = ()
     if job.plan.zero in (1, 2):
