@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from gpuscale import catalog
 from gpuscale.errors import InputError, require
 from gpuscale.specs import ModelSpec, Plan, Training
+from gpuscale.specs.training import TrainPrecision
+
+PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -104,6 +107,11 @@ def job_from_document(
     )
     assert isinstance(seq_len, int)
     chosen_precision = precision or doc.get("precision") or training_doc.get("precision") or "bf16"
+    require(
+        chosen_precision in PRECISIONS,
+        f"precision must be one of {', '.join(PRECISIONS)}, got {chosen_precision!r}",
+        field="precision",
+    )
     plan = Plan(
         tp=_int(section, "tp"),
         pp=_int(section, "pp"),
@@ -126,5 +134,5 @@ def job_from_document(
         gpus=plan.num_gpus,
         gpus_per_node=int(per_node),
         plan=plan,
-        training=Training(seq_len=seq_len, precision=chosen_precision),
+        training=Training(seq_len=seq_len, precision=cast(TrainPrecision, chosen_precision)),
     )

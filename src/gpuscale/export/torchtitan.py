@@ -45,12 +45,9 @@ def torchtitan_args(job: TrainingJob) -> list[str]:
     # FSDP2 shards over dp for ZeRO 1-3; ZeRO-0 is plain replication (DDP/HSDP replicate dim).
     shard, replicate = (plan.dp, 1) if plan.zero > 0 else (1, plan.dp)
     reshard = "default" if plan.zero == 3 else "never"
-    if plan.pp == 1:
-        # Gradient accumulation: global = local x dp x steps (torchtitan TrainingConfig).
-        local = plan.micro_batch
-    else:
-        # Pipelining splits the local batch into micro-batches of pipeline_parallel_microbatch_size.
-        local = plan.global_batch // plan.dp
+    # Without pipelining, gradient accumulation makes global = local x dp x steps (torchtitan
+    # TrainingConfig); with it, the local batch is split into pipeline micro-batches.
+    local = plan.micro_batch if plan.pp == 1 else plan.global_batch // plan.dp
     args = [
         "--module", module,
         "--config", config,
