@@ -14,6 +14,7 @@ these functions, never the other way round):
 
 from __future__ import annotations
 
+from gpuscale.api.advise import AdviseCommResult, advise_comm
 from gpuscale.api.calibrate_run import calibrate_run as calibrate_run
 from gpuscale.api.cluster import (
     ClusterSimulation,
@@ -23,17 +24,32 @@ from gpuscale.api.cluster import (
     cluster_trace,
 )
 from gpuscale.api.export import export_plan as export_plan
+from gpuscale.api.fitting import FitResult, fit
+from gpuscale.api.planning import OBJECTIVES, PlanResult, ScaleResult, plan, scale
 from gpuscale.api.result import Result
+from gpuscale.api.training import EstimateResult, estimate, profile_names
 from gpuscale.errors import InputError
 
 __all__ = [
+    "OBJECTIVES",
+    "AdviseCommResult",
     "ClusterSimulation",
+    "EstimateResult",
+    "FitResult",
     "InputError",
+    "PlanResult",
     "Result",
+    "ScaleResult",
+    "advise_comm",
     "calibrate_run",
     "cluster_adapt",
     "cluster_export",
     "cluster_simulate",
     "cluster_trace",
+    "estimate",
     "export_plan",
+    "fit",
+    "plan",
+    "profile_names",
+    "scale",
 ]

@@ -10,14 +10,38 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale import SCHEMA_VERSION, catalog
-from gpuscale.cluster.adapt import Adaptation, Timeline, adapt, cluster_of
-from gpuscale.cluster.export import export
+from gpuscale.cluster.adapt import EVENTS, Adaptation, Timeline, adapt, cluster_of
+from gpuscale.cluster.export import FORMATS, export
 from gpuscale.cluster.placement import POLICIES
-from gpuscale.cluster.simulate import Degradation, Failures, SimResult, simulate
+from gpuscale.cluster.simulate import ORDERS, Degradation, Failures, SimResult, simulate
 from gpuscale.cluster.slowdown import DEFAULT_MODEL, SlowdownModel
 from gpuscale.cluster.spec import ClusterSpec, load_cluster
-from gpuscale.cluster.trace import SYNTHETIC, Trace, read_trace, synthetic_philly, trace_statistics
+from gpuscale.cluster.trace import (
+    SYNTHETIC,
+    Trace,
+    read_trace,
+    synthetic_philly,
+    trace_statistics,
+    write_trace,
+)
 from gpuscale.errors import InputError, require
+
+# The vocabulary the CLI offers as choices, and the trace writer, re-exported so that the CLI
+# needs nothing below the API.
+__all__ = [
+    "DEFAULT_MODEL",
+    "EVENTS",
+    "FORMATS",
+    "ORDERS",
+    "POLICIES",
+    "SYNTHETIC",
+    "Degradation",
+    "cluster_adapt",
+    "cluster_export",
+    "cluster_simulate",
+    "cluster_trace",
+    "write_trace",
+]
 
 
 def _num(v: Any) -> Any:

@@ -55,7 +55,11 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     ),
     click.option("--mbs", type=int, default=1, show_default=True, help="Micro-batch, sequences."),
     click.option(
-        "--gbs", type=int, default=None, help="Global batch, sequences [default: mbs*dp]."
+        "--gbs",
+        type=int,
+        default=None,
+        help="Global batch, sequences [default: the model size's recipe batch, as plan assumes; "
+        "printed].",
     ),
     click.option("--seq", type=int, default=4096, show_default=True, help="Sequence length."),
     click.option(

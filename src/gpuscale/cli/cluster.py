@@ -11,22 +11,24 @@ from rich.table import Table
 
 from gpuscale import catalog
 from gpuscale.api.cluster import (
+    DEFAULT_MODEL,
+    EVENTS,
+    FORMATS,
+    ORDERS,
+    POLICIES,
+    SYNTHETIC,
     AdaptResult,
     ClusterSimulation,
+    Degradation,
     cluster_adapt,
     cluster_export,
     cluster_simulate,
     cluster_trace,
+    write_trace,
 )
 from gpuscale.cli._common import FINITE, check_writable, console, emit_json, json_option
-from gpuscale.cli._planner_options import progress_bar
-from gpuscale.cluster.adapt import EVENTS
-from gpuscale.cluster.export import FORMATS
-from gpuscale.cluster.placement import POLICIES
-from gpuscale.cluster.simulate import ORDERS, Degradation
-from gpuscale.cluster.slowdown import DEFAULT_MODEL
-from gpuscale.cluster.trace import SYNTHETIC, write_trace
 from gpuscale.errors import InputError
+from gpuscale.report.progress import progress_bar
 
 _COLUMNS = (
     ("avg JCT (h)", "avg_jct_s", 1 / 3600),

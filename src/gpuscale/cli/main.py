@@ -80,12 +80,34 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+FLAGS: dict[str, str] = {
+    "sequence_parallel": "--no-sequence-parallel",
+    "flash_attention": "--no-flash-attention",
+    "double_quant": "--no-double-quant",
+    "weight_dtype": "--weights",
+}
+"""API arguments whose flag is not ``--`` + the argument with dashes."""
+
+
+def flag_for(field: str) -> str:
+    """The CLI flag of an API argument: ``gpus_per_node`` -> ``--gpus-per-node``."""
+    return FLAGS.get(field, "--" + field.replace("_", "-"))
+
+
+def _message(exc: InputError) -> str:
+    """The error's line; one that does not name a flag gets its field's flag in front."""
+    text = _one_line(str(exc))
+    if exc.field and "--" not in text:
+        return f"{flag_for(exc.field)}: {text}"
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (0 ok, 1 failure found by a check, 2 bad input)."""
     try:
         result = cli.main(args=argv, prog_name="gpuscale", standalone_mode=False)
     except InputError as exc:
-        click.echo(f"gpuscale: {_one_line(str(exc))}", err=True)
+        click.echo(f"gpuscale: {_message(exc)}", err=True)
         return 2
     except click.exceptions.NoArgsIsHelpError as exc:
         # `gpuscale` or `gpuscale bench` alone: show the help, as a bare group should.

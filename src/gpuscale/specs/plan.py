@@ -14,6 +14,10 @@ from gpuscale.specs.model import ModelSpec
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE_CHOICES: tuple[str, ...] = ("none", "selective", "full")
 
+FLAG_NAMES = {"micro_batch": "mbs", "global_batch": "gbs"}
+"""Plan fields whose flag (and JSON key, and API argument) is spelled shorter: ``--mbs``,
+``--gbs`` everywhere."""
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Plan:
@@ -45,23 +49,32 @@ class Plan:
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "vp", "ep", "micro_batch", "global_batch"):
             value = getattr(self, name)
+            flag = FLAG_NAMES.get(name, name)
             require(
                 isinstance(value, int) and value >= 1,
-                f"--{name.replace('_', '-')} must be a positive integer, got {value!r}",
+                f"--{flag} must be a positive integer, got {value!r}",
+                field=flag,
             )
         require(
             self.recompute in RECOMPUTE_CHOICES,
             f"--recompute must be one of {', '.join(RECOMPUTE_CHOICES)}, got '{self.recompute}'",
+            field="recompute",
         )
-        require(self.zero in (0, 1, 2, 3), f"--zero must be 0, 1, 2 or 3, got {self.zero}")
+        require(
+            self.zero in (0, 1, 2, 3),
+            f"--zero must be 0, 1, 2 or 3, got {self.zero}",
+            field="zero",
+        )
         require(
             self.global_batch % (self.micro_batch * self.dp) == 0,
             f"--gbs ({self.global_batch}) must be divisible by --mbs x --dp "
             f"({self.micro_batch} x {self.dp} = {self.micro_batch * self.dp})",
+            field="gbs",
         )
         require(
             self.vp == 1 or self.pp > 1,
             "--vp > 1 needs --pp > 1 (interleaving splits pipeline stages)",
+            field="vp",
         )
 
     @property
