@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,10 +57,23 @@ class ExportResult:
         return []
 
 
+def _read(source: str | os.PathLike[str]) -> str:
+    """The document's text: a regular file of at most 1 MiB, or standard input for ``-`` (so
+    ``gpuscale estimate ... --json | gpuscale export --to megatron --from -`` works)."""
+    if str(source) != "-":
+        return files.read_text(source, label="--from", field="source", max_bytes=files.MiB)
+    data = sys.stdin.buffer.read(files.MiB + 1)
+    require(len(data) <= files.MiB, "--from - : standard input is over 1 MiB", field="source")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError("--from - : standard input is not UTF-8 text", field="source") from None
+
+
 def _document(source: str | os.PathLike[str] | dict[str, Any]) -> dict[str, Any]:
     if isinstance(source, dict):
         return source
-    text = files.read_text(source, label="--from", field="source", max_bytes=files.MiB)
+    text = _read(source)
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

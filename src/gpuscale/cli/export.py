@@ -19,7 +19,8 @@ from gpuscale.export import EXPORTERS
     "--from",
     "source",
     required=True,
-    help="The --json output of `gpuscale estimate` or `gpuscale plan` (its first ranked plan).",
+    help="The --json output of `gpuscale estimate` or `gpuscale plan` (its first ranked plan); "
+    "- reads it from standard input.",
 )
 @click.option(
     "--seq",
@@ -74,7 +75,7 @@ def command(
     if output is None:
         for item in result.export.files:
             console.rule(item.name)
-            console.print(item.content, markup=False, highlight=False, end="")
+            click.echo(item.content, nl=False)  # verbatim: never wrapped to the terminal width
     else:
         for path in result.written:
             console.print(f"wrote {path}")
