@@ -38,6 +38,7 @@ ALLOWED: dict[str, set[str]] = {
     "cluster": {"errors", "specs", "catalog", "costmodel", "planner"},
     "measure": {"errors", "specs", "catalog", "costmodel"},
     "runtime": {"errors", "specs", "catalog", "costmodel"},
+    "export": {"errors", "specs", "catalog"},
     # report renders what the layers below return (rich tables, plotly figures, HTML)
     "report": {"errors", "specs", "catalog", "costmodel", "planner", "measure"},
     "api": BELOW_API,
@@ -70,6 +71,7 @@ TORCH_FREE = [
     "gpuscale.costmodel",
     "gpuscale.planner",
     "gpuscale.report",
+    "gpuscale.export",
     "gpuscale.api",
     "gpuscale.cli.main",
 ]

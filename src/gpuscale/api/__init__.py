@@ -23,6 +23,7 @@ from gpuscale.api.cluster import (
     cluster_simulate,
     cluster_trace,
 )
+from gpuscale.api.export import export_plan as export_plan
 from gpuscale.api.fitting import FitResult, fit
 from gpuscale.api.planning import OBJECTIVES, PlanResult, ScaleResult, plan, scale
 from gpuscale.api.result import Result
@@ -46,6 +47,7 @@ __all__ = [
     "cluster_simulate",
     "cluster_trace",
     "estimate",
+    "export_plan",
     "fit",
     "plan",
     "profile_names",

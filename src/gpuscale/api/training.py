@@ -65,9 +65,12 @@ class EstimateResult:
     model: str
     gpu: str
     gpus: int
+    gpus_per_node: int
     inter: str
     framework: str
     profile: str
+    seq: int
+    precision: str
     plan: Plan
     fits: bool
     memory_per_gpu_gib: float
@@ -103,9 +106,12 @@ class EstimateResult:
                 "model": self.model,
                 "gpu": self.gpu,
                 "gpus": self.gpus,
+                "gpus_per_node": self.gpus_per_node,
                 "inter": self.inter,
                 "framework": self.framework,
                 "profile": self.profile,
+                "seq": self.seq,
+                "precision": self.precision,
                 "plan": {
                     "tp": p.tp,
                     "pp": p.pp,
@@ -278,9 +284,12 @@ def estimate(
         model=spec.name,
         gpu=cluster.device.id,
         gpus=num_gpus,
+        gpus_per_node=cluster.gpus_per_node,
         inter=cluster.inter.id,
         framework=framework,
         profile=prof.name,
+        seq=seq,
+        precision=precision,
         plan=plan,
         fits=row["fits"],
         memory_per_gpu_gib=row["memory_per_gpu_gib"],

@@ -25,6 +25,7 @@ COMMAND_MODULES: dict[str, str] = {
     "doctor": "gpuscale.cli.doctor",
     "import": "gpuscale.cli.import_cmd",
     "estimate": "gpuscale.cli.estimate",
+    "export": "gpuscale.cli.export",
     "fit": "gpuscale.cli.fit",
     "infer": "gpuscale.cli.infer",
     "plan": "gpuscale.cli.plan",

@@ -1,0 +1,138 @@
+"""What every export reads: one training job (model, hardware shape, plan, training settings)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, cast
+
+from gpuscale import catalog
+from gpuscale.errors import InputError, require
+from gpuscale.specs import ModelSpec, Plan, Training
+from gpuscale.specs.training import TrainPrecision
+
+PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TrainingJob:
+    """A plan ready to hand off: the model, the GPUs it runs on and how the step is split."""
+
+    model_id: str
+    """Catalog id or ``config.json`` path, as the user named the model."""
+    model: ModelSpec
+    gpu: str
+    """Catalog id of the GPU (written into the exported files' comments)."""
+    gpus: int
+    gpus_per_node: int
+    plan: Plan
+    training: Training
+
+    def __post_init__(self) -> None:
+        require(
+            self.gpus == self.plan.num_gpus,
+            f"the plan uses tp x pp x dp x cp = {self.plan.num_gpus} GPUs, not --gpus {self.gpus}",
+            field="gpus",
+        )
+        require(self.gpus_per_node >= 1, "--gpus-per-node must be >= 1", field="gpus_per_node")
+        require(
+            self.gpus <= self.gpus_per_node or self.gpus % self.gpus_per_node == 0,
+            f"--gpus ({self.gpus}) must fill whole nodes of --gpus-per-node {self.gpus_per_node}",
+            field="gpus_per_node",
+        )
+
+    @property
+    def nodes(self) -> int:
+        return max(1, self.gpus // self.gpus_per_node)
+
+    @property
+    def procs_per_node(self) -> int:
+        """Processes (one per GPU) started on each node."""
+        return min(self.gpus, self.gpus_per_node)
+
+
+def _plan_section(doc: dict[str, Any]) -> dict[str, Any]:
+    plan = doc.get("plan")
+    if isinstance(plan, dict):
+        return plan
+    options = doc.get("options") or doc.get("plans")
+    if isinstance(options, list) and options and isinstance(options[0], dict):
+        first = options[0]
+        return first.get("plan", first) if isinstance(first.get("plan", first), dict) else {}
+    raise InputError(
+        "the document has no plan: give the --json output of `gpuscale estimate` or `gpuscale plan`",
+        field="from",
+    )
+
+
+def _int(section: dict[str, Any], *names: str, default: int | None = None) -> int:
+    for name in names:
+        value = section.get(name)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int) and value >= 0:
+            return value
+    if default is not None:
+        return default
+    raise InputError(
+        f"the document's plan has no {names[0]} (expected a non-negative integer)", field="from"
+    )
+
+
+def job_from_document(
+    doc: Any,
+    *,
+    seq: int | None = None,
+    precision: str | None = None,
+    gpus_per_node: int | None = None,
+) -> TrainingJob:
+    """Read an ``estimate --json`` or ``plan --json`` document (the first ranked plan of ``plan``).
+
+    Sequence length and precision come from the document when it records them, else from the
+    arguments; a document that records neither is refused rather than guessed."""
+    require(isinstance(doc, dict), "the document must be a JSON object", field="from")
+    section = _plan_section(doc)
+    model_id = doc.get("model")
+    gpu_id = doc.get("gpu")
+    require(
+        isinstance(model_id, str) and bool(model_id), "the document names no model", field="from"
+    )
+    require(isinstance(gpu_id, str) and bool(gpu_id), "the document names no gpu", field="from")
+    assert isinstance(model_id, str) and isinstance(gpu_id, str)
+    training_doc = doc.get("training") if isinstance(doc.get("training"), dict) else {}
+    seq_len = seq or section.get("seq") or doc.get("seq") or training_doc.get("seq")
+    require(
+        isinstance(seq_len, int) and seq_len > 0,
+        "the document does not record the sequence length: pass --seq",
+        field="seq",
+    )
+    assert isinstance(seq_len, int)
+    chosen_precision = precision or doc.get("precision") or training_doc.get("precision") or "bf16"
+    require(
+        chosen_precision in PRECISIONS,
+        f"precision must be one of {', '.join(PRECISIONS)}, got {chosen_precision!r}",
+        field="precision",
+    )
+    plan = Plan(
+        tp=_int(section, "tp"),
+        pp=_int(section, "pp"),
+        dp=_int(section, "dp"),
+        cp=_int(section, "cp", default=1),
+        vp=_int(section, "vp", default=1),
+        ep=_int(section, "ep", default=1),
+        micro_batch=_int(section, "mbs", "micro_batch"),
+        global_batch=_int(section, "gbs", "global_batch"),
+        recompute=section.get("recompute", "none"),
+        zero=_int(section, "zero", default=0),
+        sequence_parallel=bool(section.get("sequence_parallel", True)),
+    )
+    catalog.gpu(gpu_id)  # an unknown id fails here with the closest matches
+    per_node = gpus_per_node or doc.get("gpus_per_node") or catalog.DEFAULT_GPUS_PER_NODE
+    return TrainingJob(
+        model_id=model_id,
+        model=catalog.model(model_id),
+        gpu=gpu_id,
+        gpus=plan.num_gpus,
+        gpus_per_node=int(per_node),
+        plan=plan,
+        training=Training(seq_len=seq_len, precision=cast(TrainPrecision, chosen_precision)),
+    )

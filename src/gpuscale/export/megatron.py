@@ -1,0 +1,146 @@
+"""Megatron-LM: the ``pretrain_gpt.py`` argument list of a plan, as a ``torchrun`` launch script.
+
+Flag names follow Megatron-LM's ``megatron/training/arguments.py`` (core_r0.12+); the model
+block mirrors what ``TransformerConfig`` is built from, so megatron-core can check it.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from gpuscale.errors import require
+from gpuscale.export.files import Export, ExportedFile
+from gpuscale.export.job import TrainingJob
+
+
+def megatron_args(job: TrainingJob) -> list[str]:
+    """The arguments, in Megatron-LM's spelling, that reproduce ``job``'s model and plan."""
+    model, plan, training = job.model, job.plan, job.training
+    require(
+        plan.zero <= 1,
+        f"Megatron-LM's distributed optimizer is ZeRO-1; a ZeRO-{plan.zero} plan exports to "
+        "--to deepspeed, accelerate or torchtitan",
+        field="zero",
+    )
+    require(
+        model.num_layers % (plan.pp * plan.vp) == 0,
+        f"{model.num_layers} layers do not split into --pp {plan.pp} x --vp {plan.vp} equal stages",
+        field="vp",
+    )
+    args = [
+        "--num-layers", str(model.num_layers),
+        "--hidden-size", str(model.hidden_size),
+        "--num-attention-heads", str(model.num_heads),
+        "--ffn-hidden-size", str(model.ffn_hidden_size),
+        "--seq-length", str(training.seq_len),
+        "--max-position-embeddings", str(max(model.max_seq_len, training.seq_len)),
+    ]  # fmt: skip
+    if model.head_dim and model.head_dim != model.hidden_size // model.num_heads:
+        args += ["--kv-channels", str(model.head_dim)]
+    if model.num_kv_heads != model.num_heads:
+        args += ["--group-query-attention", "--num-query-groups", str(model.num_kv_heads)]
+    if model.mlp == "gated":
+        args.append("--swiglu")
+    args += ["--normalization", "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm"]
+    position = {"rope": "rope", "learned": "learned_absolute", "alibi": "none"}[model.position]
+    args += ["--position-embedding-type", position]
+    if not model.tied_embeddings:
+        args.append("--untie-embeddings-and-output-weights")
+    if not model.linear_bias:
+        args.append("--disable-bias-linear")
+    if model.num_experts > 1:
+        args += [
+            "--num-experts",
+            str(model.num_experts),
+            "--moe-router-topk",
+            str(model.experts_per_token),
+        ]
+    args += [
+        "--tensor-model-parallel-size", str(plan.tp),
+        "--pipeline-model-parallel-size", str(plan.pp),
+        "--context-parallel-size", str(plan.cp),
+        "--micro-batch-size", str(plan.micro_batch),
+        "--global-batch-size", str(plan.global_batch),
+    ]  # fmt: skip
+    if plan.vp > 1:
+        per_stage = model.num_layers // (plan.pp * plan.vp)
+        args += ["--num-layers-per-virtual-pipeline-stage", str(per_stage)]
+    if plan.ep > 1:
+        args += ["--expert-model-parallel-size", str(plan.ep)]
+    if plan.tp > 1 and plan.sequence_parallel:
+        args.append("--sequence-parallel")
+    if plan.zero == 1:
+        args += ["--use-distributed-optimizer", "--overlap-param-gather"]
+    if plan.dp * plan.cp > 1:
+        args.append("--overlap-grad-reduce")
+    if plan.recompute == "selective":
+        args += ["--recompute-granularity", "selective"]
+    elif plan.recompute == "full":
+        # One layer per checkpoint: what gpuscale prices as full recompute (Korthikanti et al.).
+        args += ["--recompute-granularity", "full", "--recompute-method", "uniform"]
+        args += ["--recompute-num-layers", "1"]
+    if training.precision == "fp16":
+        args.append("--fp16")
+    elif training.precision in ("bf16", "fp8"):
+        args.append("--bf16")
+    if training.precision == "fp8":
+        args += ["--fp8-format", "hybrid"]
+    return args
+
+
+_SCRIPT = """#!/usr/bin/env bash
+# Megatron-LM launch for {model} on {gpus}x {gpu} ({nodes} node(s) of {per_node}), written by
+# `gpuscale export --to megatron`. Run it on every node (e.g. under srun) with NODE_RANK and
+# MASTER_ADDR set; MEGATRON_LM points at a Megatron-LM checkout, DATA_PATH at a preprocessed
+# dataset prefix, TOKENIZER_MODEL at the tokenizer.
+set -euo pipefail
+: "${{MEGATRON_LM:?set MEGATRON_LM to a Megatron-LM checkout}}"
+: "${{DATA_PATH:?set DATA_PATH to the dataset prefix}}"
+: "${{TOKENIZER_MODEL:?set TOKENIZER_MODEL to the tokenizer}}"
+export CUDA_DEVICE_MAX_CONNECTIONS=1  # needed for TP/SP communication overlap ordering
+
+PLAN_ARGS=(
+{plan_args}
+)
+
+exec torchrun --nnodes {nodes} --nproc-per-node {per_node} \\
+    --node-rank "${{NODE_RANK:-0}}" --master-addr "${{MASTER_ADDR:-127.0.0.1}}" --master-port "${{MASTER_PORT:-29500}}" \\
+    "$MEGATRON_LM/pretrain_gpt.py" "${{PLAN_ARGS[@]}}" \\
+    --data-path "$DATA_PATH" --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$TOKENIZER_MODEL" \\
+    --train-iters "${{TRAIN_ITERS:-1000}}" --lr 3e-4 --min-lr 3e-5 --lr-decay-style cosine \\
+    --weight-decay 0.1 --clip-grad 1.0 --log-interval 10 "$@"
+"""
+
+
+def _group(args: list[str]) -> list[str]:
+    """One flag (with its value, if any) a line, for a script a person can read and edit."""
+    lines: list[str] = []
+    for token in args:
+        if token.startswith("--") or not lines:
+            lines.append(token)
+        else:
+            lines[-1] += " " + shlex.quote(token)
+    return lines
+
+
+def export_megatron(job: TrainingJob) -> Export:
+    args = megatron_args(job)
+    script = _SCRIPT.format(
+        model=job.model_id,
+        gpus=job.gpus,
+        gpu=job.gpu,
+        nodes=job.nodes,
+        per_node=job.procs_per_node,
+        plan_args="\n".join(f"    {line}" for line in _group(args)),
+    )
+    return Export(
+        target="megatron",
+        files=(
+            ExportedFile(
+                name="launch_megatron.sh",
+                content=script,
+                purpose="torchrun launch of Megatron-LM pretrain_gpt.py with the plan's arguments",
+                executable=True,
+            ),
+        ),
+    )

@@ -1,0 +1,119 @@
+"""``gpuscale export`` end to end: from estimate/plan --json to files on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ESTIMATE = [
+    "estimate", "llama3.1-70b", "--gpu", "h100-sxm", "--gpus", "64", "--tp", "8", "--pp", "2",
+    "--mbs", "1", "--gbs", "256", "--seq", "4096", "--recompute", "selective", "--zero", "1",
+    "--json",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def estimate_doc(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuscale.cli.main", *ESTIMATE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    path = tmp_path_factory.mktemp("doc") / "estimate.json"
+    path.write_text(proc.stdout)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("target", "names"),
+    [
+        ("megatron", ["launch_megatron.sh"]),
+        ("torchtitan", ["launch_torchtitan.sh"]),
+        ("slurm", ["train.sbatch"]),
+        ("kueue", ["job.yaml"]),
+    ],
+)
+def test_writes_the_target_files(
+    gpuscale: Callable[..., subprocess.CompletedProcess[str]],
+    estimate_doc: Path,
+    tmp_path: Path,
+    target: str,
+    names: list[str],
+) -> None:
+    out = tmp_path / "out"
+    proc = gpuscale("export", "--to", target, "--from", str(estimate_doc), "-o", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["plan"]["tp"] == 8 and doc["plan"]["gbs"] == 256 and doc["seq"] == 4096
+    assert sorted(p.name for p in out.iterdir()) == names
+    for name in names:
+        if name.endswith((".sh", ".sbatch")):
+            assert os.stat(out / name).st_mode & stat.S_IXUSR
+
+
+def test_reads_standard_input_from_plan(
+    gpuscale: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    plan = gpuscale(
+        "plan", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", "16", "--top", "1", "--json"
+    )
+    assert plan.returncode == 0, plan.stderr
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpuscale.cli.main",
+            "export",
+            "--to",
+            "deepspeed",
+            "--from",
+            "-",
+            "--json",
+        ],
+        input=plan.stdout,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    chosen = json.loads(plan.stdout)["plans"][0]["plan"]
+    assert json.loads(proc.stdout)["plan"]["dp"] == chosen["dp"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--to", "megatron", "--from", "/no/such.json"], "no such file"),
+        (["--to", "megatron", "--from", "/dev/zero"], "device"),
+        (["--to", "nope", "--from", "x.json"], "--to"),
+        (["--to", "accelerate", "--from", "ESTIMATE"], "megatron or torchtitan"),
+        (["--to", "megatron", "--from", "ESTIMATE", "-o", "/no/such/dir"], "does not exist"),
+        (["--to", "megatron", "--from", "NOTJSON"], "not JSON"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    gpuscale: Callable[..., subprocess.CompletedProcess[str]],
+    estimate_doc: Path,
+    tmp_path: Path,
+    args: list[str],
+    message: str,
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    args = [
+        str(estimate_doc) if a == "ESTIMATE" else str(bad) if a == "NOTJSON" else a for a in args
+    ]
+    proc = gpuscale("export", *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in proc.stderr

@@ -1,0 +1,306 @@
+"""Every export is read back by the real tool's own parser, and a wrong plan is refused by it.
+
+The parsers are test-only dependencies (the ``test`` extra): megatron-core, DeepSpeed,
+accelerate, kubernetes-validate, and bash itself.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpuscale import catalog
+from gpuscale.errors import InputError
+from gpuscale.export import TrainingJob, export, job_from_document
+from gpuscale.specs import Plan, Training
+
+
+def _job(model: str = "llama3.1-70b", *, gpus_per_node: int = 8, **plan: Any) -> TrainingJob:
+    p = Plan(**plan)
+    return TrainingJob(
+        model_id=model,
+        model=catalog.model(model),
+        gpu="h100-sxm",
+        gpus=p.num_gpus,
+        gpus_per_node=gpus_per_node,
+        plan=p,
+        training=Training(seq_len=4096),
+    )
+
+
+MEGATRON_PLAN = {"tp": 8, "pp": 2, "dp": 4, "vp": 5, "micro_batch": 1, "global_batch": 256}
+
+
+def _script_args(script: str) -> dict[str, str | bool]:
+    """The PLAN_ARGS array of a launch script, as Megatron's argparse would see it."""
+    body = script.split("PLAN_ARGS=(", 1)[1].split(")", 1)[0]
+    tokens = shlex.split(body)
+    out: dict[str, str | bool] = {}
+    for i, token in enumerate(tokens):
+        if token.startswith("--"):
+            nxt = tokens[i + 1] if i + 1 < len(tokens) else "--"
+            out[token[2:].replace("-", "_")] = True if nxt.startswith("--") else nxt
+    return out
+
+
+# --- Megatron: megatron-core's TransformerConfig and its rank generator ----------------------
+
+
+def _transformer_config(args: dict[str, str | bool]) -> Any:
+    import torch
+    from megatron.core.transformer import TransformerConfig
+
+    vp_layers = args.get("num_layers_per_virtual_pipeline_stage")
+    pp = int(args["pipeline_model_parallel_size"])
+    vp = int(args["num_layers"]) // (pp * int(vp_layers)) if vp_layers else None
+    return TransformerConfig(
+        num_layers=int(args["num_layers"]),
+        hidden_size=int(args["hidden_size"]),
+        num_attention_heads=int(args["num_attention_heads"]),
+        num_query_groups=int(args.get("num_query_groups", args["num_attention_heads"])),
+        ffn_hidden_size=int(args["ffn_hidden_size"]),
+        tensor_model_parallel_size=int(args["tensor_model_parallel_size"]),
+        pipeline_model_parallel_size=pp,
+        virtual_pipeline_model_parallel_size=vp,
+        context_parallel_size=int(args["context_parallel_size"]),
+        sequence_parallel=bool(args.get("sequence_parallel", False)),
+        recompute_granularity=args.get("recompute_granularity"),  # type: ignore[arg-type]
+        recompute_method=args.get("recompute_method"),  # type: ignore[arg-type]
+        recompute_num_layers=int(args["recompute_num_layers"])
+        if "recompute_num_layers" in args
+        else None,
+        bf16="bf16" in args,
+        pipeline_dtype=torch.bfloat16 if pp > 1 else None,
+        gated_linear_unit="swiglu" in args,
+        normalization=str(args["normalization"]),
+    )
+
+
+def test_megatron_launch_is_accepted_by_megatron_core_and_round_trips() -> None:
+    from megatron.core.parallel_state import RankGenerator
+
+    job = _job(**MEGATRON_PLAN, recompute="full", zero=1)
+    script = export(job, "megatron").files[0].content
+    args = _script_args(script)
+    config = _transformer_config(args)
+    assert config.tensor_model_parallel_size == 8
+    assert config.pipeline_model_parallel_size == 2
+    assert config.virtual_pipeline_model_parallel_size == 5
+    assert config.num_query_groups == 8
+    assert config.recompute_granularity == "full"
+    assert int(args["micro_batch_size"]) == 1 and int(args["global_batch_size"]) == 256
+    assert "use_distributed_optimizer" in args
+    ranks = RankGenerator(tp=8, ep=1, dp=4, pp=2, cp=1, order="tp-cp-ep-dp-pp")
+    assert ranks.world_size == job.gpus
+    # Tensor-parallel groups are consecutive ranks: one node of 8 each.
+    assert all(g == list(range(g[0], g[0] + 8)) for g in ranks.get_ranks("tp"))
+
+
+def test_megatron_core_refuses_a_wrong_plan_too() -> None:
+    job = _job(**MEGATRON_PLAN)
+    args = _script_args(export(job, "megatron").files[0].content)
+    args["tensor_model_parallel_size"] = "3"  # 64 heads do not split 3 ways
+    with pytest.raises(ValueError, match="tensor_model_parallel_size"):
+        _transformer_config(args)
+
+
+def test_megatron_script_is_valid_bash(tmp_path: Path) -> None:
+    path = tmp_path / "launch.sh"
+    path.write_text(export(_job(**MEGATRON_PLAN), "megatron").files[0].content)
+    subprocess.run(["bash", "-n", str(path)], check=True, timeout=30)
+
+
+def test_megatron_refuses_what_it_cannot_run() -> None:
+    with pytest.raises(InputError, match="ZeRO-3"):
+        export(_job(dp=8, micro_batch=1, global_batch=64, zero=3), "megatron")
+
+
+# --- DeepSpeed: DeepSpeedConfig checks the batch arithmetic -----------------------------------
+
+
+class _DataParallel:
+    """The one question DeepSpeedConfig asks its model-parallel unit."""
+
+    def __init__(self, dp: int) -> None:
+        self.dp = dp
+
+    def get_data_parallel_world_size(self) -> int:
+        return self.dp
+
+
+def _deepspeed_config(config: dict[str, Any], dp: int, monkeypatch: pytest.MonkeyPatch) -> Any:
+    import deepspeed.comm
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    # DeepSpeedConfig asks for the rank first; one process stands for the whole job.
+    monkeypatch.setattr(deepspeed.comm, "get_rank", lambda *a, **k: 0)
+    return DeepSpeedConfig(config, mpu=_DataParallel(dp))
+
+
+def test_deepspeed_config_is_accepted_and_round_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    job = _job("llama3.1-8b", dp=16, micro_batch=2, global_batch=512, zero=3, recompute="full")
+    config = json.loads(export(job, "deepspeed").files[0].content)
+    parsed = _deepspeed_config(config, 16, monkeypatch)
+    assert parsed.train_batch_size == 512
+    assert parsed.train_micro_batch_size_per_gpu == 2
+    assert parsed.gradient_accumulation_steps == 16
+    assert parsed.zero_optimization_stage == 3
+    assert parsed.bfloat16_config.enabled
+
+
+def test_deepspeed_refuses_a_wrong_plan_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    job = _job("llama3.1-8b", dp=16, micro_batch=2, global_batch=512, zero=3)
+    config = json.loads(export(job, "deepspeed").files[0].content)
+    with pytest.raises(AssertionError, match="train_batch_size"):
+        _deepspeed_config(config, 12, monkeypatch)  # run on 12 GPUs instead of 16
+
+
+# --- accelerate: its config loader and launch-argument validation -----------------------------
+
+
+def _accelerate(tmp_path: Path, content: str) -> Any:
+    from accelerate.commands.config.config_args import load_config_from_file
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+
+    path = tmp_path / "accelerate_config.yaml"
+    path.write_text(content)
+    load_config_from_file(str(path))
+    args = launch_command_parser().parse_args(["--config_file", str(path), "train.py"])
+    return _validate_launch_command(args)[0]
+
+
+def test_accelerate_config_is_accepted_and_round_trips(tmp_path: Path) -> None:
+    job = _job("llama3.1-8b", dp=16, micro_batch=2, global_batch=512, zero=3, recompute="full")
+    files = {f.name: f.content for f in export(job, "accelerate").files}
+    args = _accelerate(tmp_path, files["accelerate_config.yaml"])
+    assert args.num_processes == 16 and args.num_machines == 2
+    assert args.use_fsdp
+    assert str(args.fsdp_version) == "2"
+    assert args.mixed_precision == "bf16"
+    launch = tmp_path / "launch.sh"
+    launch.write_text(files["launch_accelerate.sh"])
+    subprocess.run(["bash", "-n", str(launch)], check=True, timeout=30)
+
+
+def test_accelerate_refuses_a_wrong_config_too(tmp_path: Path) -> None:
+    job = _job("llama3.1-8b", dp=16, micro_batch=2, global_batch=512, zero=3)
+    config = yaml.safe_load(export(job, "accelerate").files[0].content)
+    config["distributed_type"] = "TENSOR_PARALLEL_PIPELINE"  # no such accelerate mode
+    with pytest.raises(ValueError):
+        _accelerate(tmp_path, yaml.safe_dump(config))
+
+
+def test_accelerate_refuses_model_parallel_plans() -> None:
+    with pytest.raises(InputError, match="megatron or torchtitan"):
+        export(_job(**MEGATRON_PLAN), "accelerate")
+
+
+# --- Slurm: bash syntax and the #SBATCH header -----------------------------------------------
+
+
+def test_sbatch_is_valid_bash_with_one_launcher_per_node(tmp_path: Path) -> None:
+    job = _job(**MEGATRON_PLAN)
+    script = export(job, "slurm").files[0].content
+    path = tmp_path / "train.sbatch"
+    path.write_text(script)
+    subprocess.run(["bash", "-n", str(path)], check=True, timeout=30)
+    header = dict(
+        line.removeprefix("#SBATCH --").split("=", 1)
+        for line in script.splitlines()
+        if line.startswith("#SBATCH --") and "=" in line
+    )
+    assert int(header["nodes"]) * int(header["gpus-per-node"]) == job.gpus
+    assert header["ntasks-per-node"] == "1"
+
+
+# --- Kubernetes + Kueue: the Kubernetes schema of the built-in kinds --------------------------
+
+
+def test_kueue_manifests_pass_the_kubernetes_schema() -> None:
+    import kubernetes_validate
+
+    job = _job(**MEGATRON_PLAN)
+    documents = list(yaml.safe_load_all(export(job, "kueue").files[0].content))
+    for document in documents:
+        kubernetes_validate.validate(document, "1.32", strict=True)
+    batch = next(d for d in documents if d["kind"] == "Job")
+    assert batch["spec"]["completions"] * 8 == job.gpus
+    assert batch["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
+    annotations = batch["spec"]["template"]["metadata"]["annotations"]
+    assert any(key.startswith("kueue.x-k8s.io/podset-") for key in annotations)
+
+
+def test_kubernetes_schema_refuses_a_wrong_manifest_too() -> None:
+    import kubernetes_validate
+
+    job = _job(**MEGATRON_PLAN)
+    documents = list(yaml.safe_load_all(export(job, "kueue").files[0].content))
+    batch = next(d for d in documents if d["kind"] == "Job")
+    batch["spec"]["completions"] = "eight"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(batch, "1.32", strict=True)
+
+
+# --- From a plan or estimate document ---------------------------------------------------------
+
+
+def test_job_from_an_estimate_document_round_trips() -> None:
+    doc = {
+        "model": "llama3.1-70b",
+        "gpu": "h100-sxm",
+        "gpus": 64,
+        "plan": {"tp": 8, "pp": 2, "dp": 4, "cp": 1, "vp": 1, "mbs": 1, "gbs": 256, "zero": 1},
+        "seq": 4096,
+    }
+    job = job_from_document(doc)
+    assert (job.plan.tp, job.plan.pp, job.plan.dp) == (8, 2, 4)
+    assert job.plan.global_batch == 256 and job.training.seq_len == 4096
+    with pytest.raises(InputError, match="--seq"):
+        job_from_document({k: v for k, v in doc.items() if k != "seq"})
+
+
+# --- torchtitan 0.3: its ConfigManager and ParallelDims -----------------------------------------
+
+
+def _torchtitan(args: list[str]) -> Any:
+    from torchtitan.config.manager import ConfigManager
+
+    return ConfigManager().parse_args(args)
+
+
+def _launch_args(script: str) -> list[str]:
+    line = next(ln for ln in script.splitlines() if "-m torchtitan.train" in ln)
+    tokens = shlex.split(line.split("-m torchtitan.train", 1)[1])
+    return [t for t in tokens if t != "$@"]
+
+
+def test_torchtitan_command_is_accepted_and_round_trips() -> None:
+    from torchtitan.distributed.parallel_dims import ParallelDims
+
+    job = _job(tp=8, pp=2, dp=4, vp=5, micro_batch=1, global_batch=256, zero=3, recompute="full")
+    script = export(job, "torchtitan").files[0].content
+    config = _torchtitan(_launch_args(script))
+    par = config.parallelism
+    assert (par.tensor_parallel_degree, par.pipeline_parallel_degree) == (8, 2)
+    assert (
+        par.data_parallel_shard_degree == 4 and par.pipeline_parallel_schedule == "Interleaved1F1B"
+    )
+    assert par.pipeline_parallel_layers_per_stage == 8
+    assert config.training.global_batch_size == 256 and config.training.seq_len == 4096
+    assert type(config.activation_checkpoint).__qualname__ == "FullAC.Config"
+    ParallelDims.from_config(par, world_size=job.gpus)  # torchtitan's own degree check
+
+
+def test_torchtitan_refuses_a_wrong_plan_too() -> None:
+    from torchtitan.distributed.parallel_dims import ParallelDims
+
+    job = _job(tp=8, pp=2, dp=4, micro_batch=1, global_batch=256, zero=3)
+    config = _torchtitan(_launch_args(export(job, "torchtitan").files[0].content))
+    with pytest.raises((AssertionError, ValueError)):
+        ParallelDims.from_config(config.parallelism, world_size=48)  # 64 GPUs' plan on 48
