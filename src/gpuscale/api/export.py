@@ -13,6 +13,9 @@ from gpuscale import SCHEMA_VERSION, files
 from gpuscale.errors import InputError, require
 from gpuscale.export import EXPORTERS, Export, TrainingJob, export, job_from_document
 
+TARGETS: tuple[str, ...] = tuple(EXPORTERS)
+"""What ``--to`` accepts."""
+
 
 @dataclass(frozen=True, slots=True)
 class ExportResult:

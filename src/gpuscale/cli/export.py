@@ -6,15 +6,12 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from gpuscale.api.export import export_plan
+from gpuscale.api.export import TARGETS, export_plan
 from gpuscale.cli._common import console, emit_json, json_option
-from gpuscale.export import EXPORTERS
 
 
 @click.command("export")
-@click.option(
-    "--to", "target", required=True, type=click.Choice(list(EXPORTERS)), help="Target tool."
-)
+@click.option("--to", "target", required=True, type=click.Choice(TARGETS), help="Target tool.")
 @click.option(
     "--from",
     "source",
