@@ -38,7 +38,7 @@ ALLOWED: dict[str, set[str]] = {
     "cluster": {"errors", "specs", "catalog", "costmodel", "planner"},
     "measure": {"errors", "specs", "catalog", "costmodel"},
     "runtime": {"errors", "specs", "catalog", "costmodel"},
-    "export": {"errors", "specs", "catalog"},
+    "export": {"errors", "specs", "catalog", "costmodel"},
     # report renders what the layers below return (rich tables, plotly figures, HTML)
     "report": {"errors", "specs", "catalog", "costmodel", "planner", "measure"},
     "api": BELOW_API,

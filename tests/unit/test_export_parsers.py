@@ -304,3 +304,45 @@ def test_torchtitan_refuses_a_wrong_plan_too() -> None:
     config = _torchtitan(_launch_args(export(job, "torchtitan").files[0].content))
     with pytest.raises((AssertionError, ValueError)):
         ParallelDims.from_config(config.parallelism, world_size=48)  # 64 GPUs' plan on 48
+
+
+def test_megatron_uneven_stages_are_accepted_by_megatron_core() -> None:
+    """Llama 3.1 405B (126 layers) at PP=8 x VP=8, a published Megatron-Bridge recipe: the
+    embedding and the loss count as layers, so the first and last ranks take 15 layers and the
+    others 16, the split the cost model priced; megatron-core accepts it."""
+    import torch
+    from megatron.core.transformer import TransformerConfig
+
+    job = _job("llama3.1-405b", tp=8, pp=8, vp=8, dp=2, micro_batch=1, global_batch=128)
+    args = _script_args(export(job, "megatron").files[0].content)
+    assert "account_for_embedding_in_pipeline_split" in args
+    assert "account_for_loss_in_pipeline_split" in args
+    assert args["num_virtual_stages_per_pipeline_rank"] == "8"
+    config = TransformerConfig(
+        num_layers=126,
+        hidden_size=16384,
+        num_attention_heads=128,
+        num_query_groups=8,
+        tensor_model_parallel_size=8,
+        pipeline_model_parallel_size=8,
+        virtual_pipeline_model_parallel_size=8,
+        account_for_embedding_in_pipeline_split=True,
+        account_for_loss_in_pipeline_split=True,
+        bf16=True,
+        pipeline_dtype=torch.bfloat16,
+    )
+    assert config.pipeline_model_parallel_size == 8
+    # Explicit first/last counts that are not multiples of vp are refused by megatron-core too.
+    with pytest.raises(ValueError, match="divisible by virtual pipeline"):
+        TransformerConfig(
+            num_layers=126,
+            hidden_size=16384,
+            num_attention_heads=128,
+            tensor_model_parallel_size=8,
+            pipeline_model_parallel_size=8,
+            virtual_pipeline_model_parallel_size=8,
+            num_layers_in_first_pipeline_stage=15,
+            num_layers_in_last_pipeline_stage=15,
+            bf16=True,
+            pipeline_dtype=torch.bfloat16,
+        )

@@ -8,9 +8,57 @@ from __future__ import annotations
 
 import shlex
 
+from gpuscale.costmodel.pipeline import stage_layers
 from gpuscale.errors import require
 from gpuscale.export.files import Export, ExportedFile
 from gpuscale.export.job import TrainingJob
+from gpuscale.specs import PlanBatch
+
+
+def _pipeline_split(job: TrainingJob) -> list[str]:
+    """How Megatron-LM splits the layers over the pipeline ranks: even when ``pp * vp`` divides
+    them; else the first and last ranks take fewer, as the cost model priced it
+    (:func:`gpuscale.costmodel.pipeline.stage_layers`). Megatron-Core says so with embedding/loss
+    counted as layers (``--account-for-embedding/loss-in-pipeline-split``, what Megatron-Bridge's
+    Llama 3.1 405B recipe uses) or explicit ``--decoder-first/last-pipeline-num-layers``, which
+    under interleaving must be multiples of vp (``TransformerConfig.__post_init__``)."""
+    plan, layers = job.plan, job.model.num_layers
+    if plan.pp == 1:
+        return []
+    chunks = plan.pp * plan.vp
+    embedding, loss = plan.embedding_in_split, plan.loss_in_split
+    explicit = plan.first_stage_layers > 0 or plan.last_stage_layers > 0
+    if not (explicit or embedding or loss) and layers % chunks:
+        # The automatic split takes the deficit off the last rank, then the first: the same
+        # layers as counting the loss (and the embedding) as one layer each.
+        embedding, loss = (
+            (layers + 2) % chunks == 0,
+            (layers + 1) % chunks == 0 or (layers + 2) % chunks == 0,
+        )
+        if not (embedding or loss):
+            require(
+                plan.vp == 1,
+                f"Megatron-LM interleaves uneven stages only when --pp x --vp = {chunks} divides "
+                f"the {layers} layers plus the embedding and loss; accepted: --vp 1, or a --vp "
+                "that does",
+                field="vp",
+            )
+            explicit = True
+    args: list[str] = []
+    if embedding:
+        args.append("--account-for-embedding-in-pipeline-split")
+    if loss:
+        args.append("--account-for-loss-in-pipeline-split")
+    if explicit:
+        split = stage_layers(job.model, PlanBatch.from_plans([plan]))
+        args += ["--decoder-first-pipeline-num-layers", str(int(split.first[0]))]
+        args += ["--decoder-last-pipeline-num-layers", str(int(split.last[0]))]
+    if plan.vp > 1:
+        if args:  # uneven stages: interleaving is given per rank, not as layers per stage
+            args += ["--num-virtual-stages-per-pipeline-rank", str(plan.vp)]
+        else:
+            args += ["--num-layers-per-virtual-pipeline-stage", str(layers // chunks)]
+    return args
 
 
 def megatron_args(job: TrainingJob) -> list[str]:
@@ -21,11 +69,6 @@ def megatron_args(job: TrainingJob) -> list[str]:
         f"Megatron-LM's distributed optimizer is ZeRO-1; a ZeRO-{plan.zero} plan exports to "
         "--to deepspeed, accelerate or torchtitan",
         field="zero",
-    )
-    require(
-        model.num_layers % (plan.pp * plan.vp) == 0,
-        f"{model.num_layers} layers do not split into --pp {plan.pp} x --vp {plan.vp} equal stages",
-        field="vp",
     )
     args = [
         "--num-layers", str(model.num_layers),
@@ -62,9 +105,7 @@ def megatron_args(job: TrainingJob) -> list[str]:
         "--micro-batch-size", str(plan.micro_batch),
         "--global-batch-size", str(plan.global_batch),
     ]  # fmt: skip
-    if plan.vp > 1:
-        per_stage = model.num_layers // (plan.pp * plan.vp)
-        args += ["--num-layers-per-virtual-pipeline-stage", str(per_stage)]
+    args += _pipeline_split(job)
     if plan.ep > 1:
         args += ["--expert-model-parallel-size", str(plan.ep)]
     if plan.tp > 1 and plan.sequence_parallel:
