@@ -139,6 +139,49 @@ def layer_terms(model: ModelSpec, training: Training) -> LayerTerms:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class OpSacTerms:
+    """Per-token bytes torchtitan's per-op selective checkpointing keeps for one layer
+    (torchtitan ``_apply_ac_to_transformer_block``, ``selective_ac_option = "op"``): the layer
+    input, the output of every odd-numbered ``aten.mm`` of the forward (the even ones are
+    recomputed), the attention kernel's outputs, and under tensor parallelism the
+    reduce-scatter outputs. Everything else is recomputed from these."""
+
+    by_sp: float
+    """Split by sequence parallelism only: the layer input."""
+    by_tp: float
+    """Column-parallel matmul outputs and the attention outputs, split by tensor parallelism."""
+    whole: float
+    """Row-parallel matmul outputs: under tensor parallelism a partial sum of the full hidden
+    width before its reduce-scatter (DTensor ``Partial``), so not split at all."""
+    reduce_scatter: float
+    """The sequence-parallel reduce-scatter outputs, kept only when ``tp > 1``; split by SP."""
+
+
+def op_sac_terms(model: ModelSpec, training: Training) -> OpSacTerms:
+    """:class:`OpSacTerms` of one layer. The matmuls run in forward order q, k, v, o, (gate),
+    up, down (torchtitan Llama: ``wq, wk, wv``, ``wo``, then ``w2(silu(w1 x) * w3 x)``)."""
+    e = training.activation_bytes
+    h, q, kv, f = model.hidden_size, model.q_width, model.kv_width, model.ffn_hidden_size
+    k = model.experts_per_token
+    order = [("q", q, True), ("k", kv, True), ("v", kv, True), ("o", h, False)]
+    if model.mlp == "gated":
+        order.append(("gate", k * f, True))
+    order += [("up", k * f, True), ("down", k * h, False)]
+    by_tp = whole = 0.0
+    for index, (_, width, column) in enumerate(order):
+        if index % 2:  # torchtitan recomputes every second mm (``mm_count % 2 == 0``)
+            continue
+        if column:
+            by_tp += e * width
+        else:
+            whole += e * width
+    attention = e * q + (FP32_BYTES * model.num_heads if training.flash_attention else 0)
+    return OpSacTerms(
+        by_sp=float(e * h), by_tp=by_tp + attention, whole=whole, reduce_scatter=2.0 * e * h
+    )
+
+
 def head_terms(model: ModelSpec, training: Training) -> tuple[float, float, float]:
     """Per-token bytes kept by the last stage outside the layers: ``(replicated, vocab_split,
     loss_transient)``. Korthikanti Sec. 4.4: the final norm input, the output-layer input and
@@ -152,6 +195,9 @@ def head_terms(model: ModelSpec, training: Training) -> tuple[float, float, floa
         return replicated, 0.0, 0.0
     if training.loss == "chunked":
         return replicated, float(e * model.vocab_size), 0.0
+    if training.loss == "compiled":
+        # One fused kernel reads the 16-bit logits it keeps and writes their 16-bit gradient.
+        return replicated, float(e * model.vocab_size), float(e * model.vocab_size)
     logits = FP32_BYTES * model.vocab_size
     return replicated, logits, LOSS_TRANSIENT_COPIES * logits
 
@@ -170,6 +216,12 @@ class StageActivations:
     """Kept from forward to backward, all micro-batches in flight together."""
     transient: np.ndarray
     """Extra working set at the worst moment of backward: the recomputed layer or the loss."""
+    cached: np.ndarray
+    """Freed but still reserved by the caching allocator at that moment: on a stage that
+    computes the loss, the blocks of a layer's forward working set (what recompute frees at
+    once) are smaller than the ``s x vocab`` loss tensors, which need fresh segments, so the
+    allocator keeps both (PyTorch 'CUDA semantics', memory management: freed blocks are
+    cached for reuse, a request larger than every cached block allocates a new segment)."""
 
     @property
     def peak(self) -> np.ndarray:
@@ -191,6 +243,22 @@ def microbatches_in_flight(plans: PlanBatch) -> np.ndarray:
     return np.maximum(inflight, 1.0) * interleave
 
 
+def _together(workspace: np.ndarray, loss: np.ndarray, training: Training) -> np.ndarray:
+    """The layer working set and the loss's happen at different moments of backward, so the
+    allocator reuses one's memory for the other; a CUDA graph's private pool keeps the captured
+    layers' working set reserved between replays (PyTorch 'CUDA Graphs' notes, graph memory
+    management), so then both are held."""
+    return workspace + loss if training.cuda_graphs else np.maximum(workspace, loss)
+
+
+def _cached(workspace: np.ndarray, loss: np.ndarray, training: Training) -> np.ndarray:
+    """:attr:`StageActivations.cached`: the layer working set, when the loss tensors peak
+    above it and cannot reuse its blocks (under CUDA graphs it is already counted as live)."""
+    if training.cuda_graphs:
+        return np.zeros_like(workspace + loss)
+    return np.where(loss > workspace, workspace, 0.0)
+
+
 def stage_activations(
     model: ModelSpec, training: Training, plans: PlanBatch, stage: Stage
 ) -> StageActivations:
@@ -206,13 +274,31 @@ def stage_activations(
     full_layer = (
         (terms.replicated + terms.lora) / sp + terms.split / tp + terms.per_seq * context / tp
     )
+    checkpoint = terms.checkpoint / sp
+    if training.selective_policy == "op":
+        op = op_sac_terms(model, training)
+        selective = np.minimum(
+            op.by_sp / sp + op.by_tp / tp + op.whole + np.where(tp > 1, op.reduce_scatter / sp, 0),
+            full_layer,
+        )
+    elif training.selective_policy == "layer":
+        # torchtitan per-layer SAC: one layer in ``selective_every`` fully recomputed.
+        every = float(training.selective_every)
+        selective = (checkpoint + (every - 1.0) * full_layer) / every
+    else:
+        selective = full_layer - terms.per_seq * context / tp
     stored_layer = np.select(
         [recompute == RECOMPUTE_CODE["full"], recompute == RECOMPUTE_CODE["selective"]],
-        [terms.checkpoint / sp, full_layer - terms.per_seq * context / tp],
+        [checkpoint, selective],
         full_layer,
     )
-    # The layer being recomputed holds its full set again during its backward.
-    workspace = full_layer - stored_layer
+    # The layer being recomputed holds its full set again during its backward (per-layer SAC:
+    # the recomputed layer is one with only its input kept).
+    workspace = np.where(
+        (recompute == RECOMPUTE_CODE["selective"]) & (training.selective_policy == "layer"),
+        full_layer - checkpoint,
+        full_layer - stored_layer,
+    )
 
     layers = layers_on_stage(model, plans).astype(float)
     if training.activation_offload:
@@ -225,7 +311,8 @@ def stage_activations(
         # 1F1B: the last stage runs each micro-batch's backward right after its forward.
         return StageActivations(
             stored=tokens * layers * stored_layer + head,
-            transient=np.maximum(tokens * workspace, loss),
+            transient=_together(tokens * workspace, loss, training),
+            cached=_cached(tokens * workspace, loss, training),
         )
     in_flight = np.maximum(np.minimum(plans.pp, plans.num_microbatches), 1)
     stored = tokens * (
@@ -236,5 +323,6 @@ def stage_activations(
     single = plans.pp == 1
     return StageActivations(
         stored=np.where(single, stored + head, stored),
-        transient=np.where(single, np.maximum(transient, loss), transient),
+        transient=np.where(single, _together(transient, loss, training), transient),
+        cached=np.where(single, _cached(transient, loss, training), 0.0),
     )

@@ -32,7 +32,13 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from gpuscale.costmodel.activations import Stage, stage_activations
-from gpuscale.costmodel.model_states import DTYPE_BYTES, param_split, trainable_bytes
+from gpuscale.costmodel.model_states import (
+    DTYPE_BYTES,
+    block_linear_weights,
+    param_split,
+    trainable_bytes,
+)
+from gpuscale.costmodel.params import layer_params
 from gpuscale.costmodel.profile import Profile, load_profile
 from gpuscale.specs import ModelSpec, Plan, PlanBatch
 from gpuscale.specs.training import Training
@@ -124,13 +130,44 @@ def _model_states(
     gradients = sharded(t_dense, t_expert, plans.zero >= 2) * per.gradients
     optimizer = sharded(t_dense, t_expert, plans.zero >= 1) * per.optimizer
 
-    # A stage-3 rank gathers the unit it computes and prefetches the next; the largest unit is
-    # a layer or the vocabulary table (torchtitan/torchtune wrap embedding and head as units).
-    layer_unit = (ps.trainable_layer_dense * per.weights + ps.frozen_layer_dense_bytes) / tp + (
-        ps.trainable_layer_expert * per.weights + ps.frozen_layer_expert_bytes
-    ) / (tp * ep)
-    table_unit = model.vocab_size * model.hidden_size * word / tp
-    gathered = layer_unit + np.maximum(layer_unit, table_unit)
+    # A stage-3 rank gathers the unit it computes and prefetches the next (Zhao et al. 2023,
+    # Sec. 3.3.2). The root unit -- everything outside the blocks: embedding, final norm, head --
+    # is not resharded after forward, since backward needs it first (FSDP1 and FSDP2 both skip
+    # the root's post-forward reshard), so it stays gathered for the whole step.
+    # Float8 all-gathers move (and keep gathered) the blocks' linear weights in 1 byte.
+    fp8 = 1.0
+    if training.fp8_all_gather and not training.is_lora:
+        share = block_linear_weights(model) / max(layer_params(model), 1)
+        fp8 = (share * DTYPE_BYTES["fp8"] + (1.0 - share) * word) / word
+    layer_unit = (
+        ps.trainable_layer_dense * per.weights * fp8 + ps.frozen_layer_dense_bytes
+    ) / tp + (ps.trainable_layer_expert * per.weights * fp8 + ps.frozen_layer_expert_bytes) / (
+        tp * ep
+    )
+    root_unit = outside(
+        ps.trainable_first * per.weights + ps.frozen_first_bytes,
+        ps.trainable_last * per.weights + ps.frozen_last_bytes,
+        ps.tied_table * word,
+    )
+    # Without reshard-after-forward (off by default under pipeline parallelism, torchtitan
+    # ``parallelize_llama``) every layer of the stage stays gathered from its forward to its
+    # backward; and torch.distributed.pipelining runs the non-last micro-batches' backward
+    # with ``set_requires_gradient_sync(False)``, so FSDP2 accumulates each parameter's
+    # unsharded gradient, upcast to the reduce dtype (``to_accumulated_grad_if_needed``).
+    reshard = (
+        (pp == 1)
+        if training.reshard_after_forward is None
+        else np.full(pp.shape, training.reshard_after_forward)
+    )
+    gathered = root_unit + np.where(reshard, 2.0 * layer_unit, layers * layer_unit)
+    grad_word = DTYPE_BYTES["fp32"] if training.master_weights else word
+    accumulated = np.where(
+        (pp > 1) & ~reshard & (plans.num_microbatches > 1),
+        layers
+        * (ps.trainable_layer_dense / tp + ps.trainable_layer_expert / (tp * ep))
+        * grad_word,
+        0.0,
+    )
     grad_unit = (
         ps.trainable_layer_dense / tp + ps.trainable_layer_expert / (tp * ep)
     ) * per.gradients
@@ -141,6 +178,7 @@ def _model_states(
         weights = np.minimum(gathered, weights_full)
     else:
         weights = np.where(stage3, weights + gathered, weights)
+        gradients = np.where(stage3, gradients + accumulated, gradients)
     if training.offload_optimizer:
         # Each unit's gradients pass through the device on their way to the host.
         host = host + gradients + optimizer
@@ -181,10 +219,11 @@ def training_memory(
     stages: tuple[Stage, ...] = ("first", "last")
     for stage in stages:
         states = _model_states(model, training, plans, stage, prof)
-        activations = stage_activations(model, training, plans, stage).peak
+        acts = stage_activations(model, training, plans, stage)
+        activations = acts.peak
         overlap = np.where(transient_grads, np.minimum(states.gradients, activations), 0.0)
         allocated = states.weights + states.gradients + states.optimizer + activations - overlap
-        reserved = allocated * fragmentation
+        reserved = (allocated + acts.cached) * fragmentation
         overhead = reserved - allocated + context + np.where(plans.num_gpus > 1, nccl, 0.0)
         per_stage.append(
             {

@@ -23,8 +23,11 @@ LORA_TARGETS: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down", "head
 in gated MLPs; a plain MLP has ``up`` = fc1 and ``down`` = fc2) and the output ``head``."""
 ALL_LINEAR: tuple[LoraTarget, ...] = ("q", "k", "v", "o", "gate", "up", "down")
 
-Loss = Literal["standard", "chunked", "fused"]
-LOSSES: tuple[str, ...] = ("standard", "chunked", "fused")
+Loss = Literal["standard", "chunked", "fused", "compiled"]
+LOSSES: tuple[str, ...] = ("standard", "chunked", "fused", "compiled")
+
+SelectivePolicy = Literal["attention", "op", "layer"]
+SELECTIVE_POLICIES: tuple[str, ...] = ("attention", "op", "layer")
 
 Task = Literal["lm", "classify"]
 TASKS: tuple[str, ...] = ("lm", "classify")
@@ -99,13 +102,35 @@ class Training:
     as fp32 log-probabilities (PyTorch ``cross_entropy``, Megatron); ``chunked``: the 16-bit
     logits are kept whole and upcast one chunk at a time (torchtune ``CEWithChunkedOutputLoss``,
     LitGPT ``chunked_cross_entropy``); ``fused``: fused with the output projection, no logits
-    are kept (Liger ``FusedLinearCrossEntropy``, Cut Cross-Entropy)."""
+    are kept (Liger ``FusedLinearCrossEntropy``, Cut Cross-Entropy); ``compiled``: the
+    cross-entropy under ``torch.compile`` (torchtitan 2025 ``build_cross_entropy_loss``), one
+    fused kernel that keeps the 16-bit logits and writes their 16-bit gradient, no fp32 copy."""
     dropout: bool = False
     """Hidden and attention dropout are active (Megatron GPT pretraining, BERT); each dropout
     keeps a 1-byte mask for backward. Current LLM fine-tuning recipes train without dropout."""
     task: Task = "lm"
     """``lm``: a vocabulary-wide loss at every position (causal or masked LM); ``classify``: one
     small label head per sequence (no ``s x vocab`` logits)."""
+    # --- How the framework allocates (costmodel/memory.py, costmodel/activations.py) ---
+    selective_policy: SelectivePolicy = "attention"
+    """What ``--recompute selective`` keeps. ``attention``: everything but the attention core
+    (Korthikanti et al. 2022, Sec. 5; Megatron); ``op``: torchtitan per-op SAC, the layer input,
+    every other matmul output and the attention outputs; ``layer``: torchtitan per-layer SAC,
+    every ``selective_every``-th layer fully recomputed and the others not at all."""
+    selective_every: int = 2
+    """Period of per-layer SAC (torchtitan ``selective_ac_option = "2"``)."""
+    reshard_after_forward: bool | None = None
+    """FSDP/ZeRO-3 frees each unit's gathered weights after its forward. ``None`` = the
+    framework default: on, and off under pipeline parallelism (torchtitan
+    ``parallelize_llama``), where a stage's gathered weights then stay from forward to backward."""
+    fp8_all_gather: bool = False
+    """FSDP gathers the linear weights in float8 (torchao ``enable_fsdp_float8_all_gather``):
+    1 byte per gathered weight instead of 2."""
+    cuda_graphs: bool = False
+    """Layers are captured as CUDA graphs (Megatron ``--enable-cuda-graph``, TE
+    ``make_graphed_callables``): a captured region's intermediates live in the graph's private
+    memory pool, which stays reserved between replays, so the layer working set is held at the
+    same time as the loss's instead of reusing its memory."""
 
     def __post_init__(self) -> None:
         _positive_int(self.seq_len, "--seq")
@@ -114,6 +139,8 @@ class Training:
         _choice(self.finetune, FINETUNES, "--finetune")
         _choice(self.task, TASKS, "task")
         _choice(self.loss, LOSSES, "--loss")
+        _choice(self.selective_policy, SELECTIVE_POLICIES, "--selective-policy")
+        _positive_int(self.selective_every, "--selective-every")
         _positive_int(self.lora_rank, "--lora-rank")
         require(
             isinstance(self.lora_targets, tuple) and len(self.lora_targets) > 0,

@@ -28,7 +28,7 @@ from gpuscale.costmodel.params import total_params
 from gpuscale.costmodel.profile import Profile, load_profile, profile_from_dict
 from gpuscale.specs import ModelSpec, Plan
 from gpuscale.specs.plan import Recompute
-from gpuscale.specs.training import ALL_LINEAR, Training
+from gpuscale.specs.training import ALL_LINEAR, Loss, Training
 
 GIB = float(2**30)
 
@@ -96,10 +96,11 @@ def _source(row: dict[str, str]) -> str:
 
 def _counter(row: dict[str, str]) -> str:
     how = row["measured_how"].lower()
+    reserved = ("max_memory_reserved", "peak memory reserved", "reserved_peak", "max_reserved")
+    if any(k in how for k in reserved):
+        return "reserved"
     if "nvml" in how or "screenshot" in how or "monitor" in how:
         return "total"
-    if any(k in how for k in ("max_memory_reserved", "peak memory reserved", "reserved_peak")):
-        return "reserved"
     if "max_memory_allocated" in how or "active_bytes" in how:
         return "allocated"
     # torchtune README tables print get_memory_stats without naming the counter; the Feb-2024
@@ -242,9 +243,78 @@ def _sharding(row: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+TORCHTITAN_COMPILES_LOSS = {"llama3_h100_202412": False, "llama3_8b_h200_2025-06": True}
+"""Whether the torchtitan version behind a benchmark document compiles the loss with the
+model. The Dec-2024 tables name torchtitan 9dec370, whose ``train.py`` left ``loss_fn =
+torch.compile(loss_fn)`` commented out ("compiling loss function causes CUDA errors"); the
+Jun-2025 H200 table names e7c0cae, where ``build_cross_entropy_loss`` compiles it whenever
+``training.compile`` is on."""
+
+
+def _torchtitan_case(row: dict[str, str], model: ModelSpec, notes: list[str]) -> Case:
+    """A torchtitan pre-training row (published_memory_pretraining.csv)."""
+    text = f"{row['precision']} {row['notes']}"
+    tp, pp, dp, cp = (int(row[k]) for k in ("tp", "pp", "dp", "cp"))
+    mbs = int(row["micro_batch"])
+    compiled = "compile" in row["notes"].lower()
+    document = next((d for d in TORCHTITAN_COMPILES_LOSS if d in row["source"]), None)
+    if document is None:
+        raise Skip("torchtitan version not named: whether the loss is compiled is unknown")
+    loss: Loss = "compiled" if compiled and TORCHTITAN_COMPILES_LOSS[document] else "standard"
+    float8 = "Float8" in row["precision"]
+    # float8 all-gather is a toml switch: on where the row says so, and for the 405B rows,
+    # whose llama3_405b.toml turns it on (t5 notes; t6 runs the same file).
+    fp8_gather = float8 and (
+        "float8_all_gather" in text or "float8 all-gather" in text or model.num_layers == 126
+    )
+    if float8:
+        notes.append(f"Float8 linears; float8 all-gather {'on' if fp8_gather else 'off'}")
+    recompute: Recompute = "full" if row["recompute"].startswith("full") else "selective"
+    training = Training(
+        seq_len=int(row["seq_len"]),
+        precision="fp8" if float8 else "bf16",
+        master_weights=True,
+        loss=loss,
+        selective_policy="op",
+        fp8_all_gather=fp8_gather,
+    )
+    # Pipelined rows run torchtitan's default of as many micro-batches as stages (row notes).
+    steps = pp if pp > 1 else 1
+    vp = 2 if "Interleaved" in row["notes"] else 1
+    if vp > 1:
+        notes.append("interleaved 1F1B assumed at two virtual stages per rank")
+    plan = Plan(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        vp=vp,
+        zero=3,
+        micro_batch=mbs,
+        global_batch=mbs * dp * steps,
+        recompute=recompute,
+    )
+    return Case(
+        id=row["id"],
+        source="torchtitan",
+        model=model,
+        training=training,
+        plan=plan,
+        counter=_counter(row),
+        profile=load_profile("torchtitan"),
+        measured_gib=float(row["value_gib"]),
+        assumptions=tuple(notes),
+    )
+
+
 def to_case(row: dict[str, str], base: Profile) -> Case:
     """Turn one CSV row into a :class:`Case` (raises :class:`Skip` when it cannot)."""
     notes: list[str] = []
+    if _source(row) == "torchtitan":
+        name = MODELS.get(row["model"])
+        if name is None:
+            raise Skip(f"model '{row['model']}' not in the catalog")
+        return _torchtitan_case(row, catalog.model(name), notes)
     name = MODELS.get(row["model"])
     if name is None:
         raise Skip(f"model '{row['model']}' not in the catalog")
