@@ -62,7 +62,10 @@ class TrainingMemory:
     activations: np.ndarray
     """Saved for backward, all micro-batches in flight, plus the backward working set."""
     overlap: np.ndarray
-    """Credit when gradients and activations do not peak together (see module docstring)."""
+    """Reconciles the columns with the peak: the credit when gradients and activations do not
+    peak together (see module docstring), less the optimizer step's intermediates or the
+    loading transient where one of those moments is the peak instead (activations are freed
+    by then), so it can be negative."""
     allocated: np.ndarray
     reserved: np.ndarray
     """``allocated`` times the allocator's fragmentation (``torch.cuda.max_memory_reserved``)."""
@@ -88,6 +91,11 @@ class _States:
     gradients: np.ndarray
     optimizer: np.ndarray
     host: np.ndarray
+    step_temp: np.ndarray
+    """Intermediates of the optimizer step (foreach AdamW: one copy of the states updated)."""
+    load: np.ndarray
+    """Live bytes while the model is loaded (the 16-bit base of a quantized model built on
+    the device; zero when weights stream in)."""
 
 
 def _model_states(
@@ -144,10 +152,13 @@ def _model_states(
     ) / tp + (ps.trainable_layer_expert * per.weights * fp8 + ps.frozen_layer_expert_bytes) / (
         tp * ep
     )
+    # With the embedding and head as units of their own, the embedding is resharded after its
+    # forward; the head, computed last, is still gathered when backward starts.
+    embedding = 0.0 if training.separate_embedding_units else 1.0
     root_unit = outside(
-        ps.trainable_first * per.weights + ps.frozen_first_bytes,
+        embedding * (ps.trainable_first * per.weights + ps.frozen_first_bytes),
         ps.trainable_last * per.weights + ps.frozen_last_bytes,
-        ps.tied_table * word,
+        embedding * ps.tied_table * word,
     )
     # Without reshard-after-forward (off by default under pipeline parallelism, torchtitan
     # ``parallelize_llama``) every layer of the stage stays gathered from its forward to its
@@ -188,10 +199,37 @@ def _model_states(
         gradients = np.where(stage3, gradients + grad_unit, gradients)
     if training.optimizer_in_backward:
         gradients = np.full_like(gradients, ps.largest_trainable_tensor * per.gradients) / tp
+    # torch.optim AdamW(foreach=True), PyTorch's default on CUDA: ``_foreach_sqrt`` of the
+    # second moments allocates a list as large as the states of this GPU before the update.
+    foreach = (
+        training.optimizer == "adamw"
+        and training.foreach_optimizer
+        and not training.offload_optimizer
+        and not training.optimizer_in_backward
+        and not training.paged_optimizer
+    )
+    state_word = DTYPE_BYTES["fp32"] if (training.master_weights or word == 4.0) else word
+    step_temp = (
+        sharded(t_dense, t_expert, plans.zero >= 1) * state_word
+        if foreach
+        else np.zeros_like(optimizer)
+    )
+    load = np.zeros_like(weights)
+    if training.finetune == "qlora" and training.load_16bit_on_device:
+        load = layers * layer_params(model) * word / tp + outside(
+            ps.frozen_first_bytes, ps.frozen_last_bytes, ps.tied_table * word
+        )
     if training.paged_optimizer:
         host = host + optimizer
         optimizer = np.zeros_like(optimizer)
-    return _States(weights=weights, gradients=gradients, optimizer=optimizer, host=host)
+    return _States(
+        weights=weights,
+        gradients=gradients,
+        optimizer=optimizer,
+        host=host,
+        step_temp=step_temp,
+        load=load,
+    )
 
 
 def _gradients_transient(plans: PlanBatch) -> np.ndarray:
@@ -222,7 +260,12 @@ def training_memory(
         acts = stage_activations(model, training, plans, stage)
         activations = acts.peak
         overlap = np.where(transient_grads, np.minimum(states.gradients, activations), 0.0)
-        allocated = states.weights + states.gradients + states.optimizer + activations - overlap
+        # The step's peak is in backward, or in the optimizer step (activations freed, every
+        # gradient and the step's intermediates live), or while loading a quantized model.
+        states_sum = states.weights + states.gradients + states.optimizer
+        backward = states_sum + activations - overlap
+        allocated = np.maximum(np.maximum(backward, states_sum + states.step_temp), states.load)
+        overlap = overlap + backward - allocated
         reserved = (allocated + acts.cached) * fragmentation
         overhead = reserved - allocated + context + np.where(plans.num_gpus > 1, nccl, 0.0)
         per_stage.append(

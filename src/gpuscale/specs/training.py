@@ -126,6 +126,19 @@ class Training:
     fp8_all_gather: bool = False
     """FSDP gathers the linear weights in float8 (torchao ``enable_fsdp_float8_all_gather``):
     1 byte per gathered weight instead of 2."""
+    foreach_optimizer: bool = True
+    """The optimizer runs PyTorch's ``foreach`` (multi-tensor) implementation, the default on
+    CUDA: its AdamW step allocates one intermediate tensor list as large as the states it
+    updates (``_foreach_sqrt`` of the second moments; the torch.optim docs note foreach's
+    higher peak memory). False for ``fused=True`` or a per-parameter loop."""
+    separate_embedding_units: bool = False
+    """FSDP wraps the embedding and the output layer as units of their own (torchtune
+    ``custom_sharded_layers``, later torchtitan) and reshards them after use; by default they
+    sit in the root unit, which FSDP never reshards after forward."""
+    load_16bit_on_device: bool = False
+    """Quantized (QLoRA) bases are built in 16 bits on the device and quantized there, so the
+    whole 16-bit model is live once before training (LitGPT single-device ``bnb.nf4``: its
+    peaks equal the 16-bit model size); otherwise weights stream in one tensor at a time."""
     cuda_graphs: bool = False
     """Layers are captured as CUDA graphs (Megatron ``--enable-cuda-graph``, TE
     ``make_graphed_callables``): a captured region's intermediates live in the graph's private

@@ -335,8 +335,19 @@ def to_case(row: dict[str, str], base: Profile) -> Case:
     }
     src = _source(row)
     if src == "hf":
-        # HF BERT of that era: eager attention, dropout 0.1, sequence-classification head.
-        fields.update(flash_attention=False, dropout=True, task="classify")
+        # HF BERT of that era: eager attention, dropout 0.1, sequence-classification head; the
+        # Trainer's default optimizer was transformers' own AdamW ("adamw_hf"), a loop over
+        # the parameters, not torch's foreach implementation.
+        fields.update(flash_attention=False, dropout=True, task="classify", foreach_optimizer=False)
+    if "fused" in row["optimizer"].lower():
+        fields["foreach_optimizer"] = False
+    if src == "litgpt" and method == "qlora":
+        # LitGPT's single-device bnb.nf4 recipe builds the 16-bit model on the device and
+        # quantizes it there (its QLoRA peaks equal the 16-bit model size).
+        fields["load_16bit_on_device"] = True
+        notes.append("16-bit base built on the device before quantization (LitGPT bnb.nf4)")
+    if "custom_sharded_layers" in row["notes"]:
+        fields["separate_embedding_units"] = True
     if method != "full":
         fields.pop("optimizer_in_backward", None)
     training = Training(**fields)
