@@ -339,7 +339,9 @@ def to_case(row: dict[str, str], base: Profile) -> Case:
         # Trainer's default optimizer was transformers' own AdamW ("adamw_hf"), a loop over
         # the parameters, not torch's foreach implementation.
         fields.update(flash_attention=False, dropout=True, task="classify", foreach_optimizer=False)
-    if "fused" in row["optimizer"].lower():
+    if "fused" in row["optimizer"].lower() or row["id"].startswith("torchtune-2411"):
+        # torchtune's configs pass ``fused: True`` to torch AdamW by the Sep-2024 table (its
+        # rows say so); the Nov-2024 ablation runs the same configs.
         fields["foreach_optimizer"] = False
     if src == "litgpt" and method == "qlora":
         # LitGPT's single-device bnb.nf4 recipe builds the 16-bit model on the device and
