@@ -214,18 +214,37 @@ class StageActivations:
 
     stored: np.ndarray
     """Kept from forward to backward, all micro-batches in flight together."""
-    transient: np.ndarray
-    """Extra working set at the worst moment of backward: the recomputed layer or the loss."""
-    cached: np.ndarray
-    """Freed but still reserved by the caching allocator at that moment: on a stage that
-    computes the loss, the blocks of a layer's forward working set (what recompute frees at
-    once) are smaller than the ``s x vocab`` loss tensors, which need fresh segments, so the
-    allocator keeps both (PyTorch 'CUDA semantics', memory management: freed blocks are
-    cached for reuse, a request larger than every cached block allocates a new segment)."""
+    workspace: np.ndarray
+    """A layer's working set while it is recomputed and differentiated."""
+    loss: np.ndarray
+    """The loss's working set at the start of backward (zero on stages without the head)."""
+    cuda_graphs: bool = False
+
+    @property
+    def transient(self) -> np.ndarray:
+        """Extra working set at the worst moment of backward. The layer's and the loss's happen
+        at different moments, so the allocator reuses one's memory for the other; a CUDA
+        graph's private pool keeps the captured layers' working set reserved between replays
+        (PyTorch 'CUDA Graphs' notes, graph memory management), so then both are held."""
+        if self.cuda_graphs:
+            return self.workspace + self.loss
+        return np.maximum(self.workspace, self.loss)
 
     @property
     def peak(self) -> np.ndarray:
         return self.stored + self.transient
+
+    @property
+    def cached(self) -> np.ndarray:
+        """Freed but still reserved by the caching allocator at the loss's moment: a layer's
+        forward working set (what recompute frees at once) sits in blocks smaller than the
+        ``s x vocab`` loss tensors, which need fresh segments, so the allocator keeps both
+        (PyTorch 'CUDA semantics', memory management: freed blocks are cached for reuse; a
+        request larger than every cached block allocates a new segment). Under CUDA graphs
+        the working set is already counted as live."""
+        if self.cuda_graphs:
+            return np.zeros_like(self.stored)
+        return np.where(self.loss > self.workspace, self.workspace, 0.0)
 
 
 def layers_on_stage(model: ModelSpec, plans: PlanBatch) -> np.ndarray:
@@ -241,22 +260,6 @@ def microbatches_in_flight(plans: PlanBatch) -> np.ndarray:
     inflight = np.minimum(pp, plans.num_microbatches.astype(float))
     interleave = np.where(plans.vp > 1, 1.0 + (pp - 1.0) / (pp * plans.vp), 1.0)
     return np.maximum(inflight, 1.0) * interleave
-
-
-def _together(workspace: np.ndarray, loss: np.ndarray, training: Training) -> np.ndarray:
-    """The layer working set and the loss's happen at different moments of backward, so the
-    allocator reuses one's memory for the other; a CUDA graph's private pool keeps the captured
-    layers' working set reserved between replays (PyTorch 'CUDA Graphs' notes, graph memory
-    management), so then both are held."""
-    return workspace + loss if training.cuda_graphs else np.maximum(workspace, loss)
-
-
-def _cached(workspace: np.ndarray, loss: np.ndarray, training: Training) -> np.ndarray:
-    """:attr:`StageActivations.cached`: the layer working set, when the loss tensors peak
-    above it and cannot reuse its blocks (under CUDA graphs it is already counted as live)."""
-    if training.cuda_graphs:
-        return np.zeros_like(workspace + loss)
-    return np.where(loss > workspace, workspace, 0.0)
 
 
 def stage_activations(
@@ -311,8 +314,9 @@ def stage_activations(
         # 1F1B: the last stage runs each micro-batch's backward right after its forward.
         return StageActivations(
             stored=tokens * layers * stored_layer + head,
-            transient=_together(tokens * workspace, loss, training),
-            cached=_cached(tokens * workspace, loss, training),
+            workspace=tokens * workspace,
+            loss=loss,
+            cuda_graphs=training.cuda_graphs,
         )
     in_flight = np.maximum(np.minimum(plans.pp, plans.num_microbatches), 1)
     stored = tokens * (
@@ -323,6 +327,7 @@ def stage_activations(
     single = plans.pp == 1
     return StageActivations(
         stored=np.where(single, stored + head, stored),
-        transient=np.where(single, _together(transient, loss, training), transient),
-        cached=np.where(single, _cached(transient, loss, training), 0.0),
+        workspace=transient,
+        loss=np.where(single, loss, 0.0),
+        cuda_graphs=training.cuda_graphs,
     )

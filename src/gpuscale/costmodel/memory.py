@@ -91,6 +91,8 @@ class _States:
     gradients: np.ndarray
     optimizer: np.ndarray
     host: np.ndarray
+    unit: np.ndarray
+    """One gathered layer unit of FSDP/ZeRO-3 with reshard-after-forward (else zero)."""
     step_temp: np.ndarray
     """Intermediates of the optimizer step (foreach AdamW: one copy of the states updated)."""
     load: np.ndarray
@@ -170,7 +172,10 @@ def _model_states(
         if training.reshard_after_forward is None
         else np.full(pp.shape, training.reshard_after_forward)
     )
-    gathered = root_unit + np.where(reshard, 2.0 * layer_unit, layers * layer_unit)
+    resident = root_unit + np.where(reshard, 0.0, layers * layer_unit)
+    # Layer units in flight: the loss's moment holds one (the last block, kept gathered by
+    # torchtitan or fetched first for backward), a layer's backward two (it and the prefetch).
+    unit = np.where(reshard, layer_unit, 0.0)
     grad_word = DTYPE_BYTES["fp32"] if training.master_weights else word
     accumulated = np.where(
         (pp > 1) & ~reshard & (plans.num_microbatches > 1),
@@ -186,9 +191,10 @@ def _model_states(
     host = np.zeros_like(weights)
     if training.offload_params:
         host = host + weights
-        weights = np.minimum(gathered, weights_full)
+        weights = np.minimum(resident, weights_full)
     else:
-        weights = np.where(stage3, weights + gathered, weights)
+        weights = np.where(stage3, weights + resident, weights)
+        unit = np.where(stage3, unit, 0.0)
         gradients = np.where(stage3, gradients + accumulated, gradients)
     if training.offload_optimizer:
         # Each unit's gradients pass through the device on their way to the host.
@@ -223,6 +229,7 @@ def _model_states(
         host = host + optimizer
         optimizer = np.zeros_like(optimizer)
     return _States(
+        unit=unit,
         weights=weights,
         gradients=gradients,
         optimizer=optimizer,
@@ -258,19 +265,29 @@ def training_memory(
     for stage in stages:
         states = _model_states(model, training, plans, stage, prof)
         acts = stage_activations(model, training, plans, stage)
-        activations = acts.peak
+        # Backward peaks at the loss (its working set, one layer unit) or inside a layer (its
+        # working set, two units); CUDA graphs hold both working sets (see activations).
+        at_loss = acts.stored + acts.loss + states.unit
+        at_layer = acts.stored + acts.workspace + 2.0 * states.unit
+        if training.cuda_graphs:
+            at_loss = at_layer = acts.stored + acts.workspace + acts.loss + 2.0 * states.unit
+        loss_wins = at_loss > at_layer
+        units = np.where(loss_wins, states.unit, 2.0 * states.unit)
+        weights = states.weights + units
+        activations = np.maximum(at_loss, at_layer) - units
+        cached = np.where(loss_wins, acts.cached, 0.0)
         overlap = np.where(transient_grads, np.minimum(states.gradients, activations), 0.0)
         # The step's peak is in backward, or in the optimizer step (activations freed, every
         # gradient and the step's intermediates live), or while loading a quantized model.
-        states_sum = states.weights + states.gradients + states.optimizer
-        backward = states_sum + activations - overlap
-        allocated = np.maximum(np.maximum(backward, states_sum + states.step_temp), states.load)
+        backward = weights + states.gradients + states.optimizer + activations - overlap
+        step = states.weights + states.gradients + states.optimizer + states.step_temp
+        allocated = np.maximum(np.maximum(backward, step), states.load)
         overlap = overlap + backward - allocated
-        reserved = (allocated + acts.cached) * fragmentation
+        reserved = (allocated + cached) * fragmentation
         overhead = reserved - allocated + context + np.where(plans.num_gpus > 1, nccl, 0.0)
         per_stage.append(
             {
-                "weights": states.weights,
+                "weights": weights,
                 "gradients": states.gradients,
                 "optimizer": states.optimizer,
                 "activations": activations,
