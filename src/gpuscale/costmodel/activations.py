@@ -122,6 +122,19 @@ def layer_terms(model: ModelSpec, training: Training) -> LayerTerms:
     mlp = (2 * e * f if model.mlp == "gated" else e * f) + e * f * _trainable(training, "down")
     split += k * mlp
 
+    if training.is_lora and training.lora_dropout > 0:
+        # Each adapter's A matrix keeps its own dropped-out input and the dropout's mask
+        # (PEFT ``lora_dropout(x)`` per adapter) instead of the layer input they would share.
+        copy = e + MASK_BYTES
+        targets = training.lora_targets
+        replicated -= e * h * qkv_trains + e * h * k * up_trains
+        replicated += copy * h * sum(t in targets for t in ("q", "k", "v"))
+        replicated += copy * h * k * sum(t in targets for t in ("gate", "up"))
+        split += copy * q * ("o" in targets) + k * copy * f * ("down" in targets)
+        split -= e * f * k * _trainable(training, "down")
+        if not training.flash_attention:
+            split -= e * q * _trainable(training, "o")
+
     lora = 0.0
     if training.is_lora:
         per_layer = {

@@ -77,6 +77,10 @@ class Training:
     """Rank ``r`` of every adapter (``A: d_in x r``, ``B: r x d_out``)."""
     lora_targets: tuple[LoraTarget, ...] = ALL_LINEAR
     """Which linear layers carry adapters (see :data:`LORA_TARGETS`)."""
+    lora_dropout: float = 0.0
+    """Dropout probability on each adapter's input (PEFT ``lora_dropout``). Above zero every
+    adapted linear keeps its own dropped-out copy of its input and a 1-byte mask for backward,
+    instead of sharing the layer input."""
     double_quant: bool = True
     """QLoRA double quantization: the per-block fp32 absmax constants are themselves quantized
     to 8 bits (QLoRA Sec. 3: 0.5 -> 0.127 bits per parameter)."""
@@ -155,6 +159,10 @@ class Training:
         _choice(self.selective_policy, SELECTIVE_POLICIES, "--selective-policy")
         _positive_int(self.selective_every, "--selective-every")
         _positive_int(self.lora_rank, "--lora-rank")
+        require(
+            isinstance(self.lora_dropout, (int, float)) and 0.0 <= self.lora_dropout < 1.0,
+            f"--lora-dropout must be in [0, 1), got {self.lora_dropout!r}",
+        )
         require(
             isinstance(self.lora_targets, tuple) and len(self.lora_targets) > 0,
             "--lora-targets needs at least one of " + ", ".join(LORA_TARGETS),

@@ -198,6 +198,11 @@ def _recompute(row: dict[str, str]) -> Recompute:
     return "full"
 
 
+LORA_DROPOUT = {"aai": 0.1, "peft": 0.1, "litgpt": 0.05}
+"""Adapter dropout of each source's recipe: fsdp_qlora ``train.py`` default ``lora_dropout``
+0.1, the PEFT docs' launch commands ``--lora_dropout 0.1``, LitGPT config_hub ``lora_dropout:
+0.05``. torchtune's rows do not say (its configs changed over 2024): left at 0."""
+
 TORCHTUNE_2411_CHAIN = (
     "baseline",
     "packed",
@@ -348,6 +353,8 @@ def to_case(row: dict[str, str], base: Profile) -> Case:
         # quantizes it there (its QLoRA peaks equal the 16-bit model size).
         fields["load_16bit_on_device"] = True
         notes.append("16-bit base built on the device before quantization (LitGPT bnb.nf4)")
+    if method != "full" and src in LORA_DROPOUT:
+        fields["lora_dropout"] = LORA_DROPOUT[src]
     if "custom_sharded_layers" in row["notes"]:
         fields["separate_embedding_units"] = True
     if method != "full":
