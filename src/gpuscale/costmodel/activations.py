@@ -91,6 +91,16 @@ def _trainable(training: Training, target: str) -> bool:
     return training.finetune == "full" or target in training.lora_targets
 
 
+def _eager_norm_extra(model: ModelSpec, training: Training) -> float:
+    """Per-token bytes an eager RMSNorm keeps beyond a fused one's input and statistics: its
+    fp32 upcast input instead of the 16-bit one, plus the normalized output its weight's
+    gradient needs when the weight trains (Hugging Face ``LlamaRMSNorm``)."""
+    if model.norm != "rmsnorm":
+        return 0.0
+    e, h = training.activation_bytes, model.hidden_size
+    return float(FP32_BYTES * h - e * h + e * h * (training.finetune == "full"))
+
+
 def layer_terms(model: ModelSpec, training: Training) -> LayerTerms:
     """Per-token bytes of one layer (see the module table)."""
     e = training.activation_bytes
@@ -107,7 +117,7 @@ def layer_terms(model: ModelSpec, training: Training) -> LayerTerms:
 
     qkv_trains = any(_trainable(training, t) for t in ("q", "k", "v"))
     up_trains = any(_trainable(training, t) for t in ("gate", "up"))
-    replicated = 2 * (e * h + stats) + 2 * mask * h + e * h * qkv_trains
+    replicated: float = 2 * (e * h + stats) + 2 * mask * h + e * h * qkv_trains
     # Routed tokens are copied once per chosen expert before the experts' first linear.
     replicated += e * h * k * up_trains
 
@@ -134,6 +144,18 @@ def layer_terms(model: ModelSpec, training: Training) -> LayerTerms:
         split -= e * f * k * _trainable(training, "down")
         if not training.flash_attention:
             split -= e * q * _trainable(training, "o")
+
+    if not training.fused_elementwise:
+        # Eager PyTorch (Hugging Face ``LlamaRMSNorm``/``apply_rotary_pos_emb``/``LlamaMLP``,
+        # torchtune, torchtitan): RMSNorm upcasts its input to fp32 and keeps it (pow, mul),
+        # and keeps its normalized output when its weight trains; rotary keeps the pre-rotation
+        # q, k and their ``rotate_half`` copies; SiLU-gating keeps the SiLU output for the mul.
+        # nn.LayerNorm and nn.GELU are single native kernels: nothing extra.
+        replicated += 2 * _eager_norm_extra(model, training)
+        if model.position == "rope":
+            split += 2 * e * (q + kv)
+        if model.mlp == "gated":
+            split += k * e * f
 
     lora = 0.0
     if training.is_lora:
@@ -203,7 +225,9 @@ def head_terms(model: ModelSpec, training: Training) -> tuple[float, float, floa
     e = training.activation_bytes
     h = model.hidden_size
     stats = FP32_BYTES * (1 if model.norm == "rmsnorm" else 2)
-    replicated = e * h + stats + e * h * _trainable(training, "head")
+    replicated: float = e * h + stats + e * h * _trainable(training, "head")
+    if not training.fused_elementwise:
+        replicated += _eager_norm_extra(model, training)
     if training.task != "lm" or training.loss == "fused":
         return replicated, 0.0, 0.0
     if training.loss == "chunked":
@@ -249,15 +273,17 @@ class StageActivations:
 
     @property
     def cached(self) -> np.ndarray:
-        """Freed but still reserved by the caching allocator at the loss's moment: a layer's
-        forward working set (what recompute frees at once) sits in blocks smaller than the
-        ``s x vocab`` loss tensors, which need fresh segments, so the allocator keeps both
-        (PyTorch 'CUDA semantics', memory management: freed blocks are cached for reuse; a
-        request larger than every cached block allocates a new segment). Under CUDA graphs
-        the working set is already counted as live."""
+        """Freed but still reserved by the caching allocator at the peak, on a stage that
+        computes the loss: the forward frees each layer's working set into cached blocks sized
+        like a layer's tensors; the ``s x vocab`` loss tensors are larger than any of them and
+        take fresh segments; backward's layer recompute then reuses the first blocks. Both
+        sets stay reserved, so the reserved peak holds the smaller working set on top of the
+        allocated peak (PyTorch 'CUDA semantics', memory management: freed blocks stay cached
+        for reuse; a request larger than every cached block allocates a new segment). Under
+        CUDA graphs both are already counted as live."""
         if self.cuda_graphs:
             return np.zeros_like(self.stored)
-        return np.where(self.loss > self.workspace, self.workspace, 0.0)
+        return np.where(self.loss > 0, np.minimum(self.workspace, self.loss), 0.0)
 
 
 def layers_on_stage(model: ModelSpec, plans: PlanBatch) -> np.ndarray:

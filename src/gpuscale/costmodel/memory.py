@@ -275,7 +275,6 @@ def training_memory(
         units = np.where(loss_wins, states.unit, 2.0 * states.unit)
         weights = states.weights + units
         activations = np.maximum(at_loss, at_layer) - units
-        cached = np.where(loss_wins, acts.cached, 0.0)
         overlap = np.where(transient_grads, np.minimum(states.gradients, activations), 0.0)
         # The step's peak is in backward, or in the optimizer step (activations freed, every
         # gradient and the step's intermediates live), or while loading a quantized model.
@@ -283,7 +282,7 @@ def training_memory(
         step = states.weights + states.gradients + states.optimizer + states.step_temp
         allocated = np.maximum(np.maximum(backward, step), states.load)
         overlap = overlap + backward - allocated
-        reserved = (allocated + cached) * fragmentation
+        reserved = (allocated + acts.cached) * fragmentation
         overhead = reserved - allocated + context + np.where(plans.num_gpus > 1, nccl, 0.0)
         per_stage.append(
             {
