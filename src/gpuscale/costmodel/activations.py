@@ -146,14 +146,13 @@ def layer_terms(model: ModelSpec, training: Training) -> LayerTerms:
             split -= e * q * _trainable(training, "o")
 
     if not training.fused_elementwise:
-        # Eager PyTorch (Hugging Face ``LlamaRMSNorm``/``apply_rotary_pos_emb``/``LlamaMLP``,
-        # torchtune, torchtitan): RMSNorm upcasts its input to fp32 and keeps it (pow, mul),
-        # and keeps its normalized output when its weight trains; rotary keeps the pre-rotation
-        # q, k and their ``rotate_half`` copies; SiLU-gating keeps the SiLU output for the mul.
-        # nn.LayerNorm and nn.GELU are single native kernels: nothing extra.
+        # Eager PyTorch (Hugging Face ``LlamaRMSNorm``/``LlamaMLP``, torchtune, torchtitan):
+        # RMSNorm upcasts its input to fp32 and keeps it (pow, mul), and keeps its normalized
+        # output when its weight trains; SiLU-gating keeps the SiLU output for the mul. Rotary
+        # multiplies by cos/sin tables that need no gradient, so it keeps no per-token tensor;
+        # nn.LayerNorm and nn.GELU are single native kernels: nothing extra (all verified in
+        # tests/unit/test_memory_torch.py).
         replicated += 2 * _eager_norm_extra(model, training)
-        if model.position == "rope":
-            split += 2 * e * (q + kv)
         if model.mlp == "gated":
             split += k * e * f
 

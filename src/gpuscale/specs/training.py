@@ -117,10 +117,10 @@ class Training:
     small label head per sequence (no ``s x vocab`` logits)."""
     # --- How the framework allocates (costmodel/memory.py, costmodel/activations.py) ---
     fused_elementwise: bool = True
-    """Norms, rotary embedding and the gated activation run as fused kernels (Megatron/TE,
-    Liger, ``torch.compile``) that keep only their inputs. False = eager PyTorch modules (Hugging
-    Face, torchtune and torchtitan without compile), which also keep the fp32 upcast of each
-    RMSNorm input, the rotary embedding's intermediates and the SiLU output."""
+    """Norms and the gated activation run as fused kernels (Megatron/TE, Liger,
+    ``torch.compile``) that keep only their inputs. False = eager PyTorch modules (Hugging Face,
+    torchtune and torchtitan without compile), which also keep the fp32 upcast of each RMSNorm
+    input (and its normalized output when the norm trains) and the SiLU output."""
     selective_policy: SelectivePolicy = "attention"
     """What ``--recompute selective`` keeps. ``attention``: everything but the attention core
     (Korthikanti et al. 2022, Sec. 5; Megatron); ``op``: torchtitan per-op SAC, the layer input,
