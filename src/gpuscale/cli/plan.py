@@ -119,6 +119,7 @@ def command(
                 "finetune": workload.training.finetune,
                 "profile": inputs.profile.name,
                 "assumed": inputs.assumed,
+                "memory_assumption": result.memory_assumption,
                 "evaluated": result.evaluated,
                 "fitting": fitting,
                 "search_s": elapsed,
@@ -135,6 +136,7 @@ def command(
         )
         for why in inputs.assumed.values():
             console.print(f"  assumed: {why}")
+        console.print(f"  assumed: {result.memory_assumption}", highlight=False)
         console.print(
             f"  searched {result.evaluated:,} plans at {len(result.counts)} GPU counts "
             f"in {elapsed:.2f} s; {fitting:,} fit"

@@ -101,8 +101,10 @@ class _States:
 
 
 def _model_states(
-    model: ModelSpec, training: Training, plans: PlanBatch, stage: Stage, profile: Profile
-) -> _States:
+    model: ModelSpec, training: Training, plans: PlanBatch, profile: Profile
+) -> tuple[_States, _States]:
+    """Model states of the first and of the last pipeline stage (the same GPU when ``pp == 1``);
+    the stage-independent arrays are computed once for both."""
     ps = param_split(model, training)
     per = trainable_bytes(model, training)
     if training.master_weights and training.precision != "fp32":
@@ -110,101 +112,59 @@ def _model_states(
         # (ZeRO's 16 bytes/param), fp32 main_grad in Megatron (18 bytes/param).
         per = dataclasses.replace(per, gradients=profile.const("gradient_buffer_bytes"))
     word = DTYPE_BYTES["fp32"] if training.precision == "fp32" else DTYPE_BYTES["bf16"]
-    tp, pp, ep = (plans.tp.astype(float), plans.pp.astype(float), plans.ep.astype(float))
+    pw = per.weights
+    pp = plans.pp
+    inv_tp = 1.0 / plans.tp
+    inv_tpe = inv_tp / plans.ep
     shard = (plans.dp * plans.cp).astype(float)
-    shard_expert = np.maximum(shard / ep, 1.0)
-    layers = (-(-model.num_layers // plans.pp)).astype(float)
+    inv_shard = 1.0 / shard
+    inv_shard_expert = 1.0 / np.maximum(shard / plans.ep, 1.0)
+    layers = (-(-model.num_layers // pp)).astype(float)
     single = pp == 1
 
-    def outside(first: float, last: float, tied: float) -> np.ndarray:
-        own = first if stage == "first" else last
-        return np.where(single, first + last - tied, own) / tp
+    def factors(on: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Multipliers of the dense and expert parts: 1/shard where ZeRO shards them."""
+        return np.where(on, inv_shard, 1.0), np.where(on, inv_shard_expert, 1.0)
 
-    t_dense = layers * ps.trainable_layer_dense / tp + outside(
-        ps.trainable_first, ps.trainable_last, 0 if training.is_lora else ps.tied_table
-    )
-    t_expert = layers * ps.trainable_layer_expert / (tp * ep)
-    f_dense = layers * ps.frozen_layer_dense_bytes / tp + outside(
-        ps.frozen_first_bytes, ps.frozen_last_bytes, ps.tied_table * word if training.is_lora else 0
-    )
-    f_expert = layers * ps.frozen_layer_expert_bytes / (tp * ep)
+    f3, f3e = factors(plans.zero == 3)
+    f2, f2e = factors(plans.zero >= 2)
+    f1, f1e = factors(plans.zero >= 1)
 
-    def sharded(dense: np.ndarray, expert: np.ndarray, on: np.ndarray) -> np.ndarray:
-        return np.where(on, dense / shard + expert / shard_expert, dense + expert)
-
-    trainable_full = t_dense + t_expert
-    weights_full = trainable_full * per.weights + f_dense + f_expert
-    weights = sharded(
-        t_dense * per.weights + f_dense, t_expert * per.weights + f_expert, plans.zero == 3
-    )
-    gradients = sharded(t_dense, t_expert, plans.zero >= 2) * per.gradients
-    optimizer = sharded(t_dense, t_expert, plans.zero >= 1) * per.optimizer
+    # Per-GPU bytes or parameters of the blocks a stage holds (split by TP, experts by EP too).
+    lt = layers * (ps.trainable_layer_dense * inv_tp)
+    lte = layers * (ps.trainable_layer_expert * inv_tpe)
+    lf = layers * (ps.frozen_layer_dense_bytes * inv_tp)
+    lfe = layers * (ps.frozen_layer_expert_bytes * inv_tpe)
+    trainable_layer = ps.trainable_layer_dense * inv_tp + ps.trainable_layer_expert * inv_tpe
 
     # A stage-3 rank gathers the unit it computes and prefetches the next (Zhao et al. 2023,
     # Sec. 3.3.2). The root unit -- everything outside the blocks: embedding, final norm, head --
     # is not resharded after forward, since backward needs it first (FSDP1 and FSDP2 both skip
-    # the root's post-forward reshard), so it stays gathered for the whole step.
-    # Float8 all-gathers move (and keep gathered) the blocks' linear weights in 1 byte.
+    # the root's post-forward reshard), so it stays gathered for the whole step. Float8
+    # all-gathers move (and keep gathered) the blocks' linear weights in 1 byte.
     fp8 = 1.0
     if training.fp8_all_gather and not training.is_lora:
         share = block_linear_weights(model) / max(layer_params(model), 1)
         fp8 = (share * DTYPE_BYTES["fp8"] + (1.0 - share) * word) / word
-    layer_unit = (
-        ps.trainable_layer_dense * per.weights * fp8 + ps.frozen_layer_dense_bytes
-    ) / tp + (ps.trainable_layer_expert * per.weights * fp8 + ps.frozen_layer_expert_bytes) / (
-        tp * ep
-    )
-    # With the embedding and head as units of their own, the embedding is resharded after its
-    # forward; the head, computed last, is still gathered when backward starts.
-    embedding = 0.0 if training.separate_embedding_units else 1.0
-    root_unit = outside(
-        embedding * (ps.trainable_first * per.weights + ps.frozen_first_bytes),
-        ps.trainable_last * per.weights + ps.frozen_last_bytes,
-        embedding * ps.tied_table * word,
-    )
+    layer_unit = (ps.trainable_layer_dense * pw * fp8 + ps.frozen_layer_dense_bytes) * inv_tp + (
+        ps.trainable_layer_expert * pw * fp8 + ps.frozen_layer_expert_bytes
+    ) * inv_tpe
     # Without reshard-after-forward (off by default under pipeline parallelism, torchtitan
     # ``parallelize_llama``) every layer of the stage stays gathered from its forward to its
     # backward; and torch.distributed.pipelining runs the non-last micro-batches' backward
     # with ``set_requires_gradient_sync(False)``, so FSDP2 accumulates each parameter's
     # unsharded gradient, upcast to the reduce dtype (``to_accumulated_grad_if_needed``).
-    reshard = (
-        (pp == 1)
-        if training.reshard_after_forward is None
-        else np.full(pp.shape, training.reshard_after_forward)
-    )
-    resident = root_unit + np.where(reshard, 0.0, layers * layer_unit)
-    # Layer units in flight: the loss's moment holds one (the last block, kept gathered by
-    # torchtitan or fetched first for backward), a layer's backward two (it and the prefetch).
+    reshard = single if training.reshard_after_forward is None else training.reshard_after_forward
+    kept_layers = np.where(reshard, 0.0, layers * layer_unit)
     unit = np.where(reshard, layer_unit, 0.0)
     grad_word = DTYPE_BYTES["fp32"] if training.master_weights else word
     accumulated = np.where(
-        (pp > 1) & ~reshard & (plans.num_microbatches > 1),
-        layers
-        * (ps.trainable_layer_dense / tp + ps.trainable_layer_expert / (tp * ep))
-        * grad_word,
+        ~single & ~np.asarray(reshard) & (plans.num_microbatches > 1),
+        layers * trainable_layer * grad_word,
         0.0,
     )
-    grad_unit = (
-        ps.trainable_layer_dense / tp + ps.trainable_layer_expert / (tp * ep)
-    ) * per.gradients
+    grad_unit = trainable_layer * per.gradients
     stage3 = (plans.zero == 3) & (shard > 1)
-    host = np.zeros_like(weights)
-    if training.offload_params:
-        host = host + weights
-        weights = np.minimum(resident, weights_full)
-    else:
-        weights = np.where(stage3, weights + resident, weights)
-        unit = np.where(stage3, unit, 0.0)
-        gradients = np.where(stage3, gradients + accumulated, gradients)
-    if training.offload_optimizer:
-        # Each unit's gradients pass through the device on their way to the host.
-        host = host + gradients + optimizer
-        gradients = np.minimum(grad_unit, trainable_full * per.gradients)
-        optimizer = np.zeros_like(optimizer)
-    else:
-        gradients = np.where(stage3, gradients + grad_unit, gradients)
-    if training.optimizer_in_backward:
-        gradients = np.full_like(gradients, ps.largest_trainable_tensor * per.gradients) / tp
     # torch.optim AdamW(foreach=True), PyTorch's default on CUDA: ``_foreach_sqrt`` of the
     # second moments allocates a list as large as the states of this GPU before the update.
     foreach = (
@@ -215,28 +175,77 @@ def _model_states(
         and not training.paged_optimizer
     )
     state_word = DTYPE_BYTES["fp32"] if (training.master_weights or word == 4.0) else word
-    step_temp = (
-        sharded(t_dense, t_expert, plans.zero >= 1) * state_word
-        if foreach
-        else np.zeros_like(optimizer)
-    )
-    load = np.zeros_like(weights)
-    if training.finetune == "qlora" and training.load_16bit_on_device:
-        load = layers * layer_params(model) * word / tp + outside(
-            ps.frozen_first_bytes, ps.frozen_last_bytes, ps.tied_table * word
+    # With the embedding and head as units of their own, the embedding is resharded after its
+    # forward; the head, computed last, is still gathered when backward starts.
+    embedding = 0.0 if training.separate_embedding_units else 1.0
+    tied_t = 0 if training.is_lora else ps.tied_table
+    tied_f = ps.tied_table * word if training.is_lora else 0.0
+    outside_parts = {
+        "t": (ps.trainable_first, ps.trainable_last, tied_t),
+        "f": (ps.frozen_first_bytes, ps.frozen_last_bytes, tied_f),
+        "root": (
+            embedding * (ps.trainable_first * pw + ps.frozen_first_bytes),
+            ps.trainable_last * pw + ps.frozen_last_bytes,
+            embedding * ps.tied_table * word,
+        ),
+        "load": (ps.frozen_first_bytes, ps.frozen_last_bytes, ps.tied_table * word),
+    }
+
+    out = []
+    for stage in ("first", "last"):
+
+        def outside(key: str, stage: str = stage) -> np.ndarray:
+            first, last, tied = outside_parts[key]
+            own = first if stage == "first" else last
+            return np.where(single, first + last - tied, own) * inv_tp
+
+        t_dense = lt + outside("t")
+        f_dense = lf + outside("f")
+        weights_full = (t_dense + lte) * pw + f_dense + lfe
+        weights = (t_dense * pw + f_dense) * f3 + (lte * pw + lfe) * f3e
+        gradients = (t_dense * f2 + lte * f2e) * per.gradients
+        optimizer_params = t_dense * f1 + lte * f1e
+        optimizer = optimizer_params * per.optimizer
+        resident = outside("root") + kept_layers
+        host = np.zeros_like(weights)
+        stage_unit = unit
+        if training.offload_params:
+            host = host + weights
+            weights = np.minimum(resident, weights_full)
+        else:
+            weights = np.where(stage3, weights + resident, weights)
+            gradients = np.where(stage3, gradients + accumulated, gradients)
+            stage_unit = np.where(stage3, unit, 0.0)
+        if training.offload_optimizer:
+            # Each unit's gradients pass through the device on their way to the host.
+            host = host + gradients + optimizer
+            gradients = np.minimum(grad_unit, (t_dense + lte) * per.gradients)
+            optimizer = np.zeros_like(optimizer)
+        else:
+            gradients = np.where(stage3, gradients + grad_unit, gradients)
+        if training.optimizer_in_backward:
+            gradients = (
+                np.full_like(gradients, ps.largest_trainable_tensor * per.gradients) * inv_tp
+            )
+        step_temp = optimizer_params * state_word if foreach else np.zeros_like(optimizer)
+        load = np.zeros_like(weights)
+        if training.finetune == "qlora" and training.load_16bit_on_device:
+            load = layers * layer_params(model) * word * inv_tp + outside("load")
+        if training.paged_optimizer:
+            host = host + optimizer
+            optimizer = np.zeros_like(optimizer)
+        out.append(
+            _States(
+                unit=stage_unit,
+                weights=weights,
+                gradients=gradients,
+                optimizer=optimizer,
+                host=host,
+                step_temp=step_temp,
+                load=load,
+            )
         )
-    if training.paged_optimizer:
-        host = host + optimizer
-        optimizer = np.zeros_like(optimizer)
-    return _States(
-        unit=unit,
-        weights=weights,
-        gradients=gradients,
-        optimizer=optimizer,
-        host=host,
-        step_temp=step_temp,
-        load=load,
-    )
+    return out[0], out[1]
 
 
 def _gradients_transient(plans: PlanBatch) -> np.ndarray:
@@ -262,8 +271,7 @@ def training_memory(
 
     per_stage = []
     stages: tuple[Stage, ...] = ("first", "last")
-    for stage in stages:
-        states = _model_states(model, training, plans, stage, prof)
+    for stage, states in zip(stages, _model_states(model, training, plans, prof), strict=True):
         acts = stage_activations(model, training, plans, stage)
         # Backward peaks at the loss (its working set, one layer unit) or inside a layer (its
         # working set, two units); CUDA graphs hold both working sets (see activations).
@@ -309,3 +317,22 @@ def plan_memory(
 ) -> dict[str, float]:
     """:func:`training_memory` of one :class:`Plan`, as ``{field: bytes}``."""
     return training_memory(model, training, PlanBatch.from_plans([plan]), profile).row(0)
+
+
+def memory_budget_bytes(capacity_bytes: float, profile: Profile | None = None) -> float:
+    """Bytes per GPU a recommended plan may need: the card less the profile's headroom
+    (``memory_headroom_fraction``, the allocator and model error a plan must leave room for)."""
+    prof = profile if profile is not None else load_profile("generic")
+    return capacity_bytes * (1.0 - prof.const("memory_headroom_fraction"))
+
+
+def headroom_assumption(capacity_bytes: float, profile: Profile | None = None) -> str:
+    """One line saying what :func:`memory_budget_bytes` assumes, for a command's output."""
+    prof = profile if profile is not None else load_profile("generic")
+    share = prof.const("memory_headroom_fraction")
+    budget = memory_budget_bytes(capacity_bytes, prof)
+    return (
+        f"plans keep {share:.0%} of each GPU free: {budget / GIB:.1f} of "
+        f"{capacity_bytes / GIB:.1f} GiB usable (allocator fragmentation and memory-model "
+        "error; profile memory_headroom_fraction)"
+    )
