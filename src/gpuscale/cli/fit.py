@@ -3,6 +3,7 @@ set-up that holds it."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, cast
 
 import click
@@ -27,6 +28,7 @@ from gpuscale.planner import defaults
 from gpuscale.planner.fit import (
     MAX_GPUS,
     FitOption,
+    cheaper_ways_to_fit,
     smallest_inference_setups,
     smallest_training_setups,
 )
@@ -445,6 +447,7 @@ def command(
                 notes.append(
                     "with --recompute full: " + _suggestion(cheaper, device, gpus_per_node)
                 )
+    savers = cheaper_ways_to_fit(spec, training, plan, device, profile)
     document = {
         "model": spec.name,
         "params": total_params(spec),
@@ -476,8 +479,13 @@ def command(
         "headroom_gib": (device.memory_bytes - memory["total"]) / GIB,
         "verdict": verdict,
         "smallest": [_option_json(o, gpus_per_node, device) for o in options],
+        "savers": [dataclasses.asdict(s) for s in savers],
         "notes": notes,
     }
+    notes += [
+        f"fits {plan.num_gpus} GPU(s) with {s.change}: {s.memory_bytes / GIB:,.1f} GiB ({s.cost})"
+        for s in savers
+    ]
     table = _table(TRAIN_ROWS, memory, device.memory_bytes, memory["host"])
     _report(
         as_json,

@@ -290,7 +290,9 @@ def training_memory(
         step = states.weights + states.gradients + states.optimizer + states.step_temp
         allocated = np.maximum(np.maximum(backward, step), states.load)
         overlap = overlap + backward - allocated
-        reserved = (allocated + acts.cached) * fragmentation
+        # The allocator's cache of layer blocks (``acts.cached``) counts where backward is the
+        # peak; the optimizer step and loading reuse the freed activation blocks.
+        reserved = np.maximum(backward + acts.cached, np.maximum(step, states.load)) * fragmentation
         overhead = reserved - allocated + context + np.where(plans.num_gpus > 1, nccl, 0.0)
         per_stage.append(
             {
