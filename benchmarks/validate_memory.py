@@ -71,10 +71,14 @@ def _report(name: str, results: list[Result], loso: list[Result] | None) -> dict
     if held:
         line += f" {100 * held.mape:6.1f}%"
     print(line)
+    others = (
+        "n/a (one source)"
+        if summary.constant_loso_mape != summary.constant_loso_mape
+        else f"{100 * summary.constant_loso_mape:.1f}%"
+    )
     print(
         f"baseline: constant {summary.constant_gib:.2f} GiB (median measured, in hindsight): "
-        f"MAPE {100 * summary.constant_mape:.1f}%; median of the other sources: "
-        f"{100 * summary.constant_loso_mape:.1f}%"
+        f"MAPE {100 * summary.constant_mape:.1f}%; median of the other sources: {others}"
     )
     print(f"baseline: 16 bytes/parameter over the GPUs: MAPE {100 * summary.naive_mape:.1f}%")
     print()

@@ -525,7 +525,8 @@ class Summary:
     constant_mape: float
     """A constant guess (the median measured value, chosen in hindsight) over the same rows."""
     constant_loso_mape: float
-    """The constant guess made for each source from the other sources' rows only."""
+    """The constant guess made for each source from the other sources' rows only (NaN when
+    the rows come from one source)."""
     naive_mape: float
     """16 bytes per parameter over the GPUs, the usual calculator rule."""
 
@@ -548,7 +549,7 @@ def summarize(results: list[Result]) -> Summary:
     loso_constant = []
     for r in done:
         others = [o.measured_gib for o in done if o.source != r.source]
-        guess = float(np.median(others)) if others else constant
+        guess = float(np.median(others)) if others else float("nan")
         loso_constant.append((guess - r.measured_gib) / r.measured_gib)
     return Summary(
         rows=len(results),
