@@ -126,12 +126,24 @@ def _table(
     for key, label in rows:
         value = values[key]
         if key == "overlap":
-            if value <= 0:
+            if value == 0:
                 continue
+            if value < 0:
+                label = "optimizer step / loading (activations freed)"
             value = -value
         table.add_row(label, f"{value / GIB:,.2f}", f"{100 * value / total:.0f}%")
     table.add_section()
-    table.add_row("total", f"{total / GIB:,.2f}", "100%", style="bold")
+    table.add_row(
+        "total (device, as nvidia-smi shows)", f"{total / GIB:,.2f}", "100%", style="bold"
+    )
+    if "reserved" in values:
+        # Which counter is which (costmodel/memory.py, TrainingMemory).
+        table.add_row(
+            "  reserved (torch max_memory_reserved)", f"{values['reserved'] / GIB:,.2f}", ""
+        )
+        table.add_row(
+            "  allocated (torch max_memory_allocated)", f"{values['allocated'] / GIB:,.2f}", ""
+        )
     table.add_row("device capacity", f"{capacity / GIB:,.2f}", "")
     if host > 0:
         table.add_row("in host memory (offloaded/paged)", f"{host / GIB:,.2f}", "")
