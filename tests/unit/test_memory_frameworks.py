@@ -166,3 +166,18 @@ def test_eager_modules_keep_more_only_where_kernels_are_python(model: str, extra
     ).stored[0]
     assert bool(eager > fused) is extra
     assert eager >= fused
+
+
+def test_transformer_engine_caches_fp8_weights_and_transposes() -> None:
+    """Two FP8 bytes per linear weight on the GPU (the copy and its transpose), split by TP;
+    nothing under bf16 or ZeRO-3."""
+    plan = Plan(tp=8, pp=2, dp=4, micro_batch=1, global_batch=32, recompute="full")
+    fp8 = Training(seq_len=4096, precision="fp8")
+    base = plan_memory(L8B, fp8, plan)
+    cached = plan_memory(L8B, dataclasses.replace(fp8, fp8_weight_cache=True), plan)
+    linear = 32 * (4096 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336)
+    assert cached["weights"] - base["weights"] == pytest.approx(linear / 2 / 8 * 2)
+    sharded = dataclasses.replace(plan, zero=3)
+    assert plan_memory(L8B, dataclasses.replace(fp8, fp8_weight_cache=True), sharded)[
+        "weights"
+    ] == pytest.approx(plan_memory(L8B, fp8, sharded)["weights"])

@@ -191,6 +191,16 @@ def _model_states(
         "load": (ps.frozen_first_bytes, ps.frozen_last_bytes, ps.tied_table * word),
     }
 
+    # Transformer Engine's FP8 weight cache: an FP8 copy and its transpose of every linear weight
+    # the GPU holds, kept across the step's micro-batches (TE ``is_first_microbatch``).
+    fp8_cache = np.zeros(len(plans))
+    if training.precision == "fp8" and training.fp8_weight_cache and not training.is_lora:
+        linear = block_linear_weights(model)
+        expert_linear = ps.trainable_layer_expert * (linear / max(layer_params(model), 1))
+        dense_linear = linear - expert_linear
+        per_layer = dense_linear * inv_tp + expert_linear * inv_tpe
+        fp8_cache = np.where(plans.zero == 3, 0.0, layers * per_layer * 2 * DTYPE_BYTES["fp8"])
+
     out = []
     for stage in ("first", "last"):
 
@@ -207,6 +217,7 @@ def _model_states(
         optimizer_params = t_dense * f1 + lte * f1e
         optimizer = optimizer_params * per.optimizer
         resident = outside("root") + kept_layers
+        weights = weights + fp8_cache
         host = np.zeros_like(weights)
         stage_unit = unit
         if training.offload_params:

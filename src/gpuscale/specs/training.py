@@ -148,6 +148,11 @@ class Training:
     """Quantized (QLoRA) bases are built in 16 bits on the device and quantized there, so the
     whole 16-bit model is live once before training (LitGPT single-device ``bnb.nf4``: its
     peaks equal the 16-bit model size); otherwise weights stream in one tensor at a time."""
+    fp8_weight_cache: bool = False
+    """Under ``fp8`` precision, Transformer Engine casts each linear weight to FP8 (and its
+    transpose, for the weight-gradient GEMM on Hopper) on a step's first micro-batch and keeps
+    both for the rest (``is_first_microbatch``, as Megatron passes it): 2 more bytes per linear
+    weight on the GPU, for non-ZeRO-3 plans."""
     cuda_graphs: bool = False
     """Layers are captured as CUDA graphs (Megatron ``--enable-cuda-graph``, TE
     ``make_graphed_callables``): a captured region's intermediates live in the graph's private
