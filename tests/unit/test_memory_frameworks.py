@@ -181,3 +181,26 @@ def test_transformer_engine_caches_fp8_weights_and_transposes() -> None:
     assert plan_memory(L8B, dataclasses.replace(fp8, fp8_weight_cache=True), sharded)[
         "weights"
     ] == pytest.approx(plan_memory(L8B, fp8, sharded)["weights"])
+
+
+def test_dtensor_sequence_parallelism_keeps_the_gathered_linear_inputs() -> None:
+    """torchtitan's TP keeps the all-gathered q/k/v and gate/up inputs at full sequence length
+    (two h-wide 16-bit tensors per token) where Megatron keeps a sequence shard."""
+    plan = Plan(tp=8, micro_batch=1, global_batch=1, recompute="none")
+    batch = PlanBatch.from_plans([plan])
+    megatron = stage_activations(L8B, Training(seq_len=4096), batch, "first")
+    dtensor = stage_activations(
+        L8B, Training(seq_len=4096, sp_saves_gathered_input=True), batch, "first"
+    )
+    tokens, layers, eh = 4096, 32, 2 * 4096
+    assert float(dtensor.stored[0] - megatron.stored[0]) == pytest.approx(
+        tokens * layers * 2 * eh * (1 - 1 / 8)
+    )
+    single = PlanBatch.from_plans([dataclasses.replace(plan, tp=1)])
+    assert float(
+        stage_activations(
+            L8B, Training(seq_len=4096, sp_saves_gathered_input=True), single, "first"
+        ).stored[0]
+    ) == pytest.approx(
+        float(stage_activations(L8B, Training(seq_len=4096), single, "first").stored[0])
+    )

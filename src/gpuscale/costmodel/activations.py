@@ -81,6 +81,9 @@ class LayerTerms:
     lora: float
     checkpoint: float
     """The layer input, all full recompute keeps (Korthikanti Sec. 4.3)."""
+    gathered: float = 0.0
+    """Linear inputs kept all-gathered over the sequence (not split by TP or SP; DTensor
+    sequence parallelism, :attr:`Training.sp_saves_gathered_input`); zero otherwise."""
 
     @property
     def selective_removable(self) -> float:
@@ -168,8 +171,18 @@ def layer_terms(model: ModelSpec, training: Training) -> LayerTerms:
             "down": k,
         }
         lora = e * training.lora_rank * sum(per_layer.get(t, 0) for t in training.lora_targets)
+    gathered = 0.0
+    if training.sp_saves_gathered_input and not (training.is_lora and training.lora_dropout > 0):
+        # The q/k/v and gate/up inputs (the norm outputs) are kept at full sequence length.
+        gathered = e * h * qkv_trains + e * h * k * up_trains
+        replicated -= gathered
     return LayerTerms(
-        replicated=replicated, split=split, per_seq=per_seq, lora=lora, checkpoint=e * h
+        replicated=replicated,
+        split=split,
+        per_seq=per_seq,
+        lora=lora,
+        checkpoint=e * h,
+        gathered=gathered,
     )
 
 
@@ -313,7 +326,10 @@ def stage_activations(
     recompute = plans.recompute
 
     full_layer = (
-        (terms.replicated + terms.lora) / sp + terms.split / tp + terms.per_seq * context / tp
+        (terms.replicated + terms.lora) / sp
+        + terms.split / tp
+        + terms.per_seq * context / tp
+        + terms.gathered
     )
     checkpoint = terms.checkpoint / sp
     if training.selective_policy == "op":

@@ -132,6 +132,10 @@ class Training:
     """FSDP/ZeRO-3 frees each unit's gathered weights after its forward. ``None`` = the
     framework default: on, and off under pipeline parallelism (torchtitan
     ``parallelize_llama``), where a stage's gathered weights then stay from forward to backward."""
+    sp_saves_gathered_input: bool = False
+    """Under tensor + sequence parallelism, each column-parallel linear keeps the all-gathered
+    (full-sequence) input autograd saved (DTensor ``SequenceParallel`` -> ``ColwiseParallel``,
+    torchtitan); Megatron keeps the sequence shard and gathers again in backward."""
     fp8_all_gather: bool = False
     """FSDP gathers the linear weights in float8 (torchao ``enable_fsdp_float8_all_gather``):
     1 byte per gathered weight instead of 2."""

@@ -314,6 +314,7 @@ def _torchtitan_case(row: dict[str, str], model: ModelSpec, notes: list[str]) ->
         selective_policy="op",
         fp8_all_gather=fp8_gather,
         fused_elementwise=compiled,
+        sp_saves_gathered_input=True,  # DTensor sequence parallelism (torchtitan TP)
     )
     # Pipelined rows run torchtitan's default of as many micro-batches as stages (row notes).
     steps = pp if pp > 1 else 1
