@@ -215,3 +215,49 @@ def test_the_cli_names_the_flag_of_an_argument_the_message_does_not_name() -> No
         "--nics-per-node: "
     )
     assert _message(InputError("--tp 3 does not divide", field="tp")) == "--tp 3 does not divide"
+
+
+def test_estimate_takes_the_pipeline_split_arguments() -> None:
+    """The split flags reach the API: Megatron-Bridge's 405B PP8 x VP8 (automatic split) is
+    the embedding and loss counted as layers, and an explicit split is in the JSON plan."""
+    run = dict(gpu="h100-sxm", gpus=1024, tp=8, pp=8, vp=8, gbs=1024, seq=8192, zero=1)
+    auto = api.estimate("llama3.1-405b", **run, framework="megatron")
+    counted = api.estimate(
+        "llama3.1-405b", **run, framework="megatron", embedding_as_layer=True, loss_as_layer=True
+    )
+    assert auto.step_time_s == counted.step_time_s
+    assert counted.to_dict()["plan"]["embedding_as_layer"] is True
+    heavy = api.estimate(
+        "llama3.1-405b",
+        **{**run, "vp": 1},
+        framework="megatron",
+        first_stage_layers=7,
+        last_stage_layers=23,
+    )
+    assert heavy.to_dict()["plan"]["last_stage_layers"] == 23
+    with pytest.raises(InputError) as info:
+        api.estimate(
+            "llama3.1-405b", **{**run, "vp": 1}, first_stage_layers=14, last_stage_layers=14
+        )
+    assert info.value.field == "first_stage_layers"
+
+
+def test_gpus_per_node_defaults_to_the_nvlink_domain_in_the_planner_inputs() -> None:
+    from gpuscale.planner.inputs import build_inputs
+
+    common = dict(
+        model="llama3.1-8b",
+        inter="ib-ndr400",
+        nics_per_node=None,
+        gbs=None,
+        seq=None,
+        tokens=None,
+        price=None,
+        precision="bf16",
+        finetune="full",
+        framework="generic",
+        profile_file=None,
+    )
+    assert build_inputs(gpu="gb200", gpus_per_node=None, **common).hardware.gpus_per_node == 72
+    assert build_inputs(gpu="h100-sxm", gpus_per_node=None, **common).hardware.gpus_per_node == 8
+    assert build_inputs(gpu="gb200", gpus_per_node=4, **common).hardware.gpus_per_node == 4

@@ -271,6 +271,7 @@ def test_node_layout_and_levels() -> None:
         ("NVIDIA A100-SXM4-40GB", 39.4, "a100-sxm-40gb"),
         ("NVIDIA A100 80GB PCIe", 79.2, "a100-pcie-80gb"),
         ("NVIDIA H200", 139.8, "h200-sxm"),
+        ("NVIDIA H200 NVL", 139.8, "h200-nvl"),
         ("NVIDIA GeForce RTX 4090", 23.6, "rtx-4090"),
         ("NVIDIA GH200 120GB", 95.0, None),
     ],

@@ -43,9 +43,13 @@ def _check_valid(model: ModelSpec, n: int, gbs: int, seq: int, batch: PlanBatch)
     assert np.all(model.ffn_hidden_size % tp == 0)
     kv = model.num_kv_heads
     assert np.all((kv % tp == 0) | (tp % kv == 0))
-    # every stage keeps a layer; interleaving needs equal stages
+    # every stage keeps a layer; interleaving needs pp*vp to divide the layers, or the layers
+    # plus embedding and loss counted as layers (a deficit of at most two)
     assert np.all((pp == 1) | ((pp - 1) * -(-model.num_layers // pp) < model.num_layers))
-    assert np.all((batch.vp == 1) | (model.num_layers % (pp * batch.vp) == 0))
+    chunks = pp * batch.vp
+    assert np.all(
+        (batch.vp == 1) | (-(-model.num_layers // chunks) * chunks - model.num_layers <= 2)
+    )
     interleaved = batch.vp > 1
     assert np.all(pp[interleaved] > 1)
     assert np.all(batch.num_microbatches[interleaved] % pp[interleaved] == 0)
@@ -99,7 +103,8 @@ def _brute_force(model: ModelSpec, n: int, gbs: int, seq: int, space: SearchSpac
             space.zero_stages,
             space.recompute,
         ):
-            if (vp > 1 and model.num_layers % (pp * vp)) or gbs % (mbs * dp):
+            deficit = -(-model.num_layers // (pp * vp)) * pp * vp - model.num_layers
+            if (vp > 1 and deficit > 2) or gbs % (mbs * dp):
                 continue
             if vp > 1 and (pp == 1 or (gbs // (mbs * dp)) % pp):
                 continue

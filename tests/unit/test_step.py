@@ -202,7 +202,9 @@ def test_adapters_skip_weight_gradients_and_qlora_pays_for_dequantization() -> N
         step[finetune] = float(est.step_time_s[0])
         if finetune != "full":
             assert float(est.gradient_bytes_per_gpu[0]) < 0.01 * 4 * 6.7e9
-    assert step["lora"] < 0.85 * step["full"]
+    # No weight gradients for the base, but the adapters' memory-bound traffic (scaling, add,
+    # skinny GEMMs; costmodel/lora_compute.py) gives part of that back on an A100.
+    assert 0.7 * step["full"] < step["lora"] < 0.95 * step["full"]
     assert step["lora"] < step["qlora"]
 
 
@@ -315,3 +317,16 @@ def test_hidden_fsdp_traffic_still_costs_and_grows_with_the_group() -> None:
     assert all(a <= b for (a, _), (b, _) in itertools.pairwise(hidden))
     assert all(a > b for (a, _), (b, _) in itertools.pairwise(costed))
     assert all(exposed > 0.0 for _, exposed in costed)
+
+
+def test_torchtitan_fsdp_under_pp_gathers_once_per_step() -> None:
+    # FSDP2 + PP in torchtitan keeps parameters unsharded across micro-batches: the gather and
+    # reduce-scatter are paid once per step, so more micro-batches do not multiply them.
+    model = catalog.model("llama3.1-70b")
+    cluster = catalog.cluster("h100-sxm", 64, inter="roce-400")
+    training = Training(seq_len=4096)
+    plan = Plan(tp=8, pp=4, dp=2, micro_batch=1, global_batch=32, zero=3, recompute="full")
+    titan = estimate_plan(model, cluster, training, plan, load_profile("torchtitan"))
+    fsdp = estimate_plan(model, cluster, training, plan, load_profile("fsdp"))
+    assert float(titan.comm_zero_s[0]) == 0.0 and float(titan.comm_dp_s[0]) > 0.0
+    assert float(fsdp.comm_zero_s[0]) > float(titan.comm_dp_s[0])

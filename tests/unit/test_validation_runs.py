@@ -218,19 +218,24 @@ def report(validation_dir: Path) -> loso.LosoReport:
     return loso.run(load_all(validation_dir))
 
 
-# Regression bounds: the LOSO figures as of 2026-12-01 plus a small margin. The issue's
-# targets (LOSO <= 10% overall, <= 15% per source) are not met yet; docs/benchmarks.md says where.
+# Regression bounds: the LOSO figures after the merge of the physics branch (2026-12-01) plus a
+# margin of about half a point. The targets (LOSO <= 10% overall, <= 15% per source) are
+# not met yet; docs/benchmarks.md says where. bloom176b went from 0.2% to 8.9% with the physics
+# merge, and that is not a regression: BLOOM splits 70 layers over 12 stages with the embedding
+# and head counted as layers, and the old model matched only by accident (6 layers *and* the head
+# on every stage); with the real uneven split the middle ranks set the pace (docs/benchmarks.md).
+# megascale (14.0% -> 14.1%) and llmfoundry-h100 (15.5% -> 15.8%) got slightly worse.
 LOSO_BOUNDS = {
-    "overall": 0.175,
-    "narayanan21": 0.42,
-    "korthikanti22": 0.05,
-    "megatron": 0.115,
-    "nemo2407": 0.075,
-    "torchtitan": 0.085,
-    "llmfoundry": 0.06,
-    "bloom176b": 0.02,
-    "megascale": 0.15,
-    "torchtitan-paper": 0.43,
+    "overall": 0.155,
+    "narayanan21": 0.415,
+    "korthikanti22": 0.045,
+    "megatron": 0.105,
+    "nemo2407": 0.06,
+    "torchtitan": 0.07,
+    "llmfoundry": 0.055,
+    "bloom176b": 0.095,
+    "megascale": 0.145,
+    "torchtitan-paper": 0.235,
     "llmfoundry-h100": 0.165,
 }
 

@@ -115,3 +115,63 @@ def test_pipeline_layers_rule_allows_uneven_but_not_empty_stages() -> None:
         True,
         False,
     ]
+
+
+@st.composite
+def split_plans(draw: st.DrawFn) -> Plan:
+    pp = draw(st.sampled_from([2, 3, 4, 8]))
+    shape = draw(st.sampled_from(["auto", "explicit", "accounted"]))
+    first = last = 0
+    embedding = loss = False
+    if shape == "explicit":
+        first, last = draw(st.integers(0, 12)), draw(st.integers(0, 12))
+    elif shape == "accounted":
+        embedding, loss = draw(st.sampled_from([(True, False), (False, True), (True, True)]))
+    return Plan(
+        pp=pp,
+        vp=draw(st.sampled_from([1, 2, 3, 4, 8])),
+        global_batch=pp * draw(st.sampled_from([1, 2])),
+        first_stage_layers=first,
+        last_stage_layers=last,
+        embedding_in_split=embedding,
+        loss_in_split=loss,
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(models(), split_plans())
+def test_uneven_pipeline_splits_follow_the_same_one_rule(model: ModelSpec, plan: Plan) -> None:
+    """Explicit first/last stage counts and embedding/loss-as-layer accounting: the mask and
+    the single-plan check agree, and every accepted split places each layer exactly once."""
+    from gpuscale.costmodel.pipeline import stage_layers
+
+    batch = PlanBatch.from_plans([plan])
+    error = _refused(model, plan, 4096)
+    assert bool(valid_mask(model, batch, 4096)[0]) == (error is None)
+    if error is not None:
+        assert error.field in {
+            "pp",
+            "vp",
+            "first_stage_layers",
+            "embedding_as_layer",
+            "loss_as_layer",
+        }
+        return
+    split = stage_layers(model, batch)
+    assert min(split.first[0], split.last[0]) >= 1
+    if plan.first_stage_layers or plan.last_stage_layers or plan.vp > 1:
+        total = split.first[0] + split.last[0] + (plan.pp - 2) * split.middle[0]
+        assert total == model.num_layers
+
+
+def test_llama_405b_pp8_vp8_is_one_accepted_plan_everywhere() -> None:
+    """Megatron-Bridge's recipe: 126 layers on 8 x 8 virtual stages (two layers short)."""
+    model = catalog.model("llama3.1-405b")
+    plan = Plan(tp=8, pp=8, vp=8, dp=16, global_batch=1024)
+    check_plan(model, plan, 8192)
+    assert valid_mask(model, PlanBatch.from_plans([plan]), 8192).all()
+    found = enumerate_plans(model, 1024, global_batch=1024, seq_len=8192)
+    assert ((found.tp == 8) & (found.pp == 8) & (found.vp == 8)).any()
+    with pytest.raises(InputError, match="accepted: --vp 1, 2, 4, 8, 16") as info:
+        check_plan(model, Plan(tp=8, pp=8, vp=7, dp=16, global_batch=1024), 8192)
+    assert info.value.field == "vp"

@@ -21,7 +21,7 @@ from gpuscale.errors import InputError, require
 from gpuscale.planner import calibrate_run as library
 from gpuscale.planner.calibrate_run import Measured, Run, RunCalibration, predict, profile_document
 from gpuscale.specs import JobOptions, Plan, Training
-from gpuscale.specs.plan import check_plan
+from gpuscale.specs.validity import check_plan
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -151,7 +151,7 @@ def _run(
     *,
     gpu: str,
     gpus: int | None,
-    gpus_per_node: int,
+    gpus_per_node: int | None,
     inter: str,
     nics_per_node: int | None,
     slowest_gpu: str | None,
@@ -161,6 +161,10 @@ def _run(
     cp: int,
     vp: int,
     ep: int,
+    first_stage_layers: int,
+    last_stage_layers: int,
+    embedding_as_layer: bool,
+    loss_as_layer: bool,
     mbs: int,
     gbs: int | None,
     seq: int,
@@ -210,8 +214,18 @@ def _run(
         recompute=recompute,  # type: ignore[arg-type]
         zero=zero,
         sequence_parallel=sequence_parallel,
+        first_stage_layers=first_stage_layers,
+        last_stage_layers=last_stage_layers,
+        embedding_in_split=embedding_as_layer,
+        loss_in_split=loss_as_layer,
     )
-    check_plan(spec, plan, num_gpus, seq)
+    require(
+        plan.num_gpus == num_gpus,
+        f"tp x pp x dp x cp = {plan.tp} x {plan.pp} x {plan.dp} x {plan.cp} = {plan.num_gpus} "
+        f"but --gpus is {num_gpus}",
+        field="gpus",
+    )
+    check_plan(spec, plan, seq)
     cluster = catalog.cluster(
         gpu, num_gpus, gpus_per_node=gpus_per_node, inter=inter, nics_per_node=nics_per_node
     )
@@ -243,7 +257,7 @@ def calibrate_run(
     measured_step_s: float | None = None,
     measured_memory_gib: float | None = None,
     gpus: int | None = None,
-    gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE,
+    gpus_per_node: int | None = None,
     inter: str = catalog.DEFAULT_INTER,
     nics_per_node: int | None = None,
     slowest_gpu: str | None = None,
@@ -253,6 +267,10 @@ def calibrate_run(
     cp: int = 1,
     vp: int = 1,
     ep: int = 1,
+    first_stage_layers: int = 0,
+    last_stage_layers: int = 0,
+    embedding_as_layer: bool = False,
+    loss_as_layer: bool = False,
     mbs: int = 1,
     gbs: int | None = None,
     seq: int = 4096,
@@ -312,6 +330,10 @@ def calibrate_run(
         cp=cp,
         vp=vp,
         ep=ep,
+        first_stage_layers=first_stage_layers,
+        last_stage_layers=last_stage_layers,
+        embedding_as_layer=embedding_as_layer,
+        loss_as_layer=loss_as_layer,
         mbs=mbs,
         gbs=gbs,
         seq=seq,

@@ -32,7 +32,7 @@ from gpuscale.specs import Device, ModelSpec, Plan, PlanBatch
 from gpuscale.specs.plan import Recompute
 from gpuscale.specs.training import ALL_LINEAR, LORA_TARGETS, Inference, Training
 from gpuscale.specs.units import GIB
-from gpuscale.specs.validity import check_cp, check_pp, check_tp
+from gpuscale.specs.validity import check_cp, check_pipeline, check_pp, check_tp
 
 __all__ = ["FitResult", "fit"]
 
@@ -224,6 +224,10 @@ def fit(
     pp: int = 1,
     dp: int = 1,
     cp: int = 1,
+    first_stage_layers: int = 0,
+    last_stage_layers: int = 0,
+    embedding_as_layer: bool = False,
+    loss_as_layer: bool = False,
     zero: int = 0,
     batch: int = 1,
     context: int | None = None,
@@ -235,6 +239,8 @@ def fit(
     tokens, ``weights``/``kv_dtype`` storage) instead of training.
 
     ``seq`` defaults to the model's context, at most 4096; ``context`` to ``seq``.
+    ``first_stage_layers``/``last_stage_layers`` or ``embedding_as_layer``/``loss_as_layer``
+    shape an uneven pipeline split (training), as in :func:`gpuscale.api.estimate`.
     """
     require(
         mode in ("train", "infer"), f"--mode must be train or infer, got {mode!r}", field="mode"
@@ -309,7 +315,12 @@ def fit(
         micro_batch=mbs,
         global_batch=mbs * dp * grad_accum,
         recompute=cast(Recompute, recompute),
+        first_stage_layers=first_stage_layers,
+        last_stage_layers=last_stage_layers,
+        embedding_in_split=embedding_as_layer,
+        loss_in_split=loss_as_layer,
     )
+    check_pipeline(spec, plan)
     memory = training_memory(spec, training, PlanBatch.from_plans([plan]), prof).row(0)
     fits, verdict = fit_verdict(memory["total"], device, plan.num_gpus)
     options = smallest_training_setups(
@@ -350,7 +361,18 @@ def fit(
             "paged_optimizer": paged_optimizer,
             "recompute": recompute,
         },
-        plan={"gpus": plan.num_gpus, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "zero": plan.zero},
+        plan={
+            "gpus": plan.num_gpus,
+            "tp": tp,
+            "pp": pp,
+            "dp": dp,
+            "cp": cp,
+            "zero": plan.zero,
+            "first_stage_layers": plan.first_stage_layers,
+            "last_stage_layers": plan.last_stage_layers,
+            "embedding_as_layer": plan.embedding_in_split,
+            "loss_as_layer": plan.loss_in_split,
+        },
         profile=prof.name,
         memory_bytes=memory,
         fits=fits,

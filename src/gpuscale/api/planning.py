@@ -30,7 +30,7 @@ def _inputs(
     model: ModelArg,
     gpu: GpuArg,
     inter: FabricArg,
-    gpus_per_node: int,
+    gpus_per_node: int | None,
     nics_per_node: int | None,
     gbs: int | None,
     seq: int | None,
@@ -139,7 +139,7 @@ def plan(
     *,
     gpu: GpuArg,
     gpus: int,
-    gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE,
+    gpus_per_node: int | None = None,
     inter: FabricArg = catalog.DEFAULT_INTER,
     nics_per_node: int | None = None,
     gbs: int | None = None,
@@ -159,7 +159,7 @@ def plan(
     ``objective``: ``throughput`` (fastest on all GPUs), ``time`` (fastest to finish on up to
     ``gpus``) or ``cost`` (fewest GPU-hours per token on up to ``gpus``). ``seq``, ``gbs`` and
     ``tokens`` default to published recipes (reported in ``assumed``); ``tokens`` takes a count
-    such as ``"15T"`` or a number.
+    such as ``"15T"`` or a number; ``gpus_per_node`` to the GPU's NVLink domain.
     """
     inputs = _inputs(
         model,
@@ -279,7 +279,7 @@ def scale(
     *,
     gpu: GpuArg,
     max_gpus: int,
-    gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE,
+    gpus_per_node: int | None = None,
     inter: FabricArg | list[FabricArg] | tuple[FabricArg, ...] = catalog.DEFAULT_INTER,
     nics_per_node: int | None = None,
     gbs: int | None = None,
@@ -298,6 +298,7 @@ def scale(
 
     ``inter``: one fabric, a comma list (``"roce-100,ib-ndr400"``) or a list, compared side by
     side. ``runs``: compare K independent runs side by side with K runs one after another.
+    ``gpus_per_node`` defaults to the GPU's NVLink domain.
     """
     if isinstance(inter, (list, tuple)):
         given = [catalog.link(f).id for f in inter]
@@ -332,9 +333,10 @@ def scale(
     require(
         max_gpus >= 1, f"--max-gpus must be a positive integer, got {max_gpus}", field="max_gpus"
     )
+    per_node = hardware.gpus_per_node  # --gpus-per-node, or the GPU's NVLink domain
     require(
-        max_gpus <= gpus_per_node or max_gpus % gpus_per_node == 0,
-        f"--max-gpus ({max_gpus}) must be a multiple of --gpus-per-node ({gpus_per_node}) "
+        max_gpus <= per_node or max_gpus % per_node == 0,
+        f"--max-gpus ({max_gpus}) must be a multiple of --gpus-per-node ({per_node}) "
         "once it spans several nodes",
         field="max_gpus",
     )

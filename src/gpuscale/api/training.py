@@ -118,6 +118,10 @@ class EstimateResult:
                     "recompute": p.recompute,
                     "zero": p.zero,
                     "sequence_parallel": p.sequence_parallel,
+                    "first_stage_layers": p.first_stage_layers,
+                    "last_stage_layers": p.last_stage_layers,
+                    "embedding_as_layer": p.embedding_in_split,
+                    "loss_as_layer": p.loss_in_split,
                 },
                 "assumed": dict(self.assumed),
                 "fits": self.fits,
@@ -148,7 +152,7 @@ def estimate(
     *,
     gpu: GpuArg,
     gpus: int | None = None,
-    gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE,
+    gpus_per_node: int | None = None,
     inter: FabricArg = catalog.DEFAULT_INTER,
     nics_per_node: int | None = None,
     slowest_gpu: GpuArg | None = None,
@@ -158,6 +162,10 @@ def estimate(
     cp: int = 1,
     vp: int = 1,
     ep: int = 1,
+    first_stage_layers: int = 0,
+    last_stage_layers: int = 0,
+    embedding_as_layer: bool = False,
+    loss_as_layer: bool = False,
     mbs: int = 1,
     gbs: int | None = None,
     seq: int = 4096,
@@ -179,8 +187,11 @@ def estimate(
 
     ``dp`` defaults to ``gpus / (tp * pp * cp)``; ``gbs`` to the recipe batch that ``plan``
     assumes (:func:`gpuscale.planner.defaults.global_batch_for`, reported in ``assumed``);
-    ``lora_rank`` to 16 with ``finetune`` lora or qlora. ``profile`` is a calibration profile
-    YAML laid over the ``framework`` profile.
+    ``lora_rank`` to 16 with ``finetune`` lora or qlora; ``gpus_per_node`` to the GPU's NVLink
+    domain. ``profile`` is a calibration profile YAML laid over the ``framework`` profile.
+    Pipeline stages split the layers evenly, or automatically unevenly when ``pp * vp`` does not
+    divide them; ``first_stage_layers``/``last_stage_layers`` or ``embedding_as_layer``/
+    ``loss_as_layer`` shape the split as Megatron-Core's flags do.
     """
     spec = catalog.model(model)
     _positive(tp=tp, pp=pp, cp=cp, vp=vp, ep=ep, mbs=mbs, seq=seq)
@@ -215,6 +226,10 @@ def estimate(
         recompute=cast(Recompute, recompute),
         zero=zero,
         sequence_parallel=sequence_parallel,
+        first_stage_layers=first_stage_layers,
+        last_stage_layers=last_stage_layers,
+        embedding_in_split=embedding_as_layer,
+        loss_in_split=loss_as_layer,
     )
     require(
         plan.num_gpus == num_gpus,
@@ -248,10 +263,10 @@ def estimate(
     mismatch = prof.mismatch(cluster.pace_device.id, cluster.pace_device.generation)
     if mismatch:
         band = band.warn(mismatch)
-    if spec.num_layers % pp:
+    if pp > 1 and (spec.num_layers % (pp * vp) or first_stage_layers or last_stage_layers):
         band = band.warn(
-            f"--pp {pp} splits {spec.num_layers} layers unevenly: the busiest stage has "
-            f"{-(-spec.num_layers // pp)} and sets the pace"
+            f"--pp {pp} splits {spec.num_layers} layers unevenly: the slowest stage has "
+            f"{int(est.layers_per_stage[0])} and sets the pace"
         )
     if seq > spec.max_seq_len:
         band = band.warn(

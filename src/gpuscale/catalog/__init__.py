@@ -113,7 +113,8 @@ def cluster(
         f"--inter {fabric.id} is a {fabric.kind} link inside a node, not a fabric between nodes; "
         f"accepted: {', '.join(k for k, v in links().items() if v.kind in NETWORK_KINDS)}",
     )
-    per_node = DEFAULT_GPUS_PER_NODE if gpus_per_node is None else gpus_per_node
+    # Default node: the GPU's NVLink domain (8 on HGX/OAM boards, 72 on NVL72 racks).
+    per_node = device.nvlink_domain_gpus if gpus_per_node is None else gpus_per_node
     require(per_node >= 1, f"--gpus-per-node must be >= 1, got {per_node}")
     require(
         nics_per_node is None or nics_per_node >= 1,

@@ -29,6 +29,10 @@ TRAIN_ONLY = (
     "dropout",
     "dp",
     "cp",
+    "first_stage_layers",
+    "last_stage_layers",
+    "embedding_as_layer",
+    "loss_as_layer",
     "zero",
 )
 """Options (click parameter names) that only shape a training job."""

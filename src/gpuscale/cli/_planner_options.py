@@ -8,7 +8,6 @@ from typing import Any, TypeVar
 
 import click
 
-from gpuscale import catalog
 from gpuscale.cli._common import profile_options
 from gpuscale.specs.training import FINETUNES, PRECISIONS
 
@@ -23,9 +22,9 @@ def common_options(func: F) -> F:
         click.option(
             "--gpus-per-node",
             type=int,
-            default=catalog.DEFAULT_GPUS_PER_NODE,
-            show_default=True,
-            help="GPUs in one NVLink/PCIe node.",
+            default=None,
+            help="GPUs in one NVLink/PCIe node [default: the GPU's NVLink domain, 8; 72 on "
+            "GB200/GB300 NVL72].",
         ),
         click.option(
             "--nics-per-node",

@@ -11,19 +11,54 @@ from typing import Any, TypeVar
 
 import click
 
-from gpuscale import catalog
 from gpuscale.cli._common import FINITE, inter_option, profile_options
 from gpuscale.specs.plan import RECOMPUTE_CHOICES
 from gpuscale.specs.training import FINETUNES, PRECISIONS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+PIPELINE_SPLIT_OPTIONS: list[Callable[[Any], Any]] = [
+    click.option(
+        "--first-stage-layers",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        help="Layers on the first pipeline rank (Megatron --decoder-first-pipeline-num-layers;"
+        " 0: even or automatic split).",
+    ),
+    click.option(
+        "--last-stage-layers",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        help="Layers on the last pipeline rank (--decoder-last-pipeline-num-layers).",
+    ),
+    click.option(
+        "--embedding-as-layer",
+        is_flag=True,
+        help="Count the embedding as a layer of the first stage "
+        "(--account-for-embedding-in-pipeline-split).",
+    ),
+    click.option(
+        "--loss-as-layer",
+        is_flag=True,
+        help="Count the output layer and loss as a layer of the last stage "
+        "(--account-for-loss-in-pipeline-split).",
+    ),
+]
+"""``--first-stage-layers``, ``--last-stage-layers``, ``--embedding-as-layer``,
+``--loss-as-layer``: how the layers split over pipeline ranks (see :class:`gpuscale.specs.Plan`);
+in every run's flags and in ``fit``'s."""
+
 _OPTIONS: list[Callable[[Any], Any]] = [
     click.argument("model"),
     click.option("--gpu", required=True, help="Catalog GPU id (gpuscale catalog gpus)."),
     click.option("--gpus", type=int, default=None, help="GPUs in the job [default: tp*pp*dp*cp]."),
     click.option(
-        "--gpus-per-node", type=int, default=catalog.DEFAULT_GPUS_PER_NODE, show_default=True
+        "--gpus-per-node",
+        type=int,
+        default=None,
+        help="GPUs in one NVLink domain [default: the GPU's, 8; 72 on GB200/GB300 NVL72].",
     ),
     inter_option(),
     click.option(
@@ -53,6 +88,7 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option(
         "--ep", type=int, default=1, show_default=True, help="Expert-parallel degree (MoE)."
     ),
+    *PIPELINE_SPLIT_OPTIONS,
     click.option("--mbs", type=int, default=1, show_default=True, help="Micro-batch, sequences."),
     click.option(
         "--gbs",
@@ -121,6 +157,10 @@ RUN_PARAMETERS = (
     "cp",
     "vp",
     "ep",
+    "first_stage_layers",
+    "last_stage_layers",
+    "embedding_as_layer",
+    "loss_as_layer",
     "mbs",
     "gbs",
     "seq",
@@ -139,6 +179,13 @@ RUN_PARAMETERS = (
     "checkpoint_gbps",
 )
 """The parameter names :func:`run_options` hands to the command, in order."""
+
+
+def pipeline_split_options(func: F) -> F:
+    """The :data:`PIPELINE_SPLIT_OPTIONS` alone (``fit``)."""
+    for option in reversed(PIPELINE_SPLIT_OPTIONS):
+        func = option(func)
+    return func
 
 
 def run_options(func: F) -> F:

@@ -9,6 +9,7 @@ from gpuscale import api
 from gpuscale.api.fitting import DEFAULT_GPU, OFFLOADS
 from gpuscale.cli._common import console, emit_json, json_option
 from gpuscale.cli._fit_checks import given_options, reject_misplaced
+from gpuscale.cli._run_options import pipeline_split_options
 from gpuscale.report.fit import print_fit
 from gpuscale.specs.plan import RECOMPUTE_CHOICES
 from gpuscale.specs.training import (
@@ -131,6 +132,7 @@ from gpuscale.specs.training import (
 @click.option("--pp", type=int, default=1, show_default=True, help="Pipeline stages.")
 @click.option("--dp", type=int, default=1, show_default=True, help="[train] Data-parallel degree.")
 @click.option("--cp", type=int, default=1, show_default=True, help="[train] Context parallel.")
+@pipeline_split_options
 @click.option(
     "--zero",
     type=click.IntRange(0, 3),
@@ -189,6 +191,10 @@ def command(
     pp: int,
     dp: int,
     cp: int,
+    first_stage_layers: int,
+    last_stage_layers: int,
+    embedding_as_layer: bool,
+    loss_as_layer: bool,
     zero: int,
     batch: int,
     context: int | None,
@@ -229,6 +235,10 @@ def command(
         pp=pp,
         dp=dp,
         cp=cp,
+        first_stage_layers=first_stage_layers,
+        last_stage_layers=last_stage_layers,
+        embedding_as_layer=embedding_as_layer,
+        loss_as_layer=loss_as_layer,
         zero=zero,
         batch=batch,
         context=context,

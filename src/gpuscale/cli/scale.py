@@ -33,7 +33,7 @@ from gpuscale.report.progress import progress_bar
 def command(
     model: str,
     gpu: str,
-    gpus_per_node: int,
+    gpus_per_node: int | None,
     nics_per_node: int | None,
     gbs: int | None,
     seq: int | None,

@@ -299,8 +299,10 @@ class StageActivations:
 
 
 def layers_on_stage(model: ModelSpec, plans: PlanBatch) -> np.ndarray:
-    """Layers held by the most loaded stage (Megatron splits evenly; the remainder goes first)."""
-    return -(-model.num_layers // plans.pp)
+    """Layers held by the most loaded stage (uneven splits: costmodel/pipeline.py)."""
+    from gpuscale.costmodel.pipeline import stage_layers
+
+    return stage_layers(model, plans).heaviest
 
 
 def microbatches_in_flight(plans: PlanBatch) -> np.ndarray:

@@ -16,6 +16,7 @@ from gpuscale.costmodel.collectives import LevelBandwidth, collective_time_s
 from gpuscale.costmodel.compute import MicrobatchCompute
 from gpuscale.costmodel.model_states import lora_params
 from gpuscale.costmodel.params import embedding_params, layer_params, mlp_params, total_params
+from gpuscale.costmodel.pipeline import stage_layers
 from gpuscale.costmodel.profile import Profile
 from gpuscale.specs import Cluster, ModelSpec, PlanBatch, Training
 from gpuscale.specs.plan import RECOMPUTE_CODE
@@ -56,21 +57,29 @@ def expert_params_per_gpu(m: ModelSpec, plans: PlanBatch) -> np.ndarray:
     ``_EXPERT_DATA_PARALLEL_GROUP``)."""
     if not m.is_moe:
         return np.zeros(len(plans))
-    return np.ceil(m.num_layers / plans.pp) * m.num_experts * mlp_params(m) / (plans.tp * plans.ep)
+    layers = stage_layers(m, plans).heaviest
+    return layers * m.num_experts * mlp_params(m) / (plans.tp * plans.ep)
 
 
 def params_per_gpu(m: ModelSpec, plans: PlanBatch) -> np.ndarray:
     """Parameters held by the busiest GPU before ZeRO sharding: its stage's layers split by TP
-    (experts split by EP), plus the embedding on the first stage (or LM head on the last)."""
+    (experts split by EP), plus the embedding on the first stage and the LM head on the last
+    (uneven splits give those ranks fewer layers, see :mod:`gpuscale.costmodel.pipeline`)."""
     expert = m.num_experts * mlp_params(m) if m.is_moe else 0
     dense_layer = layer_params(m) - expert
-    stage_layers = np.ceil(m.num_layers / plans.pp)
+    split = stage_layers(m, plans)
     per_layer = dense_layer / plans.tp + expert / (plans.tp * plans.ep)
     embed = m.vocab_size * m.hidden_size + (
         m.max_seq_len * m.hidden_size if m.position == "learned" else 0
     )
-    heaviest_end = np.where(plans.pp == 1, embedding_params(m), embed)
-    return stage_layers * per_layer + heaviest_end / plans.tp
+    # The last rank holds the output layer (a second copy of the embedding when tied).
+    head = m.vocab_size * m.hidden_size
+    staged = np.maximum(
+        np.maximum(split.first * per_layer + embed / plans.tp, split.middle * per_layer),
+        split.last * per_layer + head / plans.tp,
+    )
+    whole = m.num_layers * per_layer + embedding_params(m) / plans.tp
+    return np.where(plans.pp == 1, whole, staged)
 
 
 def trainable_fraction(m: ModelSpec, training: Training) -> float:
@@ -150,7 +159,10 @@ def communication(
     # Megatron's scatter/gather sends 1/tp of it per rank (Sec. 4.1).
     # Adjacent stages sit tp*cp*dp ranks apart: in one node when that stride is smaller than a
     # node, else one hop over the network.
-    pp_msg = tokens * m.hidden_size * word / tp
+    # Engines without that optimization (DeepSpeed's PipelineEngine sends the whole activation
+    # from every TP rank) set ``pp_scatter_gather`` to 0.
+    split_tp = np.where(profile.const("pp_scatter_gather") > 0, tp, 1)
+    pp_msg = tokens * m.hidden_size * word / split_tp
     stage_pair_per_node = np.where(tp * cp * dp < gpn, 2, 1)
     hop_pp = collective_time_s("send_recv", pp_msg, 2, stage_pair_per_node, levels)
     pp_mb = np.where(
@@ -218,7 +230,15 @@ def communication(
     )
     z3_comm = (2.0 * z3_ag + z3_rs) / profile.const("zero3_bandwidth_efficiency")
     z3_hidden = profile.overlap_of("zero") * (compute.forward_s + compute.backward_s)
-    zero3_mb = np.where(zero == 3, exposed_comm_s(z3_comm, z3_hidden, interference), 0.0) + zero2_mb
+    z3_exposed = exposed_comm_s(z3_comm, z3_hidden, interference)
+    # Under pipeline parallelism torchtitan keeps FSDP2 parameters unsharded across the step's
+    # micro-batches (reshard_after_forward=False when PP is on, "to avoid per-microbatch
+    # all-gathers"; torchtitan parallelize_llama.apply_fsdp) and the pipeline schedule syncs
+    # gradients on the last backward only (torch.distributed.pipelining PipelineStage): one
+    # gather and one reduce-scatter per step instead of per micro-batch.
+    once = (zero == 3) & (pp > 1) & (profile.const("fsdp_gather_once_under_pp") > 0)
+    zero3_mb = np.where((zero == 3) & ~once, z3_exposed, 0.0) + zero2_mb
+    dp_step = dp_step + np.where(once, z3_exposed, 0.0)
 
     return CommTimes(
         tp_mb=tp_mb,

@@ -13,12 +13,40 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuscale.costmodel.flops import Gemm, attention_core_flops, layer_gemms, lm_head_gemm
+from gpuscale.costmodel.lora_compute import lora_adapter_s
 from gpuscale.costmodel.model_states import nf4_bytes_per_param
+from gpuscale.costmodel.pipeline import stage_layers
 from gpuscale.costmodel.profile import Profile
 from gpuscale.specs import Device, ModelSpec, PlanBatch, Training
 from gpuscale.specs.plan import RECOMPUTE_CODE
+from gpuscale.specs.training import LOW_PRECISIONS
 
-BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+BYTES = {
+    "fp32": 4.0,
+    "tf32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    # One E8M0 scale per 32 elements (OCP Microscaling Formats spec v1.0, Sec. 5).
+    "mxfp8": 1.0 + 1.0 / 32.0,
+    # 4-bit values, one E4M3 scale per 16 elements (NVIDIA, 'Introducing NVFP4', 2025).
+    "nvfp4": 0.5 + 1.0 / 16.0,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LayerCompute:
+    """Seconds of math of one transformer layer and of the output layer + loss, per
+    micro-batch, arrays over plans (they depend on tp, cp, micro-batch, recompute, ep and
+    sequence parallelism only, so the step prices each combination once)."""
+
+    layer_forward_s: np.ndarray
+    layer_backward_s: np.ndarray
+    """Input and weight gradients, plus the recomputed forward."""
+    layer_recompute_s: np.ndarray
+    head_forward_s: np.ndarray
+    """Output layer (LM head) and cross-entropy on the last pipeline rank."""
+    head_backward_s: np.ndarray
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +59,10 @@ class MicrobatchCompute:
     recompute_s: np.ndarray
     """The part of ``backward_s`` spent recomputing the forward."""
     layers_per_stage: np.ndarray
+    """Transformer layers on the slowest pipeline rank."""
+    all_stages_s: np.ndarray
+    """Forward + backward of one micro-batch summed over every pipeline rank (equals the
+    slowest rank's when ``pp == 1``): with the slowest rank's time it sets the bubble."""
 
 
 def gemm_time(
@@ -49,24 +81,56 @@ def gemm_time(
     curve = profile.gemm_curve(device.id, device.generation, precision)
     math = g.flops / (peak * curve(g.flops))
     in_bytes = BYTES.get(precision, 2.0)
-    out_bytes = 2.0 if precision == "fp8" else in_bytes  # FP8 GEMMs write 16-bit outputs
+    low = precision in LOW_PRECISIONS
+    out_bytes = 2.0 if low else in_bytes  # FP8/MXFP8/NVFP4 GEMMs write 16-bit outputs
     w_bytes = in_bytes if weight_bytes is None else weight_bytes
     hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
     memory = (in_bytes * g.tokens * g.k + out_bytes * g.tokens * g.n + w_bytes * g.k * g.n) / hbm
     time = np.maximum(np.maximum(math, memory), launch_s)
-    if precision == "fp8" and weight_bytes is None:
+    if low and weight_bytes is None:
         # Transformer Engine's fused cast-transpose reads the 16-bit input once and writes it in
-        # FP8 twice (as is, and transposed for the weight-gradient GEMM): 2 + 1 + 1 bytes per
-        # element; backward (2x this GEMM's time) does the same for the output gradient. The
-        # FP8 weight copy is cached across a step's micro-batches (TE ``is_first_microbatch``).
-        time = time + 4.0 * g.tokens * g.k / hbm
+        # the low precision twice (as is, and transposed for the weight-gradient GEMM): 2 + 1 + 1
+        # bytes per element for FP8 (block scales included for MXFP8/NVFP4); backward (2x this
+        # GEMM's time) does the same for the output gradient. The quantized weight copy is
+        # cached across a step's micro-batches (TE ``is_first_microbatch``).
+        time = time + (2.0 + 2.0 * in_bytes) * g.tokens * g.k / hbm
     return time * g.count
 
 
 def microbatch_compute(
     m: ModelSpec, device: Device, training: Training, plans: PlanBatch, profile: Profile
 ) -> MicrobatchCompute:
-    """Forward and backward time of one micro-batch on the busiest pipeline stage."""
+    """Forward and backward time of one micro-batch on the slowest pipeline stage."""
+    return stage_compute(m, plans, layer_compute(m, device, training, plans, profile))
+
+
+def stage_compute(m: ModelSpec, plans: PlanBatch, lc: LayerCompute) -> MicrobatchCompute:
+    """The slowest pipeline rank of every plan: its layers (uneven splits give the first and
+    last ranks fewer) and, on the last rank, the output layer and loss (Megatron-Core
+    ``get_num_layers_to_build``; Narayanan et al. 2021, Sec. 2.2)."""
+    split = stage_layers(m, plans)
+    per_layer = lc.layer_forward_s + lc.layer_backward_s
+    head = lc.head_forward_s + lc.head_backward_s
+    t_first = split.first * per_layer
+    t_middle = split.middle * per_layer
+    t_last = split.last * per_layer + head
+    last_slowest = (t_last >= t_first) & (t_last >= t_middle)
+    first_slowest = ~last_slowest & (t_first >= t_middle)
+    layers = np.where(last_slowest, split.last, np.where(first_slowest, split.first, split.middle))
+    with_head = last_slowest.astype(float)
+    return MicrobatchCompute(
+        forward_s=layers * lc.layer_forward_s + with_head * lc.head_forward_s,
+        backward_s=layers * lc.layer_backward_s + with_head * lc.head_backward_s,
+        recompute_s=layers * lc.layer_recompute_s,
+        layers_per_stage=layers,
+        all_stages_s=float(m.num_layers) * per_layer + head,
+    )
+
+
+def layer_compute(
+    m: ModelSpec, device: Device, training: Training, plans: PlanBatch, profile: Profile
+) -> LayerCompute:
+    """Time of one transformer layer and of the output layer + loss per micro-batch."""
     seq = float(training.seq_len)
     tp = plans.tp.astype(float)
     tokens = plans.micro_batch * seq / plans.cp
@@ -103,8 +167,12 @@ def microbatch_compute(
         attn_fwd = attn_flops / (
             half_peak * profile.attention_at(device.id, device.generation, chunk)
         )
-        # FlashAttention-2 backward re-forms the scores: 2.5x the forward FLOPs (Dao 2023, Sec. 3.2).
-        attn_bwd = 2.5 * attn_fwd
+        # FlashAttention-2 backward re-forms the scores: 2.5x the forward FLOPs (Dao 2023, Sec. 3.2),
+        # and reaches a smaller share of peak than forward (five GEMMs with dQ accumulated in
+        # fp32 atomics): ~0.87 of the forward rate for FA2, FA3 and cuDNN on H100 at hdim 128
+        # (Shah et al. 2024, FlashAttention-3, arXiv:2407.08608, Fig. 5-6: 370 vs 322, 648 vs
+        # 561, 600 vs 516 TFLOP/s at 16k).
+        attn_bwd = 2.5 * attn_fwd / profile.const("attention_backward_relative_efficiency")
         # Megatron's selective recompute re-runs the core attention even when it is fused.
         attn_recompute = attn_fwd
     else:
@@ -141,13 +209,21 @@ def microbatch_compute(
         elementwise_bytes / hbm + profile.const("elementwise_kernels_per_layer") * launch_s
     )
 
-    layer_fwd = gemm_fwd + attn_fwd + elementwise_fwd
+    # LoRA adapters: skinny GEMMs plus scaling and add over the output (costmodel/lora_compute).
+    lora_fwd, lora_bwd = lora_adapter_s(m, device, training, plans, profile, tokens)
+    layer_fwd = gemm_fwd + attn_fwd + elementwise_fwd + lora_fwd
     # Backward: input and weight gradients (2x GEMM FLOPs), elementwise ~2x forward traffic.
-    layer_bwd = gemm_bwd_factor * (gemm_fwd - dequant) + dequant + attn_bwd + 2.0 * elementwise_fwd
+    layer_bwd = (
+        gemm_bwd_factor * (gemm_fwd - dequant)
+        + dequant
+        + attn_bwd
+        + 2.0 * elementwise_fwd
+        + lora_bwd
+    )
 
-    layers_per_stage = np.ceil(m.num_layers / plans.pp)
     # The LM head stays in 16-bit under FP8 recipes (Transformer Engine keeps the output layer).
-    head_precision = device.half_precision if training.precision == "fp8" else training.precision
+    low = training.precision in LOW_PRECISIONS
+    head_precision = device.half_precision if low else training.precision
     head = gemm_time(lm_head_gemm(m, tokens, tp), head_precision, device, profile, launch_s)
     # Cross-entropy reads and writes fp32 logits of tokens x vocab/tp.
     loss = 3.0 * 4.0 * tokens * m.vocab_size / tp / hbm
@@ -163,11 +239,10 @@ def microbatch_compute(
         layer_fwd,
         np.where(plans.recompute == RECOMPUTE_CODE["selective"], selective, 0.0),
     )
-    forward = layers_per_stage * layer_fwd + head + loss
-    backward = layers_per_stage * (layer_bwd + recompute) + gemm_bwd_factor * head + loss
-    return MicrobatchCompute(
-        forward_s=forward,
-        backward_s=backward,
-        recompute_s=layers_per_stage * recompute,
-        layers_per_stage=layers_per_stage,
+    return LayerCompute(
+        layer_forward_s=layer_fwd,
+        layer_backward_s=layer_bwd + recompute,
+        layer_recompute_s=recompute,
+        head_forward_s=head + loss,
+        head_backward_s=gemm_bwd_factor * head + loss,
     )

@@ -39,6 +39,7 @@ from gpuscale.costmodel.model_states import (
     trainable_bytes,
 )
 from gpuscale.costmodel.params import layer_params
+from gpuscale.costmodel.pipeline import stage_layers
 from gpuscale.costmodel.profile import Profile, load_profile
 from gpuscale.specs import ModelSpec, Plan, PlanBatch
 from gpuscale.specs.training import Training
@@ -119,7 +120,7 @@ def _model_states(
     shard = (plans.dp * plans.cp).astype(float)
     inv_shard = 1.0 / shard
     inv_shard_expert = 1.0 / np.maximum(shard / plans.ep, 1.0)
-    layers = (-(-model.num_layers // pp)).astype(float)
+    layers = stage_layers(model, plans).heaviest  # uneven splits: costmodel/pipeline.py
     single = pp == 1
 
     def factors(on: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

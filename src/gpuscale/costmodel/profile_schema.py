@@ -41,6 +41,10 @@ CONSTANTS: dict[str, Check] = {
     "memory_nccl_buffers_gib": NON_NEGATIVE,
     "memory_allocator_fragmentation": AT_LEAST_ONE,
     "memory_headroom_fraction": SHARE,
+    "pp_scatter_gather": SHARE,
+    "attention_backward_relative_efficiency": FRACTION,
+    "lora_output_passes": NON_NEGATIVE,
+    "fsdp_gather_once_under_pp": SHARE,
 }
 """Every named constant the cost model reads, with its accepted range."""
 
@@ -67,7 +71,7 @@ TOP_LEVEL = (
     "constants",
 )
 TEXT_KEYS = ("name", "base", "description", "source")
-PRECISION_SUFFIXES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+PRECISION_SUFFIXES = ("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4")
 EXTRA_DEVICE_KEYS = ("default", "cpu")
 LEVELS = ("intra", "inter")
 LINK_KINDS = ("nvlink", "xgmi", "pcie", "infiniband", "roce", "ethernet")

@@ -20,7 +20,7 @@ from gpuscale.costmodel.communication import (
     params_per_gpu,
     trainable_fraction,
 )
-from gpuscale.costmodel.compute import MicrobatchCompute, microbatch_compute
+from gpuscale.costmodel.compute import LayerCompute, layer_compute, stage_compute
 from gpuscale.costmodel.flops import model_flops_per_token
 from gpuscale.costmodel.params import total_params
 from gpuscale.costmodel.profile import Profile
@@ -61,6 +61,8 @@ class StepEstimate:
     dp_sync_unhidden_s: np.ndarray
     gradient_bytes_per_gpu: np.ndarray
     num_gpus: np.ndarray
+    layers_per_stage: np.ndarray
+    """Transformer layers on the slowest pipeline rank (the one that sets the pace)."""
 
     def __len__(self) -> int:
         return int(self.step_time_s.shape[0])
@@ -119,14 +121,13 @@ def _memory_bytes(
 
 def _compute_deduplicated(
     model: ModelSpec, device: Device, training: Training, plans: PlanBatch, profile: Profile
-) -> MicrobatchCompute:
-    """Micro-batch math depends on a few plan fields only; candidate sets repeat each
-    combination across dp, ZeRO stage and interleaving, so price each combination once."""
+) -> LayerCompute:
+    """Layer math depends on a few plan fields only; candidate sets repeat each combination
+    across pp, dp, ZeRO stage and interleaving, so price each combination once."""
     columns = [
         plans.tp,
         plans.cp,
         plans.micro_batch,
-        plans.pp,
         plans.recompute,
         plans.ep,
         plans.sequence_parallel.astype(np.int64),
@@ -134,9 +135,9 @@ def _compute_deduplicated(
     key = np.ravel_multi_index(columns, [int(c.max()) + 1 for c in columns])
     unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     if len(unique) == len(plans):
-        return microbatch_compute(model, device, training, plans, profile)
-    few = microbatch_compute(model, device, training, plans.take(first), profile)
-    return MicrobatchCompute(**{f.name: getattr(few, f.name)[inverse] for f in fields(few)})
+        return layer_compute(model, device, training, plans, profile)
+    few = layer_compute(model, device, training, plans.take(first), profile)
+    return LayerCompute(**{f.name: getattr(few, f.name)[inverse] for f in fields(few)})
 
 
 def estimate_batch(
@@ -163,14 +164,18 @@ def estimate_batch(
     n = len(plans)
     hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
 
-    mb = _compute_deduplicated(model, device, training, plans, profile)
+    mb = stage_compute(model, plans, _compute_deduplicated(model, device, training, plans, profile))
     comm: CommTimes = communication(model, cluster, training, plans, profile, mb)
     m = plans.num_microbatches.astype(float)
 
     compute_mb = mb.forward_s + mb.backward_s
     per_mb_comm = comm.tp_mb + comm.cp_mb + comm.ep_mb + comm.pp_mb + comm.zero3_mb
     t_mb = compute_mb + per_mb_comm
-    bubble = (plans.pp - 1) / plans.vp * t_mb
+    # 1F1B with stages of unequal time: m micro-batches at the slowest stage's pace plus one
+    # pass through the others, (sum_i t_i - t_max), divided by v when interleaved (Narayanan et
+    # al. 2021, Sec. 2.2: (p-1)/v * t for equal stages).
+    others = np.maximum(mb.all_stages_s - compute_mb, 0.0) / np.maximum(compute_mb, 1e-30)
+    bubble = others / plans.vp * t_mb
 
     # Optimizer: a memory-bound sweep over the parameters this GPU owns (sharded by ZeRO >= 1).
     # ZeRO shards dense weights' state over dp*cp ranks and experts' over dp*cp/ep.
@@ -260,6 +265,7 @@ def estimate_batch(
         dp_sync_unhidden_s=comm.dp_unhidden_s,
         gradient_bytes_per_gpu=comm.total_dp_bytes,
         num_gpus=num_gpus,
+        layers_per_stage=mb.layers_per_stage,
     )
 
 

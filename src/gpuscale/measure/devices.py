@@ -34,4 +34,6 @@ def match_gpu(driver_name: str, memory_gib: float | None = None) -> str | None:
         hits = [d for d in hits if abs(d.memory_gib - memory_gib) <= 0.1 * d.memory_gib] or hits
     pcie = "pcie" in name
     hits = [d for d in hits if ("pcie" in d.id) == pcie] or hits
+    nvl = "nvl" in name  # "NVIDIA H200 NVL" against the SXM "NVIDIA H200"
+    hits = [d for d in hits if ("nvl" in d.id.split("-")) == nvl] or hits
     return hits[0].id if len(hits) == 1 else None

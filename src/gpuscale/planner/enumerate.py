@@ -98,7 +98,11 @@ def enumerate_plans(
     dp_c = num_gpus // (tp_c * pp_c * cp_c)
 
     ep_v = divisors(model.num_experts) if model.is_moe else np.ones(1, dtype=np.int64)
-    vp_v = divisors(model.num_layers)
+    layers = model.num_layers
+    # pp * vp divides layers + d for the interleaving deficit d <= 2 (specs.validity), so vp
+    # divides one of layers, layers + 1, layers + 2.
+    vp_v = np.union1d(np.union1d(divisors(layers), divisors(layers + 1)), divisors(layers + 2))
+    vp_v = vp_v[vp_v <= layers]
     mbs_v = np.asarray(sorted(set(space.micro_batches)), dtype=np.int64)
     zero_v = np.asarray(sorted(set(space.zero_stages)), dtype=np.int64)
     rc_v = np.asarray(sorted(RECOMPUTE_CODE[r] for r in set(space.recompute)), dtype=np.int64)
@@ -114,7 +118,10 @@ def enumerate_plans(
     valid = global_batch % per_replica == 0
     microbatches = global_batch // per_replica
     valid = valid & ep_ok(model, ep, dp_b, cp_b)
-    valid = valid & interleave_ok(model.num_layers, pp_b, vp, microbatches)
+    # The automatic split of the layers over pp x vp stages (uneven allowed, interleaved at most
+    # two layers short) and the interleaved schedule's micro-batch rule (specs.validity).
+    valid = valid & pipeline_layers_ok(model.num_layers, pp_b, vp)
+    valid = valid & interleave_ok(pp_b, vp, microbatches)
     # ZeRO needs dp x cp > 1 to be valid (specs.validity.zero_ok); the search asks dp > 1, a
     # pruning of the context-parallel-only ZeRO twins (see the module docstring).
     valid = valid & ((zero == 0) | (dp_b > 1))

@@ -55,7 +55,7 @@ def build_inputs(
     model: str | Path | ModelSpec,
     gpu: str | Device,
     inter: str | Link,
-    gpus_per_node: int,
+    gpus_per_node: int | None,
     nics_per_node: int | None,
     gbs: int | None,
     seq: int | None,
@@ -67,8 +67,11 @@ def build_inputs(
     profile_file: str | Path | None,
 ) -> Inputs:
     """Planner inputs from what the user gave; what they left out is chosen and recorded in
-    ``assumed``. ``gpu`` and ``inter`` must be catalog entries (the planner names them by id)."""
+    ``assumed``. ``gpu`` and ``inter`` must be catalog entries (the planner names them by id);
+    ``gpus_per_node`` None is the GPU's NVLink domain (8 on HGX/OAM boards, 72 on NVL72 racks)."""
     spec = catalog.model(model)
+    if gpus_per_node is None:
+        gpus_per_node = catalog.gpu(gpu).nvlink_domain_gpus
     hardware = Hardware(
         gpu=_catalog_id(gpu, catalog.gpus(), "gpu"),
         inter=_catalog_id(inter, catalog.links(), "inter"),

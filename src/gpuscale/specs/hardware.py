@@ -9,7 +9,7 @@ from typing import Literal
 from gpuscale.errors import InputError, require
 from gpuscale.specs.units import GIB
 
-Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
+Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4"]
 LinkKind = Literal["nvlink", "xgmi", "pcie", "infiniband", "roce", "ethernet"]
 
 
@@ -35,9 +35,14 @@ class Device:
     pcie: str
     tdp_w: float
     source: str
+    nvlink_domain_gpus: int = 8
+    """GPUs joined at ``intra_bandwidth`` by one NVLink/xGMI fabric: 8 in an HGX/OAM node, 72 in
+    a GB200/GB300 NVL72 rack, 4 for H200 NVL bridged cards. The default node size of a cluster,
+    so TP/EP groups up to this size run at NVLink speed."""
 
     def __post_init__(self) -> None:
         require(self.memory_gib > 0, f"GPU '{self.id}': memory_gib must be > 0")
+        require(self.nvlink_domain_gpus >= 1, f"GPU '{self.id}': nvlink_domain_gpus must be >= 1")
         require(self.hbm_bandwidth_gb_per_s > 0, f"GPU '{self.id}': hbm bandwidth must be > 0")
         require(
             "bf16" in self.peak_tflops or "fp16" in self.peak_tflops,

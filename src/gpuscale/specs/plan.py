@@ -9,14 +9,18 @@ from typing import Literal
 import numpy as np
 
 from gpuscale.errors import require
-from gpuscale.specs.model import ModelSpec
 
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE_CHOICES: tuple[str, ...] = ("none", "selective", "full")
 
-FLAG_NAMES = {"micro_batch": "mbs", "global_batch": "gbs"}
-"""Plan fields whose flag (and JSON key, and API argument) is spelled shorter: ``--mbs``,
-``--gbs`` everywhere."""
+FLAG_NAMES = {
+    "micro_batch": "mbs",
+    "global_batch": "gbs",
+    "embedding_in_split": "embedding_as_layer",
+    "loss_in_split": "loss_as_layer",
+}
+"""Plan fields whose flag (and JSON key, and API argument) is spelled otherwise: ``--mbs``,
+``--gbs``, ``--embedding-as-layer``, ``--loss-as-layer`` everywhere."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -45,6 +49,18 @@ class Plan:
     """ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 also weights (= FSDP)."""
     sequence_parallel: bool = True
     """Megatron sequence parallelism inside the TP group (reduce-scatter/all-gather, not all-reduce)."""
+    first_stage_layers: int = 0
+    """Transformer layers on the first pipeline rank (Megatron-Core
+    ``--decoder-first-pipeline-num-layers``); 0 = the even or automatic split."""
+    last_stage_layers: int = 0
+    """Transformer layers on the last pipeline rank (``--decoder-last-pipeline-num-layers``);
+    0 = the even or automatic split."""
+    embedding_in_split: bool = False
+    """Count the input embedding as one layer of the first (virtual) stage when splitting
+    (``--account-for-embedding-in-pipeline-split``)."""
+    loss_in_split: bool = False
+    """Count the output layer and loss as one layer of the last (virtual) stage
+    (``--account-for-loss-in-pipeline-split``)."""
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "vp", "ep", "micro_batch", "global_batch"):
@@ -76,6 +92,27 @@ class Plan:
             "--vp > 1 needs --pp > 1 (interleaving splits pipeline stages)",
             field="vp",
         )
+        for name in ("first_stage_layers", "last_stage_layers"):
+            value = getattr(self, name)
+            require(
+                isinstance(value, int) and value >= 0,
+                f"--{name.replace('_', '-')} must be a non-negative integer, got {value!r}",
+                field=name,
+            )
+        uneven = self.first_stage_layers > 0 or self.last_stage_layers > 0
+        accounted = self.embedding_in_split or self.loss_in_split
+        require(
+            self.pp > 1 or not (uneven or accounted),
+            "--first-stage-layers/--last-stage-layers and embedding/loss accounting need --pp > 1",
+            field="first_stage_layers" if uneven else "embedding_as_layer",
+        )
+        # Megatron-Core TransformerConfig rejects both ways of shaping the split at once.
+        require(
+            not (uneven and accounted),
+            "give either --first-stage-layers/--last-stage-layers or embedding/loss-as-layer "
+            "accounting, not both (Megatron-Core accepts one of them)",
+            field="first_stage_layers",
+        )
 
     @property
     def num_gpus(self) -> int:
@@ -102,7 +139,12 @@ _BATCH_FIELDS = (
     "recompute",
     "zero",
     "sequence_parallel",
+    "first_stage_layers",
+    "last_stage_layers",
+    "embedding_in_split",
+    "loss_in_split",
 )
+_BOOL_FIELDS = ("sequence_parallel", "embedding_in_split", "loss_in_split")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -124,6 +166,11 @@ class PlanBatch:
     recompute: np.ndarray
     zero: np.ndarray
     sequence_parallel: np.ndarray
+    first_stage_layers: np.ndarray
+    """Transformer layers on the first pipeline rank; 0 = even or automatic split."""
+    last_stage_layers: np.ndarray
+    embedding_in_split: np.ndarray
+    loss_in_split: np.ndarray
 
     @classmethod
     def from_plans(cls, plans: Sequence[Plan]) -> PlanBatch:
@@ -132,8 +179,8 @@ class PlanBatch:
             if name == "recompute":
                 values = [RECOMPUTE_CODE[p.recompute] for p in plans]
                 columns[name] = np.asarray(values, dtype=np.int64)
-            elif name == "sequence_parallel":
-                columns[name] = np.asarray([p.sequence_parallel for p in plans], dtype=bool)
+            elif name in _BOOL_FIELDS:
+                columns[name] = np.asarray([getattr(p, name) for p in plans], dtype=bool)
             else:
                 columns[name] = np.asarray([getattr(p, name) for p in plans], dtype=np.int64)
         return cls(**columns)
@@ -153,12 +200,16 @@ class PlanBatch:
             "recompute": 0,
             "zero": 0,
             "sequence_parallel": True,
+            "first_stage_layers": 0,
+            "last_stage_layers": 0,
+            "embedding_in_split": False,
+            "loss_in_split": False,
         }
         merged = {name: np.asarray(arrays.get(name, defaults[name])) for name in _BATCH_FIELDS}
         shaped = np.broadcast_arrays(*merged.values())
         out = {}
         for name, arr in zip(merged, shaped, strict=True):
-            dtype = bool if name == "sequence_parallel" else np.int64
+            dtype = bool if name in _BOOL_FIELDS else np.int64
             out[name] = np.ascontiguousarray(np.atleast_1d(arr), dtype=dtype)
         return cls(**out)
 
@@ -182,49 +233,3 @@ class PlanBatch:
         values = {name: getattr(self, name)[i].item() for name in _BATCH_FIELDS}
         values["recompute"] = RECOMPUTE_CHOICES[values["recompute"]]
         return Plan(**values)
-
-
-def check_plan(model: ModelSpec, plan: Plan, num_gpus: int, seq: int) -> None:
-    """Refuse a plan that cannot run ``model`` on ``num_gpus`` GPUs at sequence length ``seq``
-    (shared by ``estimate`` and ``calibrate run``; raises :class:`InputError` naming the flag)."""
-    require(
-        plan.num_gpus == num_gpus,
-        f"tp x pp x dp x cp = {plan.tp} x {plan.pp} x {plan.dp} x {plan.cp} = {plan.num_gpus} "
-        f"but --gpus is {num_gpus}",
-    )
-    require(
-        model.num_heads % plan.tp == 0,
-        f"--tp {plan.tp} does not divide the {model.num_heads} attention heads of {model.name}",
-    )
-    require(
-        model.num_kv_heads % plan.tp == 0 or plan.tp % model.num_kv_heads == 0,
-        f"--tp {plan.tp} and the {model.num_kv_heads} KV heads of {model.name} do not divide "
-        "each other",
-    )
-    require(
-        plan.pp <= model.num_layers,
-        f"--pp {plan.pp} exceeds the {model.num_layers} layers of {model.name}",
-    )
-    require(
-        model.num_layers % (plan.pp * plan.vp) == 0 or plan.vp == 1,
-        f"--pp x --vp = {plan.pp * plan.vp} must divide the {model.num_layers} layers for "
-        "interleaving",
-    )
-    require(seq % plan.cp == 0, f"--seq {seq} is not divisible by --cp {plan.cp}")
-    require(
-        plan.vp == 1 or plan.num_microbatches % plan.pp == 0,
-        f"--vp {plan.vp} needs the micro-batches per step (gbs/(mbs*dp) = "
-        f"{plan.num_microbatches}) to be a multiple of --pp {plan.pp} (interleaved 1F1B)",
-    )
-    require(
-        plan.pp == 1 or model.num_layers >= plan.pp,
-        f"--pp {plan.pp} leaves a stage without layers ({model.num_layers} layers)",
-    )
-    require(
-        plan.ep == 1 or (model.is_moe and model.num_experts % plan.ep == 0),
-        f"--ep {plan.ep} needs a mixture-of-experts model whose expert count it divides",
-    )
-    require(
-        plan.ep == 1 or (plan.dp * plan.cp) % plan.ep == 0,
-        f"--ep {plan.ep} must divide dp x cp = {plan.dp * plan.cp}",
-    )

@@ -8,8 +8,11 @@ from typing import Literal
 
 from gpuscale.errors import require
 
-TrainPrecision = Literal["fp32", "bf16", "fp16", "fp8"]
-PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8")
+TrainPrecision = Literal["fp32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4"]
+PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4")
+LOW_PRECISIONS: tuple[str, ...] = ("fp8", "mxfp8", "nvfp4")
+"""Block- or tensor-scaled formats that speed up the linear layers only (Transformer Engine:
+FP8 on Hopper/Ada; MXFP8 and NVFP4 with per-block scales on Blackwell)."""
 
 Optimizer = Literal["adamw", "adafactor", "sgd-momentum", "adamw-8bit"]
 OPTIMIZERS: tuple[str, ...] = ("adamw", "adafactor", "sgd-momentum", "adamw-8bit")

@@ -10,13 +10,19 @@ mainstream training stacks accept:
   divisible by ``tp``) or, when ``tp`` is a multiple of ``num_kv_heads``, each KV head is
   replicated ``tp / num_kv_heads`` times, as vLLM and NeMo do for MQA/GQA models with few KV
   heads. Any other ratio would split a KV head.
-- ``pp``: every pipeline stage keeps at least one layer when stages take ``ceil(layers / pp)``
-  layers each and the last one the rest (Megatron's ``--decoder-first/last-pipeline-num-layers``
-  allow uneven stages, e.g. Llama 3.1 405B's 126 layers on 16 stages); see
-  :func:`pipeline_layers_ok`.
-- ``vp`` > 1 needs ``pp`` > 1, equal stages (``pp * vp`` divides the layers) and a micro-batch
-  count divisible by ``pp`` (Megatron-LM interleaved 1F1B, Narayanan et al. 2021,
-  arXiv:2104.04473, Sec. 2.2.2; ``schedules.py`` rejects other counts).
+- ``pp``: the layers split over the stages the way Megatron-Core does
+  (``TransformerConfig.__post_init__``, ``get_num_layers_to_build``), see
+  :func:`pipeline_layers_ok`: evenly when ``pp * vp`` divides them; otherwise automatically
+  uneven, the first and last ranks lighter (Llama 3.1 405B's 126 layers on 16 stages), with
+  every stage keeping a layer; with interleaving the deficit is at most two layers (the
+  embedding and loss counted as layers, Megatron-Bridge's Llama 3.1 405B at PP 8 x VP 8: 126 + 2
+  = 128). Explicit first/last stage counts (``--decoder-first/last-pipeline-num-layers``) leave
+  the rest evenly over the middle ranks, each count a multiple of ``vp``; embedding/loss counted
+  as layers (``--account-for-embedding/loss-in-pipeline-split``) need ``pp * vp`` to divide the
+  layers plus those.
+- ``vp`` > 1 needs ``pp`` > 1 and a micro-batch count divisible by ``pp`` (Megatron-LM
+  interleaved 1F1B, Narayanan et al. 2021, arXiv:2104.04473, Sec. 2.2.2; ``schedules.py``
+  rejects other counts).
 - ``cp`` > 1 splits each sequence into ``2 * cp`` chunks for load-balanced causal ring attention
   (Megatron-Core context parallelism), so ``seq_len`` is divisible by ``2 * cp``.
 - ``ep`` > 1 needs a mixture-of-experts model whose expert count it divides, and divides the
@@ -50,18 +56,54 @@ def tp_ok(model: ModelSpec, tp: A) -> A:
     return ok & ((kv % tp == 0) | (tp % kv == 0))
 
 
-def pipeline_layers_ok(num_layers: int, pp: A) -> A:
-    """Every one of ``pp`` stages keeps a layer when stages take ``ceil(layers / pp)`` each:
-    ``(pp - 1) * ceil(layers / pp) < layers``. The one place that says how layers may split
-    over stages (uneven first/last stages would change only this function)."""
-    return (pp == 1) | ((pp - 1) * -(-num_layers // pp) < num_layers)
+def interleave_deficit(num_layers: int, pp: A, vp: A) -> A:
+    """Layers short of ``pp * vp`` equal virtual stages: ``ceil(L / (pp vp)) * pp vp - L``."""
+    chunks = pp * vp
+    return -(-num_layers // chunks) * chunks - num_layers
 
 
-def interleave_ok(num_layers: int, pp: A, vp: A, microbatches: A) -> A:
-    """Interleaved 1F1B: ``vp == 1``, or ``pp > 1`` with equal stages and micro-batches a
-    multiple of ``pp``."""
-    interleaved = (pp > 1) & (num_layers % (pp * vp) == 0) & (microbatches % pp == 0)
-    return (vp == 1) | interleaved
+def pipeline_layers_ok(
+    num_layers: int,
+    pp: np.ndarray | int,
+    vp: np.ndarray | int = 1,
+    first: np.ndarray | int = 0,
+    last: np.ndarray | int = 0,
+    embedding: np.ndarray | bool = False,
+    loss: np.ndarray | bool = False,
+) -> np.ndarray:
+    """How ``num_layers`` may split over ``pp`` ranks of ``vp`` virtual stages: the one place
+    that says it (module docstring; the split itself is :func:`gpuscale.costmodel.pipeline.
+    stage_layers`). ``first``/``last`` > 0 are explicit first/last rank counts; ``embedding``/
+    ``loss`` count those as layers of the first/last stage."""
+    pp, vp = np.asarray(pp, dtype=np.int64), np.asarray(vp, dtype=np.int64)
+    first, last = np.asarray(first, dtype=np.int64), np.asarray(last, dtype=np.int64)
+    # Automatic split: ceil(L / pp) layers a stage leaves every stage one when
+    # (pp - 1) * ceil(L / pp) < L; interleaved, at most the two layers of embedding and loss short.
+    automatic = ((pp - 1) * -(-num_layers // pp) < num_layers) & (
+        (vp == 1) | (interleave_deficit(num_layers, pp, vp) <= 2)
+    )
+    # Embedding/loss as layers: pp * vp virtual stages of (L + e + l) / (pp vp) units each.
+    units = num_layers + np.asarray(embedding, dtype=np.int64) + np.asarray(loss, dtype=np.int64)
+    accounted = units % (pp * vp) == 0
+    # Explicit counts: the rest evenly over the middle ranks, each with a layer, all counts a
+    # multiple of vp (Megatron-Core TransformerConfig).
+    middle_ranks = pp - (first > 0) - (last > 0)
+    rest = num_layers - first - last
+    ranks = np.maximum(middle_ranks, 1)
+    per_middle = np.where(middle_ranks > 0, rest // ranks, vp)
+    explicit = np.where(
+        middle_ranks > 0, (rest >= middle_ranks) & (rest % ranks == 0), rest == 0
+    ) & ((vp == 1) | ((first % vp == 0) & (last % vp == 0) & (per_middle % vp == 0)))
+    is_explicit = (first > 0) | (last > 0)
+    is_accounted = np.asarray(embedding, dtype=bool) | np.asarray(loss, dtype=bool)
+    ok = np.where(is_explicit, explicit, np.where(is_accounted, accounted, automatic))
+    return np.asarray((pp == 1) | ok, dtype=bool)
+
+
+def interleave_ok(pp: A, vp: A, microbatches: A) -> A:
+    """Interleaved 1F1B: ``vp == 1``, or ``pp > 1`` with micro-batches a multiple of ``pp``
+    (how the layers split over the virtual stages is :func:`pipeline_layers_ok`)."""
+    return (vp == 1) | ((pp > 1) & (microbatches % pp == 0))
 
 
 def cp_ok(seq_len: int, cp: A) -> A:
@@ -83,8 +125,16 @@ def zero_ok(zero: A, dp: A, cp: A) -> A:
 def valid_mask(model: ModelSpec, plans: PlanBatch, seq_len: int) -> np.ndarray:
     """Which plans of ``plans`` ``model`` can run at ``seq_len`` (every rule above)."""
     ok = tp_ok(model, plans.tp)
-    ok &= pipeline_layers_ok(model.num_layers, plans.pp)
-    ok &= interleave_ok(model.num_layers, plans.pp, plans.vp, plans.num_microbatches)
+    ok &= pipeline_layers_ok(
+        model.num_layers,
+        plans.pp,
+        plans.vp,
+        plans.first_stage_layers,
+        plans.last_stage_layers,
+        plans.embedding_in_split,
+        plans.loss_in_split,
+    )
+    ok &= interleave_ok(plans.pp, plans.vp, plans.num_microbatches)
     ok &= cp_ok(seq_len, plans.cp)
     ok &= ep_ok(model, plans.ep, plans.dp, plans.cp)
     ok &= zero_ok(plans.zero, plans.dp, plans.cp)
@@ -103,6 +153,7 @@ def check_tp(model: ModelSpec, tp: int) -> None:
 
 
 def check_pp(model: ModelSpec, pp: int) -> None:
+    """``--pp`` alone, under the automatic split."""
     if pp >= 1 and not pipeline_layers_ok(model.num_layers, pp):
         raise InputError(
             f"--pp {pp} leaves a pipeline stage without layers ({model.num_layers} layers of "
@@ -110,6 +161,51 @@ def check_pp(model: ModelSpec, pp: int) -> None:
             f"most {model.num_layers} that gives every stage a layer",
             field="pp",
         )
+
+
+def check_pipeline(model: ModelSpec, plan: Plan) -> None:
+    """Refuse a pipeline split :func:`pipeline_layers_ok` rejects, saying why."""
+    L, pp, vp = model.num_layers, plan.pp, plan.vp
+    first, last = plan.first_stage_layers, plan.last_stage_layers
+    accounting = plan.embedding_in_split or plan.loss_in_split
+    if pipeline_layers_ok(L, pp, vp, first, last, plan.embedding_in_split, plan.loss_in_split):
+        return
+    if first or last:
+        middle_ranks = pp - (first > 0) - (last > 0)
+        rest = L - first - last
+        if rest < 0 or (middle_ranks == 0 and rest) or (middle_ranks > 0 and rest < middle_ranks):
+            why = (
+                f"--first-stage-layers {first} and --last-stage-layers {last} leave {rest} of the "
+                f"{L} layers for {middle_ranks} middle pipeline ranks (each needs at least one)"
+            )
+        elif middle_ranks > 0 and rest % middle_ranks:
+            why = (
+                f"the {rest} layers left after the first/last stages do not split evenly over "
+                f"the {middle_ranks} middle pipeline ranks"
+            )
+        else:
+            per_middle = rest // middle_ranks if middle_ranks else vp
+            why = (
+                f"with --vp {vp} the first ({first or per_middle}), last ({last or per_middle}) "
+                f"and middle ({per_middle}) stage layer counts must be multiples of {vp}"
+            )
+        raise InputError(why, field="first_stage_layers")
+    if accounting:
+        units = L + int(plan.embedding_in_split) + int(plan.loss_in_split)
+        raise InputError(
+            f"--pp x --vp = {pp * vp} must divide the {L} layers plus the embedding/loss "
+            f"counted as layers ({units})",
+            field="embedding_as_layer" if plan.embedding_in_split else "loss_as_layer",
+        )
+    check_pp(model, pp)
+    accepted = [v for v in range(1, L + 1) if pipeline_layers_ok(L, pp, v)]
+    raise InputError(
+        f"--pp x --vp = {pp * vp} must divide the {L} layers of {model.name} (or {L} + 1 or "
+        f"+ 2 with the embedding and loss counted as layers); accepted: --vp "
+        f"{', '.join(map(str, accepted))}, or --first-stage-layers/--last-stage-layers for "
+        "another uneven split",
+        field="vp",
+    )
 
 
 def check_cp(seq_len: int, cp: int) -> None:
@@ -126,17 +222,8 @@ def check_plan(model: ModelSpec, plan: Plan, seq_len: int) -> None:
     """Raise :class:`InputError` (naming the flag) unless ``model`` can run ``plan`` at
     ``seq_len``; the same rules as :func:`valid_mask`."""
     check_tp(model, plan.tp)
-    check_pp(model, plan.pp)
-    if not interleave_ok(model.num_layers, plan.pp, plan.vp, plan.num_microbatches):
-        if model.num_layers % (plan.pp * plan.vp):
-            raise InputError(
-                f"--pp x --vp = {plan.pp * plan.vp} must divide the {model.num_layers} layers "
-                f"for interleaving; accepted: --vp {_divisors(model.num_layers // plan.pp)}"
-                if model.num_layers % plan.pp == 0
-                else f"--vp {plan.vp} needs --pp to divide the {model.num_layers} layers "
-                "(interleaving needs equal stages); accepted: --vp 1",
-                field="vp",
-            )
+    check_pipeline(model, plan)
+    if not interleave_ok(plan.pp, plan.vp, plan.num_microbatches):
         raise InputError(
             f"--vp {plan.vp} needs the micro-batches per step (gbs/(mbs*dp) = "
             f"{plan.num_microbatches}) to be a multiple of --pp {plan.pp} (interleaved 1F1B)",
