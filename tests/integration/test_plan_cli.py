@@ -126,3 +126,12 @@ def test_every_ranked_plan_carries_an_error_band_and_its_extrapolations(gpuscale
     assert plans and all(p["uncertainty"]["relative"] > 0 for p in plans)
     warnings = " ".join(plans[0]["uncertainty"]["warnings"])
     assert "blackwell" in warnings and "mixture-of-experts" in warnings
+
+
+def test_plan_text_and_json_state_the_memory_headroom(gpuscale: Run) -> None:
+    args = ("plan", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--top", "1")
+    text = gpuscale(*args)
+    assert text.returncode == 0, text.stderr
+    assert "assumed: plans keep 10% of each GPU free" in " ".join(text.stdout.split())
+    doc = json.loads(gpuscale(*args, "--json").stdout)
+    assert doc["memory_assumption"].startswith("plans keep 10% of each GPU free")

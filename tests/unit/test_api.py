@@ -121,13 +121,45 @@ def test_fit_result() -> None:
 
 
 def test_fit_says_when_full_recompute_would_fit() -> None:
-    here = gpuscale.fit("llama3.1-8b", gpu="a100-sxm-80gb", seq=8192, mbs=4, dp=8, zero=3)
+    # mbs 2: at mbs 4 the fp32 logits of the loss alone keep full recompute above 80 GB
+    here = gpuscale.fit("llama3.1-8b", gpu="a100-sxm-80gb", seq=8192, mbs=2, dp=8, zero=3)
     assert not here.fits
     assert here.notes == (here.to_dict()["notes"][0],)
     assert here.notes[0].startswith("with --recompute full it fits on this set-up")
     smaller = gpuscale.fit("llama3.1-8b", gpu="a100-sxm-80gb", seq=8192, mbs=8)
     assert not smaller.fits
     assert smaller.notes[0].startswith("with --recompute full: needs 4x A100")
+
+
+def test_fit_savers_are_the_planners_and_in_the_json() -> None:
+    from gpuscale.costmodel.profile import load_profile
+    from gpuscale.planner.fit import cheaper_ways_to_fit
+    from gpuscale.specs import Plan
+    from gpuscale.specs.training import Training
+
+    r = gpuscale.fit("llama3.1-8b", gpu="h100-sxm", seq=4096)
+    expected = cheaper_ways_to_fit(
+        catalog.model("llama3.1-8b"),
+        Training(seq_len=4096),
+        Plan(),
+        catalog.gpu("h100-sxm"),
+        load_profile("generic"),
+    )
+    assert not r.fits and r.savers == tuple(expected) and r.savers
+    doc = r.to_dict()
+    assert [s["key"] for s in doc["savers"]] == [s.key for s in r.savers]
+    assert not any("8-bit AdamW" in note for note in doc["notes"])
+    assert "savers" not in gpuscale.fit("llama3.1-8b", mode="infer").to_dict()
+
+
+def test_plan_states_its_memory_headroom() -> None:
+    r = gpuscale.plan("llama3.1-8b", gpu="h100-sxm", gpus=8, top=1)
+    assert r.memory_assumption.startswith("plans keep 10% of each GPU free")
+    assert r.to_dict()["memory_assumption"] == r.memory_assumption
+    assert all(
+        p.memory_per_gpu_gib <= 0.9 * r.inputs.hardware.cluster(8).device.memory_gib
+        for p in r.ranked
+    )
 
 
 def test_advise_comm_result() -> None:

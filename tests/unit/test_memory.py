@@ -196,7 +196,7 @@ def test_offload_and_paging_move_states_to_host() -> None:
 
 
 def test_gradients_and_activations_overlap_only_without_persistent_buffers() -> None:
-    training = Training(seq_len=2048)
+    training = Training(seq_len=2048, foreach_optimizer=False)
     single = plan_memory(L8B, training, Plan(), PROFILE)
     accum = plan_memory(L8B, training, Plan(global_batch=2), PROFILE)
     ddp = plan_memory(L8B, training, Plan(dp=2, global_batch=2), PROFILE)

@@ -216,3 +216,51 @@ def test_recompute_and_lora_each_save_less_in_torch_and_in_the_model() -> None:
         "none",
     )
     assert p_ckpt < p_lora < p_full
+
+
+@pytest.mark.parametrize("finetune", ["full", "lora"])
+def test_eager_modules_within_5_percent(finetune: str) -> None:
+    """Eager RMSNorm, rotary and SiLU-gating (Hugging Face style) keep more than fused kernels;
+    the model's ``fused_elementwise=False`` terms match what autograd saves."""
+    lora = {t: 8 for t in ("q", "v")} if finetune == "lora" else None
+    net = _build(LLAMA, torch.bfloat16, lora=lora, eager=True)
+    tokens, labels = _batch(LLAMA, 2, 64)
+    measured = saved_activation_bytes(net, [tokens, labels], lambda: net(tokens, labels))
+    training = Training(
+        seq_len=64,
+        master_weights=False,
+        finetune=finetune,  # type: ignore[arg-type]
+        lora_rank=8,
+        lora_targets=("q", "v"),
+        fused_elementwise=False,
+    )
+    predicted = _predicted_activations(LLAMA, training, 2, "none")
+    fused = _predicted_activations(
+        LLAMA, dataclasses.replace(training, fused_elementwise=True), 2, "none"
+    )
+    assert predicted == pytest.approx(measured, rel=0.05)
+    assert predicted > 1.1 * fused
+
+
+@pytest.mark.parametrize(
+    "targets", [("q", "v"), ("q", "k", "v", "o", "gate", "up", "down")], ids=["qv", "all-linear"]
+)
+def test_lora_dropout_copies_within_5_percent(targets: tuple[str, ...]) -> None:
+    """PEFT's lora_dropout gives every adapter its own dropped-out input and mask."""
+    net = _build(LLAMA, torch.bfloat16, lora={t: 8 for t in targets}, lora_dropout=0.1)
+    tokens, labels = _batch(LLAMA, 2, 64)
+    measured = saved_activation_bytes(net, [tokens, labels], lambda: net(tokens, labels))
+    training = Training(
+        seq_len=64,
+        master_weights=False,
+        finetune="lora",
+        lora_rank=8,
+        lora_targets=targets,  # type: ignore[arg-type]
+        lora_dropout=0.1,
+    )
+    predicted = _predicted_activations(LLAMA, training, 2, "none")
+    without = _predicted_activations(
+        LLAMA, dataclasses.replace(training, lora_dropout=0.0), 2, "none"
+    )
+    assert predicted == pytest.approx(measured, rel=0.05)
+    assert predicted > without

@@ -14,6 +14,11 @@ Where they deliberately differ from a naive ``nn.Module`` stack:
   Hugging Face ``repeat_kv`` and Megatron's unfused core attention do.
 - RoPE is left out: it rotates Q and K in place of the projections' outputs, the same bytes.
 
+``eager=True`` builds the naive stack instead, as Hugging Face ``LlamaRMSNorm``,
+``apply_rotary_pos_emb`` and ``LlamaMLP`` write it (what eager torchtune/torchtitan keep too):
+RMSNorm upcasts to fp32 in Python ops, RoPE rotates Q and K with ``rotate_half``, SwiGLU is
+``silu(g) * u``. ``lora_dropout`` puts PEFT's dropout on each adapter's input.
+
 One CPU-only difference remains: ``layer_norm`` on a bf16 CPU tensor keeps its mean and rstd in
 bf16 (CUDA keeps fp32), 4 bytes per token and norm less than the model predicts.
 """
@@ -50,13 +55,22 @@ class _RMSNormFn(torch.autograd.Function):
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, width: int, eps: float = 1e-5) -> None:
+    def __init__(self, width: int, eps: float = 1e-5, *, eager: bool = False) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.ones(width))
-        self.eps = eps
+        self.eps, self.eager = eps, eager
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _RMSNormFn.apply(x, self.weight, self.eps)
+        if not self.eager:
+            return _RMSNormFn.apply(x, self.weight, self.eps)
+        x32 = x.to(torch.float32)
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 class _SwiGLUFn(torch.autograd.Function):
@@ -82,25 +96,41 @@ def _dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
 class LoRALinear(nn.Module):
     """A frozen base linear plus a trainable ``B(A(x))`` adapter (Hu et al. 2021)."""
 
-    def __init__(self, d_in: int, d_out: int, bias: bool, rank: int) -> None:
+    def __init__(self, d_in: int, d_out: int, bias: bool, rank: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.base = nn.Linear(d_in, d_out, bias=bias)
         self.base.requires_grad_(False)
         self.lora_a = nn.Linear(d_in, rank, bias=False)
         self.lora_b = nn.Linear(rank, d_out, bias=False)
+        self.p = dropout
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.base(x) + self.lora_b(self.lora_a(x))
+        return self.base(x) + self.lora_b(self.lora_a(_dropout(x, self.p, self.training)))
 
 
 class Block(nn.Module):
     def __init__(
-        self, m: ModelSpec, *, flash: bool, dropout: float, lora: dict[str, int] | None
+        self,
+        m: ModelSpec,
+        *,
+        flash: bool,
+        dropout: float,
+        lora: dict[str, int] | None,
+        eager: bool = False,
+        lora_dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        self.m, self.flash, self.p = m, flash, dropout
+        self.m, self.flash, self.p, self.eager = m, flash, dropout, eager
+        if eager and m.position == "rope":
+            angles = torch.outer(
+                torch.arange(m.max_seq_len, dtype=torch.float32),
+                1.0 / 10000 ** (torch.arange(0, m.head_dim, 2).float() / m.head_dim),
+            )
+            angles = torch.cat((angles, angles), dim=-1)
+            self.register_buffer("cos", angles.cos(), persistent=False)
+            self.register_buffer("sin", angles.sin(), persistent=False)
         norm = (
-            (lambda: RMSNorm(m.hidden_size))
+            (lambda: RMSNorm(m.hidden_size, eager=eager))
             if m.norm == "rmsnorm"
             else (lambda: nn.LayerNorm(m.hidden_size))
         )
@@ -108,7 +138,7 @@ class Block(nn.Module):
 
         def linear(name: str, d_in: int, d_out: int, bias: bool) -> nn.Module:
             if lora is not None and name in lora:
-                return LoRALinear(d_in, d_out, bias, lora[name])
+                return LoRALinear(d_in, d_out, bias, lora[name], lora_dropout)
             layer = nn.Linear(d_in, d_out, bias=bias)
             if lora is not None:
                 layer.requires_grad_(False)
@@ -133,6 +163,10 @@ class Block(nn.Module):
         q = self.q(x).view(b, s, m.num_heads, m.head_dim).transpose(1, 2)
         k = self.k(x).view(b, s, m.num_kv_heads, m.head_dim).transpose(1, 2)
         v = self.v(x).view(b, s, m.num_kv_heads, m.head_dim).transpose(1, 2)
+        if self.eager and m.position == "rope":
+            cos, sin = self.cos[:s].to(q.dtype), self.sin[:s].to(q.dtype)
+            q = q * cos + _rotate_half(q) * sin
+            k = k * cos + _rotate_half(k) * sin
         if self.flash:
             out = F.scaled_dot_product_attention(
                 q, k, v, is_causal=m.causal, enable_gqa=m.num_kv_heads != m.num_heads
@@ -149,6 +183,8 @@ class Block(nn.Module):
         return self.o(out.transpose(1, 2).reshape(b, s, m.q_width))
 
     def mlp(self, x: torch.Tensor) -> torch.Tensor:
+        if self.m.mlp == "gated" and self.eager:
+            return self.down(F.silu(self.gate(x)) * self.up(x))
         if self.m.mlp == "gated":
             return self.down(_SwiGLUFn.apply(self.gate(x), self.up(x)))
         return self.down(F.gelu(self.up(x)))
@@ -169,6 +205,8 @@ class Transformer(nn.Module):
         dropout: float = 0.0,
         lora: dict[str, int] | None = None,
         lora_head: int = 0,
+        eager: bool = False,
+        lora_dropout: float = 0.0,
     ) -> None:
         super().__init__()
         self.m, self.p = m, dropout
@@ -177,9 +215,16 @@ class Transformer(nn.Module):
             self.pos = nn.Embedding(m.max_seq_len, m.hidden_size)
             self.register_buffer("positions", torch.arange(m.max_seq_len), persistent=False)
         self.blocks = nn.ModuleList(
-            Block(m, flash=flash, dropout=dropout, lora=lora) for _ in range(m.num_layers)
+            Block(
+                m, flash=flash, dropout=dropout, lora=lora, eager=eager, lora_dropout=lora_dropout
+            )
+            for _ in range(m.num_layers)
         )
-        self.norm = RMSNorm(m.hidden_size) if m.norm == "rmsnorm" else nn.LayerNorm(m.hidden_size)
+        self.norm = (
+            RMSNorm(m.hidden_size, eager=eager)
+            if m.norm == "rmsnorm"
+            else nn.LayerNorm(m.hidden_size)
+        )
         self.head: nn.Module
         if lora is not None and lora_head:
             self.head = LoRALinear(m.hidden_size, m.vocab_size, False, lora_head)

@@ -19,6 +19,8 @@ from gpuscale.errors import InputError, require
 from gpuscale.planner import defaults
 from gpuscale.planner.fit import (
     FitOption,
+    MemorySaver,
+    cheaper_ways_to_fit,
     fit_verdict,
     recompute_note,
     short_name,
@@ -112,6 +114,10 @@ class FitResult:
     notes: tuple[str, ...]
     details: str
     """The settings in words, for the heading."""
+    savers: tuple[MemorySaver, ...] = ()
+    """Training only: the least intrusive changes of settings that hold the model on the same
+    GPUs within the planner's memory budget (:func:`~gpuscale.planner.fit.cheaper_ways_to_fit`);
+    empty when it fits already or nothing does."""
 
     @property
     def parts(self) -> dict[str, str]:
@@ -164,8 +170,10 @@ class FitResult:
             headroom_gib=(self.device.memory_bytes - m["total"]) / GIB,
             verdict=self.verdict,
             smallest=[self._option(o) for o in self.smallest],
-            notes=list(self.notes),
         )
+        if self.mode == "train":
+            body["savers"] = list(self.savers)
+        body["notes"] = list(self.notes)
         return document(body)
 
     def _option(self, option: FitOption) -> dict[str, Any]:
@@ -325,6 +333,7 @@ def fit(
         )
         if note:
             notes.append(note)
+    savers = cheaper_ways_to_fit(spec, training, plan, device, prof)
     method = {"full": "full fine-tune", "lora": f"LoRA r{rank}", "qlora": f"QLoRA r{rank}"}[
         finetune
     ]
@@ -373,6 +382,7 @@ def fit(
         notes=tuple(notes),
         details=f"{method}, {weights_text}, {optimizer} · seq {seq_len} · mbs {mbs} · "
         f"recompute {recompute}",
+        savers=tuple(savers),
     )
 
 

@@ -96,6 +96,11 @@ class PlanResult:
     def warnings(self) -> tuple[str, ...]:
         return tuple(self.winner.estimate["uncertainty"]["warnings"])
 
+    @property
+    def memory_assumption(self) -> str:
+        """The memory headroom every recommended plan keeps, in words."""
+        return self.search.memory_assumption
+
     def to_dict(self) -> dict[str, Any]:
         workload, hardware = self.inputs.workload, self.inputs.hardware
         return document(
@@ -115,6 +120,7 @@ class PlanResult:
                 "finetune": workload.training.finetune,
                 "profile": self.inputs.profile.name,
                 "assumed": dict(self.assumed),
+                "memory_assumption": self.memory_assumption,
                 "evaluated": self.search.evaluated,
                 "fitting": self.fitting,
                 "search_s": self.search_s,

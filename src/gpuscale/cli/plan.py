@@ -94,6 +94,7 @@ def command(
             f"{hardware.gpu} ({hardware.gpus_per_node} per node, {hardware.inter}), "
             f"profile {result.inputs.profile.name}",
             assumed=result.assumed,
+            memory_assumption=result.memory_assumption,
             searched=f"  searched {result.search.evaluated:,} plans at "
             f"{len(result.search.counts)} GPU counts in {result.search_s:.2f} s; "
             f"{result.fitting:,} fit",

@@ -81,6 +81,9 @@ class LayerTerms:
     lora: float
     checkpoint: float
     """The layer input, all full recompute keeps (Korthikanti Sec. 4.3)."""
+    gathered: float = 0.0
+    """Linear inputs kept all-gathered over the sequence (not split by TP or SP; DTensor
+    sequence parallelism, :attr:`Training.sp_saves_gathered_input`); zero otherwise."""
 
     @property
     def selective_removable(self) -> float:
@@ -89,6 +92,16 @@ class LayerTerms:
 
 def _trainable(training: Training, target: str) -> bool:
     return training.finetune == "full" or target in training.lora_targets
+
+
+def _eager_norm_extra(model: ModelSpec, training: Training) -> float:
+    """Per-token bytes an eager RMSNorm keeps beyond a fused one's input and statistics: its
+    fp32 upcast input instead of the 16-bit one, plus the normalized output its weight's
+    gradient needs when the weight trains (Hugging Face ``LlamaRMSNorm``)."""
+    if model.norm != "rmsnorm":
+        return 0.0
+    e, h = training.activation_bytes, model.hidden_size
+    return float(FP32_BYTES * h - e * h + e * h * (training.finetune == "full"))
 
 
 def layer_terms(model: ModelSpec, training: Training) -> LayerTerms:
@@ -107,7 +120,7 @@ def layer_terms(model: ModelSpec, training: Training) -> LayerTerms:
 
     qkv_trains = any(_trainable(training, t) for t in ("q", "k", "v"))
     up_trains = any(_trainable(training, t) for t in ("gate", "up"))
-    replicated = 2 * (e * h + stats) + 2 * mask * h + e * h * qkv_trains
+    replicated: float = 2 * (e * h + stats) + 2 * mask * h + e * h * qkv_trains
     # Routed tokens are copied once per chosen expert before the experts' first linear.
     replicated += e * h * k * up_trains
 
@@ -122,6 +135,30 @@ def layer_terms(model: ModelSpec, training: Training) -> LayerTerms:
     mlp = (2 * e * f if model.mlp == "gated" else e * f) + e * f * _trainable(training, "down")
     split += k * mlp
 
+    if training.is_lora and training.lora_dropout > 0:
+        # Each adapter's A matrix keeps its own dropped-out input and the dropout's mask
+        # (PEFT ``lora_dropout(x)`` per adapter) instead of the layer input they would share.
+        copy = e + MASK_BYTES
+        targets = training.lora_targets
+        replicated -= e * h * qkv_trains + e * h * k * up_trains
+        replicated += copy * h * sum(t in targets for t in ("q", "k", "v"))
+        replicated += copy * h * k * sum(t in targets for t in ("gate", "up"))
+        split += copy * q * ("o" in targets) + k * copy * f * ("down" in targets)
+        split -= e * f * k * _trainable(training, "down")
+        if not training.flash_attention:
+            split -= e * q * _trainable(training, "o")
+
+    if not training.fused_elementwise:
+        # Eager PyTorch (Hugging Face ``LlamaRMSNorm``/``LlamaMLP``, torchtune, torchtitan):
+        # RMSNorm upcasts its input to fp32 and keeps it (pow, mul), and keeps its normalized
+        # output when its weight trains; SiLU-gating keeps the SiLU output for the mul. Rotary
+        # multiplies by cos/sin tables that need no gradient, so it keeps no per-token tensor;
+        # nn.LayerNorm and nn.GELU are single native kernels: nothing extra (all verified in
+        # tests/unit/test_memory_torch.py).
+        replicated += 2 * _eager_norm_extra(model, training)
+        if model.mlp == "gated":
+            split += k * e * f
+
     lora = 0.0
     if training.is_lora:
         per_layer = {
@@ -134,8 +171,61 @@ def layer_terms(model: ModelSpec, training: Training) -> LayerTerms:
             "down": k,
         }
         lora = e * training.lora_rank * sum(per_layer.get(t, 0) for t in training.lora_targets)
+    gathered = 0.0
+    if training.sp_saves_gathered_input and not (training.is_lora and training.lora_dropout > 0):
+        # The q/k/v and gate/up inputs (the norm outputs) are kept at full sequence length.
+        gathered = e * h * qkv_trains + e * h * k * up_trains
+        replicated -= gathered
     return LayerTerms(
-        replicated=replicated, split=split, per_seq=per_seq, lora=lora, checkpoint=e * h
+        replicated=replicated,
+        split=split,
+        per_seq=per_seq,
+        lora=lora,
+        checkpoint=e * h,
+        gathered=gathered,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class OpSacTerms:
+    """Per-token bytes torchtitan's per-op selective checkpointing keeps for one layer
+    (torchtitan ``_apply_ac_to_transformer_block``, ``selective_ac_option = "op"``): the layer
+    input, the output of every odd-numbered ``aten.mm`` of the forward (the even ones are
+    recomputed), the attention kernel's outputs, and under tensor parallelism the
+    reduce-scatter outputs. Everything else is recomputed from these."""
+
+    by_sp: float
+    """Split by sequence parallelism only: the layer input."""
+    by_tp: float
+    """Column-parallel matmul outputs and the attention outputs, split by tensor parallelism."""
+    whole: float
+    """Row-parallel matmul outputs: under tensor parallelism a partial sum of the full hidden
+    width before its reduce-scatter (DTensor ``Partial``), so not split at all."""
+    reduce_scatter: float
+    """The sequence-parallel reduce-scatter outputs, kept only when ``tp > 1``; split by SP."""
+
+
+def op_sac_terms(model: ModelSpec, training: Training) -> OpSacTerms:
+    """:class:`OpSacTerms` of one layer. The matmuls run in forward order q, k, v, o, (gate),
+    up, down (torchtitan Llama: ``wq, wk, wv``, ``wo``, then ``w2(silu(w1 x) * w3 x)``)."""
+    e = training.activation_bytes
+    h, q, kv, f = model.hidden_size, model.q_width, model.kv_width, model.ffn_hidden_size
+    k = model.experts_per_token
+    order = [("q", q, True), ("k", kv, True), ("v", kv, True), ("o", h, False)]
+    if model.mlp == "gated":
+        order.append(("gate", k * f, True))
+    order += [("up", k * f, True), ("down", k * h, False)]
+    by_tp = whole = 0.0
+    for index, (_, width, column) in enumerate(order):
+        if index % 2:  # torchtitan recomputes every second mm (``mm_count % 2 == 0``)
+            continue
+        if column:
+            by_tp += e * width
+        else:
+            whole += e * width
+    attention = e * q + (FP32_BYTES * model.num_heads if training.flash_attention else 0)
+    return OpSacTerms(
+        by_sp=float(e * h), by_tp=by_tp + attention, whole=whole, reduce_scatter=2.0 * e * h
     )
 
 
@@ -147,11 +237,16 @@ def head_terms(model: ModelSpec, training: Training) -> tuple[float, float, floa
     e = training.activation_bytes
     h = model.hidden_size
     stats = FP32_BYTES * (1 if model.norm == "rmsnorm" else 2)
-    replicated = e * h + stats + e * h * _trainable(training, "head")
+    replicated: float = e * h + stats + e * h * _trainable(training, "head")
+    if not training.fused_elementwise:
+        replicated += _eager_norm_extra(model, training)
     if training.task != "lm" or training.loss == "fused":
         return replicated, 0.0, 0.0
     if training.loss == "chunked":
         return replicated, float(e * model.vocab_size), 0.0
+    if training.loss == "compiled":
+        # One fused kernel reads the 16-bit logits it keeps and writes their 16-bit gradient.
+        return replicated, float(e * model.vocab_size), float(e * model.vocab_size)
     logits = FP32_BYTES * model.vocab_size
     return replicated, logits, LOSS_TRANSIENT_COPIES * logits
 
@@ -168,12 +263,39 @@ class StageActivations:
 
     stored: np.ndarray
     """Kept from forward to backward, all micro-batches in flight together."""
-    transient: np.ndarray
-    """Extra working set at the worst moment of backward: the recomputed layer or the loss."""
+    workspace: np.ndarray
+    """A layer's working set while it is recomputed and differentiated."""
+    loss: np.ndarray
+    """The loss's working set at the start of backward (zero on stages without the head)."""
+    cuda_graphs: bool = False
+
+    @property
+    def transient(self) -> np.ndarray:
+        """Extra working set at the worst moment of backward. The layer's and the loss's happen
+        at different moments, so the allocator reuses one's memory for the other; a CUDA
+        graph's private pool keeps the captured layers' working set reserved between replays
+        (PyTorch 'CUDA Graphs' notes, graph memory management), so then both are held."""
+        if self.cuda_graphs:
+            return self.workspace + self.loss
+        return np.maximum(self.workspace, self.loss)
 
     @property
     def peak(self) -> np.ndarray:
         return self.stored + self.transient
+
+    @property
+    def cached(self) -> np.ndarray:
+        """Freed but still reserved by the caching allocator at the peak, on a stage that
+        computes the loss: the forward frees each layer's working set into cached blocks sized
+        like a layer's tensors; the ``s x vocab`` loss tensors are larger than any of them and
+        take fresh segments; backward's layer recompute then reuses the first blocks. Both
+        sets stay reserved, so the reserved peak holds the smaller working set on top of the
+        allocated peak (PyTorch 'CUDA semantics', memory management: freed blocks stay cached
+        for reuse; a request larger than every cached block allocates a new segment). Under
+        CUDA graphs both are already counted as live."""
+        if self.cuda_graphs:
+            return np.zeros_like(self.stored)
+        return np.where(self.loss > 0, np.minimum(self.workspace, self.loss), 0.0)
 
 
 def layers_on_stage(model: ModelSpec, plans: PlanBatch) -> np.ndarray:
@@ -206,15 +328,36 @@ def stage_activations(
     recompute = plans.recompute
 
     full_layer = (
-        (terms.replicated + terms.lora) / sp + terms.split / tp + terms.per_seq * context / tp
+        (terms.replicated + terms.lora) / sp
+        + terms.split / tp
+        + terms.per_seq * context / tp
+        + terms.gathered
     )
+    checkpoint = terms.checkpoint / sp
+    if training.selective_policy == "op":
+        op = op_sac_terms(model, training)
+        selective = np.minimum(
+            op.by_sp / sp + op.by_tp / tp + op.whole + np.where(tp > 1, op.reduce_scatter / sp, 0),
+            full_layer,
+        )
+    elif training.selective_policy == "layer":
+        # torchtitan per-layer SAC: one layer in ``selective_every`` fully recomputed.
+        every = float(training.selective_every)
+        selective = (checkpoint + (every - 1.0) * full_layer) / every
+    else:
+        selective = full_layer - terms.per_seq * context / tp
     stored_layer = np.select(
         [recompute == RECOMPUTE_CODE["full"], recompute == RECOMPUTE_CODE["selective"]],
-        [terms.checkpoint / sp, full_layer - terms.per_seq * context / tp],
+        [checkpoint, selective],
         full_layer,
     )
-    # The layer being recomputed holds its full set again during its backward.
-    workspace = full_layer - stored_layer
+    # The layer being recomputed holds its full set again during its backward (per-layer SAC:
+    # the recomputed layer is one with only its input kept).
+    workspace = np.where(
+        (recompute == RECOMPUTE_CODE["selective"]) & (training.selective_policy == "layer"),
+        full_layer - checkpoint,
+        full_layer - stored_layer,
+    )
 
     layers = layers_on_stage(model, plans).astype(float)
     if training.activation_offload:
@@ -227,7 +370,9 @@ def stage_activations(
         # 1F1B: the last stage runs each micro-batch's backward right after its forward.
         return StageActivations(
             stored=tokens * layers * stored_layer + head,
-            transient=np.maximum(tokens * workspace, loss),
+            workspace=tokens * workspace,
+            loss=loss,
+            cuda_graphs=training.cuda_graphs,
         )
     in_flight = np.maximum(np.minimum(plans.pp, plans.num_microbatches), 1)
     stored = tokens * (
@@ -238,5 +383,7 @@ def stage_activations(
     single = plans.pp == 1
     return StageActivations(
         stored=np.where(single, stored + head, stored),
-        transient=np.where(single, np.maximum(transient, loss), transient),
+        workspace=transient,
+        loss=np.where(single, loss, 0.0),
+        cuda_graphs=training.cuda_graphs,
     )

@@ -32,7 +32,13 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from gpuscale.costmodel.activations import Stage, stage_activations
-from gpuscale.costmodel.model_states import DTYPE_BYTES, param_split, trainable_bytes
+from gpuscale.costmodel.model_states import (
+    DTYPE_BYTES,
+    block_linear_weights,
+    param_split,
+    trainable_bytes,
+)
+from gpuscale.costmodel.params import layer_params
 from gpuscale.costmodel.pipeline import stage_layers
 from gpuscale.costmodel.profile import Profile, load_profile
 from gpuscale.specs import ModelSpec, Plan, PlanBatch
@@ -57,7 +63,10 @@ class TrainingMemory:
     activations: np.ndarray
     """Saved for backward, all micro-batches in flight, plus the backward working set."""
     overlap: np.ndarray
-    """Credit when gradients and activations do not peak together (see module docstring)."""
+    """Reconciles the columns with the peak: the credit when gradients and activations do not
+    peak together (see module docstring), less the optimizer step's intermediates or the
+    loading transient where one of those moments is the peak instead (activations are freed
+    by then), so it can be negative."""
     allocated: np.ndarray
     reserved: np.ndarray
     """``allocated`` times the allocator's fragmentation (``torch.cuda.max_memory_reserved``)."""
@@ -83,11 +92,20 @@ class _States:
     gradients: np.ndarray
     optimizer: np.ndarray
     host: np.ndarray
+    unit: np.ndarray
+    """One gathered layer unit of FSDP/ZeRO-3 with reshard-after-forward (else zero)."""
+    step_temp: np.ndarray
+    """Intermediates of the optimizer step (foreach AdamW: one copy of the states updated)."""
+    load: np.ndarray
+    """Live bytes while the model is loaded (the 16-bit base of a quantized model built on
+    the device; zero when weights stream in)."""
 
 
 def _model_states(
-    model: ModelSpec, training: Training, plans: PlanBatch, stage: Stage, profile: Profile
-) -> _States:
+    model: ModelSpec, training: Training, plans: PlanBatch, profile: Profile
+) -> tuple[_States, _States]:
+    """Model states of the first and of the last pipeline stage (the same GPU when ``pp == 1``);
+    the stage-independent arrays are computed once for both."""
     ps = param_split(model, training)
     per = trainable_bytes(model, training)
     if training.master_weights and training.precision != "fp32":
@@ -95,66 +113,151 @@ def _model_states(
         # (ZeRO's 16 bytes/param), fp32 main_grad in Megatron (18 bytes/param).
         per = dataclasses.replace(per, gradients=profile.const("gradient_buffer_bytes"))
     word = DTYPE_BYTES["fp32"] if training.precision == "fp32" else DTYPE_BYTES["bf16"]
-    tp, pp, ep = (plans.tp.astype(float), plans.pp.astype(float), plans.ep.astype(float))
+    pw = per.weights
+    pp = plans.pp
+    inv_tp = 1.0 / plans.tp
+    inv_tpe = inv_tp / plans.ep
     shard = (plans.dp * plans.cp).astype(float)
-    shard_expert = np.maximum(shard / ep, 1.0)
+    inv_shard = 1.0 / shard
+    inv_shard_expert = 1.0 / np.maximum(shard / plans.ep, 1.0)
     layers = stage_layers(model, plans).heaviest  # uneven splits: costmodel/pipeline.py
     single = pp == 1
 
-    def outside(first: float, last: float, tied: float) -> np.ndarray:
-        own = first if stage == "first" else last
-        return np.where(single, first + last - tied, own) / tp
+    def factors(on: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Multipliers of the dense and expert parts: 1/shard where ZeRO shards them."""
+        return np.where(on, inv_shard, 1.0), np.where(on, inv_shard_expert, 1.0)
 
-    t_dense = layers * ps.trainable_layer_dense / tp + outside(
-        ps.trainable_first, ps.trainable_last, 0 if training.is_lora else ps.tied_table
+    f3, f3e = factors(plans.zero == 3)
+    f2, f2e = factors(plans.zero >= 2)
+    f1, f1e = factors(plans.zero >= 1)
+
+    # Per-GPU bytes or parameters of the blocks a stage holds (split by TP, experts by EP too).
+    lt = layers * (ps.trainable_layer_dense * inv_tp)
+    lte = layers * (ps.trainable_layer_expert * inv_tpe)
+    lf = layers * (ps.frozen_layer_dense_bytes * inv_tp)
+    lfe = layers * (ps.frozen_layer_expert_bytes * inv_tpe)
+    trainable_layer = ps.trainable_layer_dense * inv_tp + ps.trainable_layer_expert * inv_tpe
+
+    # A stage-3 rank gathers the unit it computes and prefetches the next (Zhao et al. 2023,
+    # Sec. 3.3.2). The root unit -- everything outside the blocks: embedding, final norm, head --
+    # is not resharded after forward, since backward needs it first (FSDP1 and FSDP2 both skip
+    # the root's post-forward reshard), so it stays gathered for the whole step. Float8
+    # all-gathers move (and keep gathered) the blocks' linear weights in 1 byte.
+    fp8 = 1.0
+    if training.fp8_all_gather and not training.is_lora:
+        share = block_linear_weights(model) / max(layer_params(model), 1)
+        fp8 = (share * DTYPE_BYTES["fp8"] + (1.0 - share) * word) / word
+    layer_unit = (ps.trainable_layer_dense * pw * fp8 + ps.frozen_layer_dense_bytes) * inv_tp + (
+        ps.trainable_layer_expert * pw * fp8 + ps.frozen_layer_expert_bytes
+    ) * inv_tpe
+    # Without reshard-after-forward (off by default under pipeline parallelism, torchtitan
+    # ``parallelize_llama``) every layer of the stage stays gathered from its forward to its
+    # backward; and torch.distributed.pipelining runs the non-last micro-batches' backward
+    # with ``set_requires_gradient_sync(False)``, so FSDP2 accumulates each parameter's
+    # unsharded gradient, upcast to the reduce dtype (``to_accumulated_grad_if_needed``).
+    reshard = single if training.reshard_after_forward is None else training.reshard_after_forward
+    kept_layers = np.where(reshard, 0.0, layers * layer_unit)
+    unit = np.where(reshard, layer_unit, 0.0)
+    grad_word = DTYPE_BYTES["fp32"] if training.master_weights else word
+    accumulated = np.where(
+        ~single & ~np.asarray(reshard) & (plans.num_microbatches > 1),
+        layers * trainable_layer * grad_word,
+        0.0,
     )
-    t_expert = layers * ps.trainable_layer_expert / (tp * ep)
-    f_dense = layers * ps.frozen_layer_dense_bytes / tp + outside(
-        ps.frozen_first_bytes, ps.frozen_last_bytes, ps.tied_table * word if training.is_lora else 0
-    )
-    f_expert = layers * ps.frozen_layer_expert_bytes / (tp * ep)
-
-    def sharded(dense: np.ndarray, expert: np.ndarray, on: np.ndarray) -> np.ndarray:
-        return np.where(on, dense / shard + expert / shard_expert, dense + expert)
-
-    trainable_full = t_dense + t_expert
-    weights_full = trainable_full * per.weights + f_dense + f_expert
-    weights = sharded(
-        t_dense * per.weights + f_dense, t_expert * per.weights + f_expert, plans.zero == 3
-    )
-    gradients = sharded(t_dense, t_expert, plans.zero >= 2) * per.gradients
-    optimizer = sharded(t_dense, t_expert, plans.zero >= 1) * per.optimizer
-
-    # A stage-3 rank gathers the unit it computes and prefetches the next; the largest unit is
-    # a layer or the vocabulary table (torchtitan/torchtune wrap embedding and head as units).
-    layer_unit = (ps.trainable_layer_dense * per.weights + ps.frozen_layer_dense_bytes) / tp + (
-        ps.trainable_layer_expert * per.weights + ps.frozen_layer_expert_bytes
-    ) / (tp * ep)
-    table_unit = model.vocab_size * model.hidden_size * word / tp
-    gathered = layer_unit + np.maximum(layer_unit, table_unit)
-    grad_unit = (
-        ps.trainable_layer_dense / tp + ps.trainable_layer_expert / (tp * ep)
-    ) * per.gradients
+    grad_unit = trainable_layer * per.gradients
     stage3 = (plans.zero == 3) & (shard > 1)
-    host = np.zeros_like(weights)
-    if training.offload_params:
-        host = host + weights
-        weights = np.minimum(gathered, weights_full)
-    else:
-        weights = np.where(stage3, weights + gathered, weights)
-    if training.offload_optimizer:
-        # Each unit's gradients pass through the device on their way to the host.
-        host = host + gradients + optimizer
-        gradients = np.minimum(grad_unit, trainable_full * per.gradients)
-        optimizer = np.zeros_like(optimizer)
-    else:
-        gradients = np.where(stage3, gradients + grad_unit, gradients)
-    if training.optimizer_in_backward:
-        gradients = np.full_like(gradients, ps.largest_trainable_tensor * per.gradients) / tp
-    if training.paged_optimizer:
-        host = host + optimizer
-        optimizer = np.zeros_like(optimizer)
-    return _States(weights=weights, gradients=gradients, optimizer=optimizer, host=host)
+    # torch.optim AdamW(foreach=True), PyTorch's default on CUDA: ``_foreach_sqrt`` of the
+    # second moments allocates a list as large as the states of this GPU before the update.
+    foreach = (
+        training.optimizer == "adamw"
+        and training.foreach_optimizer
+        and not training.offload_optimizer
+        and not training.optimizer_in_backward
+        and not training.paged_optimizer
+    )
+    state_word = DTYPE_BYTES["fp32"] if (training.master_weights or word == 4.0) else word
+    # With the embedding and head as units of their own, the embedding is resharded after its
+    # forward; the head, computed last, is still gathered when backward starts.
+    embedding = 0.0 if training.separate_embedding_units else 1.0
+    tied_t = 0 if training.is_lora else ps.tied_table
+    tied_f = ps.tied_table * word if training.is_lora else 0.0
+    outside_parts = {
+        "t": (ps.trainable_first, ps.trainable_last, tied_t),
+        "f": (ps.frozen_first_bytes, ps.frozen_last_bytes, tied_f),
+        "root": (
+            embedding * (ps.trainable_first * pw + ps.frozen_first_bytes),
+            ps.trainable_last * pw + ps.frozen_last_bytes,
+            embedding * ps.tied_table * word,
+        ),
+        "load": (ps.frozen_first_bytes, ps.frozen_last_bytes, ps.tied_table * word),
+    }
+
+    # Transformer Engine's FP8 weight cache: an FP8 copy and its transpose of every linear weight
+    # the GPU holds, kept across the step's micro-batches (TE ``is_first_microbatch``).
+    fp8_cache = np.zeros(len(plans))
+    if training.precision == "fp8" and training.fp8_weight_cache and not training.is_lora:
+        linear = block_linear_weights(model)
+        expert_linear = ps.trainable_layer_expert * (linear / max(layer_params(model), 1))
+        dense_linear = linear - expert_linear
+        per_layer = dense_linear * inv_tp + expert_linear * inv_tpe
+        fp8_cache = np.where(plans.zero == 3, 0.0, layers * per_layer * 2 * DTYPE_BYTES["fp8"])
+
+    out = []
+    for stage in ("first", "last"):
+
+        def outside(key: str, stage: str = stage) -> np.ndarray:
+            first, last, tied = outside_parts[key]
+            own = first if stage == "first" else last
+            return np.where(single, first + last - tied, own) * inv_tp
+
+        t_dense = lt + outside("t")
+        f_dense = lf + outside("f")
+        weights_full = (t_dense + lte) * pw + f_dense + lfe
+        weights = (t_dense * pw + f_dense) * f3 + (lte * pw + lfe) * f3e
+        gradients = (t_dense * f2 + lte * f2e) * per.gradients
+        optimizer_params = t_dense * f1 + lte * f1e
+        optimizer = optimizer_params * per.optimizer
+        resident = outside("root") + kept_layers
+        weights = weights + fp8_cache
+        host = np.zeros_like(weights)
+        stage_unit = unit
+        if training.offload_params:
+            host = host + weights
+            weights = np.minimum(resident, weights_full)
+        else:
+            weights = np.where(stage3, weights + resident, weights)
+            gradients = np.where(stage3, gradients + accumulated, gradients)
+            stage_unit = np.where(stage3, unit, 0.0)
+        if training.offload_optimizer:
+            # Each unit's gradients pass through the device on their way to the host.
+            host = host + gradients + optimizer
+            gradients = np.minimum(grad_unit, (t_dense + lte) * per.gradients)
+            optimizer = np.zeros_like(optimizer)
+        else:
+            gradients = np.where(stage3, gradients + grad_unit, gradients)
+        if training.optimizer_in_backward:
+            gradients = (
+                np.full_like(gradients, ps.largest_trainable_tensor * per.gradients) * inv_tp
+            )
+        step_temp = optimizer_params * state_word if foreach else np.zeros_like(optimizer)
+        load = np.zeros_like(weights)
+        if training.finetune == "qlora" and training.load_16bit_on_device:
+            load = layers * layer_params(model) * word * inv_tp + outside("load")
+        if training.paged_optimizer:
+            host = host + optimizer
+            optimizer = np.zeros_like(optimizer)
+        out.append(
+            _States(
+                unit=stage_unit,
+                weights=weights,
+                gradients=gradients,
+                optimizer=optimizer,
+                host=host,
+                step_temp=step_temp,
+                load=load,
+            )
+        )
+    return out[0], out[1]
 
 
 def _gradients_transient(plans: PlanBatch) -> np.ndarray:
@@ -180,16 +283,32 @@ def training_memory(
 
     per_stage = []
     stages: tuple[Stage, ...] = ("first", "last")
-    for stage in stages:
-        states = _model_states(model, training, plans, stage, prof)
-        activations = stage_activations(model, training, plans, stage).peak
+    for stage, states in zip(stages, _model_states(model, training, plans, prof), strict=True):
+        acts = stage_activations(model, training, plans, stage)
+        # Backward peaks at the loss (its working set, one layer unit) or inside a layer (its
+        # working set, two units); CUDA graphs hold both working sets (see activations).
+        at_loss = acts.stored + acts.loss + states.unit
+        at_layer = acts.stored + acts.workspace + 2.0 * states.unit
+        if training.cuda_graphs:
+            at_loss = at_layer = acts.stored + acts.workspace + acts.loss + 2.0 * states.unit
+        loss_wins = at_loss > at_layer
+        units = np.where(loss_wins, states.unit, 2.0 * states.unit)
+        weights = states.weights + units
+        activations = np.maximum(at_loss, at_layer) - units
         overlap = np.where(transient_grads, np.minimum(states.gradients, activations), 0.0)
-        allocated = states.weights + states.gradients + states.optimizer + activations - overlap
-        reserved = allocated * fragmentation
+        # The step's peak is in backward, or in the optimizer step (activations freed, every
+        # gradient and the step's intermediates live), or while loading a quantized model.
+        backward = weights + states.gradients + states.optimizer + activations - overlap
+        step = states.weights + states.gradients + states.optimizer + states.step_temp
+        allocated = np.maximum(np.maximum(backward, step), states.load)
+        overlap = overlap + backward - allocated
+        # The allocator's cache of layer blocks (``acts.cached``) counts where backward is the
+        # peak; the optimizer step and loading reuse the freed activation blocks.
+        reserved = np.maximum(backward + acts.cached, np.maximum(step, states.load)) * fragmentation
         overhead = reserved - allocated + context + np.where(plans.num_gpus > 1, nccl, 0.0)
         per_stage.append(
             {
-                "weights": states.weights,
+                "weights": weights,
                 "gradients": states.gradients,
                 "optimizer": states.optimizer,
                 "activations": activations,
@@ -212,3 +331,22 @@ def plan_memory(
 ) -> dict[str, float]:
     """:func:`training_memory` of one :class:`Plan`, as ``{field: bytes}``."""
     return training_memory(model, training, PlanBatch.from_plans([plan]), profile).row(0)
+
+
+def memory_budget_bytes(capacity_bytes: float, profile: Profile | None = None) -> float:
+    """Bytes per GPU a recommended plan may need: the card less the profile's headroom
+    (``memory_headroom_fraction``, the allocator and model error a plan must leave room for)."""
+    prof = profile if profile is not None else load_profile("generic")
+    return capacity_bytes * (1.0 - prof.const("memory_headroom_fraction"))
+
+
+def headroom_assumption(capacity_bytes: float, profile: Profile | None = None) -> str:
+    """One line saying what :func:`memory_budget_bytes` assumes, for a command's output."""
+    prof = profile if profile is not None else load_profile("generic")
+    share = prof.const("memory_headroom_fraction")
+    budget = memory_budget_bytes(capacity_bytes, prof)
+    return (
+        f"plans keep {share:.0%} of each GPU free: {budget / GIB:.1f} of "
+        f"{capacity_bytes / GIB:.1f} GiB usable (allocator fragmentation and memory-model "
+        "error; profile memory_headroom_fraction)"
+    )

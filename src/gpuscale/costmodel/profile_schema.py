@@ -40,6 +40,7 @@ CONSTANTS: dict[str, Check] = {
     "memory_cuda_context_gib": NON_NEGATIVE,
     "memory_nccl_buffers_gib": NON_NEGATIVE,
     "memory_allocator_fragmentation": AT_LEAST_ONE,
+    "memory_headroom_fraction": SHARE,
     "pp_scatter_gather": SHARE,
     "attention_backward_relative_efficiency": FRACTION,
     "lora_output_passes": NON_NEGATIVE,

@@ -15,7 +15,10 @@ parameter, chosen by a stated rule, and (when a peak memory is also given) one m
   run's precision, the 16-bit curve too, and its fused-attention efficiency: the tensor-core
   kernels), ``inter`` (bandwidth efficiency of the network between nodes), ``intra`` (of the
   NVLink/PCIe level inside a node). Memory: ``memory_allocator_fragmentation``, the caching
-  allocator's reserve over live tensors, the framework's memory overhead that multiplies.
+  allocator's reserve over live tensors, the framework's memory overhead that multiplies: the
+  model's reserved peak is it times the allocated peak (with the layer blocks the allocator keeps
+  cached where backward is the peak; :func:`gpuscale.costmodel.memory.training_memory`), and the
+  measured device peak is that plus the CUDA context and NCCL buffers, so the fit is monotone.
 - The fitted values are written as an *overlay* profile (only the keys that moved, under this
   GPU's own ids so other GPUs are unaffected) with a ``fit:`` block saying what run it came from,
   what was fitted, and its value before and after.

@@ -1,4 +1,5 @@
-"""The smallest set-up that holds a model: memory only, no step time.
+"""The smallest set-up that holds a model, and the cheapest changes of settings that hold it on
+the same GPUs: memory only, no step time.
 
 Candidates are single-node counts ``1..gpus_per_node`` and whole nodes beyond. For each count the
 layouts people reach for when memory is the problem are tried at once through the vectorized
@@ -10,13 +11,15 @@ Sec. 2.2), so their activation memory is the steady state's.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from gpuscale.costmodel.inference_memory import inference_memory
-from gpuscale.costmodel.memory import training_memory
+from gpuscale.costmodel.memory import memory_budget_bytes, training_memory
 from gpuscale.costmodel.profile import Profile
+from gpuscale.errors import InputError
 from gpuscale.planner.enumerate import divisors, tp_degrees
 from gpuscale.specs import Device, ModelSpec, Plan, PlanBatch
 from gpuscale.specs.plan import RECOMPUTE_CODE
@@ -243,3 +246,251 @@ def recompute_note(
     if cheaper and (not options or cheaper[0].gpus < options[0].gpus):
         return "with --recompute full: " + suggestion(cheaper, device, gpus_per_node)
     return None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MemorySaver:
+    """A way to hold the model on the same GPUs by changing how it trains, with its memory."""
+
+    key: str
+    """Stable id: ``loss-chunked``, ``adamw-8bit``, ``recompute-full``, ``lora``, ... or the
+    ``+``-joined keys of a combination."""
+    change: str
+    """What to change, in words with the ``fit`` flag(s): ``8-bit AdamW (--optimizer
+    adamw-8bit)``."""
+    cost: str
+    """What it costs in speed or in what is trained, with its source."""
+    memory_bytes: float
+    """Peak per GPU (device total) with the change."""
+    saved_bytes: float
+    """Less than the current settings need."""
+    fits: bool
+    """Within the planner's memory budget (the card less the profile's headroom)."""
+
+
+_SAVERS: tuple[tuple[str, str, str], ...] = (
+    (
+        "loss-chunked",
+        "chunked cross-entropy (--loss chunked)",
+        "no fp32 copy of the s x vocab logits; same result (torchtune CEWithChunkedOutputLoss)",
+    ),
+    (
+        "adamw-8bit",
+        "8-bit AdamW (--optimizer adamw-8bit)",
+        "states quantized block-wise; matches 32-bit Adam on LM fine-tuning (Dettmers et al. "
+        "2022, arXiv:2110.02861)",
+    ),
+    (
+        "recompute-selective",
+        "selective recompute (--recompute selective)",
+        "re-runs the attention core in backward, a few % more compute (Korthikanti et al. "
+        "2022, Sec. 5)",
+    ),
+    (
+        "pure-bf16",
+        "pure bf16, no fp32 master copy (--pure-bf16)",
+        "small updates can round away without the fp32 master (Micikevicius et al. 2018)",
+    ),
+    (
+        "adafactor",
+        "Adafactor (--optimizer adafactor)",
+        "factored second moment, no first moment: different convergence (Shazeer & Stern 2018)",
+    ),
+    (
+        "recompute-full",
+        "full recompute (--recompute full)",
+        "one more forward per step, about a third more compute (Korthikanti et al. 2022, Sec. 4.3)",
+    ),
+    (
+        "activation-offload",
+        "activation offloading (--activation-offload)",
+        "saved activations cross PCIe each layer; hidden only when compute is long enough",
+    ),
+    (
+        "offload-optimizer",
+        "optimizer offload to host memory (--offload optimizer)",
+        "optimizer step on the CPU, gradients over PCIe (Ren et al. 2021, ZeRO-Offload)",
+    ),
+    (
+        "lora",
+        "LoRA (--finetune lora)",
+        "trains low-rank adapters, not the weights (Hu et al. 2021)",
+    ),
+    (
+        "qlora",
+        "QLoRA (--finetune qlora)",
+        "4-bit NF4 base dequantized in every matmul, slower steps (Dettmers et al. 2023)",
+    ),
+    (
+        "offload-params",
+        "parameter offload to host memory (--offload params)",
+        "weights stream over PCIe every step: the slowest option (ZeRO-Infinity; FSDP CPUOffload)",
+    ),
+)
+"""Candidate changes, least intrusive first: that order is what "cheapest" means here (speed
+and training semantics before trainable weights)."""
+
+
+def _apply(key: str, training: Training, plan: Plan) -> tuple[Training, Plan] | None:
+    """``training``/``plan`` with one change; ``None`` where it changes nothing or does not
+    apply to these settings."""
+    t: dict[str, object] = {}
+    p: dict[str, object] = {}
+    if key == "loss-chunked":
+        if training.loss != "standard" or training.task != "lm":
+            return None
+        t["loss"] = "chunked"
+    elif key in ("adamw-8bit", "adafactor"):
+        if training.optimizer != "adamw" or training.paged_optimizer:
+            return None
+        t["optimizer"] = key
+    elif key == "pure-bf16":
+        # pure 16-bit is a bf16 recipe: ``fit`` refuses --pure-bf16 with other precisions
+        if not training.master_weights or training.precision != "bf16":
+            return None
+        t["master_weights"] = False
+    elif key == "recompute-selective":
+        if plan.recompute != "none":
+            return None
+        p["recompute"] = "selective"
+    elif key == "recompute-full":
+        if plan.recompute == "full":
+            return None
+        p["recompute"] = "full"
+    elif key == "activation-offload":
+        if training.activation_offload:
+            return None
+        t["activation_offload"] = True
+    elif key == "offload-optimizer":
+        if training.offload_optimizer or training.paged_optimizer:
+            return None
+        t["offload_optimizer"] = True
+    elif key == "offload-params":
+        if training.offload_params or training.paged_optimizer:
+            return None
+        t["offload_params"] = True
+    elif key in ("lora", "qlora"):
+        if training.finetune in (key, "qlora"):
+            return None
+        t.update(finetune=key, optimizer_in_backward=False)
+    try:
+        return dataclasses.replace(training, **t), dataclasses.replace(plan, **p)  # type: ignore[arg-type]
+    except InputError:
+        return None
+
+
+def cheaper_ways_to_fit(
+    model: ModelSpec,
+    training: Training,
+    plan: Plan,
+    device: Device,
+    profile: Profile,
+    *,
+    limit: int = 4,
+) -> list[MemorySaver]:
+    """The least intrusive changes (:data:`_SAVERS` order) that hold the model on the GPUs of
+    ``plan``, each with its memory; when no single change fits, the cheapest combination that
+    does (changes added in that order). Empty when the settings fit already or nothing does."""
+    budget = memory_budget_bytes(device.memory_bytes, profile)
+    current = float(
+        training_memory(model, training, PlanBatch.from_plans([plan]), profile).total[0]
+    )
+    if current <= budget:
+        return []
+    variants: list[tuple[str, str, str, Training, Plan]] = []
+    for key, change, cost in _SAVERS:
+        applied = _apply(key, training, plan)
+        if applied is not None:
+            variants.append((key, change, cost, *applied))
+    if not variants:
+        return []
+    memory = _memory_of(model, profile, [(t, p) for *_, t, p in variants])
+    singles = [
+        MemorySaver(
+            key=key,
+            change=change,
+            cost=cost,
+            memory_bytes=float(m),
+            saved_bytes=current - float(m),
+            fits=bool(m <= budget),
+        )
+        for (key, change, cost, _, _), m in zip(variants, memory, strict=True)
+    ]
+    rank = {key: i for i, (key, _, _) in enumerate(_SAVERS)}
+    options = [s for s in singles if s.fits]
+    combo = _stack(model, training, plan, profile, singles, budget, current)
+    if combo is not None and len(combo.key.split("+")) > 1:
+        options.append(combo)
+
+    def intrusiveness(saver: MemorySaver) -> int:
+        return max(rank[key] for key in saver.key.split("+"))
+
+    return sorted(options, key=intrusiveness)[:limit]
+
+
+def _with(keys: list[str], training: Training, plan: Plan) -> tuple[Training, Plan] | None:
+    t, p = training, plan
+    for key in keys:
+        applied = _apply(key, t, p)
+        if applied is None:
+            return None
+        t, p = applied
+    return t, p
+
+
+def _stack(
+    model: ModelSpec,
+    training: Training,
+    plan: Plan,
+    profile: Profile,
+    singles: list[MemorySaver],
+    budget: float,
+    current: float,
+) -> MemorySaver | None:
+    """Changes stacked until the total fits: each round takes the cheapest change that lowers
+    the running peak (a change can only help once another has moved the peak, e.g. recompute
+    once the optimizer step no longer sets it); then every change the others make unneeded is
+    dropped, the most intrusive first."""
+    chosen: list[MemorySaver] = []
+    t, p, running = training, plan, current
+    while running > budget:
+        for saver in singles:
+            if saver in chosen:
+                continue
+            applied = _apply(saver.key, t, p)
+            if applied is None:
+                continue
+            m = float(_memory_of(model, profile, [applied])[0])
+            if m < running:
+                chosen.append(saver)
+                (t, p), running = applied, m
+                break
+        else:
+            return None
+    for saver in reversed(chosen[:-1]):
+        rest = [c.key for c in chosen if c is not saver]
+        applied = _with(rest, training, plan)
+        if applied is not None:
+            m = float(_memory_of(model, profile, [applied])[0])
+            if m <= budget:
+                chosen.remove(saver)
+                running = m
+    return MemorySaver(
+        key="+".join(c.key for c in chosen),
+        change=" + ".join(c.change for c in chosen),
+        cost="; ".join(c.cost for c in chosen),
+        memory_bytes=running,
+        saved_bytes=current - running,
+        fits=True,
+    )
+
+
+def _memory_of(
+    model: ModelSpec, profile: Profile, variants: list[tuple[Training, Plan]]
+) -> np.ndarray:
+    """Peak per GPU of each (training, plan): one cost-model call each, as each variant has
+    its own :class:`Training` (a handful of calls)."""
+    out = np.empty(len(variants))
+    for i, (t, p) in enumerate(variants):
+        out[i] = training_memory(model, t, PlanBatch.from_plans([p]), profile).total[0]
+    return out

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from gpuscale import catalog
+from gpuscale.costmodel.memory import headroom_assumption, memory_budget_bytes
 from gpuscale.costmodel.profile import Profile
 from gpuscale.costmodel.step import StepEstimate, estimate_batch
 from gpuscale.costmodel.uncertainty import band_for
@@ -152,6 +153,9 @@ class CountResult:
     (what memory costs); ``None`` when no faster plan exists."""
     min_memory_gib: float | None
     """Least memory per GPU any candidate needs (``None`` when there was no candidate)."""
+    memory_budget_gib: float = 0.0
+    """Memory per GPU a plan may need to count as fitting: the card less the profile's
+    headroom (:func:`~gpuscale.costmodel.memory.memory_budget_bytes`)."""
 
     @property
     def best(self) -> PricedPlan | None:
@@ -170,6 +174,7 @@ def _priced(
     cluster: Cluster,
     model: ModelSpec,
     profile: Profile,
+    fits: np.ndarray | None = None,
 ) -> PricedPlan:
     plan = plans.plan(i)
     row = est.row(i)
@@ -187,7 +192,7 @@ def _priced(
         tokens_per_s=float(est.tokens_per_s[i]),
         mfu=float(est.mfu[i]),
         memory_per_gpu_gib=float(est.memory_per_gpu_bytes[i]) / GIB,
-        fits=bool(est.fits[i]),
+        fits=bool(est.fits[i] if fits is None else fits[i]),
         parts_s=parts,
         estimate=row,
     )
@@ -259,9 +264,12 @@ def search_count(
             min_memory_gib=None,
         )
     est = estimate_batch(workload.model, cluster, workload.training, plans, profile)
-    fits = np.asarray(est.fits, dtype=bool)
     tps = np.asarray(est.tokens_per_s, dtype=float)
     memory = np.asarray(est.memory_per_gpu_bytes, dtype=float)
+    # Never recommend a plan at the edge of memory: it must fit the budget, not the card.
+    capacity = min(cluster.device.memory_bytes, cluster.pace_device.memory_bytes)
+    budget = memory_budget_bytes(capacity, profile)
+    fits = np.asarray(est.fits, dtype=bool) & (memory <= budget)
     key = _preference(plans, tps, fits)
     top = _best_layouts(plans, key, np.flatnonzero(fits), top_k)
     unfit = None
@@ -269,15 +277,22 @@ def search_count(
     faster = np.flatnonzero(~fits & (tps > target))
     if faster.size:
         unfit = _priced(
-            plans, est, int(faster[np.argmin(memory[faster])]), cluster, workload.model, profile
+            plans,
+            est,
+            int(faster[np.argmin(memory[faster])]),
+            cluster,
+            workload.model,
+            profile,
+            fits,
         )
     return CountResult(
         num_gpus=num_gpus,
         evaluated=len(plans),
         fitting=int(fits.sum()),
-        top=tuple(_priced(plans, est, int(i), cluster, workload.model, profile) for i in top),
+        top=tuple(_priced(plans, est, int(i), cluster, workload.model, profile, fits) for i in top),
         nearest_faster_unfit=unfit,
         min_memory_gib=float(memory.min()) / GIB,
+        memory_budget_gib=budget / GIB,
     )
 
 
@@ -333,6 +348,8 @@ class PlanResult:
     why: str
     counts: tuple[CountResult, ...]
     """The search at every GPU count up to ``num_gpus`` (the last one is ``num_gpus``)."""
+    memory_assumption: str = ""
+    """The memory headroom every recommended plan keeps, in words."""
 
     @property
     def winner(self) -> PricedPlan:
@@ -391,12 +408,14 @@ def search(
     if not pool:
         raise no_fit_error(workload, hardware, counts)
     ranked = tuple(sorted(pool, key=lambda p: _objective_key(objective, p))[:top_k])
+    card = catalog.gpu(hardware.gpu)
     return PlanResult(
         objective=objective,
         num_gpus=num_gpus,
         ranked=ranked,
-        why=explain(ranked, counts, objective, catalog.gpu(hardware.gpu).memory_gib),
+        why=explain(ranked, counts, objective, full.memory_budget_gib or card.memory_gib),
         counts=counts,
+        memory_assumption=headroom_assumption(card.memory_bytes, profile),
     )
 
 
@@ -413,10 +432,11 @@ def no_fit_error(
             "model's heads, layers and sequence cap TP, PP and CP; try a larger --gbs or fewer "
             "--gpus"
         )
+    budget = last.memory_budget_gib or card.memory_gib
     return InputError(
         f"no plan fits {workload.model.name} on {last.num_gpus} x {card.id}: the leanest needs "
-        f"{last.min_memory_gib:.1f} GiB per GPU of {card.memory_gib:g} GiB; add GPUs, use a "
-        "larger card, or shorten --seq"
+        f"{last.min_memory_gib:.1f} GiB per GPU of the {budget:.1f} GiB budget "
+        f"({card.memory_gib:g} GiB less headroom); add GPUs, use a larger card, or shorten --seq"
     )
 
 
@@ -461,6 +481,6 @@ def explain(
         sentences.append(
             f"Memory rules out faster plans: {unfit.describe()} would be "
             f"{pct(unfit.tokens_per_s / win.tokens_per_s - 1.0)} faster but needs "
-            f"{unfit.memory_per_gpu_gib:.1f} GiB per GPU of {card_gib:g}."
+            f"{unfit.memory_per_gpu_gib:.1f} GiB per GPU of a {card_gib:.1f} GiB budget."
         )
     return " ".join(sentences)

@@ -8,8 +8,13 @@ from typing import Any, Protocol
 from rich.console import Console
 from rich.table import Table
 
+from gpuscale.planner.fit import MemorySaver
 from gpuscale.specs import Device
 from gpuscale.specs.units import GIB
+
+STEP_PEAK_LABEL = "optimizer step / loading (activations freed)"
+"""The ``overlap`` row when it is negative: the peak is outside backward (the optimizer step's
+intermediates or a quantizing loader), costmodel/memory.py :attr:`TrainingMemory.overlap`."""
 
 
 class FitAnswer(Protocol):
@@ -33,10 +38,15 @@ class FitAnswer(Protocol):
     def notes(self) -> tuple[str, ...]: ...
     @property
     def model(self) -> str: ...
+    @property
+    def num_gpus(self) -> int: ...
+    @property
+    def savers(self) -> tuple[MemorySaver, ...]: ...
 
 
 def memory_table(parts: Mapping[str, str], memory: Mapping[str, float], capacity: float) -> Table:
-    """GiB per GPU by part, the total, the card, and what sits in host memory."""
+    """GiB per GPU by part, the total (with the torch counters it contains, when training), the
+    card, and what sits in host memory."""
     table = Table()
     table.add_column("component")
     table.add_column("GiB per GPU", justify="right")
@@ -45,12 +55,24 @@ def memory_table(parts: Mapping[str, str], memory: Mapping[str, float], capacity
     for key, label in parts.items():
         value = memory[key]
         if key == "overlap":
-            if value <= 0:
+            if value == 0:
                 continue
+            if value < 0:
+                label = STEP_PEAK_LABEL
             value = -value
         table.add_row(label, f"{value / GIB:,.2f}", f"{100 * value / total:.0f}%")
     table.add_section()
-    table.add_row("total", f"{total / GIB:,.2f}", "100%", style="bold")
+    table.add_row(
+        "total (device, as nvidia-smi shows)", f"{total / GIB:,.2f}", "100%", style="bold"
+    )
+    if "reserved" in memory:
+        # Which counter is which (costmodel/memory.py, TrainingMemory).
+        table.add_row(
+            "  reserved (torch max_memory_reserved)", f"{memory['reserved'] / GIB:,.2f}", ""
+        )
+        table.add_row(
+            "  allocated (torch max_memory_allocated)", f"{memory['allocated'] / GIB:,.2f}", ""
+        )
     table.add_row("device capacity", f"{capacity / GIB:,.2f}", "")
     host = memory.get("host", 0.0)
     if host > 0:
@@ -67,6 +89,16 @@ def print_fit(console: Console, answer: FitAnswer) -> None:
         console.print(f"smallest set-up that fits: {answer.suggestion}")
     for note in answer.notes:
         console.print(f"[dim]{note}[/]")
+    for saver in answer.savers:
+        console.print(f"[dim]{saver_line(saver, answer.num_gpus)}[/]", highlight=False)
+
+
+def saver_line(saver: MemorySaver, num_gpus: int) -> str:
+    """``fits 1 GPU(s) with 8-bit AdamW (--optimizer adamw-8bit): 70.1 GiB (...)``."""
+    return (
+        f"fits {num_gpus} GPU(s) with {saver.change}: {saver.memory_bytes / GIB:,.1f} GiB "
+        f"({saver.cost})"
+    )
 
 
 def memory_figure(answer: FitAnswer) -> Any:
@@ -77,6 +109,7 @@ def memory_figure(answer: FitAnswer) -> Any:
     for key, label in answer.parts.items():
         value = answer.memory_bytes[key] / GIB
         if key == "overlap":
+            label = STEP_PEAK_LABEL if value < 0 else label
             value = -value
         if value != 0:
             fig.add_trace(go.Bar(x=["per GPU"], y=[value], name=label))

@@ -534,11 +534,14 @@ def print_plan(
     objective: str,
     why: str,
     headline: str | None,
+    memory_assumption: str | None = None,
 ) -> None:
     """``gpuscale plan`` on a terminal: the top plans, the winner's step, why, band, verdict."""
     console.print(header)
     for text in assumed.values():
         console.print(f"  assumed: {text}")
+    if memory_assumption:
+        console.print(f"  assumed: {memory_assumption}", highlight=False)
     console.print(searched)
     console.print(
         plans_table(ranked, workload, f"Top plans (objective: {objective})", width=console.width)

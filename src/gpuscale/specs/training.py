@@ -26,8 +26,11 @@ LORA_TARGETS: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down", "head
 in gated MLPs; a plain MLP has ``up`` = fc1 and ``down`` = fc2) and the output ``head``."""
 ALL_LINEAR: tuple[LoraTarget, ...] = ("q", "k", "v", "o", "gate", "up", "down")
 
-Loss = Literal["standard", "chunked", "fused"]
-LOSSES: tuple[str, ...] = ("standard", "chunked", "fused")
+Loss = Literal["standard", "chunked", "fused", "compiled"]
+LOSSES: tuple[str, ...] = ("standard", "chunked", "fused", "compiled")
+
+SelectivePolicy = Literal["attention", "op", "layer"]
+SELECTIVE_POLICIES: tuple[str, ...] = ("attention", "op", "layer")
 
 Task = Literal["lm", "classify"]
 TASKS: tuple[str, ...] = ("lm", "classify")
@@ -77,6 +80,10 @@ class Training:
     """Rank ``r`` of every adapter (``A: d_in x r``, ``B: r x d_out``)."""
     lora_targets: tuple[LoraTarget, ...] = ALL_LINEAR
     """Which linear layers carry adapters (see :data:`LORA_TARGETS`)."""
+    lora_dropout: float = 0.0
+    """Dropout probability on each adapter's input (PEFT ``lora_dropout``). Above zero every
+    adapted linear keeps its own dropped-out copy of its input and a 1-byte mask for backward,
+    instead of sharing the layer input."""
     double_quant: bool = True
     """QLoRA double quantization: the per-block fp32 absmax constants are themselves quantized
     to 8 bits (QLoRA Sec. 3: 0.5 -> 0.127 bits per parameter)."""
@@ -102,13 +109,62 @@ class Training:
     as fp32 log-probabilities (PyTorch ``cross_entropy``, Megatron); ``chunked``: the 16-bit
     logits are kept whole and upcast one chunk at a time (torchtune ``CEWithChunkedOutputLoss``,
     LitGPT ``chunked_cross_entropy``); ``fused``: fused with the output projection, no logits
-    are kept (Liger ``FusedLinearCrossEntropy``, Cut Cross-Entropy)."""
+    are kept (Liger ``FusedLinearCrossEntropy``, Cut Cross-Entropy); ``compiled``: the
+    cross-entropy under ``torch.compile`` (torchtitan 2025 ``build_cross_entropy_loss``), one
+    fused kernel that keeps the 16-bit logits and writes their 16-bit gradient, no fp32 copy."""
     dropout: bool = False
     """Hidden and attention dropout are active (Megatron GPT pretraining, BERT); each dropout
     keeps a 1-byte mask for backward. Current LLM fine-tuning recipes train without dropout."""
     task: Task = "lm"
     """``lm``: a vocabulary-wide loss at every position (causal or masked LM); ``classify``: one
     small label head per sequence (no ``s x vocab`` logits)."""
+    # --- How the framework allocates (costmodel/memory.py, costmodel/activations.py) ---
+    fused_elementwise: bool = True
+    """Norms and the gated activation run as fused kernels (Megatron/TE, Liger,
+    ``torch.compile``) that keep only their inputs. False = eager PyTorch modules (Hugging Face,
+    torchtune and torchtitan without compile), which also keep the fp32 upcast of each RMSNorm
+    input (and its normalized output when the norm trains) and the SiLU output."""
+    selective_policy: SelectivePolicy = "attention"
+    """What ``--recompute selective`` keeps. ``attention``: everything but the attention core
+    (Korthikanti et al. 2022, Sec. 5; Megatron); ``op``: torchtitan per-op SAC, the layer input,
+    every other matmul output and the attention outputs; ``layer``: torchtitan per-layer SAC,
+    every ``selective_every``-th layer fully recomputed and the others not at all."""
+    selective_every: int = 2
+    """Period of per-layer SAC (torchtitan ``selective_ac_option = "2"``)."""
+    reshard_after_forward: bool | None = None
+    """FSDP/ZeRO-3 frees each unit's gathered weights after its forward. ``None`` = the
+    framework default: on, and off under pipeline parallelism (torchtitan
+    ``parallelize_llama``), where a stage's gathered weights then stay from forward to backward."""
+    sp_saves_gathered_input: bool = False
+    """Under tensor + sequence parallelism, each column-parallel linear keeps the all-gathered
+    (full-sequence) input autograd saved (DTensor ``SequenceParallel`` -> ``ColwiseParallel``,
+    torchtitan); Megatron keeps the sequence shard and gathers again in backward."""
+    fp8_all_gather: bool = False
+    """FSDP gathers the linear weights in float8 (torchao ``enable_fsdp_float8_all_gather``):
+    1 byte per gathered weight instead of 2."""
+    foreach_optimizer: bool = True
+    """The optimizer runs PyTorch's ``foreach`` (multi-tensor) implementation, the default on
+    CUDA: its AdamW step allocates one intermediate tensor list as large as the states it
+    updates (``_foreach_sqrt`` of the second moments; the torch.optim docs note foreach's
+    higher peak memory). False for ``fused=True`` or a per-parameter loop."""
+    separate_embedding_units: bool = False
+    """FSDP wraps the embedding and the output layer as units of their own (torchtune
+    ``custom_sharded_layers``, later torchtitan) and reshards them after use; by default they
+    sit in the root unit, which FSDP never reshards after forward."""
+    load_16bit_on_device: bool = False
+    """Quantized (QLoRA) bases are built in 16 bits on the device and quantized there, so the
+    whole 16-bit model is live once before training (LitGPT single-device ``bnb.nf4``: its
+    peaks equal the 16-bit model size); otherwise weights stream in one tensor at a time."""
+    fp8_weight_cache: bool = False
+    """Under ``fp8`` precision, Transformer Engine casts each linear weight to FP8 (and its
+    transpose, for the weight-gradient GEMM on Hopper) on a step's first micro-batch and keeps
+    both for the rest (``is_first_microbatch``, as Megatron passes it): 2 more bytes per linear
+    weight on the GPU, for non-ZeRO-3 plans."""
+    cuda_graphs: bool = False
+    """Layers are captured as CUDA graphs (Megatron ``--enable-cuda-graph``, TE
+    ``make_graphed_callables``): a captured region's intermediates live in the graph's private
+    memory pool, which stays reserved between replays, so the layer working set is held at the
+    same time as the loss's instead of reusing its memory."""
 
     def __post_init__(self) -> None:
         _positive_int(self.seq_len, "--seq")
@@ -117,7 +173,13 @@ class Training:
         _choice(self.finetune, FINETUNES, "--finetune")
         _choice(self.task, TASKS, "task")
         _choice(self.loss, LOSSES, "--loss")
+        _choice(self.selective_policy, SELECTIVE_POLICIES, "--selective-policy")
+        _positive_int(self.selective_every, "--selective-every")
         _positive_int(self.lora_rank, "--lora-rank")
+        require(
+            isinstance(self.lora_dropout, (int, float)) and 0.0 <= self.lora_dropout < 1.0,
+            f"--lora-dropout must be in [0, 1), got {self.lora_dropout!r}",
+        )
         require(
             isinstance(self.lora_targets, tuple) and len(self.lora_targets) > 0,
             "--lora-targets needs at least one of " + ", ".join(LORA_TARGETS),
