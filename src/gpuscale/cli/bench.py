@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import os
 import shlex
 import sys
@@ -16,16 +17,19 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from gpuscale import files
 from gpuscale.cli._common import check_writable, console, emit_json, err_console, json_option
 from gpuscale.costmodel.collectives import OPS
 from gpuscale.errors import InputError, require
+from gpuscale.measure.bench_setup import (
+    CPU_SIZES,
+    GPU_SIZES,
+    check_host_memory,
+    choose_launch,
+    host_available_bytes,
+)
 from gpuscale.measure.results import CollectiveRun, GemmRun
 from gpuscale.measure.stats import JITTER_CV_LIMIT
-
-GPU_SIZES = "8:128M"
-CPU_SIZES = "8:4M"
-"""Default sweeps: nccl-tests' usual range on GPUs; on CPU/gloo a range that finishes in
-seconds (host memory bandwidth is reached by a few MiB)."""
 
 
 def command_line() -> str:
@@ -134,14 +138,12 @@ def warn(message: str) -> None:
 
 
 def write_csv(path: str, rows: Sequence[dict[str, Any]]) -> None:
-    try:
-        with open(path, "w", newline="") as fh:
-            if rows:
-                writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-                writer.writeheader()
-                writer.writerows(rows)
-    except OSError as exc:
-        raise InputError(f"cannot write '{path}': {exc.strerror}") from None
+    text = io.StringIO(newline="")
+    if rows:
+        writer = csv.DictWriter(text, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    files.write_text(path, text.getvalue(), label="--csv", field="csv")
 
 
 def run_collectives(
@@ -178,21 +180,21 @@ def run_collectives(
         ) from None
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     local = not under_torchrun()
-    if nproc is not None:
-        require(
-            nproc >= 2, f"--nproc must be >= 2 for a collective, got {nproc}; accepted: 2 or more"
-        )
-    n = nproc if nproc is not None else (gpus if gpus >= 2 and backend != "gloo" else 2)
-    if backend == "auto" and local:
-        # NCCL needs a GPU per rank: fewer GPUs than ranks means gloo on the host
-        backend = "nccl" if 2 <= n <= gpus else "gloo"
-    default_sizes = GPU_SIZES if backend == "nccl" or (backend == "auto" and gpus) else CPU_SIZES
-    swept = parse_sizes(sizes if sizes is not None else default_sizes, factor)
+    plan = choose_launch(nproc=nproc, backend=backend, gpus=gpus)
+    n = plan.ranks
+    if local:  # under torchrun the backend is resolved in each rank
+        backend = plan.backend
+    swept = parse_sizes(
+        sizes if sizes is not None else GPU_SIZES if plan.on_gpus else CPU_SIZES, factor
+    )
     swept, merged = whole_elements(swept, dtype)
     if merged:
         warn(f"--sizes: {merged}")
+    op_names = _split_ops(ops)
+    if local and backend == "gloo":  # every rank's buffers in this host's memory
+        check_host_memory(op_names, swept, dtype, n, host_available_bytes())
     cfg = CollectiveConfig(
-        ops=_split_ops(ops),
+        ops=op_names,
         sizes=tuple(swept),
         iters=iters,
         warmup=warmup,

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuscale import files
 from gpuscale.errors import InputError
 from gpuscale.measure import nccl_tests
 from gpuscale.measure.devices import match_gpu
@@ -93,13 +94,7 @@ def load(paths: Iterable[str | Path], op: str | None = None) -> Measurements:
     found = Measurements()
     for p in paths:
         path = Path(p)
-        try:
-            text = path.read_text(errors="replace")
-        except OSError as exc:
-            raise InputError(
-                f"cannot read '{path}': {exc.strerror}; accepted: a gpuscale bench --json file "
-                "or an nccl-tests log"
-            ) from None
+        text = files.read_text(path, label="measurement file", field="paths", errors="replace")
         kind = None
         if text.lstrip().startswith("{"):
             try:

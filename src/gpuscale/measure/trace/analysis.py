@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale.errors import InputError
+from gpuscale.files import input_path
 from gpuscale.measure.trace.breakdown import PARTS
 from gpuscale.measure.trace.collectives import CollectiveStats, distribution
 from gpuscale.measure.trace.diagnose import Diagnosis, Thresholds, diagnose
@@ -278,9 +279,7 @@ def analyze(
     files = expand([Path(p) for p in paths])
     seen: dict[tuple[int, int], Path] = {}
     for f in files:
-        if not f.is_file():
-            raise InputError(f"{f}: no such trace file")
-        st = f.stat()
+        st = os.stat(input_path(f, label="trace", field="paths"))
         first = seen.get((st.st_dev, st.st_ino))
         if first is not None:
             same = "given twice" if first == f else f"the same file as {first}"
