@@ -14,7 +14,8 @@ these functions, never the other way round):
 
 from __future__ import annotations
 
+from gpuscale.api.measure import analyze_trace, calibrate, import_nccl_tests
 from gpuscale.api.result import Result
 from gpuscale.errors import InputError
 
-__all__ = ["InputError", "Result"]
+__all__ = ["InputError", "Result", "analyze_trace", "calibrate", "import_nccl_tests"]

@@ -25,10 +25,12 @@ class Measurements:
     collectives: list[CollectiveRun] = field(default_factory=list)
     nccl: list[nccl_tests.NcclTestsRun] = field(default_factory=list)
     gemm: list[GemmRun] = field(default_factory=list)
+    in_place: bool = False
+    """Fit nccl-tests' in-place columns instead of the out-of-place ones."""
 
     def collective_samples(self) -> list[CollectiveSample]:
         out = [s for run in self.collectives for s in run.samples]
-        out += [s for run in self.nccl for s in run.samples()]
+        out += [s for run in self.nccl for s in run.samples(in_place=self.in_place)]
         return out
 
     def ranks_per_node(self) -> int:

@@ -56,6 +56,14 @@ class TraceReport:
     def device(self) -> str:
         return "gpu" if any(r.device == "gpu" for r in self.ranks) else "cpu"
 
+    @property
+    def step_ratio(self) -> float | None:
+        """Measured over predicted step time; None without a prediction, or when the trace's
+        device is not the one predicted (times do not carry over)."""
+        if self.prediction is None or device_mismatch(self.device, self.prediction):
+            return None
+        return step_ratio(self.ranks, self.prediction)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready document (``--json``)."""
         ranks = []
@@ -131,9 +139,7 @@ class TraceReport:
                 "source": self.prediction.source,
                 "gpu": self.prediction.gpu,
                 "predicted_step_time_s": self.prediction.step_time_s,
-                "measured_over_predicted_step": None
-                if device_mismatch(self.device, self.prediction)
-                else step_ratio(self.ranks, self.prediction),
+                "measured_over_predicted_step": self.step_ratio,
                 "findings": [
                     {
                         "part": f.part,

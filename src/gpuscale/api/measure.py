@@ -1,0 +1,404 @@
+"""The measurement side of the API: fit a calibration profile from measurements, import
+nccl-tests logs, analyze profiler traces. Torch-free: these read files; benchmarks that run
+torch are ``gpuscale bench`` / ``gpuscale calibrate`` without ``--from``.
+
+>>> import gpuscale.api as gs
+>>> cal = gs.import_nccl_tests(["all_reduce.log"], output="measured.yaml")  # doctest: +SKIP
+>>> cal.to_dict()["fits"]["inter"]["bandwidth_gb_per_s"]  # doctest: +SKIP
+>>> gs.analyze_trace(["traces/"]).to_dict()["trace"]["diagnoses"]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpuscale import SCHEMA_VERSION, files
+from gpuscale.errors import InputError, closest, require
+from gpuscale.measure.nccl_tests import NcclTestsRun, parse_files
+from gpuscale.measure.profile_fit import ProfileFit, distinct_files, fit_profile, topology
+from gpuscale.measure.sources import Measurements, load
+from gpuscale.measure.trace import Prediction, TraceReport, analyze, load_prediction
+from gpuscale.measure.trace import prediction_from_document as _prediction_from_document
+from gpuscale.measure.trace.analysis import ProgressFn
+
+PathArg = str | Path
+
+
+def _plain(value: Any) -> Any:
+    """JSON types only: dataclasses, tuples, numpy values made plain; NaN/inf become None."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return _plain(asdict(value))
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _plain(value.tolist())
+    if isinstance(value, np.generic):
+        return _plain(value.item())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _document(body: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, **_plain(body)}
+    return out
+
+
+# ------------------------------------------------------------------------------ calibration
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CalibrationResult:
+    """A fitted calibration profile: ``to_dict()`` is ``gpuscale calibrate --from ... --json``
+    (and ``gpuscale import nccl-tests ... --json``)."""
+
+    fit: ProfileFit
+    runs: tuple[NcclTestsRun, ...] = ()
+    """The nccl-tests runs read (import_nccl_tests only)."""
+    title: str = "gpuscale calibrate"
+
+    def to_dict(self) -> dict[str, Any]:
+        cal = self.fit.calibration
+        return _document(
+            {
+                "profile": self.fit.profile,
+                "written": str(self.fit.written) if self.fit.written else None,
+                "fits": {lv: asdict(f) for lv, f in cal.links.items()},
+                "gemm": asdict(cal.gemm) if cal.gemm else None,
+                "comparisons": [{**asdict(c), "rel_error": c.rel_error} for c in cal.comparisons],
+                "notes": [*cal.skipped, *self.fit.notes],
+                "warnings": list(self.fit.warnings),
+            }
+        )
+
+    def figures(self) -> list[Any]:
+        from gpuscale.report.measure import calibration_figures
+
+        return calibration_figures(self.fit.calibration)
+
+    def write_html(self, path: PathArg) -> Path:
+        """The HTML report (predicted-vs-measured plots, the fit, notes)."""
+        from gpuscale.report.html import write_report
+        from gpuscale.report.measure import calibration_sections
+
+        notes = list(self.fit.notes)
+        return write_report(path, self.title, calibration_sections(self.fit.calibration, notes))
+
+
+def check_outputs(
+    *, output: PathArg | None = None, html: PathArg | None = None, name: str = "measured"
+) -> None:
+    """Everything about where results go, checked before any measurement is read or run."""
+    require(
+        bool(name.strip()) and name == name.strip(),
+        f"--name {name!r} is empty or padded; accepted: a non-empty name such as 'my-cluster'",
+        field="name",
+    )
+    if output:
+        files.output_path(output, label="-o", field="output")
+    if html:
+        files.output_path(html, label="--html", field="html")
+
+
+def calibrate(
+    sources: Sequence[PathArg],
+    *,
+    gpu: str | None = None,
+    gpus_per_node: int | None = None,
+    nics_per_node: int | None = None,
+    output: PathArg | None = None,
+    name: str = "measured",
+    base: str = "generic",
+    html: PathArg | None = None,
+) -> CalibrationResult:
+    """Fit a calibration profile (per-level latency and bandwidth, GEMM efficiency curve) to
+    measurements read from ``sources``: ``gpuscale bench --json`` files or nccl-tests logs.
+    ``output``: write the profile YAML there; ``html``: the report."""
+    from gpuscale import catalog
+    from gpuscale.costmodel.profile import load_profile
+
+    check_outputs(output=output, html=html, name=name)
+    topology(None, gpus_per_node, nics_per_node)
+    load_profile(base)
+    if gpu:
+        gpu = catalog.gpu(gpu).id
+    names = tuple(str(s) for s in sources)
+    require(bool(names), "no measurements given; pass --from FILE (repeatable)", field="sources")
+    distinct_files(names, "--from")
+    return calibrate_measurements(
+        load(names),
+        gpu=gpu,
+        gpus_per_node=gpus_per_node,
+        nics_per_node=nics_per_node,
+        output=output,
+        name=name,
+        base=base,
+        html=html,
+    )
+
+
+def calibrate_measurements(
+    m: Measurements,
+    *,
+    gpu: str | None = None,
+    gpus_per_node: int | None = None,
+    nics_per_node: int | None = None,
+    output: PathArg | None = None,
+    name: str = "measured",
+    base: str = "generic",
+    html: PathArg | None = None,
+    notes: Sequence[str] | None = None,
+    runs: Sequence[NcclTestsRun] = (),
+    how: str = "gpuscale calibrate",
+    title: str | None = None,
+) -> CalibrationResult:
+    """:func:`calibrate` on measurements in memory (a benchmark just run, parsed logs)."""
+    fit = fit_profile(
+        m,
+        gpu=gpu,
+        gpus_per_node=gpus_per_node,
+        nics_per_node=nics_per_node,
+        name=name,
+        base=base,
+        output=output,
+        notes=notes,
+        how=how,
+    )
+    result = CalibrationResult(
+        fit=fit, runs=tuple(runs), title=title or f"gpuscale calibrate: {name}"
+    )
+    if html:
+        result.write_html(html)
+    return result
+
+
+def import_nccl_tests(
+    logs: Sequence[PathArg],
+    *,
+    op: str | None = None,
+    in_place: bool = False,
+    gpus_per_node: int | None = None,
+    nics_per_node: int | None = None,
+    output: PathArg | None = None,
+    name: str = "measured",
+    base: str = "generic",
+    html: PathArg | None = None,
+) -> CalibrationResult:
+    """Parse nccl-tests text logs (any version, mpirun --tag-output too) or -J JSON reports and
+    fit the same profile as :func:`calibrate`. A single-node log gives the 'intra' level, a
+    multi-node one 'inter'; ``in_place`` fits the in-place columns."""
+    from gpuscale.costmodel.profile import load_profile
+
+    check_outputs(output=output, html=html, name=name)
+    topology(None, gpus_per_node, nics_per_node)
+    load_profile(base)
+    names = tuple(str(p) for p in logs)
+    require(bool(names), "no nccl-tests logs given", field="logs")
+    distinct_files(names, "log")
+    runs = parse_files(names, op)
+    usable = [r for r in runs if r.samples(in_place=in_place)]
+    if not usable:
+        reasons = "; ".join(w for r in runs for w in r.warnings()) or "no data rows"
+        raise InputError(f"nothing to calibrate: {reasons}", field="logs")
+    notes = [w for r in runs for w in r.warnings()]
+    for r in usable:
+        notes.append(
+            f"{r.path}:{r.line}: {r.nodes} node(s) of {r.ranks_per_node} ranks -> '{r.level}' level"
+        )
+    m = Measurements(nccl=usable, in_place=in_place)
+    return calibrate_measurements(
+        m,
+        gpus_per_node=gpus_per_node,
+        nics_per_node=nics_per_node,
+        output=output,
+        name=name,
+        base=base,
+        html=html,
+        notes=notes,
+        runs=runs,
+        how="gpuscale import nccl-tests",
+        title=f"gpuscale import nccl-tests: {name}",
+    )
+
+
+# ------------------------------------------------------------------------------------ trace
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TraceResult:
+    """``to_dict()`` is ``gpuscale trace analyze ... --json``."""
+
+    report: TraceReport
+    html: str | None = None
+    """Where the HTML report was written, if it was."""
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = self.report.to_dict()
+        if self.html:
+            doc["html"] = self.html
+        return _document({"trace": doc})
+
+    def figures(self) -> list[Any]:
+        from gpuscale.report.trace import trace_figures
+
+        return trace_figures(self.report)
+
+    def write_html(self, path: PathArg) -> Path:
+        from gpuscale.report.html import write_report
+        from gpuscale.report.trace import trace_sections
+
+        return write_report(path, "gpuscale trace analyze", trace_sections(self.report))
+
+
+_INLINE_EXAMPLE = "model=llama3.1-8b,gpu=h100-sxm,gpus=8,tp=2,dp=4"
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _converted(key: str, value: str, annotation: str) -> Any:
+    """``value`` as the estimate argument's type (read from its annotation)."""
+    kinds = annotation.replace(" ", "").split("|")
+    if "bool" in kinds:
+        truth = value.lower()
+        if truth not in _TRUE + _FALSE:
+            raise InputError(
+                f"--predict-with {key}={value!r} is not true or false; accepted: {key}=true or "
+                f"{key}=false",
+                field="predict_with",
+            )
+        return truth in _TRUE
+    for name, kind, noun in (("int", int, "an integer"), ("float", float, "a number")):
+        if name in kinds:
+            try:
+                number = kind(value)
+            except ValueError:
+                raise InputError(
+                    f"--predict-with {key}={value!r}: not {noun}; accepted: {noun}",
+                    field="predict_with",
+                ) from None
+            if isinstance(number, float) and not math.isfinite(number):
+                raise InputError(
+                    f"--predict-with {key}={value!r}: not a finite number", field="predict_with"
+                )
+            return number
+    return value
+
+
+def inline_prediction(text: str) -> Prediction:
+    """``model=llama3.1-8b,gpu=h100-sxm,gpus=8,tp=2`` -> the step ``gpuscale.estimate``
+    predicts for that plan (keys are estimate's arguments, dashes or underscores)."""
+    import gpuscale.api as api
+
+    estimate = getattr(api, "estimate", None)
+    if estimate is None:
+        raise InputError(
+            "an inline plan needs gpuscale.estimate, which this build lacks; pass the JSON "
+            "file of `gpuscale estimate ... --json` instead",
+            field="predict_with",
+        )
+    params = {
+        name: str(p.annotation)
+        for name, p in inspect.signature(estimate).parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+    given: dict[str, str] = {}
+    spelled: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        raw, sep, value = (s.strip() for s in item.partition("="))
+        key = raw.replace("-", "_")
+        if not sep or not value:
+            raise InputError(
+                f"--predict-with: '{item}' is not key=value; write e.g. {_INLINE_EXAMPLE}",
+                field="predict_with",
+            )
+        if key in given:
+            raise InputError(
+                f"--predict-with: {raw} is given twice ({raw}={given[key]} and {raw}={value}); "
+                "give each key once",
+                field="predict_with",
+            )
+        if key != "model" and key not in params:
+            accepted = sorted(k.replace("_", "-") for k in params)
+            near = closest(raw, ["model", *accepted])
+            hint = (
+                f"did you mean {', '.join(near)}?"
+                if near
+                else f"accepted: model, {', '.join(accepted)}"
+            )
+            raise InputError(f"--predict-with: unknown key '{raw}'; {hint}", field="predict_with")
+        given[key], spelled[key] = value, raw
+    model = given.pop("model", None)
+    if model is None:
+        raise InputError(
+            "--predict-with: an inline plan needs model=NAME (catalog id or config.json path); "
+            f"e.g. {_INLINE_EXAMPLE}",
+            field="predict_with",
+        )
+    signature = inspect.signature(estimate).parameters
+    for name, p in signature.items():
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is p.empty and name not in given:
+            raise InputError(
+                f"--predict-with: the plan lacks {name.replace('_', '-')}= (gpuscale.estimate "
+                f"needs {name}); e.g. {_INLINE_EXAMPLE}",
+                field="predict_with",
+            )
+    kwargs = {k: _converted(spelled[k], v, params[k]) for k, v in given.items()}
+    try:
+        result = estimate(model, **kwargs)
+    except InputError as exc:
+        raise InputError(f"--predict-with: {exc}", field="predict_with") from None
+    except TypeError as exc:  # a required argument left out
+        raise InputError(
+            f"--predict-with: {exc}; e.g. {_INLINE_EXAMPLE}", field="predict_with"
+        ) from None
+    label = f"estimate {model} " + " ".join(f"{k}={v}" for k, v in given.items())
+    return _prediction_from_document(result.to_dict(), label.strip())
+
+
+def prediction(plan: PathArg | None) -> Prediction | None:
+    """A ``gpuscale estimate --json`` file, or an inline plan (:func:`inline_prediction`)."""
+    if plan is None:
+        return None
+    if isinstance(plan, Path) or ("=" not in str(plan) and files.exists(plan)):
+        return load_prediction(Path(plan))
+    if files.exists(plan):
+        return load_prediction(Path(plan))
+    if "=" in str(plan):
+        return inline_prediction(str(plan))
+    raise InputError(
+        f"--predict-with: '{files.shown(plan)}' is neither a file nor key=value pairs; pass "
+        "the JSON of `gpuscale estimate ... --json` or model=...,gpu=...,gpus=...",
+        field="predict_with",
+    )
+
+
+def analyze_trace(
+    paths: Sequence[PathArg],
+    *,
+    predict_with: PathArg | Prediction | None = None,
+    html: PathArg | None = None,
+    workers: int | None = None,
+    progress: ProgressFn | None = None,
+) -> TraceResult:
+    """Where the step time goes in PyTorch profiler traces (one per rank, or folders of them)
+    and why: breakdown per rank, collectives, skew, ranked diagnoses; compared with a
+    prediction (an estimate JSON file, an inline plan, or a :class:`Prediction`)."""
+    if html:
+        files.output_path(html, label="--html", field="html")
+    if workers is not None:
+        require(workers >= 1, f"--workers must be >= 1, got {workers}", field="workers")
+    expected = predict_with if isinstance(predict_with, Prediction) else prediction(predict_with)
+    report = analyze(list(paths), workers=workers, prediction=expected, progress=progress)
+    result = TraceResult(report=report, html=str(html) if html else None)
+    if html:
+        result.write_html(html)
+    return result
