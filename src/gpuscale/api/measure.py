@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -20,15 +20,52 @@ from typing import Any
 import numpy as np
 
 from gpuscale import SCHEMA_VERSION, files
+from gpuscale.costmodel.collectives import OPS
+from gpuscale.costmodel.profile import profile_names
 from gpuscale.errors import InputError, closest, require
+from gpuscale.measure.bench_setup import CPU_SIZES, GPU_SIZES
+from gpuscale.measure.doctor import Report as DoctorReport
+from gpuscale.measure.launcher import RankFailure
 from gpuscale.measure.nccl_tests import NcclTestsRun, parse_files
 from gpuscale.measure.profile_fit import ProfileFit, distinct_files, fit_profile, topology
+from gpuscale.measure.results import CollectiveRun, GemmRun
 from gpuscale.measure.sources import Measurements, load
+from gpuscale.measure.stats import JITTER_CV_LIMIT
 from gpuscale.measure.trace import Prediction, TraceReport, analyze, load_prediction
 from gpuscale.measure.trace import prediction_from_document as _prediction_from_document
 from gpuscale.measure.trace.analysis import ProgressFn
 
 PathArg = str | Path
+
+COLLECTIVE_OPS = OPS
+"""The collectives ``bench_collectives`` times, in nccl-tests' order."""
+__all__ = [
+    "COLLECTIVE_OPS",
+    "CPU_SIZES",
+    "GPU_SIZES",
+    "CalibrationResult",
+    "CollectivesResult",
+    "DoctorResult",
+    "MatmulResult",
+    "RankFailure",
+    "TraceResult",
+    "analyze_trace",
+    "bench_collectives",
+    "bench_matmul",
+    "calibrate",
+    "calibrate_runs",
+    "doctor",
+    "import_nccl_tests",
+    "profile_names",
+]
+
+
+def _quiet(done: int, total: int) -> None:
+    del done, total
+
+
+def _ignore(message: str) -> None:
+    del message
 
 
 def _plain(value: Any) -> Any:
@@ -109,6 +146,32 @@ def check_outputs(
         files.output_path(html, label="--html", field="html")
 
 
+def check_calibration_inputs(
+    *,
+    output: PathArg | None = None,
+    html: PathArg | None = None,
+    name: str = "measured",
+    base: str = "generic",
+    gpu: str | None = None,
+    gpus_per_node: int | None = None,
+    nics_per_node: int | None = None,
+    shapes: str | None = None,
+) -> str | None:
+    """Everything a calibration is told, checked before any measurement is read or run (a
+    sweep of minutes must not end in a typo); returns the catalog id of ``gpu``."""
+    from gpuscale import catalog
+    from gpuscale.costmodel.profile import load_profile
+
+    check_outputs(output=output, html=html, name=name)
+    topology(None, gpus_per_node, nics_per_node)
+    load_profile(base)
+    if shapes is not None:
+        from gpuscale.measure.matmul_bench import parse_shapes
+
+        parse_shapes(shapes)
+    return catalog.gpu(gpu).id if gpu else None
+
+
 def calibrate(
     sources: Sequence[PathArg],
     *,
@@ -123,14 +186,15 @@ def calibrate(
     """Fit a calibration profile (per-level latency and bandwidth, GEMM efficiency curve) to
     measurements read from ``sources``: ``gpuscale bench --json`` files or nccl-tests logs.
     ``output``: write the profile YAML there; ``html``: the report."""
-    from gpuscale import catalog
-    from gpuscale.costmodel.profile import load_profile
-
-    check_outputs(output=output, html=html, name=name)
-    topology(None, gpus_per_node, nics_per_node)
-    load_profile(base)
-    if gpu:
-        gpu = catalog.gpu(gpu).id
+    gpu = check_calibration_inputs(
+        output=output,
+        html=html,
+        name=name,
+        base=base,
+        gpu=gpu,
+        gpus_per_node=gpus_per_node,
+        nics_per_node=nics_per_node,
+    )
     names = tuple(str(s) for s in sources)
     require(bool(names), "no measurements given; pass --from FILE (repeatable)", field="sources")
     distinct_files(names, "--from")
@@ -181,6 +245,17 @@ def calibrate_measurements(
     return result
 
 
+def calibrate_runs(
+    collectives: Sequence[CollectivesResult] = (),
+    matmuls: Sequence[MatmulResult] = (),
+    **kwargs: Any,
+) -> CalibrationResult:
+    """:func:`calibrate` on benchmark results just run (``bench_collectives``,
+    ``bench_matmul``); keyword arguments as :func:`calibrate_measurements`."""
+    m = Measurements(collectives=[c.run for c in collectives], gemm=[g.run for g in matmuls])
+    return calibrate_measurements(m, **kwargs)
+
+
 def import_nccl_tests(
     logs: Sequence[PathArg],
     *,
@@ -196,11 +271,14 @@ def import_nccl_tests(
     """Parse nccl-tests text logs (any version, mpirun --tag-output too) or -J JSON reports and
     fit the same profile as :func:`calibrate`. A single-node log gives the 'intra' level, a
     multi-node one 'inter'; ``in_place`` fits the in-place columns."""
-    from gpuscale.costmodel.profile import load_profile
-
-    check_outputs(output=output, html=html, name=name)
-    topology(None, gpus_per_node, nics_per_node)
-    load_profile(base)
+    check_calibration_inputs(
+        output=output,
+        html=html,
+        name=name,
+        base=base,
+        gpus_per_node=gpus_per_node,
+        nics_per_node=nics_per_node,
+    )
     names = tuple(str(p) for p in logs)
     require(bool(names), "no nccl-tests logs given", field="logs")
     distinct_files(names, "log")
@@ -402,3 +480,168 @@ def analyze_trace(
     if html:
         result.write_html(html)
     return result
+
+
+# ------------------------------------------------------------------- benchmarks and doctor
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CollectivesResult:
+    """``to_dict()`` is ``gpuscale bench collectives ... --json``."""
+
+    run: CollectiveRun
+    jitter_cv_limit: float = JITTER_CV_LIMIT
+    """Coefficient of variation above which a size is flagged as jittery."""
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per (op, level, size), flagged ``jittery`` past the CV limit."""
+        return [{**asdict(s), "jittery": (s.cv or 0.0) > JITTER_CV_LIMIT} for s in self.run.samples]
+
+    def to_dict(self) -> dict[str, Any]:
+        return _document(
+            {**self.run.to_dict(), "samples": self.rows(), "jitter_cv_limit": self.jitter_cv_limit}
+        )
+
+    def figures(self) -> list[Any]:
+        from gpuscale.report.measure import collectives_figures
+
+        return collectives_figures(self.run)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MatmulResult:
+    """``to_dict()`` is ``gpuscale bench matmul ... --json``."""
+
+    run: GemmRun
+    peak_tflops: float | None
+    """The catalog peak the efficiency is against (None: no catalog GPU)."""
+
+    def rows(self) -> list[dict[str, Any]]:
+        peak = self.peak_tflops
+        return [
+            {**asdict(s), "flops": s.flops, "efficiency": s.tflops / peak if peak else None}
+            for s in self.run.samples
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return _document(
+            {**self.run.to_dict(), "samples": self.rows(), "peak_tflops": self.peak_tflops}
+        )
+
+    def figures(self) -> list[Any]:
+        from gpuscale.report.measure import matmul_figures
+
+        return matmul_figures(self.run)
+
+
+def bench_collectives(
+    *,
+    ops: str | Sequence[str] = ",".join(OPS),
+    sizes: str | None = None,
+    factor: float = 2.0,
+    iters: int = 20,
+    warmup: int = 5,
+    dtype: str = "float32",
+    nproc: int | None = None,
+    backend: str = "auto",
+    group_by_node: bool = False,
+    ranks_per_node: int | None = None,
+    timeout: float = 120.0,
+    progress: ProgressFn | None = None,
+    warn: Callable[[str], None] | None = None,
+    command: str = "gpuscale.bench_collectives",
+) -> CollectivesResult | None:
+    """Time collectives over a size sweep on ranks started here (every GPU with NCCL, else 2
+    gloo ranks), with nccl-tests' columns and per-size jitter. Under torchrun, this process is
+    one rank: rank 0 gets the result, the others None. Needs torch."""
+    from gpuscale.measure.bench_run import run_collectives
+
+    run = run_collectives(
+        ops=ops if isinstance(ops, str) else ",".join(ops),
+        sizes=sizes,
+        factor=factor,
+        iters=iters,
+        warmup=warmup,
+        dtype=dtype,
+        nproc=nproc,
+        backend=backend,
+        group_by_node=group_by_node,
+        ranks_per_node=ranks_per_node,
+        timeout=timeout,
+        command=command,
+        progress=progress or _quiet,
+        warn=warn or _ignore,
+    )
+    return None if run is None else CollectivesResult(run=run)
+
+
+def bench_matmul(
+    *,
+    shapes: str | None = None,
+    dtype: str | None = None,
+    device: str = "auto",
+    iters: int = 10,
+    warmup: int = 3,
+    gpu: str | None = None,
+    progress: ProgressFn | None = None,
+    warn: Callable[[str], None] | None = None,
+    command: str = "gpuscale.bench_matmul",
+) -> MatmulResult:
+    """GEMM TFLOP/s over a shape sweep (the cost model's efficiency curve). Needs torch."""
+    from gpuscale.measure.bench_run import run_matmul
+    from gpuscale.measure.matmul_bench import peak_tflops
+
+    run = run_matmul(
+        shapes=shapes,
+        dtype=dtype,
+        device=device,
+        iters=iters,
+        warmup=warmup,
+        gpu=gpu,
+        command=command,
+        progress=progress or _quiet,
+        warn=warn or _ignore,
+    )
+    peak = peak_tflops(run.gpu_id, run.samples[0].dtype) if run.gpu_id else None
+    return MatmulResult(run=run, peak_tflops=peak)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DoctorResult:
+    """``to_dict()`` is ``gpuscale doctor --json``; ``exit_code`` 1 only when something will
+    break training."""
+
+    report: DoctorReport
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.report.verdict == "not ready" else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.report
+        return _document(
+            {
+                "verdict": r.verdict,
+                "facts": r.facts,
+                "findings": r.findings,
+                "next_steps": r.next_steps(),
+            }
+        )
+
+    def figures(self) -> list[Any]:
+        return []
+
+
+def doctor(
+    *, bench: bool = True, timeout: float = 60.0, on_step: Callable[[str], None] | None = None
+) -> DoctorResult:
+    """Check torch/CUDA/NCCL, GPUs, NVLink/PCIe, NCCL_* and network settings, and (``bench``)
+    run a short all-reduce and matmul."""
+    from gpuscale.measure.doctor import diagnose
+
+    require(
+        math.isfinite(timeout) and timeout > 0,
+        f"--timeout must be a finite number of seconds > 0, got {timeout:g}; accepted: e.g. 60",
+        field="timeout",
+    )
+    return DoctorResult(report=diagnose(benchmarks=bench, timeout_s=timeout, on_step=on_step))

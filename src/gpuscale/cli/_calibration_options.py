@@ -7,10 +7,9 @@ from typing import Any
 
 import click
 
-from gpuscale.api.measure import CalibrationResult
+from gpuscale.api.measure import CalibrationResult, profile_names
 from gpuscale.cli._bench_run import warn
 from gpuscale.cli._common import console, emit_json
-from gpuscale.costmodel.profile import profile_names
 from gpuscale.report.measure import print_calibration
 
 

@@ -5,22 +5,21 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from dataclasses import asdict
 from typing import Any
 
 import click
-from rich.table import Table
 
 from gpuscale import files
-from gpuscale.cli._bench_run import run_collectives, run_matmul
-from gpuscale.cli._common import check_writable, console, emit_json, json_option
-from gpuscale.costmodel.collectives import OPS
-from gpuscale.measure.bench_setup import (
+from gpuscale.api.measure import (
+    COLLECTIVE_OPS,
     CPU_SIZES,
     GPU_SIZES,
+    bench_collectives,
+    bench_matmul,
 )
-from gpuscale.measure.results import CollectiveRun, GemmRun
-from gpuscale.measure.stats import JITTER_CV_LIMIT
+from gpuscale.cli._bench_run import command_line, progress_bar, rank_failure, warn
+from gpuscale.cli._common import check_writable, console, emit_json, json_option
+from gpuscale.report.measure import print_collectives, print_matmul
 
 
 def _size(n: int) -> str:
@@ -28,46 +27,6 @@ def _size(n: int) -> str:
         if n >= scale:
             return f"{n / scale:g}{unit}"
     return str(n)
-
-
-def collective_rows(run: CollectiveRun) -> list[dict[str, Any]]:
-    return [{**asdict(s), "jittery": (s.cv or 0.0) > JITTER_CV_LIMIT} for s in run.samples]
-
-
-def print_collectives(run: CollectiveRun) -> None:
-    """nccl-tests' own layout (fixed-width text, one row per size), with the jitter columns
-    appended: people compare it line by line with nccl-tests output."""
-    click.echo(
-        f"# gpuscale bench collectives: {run.backend}, {run.world_size} ranks on "
-        f"{run.nodes} node(s) x {run.ranks_per_node}, {run.device}, {run.software}"
-    )
-    head = (
-        f"#{'level':>6} {'op':>14} {'ranks':>5} {'size':>12} {'count':>12} {'type':>8} "
-        f"{'time':>9} {'algbw':>7} {'busbw':>7} {'p50':>9} {'p99':>9} {'cv':>5}"
-    )
-    units = (
-        f"#{'':>6} {'':>14} {'':>5} {'(B)':>12} {'(elements)':>12} {'':>8} "
-        f"{'(us)':>9} {'(GB/s)':>7} {'(GB/s)':>7} {'(us)':>9} {'(us)':>9} {'(%)':>5}"
-    )
-    click.echo(head)
-    click.echo(units)
-    flagged = 0
-    for s in run.samples:
-        jittery = (s.cv or 0.0) > JITTER_CV_LIMIT
-        flagged += jittery
-        click.echo(
-            f" {s.level:>6} {s.op:>14} {s.ranks:>5} {s.size_bytes:>12} {s.count:>12} "
-            f"{s.dtype:>8} {s.time_us:>9.1f} {s.algbw_gb_per_s:>7.3f} "
-            f"{s.busbw_gb_per_s:>7.3f} {s.p50_us or 0:>9.1f} {s.p99_us or 0:>9.1f} "
-            f"{100 * (s.cv or 0):>5.0f}" + ("  jitter" if jittery else "")
-        )
-    if flagged:
-        click.echo(
-            f"# network jitter: expect slow training ({flagged} of {len(run.samples)} "
-            f"sizes vary by more than {JITTER_CV_LIMIT:.0%} from iteration to iteration)"
-        )
-    for note in run.notes:
-        click.echo(f"# note: {note}")
 
 
 def write_csv(path: str, rows: Sequence[dict[str, Any]]) -> None:
@@ -79,30 +38,6 @@ def write_csv(path: str, rows: Sequence[dict[str, Any]]) -> None:
     files.write_text(path, text.getvalue(), label="--csv", field="csv")
 
 
-def print_matmul(run: GemmRun, peak: float | None) -> None:
-    table = Table(
-        title=f"matmul on {run.device}" + (f" ({run.gpu_id})" if run.gpu_id else ""),
-        title_justify="left",
-    )
-    for col in ("m", "n", "k", "dtype", "GFLOP", "time (us)", "TFLOP/s", "of peak", "cv"):
-        table.add_column(col, justify="left" if col == "dtype" else "right")
-    for s in run.samples:
-        table.add_row(
-            str(s.m),
-            str(s.n),
-            str(s.k),
-            s.dtype,
-            f"{s.flops / 1e9:.3g}",
-            f"{s.time_us:.1f}",
-            f"{s.tflops:.3f}",
-            f"{s.tflops / peak:.0%}" if peak else "-",
-            f"{s.cv:.0%}",
-        )
-    console.print(table)
-    for note in run.notes:
-        console.print(f"note: {note}")
-
-
 @click.group("bench")
 def command() -> None:
     """Measure collectives and matmuls with real torch.distributed and torch."""
@@ -110,7 +45,10 @@ def command() -> None:
 
 @command.command("collectives")
 @click.option(
-    "--ops", default=",".join(OPS), show_default=True, help="Comma-separated collectives."
+    "--ops",
+    default=",".join(COLLECTIVE_OPS),
+    show_default=True,
+    help="Comma-separated collectives.",
 )
 @click.option(
     "--sizes",
@@ -183,28 +121,31 @@ def collectives(
     """
     if csv_path:
         check_writable(csv_path, "--csv")
-    run = run_collectives(
-        ops=ops,
-        sizes=sizes,
-        factor=factor,
-        iters=iters,
-        warmup=warmup,
-        dtype=dtype,
-        nproc=nproc,
-        backend=backend,
-        group_by_node=group_by_node,
-        ranks_per_node=ranks_per_node,
-        timeout=timeout,
-    )
-    if run is None:
-        return
-    rows = collective_rows(run)
+    with rank_failure(), progress_bar("collectives") as update:
+        result = bench_collectives(
+            ops=ops,
+            sizes=sizes,
+            factor=factor,
+            iters=iters,
+            warmup=warmup,
+            dtype=dtype,
+            nproc=nproc,
+            backend=backend,
+            group_by_node=group_by_node,
+            ranks_per_node=ranks_per_node,
+            timeout=timeout,
+            progress=update,
+            warn=warn,
+            command=command_line(),
+        )
+    if result is None:
+        return  # a non-zero torchrun rank: rank 0 reports
     if csv_path:
-        write_csv(csv_path, rows)
+        write_csv(csv_path, result.rows())
     if as_json:
-        emit_json({**run.to_dict(), "samples": rows, "jitter_cv_limit": JITTER_CV_LIMIT})
+        emit_json(result.to_dict())
         return
-    print_collectives(run)
+    print_collectives(result.run, result.jitter_cv_limit)
 
 
 @command.command("matmul")
@@ -242,19 +183,23 @@ def matmul(
     as_json: bool,
 ) -> None:
     """GEMM TFLOP/s over a shape sweep: the efficiency curve of the cost model."""
-    from gpuscale.measure.matmul_bench import peak_tflops
-
     if csv_path:
         check_writable(csv_path, "--csv")
-    run = run_matmul(shapes=shapes, dtype=dtype, device=device, iters=iters, warmup=warmup, gpu=gpu)
-    peak = peak_tflops(run.gpu_id, run.samples[0].dtype) if run.gpu_id else None
-    rows = [
-        {**asdict(s), "flops": s.flops, "efficiency": s.tflops / peak if peak else None}
-        for s in run.samples
-    ]
+    with progress_bar("matmul") as update:
+        result = bench_matmul(
+            shapes=shapes,
+            dtype=dtype,
+            device=device,
+            iters=iters,
+            warmup=warmup,
+            gpu=gpu,
+            progress=update,
+            warn=warn,
+            command=command_line(),
+        )
     if csv_path:
-        write_csv(csv_path, rows)
+        write_csv(csv_path, result.rows())
     if as_json:
-        emit_json({**run.to_dict(), "samples": rows, "peak_tflops": peak})
+        emit_json(result.to_dict())
         return
-    print_matmul(run, peak)
+    print_matmul(console, result.run, result.peak_tflops)

@@ -6,14 +6,10 @@ from __future__ import annotations
 import click
 from click.core import ParameterSource
 
-from gpuscale import catalog
-from gpuscale.api.measure import calibrate, calibrate_measurements, check_outputs
+from gpuscale.api.measure import calibrate, calibrate_runs, check_calibration_inputs
 from gpuscale.cli._calibration_options import profile_options, show_calibration, topology_option
 from gpuscale.cli._common import json_option
-from gpuscale.costmodel.profile import load_profile
 from gpuscale.errors import InputError
-from gpuscale.measure.profile_fit import topology
-from gpuscale.measure.sources import Measurements
 
 BENCHMARK_OPTIONS = (
     "nproc",
@@ -141,36 +137,40 @@ def _measure_and_fit(
     as_json: bool,
 ) -> None:
     """Run the collective and matmul benchmarks here (torch), then fit as --from does."""
-    from gpuscale.cli._bench_run import run_collectives, run_matmul
-    from gpuscale.measure.matmul_bench import parse_shapes
+    from gpuscale.api.measure import bench_collectives, bench_matmul
+    from gpuscale.cli._bench_run import command_line, progress_bar, rank_failure, warn
 
-    check_outputs(output=output, html=html_path, name=name)
-    topology(None, gpus_per_node, nics_per_node)
-    load_profile(base)
-    if gpu:
-        gpu = catalog.gpu(gpu).id
-    if shapes is not None:
-        parse_shapes(shapes)  # fails now, not after the collective sweep
-    m = Measurements()
-    run = run_collectives(
-        ops="all_reduce,all_gather,reduce_scatter,broadcast,send_recv",
-        sizes=sizes,
-        factor=2.0,
-        iters=iters,
-        warmup=5,
-        dtype="float32",
-        nproc=nproc,
-        backend=backend,
-        group_by_node=group_by_node,
-        ranks_per_node=ranks_per_node,
-        timeout=timeout,
+    gpu = check_calibration_inputs(
+        output=output,
+        html=html_path,
+        name=name,
+        base=base,
+        gpu=gpu,
+        gpus_per_node=gpus_per_node,
+        nics_per_node=nics_per_node,
+        shapes=shapes,
     )
-    if run is None:
+    with rank_failure(), progress_bar("collectives") as update:
+        coll = bench_collectives(
+            ops="all_reduce,all_gather,reduce_scatter,broadcast,send_recv",
+            sizes=sizes,
+            iters=iters,
+            nproc=nproc,
+            backend=backend,
+            group_by_node=group_by_node,
+            ranks_per_node=ranks_per_node,
+            timeout=timeout,
+            progress=update,
+            warn=warn,
+            command=command_line(),
+        )
+    if coll is None:
         return  # a non-zero torchrun rank: rank 0 fits and writes
-    m.collectives.append(run)
-    m.gemm.append(run_matmul(shapes=shapes, dtype=None, device="auto", iters=10, warmup=3, gpu=gpu))
-    result = calibrate_measurements(
-        m,
+    with progress_bar("matmul") as update:
+        gemm = bench_matmul(shapes=shapes, gpu=gpu, progress=update, warn=warn)
+    result = calibrate_runs(
+        [coll],
+        [gemm],
         gpu=gpu,
         gpus_per_node=gpus_per_node,
         nics_per_node=nics_per_node,

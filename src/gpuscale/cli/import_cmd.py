@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import click
 
-from gpuscale.api.measure import import_nccl_tests
+from gpuscale.api.measure import COLLECTIVE_OPS, import_nccl_tests
 from gpuscale.cli._calibration_options import profile_options, show_calibration, topology_option
 from gpuscale.cli._common import console, json_option
-from gpuscale.costmodel.collectives import OPS
 from gpuscale.report.measure import print_runs
 
-OP_CHOICES = (*OPS, "reduce", "gather", "scatter")
+OP_CHOICES = (*COLLECTIVE_OPS, "reduce", "gather", "scatter")
 
 
 @click.group("import")

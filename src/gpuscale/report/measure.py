@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+import click
 from rich.console import Console
 from rich.table import Table
 
@@ -207,3 +208,109 @@ def print_runs(console: Console, runs: Sequence[Any]) -> None:
             status,
         )
     console.print(table)
+
+
+def collectives_figures(run: Any) -> list[Any]:
+    """Bus bandwidth over message size, one line per (op, level): nccl-tests' plot."""
+    import plotly.graph_objects as go
+
+    groups: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    for s in run.samples:
+        groups[(s.op, s.level)].append(s)
+    fig = go.Figure()
+    for (op, level), samples in sorted(groups.items()):
+        samples.sort(key=lambda s: s.size_bytes)
+        fig.add_trace(
+            go.Scatter(
+                x=[s.size_bytes for s in samples],
+                y=[s.busbw_gb_per_s for s in samples],
+                mode="lines+markers",
+                name=f"{op} {level}",
+            )
+        )
+    fig.update_layout(
+        xaxis_type="log",
+        xaxis_title="message size (bytes)",
+        yaxis_title="bus bandwidth (GB/s)",
+        title=f"collectives: {run.backend}, {run.world_size} ranks on {run.device}",
+    )
+    return [fig]
+
+
+def matmul_figures(run: Any) -> list[Any]:
+    """Achieved TFLOP/s over GEMM size."""
+    import plotly.graph_objects as go
+
+    samples = sorted(run.samples, key=lambda s: s.flops)
+    fig = go.Figure(
+        go.Scatter(
+            x=[s.flops for s in samples], y=[s.tflops for s in samples], mode="lines+markers"
+        )
+    )
+    fig.update_layout(
+        xaxis_type="log",
+        xaxis_title="GEMM FLOPs (2mnk)",
+        yaxis_title="TFLOP/s",
+        title=f"matmul on {run.device}",
+    )
+    return [fig]
+
+
+def print_collectives(run: Any, jitter_cv_limit: float) -> None:
+    """nccl-tests' own layout (fixed-width text, one row per size), with the jitter columns
+    appended: people compare it line by line with nccl-tests output."""
+    click.echo(
+        f"# gpuscale bench collectives: {run.backend}, {run.world_size} ranks on "
+        f"{run.nodes} node(s) x {run.ranks_per_node}, {run.device}, {run.software}"
+    )
+    head = (
+        f"#{'level':>6} {'op':>14} {'ranks':>5} {'size':>12} {'count':>12} {'type':>8} "
+        f"{'time':>9} {'algbw':>7} {'busbw':>7} {'p50':>9} {'p99':>9} {'cv':>5}"
+    )
+    units = (
+        f"#{'':>6} {'':>14} {'':>5} {'(B)':>12} {'(elements)':>12} {'':>8} "
+        f"{'(us)':>9} {'(GB/s)':>7} {'(GB/s)':>7} {'(us)':>9} {'(us)':>9} {'(%)':>5}"
+    )
+    click.echo(head)
+    click.echo(units)
+    flagged = 0
+    for s in run.samples:
+        jittery = (s.cv or 0.0) > jitter_cv_limit
+        flagged += jittery
+        click.echo(
+            f" {s.level:>6} {s.op:>14} {s.ranks:>5} {s.size_bytes:>12} {s.count:>12} "
+            f"{s.dtype:>8} {s.time_us:>9.1f} {s.algbw_gb_per_s:>7.3f} "
+            f"{s.busbw_gb_per_s:>7.3f} {s.p50_us or 0:>9.1f} {s.p99_us or 0:>9.1f} "
+            f"{100 * (s.cv or 0):>5.0f}" + ("  jitter" if jittery else "")
+        )
+    if flagged:
+        click.echo(
+            f"# network jitter: expect slow training ({flagged} of {len(run.samples)} "
+            f"sizes vary by more than {jitter_cv_limit:.0%} from iteration to iteration)"
+        )
+    for note in run.notes:
+        click.echo(f"# note: {note}")
+
+
+def print_matmul(console: Console, run: Any, peak: float | None) -> None:
+    table = Table(
+        title=f"matmul on {run.device}" + (f" ({run.gpu_id})" if run.gpu_id else ""),
+        title_justify="left",
+    )
+    for col in ("m", "n", "k", "dtype", "GFLOP", "time (us)", "TFLOP/s", "of peak", "cv"):
+        table.add_column(col, justify="left" if col == "dtype" else "right")
+    for s in run.samples:
+        table.add_row(
+            str(s.m),
+            str(s.n),
+            str(s.k),
+            s.dtype,
+            f"{s.flops / 1e9:.3g}",
+            f"{s.time_us:.1f}",
+            f"{s.tflops:.3f}",
+            f"{s.tflops / peak:.0%}" if peak else "-",
+            f"{s.cv:.0%}",
+        )
+    console.print(table)
+    for note in run.notes:
+        console.print(f"note: {note}")
