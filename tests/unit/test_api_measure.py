@@ -119,3 +119,35 @@ def test_trace_analyzer_and_nccl_importer_work_with_torch_blocked(tmp_path: Path
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
+
+
+def test_json_keys_are_pinned(tmp_path: Path) -> None:
+    """The machine-readable contract of the measurement commands: the top-level keys scripts
+    read (add keys freely; renaming or dropping one is a breaking change)."""
+    cal = gs.import_nccl_tests([A100]).to_dict()
+    assert list(cal) == [
+        "schema_version",
+        "profile",
+        "written",
+        "fits",
+        "gemm",
+        "comparisons",
+        "notes",
+        "warnings",
+    ]
+    assert set(cal["fits"]["inter"]) >= {
+        "level",
+        "latency_us",
+        "bandwidth_gb_per_s",
+        "rms_rel_residual",
+        "points",
+    }
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for rank in (0, 1):
+        write(folder / f"rank{rank}.json", cpu_rank(comm_us=500), rank=rank)
+    trace = gs.analyze_trace([folder], workers=1).to_dict()
+    assert list(trace) == ["schema_version", "trace"]
+    assert {"ranks", "collectives", "skew", "diagnoses", "warnings"} <= set(trace["trace"])
+    doctor = gs.doctor(bench=False).to_dict()
+    assert list(doctor) == ["schema_version", "verdict", "facts", "findings", "next_steps"]

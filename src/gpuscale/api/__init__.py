@@ -14,8 +14,24 @@ these functions, never the other way round):
 
 from __future__ import annotations
 
-from gpuscale.api.measure import analyze_trace, calibrate, import_nccl_tests
+from gpuscale.api.measure import (
+    analyze_trace,
+    bench_collectives,
+    bench_matmul,
+    calibrate,
+    doctor,
+    import_nccl_tests,
+)
 from gpuscale.api.result import Result
 from gpuscale.errors import InputError
 
-__all__ = ["InputError", "Result", "analyze_trace", "calibrate", "import_nccl_tests"]
+__all__ = [
+    "InputError",
+    "Result",
+    "analyze_trace",
+    "bench_collectives",
+    "bench_matmul",
+    "calibrate",
+    "doctor",
+    "import_nccl_tests",
+]
