@@ -88,6 +88,8 @@ import sys
 sys.modules["torch"] = None
 from pathlib import Path
 import gpuscale.api as gs
+import gpuscale.measure.bench_setup, gpuscale.measure.calibrate, gpuscale.measure.doctor
+import gpuscale.measure.launcher, gpuscale.measure.bench_run, gpuscale.measure.stats
 from gpuscale.measure import nccl_tests, profile_fit, sources
 from gpuscale.measure.trace import analyze
 from tests.unit.trace_events import cpu_rank, write

@@ -126,6 +126,7 @@ def test_fit_dev_zero_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: P
     link = tmp_path / "config.json"
     link.symlink_to("/dev/zero")
     assert "is a device" in _rejected(capsys, "fit", str(link), "--gpu", "h100-sxm")
+    assert "is a device" in _rejected(capsys, "fit", "/dev/zero", "--gpu", "h100-sxm")
 
 
 def test_profile_fifo_and_long_name(fifo: Path, tmp_path: Path) -> None:

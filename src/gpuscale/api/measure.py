@@ -446,9 +446,7 @@ def prediction(plan: PathArg | None) -> Prediction | None:
     """A ``gpuscale estimate --json`` file, or an inline plan (:func:`inline_prediction`)."""
     if plan is None:
         return None
-    if isinstance(plan, Path) or ("=" not in str(plan) and files.exists(plan)):
-        return load_prediction(Path(plan))
-    if files.exists(plan):
+    if isinstance(plan, Path) or files.exists(plan):
         return load_prediction(Path(plan))
     if "=" in str(plan):
         return inline_prediction(str(plan))
