@@ -280,13 +280,14 @@ def import_nccl_tests(
         nics_per_node=nics_per_node,
     )
     names = tuple(str(p) for p in logs)
-    require(bool(names), "no nccl-tests logs given", field="logs")
+    # positional on the command line: no field, so the CLI puts no flag in front
+    require(bool(names), "no nccl-tests logs given")
     distinct_files(names, "log")
     runs = parse_files(names, op)
     usable = [r for r in runs if r.samples(in_place=in_place)]
     if not usable:
         reasons = "; ".join(w for r in runs for w in r.warnings()) or "no data rows"
-        raise InputError(f"nothing to calibrate: {reasons}", field="logs")
+        raise InputError(f"nothing to calibrate: {reasons}")
     notes = [w for r in runs for w in r.warnings()]
     for r in usable:
         notes.append(

@@ -245,7 +245,6 @@ def model_from_config_file(path: Path) -> ModelSpec:
     text = files.read_text(
         path,
         label="config.json",
-        field="model",
         expected="a config.json (UTF-8 JSON)",
         missing=f"no such model or file '{files.shown(path)}'",
     )

@@ -680,6 +680,6 @@ def parse_files(paths: Iterable[str | Path], op: str | None = None) -> list[Nccl
     runs: list[NcclTestsRun] = []
     for p in paths:
         path = Path(p)
-        text = files.read_text(path, label="nccl-tests log", field="paths", errors="replace")
+        text = files.read_text(path, label="nccl-tests log", errors="replace")
         runs.extend(parse(text, str(path), op))
     return runs

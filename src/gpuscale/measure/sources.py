@@ -96,7 +96,7 @@ def load(paths: Iterable[str | Path], op: str | None = None) -> Measurements:
     found = Measurements()
     for p in paths:
         path = Path(p)
-        text = files.read_text(path, label="measurement file", field="paths", errors="replace")
+        text = files.read_text(path, label="measurement file", errors="replace")
         kind = None
         if text.lstrip().startswith("{"):
             try:

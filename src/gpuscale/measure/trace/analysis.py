@@ -285,7 +285,7 @@ def analyze(
     files = expand([Path(p) for p in paths])
     seen: dict[tuple[int, int], Path] = {}
     for f in files:
-        st = os.stat(input_path(f, label="trace", field="paths"))
+        st = os.stat(input_path(f, label="trace"))
         first = seen.get((st.st_dev, st.st_ino))
         if first is not None:
             same = "given twice" if first == f else f"the same file as {first}"
