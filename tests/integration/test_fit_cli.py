@@ -8,32 +8,11 @@ from pathlib import Path
 import pytest
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
-GB = 1e9
-GIB = 2**30
 
 
 def _json(result) -> dict:  # type: ignore[no-untyped-def]
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
-
-
-def test_llama_405b_cannot_train_on_one_80gb_card(gpuscale) -> None:  # type: ignore[no-untyped-def]
-    doc = _json(gpuscale("fit", "llama3.1-405b", "--gpu", "h100-sxm", "--json"))
-    assert doc["fits"] is False
-    # The article's figure: ~810 GB for the bf16 weights alone.
-    assert doc["breakdown_gib"]["weights"] * GIB / GB == pytest.approx(811.7, rel=0.01)
-    assert doc["headroom_gib"] < -700
-    assert doc["smallest"], "a multi-GPU layout must be proposed"
-    assert all(o["gpus"] >= 11 and o["memory_per_gpu_gib"] <= 80 for o in doc["smallest"])
-
-
-def test_llama_405b_cannot_be_served_from_one_80gb_card(gpuscale) -> None:  # type: ignore[no-untyped-def]
-    doc = _json(
-        gpuscale("fit", "llama3.1-405b", "--gpu", "a100-sxm-80gb", "--mode", "infer", "--json")
-    )
-    assert doc["fits"] is False
-    assert doc["breakdown_gib"]["weights"] * GIB / GB == pytest.approx(811.7, rel=0.01)
-    assert min(o["gpus"] for o in doc["smallest"]) >= 11
 
 
 def test_int4_8b_serves_on_a_24gb_card_and_table_is_printed(gpuscale) -> None:  # type: ignore[no-untyped-def]
@@ -51,14 +30,6 @@ def test_int4_8b_serves_on_a_24gb_card_and_table_is_printed(gpuscale) -> None:  
     )
     assert result.returncode == 0, result.stderr
     assert "KV cache" in result.stdout and "fits:" in result.stdout
-
-
-def test_qlora_fits_where_full_finetuning_does_not(gpuscale) -> None:  # type: ignore[no-untyped-def]
-    common = ("llama3.1-8b", "--gpu", "rtx-4090", "--seq", "2048", "--recompute", "full", "--json")
-    full = _json(gpuscale("fit", *common))
-    qlora = _json(gpuscale("fit", *common, "--finetune", "qlora", "--lora-rank", "8"))
-    assert full["fits"] is False and qlora["fits"] is True
-    assert full["smallest"][0]["gpus"] > 1
 
 
 def test_config_json_model_is_accepted(gpuscale) -> None:  # type: ignore[no-untyped-def]
@@ -87,7 +58,7 @@ def test_config_json_model_is_accepted(gpuscale) -> None:  # type: ignore[no-unt
             "--lora-targets: unknown layer 'x'",
         ),
         (["llama3.1-8b", "--seq", "0"], "--seq must be 1 to 131072"),
-        (["llama3.1-8b", "--cp", "3"], "--seq 4096 is not divisible by --cp 3"),
+        (["llama3.1-8b", "--cp", "3"], "--seq 4096 is not divisible by 2 x --cp = 6"),
         (["llama3.1-8b", "--mode", "infer", "--zero", "3"], "--zero applies to --mode train"),
         (["llama3.1-8b", "--mode", "serve"], "Invalid value for '--mode'"),
         (["llama3.1-8b", "--gbs", "3"], "No such option"),
@@ -95,7 +66,7 @@ def test_config_json_model_is_accepted(gpuscale) -> None:  # type: ignore[no-unt
         (["llama3.1-8b", "--dp", "2", "--zero", "7"], "--zero"),
         (["llama3.1-8b", "--paged-optimizer", "--offload", "optimizer"], "alternatives"),
         (["llama3.1-8b", "--tp", "3"], "does not divide the 32 attention heads"),
-        (["llama3.1-8b", "--pp", "64"], "exceeds the model's 32 layers"),
+        (["llama3.1-8b", "--pp", "64"], "leaves a pipeline stage without layers (32 layers"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(gpuscale, args: list[str], fragment: str) -> None:  # type: ignore[no-untyped-def]

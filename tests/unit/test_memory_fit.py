@@ -97,8 +97,8 @@ def test_any_option_values_give_an_answer_or_one_line_exit_2(
     ("args", "message"),
     [
         # D1: context parallelism splits the sequence into equal chunks
-        (["--cp", "3"], "--seq 4096 is not divisible by --cp 3; accepted: a --cp that divides"),
-        (["--cp", "8192", "--seq", "4096"], "--seq 4096 is not divisible by --cp 8192"),
+        (["--cp", "3"], "--seq 4096 is not divisible by 2 x --cp = 6"),
+        (["--cp", "8192", "--seq", "4096"], "--seq 4096 is not divisible by 2 x --cp = 16384"),
         # D2: options typed in the mode (or fine-tune method) where they do nothing
         (["--mode", "infer", "--zero", "3"], "--zero applies to --mode train; --mode infer takes"),
         (["--mode", "infer", "--dp", "4", "--cp", "2"], "--dp, --cp apply to --mode train"),
@@ -125,7 +125,7 @@ def test_any_option_values_give_an_answer_or_one_line_exit_2(
         (["--mbs", "0"], "--mbs must be a positive integer, got 0"),
         (["--seq", "10000000"], "--seq must be 1 to 131072 (llama3.1-8b's maximum context)"),
         (["--mode", "infer", "--context", "100000000"], "--context must be 1 to 131072"),
-        (["--tp", "3"], "--tp 3 does not divide the 32 attention heads; accepted: 1, 2, 4, 8"),
+        (["--tp", "3"], "--tp 3 does not divide the 32 attention heads, 8 KV heads"),
     ],
 )
 def test_settings_that_do_nothing_or_contradict_are_one_line_errors(

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscale.cli._common import check_writable
-from gpuscale.cli._planner_options import build_inputs, parse_count
 from gpuscale.costmodel.profile import load_profile
 from gpuscale.errors import InputError
+from gpuscale.planner.inputs import build_inputs, parse_count
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,10 @@ from rich.console import Console
 from rich.table import Table
 
 from gpuscale import catalog
-from gpuscale.cli._planner_render import break_even_words, plans_table, scale_table
 from gpuscale.costmodel.profile import load_profile
 from gpuscale.planner.scale import ScaleCurve, curve_from_counts
 from gpuscale.planner.search import Hardware, Workload, search
+from gpuscale.report.planner import break_even_words, plans_table, scale_table
 from gpuscale.specs import Training
 
 WORKLOAD = Workload(

@@ -12,6 +12,7 @@ import pytest
 from gpuscale import catalog
 from gpuscale.costmodel.profile import load_profile, load_profile_for
 from gpuscale.costmodel.step import estimate_batch, estimate_plan
+from gpuscale.costmodel.terms import BREAKDOWN, COMM_PARTS, PARTS
 from gpuscale.errors import InputError
 from gpuscale.specs import JobOptions, Plan, PlanBatch, Training
 
@@ -41,10 +42,19 @@ def test_breakdown_terms_sum_to_the_step() -> None:
         "h100-sxm",
         Plan(tp=8, pp=4, dp=4, vp=5, micro_batch=1, global_batch=256, zero=1),
     )
+    step = float(est.step_time_s[0])
     b = est.breakdown(0)
-    parts = ["compute", "exposed_comm", "bubble", "optimizer", "data", "checkpoint", "other"]
-    assert sum(b[k] for k in parts) == pytest.approx(float(est.step_time_s[0]), rel=1e-9)
-    assert b["exposed_comm"] == pytest.approx(sum(v for k, v in b.items() if k.startswith("comm_")))
+    assert list(b) == list(BREAKDOWN)
+    assert sum(b.values()) == pytest.approx(step, rel=1e-9)
+    parts = est.parts(0)
+    assert list(parts) == list(PARTS)
+    assert sum(parts.values()) == pytest.approx(step, rel=1e-9)
+    assert b["exposed_comm"] == pytest.approx(sum(parts[k] for k in COMM_PARTS))
+    row = est.row(0)
+    assert row["breakdown"] == b and sum(row["exposed_comm_parts"].values()) == pytest.approx(
+        b["exposed_comm"]
+    )
+    assert 0 <= row["recompute_s"] <= b["compute"]
 
 
 def test_throughput_is_tokens_per_step_over_step_time() -> None:

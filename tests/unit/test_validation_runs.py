@@ -1,16 +1,39 @@
 """The number this project lives by: error against published, measured training runs.
 
-Bounds are the issue's targets (overall MAPE <= 10%, every source <= 15% and better than the
-constant-40%-MFU guess), plus a few pinned rows so that a regression in one regime fails here.
+On the original 101 rows (published_runs.csv) with the shipped profiles: overall MAPE <= 10%,
+every source <= 15% and better than the constant-40%-MFU guess, plus pinned rows so that a
+regression in one regime fails here. On all 175 rows: the row mapping of the later file, the
+fitted-value registry and its refit, leave-one-source-out (no leak; regression bounds at the
+current LOSO figures), LOSO bands and their coverage, and the layout ranking.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from gpuscale.validation.published_runs import evaluate, load_rows, summarize
+from gpuscale.catalog import gpus, validation_bands
+from gpuscale.costmodel.profile import load_profile
+from gpuscale.costmodel.uncertainty import band_for, parallelism_mix
+from gpuscale.validation import bands, fitted, loso, ranking
+from gpuscale.validation.fitted import FITTED
+from gpuscale.validation.published_runs import (
+    POWER_CAPPED_H100,
+    RUN_FILES,
+    Case,
+    cases,
+    evaluate,
+    load_all,
+    load_rows,
+    predict,
+    source_of,
+    summarize,
+    to_case,
+)
 from tests.conftest import validation_data
 
 PINNED = {
@@ -55,3 +78,256 @@ def test_every_skip_says_why(results) -> None:
     for r in results:
         if r.predicted is None:
             assert r.skip_reason
+
+
+def test_both_files_map_every_row_or_say_why(validation_dir: Path) -> None:
+    rows = load_all(validation_dir)
+    assert len(rows) == sum(len(load_rows(validation_dir / f)) for f in RUN_FILES)
+    more = load_rows(validation_dir / "published_runs_more.csv")
+    assert len(more) == 74
+    results = evaluate(rows)
+    assert [r.id for r in results] == [row["id"] for row in rows]  # none dropped silently
+    new = [r for r in results if r.id in {row["id"] for row in more}]
+    assert all(r.predicted is not None for r in new), [r.skip_reason for r in new]
+    assert {r.source for r in new} == {"llmfoundry-h100", "megascale", "torchtitan-paper"}
+
+
+def test_source_keys_are_stable() -> None:
+    assert source_of("llmfoundry-a100-40gb-7b-64gpu") == "llmfoundry"
+    assert source_of("llmfoundry-h100-80gb-7b-64gpu") == "llmfoundry-h100"
+    assert source_of("torchtitan-a100-1") == "torchtitan"
+    assert source_of("torchtitan-paper-t1-1") == "torchtitan-paper"
+    assert source_of("megascale-t2-megatron-lm-256") == "megascale"
+    assert source_of("narayanan21-t1-01") == "narayanan21"
+
+
+def test_megascale_mfu_uses_its_own_flop_definition(validation_dir: Path) -> None:
+    """MFU -> tokens/s with 6N + 12*L*h*s agrees with the paper's Table 2 throughput column."""
+    checked = 0
+    for row in load_rows(validation_dir / "published_runs_more.csv"):
+        m = re.search(r"throughput ([\d.]+)k tokens/s", row["notes"])
+        if not row["id"].startswith("megascale-t2") or m is None:
+            continue
+        reported = float(m.group(1)) * 1e3 / int(row["n_gpus"])
+        converted = to_case(row).measured_tokens_per_s_per_gpu
+        assert abs(converted / reported - 1) < 0.02, (row["id"], converted, reported)
+        checked += 1
+    assert checked == 16
+
+
+def test_rows_not_expressible_say_so(validation_dir: Path) -> None:
+    rows = {r["id"]: r for r in load_rows(validation_dir / "published_runs_more.csv")}
+    power_capped = to_case(rows["torchtitan-paper-t1-1"])
+    if POWER_CAPPED_H100 in gpus():
+        assert power_capped.cluster.device.id == POWER_CAPPED_H100
+    else:
+        assert any("500 W" in lim for lim in power_capped.limitations)
+    assert any(
+        "MegaScale's own system" in lim
+        for lim in to_case(rows["megascale-t2-megascale-256"]).limitations
+    )
+    assert not to_case(rows["megascale-t2-megatron-lm-256"]).limitations
+    # Composer's DEFAULT mixed precision reduces gradients in fp32: a stated config, not a knob.
+    assert to_case(rows["llmfoundry-h100-80gb-13b-64gpu"]).overrides == {
+        "constants": {"grad_reduce_bytes": 4.0}
+    }
+
+
+# --- fitted values and leave-one-source-out ---------------------------------------------------
+
+ZERO3 = FITTED[0]
+
+
+@pytest.fixture(scope="module")
+def all_cases(validation_dir: Path) -> list[Case]:
+    mapped, _ = cases(load_all(validation_dir))
+    return mapped
+
+
+def _zero3_rows(all_cases: list[Case]) -> list[Case]:
+    rows = [c for c in all_cases if ZERO3.informs(c)]
+    assert len(rows) == 6  # Narayanan et al. 2021 Table 2, DeepSpeed ZeRO-3
+    return rows
+
+
+def _measured_as(rows: list[Case], value: float) -> list[Case]:
+    """The rows with their measured values replaced by the model's prediction at ``value``."""
+    profiles = fitted.apply({ZERO3.name: value}, {"deepspeed"})
+    return [
+        dataclasses.replace(c, measured_tokens_per_s_per_gpu=predict(c, profiles[c.framework]))
+        for c in rows
+    ]
+
+
+def test_registry_names_the_declared_fit() -> None:
+    names = [fv.name for fv in FITTED]
+    assert "deepspeed.constants.zero3_bandwidth_efficiency" in names
+    for fv in FITTED:
+        assert fv.lower <= fv.shipped() <= fv.upper, fv.name
+        assert fv.lower <= fv.prior <= fv.upper, fv.name
+
+
+def test_refit_recovers_a_known_value(all_cases: list[Case]) -> None:
+    synthetic = _measured_as(_zero3_rows(all_cases), 0.37)
+    value, rows = fitted.refit(ZERO3, synthetic)
+    assert rows == 6
+    assert value == pytest.approx(0.37, abs=ZERO3.step / 2)
+
+
+def test_refit_without_informing_rows_is_the_prior(all_cases: list[Case]) -> None:
+    others = [c for c in all_cases if not ZERO3.informs(c)][:5]
+    assert fitted.refit(ZERO3, others) == (ZERO3.prior, 0)
+
+
+def test_profiles_are_passed_not_patched(validation_dir: Path) -> None:
+    before = load_profile("deepspeed").const("zero3_bandwidth_efficiency")
+    rows = [r for r in load_rows(validation_dir / "published_runs.csv") if r["id"] in PINNED]
+    slow = fitted.apply({ZERO3.name: 0.05}, {"deepspeed"})
+    base = {r.id: r.predicted for r in evaluate(rows)}
+    moved = {r.id: r.predicted for r in evaluate(rows, profiles=slow)}
+    assert moved["narayanan21-t2-01"] < base["narayanan21-t2-01"]  # the ZeRO-3 row moves
+    assert moved["bloom176b-step"] == base["bloom176b-step"]  # DeepSpeed ZeRO-1: no gathers
+    assert moved["nemo2407-llama2-7b-8gpu"] == base["nemo2407-llama2-7b-8gpu"]
+    assert load_profile("deepspeed").const("zero3_bandwidth_efficiency") == before
+
+
+def test_loso_does_not_leak_the_held_out_source(all_cases: list[Case]) -> None:
+    """Two synthetic sources share the ZeRO-3 rows; changing what one of them measured must not
+    move its own LOSO predictions (it would if its rows reached its refit), but moves in-sample."""
+    rows = _measured_as(_zero3_rows(all_cases), 0.30)
+    a = [dataclasses.replace(c, source="a") for c in rows[:3]]
+    b = [dataclasses.replace(c, source="b") for c in rows[3:]]
+    base = loso.run_cases([*a, *b], (ZERO3,))
+    a_moved = [
+        dataclasses.replace(c, measured_tokens_per_s_per_gpu=c.measured_tokens_per_s_per_gpu * 0.5)
+        for c in a
+    ]
+    moved = loso.run_cases([*a_moved, *b], (ZERO3,))
+
+    def preds(report: loso.LosoReport, which: str, source: str) -> list[float | None]:
+        return [r.predicted for r in getattr(report, which) if r.source == source]
+
+    assert preds(moved, "loso", "a") == preds(base, "loso", "a")
+    assert preds(moved, "in_sample", "a") != preds(base, "in_sample", "a")
+    fold_a = {f.source: f.values for f in moved.folds}["a"]
+    assert fold_a[ZERO3.name] == (pytest.approx(0.30, abs=ZERO3.step / 2), 3)
+
+
+@pytest.fixture(scope="module")
+def report(validation_dir: Path) -> loso.LosoReport:
+    return loso.run(load_all(validation_dir))
+
+
+# Regression bounds: the LOSO figures as of 2026-12-01 plus a small margin. The issue's
+# targets (LOSO <= 10% overall, <= 15% per source) are not met yet; docs/benchmarks.md says where.
+LOSO_BOUNDS = {
+    "overall": 0.175,
+    "narayanan21": 0.42,
+    "korthikanti22": 0.05,
+    "megatron": 0.115,
+    "nemo2407": 0.075,
+    "torchtitan": 0.085,
+    "llmfoundry": 0.06,
+    "bloom176b": 0.02,
+    "megascale": 0.15,
+    "torchtitan-paper": 0.43,
+    "llmfoundry-h100": 0.165,
+}
+
+
+def test_loso_regression_bounds(report: loso.LosoReport) -> None:
+    summary = summarize(report.loso)
+    assert summary["overall"]["rows"] == 175
+    assert summary["overall"]["mape"] <= LOSO_BOUNDS["overall"]
+    assert set(summary["per_source"]) == set(LOSO_BOUNDS) - {"overall"}
+    for source, s in summary["per_source"].items():
+        assert s["mape"] <= LOSO_BOUNDS[source], f"{source}: LOSO {s['mape']:.1%}"
+
+
+def test_bands_come_from_loso_and_fall_back_to_parents(report: loso.LosoReport) -> None:
+    document = bands.bands(report.loso)
+    regimes = document["regimes"]
+    assert all(r["rows"] >= bands.MIN_ROWS_PER_REGIME for k, r in regimes.items() if k != "overall")
+    mapped, _ = cases(load_all(validation_data()))
+    # A regime below the row minimum gets its parent's (wider population) band.
+    sparse = next(
+        c
+        for c, r in zip(mapped, report.loso, strict=True)
+        if r.regime not in regimes and f"{r.gpu_generation}/{r.mix}" in regimes
+    )
+    band = band_for(sparse.model, sparse.cluster, sparse.plan, sparse.framework, document)
+    parent = f"{sparse.cluster.pace_device.generation}/{parallelism_mix(sparse.plan)}"
+    assert band.relative == regimes[parent]["p80_abs_error"]
+    cover = bands.coverage(mapped, report.loso, document)
+    assert cover["overall"]["rows"] == 175
+    # 80th-percentile bands over the same residuals cover about 80% of the rows.
+    assert 0.7 <= cover["overall"]["coverage"] <= 0.9
+    held = bands.coverage_held_out(mapped, report.loso)
+    assert set(held["per_source"]) == set(cover["per_source"])
+
+
+def test_shipped_bands_are_loso_bands() -> None:
+    shipped = validation_bands()
+    assert "leave-one-source-out" in shipped["source"]
+    assert all(
+        r["rows"] >= bands.MIN_ROWS_PER_REGIME
+        for k, r in shipped["regimes"].items()
+        if k != "overall"
+    )
+
+
+# --- layout ranking ---------------------------------------------------------------------------
+
+
+def test_spearman_matches_its_definition() -> None:
+    assert ranking.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert ranking.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    # ties share their average rank: ranks (0.5, 0.5, 2) against (0, 1, 2)
+    assert ranking.spearman([1, 1, 2], [1, 2, 3]) == pytest.approx(
+        np.corrcoef([0.5, 0.5, 2], [0, 1, 2])[0, 1]
+    )
+
+
+def test_ranking_regret_and_optimism_on_the_sweep(validation_dir: Path) -> None:
+    rows = load_rows(validation_dir / "layout_sweeps.csv")
+    mapped, skipped = cases(rows)
+    assert not skipped and len(mapped) == 30
+    results = evaluate(rows)
+    groups = {g.key: g for g in ranking.rank(mapped, results)}
+    assert sum(g.layouts for g in groups.values()) == 30  # every measured layout ranked once
+    big = max(groups.values(), key=lambda g: g.layouts)
+    assert big.layouts == 17
+    measured = {r.id: r.measured for r in results}
+    # regret is the throughput lost by the pick against the best measured layout
+    assert big.regret == pytest.approx(1 - measured[big.pick] / measured[big.best])
+    # synthetic check: a model that predicts the measured values exactly has no regret
+    exact = [dataclasses.replace(r, predicted=r.measured) for r in results]
+    for g in ranking.rank(mapped, exact):
+        assert g.regret == 0.0 and g.worst_optimism == 0.0
+        assert g.layouts < 3 or g.spearman == pytest.approx(1.0)
+
+
+def test_ranking_regression_bounds(validation_dir: Path) -> None:
+    """The figures of docs/benchmarks.md 'Ranking layouts' (2026-12-01) plus a margin."""
+    rows = load_all(validation_dir) + load_rows(validation_dir / "layout_sweeps.csv")
+    mapped, _ = cases(rows)
+    groups = ranking.rank(mapped, evaluate(rows))
+    multi = [g for g in groups if g.layouts >= 3]
+    assert max(g.regret for g in groups) <= 0.08
+    assert np.median([g.spearman for g in multi]) >= 0.65
+    assert np.median([g.worst_optimism for g in multi]) <= 0.22
+
+
+def test_a_refitted_value_reaches_the_profiles_built_on_it() -> None:
+    on_megatron = dataclasses.replace(
+        ZERO3, profile="megatron", key="elementwise_hidden_passes", prior=16.0
+    )
+    profiles = fitted.apply(
+        {on_megatron.name: 31.0},
+        {"megatron", "nemo", "megatron-lm-2021", "generic", "torchtitan"},
+        (on_megatron,),
+    )
+    for name in ("megatron", "nemo", "megatron-lm-2021"):  # nemo and the 2021 stack inherit it
+        assert profiles[name].const("elementwise_hidden_passes") == 31.0, name
+    for name in ("generic", "torchtitan"):
+        assert profiles[name].const("elementwise_hidden_passes") != 31.0, name

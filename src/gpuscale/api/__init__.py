@@ -14,6 +14,16 @@ these functions, never the other way round):
 
 from __future__ import annotations
 
+from gpuscale.api.advise import AdviseCommResult, advise_comm
+from gpuscale.api.calibrate_run import calibrate_run as calibrate_run
+from gpuscale.api.cluster import (
+    ClusterSimulation,
+    cluster_adapt,
+    cluster_export,
+    cluster_simulate,
+    cluster_trace,
+)
+from gpuscale.api.fitting import FitResult, fit
 from gpuscale.api.measure import (
     analyze_trace,
     bench_collectives,
@@ -22,16 +32,36 @@ from gpuscale.api.measure import (
     doctor,
     import_nccl_tests,
 )
+from gpuscale.api.planning import OBJECTIVES, PlanResult, ScaleResult, plan, scale
 from gpuscale.api.result import Result
+from gpuscale.api.training import EstimateResult, estimate, profile_names
 from gpuscale.errors import InputError
 
 __all__ = [
+    "OBJECTIVES",
+    "AdviseCommResult",
+    "ClusterSimulation",
+    "EstimateResult",
+    "FitResult",
     "InputError",
+    "PlanResult",
     "Result",
+    "ScaleResult",
+    "advise_comm",
     "analyze_trace",
     "bench_collectives",
     "bench_matmul",
     "calibrate",
+    "calibrate_run",
+    "cluster_adapt",
+    "cluster_export",
+    "cluster_simulate",
+    "cluster_trace",
     "doctor",
+    "estimate",
+    "fit",
     "import_nccl_tests",
+    "plan",
+    "profile_names",
+    "scale",
 ]

@@ -57,22 +57,32 @@ def validation_bands() -> dict[str, Any]:
     return _load("validation_bands.yaml")
 
 
-def gpu(gpu_id: str) -> Device:
+def gpu(gpu_id: str | Device) -> Device:
+    """A catalog GPU by id (a :class:`Device` is returned as it is)."""
+    if isinstance(gpu_id, Device):
+        return gpu_id
     try:
         return gpus()[gpu_id.lower()]
     except KeyError:
         raise unknown("GPU", gpu_id, gpus()) from None
 
 
-def link(link_id: str) -> Link:
+def link(link_id: str | Link) -> Link:
+    """A catalog link by id (a :class:`Link` is returned as it is)."""
+    if isinstance(link_id, Link):
+        return link_id
     try:
         return links()[link_id.lower()]
     except KeyError:
         raise unknown("fabric", link_id, links()) from None
 
 
-def model(name_or_path: str) -> ModelSpec:
-    """A catalog model by id, or a Hugging Face style ``config.json`` (file or its folder)."""
+def model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
+    """A catalog model by id, or a Hugging Face style ``config.json`` (file or its folder); a
+    :class:`ModelSpec` is returned as it is."""
+    if isinstance(name_or_path, ModelSpec):
+        return name_or_path
+    name_or_path = str(name_or_path)
     key = name_or_path.lower()
     if key in models():
         return models()[key]
@@ -87,11 +97,11 @@ def model(name_or_path: str) -> ModelSpec:
 
 
 def cluster(
-    gpu_id: str,
+    gpu_id: str | Device,
     num_gpus: int,
     *,
     gpus_per_node: int | None = None,
-    inter: str = DEFAULT_INTER,
+    inter: str | Link = DEFAULT_INTER,
     nics_per_node: int | None = None,
     oversubscription: float = 1.0,
 ) -> Cluster:
@@ -102,7 +112,7 @@ def cluster(
     fabric = link(inter)
     require(
         fabric.kind in NETWORK_KINDS,
-        f"--inter {inter} is a {fabric.kind} link inside a node, not a fabric between nodes; "
+        f"--inter {fabric.id} is a {fabric.kind} link inside a node, not a fabric between nodes; "
         f"accepted: {', '.join(k for k, v in links().items() if v.kind in NETWORK_KINDS)}",
     )
     per_node = DEFAULT_GPUS_PER_NODE if gpus_per_node is None else gpus_per_node
@@ -111,7 +121,7 @@ def cluster(
         nics_per_node is None or nics_per_node >= 1,
         f"--nics-per-node must be >= 1, got {nics_per_node}",
     )
-    require(num_gpus >= 1, f"--gpus must be >= 1, got {num_gpus}")
+    require(num_gpus >= 1, f"--gpus must be >= 1, got {num_gpus}", field="gpus")
     return Cluster(
         device=device,
         num_gpus=num_gpus,

@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, is_dataclass
 from typing import Any, TypeVar
 
 import click
-import numpy as np
 from rich.console import Console
 
-from gpuscale import SCHEMA_VERSION, catalog, files
-from gpuscale.costmodel.profile import profile_names
+from gpuscale import catalog, files
+from gpuscale.api import profile_names
+from gpuscale.api._json import document as versioned
 from gpuscale.errors import InputError
 from gpuscale.report.html import Section, write_report
 
@@ -91,22 +90,6 @@ def json_option(func: F) -> F:
     )(func)
 
 
-def _plain(value: Any) -> Any:
-    if is_dataclass(value) and not isinstance(value, type):
-        return _plain(asdict(value))
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _plain(value.tolist())
-    if isinstance(value, np.generic):
-        return _plain(value.item())
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 def emit_json(document: dict[str, Any]) -> None:
     """Print ``document`` as JSON with ``schema_version`` first (versioned output, STYLE #14)."""
-    click.echo(json.dumps({"schema_version": SCHEMA_VERSION, **_plain(document)}, indent=2))
+    click.echo(json.dumps(versioned(document), indent=2))

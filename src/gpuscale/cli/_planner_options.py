@@ -1,47 +1,18 @@
-"""Options that ``plan`` and ``scale`` share, and turning them into planner inputs."""
+"""Options that ``plan`` and ``scale`` share (parsing only; the planner turns them into inputs
+in :mod:`gpuscale.planner.inputs`)."""
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gpuscale import catalog
-from gpuscale.cli._common import err_console, profile_options
-from gpuscale.costmodel.profile import Profile, load_profile_for
-from gpuscale.errors import InputError, require
-from gpuscale.planner import defaults
-from gpuscale.planner.search import Hardware, Workload
-from gpuscale.specs import Training
-from gpuscale.specs.training import FINETUNES, PRECISIONS, Finetune, TrainPrecision
+from gpuscale.cli._common import profile_options
+from gpuscale.specs.training import FINETUNES, PRECISIONS
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15}
-_COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgtp]?)\s*$", re.IGNORECASE)
-
-
-def parse_count(text: str, flag: str = "--tokens") -> float:
-    """``15T``, ``300B``, ``2.5e12``, ``1_000_000`` -> a positive float."""
-    match = _COUNT.match(text.replace("_", "").replace(",", ""))
-    if match is None:
-        raise InputError(
-            f"{flag} {text!r} is not a count; use a number with an optional "
-            "K, M, B or T suffix, e.g. 15T or 2.5e12"
-        )
-    value = float(match.group(1)) * _SUFFIX[match.group(2).lower()]
-    require(
-        math.isfinite(value),
-        f"{flag} {text!r} is not a finite count; use e.g. 15T or 2.5e12",
-    )
-    require(value > 0, f"{flag} must be > 0, got {text!r}")
-    return value
 
 
 def common_options(func: F) -> F:
@@ -111,86 +82,3 @@ def common_options(func: F) -> F:
     for option in reversed(options):
         func = option(func)
     return func
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Inputs:
-    """What the planner commands hand to :mod:`gpuscale.planner`, plus what was assumed."""
-
-    workload: Workload
-    hardware: Hardware
-    profile: Profile
-    assumed: dict[str, str]
-    """Flag -> the default chosen for it and why (printed and in ``--json``)."""
-
-
-def build_inputs(
-    *,
-    model: str,
-    gpu: str,
-    inter: str,
-    gpus_per_node: int,
-    nics_per_node: int | None,
-    gbs: int | None,
-    seq: int | None,
-    tokens: str | None,
-    price: float | None,
-    precision: str,
-    finetune: str,
-    framework: str,
-    profile_file: str | None,
-) -> Inputs:
-    spec = catalog.model(model)
-    hardware = Hardware(
-        gpu=gpu, inter=inter, gpus_per_node=gpus_per_node, nics_per_node=nics_per_node
-    )
-    profile = load_profile_for(framework, profile_file)
-    assumed: dict[str, str] = {}
-    if seq is None:
-        chosen = defaults.seq_len(spec)
-        seq = int(chosen.value)
-        assumed["seq"] = chosen.why
-    require(
-        1 <= seq <= spec.max_seq_len,
-        f"--seq must be 1 to {spec.max_seq_len} ({spec.name}'s maximum context), got {seq}",
-    )
-    if gbs is None:
-        chosen = defaults.global_batch(spec, seq)
-        gbs = int(chosen.value)
-        assumed["gbs"] = chosen.why
-    if tokens is None:
-        chosen = defaults.tokens_to_train(spec)
-        budget = float(chosen.value)
-        assumed["tokens"] = chosen.why
-    else:
-        budget = parse_count(tokens)
-    training = Training(
-        seq_len=seq,
-        precision=cast(TrainPrecision, precision),
-        finetune=cast(Finetune, finetune),
-    )
-    workload = Workload(
-        model=spec, training=training, global_batch=gbs, tokens=budget, price_per_gpu_hour=price
-    )
-    return Inputs(workload=workload, hardware=hardware, profile=profile, assumed=assumed)
-
-
-@contextmanager
-def progress_bar(label: str) -> Iterator[Callable[[int, int], None]]:
-    """A transient rich progress bar on stderr (silent when stderr is not a terminal)."""
-    bar = Progress(
-        TextColumn(label),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-        disable=not err_console.is_terminal,
-    )
-    with bar:
-        task = bar.add_task(label, total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield update

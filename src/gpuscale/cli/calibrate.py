@@ -73,7 +73,8 @@ def command(
     as_json: bool,
 ) -> None:
     """Fit a calibration profile (per-level latency and bandwidth, GEMM efficiency curve) from
-    the collective and matmul benchmarks, run now or read with --from."""
+    the collective and matmul benchmarks, run now or read with --from. From one measured
+    training run instead: gpuscale calibrate run --help."""
     if sources:
         ctx = click.get_current_context()
         for param in ctx.command.params:

@@ -3,37 +3,15 @@ set-up that holds it."""
 
 from __future__ import annotations
 
-from typing import Any, cast
-
 import click
-from rich.table import Table
 
-from gpuscale import catalog
+from gpuscale import api
+from gpuscale.api.fitting import DEFAULT_GPU, OFFLOADS
 from gpuscale.cli._common import console, emit_json, json_option
-from gpuscale.cli._fit_checks import (
-    check_shape,
-    check_training,
-    given_options,
-    positive,
-    reject_misplaced,
-    within_context,
-)
-from gpuscale.costmodel.inference_memory import inference_memory
-from gpuscale.costmodel.memory import training_memory
-from gpuscale.costmodel.params import total_params
-from gpuscale.costmodel.profile import Profile, load_profile_for
-from gpuscale.errors import InputError
-from gpuscale.planner import defaults
-from gpuscale.planner.fit import (
-    MAX_GPUS,
-    FitOption,
-    smallest_inference_setups,
-    smallest_training_setups,
-)
-from gpuscale.specs import Device, ModelSpec, Plan, PlanBatch
-from gpuscale.specs.plan import RECOMPUTE_CHOICES, Recompute
+from gpuscale.cli._fit_checks import given_options, reject_misplaced
+from gpuscale.report.fit import print_fit
+from gpuscale.specs.plan import RECOMPUTE_CHOICES
 from gpuscale.specs.training import (
-    ALL_LINEAR,
     FINETUNES,
     KV_DTYPES,
     LORA_TARGETS,
@@ -41,121 +19,7 @@ from gpuscale.specs.training import (
     OPTIMIZERS,
     PRECISIONS,
     WEIGHT_DTYPES,
-    Inference,
-    Training,
 )
-
-GIB = float(2**30)
-DEFAULT_GPU = "h100-sxm"
-OFFLOADS = ("none", "optimizer", "params")
-
-TRAIN_ROWS = (
-    ("weights", "weights"),
-    ("gradients", "gradients"),
-    ("optimizer", "optimizer states (+ fp32 master)"),
-    ("activations", "activations"),
-    ("overlap", "grads/activations overlap credit"),
-    ("overhead", "framework (context, NCCL, allocator)"),
-)
-INFER_ROWS = (
-    ("weights", "weights"),
-    ("kv_cache", "KV cache"),
-    ("activations", "activations"),
-    ("overhead", "framework (context, NCCL, allocator)"),
-)
-
-
-def _targets(text: str) -> tuple[str, ...]:
-    if text.strip().lower() in ("all", "all-linear"):
-        return ALL_LINEAR
-    names = tuple(t.strip().lower() for t in text.split(",") if t.strip())
-    for name in names:
-        if name not in LORA_TARGETS:
-            raise InputError(
-                f"--lora-targets: unknown layer '{name}'; accepted: "
-                f"{', '.join(LORA_TARGETS)} or 'all'"
-            )
-    return names
-
-
-def _settings_line(model: ModelSpec, mode: str, device: Device, n: int, details: str) -> str:
-    params = total_params(model) / 1e9
-    return (
-        f"{model.name} ({params:,.2f}B params) · {mode} · {details} · "
-        f"{n}x {device.name} ({device.memory_gib:g} GiB)"
-    )
-
-
-def _verdict(total: float, capacity: float, n: int, device: Device) -> tuple[bool, str]:
-    gib, cap = total / GIB, capacity / GIB
-    where = "one" if n == 1 else f"each of {n}"
-    if total <= capacity:
-        return True, (
-            f"fits: {gib:,.1f} GiB of the {cap:,.1f} GiB of {where} {device.name} "
-            f"({cap - gib:,.1f} GiB to spare)"
-        )
-    return False, (
-        f"does not fit: needs {gib:,.1f} GiB per GPU, {gib / cap:,.1f}x the "
-        f"{cap:,.1f} GiB of {where} {device.name} (short by {gib - cap:,.1f} GiB)"
-    )
-
-
-def _short(device: Device) -> str:
-    return device.name.removeprefix("NVIDIA ").removeprefix("AMD ")
-
-
-def _suggestion(options: list[FitOption], device: Device, gpus_per_node: int) -> str:
-    if not options:
-        return f"no layout of up to {MAX_GPUS} GPUs holds it with these settings"
-    return "needs " + "; or ".join(o.describe(gpus_per_node, _short(device)) for o in options)
-
-
-def _table(
-    rows: tuple[tuple[str, str], ...],
-    values: dict[str, float],
-    capacity: float,
-    host: float,
-) -> Table:
-    table = Table()
-    table.add_column("component")
-    table.add_column("GiB per GPU", justify="right")
-    table.add_column("share", justify="right")
-    total = values["total"]
-    for key, label in rows:
-        value = values[key]
-        if key == "overlap":
-            if value <= 0:
-                continue
-            value = -value
-        table.add_row(label, f"{value / GIB:,.2f}", f"{100 * value / total:.0f}%")
-    table.add_section()
-    table.add_row("total", f"{total / GIB:,.2f}", "100%", style="bold")
-    table.add_row("device capacity", f"{capacity / GIB:,.2f}", "")
-    if host > 0:
-        table.add_row("in host memory (offloaded/paged)", f"{host / GIB:,.2f}", "")
-    return table
-
-
-def _report(
-    as_json: bool,
-    document: dict[str, Any],
-    heading: str,
-    table: Table,
-    verdict: str,
-    suggestion: str | None,
-    notes: list[str],
-) -> None:
-    if as_json:
-        emit_json(document)
-        return
-    console.print(heading, highlight=False)
-    console.print(table)
-    style = "green" if document["fits"] else "red"
-    console.print(f"[bold {style}]{verdict}[/]")
-    if suggestion:
-        console.print(f"smallest set-up that fits: {suggestion}")
-    for note in notes:
-        console.print(f"[dim]{note}[/]")
 
 
 @click.command("fit")
@@ -334,225 +198,44 @@ def command(
 ) -> None:
     """Does MODEL (catalog id or config.json) fit on --gpu? Memory breakdown per GPU, verdict,
     and the smallest set-up that fits."""
-    reject_misplaced(given_options(click.get_current_context()), mode=mode, finetune=finetune)
-    spec = catalog.model(model)
-    device = catalog.gpu(gpu_id)
-    profile = load_profile_for("generic", profile_file)
-    seq_len = seq if seq is not None else int(defaults.seq_len(spec).value)
-    check_shape(spec, seq_len=seq_len, tp=tp, pp=pp, gpus_per_node=gpus_per_node)
-    if mode == "infer":
-        context_len = context if context is not None else seq_len
-        positive("--batch", batch)
-        within_context(spec, "--context", context_len)
-        serving: dict[str, Any] = {
-            "weight_dtype": weight_dtype,
-            "kv_dtype": kv_dtype,
-            "batch": batch,
-            "context_len": context_len,
-        }
-        _infer(
-            spec,
-            device,
-            profile,
-            gpus_per_node,
-            tp,
-            pp,
-            Inference(**serving),
-            as_json,
-        )
-        return
-    check_training(
-        seq_len=seq_len,
+    ctx = click.get_current_context()
+    reject_misplaced(given_options(ctx), mode=mode, finetune=finetune)
+    typed = ctx.get_parameter_source("lora_rank") is not click.core.ParameterSource.DEFAULT
+    result = api.fit(
+        model,
+        gpu=gpu_id,
+        mode=mode,
+        gpus_per_node=gpus_per_node,
+        profile=profile_file,
+        seq=seq,
         mbs=mbs,
         grad_accum=grad_accum,
-        dp=dp,
-        cp=cp,
-        zero=zero,
-        lora_rank=lora_rank,
         precision=precision,
         pure_bf16=pure_bf16,
+        optimizer=optimizer,
+        finetune=finetune,
+        lora_rank=lora_rank if typed else None,
+        lora_targets=lora_targets,
+        double_quant=not no_double_quant,
+        paged_optimizer=paged_optimizer,
+        offload=offload,
         optimizer_in_backward=optimizer_in_backward,
-    )
-    settings: dict[str, Any] = {
-        "seq_len": seq_len,
-        "precision": precision,
-        "optimizer": optimizer,
-        "master_weights": not pure_bf16,
-        "finetune": finetune,
-        "lora_rank": lora_rank,
-        "lora_targets": _targets(lora_targets),
-        "double_quant": not no_double_quant,
-        "paged_optimizer": paged_optimizer,
-        "offload_optimizer": offload != "none",
-        "offload_params": offload == "params",
-        "optimizer_in_backward": optimizer_in_backward,
-        "activation_offload": activation_offload,
-        "loss": loss,
-        "flash_attention": not no_flash,
-        "dropout": dropout,
-    }
-    training = Training(**settings)
-    plan = Plan(
+        activation_offload=activation_offload,
+        recompute=recompute,
+        flash_attention=not no_flash,
+        loss=loss,
+        dropout=dropout,
         tp=tp,
         pp=pp,
         dp=dp,
         cp=cp,
-        zero=zero if dp * cp > 1 else 0,
-        micro_batch=mbs,
-        global_batch=mbs * dp * grad_accum,
-        recompute=cast(Recompute, recompute),
+        zero=zero,
+        batch=batch,
+        context=context,
+        weights=weight_dtype,
+        kv_dtype=kv_dtype,
     )
-    memory = training_memory(spec, training, PlanBatch.from_plans([plan]), profile).row(0)
-    fits, verdict = _verdict(memory["total"], device.memory_bytes, plan.num_gpus, device)
-    options = smallest_training_setups(
-        spec, training, device, plan, profile, gpus_per_node=gpus_per_node
-    )
-    method = {
-        "full": "full fine-tune",
-        "lora": f"LoRA r{lora_rank}",
-        "qlora": f"QLoRA r{lora_rank}",
-    }[finetune]
-    weights = (
-        "fp32"
-        if precision == "fp32"
-        else (f"pure {precision}" if pure_bf16 else f"{precision} + fp32 master")
-    )
-    details = (
-        f"{method}, {weights}, {optimizer} · seq {seq_len} · mbs {mbs} · recompute {recompute}"
-    )
-    notes = []
-    if not fits and plan.recompute != "full":
-        recomputed = Plan(
-            tp=tp,
-            pp=pp,
-            dp=dp,
-            cp=cp,
-            zero=plan.zero,
-            micro_batch=mbs,
-            global_batch=plan.global_batch,
-            recompute="full",
-        )
-        full = training_memory(spec, training, PlanBatch.from_plans([recomputed]), profile).row(0)
-        if full["total"] <= device.memory_bytes:
-            notes.append(
-                f"with --recompute full it fits on this set-up ({full['total'] / GIB:,.1f} GiB)"
-            )
-        else:
-            cheaper = smallest_training_setups(
-                spec, training, device, recomputed, profile, gpus_per_node=gpus_per_node, limit=1
-            )
-            if cheaper and (not options or cheaper[0].gpus < options[0].gpus):
-                notes.append(
-                    "with --recompute full: " + _suggestion(cheaper, device, gpus_per_node)
-                )
-    document = {
-        "model": spec.name,
-        "params": total_params(spec),
-        "gpu": device.id,
-        "mode": "train",
-        "training": {
-            "seq_len": seq_len,
-            "micro_batch": mbs,
-            "grad_accum": grad_accum,
-            "precision": precision,
-            "master_weights": not pure_bf16,
-            "optimizer": optimizer,
-            "finetune": finetune,
-            "lora_rank": lora_rank if finetune != "full" else None,
-            "lora_targets": list(training.lora_targets) if finetune != "full" else None,
-            "offload": offload,
-            "paged_optimizer": paged_optimizer,
-            "recompute": recompute,
-        },
-        "plan": {"gpus": plan.num_gpus, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "zero": plan.zero},
-        "profile": profile.name,
-        "breakdown_gib": {k: memory[k] / GIB for k, _ in TRAIN_ROWS},
-        "allocated_gib": memory["allocated"] / GIB,
-        "reserved_gib": memory["reserved"] / GIB,
-        "host_gib": memory["host"] / GIB,
-        "total_gib": memory["total"] / GIB,
-        "capacity_gib": device.memory_gib,
-        "fits": fits,
-        "headroom_gib": (device.memory_bytes - memory["total"]) / GIB,
-        "verdict": verdict,
-        "smallest": [_option_json(o, gpus_per_node, device) for o in options],
-        "notes": notes,
-    }
-    table = _table(TRAIN_ROWS, memory, device.memory_bytes, memory["host"])
-    _report(
-        as_json,
-        document,
-        _settings_line(spec, "train", device, plan.num_gpus, details),
-        table,
-        verdict,
-        None if fits and plan.num_gpus == 1 else _suggestion(options, device, gpus_per_node),
-        notes,
-    )
-
-
-def _option_json(option: FitOption, gpus_per_node: int, device: Device) -> dict[str, Any]:
-    return {
-        "layout": option.family,
-        "description": option.describe(gpus_per_node, _short(device)),
-        "layout_text": option.layout(),
-        "gpus": option.gpus,
-        "tp": option.tp,
-        "pp": option.pp,
-        "dp": option.dp,
-        "zero": option.zero,
-        "memory_per_gpu_gib": option.memory_bytes / GIB,
-    }
-
-
-def _infer(
-    spec: ModelSpec,
-    device: Device,
-    profile: Profile,
-    gpus_per_node: int,
-    tp: int,
-    pp: int,
-    inference: Inference,
-    as_json: bool,
-) -> None:
-    memory = inference_memory(spec, inference, tp, pp, profile).row(0)
-    n = tp * pp
-    fits, verdict = _verdict(memory["total"], device.memory_bytes, n, device)
-    options = smallest_inference_setups(
-        spec, inference, device, profile, gpus_per_node=gpus_per_node
-    )
-    details = (
-        f"{inference.weight_dtype} weights, {inference.kv_dtype} KV · batch "
-        f"{inference.batch} · context {inference.context_len}"
-    )
-    document = {
-        "model": spec.name,
-        "params": total_params(spec),
-        "gpu": device.id,
-        "mode": "infer",
-        "inference": {
-            "weight_dtype": inference.weight_dtype,
-            "kv_dtype": inference.kv_dtype,
-            "batch": inference.batch,
-            "context_len": inference.context_len,
-        },
-        "plan": {"gpus": n, "tp": tp, "pp": pp},
-        "profile": profile.name,
-        "breakdown_gib": {k: memory[k] / GIB for k, _ in INFER_ROWS},
-        "total_gib": memory["total"] / GIB,
-        "capacity_gib": device.memory_gib,
-        "fits": fits,
-        "headroom_gib": (device.memory_bytes - memory["total"]) / GIB,
-        "verdict": verdict,
-        "smallest": [_option_json(o, gpus_per_node, device) for o in options],
-        "notes": [],
-    }
-    table = _table(INFER_ROWS, memory, device.memory_bytes, 0.0)
-    _report(
-        as_json,
-        document,
-        _settings_line(spec, "infer", device, n, details),
-        table,
-        verdict,
-        None if fits and n == 1 else _suggestion(options, device, gpus_per_node),
-        [],
-    )
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    print_fit(console, result)

@@ -21,6 +21,7 @@ COMMAND_MODULES: dict[str, str] = {
     "bench": "gpuscale.cli.bench",
     "calibrate": "gpuscale.cli.calibrate",
     "catalog": "gpuscale.cli.catalog_cmd",
+    "cluster": "gpuscale.cli.cluster",
     "doctor": "gpuscale.cli.doctor",
     "import": "gpuscale.cli.import_cmd",
     "estimate": "gpuscale.cli.estimate",
@@ -29,6 +30,12 @@ COMMAND_MODULES: dict[str, str] = {
     "plan": "gpuscale.cli.plan",
     "scale": "gpuscale.cli.scale",
     "trace": "gpuscale.cli.trace",
+}
+
+# Two-word commands whose first word is a command of its own: ``gpuscale calibrate run`` lives
+# in its own module while ``gpuscale calibrate --from ...`` keeps working as before.
+SUBCOMMAND_MODULES: dict[tuple[str, str], str] = {
+    ("calibrate", "run"): "gpuscale.cli.calibrate_run",
 }
 
 
@@ -49,6 +56,12 @@ class _LazyGroup(click.Group):
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name = args[0] if args else ""
+        module = SUBCOMMAND_MODULES.get((name, args[1] if len(args) > 1 else ""))
+        if module is not None:
+            command = importlib.import_module(module).command
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{module}.command is not a click command")
+            return f"{name} {args[1]}", command, args[2:]
         if name and not name.startswith("-") and name not in COMMAND_MODULES:
             from gpuscale.errors import unknown
 
@@ -66,12 +79,34 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+FLAGS: dict[str, str] = {
+    "sequence_parallel": "--no-sequence-parallel",
+    "flash_attention": "--no-flash-attention",
+    "double_quant": "--no-double-quant",
+    "weight_dtype": "--weights",
+}
+"""API arguments whose flag is not ``--`` + the argument with dashes."""
+
+
+def flag_for(field: str) -> str:
+    """The CLI flag of an API argument: ``gpus_per_node`` -> ``--gpus-per-node``."""
+    return FLAGS.get(field, "--" + field.replace("_", "-"))
+
+
+def _message(exc: InputError) -> str:
+    """The error's line; one that does not name a flag gets its field's flag in front."""
+    text = _one_line(str(exc))
+    if exc.field and "--" not in text:
+        return f"{flag_for(exc.field)}: {text}"
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (0 ok, 1 failure found by a check, 2 bad input)."""
     try:
         result = cli.main(args=argv, prog_name="gpuscale", standalone_mode=False)
     except InputError as exc:
-        click.echo(f"gpuscale: {_one_line(str(exc))}", err=True)
+        click.echo(f"gpuscale: {_message(exc)}", err=True)
         return 2
     except click.exceptions.NoArgsIsHelpError as exc:
         # `gpuscale` or `gpuscale bench` alone: show the help, as a bare group should.

@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-import time
-
 import click
 
-from gpuscale.cli import _planner_render as render
+from gpuscale import api
 from gpuscale.cli._common import (
     check_writable,
     console,
     emit_json,
+    err_console,
     inter_option,
     json_option,
     write_html,
 )
-from gpuscale.cli._planner_options import (
-    build_inputs,
-    common_options,
-    progress_bar,
-)
-from gpuscale.planner.scale import curve_from_counts
-from gpuscale.planner.search import OBJECTIVES, search
-from gpuscale.planner.verdict import verdict
+from gpuscale.cli._planner_options import common_options
+from gpuscale.report import planner as render
+from gpuscale.report.progress import progress_bar
 
 
 @click.command("plan")
@@ -31,7 +25,7 @@ from gpuscale.planner.verdict import verdict
 @inter_option()
 @click.option(
     "--objective",
-    type=click.Choice(OBJECTIVES),
+    type=click.Choice(api.OBJECTIVES),
     default="throughput",
     show_default=True,
     help="throughput: fastest on all N GPUs; time: fastest to finish on up to N; "
@@ -68,123 +62,53 @@ def command(
 ) -> None:
     """Search every parallel plan of MODEL on --gpus GPUs and rank what fits."""
     check_writable(html_path, "--html")
-    inputs = build_inputs(
-        model=model,
-        gpu=gpu,
-        inter=inter,
-        gpus_per_node=gpus_per_node,
-        nics_per_node=nics_per_node,
-        gbs=gbs,
-        seq=seq,
-        tokens=tokens,
-        price=price,
-        precision=precision,
-        finetune=finetune,
-        framework=framework,
-        profile_file=profile_file,
-    )
-    workload, hardware = inputs.workload, inputs.hardware
-    hardware.cluster(num_gpus)
-    start = time.perf_counter()
-    with progress_bar("searching plans") as progress:
-        result = search(
-            workload,
-            hardware,
-            inputs.profile,
-            num_gpus,
+    with progress_bar("searching plans", err_console) as progress:
+        result = api.plan(
+            model,
+            gpu=gpu,
+            gpus=num_gpus,
+            gpus_per_node=gpus_per_node,
+            inter=inter,
+            nics_per_node=nics_per_node,
+            gbs=gbs,
+            seq=seq,
+            tokens=tokens,
+            price=price,
+            precision=precision,
+            finetune=finetune,
+            framework=framework,
+            profile=profile_file,
             objective=objective,
-            top_k=top_k,
+            top=top_k,
             progress=progress,
         )
-    elapsed = time.perf_counter() - start
-    curve = curve_from_counts(hardware.inter, result.counts)
-    advice = verdict(curve, hardware.gpu, hardware.gpus_per_node) if curve else None
-    fitting = sum(c.fitting for c in result.counts)
-
+    workload, hardware = result.inputs.workload, result.inputs.hardware
     if as_json:
-        emit_json(
-            {
-                "command": "plan",
-                "model": workload.model.name,
-                "gpu": hardware.gpu,
-                "num_gpus": num_gpus,
-                "gpus_per_node": hardware.gpus_per_node,
-                "inter": hardware.inter,
-                "objective": objective,
-                "seq": workload.training.seq_len,
-                "global_batch": workload.global_batch,
-                "tokens": workload.tokens,
-                "price_per_gpu_hour": workload.price_per_gpu_hour,
-                "precision": workload.training.precision,
-                "finetune": workload.training.finetune,
-                "profile": inputs.profile.name,
-                "assumed": inputs.assumed,
-                "evaluated": result.evaluated,
-                "fitting": fitting,
-                "search_s": elapsed,
-                "plans": [render.priced_row(p, workload) for p in result.ranked],
-                "why": result.why,
-                "verdict": render.verdict_document(advice) if advice else None,
-            }
-        )
+        emit_json(result.to_dict())
     else:
-        console.print(
-            f"[bold]gpuscale plan[/bold] {workload.model.name} on {num_gpus} x "
+        render.print_plan(
+            console,
+            result.ranked,
+            workload,
+            header=f"[bold]gpuscale plan[/bold] {workload.model.name} on {num_gpus} x "
             f"{hardware.gpu} ({hardware.gpus_per_node} per node, {hardware.inter}), "
-            f"profile {inputs.profile.name}"
+            f"profile {result.inputs.profile.name}",
+            assumed=result.assumed,
+            searched=f"  searched {result.search.evaluated:,} plans at "
+            f"{len(result.search.counts)} GPU counts in {result.search_s:.2f} s; "
+            f"{result.fitting:,} fit",
+            objective=objective,
+            why=result.why,
+            headline=result.verdict.headline if result.verdict else None,
         )
-        for why in inputs.assumed.values():
-            console.print(f"  assumed: {why}")
-        console.print(
-            f"  searched {result.evaluated:,} plans at {len(result.counts)} GPU counts "
-            f"in {elapsed:.2f} s; {fitting:,} fit"
-        )
-        console.print(
-            render.plans_table(
-                result.ranked,
-                workload,
-                f"Top plans (objective: {objective})",
-                width=console.width,
-            )
-        )
-        console.print(render.parts_table(result.winner))
-        console.print(f"[bold]Why:[/bold] {result.why}")
-        band = result.winner.estimate["uncertainty"]
-        console.print(
-            f"[bold]Error band:[/bold] ±{band['relative']:.0%} on throughput "
-            f"(validation residuals of {band['regime']})",
-            highlight=False,
-        )
-        for warning in band["warnings"]:
-            console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
-        if advice is not None:
-            console.print(f"[bold]Verdict:[/bold] {advice.headline}")
     if html_path:
-        from gpuscale.report.html import Section
-
-        rows = [
-            {
-                "description": p.describe(),
-                "GPUs": p.num_gpus,
-                **render.cost_fields(p, workload),
-                "tokens_per_s": p.tokens_per_s,
-                "mfu": p.mfu,
-                "memory_per_gpu_gib": p.memory_per_gpu_gib,
-            }
-            for p in result.ranked
-        ]
-        sections = [
-            Section(
-                title="Top plans",
-                text=result.why,
-                rows=rows,
-                figures=render.plan_figures(result.ranked),
-            )
-        ]
-        if advice is not None:
-            sections.append(Section(title="Verdict", text=advice.headline))
         write_html(
             html_path,
             f"gpuscale plan: {workload.model.name} on {num_gpus} x {hardware.gpu}",
-            sections,
+            render.plan_sections(
+                result.ranked,
+                workload,
+                result.why,
+                result.verdict.headline if result.verdict else None,
+            ),
         )

@@ -2,28 +2,21 @@
 
 from __future__ import annotations
 
-import time
-
 import click
 
-from gpuscale import catalog
-from gpuscale.cli import _planner_render as render
+from gpuscale import api
 from gpuscale.cli._common import (
     check_writable,
     console,
     emit_json,
+    err_console,
     inter_option,
     json_option,
     write_html,
 )
-from gpuscale.cli._planner_options import (
-    build_inputs,
-    common_options,
-    progress_bar,
-)
-from gpuscale.errors import require
-from gpuscale.planner.scale import compare_runs, scale_fabrics
-from gpuscale.planner.verdict import verdict
+from gpuscale.cli._planner_options import common_options
+from gpuscale.report import planner as render
+from gpuscale.report.progress import progress_bar
 
 
 @click.command("scale")
@@ -59,124 +52,49 @@ def command(
     """Best plan of MODEL at 1, 2, 4, ... --max-gpus GPUs: throughput, per-GPU efficiency, time
     and cost to train, the break-even point, and one GPU / one node / a cluster."""
     check_writable(html_path, "--html")
-    fabrics = [f.strip() for f in inter.split(",") if f.strip()]
-    require(len(fabrics) > 0, "--inter needs at least one fabric id")
-    require(len(set(fabrics)) == len(fabrics), f"--inter lists a fabric twice: {inter}")
-    for fabric in fabrics:
-        catalog.link(fabric)
-    require(runs is None or runs >= 1, f"--runs must be >= 1, got {runs}")
-    inputs = build_inputs(
-        model=model,
-        gpu=gpu,
-        inter=fabrics[0],
-        gpus_per_node=gpus_per_node,
-        nics_per_node=nics_per_node,
-        gbs=gbs,
-        seq=seq,
-        tokens=tokens,
-        price=price,
-        precision=precision,
-        finetune=finetune,
-        framework=framework,
-        profile_file=profile_file,
-    )
-    workload, hardware = inputs.workload, inputs.hardware
-    require(max_gpus >= 1, f"--max-gpus must be a positive integer, got {max_gpus}")
-    require(
-        max_gpus <= gpus_per_node or max_gpus % gpus_per_node == 0,
-        f"--max-gpus ({max_gpus}) must be a multiple of --gpus-per-node ({gpus_per_node}) "
-        "once it spans several nodes",
-    )
-    start = time.perf_counter()
-    with progress_bar("scaling") as progress:
-        curves = scale_fabrics(
-            workload, hardware, inputs.profile, max_gpus, fabrics, progress=progress
+    with progress_bar("scaling", err_console) as progress:
+        result = api.scale(
+            model,
+            gpu=gpu,
+            max_gpus=max_gpus,
+            gpus_per_node=gpus_per_node,
+            inter=inter,
+            nics_per_node=nics_per_node,
+            gbs=gbs,
+            seq=seq,
+            tokens=tokens,
+            price=price,
+            precision=precision,
+            finetune=finetune,
+            framework=framework,
+            profile=profile_file,
+            runs=runs,
+            progress=progress,
         )
-    elapsed = time.perf_counter() - start
-    main = curves[0]
-    verdicts = [verdict(c, hardware.gpu, hardware.gpus_per_node) for c in curves]
-    advice = verdicts[0]
-    runs_cmp = compare_runs(main, runs, workload.tokens) if runs else None
-    base_note = (
-        "efficiency relative to 1 GPU"
-        if main.baseline_gpus == 1
-        else f"does not fit one GPU: efficiency relative to {main.baseline_gpus} GPUs, the "
-        "smallest count that fits"
-    )
-
+    workload, hardware = result.inputs.workload, result.inputs.hardware
     if as_json:
-        emit_json(
-            {
-                "command": "scale",
-                "model": workload.model.name,
-                "gpu": hardware.gpu,
-                "max_gpus": max_gpus,
-                "gpus_per_node": hardware.gpus_per_node,
-                "seq": workload.training.seq_len,
-                "global_batch": workload.global_batch,
-                "tokens": workload.tokens,
-                "price_per_gpu_hour": workload.price_per_gpu_hour,
-                "precision": workload.training.precision,
-                "finetune": workload.training.finetune,
-                "profile": inputs.profile.name,
-                "assumed": inputs.assumed,
-                "evaluated": sum(c.evaluated for c in curves),
-                "search_s": elapsed,
-                "curves": [
-                    render.curve_document(c, workload, v)
-                    for c, v in zip(curves, verdicts, strict=True)
-                ],
-                "runs": render.runs_document(runs_cmp) if runs_cmp else None,
-                "verdict": render.verdict_document(advice),
-            }
-        )
+        emit_json(result.to_dict())
     else:
-        console.print(
-            f"[bold]gpuscale scale[/bold] {workload.model.name} on up to {max_gpus} x "
+        render.print_scale(
+            console,
+            result.curves,
+            result.verdicts,
+            workload,
+            header=f"[bold]gpuscale scale[/bold] {workload.model.name} on up to {max_gpus} x "
             f"{hardware.gpu} ({hardware.gpus_per_node} per node), profile "
-            f"{inputs.profile.name}"
+            f"{result.inputs.profile.name}",
+            assumed=result.assumed,
+            searched=f"  searched {result.evaluated:,} plans in {result.search_s:.2f} s; "
+            f"{result.baseline_note}",
+            runs=runs,
+            runs_cmp=result.runs,
+            max_gpus=max_gpus,
         )
-        for why in inputs.assumed.values():
-            console.print(f"  assumed: {why}")
-        console.print(
-            f"  searched {sum(c.evaluated for c in curves):,} plans in {elapsed:.2f} s; {base_note}"
-        )
-        for curve in curves:
-            console.print(
-                render.scale_table(
-                    curve,
-                    workload,
-                    f"Best plan per GPU count over {curve.fabric}",
-                    width=console.width,
-                )
-            )
-        if len(curves) > 1:
-            console.print(render.fabrics_table(curves, workload))
-        if runs:
-            over = f" over {main.fabric}" if len(curves) > 1 else ""
-            console.print(
-                f"[bold]Runs{over}:[/bold] "
-                + (
-                    runs_cmp.summary()
-                    if runs_cmp
-                    else f"no share of {max_gpus} GPUs split {runs} ways fits the model"
-                )
-            )
-        for curve, v in zip(curves, verdicts, strict=True):
-            where = f" over {curve.fabric}" if len(curves) > 1 else ""
-            console.print(f"[bold]Verdict{where}:[/bold] {v.headline}")
     if html_path:
-        from gpuscale.report.html import Section
-
-        sections = [
-            Section(title="Verdict", text=advice.headline),
-            Section(
-                title="Scaling",
-                text=f"{base_note}; {render.break_even_words(main)}",
-                rows=[render.point_summary(p, workload) for p in main.points],
-                figures=render.scale_figures(curves, workload),
+        write_html(
+            html_path,
+            f"gpuscale scale: {workload.model.name} on {hardware.gpu}",
+            render.scale_sections(
+                result.curves, workload, result.verdict.headline, result.baseline_note, result.runs
             ),
-        ]
-        if runs_cmp:
-            sections.append(Section(title="Independent runs", text=runs_cmp.summary()))
-        write_html(html_path, f"gpuscale scale: {workload.model.name} on {hardware.gpu}", sections)
+        )

@@ -24,11 +24,10 @@ from gpuscale.costmodel.compute import MicrobatchCompute, microbatch_compute
 from gpuscale.costmodel.flops import model_flops_per_token
 from gpuscale.costmodel.params import total_params
 from gpuscale.costmodel.profile import Profile
+from gpuscale.costmodel.terms import COMM_KINDS, PARTS, coarse
 from gpuscale.specs import Cluster, Device, JobOptions, ModelSpec, Plan, PlanBatch, Training
-
-GIB = float(2**30)
-
-COMM_KINDS = ("tp", "cp", "ep", "pp", "dp", "zero")
+from gpuscale.specs.units import GIB
+from gpuscale.specs.validity import check_plan, valid_mask
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,23 +65,28 @@ class StepEstimate:
     def __len__(self) -> int:
         return int(self.step_time_s.shape[0])
 
-    def breakdown(self, i: int) -> dict[str, float]:
-        """Seconds per term of plan ``i``; the terms sum to ``step_time_s``."""
-        out = {
+    def parts(self, i: int) -> dict[str, float]:
+        """Seconds per part of plan ``i`` (:data:`~gpuscale.costmodel.terms.PARTS`, in order);
+        they sum to ``step_time_s``."""
+        values = {
             "compute": float(self.compute_s[i]),
-            "exposed_comm": float(self.exposed_comm_s[i]),
             "bubble": float(self.bubble_s[i]),
             "optimizer": float(self.optimizer_s[i]),
             "data": float(self.data_s[i]),
             "checkpoint": float(self.checkpoint_s[i]),
             "other": float(self.other_s[i]),
         }
-        out.update({f"comm_{k}": float(getattr(self, f"comm_{k}_s")[i]) for k in COMM_KINDS})
-        out["recompute"] = float(self.recompute_s[i])
-        return out
+        values.update({f"comm_{k}": float(getattr(self, f"comm_{k}_s")[i]) for k in COMM_KINDS})
+        return {key: values[key] for key in PARTS}
+
+    def breakdown(self, i: int) -> dict[str, float]:
+        """Seconds per ``breakdown`` term of plan ``i`` (the comm kinds summed); they sum to
+        ``step_time_s``."""
+        return coarse(self.parts(i))
 
     def row(self, i: int = 0) -> dict[str, Any]:
         """Plan ``i`` in the machine-readable contract of DESIGN.md."""
+        parts = self.parts(i)
         return {
             "fits": bool(self.fits[i]),
             "memory_per_gpu_gib": float(self.memory_per_gpu_bytes[i] / GIB),
@@ -91,8 +95,18 @@ class StepEstimate:
             "tokens_per_s_per_gpu": float(self.tokens_per_s[i] / self.num_gpus[i]),
             "tflops_per_gpu": float(self.tflops_per_gpu[i]),
             "mfu": float(self.mfu[i]),
-            "breakdown": self.breakdown(i),
+            "breakdown": coarse(parts),
+            "exposed_comm_parts": {k: v for k, v in parts.items() if k.startswith("comm_")},
+            "recompute_s": float(self.recompute_s[i]),
         }
+
+
+def check_batch(model: ModelSpec, plans: PlanBatch, seq_len: int) -> None:
+    """Refuse the first plan of ``plans`` that ``model`` cannot run at ``seq_len`` (the one rule
+    set of :mod:`gpuscale.specs.validity`), naming its flag."""
+    ok = valid_mask(model, plans, seq_len)
+    if not ok.all():
+        check_plan(model, plans.plan(int(np.flatnonzero(~ok)[0])), seq_len)
 
 
 def _memory_bytes(
@@ -137,7 +151,12 @@ def estimate_batch(
     """Predict the step of every plan in ``plans`` (numpy-vectorized over plans).
 
     ``memory_bytes``: peak memory per GPU already computed for these plans (the planner prices
-    memory first to drop what does not fit); computed here when absent."""
+    memory first to drop what does not fit); computed here when absent.
+
+    The plans must be ones ``model`` can run (:func:`gpuscale.specs.validity.valid_mask`):
+    :func:`~gpuscale.planner.enumerate.enumerate_plans` builds only such plans, and
+    :func:`estimate_plan` and :func:`check_batch` refuse others; the kernel does not re-check
+    them (at 10+ integer divisions per plan that would cost the search a tenth of its speed)."""
     job = job or JobOptions()
     device = cluster.pace_device
     device.peak(training.precision)  # an A100 has no FP8, a V100 no BF16: say so, never substitute
@@ -252,5 +271,7 @@ def estimate_plan(
     profile: Profile,
     job: JobOptions | None = None,
 ) -> StepEstimate:
-    """:func:`estimate_batch` for one plan (a batch of one)."""
+    """:func:`estimate_batch` for one plan (a batch of one); a plan ``model`` cannot run (e.g.
+    ``tp=3`` for 64 heads) is refused with an :class:`~gpuscale.errors.InputError`."""
+    check_plan(model, plan, training.seq_len)
     return estimate_batch(model, cluster, training, PlanBatch.from_plans([plan]), profile, job)

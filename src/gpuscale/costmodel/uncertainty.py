@@ -1,13 +1,18 @@
-"""Honest error bands: how far off the model was on published runs like this one.
+"""Honest error bands: how far off the model was on published runs like this one that it had
+never seen.
 
-Bands come from the residuals of ``benchmarks/validate.py`` grouped into regimes (hardware
-generation x parallelism mix x scale), stored in ``catalog/data/validation_bands.yaml``. A
-prediction outside what was validated (another GPU generation, a larger model or GPU count,
+Bands come from the leave-one-source-out residuals of ``benchmarks/validate.py --write-bands``
+(each row predicted with every fitted value refitted without its source), grouped into regimes
+(hardware generation x parallelism mix x scale), stored in
+``catalog/data/validation_bands.yaml``. A regime with few rows has no band of its own and gets
+its parent's (wider population, e.g. ``hopper/fsdp`` for ``hopper/fsdp/>512``). A prediction
+outside what was validated (another GPU generation, a larger model or GPU count,
 mixture-of-experts) gets the widest band and a warning saying so.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +43,8 @@ def regime_key(generation: str, plan: Plan, num_gpus: int) -> str:
 @dataclass(frozen=True, slots=True)
 class Band:
     relative: float
-    """Half-width of the band as a fraction of the prediction (80th percentile of |error|)."""
+    """Half-width of the band as a fraction of the prediction: the 80th percentile of
+    |measured / predicted - 1| over the regime's leave-one-source-out residuals."""
     regime: str
     """Which validation regime the band comes from, with its row count."""
     warnings: tuple[str, ...] = field(default=())
@@ -60,9 +66,16 @@ class Band:
         return Band(self.relative, self.regime, (*self.warnings, warning), self.tokens_per_s)
 
 
-def band_for(model: ModelSpec, cluster: Cluster, plan: Plan, framework: str) -> Band:
-    """The band of the closest validated regime, and warnings for every extrapolation."""
-    data = validation_bands()
+def band_for(
+    model: ModelSpec,
+    cluster: Cluster,
+    plan: Plan,
+    framework: str,
+    data: Mapping[str, Any] | None = None,
+) -> Band:
+    """The band of the closest validated regime, and warnings for every extrapolation.
+    ``data``: a bands document (default: the shipped ``validation_bands.yaml``)."""
+    data = validation_bands() if data is None else data
     regimes: dict[str, dict[str, float]] = data["regimes"]
     scope = data["validated"]
     generation = cluster.pace_device.generation

@@ -76,3 +76,20 @@ def tokens_to_train(model: ModelSpec) -> Assumed:
         why=f"{value / 1e9:,.0f}B tokens (default: {TOKENS_PER_PARAM:g} "
         "per parameter, Chinchilla compute-optimal)",
     )
+
+
+def global_batch_for(model: ModelSpec, seq: int, unit: int) -> Assumed:
+    """The recipe batch of :func:`global_batch` rounded to the nearest multiple of ``unit``
+    sequences (``mbs x dp`` of a fixed plan; at least one ``unit``), so that ``estimate`` and
+    ``plan`` assume the same batch when ``--gbs`` is left out."""
+    require(unit >= 1, f"--mbs x --dp must be a positive integer, got {unit}")
+    recipe = global_batch(model, seq)
+    value = max(unit, unit * round(float(recipe.value) / unit))
+    if value == recipe.value:
+        return recipe
+    return Assumed(
+        value=value,
+        why=f"global batch {value} x {seq} = {value * seq / 1e6:.2g}M tokens (the recipe's "
+        f"{recipe.value} for {total_params(model) / 1e9:.3g}B parameters, GPT-3 Table 2.1 / "
+        f"Llama 2-3, rounded to a multiple of mbs x dp = {unit})",
+    )

@@ -2,28 +2,14 @@
 
 The candidate set is the Cartesian product of the per-knob values (tp, pp, cp, ep, vp,
 micro-batch, ZeRO stage, recompute), built with broadcasting over sparse index grids and cut
-down with boolean masks; no Python loop ever visits a candidate. Validity follows what the
-mainstream training stacks accept:
+down with boolean masks; no Python loop ever visits a candidate. Validity is the one rule set
+of :mod:`gpuscale.specs.validity` (the same functions that refuse a single ``Plan`` in
+``gpuscale estimate``), applied per axis as early as it can be, so the grids stay small.
 
-- ``tp`` divides ``num_heads`` and ``ffn_hidden_size`` (Megatron-Core ColumnParallelLinear splits
-  the output dimension with ``divide()``). Key/value heads either split evenly (``num_kv_heads``
-  divisible by ``tp``) or, when ``tp`` is a multiple of ``num_kv_heads``, each KV head is
-  replicated ``tp / num_kv_heads`` times, as vLLM and NeMo do for MQA/GQA models with few KV
-  heads. Any other ratio would split a KV head and is rejected.
-- ``tp`` may exceed a node: cross-node tensor parallelism is enumerated and priced (badly) by the
-  cost model rather than hidden, so "TP split across nodes" shows up in rankings for what it costs.
-- ``pp`` may leave stages uneven (Llama 3.1 405B's 126 layers on 16 stages, as Megatron's
-  ``--decoder-first/last-pipeline-num-layers`` allow); the cost model prices the busiest stage at
-  ``ceil(layers / pp)`` layers, and every stage keeps at least one. ``vp`` needs equal stages: it
-  divides the layers of one stage and needs
-  ``pp > 1`` and a micro-batch count divisible by ``pp`` (Megatron-LM interleaved 1F1B schedule,
-  Narayanan et al. 2021, Sec. 2.2.2; ``schedules.py`` rejects other counts).
-- ``cp`` splits the sequence into ``2 * cp`` chunks for load-balanced causal ring attention
-  (Megatron-Core context parallelism), so ``seq_len`` must be divisible by ``2 * cp``.
-- ``dp = N / (tp * pp * cp)``; the global batch is divisible by ``micro_batch * dp``.
-- ``ep`` (MoE only) divides ``num_experts`` and the ``dp * cp`` ranks that host the experts.
-- ZeRO stages above 0 need ``dp > 1`` (with one replica there is nothing to shard, and the plan
-  would duplicate its ZeRO-0 twin).
+Beyond validity the search prunes twins: ZeRO stages above 0 are tried only with ``dp > 1`` (with
+one replica a context-parallel ZeRO plan is priced but rarely the simplest at its speed), and
+``tp`` may exceed a node (cross-node tensor parallelism is enumerated and priced, badly, so "TP
+split across nodes" shows up in rankings for what it costs).
 """
 
 from __future__ import annotations
@@ -35,6 +21,7 @@ import numpy as np
 from gpuscale.errors import require
 from gpuscale.specs import ModelSpec, PlanBatch
 from gpuscale.specs.plan import RECOMPUTE_CHOICES, RECOMPUTE_CODE
+from gpuscale.specs.validity import cp_ok, ep_ok, interleave_ok, pipeline_layers_ok, tp_ok
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -73,9 +60,7 @@ def divisors(n: int) -> np.ndarray:
 
 def tp_degrees(model: ModelSpec, candidates: np.ndarray, max_tp: int | None = None) -> np.ndarray:
     """The values of ``candidates`` that are valid tensor-parallel degrees for ``model``."""
-    kv = model.num_kv_heads
-    ok = (model.num_heads % candidates == 0) & (model.ffn_hidden_size % candidates == 0)
-    ok &= (kv % candidates == 0) | (candidates % kv == 0)
+    ok = tp_ok(model, candidates)
     if max_tp is not None:
         ok &= candidates <= max_tp
     return candidates[ok]
@@ -83,7 +68,7 @@ def tp_degrees(model: ModelSpec, candidates: np.ndarray, max_tp: int | None = No
 
 def cp_degrees(seq_len: int, candidates: np.ndarray) -> np.ndarray:
     """Context-parallel degrees: 1, or ``cp`` with ``seq_len`` divisible by ``2 * cp``."""
-    return candidates[(candidates == 1) | (seq_len % (2 * candidates) == 0)]
+    return candidates[cp_ok(seq_len, candidates)]
 
 
 def enumerate_plans(
@@ -104,7 +89,7 @@ def enumerate_plans(
 
     # The (tp, pp, cp) core first: few values, and it fixes dp.
     tp = tp_degrees(model, n_div, space.max_tp)
-    pp = n_div[(n_div == 1) | ((n_div - 1) * -(-model.num_layers // n_div) < model.num_layers)]
+    pp = n_div[pipeline_layers_ok(model.num_layers, n_div)]
     cp = cp_degrees(seq_len, n_div)
     tp_g, pp_g, cp_g = (a.ravel() for a in np.meshgrid(tp, pp, cp, indexing="ij"))
     model_parallel = tp_g * pp_g * cp_g
@@ -128,9 +113,10 @@ def enumerate_plans(
     per_replica = mbs * dp_b
     valid = global_batch % per_replica == 0
     microbatches = global_batch // per_replica
-    valid = valid & ((dp_b * cp_b) % ep == 0)
-    interleaved_ok = (pp_b > 1) & (model.num_layers % (pp_b * vp) == 0) & (microbatches % pp_b == 0)
-    valid = valid & ((vp == 1) | interleaved_ok)
+    valid = valid & ep_ok(model, ep, dp_b, cp_b)
+    valid = valid & interleave_ok(model.num_layers, pp_b, vp, microbatches)
+    # ZeRO needs dp x cp > 1 to be valid (specs.validity.zero_ok); the search asks dp > 1, a
+    # pruning of the context-parallel-only ZeRO twins (see the module docstring).
     valid = valid & ((zero == 0) | (dp_b > 1))
     shape = (tp_c.size, ep_v.size, vp_v.size, mbs_v.size, zero_v.size, rc_v.size)
     idx = np.nonzero(np.broadcast_to(valid[..., np.newaxis], shape))

@@ -21,6 +21,7 @@ from gpuscale.planner.enumerate import divisors, tp_degrees
 from gpuscale.specs import Device, ModelSpec, Plan, PlanBatch
 from gpuscale.specs.plan import RECOMPUTE_CODE
 from gpuscale.specs.training import Inference, Training
+from gpuscale.specs.units import GIB
 
 TP_CANDIDATES = np.array([1, 2, 4, 8, 16], dtype=np.int64)
 MAX_GPUS = 8192
@@ -179,3 +180,66 @@ def smallest_inference_setups(
     family = _family(tp_g, pp_g, ones, ones * 0)
     columns = {"tp": tp_g, "pp": pp_g, "dp": ones, "zero": ones * 0}
     return _pick(family, tp_g * pp_g, memory, fits, columns, limit)
+
+
+def short_name(device: Device) -> str:
+    """``H100 SXM5 80GB``: the card's name without its vendor."""
+    return device.name.removeprefix("NVIDIA ").removeprefix("AMD ")
+
+
+def fit_verdict(total_bytes: float, device: Device, num_gpus: int) -> tuple[bool, str]:
+    """Whether ``total_bytes`` per GPU fit ``device``, and the sentence that says so."""
+    capacity = device.memory_bytes
+    gib, cap = total_bytes / GIB, capacity / GIB
+    where = "one" if num_gpus == 1 else f"each of {num_gpus}"
+    if total_bytes <= capacity:
+        return True, (
+            f"fits: {gib:,.1f} GiB of the {cap:,.1f} GiB of {where} {device.name} "
+            f"({cap - gib:,.1f} GiB to spare)"
+        )
+    return False, (
+        f"does not fit: needs {gib:,.1f} GiB per GPU, {gib / cap:,.1f}x the "
+        f"{cap:,.1f} GiB of {where} {device.name} (short by {gib - cap:,.1f} GiB)"
+    )
+
+
+def suggestion(options: list[FitOption], device: Device, gpus_per_node: int) -> str:
+    """``needs 176x H100 ... ; or ...``, or that nothing up to :data:`MAX_GPUS` holds it."""
+    if not options:
+        return f"no layout of up to {MAX_GPUS} GPUs holds it with these settings"
+    return "needs " + "; or ".join(o.describe(gpus_per_node, short_name(device)) for o in options)
+
+
+def recompute_note(
+    model: ModelSpec,
+    training: Training,
+    device: Device,
+    plan: Plan,
+    profile: Profile,
+    options: list[FitOption],
+    *,
+    gpus_per_node: int,
+) -> str | None:
+    """For a plan that does not fit without full recompute: would ``--recompute full`` fit it on
+    this set-up, or on a smaller one than ``options`` offers? ``None`` when it would not help."""
+    if plan.recompute == "full":
+        return None
+    recomputed = Plan(
+        tp=plan.tp,
+        pp=plan.pp,
+        dp=plan.dp,
+        cp=plan.cp,
+        zero=plan.zero,
+        micro_batch=plan.micro_batch,
+        global_batch=plan.global_batch,
+        recompute="full",
+    )
+    full = training_memory(model, training, PlanBatch.from_plans([recomputed]), profile).row(0)
+    if full["total"] <= device.memory_bytes:
+        return f"with --recompute full it fits on this set-up ({full['total'] / GIB:,.1f} GiB)"
+    cheaper = smallest_training_setups(
+        model, training, device, recomputed, profile, gpus_per_node=gpus_per_node, limit=1
+    )
+    if cheaper and (not options or cheaper[0].gpus < options[0].gpus):
+        return "with --recompute full: " + suggestion(cheaper, device, gpus_per_node)
+    return None

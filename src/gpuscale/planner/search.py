@@ -21,6 +21,7 @@ from gpuscale.errors import InputError, require
 from gpuscale.planner.enumerate import SearchSpace, enumerate_plans
 from gpuscale.planner.words import PART_NAMES, bottleneck, describe, gpus, pct
 from gpuscale.specs import Cluster, ModelSpec, Plan, PlanBatch, Training
+from gpuscale.specs.units import GIB
 
 OBJECTIVES: tuple[str, ...] = ("throughput", "cost", "time")
 
@@ -159,8 +160,7 @@ class CountResult:
 
 def _parts(est: StepEstimate, i: int) -> dict[str, float]:
     """The additive parts of plan ``i``'s step time (they sum to ``step_time_s``)."""
-    terms = est.breakdown(i)
-    return {key: terms[key] for key in PART_NAMES}
+    return est.parts(i)
 
 
 def _priced(
@@ -176,6 +176,9 @@ def _priced(
     # Every prediction carries the error band of its validation regime and its extrapolations.
     band = band_for(model, cluster, plan, profile.framework or profile.name)
     row["uncertainty"] = band.around(row["tokens_per_s"]).as_dict()
+    parts = _parts(est, i)
+    # the same words `gpuscale estimate` gives this plan (one bottleneck rule)
+    row["bottleneck"] = bottleneck(parts, float(est.mfu[i]))
     return PricedPlan(
         plan=plan,
         num_gpus=cluster.num_gpus,
@@ -183,9 +186,9 @@ def _priced(
         step_time_s=float(est.step_time_s[i]),
         tokens_per_s=float(est.tokens_per_s[i]),
         mfu=float(est.mfu[i]),
-        memory_per_gpu_gib=float(est.memory_per_gpu_bytes[i]) / 2**30,
+        memory_per_gpu_gib=float(est.memory_per_gpu_bytes[i]) / GIB,
         fits=bool(est.fits[i]),
-        parts_s=_parts(est, i),
+        parts_s=parts,
         estimate=row,
     )
 
@@ -274,7 +277,7 @@ def search_count(
         fitting=int(fits.sum()),
         top=tuple(_priced(plans, est, int(i), cluster, workload.model, profile) for i in top),
         nearest_faster_unfit=unfit,
-        min_memory_gib=float(memory.min()) / 2**30,
+        min_memory_gib=float(memory.min()) / GIB,
     )
 
 

@@ -4,23 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from gpuscale.costmodel.terms import PARTS
 from gpuscale.specs import Plan
 
-PART_NAMES: dict[str, str] = {
-    "compute": "compute",
-    "comm_dp": "data-parallel gradient all-reduce",
-    "comm_zero": "ZeRO/FSDP parameter gathers and gradient reduce-scatters",
-    "comm_tp": "tensor-parallel communication",
-    "comm_pp": "pipeline send/recv",
-    "comm_cp": "context-parallel ring attention traffic",
-    "comm_ep": "expert-parallel all-to-all",
-    "bubble": "pipeline bubble",
-    "optimizer": "optimizer step",
-    "data": "data loading",
-    "checkpoint": "checkpoint saves",
-    "other": "other overheads",
-}
-"""Every part of a step's time the planner reports, in the order it prints them."""
+PART_NAMES: dict[str, str] = PARTS
+"""Every part of a step's time, in print order (the vocabulary of
+:mod:`gpuscale.costmodel.terms`)."""
 
 
 def describe(plan: Plan, gpus_per_node: int) -> str:
@@ -70,13 +59,16 @@ def largest_overhead(parts_s: Mapping[str, float]) -> tuple[str, float]:
 
 
 COMPUTE_BOUND_SHARE = 2.0 / 3.0
-"""Wording threshold: a step is called compute-bound only when compute is at least two thirds
-of it. Below that the largest overhead can be a third of the step or more, and a step that is
-half compute and 40% communication is bound by both, not by compute."""
+"""A step is called compute-bound when compute is at least two thirds of it: by Amdahl's law
+(Amdahl 1967, "Validity of the single processor approach...", AFIPS) removing every overhead
+would then speed it up by at most ``1 / (2/3) = 1.5x``, less than any compute-side lever (a
+faster card or precision) offers. Below that the largest overhead can be a third of the step
+or more, and a step that is half compute and 40% communication is bound by both."""
 
 
 def bottleneck(parts_s: Mapping[str, float], mfu: float) -> str:
-    """One sentence on what bounds the step: compute, an overhead, or both together."""
+    """One sentence on what bounds the step: compute, an overhead, or both together. The one
+    bottleneck rule: ``estimate``, ``plan`` and ``scale`` all word their verdict with it."""
     total = sum(parts_s.values())
     if total <= 0:
         return "the step takes no measurable time"

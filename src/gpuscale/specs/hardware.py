@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from gpuscale.errors import InputError, require
+from gpuscale.specs.units import GIB
 
 Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 LinkKind = Literal["nvlink", "xgmi", "pcie", "infiniband", "roce", "ethernet"]
@@ -60,7 +61,7 @@ class Device:
 
     @property
     def memory_bytes(self) -> float:
-        return self.memory_gib * 2**30
+        return self.memory_gib * GIB
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -102,13 +103,36 @@ class Cluster:
     def __post_init__(self) -> None:
         require(self.num_gpus >= 1, f"--gpus must be >= 1, got {self.num_gpus}")
         require(self.gpus_per_node >= 1, f"--gpus-per-node must be >= 1, got {self.gpus_per_node}")
-        require(self.nics_per_node >= 1, f"--nics-per-node must be >= 1, got {self.nics_per_node}")
+        # Rail-optimized nodes carry one compute NIC per GPU at most (NVIDIA DGX H100
+        # reference architecture: 8 ConnectX-7 ports for 8 GPUs); more would give a GPU more
+        # network than its PCIe slot can feed.
+        require(
+            1 <= self.nics_per_node <= self.gpus_per_node,
+            f"--nics-per-node must be 1 to {self.gpus_per_node} (one per GPU at most), "
+            f"got {self.nics_per_node}",
+            field="nics_per_node",
+        )
         require(self.oversubscription >= 1.0, "oversubscription must be >= 1")
         require(
             self.num_gpus <= self.gpus_per_node or self.num_gpus % self.gpus_per_node == 0,
             f"--gpus ({self.num_gpus}) must be a multiple of --gpus-per-node "
             f"({self.gpus_per_node}) once it spans several nodes",
         )
+        slow = self.slowest_device
+        if slow is not None:
+            half = self.device.half_precision
+            faster = slow.peak_tflops.get(half, 0.0) > self.device.peak_tflops[half] or (
+                slow.hbm_bandwidth_gb_per_s > self.device.hbm_bandwidth_gb_per_s
+            )
+            require(
+                not faster,
+                f"--slowest-gpu {slow.id} is faster than the cluster's {self.device.id} "
+                f"({slow.peak_tflops.get(half, 0.0):g} vs {self.device.peak_tflops[half]:g} "
+                f"{half} TFLOP/s, {slow.hbm_bandwidth_gb_per_s:g} vs "
+                f"{self.device.hbm_bandwidth_gb_per_s:g} GB/s); accepted: a card no faster than "
+                f"{self.device.id} (the slowest card sets the pace), or leave it out",
+                field="slowest_gpu",
+            )
 
     @property
     def num_nodes(self) -> int:

@@ -9,9 +9,14 @@ from typing import Literal
 import numpy as np
 
 from gpuscale.errors import require
+from gpuscale.specs.model import ModelSpec
 
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE_CHOICES: tuple[str, ...] = ("none", "selective", "full")
+
+FLAG_NAMES = {"micro_batch": "mbs", "global_batch": "gbs"}
+"""Plan fields whose flag (and JSON key, and API argument) is spelled shorter: ``--mbs``,
+``--gbs`` everywhere."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -44,23 +49,32 @@ class Plan:
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "vp", "ep", "micro_batch", "global_batch"):
             value = getattr(self, name)
+            flag = FLAG_NAMES.get(name, name)
             require(
                 isinstance(value, int) and value >= 1,
-                f"--{name.replace('_', '-')} must be a positive integer, got {value!r}",
+                f"--{flag} must be a positive integer, got {value!r}",
+                field=flag,
             )
         require(
             self.recompute in RECOMPUTE_CHOICES,
             f"--recompute must be one of {', '.join(RECOMPUTE_CHOICES)}, got '{self.recompute}'",
+            field="recompute",
         )
-        require(self.zero in (0, 1, 2, 3), f"--zero must be 0, 1, 2 or 3, got {self.zero}")
+        require(
+            self.zero in (0, 1, 2, 3),
+            f"--zero must be 0, 1, 2 or 3, got {self.zero}",
+            field="zero",
+        )
         require(
             self.global_batch % (self.micro_batch * self.dp) == 0,
             f"--gbs ({self.global_batch}) must be divisible by --mbs x --dp "
             f"({self.micro_batch} x {self.dp} = {self.micro_batch * self.dp})",
+            field="gbs",
         )
         require(
             self.vp == 1 or self.pp > 1,
             "--vp > 1 needs --pp > 1 (interleaving splits pipeline stages)",
+            field="vp",
         )
 
     @property
@@ -168,3 +182,49 @@ class PlanBatch:
         values = {name: getattr(self, name)[i].item() for name in _BATCH_FIELDS}
         values["recompute"] = RECOMPUTE_CHOICES[values["recompute"]]
         return Plan(**values)
+
+
+def check_plan(model: ModelSpec, plan: Plan, num_gpus: int, seq: int) -> None:
+    """Refuse a plan that cannot run ``model`` on ``num_gpus`` GPUs at sequence length ``seq``
+    (shared by ``estimate`` and ``calibrate run``; raises :class:`InputError` naming the flag)."""
+    require(
+        plan.num_gpus == num_gpus,
+        f"tp x pp x dp x cp = {plan.tp} x {plan.pp} x {plan.dp} x {plan.cp} = {plan.num_gpus} "
+        f"but --gpus is {num_gpus}",
+    )
+    require(
+        model.num_heads % plan.tp == 0,
+        f"--tp {plan.tp} does not divide the {model.num_heads} attention heads of {model.name}",
+    )
+    require(
+        model.num_kv_heads % plan.tp == 0 or plan.tp % model.num_kv_heads == 0,
+        f"--tp {plan.tp} and the {model.num_kv_heads} KV heads of {model.name} do not divide "
+        "each other",
+    )
+    require(
+        plan.pp <= model.num_layers,
+        f"--pp {plan.pp} exceeds the {model.num_layers} layers of {model.name}",
+    )
+    require(
+        model.num_layers % (plan.pp * plan.vp) == 0 or plan.vp == 1,
+        f"--pp x --vp = {plan.pp * plan.vp} must divide the {model.num_layers} layers for "
+        "interleaving",
+    )
+    require(seq % plan.cp == 0, f"--seq {seq} is not divisible by --cp {plan.cp}")
+    require(
+        plan.vp == 1 or plan.num_microbatches % plan.pp == 0,
+        f"--vp {plan.vp} needs the micro-batches per step (gbs/(mbs*dp) = "
+        f"{plan.num_microbatches}) to be a multiple of --pp {plan.pp} (interleaved 1F1B)",
+    )
+    require(
+        plan.pp == 1 or model.num_layers >= plan.pp,
+        f"--pp {plan.pp} leaves a stage without layers ({model.num_layers} layers)",
+    )
+    require(
+        plan.ep == 1 or (model.is_moe and model.num_experts % plan.ep == 0),
+        f"--ep {plan.ep} needs a mixture-of-experts model whose expert count it divides",
+    )
+    require(
+        plan.ep == 1 or (plan.dp * plan.cp) % plan.ep == 0,
+        f"--ep {plan.ep} must divide dp x cp = {plan.dp * plan.cp}",
+    )

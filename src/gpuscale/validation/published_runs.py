@@ -1,15 +1,20 @@
-"""Map rows of ``published_runs.csv`` to specs, predict them, and measure the error.
+"""Map rows of ``published_runs.csv`` and ``published_runs_more.csv`` to specs, predict them,
+and measure the error.
 
-Every metric is converted to tokens/s per GPU with the *source's own* FLOP definition (see
-the validation README), so that no source's accounting leaks into the comparison. Each
-assumption for a field a source leaves blank is written next to the code that makes it.
+Both files go through the same code; each row's source key (:func:`source_of`) names the
+publication (and table set) it came from, which is the unit of leave-one-source-out validation
+(:mod:`gpuscale.validation.loso`). Every metric is converted to tokens/s per GPU with the
+*source's own* FLOP definition (see the validation README), so that no source's accounting
+leaks into the comparison. Each assumption for a field a source leaves blank is written next to
+the code that makes it; what a row ran that cannot be expressed yet is recorded as a limitation.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,11 +24,15 @@ import numpy as np
 from gpuscale import catalog
 from gpuscale.costmodel.flops import model_flops_per_token
 from gpuscale.costmodel.params import total_params
-from gpuscale.costmodel.profile import load_profile
+from gpuscale.costmodel.profile import Profile, load_profile
 from gpuscale.costmodel.step import estimate_plan
 from gpuscale.costmodel.uncertainty import parallelism_mix, regime_key
 from gpuscale.specs import Cluster, ModelSpec, Plan, Training
 from gpuscale.specs.plan import Recompute
+
+RUN_FILES = ("published_runs.csv", "published_runs_more.csv")
+"""The measured-throughput tables in ``data/validation`` (the second was published later and
+was not used to shape the model; see its README section 'Added later')."""
 
 BASELINE_MFU = 0.40
 """The naive guess every prediction must beat: 40% MFU on the precision's dense peak."""
@@ -42,6 +51,12 @@ class Case:
     framework: str
     measured_tokens_per_s_per_gpu: float
     assumptions: tuple[str, ...]
+    limitations: tuple[str, ...] = ()
+    """What the row ran that gpuscale cannot express yet (predicted as the nearest expressible
+    run); empty when the row is fully expressed."""
+    overrides: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    """Profile entries the row's stated configuration sets (``{"constants": {...},
+    "overlap": {...}}``), each with its reason in ``assumptions``."""
 
 
 @dataclass(slots=True)
@@ -60,6 +75,7 @@ class Result:
     params_b: float = 0.0
     fabric: str = ""
     assumptions: tuple[str, ...] = field(default=())
+    limitations: tuple[str, ...] = field(default=())
 
     @property
     def error(self) -> float:
@@ -84,6 +100,7 @@ class Result:
                 error=self.error,
                 baseline_error=self.baseline_error,
                 assumptions=list(self.assumptions),
+                limitations=list(self.limitations),
             )
         else:
             out["skipped"] = self.skip_reason
@@ -95,7 +112,27 @@ def load_rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+def load_all(data_dir: Path) -> list[dict[str, str]]:
+    """Every row of every measured-throughput table (:data:`RUN_FILES`), in file order."""
+    return [row for name in RUN_FILES for row in load_rows(data_dir / name)]
+
+
+SOURCE_PREFIXES = (
+    # llm-foundry's README has an A100 table set (published_runs.csv, key 'llmfoundry') and an
+    # H100 table set measured on other machines at another time (published_runs_more.csv).
+    ("llmfoundry-h100-", "llmfoundry-h100"),
+    # The torchtitan paper (Liang et al. 2024) is another publication than torchtitan's
+    # docs/performance.md A100 table (key 'torchtitan').
+    ("torchtitan-paper-", "torchtitan-paper"),
+    ("megascale-", "megascale"),
+)
+
+
 def source_of(row_id: str) -> str:
+    """Stable source key of a row: one publication (or one table set of it) per key."""
+    for prefix, key in SOURCE_PREFIXES:
+        if row_id.startswith(prefix):
+            return key
     return re.sub(r"-.*", "", row_id)
 
 
@@ -109,12 +146,31 @@ def _int(value: str, default: int | None = None) -> int | None:
 # --- hardware -------------------------------------------------------------------------------
 
 
-def _gpu_id(text: str) -> str:
+POWER_CAPPED_H100 = "h100-sxm-500w"
+"""Catalog id of the 500 W HBM2e H100 (the cost-model side adds it); until it exists, those rows
+are predicted on h100-sxm and say so."""
+
+
+def _gpu_id(text: str, notes: list[str], limits: list[str]) -> str:
     t = text.upper()
+    if "H100" in t and "500W" in t:
+        # torchtitan paper (Liang et al. 2024, Sec. 3.1) and torchtitan's
+        # benchmarks/llama3_h100_202412_torchtitan.md: H100 with 95 GiB HBM2e, capped at 500 W.
+        if POWER_CAPPED_H100 in catalog.gpus():
+            return POWER_CAPPED_H100
+        limits.append(
+            "H100 at a 500 W power cap with 95 GiB HBM2e is not in the catalog: predicted on "
+            "h100-sxm (700 W, 80 GB HBM3 at 3.35 TB/s)"
+        )
+        return "h100-sxm"
     if "H100" in t:
         return "h100-sxm"  # DGX-H100 or unstated variant: NVIDIA's tables use HGX/DGX (SXM5)
     if "A100" in t and "40GB" in t:
         return "a100-sxm-40gb"
+    if "A100" in t and "80GB" not in t:
+        # MegaScale (Jiang et al. 2024) names only 'NVIDIA Ampere GPUs' in 8-GPU NVLink servers.
+        notes.append("GPU given as Ampere/A100 without memory size: A100-SXM4-80GB assumed")
+        return "a100-sxm-80gb"
     if "A100" in t:
         return "a100-sxm-80gb"
     raise KeyError(text)
@@ -126,6 +182,14 @@ def _fabric(row: dict[str, str], notes: list[str]) -> tuple[str, int]:
         return "ib-hdr200", 8
     if "1600 Gbps" in text and "RoCE" in text:
         return "roce-200", 8
+    if "8x200G RoCE" in text:
+        return "roce-200", 8  # MegaScale Sec. 6: 8 x 200G RoCE NICs per server, multi-rail
+    if "400 Gb/s per GPU" in text:
+        # torchtitan benchmarks md: 400 Gb/s per GPU over the backend RDMA network; Meta's
+        # H100 training fabric is RoCE (Gangidi et al. 2024, SIGCOMM, 'RDMA over Ethernet for
+        # Distributed AI Training at Meta Scale').
+        notes.append("backend RDMA network at 400 Gb/s per GPU: RoCE 400G, 8 NICs per node")
+        return "roce-400", 8
     if "Omni-Path" in text:
         return "opa-100", 4
     if "H100" in row["gpu"]:
@@ -147,7 +211,7 @@ def _model(row: dict[str, str], notes: list[str]) -> ModelSpec:
         notes.append("ffn_hidden not stated: 4h (standard GPT)")
     llama = "llama" in name.lower()
     mpt = name.lower().startswith("mpt")
-    seq = int(row["seq_len"])
+    seq = _int(row["seq_len"]) or _TORCHTITAN_SEQ  # see _plan_and_training for the note
     return ModelSpec(
         name=name,
         num_layers=int(row["layers"]),
@@ -177,16 +241,73 @@ FRAMEWORK_BY_SOURCE = {
     "torchtitan": "torchtitan",
     "llmfoundry": "llm-foundry",
     "bloom176b": "deepspeed",
+    "llmfoundry-h100": "llm-foundry",
+    # MegaScale's baseline is Megatron-LM @285068c8 (2023) with the paper's networking
+    # optimizations on; its overlap flags are not stated: the Megatron-Core profile (every
+    # overlap on) is the closest named stack. MegaScale's own rows are its Megatron fork.
+    "megascale": "megatron",
+    "torchtitan-paper": "torchtitan",
+    # layout_sweeps.csv: BigScience's Megatron-DeepSpeed trials, the stack of bloom176b.
+    "bloomsweep": "deepspeed",
 }
+
+_TORCHTITAN_SEQ = 8192
+"""torchtitan's Llama 3 training configs (train_configs/llama3_*.toml, 2024) use seq_len 8192."""
+
+
+def _zero_stage(sharding: str, source: str, notes: list[str]) -> int:
+    if source == "megascale" and "ZeRO-2" in sharding:
+        # MegaScale Sec. 3.2: one all-gather of parameters before the forward and one
+        # reduce-scatter of gradients after the backward per step, i.e. Megatron's distributed
+        # optimizer; gpuscale's zero 2 reduce-scatters after every micro-batch (DeepSpeed).
+        notes.append("ZeRO-2-style DP with one gather/scatter per step: distributed optimizer")
+        return 1
+    if "ZeRO-3" in sharding or ("FSDP" in sharding and "SHARD_GRAD_OP" not in sharding):
+        return 3
+    if "SHARD_GRAD_OP" in sharding or "ZeRO-2" in sharding:
+        return 2
+    if "ZeRO-1" in sharding:
+        return 1
+    if source in ("megatron", "nemo2407", "megascale"):
+        notes.append("distributed optimizer assumed (Megatron-Core/NeMo default for these recipes)")
+        return 1
+    return 0
+
+
+def _recompute(row: dict[str, str], source: str, notes: list[str]) -> Recompute:
+    rc = row["recompute"].lower()
+    if rc.startswith("full"):
+        return "full"
+    if rc.startswith("selective"):
+        return "selective"
+    if rc.startswith("none"):
+        return "none"
+    if source == "megascale":
+        # Selective recompute with sequence parallelism is Megatron-LM's setting for GPT-3
+        # 175B since Korthikanti et al. 2022 (Sec. 6: 'selective' is the recommended mode), and
+        # MegaScale's text names sequence parallelism among the overlapped collectives (Sec. 3.2).
+        notes.append("recompute not stated: selective with sequence parallelism (Megatron-LM)")
+        return "selective"
+    recompute: Recompute = "full" if source == "narayanan21" else "none"
+    notes.append(
+        f"recompute not stated: {recompute}"
+        + (
+            " (Table-1 FLOP formula and run scripts use full recompute)"
+            if recompute == "full"
+            else ""
+        )
+    )
+    return recompute
 
 
 def _plan_and_training(
-    row: dict[str, str], model: ModelSpec, source: str, notes: list[str]
-) -> tuple[Plan, Training, str]:
+    row: dict[str, str], model: ModelSpec, source: str, notes: list[str], limits: list[str]
+) -> tuple[Plan, Training, str, dict[str, dict[str, float]]]:
     n = int(row["n_gpus"])
     tp, pp = _int(row["tp"]), _int(row["pp"])
     sharding = row["sharding"]
     framework = FRAMEWORK_BY_SOURCE[source]
+    overrides: dict[str, dict[str, float]] = {}
     if "ZeRO-3" in sharding and "DeepSpeed" in sharding:
         framework = "deepspeed"
     if tp is None or pp is None:
@@ -200,48 +321,83 @@ def _plan_and_training(
     cp = _int(row["cp"], 1) or 1
     dp = _int(row["dp"]) or n // (tp * pp * cp)
     vp = _int(row["vp"], 1) or 1
+    seq = _int(row["seq_len"])
+    if seq is None:
+        seq = _TORCHTITAN_SEQ
+        notes.append(f"seq_len not stated: {seq} (torchtitan's Llama 3 training configs)")
     mb = _int(row["micro_batch"])
+    gb = _int(row["global_batch"])
+    if source == "torchtitan-paper":
+        # torchtitan's 'local batch size' is per data-parallel rank. Without PP it runs as one
+        # micro-batch; with PP torchtitan splits it into pipeline_parallel_microbatches, which
+        # defaults to the PP degree (torchtitan parallelisms/pipeline_llama.py, 2024).
+        local = mb or 1
+        if gb is None:
+            gb = local * dp
+            notes.append(
+                "global batch not stated: local batch x FSDP degree (one step, no accumulation)"
+            )
+        mb = max(local // pp, 1) if pp > 1 else local
+        if pp > 1:
+            notes.append(
+                f"PP micro-batches: torchtitan default = PP degree ({pp}), {mb} sequence(s) each"
+            )
+        if "Interleaved" in row["notes"] and row["vp"].strip() == "":
+            vp = 2
+            notes.append(
+                "interleaved 1F1B, stages per rank not stated: 2 assumed (the least interleaving)"
+            )
+        if "AsyncTP" in row["notes"]:
+            # AsyncTP decomposes the TP collectives and overlaps them with the matmuls (Wang et
+            # al. 2023, ASPLOS, the technique of Megatron's --tp-comm-overlap): the Megatron
+            # profile's TP overlap.
+            overrides.setdefault("overlap", {})["tp"] = load_profile("megatron").overlap_of("tp")
+            notes.append("AsyncTP: TP overlap of the Megatron-Core profile (same decomposition)")
+        if "torch.compile" in row["notes"]:
+            limits.append(
+                "torch.compile kernel fusion is not modelled: predicted with the eager "
+                "torchtitan profile"
+            )
     if mb is None:
         mb = 1
         notes.append("micro-batch not stated: 1 (Megatron-Core default)")
-    gb = int(row["global_batch"])
+    if gb is None:
+        raise LookupError("global batch not stated and not derivable")
 
-    if "ZeRO-3" in sharding or ("FSDP" in sharding and "SHARD_GRAD_OP" not in sharding):
-        zero = 3
-    elif "SHARD_GRAD_OP" in sharding:
-        zero = 2
-    elif "ZeRO-1" in sharding:
-        zero = 1
-    elif source in ("megatron", "nemo2407"):
-        zero = 1
-        notes.append("distributed optimizer assumed (Megatron-Core/NeMo default for these recipes)")
-    else:
-        zero = 0
-
+    zero = _zero_stage(sharding, source, notes)
+    recompute = _recompute(row, source, notes)
     rc = row["recompute"].lower()
-    recompute: Recompute
-    if rc.startswith("full"):
-        recompute = "full"
-    elif rc.startswith("selective"):
-        recompute = "selective"
-    elif rc.startswith("none"):
-        recompute = "none"
-    else:
-        recompute = "full" if source == "narayanan21" else "none"
-        notes.append(
-            f"recompute not stated: {recompute}"
-            + (
-                " (Table-1 FLOP formula and run scripts use full recompute)"
-                if recompute == "full"
-                else ""
-            )
-        )
 
-    legacy = source in ("narayanan21", "korthikanti22", "bloom176b")
-    sequence_parallel = source in ("megatron", "nemo2407") or (
-        source == "korthikanti22" and "sequence parallel" in rc
+    legacy = source in ("narayanan21", "korthikanti22", "bloom176b", "bloomsweep")
+    if "pp-partition-method" in row["notes"]:
+        limits.append(
+            "embeddings placed as pipeline layers (Megatron-DeepSpeed partition method) are "
+            "not expressible: layers split evenly over the stages"
+        )
+    sequence_parallel = (
+        source in ("megatron", "nemo2407", "megascale")
+        or (source == "korthikanti22" and "sequence parallel" in rc)
+        # torchtitan's TP plan shards norms and dropout over the sequence (SequenceParallel).
+        or (source == "torchtitan-paper" and tp > 1)
     )
-    precision = "fp8" if "fp8" in row["precision"].lower() else "bf16"
+    text = row["precision"].lower()
+    precision = "fp8" if ("fp8" in text or "float8" in text) else "bf16"
+    if "float8" in text:
+        notes.append("torchao Float8 linears (tensorwise scaling) modelled as FP8 matmuls")
+    if not text.strip() or text.strip() == "not stated":
+        notes.append("precision not stated: bf16 mixed precision")
+    if "mp mode default" in text:
+        # Composer FSDP mixed_precision DEFAULT: bf16 parameters, gradients reduced in fp32
+        # (composer/distributed/mosaic_fsdp_utils.py get_mixed_precision, 2023-24); the
+        # llm-foundry profile describes PURE (bf16 reduction).
+        overrides.setdefault("constants", {})["grad_reduce_bytes"] = 4.0
+        notes.append("Composer mixed precision DEFAULT: gradients reduced in fp32")
+    if source == "megascale" and "MegaScale" in model.name:
+        limits.append(
+            "MegaScale's own system (parallel transformer block, sliding-window attention, "
+            "LAMB, its fused kernels and overlap) is not expressible: predicted as a "
+            "Megatron-LM run of the same plan"
+        )
     if not legacy:
         notes.append("flash attention assumed (standard in 2024 stacks)")
     plan = Plan(
@@ -257,19 +413,19 @@ def _plan_and_training(
         sequence_parallel=sequence_parallel,
     )
     training = Training(
-        seq_len=int(row["seq_len"]),
+        seq_len=seq,
         precision=precision,  # type: ignore[arg-type]
         flash_attention=not legacy,
     )
-    return plan, training, framework
+    return plan, training, framework, overrides
 
 
 # --- measured value -------------------------------------------------------------------------
 
 
-def _measured_tokens_per_gpu(row: dict[str, str], source: str) -> float:
+def _measured_tokens_per_gpu(row: dict[str, str], source: str, model: ModelSpec, seq: int) -> float:
     metric, value = row["metric"], float(row["value"])
-    L, h, V, s = int(row["layers"]), int(row["hidden"]), int(row["vocab"]), int(row["seq_len"])
+    L, h, V, s = int(row["layers"]), int(row["hidden"]), int(row["vocab"]), seq
     n = int(row["n_gpus"])
     if metric == "tokens_per_s_per_gpu":
         return value
@@ -290,6 +446,12 @@ def _measured_tokens_per_gpu(row: dict[str, str], source: str) -> float:
         # Korthikanti et al. 2022 App. A Eq. 7 (model FLOPs, no recompute), A100 peak 312.
         per_token = 72.0 * L * h * h * (1 + s / (6.0 * h) + V / (12.0 * h * L))
         return value * 312e12 / per_token
+    if metric == "mfu" and source == "megascale":
+        # MegaScale's MFU is model FLOPs 6N + 12*L*h*s per token (PaLM, Chowdhery et al. 2022,
+        # App. B; the same definition as gpuscale's) over the A100's 312 TFLOP/s: its Table 2
+        # throughput column agrees, e.g. 0.53 x 256 x 312e12 / 39.3k tokens/s = 1.08e12 per
+        # token (tests/unit/test_validation_runs.py checks every Table 2 row).
+        return value * 312e12 / model_flops_per_token(model, s)
     raise LookupError(f"no FLOP definition for metric {metric} of source {source}")
 
 
@@ -297,11 +459,16 @@ def to_case(row: dict[str, str]) -> Case:
     """Row -> inputs; raises LookupError with the reason when a row cannot be predicted."""
     source = source_of(row["id"])
     notes: list[str] = []
+    limits: list[str] = []
     model = _model(row, notes)
-    plan, training, framework = _plan_and_training(row, model, source, notes)
+    plan, training, framework, overrides = _plan_and_training(row, model, source, notes, limits)
     fabric, nics = _fabric(row, notes)
     cluster = catalog.cluster(
-        _gpu_id(row["gpu"]), plan.num_gpus, gpus_per_node=8, inter=fabric, nics_per_node=nics
+        _gpu_id(row["gpu"], notes, limits),
+        plan.num_gpus,
+        gpus_per_node=8,
+        inter=fabric,
+        nics_per_node=nics,
     )
     return Case(
         id=row["id"],
@@ -311,95 +478,102 @@ def to_case(row: dict[str, str]) -> Case:
         training=training,
         plan=plan,
         framework=framework,
-        measured_tokens_per_s_per_gpu=_measured_tokens_per_gpu(row, source),
+        measured_tokens_per_s_per_gpu=_measured_tokens_per_gpu(
+            row, source, model, training.seq_len
+        ),
         assumptions=tuple(notes),
+        limitations=tuple(limits),
+        overrides=overrides,
     )
 
 
-def evaluate(rows: Iterable[dict[str, str]]) -> list[Result]:
+def with_overrides(profile: Profile, overrides: Mapping[str, Mapping[str, float]]) -> Profile:
+    """``profile`` with some ``constants``/``overlap`` entries replaced (no global state)."""
+    if not overrides:
+        return profile
+    return dataclasses.replace(
+        profile,
+        constants={**profile.constants, **overrides.get("constants", {})},
+        overlap={**profile.overlap, **overrides.get("overlap", {})},
+    )
+
+
+def predict(case: Case, profile: Profile) -> float:
+    """Predicted tokens/s per GPU of ``case`` under ``profile``, the case's overrides on top."""
+    est = estimate_plan(
+        case.model, case.cluster, case.training, case.plan, with_overrides(profile, case.overrides)
+    )
+    return float(est.tokens_per_s[0] / case.plan.num_gpus)
+
+
+def cases(rows: Iterable[dict[str, str]]) -> tuple[list[Case], list[Result]]:
+    """Every row mapped to a :class:`Case`, and a skipped :class:`Result` for each row that
+    cannot be (with the reason)."""
+    mapped: list[Case] = []
+    skipped: list[Result] = []
+    for row in rows:
+        try:
+            mapped.append(to_case(row))
+        except LookupError as exc:
+            skipped.append(
+                Result(
+                    id=row["id"],
+                    source=source_of(row["id"]),
+                    measured=float("nan"),
+                    skip_reason=str(exc),
+                )
+            )
+    return mapped, skipped
+
+
+def result_of(case: Case, predicted: float) -> Result:
+    device = case.cluster.device
+    baseline = (
+        BASELINE_MFU
+        * device.peak(case.training.precision)
+        * 1e12
+        / model_flops_per_token(case.model, case.training.seq_len)
+    )
+    return Result(
+        id=case.id,
+        source=case.source,
+        measured=case.measured_tokens_per_s_per_gpu,
+        predicted=predicted,
+        baseline=baseline,
+        framework=case.framework,
+        gpu_generation=device.generation,
+        num_gpus=case.plan.num_gpus,
+        regime=regime_key(device.generation, case.plan, case.plan.num_gpus),
+        mix=parallelism_mix(case.plan),
+        params_b=total_params(case.model) / 1e9,
+        fabric=case.cluster.inter.kind,
+        assumptions=case.assumptions,
+        limitations=case.limitations,
+    )
+
+
+def evaluate(
+    rows: Iterable[dict[str, str]], profiles: Mapping[str, Profile] | None = None
+) -> list[Result]:
+    """Predict every row. ``profiles`` replaces built-in framework profiles by name (e.g. with
+    refitted values); frameworks it does not name use the built-in profile."""
+    rows = list(rows)
+    mapped, skipped = cases(rows)
+    by_id = {c.id: c for c in mapped}
+    skip_by_id = {r.id: r for r in skipped}
     out: list[Result] = []
     for row in rows:
-        source = source_of(row["id"])
-        try:
-            case = to_case(row)
-        except LookupError as exc:
-            out.append(
-                Result(id=row["id"], source=source, measured=float("nan"), skip_reason=str(exc))
-            )
+        if row["id"] in skip_by_id:
+            out.append(skip_by_id[row["id"]])
             continue
-        profile = load_profile(case.framework)
-        est = estimate_plan(case.model, case.cluster, case.training, case.plan, profile)
-        predicted = float(est.tokens_per_s[0] / case.plan.num_gpus)
-        device = case.cluster.device
-        baseline = (
-            BASELINE_MFU
-            * device.peak(case.training.precision)
-            * 1e12
-            / model_flops_per_token(case.model, case.training.seq_len)
-        )
-        out.append(
-            Result(
-                id=case.id,
-                source=source,
-                measured=case.measured_tokens_per_s_per_gpu,
-                predicted=predicted,
-                baseline=baseline,
-                framework=case.framework,
-                gpu_generation=device.generation,
-                num_gpus=case.plan.num_gpus,
-                regime=regime_key(device.generation, case.plan, case.plan.num_gpus),
-                mix=parallelism_mix(case.plan),
-                params_b=total_params(case.model) / 1e9,
-                fabric=case.cluster.inter.kind,
-                assumptions=case.assumptions,
-            )
-        )
+        case = by_id[row["id"]]
+        profile = (profiles or {}).get(case.framework) or load_profile(case.framework)
+        out.append(result_of(case, predict(case, profile)))
     return out
 
 
 def _mape(errors: list[float]) -> float:
     return float(np.mean(np.abs(errors))) if errors else float("nan")
-
-
-def _p80(errors: list[float]) -> float:
-    return float(np.percentile(np.abs(errors), 80)) if errors else float("nan")
-
-
-MIN_ROWS_PER_REGIME = 3
-"""A regime needs this many rows before its residuals define a band of its own."""
-
-
-def bands(results: list[Result]) -> dict[str, Any]:
-    """Error bands per regime (and coarser fallbacks) plus the validated ground, for
-    ``catalog/data/validation_bands.yaml``."""
-    done = [r for r in results if r.predicted is not None]
-    groups: dict[str, list[float]] = {"overall": [r.error for r in done]}
-    for r in done:
-        generation, mix, _ = r.regime.split("/")
-        for key in (r.regime, f"{generation}/{mix}", generation):
-            groups.setdefault(key, []).append(r.error)
-    regimes = {
-        key: {
-            "rows": len(errs),
-            "mape": round(_mape(errs), 4),
-            "p80_abs_error": round(_p80(errs), 4),
-        }
-        for key, errs in sorted(groups.items())
-        if len(errs) >= MIN_ROWS_PER_REGIME
-    }
-    return {
-        "regimes": regimes,
-        "validated": {
-            "generations": sorted({r.gpu_generation for r in done}),
-            "frameworks": sorted({r.framework for r in done}),
-            "fabrics": sorted({r.fabric for r in done}),
-            "params_b": [
-                round(min(r.params_b for r in done), 2),
-                round(max(r.params_b for r in done), 1),
-            ],
-            "gpus": [min(r.num_gpus for r in done), max(r.num_gpus for r in done)],
-        },
-    }
 
 
 def summarize(results: list[Result]) -> dict[str, Any]:
@@ -418,6 +592,12 @@ def summarize(results: list[Result]) -> dict[str, Any]:
             "rows": len(done),
             "mape": _mape([r.error for r in done]),
             "baseline_mape": _mape([r.baseline_error for r in done]),
+        },
+        # Rows gpuscale can express fully (no limitation recorded).
+        "expressible": {
+            "rows": len(full := [r for r in done if not r.limitations]),
+            "mape": _mape([r.error for r in full]),
+            "baseline_mape": _mape([r.baseline_error for r in full]),
         },
         "skipped": [f"{r.id}: {r.skip_reason}" for r in results if r.predicted is None],
     }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +15,7 @@ from gpuscale.planner.scale import RunsComparison, ScaleCurve, ScalePoint
 from gpuscale.planner.search import PricedPlan, Workload
 from gpuscale.planner.verdict import Verdict, superlinear_reason
 from gpuscale.planner.words import PART_NAMES
+from gpuscale.report.html import Section
 
 DAY_S = 86400.0
 
@@ -129,8 +130,8 @@ def plan_fields(p: PricedPlan) -> dict[str, Any]:
         "cp": plan.cp,
         "vp": plan.vp,
         "ep": plan.ep,
-        "micro_batch": plan.micro_batch,
-        "global_batch": plan.global_batch,
+        "mbs": plan.micro_batch,
+        "gbs": plan.global_batch,
         "zero": plan.zero,
         "recompute": plan.recompute,
         "sequence_parallel": plan.sequence_parallel,
@@ -476,3 +477,126 @@ def plan_figures(ranked: Sequence[PricedPlan]) -> list[Any]:
         yaxis={"autorange": "reversed"},
     )
     return [fig]
+
+
+def plan_sections(
+    ranked: Sequence[PricedPlan], workload: Workload, why: str, headline: str | None
+) -> list[Section]:
+    """The HTML report of ``plan``: the top plans with their step-time plot, the verdict."""
+    rows = [
+        {
+            "description": p.describe(),
+            "GPUs": p.num_gpus,
+            **cost_fields(p, workload),
+            "tokens_per_s": p.tokens_per_s,
+            "mfu": p.mfu,
+            "memory_per_gpu_gib": p.memory_per_gpu_gib,
+        }
+        for p in ranked
+    ]
+    sections = [Section(title="Top plans", text=why, rows=rows, figures=plan_figures(ranked))]
+    if headline is not None:
+        sections.append(Section(title="Verdict", text=headline))
+    return sections
+
+
+def scale_sections(
+    curves: Sequence[ScaleCurve],
+    workload: Workload,
+    headline: str,
+    base_note: str,
+    runs: RunsComparison | None,
+) -> list[Section]:
+    """The HTML report of ``scale``: verdict, the curve with its plots, independent runs."""
+    main = curves[0]
+    sections = [
+        Section(title="Verdict", text=headline),
+        Section(
+            title="Scaling",
+            text=f"{base_note}; {break_even_words(main)}",
+            rows=[point_summary(p, workload) for p in main.points],
+            figures=scale_figures(curves, workload),
+        ),
+    ]
+    if runs:
+        sections.append(Section(title="Independent runs", text=runs.summary()))
+    return sections
+
+
+def print_plan(
+    console: Console,
+    ranked: Sequence[PricedPlan],
+    workload: Workload,
+    *,
+    header: str,
+    assumed: Mapping[str, str],
+    searched: str,
+    objective: str,
+    why: str,
+    headline: str | None,
+) -> None:
+    """``gpuscale plan`` on a terminal: the top plans, the winner's step, why, band, verdict."""
+    console.print(header)
+    for text in assumed.values():
+        console.print(f"  assumed: {text}")
+    console.print(searched)
+    console.print(
+        plans_table(ranked, workload, f"Top plans (objective: {objective})", width=console.width)
+    )
+    console.print(parts_table(ranked[0]))
+    console.print(f"[bold]Why:[/bold] {why}")
+    band = ranked[0].estimate["uncertainty"]
+    console.print(
+        f"[bold]Error band:[/bold] ±{band['relative']:.0%} on throughput "
+        f"(validation residuals of {band['regime']})",
+        highlight=False,
+    )
+    for warning in band["warnings"]:
+        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+    if headline is not None:
+        console.print(f"[bold]Verdict:[/bold] {headline}")
+
+
+def print_scale(
+    console: Console,
+    curves: Sequence[ScaleCurve],
+    verdicts: Sequence[Verdict],
+    workload: Workload,
+    *,
+    header: str,
+    assumed: Mapping[str, str],
+    searched: str,
+    runs: int | None,
+    runs_cmp: RunsComparison | None,
+    max_gpus: int,
+) -> None:
+    """``gpuscale scale`` on a terminal: a table per fabric, fabrics side by side, runs,
+    verdicts."""
+    console.print(header)
+    for text in assumed.values():
+        console.print(f"  assumed: {text}")
+    console.print(searched)
+    for curve in curves:
+        console.print(
+            scale_table(
+                curve,
+                workload,
+                f"Best plan per GPU count over {curve.fabric}",
+                width=console.width,
+            )
+        )
+    if len(curves) > 1:
+        console.print(fabrics_table(curves, workload))
+    if runs:
+        over = f" over {curves[0].fabric}" if len(curves) > 1 else ""
+        console.print(
+            f"[bold]Runs{over}:[/bold] "
+            + (
+                runs_cmp.summary()
+                if runs_cmp
+                else f"no share of {max_gpus} GPUs split {runs} ways fits the model"
+            )
+        )
+    for curve, v in zip(curves, verdicts, strict=True):
+        where = f" over {curve.fabric}" if len(curves) > 1 else ""
+        console.print(f"[bold]Verdict{where}:[/bold] {v.headline}")

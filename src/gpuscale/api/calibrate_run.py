@@ -1,0 +1,420 @@
+"""``gpuscale.api.calibrate_run``: fit a profile to one measured training run of your own stack.
+
+The run is described with ``estimate``'s arguments; the measurement is the job's tokens/s (all
+GPUs together) or its step time, optionally its peak memory per GPU. The answer says which
+parameter moved and how far, and carries the profile to pass back with ``profile=`` (``--profile``
+on the command line) to predict other plans and scales of the same stack.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuscale import SCHEMA_VERSION, catalog
+from gpuscale.costmodel.profile import load_profile, load_profile_for
+from gpuscale.errors import InputError, require
+from gpuscale.planner import calibrate_run as library
+from gpuscale.planner.calibrate_run import Measured, Run, RunCalibration, predict, profile_document
+from gpuscale.specs import JobOptions, Plan, Training
+from gpuscale.specs.plan import check_plan
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CalibrateRunResult:
+    """What ``gpuscale calibrate run`` answers: the fitted parameters and the profile."""
+
+    model: str
+    gpu: str
+    gpus: int
+    framework: str
+    measured_tokens_per_s: float
+    measured_step_s: float
+    measured_memory_gib: float | None
+    predicted_tokens_per_s_before: float
+    predicted_tokens_per_s_after: float
+    predicted_memory_gib_before: float
+    predicted_memory_gib_after: float
+    fitted: tuple[dict[str, Any], ...]
+    """``parameter``, ``label``, ``keys``, ``before``, ``after``, ``change`` of each fitted value."""
+    elasticity: dict[str, float]
+    """``-d ln(step)/d ln(parameter)`` of each candidate: the rule picks the largest."""
+    profile: dict[str, Any]
+    """The profile document (``written`` holds where it went)."""
+    written: str | None
+    warnings: tuple[str, ...]
+
+    @property
+    def summary(self) -> list[str]:
+        """One line per fitted parameter: ``compute efficiency 0.74 -> 0.66 (-11%) to match
+        1,047 tokens/s per GPU``."""
+        lines = []
+        for f in self.fitted:
+            if f["parameter"] == "memory":
+                target = f"{self.measured_memory_gib:.1f} GiB per GPU"
+            else:
+                target = f"{self.measured_tokens_per_s / self.gpus:,.0f} tokens/s per GPU"
+            lines.append(
+                f"{f['label']} {f['before']:.3g} -> {f['after']:.3g} ({f['change']:+.0%}) "
+                f"to match {target}"
+            )
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "model": self.model,
+            "gpu": self.gpu,
+            "gpus": self.gpus,
+            "framework": self.framework,
+            "measured_tokens_per_s": self.measured_tokens_per_s,
+            "measured_step_s": self.measured_step_s,
+            "measured_memory_gib": self.measured_memory_gib,
+            "predicted_tokens_per_s_before": self.predicted_tokens_per_s_before,
+            "predicted_tokens_per_s_after": self.predicted_tokens_per_s_after,
+            "predicted_memory_gib_before": self.predicted_memory_gib_before,
+            "predicted_memory_gib_after": self.predicted_memory_gib_after,
+            "fitted": [dict(f) for f in self.fitted],
+            "summary": self.summary,
+            "elasticity": dict(self.elasticity),
+            "profile": self.profile,
+            "written": self.written,
+            "warnings": list(self.warnings),
+        }
+
+    def figures(self) -> list[Any]:
+        import plotly.graph_objects as go
+
+        per_gpu = 1.0 / self.gpus
+        fig = go.Figure(
+            go.Bar(
+                x=["model before", "measured", "model after"],
+                y=[
+                    self.predicted_tokens_per_s_before * per_gpu,
+                    self.measured_tokens_per_s * per_gpu,
+                    self.predicted_tokens_per_s_after * per_gpu,
+                ],
+            )
+        )
+        fig.update_layout(
+            title=f"{self.model} on {self.gpus} x {self.gpu}: calibrated to one run",
+            yaxis_title="tokens/s per GPU",
+        )
+        return [fig]
+
+    def yaml(self) -> str:
+        """The profile as the file ``output=`` writes."""
+        return profile_yaml(self.profile)
+
+
+def profile_yaml(doc: dict[str, Any]) -> str:
+    header = (
+        "# gpuscale calibration profile (schema in gpuscale/costmodel/profile.py), fitted to one\n"
+        "# measured run by 'gpuscale calibrate run'; 'fit' says which run and what moved.\n"
+    )
+    return header + yaml.safe_dump(doc, sort_keys=False, width=100, default_flow_style=None)
+
+
+def _positive(value: float | None, field: str) -> float | None:
+    if value is None:
+        return None
+    flag = "--" + field.replace("_", "-")
+    require(
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value),
+        f"{flag} must be a finite number, got {value!r}",
+        field=field,
+    )
+    require(value > 0, f"{flag} must be > 0, got {value:g}", field=field)
+    return float(value)
+
+
+def _output(path: str | None) -> Path | None:
+    """Checked before any work: an existing folder to write into, not a folder itself."""
+    if path is None:
+        return None
+    out = Path(path)
+    require(not out.is_dir(), f"-o '{path}' is a directory; accepted: a file path", field="output")
+    require(
+        out.parent.is_dir(),
+        f"-o '{path}': folder '{out.parent}' does not exist; accepted: a path in an existing folder",
+        field="output",
+    )
+    return out
+
+
+def _run(
+    model: str,
+    *,
+    gpu: str,
+    gpus: int | None,
+    gpus_per_node: int,
+    inter: str,
+    nics_per_node: int | None,
+    slowest_gpu: str | None,
+    tp: int,
+    pp: int,
+    dp: int | None,
+    cp: int,
+    vp: int,
+    ep: int,
+    mbs: int,
+    gbs: int | None,
+    seq: int,
+    recompute: str,
+    zero: int,
+    precision: str,
+    finetune: str,
+    lora_rank: int,
+    offload_optimizer: bool,
+    sequence_parallel: bool,
+    flash_attention: bool,
+    storage_gbps: float,
+    checkpoint_every: int,
+    checkpoint_gbps: float,
+) -> Run:
+    """The run, with ``estimate``'s defaults and plan rules (:func:`check_plan`)."""
+    spec = catalog.model(model)
+    for name, value in (
+        ("tp", tp),
+        ("pp", pp),
+        ("cp", cp),
+        ("vp", vp),
+        ("ep", ep),
+        ("mbs", mbs),
+        ("seq", seq),
+    ):
+        require(value >= 1, f"--{name} must be >= 1, got {value}", field=name)
+    if dp is None:
+        if gpus is None:
+            raise InputError("give --gpus or --dp", field="gpus")
+        require(
+            gpus % (tp * pp * cp) == 0,
+            f"--gpus {gpus} is not divisible by tp x pp x cp = {tp * pp * cp}",
+            field="gpus",
+        )
+        dp = gpus // (tp * pp * cp)
+    num_gpus = gpus if gpus is not None else tp * pp * dp * cp
+    plan = Plan(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        vp=vp,
+        ep=ep,
+        micro_batch=mbs,
+        global_batch=gbs if gbs is not None else mbs * dp,
+        recompute=recompute,  # type: ignore[arg-type]
+        zero=zero,
+        sequence_parallel=sequence_parallel,
+    )
+    check_plan(spec, plan, num_gpus, seq)
+    cluster = catalog.cluster(
+        gpu, num_gpus, gpus_per_node=gpus_per_node, inter=inter, nics_per_node=nics_per_node
+    )
+    if slowest_gpu is not None:
+        from dataclasses import replace
+
+        cluster = replace(cluster, slowest_device=catalog.gpu(slowest_gpu))
+    training = Training(
+        seq_len=seq,
+        precision=precision,  # type: ignore[arg-type]
+        flash_attention=flash_attention,
+        finetune=finetune,  # type: ignore[arg-type]
+        lora_rank=lora_rank,
+        offload_optimizer=offload_optimizer,
+    )
+    job = JobOptions(
+        storage_gb_per_s_per_node=storage_gbps,
+        checkpoint_every_steps=checkpoint_every,
+        checkpoint_write_gb_per_s=checkpoint_gbps,
+    )
+    return Run(model=spec, cluster=cluster, training=training, plan=plan, job=job)
+
+
+def calibrate_run(
+    model: str,
+    *,
+    gpu: str,
+    measured_tokens_per_s: float | None = None,
+    measured_step_s: float | None = None,
+    measured_memory_gib: float | None = None,
+    gpus: int | None = None,
+    gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE,
+    inter: str = catalog.DEFAULT_INTER,
+    nics_per_node: int | None = None,
+    slowest_gpu: str | None = None,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int | None = None,
+    cp: int = 1,
+    vp: int = 1,
+    ep: int = 1,
+    mbs: int = 1,
+    gbs: int | None = None,
+    seq: int = 4096,
+    recompute: str = "none",
+    zero: int = 0,
+    precision: str = "bf16",
+    finetune: str = "full",
+    lora_rank: int = 16,
+    offload_optimizer: bool = False,
+    sequence_parallel: bool = True,
+    flash_attention: bool = True,
+    framework: str = "generic",
+    profile: str | None = None,
+    storage_gbps: float = 0.0,
+    checkpoint_every: int = 0,
+    checkpoint_gbps: float = 10.0,
+    name: str | None = None,
+    output: str | None = None,
+    only: str | None = None,
+) -> CalibrateRunResult:
+    """Fit the ``framework`` profile (with ``profile`` laid over it, as ``estimate`` reads them)
+    to one measured run: ``measured_tokens_per_s`` of all GPUs together or ``measured_step_s``
+    (exactly one), and optionally ``measured_memory_gib``, the peak of the busiest GPU. Writes the
+    profile to ``output`` when given. ``only``: fit this parameter (``compute``, ``inter``,
+    ``intra``) instead of the one the step is most sensitive to."""
+    tokens = _positive(measured_tokens_per_s, "measured_tokens_per_s")
+    step = _positive(measured_step_s, "measured_step_s")
+    memory = _positive(measured_memory_gib, "measured_memory_gib")
+    require(
+        (tokens is None) != (step is None),
+        "give exactly one of --measured-tokens-per-s (all GPUs together) and --measured-step-s",
+        field="measured_tokens_per_s",
+    )
+    require(
+        name is None or (bool(name.strip()) and name == name.strip()),
+        f"--name {name!r} is empty or padded; accepted: a name such as 'my-cluster'",
+        field="name",
+    )
+    out = _output(output)
+    require(
+        profile is None or Path(profile).is_file(),
+        f"--profile {profile!r} is not a file; accepted: a profile YAML to calibrate on top of "
+        "(a built-in profile goes in --framework)",
+        field="profile",
+    )
+    run = _run(
+        model,
+        gpu=gpu,
+        gpus=gpus,
+        gpus_per_node=gpus_per_node,
+        inter=inter,
+        nics_per_node=nics_per_node,
+        slowest_gpu=slowest_gpu,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        vp=vp,
+        ep=ep,
+        mbs=mbs,
+        gbs=gbs,
+        seq=seq,
+        recompute=recompute,
+        zero=zero,
+        precision=precision,
+        finetune=finetune,
+        lora_rank=lora_rank,
+        offload_optimizer=offload_optimizer,
+        sequence_parallel=sequence_parallel,
+        flash_attention=flash_attention,
+        storage_gbps=storage_gbps,
+        checkpoint_every=checkpoint_every,
+        checkpoint_gbps=checkpoint_gbps,
+    )
+    device = run.cluster.pace_device
+    if memory is not None:
+        capacity = min(run.cluster.device.memory_bytes, device.memory_bytes) / 2**30
+        require(
+            memory <= capacity,
+            f"--measured-memory-gib {memory:g} exceeds the {capacity:.1f} GiB of a {device.id}; "
+            "accepted: the peak one GPU held, in GiB",
+            field="measured_memory_gib",
+        )
+    step_s = step if step is not None else run.tokens_per_step / float(tokens)  # type: ignore[arg-type]
+    start = load_profile_for(framework, profile)
+    cal: RunCalibration = library.calibrate_run(
+        run, Measured(step_s=step_s, memory_gib=memory), start, only=only
+    )
+
+    start_keys: dict[str, Any] = {}
+    if profile is not None:
+        start_keys = dict(yaml.safe_load(Path(profile).read_text(encoding="utf-8")) or {})
+    label = name or f"{framework}-{run.model.name}-{device.id}-calibrated".replace("/", "-")
+    given = {"tokens_per_s": tokens, "step_s": step}
+    doc = profile_document(
+        cal,
+        run,
+        name=label,
+        framework=framework,
+        start=start_keys,
+        provenance={
+            "run": _describe(run, framework, profile),
+            "measured": {k: v for k, v in given.items() if v is not None},
+        },
+    )
+    written = None
+    if out is not None:
+        try:
+            out.write_text(profile_yaml(doc), encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write -o '{out}': {exc.strerror}", field="output") from None
+        # What was written must read back and reproduce the measurement.
+        load_profile.cache_clear()
+        reread = load_profile_for(framework, str(out))
+        again, _ = predict(run, reread)
+        if not math.isclose(again, cal.predicted_step_s_after, rel_tol=1e-6):
+            raise RuntimeError(f"{out} predicts {again} s, the fit {cal.predicted_step_s_after} s")
+        written = str(out)
+    fitted = doc["fit"]["fitted"]
+    return CalibrateRunResult(
+        model=run.model.name,
+        gpu=device.id,
+        gpus=run.cluster.num_gpus,
+        framework=framework,
+        measured_tokens_per_s=run.tokens_per_step / step_s,
+        measured_step_s=step_s,
+        measured_memory_gib=memory,
+        predicted_tokens_per_s_before=run.tokens_per_step / cal.predicted_step_s_before,
+        predicted_tokens_per_s_after=run.tokens_per_step / cal.predicted_step_s_after,
+        predicted_memory_gib_before=cal.predicted_memory_gib_before,
+        predicted_memory_gib_after=cal.predicted_memory_gib_after,
+        fitted=tuple(fitted),
+        elasticity=dict(doc["fit"]["elasticity"]),
+        profile=doc,
+        written=written,
+        warnings=cal.warnings,
+    )
+
+
+def _describe(run: Run, framework: str, profile: str | None) -> dict[str, Any]:
+    """The run in estimate's flag names, so the ``fit:`` block can be replayed."""
+    p, t, c = run.plan, run.training, run.cluster
+    return {
+        "model": run.model.name,
+        "gpu": c.device.id,
+        "gpus": c.num_gpus,
+        "gpus_per_node": c.gpus_per_node,
+        "inter": c.inter.id,
+        "nics_per_node": c.nics_per_node,
+        "tp": p.tp,
+        "pp": p.pp,
+        "dp": p.dp,
+        "cp": p.cp,
+        "vp": p.vp,
+        "ep": p.ep,
+        "mbs": p.micro_batch,
+        "gbs": p.global_batch,
+        "seq": t.seq_len,
+        "recompute": p.recompute,
+        "zero": p.zero,
+        "precision": t.precision,
+        "finetune": t.finetune,
+        "framework": framework,
+        "profile": profile,
+    }

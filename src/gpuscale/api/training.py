@@ -1,0 +1,282 @@
+"""``estimate``: one training step of one plan on one cluster, as ``gpuscale estimate`` answers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, cast
+
+from gpuscale import catalog
+from gpuscale.api._json import document
+from gpuscale.costmodel.profile import load_profile_for, profile_names
+from gpuscale.costmodel.step import estimate_plan
+from gpuscale.costmodel.terms import coarse
+from gpuscale.costmodel.uncertainty import Band, band_for
+from gpuscale.errors import InputError, require
+from gpuscale.planner import defaults
+from gpuscale.planner.words import bottleneck
+from gpuscale.specs import Device, JobOptions, Link, ModelSpec, Plan, Training
+from gpuscale.specs.plan import Recompute
+from gpuscale.specs.training import Finetune, TrainPrecision
+from gpuscale.specs.validity import check_lora_rank, check_plan
+
+ModelArg = str | Path | ModelSpec
+"""A catalog model id, a Hugging Face ``config.json`` (or its folder), or a :class:`ModelSpec`."""
+GpuArg = str | Device
+"""A catalog GPU id or a :class:`Device`."""
+FabricArg = str | Link
+"""A catalog fabric id or a :class:`Link`."""
+
+__all__ = ["EstimateResult", "estimate", "profile_names"]
+
+DEFAULT_LORA_RANK = 16
+"""LoRA rank when none is given (Hu et al. 2021 study r 1-64; PEFT and torchtune recipes use
+8-16)."""
+
+
+def _positive(**values: int) -> None:
+    for name, value in values.items():
+        require(
+            isinstance(value, int) and value >= 1,
+            f"--{name.replace('_', '-')} must be a positive integer, got {value!r}",
+            field=name,
+        )
+
+
+def lora_rank_for(model: ModelSpec, finetune: str, lora_rank: int | None) -> int:
+    """The adapter rank to use: refused without adapters, checked against the model."""
+    if finetune == "full":
+        if lora_rank is not None:
+            raise InputError(
+                "--lora-rank applies to --finetune lora or qlora; add one, or leave it out",
+                field="lora_rank",
+            )
+        return DEFAULT_LORA_RANK
+    rank = DEFAULT_LORA_RANK if lora_rank is None else lora_rank
+    check_lora_rank(model, rank)
+    return rank
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EstimateResult:
+    """One predicted training step (``gpuscale estimate --json``)."""
+
+    model: str
+    gpu: str
+    gpus: int
+    inter: str
+    framework: str
+    profile: str
+    plan: Plan
+    fits: bool
+    memory_per_gpu_gib: float
+    step_time_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    tflops_per_gpu: float
+    """Model FLOPs (no recompute) per GPU per second, TFLOP/s."""
+    mfu: float
+    parts_s: Mapping[str, float]
+    """Seconds per part of the step (:data:`gpuscale.costmodel.terms.PARTS`); sum = step."""
+    recompute_s: float
+    """Part of the compute spent recomputing activations."""
+    band: Band
+    """Error band of the prediction's validation regime, with its warnings."""
+    bottleneck: str
+    assumed: Mapping[str, str] = field(default_factory=dict)
+    """Argument -> the default chosen for it and why."""
+
+    @property
+    def breakdown(self) -> dict[str, float]:
+        """Seconds per ``breakdown`` term (communication kinds summed); sum = step."""
+        return coarse(dict(self.parts_s))
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return self.band.warnings
+
+    def to_dict(self) -> dict[str, Any]:
+        p = self.plan
+        return document(
+            {
+                "model": self.model,
+                "gpu": self.gpu,
+                "gpus": self.gpus,
+                "inter": self.inter,
+                "framework": self.framework,
+                "profile": self.profile,
+                "plan": {
+                    "tp": p.tp,
+                    "pp": p.pp,
+                    "dp": p.dp,
+                    "cp": p.cp,
+                    "vp": p.vp,
+                    "ep": p.ep,
+                    "mbs": p.micro_batch,
+                    "gbs": p.global_batch,
+                    "recompute": p.recompute,
+                    "zero": p.zero,
+                    "sequence_parallel": p.sequence_parallel,
+                },
+                "assumed": dict(self.assumed),
+                "fits": self.fits,
+                "memory_per_gpu_gib": self.memory_per_gpu_gib,
+                "step_time_s": self.step_time_s,
+                "tokens_per_s": self.tokens_per_s,
+                "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+                "tflops_per_gpu": self.tflops_per_gpu,
+                "mfu": self.mfu,
+                "breakdown": self.breakdown,
+                "exposed_comm_parts": {
+                    k: v for k, v in self.parts_s.items() if k.startswith("comm_")
+                },
+                "recompute_s": self.recompute_s,
+                "uncertainty": self.band.as_dict(),
+                "bottleneck": self.bottleneck,
+            }
+        )
+
+    def figures(self) -> list[Any]:
+        from gpuscale.report.estimate import step_figure
+
+        return [step_figure(self.parts_s, f"{self.model}: {self.step_time_s:.3g} s per step")]
+
+
+def estimate(
+    model: ModelArg,
+    *,
+    gpu: GpuArg,
+    gpus: int | None = None,
+    gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE,
+    inter: FabricArg = catalog.DEFAULT_INTER,
+    nics_per_node: int | None = None,
+    slowest_gpu: GpuArg | None = None,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int | None = None,
+    cp: int = 1,
+    vp: int = 1,
+    ep: int = 1,
+    mbs: int = 1,
+    gbs: int | None = None,
+    seq: int = 4096,
+    recompute: str = "none",
+    zero: int = 0,
+    precision: str = "bf16",
+    finetune: str = "full",
+    lora_rank: int | None = None,
+    offload_optimizer: bool = False,
+    sequence_parallel: bool = True,
+    flash_attention: bool = True,
+    framework: str = "generic",
+    profile: str | Path | None = None,
+    storage_gbps: float = 0.0,
+    checkpoint_every: int = 0,
+    checkpoint_gbps: float = 10.0,
+) -> EstimateResult:
+    """Predict one training step of ``model`` on ``gpus`` x ``gpu`` under one parallel plan.
+
+    ``dp`` defaults to ``gpus / (tp * pp * cp)``; ``gbs`` to the recipe batch that ``plan``
+    assumes (:func:`gpuscale.planner.defaults.global_batch_for`, reported in ``assumed``);
+    ``lora_rank`` to 16 with ``finetune`` lora or qlora. ``profile`` is a calibration profile
+    YAML laid over the ``framework`` profile.
+    """
+    spec = catalog.model(model)
+    _positive(tp=tp, pp=pp, cp=cp, vp=vp, ep=ep, mbs=mbs, seq=seq)
+    rank = lora_rank_for(spec, finetune, lora_rank)
+    if gpus is not None:
+        _positive(gpus=gpus)
+    if dp is None:
+        if gpus is None:
+            raise InputError("give --gpus or --dp", field="gpus")
+        require(
+            gpus % (tp * pp * cp) == 0,
+            f"--gpus {gpus} is not divisible by tp x pp x cp = {tp * pp * cp}",
+            field="gpus",
+        )
+        dp = gpus // (tp * pp * cp)
+    _positive(dp=dp)
+    num_gpus = gpus if gpus is not None else tp * pp * dp * cp
+    assumed: dict[str, str] = {}
+    if gbs is None:
+        chosen = defaults.global_batch_for(spec, seq, mbs * dp)
+        gbs = int(chosen.value)
+        assumed["gbs"] = chosen.why
+    plan = Plan(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        vp=vp,
+        ep=ep,
+        micro_batch=mbs,
+        global_batch=gbs,
+        recompute=cast(Recompute, recompute),
+        zero=zero,
+        sequence_parallel=sequence_parallel,
+    )
+    require(
+        plan.num_gpus == num_gpus,
+        f"tp x pp x dp x cp = {plan.tp} x {plan.pp} x {plan.dp} x {plan.cp} = {plan.num_gpus} "
+        f"but --gpus is {num_gpus}",
+        field="gpus",
+    )
+    check_plan(spec, plan, seq)
+    cluster = catalog.cluster(
+        gpu, num_gpus, gpus_per_node=gpus_per_node, inter=inter, nics_per_node=nics_per_node
+    )
+    if slowest_gpu is not None:
+        cluster = replace(cluster, slowest_device=catalog.gpu(slowest_gpu))
+    training = Training(
+        seq_len=seq,
+        precision=cast(TrainPrecision, precision),
+        flash_attention=flash_attention,
+        finetune=cast(Finetune, finetune),
+        lora_rank=rank,
+        offload_optimizer=offload_optimizer,
+    )
+    job = JobOptions(
+        storage_gb_per_s_per_node=storage_gbps,
+        checkpoint_every_steps=checkpoint_every,
+        checkpoint_write_gb_per_s=checkpoint_gbps,
+    )
+    prof = load_profile_for(framework, None if profile is None else str(profile))
+    est = estimate_plan(spec, cluster, training, plan, prof, job)
+    row = est.row(0)
+    band = band_for(spec, cluster, plan, framework).around(row["tokens_per_s"])
+    mismatch = prof.mismatch(cluster.pace_device.id, cluster.pace_device.generation)
+    if mismatch:
+        band = band.warn(mismatch)
+    if spec.num_layers % pp:
+        band = band.warn(
+            f"--pp {pp} splits {spec.num_layers} layers unevenly: the busiest stage has "
+            f"{-(-spec.num_layers // pp)} and sets the pace"
+        )
+    if seq > spec.max_seq_len:
+        band = band.warn(
+            f"--seq {seq} exceeds {spec.name}'s maximum context of {spec.max_seq_len} "
+            "(needs position-embedding extension)"
+        )
+    parts = est.parts(0)
+    return EstimateResult(
+        model=spec.name,
+        gpu=cluster.device.id,
+        gpus=num_gpus,
+        inter=cluster.inter.id,
+        framework=framework,
+        profile=prof.name,
+        plan=plan,
+        fits=row["fits"],
+        memory_per_gpu_gib=row["memory_per_gpu_gib"],
+        step_time_s=row["step_time_s"],
+        tokens_per_s=row["tokens_per_s"],
+        tokens_per_s_per_gpu=row["tokens_per_s_per_gpu"],
+        tflops_per_gpu=row["tflops_per_gpu"],
+        mfu=row["mfu"],
+        parts_s=parts,
+        recompute_s=row["recompute_s"],
+        band=band,
+        bottleneck=bottleneck(parts, row["mfu"]),
+        assumed=assumed,
+    )

@@ -1,0 +1,34 @@
+"""The one progress bar every long command shows: transient, on stderr, silent when stderr is
+not a terminal (so ``--json`` output and pipes stay clean)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+@contextmanager
+def progress_bar(
+    label: str, console: Console | None = None
+) -> Iterator[Callable[[int, int], None]]:
+    """Yield ``update(done, total)``; the bar disappears when the block ends."""
+    out = console or Console(stderr=True)
+    bar = Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=out,
+        transient=True,
+        disable=not out.is_terminal,
+    )
+    with bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update

@@ -1,0 +1,126 @@
+"""`gpuscale calibrate run` through the real entry point: it writes a profile that estimate,
+plan and scale take with --profile, `calibrate --from` still works, and bad input is one line."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from subprocess import CompletedProcess
+
+import pytest
+
+Gpuscale = Callable[..., CompletedProcess[str]]
+
+RUN = [
+    "llama3.1-8b",
+    "--gpu",
+    "h100-sxm",
+    "--gpus",
+    "16",
+    "--tp",
+    "2",
+    "--mbs",
+    "2",
+    "--gbs",
+    "64",
+    "--seq",
+    "4096",
+    "--zero",
+    "1",
+]
+
+
+def _estimate(gpuscale: Gpuscale, *extra: str) -> dict[str, float]:
+    proc = gpuscale("estimate", *RUN, "--json", *extra)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_written_profile_reproduces_the_run_in_estimate_and_feeds_scale(
+    gpuscale: Gpuscale, tmp_path: Path
+) -> None:
+    generic = _estimate(gpuscale)
+    measured = 0.85 * generic["tokens_per_s"]
+    out = tmp_path / "mine.yaml"
+    proc = gpuscale(
+        "calibrate", "run", *RUN, "--measured-tokens-per-s", str(measured), "-o", str(out)
+    )
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join(proc.stdout.split())
+    assert "fitted compute efficiency 0.74 -> " in said
+    assert "--framework generic --profile" in said
+    calibrated = _estimate(gpuscale, "--profile", str(out))
+    assert calibrated["tokens_per_s"] == pytest.approx(measured, rel=1e-6)
+    assert calibrated["profile"].endswith("calibrated")
+
+    scale = gpuscale(
+        "scale",
+        "llama3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--max-gpus",
+        "16",
+        "--json",
+        "--profile",
+        str(out),
+    )
+    assert scale.returncode == 0, scale.stderr
+    plan = gpuscale(
+        "plan", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", "16", "--json", "--profile", str(out)
+    )
+    assert plan.returncode == 0, plan.stderr
+
+
+def test_json_is_the_api_document(gpuscale: Gpuscale, tmp_path: Path) -> None:
+    from gpuscale import api
+
+    proc = gpuscale("calibrate", "run", *RUN, "--measured-step-s", "2.5", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    expected = api.calibrate_run(
+        "llama3.1-8b",
+        gpu="h100-sxm",
+        gpus=16,
+        tp=2,
+        mbs=2,
+        gbs=64,
+        seq=4096,
+        zero=1,
+        measured_step_s=2.5,
+    ).to_dict()
+    assert doc == json.loads(json.dumps(expected))
+    assert doc["fitted"][0]["parameter"] == "compute"
+    assert doc["predicted_tokens_per_s_after"] == pytest.approx(64 * 4096 / 2.5)
+
+
+def test_calibrate_from_still_works(gpuscale: Gpuscale, data_dir: Path) -> None:
+    log = data_dir / "nccl-tests" / "h100-2node-allreduce-k8s-mpijob.log"
+    proc = gpuscale("calibrate", "--from", str(log), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "profile" in json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ([], "exactly one of --measured-tokens-per-s"),
+        (["--measured-tokens-per-s", "1e5", "--measured-step-s", "1"], "exactly one"),
+        (["--measured-step-s", "nan"], "not a finite number"),
+        (["--measured-step-s", "0"], "--measured-step-s must be > 0"),
+        (["--measured-tokens-per-s", "-5"], "--measured-tokens-per-s must be > 0"),
+        (["--measured-tokens-per-s", "1e9"], "physical range"),
+        (["--measured-tokens-per-s", "1e3"], "physical range"),
+        (["--measured-step-s", "1", "--measured-memory-gib", "500"], "exceeds"),
+        (["--measured-step-s", "1", "--gpus", "12", "--tp", "3"], "--tp 3 does not divide"),
+        (["--measured-step-s", "1", "-o", "/nonexistent-dir/x.yaml"], "does not exist"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(gpuscale: Gpuscale, extra: list[str], message: str) -> None:
+    proc = gpuscale("calibrate", "run", *RUN, *extra)
+    assert proc.returncode == 2, proc.stdout
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("gpuscale: ")
+    assert message in lines[0]
+    assert "Traceback" not in proc.stderr
