@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, is_dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from gpuscale import SCHEMA_VERSION, files
+from gpuscale import files
+from gpuscale.api._json import document
 from gpuscale.costmodel.collectives import OPS
 from gpuscale.costmodel.profile import profile_names
 from gpuscale.errors import InputError, closest, require
@@ -31,8 +30,13 @@ from gpuscale.measure.profile_fit import ProfileFit, distinct_files, fit_profile
 from gpuscale.measure.results import CollectiveRun, GemmRun
 from gpuscale.measure.sources import Measurements, load
 from gpuscale.measure.stats import JITTER_CV_LIMIT
-from gpuscale.measure.trace import Prediction, TraceReport, analyze, load_prediction
-from gpuscale.measure.trace import prediction_from_document as _prediction_from_document
+from gpuscale.measure.trace import (
+    Prediction,
+    TraceReport,
+    analyze,
+    load_prediction,
+    prediction_from_document,
+)
 from gpuscale.measure.trace.analysis import ProgressFn
 
 PathArg = str | Path
@@ -68,28 +72,6 @@ def _ignore(message: str) -> None:
     del message
 
 
-def _plain(value: Any) -> Any:
-    """JSON types only: dataclasses, tuples, numpy values made plain; NaN/inf become None."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return _plain(asdict(value))
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _plain(value.tolist())
-    if isinstance(value, np.generic):
-        return _plain(value.item())
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _document(body: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, **_plain(body)}
-    return out
-
-
 # ------------------------------------------------------------------------------ calibration
 
 
@@ -105,7 +87,7 @@ class CalibrationResult:
 
     def to_dict(self) -> dict[str, Any]:
         cal = self.fit.calibration
-        return _document(
+        return document(
             {
                 "profile": self.fit.profile,
                 "written": str(self.fit.written) if self.fit.written else None,
@@ -324,7 +306,7 @@ class TraceResult:
         doc = self.report.to_dict()
         if self.html:
             doc["html"] = self.html
-        return _document({"trace": doc})
+        return document({"trace": doc})
 
     def figures(self) -> list[Any]:
         from gpuscale.report.trace import trace_figures
@@ -440,7 +422,7 @@ def inline_prediction(text: str) -> Prediction:
             f"--predict-with: {exc}; e.g. {_INLINE_EXAMPLE}", field="predict_with"
         ) from None
     label = f"estimate {model} " + " ".join(f"{k}={v}" for k, v in given.items())
-    return _prediction_from_document(result.to_dict(), label.strip())
+    return prediction_from_document(result.to_dict(), label.strip())
 
 
 def prediction(plan: PathArg | None) -> Prediction | None:
@@ -497,7 +479,7 @@ class CollectivesResult:
         return [{**asdict(s), "jittery": (s.cv or 0.0) > JITTER_CV_LIMIT} for s in self.run.samples]
 
     def to_dict(self) -> dict[str, Any]:
-        return _document(
+        return document(
             {**self.run.to_dict(), "samples": self.rows(), "jitter_cv_limit": self.jitter_cv_limit}
         )
 
@@ -523,7 +505,7 @@ class MatmulResult:
         ]
 
     def to_dict(self) -> dict[str, Any]:
-        return _document(
+        return document(
             {**self.run.to_dict(), "samples": self.rows(), "peak_tflops": self.peak_tflops}
         )
 
@@ -618,7 +600,7 @@ class DoctorResult:
 
     def to_dict(self) -> dict[str, Any]:
         r = self.report
-        return _document(
+        return document(
             {
                 "verdict": r.verdict,
                 "facts": r.facts,
