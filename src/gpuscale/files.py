@@ -75,7 +75,7 @@ def input_path(
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        message = missing or f"{label} '{shown(path)}': no such file"
+        message = missing or f"cannot read {label} '{shown(path)}': no such file"
         raise InputError(message, field=field) from None
     except ValueError:  # an embedded NUL byte
         raise InputError(f"{label}: invalid path {str(path)!r}", field=field) from None

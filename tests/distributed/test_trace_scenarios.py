@@ -12,9 +12,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from gpuscale.measure.trace import analyze
@@ -27,43 +27,56 @@ from tests.distributed.trace_scenarios import (
     WORLD,
     generate,
     generate_over_link,
+    host_load,
 )
 
-pytestmark = [pytest.mark.distributed, pytest.mark.torch, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.distributed, pytest.mark.torch, pytest.mark.timeout(900)]
 
 
-MAX_NOISE = 0.5
-"""Every step of a scenario does the same work, so the spread of a rank's busy time across steps
-(interquartile range over median) measures the host, not the job. Above this, other processes
-were stealing the cores and the trace is no ground truth: regenerate it."""
-MAX_RANK_STRETCH = 1.5
-"""Every rank runs the same forward pass in every scenario (the straggler's extra work comes after
-backward), so one rank's forward taking this much longer than another's means the host slowed
-that rank, and the trace no longer shows the condition the scenario set up."""
 ATTEMPTS = 3
-FORWARD = "DistributedDataParallel.forward"
+"""Traces of one scenario a check may see before it fails. A trace's times are wall times, and
+on a shared host other processes stretch them, unevenly between ranks and steps; the scenarios
+are built to survive that (their conditions are amounts of work, which a busy host stretches
+as much as the step, not sleeps), and a check that still fails is rerun on a fresh trace of
+that scenario alone. It fails, never skips, after this many, printing what the kernel measured
+of the host's load on every attempt (tests.distributed.trace_scenarios.host_load)."""
+GENERATE_TIMEOUT_S = 300
+"""All four loopback scenarios take ~20 s on an idle 2-core host and ~60 s with every core
+busy; the limit is for a hang, not for a slow host."""
+
+
+class Scenarios:
+    """Trace folders of the scenarios, with a fresh trace of one scenario on demand."""
+
+    def __init__(
+        self,
+        factory: pytest.TempPathFactory,
+        make: Callable[[Path, tuple[str, ...]], dict[str, Path]],
+        names: tuple[str, ...],
+    ) -> None:
+        self._factory, self._make = factory, make
+        self.folders = make(factory.mktemp("trace_scenarios"), names)
+
+    def __getitem__(self, name: str) -> Path:
+        return self.folders[name]
+
+    def check(self, name: str, check: Callable[[Path], None]) -> None:
+        """Run ``check`` on the scenario's trace, on up to ATTEMPTS fresh ones while it fails."""
+        failures = []
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                check(self.folders[name])
+                return
+            except AssertionError as e:
+                load = host_load(self.folders[name])
+                failures.append(f"attempt {attempt}: {e}\n  host load per rank: {load}")
+            if attempt < ATTEMPTS:
+                self.folders[name] = self._make(self._factory.mktemp(name), (name,))[name]
+        pytest.fail(f"{name}: wrong on {ATTEMPTS} fresh traces:\n" + "\n".join(failures))
 
 
 def _events(path: Path) -> list[dict]:
     return [e for e in json.loads(path.read_text())["traceEvents"] if e.get("ph") == "X"]
-
-
-def host_distortion(folder: Path) -> dict[str, float]:
-    """How far the host distorted a scenario's trace: the step-to-step spread of busy time
-    within a rank and the rank-to-rank ratio of the same forward pass (0 and 1 on a quiet host)."""
-    spreads = []
-    for rank in analyze([folder], workers=1).ranks:
-        q1, med, q3 = np.percentile(rank.breakdown.busy_s, [25, 50, 75])
-        spreads.append((q3 - q1) / med)
-    forward = [
-        float(np.median([e["dur"] for e in _events(f) if e["name"] == FORWARD]))
-        for f in sorted(folder.glob("rank*.json"))
-    ]
-    return {"spread": float(max(spreads)), "stretch": max(forward) / min(forward)}
-
-
-def is_ground_truth(distortion: dict[str, float]) -> bool:
-    return distortion["spread"] <= MAX_NOISE and distortion["stretch"] <= MAX_RANK_STRETCH
 
 
 def top_ops(folder: Path, n: int = 6) -> dict[str, list[tuple[str, float]]]:
@@ -84,97 +97,96 @@ def top_ops(folder: Path, n: int = 6) -> dict[str, list[tuple[str, float]]]:
 
 
 @pytest.fixture(scope="module")
-def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def traces(tmp_path_factory: pytest.TempPathFactory) -> Scenarios:
     pytest.importorskip("torch")
-    out: dict[str, Path] = {}
-    noisy = LOOPBACK
-    distortion: dict[str, dict[str, float]] = {}
-    for attempt in range(ATTEMPTS):
-        made = generate(
-            tmp_path_factory.mktemp(f"trace_scenarios{attempt}"), names=noisy, timeout_s=70
-        )
-        distortion = {name: host_distortion(folder) for name, folder in made.items()}
-        out.update(made)
-        noisy = tuple(name for name, d in distortion.items() if not is_ground_truth(d))
-        if not noisy:
-            return out
-    pytest.skip(
-        f"host too busy for ground-truth traces after {ATTEMPTS} tries: {distortion} "
-        f"(limits: spread {MAX_NOISE}, stretch {MAX_RANK_STRETCH})"
-    )
+
+    def make(out: Path, names: tuple[str, ...]) -> dict[str, Path]:
+        return generate(out, names=names, timeout_s=GENERATE_TIMEOUT_S)
+
+    return Scenarios(tmp_path_factory, make, LOOPBACK)
 
 
 @pytest.mark.parametrize(
     "scenario", [s for s in SCENARIOS if s.name in LOOPBACK], ids=lambda s: s.name
 )
-def test_names_the_right_diagnosis(traces: dict[str, Path], scenario) -> None:
-    report = analyze([traces[scenario.name]])
-    found = [d.id for d in report.diagnoses]
-    why = (
-        found,
-        {r.rank: {p: round(r.breakdown.median_share(p), 3) for p in PARTS} for r in report.ranks},
-        report.skew,
-        top_ops(traces[scenario.name]),
-    )
-    if scenario.expected is None:
-        assert set(found) <= scenario.tolerated, why
-    else:
-        assert found and found[0] == scenario.expected, why
-        assert set(found[1:]) <= scenario.tolerated, why
+def test_names_the_right_diagnosis(traces: Scenarios, scenario) -> None:
+    def check(folder: Path) -> None:
+        report = analyze([folder])
+        found = [d.id for d in report.diagnoses]
+        why = (
+            found,
+            {
+                r.rank: {p: round(r.breakdown.median_share(p), 3) for p in PARTS}
+                for r in report.ranks
+            },
+            report.skew,
+            top_ops(folder),
+        )
+        if scenario.expected is None:
+            assert set(found) <= scenario.tolerated, why
+        else:
+            assert found and found[0] == scenario.expected, why
+            assert set(found[1:]) <= scenario.tolerated, why
+
+    traces.check(scenario.name, check)
 
 
 @pytest.fixture(scope="module")
-def link_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def link_traces(tmp_path_factory: pytest.TempPathFactory) -> Scenarios:
     pytest.importorskip("torch")
-    distortion: dict[str, dict[str, float]] = {}
-    for attempt in range(ATTEMPTS):
-        made = generate_over_link(
-            tmp_path_factory.mktemp(f"link_scenarios{attempt}"), SHAPED, timeout_s=60
-        )
+
+    def make(out: Path, names: tuple[str, ...]) -> dict[str, Path]:
+        made = generate_over_link(out, names, timeout_s=GENERATE_TIMEOUT_S)
         if isinstance(made, str):
+            # Not a busy host: the shaped link needs root and network namespaces.
             pytest.skip(f"two-node testbed unavailable: {made}")
-        distortion = {name: host_distortion(folder) for name, folder in made.items()}
-        if all(is_ground_truth(d) for d in distortion.values()):
-            return made
-    pytest.skip(f"host too busy for ground-truth traces after {ATTEMPTS} tries: {distortion}")
+        return made
+
+    return Scenarios(tmp_path_factory, make, SHAPED)
 
 
 def test_healthy_job_on_a_starved_link_is_network_bound(
-    link_traces: dict[str, Path], traces: dict[str, Path]
+    link_traces: Scenarios, traces: Scenarios
 ) -> None:
     # The same job as `healthy`, only the link differs: the diagnosis must follow the link.
     (scenario,) = (s for s in SCENARIOS if s.name == "slow_link")
-    report = analyze([link_traces["slow_link"]])
-    found = [d.id for d in report.diagnoses]
-    why = (found, top_ops(link_traces["slow_link"]))
-    assert found and found[0] == scenario.expected, why
-    assert set(found[1:]) <= scenario.tolerated, why
 
     # As the network-bound rule does, judge by the rank that waits least: on loopback ranks
     # also wait for each other, which a shared host can stretch, but both cannot be starved.
     def least_wait(folder: Path) -> float:
         return min(r.breakdown.median_share("exposed_comm") for r in analyze([folder]).ranks)
 
-    shaped, loopback = least_wait(link_traces["slow_link"]), least_wait(traces["healthy"])
-    assert shaped > 0.2 and shaped > 2 * loopback, (shaped, loopback)
-    # The all-reduce runs at the link's rate: with 2 ranks nccl-tests' bus factor 2(n-1)/n is 1,
-    # so the algorithm bandwidth is the bytes each rank sends per second.
-    (stats,) = (c for c in report.collectives if c.op == "all_reduce")
-    assert scenario.link_rate == "50mbit" and stats.algbw_gb_per_s is not None
-    assert 0.5 < stats.algbw_gb_per_s * 1e9 / (50e6 / 8) < 2.0
+    def check(folder: Path) -> None:
+        report = analyze([folder])
+        found = [d.id for d in report.diagnoses]
+        why = (found, top_ops(folder))
+        assert found and found[0] == scenario.expected, why
+        assert set(found[1:]) <= scenario.tolerated, why
+        shaped, loopback = least_wait(folder), least_wait(traces["healthy"])
+        assert shaped > 0.2 and shaped > 2 * loopback, (shaped, loopback)
+        # The all-reduce runs at the link's rate: with 2 ranks nccl-tests' bus factor
+        # 2(n-1)/n is 1, so the algorithm bandwidth is the bytes each rank sends per second.
+        (stats,) = (c for c in report.collectives if c.op == "all_reduce")
+        assert scenario.link_rate == "50mbit" and stats.algbw_gb_per_s is not None
+        assert 0.5 < stats.algbw_gb_per_s * 1e9 / (50e6 / 8) < 2.0, stats
+
+    link_traces.check("slow_link", check)
 
 
-def test_straggler_is_rank_one(traces: dict[str, Path]) -> None:
-    report = analyze([traces["straggler"]])
-    assert report.skew is not None
-    assert report.skew.slowest_rank == 1, (report.skew, top_ops(traces["straggler"]))
-    assert report.skew.excess > 0.25
-    # The fast rank waits for it in communication; the straggler itself barely does.
-    waits = {r.rank: r.breakdown.median_share("exposed_comm") for r in report.ranks}
-    assert waits[0] > waits[1]
+def test_straggler_is_rank_one(traces: Scenarios) -> None:
+    def check(folder: Path) -> None:
+        report = analyze([folder])
+        assert report.skew is not None
+        assert report.skew.slowest_rank == 1, (report.skew, top_ops(folder))
+        assert report.skew.excess > 0.25, report.skew
+        # The fast rank waits for it in communication; the straggler itself barely does.
+        waits = {r.rank: r.breakdown.median_share("exposed_comm") for r in report.ranks}
+        assert waits[0] > waits[1], waits
+
+    traces.check("straggler", check)
 
 
-def test_multi_rank_trace_set_is_read_completely(traces: dict[str, Path]) -> None:
+def test_multi_rank_trace_set_is_read_completely(traces: Scenarios) -> None:
     report = analyze([traces["healthy"]])
     assert [r.rank for r in report.ranks] == list(range(WORLD))
     for r in report.ranks:
@@ -191,9 +203,7 @@ def test_multi_rank_trace_set_is_read_completely(traces: dict[str, Path]) -> Non
     assert sum(sizes) == 4 * params
 
 
-def test_gzip_and_separate_files_give_the_same_answer(
-    traces: dict[str, Path], tmp_path: Path
-) -> None:
+def test_gzip_and_separate_files_give_the_same_answer(traces: Scenarios, tmp_path: Path) -> None:
     files = sorted(traces["slow_data"].glob("rank*.json"))
     zipped = []
     for f in files:
@@ -208,7 +218,7 @@ def test_gzip_and_separate_files_give_the_same_answer(
     assert plain == packed
 
 
-def test_cli_json_html_and_prediction(traces: dict[str, Path], tmp_path: Path) -> None:
+def test_cli_json_html_and_prediction(traces: Scenarios, tmp_path: Path) -> None:
     plan = tmp_path / "estimate.json"
     plan.write_text(
         json.dumps(
@@ -226,32 +236,26 @@ def test_cli_json_html_and_prediction(traces: dict[str, Path], tmp_path: Path) -
         )
     )
     html = tmp_path / "report.html"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpuscale.cli.main",
-            "trace",
-            "analyze",
-            str(traces["slow_network"]),
-            "--predict-with",
-            str(plan),
-            "--html",
-            str(html),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)["trace"]
-    assert "network_bound" in {d["id"] for d in doc["diagnoses"]}
-    comm = next(f for f in doc["prediction"]["findings"] if f["part"] == "exposed_comm")
-    assert comm["off"] and comm["measured_share"] > 0.2
-    assert "bandwidth" in comm["verdict"] and "bench collectives" in comm["verdict"]
-    page = html.read_text()
-    assert "Where the step time goes" in page and "plotly" in page
+
+    def check(folder: Path) -> None:
+        command = ["trace", "analyze", str(folder), "--predict-with", str(plan)]
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpuscale.cli.main", *command, "--html", str(html), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if proc.returncode != 0:  # not the host's doing: no retry
+            pytest.fail(proc.stderr)
+        doc = json.loads(proc.stdout)["trace"]
+        assert "network_bound" in {d["id"] for d in doc["diagnoses"]}, doc["diagnoses"]
+        comm = next(f for f in doc["prediction"]["findings"] if f["part"] == "exposed_comm")
+        assert comm["off"] and comm["measured_share"] > 0.2, comm
+        assert "bandwidth" in comm["verdict"] and "bench collectives" in comm["verdict"]
+        page = html.read_text()
+        assert "Where the step time goes" in page and "plotly" in page
+
+    traces.check("slow_network", check)
 
 
 _READ_TWO_FIFOS = """

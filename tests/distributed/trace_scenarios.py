@@ -4,7 +4,7 @@ Two CPU ranks train with DistributedDataParallel over gloo on 127.0.0.1 (``file:
 under ``torch.profiler``, one scenario after the other in the same process group:
 
 ``healthy``       compute-heavy MLP, small gradient, cheap input: nothing to diagnose.
-``slow_data``     the same job with a dataset that sleeps for each batch: input-bound.
+``slow_data``     the same job with a dataset that decodes each batch on the CPU: input-bound.
 ``straggler``     rank 1 does extra matmuls every step: the other rank waits for it.
 ``slow_network``  a large gradient (32 MiB) for little compute, so the all-reduce dominates
                   even on loopback: the ratio of bytes to compute makes it network-bound.
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import multiprocessing as mp
 import os
 import shutil
@@ -41,9 +42,10 @@ class Scenario:
     widths: tuple[int, ...]
     """Linear layer sizes: input, hidden..., output."""
     batch: int
-    data_sleep_s: float = 0.0
+    decode_work: int = 0
+    """Integers the data loader sums per batch: a CPU-bound decode (~25 ms per million)."""
     straggler_extra_matmuls: int = 0
-    """Extra 256x256 matmuls on rank 1 per step."""
+    """Extra 256x256 matmuls on rank 1 per step (150 take about one step's forward+backward)."""
     link_rate: str | None = None
     """``tc`` rate of the link between the two ranks' namespaces; None: loopback."""
     expected: str | None = None
@@ -61,9 +63,11 @@ _MLP = (64, 256, 256, 64)
 
 SCENARIOS = (
     Scenario(name="healthy", widths=_MLP, batch=4096),
-    Scenario(name="slow_data", widths=_MLP, batch=4096, data_sleep_s=0.03, expected="input_bound"),
     Scenario(
-        name="straggler", widths=_MLP, batch=4096, straggler_extra_matmuls=150, expected="straggler"
+        name="slow_data", widths=_MLP, batch=4096, decode_work=1_500_000, expected="input_bound"
+    ),
+    Scenario(
+        name="straggler", widths=_MLP, batch=4096, straggler_extra_matmuls=300, expected="straggler"
     ),
     Scenario(
         name="slow_network",
@@ -80,6 +84,55 @@ SCENARIOS = (
 against ~30 ms of compute: about half the step waits on the link."""
 LOOPBACK = tuple(s.name for s in SCENARIOS if s.link_rate is None)
 SHAPED = tuple(s.name for s in SCENARIOS if s.link_rate is not None)
+
+
+class HostClock:
+    """Per profiled step, what the host's scheduler did to this rank, as the kernel counts it
+    (``/proc/self/task/*/schedstat``: ns on a CPU, ns runnable but waiting for one, summed over
+    the rank's threads). A trace's times are wall times; these say how much of that wall time
+    the host took, so a failed check can tell a busy host from a wrong analyzer."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[float, float, float]] = []
+        self._last = self._read()
+
+    @staticmethod
+    def _read() -> tuple[float, float, float]:
+        run = wait = 0
+        tasks = Path("/proc/self/task")
+        for task in tasks.iterdir() if tasks.is_dir() else ():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                on_cpu, queued = (task / "schedstat").read_text().split()[:2]
+                run, wait = run + int(on_cpu), wait + int(queued)
+        return time.monotonic(), run / 1e9, wait / 1e9
+
+    def tick(self) -> None:
+        now = self._read()
+        wall, cpu, wait = (b - a for a, b in zip(self._last, now, strict=True))
+        self.rows.append((wall, cpu, wait))
+        self._last = now
+
+    def save(self, path: Path) -> None:
+        wall, cpu, wait = zip(*self.rows, strict=True) if self.rows else ((), (), ())
+        path.write_text(json.dumps({"wall_s": wall, "cpu_s": cpu, "wait_s": wait}))
+
+
+def host_load(folder: Path) -> dict[str, dict[str, float]]:
+    """Per rank of a scenario, the median over its steps of CPU time and of run-queue wait
+    (all threads) per second of wall time: ~1 and ~0 on an idle host, while other processes
+    take the cores the wait grows and the CPU share drops."""
+    out = {}
+    for f in sorted(folder.glob("rank*.schedstat")):
+        doc = json.loads(f.read_text())
+        rows = [
+            (c / w, q / w)
+            for w, c, q in zip(doc["wall_s"], doc["cpu_s"], doc["wait_s"], strict=True)
+            if w > 0
+        ]
+        if rows:
+            cpu, wait = (sorted(column)[len(column) // 2] for column in zip(*rows, strict=True))
+            out[f.stem] = {"cpu_per_wall": round(cpu, 2), "queued_per_wall": round(wait, 2)}
+    return out
 
 
 def _run_scenario(rank: int, scenario: Scenario, out: Path) -> None:
@@ -102,14 +155,16 @@ def _run_scenario(rank: int, scenario: Scenario, out: Path) -> None:
             return ACTIVE_STEPS + 2
 
         def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-            if scenario.data_sleep_s:
-                time.sleep(scenario.data_sleep_s)
+            # Work, not a sleep: a busy host stretches it as much as the step's compute, so the
+            # share of the step spent waiting for data is the same on a loaded host.
+            sum(range(scenario.decode_work))
             return x, y
 
     loader = torch.utils.data.DataLoader(Batches(), batch_size=None)
     a, b = torch.randn(256, 256), torch.randn(256, 256)
     folder = out / scenario.name
     folder.mkdir(parents=True, exist_ok=True)
+    host = HostClock()
     with profile(
         activities=[ProfilerActivity.CPU],
         record_shapes=True,
@@ -125,6 +180,8 @@ def _run_scenario(rank: int, scenario: Scenario, out: Path) -> None:
                     torch.mm(a, b)
             optimizer.step()
             prof.step()
+            host.tick()
+    host.save(folder / f"rank{rank}.schedstat")
 
 
 def _rank_main(rank: int, out: str, names: tuple[str, ...]) -> None:

@@ -49,20 +49,11 @@ ALLOWED: dict[str, set[str]] = {
 # Command modules that still reach below the API. They belong to the measure and serving sides
 # of issue 12 (parallel branches move them behind gpuscale.api); each entry goes when that lands.
 PENDING: dict[str, set[str]] = {
-    "cli/bench.py": {"measure", "costmodel"},
-    "cli/calibrate.py": {"measure", "costmodel"},
-    "cli/doctor.py": {"measure"},
-    "cli/import_cmd.py": {"measure", "costmodel"},
-    "cli/trace.py": {"measure", "costmodel", "planner"},
     "cli/infer.py": {"costmodel", "planner"},
     # the catalog listing counts parameters; it has no API entry point yet
     "cli/catalog_cmd.py": {"costmodel"},
 }
-PENDING_CLI_TO_CLI: dict[str, set[str]] = {
-    "cli/calibrate.py": {"gpuscale.cli.bench"},
-    "cli/trace.py": {"gpuscale.cli.main"},
-    "cli/import_cmd.py": {"gpuscale.cli.calibrate"},
-}
+PENDING_CLI_TO_CLI: dict[str, set[str]] = {}
 
 TORCH_FREE = [
     "gpuscale",

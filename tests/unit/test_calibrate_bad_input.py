@@ -68,13 +68,13 @@ CASES = [
     # J5: tf32 is a CUDA mode
     (("bench", "matmul", "--shapes", "64", "--dtype", "tf32", "--device", "cpu"), "tf32"),
     # L4: output paths before the work
-    (("bench", "collectives", "--csv", "/proc/nope/x.csv"), "cannot write --csv"),
+    (("bench", "collectives", "--csv", "/proc/nope/x.csv"), "does not exist; create it first"),
     (("bench", "matmul", "--csv", "/"), "is a directory"),
     # A6 + L4 for calibrate and import: --html / -o to a directory or an impossible path
-    (("import", "nccl-tests", H100, "--html", "/proc/x/y.html"), "cannot write --html"),
+    (("import", "nccl-tests", H100, "--html", "/proc/x/y.html"), "does not exist; create it first"),
     (("import", "nccl-tests", H100, "--html", "/"), "--html '/' is a directory"),
     (("import", "nccl-tests", H100, "-o", "/"), "-o '/' is a directory"),
-    (("calibrate", "--from", H100, "--html", "/proc/x/y.html"), "cannot write --html"),
+    (("calibrate", "--from", H100, "--html", "/proc/x/y.html"), "does not exist; create it first"),
     (("calibrate", "--from", H100, "--html", "/"), "is a directory"),
     # K2: benchmark options mean nothing with --from
     (("calibrate", "--from", H100, "--nproc", "0"), "--nproc has no effect with --from"),

@@ -147,8 +147,11 @@ def test_bad_input_is_one_line_before_any_search(
 
 def test_html_path_is_probed_without_leaving_anything_behind(tmp_path: Path) -> None:
     target = tmp_path / "new" / "deeper" / "report.html"
-    check_writable(str(target), "--html")
+    with pytest.raises(InputError, match="does not exist; create it first"):
+        check_writable(str(target), "--html")  # a missing folder is refused, never created
     assert not (tmp_path / "new").exists()
+    check_writable(str(tmp_path / "report.html"), "--html")
+    assert not (tmp_path / "report.html").exists()
     kept = tmp_path / "old.html"
     kept.write_text("previous report")
     check_writable(str(kept), "--html")

@@ -25,6 +25,14 @@ from gpuscale.api.cluster import (
 )
 from gpuscale.api.export import export_plan as export_plan
 from gpuscale.api.fitting import FitResult, fit
+from gpuscale.api.measure import (
+    analyze_trace,
+    bench_collectives,
+    bench_matmul,
+    calibrate,
+    doctor,
+    import_nccl_tests,
+)
 from gpuscale.api.planning import OBJECTIVES, PlanResult, ScaleResult, plan, scale
 from gpuscale.api.result import Result
 from gpuscale.api.training import EstimateResult, estimate, profile_names
@@ -41,14 +49,20 @@ __all__ = [
     "Result",
     "ScaleResult",
     "advise_comm",
+    "analyze_trace",
+    "bench_collectives",
+    "bench_matmul",
+    "calibrate",
     "calibrate_run",
     "cluster_adapt",
     "cluster_export",
     "cluster_simulate",
     "cluster_trace",
+    "doctor",
     "estimate",
     "export_plan",
     "fit",
+    "import_nccl_tests",
     "plan",
     "profile_names",
     "scale",

@@ -5,6 +5,7 @@ Lookups by id fail with :class:`~gpuscale.errors.InputError` naming the closest 
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from gpuscale import files
 from gpuscale.errors import InputError, require, unknown
 from gpuscale.specs import Cluster, Device, Link, ModelSpec
 
@@ -85,9 +87,9 @@ def model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
     if key in models():
         return models()[key]
     path = Path(name_or_path)
-    if path.is_dir():
+    if os.path.isdir(path):  # False, not an error, for a name too long to look up
         path = path / "config.json"
-    if path.suffix == ".json" or path.exists():
+    if path.suffix == ".json" or files.exists(path):
         from gpuscale.catalog.hf_config import model_from_config_file
 
         return model_from_config_file(path)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gpuscale import files
 from gpuscale.errors import InputError
 from gpuscale.specs import ModelSpec
 
@@ -241,14 +242,12 @@ def _guess_type(cfg: Mapping[str, Any]) -> str | None:
 
 def model_from_config_file(path: Path) -> ModelSpec:
     """Read ``path`` (a ``config.json``) into a :class:`ModelSpec`, with one-line errors."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"no such model or file '{path}'") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a text file (a config.json is UTF-8 JSON)") from None
-    except OSError as exc:
-        raise InputError(f"cannot read '{path}': {exc.strerror}") from None
+    text = files.read_text(
+        path,
+        label="config.json",
+        expected="a config.json (UTF-8 JSON)",
+        missing=f"no such model or file '{files.shown(path)}'",
+    )
     try:
         cfg = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 
-from gpuscale import catalog
+from gpuscale import catalog, files
 from gpuscale.api import profile_names
 from gpuscale.api._json import document as versioned
 from gpuscale.errors import InputError
@@ -44,28 +43,12 @@ FINITE = FiniteFloat()
 
 
 def check_writable(path: str | None, option: str) -> None:
-    """Fail on an output path that cannot be written before any work is done, not after it.
-    Leaves nothing behind: the probe file and any folders made for it are removed again."""
+    """Fail on an output path that cannot be written before any work is done, not after it
+    (the rule, for every output flag, is :func:`gpuscale.files.output_path`)."""
     if path is None:
         return
-    out = Path(path)
-    if out.is_dir():
-        raise InputError(f"{option} '{path}' is a directory; accepted: a file path to write")
-    missing = [d for d in (out.parent, *out.parent.parents) if not d.exists()]
-    existed = out.exists()
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("a"):
-            pass
-    except OSError as exc:
-        raise InputError(
-            f"cannot write {option} '{path}': {exc.strerror or exc}; accepted: a "
-            "file path in a writable folder"
-        ) from None
-    if not existed:
-        out.unlink(missing_ok=True)
-    for folder in missing:
-        folder.rmdir()
+    field = {"-o": "output"}.get(option, option.lstrip("-").replace("-", "_"))
+    files.output_path(path, label=option, field=field)
 
 
 def write_html(path: str, title: str, sections: Sequence[Section]) -> None:

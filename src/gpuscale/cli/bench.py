@@ -3,59 +3,23 @@
 from __future__ import annotations
 
 import csv
-import os
-import shlex
-import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import asdict
+import io
+from collections.abc import Sequence
 from typing import Any
 
 import click
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from gpuscale.cli._common import check_writable, console, emit_json, err_console, json_option
-from gpuscale.costmodel.collectives import OPS
-from gpuscale.errors import InputError, require
-from gpuscale.measure.results import CollectiveRun, GemmRun
-from gpuscale.measure.stats import JITTER_CV_LIMIT
-
-GPU_SIZES = "8:128M"
-CPU_SIZES = "8:4M"
-"""Default sweeps: nccl-tests' usual range on GPUs; on CPU/gloo a range that finishes in
-seconds (host memory bandwidth is reached by a few MiB)."""
-
-
-def command_line() -> str:
-    return "gpuscale " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-
-
-@contextmanager
-def progress_bar(label: str) -> Iterator[Callable[[int, int], None]]:
-    """A rich progress bar on stderr; yields ``update(done, total)``."""
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task(label, total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield update
-
-
-def under_torchrun() -> bool:
-    """torchrun (torch.distributed.elastic) sets these for every rank it starts."""
-    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")) and (
-        "TORCHELASTIC_RUN_ID" in os.environ or "GROUP_RANK" in os.environ
-    )
+from gpuscale import files
+from gpuscale.api.measure import (
+    COLLECTIVE_OPS,
+    CPU_SIZES,
+    GPU_SIZES,
+    bench_collectives,
+    bench_matmul,
+)
+from gpuscale.cli._bench_run import command_line, progress_bar, rank_failure, warn
+from gpuscale.cli._common import check_writable, console, emit_json, json_option
+from gpuscale.report.measure import print_collectives, print_matmul
 
 
 def _size(n: int) -> str:
@@ -65,236 +29,13 @@ def _size(n: int) -> str:
     return str(n)
 
 
-def _split_ops(text: str) -> tuple[str, ...]:
-    items = [o.strip().replace("-", "_") for o in text.split(",")]
-    require(
-        all(items), f"--ops '{text}' has an empty item; accepted: a comma list of {', '.join(OPS)}"
-    )
-    aliases = {
-        "allreduce": "all_reduce",
-        "allgather": "all_gather",
-        "alltoall": "all_to_all",
-        "reducescatter": "reduce_scatter",
-        "sendrecv": "send_recv",
-    }
-    ops = tuple(aliases.get(o, o) for o in items)
-    for op in ops:
-        require(op in OPS, f"unknown collective '{op}'; known: {', '.join(OPS)}")
-    return ops
-
-
-def collective_rows(run: CollectiveRun) -> list[dict[str, Any]]:
-    return [{**asdict(s), "jittery": (s.cv or 0.0) > JITTER_CV_LIMIT} for s in run.samples]
-
-
-def print_collectives(run: CollectiveRun) -> None:
-    """nccl-tests' own layout (fixed-width text, one row per size), with the jitter columns
-    appended: people compare it line by line with nccl-tests output."""
-    click.echo(
-        f"# gpuscale bench collectives: {run.backend}, {run.world_size} ranks on "
-        f"{run.nodes} node(s) x {run.ranks_per_node}, {run.device}, {run.software}"
-    )
-    head = (
-        f"#{'level':>6} {'op':>14} {'ranks':>5} {'size':>12} {'count':>12} {'type':>8} "
-        f"{'time':>9} {'algbw':>7} {'busbw':>7} {'p50':>9} {'p99':>9} {'cv':>5}"
-    )
-    units = (
-        f"#{'':>6} {'':>14} {'':>5} {'(B)':>12} {'(elements)':>12} {'':>8} "
-        f"{'(us)':>9} {'(GB/s)':>7} {'(GB/s)':>7} {'(us)':>9} {'(us)':>9} {'(%)':>5}"
-    )
-    click.echo(head)
-    click.echo(units)
-    flagged = 0
-    for s in run.samples:
-        jittery = (s.cv or 0.0) > JITTER_CV_LIMIT
-        flagged += jittery
-        click.echo(
-            f" {s.level:>6} {s.op:>14} {s.ranks:>5} {s.size_bytes:>12} {s.count:>12} "
-            f"{s.dtype:>8} {s.time_us:>9.1f} {s.algbw_gb_per_s:>7.3f} "
-            f"{s.busbw_gb_per_s:>7.3f} {s.p50_us or 0:>9.1f} {s.p99_us or 0:>9.1f} "
-            f"{100 * (s.cv or 0):>5.0f}" + ("  jitter" if jittery else "")
-        )
-    if flagged:
-        click.echo(
-            f"# network jitter: expect slow training ({flagged} of {len(run.samples)} "
-            f"sizes vary by more than {JITTER_CV_LIMIT:.0%} from iteration to iteration)"
-        )
-    for note in run.notes:
-        click.echo(f"# note: {note}")
-
-
-def warn(message: str) -> None:
-    """A warning line on stderr: stdout stays the table or the JSON document."""
-    err_console.print(
-        f"[yellow]gpuscale: warning:[/yellow] {escape(message)}",
-        highlight=False,
-        markup=True,
-        soft_wrap=True,
-    )
-
-
 def write_csv(path: str, rows: Sequence[dict[str, Any]]) -> None:
-    try:
-        with open(path, "w", newline="") as fh:
-            if rows:
-                writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-                writer.writeheader()
-                writer.writerows(rows)
-    except OSError as exc:
-        raise InputError(f"cannot write '{path}': {exc.strerror}") from None
-
-
-def run_collectives(
-    *,
-    ops: str,
-    sizes: str | None,
-    factor: float,
-    iters: int,
-    warmup: int,
-    dtype: str,
-    nproc: int | None,
-    backend: str,
-    group_by_node: bool,
-    ranks_per_node: int | None,
-    timeout: float,
-) -> CollectiveRun | None:
-    """Local spawn, or this process's rank under torchrun (then only rank 0 gets the run).
-
-    Everything the user typed is checked here, before a rank starts: a rank's error would
-    come back as a rank failure (exit 1) after seconds of spawning."""
-    from gpuscale.measure.collectives_bench import (
-        CollectiveConfig,
-        parse_sizes,
-        run_rank,
-        whole_elements,
-    )
-    from gpuscale.measure.launcher import RankFailure, launch
-
-    try:
-        import torch
-    except ImportError:
-        raise InputError(
-            "gpuscale bench collectives needs PyTorch: pip install 'gpuscale[torch]'"
-        ) from None
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    local = not under_torchrun()
-    if nproc is not None:
-        require(
-            nproc >= 2, f"--nproc must be >= 2 for a collective, got {nproc}; accepted: 2 or more"
-        )
-    n = nproc if nproc is not None else (gpus if gpus >= 2 and backend != "gloo" else 2)
-    if backend == "auto" and local:
-        # NCCL needs a GPU per rank: fewer GPUs than ranks means gloo on the host
-        backend = "nccl" if 2 <= n <= gpus else "gloo"
-    default_sizes = GPU_SIZES if backend == "nccl" or (backend == "auto" and gpus) else CPU_SIZES
-    swept = parse_sizes(sizes if sizes is not None else default_sizes, factor)
-    swept, merged = whole_elements(swept, dtype)
-    if merged:
-        warn(f"--sizes: {merged}")
-    cfg = CollectiveConfig(
-        ops=_split_ops(ops),
-        sizes=tuple(swept),
-        iters=iters,
-        warmup=warmup,
-        dtype=dtype,
-        backend=backend,
-        timeout_s=timeout,
-        group_by_node=group_by_node,
-        ranks_per_node=ranks_per_node,
-        command=command_line(),
-    )
-    if not local:
-        rank0 = os.environ["RANK"] == "0"
-        with progress_bar("collectives") if rank0 else _no_bar() as update:
-            return run_rank(cfg, on_progress=update)
-    require(
-        ranks_per_node is None or n % ranks_per_node == 0,
-        f"--ranks-per-node {ranks_per_node} does not divide the {n} ranks; accepted: a "
-        f"divisor of --nproc ({', '.join(str(k) for k in range(1, n + 1) if n % k == 0)})",
-    )
-    require(
-        backend != "nccl" or n <= gpus,
-        f"--nproc {n} with nccl needs {n} GPUs, {gpus} visible; accepted: --nproc <= {gpus} "
-        "or --backend gloo",
-    )
-    try:
-        with progress_bar(f"collectives on {n} ranks") as update:
-            result = launch(cfg.to_dict(), n, timeout_s=timeout, on_progress=update).result
-    except RankFailure as exc:
-        raise click.ClickException(str(exc)) from None
-    return CollectiveRun.from_dict(result, "rank 0")
-
-
-@contextmanager
-def _no_bar() -> Iterator[Callable[[int, int], None]]:
-    yield lambda done, total: None
-
-
-def print_matmul(run: GemmRun, peak: float | None) -> None:
-    table = Table(
-        title=f"matmul on {run.device}" + (f" ({run.gpu_id})" if run.gpu_id else ""),
-        title_justify="left",
-    )
-    for col in ("m", "n", "k", "dtype", "GFLOP", "time (us)", "TFLOP/s", "of peak", "cv"):
-        table.add_column(col, justify="left" if col == "dtype" else "right")
-    for s in run.samples:
-        table.add_row(
-            str(s.m),
-            str(s.n),
-            str(s.k),
-            s.dtype,
-            f"{s.flops / 1e9:.3g}",
-            f"{s.time_us:.1f}",
-            f"{s.tflops:.3f}",
-            f"{s.tflops / peak:.0%}" if peak else "-",
-            f"{s.cv:.0%}",
-        )
-    console.print(table)
-    for note in run.notes:
-        console.print(f"note: {note}")
-
-
-def run_matmul(
-    *, shapes: str | None, dtype: str | None, device: str, iters: int, warmup: int, gpu: str | None
-) -> GemmRun:
-    from gpuscale.measure.matmul_bench import (
-        MatmulConfig,
-        parse_shapes,
-        run,
-        shapes_for,
-        target_device,
-    )
-
-    try:
-        import torch
-    except ImportError:
-        raise InputError(
-            "gpuscale bench matmul needs PyTorch: pip install 'gpuscale[torch]'"
-        ) from None
-    cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
-    if gpu:
-        from gpuscale import catalog
-
-        gpu = catalog.gpu(gpu).id
-    if gpu and not cuda:
-        warn(
-            f"--gpu {gpu} on a CPU run: 'of peak' sets the CPU against that GPU's datasheet "
-            "peak, which says nothing about either device"
-        )
-    cfg = MatmulConfig(
-        shapes=tuple(
-            parse_shapes(shapes) if shapes is not None else shapes_for("cuda" if cuda else "cpu")
-        ),
-        dtype=dtype or ("bfloat16" if cuda else "float32"),
-        device=device,
-        iters=iters,
-        warmup=warmup,
-        gpu_id=gpu,
-        command=command_line(),
-    )
-    target_device(cfg)  # bad input fails before the progress bar starts
-    with progress_bar("matmul") as update:
-        return run(cfg, on_progress=update)
+    text = io.StringIO(newline="")
+    if rows:
+        writer = csv.DictWriter(text, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    files.write_text(path, text.getvalue(), label="--csv", field="csv")
 
 
 @click.group("bench")
@@ -304,7 +45,10 @@ def command() -> None:
 
 @command.command("collectives")
 @click.option(
-    "--ops", default=",".join(OPS), show_default=True, help="Comma-separated collectives."
+    "--ops",
+    default=",".join(COLLECTIVE_OPS),
+    show_default=True,
+    help="Comma-separated collectives.",
 )
 @click.option(
     "--sizes",
@@ -377,28 +121,31 @@ def collectives(
     """
     if csv_path:
         check_writable(csv_path, "--csv")
-    run = run_collectives(
-        ops=ops,
-        sizes=sizes,
-        factor=factor,
-        iters=iters,
-        warmup=warmup,
-        dtype=dtype,
-        nproc=nproc,
-        backend=backend,
-        group_by_node=group_by_node,
-        ranks_per_node=ranks_per_node,
-        timeout=timeout,
-    )
-    if run is None:
-        return
-    rows = collective_rows(run)
+    with rank_failure(), progress_bar("collectives") as update:
+        result = bench_collectives(
+            ops=ops,
+            sizes=sizes,
+            factor=factor,
+            iters=iters,
+            warmup=warmup,
+            dtype=dtype,
+            nproc=nproc,
+            backend=backend,
+            group_by_node=group_by_node,
+            ranks_per_node=ranks_per_node,
+            timeout=timeout,
+            progress=update,
+            warn=warn,
+            command=command_line(),
+        )
+    if result is None:
+        return  # a non-zero torchrun rank: rank 0 reports
     if csv_path:
-        write_csv(csv_path, rows)
+        write_csv(csv_path, result.rows())
     if as_json:
-        emit_json({**run.to_dict(), "samples": rows, "jitter_cv_limit": JITTER_CV_LIMIT})
+        emit_json(result.to_dict())
         return
-    print_collectives(run)
+    print_collectives(result.run, result.jitter_cv_limit)
 
 
 @command.command("matmul")
@@ -436,19 +183,23 @@ def matmul(
     as_json: bool,
 ) -> None:
     """GEMM TFLOP/s over a shape sweep: the efficiency curve of the cost model."""
-    from gpuscale.measure.matmul_bench import peak_tflops
-
     if csv_path:
         check_writable(csv_path, "--csv")
-    run = run_matmul(shapes=shapes, dtype=dtype, device=device, iters=iters, warmup=warmup, gpu=gpu)
-    peak = peak_tflops(run.gpu_id, run.samples[0].dtype) if run.gpu_id else None
-    rows = [
-        {**asdict(s), "flops": s.flops, "efficiency": s.tflops / peak if peak else None}
-        for s in run.samples
-    ]
+    with progress_bar("matmul") as update:
+        result = bench_matmul(
+            shapes=shapes,
+            dtype=dtype,
+            device=device,
+            iters=iters,
+            warmup=warmup,
+            gpu=gpu,
+            progress=update,
+            warn=warn,
+            command=command_line(),
+        )
     if csv_path:
-        write_csv(csv_path, rows)
+        write_csv(csv_path, result.rows())
     if as_json:
-        emit_json({**run.to_dict(), "samples": rows, "peak_tflops": peak})
+        emit_json(result.to_dict())
         return
-    print_matmul(run, peak)
+    print_matmul(console, result.run, result.peak_tflops)

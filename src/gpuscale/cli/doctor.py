@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import math
-
 import click
 from rich.table import Table
 
+from gpuscale.api.measure import doctor
 from gpuscale.cli._common import console, emit_json, err_console, json_option
-from gpuscale.errors import require
-from gpuscale.measure.doctor import diagnose
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "red", "skip": "dim"}
 
@@ -27,26 +24,14 @@ def command(no_bench: bool, timeout: float, as_json: bool) -> int:
     """Check torch/CUDA/NCCL, GPUs, NVLink/PCIe, NCCL_* and network settings, and run a short
     all-reduce and matmul. Exits 1 only when something will break training."""
 
-    require(
-        math.isfinite(timeout) and timeout > 0,
-        f"--timeout must be a finite number of seconds > 0, got {timeout:g}; accepted: e.g. 60",
-    )
-
     def step(text: str) -> None:
         if not as_json:
             err_console.print(f"[dim]running {text}...[/dim]")
 
-    report = diagnose(benchmarks=not no_bench, timeout_s=timeout, on_step=step)
-    code = 1 if report.verdict == "not ready" else 0
+    result = doctor(bench=not no_bench, timeout=timeout, on_step=step)
+    report, code = result.report, result.exit_code
     if as_json:
-        emit_json(
-            {
-                "verdict": report.verdict,
-                "facts": report.facts,
-                "findings": report.findings,
-                "next_steps": report.next_steps(),
-            }
-        )
+        emit_json(result.to_dict())
         return code
     table = Table(title="gpuscale doctor", title_justify="left")
     for col in ("check", "status", "finding"):

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from gpuscale import files
 from gpuscale.costmodel.profile_schema import validate_profile
 from gpuscale.errors import InputError, require, unknown
 
@@ -199,18 +200,15 @@ def _read_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
             .read_text()
         )
         where = f"profile '{name_or_path}'"
-    elif path.suffix in (".yaml", ".yml") or path.exists() or "/" in name_or_path:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise InputError(
-                f"{path}: not a text file; a profile is YAML (write one with gpuscale calibrate)"
-            ) from None
-        except OSError as exc:
-            raise InputError(
-                f"cannot read profile '{path}': {exc.strerror}; give a YAML file "
-                f"or a built-in profile ({', '.join(_builtin_names())})"
-            ) from None
+    elif path.suffix in (".yaml", ".yml") or files.exists(path) or "/" in name_or_path:
+        text = files.read_text(
+            path,
+            label="profile",
+            field="profile",
+            expected="a YAML profile (write one with gpuscale calibrate)",
+            missing=f"cannot read profile '{files.shown(path)}': no such file; give a YAML "
+            f"file or a built-in profile ({', '.join(_builtin_names())})",
+        )
         where = str(path)
     else:
         raise unknown("profile", name_or_path, _builtin_names())

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from gpuscale import SCHEMA_VERSION
+from gpuscale import SCHEMA_VERSION, files
 from gpuscale.costmodel.collectives import OPS, LevelBandwidth, bus_factor, collective_time_s
 from gpuscale.errors import InputError, require
 from gpuscale.measure.results import CollectiveSample, GemmSample
@@ -471,9 +471,5 @@ def write_profile(path: str | Path, doc: Mapping[str, Any]) -> Path:
         "# 'measured_on' says what the numbers were measured on (device, backend, date);\n"
         "# 'fit' records how they were obtained (the cost model does not read it).\n"
     )
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(header + yaml.safe_dump(dict(doc), sort_keys=False, width=100))
-    except OSError as exc:
-        raise InputError(f"cannot write profile '{out}': {exc.strerror}") from None
-    return out
+    text = header + yaml.safe_dump(dict(doc), sort_keys=False, width=100)
+    return files.write_text(out, text, label="-o", field="output")

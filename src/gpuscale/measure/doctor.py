@@ -493,11 +493,12 @@ def check_allreduce(
     """A short all-reduce sweep over every local GPU (nccl), or 2 gloo ranks on a CPU."""
     if torch is None:
         return
+    from gpuscale.measure.bench_setup import choose_launch
     from gpuscale.measure.collectives_bench import CollectiveConfig
     from gpuscale.measure.launcher import RankFailure, launch
 
-    nproc = len(gpus) if len(gpus) >= 2 else 2
-    backend = "nccl" if len(gpus) >= 2 else "gloo"
+    plan = choose_launch(nproc=None, backend="auto", gpus=len(gpus))
+    nproc, backend = plan.ranks, plan.backend
     cfg = CollectiveConfig(
         ops=("all_reduce",),
         sizes=(1024, 2**20, 2**24 if gpus else 2**22),

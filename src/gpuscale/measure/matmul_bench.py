@@ -7,7 +7,6 @@ CPU). FLOPs are ``2*m*n*k`` per matmul.
 
 from __future__ import annotations
 
-import os
 import platform
 import re
 import socket
@@ -92,17 +91,9 @@ def free_memory_bytes(device: Any) -> int | None:
 
     if device.type == "cuda":
         return int(torch.cuda.mem_get_info(device)[0])
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return None
+    from gpuscale.measure.bench_setup import host_available_bytes
+
+    return host_available_bytes()
 
 
 def peak_tflops(gpu_id: str, dtype: str) -> float:

@@ -19,6 +19,7 @@ and line; a file with no table at all is one too.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuscale import files
 from gpuscale.errors import InputError, require
 from gpuscale.measure.results import CollectiveSample
 
@@ -318,7 +320,8 @@ def _row(b: _Builder, tokens: list[str], number: int) -> Row:
     if root is not None and not re.match(r"^-?\d+$", root):
         raise InputError(f"{where}: '{root}' is not a whole number (root column)")
     out_of_place = timings[0] if halves == 2 else None
-    return Row(
+    return _checked(
+        where,
         line=number,
         size_bytes=int(head["size"]),
         count=int(head["count"]),
@@ -328,6 +331,29 @@ def _row(b: _Builder, tokens: list[str], number: int) -> Row:
         out_of_place=out_of_place,
         in_place=timings[-1],
     )
+
+
+def _checked(where: str, **fields: Any) -> Row:
+    """A row whose timings are measurements: finite, bandwidths not negative, and a time above
+    zero wherever bytes moved (a 0 us transfer would be an infinite bandwidth; the fit divides
+    by it). Anything else is a corrupted log, refused with its line, not fitted as ok."""
+    row = Row(**fields)
+    for half, t in (("out-of-place", row.out_of_place), ("in-place", row.in_place)):
+        if t is None:
+            continue
+        figures = {"time": t.time_us, "algbw": t.algbw_gb_per_s, "busbw": t.busbw_gb_per_s}
+        for name, value in figures.items():
+            if not math.isfinite(value) or value < 0:
+                raise InputError(
+                    f"{where}: {half} {name} {value} is not a measurement; accepted: a "
+                    "finite number, not negative"
+                )
+        if row.size_bytes > 0 and t.time_us <= 0:
+            raise InputError(
+                f"{where}: {half} time {t.time_us} us for {row.size_bytes} bytes is not a "
+                "measurement; accepted: a time above zero"
+            )
+    return row
 
 
 def _looks_like_row(tokens: list[str], table: _Table) -> bool:
@@ -595,7 +621,8 @@ def parse_json(text: str, path: str = "<json>", op: str | None = None) -> list[N
         try:
             root = str(raw.get("root", "")).strip()
             rows.append(
-                Row(
+                _checked(
+                    where,
                     line=i,
                     size_bytes=int(raw["size"]),
                     count=int(raw["count"]),
@@ -653,12 +680,6 @@ def parse_files(paths: Iterable[str | Path], op: str | None = None) -> list[Nccl
     runs: list[NcclTestsRun] = []
     for p in paths:
         path = Path(p)
-        try:
-            text = path.read_text(errors="replace")
-        except OSError as exc:
-            raise InputError(
-                f"cannot read '{path}': {exc.strerror}; accepted: an nccl-tests text log or "
-                "-J JSON report"
-            ) from None
+        text = files.read_text(path, label="nccl-tests log", errors="replace")
         runs.extend(parse(text, str(path), op))
     return runs

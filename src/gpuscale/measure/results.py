@@ -6,6 +6,7 @@ calibrate --from FILE`` can read what ``gpuscale bench ... --json`` printed on a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeVar
@@ -155,4 +156,13 @@ def _build(cls: type[T], raw: Any, where: str) -> T:
     if not isinstance(raw, Mapping):
         raise InputError(f"{where}: each sample must be a JSON object")
     names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-    return _construct(cls, {k: v for k, v in raw.items() if k in names}, where)
+    sample = _construct(cls, {k: v for k, v in raw.items() if k in names}, where)
+    # Python's json reads NaN and -Infinity; a time that is not a positive finite number is a
+    # corrupted file (the fit divides by it), not a sample.
+    t = getattr(sample, "time_us", None)
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
+        raise InputError(
+            f"{where}: a sample's time_us {t!r} is not a measurement; accepted: a finite "
+            "time above zero"
+        )
+    return sample

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuscale import files
 from gpuscale.errors import InputError
 from gpuscale.measure import nccl_tests
 from gpuscale.measure.devices import match_gpu
@@ -24,10 +25,12 @@ class Measurements:
     collectives: list[CollectiveRun] = field(default_factory=list)
     nccl: list[nccl_tests.NcclTestsRun] = field(default_factory=list)
     gemm: list[GemmRun] = field(default_factory=list)
+    in_place: bool = False
+    """Fit nccl-tests' in-place columns instead of the out-of-place ones."""
 
     def collective_samples(self) -> list[CollectiveSample]:
         out = [s for run in self.collectives for s in run.samples]
-        out += [s for run in self.nccl for s in run.samples()]
+        out += [s for run in self.nccl for s in run.samples(in_place=self.in_place)]
         return out
 
     def ranks_per_node(self) -> int:
@@ -93,13 +96,7 @@ def load(paths: Iterable[str | Path], op: str | None = None) -> Measurements:
     found = Measurements()
     for p in paths:
         path = Path(p)
-        try:
-            text = path.read_text(errors="replace")
-        except OSError as exc:
-            raise InputError(
-                f"cannot read '{path}': {exc.strerror}; accepted: a gpuscale bench --json file "
-                "or an nccl-tests log"
-            ) from None
+        text = files.read_text(path, label="measurement file", errors="replace")
         kind = None
         if text.lstrip().startswith("{"):
             try:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuscale import SCHEMA_VERSION, __version__
+from gpuscale import SCHEMA_VERSION, __version__, files
 
 
 @dataclass(kw_only=True)
@@ -77,8 +77,5 @@ def render(title: str, sections: Sequence[Section]) -> str:
 
 
 def write_report(path: str | Path, title: str, sections: Sequence[Section]) -> Path:
-    """Write the report to ``path`` and return it."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(title, sections))
-    return out
+    """Write the report to ``path`` (whole or not at all, gpuscale.files) and return it."""
+    return files.write_text(path, render(title, sections), label="--html", field="html")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale.errors import InputError
+from gpuscale.files import input_path
 from gpuscale.measure.trace.breakdown import PARTS
 from gpuscale.measure.trace.collectives import CollectiveStats, distribution
 from gpuscale.measure.trace.diagnose import Diagnosis, Thresholds, diagnose
@@ -54,6 +55,14 @@ class TraceReport:
     @property
     def device(self) -> str:
         return "gpu" if any(r.device == "gpu" for r in self.ranks) else "cpu"
+
+    @property
+    def step_ratio(self) -> float | None:
+        """Measured over predicted step time; None without a prediction, or when the trace's
+        device is not the one predicted (times do not carry over)."""
+        if self.prediction is None or device_mismatch(self.device, self.prediction):
+            return None
+        return step_ratio(self.ranks, self.prediction)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready document (``--json``)."""
@@ -130,9 +139,7 @@ class TraceReport:
                 "source": self.prediction.source,
                 "gpu": self.prediction.gpu,
                 "predicted_step_time_s": self.prediction.step_time_s,
-                "measured_over_predicted_step": None
-                if device_mismatch(self.device, self.prediction)
-                else step_ratio(self.ranks, self.prediction),
+                "measured_over_predicted_step": self.step_ratio,
                 "findings": [
                     {
                         "part": f.part,
@@ -278,9 +285,7 @@ def analyze(
     files = expand([Path(p) for p in paths])
     seen: dict[tuple[int, int], Path] = {}
     for f in files:
-        if not f.is_file():
-            raise InputError(f"{f}: no such trace file")
-        st = f.stat()
+        st = os.stat(input_path(f, label="trace"))
         first = seen.get((st.st_dev, st.st_ino))
         if first is not None:
             same = "given twice" if first == f else f"the same file as {first}"

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuscale import files
 from gpuscale.errors import InputError
 from gpuscale.measure.trace.rank import RankResult
 
@@ -85,10 +86,14 @@ def device_mismatch(trace_device: str, prediction: Prediction) -> str | None:
 
 
 def load_prediction(path: Path) -> Prediction:
+    text = files.read_text(
+        path,
+        label="--predict-with",
+        field="predict_with",
+        expected="the output of `gpuscale estimate ... --json`",
+    )
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read ({exc.__class__.__name__})") from None
+        doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(
             f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); expected "
