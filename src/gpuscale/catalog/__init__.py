@@ -69,11 +69,20 @@ def link(link_id: str) -> Link:
         raise unknown("fabric", link_id, links()) from None
 
 
+@cache
+def model_aliases() -> dict[str, str]:
+    """Hugging Face repository ids (lowercased) of catalog models -> catalog id."""
+    return {k.lower(): v for k, v in _load("model_aliases.yaml")["aliases"].items()}
+
+
 def model(name_or_path: str) -> ModelSpec:
-    """A catalog model by id, or a Hugging Face style ``config.json`` (file or its folder)."""
+    """A catalog model by id or by the Hugging Face id of a catalog model, or a Hugging Face
+    style ``config.json`` (file or its folder)."""
     key = name_or_path.lower()
     if key in models():
         return models()[key]
+    if key in model_aliases() and not Path(name_or_path).exists():
+        return models()[model_aliases()[key]]
     path = Path(name_or_path)
     if path.is_dir():
         path = path / "config.json"
