@@ -15,6 +15,7 @@ these functions, never the other way round):
 from __future__ import annotations
 
 from gpuscale.api.result import Result
+from gpuscale.api.serving import ServingResult, infer
 from gpuscale.errors import InputError
 
-__all__ = ["InputError", "Result"]
+__all__ = ["InputError", "Result", "ServingResult", "infer"]
