@@ -4,11 +4,12 @@ SGLang) serving a closed-loop or Poisson client, aggregated or disaggregated."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from gpuscale import catalog
 from gpuscale.catalog.serving_engines import engine as engine_profile
-from gpuscale.costmodel.profile import load_profile_for
+from gpuscale.costmodel.profile import Profile, load_profile_for
 from gpuscale.costmodel.serving.formats import weight_format
 from gpuscale.costmodel.serving.iteration import KV_BYTES, Parallelism
 from gpuscale.errors import InputError, require
@@ -130,7 +131,7 @@ def infer(
             f"--kv-dtype {kv_dtype!r} unknown; accepted: {', '.join(KV_BYTES)}", field="kv_dtype"
         )
     eng = engine_profile(engine)
-    prof = load_profile_for(eng.cost_profile, profile)
+    prof = _profile(eng.cost_profile, profile)
     fmt = weight_format(weights)
     work = Workload(input_len=float(input_len), output_len=float(output_len), prefix_hit=prefix_hit)
     client = Client(concurrency=concurrency, request_rate=request_rate, num_requests=num_requests)
@@ -201,6 +202,12 @@ def infer(
         deployment=deployment,
         prediction=pred,
     )
+
+
+@cache
+def _profile(name: str, overlay: str | None) -> Profile:
+    # Profiles are immutable; parsing the YAML costs more than a whole prediction.
+    return load_profile_for(name, overlay)
 
 
 def _par(spec: ModelSpec, tp: int, pp: int, ep: int, attention_dp: int, prefix: str) -> Parallelism:

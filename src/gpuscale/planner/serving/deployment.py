@@ -329,7 +329,7 @@ def predict_disaggregated(
     kv_d = max(kv_d, work.input_len + work.output_len)
     decode_work = Workload(input_len=work.input_len, output_len=work.output_len, prefix_hit=1.0)
     probe = load_curve(it_d, eng, decode_work, kv_d)
-    x_hi = float(probe.x[-1]) * decode.ranks
+    x_hi = float(probe.x.max()) * decode.ranks
     x_total = np.geomspace(x_hi * 1e-5, x_hi * 4.0, GRID)
     pc = prefill_curve(it_p, eng, work, x_total / prefill.ranks)
     dc = load_curve(it_d, eng, decode_work, kv_d, x_grid=x_total / decode.ranks)

@@ -21,8 +21,7 @@ import numpy as np
 from gpuscale.catalog.serving_engines import EngineProfile
 from gpuscale.costmodel.serving.iteration import IterationModel
 
-GRID = 160
-FIXED_POINT_STEPS = 40
+GRID = 96
 Z = {50: 0.0, 90: 1.2816, 99: 2.3263}
 
 
@@ -87,52 +86,59 @@ def load_curve(
     eng: EngineProfile,
     work: Workload,
     kv_tokens: float,
-    x_max: float | None = None,
     x_grid: np.ndarray | None = None,
 ) -> LoadCurve:
-    """The steady state at every throughput on a geometric grid up to past the capacity."""
+    """The steady state along a grid of decode batch sizes up to past the capacity.
+
+    Little's law ties the prompt tokens of an iteration to its decode batch without a fixed
+    point: ``n = x (OSL-1) T`` and ``p = x T ISL`` give ``p = n ISL / (OSL-1)``, so each grid
+    point is one evaluation of the iteration time and ``x = n / ((OSL-1) T)``. With ``x_grid``
+    the curve is resampled at those throughputs (interpolated along the monotone ``x(n)``)."""
     isl, osl = work.input_len, work.output_len
     new_tokens = isl * (1.0 - work.prefix_hit)
-    decode_steps = max(osl - 1.0, 0.0)
+    decode_steps = max(osl - 1.0, 1e-3)
     budget = float(eng.max_num_batched_tokens)
     cap_req = min(float(eng.max_num_seqs), kv_capacity_requests(kv_tokens, work, eng))
-    base = float(it.time_s(np.array([1.0]), np.array([isl]), np.array([0.0]), np.array([0.0]))[0])
-    if x_max is None:
-        x_max = max(cap_req, 1.0) / (max(decode_steps, 1.0) * base) * 1.5
-    x = np.geomspace(x_max * 1e-5, x_max, GRID) if x_grid is None else x_grid
-    ctx = isl + osl / 2.0
-    t = np.full_like(x, base)
-    for _ in range(FIXED_POINT_STEPS):
-        n = x * decode_steps * t
-        p = x * t * new_tokens
-        t_new = it.time_s(n, np.full_like(x, ctx), p, np.full_like(x, isl / 2.0))
-        t = 0.5 * t + 0.5 * t_new
-    n = x * decode_steps * t
-    p = x * t * new_tokens
-    t_check = it.time_s(n, np.full_like(x, ctx), p, np.full_like(x, isl / 2.0))
-    converged = np.abs(t_check - t) <= 1e-3 * t
+    n = np.geomspace(1e-4, max(cap_req, 1.0) * 1.5, GRID)
+    ctx = np.full_like(n, isl + osl / 2.0)
+    half = np.full_like(n, isl / 2.0)
+    p = n * new_tokens / decode_steps
+    t = it.time_s(n, ctx, p, half)
+    x = n / (decode_steps * t)
+    if x_grid is not None:
+        x_mono = np.maximum.accumulate(x)
+        n = np.interp(x_grid, x_mono, n, right=np.inf)
+        over = ~np.isfinite(n)
+        n = np.where(over, n[~over].max() if (~over).any() else 1e-4, n)
+        p = n * new_tokens / decode_steps
+        t = it.time_s(n, np.full_like(n, isl + osl / 2.0), p, np.full_like(n, isl / 2.0))
+        x = np.asarray(x_grid, dtype=float)
+        ctx = np.full_like(n, isl + osl / 2.0)
+        half = np.full_like(n, isl / 2.0)
+        beyond = over
+    else:
+        beyond = np.zeros_like(n, dtype=bool)
     # A prompt's own iteration(s): the whole prompt (or budget-sized chunks) beside the decodes.
     room = np.maximum(budget - n, 1.0)
     if eng.chunked_prefill:
         chunk = np.minimum(new_tokens, room)
-        k_p = np.ceil(new_tokens / chunk)
+        k_p = np.ceil(new_tokens / np.maximum(chunk, 1.0))
     else:
-        chunk = np.full_like(x, new_tokens)
-        k_p = np.ones_like(x)
-    own = it.time_s(n, np.full_like(x, ctx), np.maximum(chunk, p), np.full_like(x, isl / 2.0))
-    dec_only = it.time_s(n, np.full_like(x, ctx), np.zeros_like(x), np.zeros_like(x))
+        chunk = np.full_like(n, new_tokens)
+        k_p = np.ones_like(n)
+    own = it.time_s(n, ctx, np.maximum(chunk, p), half)
+    dec_only = it.time_s(n, ctx, np.zeros_like(n), np.zeros_like(n))
     running = n + x * t * k_p
-    fits_budget = (
-        p <= room if eng.chunked_prefill else (p <= room) & (new_tokens <= max(budget, new_tokens))
-    )
-    feasible = converged & (running <= cap_req) & fits_budget
+    fits_budget = p <= room if eng.chunked_prefill else p <= max(budget, new_tokens)
+    # Past the top of x(n) more running requests buy no throughput: the engine is saturated.
+    rising = np.concatenate([[True], np.diff(x) > 0])
+    feasible = (running <= cap_req) & fits_budget & rising & ~beyond
     # A new request waits for the iteration in flight (half of one on average) and, with an
     # overlapped scheduler, for one more before its prefill starts.
     delay = t * (0.5 + (1.0 if eng.overlap_scheduler else 0.0))
     ttft = delay + own + (k_p - 1.0) * np.maximum(own, t) + eng.request_overhead_ms * 1e-3
     tpot = t
-    e2e = ttft + decode_steps * tpot
-    per_req_kv = isl + osl / 2.0
+    e2e = ttft + max(osl - 1.0, 0.0) * tpot
     return LoadCurve(
         x=x,
         iteration_s=t,
@@ -140,7 +146,7 @@ def load_curve(
         own_prefill_s=own,
         prefill_iterations=k_p,
         running=running,
-        kv_tokens_used=running * per_req_kv,
+        kv_tokens_used=running * (isl + osl / 2.0),
         feasible=feasible,
         ttft_s=ttft,
         tpot_s=tpot,
@@ -257,20 +263,21 @@ class PrefillCurve:
 def prefill_curve(
     it: IterationModel, eng: EngineProfile, work: Workload, x: np.ndarray
 ) -> PrefillCurve:
-    new_tokens = work.input_len * (1.0 - work.prefix_hit)
+    """Parametrized by the prompt tokens ``b`` of one iteration: ``x = b / (ISL T(b))``; the
+    curve is resampled at the throughputs ``x``."""
+    new_tokens = max(work.input_len * (1.0 - work.prefix_hit), 1.0)
     budget = max(float(eng.max_num_batched_tokens), new_tokens)
-    zeros = np.zeros_like(x)
-    half = np.full_like(x, work.input_len / 2.0)
-    t = it.time_s(zeros, zeros, np.full_like(x, new_tokens), half)
-    for _ in range(FIXED_POINT_STEPS):
-        b = np.maximum(x * t * new_tokens, new_tokens)
-        t = 0.5 * t + 0.5 * it.time_s(zeros, zeros, b, half)
-    b = np.maximum(x * t * new_tokens, new_tokens)
-    t_check = it.time_s(zeros, zeros, b, half)
-    feasible = (np.abs(t_check - t) <= 1e-3 * t) & (b <= budget)
+    b = np.geomspace(new_tokens * 1e-3, budget, GRID)
+    zeros = np.zeros_like(b)
+    half = np.full_like(b, work.input_len / 2.0)
+    t_b = it.time_s(zeros, zeros, np.maximum(b, new_tokens), half)
+    x_b = np.maximum.accumulate(b / (new_tokens * t_b))
+    xs = np.asarray(x, dtype=float)
+    t = np.interp(xs, x_b, t_b)
+    feasible = xs <= x_b[-1]
     delay = t * (0.5 + (1.0 if eng.overlap_scheduler else 0.0))
     return PrefillCurve(
-        x=x,
+        x=xs,
         iteration_s=t,
         ttft_s=delay + t + eng.request_overhead_ms * 1e-3,
         feasible=feasible,
