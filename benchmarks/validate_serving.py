@@ -52,6 +52,10 @@ def concurrency(r: dict[str, str]) -> int:
         key, _, value = part.strip().partition("=")
         if key == "silicon_concurrency":
             return int(value)
+    # A few disaggregated rows name no client concurrency: their decode workers' total batch
+    # (decode_batch_size per worker) is the requests in flight.
+    if r["decode_batch_size"]:
+        return int(r["decode_batch_size"]) * _int(r["decode_num_workers"])
     raise InputError(f"row {r['id']} names no concurrency")
 
 
@@ -117,6 +121,7 @@ def _summary(errs: list[float]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--by-model", action="store_true", help="also group by model")
     args = ap.parse_args()
     with ROWS.open() as f:
         rows = list(csv.DictReader(f))
@@ -133,6 +138,8 @@ def main() -> None:
             ("all", r["mode"]),
             (r["backend"], r["mode"]),
         ]
+        if args.by_model:
+            groups.append((r["backend"], r["mode"] + ":" + r["model_path"].split("/")[-1][:14]))
         ttft, tpot = float(r["silicon_ttft_ms"]), float(r["silicon_tpot_ms"])
         try:
             o = predict(r)

@@ -180,12 +180,23 @@ class IterationModel:
         t_a = float(par.attention_tp)
         hbm = dev.hbm_bandwidth_gb_per_s * 1e9 * self.profile.hbm_efficiency
         ones = np.ones_like(tokens)
+        peak = dev.peak(prec) * 1e12
+        curve = self.profile.gemm_curve(dev.id, dev.generation, prec)
 
         def gemm(
             tok: np.ndarray, n: float, k: float, count: np.ndarray | float = 1.0
         ) -> np.ndarray:
-            g = Gemm("g", tok * ones, n * ones, k * ones, np.asarray(count, dtype=float) * ones)
-            return gemm_time(g, prec, dev, self.profile, launch, wb)
+            c = np.asarray(count, dtype=float) * ones
+            if np.all(c == 1.0):
+                g = Gemm("g", tok * ones, n * ones, k * ones, c)
+                return gemm_time(g, prec, dev, self.profile, launch, wb)
+            # A grouped GEMM over ``count`` experts is one kernel (CUTLASS grouped GEMM, the
+            # fused-MoE Triton kernel, DeepGEMM): its efficiency follows the whole group's
+            # FLOPs and it launches once; its traffic is every touched expert's weights.
+            flops = 2.0 * tok * c * n * k
+            math = flops / (peak * curve(flops))
+            act = 2.0 * tok * c * (n + k)
+            return np.maximum(np.maximum(math, (act + c * n * k * wb) / hbm), launch)
 
         h = float(m.hidden_size)
         # Attention projections (Megatron column/row split over the attention TP ranks).
