@@ -12,6 +12,7 @@ import yaml
 from gpuscale.errors import InputError, unknown
 
 KvPolicy = Literal["reserve", "on_demand"]
+PrefillPolicy = Literal["mixed", "prefill_first"]
 
 ENGINE_ALIASES = {
     "trtllm": "tensorrt-llm",
@@ -40,6 +41,10 @@ class EngineProfile:
     kv_fraction_of_free: bool
     """True: the KV pool is ``memory_fraction`` of what is left after weights (TRT-LLM);
     False: weights + KV + activations fit in ``memory_fraction`` of the GPU (vLLM, SGLang)."""
+    prefill_policy: PrefillPolicy
+    """``mixed``: prompt chunks share iterations with the running decodes (vLLM, TRT-LLM
+    in-flight batching); ``prefill_first``: waiting prompts run as prefill-only batches ahead of
+    the decodes (SGLang without ``--enable-mixed-chunk``)."""
     overlap_scheduler: bool
     """Host schedules iteration n+1 while the GPU runs n: new requests wait one more step."""
     iteration_overhead_us: float

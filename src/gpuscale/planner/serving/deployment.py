@@ -3,7 +3,6 @@ ranks) or disaggregated prefill and decode workers, predicted from the steady-st
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,11 +19,13 @@ from gpuscale.costmodel.serving.iteration import (
     weight_bytes_per_gpu,
     window_bytes_per_sequence,
 )
+from gpuscale.planner.serving.cohort_sim import CohortResult, simulate, weighted_quantile
 from gpuscale.planner.serving.steady_state import (
     GRID,
     OperatingPoint,
     Workload,
     closed_loop,
+    kv_capacity_requests,
     load_curve,
     open_loop,
     percentiles,
@@ -213,32 +214,70 @@ def predict_aggregated(
     else:
         conc = float(client.concurrency or 1) / ranks
         point = closed_loop(curve, conc, kv_tokens, work)
-        point = _cohorts(it, eng, work, point, conc)
+        sim = None
+        if float(conc).is_integer():
+            cap = kv_capacity_requests(kv_tokens, work, eng)
+            sim = simulate(it, eng, work, int(conc), cap)
+        if sim is not None:
+            return _from_simulation(
+                sim, point, gpus, fits, mem_gib, kv_tokens, ranks, work, it, notes, eng
+            )
     return _prediction("aggregated", gpus, fits, mem_gib, kv_tokens, point, ranks, work, it, notes)
 
 
-def _cohorts(
-    it: IterationModel, eng: EngineProfile, work: Workload, p: OperatingPoint, conc: float
-) -> OperatingPoint:
-    """Closed-loop clients with fixed lengths start together and stay in cohorts: the first
-    burst is admitted as many prompts per iteration as the token budget holds, those finish
-    together and return together, so each later prompt is prefilled beside the rest of its
-    cohort (the steady state of a deterministic closed queueing network started in sync)."""
-    new_tokens = work.input_len * (1.0 - work.prefix_hit)
-    room = max(eng.max_num_batched_tokens - (p.running if eng.chunked_prefill else 0.0), 1.0)
-    size = min(max(conc, 1.0), max(1.0, np.floor(room / max(new_tokens, 1.0))))
-    if size <= 1.0:
-        return p
-    n = np.array([max(p.running - size, 0.0)])
-    ctx = np.array([work.input_len + work.output_len / 2.0])
-    own = float(
-        it.time_s(n, ctx, np.array([size * new_tokens]), np.array([work.input_len / 2.0]))[0]
-    )
-    extra = max(own - p.own_prefill_s, 0.0)
-    ttft = p.ttft_s + extra
-    steps = max(work.output_len - 1.0, 0.0)
-    return dataclasses.replace(
-        p, ttft_s=ttft, own_prefill_s=max(own, p.own_prefill_s), e2e_s=ttft + steps * p.tpot_s
+def _from_simulation(
+    sim: CohortResult,
+    fluid: OperatingPoint,
+    gpus: int,
+    fits: bool,
+    mem_gib: float,
+    kv_tokens: float,
+    ranks: int,
+    work: Workload,
+    it: IterationModel,
+    notes: list[str],
+    eng: EngineProfile,
+) -> Prediction:
+    """A prediction from the cohort simulation of a closed-loop benchmark."""
+    w = sim.weight
+    pct: dict[str, float] = {}
+    for q in (50, 90, 99):
+        pct[f"ttft_p{q}"] = weighted_quantile(sim.ttft_s, w, q / 100.0)
+        pct[f"tpot_p{q}"] = weighted_quantile(sim.tpot_s, w, q / 100.0)
+        pct[f"e2e_p{q}"] = weighted_quantile(sim.e2e_s, w, q / 100.0)
+    cap = min(float(eng.max_num_seqs), kv_capacity_requests(kv_tokens, work, eng))
+    saturated = sim.mean_running >= 0.98 * cap
+    if saturated:
+        notes.append(
+            "saturated: requests queue for a running slot or KV pages; the wait is in TTFT"
+        )
+    notes.append("closed loop simulated by cohorts (requests that start together move together)")
+    x_total = sim.requests_per_s * ranks
+    ttft = float(np.average(sim.ttft_s, weights=w))
+    tpot = float(np.average(sim.tpot_s, weights=w))
+    per_req = work.input_len + work.output_len / 2.0
+    full_need = sim.mean_running * (work.input_len + work.output_len)
+    return Prediction(
+        mode="aggregated",
+        gpus=gpus,
+        fits=fits,
+        memory_per_gpu_gib=mem_gib,
+        kv_tokens_per_rank=kv_tokens,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        e2e_s=float(np.average(sim.e2e_s, weights=w)),
+        pct=pct,
+        requests_per_s=x_total,
+        output_tokens_per_s=x_total * work.output_len,
+        kv_occupancy=min(sim.mean_running * per_req / kv_tokens, 1.0),
+        preemptions_per_request=max(0.0, 1.0 - kv_tokens / full_need) if full_need > 0 else 0.0,
+        running_per_rank=sim.mean_running,
+        queue_s=max(ttft - fluid.ttft_s + fluid.queue_s, 0.0) if saturated else 0.0,
+        saturated=saturated,
+        iteration_s=sim.mean_iteration_s,
+        gemm_precision=gemm_precision(it.fmt, it.cluster.device),
+        weight_only=is_weight_only(it.fmt, it.cluster.device),
+        notes=notes,
     )
 
 
