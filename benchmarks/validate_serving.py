@@ -150,6 +150,8 @@ def main() -> None:
         for g in groups:
             err[(*g, "ttft")].append(abs(o["ttft_ms"] - ttft) / ttft)
             err[(*g, "tpot")].append(abs(o["tpot_ms"] - tpot) / tpot)
+            err[(*g, "b_ttft")].append((o["ttft_ms"] - ttft) / ttft)
+            err[(*g, "b_tpot")].append((o["tpot_ms"] - tpot) / tpot)
             if s is not None:
                 err[(*g, "s_ttft")].append(abs(s[0] - ttft) / ttft)
                 err[(*g, "s_tpot")].append(abs(s[1] - tpot) / tpot)
@@ -163,7 +165,7 @@ def main() -> None:
     )
     print(
         "                         serving model: TTFT mean/median   TPOT mean/median"
-        "   | static batch: TTFT mean/median   TPOT mean/median"
+        "   | static batch: TTFT mean/median   TPOT mean/median   | serving bias TTFT TPOT"
     )
     keys = sorted({(k[0], k[1]) for k in err})
     for eng, mode in keys:
@@ -171,7 +173,9 @@ def main() -> None:
         print(
             f"{eng:>7} {mode:>7} n={cnt:5d}   {_summary(err[(eng, mode, 'ttft')])}  "
             f"{_summary(err[(eng, mode, 'tpot')])}   | {_summary(err[(eng, mode, 's_ttft')])}  "
-            f"{_summary(err[(eng, mode, 's_tpot')])}"
+            f"{_summary(err[(eng, mode, 's_tpot')])}   | median bias "
+            f"{100 * statistics.median(err[(eng, mode, 'b_ttft')]):+5.0f}% "
+            f"{100 * statistics.median(err[(eng, mode, 'b_tpot')]):+5.0f}%"
         )
     print(f"static-batch model refused {static_refused} rows (does not fit / unknown format)")
     for s in skipped[:20]:

@@ -170,6 +170,12 @@ def simulate(
             whole = float(np.floor(left / rem)) if rem > 0 else 0.0
             if whole < 1.0 and p_tokens == 0.0 and not eng.chunked_prefill:
                 whole = 1.0  # a prompt longer than the budget runs alone (TRT-LLM without chunking)
+            if whole >= c.size:
+                # The budget rule lets the whole (remaining) cohort in after all.
+                left = max(left - need, 0.0)
+                p_tokens += need
+                finished_prefill.append(c)
+                continue
             if whole >= 1.0:
                 part = _Cohort(
                     size=whole,
@@ -196,9 +202,18 @@ def simulate(
             now += clock(0.0, 0.0)
             continue
         # Decode-only stretch: jump to the next completion (or arrival becoming schedulable).
-        pending = any(not c.admitted for c in cohorts) or prefilling
+        # Waiting cohorts that cannot be admitted (no slot or KV pages) stay waiting until a
+        # completion frees room, so they do not stop the jump.
+        free = cap - running >= 1.0
+        waiting_ready = [c for c in cohorts if not c.admitted]
+        pending = bool(prefilling) or (
+            free and any(c.ready_at_iteration <= iteration for c in waiting_ready)
+        )
         if not pending and n_dec_now > 0:
             steps = min(osl - c.generated for c in decoding)
+            if free:
+                soon = [c.ready_at_iteration - iteration for c in waiting_ready]
+                steps = min([steps, *soon])
             steps = max(steps, 1)
             dt = clock(n_dec_now, 0.0)
             now += steps * dt
