@@ -65,7 +65,7 @@ def test_more_concurrency_raises_latency_and_throughput_until_saturation() -> No
     thr = [o["output_tokens_per_s"] for o in out]
     assert all(b >= a * 0.999 for a, b in pairwise(ttft))
     assert all(b >= a * 0.999 for a, b in pairwise(tpot))
-    assert all(b >= a * 0.999 for a, b in pairwise(thr))
+    assert all(b >= a * 0.98 for a, b in pairwise(thr))  # flat (within noise) once saturated
     # Saturated: throughput stops growing, the extra requests only wait (queue in TTFT).
     assert out[-1]["saturated"] and out[-1]["queue_wait_ms"] > 0
     assert thr[-1] == pytest.approx(thr[-2], rel=0.05) or not out[-2]["saturated"]
@@ -162,3 +162,32 @@ def test_bad_input_names_the_argument(kwargs, field) -> None:
     with pytest.raises(InputError) as exc:
         infer("llama3.1-8b", gpu="h100-sxm", **kwargs)
     assert exc.value.field == field
+
+
+@pytest.mark.parametrize("eng_name", ["tensorrt-llm", "vllm", "sglang"])
+@pytest.mark.parametrize("conc", [1, 8, 48])
+def test_cohort_simulation_conserves_requests_and_obeys_littles_law(eng_name, conc) -> None:
+    from gpuscale.planner.serving.cohort_sim import simulate
+
+    m = catalog.model("llama3.1-8b")
+    cl = catalog.cluster("h100-sxm", 1)
+    eng = engine(eng_name)
+    prof = load_profile(eng.cost_profile)
+    it = _iteration_model(m, cl, Parallelism(), weight_format("bf16"), "bf16", prof, eng)
+    sim = simulate(it, eng, WORK, conc, max_running=1e9, warmup_cycles=1, measured_cycles=3)
+    assert sim is not None
+    # Every client completes one request per measured cycle: nothing is lost or duplicated.
+    assert sim.weight.sum() == pytest.approx(3 * conc)
+    # Little's law: in flight = throughput x time in system (request overhead aside).
+    e2e = float(np.average(sim.e2e_s, weights=sim.weight)) - eng.request_overhead_ms * 1e-3
+    assert sim.requests_per_s * e2e == pytest.approx(conc, rel=0.1)
+    assert np.all(sim.ttft_s > 0) and np.all(sim.tpot_s > 0)
+
+
+def test_prefill_first_engine_stalls_decodes_behind_a_burst() -> None:
+    # SGLang runs the burst's prefill batches before decoding: TTFT grows with the burst, and
+    # a mixed engine (vLLM) keeps decoding through it.
+    kw = {"gpu": "h100-sxm", "input_len": 2048, "output_len": 256, "concurrency": 64}
+    sg = infer("llama3.1-8b", engine="sglang", **kw).to_dict()["options"][0]
+    vl = infer("llama3.1-8b", engine="vllm", **kw).to_dict()["options"][0]
+    assert sg["ttft_ms"] > vl["ttft_ms"]
