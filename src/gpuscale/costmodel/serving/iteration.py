@@ -30,6 +30,8 @@ from gpuscale.errors import InputError
 from gpuscale.specs import Cluster, ModelSpec
 
 SIXTEEN_BIT = 2.0
+MOE_AUX_KERNELS = 4.0
+"""Kernels around each MoE layer's grouped GEMMs besides the router (see ``time_s``)."""
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp32": 4.0}
 
 
@@ -231,6 +233,12 @@ class IterationModel:
             per_expert = group_tokens * m.experts_per_token / par.ep / touched
             moe = gemm(per_expert, mats_up * f, h, touched) + gemm(per_expert, h, f, touched)
             moe = moe + gemm(tokens, float(m.num_experts), h)  # router
+            # Routing and token shuffling around the expert GEMMs: top-k softmax, sort/align of
+            # token ids by expert, activation, and the weighted top-k reduction are kernels of
+            # their own (vLLM fused_moe: topk_softmax, moe_align_block_size, silu_and_mul,
+            # moe_sum), each reading or writing the tokens' top-k copies of the hidden state.
+            moe = moe + MOE_AUX_KERNELS * launch
+            moe = moe + 4.0 * group_tokens / par.attention_dp * m.experts_per_token * h * 2.0 / hbm
             if m.shared_experts:
                 sf = m.shared_experts * float(m.ffn_hidden_size) / t_a
                 moe = moe + gemm(tokens, mats_up * sf, h) + gemm(tokens, h, sf)
