@@ -40,6 +40,11 @@ def _par(r: dict[str, str], prefix: str = "") -> dict[str, int]:
     tp = _int(r[f"{prefix}tp_size"])
     dp = _int(r[f"{prefix}attention_dp_size"])
     ep = _int(r[f"{prefix}moe_ep_size"])
+    moe = _int(r[f"{prefix}moe_tp_size"]) * ep
+    if moe > tp * dp and moe % tp == 0:
+        # vLLM rows leave attention_dp empty when --data-parallel-size runs attention DP under
+        # an expert group wider than TP: the MoE group size gives the GPUs.
+        dp = moe // tp
     return {"tp": tp * dp, "attention_dp": dp, "ep": ep}
 
 

@@ -75,7 +75,7 @@ def infer(
     gpu: str,
     engine: str = "vllm",
     weights: str = "bf16",
-    kv_dtype: str = "bf16",
+    kv_dtype: str = "auto",
     input_len: int = 1024,
     output_len: int = 1024,
     concurrency: int | None = None,
@@ -126,13 +126,17 @@ def infer(
         )
     require(0.0 <= prefix_hit < 1.0, "--prefix-hit must be in [0, 1)", field="prefix_hit")
     require(replicas >= 1, f"--replicas must be >= 1, got {replicas}", field="replicas")
+    eng = engine_profile(engine)
+    fmt = weight_format(weights)
+    if kv_dtype == "auto":
+        # The engine's default: 16-bit, or FP8 where its low-precision checkpoints carry it.
+        kv_dtype = eng.kv_dtype_low_precision if fmt.weight_bytes < 2.0 else "bf16"
     if kv_dtype not in KV_BYTES:
         raise InputError(
-            f"--kv-dtype {kv_dtype!r} unknown; accepted: {', '.join(KV_BYTES)}", field="kv_dtype"
+            f"--kv-dtype {kv_dtype!r} unknown; accepted: auto, {', '.join(KV_BYTES)}",
+            field="kv_dtype",
         )
-    eng = engine_profile(engine)
     prof = _profile(eng.cost_profile, profile)
-    fmt = weight_format(weights)
     work = Workload(input_len=float(input_len), output_len=float(output_len), prefix_hit=prefix_hit)
     client = Client(concurrency=concurrency, request_rate=request_rate, num_requests=num_requests)
     disagg = prefill_workers is not None or decode_workers is not None

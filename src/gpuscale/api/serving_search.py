@@ -102,7 +102,7 @@ def search(
     gpus: int,
     engine: str = "vllm",
     weights: str = "bf16",
-    kv_dtype: str = "bf16",
+    kv_dtype: str = "auto",
     input_len: int = 1024,
     output_len: int = 1024,
     slo_ttft_ms: float | None = None,
@@ -127,6 +127,8 @@ def search(
     eng = engine_profile(engine)
     prof = load_profile_for(eng.cost_profile)
     fmt = weight_format(weights)
+    if kv_dtype == "auto":
+        kv_dtype = eng.kv_dtype_low_precision if fmt.weight_bytes < 2.0 else "bf16"
     work = Workload(input_len=float(input_len), output_len=float(output_len))
     ttft = (slo_ttft_ms or 1e12) / 1e3
     tpot = (slo_tpot_ms or 1e12) / 1e3

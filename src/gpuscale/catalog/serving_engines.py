@@ -45,6 +45,8 @@ class EngineProfile:
     """``mixed``: prompt chunks share iterations with the running decodes (vLLM, TRT-LLM
     in-flight batching); ``prefill_first``: waiting prompts run as prefill-only batches ahead of
     the decodes (SGLang without ``--enable-mixed-chunk``)."""
+    kv_dtype_low_precision: str
+    """KV-cache dtype of ``kv_dtype="auto"`` when the weights are FP8/FP4 checkpoints."""
     overlap_scheduler: bool
     """Host schedules iteration n+1 while the GPU runs n: new requests wait one more step."""
     iteration_overhead_us: float

@@ -66,7 +66,13 @@ def _tp_list(text: str, heads: int, given: bool) -> list[int]:
     "(weight-only where the GPU lacks the rate); the static-batch table takes "
     f"{', '.join(WEIGHT_DTYPES)}.",
 )
-@click.option("--kv-dtype", type=click.Choice(KV_DTYPES), default="bf16", show_default=True)
+@click.option(
+    "--kv-dtype",
+    type=click.Choice(("auto", *KV_DTYPES)),
+    default="auto",
+    show_default=True,
+    help="KV-cache dtype; auto: the engine's default for the weights (bf16 for the static table).",
+)
 @click.option(
     "--engine",
     default=None,
@@ -127,6 +133,7 @@ def command(
         f"{', '.join(WEIGHT_DTYPES)}; give --concurrency for the serving model",
     )
     engine = engine or "generic"
+    kv_dtype = "bf16" if kv_dtype == "auto" else kv_dtype
     spec = catalog.model(model)
     for flag, value in (("--batch", batch), ("--input", input_len), ("--output", output_len)):
         require(value >= 1, f"{flag} must be >= 1, got {value}")
