@@ -106,6 +106,7 @@ def command(
     --decode-workers ...). With --search: the deployment on --gpus GPUs with the most goodput
     under --slo-ttft-ms/--slo-tpot-ms. Otherwise a static batch (--batch) per TP degree."""
     if serving["search"]:
+        serving["gpus_per_node"], serving["inter"] = gpus_per_node, inter
         _search(model, gpu, input_len, output_len, weights, kv_dtype, engine, serving, as_json)
         return
     if any(serving[k] is not None for k in ("concurrency", "request_rate")) or any(
@@ -328,6 +329,8 @@ def _search(
         slo_ttft_ms=s["slo_ttft_ms"],
         slo_tpot_ms=s["slo_tpot_ms"],
         price=s["price"],
+        gpus_per_node=s["gpus_per_node"],
+        inter=s["inter"],
     )
     doc = result.to_dict()
     if as_json:

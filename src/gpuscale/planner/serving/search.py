@@ -17,16 +17,8 @@ from gpuscale.catalog.serving_engines import EngineProfile
 from gpuscale.costmodel.profile import Profile
 from gpuscale.costmodel.serving.formats import WeightFormat
 from gpuscale.costmodel.serving.iteration import Parallelism
-from gpuscale.errors import InputError
-from gpuscale.planner.serving.deployment import (
-    Client,
-    Pool,
-    _iteration_model,
-    kv_pool,
-    predict_aggregated,
-    predict_disaggregated,
-)
-from gpuscale.planner.serving.steady_state import Workload, load_curve
+from gpuscale.planner.serving.deployment import Pool, _iteration_model, kv_pool, kv_transfer_s
+from gpuscale.planner.serving.steady_state import Workload, Z, load_curve, prefill_curve
 from gpuscale.specs import Cluster, ModelSpec
 
 
@@ -54,6 +46,9 @@ class Scored:
     ttft_p99_s: float
     tpot_p99_s: float
     requests_per_s: float
+
+
+Z99 = Z[99]
 
 
 def _degrees(limit: int) -> list[int]:
@@ -101,7 +96,10 @@ def candidates(model: ModelSpec, gpus: int, per_node: int, disagg: bool = True) 
         small = [p for p in pars if p.pp == 1]
         for pp_ in small:
             for dp_ in small:
-                for n_p in range(1, gpus // pp_.gpus + 1):
+                counts = range(1, gpus // pp_.gpus + 1)
+                # Prefill pools of 1, 2, 3, 4, 6, 8, 12, 16... workers: finer steps add nothing.
+                steps_p = [n for n in counts if n <= 4 or n in (6, 8, 12, 16, 24, 32, 48, 64)]
+                for n_p in steps_p:
                     left = gpus - n_p * pp_.gpus
                     n_d = left // dp_.gpus
                     if n_d < 1 or n_d < n_p:
@@ -118,6 +116,16 @@ def candidates(model: ModelSpec, gpus: int, per_node: int, disagg: bool = True) 
     return out
 
 
+def _p99(
+    t: np.ndarray, dec_only: np.ndarray, own: np.ndarray, x: np.ndarray, steps: float
+) -> np.ndarray:
+    """p99 TPOT along a curve: a request's OSL-1 iterations carry a Poisson number of other
+    requests' prefills (as :func:`steady_state.percentiles`)."""
+    m = x * t * steps
+    extra = np.maximum(own - dec_only, 0.0)
+    return np.maximum(dec_only + (m + Z99 * np.sqrt(m)) * extra / max(steps, 1.0), t)
+
+
 def score(
     cand: Candidate,
     model: ModelSpec,
@@ -130,64 +138,56 @@ def score(
     slo_ttft_s: float,
     slo_tpot_s: float,
 ) -> Scored | None:
-    """Highest concurrency (powers of two) whose p99 TTFT and TPOT meet the SLO."""
-    best: Scored | None = None
-    lo_c = 1
+    """Highest steady-state throughput whose p99 TTFT and p99 TPOT meet the SLO (one load
+    curve per candidate, vectorized; the closed-loop simulation is for single predictions)."""
+    steps = max(work.output_len - 1.0, 1.0)
     if cand.mode == "aggregated":
         kv, _, _ = kv_pool(model, cluster, cand.par, fmt, kv_dtype, profile, eng, work)
         if kv < work.input_len + work.output_len:
             return None
         it = _iteration_model(model, cluster, cand.par, fmt, kv_dtype, profile, eng)
-        curve = load_curve(it, eng, work, kv)
-        top = int(np.flatnonzero(curve.feasible)[-1]) if curve.feasible.any() else 0
-        lo_c = max(1, int(curve.running[top] * cand.par.attention_dp * cand.replicas))
-    for c in sorted({2**k for k in range(0, 13)} | {lo_c}):
-        client = Client(concurrency=c)
-        try:
-            if cand.mode == "aggregated":
-                p = predict_aggregated(
-                    model,
-                    cluster,
-                    cand.par,
-                    cand.replicas,
-                    fmt,
-                    kv_dtype,
-                    profile,
-                    eng,
-                    work,
-                    client,
-                )
-            else:
-                assert cand.prefill is not None and cand.decode is not None
-                p = predict_disaggregated(
-                    model,
-                    cluster,
-                    cand.prefill,
-                    cand.decode,
-                    fmt,
-                    kv_dtype,
-                    profile,
-                    eng,
-                    work,
-                    client,
-                )
-        except InputError:
-            return best
-        if not p.fits:
+        c = load_curve(it, eng, work, kv)
+        ttft99 = c.ttft_s + 0.49 * c.iteration_s
+        tpot99 = _p99(c.iteration_s, c.decode_only_s, c.own_prefill_s, c.x, steps)
+        ranks = cand.par.attention_dp * cand.replicas
+        x, e2e = c.x, c.e2e_s
+        ok = c.feasible & (ttft99 <= slo_ttft_s) & (tpot99 <= slo_tpot_s)
+    else:
+        assert cand.prefill is not None and cand.decode is not None
+        pre, dec = cand.prefill, cand.decode
+        kv, _, _ = kv_pool(model, cluster, dec.par, fmt, kv_dtype, profile, eng, work)
+        if kv < work.input_len + work.output_len:
             return None
-        if p.pct["ttft_p99"] > slo_ttft_s or p.pct["tpot_p99"] > slo_tpot_s:
-            if c > lo_c:
-                break
-            continue
-        if best is None or p.output_tokens_per_s > best.goodput_tokens_per_s:
-            best = Scored(
-                cand=cand,
-                concurrency=c,
-                goodput_tokens_per_s=p.output_tokens_per_s,
-                ttft_p99_s=p.pct["ttft_p99"],
-                tpot_p99_s=p.pct["tpot_p99"],
-                requests_per_s=p.requests_per_s,
-            )
-        if p.saturated:
-            break
-    return best
+        kv_p, _, _ = kv_pool(model, cluster, pre.par, fmt, kv_dtype, profile, eng, work)
+        if kv_p < work.input_len:
+            return None
+        it_p = _iteration_model(model, cluster, pre.par, fmt, kv_dtype, profile, eng)
+        it_d = _iteration_model(model, cluster, dec.par, fmt, kv_dtype, profile, eng)
+        dwork = Workload(input_len=work.input_len, output_len=work.output_len, prefix_hit=1.0)
+        probe = load_curve(it_d, eng, dwork, kv)
+        x_tot = np.geomspace(
+            float(probe.x.max()) * dec.ranks * 1e-4, float(probe.x.max()) * dec.ranks, 64
+        )
+        pc = prefill_curve(it_p, eng, work, x_tot / pre.ranks)
+        dc = load_curve(it_d, eng, dwork, kv, x_grid=x_tot / dec.ranks)
+        transfer = kv_transfer_s(model, cluster, pre, dec, kv_dtype, profile, work.input_len)
+        wait = dc.iteration_s * (0.5 + (1.0 if eng.overlap_scheduler else 0.0))
+        ttft = pc.ttft_s + transfer + wait
+        ttft99 = ttft + 0.49 * pc.iteration_s
+        tpot99 = dc.iteration_s
+        ranks = 1
+        x = x_tot
+        e2e = ttft + steps * dc.tpot_s
+        ok = pc.feasible & dc.feasible & (ttft99 <= slo_ttft_s) & (tpot99 <= slo_tpot_s)
+    if not ok.any():
+        return None
+    i = int(np.flatnonzero(ok)[-1])
+    rate = float(x[i]) * ranks
+    return Scored(
+        cand=cand,
+        concurrency=max(1, round(rate * float(e2e[i]))),
+        goodput_tokens_per_s=rate * work.output_len,
+        ttft_p99_s=float(ttft99[i]),
+        tpot_p99_s=float(tpot99[i]),
+        requests_per_s=rate,
+    )
