@@ -22,7 +22,7 @@ from gpuscale.catalog.serving_engines import EngineProfile
 from gpuscale.costmodel.serving.iteration import IterationModel
 from gpuscale.planner.serving.steady_state import Workload
 
-MAX_COHORTS = 96
+MAX_COHORTS = 256
 """Past this many cohorts the load is effectively staggered: the steady-state model applies."""
 
 
