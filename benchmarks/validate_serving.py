@@ -84,6 +84,8 @@ def predict(r: dict[str, str]) -> dict[str, Any]:
             decode_tp=d["tp"],
             decode_ep=d["ep"],
             decode_attention_dp=d["attention_dp"],
+            prefill_batch=_int(r["prefill_batch_size"]) if r["prefill_batch_size"] else None,
+            decode_batch=_int(r["decode_batch_size"]) if r["decode_batch_size"] else None,
         )
     else:
         kw.update(_par(r), pp=_int(r["pp_size"]))

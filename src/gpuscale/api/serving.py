@@ -91,10 +91,12 @@ def infer(
     prefill_tp: int = 1,
     prefill_ep: int = 1,
     prefill_attention_dp: int = 1,
+    prefill_batch: int | None = None,
     decode_workers: int | None = None,
     decode_tp: int = 1,
     decode_ep: int = 1,
     decode_attention_dp: int = 1,
+    decode_batch: int | None = None,
     gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE,
     inter: str = catalog.DEFAULT_INTER,
     profile: str | None = None,
@@ -152,11 +154,15 @@ def infer(
             "worker counts must be >= 1",
             field="prefill_workers",
         )
+        for name, cap in (("prefill_batch", prefill_batch), ("decode_batch", decode_batch)):
+            require(cap is None or cap >= 1, f"--{name.replace('_', '-')} must be >= 1", field=name)
         p_pool = Pool(
+            max_batch=prefill_batch,
             workers=prefill_workers,
             par=_par(spec, prefill_tp, 1, prefill_ep, prefill_attention_dp, "prefill_"),
         )
         d_pool = Pool(
+            max_batch=decode_batch,
             workers=decode_workers,
             par=_par(spec, decode_tp, 1, decode_ep, decode_attention_dp, "decode_"),
         )
@@ -175,6 +181,8 @@ def infer(
             "decode_tp": decode_tp,
             "decode_ep": decode_ep,
             "decode_attention_dp": decode_attention_dp,
+            "prefill_batch": prefill_batch,
+            "decode_batch": decode_batch,
         }
     else:
         par = _par(spec, tp, pp, ep, attention_dp, "")

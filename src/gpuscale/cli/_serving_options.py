@@ -62,11 +62,17 @@ def serving_options(func: Any) -> Any:
         click.option("--prefill-ep", type=int, default=1, show_default=True),
         click.option("--prefill-attention-dp", type=int, default=1, show_default=True),
         click.option(
+            "--prefill-batch", type=int, default=None, help="Most prompts a prefill worker batches."
+        ),
+        click.option(
             "--decode-workers", type=int, default=None, help="Disaggregated: decode workers."
         ),
         click.option("--decode-tp", type=int, default=1, show_default=True),
         click.option("--decode-ep", type=int, default=1, show_default=True),
         click.option("--decode-attention-dp", type=int, default=1, show_default=True),
+        click.option(
+            "--decode-batch", type=int, default=None, help="Most requests a decode worker runs."
+        ),
         click.option(
             "--search", is_flag=True, help="Find the deployment with the most goodput per GPU."
         ),

@@ -3,6 +3,7 @@ ranks) or disaggregated prefill and decode workers, predicted from the steady-st
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,9 @@ class Pool:
 
     workers: int
     par: Parallelism
+    max_batch: int | None = None
+    """Most requests one worker batches (prefill: prompts per iteration; decode: running
+    requests), when the deployment caps it below the engine default."""
 
     @property
     def gpus(self) -> int:
@@ -360,6 +364,14 @@ def predict_disaggregated(
     client: Client,
 ) -> Prediction:
     """Prefill workers hand each prompt's KV cache to decode workers (DistServe, Splitwise)."""
+    eng_p, eng_d = eng, eng
+    if prefill.max_batch is not None:
+        tokens = max(int(prefill.max_batch * work.input_len), 1)
+        eng_p = dataclasses.replace(
+            eng, max_num_batched_tokens=min(eng.max_num_batched_tokens, tokens)
+        )
+    if decode.max_batch is not None:
+        eng_d = dataclasses.replace(eng, max_num_seqs=min(eng.max_num_seqs, decode.max_batch))
     it_p = _iteration_model(model, cluster, prefill.par, fmt, kv_dtype, profile, eng)
     it_d = _iteration_model(model, cluster, decode.par, fmt, kv_dtype, profile, eng)
     kv_d, _, mem_d = kv_pool(model, cluster, decode.par, fmt, kv_dtype, profile, eng, work)
@@ -367,11 +379,11 @@ def predict_disaggregated(
     fits = kv_d >= work.input_len + work.output_len
     kv_d = max(kv_d, work.input_len + work.output_len)
     decode_work = Workload(input_len=work.input_len, output_len=work.output_len, prefix_hit=1.0)
-    probe = load_curve(it_d, eng, decode_work, kv_d)
+    probe = load_curve(it_d, eng_d, decode_work, kv_d)
     x_hi = float(probe.x.max()) * decode.ranks
     x_total = np.geomspace(x_hi * 1e-5, x_hi * 4.0, GRID)
-    pc = prefill_curve(it_p, eng, work, x_total / prefill.ranks)
-    dc = load_curve(it_d, eng, decode_work, kv_d, x_grid=x_total / decode.ranks)
+    pc = prefill_curve(it_p, eng_p, work, x_total / prefill.ranks)
+    dc = load_curve(it_d, eng_d, decode_work, kv_d, x_grid=x_total / decode.ranks)
     transfer = kv_transfer_s(model, cluster, prefill, decode, kv_dtype, profile, work.input_len)
     decode_wait = dc.iteration_s * (0.5 + (1.0 if eng.overlap_scheduler else 0.0))
     ttft = pc.ttft_s + transfer + decode_wait
