@@ -64,8 +64,9 @@ def test_more_concurrency_raises_latency_and_throughput_until_saturation() -> No
     tpot = [o["tpot_ms"] for o in out]
     thr = [o["output_tokens_per_s"] for o in out]
     assert all(b >= a * 0.999 for a, b in pairwise(ttft))
-    assert all(b >= a * 0.999 for a, b in pairwise(tpot))
-    # Flat once saturated (within 5%: the simulation and the steady state meet past 256 cohorts).
+    # TPOT and throughput are flat once saturated (within a few %: the cohort simulation and
+    # the steady state meet past 256 cohorts).
+    assert all(b >= a * 0.97 for a, b in pairwise(tpot))
     assert all(b >= a * 0.95 for a, b in pairwise(thr))
     # Saturated: throughput stops growing, the extra requests only wait (queue in TTFT).
     assert out[-1]["saturated"] and out[-1]["queue_wait_ms"] > 0
