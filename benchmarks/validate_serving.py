@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import re
 import statistics
 import time
 from collections import defaultdict
@@ -41,6 +42,12 @@ def _par(r: dict[str, str], prefix: str = "") -> dict[str, int]:
     dp = _int(r[f"{prefix}attention_dp_size"])
     ep = _int(r[f"{prefix}moe_ep_size"])
     moe = _int(r[f"{prefix}moe_tp_size"]) * ep
+    launch = re.search(r"_tp(\d+)_ep(\d+)_", r["id"])
+    if not prefix and launch and tp == moe and tp > int(launch.group(1)) and ep > 1:
+        # Some rows record tp_size as TP x EP (64 for `--tp 8 --ep 8` on one node); the id
+        # keeps the launch flags, which give the GPUs.
+        tp, ep = int(launch.group(1)), int(launch.group(2))
+        moe = tp
     if moe > tp * dp and moe % tp == 0:
         # vLLM rows leave attention_dp empty when --data-parallel-size runs attention DP under
         # an expert group wider than TP: the MoE group size gives the GPUs.

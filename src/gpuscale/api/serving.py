@@ -60,6 +60,11 @@ class ServingResult:
 
 
 def _verdict(o: dict[str, Any]) -> str:
+    if not o["fits"]:
+        return (
+            f"does not fit: {o['mode']} on {o['gpus']} GPUs leaves no room for one request's KV "
+            "cache after the weights; add GPUs (--tp/--ep), quantize (--weights) or shorten requests"
+        )
     state = "saturated (queueing)" if o["saturated"] else "below saturation"
     return (
         f"{o['mode']} on {o['gpus']} GPUs: TTFT {o['ttft_ms']:.0f} ms mean "
@@ -238,6 +243,13 @@ def _par(spec: ModelSpec, tp: int, pp: int, ep: int, attention_dp: int, prefix: 
         spec.is_moe or ep <= spec.num_experts,
         f"--{prefix.replace('_', '-')}ep exceeds the experts",
         field=f"{prefix}ep",
+    )
+    require(
+        spec.num_heads % par.attention_tp == 0,
+        f"--{prefix.replace('_', '-')}tp {tp}: attention TP {par.attention_tp} does not divide "
+        f"the model's {spec.num_heads} attention heads; accepted: divisors of {spec.num_heads} "
+        "(times --attention-dp)",
+        field=f"{prefix}tp",
     )
     require(
         pp <= spec.num_layers,
