@@ -193,3 +193,13 @@ def test_prefill_first_engine_stalls_decodes_behind_a_burst() -> None:
     sg = infer("llama3.1-8b", engine="sglang", **kw).to_dict()["options"][0]
     vl = infer("llama3.1-8b", engine="vllm", **kw).to_dict()["options"][0]
     assert sg["ttft_ms"] > vl["ttft_ms"]
+
+
+def test_spread_lengths_widen_the_tails_not_the_means() -> None:
+    kw = {"gpu": "h100-sxm", "engine": "vllm", "request_rate": 4.0}
+    fixed = infer("llama3.1-8b", **kw).to_dict()["options"][0]
+    spread = infer("llama3.1-8b", input_cv=0.8, output_cv=0.8, **kw).to_dict()["options"][0]
+    assert spread["ttft_ms"] == pytest.approx(fixed["ttft_ms"])
+    assert spread["ttft_ms_p99"] > fixed["ttft_ms_p99"]
+    assert spread["e2e_s_p99"] > fixed["e2e_s_p99"]
+    assert spread["e2e_s_p50"] < fixed["e2e_s_p50"]  # lognormal: median below the mean

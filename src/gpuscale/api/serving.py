@@ -87,6 +87,8 @@ def infer(
     request_rate: float | None = None,
     num_requests: int = 1000,
     prefix_hit: float = 0.0,
+    input_cv: float = 0.0,
+    output_cv: float = 0.0,
     tp: int = 1,
     pp: int = 1,
     ep: int = 1,
@@ -144,7 +146,15 @@ def infer(
             field="kv_dtype",
         )
     prof = _profile(eng.cost_profile, profile)
-    work = Workload(input_len=float(input_len), output_len=float(output_len), prefix_hit=prefix_hit)
+    for name, cv in (("input_cv", input_cv), ("output_cv", output_cv)):
+        require(0.0 <= cv <= 10.0, f"--{name.replace('_', '-')} must be in [0, 10]", field=name)
+    work = Workload(
+        input_len=float(input_len),
+        output_len=float(output_len),
+        prefix_hit=prefix_hit,
+        input_cv=input_cv,
+        output_cv=output_cv,
+    )
     client = Client(concurrency=concurrency, request_rate=request_rate, num_requests=num_requests)
     disagg = prefill_workers is not None or decode_workers is not None
     if disagg:

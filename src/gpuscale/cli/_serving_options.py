@@ -36,6 +36,20 @@ def serving_options(func: Any) -> Any:
             help="Share of each prompt served from the prefix cache.",
         ),
         click.option(
+            "--input-cv",
+            type=FINITE,
+            default=0.0,
+            show_default=True,
+            help="Spread of prompt lengths (lognormal coefficient of variation; 0 = fixed).",
+        ),
+        click.option(
+            "--output-cv",
+            type=FINITE,
+            default=0.0,
+            show_default=True,
+            help="Spread of output lengths (lognormal coefficient of variation; 0 = fixed).",
+        ),
+        click.option(
             "--pp", type=int, default=1, show_default=True, help="Pipeline stages per engine."
         ),
         click.option(

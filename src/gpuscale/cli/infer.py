@@ -252,6 +252,8 @@ def _serve(
         request_rate=s["request_rate"],
         num_requests=s["num_requests"],
         prefix_hit=s["prefix_hit"],
+        input_cv=s["input_cv"],
+        output_cv=s["output_cv"],
         tp=_single(tp_text, given),
         pp=s["pp"],
         ep=s["ep"],

@@ -219,7 +219,8 @@ def predict_aggregated(
         conc = float(client.concurrency or 1) / ranks
         point = closed_loop(curve, conc, kv_tokens, work)
         sim = None
-        if float(conc).is_integer():
+        # Random lengths break cohorts apart: the staggered steady state applies.
+        if float(conc).is_integer() and work.fixed:
             cap = kv_capacity_requests(kv_tokens, work, eng)
             sim = simulate(it, eng, work, int(conc), cap)
         if sim is not None:

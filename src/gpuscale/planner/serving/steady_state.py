@@ -31,6 +31,23 @@ class Workload:
     output_len: float
     prefix_hit: float = 0.0
     """Share of each prompt found in the prefix cache (not recomputed)."""
+    input_cv: float = 0.0
+    """Coefficient of variation of the prompt length (lognormal); 0 = fixed lengths."""
+    output_cv: float = 0.0
+    """Coefficient of variation of the output length (lognormal); 0 = fixed lengths."""
+
+    @property
+    def fixed(self) -> bool:
+        return self.input_cv == 0.0 and self.output_cv == 0.0
+
+
+def lognormal_factor(cv: float, z: float) -> float:
+    """Quantile of a lognormal length relative to its mean: ``exp(-s^2/2 + s z)`` with
+    ``s^2 = ln(1 + cv^2)``."""
+    if cv <= 0:
+        return 1.0
+    s2 = float(np.log1p(cv * cv))
+    return float(np.exp(-s2 / 2.0 + np.sqrt(s2) * z))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -238,13 +255,16 @@ def percentiles(p: OperatingPoint, work: Workload, rate_per_iteration: float) ->
     extra = max(p.own_prefill_s - p.decode_only_s, 0.0)
     m = max(rate_per_iteration * steps, 0.0)
     for q, z in Z.items():
+        # Longer prompts take proportionally longer own prefill iterations (compute-bound).
+        own = p.own_prefill_s * p.prefill_iterations
         ttft = p.ttft_s - 0.5 * p.iteration_s + (q / 100.0) * p.iteration_s
+        ttft += own * (lognormal_factor(work.input_cv, z) - 1.0)
         mixed = max(m + z * np.sqrt(m), 0.0) if m > 0 else 0.0
         tpot = p.decode_only_s + mixed * extra / steps if m > 0 else p.tpot_s
         tpot = max(tpot, p.decode_only_s) if q > 50 else tpot
         out[f"ttft_p{q}"] = ttft
         out[f"tpot_p{q}"] = tpot
-        out[f"e2e_p{q}"] = ttft + steps * tpot
+        out[f"e2e_p{q}"] = ttft + max(steps * lognormal_factor(work.output_cv, z), 0.0) * tpot
     return out
 
 
