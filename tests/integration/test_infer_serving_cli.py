@@ -83,3 +83,20 @@ def test_bad_serving_input_is_one_line(gpuscale) -> None:
     assert len(proc.stderr.strip().splitlines()) == 1 and "accepted" in proc.stderr
     proc = gpuscale("infer", "llama3.1-8b", "--gpu", "h100-sxm", "--search")
     assert proc.returncode == 2 and "--gpus" in proc.stderr
+
+
+def test_search_answers_tp_across_nodes_vs_pipeline_by_fabric(gpuscale) -> None:
+    # The article's question: a model that needs two nodes. On InfiniBand NDR, tensor
+    # parallelism across the nodes wins; on a slow 100G RoCE fabric, TP inside each node with a
+    # pipeline split between the nodes wins.
+    def winner(inter: str) -> str:
+        proc = gpuscale(
+            "infer", "llama3.1-405b", "--gpu", "h100-sxm", "--gpus", "16", "--input", "1024",
+            "--output", "512", "--slo-ttft-ms", "3000", "--slo-tpot-ms", "100", "--search",
+            "--inter", inter, "--json",
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)["options"][0]["label"]
+
+    assert winner("ib-ndr400") == "1 x TP16"
+    assert winner("roce-100") == "1 x TP8-PP2"
