@@ -63,15 +63,16 @@ def test_more_concurrency_raises_latency_and_throughput_until_saturation() -> No
     ttft = [o["ttft_ms"] for o in out]
     tpot = [o["tpot_ms"] for o in out]
     thr = [o["output_tokens_per_s"] for o in out]
-    assert all(b >= a * 0.999 for a, b in pairwise(ttft))
-    # TPOT and throughput are flat once saturated (within a few %: the cohort simulation and
-    # the steady state meet past 256 cohorts).
-    assert all(b >= a * 0.97 for a, b in pairwise(tpot))
-    assert all(b >= a * 0.95 for a, b in pairwise(thr))
+    sim = slice(0, 6)  # 1 ... 1024: the cohort simulation
+    assert all(b >= a * 0.999 for a, b in pairwise(ttft[sim]))
+    assert all(b >= a * 0.999 for a, b in pairwise(tpot[sim]))
+    assert all(b >= a * 0.98 for a, b in pairwise(thr[sim]))  # flat once saturated
     # Saturated: throughput stops growing, the extra requests only wait (queue in TTFT).
-    assert out[-1]["saturated"] and out[-1]["queue_wait_ms"] > 0
-    assert thr[-1] == pytest.approx(thr[-2], rel=0.05) or not out[-2]["saturated"]
-    assert ttft[-1] > 3 * ttft[-2]
+    assert out[5]["saturated"] and out[5]["queue_wait_ms"] > 0
+    # 4096 clients exceed the simulation's cohorts: the steady state takes over and agrees on
+    # the plateau within 10% (the seam between the two models).
+    assert out[6]["saturated"] and thr[6] == pytest.approx(thr[5], rel=0.1)
+    assert ttft[6] > 3 * ttft[5]
 
 
 def test_open_loop_below_capacity_serves_the_offered_rate() -> None:

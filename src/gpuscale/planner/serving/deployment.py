@@ -365,14 +365,17 @@ def predict_disaggregated(
     client: Client,
 ) -> Prediction:
     """Prefill workers hand each prompt's KV cache to decode workers (DistServe, Splitwise)."""
-    eng_p, eng_d = eng, eng
+    # A decode worker pre-allocates the KV pages of every request it accepts before the transfer
+    # (SGLang PD disaggregation "decode pre-allocation"; Dynamo/NIXL target buffers), so it
+    # admits against its pool rather than preempting later.
+    eng_p, eng_d = eng, dataclasses.replace(eng, kv_policy="reserve")
     if prefill.max_batch is not None:
         tokens = max(int(prefill.max_batch * work.input_len), 1)
         eng_p = dataclasses.replace(
             eng, max_num_batched_tokens=min(eng.max_num_batched_tokens, tokens)
         )
     if decode.max_batch is not None:
-        eng_d = dataclasses.replace(eng, max_num_seqs=min(eng.max_num_seqs, decode.max_batch))
+        eng_d = dataclasses.replace(eng_d, max_num_seqs=min(eng.max_num_seqs, decode.max_batch))
     it_p = _iteration_model(model, cluster, prefill.par, fmt, kv_dtype, profile, eng)
     it_d = _iteration_model(model, cluster, decode.par, fmt, kv_dtype, profile, eng)
     kv_d, _, mem_d = kv_pool(model, cluster, decode.par, fmt, kv_dtype, profile, eng, work)

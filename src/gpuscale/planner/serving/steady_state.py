@@ -98,6 +98,21 @@ def kv_capacity_requests(kv_tokens: float, work: Workload, eng: EngineProfile) -
     return float(kv_tokens / max(per, 1.0))
 
 
+def _recompute_tokens(
+    n: np.ndarray, work: Workload, eng: EngineProfile, kv_tokens: float
+) -> np.ndarray:
+    """Prompt tokens recomputed per request after preemption. An on-demand pool admits on the
+    prompt alone; when the running requests' contexts outgrow it, the scheduler evicts the
+    latest and later recomputes its prompt and the tokens it had generated (vLLM
+    ``PreemptionMode.RECOMPUTE``; Kwon et al. 2023, arXiv:2309.06180 Sec. 4.5). The share of
+    requests preempted is the part of the running set whose full context cannot be held."""
+    if eng.kv_policy == "reserve":
+        return np.zeros_like(n)
+    full = n * (work.input_len + work.output_len)
+    share = np.clip(1.0 - kv_tokens / np.maximum(full, 1e-9), 0.0, 1.0)
+    return share * (work.input_len + work.output_len / 2.0)
+
+
 def load_curve(
     it: IterationModel,
     eng: EngineProfile,
@@ -119,7 +134,7 @@ def load_curve(
     n = np.geomspace(1e-4, max(cap_req, 1.0) * 1.5, GRID)
     ctx = np.full_like(n, isl + osl / 2.0)
     half = np.full_like(n, isl / 2.0)
-    p = n * new_tokens / decode_steps
+    p = n * (new_tokens + _recompute_tokens(n, work, eng, kv_tokens)) / decode_steps
     t = it.time_s(n, ctx, p, half)
     x = n / (decode_steps * t)
     if x_grid is not None:
@@ -127,7 +142,7 @@ def load_curve(
         n = np.interp(x_grid, x_mono, n, right=np.inf)
         over = ~np.isfinite(n)
         n = np.where(over, n[~over].max() if (~over).any() else 1e-4, n)
-        p = n * new_tokens / decode_steps
+        p = n * (new_tokens + _recompute_tokens(n, work, eng, kv_tokens)) / decode_steps
         t = it.time_s(n, np.full_like(n, isl + osl / 2.0), p, np.full_like(n, isl / 2.0))
         x = np.asarray(x_grid, dtype=float)
         ctx = np.full_like(n, isl + osl / 2.0)
@@ -219,8 +234,13 @@ def open_loop(
 def _point(
     curve: LoadCurve, x: float, queue: float, saturated: bool, kv_tokens: float, work: Workload
 ) -> OperatingPoint:
+    # Interpolate along the rising part of x(n) only (past the peak, more running requests
+    # buy no throughput and x(n) is not a function of n any more).
+    falls = np.flatnonzero(np.diff(curve.x) <= 0)
+    end = int(falls[0]) + 1 if falls.size else len(curve.x)
+
     def at(a: np.ndarray) -> float:
-        return float(np.interp(x, curve.x, a))
+        return float(np.interp(x, curve.x[:end], a[:end]))
 
     ttft = at(curve.ttft_s) + queue
     tpot = at(curve.tpot_s)
