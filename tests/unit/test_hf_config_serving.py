@@ -46,3 +46,22 @@ def test_moe_top_k_never_exceeds_experts(top_k: int, experts: int) -> None:
     else:
         spec = model_from_config(cfg, "x")
         assert spec.experts_per_token == top_k and spec.num_experts == experts
+
+
+@pytest.mark.parametrize(
+    ("model", "total_b", "active_b"),
+    [
+        # Published totals: DeepSeek-V3 671B / 37B active (arXiv:2412.19437 Sec. 1), GLM-5
+        # 744B / 40B, gpt-oss-120b 116.8B (model card Table 1), Qwen3-235B-A22B.
+        ("deepseek-v3", 671.0, 37.0),
+        ("glm-5", 744.0, 40.0),
+        ("gpt-oss-120b", 116.8, 5.1),
+        ("qwen3-235b-a22b", 235.0, 22.0),
+    ],
+)
+def test_moe_mla_parameter_counts_match_published(model, total_b, active_b) -> None:
+    from gpuscale.costmodel.params import active_params, total_params
+
+    spec = catalog.models()[model]
+    assert total_params(spec) / 1e9 == pytest.approx(total_b, rel=0.01)
+    assert active_params(spec) / 1e9 == pytest.approx(active_b, rel=0.15)
