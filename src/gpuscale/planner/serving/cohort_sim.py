@@ -14,6 +14,7 @@ cycle costs a few events per cohort, and decode-only stretches are jumped over i
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +27,7 @@ MAX_COHORTS = 256
 """Past this many cohorts the load is effectively staggered: the steady-state model applies."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Cohort:
     size: float
     arrival: float
@@ -66,23 +67,23 @@ class _Clock:
         table = it.time_s(
             nn.ravel(), ctx.ravel(), pp.ravel(), np.full(nn.size, work.input_len / 2.0)
         )
-        self.t = table.reshape(nn.shape)
+        self.rows: list[list[float]] = table.reshape(nn.shape).tolist()
         self.n_list = self.n.tolist()
         self.p_list = self.p.tolist()
 
     def __call__(self, n: float, p: float) -> float:
-        i = min(max(int(np.searchsorted(self.n, n)) - 1, 0), len(self.n_list) - 2)
-        j = min(max(int(np.searchsorted(self.p, p)) - 1, 0), len(self.p_list) - 2)
+        i = min(max(bisect_left(self.n_list, n) - 1, 0), len(self.n_list) - 2)
+        j = min(max(bisect_left(self.p_list, p) - 1, 0), len(self.p_list) - 2)
         n0, n1 = self.n_list[i], self.n_list[i + 1]
         p0, p1 = self.p_list[j], self.p_list[j + 1]
         a = min(max((n - n0) / (n1 - n0), 0.0), 1.0)
         b = min(max((p - p0) / (p1 - p0), 0.0), 1.0)
-        t = self.t
+        t = self.rows
         return float(
-            t[i, j] * (1 - a) * (1 - b)
-            + t[i + 1, j] * a * (1 - b)
-            + t[i, j + 1] * (1 - a) * b
-            + t[i + 1, j + 1] * a * b
+            t[i][j] * (1 - a) * (1 - b)
+            + t[i + 1][j] * a * (1 - b)
+            + t[i][j + 1] * (1 - a) * b
+            + t[i + 1][j + 1] * a * b
         )
 
 
@@ -93,7 +94,7 @@ def simulate(
     concurrency: int,
     max_running: float,
     warmup_cycles: int = 2,
-    measured_cycles: int = 4,
+    measured_cycles: int = 3,
 ) -> CohortResult | None:
     """Simulate ``concurrency`` closed-loop clients on one rank; ``None`` when the load breaks
     into more than :data:`MAX_COHORTS` cohorts (then it is staggered and the steady state holds)."""
@@ -117,6 +118,7 @@ def simulate(
     decode_iters = 0
     running_area = 0.0
     guard = 0
+    dirty = False
     while cohorts:
         guard += 1
         if guard > 200_000 or len(cohorts) > MAX_COHORTS:
@@ -139,6 +141,7 @@ def simulate(
                 )
                 c.size = float(np.floor(room))
                 cohorts.insert(idx + 1, rest)
+                dirty = True
             c.admitted = True
             running += c.size
         decoding = [c for c in cohorts if c.admitted and c.first_token >= 0.0]
@@ -187,6 +190,7 @@ def simulate(
                 )
                 c.size -= whole
                 cohorts.insert(cohorts.index(c), part)
+                dirty = True
                 used = whole * rem
                 left = max(left - used, 0.0)
                 p_tokens += used
@@ -254,6 +258,7 @@ def simulate(
                 samples.append((ttft, tpot, e2e, c.size))
                 done_requests += c.size
             if c.cycle + 1 < total_cycles:
+                dirty = True
                 cohorts.append(
                     _Cohort(
                         size=c.size,
@@ -262,7 +267,10 @@ def simulate(
                         cycle=c.cycle + 1,
                     )
                 )
-        _merge(cohorts)
+        if dirty:
+            # Only new or split cohorts can have caught up with a neighbour's state.
+            _merge(cohorts)
+            dirty = False
     if not samples:
         return None
     arr = np.array(samples)
@@ -285,22 +293,20 @@ def simulate(
 
 def _merge(cohorts: list[_Cohort]) -> None:
     """Cohorts in the same state (same arrival, progress and cycle) are one cohort."""
-    i = 0
-    while i < len(cohorts) - 1:
-        a, b = cohorts[i], cohorts[i + 1]
-        if (
-            a.admitted == b.admitted
-            and a.arrival == b.arrival
-            and a.done_tokens == b.done_tokens
-            and a.generated == b.generated
-            and a.first_token == b.first_token
-            and a.cycle == b.cycle
-            and a.ready_at_iteration == b.ready_at_iteration
-        ):
-            a.size += b.size
-            del cohorts[i + 1]
+    out: list[_Cohort] = []
+    last: tuple[object, ...] | None = None
+    for c in cohorts:
+        key = (
+            c.admitted, c.arrival, c.done_tokens, c.generated, c.first_token, c.cycle,
+            c.ready_at_iteration,
+        )  # fmt: skip
+        if key == last:
+            out[-1].size += c.size
         else:
-            i += 1
+            out.append(c)
+            last = key
+    if len(out) != len(cohorts):
+        cohorts[:] = out
 
 
 def weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
