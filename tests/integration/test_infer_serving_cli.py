@@ -64,10 +64,11 @@ def test_human_table_says_tpot_excludes_first_token(gpuscale) -> None:
 def test_search_explains_winner_and_runner_up(gpuscale) -> None:
     proc = gpuscale(
         "infer", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--slo-ttft-ms", "500",
-        "--slo-tpot-ms", "40", "--search", "--json",
+        "--slo-tpot-ms", "40", "--search", "--price", "2.5", "--json",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
+    assert all(o["tokens_per_dollar"] > 0 for o in doc["options"])
     assert doc["options"] and "winner:" in doc["explanation"] and "Runner-up" in doc["explanation"]
     per_gpu = [o["goodput_tokens_per_s_per_gpu"] for o in doc["options"]]
     assert per_gpu == sorted(per_gpu, reverse=True)

@@ -78,6 +78,12 @@ class SearchResult:
             f"concurrency {w['concurrency']} (TTFT p99 {w['ttft_ms_p99']:.0f} ms, TPOT p99 "
             f"{w['tpot_ms_p99']:.1f} ms)."
         )
+        if "tokens_per_dollar" in w:
+            text += (
+                f" At ${self.price_per_gpu_hour:.2f} per GPU-hour that is "
+                f"{w['tokens_per_dollar']:,.0f} output tokens per dollar (one GPU type: the "
+                "per-dollar and per-GPU rankings agree)."
+            )
         if len(self.ranked) > 1:
             r = self._option(self.ranked[1])
             ratio = w["goodput_tokens_per_s_per_gpu"] / max(r["goodput_tokens_per_s_per_gpu"], 1e-9)
