@@ -35,6 +35,7 @@ from gpuscale.api.measure import (
 )
 from gpuscale.api.planning import OBJECTIVES, PlanResult, ScaleResult, plan, scale
 from gpuscale.api.result import Result
+from gpuscale.api.serving import ServingResult, infer
 from gpuscale.api.training import EstimateResult, estimate, profile_names
 from gpuscale.errors import InputError
 
@@ -48,6 +49,7 @@ __all__ = [
     "PlanResult",
     "Result",
     "ScaleResult",
+    "ServingResult",
     "advise_comm",
     "analyze_trace",
     "bench_collectives",
@@ -63,6 +65,7 @@ __all__ = [
     "export_plan",
     "fit",
     "import_nccl_tests",
+    "infer",
     "plan",
     "profile_names",
     "scale",

@@ -77,15 +77,23 @@ def link(link_id: str | Link) -> Link:
         raise unknown("fabric", link_id, links()) from None
 
 
+@cache
+def model_aliases() -> dict[str, str]:
+    """Hugging Face repository ids (lowercased) of catalog models -> catalog id."""
+    return {k.lower(): v for k, v in _load("model_aliases.yaml")["aliases"].items()}
+
+
 def model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
-    """A catalog model by id, or a Hugging Face style ``config.json`` (file or its folder); a
-    :class:`ModelSpec` is returned as it is."""
+    """A catalog model by id or by the Hugging Face id of a catalog model, or a Hugging Face
+    style ``config.json`` (file or its folder); a :class:`ModelSpec` is returned as it is."""
     if isinstance(name_or_path, ModelSpec):
         return name_or_path
     name_or_path = str(name_or_path)
     key = name_or_path.lower()
     if key in models():
         return models()[key]
+    if key in model_aliases() and not Path(name_or_path).exists():
+        return models()[model_aliases()[key]]
     path = Path(name_or_path)
     if os.path.isdir(path):  # False, not an error, for a name too long to look up
         path = path / "config.json"

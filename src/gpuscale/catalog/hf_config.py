@@ -17,8 +17,17 @@ from gpuscale import files
 from gpuscale.errors import InputError
 from gpuscale.specs import ModelSpec
 
-LLAMA_LIKE = ("llama", "mistral", "qwen2", "mixtral")
-SUPPORTED = (*LLAMA_LIKE, "gpt2", "gpt_neox", "mpt", "bloom", "opt", "bert")
+LLAMA_LIKE = ("llama", "mistral", "qwen2", "mixtral", "qwen3")
+MOE_LIKE = (
+    "qwen2_moe",
+    "qwen3_moe",
+    "gpt_oss",
+    "minimax_m2",
+    "deepseek_v3",
+    "deepseek_v2",
+    "kimi_k2",
+)
+SUPPORTED = (*LLAMA_LIKE, *MOE_LIKE, "gpt2", "gpt_neox", "gptj", "mpt", "bloom", "opt", "bert")
 
 MAX_DIMENSION = 1 << 24
 """Largest accepted width, depth or count (16.7M): far above any released model (vocabularies
@@ -109,6 +118,23 @@ def model_from_config(cfg: Mapping[str, Any], name: str) -> ModelSpec:
         if head_dim * heads != hidden:
             common["head_dim"] = head_dim
 
+    if model_type in MOE_LIKE:
+        return _moe(cfg, name, model_type, common, heads)
+    if model_type == "gptj":
+        # GPT-J: parallel attention/MLP block, rotary on rotary_dim of each head, biased MLP
+        # and head, no QKV bias, untied embeddings (transformers GPTJModel).
+        return ModelSpec(
+            **common,
+            num_kv_heads=heads,
+            ffn_hidden_size=_int(cfg, name, "n_inner", default=4 * hidden),
+            max_seq_len=_int(cfg, name, "n_positions", default=2048),
+            mlp="plain",
+            norm="layernorm",
+            position="rope",
+            tied_embeddings=False,
+            qkv_bias=False,
+            linear_bias=True,
+        )
     if model_type in LLAMA_LIKE:
         experts = _int(cfg, name, "num_local_experts", default=1) if model_type == "mixtral" else 1
         return ModelSpec(
@@ -203,6 +229,73 @@ def model_from_config(cfg: Mapping[str, Any], name: str) -> ModelSpec:
         extra_params=_int(cfg, name, "type_vocab_size", default=2) * hidden
         + hidden * hidden
         + hidden,
+    )
+
+
+def _moe(
+    cfg: Mapping[str, Any], name: str, model_type: str, common: dict[str, Any], heads: int
+) -> ModelSpec:
+    """Mixture-of-experts configs: Qwen2/3-MoE, gpt-oss, MiniMax-M2 and DeepSeek-V2/V3 (MLA,
+    shared experts, leading dense layers), key names as in each transformers config class."""
+    experts = _int(cfg, name, "num_experts", "num_local_experts", "n_routed_experts")
+    top_k = _int(cfg, name, "num_experts_per_tok", "experts_per_token", default=2)
+    expert_ffn = _int(cfg, name, "moe_intermediate_size", "intermediate_size")
+    layers = common["num_layers"]
+    extra: dict[str, Any] = {}
+    if model_type in ("deepseek_v3", "deepseek_v2", "kimi_k2"):
+        rope = _int(cfg, name, "qk_rope_head_dim")
+        nope = _int(cfg, name, "qk_nope_head_dim")
+        extra.update(
+            kv_lora_rank=_int(cfg, name, "kv_lora_rank"),
+            q_lora_rank=_int(cfg, name, "q_lora_rank", default=0) if cfg.get("q_lora_rank") else 0,
+            qk_rope_head_dim=rope,
+            qk_nope_head_dim=nope,
+            v_head_dim=_int(cfg, name, "v_head_dim"),
+            head_dim=rope + nope,
+            shared_experts=int(cfg.get("n_shared_experts") or 0),
+            dense_layers=min(int(cfg.get("first_k_dense_replace") or 0), layers),
+            dense_ffn_hidden_size=_int(cfg, name, "intermediate_size"),
+        )
+    elif model_type in ("qwen2_moe", "qwen3_moe"):
+        shared = (
+            _int(cfg, name, "shared_expert_intermediate_size", default=0)
+            if cfg.get("shared_expert_intermediate_size")
+            else 0
+        )
+        extra["shared_experts"] = max(round(shared / expert_ffn), 0) if shared else 0
+        if cfg.get("head_dim") is not None:
+            extra["head_dim"] = _int(cfg, name, "head_dim")
+    elif model_type == "gpt_oss":
+        window = int(cfg.get("sliding_window") or 0)
+        kinds = cfg.get("layer_types")
+        sliding = (
+            sum(1 for k in kinds if k == "sliding_attention")
+            if isinstance(kinds, list)
+            else layers // 2
+        )
+        extra.update(
+            sliding_window=window,
+            sliding_window_layers=sliding if window else 0,
+            head_dim=_int(cfg, name, "head_dim", default=64),
+        )
+    elif cfg.get("head_dim") is not None:
+        extra["head_dim"] = _int(cfg, name, "head_dim")
+    if top_k > experts:
+        raise InputError(f"{name}: num_experts_per_tok ({top_k}) exceeds the experts ({experts})")
+    common = {k: v for k, v in common.items() if k != "head_dim"}
+    return ModelSpec(
+        **common,
+        num_kv_heads=_int(cfg, name, "num_key_value_heads", default=heads),
+        ffn_hidden_size=expert_ffn,
+        max_seq_len=_int(cfg, name, "max_position_embeddings", default=4096),
+        mlp="gated",
+        norm="rmsnorm",
+        position="rope",
+        tied_embeddings=_flag(cfg, name, "tie_word_embeddings", False),
+        qkv_bias=_flag(cfg, name, "attention_bias", model_type == "gpt_oss"),
+        num_experts=experts,
+        experts_per_token=top_k,
+        **extra,
     )
 
 

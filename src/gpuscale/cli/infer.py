@@ -8,7 +8,10 @@ import click
 from rich.table import Table
 
 from gpuscale import catalog
+from gpuscale.api.serving import infer as api_infer
+from gpuscale.api.serving_search import search as api_search
 from gpuscale.cli._common import console, emit_json, inter_option, json_option
+from gpuscale.cli._serving_options import serving_options
 from gpuscale.costmodel.inference import estimate_inference
 from gpuscale.costmodel.profile import load_profile_for, profile_names
 from gpuscale.errors import InputError, require
@@ -55,15 +58,29 @@ def _tp_list(text: str, heads: int, given: bool) -> list[int]:
 @click.option(
     "--output", "output_len", type=int, default=256, show_default=True, help="Generated tokens."
 )
-@click.option("--weights", type=click.Choice(WEIGHT_DTYPES), default="bf16", show_default=True)
-@click.option("--kv-dtype", type=click.Choice(KV_DTYPES), default="bf16", show_default=True)
+@click.option(
+    "--weights",
+    default="bf16",
+    show_default=True,
+    help="Weight format: bf16, fp8, fp8_block, nvfp4, mxfp4, int8_wo, fp8_wo, int4_wo "
+    "(weight-only where the GPU lacks the rate); the static-batch table takes "
+    f"{', '.join(WEIGHT_DTYPES)}.",
+)
+@click.option(
+    "--kv-dtype",
+    type=click.Choice(("auto", *KV_DTYPES)),
+    default="auto",
+    show_default=True,
+    help="KV-cache dtype; auto: the engine's default for the weights (bf16 for the static table).",
+)
 @click.option(
     "--engine",
-    default="generic",
-    show_default=True,
-    help=f"Serving-stack profile: {', '.join(profile_names())}.",
+    default=None,
+    help="Serving engine under load: tensorrt-llm, vllm, sglang (default vllm); for the "
+    f"static-batch table any profile: {', '.join(profile_names())} (default generic).",
 )
 @click.option("--profile", "profile_file", default=None, help="Calibration profile YAML overlay.")
+@serving_options
 @json_option
 def command(
     model: str,
@@ -79,9 +96,45 @@ def command(
     engine: str,
     profile_file: str | None,
     as_json: bool,
+    **serving: Any,
 ) -> None:
-    """Time to first token, time per output token and throughput of serving MODEL, for each
-    tensor-parallel degree: does splitting the model over more GPUs pay for its all-reduces?"""
+    """Time to first token, time per output token and throughput of serving MODEL.
+
+    Under load (--concurrency C or --request-rate R): a continuously batching engine
+    (--engine tensorrt-llm|vllm|sglang) with its scheduler, KV cache and queueing, aggregated
+    (--tp/--pp/--ep/--attention-dp/--replicas) or disaggregated (--prefill-workers ...
+    --decode-workers ...). With --search: the deployment on --gpus GPUs with the most goodput
+    under --slo-ttft-ms/--slo-tpot-ms. Otherwise a static batch (--batch) per TP degree."""
+    if serving["search"]:
+        serving["gpus_per_node"], serving["inter"] = gpus_per_node, inter
+        _search(model, gpu, input_len, output_len, weights, kv_dtype, engine, serving, as_json)
+        return
+    if any(serving[k] is not None for k in ("concurrency", "request_rate")) or any(
+        serving[k] is not None for k in ("prefill_workers", "decode_workers")
+    ):
+        _serve(
+            model,
+            gpu,
+            tp_text,
+            gpus_per_node,
+            inter,
+            input_len,
+            output_len,
+            weights,
+            kv_dtype,
+            engine,
+            profile_file,
+            as_json,
+            serving,
+        )
+        return
+    require(
+        weights in WEIGHT_DTYPES,
+        f"--weights {weights} is a serving format; the static-batch table (--batch) takes "
+        f"{', '.join(WEIGHT_DTYPES)}; give --concurrency for the serving model",
+    )
+    engine = engine or "generic"
+    kv_dtype = "bf16" if kv_dtype == "auto" else kv_dtype
     spec = catalog.model(model)
     for flag, value in (("--batch", batch), ("--input", input_len), ("--output", output_len)):
         require(value >= 1, f"{flag} must be >= 1, got {value}")
@@ -157,6 +210,152 @@ def command(
         )
     console.print(table)
     console.print(f"verdict: {verdict}")
+
+
+def _single(tp_text: str, given: bool) -> int:
+    if not given:
+        return 1
+    try:
+        return int(tp_text)
+    except ValueError:
+        raise InputError(
+            f"--tp '{tp_text}': the serving model takes one degree, e.g. --tp 4", field="tp"
+        ) from None
+
+
+def _serve(
+    model: str,
+    gpu: str,
+    tp_text: str,
+    gpus_per_node: int,
+    inter: str,
+    input_len: int,
+    output_len: int,
+    weights: str,
+    kv_dtype: str,
+    engine: str | None,
+    profile_file: str | None,
+    as_json: bool,
+    s: dict[str, Any],
+) -> None:
+    ctx = click.get_current_context()
+    given = ctx.get_parameter_source("tp_text") is not click.core.ParameterSource.DEFAULT
+    result = api_infer(
+        model,
+        gpu=gpu,
+        engine=engine or "vllm",
+        weights=weights,
+        kv_dtype=kv_dtype,
+        input_len=input_len,
+        output_len=output_len,
+        concurrency=s["concurrency"],
+        request_rate=s["request_rate"],
+        num_requests=s["num_requests"],
+        prefix_hit=s["prefix_hit"],
+        input_cv=s["input_cv"],
+        output_cv=s["output_cv"],
+        tp=_single(tp_text, given),
+        pp=s["pp"],
+        ep=s["ep"],
+        attention_dp=s["attention_dp"],
+        replicas=s["replicas"],
+        prefill_workers=s["prefill_workers"],
+        prefill_tp=s["prefill_tp"],
+        prefill_ep=s["prefill_ep"],
+        prefill_attention_dp=s["prefill_attention_dp"],
+        prefill_batch=s["prefill_batch"],
+        decode_workers=s["decode_workers"],
+        decode_tp=s["decode_tp"],
+        decode_ep=s["decode_ep"],
+        decode_attention_dp=s["decode_attention_dp"],
+        decode_batch=s["decode_batch"],
+        gpus_per_node=gpus_per_node,
+        inter=inter,
+        profile=profile_file,
+    )
+    doc = result.to_dict()
+    if as_json:
+        emit_json(doc)
+        return
+    o = doc["options"][0]
+    table = Table(
+        title=f"{doc['model']} on {gpu} ({doc['engine']}, {doc['weights']}): "
+        f"{input_len} in / {output_len} out, "
+        + (f"concurrency {s['concurrency']}" if s["concurrency"] else f"{s['request_rate']} req/s"),
+        title_justify="left",
+    )
+    for col in ("", "mean", "p50", "p90", "p99"):
+        table.add_column(col, justify="right")
+    table.add_row(
+        "TTFT ms",
+        *(f"{o[k]:.1f}" for k in ("ttft_ms", "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99")),
+    )
+    table.add_row(
+        "TPOT ms",
+        *(f"{o[k]:.2f}" for k in ("tpot_ms", "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99")),
+    )
+    table.add_row(
+        "e2e s", *(f"{o[k]:.2f}" for k in ("e2e_s", "e2e_s_p50", "e2e_s_p90", "e2e_s_p99"))
+    )
+    console.print(table)
+    console.print(
+        f"throughput: {o['output_tokens_per_s']:,.0f} output tok/s "
+        f"({o['output_tokens_per_s_per_gpu']:,.0f}/GPU), {o['requests_per_s']:.2f} req/s; "
+        f"KV cache {o['kv_cache_occupancy']:.0%} full, "
+        f"{o['preemptions_per_request']:.2f} preemptions/request; TPOT excludes the first token"
+    )
+    for note in o["notes"]:
+        console.print(f"note: {note}")
+    console.print(f"verdict: {doc['verdict']}")
+
+
+def _search(
+    model: str,
+    gpu: str,
+    input_len: int,
+    output_len: int,
+    weights: str,
+    kv_dtype: str,
+    engine: str | None,
+    s: dict[str, Any],
+    as_json: bool,
+) -> None:
+    require(s["gpus"] is not None, "--search needs --gpus N (GPUs available)", field="gpus")
+    result = api_search(
+        model,
+        gpu=gpu,
+        gpus=s["gpus"],
+        engine=engine or "vllm",
+        weights=weights,
+        kv_dtype=kv_dtype,
+        input_len=input_len,
+        output_len=output_len,
+        slo_ttft_ms=s["slo_ttft_ms"],
+        slo_tpot_ms=s["slo_tpot_ms"],
+        price=s["price"],
+        gpus_per_node=s["gpus_per_node"],
+        inter=s["inter"],
+    )
+    doc = result.to_dict()
+    if as_json:
+        emit_json(doc)
+        return
+    table = Table(
+        title=f"{doc['model']} on up to {s['gpus']} x {gpu}: best deployments", title_justify="left"
+    )
+    for col in ("deployment", "GPUs", "conc.", "TTFT p99 ms", "TPOT p99 ms", "goodput tok/s/GPU"):
+        table.add_column(col, justify="right")
+    for o in doc["options"][:8]:
+        table.add_row(
+            o["label"],
+            str(o["gpus"]),
+            str(o["concurrency"]),
+            f"{o['ttft_ms_p99']:.0f}",
+            f"{o['tpot_ms_p99']:.1f}",
+            f"{o['goodput_tokens_per_s_per_gpu']:,.0f}",
+        )
+    console.print(table)
+    console.print(doc["explanation"])
 
 
 def _verdict(rows: list[dict[str, Any]], fitting: list[dict[str, Any]]) -> str:

@@ -9,7 +9,21 @@ from gpuscale.specs import ModelSpec
 
 
 def attention_params(m: ModelSpec) -> int:
-    """Q, K, V and output projections of one layer (GQA: K and V have ``num_kv_heads`` heads)."""
+    """Q, K, V and output projections of one layer (GQA: K and V have ``num_kv_heads`` heads).
+    Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434 Sec. 2.1): query down/up
+    projections through ``q_lora_rank``, a joint KV down-projection to ``kv_lora_rank`` plus the
+    rotary key, the KV up-projection, the output projection, and RMSNorms on both latents."""
+    if m.is_mla:
+        h, heads = m.hidden_size, m.num_heads
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        q = (
+            h * m.q_lora_rank + m.q_lora_rank * heads * qk + m.q_lora_rank
+            if m.q_lora_rank
+            else h * heads * qk
+        )
+        kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
+        kv += m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)
+        return q + kv + heads * m.v_head_dim * h
     weights = m.hidden_size * (m.q_width + 2 * m.kv_width) + m.q_width * m.hidden_size
     bias = (m.q_width + 2 * m.kv_width if m.qkv_bias else 0) + (
         m.hidden_size if m.linear_bias else 0
@@ -34,11 +48,27 @@ def router_params(m: ModelSpec) -> int:
     return m.hidden_size * m.num_experts if m.is_moe else 0
 
 
+def _dense_mlp_params(m: ModelSpec) -> int:
+    """The dense MLP of a leading non-MoE layer (``dense_ffn_hidden_size``)."""
+    matrices = 3 if m.mlp == "gated" else 2
+    return matrices * m.hidden_size * (m.dense_ffn_hidden_size or m.ffn_hidden_size)
+
+
+def _moe_block_mlp(m: ModelSpec) -> int:
+    """Routed experts, shared experts and the router of one MoE layer."""
+    return (m.num_experts + m.shared_experts) * mlp_params(m) + router_params(m)
+
+
 def layer_params(m: ModelSpec) -> int:
-    """One transformer block: attention, all experts' MLPs, router, two norms."""
-    return (
-        attention_params(m) + m.num_experts * mlp_params(m) + router_params(m) + 2 * norm_params(m)
+    """One transformer block: attention, all experts' MLPs, router, two norms. A model whose
+    first ``dense_layers`` blocks have a dense MLP (DeepSeek-V3) gets the mean over its blocks,
+    so ``num_layers * layer_params`` is still the blocks' total."""
+    if not m.dense_layers:
+        return attention_params(m) + _moe_block_mlp(m) + 2 * norm_params(m)
+    mlp = m.dense_layers * _dense_mlp_params(m) + (m.num_layers - m.dense_layers) * _moe_block_mlp(
+        m
     )
+    return attention_params(m) + 2 * norm_params(m) + round(mlp / m.num_layers)
 
 
 def embedding_params(m: ModelSpec) -> int:
@@ -55,7 +85,8 @@ def total_params(m: ModelSpec) -> int:
 
 def active_params(m: ModelSpec) -> int:
     """Parameters touched by one token: only ``experts_per_token`` of the experts."""
-    inactive = (m.num_experts - m.experts_per_token) * mlp_params(m) * m.num_layers
+    moe_layers = m.num_layers - m.dense_layers
+    inactive = (m.num_experts - m.experts_per_token) * mlp_params(m) * moe_layers
     return total_params(m) - inactive
 
 
@@ -64,7 +95,7 @@ def breakdown(m: ModelSpec) -> dict[str, int]:
     return {
         "embedding": embedding_params(m),
         "attention": m.num_layers * attention_params(m),
-        "mlp": m.num_layers * (m.num_experts * mlp_params(m) + router_params(m)),
+        "mlp": m.num_layers * (layer_params(m) - attention_params(m) - 2 * norm_params(m)),
         "norm": (2 * m.num_layers + 1) * norm_params(m),
         "other": m.extra_params,
     }

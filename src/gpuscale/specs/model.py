@@ -47,6 +47,31 @@ class ModelSpec:
     """False for encoders (BERT): attention covers the full square, not the causal half."""
     extra_params: int = 0
     """Parameters outside the repeated blocks that no other field covers (e.g. BERT's pooler)."""
+    shared_experts: int = 0
+    """Always-active experts of ``ffn_hidden_size`` beside the routed ones (DeepSeekMoE)."""
+    dense_layers: int = 0
+    """Leading layers with a dense MLP of ``dense_ffn_hidden_size`` instead of experts
+    (DeepSeek-V3 ``first_k_dense_replace``)."""
+    dense_ffn_hidden_size: int = 0
+    """Inner width of those dense MLPs; 0 means ``ffn_hidden_size``."""
+    kv_lora_rank: int = 0
+    """Multi-head latent attention (DeepSeek-V2/V3, arXiv:2405.04434 Sec. 2.1): width of the
+    compressed KV latent cached per token; 0 for ordinary multi-head/GQA attention."""
+    q_lora_rank: int = 0
+    """MLA query compression width (0: queries projected directly)."""
+    qk_rope_head_dim: int = 0
+    """MLA: decoupled rotary key width per token, cached beside the latent."""
+    qk_nope_head_dim: int = 0
+    """MLA: non-rotary query/key width per head."""
+    v_head_dim: int = 0
+    """MLA: value width per head."""
+    sliding_window: int = 0
+    """Tokens a sliding-window attention layer attends to; 0 when no layer has a window."""
+    sliding_window_layers: int = 0
+    """How many layers use the sliding window (gpt-oss alternates: half of them)."""
+    linear_attention_layers: int = 0
+    """Layers with a fixed-size recurrent state instead of a KV cache (Gated DeltaNet in
+    Qwen3-Next/Qwen3.5 hybrids); the rest are full attention."""
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -77,6 +102,30 @@ class ModelSpec:
             f"num_experts ({self.num_experts})",
         )
         require(self.head_dim >= 0, f"model '{self.name}': head_dim must be >= 0")
+        for field in (
+            "shared_experts",
+            "dense_layers",
+            "dense_ffn_hidden_size",
+            "kv_lora_rank",
+            "q_lora_rank",
+            "qk_rope_head_dim",
+            "qk_nope_head_dim",
+            "v_head_dim",
+            "sliding_window",
+            "sliding_window_layers",
+            "linear_attention_layers",
+        ):
+            value = getattr(self, field)
+            require(
+                isinstance(value, int) and value >= 0,
+                f"model '{self.name}': {field} must be a non-negative integer, got {value!r}",
+            )
+        require(
+            self.dense_layers + self.linear_attention_layers <= self.num_layers
+            and self.sliding_window_layers <= self.num_layers,
+            f"model '{self.name}': dense/linear-attention/sliding-window layer counts exceed "
+            f"num_layers ({self.num_layers})",
+        )
         if self.head_dim == 0:
             require(
                 self.hidden_size % self.num_heads == 0,
@@ -84,6 +133,10 @@ class ModelSpec:
                 f"num_heads ({self.num_heads}); give head_dim explicitly",
             )
             object.__setattr__(self, "head_dim", self.hidden_size // self.num_heads)
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
 
     @property
     def is_moe(self) -> bool:

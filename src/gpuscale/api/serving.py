@@ -1,0 +1,269 @@
+"""``gpuscale.api.infer`` under load: a continuously batching engine (TensorRT-LLM, vLLM,
+SGLang) serving a closed-loop or Poisson client, aggregated or disaggregated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from gpuscale import catalog
+from gpuscale.catalog.serving_engines import engine as engine_profile
+from gpuscale.costmodel.profile import Profile, load_profile_for
+from gpuscale.costmodel.serving.formats import weight_format
+from gpuscale.costmodel.serving.iteration import KV_BYTES, Parallelism
+from gpuscale.errors import InputError, require
+from gpuscale.planner.serving.deployment import (
+    Client,
+    Pool,
+    Prediction,
+    predict_aggregated,
+    predict_disaggregated,
+)
+from gpuscale.planner.serving.steady_state import Workload
+from gpuscale.specs import ModelSpec
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServingResult:
+    """One deployment's latency and throughput under load (``options[0]``)."""
+
+    model: str
+    gpu: str
+    engine: str
+    weights: str
+    input_len: int
+    output_len: int
+    client: dict[str, Any]
+    deployment: dict[str, Any]
+    prediction: Prediction
+
+    def to_dict(self) -> dict[str, Any]:
+        option = {**self.deployment, **self.prediction.row()}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "model": self.model,
+            "gpu": self.gpu,
+            "engine": self.engine,
+            "weights": self.weights,
+            "input": self.input_len,
+            "output": self.output_len,
+            "client": self.client,
+            "options": [option],
+            "verdict": _verdict(option),
+        }
+
+    def figures(self) -> list[Any]:
+        return []
+
+
+def _verdict(o: dict[str, Any]) -> str:
+    if not o["fits"]:
+        return (
+            f"does not fit: {o['mode']} on {o['gpus']} GPUs leaves no room for one request's KV "
+            "cache after the weights; add GPUs (--tp/--ep), quantize (--weights) or shorten requests"
+        )
+    state = "saturated (queueing)" if o["saturated"] else "below saturation"
+    return (
+        f"{o['mode']} on {o['gpus']} GPUs: TTFT {o['ttft_ms']:.0f} ms mean "
+        f"(p99 {o['ttft_ms_p99']:.0f}), TPOT {o['tpot_ms']:.1f} ms, "
+        f"{o['output_tokens_per_s']:,.0f} output tok/s ({o['output_tokens_per_s_per_gpu']:,.0f}"
+        f"/GPU), {state}, KV cache {o['kv_cache_occupancy']:.0%} full"
+    )
+
+
+def infer(
+    model: str | ModelSpec,
+    *,
+    gpu: str,
+    engine: str = "vllm",
+    weights: str = "bf16",
+    kv_dtype: str = "auto",
+    input_len: int = 1024,
+    output_len: int = 1024,
+    concurrency: int | None = None,
+    request_rate: float | None = None,
+    num_requests: int = 1000,
+    prefix_hit: float = 0.0,
+    input_cv: float = 0.0,
+    output_cv: float = 0.0,
+    tp: int = 1,
+    pp: int = 1,
+    ep: int = 1,
+    attention_dp: int = 1,
+    replicas: int = 1,
+    prefill_workers: int | None = None,
+    prefill_tp: int = 1,
+    prefill_ep: int = 1,
+    prefill_attention_dp: int = 1,
+    prefill_batch: int | None = None,
+    decode_workers: int | None = None,
+    decode_tp: int = 1,
+    decode_ep: int = 1,
+    decode_attention_dp: int = 1,
+    decode_batch: int | None = None,
+    gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE,
+    inter: str = catalog.DEFAULT_INTER,
+    profile: str | None = None,
+) -> ServingResult:
+    """Predict TTFT, TPOT, end-to-end latency and throughput of ``model`` served by ``engine``.
+
+    ``tp`` counts all GPUs of one pipeline stage; ``attention_dp`` of them run attention on
+    separate request groups, ``ep`` shards the experts. Give ``prefill_workers`` and
+    ``decode_workers`` for disaggregated serving. Closed loop with ``concurrency``; open loop
+    (Poisson) with ``request_rate`` requests/s."""
+    spec = model if isinstance(model, ModelSpec) else catalog.model(model)
+    require(spec.causal, f"{spec.name} is an encoder; serving applies to decoders", field="model")
+    for name, value in (("input_len", input_len), ("output_len", output_len)):
+        require(value >= 1, f"--{name.split('_')[0]} must be >= 1, got {value}", field=name)
+    require(
+        (concurrency is None) != (request_rate is None),
+        "give exactly one of --concurrency (closed loop) or --request-rate (open loop)",
+        field="concurrency",
+    )
+    if concurrency is not None:
+        require(
+            concurrency >= 1, f"--concurrency must be >= 1, got {concurrency}", field="concurrency"
+        )
+    if request_rate is not None:
+        require(
+            request_rate > 0,
+            f"--request-rate must be > 0, got {request_rate}",
+            field="request_rate",
+        )
+    require(0.0 <= prefix_hit < 1.0, "--prefix-hit must be in [0, 1)", field="prefix_hit")
+    require(replicas >= 1, f"--replicas must be >= 1, got {replicas}", field="replicas")
+    eng = engine_profile(engine)
+    fmt = weight_format(weights)
+    if kv_dtype == "auto":
+        # The engine's default: 16-bit, or FP8 where its low-precision checkpoints carry it.
+        kv_dtype = eng.kv_dtype_low_precision if fmt.weight_bytes < 2.0 else "bf16"
+    if kv_dtype not in KV_BYTES:
+        raise InputError(
+            f"--kv-dtype {kv_dtype!r} unknown; accepted: auto, {', '.join(KV_BYTES)}",
+            field="kv_dtype",
+        )
+    prof = _profile(eng.cost_profile, profile)
+    for name, cv in (("input_cv", input_cv), ("output_cv", output_cv)):
+        require(0.0 <= cv <= 10.0, f"--{name.replace('_', '-')} must be in [0, 10]", field=name)
+    work = Workload(
+        input_len=float(input_len),
+        output_len=float(output_len),
+        prefix_hit=prefix_hit,
+        input_cv=input_cv,
+        output_cv=output_cv,
+    )
+    client = Client(concurrency=concurrency, request_rate=request_rate, num_requests=num_requests)
+    disagg = prefill_workers is not None or decode_workers is not None
+    if disagg:
+        require(
+            prefill_workers is not None and decode_workers is not None,
+            "disaggregated serving needs both --prefill-workers and --decode-workers",
+            field="prefill_workers",
+        )
+        assert prefill_workers is not None and decode_workers is not None  # for mypy
+        require(
+            prefill_workers >= 1 and decode_workers >= 1,
+            "worker counts must be >= 1",
+            field="prefill_workers",
+        )
+        for name, cap in (("prefill_batch", prefill_batch), ("decode_batch", decode_batch)):
+            require(cap is None or cap >= 1, f"--{name.replace('_', '-')} must be >= 1", field=name)
+        p_pool = Pool(
+            max_batch=prefill_batch,
+            workers=prefill_workers,
+            par=_par(spec, prefill_tp, 1, prefill_ep, prefill_attention_dp, "prefill_"),
+        )
+        d_pool = Pool(
+            max_batch=decode_batch,
+            workers=decode_workers,
+            par=_par(spec, decode_tp, 1, decode_ep, decode_attention_dp, "decode_"),
+        )
+        cluster = catalog.cluster(
+            gpu, p_pool.gpus + d_pool.gpus, gpus_per_node=gpus_per_node, inter=inter
+        )
+        pred = predict_disaggregated(
+            spec, cluster, p_pool, d_pool, fmt, kv_dtype, prof, eng, work, client
+        )
+        deployment: dict[str, Any] = {
+            "prefill_workers": prefill_workers,
+            "prefill_tp": prefill_tp,
+            "prefill_ep": prefill_ep,
+            "prefill_attention_dp": prefill_attention_dp,
+            "decode_workers": decode_workers,
+            "decode_tp": decode_tp,
+            "decode_ep": decode_ep,
+            "decode_attention_dp": decode_attention_dp,
+            "prefill_batch": prefill_batch,
+            "decode_batch": decode_batch,
+        }
+    else:
+        par = _par(spec, tp, pp, ep, attention_dp, "")
+        cluster = catalog.cluster(
+            gpu, par.gpus * replicas, gpus_per_node=gpus_per_node, inter=inter
+        )
+        pred = predict_aggregated(
+            spec, cluster, par, replicas, fmt, kv_dtype, prof, eng, work, client
+        )
+        deployment = {
+            "tp": tp,
+            "pp": pp,
+            "ep": ep,
+            "attention_dp": attention_dp,
+            "replicas": replicas,
+        }
+    return ServingResult(
+        model=spec.name,
+        gpu=gpu,
+        engine=eng.name,
+        weights=fmt.name,
+        input_len=input_len,
+        output_len=output_len,
+        client={
+            "concurrency": concurrency,
+            "request_rate": request_rate,
+            "num_requests": num_requests,
+        },
+        deployment=deployment,
+        prediction=pred,
+    )
+
+
+@cache
+def _profile(name: str, overlay: str | None) -> Profile:
+    # Profiles are immutable; parsing the YAML costs more than a whole prediction.
+    return load_profile_for(name, overlay)
+
+
+def _par(spec: ModelSpec, tp: int, pp: int, ep: int, attention_dp: int, prefix: str) -> Parallelism:
+    try:
+        par = Parallelism(tp=tp, pp=pp, ep=ep, attention_dp=attention_dp)
+    except InputError as exc:
+        raise InputError(
+            str(exc).replace("--", f"--{prefix.replace('_', '-')}"), field=f"{prefix}{exc.field}"
+        ) from None
+    require(
+        ep == 1 or spec.is_moe,
+        f"--{prefix.replace('_', '-')}ep {ep}: {spec.name} has no experts (dense model)",
+        field=f"{prefix}ep",
+    )
+    require(
+        spec.is_moe or ep <= spec.num_experts,
+        f"--{prefix.replace('_', '-')}ep exceeds the experts",
+        field=f"{prefix}ep",
+    )
+    require(
+        spec.num_heads % par.attention_tp == 0,
+        f"--{prefix.replace('_', '-')}tp {tp}: attention TP {par.attention_tp} does not divide "
+        f"the model's {spec.num_heads} attention heads; accepted: divisors of {spec.num_heads} "
+        "(times --attention-dp)",
+        field=f"{prefix}tp",
+    )
+    require(
+        pp <= spec.num_layers,
+        f"--pp {pp} exceeds the model's {spec.num_layers} layers",
+        field="pp",
+    )
+    return par

@@ -1,0 +1,159 @@
+"""``gpuscale infer --search``: the deployment on N GPUs with the most goodput under an SLO."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpuscale import catalog
+from gpuscale.catalog.serving_engines import engine as engine_profile
+from gpuscale.costmodel.profile import load_profile_for
+from gpuscale.costmodel.serving.formats import weight_format
+from gpuscale.errors import require
+from gpuscale.planner.serving.search import Scored, candidates, score
+from gpuscale.planner.serving.steady_state import Workload
+from gpuscale.specs import ModelSpec
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchResult:
+    model: str
+    gpu: str
+    gpus: int
+    engine: str
+    slo_ttft_ms: float
+    slo_tpot_ms: float
+    price_per_gpu_hour: float | None
+    ranked: list[Scored]
+    evaluated: int
+
+    def _option(self, s: Scored) -> dict[str, Any]:
+        c = s.cand
+        o: dict[str, Any] = {
+            "label": c.label,
+            "mode": c.mode,
+            "gpus": c.gpus,
+            "concurrency": s.concurrency,
+            "ttft_ms_p99": s.ttft_p99_s * 1e3,
+            "tpot_ms_p99": s.tpot_p99_s * 1e3,
+            "goodput_tokens_per_s": s.goodput_tokens_per_s,
+            "goodput_tokens_per_s_per_gpu": s.goodput_tokens_per_s / c.gpus,
+            "requests_per_s": s.requests_per_s,
+        }
+        if self.price_per_gpu_hour is not None:
+            o["tokens_per_dollar"] = (
+                s.goodput_tokens_per_s * 3600 / (c.gpus * self.price_per_gpu_hour)
+            )
+        return o
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "model": self.model,
+            "gpu": self.gpu,
+            "gpus": self.gpus,
+            "engine": self.engine,
+            "slo": {"ttft_ms_p99": self.slo_ttft_ms, "tpot_ms_p99": self.slo_tpot_ms},
+            "evaluated": self.evaluated,
+            "options": [self._option(s) for s in self.ranked],
+            "explanation": self.explanation(),
+        }
+
+    def figures(self) -> list[Any]:
+        return []
+
+    def explanation(self) -> str:
+        if not self.ranked:
+            return (
+                f"no deployment on {self.gpus} x {self.gpu} meets TTFT p99 <= {self.slo_ttft_ms:.0f}"
+                f" ms and TPOT p99 <= {self.slo_tpot_ms:.0f} ms: relax the SLO, add GPUs or "
+                "quantize (--weights)"
+            )
+        w = self._option(self.ranked[0])
+        text = (
+            f"winner: {w['label']} ({w['mode']}, {w['gpus']} GPUs) serves "
+            f"{w['goodput_tokens_per_s_per_gpu']:,.0f} output tok/s per GPU within the SLO at "
+            f"concurrency {w['concurrency']} (TTFT p99 {w['ttft_ms_p99']:.0f} ms, TPOT p99 "
+            f"{w['tpot_ms_p99']:.1f} ms)."
+        )
+        if "tokens_per_dollar" in w:
+            text += (
+                f" At ${self.price_per_gpu_hour:.2f} per GPU-hour that is "
+                f"{w['tokens_per_dollar']:,.0f} output tokens per dollar (one GPU type: the "
+                "per-dollar and per-GPU rankings agree)."
+            )
+        if len(self.ranked) > 1:
+            r = self._option(self.ranked[1])
+            ratio = w["goodput_tokens_per_s_per_gpu"] / max(r["goodput_tokens_per_s_per_gpu"], 1e-9)
+            why = (
+                "its TPOT limit binds first"
+                if r["tpot_ms_p99"] > 0.8 * self.slo_tpot_ms
+                else "its TTFT limit binds first"
+                if r["ttft_ms_p99"] > 0.8 * self.slo_ttft_ms
+                else "it runs out of batch (KV cache or running slots) first"
+            )
+            text += (
+                f" Runner-up: {r['label']} at {r['goodput_tokens_per_s_per_gpu']:,.0f} tok/s per "
+                f"GPU ({ratio:.2f}x less): {why}."
+            )
+        return text
+
+
+def search(
+    model: str | ModelSpec,
+    *,
+    gpu: str,
+    gpus: int,
+    engine: str = "vllm",
+    weights: str = "bf16",
+    kv_dtype: str = "auto",
+    input_len: int = 1024,
+    output_len: int = 1024,
+    slo_ttft_ms: float | None = None,
+    slo_tpot_ms: float | None = None,
+    price: float | None = None,
+    gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE,
+    inter: str = catalog.DEFAULT_INTER,
+    disaggregated: bool = True,
+) -> SearchResult:
+    """Every deployment of ``model`` on at most ``gpus`` GPUs, ranked by goodput per GPU (or per
+    dollar with ``price`` $/GPU-hour) under p99 TTFT/TPOT targets (no target: unbounded)."""
+    spec = model if isinstance(model, ModelSpec) else catalog.model(model)
+    require(gpus >= 1, f"--gpus must be >= 1, got {gpus}", field="gpus")
+    require(gpus <= 512, f"--gpus {gpus}: the search covers up to 512 GPUs", field="gpus")
+    require(
+        slo_ttft_ms is None or slo_ttft_ms > 0, "--slo-ttft-ms must be > 0", field="slo_ttft_ms"
+    )
+    require(
+        slo_tpot_ms is None or slo_tpot_ms > 0, "--slo-tpot-ms must be > 0", field="slo_tpot_ms"
+    )
+    require(price is None or price > 0, "--price must be > 0 ($ per GPU-hour)", field="price")
+    eng = engine_profile(engine)
+    prof = load_profile_for(eng.cost_profile)
+    fmt = weight_format(weights)
+    if kv_dtype == "auto":
+        kv_dtype = eng.kv_dtype_low_precision if fmt.weight_bytes < 2.0 else "bf16"
+    work = Workload(input_len=float(input_len), output_len=float(output_len))
+    ttft = (slo_ttft_ms or 1e12) / 1e3
+    tpot = (slo_tpot_ms or 1e12) / 1e3
+    cluster = catalog.cluster(gpu, gpus, gpus_per_node=gpus_per_node, inter=inter)
+    cands = candidates(spec, gpus, gpus_per_node, disagg=disaggregated)
+    scored = [
+        s
+        for c in cands
+        if (s := score(c, spec, cluster, fmt, kv_dtype, prof, eng, work, ttft, tpot)) is not None
+    ]
+    scored.sort(key=lambda s: -s.goodput_tokens_per_s / s.cand.gpus)
+    return SearchResult(
+        model=spec.name,
+        gpu=gpu,
+        gpus=gpus,
+        engine=eng.name,
+        slo_ttft_ms=slo_ttft_ms or float("inf"),
+        slo_tpot_ms=slo_tpot_ms or float("inf"),
+        price_per_gpu_hour=price,
+        ranked=scored,
+        evaluated=len(cands),
+    )

@@ -1,0 +1,72 @@
+"""Serving-engine profiles (scheduler defaults, host overheads) from ``serving_engines.yaml``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Literal
+
+import yaml
+
+from gpuscale.errors import InputError, unknown
+
+KvPolicy = Literal["reserve", "on_demand"]
+PrefillPolicy = Literal["mixed", "prefill_first"]
+
+ENGINE_ALIASES = {
+    "trtllm": "tensorrt-llm",
+    "trt-llm": "tensorrt-llm",
+    "tensorrt_llm": "tensorrt-llm",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineProfile:
+    name: str
+    cost_profile: str
+    """The kernel-efficiency profile (catalog/data/profiles) the engine's kernels follow."""
+    max_num_batched_tokens: int
+    """Token budget of one iteration (prefill chunks + decodes)."""
+    max_num_seqs: int
+    """Most requests running at once."""
+    chunked_prefill: bool
+    """Whether a prompt may be split over iterations to fill the token budget."""
+    page_size: int
+    """Tokens per KV-cache page (block)."""
+    kv_policy: KvPolicy
+    """``reserve``: a request reserves prompt + output pages on admission (never preempted);
+    ``on_demand``: pages are taken as tokens are generated; preempt and recompute when full."""
+    memory_fraction: float
+    kv_fraction_of_free: bool
+    """True: the KV pool is ``memory_fraction`` of what is left after weights (TRT-LLM);
+    False: weights + KV + activations fit in ``memory_fraction`` of the GPU (vLLM, SGLang)."""
+    prefill_policy: PrefillPolicy
+    """``mixed``: prompt chunks share iterations with the running decodes (vLLM, TRT-LLM
+    in-flight batching); ``prefill_first``: waiting prompts run as prefill-only batches ahead of
+    the decodes (SGLang without ``--enable-mixed-chunk``)."""
+    kv_dtype_low_precision: str
+    """KV-cache dtype of ``kv_dtype="auto"`` when the weights are FP8/FP4 checkpoints."""
+    overlap_scheduler: bool
+    """Host schedules iteration n+1 while the GPU runs n: new requests wait one more step."""
+    iteration_overhead_us: float
+    per_sequence_overhead_us: float
+    request_overhead_ms: float
+    """Per request, outside the iterations: HTTP, tokenization, first-chunk streaming."""
+    source: str
+
+
+@cache
+def engines() -> dict[str, EngineProfile]:
+    text = resources.files("gpuscale.catalog").joinpath("data/serving_engines.yaml").read_text()
+    data = yaml.safe_load(text)
+    return {k: EngineProfile(name=k, **v) for k, v in data["engines"].items()}
+
+
+def engine(name: str) -> EngineProfile:
+    key = ENGINE_ALIASES.get(name.lower(), name.lower())
+    try:
+        return engines()[key]
+    except KeyError:
+        err = unknown("engine", name, engines())
+        raise InputError(str(err), field="engine") from None

@@ -1,0 +1,76 @@
+"""Weight formats of serving engines: bytes per weight and the precision the GEMMs run at.
+
+A format the GPU has a tensor-core rate for runs natively (W8A8 FP8 on Hopper, NVFP4 on
+Blackwell). Otherwise the weights are dequantized inside a 16-bit GEMM ("weight-only"): vLLM's
+``--quantization fp8`` on Ampere runs FP8 Marlin kernels (vLLM docs, "FP8 W8A8": "on GPUs without
+FP8 support ... weight-only FP8 via Marlin"), MXFP4/NVFP4 on Hopper runs W4A16 kernels (vLLM
+gpt-oss recipe, Marlin/Triton MoE), INT4 AWQ/GPTQ runs W4A16 (Lin et al. 2024, arXiv:2306.00978).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuscale.errors import InputError
+from gpuscale.specs import Device
+
+FP4_KEYS = ("nvfp4", "fp4")
+"""Names a catalog GPU may carry for its FP4 tensor-core rate."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WeightFormat:
+    name: str
+    weight_bytes: float
+    """Bytes per linear-layer weight, scales included."""
+    native: str
+    """Tensor-core precision when the GPU has it (``bf16`` = no native low-precision path)."""
+
+
+# Scale overheads: FP8 block scaling 1 fp32 per 128x128 block (DeepSeek-V3, arXiv:2412.19437
+# Sec. 3.3.2); NVFP4 one FP8 scale per 16 values (NVIDIA Blackwell NVFP4 blog, 2025); MXFP4 one
+# E8M0 per 32 (OCP MX spec v1.0); INT4 AWQ/GPTQ fp16 scale + zero per 128 (arXiv:2306.00978).
+FORMATS: dict[str, WeightFormat] = {
+    f.name: f
+    for f in (
+        WeightFormat(name="bf16", weight_bytes=2.0, native="bf16"),
+        WeightFormat(name="fp16", weight_bytes=2.0, native="bf16"),
+        WeightFormat(name="fp8", weight_bytes=1.0, native="fp8"),
+        WeightFormat(name="fp8_block", weight_bytes=1.0 + 4.0 / (128 * 128), native="fp8"),
+        WeightFormat(name="nvfp4", weight_bytes=0.5 + 1.0 / 16, native="fp4"),
+        WeightFormat(name="mxfp4", weight_bytes=0.5 + 1.0 / 32, native="fp4"),
+        WeightFormat(name="int8_wo", weight_bytes=1.0 + 2.0 / 128, native="bf16"),
+        WeightFormat(name="int8", weight_bytes=1.0 + 2.0 / 128, native="bf16"),
+        WeightFormat(name="fp8_wo", weight_bytes=1.0, native="bf16"),
+        WeightFormat(name="int4_wo", weight_bytes=0.5 + 4.0 / 128, native="bf16"),
+        WeightFormat(name="int4", weight_bytes=0.5 + 4.0 / 128, native="bf16"),
+    )
+}
+"""Every ``--weights`` name accepted by ``gpuscale infer`` (the serving data's quantization
+names: ``fp8``, ``fp8_block``, ``nvfp4``, ``int4_wo``; ``bf16`` when unquantized)."""
+
+
+def weight_format(name: str) -> WeightFormat:
+    key = (name or "bf16").lower()
+    if key not in FORMATS:
+        raise InputError(
+            f"--weights {name!r} is not a known format; accepted: {', '.join(FORMATS)}",
+            field="weights",
+        )
+    return FORMATS[key]
+
+
+def gemm_precision(fmt: WeightFormat, device: Device) -> str:
+    """The precision the linear layers' math runs at on ``device``: the native low-precision
+    rate where the GPU has it, else 16-bit with dequantized weights (weight-only)."""
+    if fmt.native == "fp8" and "fp8" in device.peak_tflops:
+        return "fp8"
+    if fmt.native == "fp4":
+        for key in FP4_KEYS:
+            if key in device.peak_tflops:
+                return key
+    return device.half_precision
+
+
+def is_weight_only(fmt: WeightFormat, device: Device) -> bool:
+    return fmt.native != "bf16" and gemm_precision(fmt, device) == device.half_precision

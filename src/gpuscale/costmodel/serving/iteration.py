@@ -1,0 +1,367 @@
+"""Time of one iteration of a continuously batching engine on one attention rank.
+
+An iteration runs the model once over a mixed batch: ``n_decode`` sequences that each add one
+token (attending to their whole cached context) and ``prefill_tokens`` prompt tokens of chunked
+prefills (attending causally to their prompt). Every kernel is a roofline (Williams et al. 2009)
+through :func:`gpuscale.costmodel.compute.gemm_time`; decode attention reads each sequence's KV
+cache once (Pope et al. 2022, arXiv:2211.05102, Sec. 3.1); prefill attention is compute-bound
+flash attention over the causal pairs (Dao 2023, arXiv:2307.08691). The iteration time is what
+Orca's iteration-level scheduling runs one step of (Yu et al., OSDI'22, Sec. 3).
+
+Parallelism (one engine instance): ``tp`` GPUs per pipeline stage, of which attention runs
+``tp / attention_dp``-way tensor parallel on ``attention_dp`` independent request groups
+(DeepSeek-V3 serving, arXiv:2412.19437 Sec. 3.4; SGLang DP attention); MoE experts are sharded
+``ep``-way with ``tp / ep``-way tensor parallelism inside each expert. All inputs are numpy
+arrays of equal shape (vectorized over load points).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuscale.costmodel.collectives import LevelBandwidth, collective_time_s
+from gpuscale.costmodel.compute import gemm_time
+from gpuscale.costmodel.flops import Gemm
+from gpuscale.costmodel.profile import Profile
+from gpuscale.costmodel.serving.formats import WeightFormat, gemm_precision
+from gpuscale.errors import InputError
+from gpuscale.specs import Cluster, ModelSpec
+
+SIXTEEN_BIT = 2.0
+MOE_AUX_KERNELS = 4.0
+"""Kernels around each MoE layer's grouped GEMMs besides the router (see ``time_s``)."""
+KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp32": 4.0}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parallelism:
+    """How one engine instance splits the model over its ``tp * pp`` GPUs."""
+
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    attention_dp: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "ep", "attention_dp"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise InputError(
+                    f"--{name.replace('_', '-')} must be >= 1, got {value}", field=name
+                )
+        if self.tp % self.attention_dp:
+            raise InputError(
+                f"--attention-dp {self.attention_dp} must divide --tp {self.tp} (attention ranks "
+                "split the tensor-parallel group)",
+                field="attention_dp",
+            )
+        if self.tp % self.ep:
+            raise InputError(
+                f"--ep {self.ep} must divide --tp {self.tp} (experts are sharded over the "
+                "tensor-parallel group, moe_tp = tp / ep)",
+                field="ep",
+            )
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def attention_tp(self) -> int:
+        return self.tp // self.attention_dp
+
+    @property
+    def moe_tp(self) -> int:
+        return self.tp // self.ep
+
+
+def kv_bytes_per_token(model: ModelSpec, par: Parallelism, kv_dtype: str) -> float:
+    """KV-cache bytes one token of context holds on one GPU, over the full-attention layers of
+    one pipeline stage. GQA keeps ``2 * kv_heads * head_dim`` values per layer, split over the
+    attention TP ranks (a rank keeps at least one head); MLA keeps the compressed latent plus
+    the rotary key, ``kv_lora_rank + qk_rope_head_dim``, replicated on every attention TP rank
+    (DeepSeek-V2, arXiv:2405.04434 Sec. 2.1.2, Table 1)."""
+    layers = full_attention_layers(model) / par.pp
+    if model.is_mla:
+        per_layer = float(model.kv_lora_rank + model.qk_rope_head_dim)
+    else:
+        per_layer = 2.0 * max(model.num_kv_heads / par.attention_tp, 1.0) * model.head_dim
+    return layers * per_layer * KV_BYTES[kv_dtype]
+
+
+def full_attention_layers(model: ModelSpec) -> int:
+    """Layers whose KV cache grows with the context (not sliding-window, not linear)."""
+    return model.num_layers - model.sliding_window_layers - model.linear_attention_layers
+
+
+def window_bytes_per_sequence(model: ModelSpec, par: Parallelism, kv_dtype: str) -> float:
+    """KV bytes a sequence holds in its sliding-window layers once past the window."""
+    if not model.sliding_window_layers:
+        return 0.0
+    per_layer = 2.0 * max(model.num_kv_heads / par.attention_tp, 1.0) * model.head_dim
+    return (
+        model.sliding_window_layers / par.pp * per_layer * model.sliding_window * KV_BYTES[kv_dtype]
+    )
+
+
+def weight_bytes_per_gpu(model: ModelSpec, par: Parallelism, fmt: WeightFormat) -> float:
+    """Weights one GPU stores: linear layers in the serving format, embeddings and the head in
+    16 bits (engines keep them unquantized), experts sharded ``ep``-way and ``moe_tp``-way."""
+    w = fmt.weight_bytes
+    attn = _attention_weights(model) / par.attention_tp
+    dense_f = model.dense_ffn_hidden_size or model.ffn_hidden_size
+    mats = 3.0 if model.mlp == "gated" else 2.0
+    if model.is_moe:
+        moe_layers = model.num_layers - model.dense_layers
+        experts = model.num_experts / par.ep * mats * model.hidden_size * model.ffn_hidden_size
+        experts /= par.moe_tp
+        shared = model.shared_experts * mats * model.hidden_size * model.ffn_hidden_size
+        shared /= par.attention_tp
+        router = model.hidden_size * model.num_experts
+        mlp = model.dense_layers * mats * model.hidden_size * dense_f / par.tp + moe_layers * (
+            experts + shared + router
+        )
+    else:
+        mlp = model.num_layers * mats * model.hidden_size * model.ffn_hidden_size / par.tp
+    layers = (model.num_layers * attn + mlp) * w / par.pp
+    tables = (1 if model.tied_embeddings else 2) * model.vocab_size * model.hidden_size
+    return layers + tables * SIXTEEN_BIT / par.attention_tp
+
+
+def _attention_weights(model: ModelSpec) -> float:
+    """Parameters of one layer's attention projections (whole layer, before TP)."""
+    h = model.hidden_size
+    if model.is_mla:
+        qk = model.qk_nope_head_dim + model.qk_rope_head_dim
+        q = (
+            h * model.q_lora_rank + model.q_lora_rank * model.num_heads * qk
+            if model.q_lora_rank
+            else h * model.num_heads * qk
+        )
+        kv = h * (model.kv_lora_rank + model.qk_rope_head_dim) + model.kv_lora_rank * (
+            model.num_heads * (model.qk_nope_head_dim + model.v_head_dim)
+        )
+        return float(q + kv + model.num_heads * model.v_head_dim * h)
+    return float(h * (model.q_width + 2 * model.kv_width) + model.q_width * h)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IterationModel:
+    """The per-iteration cost of one engine instance, ready to evaluate on arrays of loads."""
+
+    model: ModelSpec
+    cluster: Cluster
+    par: Parallelism
+    fmt: WeightFormat
+    kv_dtype: str
+    profile: Profile
+    iteration_overhead_s: float
+    """Engine CPU work per iteration not hidden behind the GPU (scheduling, sampling, launch)."""
+    per_sequence_overhead_s: float
+    """Engine CPU work per running sequence per iteration (input prep, detokenize, stream)."""
+
+    def time_s(
+        self,
+        n_decode: np.ndarray,
+        decode_context: np.ndarray,
+        prefill_tokens: np.ndarray,
+        prefill_context: np.ndarray,
+    ) -> np.ndarray:
+        """Seconds of one iteration on one attention rank: ``n_decode`` decoding sequences of
+        mean context ``decode_context`` and ``prefill_tokens`` prompt tokens whose queries
+        attend to ``prefill_context`` keys on average (half the prompt for a causal prefill)."""
+        m, par, dev = self.model, self.par, self.cluster.device
+        n_d = np.asarray(n_decode, dtype=float)
+        tokens = n_d + np.asarray(prefill_tokens, dtype=float)
+        tokens = np.maximum(tokens, 1e-9)
+        prec = gemm_precision(self.fmt, dev)
+        launch = self.profile.const("kernel_launch_us") * 1e-6
+        wb = self.fmt.weight_bytes
+        t_a = float(par.attention_tp)
+        hbm = dev.hbm_bandwidth_gb_per_s * 1e9 * self.profile.hbm_efficiency
+        ones = np.ones_like(tokens)
+        peak = dev.peak(prec) * 1e12
+        curve = self.profile.gemm_curve(dev.id, dev.generation, prec)
+
+        def gemm(
+            tok: np.ndarray, n: float, k: float, count: np.ndarray | float = 1.0
+        ) -> np.ndarray:
+            c = np.asarray(count, dtype=float) * ones
+            if np.all(c == 1.0):
+                g = Gemm("g", tok * ones, n * ones, k * ones, c)
+                return gemm_time(g, prec, dev, self.profile, launch, wb)
+            # A grouped GEMM over ``count`` experts is one kernel (CUTLASS grouped GEMM, the
+            # fused-MoE Triton kernel, DeepGEMM): its efficiency follows the whole group's
+            # FLOPs and it launches once; its traffic is every touched expert's weights.
+            flops = 2.0 * tok * c * n * k
+            math = flops / (peak * curve(flops))
+            act = 2.0 * tok * c * (n + k)
+            return np.maximum(np.maximum(math, (act + c * n * k * wb) / hbm), launch)
+
+        h = float(m.hidden_size)
+        # Attention projections (Megatron column/row split over the attention TP ranks).
+        if m.is_mla:
+            qk = float(m.qk_nope_head_dim + m.qk_rope_head_dim)
+            heads = m.num_heads / t_a
+            proj = gemm(tokens, float(m.kv_lora_rank + m.qk_rope_head_dim), h)
+            if m.q_lora_rank:
+                proj = proj + gemm(tokens, float(m.q_lora_rank), h)
+                proj = proj + gemm(tokens, heads * qk, float(m.q_lora_rank))
+            else:
+                proj = proj + gemm(tokens, heads * qk, h)
+            proj = proj + gemm(tokens, heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank)
+            proj = proj + gemm(tokens, h, heads * m.v_head_dim)
+        else:
+            kv_w = 2.0 * max(m.kv_width / t_a, m.head_dim)
+            proj = gemm(tokens, m.q_width / t_a + kv_w, h) + gemm(tokens, h, m.q_width / t_a)
+
+        attn = self._attention_core(n_d, decode_context, prefill_tokens, prefill_context, hbm)
+
+        # MLP: dense layers TP-split; MoE layers route tokens * top-k over the EP group.
+        mats_up = 2.0 if m.mlp == "gated" else 1.0
+        dense_f = float(m.dense_ffn_hidden_size or m.ffn_hidden_size)
+        dense_mlp = gemm(tokens, mats_up * dense_f / par.tp, h) + gemm(tokens, h, dense_f / par.tp)
+        if m.is_moe:
+            group_tokens = tokens * par.attention_dp
+            f = float(m.ffn_hidden_size) / par.moe_tp
+            here = m.num_experts / par.ep
+            # Expected experts hit by group_tokens tokens under uniform top-k routing.
+            touched = here * (1.0 - (1.0 - m.experts_per_token / m.num_experts) ** group_tokens)
+            touched = np.maximum(touched, 1.0)
+            per_expert = group_tokens * m.experts_per_token / par.ep / touched
+            moe = gemm(per_expert, mats_up * f, h, touched) + gemm(per_expert, h, f, touched)
+            moe = moe + gemm(tokens, float(m.num_experts), h)  # router
+            # Routing and token shuffling around the expert GEMMs: top-k softmax, sort/align of
+            # token ids by expert, activation, and the weighted top-k reduction are kernels of
+            # their own (vLLM fused_moe: topk_softmax, moe_align_block_size, silu_and_mul,
+            # moe_sum), each reading or writing the tokens' top-k copies of the hidden state.
+            moe = moe + MOE_AUX_KERNELS * launch
+            moe = moe + 4.0 * group_tokens / par.attention_dp * m.experts_per_token * h * 2.0 / hbm
+            if m.shared_experts:
+                sf = m.shared_experts * float(m.ffn_hidden_size) / t_a
+                moe = moe + gemm(tokens, mats_up * sf, h) + gemm(tokens, h, sf)
+            mlp_total = m.dense_layers * dense_mlp + (m.num_layers - m.dense_layers) * moe
+            moe_layers = m.num_layers - m.dense_layers
+        else:
+            mlp_total = m.num_layers * dense_mlp
+            moe_layers = 0
+
+        # Memory-bound elementwise kernels (norms, residuals, rotary, activation).
+        ffn_width = (m.ffn_hidden_size * m.experts_per_token) / par.moe_tp if m.is_moe else dense_f
+        elementwise = (
+            2.0
+            * tokens
+            * (
+                self.profile.const("elementwise_hidden_passes") * h / t_a
+                + self.profile.const("elementwise_ffn_passes") * ffn_width / par.tp
+            )
+            / hbm
+            + self.profile.const("elementwise_kernels_per_layer") * launch
+        )
+
+        comm = self._communication(tokens, moe_layers)
+        layers = m.num_layers * (proj + elementwise) + attn + mlp_total
+        per_stage = layers / par.pp + comm / par.pp
+
+        # LM head on the sequences that emit a token this iteration (decodes; prefills whose
+        # last chunk ends here are at most one per prompt and counted with the decodes).
+        emit = np.maximum(n_d, 1.0)
+        head = gemm(emit, m.vocab_size / t_a, h)
+        levels = LevelBandwidth.of(self.cluster, self.profile)
+        hop = collective_time_s("send_recv", tokens * h * SIXTEEN_BIT, 2, 1, levels)
+        # Pipeline stages run one after another for one batch (no micro-batch overlap assumed).
+        total = per_stage * par.pp + (par.pp - 1) * hop + head
+        running = n_d + np.minimum(np.asarray(prefill_tokens, dtype=float), 1.0)
+        return total + self.iteration_overhead_s + self.per_sequence_overhead_s * running
+
+    def _attention_core(
+        self,
+        n_d: np.ndarray,
+        decode_context: np.ndarray,
+        prefill_tokens: np.ndarray,
+        prefill_context: np.ndarray,
+        hbm: float,
+    ) -> np.ndarray:
+        m, par, dev = self.model, self.par, self.cluster.device
+        heads = max(m.num_heads / par.attention_tp, 1.0)
+        ctx = np.asarray(decode_context, dtype=float)
+        full = full_attention_layers(m)
+        window = float(m.sliding_window) if m.sliding_window_layers else 0.0
+        kv_dtype_bytes = KV_BYTES[self.kv_dtype]
+        if m.is_mla:
+            # Absorbed MLA decode: each head scores the latent (kv_lora + rope) and mixes it back
+            # (kv_lora) for every cached token (arXiv:2405.04434 App. C, weight absorption).
+            per_ctx_flops = 2.0 * heads * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
+            per_ctx_bytes = (m.kv_lora_rank + m.qk_rope_head_dim) * kv_dtype_bytes
+            prefill_dim = float(m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim)
+        else:
+            kv_heads = max(m.num_kv_heads / par.attention_tp, 1.0)
+            per_ctx_flops = 4.0 * heads * m.head_dim
+            per_ctx_bytes = 2.0 * kv_heads * m.head_dim * kv_dtype_bytes
+            prefill_dim = 2.0 * m.head_dim
+        # Decode kernels are bound by the KV read (FlashDecoding/FlashInfer split-KV kernels
+        # run at HBM speed; Hong et al. 2024, arXiv:2311.01282) or by their math on long
+        # contexts with many query heads per KV head (MLA: 128 heads share one latent).
+        decode_rate = (
+            dev.peak(dev.half_precision) * 1e12 * self.profile.attention(dev.id, dev.generation)
+        )
+        ctx_w = np.minimum(ctx, window) if window else ctx
+        decode = full * n_d * ctx * np.maximum(per_ctx_bytes / hbm, per_ctx_flops / decode_rate)
+        decode = decode + m.sliding_window_layers * n_d * ctx_w * max(
+            per_ctx_bytes / hbm, per_ctx_flops / decode_rate
+        )
+        p_tok = np.asarray(prefill_tokens, dtype=float)
+        p_ctx = np.asarray(prefill_context, dtype=float)
+        rate = (
+            dev.peak(dev.half_precision)
+            * 1e12
+            * self.profile.attention_at(dev.id, dev.generation, np.maximum(p_ctx * 2.0, 1.0))
+        )
+        pairs_full = p_tok * p_ctx
+        pairs_win = p_tok * (np.minimum(p_ctx, window) if window else p_ctx)
+        prefill_flops = (
+            2.0 * heads * prefill_dim * (full * pairs_full + m.sliding_window_layers * pairs_win)
+        )
+        prefill = prefill_flops / rate
+        launch = self.profile.const("kernel_launch_us") * 1e-6
+        attn_layers = full + m.sliding_window_layers
+        # Linear-attention (Gated DeltaNet) layers: a fixed state per sequence, read and written
+        # once per token (Yang et al. 2024, arXiv:2412.06464): heads x d_k x d_v fp32 values.
+        linear = 0.0
+        if m.linear_attention_layers:
+            state = heads * m.head_dim * m.head_dim * 4.0
+            linear = m.linear_attention_layers * (
+                2.0 * state * (n_d + np.minimum(p_tok, 1.0)) / hbm
+            )
+        return decode + prefill + linear + attn_layers * launch * 2
+
+    def _communication(self, tokens: np.ndarray, moe_layers: int) -> np.ndarray:
+        """Per-iteration collectives summed over all layers (before dividing by stages)."""
+        m, par, c = self.model, self.par, self.cluster
+        levels = LevelBandwidth.of(c, self.profile)
+        per_node = min(par.tp, c.gpus_per_node)
+        h = float(m.hidden_size)
+        out = np.zeros_like(tokens)
+        t_a = par.attention_tp
+        if t_a > 1:
+            # Two all-reduces per layer after the row-parallel projections (Megatron-LM,
+            # arXiv:1909.08053 Sec. 3); with attention DP the MoE layers reduce over EP instead.
+            ar = collective_time_s(
+                "all_reduce", tokens * h * SIXTEEN_BIT, t_a, min(t_a, per_node), levels
+            )
+            dense_ar = m.num_layers - moe_layers if par.attention_dp > 1 else m.num_layers
+            out = out + (m.num_layers + dense_ar) * ar
+        if moe_layers and par.attention_dp > 1:
+            # Expert parallelism with DP attention: dispatch in FP8 and combine in BF16 all-to-all
+            # of each token's top-k copies (DeepEP, DeepSeek-V3 arXiv:2412.19437 Sec. 3.4).
+            bytes_out = tokens * m.experts_per_token * h
+            a2a = collective_time_s(
+                "all_to_all", bytes_out * (1.0 + SIXTEEN_BIT), par.tp, per_node, levels
+            )
+            out = out + moe_layers * a2a
+        elif moe_layers and par.attention_dp == 1 and t_a == 1 and par.tp > 1:
+            ar = collective_time_s("all_reduce", tokens * h * SIXTEEN_BIT, par.tp, per_node, levels)
+            out = out + moe_layers * ar
+        return out

@@ -1,0 +1,316 @@
+"""Iteration-level simulation of a closed-loop benchmark with fixed lengths, by cohorts.
+
+A benchmark client with concurrency ``C`` (genai-perf/aiperf ``--concurrency``, ``vllm bench
+--max-concurrency``) sends its first ``C`` requests at once and a new one whenever one finishes.
+With fixed prompt and output lengths, requests that start together finish together and return
+together: the load moves in *cohorts*. The engine's scheduler decides how a burst is split:
+a token budget admits ``budget / ISL`` prompts per iteration (vLLM, TensorRT-LLM mix them with
+the running decodes; SGLang runs prefill batches ahead of decodes unless mixed chunking is on),
+and how the cohorts drift apart or bunch over later cycles. Each cohort is one record, so a
+cycle costs a few events per cohort, and decode-only stretches are jumped over in one step
+(their length is known: until the next cohort finishes). The first ``warmup_cycles`` cycles
+(the initial burst) are discarded, as benchmark warm-up requests are.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuscale.catalog.serving_engines import EngineProfile
+from gpuscale.costmodel.serving.iteration import IterationModel
+from gpuscale.planner.serving.steady_state import Workload
+
+MAX_COHORTS = 256
+"""Past this many cohorts the load is effectively staggered: the steady-state model applies."""
+
+
+@dataclass(slots=True, eq=False)
+class _Cohort:
+    size: float
+    arrival: float
+    ready_at_iteration: int
+    admitted: bool = False
+    done_tokens: float = 0.0
+    """Prompt tokens prefilled per request."""
+    generated: int = 0
+    first_token: float = -1.0
+    cycle: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CohortResult:
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    e2e_s: np.ndarray
+    weight: np.ndarray
+    requests_per_s: float
+    mean_running: float
+    mean_iteration_s: float
+    mean_decode_iteration_s: float
+
+
+class _Clock:
+    """Iteration time from a table over (decode batch, prefill tokens): bilinear interpolation
+    of the roofline model, so the event loop never calls numpy per iteration."""
+
+    def __init__(
+        self, it: IterationModel, work: Workload, max_running: float, budget: float
+    ) -> None:
+        self.n = np.unique(np.concatenate([[0.0], np.geomspace(1.0, max(max_running, 1.0), 24)]))
+        p_top = max(budget, work.input_len) * 2.0
+        self.p = np.unique(np.concatenate([[0.0], np.geomspace(16.0, p_top, 20)]))
+        nn, pp = np.meshgrid(self.n, self.p, indexing="ij")
+        ctx = np.full_like(nn, work.input_len + work.output_len / 2.0)
+        table = it.time_s(
+            nn.ravel(), ctx.ravel(), pp.ravel(), np.full(nn.size, work.input_len / 2.0)
+        )
+        self.rows: list[list[float]] = table.reshape(nn.shape).tolist()
+        self.n_list = self.n.tolist()
+        self.p_list = self.p.tolist()
+
+    def __call__(self, n: float, p: float) -> float:
+        i = min(max(bisect_left(self.n_list, n) - 1, 0), len(self.n_list) - 2)
+        j = min(max(bisect_left(self.p_list, p) - 1, 0), len(self.p_list) - 2)
+        n0, n1 = self.n_list[i], self.n_list[i + 1]
+        p0, p1 = self.p_list[j], self.p_list[j + 1]
+        a = min(max((n - n0) / (n1 - n0), 0.0), 1.0)
+        b = min(max((p - p0) / (p1 - p0), 0.0), 1.0)
+        t = self.rows
+        return float(
+            t[i][j] * (1 - a) * (1 - b)
+            + t[i + 1][j] * a * (1 - b)
+            + t[i][j + 1] * (1 - a) * b
+            + t[i + 1][j + 1] * a * b
+        )
+
+
+def simulate(
+    it: IterationModel,
+    eng: EngineProfile,
+    work: Workload,
+    concurrency: int,
+    max_running: float,
+    warmup_cycles: int = 2,
+    measured_cycles: int = 3,
+) -> CohortResult | None:
+    """Simulate ``concurrency`` closed-loop clients on one rank; ``None`` when the load breaks
+    into more than :data:`MAX_COHORTS` cohorts (then it is staggered and the steady state holds)."""
+    isl = work.input_len * (1.0 - work.prefix_hit)
+    osl = max(round(work.output_len), 1)
+    budget = float(eng.max_num_batched_tokens)
+    cap = max(float(min(max_running, eng.max_num_seqs)), 1.0)
+    clock = _Clock(it, work, min(cap, float(concurrency)) + 1, budget)
+    delay_its = 1 if eng.overlap_scheduler else 0
+    overhead = eng.request_overhead_ms * 1e-3
+    cohorts: list[_Cohort] = [_Cohort(size=float(concurrency), arrival=0.0, ready_at_iteration=0)]
+    now = 0.0
+    iteration = 0
+    samples: list[tuple[float, float, float, float]] = []
+    done_requests = 0.0
+    t_start_measure = -1.0
+    total_cycles = warmup_cycles + measured_cycles
+    busy_time = 0.0
+    iters = 0
+    decode_time = 0.0
+    decode_iters = 0
+    running_area = 0.0
+    guard = 0
+    dirty = False
+    while cohorts:
+        guard += 1
+        if guard > 200_000 or len(cohorts) > MAX_COHORTS:
+            return None
+        running = sum(c.size for c in cohorts if c.admitted)
+        # Admission: FIFO while the running slots (max_num_seqs, KV pages) allow; split a cohort
+        # that only partly fits.
+        for idx, c in enumerate(cohorts):
+            if c.admitted or c.ready_at_iteration > iteration:
+                continue
+            room = cap - running
+            if room < 1.0:
+                break
+            if c.size > room:
+                rest = _Cohort(
+                    size=c.size - np.floor(room),
+                    arrival=c.arrival,
+                    ready_at_iteration=c.ready_at_iteration,
+                    cycle=c.cycle,
+                )
+                c.size = float(np.floor(room))
+                cohorts.insert(idx + 1, rest)
+                dirty = True
+            c.admitted = True
+            running += c.size
+        decoding = [c for c in cohorts if c.admitted and c.first_token >= 0.0]
+        prefilling = [c for c in cohorts if c.admitted and c.first_token < 0.0]
+        n_dec = sum(c.size for c in decoding)
+        prefill_first = eng.prefill_policy == "prefill_first" and prefilling
+        if prefill_first:
+            n_dec_now = 0.0
+            left = budget
+        else:
+            n_dec_now = n_dec
+            left = max(budget - n_dec, 0.0)
+        # Prefill allocation, FIFO. A cohort needing more than the budget is split: the requests
+        # whose whole (remaining) prompt fits finish now; with chunking the leftover budget
+        # advances the rest.
+        p_tokens = 0.0
+        finished_prefill: list[_Cohort] = []
+        for c in prefilling:
+            rem = isl - c.done_tokens
+            if rem <= 0:
+                finished_prefill.append(c)
+                continue
+            need = c.size * rem
+            if need <= left + 1e-9:
+                left -= need
+                p_tokens += need
+                finished_prefill.append(c)
+                continue
+            whole = float(np.floor(left / rem)) if rem > 0 else 0.0
+            if whole < 1.0 and p_tokens == 0.0 and not eng.chunked_prefill:
+                whole = 1.0  # a prompt longer than the budget runs alone (TRT-LLM without chunking)
+            if whole >= c.size:
+                # The budget rule lets the whole (remaining) cohort in after all.
+                left = max(left - need, 0.0)
+                p_tokens += need
+                finished_prefill.append(c)
+                continue
+            if whole >= 1.0:
+                part = _Cohort(
+                    size=whole,
+                    arrival=c.arrival,
+                    ready_at_iteration=c.ready_at_iteration,
+                    admitted=True,
+                    done_tokens=c.done_tokens,
+                    cycle=c.cycle,
+                )
+                c.size -= whole
+                cohorts.insert(cohorts.index(c), part)
+                dirty = True
+                used = whole * rem
+                left = max(left - used, 0.0)
+                p_tokens += used
+                finished_prefill.append(part)
+            if eng.chunked_prefill and left > 0 and c.size > 0:
+                c.done_tokens += left / c.size
+                p_tokens += left
+                left = 0.0
+            break
+        if not finished_prefill and p_tokens == 0.0 and n_dec_now == 0.0:
+            # Nothing runnable (requests not yet visible to the scheduler): idle one iteration.
+            iteration += 1
+            now += clock(0.0, 0.0)
+            continue
+        # Decode-only stretch: jump to the next completion (or arrival becoming schedulable).
+        # Waiting cohorts that cannot be admitted (no slot or KV pages) stay waiting until a
+        # completion frees room, so they do not stop the jump.
+        free = cap - running >= 1.0
+        waiting_ready = [c for c in cohorts if not c.admitted]
+        pending = bool(prefilling) or (
+            free and any(c.ready_at_iteration <= iteration for c in waiting_ready)
+        )
+        if not pending and n_dec_now > 0:
+            steps = min(osl - c.generated for c in decoding)
+            if free:
+                soon = [c.ready_at_iteration - iteration for c in waiting_ready]
+                steps = min([steps, *soon])
+            steps = max(steps, 1)
+            dt = clock(n_dec_now, 0.0)
+            now += steps * dt
+            iteration += steps
+            iters += steps
+            busy_time += steps * dt
+            decode_time += steps * dt
+            decode_iters += steps
+            running_area += steps * dt * running
+            for c in decoding:
+                c.generated += steps
+        else:
+            dt = clock(n_dec_now, p_tokens)
+            now += dt
+            iteration += 1
+            iters += 1
+            busy_time += dt
+            running_area += dt * running
+            if p_tokens == 0.0:
+                decode_time += dt
+                decode_iters += 1
+            if n_dec_now > 0:
+                for c in decoding:
+                    c.generated += 1
+            for c in finished_prefill:
+                c.done_tokens = isl
+                c.first_token = now
+                c.generated = 1
+        # Completions: record, and the clients send their next requests at once.
+        for c in [c for c in cohorts if c.first_token >= 0.0 and c.generated >= osl]:
+            cohorts.remove(c)
+            if c.cycle >= warmup_cycles:
+                if t_start_measure < 0:
+                    t_start_measure = c.arrival
+                ttft = c.first_token - c.arrival + overhead
+                e2e = now - c.arrival + overhead
+                tpot = (now - c.first_token) / max(osl - 1, 1)
+                samples.append((ttft, tpot, e2e, c.size))
+                done_requests += c.size
+            if c.cycle + 1 < total_cycles:
+                dirty = True
+                cohorts.append(
+                    _Cohort(
+                        size=c.size,
+                        arrival=now,
+                        ready_at_iteration=iteration + delay_its,
+                        cycle=c.cycle + 1,
+                    )
+                )
+        if dirty:
+            # Only new or split cohorts can have caught up with a neighbour's state.
+            _merge(cohorts)
+            dirty = False
+    if not samples:
+        return None
+    arr = np.array(samples)
+    # Closed loop: every client always has one request in the system, so Little's law gives
+    # the throughput exactly from the mean time in system.
+    mean_e2e = float(np.average(arr[:, 2], weights=arr[:, 3]))
+    return CohortResult(
+        ttft_s=arr[:, 0],
+        tpot_s=arr[:, 1],
+        e2e_s=arr[:, 2],
+        weight=arr[:, 3],
+        requests_per_s=concurrency / max(mean_e2e, 1e-12),
+        mean_running=running_area / max(busy_time, 1e-12),
+        mean_iteration_s=busy_time / max(iters, 1),
+        mean_decode_iteration_s=decode_time / max(decode_iters, 1)
+        if decode_iters
+        else busy_time / max(iters, 1),
+    )
+
+
+def _merge(cohorts: list[_Cohort]) -> None:
+    """Cohorts in the same state (same arrival, progress and cycle) are one cohort."""
+    out: list[_Cohort] = []
+    last: tuple[object, ...] | None = None
+    for c in cohorts:
+        key = (
+            c.admitted, c.arrival, c.done_tokens, c.generated, c.first_token, c.cycle,
+            c.ready_at_iteration,
+        )  # fmt: skip
+        if key == last:
+            out[-1].size += c.size
+        else:
+            out.append(c)
+            last = key
+    if len(out) != len(cohorts):
+        cohorts[:] = out
+
+
+def weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
+    order = np.argsort(values)
+    v, w = values[order], weights[order]
+    cum = np.cumsum(w) - 0.5 * w
+    return float(np.interp(q * w.sum(), cum, v))

@@ -1,0 +1,459 @@
+"""One serving deployment under one client load: aggregated engines (replicas x attention-DP
+ranks) or disaggregated prefill and decode workers, predicted from the steady-state model."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpuscale.catalog.serving_engines import EngineProfile
+from gpuscale.costmodel.collectives import LevelBandwidth
+from gpuscale.costmodel.profile import Profile
+from gpuscale.costmodel.serving.formats import WeightFormat, gemm_precision, is_weight_only
+from gpuscale.costmodel.serving.iteration import (
+    IterationModel,
+    Parallelism,
+    kv_bytes_per_token,
+    weight_bytes_per_gpu,
+    window_bytes_per_sequence,
+)
+from gpuscale.planner.serving.cohort_sim import CohortResult, simulate, weighted_quantile
+from gpuscale.planner.serving.steady_state import (
+    GRID,
+    OperatingPoint,
+    Workload,
+    closed_loop,
+    kv_capacity_requests,
+    load_curve,
+    open_loop,
+    percentiles,
+    prefill_curve,
+)
+from gpuscale.specs import Cluster, ModelSpec
+
+GIB = float(2**30)
+SIXTEEN_BIT = 2.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Client:
+    """``concurrency`` requests kept in flight (closed loop) or Poisson arrivals at
+    ``request_rate`` requests/s (open loop) for a benchmark of ``num_requests`` requests."""
+
+    concurrency: int | None = None
+    request_rate: float | None = None
+    num_requests: int = 1000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pool:
+    """Workers of one kind: ``workers`` engine instances of one parallelism."""
+
+    workers: int
+    par: Parallelism
+    max_batch: int | None = None
+    """Most requests one worker batches (prefill: prompts per iteration; decode: running
+    requests), when the deployment caps it below the engine default."""
+
+    @property
+    def gpus(self) -> int:
+        return self.workers * self.par.gpus
+
+    @property
+    def ranks(self) -> int:
+        return self.workers * self.par.attention_dp
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Prediction:
+    """What one deployment does under one load; every time in seconds."""
+
+    mode: str
+    gpus: int
+    fits: bool
+    memory_per_gpu_gib: float
+    kv_tokens_per_rank: float
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    pct: dict[str, float]
+    requests_per_s: float
+    output_tokens_per_s: float
+    kv_occupancy: float
+    preemptions_per_request: float
+    running_per_rank: float
+    queue_s: float
+    saturated: bool
+    iteration_s: float
+    gemm_precision: str
+    weight_only: bool
+    notes: list[str] = field(default_factory=list)
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "gpus": self.gpus,
+            "fits": self.fits,
+            "memory_per_gpu_gib": self.memory_per_gpu_gib,
+            "kv_cache_tokens_per_rank": self.kv_tokens_per_rank,
+            "ttft_ms": self.ttft_s * 1e3,
+            "ttft_ms_p50": self.pct["ttft_p50"] * 1e3,
+            "ttft_ms_p90": self.pct["ttft_p90"] * 1e3,
+            "ttft_ms_p99": self.pct["ttft_p99"] * 1e3,
+            "tpot_ms": self.tpot_s * 1e3,
+            "tpot_ms_p50": self.pct["tpot_p50"] * 1e3,
+            "tpot_ms_p90": self.pct["tpot_p90"] * 1e3,
+            "tpot_ms_p99": self.pct["tpot_p99"] * 1e3,
+            "tpot_definition": "mean time between output tokens after the first (excludes TTFT)",
+            "e2e_s": self.e2e_s,
+            "e2e_s_p50": self.pct["e2e_p50"],
+            "e2e_s_p90": self.pct["e2e_p90"],
+            "e2e_s_p99": self.pct["e2e_p99"],
+            "requests_per_s": self.requests_per_s,
+            "output_tokens_per_s": self.output_tokens_per_s,
+            "output_tokens_per_s_per_gpu": self.output_tokens_per_s / self.gpus,
+            "kv_cache_occupancy": self.kv_occupancy,
+            "preemptions_per_request": self.preemptions_per_request,
+            "running_requests_per_rank": self.running_per_rank,
+            "queue_wait_ms": self.queue_s * 1e3,
+            "saturated": self.saturated,
+            "iteration_ms": self.iteration_s * 1e3,
+            "gemm_precision": self.gemm_precision,
+            "weight_only": self.weight_only,
+            "notes": list(self.notes),
+        }
+
+
+def _iteration_model(
+    model: ModelSpec,
+    cluster: Cluster,
+    par: Parallelism,
+    fmt: WeightFormat,
+    kv_dtype: str,
+    profile: Profile,
+    eng: EngineProfile,
+) -> IterationModel:
+    return IterationModel(
+        model=model,
+        cluster=cluster,
+        par=par,
+        fmt=fmt,
+        kv_dtype=kv_dtype,
+        profile=profile,
+        iteration_overhead_s=eng.iteration_overhead_us * 1e-6,
+        per_sequence_overhead_s=eng.per_sequence_overhead_us * 1e-6,
+    )
+
+
+def kv_pool(
+    model: ModelSpec,
+    cluster: Cluster,
+    par: Parallelism,
+    fmt: WeightFormat,
+    kv_dtype: str,
+    profile: Profile,
+    eng: EngineProfile,
+    work: Workload,
+) -> tuple[float, float, float]:
+    """(KV tokens per attention rank, weights GiB per GPU, memory GiB per GPU in use).
+
+    The pool is what the engine's memory fraction leaves after the weights, the activation
+    working set of one full token budget, and the CUDA context (vLLM ``determine_num_available
+    _blocks`` profiles exactly these; TRT-LLM takes a fraction of the free memory after load)."""
+    mem = cluster.device.memory_bytes
+    weights = weight_bytes_per_gpu(model, par, fmt)
+    b = float(eng.max_num_batched_tokens)
+    widest = max(
+        (model.q_width + 2 * model.kv_width) / par.attention_tp,
+        3.0 * (model.dense_ffn_hidden_size or model.ffn_hidden_size) / par.tp,
+    )
+    activations = b * SIXTEEN_BIT * (4.0 * model.hidden_size + widest)
+    activations += eng.max_num_seqs * model.vocab_size * 4.0 / par.attention_tp / 8.0
+    context = profile.const("memory_cuda_context_gib") * GIB
+    if eng.kv_fraction_of_free:
+        kv_bytes = eng.memory_fraction * (mem - weights - activations - context)
+    else:
+        kv_bytes = eng.memory_fraction * mem - weights - activations - context
+    per_token = kv_bytes_per_token(model, par, kv_dtype)
+    window = window_bytes_per_sequence(model, par, kv_dtype)
+    if per_token <= 0:
+        per_token = window / max(work.input_len + work.output_len, 1.0)
+    else:
+        # Sliding-window layers hold a fixed window per request: charge it per token of the
+        # request's average footprint so the pool counts requests correctly.
+        per_token += window / max(work.input_len + work.output_len / 2.0, 1.0)
+    kv_tokens = max(kv_bytes, 0.0) / per_token
+    used = weights + activations + context + max(kv_bytes, 0.0)
+    return kv_tokens, weights / GIB, used / GIB
+
+
+def predict_aggregated(
+    model: ModelSpec,
+    cluster: Cluster,
+    par: Parallelism,
+    replicas: int,
+    fmt: WeightFormat,
+    kv_dtype: str,
+    profile: Profile,
+    eng: EngineProfile,
+    work: Workload,
+    client: Client,
+) -> Prediction:
+    """``replicas`` engine instances of ``par``, each with ``attention_dp`` request groups."""
+    it = _iteration_model(model, cluster, par, fmt, kv_dtype, profile, eng)
+    kv_tokens, _, mem_gib = kv_pool(model, cluster, par, fmt, kv_dtype, profile, eng, work)
+    ranks = replicas * par.attention_dp
+    gpus = replicas * par.gpus
+    fits = kv_tokens >= work.input_len + work.output_len
+    notes: list[str] = []
+    if not fits:
+        notes.append("weights leave no room for one request's KV cache on this parallelism")
+        kv_tokens = max(kv_tokens, work.input_len + work.output_len)
+    curve = load_curve(it, eng, work, kv_tokens)
+    if client.request_rate is not None:
+        point = open_loop(curve, client.request_rate / ranks, kv_tokens, work, client.num_requests)
+    else:
+        conc = float(client.concurrency or 1) / ranks
+        point = closed_loop(curve, conc, kv_tokens, work)
+        sim = None
+        # Random lengths break cohorts apart: the staggered steady state applies.
+        if float(conc).is_integer() and work.fixed:
+            cap = kv_capacity_requests(kv_tokens, work, eng)
+            sim = simulate(it, eng, work, int(conc), cap)
+        if sim is not None:
+            return _from_simulation(
+                sim, point, gpus, fits, mem_gib, kv_tokens, ranks, work, it, notes, eng
+            )
+    return _prediction("aggregated", gpus, fits, mem_gib, kv_tokens, point, ranks, work, it, notes)
+
+
+def _from_simulation(
+    sim: CohortResult,
+    fluid: OperatingPoint,
+    gpus: int,
+    fits: bool,
+    mem_gib: float,
+    kv_tokens: float,
+    ranks: int,
+    work: Workload,
+    it: IterationModel,
+    notes: list[str],
+    eng: EngineProfile,
+) -> Prediction:
+    """A prediction from the cohort simulation of a closed-loop benchmark."""
+    w = sim.weight
+    pct: dict[str, float] = {}
+    for q in (50, 90, 99):
+        pct[f"ttft_p{q}"] = weighted_quantile(sim.ttft_s, w, q / 100.0)
+        pct[f"tpot_p{q}"] = weighted_quantile(sim.tpot_s, w, q / 100.0)
+        pct[f"e2e_p{q}"] = weighted_quantile(sim.e2e_s, w, q / 100.0)
+    cap = min(float(eng.max_num_seqs), kv_capacity_requests(kv_tokens, work, eng))
+    saturated = sim.mean_running >= 0.98 * cap
+    if saturated:
+        notes.append(
+            "saturated: requests queue for a running slot or KV pages; the wait is in TTFT"
+        )
+    notes.append("closed loop simulated by cohorts (requests that start together move together)")
+    x_total = sim.requests_per_s * ranks
+    ttft = float(np.average(sim.ttft_s, weights=w))
+    tpot = float(np.average(sim.tpot_s, weights=w))
+    per_req = work.input_len + work.output_len / 2.0
+    full_need = sim.mean_running * (work.input_len + work.output_len)
+    return Prediction(
+        mode="aggregated",
+        gpus=gpus,
+        fits=fits,
+        memory_per_gpu_gib=mem_gib,
+        kv_tokens_per_rank=kv_tokens,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        e2e_s=float(np.average(sim.e2e_s, weights=w)),
+        pct=pct,
+        requests_per_s=x_total,
+        output_tokens_per_s=x_total * work.output_len,
+        kv_occupancy=min(sim.mean_running * per_req / kv_tokens, 1.0),
+        preemptions_per_request=max(0.0, 1.0 - kv_tokens / full_need) if full_need > 0 else 0.0,
+        running_per_rank=sim.mean_running,
+        queue_s=max(ttft - fluid.ttft_s + fluid.queue_s, 0.0) if saturated else 0.0,
+        saturated=saturated,
+        iteration_s=sim.mean_iteration_s,
+        gemm_precision=gemm_precision(it.fmt, it.cluster.device),
+        weight_only=is_weight_only(it.fmt, it.cluster.device),
+        notes=notes,
+    )
+
+
+def _prediction(
+    mode: str,
+    gpus: int,
+    fits: bool,
+    mem_gib: float,
+    kv_tokens: float,
+    p: OperatingPoint,
+    ranks: int,
+    work: Workload,
+    it: IterationModel,
+    notes: list[str],
+) -> Prediction:
+    rate_per_iteration = p.x * p.iteration_s
+    pct = percentiles(p, work, rate_per_iteration)
+    if p.saturated:
+        notes.append(
+            "saturated: requests queue for a running slot or KV pages; the wait is in TTFT"
+        )
+    x_total = p.x * ranks
+    return Prediction(
+        mode=mode,
+        gpus=gpus,
+        fits=fits,
+        memory_per_gpu_gib=mem_gib,
+        kv_tokens_per_rank=kv_tokens,
+        ttft_s=p.ttft_s,
+        tpot_s=p.tpot_s,
+        e2e_s=p.e2e_s,
+        pct=pct,
+        requests_per_s=x_total,
+        output_tokens_per_s=x_total * work.output_len,
+        kv_occupancy=p.kv_occupancy,
+        preemptions_per_request=p.preemptions_per_request,
+        running_per_rank=p.running,
+        queue_s=p.queue_s,
+        saturated=p.saturated,
+        iteration_s=p.iteration_s,
+        gemm_precision=gemm_precision(it.fmt, it.cluster.device),
+        weight_only=is_weight_only(it.fmt, it.cluster.device),
+        notes=notes,
+    )
+
+
+def kv_transfer_s(
+    model: ModelSpec,
+    cluster: Cluster,
+    prefill: Pool,
+    decode: Pool,
+    kv_dtype: str,
+    profile: Profile,
+    tokens: float,
+) -> float:
+    """Seconds to move one prompt's KV cache from a prefill worker to a decode worker: over
+    NVLink when both pools fit in one node, else over the NICs of the prefill worker's GPUs
+    (NIXL/UCX RDMA in Dynamo; Mooncake, Qin et al. 2024, arXiv:2407.00079 Sec. 4)."""
+    whole = kv_bytes_per_token(model, Parallelism(tp=1, pp=1), kv_dtype) * tokens
+    levels = LevelBandwidth.of(cluster, profile)
+    if prefill.gpus + decode.gpus <= cluster.gpus_per_node:
+        bw = levels.intra_gb_per_s * 1e9
+        lat = levels.intra_latency_us * 1e-6
+    else:
+        bw = levels.nic_gb_per_s * 1e9 * levels.nics_per_gpu * prefill.par.gpus
+        lat = levels.inter_latency_us * 1e-6
+    return lat + whole / bw
+
+
+def predict_disaggregated(
+    model: ModelSpec,
+    cluster: Cluster,
+    prefill: Pool,
+    decode: Pool,
+    fmt: WeightFormat,
+    kv_dtype: str,
+    profile: Profile,
+    eng: EngineProfile,
+    work: Workload,
+    client: Client,
+) -> Prediction:
+    """Prefill workers hand each prompt's KV cache to decode workers (DistServe, Splitwise)."""
+    # A decode worker pre-allocates the KV pages of every request it accepts before the transfer
+    # (SGLang PD disaggregation "decode pre-allocation"; Dynamo/NIXL target buffers), so it
+    # admits against its pool rather than preempting later.
+    eng_p, eng_d = eng, dataclasses.replace(eng, kv_policy="reserve")
+    if prefill.max_batch is not None:
+        tokens = max(int(prefill.max_batch * work.input_len), 1)
+        eng_p = dataclasses.replace(
+            eng, max_num_batched_tokens=min(eng.max_num_batched_tokens, tokens)
+        )
+    if decode.max_batch is not None:
+        eng_d = dataclasses.replace(eng_d, max_num_seqs=min(eng.max_num_seqs, decode.max_batch))
+    it_p = _iteration_model(model, cluster, prefill.par, fmt, kv_dtype, profile, eng)
+    it_d = _iteration_model(model, cluster, decode.par, fmt, kv_dtype, profile, eng)
+    kv_d, _, mem_d = kv_pool(model, cluster, decode.par, fmt, kv_dtype, profile, eng, work)
+    _, _, mem_p = kv_pool(model, cluster, prefill.par, fmt, kv_dtype, profile, eng, work)
+    fits = kv_d >= work.input_len + work.output_len
+    kv_d = max(kv_d, work.input_len + work.output_len)
+    decode_work = Workload(input_len=work.input_len, output_len=work.output_len, prefix_hit=1.0)
+    probe = load_curve(it_d, eng_d, decode_work, kv_d)
+    x_hi = float(probe.x.max()) * decode.ranks
+    x_total = np.geomspace(x_hi * 1e-5, x_hi * 4.0, GRID)
+    pc = prefill_curve(it_p, eng_p, work, x_total / prefill.ranks)
+    dc = load_curve(it_d, eng_d, decode_work, kv_d, x_grid=x_total / decode.ranks)
+    transfer = kv_transfer_s(model, cluster, prefill, decode, kv_dtype, profile, work.input_len)
+    decode_wait = dc.iteration_s * (0.5 + (1.0 if eng.overlap_scheduler else 0.0))
+    ttft = pc.ttft_s + transfer + decode_wait
+    steps = max(work.output_len - 1.0, 0.0)
+    e2e = ttft + steps * dc.tpot_s
+    ok = pc.feasible & dc.feasible
+    idx = np.flatnonzero(ok)
+    notes = [f"KV transfer {transfer * 1e3:.2f} ms per request"]
+    if not idx.size:
+        # No steady state even at the lightest load (a pool cannot hold one request's work in
+        # its budget or cache): evaluate the lightest load point and say so.
+        notes.append("no steady state found for this worker split; lightest load point shown")
+        idx = np.array([0])
+    top = int(idx[-1])
+    idx = idx[idx <= top]
+    if client.request_rate is not None:
+        rate = float(client.request_rate)
+        x = min(rate, float(x_total[top]))
+        queue = 0.0 if rate < x_total[top] else client.num_requests / 2.0 * (1 / x - 1 / rate)
+    else:
+        conc = float(client.concurrency or 1)
+        in_flight = x_total * e2e
+        if conc <= in_flight[top]:
+            x = float(np.interp(conc, in_flight[idx], x_total[idx]))
+            queue = 0.0
+        else:
+            x = float(x_total[top])
+            queue = conc / x - float(e2e[top])
+
+    def at(a: np.ndarray) -> float:
+        return float(np.interp(x, x_total, a))
+
+    tpot = at(dc.tpot_s)
+    t_ttft = at(ttft) + queue
+    point = OperatingPoint(
+        x=x,
+        queue_s=queue,
+        iteration_s=at(dc.iteration_s),
+        decode_only_s=at(dc.decode_only_s),
+        own_prefill_s=at(dc.decode_only_s),
+        prefill_iterations=1.0,
+        running=at(dc.running),
+        kv_occupancy=min(at(dc.kv_tokens_used) / kv_d, 1.0),
+        preemptions_per_request=0.0,
+        ttft_s=t_ttft,
+        tpot_s=tpot,
+        e2e_s=t_ttft + steps * tpot,
+        saturated=queue > 0,
+    )
+    if not fits:
+        notes.append("decode workers hold no room for one request's KV cache")
+    pred = _prediction(
+        "disaggregated",
+        prefill.gpus + decode.gpus,
+        fits,
+        max(mem_p, mem_d),
+        kv_d,
+        point,
+        1,
+        work,
+        it_d,
+        notes,
+    )
+    pct = dict(pred.pct)
+    spread = at(pc.iteration_s)
+    for q in (50, 90, 99):
+        pct[f"ttft_p{q}"] = t_ttft - 0.5 * spread + q / 100.0 * spread
+        pct[f"e2e_p{q}"] = pct[f"ttft_p{q}"] + steps * pct[f"tpot_p{q}"]
+    return Prediction(**{**{f: getattr(pred, f) for f in pred.__slots__}, "pct": pct})

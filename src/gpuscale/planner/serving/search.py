@@ -1,0 +1,193 @@
+"""The deployment with the most goodput per GPU (or per dollar) under a latency SLO.
+
+Goodput is the output-token rate of requests that meet the SLO (DistServe, Zhong et al.
+OSDI'24, Sec. 2.2): for each candidate (TP x PP x EP x attention-DP x replicas, aggregated or
+disaggregated) the load curve is walked up to the highest throughput whose p99 TTFT and p99
+TPOT stay inside the targets; that throughput, divided by the GPUs used, ranks the candidates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuscale.catalog.serving_engines import EngineProfile
+from gpuscale.costmodel.profile import Profile
+from gpuscale.costmodel.serving.formats import WeightFormat
+from gpuscale.costmodel.serving.iteration import Parallelism
+from gpuscale.planner.serving.deployment import Pool, _iteration_model, kv_pool, kv_transfer_s
+from gpuscale.planner.serving.steady_state import Workload, Z, load_curve, prefill_curve
+from gpuscale.specs import Cluster, ModelSpec
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate:
+    label: str
+    mode: str
+    par: Parallelism
+    replicas: int = 1
+    prefill: Pool | None = None
+    decode: Pool | None = None
+
+    @property
+    def gpus(self) -> int:
+        if self.prefill is not None and self.decode is not None:
+            return self.prefill.gpus + self.decode.gpus
+        return self.par.gpus * self.replicas
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scored:
+    cand: Candidate
+    concurrency: int
+    goodput_tokens_per_s: float
+    ttft_p99_s: float
+    tpot_p99_s: float
+    requests_per_s: float
+
+
+Z99 = Z[99]
+
+
+def _degrees(limit: int) -> list[int]:
+    return [d for d in (1, 2, 4, 8, 16, 32, 64) if d <= limit]
+
+
+def _engine_pars(model: ModelSpec, max_gpus: int, per_node: int) -> Iterator[Parallelism]:
+    for tp in _degrees(max_gpus):
+        heads_ok = model.num_heads % tp == 0 or model.is_moe
+        if not heads_ok:
+            continue
+        for pp in (1, 2, 4):
+            if tp * pp > max_gpus or (pp > 1 and tp < per_node):
+                continue
+            if model.is_moe:
+                for ep in sorted({1, tp}):
+                    for dp in sorted({1, tp}) if ep == tp else (1,):
+                        if model.num_experts % ep == 0:
+                            yield Parallelism(tp=tp, pp=pp, ep=ep, attention_dp=dp)
+            else:
+                yield Parallelism(tp=tp, pp=pp)
+
+
+def label(par: Parallelism) -> str:
+    parts = [f"TP{par.tp}"]
+    if par.pp > 1:
+        parts.append(f"PP{par.pp}")
+    if par.ep > 1:
+        parts.append(f"EP{par.ep}")
+    if par.attention_dp > 1:
+        parts.append(f"DP-attn{par.attention_dp}")
+    return "-".join(parts)
+
+
+def candidates(model: ModelSpec, gpus: int, per_node: int, disagg: bool = True) -> list[Candidate]:
+    out: list[Candidate] = []
+    pars = list(_engine_pars(model, gpus, per_node))
+    for par in pars:
+        reps = gpus // par.gpus
+        if reps >= 1:
+            out.append(
+                Candidate(label=f"{reps} x {label(par)}", mode="aggregated", par=par, replicas=reps)
+            )
+    if disagg and gpus >= 2:
+        small = [p for p in pars if p.pp == 1]
+        for pp_ in small:
+            for dp_ in small:
+                counts = range(1, gpus // pp_.gpus + 1)
+                # Prefill pools of 1, 2, 3, 4, 6, 8, 12, 16... workers: finer steps add nothing.
+                steps_p = [n for n in counts if n <= 4 or n in (6, 8, 12, 16, 24, 32, 48, 64)]
+                for n_p in steps_p:
+                    left = gpus - n_p * pp_.gpus
+                    n_d = left // dp_.gpus
+                    if n_d < 1 or n_d < n_p:
+                        continue
+                    out.append(
+                        Candidate(
+                            label=f"{n_p} x {label(pp_)} prefill + {n_d} x {label(dp_)} decode",
+                            mode="disaggregated",
+                            par=dp_,
+                            prefill=Pool(workers=n_p, par=pp_),
+                            decode=Pool(workers=n_d, par=dp_),
+                        )
+                    )
+    return out
+
+
+def _p99(
+    t: np.ndarray, dec_only: np.ndarray, own: np.ndarray, x: np.ndarray, steps: float
+) -> np.ndarray:
+    """p99 TPOT along a curve: a request's OSL-1 iterations carry a Poisson number of other
+    requests' prefills (as :func:`steady_state.percentiles`)."""
+    m = x * t * steps
+    extra = np.maximum(own - dec_only, 0.0)
+    return np.maximum(dec_only + (m + Z99 * np.sqrt(m)) * extra / max(steps, 1.0), t)
+
+
+def score(
+    cand: Candidate,
+    model: ModelSpec,
+    cluster: Cluster,
+    fmt: WeightFormat,
+    kv_dtype: str,
+    profile: Profile,
+    eng: EngineProfile,
+    work: Workload,
+    slo_ttft_s: float,
+    slo_tpot_s: float,
+) -> Scored | None:
+    """Highest steady-state throughput whose p99 TTFT and p99 TPOT meet the SLO (one load
+    curve per candidate, vectorized; the closed-loop simulation is for single predictions)."""
+    steps = max(work.output_len - 1.0, 1.0)
+    if cand.mode == "aggregated":
+        kv, _, _ = kv_pool(model, cluster, cand.par, fmt, kv_dtype, profile, eng, work)
+        if kv < work.input_len + work.output_len:
+            return None
+        it = _iteration_model(model, cluster, cand.par, fmt, kv_dtype, profile, eng)
+        c = load_curve(it, eng, work, kv)
+        ttft99 = c.ttft_s + 0.49 * c.iteration_s
+        tpot99 = _p99(c.iteration_s, c.decode_only_s, c.own_prefill_s, c.x, steps)
+        ranks = cand.par.attention_dp * cand.replicas
+        x, e2e = c.x, c.e2e_s
+        ok = c.feasible & (ttft99 <= slo_ttft_s) & (tpot99 <= slo_tpot_s)
+    else:
+        assert cand.prefill is not None and cand.decode is not None
+        pre, dec = cand.prefill, cand.decode
+        kv, _, _ = kv_pool(model, cluster, dec.par, fmt, kv_dtype, profile, eng, work)
+        if kv < work.input_len + work.output_len:
+            return None
+        kv_p, _, _ = kv_pool(model, cluster, pre.par, fmt, kv_dtype, profile, eng, work)
+        if kv_p < work.input_len:
+            return None
+        it_p = _iteration_model(model, cluster, pre.par, fmt, kv_dtype, profile, eng)
+        it_d = _iteration_model(model, cluster, dec.par, fmt, kv_dtype, profile, eng)
+        dwork = Workload(input_len=work.input_len, output_len=work.output_len, prefix_hit=1.0)
+        probe = load_curve(it_d, eng, dwork, kv)
+        x_tot = np.geomspace(
+            float(probe.x.max()) * dec.ranks * 1e-4, float(probe.x.max()) * dec.ranks, 64
+        )
+        pc = prefill_curve(it_p, eng, work, x_tot / pre.ranks)
+        dc = load_curve(it_d, eng, dwork, kv, x_grid=x_tot / dec.ranks)
+        transfer = kv_transfer_s(model, cluster, pre, dec, kv_dtype, profile, work.input_len)
+        wait = dc.iteration_s * (0.5 + (1.0 if eng.overlap_scheduler else 0.0))
+        ttft = pc.ttft_s + transfer + wait
+        ttft99 = ttft + 0.49 * pc.iteration_s
+        tpot99 = dc.iteration_s
+        ranks = 1
+        x = x_tot
+        e2e = ttft + steps * dc.tpot_s
+        ok = pc.feasible & dc.feasible & (ttft99 <= slo_ttft_s) & (tpot99 <= slo_tpot_s)
+    if not ok.any():
+        return None
+    i = int(np.flatnonzero(ok)[-1])
+    rate = float(x[i]) * ranks
+    return Scored(
+        cand=cand,
+        concurrency=max(1, round(rate * float(e2e[i]))),
+        goodput_tokens_per_s=rate * work.output_len,
+        ttft_p99_s=float(ttft99[i]),
+        tpot_p99_s=float(tpot99[i]),
+        requests_per_s=rate,
+    )

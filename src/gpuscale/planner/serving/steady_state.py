@@ -1,0 +1,324 @@
+"""Steady state of a continuously batching engine (one attention rank), vectorized over load.
+
+The engine runs iterations back to back (Orca, Yu et al. OSDI'22); each one decodes one token
+for every running request and spends the rest of its token budget on prompt chunks (Sarathi,
+Agrawal et al. 2024, arXiv:2403.02310). At a throughput of ``x`` requests/s, Little's law
+(Little 1961) fixes the iteration's composition: ``n = x * (OSL-1) * T`` requests are decoding
+and ``x * T * ISL`` prompt tokens are prefilled per iteration of length ``T``, and ``T`` is the
+fixed point ``T = iteration_time(n(T), prefill(T))`` (solved by iteration on a grid of ``x``).
+A load point is feasible while the fixed point exists, the running requests fit under
+``max_num_seqs`` and in the KV pages, and the prompt tokens fit the budget. A closed-loop client
+(``C`` in flight) settles where ``x * e2e(x) = C``; past the capacity the surplus waits in the
+queue, and that wait is part of TTFT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuscale.catalog.serving_engines import EngineProfile
+from gpuscale.costmodel.serving.iteration import IterationModel
+
+GRID = 96
+Z = {50: 0.0, 90: 1.2816, 99: 2.3263}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Workload:
+    input_len: float
+    output_len: float
+    prefix_hit: float = 0.0
+    """Share of each prompt found in the prefix cache (not recomputed)."""
+    input_cv: float = 0.0
+    """Coefficient of variation of the prompt length (lognormal); 0 = fixed lengths."""
+    output_cv: float = 0.0
+    """Coefficient of variation of the output length (lognormal); 0 = fixed lengths."""
+
+    @property
+    def fixed(self) -> bool:
+        return self.input_cv == 0.0 and self.output_cv == 0.0
+
+
+def lognormal_factor(cv: float, z: float) -> float:
+    """Quantile of a lognormal length relative to its mean: ``exp(-s^2/2 + s z)`` with
+    ``s^2 = ln(1 + cv^2)``."""
+    if cv <= 0:
+        return 1.0
+    s2 = float(np.log1p(cv * cv))
+    return float(np.exp(-s2 / 2.0 + np.sqrt(s2) * z))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadCurve:
+    """Per-rank steady state at each throughput ``x`` (requests/s) of the grid."""
+
+    x: np.ndarray
+    iteration_s: np.ndarray
+    decode_only_s: np.ndarray
+    own_prefill_s: np.ndarray
+    prefill_iterations: np.ndarray
+    running: np.ndarray
+    kv_tokens_used: np.ndarray
+    feasible: np.ndarray
+    ttft_s: np.ndarray
+    """Without client queueing: delay to the next iteration + prefill iterations + request work."""
+    tpot_s: np.ndarray
+    e2e_s: np.ndarray
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OperatingPoint:
+    """Where a client settles on a load curve, per rank."""
+
+    x: float
+    queue_s: float
+    iteration_s: float
+    decode_only_s: float
+    own_prefill_s: float
+    prefill_iterations: float
+    running: float
+    kv_occupancy: float
+    preemptions_per_request: float
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    saturated: bool
+
+
+def kv_capacity_requests(kv_tokens: float, work: Workload, eng: EngineProfile) -> float:
+    """Requests the KV pool holds: ``reserve`` keeps prompt + full output per request; on
+    demand a request holds, on average over its life, its prompt plus half its output."""
+    page = eng.page_size
+    if eng.kv_policy == "reserve":
+        per = np.ceil((work.input_len + work.output_len) / page) * page
+    else:
+        per = np.ceil((work.input_len + work.output_len / 2.0) / page) * page + page / 2
+    return float(kv_tokens / max(per, 1.0))
+
+
+def _recompute_tokens(
+    n: np.ndarray, work: Workload, eng: EngineProfile, kv_tokens: float
+) -> np.ndarray:
+    """Prompt tokens recomputed per request after preemption. An on-demand pool admits on the
+    prompt alone; when the running requests' contexts outgrow it, the scheduler evicts the
+    latest and later recomputes its prompt and the tokens it had generated (vLLM
+    ``PreemptionMode.RECOMPUTE``; Kwon et al. 2023, arXiv:2309.06180 Sec. 4.5). The share of
+    requests preempted is the part of the running set whose full context cannot be held."""
+    if eng.kv_policy == "reserve":
+        return np.zeros_like(n)
+    full = n * (work.input_len + work.output_len)
+    share = np.clip(1.0 - kv_tokens / np.maximum(full, 1e-9), 0.0, 1.0)
+    return share * (work.input_len + work.output_len / 2.0)
+
+
+def load_curve(
+    it: IterationModel,
+    eng: EngineProfile,
+    work: Workload,
+    kv_tokens: float,
+    x_grid: np.ndarray | None = None,
+) -> LoadCurve:
+    """The steady state along a grid of decode batch sizes up to past the capacity.
+
+    Little's law ties the prompt tokens of an iteration to its decode batch without a fixed
+    point: ``n = x (OSL-1) T`` and ``p = x T ISL`` give ``p = n ISL / (OSL-1)``, so each grid
+    point is one evaluation of the iteration time and ``x = n / ((OSL-1) T)``. With ``x_grid``
+    the curve is resampled at those throughputs (interpolated along the monotone ``x(n)``)."""
+    isl, osl = work.input_len, work.output_len
+    new_tokens = isl * (1.0 - work.prefix_hit)
+    decode_steps = max(osl - 1.0, 1e-3)
+    budget = float(eng.max_num_batched_tokens)
+    cap_req = min(float(eng.max_num_seqs), kv_capacity_requests(kv_tokens, work, eng))
+    n = np.geomspace(1e-4, max(cap_req, 1.0) * 1.5, GRID)
+    ctx = np.full_like(n, isl + osl / 2.0)
+    half = np.full_like(n, isl / 2.0)
+    p = n * (new_tokens + _recompute_tokens(n, work, eng, kv_tokens)) / decode_steps
+    t = it.time_s(n, ctx, p, half)
+    x = n / (decode_steps * t)
+    if x_grid is not None:
+        x_mono = np.maximum.accumulate(x)
+        n = np.interp(x_grid, x_mono, n, right=np.inf)
+        over = ~np.isfinite(n)
+        n = np.where(over, n[~over].max() if (~over).any() else 1e-4, n)
+        p = n * (new_tokens + _recompute_tokens(n, work, eng, kv_tokens)) / decode_steps
+        t = it.time_s(n, np.full_like(n, isl + osl / 2.0), p, np.full_like(n, isl / 2.0))
+        x = np.asarray(x_grid, dtype=float)
+        ctx = np.full_like(n, isl + osl / 2.0)
+        half = np.full_like(n, isl / 2.0)
+        beyond = over
+    else:
+        beyond = np.zeros_like(n, dtype=bool)
+    # A prompt's own iteration(s): the whole prompt (or budget-sized chunks) beside the decodes.
+    room = np.maximum(budget - n, 1.0)
+    if eng.chunked_prefill:
+        chunk = np.minimum(new_tokens, room)
+        k_p = np.ceil(new_tokens / np.maximum(chunk, 1.0))
+    else:
+        chunk = np.full_like(n, new_tokens)
+        k_p = np.ones_like(n)
+    own = it.time_s(n, ctx, np.maximum(chunk, p), half)
+    dec_only = it.time_s(n, ctx, np.zeros_like(n), np.zeros_like(n))
+    running = n + x * t * k_p
+    fits_budget = p <= room if eng.chunked_prefill else p <= max(budget, new_tokens)
+    # Past the top of x(n) more running requests buy no throughput: the engine is saturated.
+    rising = np.concatenate([[True], np.diff(x) > 0])
+    feasible = (running <= cap_req) & fits_budget & rising & ~beyond
+    # A new request waits for the iteration in flight (half of one on average) and, with an
+    # overlapped scheduler, for one more before its prefill starts.
+    delay = t * (0.5 + (1.0 if eng.overlap_scheduler else 0.0))
+    ttft = delay + own + (k_p - 1.0) * np.maximum(own, t) + eng.request_overhead_ms * 1e-3
+    tpot = t
+    e2e = ttft + max(osl - 1.0, 0.0) * tpot
+    return LoadCurve(
+        x=x,
+        iteration_s=t,
+        decode_only_s=dec_only,
+        own_prefill_s=own,
+        prefill_iterations=k_p,
+        running=running,
+        kv_tokens_used=running * (isl + osl / 2.0),
+        feasible=feasible,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        e2e_s=e2e,
+    )
+
+
+def _last_feasible(curve: LoadCurve) -> int:
+    ok = np.flatnonzero(curve.feasible)
+    return int(ok[-1]) if ok.size else 0
+
+
+def closed_loop(
+    curve: LoadCurve, concurrency: float, kv_tokens: float, work: Workload
+) -> OperatingPoint:
+    """Operating point of ``concurrency`` requests kept in flight on this rank."""
+    ok = curve.feasible
+    in_flight = curve.x * curve.e2e_s
+    top = _last_feasible(curve)
+    if concurrency <= in_flight[top] and ok[0]:
+        idx = np.flatnonzero(ok & (np.arange(len(ok)) <= top))
+        xs, cs = curve.x[idx], in_flight[idx]
+        x = float(np.interp(concurrency, cs, xs))
+        queue = 0.0
+        saturated = False
+    else:
+        x = float(curve.x[top])
+        queue = max(concurrency / x - float(curve.e2e_s[top]), 0.0)
+        saturated = True
+    return _point(curve, x, queue, saturated, kv_tokens, work)
+
+
+def open_loop(
+    curve: LoadCurve, rate: float, kv_tokens: float, work: Workload, num_requests: int
+) -> OperatingPoint:
+    """Operating point under Poisson arrivals at ``rate`` requests/s on this rank. Below the
+    capacity the admission queue is an M/D/c queue (Sakasegawa 1977 approximation for the
+    waiting time with c = running slots); past it, a benchmark of ``num_requests`` requests
+    sees a queue that grows for the whole run: mean wait ``N/2 * (1/capacity - 1/rate)``."""
+    top = _last_feasible(curve)
+    cap = float(curve.x[top])
+    if rate < cap:
+        p = _point(curve, rate, 0.0, False, kv_tokens, work)
+        slots = max(p.running, 1.0)
+        rho = min(rate / cap, 0.999)
+        service = p.e2e_s
+        wait = rho ** (np.sqrt(2.0 * (slots + 1.0)) - 1.0) / (slots * (1.0 - rho)) * service * 0.5
+        return _point(curve, rate, float(wait), False, kv_tokens, work)
+    wait = num_requests / 2.0 * (1.0 / cap - 1.0 / rate)
+    return _point(curve, cap, max(wait, 0.0), True, kv_tokens, work)
+
+
+def _point(
+    curve: LoadCurve, x: float, queue: float, saturated: bool, kv_tokens: float, work: Workload
+) -> OperatingPoint:
+    # Interpolate along the rising part of x(n) only (past the peak, more running requests
+    # buy no throughput and x(n) is not a function of n any more).
+    falls = np.flatnonzero(np.diff(curve.x) <= 0)
+    end = int(falls[0]) + 1 if falls.size else len(curve.x)
+
+    def at(a: np.ndarray) -> float:
+        return float(np.interp(x, curve.x[:end], a[:end]))
+
+    ttft = at(curve.ttft_s) + queue
+    tpot = at(curve.tpot_s)
+    used = at(curve.kv_tokens_used)
+    # Preemption: an on-demand pool over-committed by prompts must evict when decodes grow into
+    # it; the share of requests whose whole context cannot be held is preempted once.
+    full_need = at(curve.running) * (work.input_len + work.output_len)
+    preempt = max(0.0, 1.0 - kv_tokens / full_need) if full_need > 0 else 0.0
+    return OperatingPoint(
+        x=x,
+        queue_s=queue,
+        iteration_s=at(curve.iteration_s),
+        decode_only_s=at(curve.decode_only_s),
+        own_prefill_s=at(curve.own_prefill_s),
+        prefill_iterations=at(curve.prefill_iterations),
+        running=at(curve.running),
+        kv_occupancy=min(used / kv_tokens, 1.0) if kv_tokens > 0 else 1.0,
+        preemptions_per_request=preempt,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        e2e_s=ttft + max(work.output_len - 1.0, 0.0) * tpot,
+        saturated=saturated,
+    )
+
+
+def percentiles(p: OperatingPoint, work: Workload, rate_per_iteration: float) -> dict[str, float]:
+    """p50/p90/p99 of TTFT, TPOT and e2e. TTFT spreads by where in the iteration in flight a
+    request lands (uniform over one iteration); a request's TPOT averages its OSL-1 iterations,
+    of which a Poisson number (mean = others' prompts arriving meanwhile) carry a prefill."""
+    out: dict[str, float] = {}
+    steps = max(work.output_len - 1.0, 1.0)
+    extra = max(p.own_prefill_s - p.decode_only_s, 0.0)
+    m = max(rate_per_iteration * steps, 0.0)
+    for q, z in Z.items():
+        # Longer prompts take proportionally longer own prefill iterations (compute-bound).
+        own = p.own_prefill_s * p.prefill_iterations
+        ttft = p.ttft_s - 0.5 * p.iteration_s + (q / 100.0) * p.iteration_s
+        ttft += own * (lognormal_factor(work.input_cv, z) - 1.0)
+        mixed = max(m + z * np.sqrt(m), 0.0) if m > 0 else 0.0
+        tpot = p.decode_only_s + mixed * extra / steps if m > 0 else p.tpot_s
+        tpot = max(tpot, p.decode_only_s) if q > 50 else tpot
+        out[f"ttft_p{q}"] = ttft
+        out[f"tpot_p{q}"] = tpot
+        out[f"e2e_p{q}"] = ttft + max(steps * lognormal_factor(work.output_cv, z), 0.0) * tpot
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrefillCurve:
+    """A prefill-only worker rank at each arrival rate: batches the prompts that arrived during
+    the previous iteration (DistServe, Zhong et al. OSDI'24, Sec. 3: prefill instances batch to
+    the token budget)."""
+
+    x: np.ndarray
+    iteration_s: np.ndarray
+    ttft_s: np.ndarray
+    feasible: np.ndarray
+
+
+def prefill_curve(
+    it: IterationModel, eng: EngineProfile, work: Workload, x: np.ndarray
+) -> PrefillCurve:
+    """Parametrized by the prompt tokens ``b`` of one iteration: ``x = b / (ISL T(b))``; the
+    curve is resampled at the throughputs ``x``."""
+    new_tokens = max(work.input_len * (1.0 - work.prefix_hit), 1.0)
+    budget = max(float(eng.max_num_batched_tokens), new_tokens)
+    b = np.geomspace(new_tokens * 1e-3, budget, GRID)
+    zeros = np.zeros_like(b)
+    half = np.full_like(b, work.input_len / 2.0)
+    t_b = it.time_s(zeros, zeros, np.maximum(b, new_tokens), half)
+    x_b = np.maximum.accumulate(b / (new_tokens * t_b))
+    xs = np.asarray(x, dtype=float)
+    t = np.interp(xs, x_b, t_b)
+    feasible = xs <= x_b[-1]
+    delay = t * (0.5 + (1.0 if eng.overlap_scheduler else 0.0))
+    return PrefillCurve(
+        x=xs,
+        iteration_s=t,
+        ttft_s=delay + t + eng.request_overhead_ms * 1e-3,
+        feasible=feasible,
+    )

@@ -1,0 +1,67 @@
+"""config.json parsing of the serving model families: MoE, MLA, sliding window, GPT-J."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpuscale import catalog
+from gpuscale.catalog.hf_config import model_from_config
+from gpuscale.errors import InputError
+
+CONFIGS = Path(__file__).parent.parent / "data" / "configs"
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "gpt-oss-120b", "qwen3-235b-a22b", "gpt-j-6b"])
+def test_config_matches_the_catalog_entry(name: str) -> None:
+    parsed = catalog.model(str(CONFIGS / f"{name}.json"))
+    entry = catalog.models()[name]
+    for field in parsed.__slots__:
+        if field not in ("name", "source", "max_seq_len"):
+            assert getattr(parsed, field) == getattr(entry, field), field
+
+
+def test_hugging_face_ids_are_aliases() -> None:
+    assert catalog.model("meta-llama/Llama-3.1-70B").name == "llama3.1-70b"
+    assert catalog.model("DEEPSEEK-AI/DeepSeek-R1").name == "deepseek-r1"
+    assert catalog.model("openai/gpt-oss-120b").sliding_window == 128
+
+
+def test_mla_fields_read() -> None:
+    spec = catalog.model(str(CONFIGS / "deepseek-v3.json"))
+    assert spec.is_mla and spec.kv_lora_rank == 512 and spec.dense_layers == 3
+
+
+@given(top_k=st.integers(min_value=1, max_value=64), experts=st.integers(min_value=1, max_value=64))
+def test_moe_top_k_never_exceeds_experts(top_k: int, experts: int) -> None:
+    cfg = json.loads((CONFIGS / "qwen3-235b-a22b.json").read_text())
+    cfg.update(num_experts=experts, num_experts_per_tok=top_k)
+    if top_k > experts:
+        with pytest.raises(InputError):
+            model_from_config(cfg, "x")
+    else:
+        spec = model_from_config(cfg, "x")
+        assert spec.experts_per_token == top_k and spec.num_experts == experts
+
+
+@pytest.mark.parametrize(
+    ("model", "total_b", "active_b"),
+    [
+        # Published totals: DeepSeek-V3 671B / 37B active (arXiv:2412.19437 Sec. 1), GLM-5
+        # 744B / 40B, gpt-oss-120b 116.8B (model card Table 1), Qwen3-235B-A22B.
+        ("deepseek-v3", 671.0, 37.0),
+        ("glm-5", 744.0, 40.0),
+        ("gpt-oss-120b", 116.8, 5.1),
+        ("qwen3-235b-a22b", 235.0, 22.0),
+    ],
+)
+def test_moe_mla_parameter_counts_match_published(model, total_b, active_b) -> None:
+    from gpuscale.costmodel.params import active_params, total_params
+
+    spec = catalog.models()[model]
+    assert total_params(spec) / 1e9 == pytest.approx(total_b, rel=0.01)
+    assert active_params(spec) / 1e9 == pytest.approx(active_b, rel=0.15)

@@ -1,0 +1,206 @@
+"""The continuous-batching serving model: conservation, Little's law, monotonicity, memory."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import numpy as np
+import pytest
+
+from gpuscale import catalog
+from gpuscale.api import InputError, infer
+from gpuscale.catalog.serving_engines import engine
+from gpuscale.costmodel.profile import load_profile
+from gpuscale.costmodel.serving.formats import gemm_precision, is_weight_only, weight_format
+from gpuscale.costmodel.serving.iteration import Parallelism, kv_bytes_per_token
+from gpuscale.planner.serving.deployment import _iteration_model, kv_pool
+from gpuscale.planner.serving.steady_state import Workload, closed_loop, load_curve
+
+WORK = Workload(input_len=1024.0, output_len=512.0)
+
+
+def _curve(model: str = "llama3.1-8b", eng_name: str = "vllm", gpu: str = "h100-sxm"):
+    m = catalog.model(model)
+    cl = catalog.cluster(gpu, 1)
+    eng = engine(eng_name)
+    prof = load_profile(eng.cost_profile)
+    par = Parallelism()
+    fmt = weight_format("bf16")
+    kv, _, _ = kv_pool(m, cl, par, fmt, "bf16", prof, eng, WORK)
+    it = _iteration_model(m, cl, par, fmt, "bf16", prof, eng)
+    return load_curve(it, eng, WORK, kv), kv
+
+
+def test_littles_law_holds_in_closed_loop() -> None:
+    # C requests in flight = throughput x time in system (queue + service), at every load.
+    curve, kv = _curve()
+    for c in (1, 8, 64, 256, 2048):
+        p = closed_loop(curve, float(c), kv, WORK)
+        assert p.x * p.e2e_s == pytest.approx(c, rel=0.02)
+
+
+def test_decoding_requests_are_conserved_along_the_curve() -> None:
+    # Little's law on the decode phase: n decoding = rate x (OSL-1) iterations x iteration time.
+    curve, _ = _curve()
+    ok = curve.feasible
+    n_dec = curve.running - curve.x * curve.iteration_s * curve.prefill_iterations
+    assert np.allclose(n_dec[ok], curve.x[ok] * (WORK.output_len - 1) * curve.iteration_s[ok])
+
+
+def test_more_concurrency_raises_latency_and_throughput_until_saturation() -> None:
+    levels = [1, 4, 16, 64, 256, 1024, 4096]
+    out = [
+        infer(
+            "llama3.1-8b",
+            gpu="h100-sxm",
+            engine="vllm",
+            input_len=1024,
+            output_len=512,
+            concurrency=c,
+        ).to_dict()["options"][0]
+        for c in levels
+    ]
+    ttft = [o["ttft_ms"] for o in out]
+    tpot = [o["tpot_ms"] for o in out]
+    thr = [o["output_tokens_per_s"] for o in out]
+    sim = slice(0, 6)  # 1 ... 1024: the cohort simulation
+    assert all(b >= a * 0.999 for a, b in pairwise(ttft[sim]))
+    assert all(b >= a * 0.999 for a, b in pairwise(tpot[sim]))
+    assert all(b >= a * 0.98 for a, b in pairwise(thr[sim]))  # flat once saturated
+    # Saturated: throughput stops growing, the extra requests only wait (queue in TTFT).
+    assert out[5]["saturated"] and out[5]["queue_wait_ms"] > 0
+    # 4096 clients exceed the simulation's cohorts: the steady state takes over and agrees on
+    # the plateau within 10% (the seam between the two models).
+    assert out[6]["saturated"] and thr[6] == pytest.approx(thr[5], rel=0.1)
+    assert ttft[6] > 3 * ttft[5]
+
+
+def test_open_loop_below_capacity_serves_the_offered_rate() -> None:
+    o = infer("llama3.1-8b", gpu="h100-sxm", engine="sglang", request_rate=2.0).to_dict()
+    opt = o["options"][0]
+    assert opt["requests_per_s"] == pytest.approx(2.0, rel=1e-6)
+    assert not opt["saturated"]
+
+
+def test_open_loop_past_capacity_saturates_with_growing_wait() -> None:
+    low = infer("llama3.1-8b", gpu="h100-sxm", engine="vllm", request_rate=1e4, num_requests=500)
+    high = infer("llama3.1-8b", gpu="h100-sxm", engine="vllm", request_rate=1e4, num_requests=2000)
+    a, b = low.to_dict()["options"][0], high.to_dict()["options"][0]
+    assert a["saturated"] and b["ttft_ms"] > 3 * a["ttft_ms"]
+
+
+def test_reserving_engine_holds_fewer_requests_than_on_demand() -> None:
+    m = catalog.model("llama3.1-70b")
+    from gpuscale.planner.serving.steady_state import kv_capacity_requests
+
+    reserve = kv_capacity_requests(1e5, WORK, engine("tensorrt-llm"))
+    demand = kv_capacity_requests(1e5, WORK, engine("vllm"))
+    assert reserve < demand
+    assert m.num_layers == 80
+
+
+def test_mla_caches_the_latent_not_the_heads() -> None:
+    ds = catalog.model("deepseek-ai/DeepSeek-R1")
+    per_tok = kv_bytes_per_token(ds, Parallelism(tp=8), "bf16")
+    # (512 + 64) values x 2 bytes x 61 layers, the same on every TP rank.
+    assert per_tok == pytest.approx(576 * 2 * 61)
+    llama = catalog.model("llama3.1-70b")
+    assert kv_bytes_per_token(llama, Parallelism(tp=8), "bf16") == pytest.approx(2 * 128 * 2 * 80)
+
+
+def test_fp8_on_ampere_is_weight_only_and_nvfp4_on_hopper_too() -> None:
+    a100, h100 = catalog.gpu("a100-sxm-80gb"), catalog.gpu("h100-sxm")
+    assert gemm_precision(weight_format("fp8"), h100) == "fp8"
+    assert is_weight_only(weight_format("fp8"), a100)
+    assert is_weight_only(weight_format("nvfp4"), h100)
+    o = infer("llama3.1-8b", gpu="a100-sxm-80gb", weights="fp8", concurrency=8).to_dict()
+    assert o["options"][0]["weight_only"] is True
+
+
+def test_expert_parallel_attention_dp_deployment_predicts() -> None:
+    o = infer(
+        "deepseek-r1",
+        gpu="h200-sxm",
+        engine="sglang",
+        weights="fp8_block",
+        tp=8,
+        ep=8,
+        attention_dp=8,
+        concurrency=256,
+        input_len=1024,
+        output_len=1024,
+    )
+    opt = o.to_dict()["options"][0]
+    assert opt["fits"] and opt["output_tokens_per_s"] > 0 and opt["gpus"] == 8
+
+
+def test_disaggregated_uses_both_pools() -> None:
+    o = infer(
+        "llama3.1-70b",
+        gpu="h200-sxm",
+        engine="tensorrt-llm",
+        weights="fp8",
+        concurrency=32,
+        prefill_workers=1,
+        prefill_tp=4,
+        decode_workers=1,
+        decode_tp=4,
+    )
+    opt = o.to_dict()["options"][0]
+    assert opt["mode"] == "disaggregated" and opt["gpus"] == 8
+    assert any("KV transfer" in n for n in opt["notes"])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"concurrency": 4, "request_rate": 1.0}, "concurrency"),
+        ({"concurrency": 4, "weights": "fp9"}, "weights"),
+        ({"concurrency": 4, "engine": "tgi"}, "engine"),
+        ({"concurrency": 4, "ep": 2}, "ep"),
+        ({"concurrency": 4, "tp": 4, "attention_dp": 3}, "attention_dp"),
+    ],
+)
+def test_bad_input_names_the_argument(kwargs, field) -> None:
+    with pytest.raises(InputError) as exc:
+        infer("llama3.1-8b", gpu="h100-sxm", **kwargs)
+    assert exc.value.field == field
+
+
+@pytest.mark.parametrize("eng_name", ["tensorrt-llm", "vllm", "sglang"])
+@pytest.mark.parametrize("conc", [1, 8, 48])
+def test_cohort_simulation_conserves_requests_and_obeys_littles_law(eng_name, conc) -> None:
+    from gpuscale.planner.serving.cohort_sim import simulate
+
+    m = catalog.model("llama3.1-8b")
+    cl = catalog.cluster("h100-sxm", 1)
+    eng = engine(eng_name)
+    prof = load_profile(eng.cost_profile)
+    it = _iteration_model(m, cl, Parallelism(), weight_format("bf16"), "bf16", prof, eng)
+    sim = simulate(it, eng, WORK, conc, max_running=1e9, warmup_cycles=1, measured_cycles=3)
+    assert sim is not None
+    # Every client completes one request per measured cycle: nothing is lost or duplicated.
+    assert sim.weight.sum() == pytest.approx(3 * conc)
+    # Little's law: in flight = throughput x time in system (request overhead aside).
+    e2e = float(np.average(sim.e2e_s, weights=sim.weight)) - eng.request_overhead_ms * 1e-3
+    assert sim.requests_per_s * e2e == pytest.approx(conc, rel=0.1)
+    assert np.all(sim.ttft_s > 0) and np.all(sim.tpot_s > 0)
+
+
+def test_prefill_first_engine_stalls_decodes_behind_a_burst() -> None:
+    # SGLang runs the burst's prefill batches before decoding: TTFT grows with the burst, and
+    # a mixed engine (vLLM) keeps decoding through it.
+    kw = {"gpu": "h100-sxm", "input_len": 2048, "output_len": 256, "concurrency": 64}
+    sg = infer("llama3.1-8b", engine="sglang", **kw).to_dict()["options"][0]
+    vl = infer("llama3.1-8b", engine="vllm", **kw).to_dict()["options"][0]
+    assert sg["ttft_ms"] > vl["ttft_ms"]
+
+
+def test_spread_lengths_widen_the_tails_not_the_means() -> None:
+    kw = {"gpu": "h100-sxm", "engine": "vllm", "request_rate": 4.0}
+    fixed = infer("llama3.1-8b", **kw).to_dict()["options"][0]
+    spread = infer("llama3.1-8b", input_cv=0.8, output_cv=0.8, **kw).to_dict()["options"][0]
+    assert spread["ttft_ms"] == pytest.approx(fixed["ttft_ms"])
+    assert spread["ttft_ms_p99"] > fixed["ttft_ms_p99"]
+    assert spread["e2e_s_p99"] > fixed["e2e_s_p99"]
+    assert spread["e2e_s_p50"] < fixed["e2e_s_p50"]  # lognormal: median below the mean
