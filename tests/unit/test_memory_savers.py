@@ -81,3 +81,13 @@ def test_nothing_fits_gives_no_saver() -> None:
         catalog.model("llama3.1-70b"), Training(seq_len=4096), Plan(), tiny, PROFILE
     )
     assert savers == []
+
+
+def test_offload_never_fits_more_than_the_host_holds() -> None:
+    """405B's weights, gradients and optimizer states (~6 TB) cannot be offloaded into the host
+    memory one GPU of a DGX H100 can use (2 TB for 8 GPUs): no saver may offer that, while an
+    8B model's optimizer offload (~100 GB) stays on offer."""
+    big = _savers("llama3.1-405b", "h100-sxm", Training(seq_len=4096), Plan())
+    assert all("offload" not in s.key for s in big)
+    small = _savers("llama3.1-8b", "h100-sxm", Training(seq_len=4096), Plan())
+    assert any("offload-optimizer" in s.key for s in small)

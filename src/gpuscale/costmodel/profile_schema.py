@@ -35,6 +35,7 @@ CONSTANTS: dict[str, Check] = {
     "comm_compute_interference": SHARE,
     "selective_recompute_layer_fraction": SHARE,
     "host_memory_gb_per_s": POSITIVE,
+    "host_memory_gib_per_gpu": POSITIVE,
     "decode_step_overhead_us": NON_NEGATIVE,
     "step_overhead_s": NON_NEGATIVE,
     "memory_cuda_context_gib": NON_NEGATIVE,

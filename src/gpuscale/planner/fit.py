@@ -489,8 +489,11 @@ def _memory_of(
     model: ModelSpec, profile: Profile, variants: list[tuple[Training, Plan]]
 ) -> np.ndarray:
     """Peak per GPU of each (training, plan): one cost-model call each, as each variant has
-    its own :class:`Training` (a handful of calls)."""
+    its own :class:`Training` (a handful of calls). A variant whose offloaded bytes exceed the
+    host memory a GPU can use counts as infinitely large: it does not fit anywhere."""
     out = np.empty(len(variants))
+    host_cap = profile.const("host_memory_gib_per_gpu") * GIB
     for i, (t, p) in enumerate(variants):
-        out[i] = training_memory(model, t, PlanBatch.from_plans([p]), profile).total[0]
+        memory = training_memory(model, t, PlanBatch.from_plans([p]), profile)
+        out[i] = memory.total[0] if memory.host[0] <= host_cap else np.inf
     return out
