@@ -158,7 +158,10 @@ def output_path(path: PathLike, *, label: str, field: str | None = None) -> Path
         mode = None
     except (OSError, ValueError) as exc:
         why = _why(exc) if isinstance(exc, OSError) else "invalid path"
-        raise InputError(f"cannot write {label} '{shown(path)}': {why}", field=field) from None
+        raise InputError(
+            f"cannot write {label} '{shown(path)}': {why}; accepted: a file path in a writable folder",
+            field=field,
+        ) from None
     if mode is not None:
         kind = _kind(mode)
         if kind is not None:
@@ -177,11 +180,15 @@ def output_path(path: PathLike, *, label: str, field: str | None = None) -> Path
         ) from None
     except OSError as exc:
         raise InputError(
-            f"cannot write {label} '{shown(path)}': {_why(exc)}", field=field
+            f"cannot write {label} '{shown(path)}': {_why(exc)}; accepted: a file path in a "
+            "writable folder",
+            field=field,
         ) from None
     if not stat.S_ISDIR(parent_mode):
         raise InputError(
-            f"cannot write {label} '{shown(path)}': '{parent}' is not a folder", field=field
+            f"cannot write {label} '{shown(path)}': '{shown(parent)}' is not a folder; accepted: "
+            "a file path in a writable folder",
+            field=field,
         ) from None
     target_ok = mode is None or os.access(out, os.W_OK)
     if not (os.access(parent, os.W_OK | os.X_OK) and target_ok):
