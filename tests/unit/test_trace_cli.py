@@ -54,7 +54,6 @@ def test_html_report(ranks: Path, tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "Per-step timeline" in page and "rank 1: per-step breakdown" in page
 
 
-@pytest.mark.skipif(not hasattr(gpuscale.api, "estimate"), reason="gpuscale.estimate not built")
 def test_inline_plan_runs_the_estimate(ranks: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plan = "model=llama3.1-8b,gpu=h100-sxm,gpus=8,seq=2048"
     assert main(["trace", "analyze", str(ranks), "--predict-with", plan, "--json"]) == 0
@@ -93,15 +92,12 @@ def test_inline_plan_runs_the_estimate(ranks: Path, capsys: pytest.CaptureFixtur
 def test_bad_plans_are_one_line_errors(
     ranks: Path, plan: str, words: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    if not hasattr(gpuscale.api, "estimate") and "=" in plan:
-        pytest.skip("gpuscale estimate not built")
     assert main(["trace", "analyze", str(ranks), "--predict-with", plan]) == 2
     err = capsys.readouterr().err
     assert err.startswith("gpuscale: ") and err.count("\n") == 1 and words in err
     assert "gpuscale estimate:" not in err and "--help" not in err
 
 
-@pytest.mark.skipif(not hasattr(gpuscale.api, "estimate"), reason="gpuscale.estimate not built")
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
