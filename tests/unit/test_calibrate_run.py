@@ -248,7 +248,9 @@ def test_api_result_is_plain_json_with_a_summary_line() -> None:
         "profile",
         "written",
         "warnings",
+        "assumed",
     ]
+    assert doc["assumed"] == {}  # COMPUTE_BOUND gives gbs: nothing assumed
     assert list(doc["fitted"][0]) == ["parameter", "label", "keys", "before", "after", "change"]
     assert doc["schema_version"] == 1
     assert doc["measured_tokens_per_s"] == pytest.approx(64 * 4096 / 2.0)

@@ -9,19 +9,18 @@ on the command line) to predict other plans and scales of the same stack.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from gpuscale import SCHEMA_VERSION, catalog
+from gpuscale.api.training import run_inputs
 from gpuscale.costmodel.profile import load_profile, load_profile_for
 from gpuscale.errors import InputError, require
 from gpuscale.planner import calibrate_run as library
 from gpuscale.planner.calibrate_run import Measured, Run, RunCalibration, predict, profile_document
-from gpuscale.specs import JobOptions, Plan, Training
-from gpuscale.specs.validity import check_plan
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -47,6 +46,8 @@ class CalibrateRunResult:
     """The profile document (``written`` holds where it went)."""
     written: str | None
     warnings: tuple[str, ...]
+    assumed: dict[str, str] = field(default_factory=dict)
+    """Argument -> the default chosen for it and why (as ``estimate`` reports it)."""
 
     @property
     def summary(self) -> list[str]:
@@ -84,6 +85,7 @@ class CalibrateRunResult:
             "profile": self.profile,
             "written": self.written,
             "warnings": list(self.warnings),
+            "assumed": dict(self.assumed),
         }
 
     def figures(self) -> list[Any]:
@@ -146,109 +148,6 @@ def _output(path: str | None) -> Path | None:
     return out
 
 
-def _run(
-    model: str,
-    *,
-    gpu: str,
-    gpus: int | None,
-    gpus_per_node: int | None,
-    inter: str,
-    nics_per_node: int | None,
-    slowest_gpu: str | None,
-    tp: int,
-    pp: int,
-    dp: int | None,
-    cp: int,
-    vp: int,
-    ep: int,
-    first_stage_layers: int,
-    last_stage_layers: int,
-    embedding_as_layer: bool,
-    loss_as_layer: bool,
-    mbs: int,
-    gbs: int | None,
-    seq: int,
-    recompute: str,
-    zero: int,
-    precision: str,
-    finetune: str,
-    lora_rank: int,
-    offload_optimizer: bool,
-    sequence_parallel: bool,
-    flash_attention: bool,
-    storage_gbps: float,
-    checkpoint_every: int,
-    checkpoint_gbps: float,
-) -> Run:
-    """The run, with ``estimate``'s defaults and plan rules (:func:`check_plan`)."""
-    spec = catalog.model(model)
-    for name, value in (
-        ("tp", tp),
-        ("pp", pp),
-        ("cp", cp),
-        ("vp", vp),
-        ("ep", ep),
-        ("mbs", mbs),
-        ("seq", seq),
-    ):
-        require(value >= 1, f"--{name} must be >= 1, got {value}", field=name)
-    if dp is None:
-        if gpus is None:
-            raise InputError("give --gpus or --dp", field="gpus")
-        require(
-            gpus % (tp * pp * cp) == 0,
-            f"--gpus {gpus} is not divisible by tp x pp x cp = {tp * pp * cp}",
-            field="gpus",
-        )
-        dp = gpus // (tp * pp * cp)
-    num_gpus = gpus if gpus is not None else tp * pp * dp * cp
-    plan = Plan(
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        cp=cp,
-        vp=vp,
-        ep=ep,
-        micro_batch=mbs,
-        global_batch=gbs if gbs is not None else mbs * dp,
-        recompute=recompute,  # type: ignore[arg-type]
-        zero=zero,
-        sequence_parallel=sequence_parallel,
-        first_stage_layers=first_stage_layers,
-        last_stage_layers=last_stage_layers,
-        embedding_in_split=embedding_as_layer,
-        loss_in_split=loss_as_layer,
-    )
-    require(
-        plan.num_gpus == num_gpus,
-        f"tp x pp x dp x cp = {plan.tp} x {plan.pp} x {plan.dp} x {plan.cp} = {plan.num_gpus} "
-        f"but --gpus is {num_gpus}",
-        field="gpus",
-    )
-    check_plan(spec, plan, seq)
-    cluster = catalog.cluster(
-        gpu, num_gpus, gpus_per_node=gpus_per_node, inter=inter, nics_per_node=nics_per_node
-    )
-    if slowest_gpu is not None:
-        from dataclasses import replace
-
-        cluster = replace(cluster, slowest_device=catalog.gpu(slowest_gpu))
-    training = Training(
-        seq_len=seq,
-        precision=precision,  # type: ignore[arg-type]
-        flash_attention=flash_attention,
-        finetune=finetune,  # type: ignore[arg-type]
-        lora_rank=lora_rank,
-        offload_optimizer=offload_optimizer,
-    )
-    job = JobOptions(
-        storage_gb_per_s_per_node=storage_gbps,
-        checkpoint_every_steps=checkpoint_every,
-        checkpoint_write_gb_per_s=checkpoint_gbps,
-    )
-    return Run(model=spec, cluster=cluster, training=training, plan=plan, job=job)
-
-
 def calibrate_run(
     model: str,
     *,
@@ -278,7 +177,7 @@ def calibrate_run(
     zero: int = 0,
     precision: str = "bf16",
     finetune: str = "full",
-    lora_rank: int = 16,
+    lora_rank: int | None = None,
     offload_optimizer: bool = False,
     sequence_parallel: bool = True,
     flash_attention: bool = True,
@@ -316,7 +215,7 @@ def calibrate_run(
         "(a built-in profile goes in --framework)",
         field="profile",
     )
-    run = _run(
+    inputs = run_inputs(
         model,
         gpu=gpu,
         gpus=gpus,
@@ -348,6 +247,13 @@ def calibrate_run(
         storage_gbps=storage_gbps,
         checkpoint_every=checkpoint_every,
         checkpoint_gbps=checkpoint_gbps,
+    )
+    run = Run(
+        model=inputs.model,
+        cluster=inputs.cluster,
+        training=inputs.training,
+        plan=inputs.plan,
+        job=inputs.job,
     )
     device = run.cluster.pace_device
     if memory is not None:
@@ -411,6 +317,7 @@ def calibrate_run(
         profile=doc,
         written=written,
         warnings=cal.warnings,
+        assumed=dict(inputs.assumed),
     )
 
 

@@ -16,7 +16,7 @@ from gpuscale.costmodel.uncertainty import Band, band_for
 from gpuscale.errors import InputError, require
 from gpuscale.planner import defaults
 from gpuscale.planner.words import bottleneck
-from gpuscale.specs import Device, JobOptions, Link, ModelSpec, Plan, Training
+from gpuscale.specs import Cluster, Device, JobOptions, Link, ModelSpec, Plan, Training
 from gpuscale.specs.plan import Recompute
 from gpuscale.specs.training import Finetune, TrainPrecision
 from gpuscale.specs.validity import check_lora_rank, check_plan
@@ -153,7 +153,21 @@ class EstimateResult:
         return [step_figure(self.parts_s, f"{self.model}: {self.step_time_s:.3g} s per step")]
 
 
-def estimate(
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunInputs:
+    """One training run as the cost model takes it, built from ``estimate``'s arguments with
+    its defaults and plan rules: shared by :func:`estimate` and ``calibrate_run``."""
+
+    model: ModelSpec
+    cluster: Cluster
+    training: Training
+    plan: Plan
+    job: JobOptions
+    assumed: Mapping[str, str]
+    """Argument -> the default chosen for it and why."""
+
+
+def run_inputs(
     model: ModelArg,
     *,
     gpu: GpuArg,
@@ -183,22 +197,12 @@ def estimate(
     offload_optimizer: bool = False,
     sequence_parallel: bool = True,
     flash_attention: bool = True,
-    framework: str = "generic",
-    profile: str | Path | None = None,
     storage_gbps: float = 0.0,
     checkpoint_every: int = 0,
     checkpoint_gbps: float = 10.0,
-) -> EstimateResult:
-    """Predict one training step of ``model`` on ``gpus`` x ``gpu`` under one parallel plan.
-
-    ``dp`` defaults to ``gpus / (tp * pp * cp)``; ``gbs`` to the recipe batch that ``plan``
-    assumes (:func:`gpuscale.planner.defaults.global_batch_for`, reported in ``assumed``);
-    ``lora_rank`` to 16 with ``finetune`` lora or qlora; ``gpus_per_node`` to the GPU's NVLink
-    domain. ``profile`` is a calibration profile YAML laid over the ``framework`` profile.
-    Pipeline stages split the layers evenly, or automatically unevenly when ``pp * vp`` does not
-    divide them; ``first_stage_layers``/``last_stage_layers`` or ``embedding_as_layer``/
-    ``loss_as_layer`` shape the split as Megatron-Core's flags do.
-    """
+) -> RunInputs:
+    """The specs of one run (see :func:`estimate` for the defaults), refused with the flag at
+    fault when the plan cannot run the model."""
     spec = catalog.model(model)
     _positive(tp=tp, pp=pp, cp=cp, vp=vp, ep=ep, mbs=mbs, seq=seq)
     rank = lora_rank_for(spec, finetune, lora_rank)
@@ -262,6 +266,93 @@ def estimate(
         checkpoint_every_steps=checkpoint_every,
         checkpoint_write_gb_per_s=checkpoint_gbps,
     )
+    return RunInputs(
+        model=spec, cluster=cluster, training=training, plan=plan, job=job, assumed=assumed
+    )
+
+
+def estimate(
+    model: ModelArg,
+    *,
+    gpu: GpuArg,
+    gpus: int | None = None,
+    gpus_per_node: int | None = None,
+    inter: FabricArg = catalog.DEFAULT_INTER,
+    nics_per_node: int | None = None,
+    slowest_gpu: GpuArg | None = None,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int | None = None,
+    cp: int = 1,
+    vp: int = 1,
+    ep: int = 1,
+    first_stage_layers: int = 0,
+    last_stage_layers: int = 0,
+    embedding_as_layer: bool = False,
+    loss_as_layer: bool = False,
+    mbs: int = 1,
+    gbs: int | None = None,
+    seq: int = 4096,
+    recompute: str = "none",
+    zero: int = 0,
+    precision: str = "bf16",
+    finetune: str = "full",
+    lora_rank: int | None = None,
+    offload_optimizer: bool = False,
+    sequence_parallel: bool = True,
+    flash_attention: bool = True,
+    framework: str = "generic",
+    profile: str | Path | None = None,
+    storage_gbps: float = 0.0,
+    checkpoint_every: int = 0,
+    checkpoint_gbps: float = 10.0,
+) -> EstimateResult:
+    """Predict one training step of ``model`` on ``gpus`` x ``gpu`` under one parallel plan.
+
+    ``dp`` defaults to ``gpus / (tp * pp * cp)``; ``gbs`` to the recipe batch that ``plan``
+    assumes (:func:`gpuscale.planner.defaults.global_batch_for`, reported in ``assumed``);
+    ``lora_rank`` to 16 with ``finetune`` lora or qlora; ``gpus_per_node`` to the GPU's NVLink
+    domain. ``profile`` is a calibration profile YAML laid over the ``framework`` profile.
+    Pipeline stages split the layers evenly, or automatically unevenly when ``pp * vp`` does not
+    divide them; ``first_stage_layers``/``last_stage_layers`` or ``embedding_as_layer``/
+    ``loss_as_layer`` shape the split as Megatron-Core's flags do.
+    """
+    run = run_inputs(
+        model,
+        gpu=gpu,
+        gpus=gpus,
+        gpus_per_node=gpus_per_node,
+        inter=inter,
+        nics_per_node=nics_per_node,
+        slowest_gpu=slowest_gpu,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        vp=vp,
+        ep=ep,
+        first_stage_layers=first_stage_layers,
+        last_stage_layers=last_stage_layers,
+        embedding_as_layer=embedding_as_layer,
+        loss_as_layer=loss_as_layer,
+        mbs=mbs,
+        gbs=gbs,
+        seq=seq,
+        recompute=recompute,
+        zero=zero,
+        precision=precision,
+        finetune=finetune,
+        lora_rank=lora_rank,
+        offload_optimizer=offload_optimizer,
+        sequence_parallel=sequence_parallel,
+        flash_attention=flash_attention,
+        storage_gbps=storage_gbps,
+        checkpoint_every=checkpoint_every,
+        checkpoint_gbps=checkpoint_gbps,
+    )
+    spec, cluster, training, plan, job = run.model, run.cluster, run.training, run.plan, run.job
+    assumed = dict(run.assumed)
+    num_gpus = plan.num_gpus
     prof = load_profile_for(framework, None if profile is None else str(profile))
     est = estimate_plan(spec, cluster, training, plan, prof, job)
     row = est.row(0)

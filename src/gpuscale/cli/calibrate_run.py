@@ -65,6 +65,12 @@ def command(
     --profile in estimate, plan and scale."""
     if output:
         check_writable(output, "-o")
+    # --lora-rank counts only when typed: estimate's rule (the rank goes with an adapter fine-tune)
+    typed = (
+        click.get_current_context().get_parameter_source("lora_rank")
+        is not click.core.ParameterSource.DEFAULT
+    )
+    run["lora_rank"] = run["lora_rank"] if typed else None
     result = calibrate_run(
         model,
         sequence_parallel=not no_sequence_parallel,
@@ -73,6 +79,8 @@ def command(
         output=output,
         **run,
     )
+    for name, why in result.assumed.items():
+        err_console.print(f"assumed: --{name.replace('_', '-')} {why}")
     for warning in result.warnings:
         err_console.print(f"[yellow]warning[/yellow] {warning}")
     if as_json:
