@@ -219,16 +219,40 @@ def communication(
     # ZeRO-3 / FSDP: all-gather weights for forward and again for backward, reduce-scatter
     # gradients, every micro-batch; prefetching hides it behind the layer math (Rajbhandari
     # et al. 2020, ZeRO, arXiv:1910.02054, Sec. 7.2.2; Zhao et al. 2023, PyTorch FSDP, Sec. 3.3).
-    # One gather (forward), one gather (backward) and one reduce-scatter per layer, each paying
-    # the ring latency (FSDP wraps each transformer block as a unit).
-    units = layers
-    z3_ag = units * collective_time_s(
-        "all_gather", weight_bytes / units, dp_group, dp_per_node, levels
+    # Each collective pays the ring latency: FSDP wraps each transformer block as one unit (one
+    # gather, one reduce-scatter per layer); DeepSpeed 0.3-0.5 issues one per parameter tensor
+    # (``zero3_gathers_per_layer``, ``zero3_reduce_scatters_per_layer``). The bandwidth term is
+    # linear, so the layer's bytes spread evenly over its collectives give the same total.
+    gathers = layers * profile.const("zero3_gathers_per_layer")
+    scatters = layers * profile.const("zero3_reduce_scatters_per_layer")
+    # Collectives over lists of world-size views cost host time per rank: a Python loop of
+    # narrow() and one copy launch per list entry in ProcessGroupNCCL (``zero3_host_us_per_rank``).
+    host_s = np.where(dp_group > 1, profile.const("zero3_host_us_per_rank") * 1e-6 * dp_group, 0.0)
+    # Full-size HBM passes around each collective (zero-filled gather buffers, copies out of and
+    # into the flat NCCL buffer, gradient scaling): memory-bound, at the achieved HBM rate.
+    hbm = cluster.pace_device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
+    z3_ag = (
+        gathers
+        * (
+            collective_time_s("all_gather", weight_bytes / gathers, dp_group, dp_per_node, levels)
+            + host_s
+        )
+        + weight_bytes * profile.const("zero3_gather_copy_passes") / hbm
     )
-    z3_rs = units * collective_time_s(
-        "reduce_scatter", grad_bytes / units, dp_group, dp_per_node, levels
+    z3_rs = (
+        scatters
+        * (
+            collective_time_s(
+                "reduce_scatter", grad_bytes / scatters, dp_group, dp_per_node, levels
+            )
+            + host_s
+        )
+        + grad_bytes * profile.const("zero3_reduce_copy_passes") / hbm
     )
-    z3_comm = (2.0 * z3_ag + z3_rs) / profile.const("zero3_bandwidth_efficiency")
+    # A framework whose activation checkpointing re-runs the module hooks gathers the weights a
+    # third time for the recomputed forward (``zero3_regather_on_recompute``).
+    passes = 2.0 + np.where(full, profile.const("zero3_regather_on_recompute"), 0.0)
+    z3_comm = passes * z3_ag + z3_rs
     z3_hidden = profile.overlap_of("zero") * (compute.forward_s + compute.backward_s)
     z3_exposed = exposed_comm_s(z3_comm, z3_hidden, interference)
     # Under pipeline parallelism torchtitan keeps FSDP2 parameters unsharded across the step's

@@ -8,10 +8,12 @@ paper's stated mechanism are physics and stay out (they are checked by the rows,
 them). Leave-one-source-out validation (:mod:`gpuscale.validation.loso`) refits every value
 listed here without the held-out source, so no source is predicted with a value it shaped.
 
-Read for this list: every ``catalog/data/profiles/*.yaml`` (2026-12-01). ``deepspeed.yaml``
-says its ZeRO-3 gather efficiency was fitted; ``llm-foundry.yaml``'s element-wise pass count
-cites no count (the generic, Megatron and torchtitan ones are counted from their kernels). The
-other factors cite a measurement, a count or a paper.
+Read for this list: every ``catalog/data/profiles/*.yaml`` (2026-12-01). ``llm-foundry.yaml``'s
+element-wise pass count cites no count (the generic, Megatron and torchtitan ones are counted
+from their kernels). The other factors cite a measurement, a count or a paper. DeepSpeed's
+ZeRO-3 gather efficiency (0.18, once fitted on Narayanan et al. 2021 Table 2) is gone: the
+``deepspeed-2021`` profile prices the collectives that release issued, each term from its code
+or a microbenchmark (docs/cost-model.md, 'ZeRO-3 as DeepSpeed 0.3-0.5 ran it').
 """
 
 from __future__ import annotations
@@ -61,19 +63,6 @@ class FittedValue:
 
 
 FITTED: tuple[FittedValue, ...] = (
-    FittedValue(
-        profile="deepspeed",
-        section="constants",
-        key="zero3_bandwidth_efficiency",
-        # From one large NCCL collective (1) down to a twentieth of it.
-        lower=0.05,
-        upper=1.0,
-        step=0.01,
-        prior=1.0,  # generic.yaml: 'as fast as one large NCCL collective'
-        informs=lambda c: c.framework == "deepspeed" and c.plan.zero == 3,
-        how="fitted on the GPT-3 175B ZeRO-3 rows of Narayanan et al. 2021 Table 2 "
-        "(0.01 steps, least mean |error|), deepspeed.yaml",
-    ),
     FittedValue(
         profile="llm-foundry",
         section="constants",

@@ -309,7 +309,9 @@ def _plan_and_training(
     framework = FRAMEWORK_BY_SOURCE[source]
     overrides: dict[str, dict[str, float]] = {}
     if "ZeRO-3" in sharding and "DeepSpeed" in sharding:
-        framework = "deepspeed"
+        # ZeRO-3 shipped in DeepSpeed v0.3.13 (March 2021); the SC21 paper's runs (arXiv v1
+        # April 2021) used a release of that year, before _all_gather_base (v0.5.5).
+        framework = "deepspeed-2021" if source == "narayanan21" else "deepspeed"
     if tp is None or pp is None:
         mp = re.search(r"model-parallel size \(t\*p\) = (\d+)", row["notes"])
         if mp is None:
