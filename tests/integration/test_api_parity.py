@@ -111,3 +111,16 @@ def test_plan_bad_input_names_the_flag(gpuscale: Any, args: list[str], needle: s
     assert proc.returncode == 2, proc.stdout
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], proc.stderr
+
+
+def test_static_infer_json_is_the_api_result(gpuscale: Any) -> None:
+    doc = _json(
+        gpuscale, "infer", "llama2-7b", "--gpu", "h100-sxm", "--tp", "1,2,4", "--batch", "4"
+    )
+    api = library.api.infer_static("llama2-7b", gpu="h100-sxm", tp=[1, 2, 4], batch=4)
+    assert doc == api.to_dict()
+
+
+@pytest.mark.parametrize("kind", ["gpus", "links", "models"])
+def test_catalog_json_is_the_api_result(gpuscale: Any, kind: str) -> None:
+    assert _json(gpuscale, "catalog", kind) == library.api.catalog_listing(kind).to_dict()

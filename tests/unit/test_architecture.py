@@ -46,14 +46,6 @@ ALLOWED: dict[str, set[str]] = {
     "cli": {"errors", "specs", "catalog", "api", "report"},
 }
 
-# Command modules that still reach below the API. They belong to the measure and serving sides
-# of issue 12 (parallel branches move them behind gpuscale.api); each entry goes when that lands.
-PENDING: dict[str, set[str]] = {
-    "cli/infer.py": {"costmodel", "planner"},
-    # the catalog listing counts parameters; it has no API entry point yet
-    "cli/catalog_cmd.py": {"costmodel"},
-}
-PENDING_CLI_TO_CLI: dict[str, set[str]] = {}
 
 TORCH_FREE = [
     "gpuscale",
@@ -150,7 +142,7 @@ def test_imports_point_down(package: str) -> None:
     bad = {}
     for path in folder.rglob("*.py"):
         name = str(path.relative_to(SRC))
-        wrong = _layers(path) - allowed - PENDING.get(name, set())
+        wrong = _layers(path) - allowed
         if wrong:
             bad[name] = sorted(wrong)
     assert not bad, f"imports against the layering: {bad}"
@@ -168,7 +160,7 @@ def test_no_cli_module_imports_another_command() -> None:
     for path in (SRC / "cli").rglob("*.py"):
         name = str(path.relative_to(SRC))
         me = ".".join(_module_name(path))
-        wrong = (imported_modules(path) & commands) - {me} - PENDING_CLI_TO_CLI.get(name, set())
+        wrong = (imported_modules(path) & commands) - {me}
         if wrong and me != "gpuscale.cli.main":
             bad[name] = sorted(wrong)
     assert not bad, f"cli modules importing another command: {bad}"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from gpuscale.api.advise import AdviseCommResult, advise_comm
 from gpuscale.api.calibrate_run import calibrate_run as calibrate_run
+from gpuscale.api.catalog import CatalogListing, catalog_listing
 from gpuscale.api.cluster import (
     ClusterSimulation,
     cluster_adapt,
@@ -36,12 +37,14 @@ from gpuscale.api.measure import (
 from gpuscale.api.planning import OBJECTIVES, PlanResult, ScaleResult, plan, scale
 from gpuscale.api.result import Result
 from gpuscale.api.serving import ServingResult, infer
+from gpuscale.api.serving_static import StaticServingResult, infer_static
 from gpuscale.api.training import EstimateResult, estimate, profile_names
 from gpuscale.errors import InputError
 
 __all__ = [
     "OBJECTIVES",
     "AdviseCommResult",
+    "CatalogListing",
     "ClusterSimulation",
     "EstimateResult",
     "FitResult",
@@ -50,12 +53,14 @@ __all__ = [
     "Result",
     "ScaleResult",
     "ServingResult",
+    "StaticServingResult",
     "advise_comm",
     "analyze_trace",
     "bench_collectives",
     "bench_matmul",
     "calibrate",
     "calibrate_run",
+    "catalog_listing",
     "cluster_adapt",
     "cluster_export",
     "cluster_simulate",
@@ -66,6 +71,7 @@ __all__ = [
     "fit",
     "import_nccl_tests",
     "infer",
+    "infer_static",
     "plan",
     "profile_names",
     "scale",

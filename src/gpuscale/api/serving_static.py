@@ -1,0 +1,190 @@
+"""``gpuscale.api.infer_static``: a static batch (no scheduler, no queueing) served at each of
+several tensor-parallel degrees, side by side; what ``gpuscale infer`` prints without
+``--concurrency``/``--request-rate``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from gpuscale import catalog
+from gpuscale.api._json import document
+from gpuscale.costmodel.inference import InferenceEstimate, estimate_inference
+from gpuscale.costmodel.profile import load_profile_for
+from gpuscale.errors import InputError, require
+from gpuscale.specs import ModelSpec
+from gpuscale.specs.training import KV_DTYPES, WEIGHT_DTYPES, Inference, KvDtype, WeightDtype
+
+DEFAULT_TP = (1, 2, 4, 8)
+"""The degrees compared when none are named (those that do not divide the heads are left out)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StaticOption:
+    """The static batch at one TP degree."""
+
+    tp: int
+    estimate: InferenceEstimate
+
+    def row(self) -> dict[str, Any]:
+        return {"tp": self.tp, **self.estimate.row()}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StaticServingResult:
+    """One static batch per TP degree (``options``, in ascending TP) and the verdict."""
+
+    model: str
+    gpu: str
+    batch: int
+    input_len: int
+    output_len: int
+    weights: str
+    kv_dtype: str
+    engine: str
+    options: tuple[StaticOption, ...]
+
+    @property
+    def verdict(self) -> str:
+        return _verdict([o.row() for o in self.options])
+
+    def to_dict(self) -> dict[str, Any]:
+        return document(
+            {
+                "model": self.model,
+                "gpu": self.gpu,
+                "batch": self.batch,
+                "input": self.input_len,
+                "output": self.output_len,
+                "weights": self.weights,
+                "kv_dtype": self.kv_dtype,
+                "engine": self.engine,
+                "options": [o.row() for o in self.options],
+                "verdict": self.verdict,
+            }
+        )
+
+    def figures(self) -> list[Any]:
+        return []
+
+
+def infer_static(
+    model: str | ModelSpec,
+    *,
+    gpu: str,
+    tp: str | Sequence[int] | None = None,
+    gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE,
+    inter: str = catalog.DEFAULT_INTER,
+    batch: int = 1,
+    input_len: int = 512,
+    output_len: int = 256,
+    weights: str = "bf16",
+    kv_dtype: str = "auto",
+    engine: str | None = None,
+    profile: str | None = None,
+) -> StaticServingResult:
+    """TTFT, time per output token and throughput of a static batch of ``batch`` sequences at
+    each TP degree in ``tp`` (a list or the CLI's comma text; ``None``: 1, 2, 4, 8 less those
+    that do not divide the heads; a named degree that does not is an error).
+
+    ``kv_dtype`` "auto" is bf16; ``engine`` (default "generic") is any cost profile, with
+    ``profile`` a calibration YAML laid over it."""
+    require(
+        weights in WEIGHT_DTYPES,
+        f"--weights {weights} is a serving format; the static-batch table (--batch) takes "
+        f"{', '.join(WEIGHT_DTYPES)}; give --concurrency for the serving model",
+        field="weights",
+    )
+    engine = engine or "generic"
+    kv_dtype = "bf16" if kv_dtype == "auto" else kv_dtype
+    require(
+        kv_dtype in KV_DTYPES,
+        f"--kv-dtype {kv_dtype!r} unknown; accepted: auto, {', '.join(KV_DTYPES)}",
+        field="kv_dtype",
+    )
+    spec = model if isinstance(model, ModelSpec) else catalog.model(model)
+    for name, value in (("batch", batch), ("input_len", input_len), ("output_len", output_len)):
+        require(value >= 1, f"--{name.split('_')[0]} must be >= 1, got {value}", field=name)
+    prof = load_profile_for(engine, profile)
+    inference = Inference(
+        weight_dtype=cast("WeightDtype", weights),  # checked against WEIGHT_DTYPES above
+        kv_dtype=cast("KvDtype", kv_dtype),  # checked against KV_DTYPES above
+        batch=batch,
+        context_len=input_len + output_len,
+    )
+    options = []
+    for degree in _tp_list(tp, spec.num_heads):
+        cluster = catalog.cluster(gpu, degree, gpus_per_node=gpus_per_node, inter=inter)
+        est = estimate_inference(
+            spec,
+            cluster,
+            inference,
+            tp=degree,
+            input_len=input_len,
+            output_len=output_len,
+            profile=prof,
+        )
+        options.append(StaticOption(tp=degree, estimate=est))
+    return StaticServingResult(
+        model=spec.name,
+        gpu=gpu,
+        batch=batch,
+        input_len=input_len,
+        output_len=output_len,
+        weights=weights,
+        kv_dtype=kv_dtype,
+        engine=engine,
+        options=tuple(options),
+    )
+
+
+def _tp_list(tp: str | Sequence[int] | None, heads: int) -> list[int]:
+    """The TP degrees to compare. Degrees that do not divide the heads are an error when the
+    user named them, and are left out of the default list."""
+    given = tp is not None
+    if tp is None:
+        values, text = list(DEFAULT_TP), ",".join(map(str, DEFAULT_TP))
+    elif isinstance(tp, str):
+        text = tp
+        try:
+            values = [int(v.strip()) for v in tp.split(",")]
+        except ValueError:
+            raise InputError(
+                f"--tp '{text}' must be comma-separated integers, e.g. 1,2,4,8", field="tp"
+            ) from None
+    else:
+        values, text = [int(v) for v in tp], ",".join(map(str, tp))
+    require(
+        all(v >= 1 for v in values) and len(set(values)) == len(values),
+        f"--tp '{text}' needs distinct positive integers, e.g. 1,2,4,8",
+        field="tp",
+    )
+    bad = [v for v in values if heads % v]
+    if bad and given:
+        raise InputError(
+            f"--tp {bad[0]} does not divide the model's {heads} attention heads; "
+            f"accepted: divisors of {heads}",
+            field="tp",
+        )
+    return sorted(v for v in values if v not in bad)
+
+
+def _verdict(rows: list[dict[str, Any]]) -> str:
+    fitting = [r for r in rows if r["fits"]]
+    if not fitting:
+        return "fits at none of these TP degrees: add GPUs, quantize weights (--weights) or the KV cache"
+    fastest = min(fitting, key=lambda r: r["tpot_ms"])
+    cheapest = max(fitting, key=lambda r: r["output_tokens_per_s_per_gpu"])
+    smallest = fitting[0]
+    parts = [f"lowest latency at TP={fastest['tp']} ({fastest['tpot_ms']:.1f} ms/token)"]
+    if smallest["tp"] != fastest["tp"]:
+        parts.append(
+            f"TP={smallest['tp']} is {smallest['tpot_ms'] / fastest['tpot_ms']:.1f}x slower "
+            "per token"
+        )
+    parts.append(
+        f"most tokens per GPU at TP={cheapest['tp']} "
+        f"({cheapest['output_tokens_per_s_per_gpu']:,.0f}/s per GPU)"
+    )
+    return "; ".join(parts)

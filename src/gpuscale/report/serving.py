@@ -1,0 +1,107 @@
+"""``infer``: the static-batch table per TP degree, the latency percentiles under load, and the
+SLO search's ranking."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+_STATIC_COLUMNS = (
+    "TP",
+    "fits",
+    "GiB/GPU",
+    "TTFT ms",
+    "ms/tok",
+    "tok/s",
+    "tok/s/GPU",
+    "mem ms",
+    "comm ms",
+)
+
+
+def print_static(console: Console, doc: Mapping[str, Any]) -> None:
+    """The ``infer_static`` document (``StaticServingResult.to_dict()``): one row per TP."""
+    table = Table(
+        title=f"{doc['model']} on {doc['gpu']}: batch {doc['batch']}, {doc['input']} in / "
+        f"{doc['output']} out, {doc['weights']} weights, {doc['kv_dtype']} KV, {doc['engine']}",
+        title_justify="left",
+    )
+    for col in _STATIC_COLUMNS:
+        table.add_column(col, justify="right")
+    for r in doc["options"]:
+        b = r["breakdown"]
+        table.add_row(
+            str(r["tp"]),
+            "yes" if r["fits"] else "[red]no[/red]",
+            f"{r['memory_per_gpu_gib']:.1f}",
+            f"{r['ttft_ms']:.1f}",
+            f"{r['tpot_ms']:.2f}",
+            f"{r['output_tokens_per_s']:,.0f}",
+            f"{r['output_tokens_per_s_per_gpu']:,.0f}",
+            f"{(b['decode_gemm'] + b['decode_attention']) * 1e3:.2f}",
+            f"{b['decode_tp_comm'] * 1e3:.2f}",
+        )
+    console.print(table)
+    console.print(f"verdict: {doc['verdict']}")
+
+
+def print_serving(console: Console, doc: Mapping[str, Any]) -> None:
+    """The ``infer`` document under load (``ServingResult.to_dict()``): mean and percentiles."""
+    o, client = doc["options"][0], doc["client"]
+    load = (
+        f"concurrency {client['concurrency']}"
+        if client["concurrency"]
+        else f"{client['request_rate']} req/s"
+    )
+    table = Table(
+        title=f"{doc['model']} on {doc['gpu']} ({doc['engine']}, {doc['weights']}): "
+        f"{doc['input']} in / {doc['output']} out, " + load,
+        title_justify="left",
+    )
+    for col in ("", "mean", "p50", "p90", "p99"):
+        table.add_column(col, justify="right")
+    table.add_row(
+        "TTFT ms",
+        *(f"{o[k]:.1f}" for k in ("ttft_ms", "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99")),
+    )
+    table.add_row(
+        "TPOT ms",
+        *(f"{o[k]:.2f}" for k in ("tpot_ms", "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99")),
+    )
+    table.add_row(
+        "e2e s", *(f"{o[k]:.2f}" for k in ("e2e_s", "e2e_s_p50", "e2e_s_p90", "e2e_s_p99"))
+    )
+    console.print(table)
+    console.print(
+        f"throughput: {o['output_tokens_per_s']:,.0f} output tok/s "
+        f"({o['output_tokens_per_s_per_gpu']:,.0f}/GPU), {o['requests_per_s']:.2f} req/s; "
+        f"KV cache {o['kv_cache_occupancy']:.0%} full, "
+        f"{o['preemptions_per_request']:.2f} preemptions/request; TPOT excludes the first token"
+    )
+    for note in o["notes"]:
+        console.print(f"note: {note}")
+    console.print(f"verdict: {doc['verdict']}")
+
+
+def print_search(console: Console, doc: Mapping[str, Any]) -> None:
+    """The SLO search's document (``SearchResult.to_dict()``): the best eight deployments."""
+    table = Table(
+        title=f"{doc['model']} on up to {doc['gpus']} x {doc['gpu']}: best deployments",
+        title_justify="left",
+    )
+    for col in ("deployment", "GPUs", "conc.", "TTFT p99 ms", "TPOT p99 ms", "goodput tok/s/GPU"):
+        table.add_column(col, justify="right")
+    for o in doc["options"][:8]:
+        table.add_row(
+            o["label"],
+            str(o["gpus"]),
+            str(o["concurrency"]),
+            f"{o['ttft_ms_p99']:.0f}",
+            f"{o['tpot_ms_p99']:.1f}",
+            f"{o['goodput_tokens_per_s_per_gpu']:,.0f}",
+        )
+    console.print(table)
+    console.print(doc["explanation"])
