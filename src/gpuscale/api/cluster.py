@@ -40,6 +40,7 @@ __all__ = [
     "cluster_export",
     "cluster_simulate",
     "cluster_trace",
+    "parse_degradation",
     "write_trace",
 ]
 
@@ -76,6 +77,32 @@ class ClusterSimulation:
         )
         fig.update_layout(title="Job completion time by placement policy", barmode="group")
         return [fig]
+
+
+def parse_degradation(text: str) -> Degradation:
+    """``LEVEL:INDEX:FACTOR:START_S:END_S`` (the CLI's ``--degrade``), e.g. ``core:0:0.25:3600:7200``:
+    the link ``INDEX`` of ``LEVEL`` keeps ``FACTOR`` of its bandwidth from ``START_S`` to
+    ``END_S`` seconds into the trace."""
+    parts = text.split(":")
+    if len(parts) != 5:
+        raise InputError(
+            f"--degrade '{text}' must be LEVEL:INDEX:FACTOR:START_S:END_S, "
+            "e.g. core:0:0.25:3600:7200",
+            field="degrade",
+        )
+    try:
+        return Degradation(
+            level=parts[0],
+            index=int(parts[1]),
+            factor=float(parts[2]),
+            start_s=float(parts[3]),
+            end_s=float(parts[4]),
+        )
+    except ValueError:
+        raise InputError(
+            f"--degrade '{text}': INDEX must be an integer and FACTOR, START_S, END_S numbers",
+            field="degrade",
+        ) from None
 
 
 def cluster_simulate(
@@ -250,15 +277,18 @@ def cluster_adapt(
     gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE,
     inter: str = catalog.DEFAULT_INTER,
     event: str,
-    factor: float = 1.0,
+    factor: float = 0.25,
     at_h: float = 1.0,
     horizon_h: float = 24.0,
     restart_s: float = 300.0,
     checkpoint_read_gb_per_s: float = 10.0,
     repair_h: float = 4.0,
 ) -> AdaptResult:
-    """Re-plan ``model`` on ``gpus`` GPUs after a link degradation or a node loss."""
+    """Re-plan ``model`` on ``gpus`` GPUs after a link degradation (``event`` "inter" or
+    "intra", ``factor`` the bandwidth left) or a node loss (no bandwidth factor: 1.0)."""
     spec = catalog.model(model)
+    if event == "node-loss":
+        factor = 1.0
     adaptation = adapt(
         spec,
         cluster_of(gpu, gpus, gpus_per_node, inter),

@@ -3,13 +3,11 @@ write synthetic traces."""
 
 from __future__ import annotations
 
-import csv
 from contextlib import nullcontext
 
 import click
-from rich.table import Table
 
-from gpuscale import catalog
+from gpuscale import catalog, files
 from gpuscale.api.cluster import (
     DEFAULT_MODEL,
     EVENTS,
@@ -17,87 +15,16 @@ from gpuscale.api.cluster import (
     ORDERS,
     POLICIES,
     SYNTHETIC,
-    AdaptResult,
-    ClusterSimulation,
-    Degradation,
     cluster_adapt,
     cluster_export,
     cluster_simulate,
     cluster_trace,
+    parse_degradation,
     write_trace,
 )
 from gpuscale.cli._common import FINITE, check_writable, console, emit_json, json_option
-from gpuscale.errors import InputError
+from gpuscale.report.cluster import print_adapt, print_simulation, simulation_csv
 from gpuscale.report.progress import progress_bar
-
-_COLUMNS = (
-    ("avg JCT (h)", "avg_jct_s", 1 / 3600),
-    ("p95 JCT (h)", "p95_jct_s", 1 / 3600),
-    ("avg queue (h)", "avg_queue_s", 1 / 3600),
-    ("makespan (d)", "makespan_s", 1 / 86400),
-    ("GPU util", "gpu_utilization", 1.0),
-    ("throughput (GPUs)", "throughput_gpus", 1.0),
-    ("speed vs packed", "mean_speed", 1.0),
-    ("fragmentation", "fragmentation", 1.0),
-    ("completed", "jobs_completed", 1.0),
-    ("failed", "jobs_failed", 1.0),
-)
-
-
-def _degradation(text: str) -> Degradation:
-    parts = text.split(":")
-    if len(parts) != 5:
-        raise InputError(
-            f"--degrade '{text}' must be LEVEL:INDEX:FACTOR:START_S:END_S, "
-            "e.g. core:0:0.25:3600:7200",
-            field="degrade",
-        )
-    try:
-        return Degradation(
-            level=parts[0],
-            index=int(parts[1]),
-            factor=float(parts[2]),
-            start_s=float(parts[3]),
-            end_s=float(parts[4]),
-        )
-    except ValueError:
-        raise InputError(
-            f"--degrade '{text}': INDEX must be an integer and FACTOR, START_S, END_S numbers",
-            field="degrade",
-        ) from None
-
-
-def _render(sim: ClusterSimulation) -> None:
-    """Metrics as rows, policies as columns: side by side, and narrow enough for a terminal."""
-    c = sim.cluster
-    table = Table(
-        title=f"{c['name']}: {c['gpus']} GPUs, {c['nodes']} nodes; "
-        f"{int(sim.trace['jobs'])} jobs, {sim.results[0].order} queue"
-    )
-    table.add_column("metric", no_wrap=True)
-    for r in sim.results:
-        table.add_column(r.policy, justify="right", no_wrap=True)
-    rows = [r.to_dict() for r in sim.results]
-    for label, key, scale in _COLUMNS:
-        cells = []
-        for row in rows:
-            value = row[key]
-            cells.append(str(value) if isinstance(value, int) else f"{float(value) * scale:.3g}")
-        table.add_row(label, *cells)
-    console.print(table)
-
-
-def _write_csv(sim: ClusterSimulation, path: str) -> None:
-    rows = sim.to_dict()["policies"]
-    try:
-        with open(path, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
-    except OSError as exc:
-        raise InputError(
-            f"cannot write -o '{path}': {exc.strerror or exc}", field="output"
-        ) from None
 
 
 @click.group("cluster")
@@ -160,7 +87,7 @@ def simulate_command(
     """Replay a job trace on a cluster under placement policies; every job's speed on the GPUs
     it gets comes from the cost model."""
     check_writable(output, "-o")
-    degradations = tuple(_degradation(d) for d in degrade)
+    degradations = tuple(parse_degradation(d) for d in degrade)
     bar = nullcontext(None) if as_json else progress_bar("simulating")
     with bar as update:
         step = None if update is None else (lambda name, d, t: update(d, t))
@@ -179,12 +106,13 @@ def simulate_command(
             adaptive=adaptive,
             progress=step,
         )
+    doc = sim.to_dict()
     if output:
-        _write_csv(sim, output)
+        files.write_text(output, simulation_csv(doc), label="-o", field="output")
     if as_json:
-        emit_json(sim.to_dict())
+        emit_json(doc)
     else:
-        _render(sim)
+        print_simulation(console, doc)
 
 
 @command.command("trace")
@@ -225,35 +153,10 @@ def export_command(
     if as_json:
         emit_json(result.to_dict())
     elif output:
-        try:
-            with open(output, "w") as fh:
-                fh.write(result.text)
-        except OSError as exc:
-            raise InputError(
-                f"cannot write -o '{output}': {exc.strerror or exc}", field="output"
-            ) from None
+        files.write_text(output, result.text, label="-o", field="output")
         console.print(f"wrote {fmt} topology of {result.cluster} to {output}")
     else:
         click.echo(result.text, nl=False)
-
-
-def _render_adapt(result: AdaptResult) -> None:
-    d = result.to_dict()
-    console.print(
-        f"{d['model']}: {d['event']}"
-        + (f" x{d['factor']:g}" if d["event"] != "node-loss" else "")
-        + f" at {d['at_s'] / 3600:g} h; horizon {d['horizon_s'] / 3600:g} h; "
-        f"restart costs {d['restart_s']:.0f} s"
-    )
-    table = Table()
-    for col in ("", "plan after the event", "tokens over the horizon"):
-        table.add_column(col)
-    table.add_row("before", d["plan_before"], "")
-    table.add_row("static", d["plan_static"], f"{d['tokens_static']:.4g}")
-    table.add_row("adaptive", d["plan_adaptive"], f"{d['tokens_adaptive']:.4g}")
-    console.print(table)
-    if d["gain"] is not None:
-        console.print(f"adaptive / static: x{d['gain']:.2f}")
 
 
 @command.command("adapt")
@@ -309,7 +212,7 @@ def adapt_command(
         gpus_per_node=gpus_per_node,
         inter=inter,
         event=event,
-        factor=factor if event != "node-loss" else 1.0,
+        factor=factor,
         at_h=at_h,
         horizon_h=horizon_h,
         restart_s=restart_s,
@@ -319,4 +222,4 @@ def adapt_command(
     if as_json:
         emit_json(result.to_dict())
     else:
-        _render_adapt(result)
+        print_adapt(console, result.to_dict())
