@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.table import Table
 
-from gpuscale.api.calibrate_run import CalibrateRunResult, calibrate_run
+from gpuscale.api.calibrate_run import calibrate_run
 from gpuscale.cli._common import (
     FINITE,
     check_writable,
@@ -18,6 +17,7 @@ from gpuscale.cli._common import (
     json_option,
 )
 from gpuscale.cli._run_options import run_options
+from gpuscale.report.calibrate_run import print_calibrated_run
 
 
 @click.command("calibrate run")
@@ -86,38 +86,4 @@ def command(
     if as_json:
         emit_json(result.to_dict())
         return
-    _render(result)
-
-
-def _render(r: CalibrateRunResult) -> None:
-    per_gpu = 1.0 / r.gpus
-    table = Table(
-        title=f"{r.model} on {r.gpus} x {r.gpu}, {r.framework}: calibrated to one run",
-        title_justify="left",
-    )
-    table.add_column("")
-    table.add_column("tokens/s per GPU", justify="right")
-    table.add_column("memory GiB", justify="right")
-    memory = f"{r.measured_memory_gib:.1f}" if r.measured_memory_gib is not None else "-"
-    table.add_row(
-        "model before",
-        f"{r.predicted_tokens_per_s_before * per_gpu:,.0f}",
-        f"{r.predicted_memory_gib_before:.1f}",
-    )
-    table.add_row("measured", f"{r.measured_tokens_per_s * per_gpu:,.0f}", memory)
-    table.add_row(
-        "model after",
-        f"{r.predicted_tokens_per_s_after * per_gpu:,.0f}",
-        f"{r.predicted_memory_gib_after:.1f}",
-    )
-    console.print(table)
-    sensitivity = ", ".join(f"{k} {v:.2f}" for k, v in r.elasticity.items())
-    console.print(f"sensitivity of the step (d ln step / d ln parameter): {sensitivity}")
-    for line in r.summary:
-        console.print(f"fitted      {line}")
-    if r.written:
-        console.print(
-            f"wrote {r.written}: use it with --framework {r.framework} --profile {r.written}"
-        )
-    else:
-        console.print("(add -o FILE to write the profile)")
+    print_calibrated_run(console, result)

@@ -1,0 +1,75 @@
+"""``calibrate run``: the model before and after the fit against the measured run, the step's
+sensitivities, and the fitted values."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from rich.console import Console
+from rich.table import Table
+
+
+class CalibratedRun(Protocol):
+    """What the renderer reads of :class:`gpuscale.api.calibrate_run.CalibrateRunResult`."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def gpu(self) -> str: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def framework(self) -> str: ...
+    @property
+    def measured_tokens_per_s(self) -> float: ...
+    @property
+    def measured_memory_gib(self) -> float | None: ...
+    @property
+    def predicted_tokens_per_s_before(self) -> float: ...
+    @property
+    def predicted_tokens_per_s_after(self) -> float: ...
+    @property
+    def predicted_memory_gib_before(self) -> float: ...
+    @property
+    def predicted_memory_gib_after(self) -> float: ...
+    @property
+    def elasticity(self) -> Mapping[str, float]: ...
+    @property
+    def summary(self) -> Sequence[str]: ...
+    @property
+    def written(self) -> str | None: ...
+
+
+def print_calibrated_run(console: Console, r: CalibratedRun) -> None:
+    per_gpu = 1.0 / r.gpus
+    table = Table(
+        title=f"{r.model} on {r.gpus} x {r.gpu}, {r.framework}: calibrated to one run",
+        title_justify="left",
+    )
+    table.add_column("")
+    table.add_column("tokens/s per GPU", justify="right")
+    table.add_column("memory GiB", justify="right")
+    memory = f"{r.measured_memory_gib:.1f}" if r.measured_memory_gib is not None else "-"
+    table.add_row(
+        "model before",
+        f"{r.predicted_tokens_per_s_before * per_gpu:,.0f}",
+        f"{r.predicted_memory_gib_before:.1f}",
+    )
+    table.add_row("measured", f"{r.measured_tokens_per_s * per_gpu:,.0f}", memory)
+    table.add_row(
+        "model after",
+        f"{r.predicted_tokens_per_s_after * per_gpu:,.0f}",
+        f"{r.predicted_memory_gib_after:.1f}",
+    )
+    console.print(table)
+    sensitivity = ", ".join(f"{k} {v:.2f}" for k, v in r.elasticity.items())
+    console.print(f"sensitivity of the step (d ln step / d ln parameter): {sensitivity}")
+    for line in r.summary:
+        console.print(f"fitted      {line}")
+    if r.written:
+        console.print(
+            f"wrote {r.written}: use it with --framework {r.framework} --profile {r.written}"
+        )
+    else:
+        console.print("(add -o FILE to write the profile)")
