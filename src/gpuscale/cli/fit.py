@@ -3,6 +3,8 @@ set-up that holds it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from gpuscale import api
@@ -163,87 +165,22 @@ from gpuscale.specs.training import (
     help="[infer] KV-cache storage.",
 )
 @json_option
-def command(
-    model: str,
-    gpu_id: str,
-    mode: str,
-    gpus_per_node: int,
-    profile_file: str | None,
-    seq: int | None,
-    mbs: int,
-    grad_accum: int,
-    precision: str,
-    pure_bf16: bool,
-    optimizer: str,
-    finetune: str,
-    lora_rank: int,
-    lora_targets: str,
-    no_double_quant: bool,
-    paged_optimizer: bool,
-    offload: str,
-    optimizer_in_backward: bool,
-    activation_offload: bool,
-    recompute: str,
-    no_flash: bool,
-    loss: str,
-    dropout: bool,
-    tp: int,
-    pp: int,
-    dp: int,
-    cp: int,
-    first_stage_layers: int,
-    last_stage_layers: int,
-    embedding_as_layer: bool,
-    loss_as_layer: bool,
-    zero: int,
-    batch: int,
-    context: int | None,
-    weight_dtype: str,
-    kv_dtype: str,
-    as_json: bool,
-) -> None:
+def command(model: str, as_json: bool, **o: Any) -> None:
     """Does MODEL (catalog id or config.json) fit on --gpu? Memory breakdown per GPU, verdict,
     and the smallest set-up that fits."""
     ctx = click.get_current_context()
-    reject_misplaced(given_options(ctx), mode=mode, finetune=finetune)
+    reject_misplaced(given_options(ctx), mode=o["mode"], finetune=o["finetune"])
     typed = ctx.get_parameter_source("lora_rank") is not click.core.ParameterSource.DEFAULT
+    lora_rank = o.pop("lora_rank")
     result = api.fit(
         model,
-        gpu=gpu_id,
-        mode=mode,
-        gpus_per_node=gpus_per_node,
-        profile=profile_file,
-        seq=seq,
-        mbs=mbs,
-        grad_accum=grad_accum,
-        precision=precision,
-        pure_bf16=pure_bf16,
-        optimizer=optimizer,
-        finetune=finetune,
+        gpu=o.pop("gpu_id"),
+        profile=o.pop("profile_file"),
+        weights=o.pop("weight_dtype"),
+        double_quant=not o.pop("no_double_quant"),
+        flash_attention=not o.pop("no_flash"),
         lora_rank=lora_rank if typed else None,
-        lora_targets=lora_targets,
-        double_quant=not no_double_quant,
-        paged_optimizer=paged_optimizer,
-        offload=offload,
-        optimizer_in_backward=optimizer_in_backward,
-        activation_offload=activation_offload,
-        recompute=recompute,
-        flash_attention=not no_flash,
-        loss=loss,
-        dropout=dropout,
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        cp=cp,
-        first_stage_layers=first_stage_layers,
-        last_stage_layers=last_stage_layers,
-        embedding_as_layer=embedding_as_layer,
-        loss_as_layer=loss_as_layer,
-        zero=zero,
-        batch=batch,
-        context=context,
-        weights=weight_dtype,
-        kv_dtype=kv_dtype,
+        **o,
     )
     if as_json:
         emit_json(result.to_dict())
