@@ -3,6 +3,8 @@ Parsing and rendering: the fit is :func:`gpuscale.api.measure.calibrate`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 from click.core import ParameterSource
 
@@ -53,25 +55,7 @@ BENCHMARK_OPTIONS = (
 @topology_option
 @profile_options
 @json_option
-def command(
-    sources: tuple[str, ...],
-    gpu: str | None,
-    nproc: int | None,
-    sizes: str | None,
-    iters: int,
-    backend: str,
-    group_by_node: bool,
-    ranks_per_node: int | None,
-    timeout: float,
-    shapes: str | None,
-    gpus_per_node: int | None,
-    nics_per_node: int | None,
-    output: str | None,
-    name: str,
-    base: str,
-    html_path: str | None,
-    as_json: bool,
-) -> None:
+def command(sources: tuple[str, ...], html_path: str | None, as_json: bool, **o: Any) -> None:
     """Fit a calibration profile (per-level latency and bandwidth, GEMM efficiency curve) from
     the collective and matmul benchmarks, run now or read with --from. From one measured
     training run instead: gpuscale calibrate run --help."""
@@ -86,36 +70,11 @@ def command(
                     f"{param.opts[-1]} has no effect with --from (it sets up a benchmark run); "
                     "accepted: drop it, or drop --from to measure here"
                 )
-        result = calibrate(
-            sources,
-            gpu=gpu,
-            gpus_per_node=gpus_per_node,
-            nics_per_node=nics_per_node,
-            output=output,
-            name=name,
-            base=base,
-            html=html_path,
-        )
+        fit = {k: o[k] for k in ("gpu", "gpus_per_node", "nics_per_node", "output", "name", "base")}
+        result = calibrate(sources, html=html_path, **fit)
         show_calibration(result, as_json=as_json, html_path=html_path)
         return
-    _measure_and_fit(
-        gpu=gpu,
-        nproc=nproc,
-        sizes=sizes,
-        iters=iters,
-        backend=backend,
-        group_by_node=group_by_node,
-        ranks_per_node=ranks_per_node,
-        timeout=timeout,
-        shapes=shapes,
-        gpus_per_node=gpus_per_node,
-        nics_per_node=nics_per_node,
-        output=output,
-        name=name,
-        base=base,
-        html_path=html_path,
-        as_json=as_json,
-    )
+    _measure_and_fit(html_path=html_path, as_json=as_json, **o)
 
 
 def _measure_and_fit(
