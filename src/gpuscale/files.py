@@ -17,6 +17,7 @@ import contextlib
 import os
 import secrets
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 from gpuscale.errors import InputError
@@ -228,3 +229,14 @@ def write_bytes(path: PathLike, data: bytes, *, label: str, field: str | None = 
 def write_text(path: PathLike, text: str, *, label: str, field: str | None = None) -> Path:
     """:func:`write_bytes` of ``text`` in UTF-8."""
     return write_bytes(path, text.encode("utf-8"), label=label, field=field)
+
+
+def total_bytes(paths: Iterable[PathLike]) -> int:
+    """The size of the files in ``paths`` (a folder counts its files, not its subfolders);
+    what cannot be read counts 0: this sizes a progress bar, the reader reports the error."""
+    total = 0
+    for p in paths:
+        with contextlib.suppress(OSError):
+            names = [os.path.join(p, f) for f in os.listdir(p)] if os.path.isdir(p) else [p]
+            total += sum(os.stat(f).st_size for f in names if os.path.isfile(f))
+    return total

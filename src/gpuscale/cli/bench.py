@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,23 +17,12 @@ from gpuscale.api.measure import (
 )
 from gpuscale.cli._bench_run import command_line, progress_bar, rank_failure, warn
 from gpuscale.cli._common import check_writable, console, emit_json, json_option
+from gpuscale.report.csv_rows import rows_csv
 from gpuscale.report.measure import print_collectives, print_matmul
 
 
-def _size(n: int) -> str:
-    for unit, scale in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
-        if n >= scale:
-            return f"{n / scale:g}{unit}"
-    return str(n)
-
-
 def write_csv(path: str, rows: Sequence[dict[str, Any]]) -> None:
-    text = io.StringIO(newline="")
-    if rows:
-        writer = csv.DictWriter(text, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    files.write_text(path, text.getvalue(), label="--csv", field="csv")
+    files.write_text(path, rows_csv(rows), label="--csv", field="csv")
 
 
 @click.group("bench")

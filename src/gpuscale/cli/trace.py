@@ -3,15 +3,12 @@ Parsing and rendering only: the analysis is :func:`gpuscale.api.measure.analyze_
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Callable, Iterator
-
 import click
-from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
+from gpuscale import files
 from gpuscale.api.measure import analyze_trace
 from gpuscale.cli._common import console, emit_json, err_console, json_option
+from gpuscale.report.progress import bytes_progress_bar
 from gpuscale.report.trace import print_trace
 
 PROGRESS_MIN_BYTES = 64 << 20
@@ -21,31 +18,6 @@ PROGRESS_MIN_BYTES = 64 << 20
 @click.group("trace")
 def command() -> None:
     """Analyze PyTorch profiler traces: where the step time goes and why."""
-
-
-def _total_bytes(paths: tuple[str, ...]) -> int:
-    total = 0
-    for p in paths:
-        with contextlib.suppress(OSError):
-            names = [os.path.join(p, f) for f in os.listdir(p)] if os.path.isdir(p) else [p]
-            total += sum(os.stat(f).st_size for f in names if os.path.isfile(f))
-    return total
-
-
-@contextlib.contextmanager
-def _progress(show: bool) -> Iterator[Callable[[int, int], None] | None]:
-    if not show:
-        yield None
-        return
-    columns = (
-        "[progress.description]{task.description}",
-        BarColumn(),
-        DownloadColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=err_console, transient=True) as bar:
-        task = bar.add_task("reading traces", total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 @command.command("analyze")
@@ -81,7 +53,8 @@ def analyze_command(
 
     TRACES are PyTorch profiler traces (.json or .json.gz), one per rank, or folders of them.
     """
-    with _progress(_total_bytes(traces) >= PROGRESS_MIN_BYTES) as progress:
+    show = files.total_bytes(traces) >= PROGRESS_MIN_BYTES
+    with bytes_progress_bar("reading traces", err_console, show=show) as progress:
         result = analyze_trace(
             traces, predict_with=plan, html=html_path, workers=workers, progress=progress
         )

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from gpuscale.report.csv_rows import rows_csv
 
 _METRICS = (
     ("avg JCT (h)", "avg_jct_s", 1 / 3600),
@@ -46,12 +46,7 @@ def print_simulation(console: Console, doc: Mapping[str, Any]) -> None:
 
 def simulation_csv(doc: Mapping[str, Any]) -> str:
     """``ClusterSimulation.to_dict()``'s per-policy metrics as CSV, one row per policy."""
-    rows = doc["policies"]
-    out = io.StringIO(newline="")
-    w = csv.DictWriter(out, fieldnames=list(rows[0]))
-    w.writeheader()
-    w.writerows(rows)
-    return out.getvalue()
+    return rows_csv(doc["policies"])
 
 
 def print_adapt(console: Console, d: Mapping[str, Any]) -> None:

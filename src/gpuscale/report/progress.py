@@ -7,7 +7,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 
 @contextmanager
@@ -32,3 +40,23 @@ def progress_bar(
             bar.update(task, completed=done, total=total)
 
         yield update
+
+
+@contextmanager
+def bytes_progress_bar(
+    label: str, console: Console, *, show: bool = True
+) -> Iterator[Callable[[int, int], None] | None]:
+    """Yield ``update(done_bytes, total_bytes)`` for a read that reports bytes, with the time
+    left; ``None`` (nothing to call) when ``show`` is false."""
+    if not show:
+        yield None
+        return
+    columns = (
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task(label, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
