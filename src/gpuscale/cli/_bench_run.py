@@ -11,9 +11,9 @@ from contextlib import contextmanager
 
 import click
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gpuscale.cli._common import err_console
+from gpuscale.report.progress import lazy_progress_bar
 
 
 def _other_torchrun_rank() -> bool:
@@ -44,29 +44,8 @@ def progress_bar(label: str) -> Iterator[Callable[[int, int], None]]:
     if _other_torchrun_rank():
         yield lambda done, total: None
         return
-    bar = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-    )
-    task = bar.add_task(label, total=None)
-    started = False
-
-    def update(done: int, total: int) -> None:
-        nonlocal started
-        if not started:
-            bar.start()
-            started = True
-        bar.update(task, completed=done, total=total)
-
-    try:
+    with lazy_progress_bar(label, err_console) as update:
         yield update
-    finally:
-        if started:
-            bar.stop()
 
 
 def warn(message: str) -> None:

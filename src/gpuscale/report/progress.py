@@ -60,3 +60,32 @@ def bytes_progress_bar(
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task(label, total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+@contextmanager
+def lazy_progress_bar(label: str, console: Console) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar that appears at the first ``update(done, total)``, so that errors raised
+    before any work print as one clean line."""
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+    task = bar.add_task(label, total=None)
+    started = False
+
+    def update(done: int, total: int) -> None:
+        nonlocal started
+        if not started:
+            bar.start()
+            started = True
+        bar.update(task, completed=done, total=total)
+
+    try:
+        yield update
+    finally:
+        if started:
+            bar.stop()
