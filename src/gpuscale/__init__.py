@@ -26,6 +26,8 @@ _API = frozenset(
         "scale",
         "advise_comm",
         "infer",
+        "infer_static",
+        "catalog_listing",
         "calibrate",
         "import_nccl_tests",
         "analyze_trace",
