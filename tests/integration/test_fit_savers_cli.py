@@ -12,8 +12,8 @@ def test_fit_lists_savers_with_their_memory(gpuscale) -> None:  # type: ignore[n
     assert doc["fits"] is False
     savers = doc["savers"]
     assert savers and all(s["fits"] for s in savers)
-    assert all(s["memory_bytes"] / 2**30 < doc["capacity_gib"] for s in savers)
-    assert {"key", "change", "cost", "memory_bytes", "saved_bytes", "fits"} <= set(savers[0])
+    assert all(s["memory_gib"] < doc["capacity_gib"] for s in savers)
+    assert {"key", "change", "cost", "memory_gib", "saved_gib", "fits"} <= set(savers[0])
     text = gpuscale("fit", "llama3.1-8b", "--gpu", "h100-sxm", "--seq", "4096")
     assert text.returncode == 0, text.stderr
     assert "fits 1 GPU(s) with 8-bit AdamW" in " ".join(text.stdout.split())

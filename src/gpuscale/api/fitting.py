@@ -172,7 +172,18 @@ class FitResult:
             smallest=[self._option(o) for o in self.smallest],
         )
         if self.mode == "train":
-            body["savers"] = list(self.savers)
+            # sizes in GiB, as every other size of this document
+            body["savers"] = [
+                {
+                    "key": sv.key,
+                    "change": sv.change,
+                    "cost": sv.cost,
+                    "memory_gib": sv.memory_bytes / GIB,
+                    "saved_gib": sv.saved_bytes / GIB,
+                    "fits": sv.fits,
+                }
+                for sv in self.savers
+            ]
         body["notes"] = list(self.notes)
         return document(body)
 
