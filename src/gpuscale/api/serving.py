@@ -56,7 +56,22 @@ class ServingResult:
         }
 
     def figures(self) -> list[Any]:
-        return []
+        """Latency percentiles of the deployment: TTFT and TPOT, mean and p50/p90/p99."""
+        import plotly.graph_objects as go
+        from plotly.subplots import make_subplots
+
+        o = self.to_dict()["options"][0]
+        stats = ("mean", "p50", "p90", "p99")
+        fig = make_subplots(rows=1, cols=2, subplot_titles=("TTFT (ms)", "TPOT (ms)"))
+        for col, metric in enumerate(("ttft_ms", "tpot_ms"), start=1):
+            values = [o[metric] if s == "mean" else o.get(f"{metric}_{s}") for s in stats]
+            fig.add_trace(go.Bar(x=list(stats), y=values, name=metric), row=1, col=col)
+        fig.update_layout(
+            title=f"{self.model} on {o['gpus']} x {self.gpu}, {self.engine}: "
+            f"{o['output_tokens_per_s']:,.0f} output tokens/s",
+            showlegend=False,
+        )
+        return [fig]
 
 
 def _verdict(o: dict[str, Any]) -> str:

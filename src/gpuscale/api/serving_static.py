@@ -66,7 +66,22 @@ class StaticServingResult:
         )
 
     def figures(self) -> list[Any]:
-        return []
+        """Time per output token and tokens/s per GPU by tensor-parallel degree."""
+        import plotly.graph_objects as go
+        from plotly.subplots import make_subplots
+
+        options = [o for o in self.to_dict()["options"] if o.get("fits")]
+        tps = [str(o["tp"]) for o in options]
+        fig = make_subplots(rows=1, cols=2, subplot_titles=("ms per token", "tokens/s per GPU"))
+        fig.add_trace(go.Bar(x=tps, y=[o["tpot_ms"] for o in options]), row=1, col=1)
+        fig.add_trace(
+            go.Bar(x=tps, y=[o["output_tokens_per_s_per_gpu"] for o in options]), row=1, col=2
+        )
+        fig.update_xaxes(title_text="TP")
+        fig.update_layout(
+            title=f"{self.model} on {self.gpu}: latency and throughput by TP", showlegend=False
+        )
+        return [fig]
 
 
 def infer_static(

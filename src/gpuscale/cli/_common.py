@@ -14,7 +14,7 @@ from gpuscale import catalog, files
 from gpuscale.api import profile_names
 from gpuscale.api._json import document as versioned
 from gpuscale.errors import InputError
-from gpuscale.report.html import Section, write_report
+from gpuscale.report.html import Section, result_sections, write_report
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -58,6 +58,23 @@ def write_html(path: str, title: str, sections: Sequence[Section]) -> None:
         write_report(path, title, sections)
     except OSError as exc:
         raise InputError(f"cannot write --html '{path}': {exc.strerror or exc}") from None
+
+
+def html_option(func: F) -> F:
+    """``--html FILE``: also write the answer as one self-contained page (plots and every figure
+    of the ``--json``), checked before any work is done."""
+    return click.option(
+        "--html",
+        "html_path",
+        default=None,
+        help="Also write a self-contained HTML report (plots, every figure of the answer).",
+    )(func)
+
+
+def write_result_html(path: str | None, title: str, answer: str, result: Any) -> None:
+    """The HTML report of an API result: its answer in words, ``figures()`` and ``to_dict()``."""
+    if path:
+        write_html(path, title, result_sections(answer, result.to_dict(), result.figures()))
 
 
 def inter_option(help: str = "Fabric between nodes (gpuscale catalog links).") -> Callable[[F], F]:

@@ -22,7 +22,15 @@ from gpuscale.api.cluster import (
     parse_degradation,
     write_trace,
 )
-from gpuscale.cli._common import FINITE, check_writable, console, emit_json, json_option
+from gpuscale.cli._common import (
+    FINITE,
+    check_writable,
+    console,
+    emit_json,
+    html_option,
+    json_option,
+    write_result_html,
+)
 from gpuscale.report.cluster import print_adapt, print_simulation, simulation_csv
 from gpuscale.report.progress import progress_bar
 
@@ -67,6 +75,7 @@ def command() -> None:
     help="Jobs re-plan when a degradation hits their link (paying a restart each way).",
 )
 @click.option("-o", "--output", default=None, help="Write the per-policy metrics as CSV.")
+@html_option
 @json_option
 def simulate_command(
     cluster_file: str,
@@ -82,11 +91,13 @@ def simulate_command(
     degrade: tuple[str, ...],
     adaptive: bool,
     output: str | None,
+    html_path: str | None,
     as_json: bool,
 ) -> None:
     """Replay a job trace on a cluster under placement policies; every job's speed on the GPUs
     it gets comes from the cost model."""
     check_writable(output, "-o")
+    check_writable(html_path, "--html")
     degradations = tuple(parse_degradation(d) for d in degrade)
     bar = nullcontext(None) if as_json else progress_bar("simulating")
     with bar as update:
@@ -109,6 +120,14 @@ def simulate_command(
     doc = sim.to_dict()
     if output:
         files.write_text(output, simulation_csv(doc), label="-o", field="output")
+    best = min(doc["policies"], key=lambda r: r["avg_jct_s"])
+    write_result_html(
+        html_path,
+        f"gpuscale cluster simulate: {trace_file} on {cluster_file}",
+        f"lowest average job completion time: {best['policy']} "
+        f"({best['avg_jct_s'] / 3600:,.2f} h over {best['jobs_submitted']:,} jobs)",
+        sim,
+    )
     if as_json:
         emit_json(doc)
     else:

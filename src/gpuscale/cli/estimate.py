@@ -5,13 +5,21 @@ from __future__ import annotations
 import click
 
 from gpuscale import api
-from gpuscale.cli._common import console, emit_json, json_option
+from gpuscale.cli._common import (
+    check_writable,
+    console,
+    emit_json,
+    html_option,
+    json_option,
+    write_result_html,
+)
 from gpuscale.cli._run_options import run_options
 from gpuscale.report.estimate import print_estimate
 
 
 @click.command("estimate")
 @run_options
+@html_option
 @json_option
 def command(
     model: str,
@@ -47,12 +55,14 @@ def command(
     storage_gbps: float,
     checkpoint_every: int,
     checkpoint_gbps: float,
+    html_path: str | None,
     as_json: bool,
 ) -> None:
     """Predict one training step of MODEL on a cluster under one parallel plan.
 
     MODEL is a catalog id (gpuscale catalog models) or a Hugging Face config.json.
     """
+    check_writable(html_path, "--html")
     ctx = click.get_current_context()
     typed = ctx.get_parameter_source("lora_rank") is not click.core.ParameterSource.DEFAULT
     result = api.estimate(
@@ -89,6 +99,13 @@ def command(
         storage_gbps=storage_gbps,
         checkpoint_every=checkpoint_every,
         checkpoint_gbps=checkpoint_gbps,
+    )
+    write_result_html(
+        html_path,
+        f"gpuscale estimate: {result.model} on {result.gpus} x {result.gpu}",
+        f"{result.tokens_per_s:,.0f} tokens/s ({result.tokens_per_s_per_gpu:,.0f} per GPU), "
+        f"MFU {result.mfu:.1%}, {result.memory_per_gpu_gib:.1f} GiB per GPU; {result.bottleneck}",
+        result,
     )
     if as_json:
         emit_json(result.to_dict())

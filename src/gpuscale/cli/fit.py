@@ -9,7 +9,14 @@ import click
 
 from gpuscale import api
 from gpuscale.api.fitting import DEFAULT_GPU, OFFLOADS
-from gpuscale.cli._common import console, emit_json, json_option
+from gpuscale.cli._common import (
+    check_writable,
+    console,
+    emit_json,
+    html_option,
+    json_option,
+    write_result_html,
+)
 from gpuscale.cli._fit_checks import given_options, reject_misplaced
 from gpuscale.cli._run_options import pipeline_split_options
 from gpuscale.report.fit import print_fit
@@ -164,10 +171,12 @@ from gpuscale.specs.training import (
     show_default=True,
     help="[infer] KV-cache storage.",
 )
+@html_option
 @json_option
-def command(model: str, as_json: bool, **o: Any) -> None:
+def command(model: str, as_json: bool, html_path: str | None, **o: Any) -> None:
     """Does MODEL (catalog id or config.json) fit on --gpu? Memory breakdown per GPU, verdict,
     and the smallest set-up that fits."""
+    check_writable(html_path, "--html")
     ctx = click.get_current_context()
     reject_misplaced(given_options(ctx), mode=o["mode"], finetune=o["finetune"])
     typed = ctx.get_parameter_source("lora_rank") is not click.core.ParameterSource.DEFAULT
@@ -181,6 +190,9 @@ def command(model: str, as_json: bool, **o: Any) -> None:
         flash_attention=not o.pop("no_flash"),
         lora_rank=lora_rank if typed else None,
         **o,
+    )
+    write_result_html(
+        html_path, f"gpuscale fit: {model} on {result.device.id}", result.verdict, result
     )
     if as_json:
         emit_json(result.to_dict())

@@ -11,7 +11,15 @@ from gpuscale.api import profile_names
 from gpuscale.api.serving import infer as api_infer
 from gpuscale.api.serving_search import search as api_search
 from gpuscale.api.serving_static import infer_static
-from gpuscale.cli._common import console, emit_json, inter_option, json_option
+from gpuscale.cli._common import (
+    check_writable,
+    console,
+    emit_json,
+    html_option,
+    inter_option,
+    json_option,
+    write_result_html,
+)
 from gpuscale.cli._serving_options import serving_options
 from gpuscale.errors import InputError, require
 from gpuscale.report.serving import print_search, print_serving, print_static
@@ -63,6 +71,7 @@ _SEARCH_ONLY = ("search", "gpus", "slo_ttft_ms", "slo_tpot_ms", "price")
 )
 @click.option("--profile", "profile_file", default=None, help="Calibration profile YAML overlay.")
 @serving_options
+@html_option
 @json_option
 def command(
     model: str,
@@ -78,6 +87,7 @@ def command(
     engine: str | None,
     profile_file: str | None,
     as_json: bool,
+    html_path: str | None,
     **serving: Any,
 ) -> None:
     """Time to first token, time per output token and throughput of serving MODEL.
@@ -87,6 +97,7 @@ def command(
     (--tp/--pp/--ep/--attention-dp/--replicas) or disaggregated (--prefill-workers ...
     --decode-workers ...). With --search: the deployment on --gpus GPUs with the most goodput
     under --slo-ttft-ms/--slo-tpot-ms. Otherwise a static batch (--batch) per TP degree."""
+    check_writable(html_path, "--html")
     ctx = click.get_current_context()
     given = ctx.get_parameter_source("tp_text") is not click.core.ParameterSource.DEFAULT
     common: dict[str, Any] = {
@@ -102,7 +113,7 @@ def command(
             serving["gpus"] is not None, "--search needs --gpus N (GPUs available)", field="gpus"
         )
         search = {k: serving[k] for k in _SEARCH_ONLY[1:]}
-        doc = api_search(model, engine=engine or "vllm", **common, **search, **place).to_dict()
+        result: Any = api_search(model, engine=engine or "vllm", **common, **search, **place)
         render = print_search
     elif any(
         serving[k] is not None
@@ -110,12 +121,12 @@ def command(
     ):
         load = {k: v for k, v in serving.items() if k not in _SEARCH_ONLY}
         tp = _single(tp_text, given)
-        doc = api_infer(
+        result = api_infer(
             model, engine=engine or "vllm", tp=tp, profile=profile_file, **common, **load, **place
-        ).to_dict()
+        )
         render = print_serving
     else:
-        doc = infer_static(
+        result = infer_static(
             model,
             tp=tp_text if given else None,
             batch=batch,
@@ -123,8 +134,12 @@ def command(
             profile=profile_file,
             **common,
             **place,
-        ).to_dict()
+        )
         render = print_static
+    doc = result.to_dict()
+    write_result_html(
+        html_path, f"gpuscale infer: {model} on {gpu}", str(doc.get("verdict", "")), result
+    )
     if as_json:
         emit_json(doc)
     else:

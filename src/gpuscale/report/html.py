@@ -79,3 +79,29 @@ def render(title: str, sections: Sequence[Section]) -> str:
 def write_report(path: str | Path, title: str, sections: Sequence[Section]) -> Path:
     """Write the report to ``path`` (whole or not at all, gpuscale.files) and return it."""
     return files.write_text(path, render(title, sections), label="--html", field="html")
+
+
+def _flat(prefix: str, value: Any, out: list[dict[str, Any]]) -> None:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _flat(f"{prefix}.{key}" if prefix else str(key), item, out)
+    elif isinstance(value, list | tuple):
+        if value and all(not isinstance(v, Mapping | list | tuple) for v in value):
+            out.append({"field": prefix, "value": ", ".join(str(v) for v in value)})
+    elif prefix != "schema_version":
+        out.append({"field": prefix, "value": value})
+
+
+def result_sections(
+    answer: str, document: Mapping[str, Any], figures: Sequence[Any]
+) -> list[Section]:
+    """The report of any :mod:`gpuscale.api` result: the answer in words, its figures, then every
+    scalar of its ``--json`` document (inputs, assumptions, error band) as a flat table, so the
+    page says everything the command said."""
+    rows: list[dict[str, Any]] = []
+    _flat("", document, rows)
+    return [
+        Section(title="Answer", text=answer),
+        *([Section(title="Figures", figures=list(figures))] if figures else []),
+        Section(title="Every figure of the answer (its --json)", rows=rows),
+    ]
