@@ -33,7 +33,7 @@ def test_html_report_holds_the_answer_plots_and_figures(
     html = page.read_text()
     assert html.startswith("<!doctype html>") and "Plotly.newPlot" in html
     assert "<h2>Answer</h2>" in html and "<table" in html and words in html
-    assert "<script src=\"http" not in html  # plotly.js is inlined: opens without a network
+    assert '<script src="http' not in html  # plotly.js is inlined: opens without a network
 
 
 def test_cluster_simulate_html(
