@@ -143,43 +143,6 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     ),
 ]
 
-RUN_PARAMETERS = (
-    "model",
-    "gpu",
-    "gpus",
-    "gpus_per_node",
-    "inter",
-    "nics_per_node",
-    "slowest_gpu",
-    "tp",
-    "pp",
-    "dp",
-    "cp",
-    "vp",
-    "ep",
-    "first_stage_layers",
-    "last_stage_layers",
-    "embedding_as_layer",
-    "loss_as_layer",
-    "mbs",
-    "gbs",
-    "seq",
-    "recompute",
-    "zero",
-    "precision",
-    "finetune",
-    "lora_rank",
-    "offload_optimizer",
-    "no_sequence_parallel",
-    "no_flash_attention",
-    "framework",
-    "profile_file",
-    "storage_gbps",
-    "checkpoint_every",
-    "checkpoint_gbps",
-)
-"""The parameter names :func:`run_options` hands to the command, in order."""
-
 
 def pipeline_split_options(func: F) -> F:
     """The :data:`PIPELINE_SPLIT_OPTIONS` alone (``fit``)."""
@@ -193,3 +156,17 @@ def run_options(func: F) -> F:
     for option in reversed(_OPTIONS):
         func = option(func)
     return func
+
+
+def run_arguments(ctx: click.Context, flags: dict[str, Any]) -> dict[str, Any]:
+    """The API keyword arguments of the run flags a command received (``flags`` minus the
+    command's own): the negated flags turned round, ``--profile`` as ``profile``, and
+    ``--lora-rank`` only when typed (its default belongs to an adapter fine-tune, so an untyped
+    rank must not make a full fine-tune look like LoRA)."""
+    run = dict(flags)
+    run["sequence_parallel"] = not run.pop("no_sequence_parallel")
+    run["flash_attention"] = not run.pop("no_flash_attention")
+    run["profile"] = run.pop("profile_file")
+    if ctx.get_parameter_source("lora_rank") is click.core.ParameterSource.DEFAULT:
+        run["lora_rank"] = None
+    return run

@@ -16,7 +16,7 @@ from gpuscale.cli._common import (
     err_console,
     json_option,
 )
-from gpuscale.cli._run_options import run_options
+from gpuscale.cli._run_options import run_arguments, run_options
 from gpuscale.report.calibrate_run import print_calibrated_run
 
 
@@ -51,34 +51,14 @@ from gpuscale.report.calibrate_run import print_calibrated_run
 @click.option("--name", default=None, help="Name of the profile [default: from the run].")
 @click.option("-o", "--output", default=None, help="Write the profile YAML here.")
 @json_option
-def command(
-    model: str,
-    no_sequence_parallel: bool,
-    no_flash_attention: bool,
-    profile_file: str | None,
-    output: str | None,
-    as_json: bool,
-    **run: Any,
-) -> None:
+def command(output: str | None, as_json: bool, **flags: Any) -> None:
     """Fit a profile to one measured run of MODEL: give the run's estimate flags and its
     measured throughput (or step time), optionally its peak memory; use the profile with
     --profile in estimate, plan and scale."""
     if output:
         check_writable(output, "-o")
-    # --lora-rank counts only when typed: estimate's rule (the rank goes with an adapter fine-tune)
-    typed = (
-        click.get_current_context().get_parameter_source("lora_rank")
-        is not click.core.ParameterSource.DEFAULT
-    )
-    run["lora_rank"] = run["lora_rank"] if typed else None
-    result = calibrate_run(
-        model,
-        sequence_parallel=not no_sequence_parallel,
-        flash_attention=not no_flash_attention,
-        profile=profile_file,
-        output=output,
-        **run,
-    )
+    run = run_arguments(click.get_current_context(), flags)
+    result = calibrate_run(run.pop("model"), output=output, **run)
     for name, why in result.assumed.items():
         err_console.print(f"assumed: --{name.replace('_', '-')} {why}")
     for warning in result.warnings:
