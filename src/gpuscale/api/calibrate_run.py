@@ -15,10 +15,10 @@ from typing import Any
 
 import yaml
 
-from gpuscale import SCHEMA_VERSION, catalog
+from gpuscale import SCHEMA_VERSION, catalog, files
 from gpuscale.api.training import run_inputs
 from gpuscale.costmodel.profile import load_profile, load_profile_for
-from gpuscale.errors import InputError, require
+from gpuscale.errors import require
 from gpuscale.planner import calibrate_run as library
 from gpuscale.planner.calibrate_run import Measured, Run, RunCalibration, predict, profile_document
 
@@ -134,20 +134,6 @@ def _positive(value: float | None, field: str) -> float | None:
     return float(value)
 
 
-def _output(path: str | None) -> Path | None:
-    """Checked before any work: an existing folder to write into, not a folder itself."""
-    if path is None:
-        return None
-    out = Path(path)
-    require(not out.is_dir(), f"-o '{path}' is a directory; accepted: a file path", field="output")
-    require(
-        out.parent.is_dir(),
-        f"-o '{path}': folder '{out.parent}' does not exist; accepted: a path in an existing folder",
-        field="output",
-    )
-    return out
-
-
 def calibrate_run(
     model: str,
     *,
@@ -208,7 +194,8 @@ def calibrate_run(
         f"--name {name!r} is empty or padded; accepted: a name such as 'my-cluster'",
         field="name",
     )
-    out = _output(output)
+    # checked before any work (gpuscale.files: an existing folder, never created)
+    out = None if output is None else files.output_path(output, label="-o", field="output")
     require(
         profile is None or Path(profile).is_file(),
         f"--profile {profile!r} is not a file; accepted: a profile YAML to calibrate on top of "
@@ -272,7 +259,8 @@ def calibrate_run(
 
     start_keys: dict[str, Any] = {}
     if profile is not None:
-        start_keys = dict(yaml.safe_load(Path(profile).read_text(encoding="utf-8")) or {})
+        text = files.read_text(profile, label="--profile", field="profile")
+        start_keys = dict(yaml.safe_load(text) or {})
     label = name or f"{framework}-{run.model.name}-{device.id}-calibrated".replace("/", "-")
     given = {"tokens_per_s": tokens, "step_s": step}
     doc = profile_document(
@@ -288,10 +276,7 @@ def calibrate_run(
     )
     written = None
     if out is not None:
-        try:
-            out.write_text(profile_yaml(doc), encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"cannot write -o '{out}': {exc.strerror}", field="output") from None
+        files.write_text(out, profile_yaml(doc), label="-o", field="output")
         # What was written must read back and reproduce the measurement.
         load_profile.cache_clear()
         reread = load_profile_for(framework, str(out))
