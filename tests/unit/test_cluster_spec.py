@@ -64,7 +64,7 @@ def test_bad_files_one_line(edit: Any, words: str) -> None:
 
 
 def test_missing_and_broken_files(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="not a readable file"):
+    with pytest.raises(InputError, match="no such file"):
         load_cluster(tmp_path / "none.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("node_types: [unclosed\n")

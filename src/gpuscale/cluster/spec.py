@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from gpuscale import catalog
+from gpuscale import catalog, files
 from gpuscale.errors import InputError, require
 from gpuscale.specs import Device, Link
 
@@ -280,10 +280,10 @@ def parse_cluster(data: Any, where: str = "<cluster>") -> ClusterSpec:
 def load_cluster(path: str | Path) -> ClusterSpec:
     """Read and validate a cluster YAML file."""
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"--cluster '{path}' is not a readable file", field="cluster")
+    # the one file rule: a regular file, size-capped, text (gpuscale.files)
+    text = files.read_text(path, label="--cluster", field="cluster", expected="a cluster YAML file")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         at = f" (line {line + 1})" if line is not None else ""

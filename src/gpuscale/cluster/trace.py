@@ -4,6 +4,7 @@ and a synthetic generator matching the published statistics of the Philly trace.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from gpuscale import files
 from gpuscale.errors import InputError, require
 
 SYNTHETIC: tuple[str, ...] = ("philly",)
@@ -75,10 +77,9 @@ def _time(value: str, row: int, path: str) -> float:
 def read_trace(path: str | Path) -> Trace:
     """Read a job CSV. Columns (by header): job id (optional), submit time (seconds or
     ``YYYY-MM-DD HH:MM:SS``), GPUs, duration/work in seconds, model (optional)."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"--trace '{path}' is not a readable file", field="trace")
-    with p.open(newline="") as fh:
+    # the one file rule: a regular file, size-capped, text (gpuscale.files)
+    text = files.read_text(path, label="--trace", field="trace", expected="a job CSV")
+    with io.StringIO(text, newline="") as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
         if not header:
@@ -142,7 +143,8 @@ def read_trace(path: str | Path) -> Trace:
 
 
 def write_trace(trace: Trace, path: str | Path) -> None:
-    with Path(path).open("w", newline="") as fh:
+    """Write ``trace`` as CSV, whole or not at all (gpuscale.files)."""
+    with io.StringIO(newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["job_id", "submit_s", "gpus", "duration_s", "model"])
         for i in range(len(trace)):
@@ -155,6 +157,7 @@ def write_trace(trace: Trace, path: str | Path) -> None:
                     trace.model[i],
                 ]
             )
+        files.write_text(path, fh.getvalue(), label="-o", field="output")
 
 
 @cache
