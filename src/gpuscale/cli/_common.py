@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 
 from gpuscale import catalog, files
@@ -105,6 +106,16 @@ def json_option(func: F) -> F:
     return click.option(
         "--json", "as_json", is_flag=True, help="Print one JSON object for scripts."
     )(func)
+
+
+def typed_options(ctx: click.Context) -> dict[str, str]:
+    """The options the user typed (not left at their defaults): parameter name -> flag."""
+    typed = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT, ParameterSource.PROMPT)
+    return {
+        p.name: p.opts[0]
+        for p in ctx.command.params
+        if isinstance(p, click.Option) and p.name and ctx.get_parameter_source(p.name) in typed
+    }
 
 
 def emit_json(document: dict[str, Any]) -> None:

@@ -8,61 +8,46 @@ from typing import Any
 import click
 
 from gpuscale.api.calibrate_run import calibrate_run
-from gpuscale.cli._common import (
-    FINITE,
-    check_writable,
-    console,
-    emit_json,
-    err_console,
-    json_option,
-)
-from gpuscale.cli._run_options import run_arguments, run_options
-from gpuscale.report.calibrate_run import print_calibrated_run
+from gpuscale.cli._common import FINITE, check_writable, console, emit_json, err_console
+from gpuscale.cli._options import RUN, opt, options
+from gpuscale.report.calibrate_run import print_calibrated_run, print_notes
 
 
 @click.command("calibrate run")
-@run_options
-@click.option(
-    "--measured-tokens-per-s",
-    type=FINITE,
-    default=None,
-    help="Measured throughput of the whole job, all GPUs together, tokens/s.",
+@options(
+    RUN,
+    opt(
+        "--measured-tokens-per-s",
+        FINITE,
+        help="Measured throughput of the whole job, all GPUs together, tokens/s.",
+    ),
+    opt(
+        "--measured-step-s",
+        FINITE,
+        help="Measured seconds per optimizer step (instead of --measured-tokens-per-s).",
+    ),
+    opt(
+        "--measured-memory-gib",
+        FINITE,
+        help="Measured peak memory the busiest GPU held, GiB, as estimate's memory_per_gpu_gib "
+        "counts it (nvidia-smi; allocator reserve plus CUDA context): fits the allocator reserve.",
+    ),
+    opt(
+        "--fit only",
+        click.Choice(["compute", "inter", "intra"]),
+        help="Fit this parameter [default: the one the step is most sensitive to].",
+    ),
+    opt("--name", help="Name of the profile [default: from the run]."),
+    opt("-o --output", help="Write the profile YAML here."),
+    "json",
 )
-@click.option(
-    "--measured-step-s",
-    type=FINITE,
-    default=None,
-    help="Measured seconds per optimizer step (instead of --measured-tokens-per-s).",
-)
-@click.option(
-    "--measured-memory-gib",
-    type=FINITE,
-    default=None,
-    help="Measured peak memory the busiest GPU held, GiB, as estimate's memory_per_gpu_gib "
-    "counts it (nvidia-smi; allocator reserve plus CUDA context): fits the allocator reserve.",
-)
-@click.option(
-    "--fit",
-    "only",
-    type=click.Choice(["compute", "inter", "intra"]),
-    default=None,
-    help="Fit this parameter [default: the one the step is most sensitive to].",
-)
-@click.option("--name", default=None, help="Name of the profile [default: from the run].")
-@click.option("-o", "--output", default=None, help="Write the profile YAML here.")
-@json_option
-def command(output: str | None, as_json: bool, **flags: Any) -> None:
+def command(model: str, output: str | None, as_json: bool, **run: Any) -> None:
     """Fit a profile to one measured run of MODEL: give the run's estimate flags and its
     measured throughput (or step time), optionally its peak memory; use the profile with
     --profile in estimate, plan and scale."""
-    if output:
-        check_writable(output, "-o")
-    run = run_arguments(click.get_current_context(), flags)
-    result = calibrate_run(run.pop("model"), output=output, **run)
-    for name, why in result.assumed.items():
-        err_console.print(f"assumed: --{name.replace('_', '-')} {why}")
-    for warning in result.warnings:
-        err_console.print(f"[yellow]warning[/yellow] {warning}")
+    check_writable(output, "-o")
+    result = calibrate_run(model, output=output, **run)
+    print_notes(err_console, result.assumed, result.warnings)
     if as_json:
         emit_json(result.to_dict())
         return

@@ -3,6 +3,7 @@ set-up that holds it."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import click
@@ -13,188 +14,143 @@ from gpuscale.cli._common import (
     check_writable,
     console,
     emit_json,
-    html_option,
-    json_option,
+    typed_options,
     write_result_html,
 )
-from gpuscale.cli._fit_checks import given_options, reject_misplaced
-from gpuscale.cli._run_options import pipeline_split_options
+from gpuscale.cli._options import FLAGS, MODEL, PIPELINE_SPLIT, Decorator, flag, opt, options
+from gpuscale.errors import InputError
 from gpuscale.report.fit import print_fit
-from gpuscale.specs.plan import RECOMPUTE_CHOICES
-from gpuscale.specs.training import (
-    FINETUNES,
-    KV_DTYPES,
-    LORA_TARGETS,
-    LOSSES,
-    OPTIMIZERS,
-    PRECISIONS,
-    WEIGHT_DTYPES,
-)
+from gpuscale.specs.training import KV_DTYPES, LORA_TARGETS, LOSSES, OPTIMIZERS, WEIGHT_DTYPES
+
+
+def only(scope: str, name: str, help: str | None = None, **override: Any) -> Decorator:
+    """A shared flag that applies to one kind of job only, tagged ``[scope]`` in --help: the tag
+    is also the rule :func:`reject_misplaced` enforces."""
+    return flag(name, help=f"[{scope}] {help or FLAGS[name]['help']}", **override)
 
 
 @click.command("fit")
-@click.argument("model")
-@click.option("--gpu", "gpu_id", default=DEFAULT_GPU, show_default=True, help="Catalog GPU id.")
-@click.option("--mode", type=click.Choice(["train", "infer"]), default="train", show_default=True)
-@click.option(
-    "--gpus-per-node",
-    type=int,
-    default=8,
-    show_default=True,
-    help="GPUs per node, for the smallest-set-up search.",
+@options(
+    MODEL,
+    flag("gpu", default=DEFAULT_GPU),
+    opt("--mode", click.Choice(["train", "infer"]), "train"),
+    flag("gpus_per_node", default=8, help="GPUs per node, for the smallest-set-up search."),
+    flag(
+        "profile",
+        help="Calibration profile YAML (from gpuscale calibrate) laid over the generic profile: "
+        "its keys win, the rest comes from generic.",
+    ),
+    flag(
+        "seq",
+        default=None,
+        help="Tokens per sequence (default: the model's context, at most 4096); in --mode infer "
+        "the default --context.",
+    ),
+    only("train", "mbs"),
+    opt("--grad-accum", int, 1, "[train] Micro-batches per optimizer step."),
+    only("train", "precision"),
+    opt(
+        "--pure-bf16",
+        bool,
+        help="[train] No fp32 master weights: weights, grads and optimizer states in 16 bits.",
+    ),
+    opt("--optimizer", click.Choice(OPTIMIZERS), "adamw", "[train]"),
+    only("train", "finetune"),
+    only("lora, qlora", "lora_rank"),
+    opt(
+        "--lora-targets",
+        default="all",
+        help=f"[lora, qlora] Comma list of {', '.join(LORA_TARGETS)}, or 'all' (linear layers).",
+    ),
+    opt("--no-double-quant double_quant", bool, True, "[qlora] fp32 quantization constants."),
+    opt(
+        "--paged-optimizer",
+        bool,
+        help="[train] bitsandbytes paged optimizer (states may spill to host).",
+    ),
+    opt(
+        "--offload",
+        click.Choice(OFFLOADS),
+        "none",
+        "[train] CPU offload of optimizer states (ZeRO-Offload) or also parameters.",
+    ),
+    opt(
+        "--optimizer-in-backward",
+        bool,
+        help="[train] Step each parameter during backward; no full gradient buffer.",
+    ),
+    opt("--activation-offload", bool, help="[train] Offload saved activations."),
+    only("train", "recompute"),
+    opt(
+        "--no-flash flash_attention", bool, True, "[train] Unfused attention (keeps s x s scores)."
+    ),
+    opt(
+        "--loss",
+        click.Choice(LOSSES),
+        "standard",
+        "[train] Cross-entropy: fp32 logits (standard), 16-bit logits upcast per "
+        "chunk (chunked: torchtune, LitGPT), or fused with the head (fused: Liger).",
+    ),
+    opt("--dropout", bool, help="[train] Dropout active (1-byte masks)."),
+    "tp",
+    "pp",
+    only("train", "dp", "Data-parallel degree.", default=1),
+    only("train", "cp"),
+    *(only("train", name) for name in PIPELINE_SPLIT),
+    only("train", "zero"),
+    only("infer", "batch", help="Sequences."),
+    opt("--context", int, help="[infer] Tokens per sequence in the KV cache (default: as --seq)."),
+    opt("--weights", click.Choice(WEIGHT_DTYPES), "bf16", "[infer] Weight storage."),
+    opt("--kv-dtype", click.Choice(KV_DTYPES), "bf16", "[infer] KV-cache storage."),
+    "html",
+    "json",
 )
-@click.option(
-    "--profile",
-    "profile_file",
-    default=None,
-    type=click.Path(dir_okay=False),
-    help="Calibration profile YAML (from gpuscale calibrate) laid over the generic profile: "
-    "its keys win, the rest comes from generic.",
-)
-@click.option(
-    "--seq",
-    type=int,
-    default=None,
-    help="Tokens per sequence (default: the model's context, at most 4096); in --mode infer "
-    "the default --context.",
-)
-@click.option("--mbs", type=int, default=1, show_default=True, help="[train] Micro-batch size.")
-@click.option(
-    "--grad-accum",
-    type=int,
-    default=1,
-    show_default=True,
-    help="[train] Micro-batches per optimizer step.",
-)
-@click.option(
-    "--precision",
-    type=click.Choice(PRECISIONS),
-    default="bf16",
-    show_default=True,
-    help="[train] Matmul precision.",
-)
-@click.option(
-    "--pure-bf16",
-    is_flag=True,
-    help="[train] No fp32 master weights: weights, grads and optimizer states in 16 bits.",
-)
-@click.option(
-    "--optimizer",
-    type=click.Choice(OPTIMIZERS),
-    default="adamw",
-    show_default=True,
-    help="[train]",
-)
-@click.option(
-    "--finetune",
-    type=click.Choice(FINETUNES),
-    default="full",
-    show_default=True,
-    help="[train] Every weight, or adapters on a frozen 16-bit (lora) or 4-bit (qlora) base.",
-)
-@click.option(
-    "--lora-rank", type=int, default=16, show_default=True, help="[lora, qlora] Adapter rank."
-)
-@click.option(
-    "--lora-targets",
-    default="all",
-    show_default=True,
-    help=f"[lora, qlora] Comma list of {', '.join(LORA_TARGETS)}, or 'all' (linear layers).",
-)
-@click.option("--no-double-quant", is_flag=True, help="[qlora] fp32 quantization constants.")
-@click.option(
-    "--paged-optimizer",
-    is_flag=True,
-    help="[train] bitsandbytes paged optimizer (states may spill to host).",
-)
-@click.option(
-    "--offload",
-    type=click.Choice(OFFLOADS),
-    default="none",
-    show_default=True,
-    help="[train] CPU offload of optimizer states (ZeRO-Offload) or also parameters.",
-)
-@click.option(
-    "--optimizer-in-backward",
-    is_flag=True,
-    help="[train] Step each parameter during backward; no full gradient buffer.",
-)
-@click.option("--activation-offload", is_flag=True, help="[train] Offload saved activations.")
-@click.option(
-    "--recompute",
-    type=click.Choice(RECOMPUTE_CHOICES),
-    default="none",
-    show_default=True,
-    help="[train] Activation recomputation.",
-)
-@click.option("--no-flash", is_flag=True, help="[train] Unfused attention (keeps s x s scores).")
-@click.option(
-    "--loss",
-    type=click.Choice(LOSSES),
-    default="standard",
-    show_default=True,
-    help="[train] Cross-entropy: fp32 logits (standard), 16-bit logits upcast per "
-    "chunk (chunked: torchtune, LitGPT), or fused with the head (fused: Liger).",
-)
-@click.option("--dropout", is_flag=True, help="[train] Dropout active (1-byte masks).")
-@click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel degree.")
-@click.option("--pp", type=int, default=1, show_default=True, help="Pipeline stages.")
-@click.option("--dp", type=int, default=1, show_default=True, help="[train] Data-parallel degree.")
-@click.option("--cp", type=int, default=1, show_default=True, help="[train] Context parallel.")
-@pipeline_split_options
-@click.option(
-    "--zero",
-    type=click.IntRange(0, 3),
-    default=0,
-    show_default=True,
-    help="[train] ZeRO stage over the data-parallel group (3 = FSDP).",
-)
-@click.option("--batch", type=int, default=1, show_default=True, help="[infer] Sequences.")
-@click.option(
-    "--context",
-    type=int,
-    default=None,
-    help="[infer] Tokens per sequence in the KV cache (default: as --seq).",
-)
-@click.option(
-    "--weights",
-    "weight_dtype",
-    type=click.Choice(WEIGHT_DTYPES),
-    default="bf16",
-    show_default=True,
-    help="[infer] Weight storage.",
-)
-@click.option(
-    "--kv-dtype",
-    type=click.Choice(KV_DTYPES),
-    default="bf16",
-    show_default=True,
-    help="[infer] KV-cache storage.",
-)
-@html_option
-@json_option
 def command(model: str, as_json: bool, html_path: str | None, **o: Any) -> None:
     """Does MODEL (catalog id or config.json) fit on --gpu? Memory breakdown per GPU, verdict,
     and the smallest set-up that fits."""
     check_writable(html_path, "--html")
-    ctx = click.get_current_context()
-    reject_misplaced(given_options(ctx), mode=o["mode"], finetune=o["finetune"])
-    typed = ctx.get_parameter_source("lora_rank") is not click.core.ParameterSource.DEFAULT
-    lora_rank = o.pop("lora_rank")
-    result = api.fit(
-        model,
-        gpu=o.pop("gpu_id"),
-        profile=o.pop("profile_file"),
-        weights=o.pop("weight_dtype"),
-        double_quant=not o.pop("no_double_quant"),
-        flash_attention=not o.pop("no_flash"),
-        lora_rank=lora_rank if typed else None,
-        **o,
-    )
-    write_result_html(
-        html_path, f"gpuscale fit: {model} on {result.device.id}", result.verdict, result
-    )
+    reject_misplaced(click.get_current_context(), mode=o["mode"], finetune=o["finetune"])
+    result = api.fit(model, **o)
+    title = f"gpuscale fit: {model} on {result.device.id}"
+    write_result_html(html_path, title, result.verdict, result)
     if as_json:
         emit_json(result.to_dict())
         return
     print_fit(console, result)
+
+
+def reject_misplaced(ctx: click.Context, *, mode: str, finetune: str) -> None:
+    """An option typed where it has no effect is an error, not a silent default: one line that
+    names the flags and what is accepted. Where an option applies is its ``[tag]`` in --help."""
+    tags = {
+        p.name: m.group(1)
+        for p in ctx.command.params
+        if isinstance(p, click.Option) and (m := re.match(r"\[([^]]+)\]", p.help or ""))
+    }
+    rules = (
+        (
+            mode == "infer",
+            ("train", "lora, qlora", "qlora"),
+            "--mode train",
+            "--mode infer takes --tp, --pp, --seq, --batch, --context, --weights and --kv-dtype",
+        ),
+        (mode == "train", ("infer",), "--mode infer", "add --mode infer, or leave {it} out"),
+        (
+            finetune == "full",
+            ("lora, qlora",),
+            "--finetune lora or qlora",
+            "add --finetune lora or qlora, or leave {it} out",
+        ),
+        (
+            finetune != "qlora",
+            ("qlora",),
+            "--finetune qlora",
+            "add --finetune qlora, or leave {it} out",
+        ),
+    )
+    given = typed_options(ctx)
+    for applies, scopes, where, accepted in rules:
+        wrong = [flag for name, flag in given.items() if tags.get(name) in scopes]
+        if applies and wrong:
+            verb, it = ("applies", "it") if len(wrong) == 1 else ("apply", "them")
+            raise InputError(f"{', '.join(wrong)} {verb} to {where}; {accepted.format(it=it)}")

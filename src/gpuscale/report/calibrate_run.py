@@ -73,3 +73,11 @@ def print_calibrated_run(console: Console, r: CalibratedRun) -> None:
         )
     else:
         console.print("(add -o FILE to write the profile)")
+
+
+def print_notes(console: Console, assumed: Mapping[str, str], warnings: Sequence[str]) -> None:
+    """What the fit assumed (a flag left out) and its warnings, on stderr in every mode."""
+    for name, why in assumed.items():
+        console.print(f"assumed: --{name.replace('_', '-')} {why}")
+    for warning in warnings:
+        console.print(f"[yellow]warning[/yellow] {warning}")

@@ -50,6 +50,14 @@ def print_estimate(console: Console, doc: Mapping[str, Any], parts_s: Mapping[st
         console.print(f"[yellow]warning[/yellow]     {warning}")
 
 
+def answer(doc: Mapping[str, Any]) -> str:
+    """The estimate in one line, from its ``--json`` document (the HTML report's answer)."""
+    return (
+        f"{doc['tokens_per_s']:,.0f} tokens/s ({doc['tokens_per_s_per_gpu']:,.0f} per GPU), "
+        f"MFU {doc['mfu']:.1%}, {doc['memory_per_gpu_gib']:.1f} GiB per GPU; {doc['bottleneck']}"
+    )
+
+
 def step_figure(parts_s: Mapping[str, float], title: str) -> Any:
     """One horizontal bar, stacked by part of the step."""
     import plotly.graph_objects as go

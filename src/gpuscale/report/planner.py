@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -479,10 +479,10 @@ def plan_figures(ranked: Sequence[PricedPlan]) -> list[Any]:
     return [fig]
 
 
-def plan_sections(
-    ranked: Sequence[PricedPlan], workload: Workload, why: str, headline: str | None
-) -> list[Section]:
-    """The HTML report of ``plan``: the top plans with their step-time plot, the verdict."""
+def plan_sections(r: Any) -> list[Section]:
+    """The HTML report of ``plan`` (``r`` a :class:`gpuscale.api.PlanResult`): the top plans with
+    their step-time plot, the verdict."""
+    workload = r.inputs.workload
     rows = [
         {
             "description": p.describe(),
@@ -492,62 +492,56 @@ def plan_sections(
             "mfu": p.mfu,
             "memory_per_gpu_gib": p.memory_per_gpu_gib,
         }
-        for p in ranked
+        for p in r.ranked
     ]
-    sections = [Section(title="Top plans", text=why, rows=rows, figures=plan_figures(ranked))]
-    if headline is not None:
-        sections.append(Section(title="Verdict", text=headline))
+    sections = [Section(title="Top plans", text=r.why, rows=rows, figures=plan_figures(r.ranked))]
+    if r.verdict is not None:
+        sections.append(Section(title="Verdict", text=r.verdict.headline))
     return sections
 
 
-def scale_sections(
-    curves: Sequence[ScaleCurve],
-    workload: Workload,
-    headline: str,
-    base_note: str,
-    runs: RunsComparison | None,
-) -> list[Section]:
-    """The HTML report of ``scale``: verdict, the curve with its plots, independent runs."""
-    main = curves[0]
+def scale_sections(r: Any) -> list[Section]:
+    """The HTML report of ``scale`` (``r`` a :class:`gpuscale.api.ScaleResult`): verdict, the
+    curve with its plots, independent runs."""
+    workload, main = r.inputs.workload, r.curves[0]
     sections = [
-        Section(title="Verdict", text=headline),
+        Section(title="Verdict", text=r.verdict.headline),
         Section(
             title="Scaling",
-            text=f"{base_note}; {break_even_words(main)}",
+            text=f"{r.baseline_note}; {break_even_words(main)}",
             rows=[point_summary(p, workload) for p in main.points],
-            figures=scale_figures(curves, workload),
+            figures=scale_figures(r.curves, workload),
         ),
     ]
-    if runs:
-        sections.append(Section(title="Independent runs", text=runs.summary()))
+    if r.runs:
+        sections.append(Section(title="Independent runs", text=r.runs.summary()))
     return sections
 
 
-def print_plan(
-    console: Console,
-    ranked: Sequence[PricedPlan],
-    workload: Workload,
-    *,
-    header: str,
-    assumed: Mapping[str, str],
-    searched: str,
-    objective: str,
-    why: str,
-    headline: str | None,
-    memory_assumption: str | None = None,
-) -> None:
-    """``gpuscale plan`` on a terminal: the top plans, the winner's step, why, band, verdict."""
-    console.print(header)
-    for text in assumed.values():
+def _assumed(console: Console, r: Any) -> None:
+    for text in r.assumed.values():
         console.print(f"  assumed: {text}")
-    if memory_assumption:
-        console.print(f"  assumed: {memory_assumption}", highlight=False)
-    console.print(searched)
+
+
+def print_plan(console: Console, r: Any) -> None:
+    """``gpuscale plan`` on a terminal (``r`` a :class:`gpuscale.api.PlanResult`): the top
+    plans, the winner's step, why, band, verdict."""
+    workload, hardware, ranked = r.inputs.workload, r.inputs.hardware, r.ranked
     console.print(
-        plans_table(ranked, workload, f"Top plans (objective: {objective})", width=console.width)
+        f"[bold]gpuscale plan[/bold] {workload.model.name} on {r.num_gpus} x {hardware.gpu} "
+        f"({hardware.gpus_per_node} per node, {hardware.inter}), profile {r.inputs.profile.name}"
     )
+    _assumed(console, r)
+    if r.memory_assumption:
+        console.print(f"  assumed: {r.memory_assumption}", highlight=False)
+    console.print(
+        f"  searched {r.search.evaluated:,} plans at {len(r.search.counts)} GPU counts in "
+        f"{r.search_s:.2f} s; {r.fitting:,} fit"
+    )
+    title = f"Top plans (objective: {r.objective})"
+    console.print(plans_table(ranked, workload, title, width=console.width))
     console.print(parts_table(ranked[0]))
-    console.print(f"[bold]Why:[/bold] {why}")
+    console.print(f"[bold]Why:[/bold] {r.why}")
     band = ranked[0].estimate["uncertainty"]
     console.print(
         f"[bold]Error band:[/bold] ±{band['relative']:.0%} on throughput "
@@ -556,50 +550,35 @@ def print_plan(
     )
     for warning in band["warnings"]:
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
-    if headline is not None:
-        console.print(f"[bold]Verdict:[/bold] {headline}")
+    if r.verdict is not None:
+        console.print(f"[bold]Verdict:[/bold] {r.verdict.headline}")
 
 
-def print_scale(
-    console: Console,
-    curves: Sequence[ScaleCurve],
-    verdicts: Sequence[Verdict],
-    workload: Workload,
-    *,
-    header: str,
-    assumed: Mapping[str, str],
-    searched: str,
-    runs: int | None,
-    runs_cmp: RunsComparison | None,
-    max_gpus: int,
-) -> None:
-    """``gpuscale scale`` on a terminal: a table per fabric, fabrics side by side, runs,
-    verdicts."""
-    console.print(header)
-    for text in assumed.values():
-        console.print(f"  assumed: {text}")
-    console.print(searched)
+def print_scale(console: Console, r: Any) -> None:
+    """``gpuscale scale`` on a terminal (``r`` a :class:`gpuscale.api.ScaleResult`): a table per
+    fabric, fabrics side by side, runs, verdicts."""
+    workload, hardware, curves = r.inputs.workload, r.inputs.hardware, r.curves
+    console.print(
+        f"[bold]gpuscale scale[/bold] {workload.model.name} on up to {r.max_gpus} x "
+        f"{hardware.gpu} ({hardware.gpus_per_node} per node), profile {r.inputs.profile.name}"
+    )
+    _assumed(console, r)
+    console.print(f"  searched {r.evaluated:,} plans in {r.search_s:.2f} s; {r.baseline_note}")
     for curve in curves:
-        console.print(
-            scale_table(
-                curve,
-                workload,
-                f"Best plan per GPU count over {curve.fabric}",
-                width=console.width,
-            )
-        )
+        title = f"Best plan per GPU count over {curve.fabric}"
+        console.print(scale_table(curve, workload, title, width=console.width))
     if len(curves) > 1:
         console.print(fabrics_table(curves, workload))
-    if runs:
+    if r.runs_requested:
         over = f" over {curves[0].fabric}" if len(curves) > 1 else ""
         console.print(
             f"[bold]Runs{over}:[/bold] "
             + (
-                runs_cmp.summary()
-                if runs_cmp
-                else f"no share of {max_gpus} GPUs split {runs} ways fits the model"
+                r.runs.summary()
+                if r.runs
+                else f"no share of {r.max_gpus} GPUs split {r.runs_requested} ways fits the model"
             )
         )
-    for curve, v in zip(curves, verdicts, strict=True):
+    for curve, v in zip(curves, r.verdicts, strict=True):
         where = f" over {curve.fabric}" if len(curves) > 1 else ""
         console.print(f"[bold]Verdict{where}:[/bold] {v.headline}")
