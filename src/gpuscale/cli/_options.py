@@ -68,6 +68,20 @@ def options(*items: str | Decorator | list[str | Decorator]) -> Callable[[F], F]
 
 MODEL = click.argument("model")
 
+
+def _worker(stage: str, what: str) -> list[Decorator]:
+    """A disaggregated worker pool's flags (``--prefill-*``, ``--decode-*``)."""
+    return [
+        opt(f"--{stage}-workers", int, help=f"Disaggregated: {stage} workers."),
+        opt(f"--{stage}-tp", int, 1, f"Tensor-parallel degree of a {stage} worker."),
+        opt(f"--{stage}-ep", int, 1, f"Expert-parallel degree of a {stage} worker."),
+        opt(
+            f"--{stage}-attention-dp", int, 1, f"Attention data-parallel ranks of a {stage} worker."
+        ),
+        opt(f"--{stage}-batch", int, help=f"Most {what} a {stage} worker batches."),
+    ]
+
+
 _NICS = "[default: one per GPU, rail-optimized, on RDMA fabrics; one per node on TCP Ethernet]"
 
 FLAGS: dict[str, dict[str, Any]] = {
@@ -289,3 +303,39 @@ CALIBRATION: list[str | Decorator] = [
     "json",
 ]
 """Where a fitted profile goes, and the NIC share: ``calibrate`` and ``import nccl-tests``."""
+
+SERVING: list[str | Decorator] = [
+    opt("--concurrency", int, help="Closed loop: requests kept in flight."),
+    opt("--request-rate", FINITE, help="Open loop: Poisson arrivals, requests/s."),
+    opt("--num-requests", int, 1000, "Requests in the (open-loop) benchmark."),
+    opt("--prefix-hit", FINITE, 0.0, "Share of each prompt served from the prefix cache."),
+    opt(
+        "--input-cv",
+        FINITE,
+        0.0,
+        "Spread of prompt lengths (lognormal coefficient of variation; 0 = fixed).",
+    ),
+    opt(
+        "--output-cv",
+        FINITE,
+        0.0,
+        "Spread of output lengths (lognormal coefficient of variation; 0 = fixed).",
+    ),
+    flag("pp", help="Pipeline stages per engine."),
+    "ep",
+    opt("--attention-dp", int, 1, "Attention data-parallel ranks inside --tp (MoE)."),
+    opt("--replicas", int, 1, "Engine instances behind a load balancer."),
+    *_worker("prefill", "prompts"),
+    *_worker("decode", "requests"),
+]
+"""A serving engine under load: the request stream, the aggregated layout and the disaggregated
+prefill/decode split."""
+
+SEARCH: list[str | Decorator] = [
+    opt("--search", bool, help="Find the deployment with the most goodput per GPU."),
+    flag("gpus", help="Search: GPUs available."),
+    opt("--slo-ttft-ms", FINITE, help="Search: TTFT target (p99)."),
+    opt("--slo-tpot-ms", FINITE, help="Search: TPOT target (p99)."),
+    opt("--price", FINITE, help="Search: $ per GPU-hour; rank by goodput per dollar."),
+]
+"""The SLO search over deployments on a GPU budget."""

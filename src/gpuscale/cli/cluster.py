@@ -4,6 +4,7 @@ write synthetic traces."""
 from __future__ import annotations
 
 from contextlib import nullcontext
+from typing import Any
 
 import click
 
@@ -22,17 +23,14 @@ from gpuscale.api.cluster import (
     parse_degradation,
     write_trace,
 )
-from gpuscale.cli._common import (
-    FINITE,
-    check_writable,
-    console,
-    emit_json,
-    html_option,
-    json_option,
-    write_result_html,
-)
-from gpuscale.report.cluster import print_adapt, print_simulation, simulation_csv
+from gpuscale.cli._common import FINITE, check_writable, console, emit_json, write_result_html
+from gpuscale.cli._options import MODEL, flag, opt, options
+from gpuscale.report.cluster import print_adapt, print_simulation, simulation_answer, simulation_csv
 from gpuscale.report.progress import progress_bar
+
+CLUSTER = opt("--cluster cluster_file", required=True, help="Cluster YAML (see examples/).")
+SEED = opt("--seed", int, 0, "Seed of the random draws (same seed, same answer).")
+REPAIR = opt("--repair-h", FINITE, 4.0, "Hours to repair a failed node.")
 
 
 @click.group("cluster")
@@ -41,93 +39,64 @@ def command() -> None:
 
 
 @command.command("simulate")
-@click.option("--cluster", "cluster_file", required=True, help="Cluster YAML (see examples/).")
-@click.option("--trace", "trace_file", required=True, help="Job CSV (submit, GPUs, duration).")
-@click.option(
-    "--policy",
-    type=click.Choice([*POLICIES, "all"]),
-    default="all",
-    show_default=True,
-    help="Placement policy; all runs each on the same trace.",
+@options(
+    CLUSTER,
+    opt("--trace trace_file", required=True, help="Job CSV (submit, GPUs, duration)."),
+    opt(
+        "--policy",
+        click.Choice([*POLICIES, "all"]),
+        "all",
+        "Placement policy; all runs each on the same trace.",
+    ),
+    opt("--order", click.Choice(ORDERS), "fifo", "Queue order."),
+    SEED,
+    opt(
+        "--default-model",
+        default=DEFAULT_MODEL,
+        help="Catalog model for trace rows that name none.",
+    ),
+    opt("--node-mtbf-h", FINITE, help="Mean hours between failures of one node."),
+    REPAIR,
+    opt("--checkpoint-min", FINITE, 60.0, "Minutes between checkpoints (work lost on a failure)."),
+    opt("--max-restarts", int, 10, "Restarts before a failing job is given up."),
+    opt(
+        "--degrade",
+        multiple=True,
+        help="LEVEL:INDEX:FACTOR:START_S:END_S, a link-level slowdown (repeatable).",
+    ),
+    opt(
+        "--adaptive",
+        bool,
+        help="Jobs re-plan when a degradation hits their link (paying a restart each way).",
+    ),
+    opt("-o --output", help="Write the per-policy metrics as CSV."),
+    "html",
+    "json",
 )
-@click.option("--order", type=click.Choice(ORDERS), default="fifo", show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option(
-    "--default-model",
-    default=DEFAULT_MODEL,
-    show_default=True,
-    help="Catalog model for trace rows that name none.",
-)
-@click.option(
-    "--node-mtbf-h", type=FINITE, default=None, help="Mean hours between failures of one node."
-)
-@click.option("--repair-h", type=FINITE, default=4.0, show_default=True)
-@click.option("--checkpoint-min", type=FINITE, default=60.0, show_default=True)
-@click.option("--max-restarts", type=int, default=10, show_default=True)
-@click.option(
-    "--degrade",
-    multiple=True,
-    help="LEVEL:INDEX:FACTOR:START_S:END_S, a link-level slowdown (repeatable).",
-)
-@click.option(
-    "--adaptive",
-    is_flag=True,
-    help="Jobs re-plan when a degradation hits their link (paying a restart each way).",
-)
-@click.option("-o", "--output", default=None, help="Write the per-policy metrics as CSV.")
-@html_option
-@json_option
 def simulate_command(
     cluster_file: str,
     trace_file: str,
-    policy: str,
-    order: str,
-    seed: int,
-    default_model: str,
-    node_mtbf_h: float | None,
-    repair_h: float,
-    checkpoint_min: float,
-    max_restarts: int,
     degrade: tuple[str, ...],
-    adaptive: bool,
     output: str | None,
     html_path: str | None,
     as_json: bool,
+    **o: Any,
 ) -> None:
     """Replay a job trace on a cluster under placement policies; every job's speed on the GPUs
     it gets comes from the cost model."""
     check_writable(output, "-o")
     check_writable(html_path, "--html")
     degradations = tuple(parse_degradation(d) for d in degrade)
-    bar = nullcontext(None) if as_json else progress_bar("simulating")
-    with bar as update:
+    with nullcontext(None) if as_json else progress_bar("simulating") as update:
         step = None if update is None else (lambda name, d, t: update(d, t))
         sim = cluster_simulate(
-            cluster_file,
-            trace_file,
-            policy=policy,
-            order=order,
-            seed=seed,
-            default_model=default_model,
-            node_mtbf_h=node_mtbf_h,
-            repair_h=repair_h,
-            checkpoint_min=checkpoint_min,
-            max_restarts=max_restarts,
-            degradations=degradations,
-            adaptive=adaptive,
-            progress=step,
+            cluster_file, trace_file, degradations=degradations, progress=step, **o
         )
     doc = sim.to_dict()
     if output:
         files.write_text(output, simulation_csv(doc), label="-o", field="output")
-    best = min(doc["policies"], key=lambda r: r["avg_jct_s"])
-    write_result_html(
-        html_path,
-        f"gpuscale cluster simulate: {trace_file} on {cluster_file}",
-        f"lowest average job completion time: {best['policy']} "
-        f"({best['avg_jct_s'] / 3600:,.2f} h over {best['jobs_submitted']:,} jobs)",
-        sim,
-    )
+    title = f"gpuscale cluster simulate: {trace_file} on {cluster_file}"
+    write_result_html(html_path, title, simulation_answer(doc), sim)
     if as_json:
         emit_json(doc)
     else:
@@ -135,34 +104,33 @@ def simulate_command(
 
 
 @command.command("trace")
-@click.option("--synthetic", type=click.Choice(SYNTHETIC), required=True)
-@click.option("--jobs", type=int, required=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option(
-    "--load-gpus",
-    type=FINITE,
-    default=None,
-    help="Scale arrivals to this many busy GPUs on average (Philly itself: ~374).",
+@options(
+    opt("--synthetic", click.Choice(SYNTHETIC), required=True, help="Published cluster to mimic."),
+    opt("--jobs", int, required=True, help="Jobs in the trace."),
+    SEED,
+    opt(
+        "--load-gpus",
+        FINITE,
+        help="Scale arrivals to this many busy GPUs on average (Philly itself: ~374).",
+    ),
+    opt("-o --output", required=True, help="CSV file to write."),
 )
-@click.option("-o", "--output", required=True, help="CSV file to write.")
-def trace_command(
-    synthetic: str, jobs: int, seed: int, load_gpus: float | None, output: str
-) -> None:
+def trace_command(output: str, **o: Any) -> None:
     """Write a synthetic job trace that matches published statistics of a real cluster."""
     check_writable(output, "-o")
-    trace = cluster_trace(synthetic=synthetic, jobs=jobs, seed=seed, load_gpus=load_gpus)
+    trace = cluster_trace(**o)
     write_trace(trace, output)
     console.print(f"wrote {len(trace)} jobs to {output}")
 
 
 @command.command("export")
-@click.option("--cluster", "cluster_file", required=True, help="Cluster YAML (see examples/).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), required=True)
-@click.option(
-    "--node-prefix", default="node", show_default=True, help="Node names: PREFIX + index."
+@options(
+    CLUSTER,
+    opt("--format fmt", click.Choice(FORMATS), required=True, help="Scheduler file to write."),
+    opt("--node-prefix", default="node", help="Node names: PREFIX + index."),
+    opt("-o --output", help="Write to a file instead of stdout."),
+    "json",
 )
-@click.option("-o", "--output", default=None, help="Write to a file instead of stdout.")
-@json_option
 def export_command(
     cluster_file: str, fmt: str, node_prefix: str, output: str | None, as_json: bool
 ) -> None:
@@ -179,65 +147,29 @@ def export_command(
 
 
 @command.command("adapt")
-@click.argument("model")
-@click.option("--gpu", required=True, help="Catalog GPU id.")
-@click.option("--gpus", type=int, required=True)
-@click.option("--gpus-per-node", type=int, default=catalog.DEFAULT_GPUS_PER_NODE, show_default=True)
-@click.option(
-    "--inter", default=catalog.DEFAULT_INTER, show_default=True, help="Fabric between nodes."
+@options(
+    MODEL,
+    flag("gpu", required=True),
+    flag("gpus", required=True),
+    flag("gpus_per_node", default=catalog.DEFAULT_GPUS_PER_NODE, help="GPUs per node."),
+    "inter",
+    opt("--event", click.Choice(EVENTS), required=True, help="What happens to the job."),
+    opt("--factor", FINITE, 0.25, "Bandwidth left on the link (inter/intra)."),
+    opt("--at-h", FINITE, 1.0, "Hours into the run."),
+    opt("--horizon-h", FINITE, 24.0, "Hours the comparison covers."),
+    opt("--restart-s", FINITE, 300.0, "Relaunch time (plus checkpoint read)."),
+    opt(
+        "--checkpoint-read-gb-s checkpoint_read_gb_per_s",
+        FINITE,
+        10.0,
+        "Checkpoint read bandwidth, GB/s.",
+    ),
+    REPAIR,
+    "json",
 )
-@click.option("--event", type=click.Choice(EVENTS), required=True)
-@click.option(
-    "--factor",
-    type=FINITE,
-    default=0.25,
-    show_default=True,
-    help="Bandwidth left on the link (inter/intra).",
-)
-@click.option("--at-h", type=FINITE, default=1.0, show_default=True, help="Hours into the run.")
-@click.option("--horizon-h", type=FINITE, default=24.0, show_default=True)
-@click.option(
-    "--restart-s",
-    type=FINITE,
-    default=300.0,
-    show_default=True,
-    help="Relaunch time (plus checkpoint read).",
-)
-@click.option("--checkpoint-read-gb-s", type=FINITE, default=10.0, show_default=True)
-@click.option(
-    "--repair-h", type=FINITE, default=4.0, show_default=True, help="Node repair time (node-loss)."
-)
-@json_option
-def adapt_command(
-    model: str,
-    gpu: str,
-    gpus: int,
-    gpus_per_node: int,
-    inter: str,
-    event: str,
-    factor: float,
-    at_h: float,
-    horizon_h: float,
-    restart_s: float,
-    checkpoint_read_gb_s: float,
-    repair_h: float,
-    as_json: bool,
-) -> None:
+def adapt_command(model: str, as_json: bool, **o: Any) -> None:
     """Re-plan MODEL after a link degradation or a node loss; static vs adaptive throughput."""
-    result = cluster_adapt(
-        model,
-        gpu=gpu,
-        gpus=gpus,
-        gpus_per_node=gpus_per_node,
-        inter=inter,
-        event=event,
-        factor=factor,
-        at_h=at_h,
-        horizon_h=horizon_h,
-        restart_s=restart_s,
-        checkpoint_read_gb_per_s=checkpoint_read_gb_s,
-        repair_h=repair_h,
-    )
+    result = cluster_adapt(model, **o)
     if as_json:
         emit_json(result.to_dict())
     else:

@@ -5,91 +5,63 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from gpuscale import catalog
 from gpuscale.api import profile_names
 from gpuscale.api.serving import infer as api_infer
 from gpuscale.api.serving_search import search as api_search
 from gpuscale.api.serving_static import infer_static
-from gpuscale.cli._common import (
-    check_writable,
-    console,
-    emit_json,
-    html_option,
-    inter_option,
-    json_option,
-    write_result_html,
-)
-from gpuscale.cli._serving_options import serving_options
+from gpuscale.cli._common import check_writable, console, emit_json, write_result_html
+from gpuscale.cli._options import MODEL, SEARCH, SERVING, flag, opt, options
 from gpuscale.errors import InputError, require
 from gpuscale.report.serving import print_search, print_serving, print_static
 from gpuscale.specs.training import KV_DTYPES, WEIGHT_DTYPES
 
-_SEARCH_ONLY = ("search", "gpus", "slo_ttft_ms", "slo_tpot_ms", "price")
-"""Options of ``--search``; the rest of :func:`serving_options` describe one deployment."""
+LOAD = ("concurrency", "request_rate", "prefill_workers", "decode_workers")
+"""Options that ask for the serving model under load (any one of them)."""
 
 
 @click.command("infer")
-@click.argument("model")
-@click.option("--gpu", required=True, help="Catalog GPU id.")
-@click.option(
-    "--tp",
-    "tp_text",
-    default="1,2,4,8",
-    show_default=True,
-    help="Tensor-parallel degrees to compare (comma-separated).",
+@options(
+    MODEL,
+    flag("gpu", required=True),
+    flag(
+        "tp",
+        type=str,
+        default="1,2,4,8",
+        help="Tensor-parallel degrees to compare (comma-separated).",
+    ),
+    flag("gpus_per_node", default=catalog.DEFAULT_GPUS_PER_NODE, help="GPUs per node."),
+    flag("inter", help="Fabric used when TP spans nodes."),
+    "batch",
+    opt("--input input_len", int, 512, "Prompt tokens."),
+    opt("--output output_len", int, 256, "Generated tokens."),
+    opt(
+        "--weights",
+        default="bf16",
+        help="Weight format: bf16, fp8, fp8_block, nvfp4, mxfp4, int8_wo, fp8_wo, int4_wo "
+        "(weight-only where the GPU lacks the rate); the static-batch table takes "
+        f"{', '.join(WEIGHT_DTYPES)}.",
+    ),
+    opt(
+        "--kv-dtype",
+        click.Choice(("auto", *KV_DTYPES)),
+        "auto",
+        "KV-cache dtype; auto: the engine's default for the weights (bf16 for the static table).",
+    ),
+    opt(
+        "--engine",
+        help="Serving engine under load: tensorrt-llm, vllm, sglang (default vllm); for the "
+        f"static-batch table any profile: {', '.join(profile_names())} (default generic).",
+    ),
+    flag("profile", help="Calibration profile YAML overlay."),
+    SERVING,
+    SEARCH,
+    "html",
+    "json",
 )
-@click.option("--gpus-per-node", type=int, default=catalog.DEFAULT_GPUS_PER_NODE, show_default=True)
-@inter_option("Fabric used when TP spans nodes.")
-@click.option("--batch", type=int, default=1, show_default=True, help="Concurrent sequences.")
-@click.option(
-    "--input", "input_len", type=int, default=512, show_default=True, help="Prompt tokens."
-)
-@click.option(
-    "--output", "output_len", type=int, default=256, show_default=True, help="Generated tokens."
-)
-@click.option(
-    "--weights",
-    default="bf16",
-    show_default=True,
-    help="Weight format: bf16, fp8, fp8_block, nvfp4, mxfp4, int8_wo, fp8_wo, int4_wo "
-    "(weight-only where the GPU lacks the rate); the static-batch table takes "
-    f"{', '.join(WEIGHT_DTYPES)}.",
-)
-@click.option(
-    "--kv-dtype",
-    type=click.Choice(("auto", *KV_DTYPES)),
-    default="auto",
-    show_default=True,
-    help="KV-cache dtype; auto: the engine's default for the weights (bf16 for the static table).",
-)
-@click.option(
-    "--engine",
-    default=None,
-    help="Serving engine under load: tensorrt-llm, vllm, sglang (default vllm); for the "
-    f"static-batch table any profile: {', '.join(profile_names())} (default generic).",
-)
-@click.option("--profile", "profile_file", default=None, help="Calibration profile YAML overlay.")
-@serving_options
-@html_option
-@json_option
-def command(
-    model: str,
-    gpu: str,
-    tp_text: str,
-    gpus_per_node: int,
-    inter: str,
-    batch: int,
-    input_len: int,
-    output_len: int,
-    weights: str,
-    kv_dtype: str,
-    engine: str | None,
-    profile_file: str | None,
-    as_json: bool,
-    html_path: str | None,
-    **serving: Any,
-) -> None:
+def command(model: str, as_json: bool, html_path: str | None, **o: Any) -> None:
     """Time to first token, time per output token and throughput of serving MODEL.
 
     Under load (--concurrency C or --request-rate R): a continuously batching engine
@@ -98,57 +70,36 @@ def command(
     --decode-workers ...). With --search: the deployment on --gpus GPUs with the most goodput
     under --slo-ttft-ms/--slo-tpot-ms. Otherwise a static batch (--batch) per TP degree."""
     check_writable(html_path, "--html")
-    ctx = click.get_current_context()
-    given = ctx.get_parameter_source("tp_text") is not click.core.ParameterSource.DEFAULT
-    common: dict[str, Any] = {
-        "gpu": gpu,
-        "weights": weights,
-        "kv_dtype": kv_dtype,
-        "input_len": input_len,
-        "output_len": output_len,
-    }
-    place: dict[str, Any] = {"gpus_per_node": gpus_per_node, "inter": inter}
-    if serving["search"]:
+    typed_tp = click.get_current_context().get_parameter_source("tp") is not ParameterSource.DEFAULT
+    tp, batch, engine, search = o.pop("tp"), o.pop("batch"), o.pop("engine"), o.pop("search")
+    common = {k: o.pop(k) for k in ("gpu", "weights", "kv_dtype", "input_len", "output_len")}
+    common |= {k: o.pop(k) for k in ("gpus_per_node", "inter")}  # every question takes these
+    searched = {k: o.pop(k) for k in ("gpus", "slo_ttft_ms", "slo_tpot_ms", "price")}
+    result: Any
+    if search:
         require(
-            serving["gpus"] is not None, "--search needs --gpus N (GPUs available)", field="gpus"
+            searched["gpus"] is not None, "--search needs --gpus N (GPUs available)", field="gpus"
         )
-        search = {k: serving[k] for k in _SEARCH_ONLY[1:]}
-        result: Any = api_search(model, engine=engine or "vllm", **common, **search, **place)
+        result = api_search(model, engine=engine or "vllm", **common, **searched)
         render = print_search
-    elif any(
-        serving[k] is not None
-        for k in ("concurrency", "request_rate", "prefill_workers", "decode_workers")
-    ):
-        load = {k: v for k, v in serving.items() if k not in _SEARCH_ONLY}
-        tp = _single(tp_text, given)
-        result = api_infer(
-            model, engine=engine or "vllm", tp=tp, profile=profile_file, **common, **load, **place
-        )
+    elif any(o[k] is not None for k in LOAD):
+        tp = _single(tp) if typed_tp else 1
+        result = api_infer(model, engine=engine or "vllm", tp=tp, **common, **o)
         render = print_serving
     else:
-        result = infer_static(
-            model,
-            tp=tp_text if given else None,
-            batch=batch,
-            engine=engine,
-            profile=profile_file,
-            **common,
-            **place,
-        )
+        profile, tp = o["profile"], tp if typed_tp else None
+        result = infer_static(model, tp=tp, batch=batch, engine=engine, profile=profile, **common)
         render = print_static
     doc = result.to_dict()
-    write_result_html(
-        html_path, f"gpuscale infer: {model} on {gpu}", str(doc.get("verdict", "")), result
-    )
+    title = f"gpuscale infer: {model} on {common['gpu']}"
+    write_result_html(html_path, title, str(doc.get("verdict", "")), result)
     if as_json:
         emit_json(doc)
     else:
         render(console, doc)
 
 
-def _single(tp_text: str, given: bool) -> int:
-    if not given:
-        return 1
+def _single(tp_text: str) -> int:
     try:
         return int(tp_text)
     except ValueError:

@@ -44,6 +44,16 @@ def print_simulation(console: Console, doc: Mapping[str, Any]) -> None:
     console.print(table)
 
 
+def simulation_answer(doc: Mapping[str, Any]) -> str:
+    """The simulation in one line (the HTML report's answer): the policy that finishes jobs
+    soonest on average."""
+    best = min(doc["policies"], key=lambda r: r["avg_jct_s"])
+    return (
+        f"lowest average job completion time: {best['policy']} "
+        f"({best['avg_jct_s'] / 3600:,.2f} h over {best['jobs_submitted']:,} jobs)"
+    )
+
+
 def simulation_csv(doc: Mapping[str, Any]) -> str:
     """``ClusterSimulation.to_dict()``'s per-policy metrics as CSV, one row per policy."""
     return rows_csv(doc["policies"])
