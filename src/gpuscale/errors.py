@@ -22,6 +22,11 @@ class InputError(ValueError):
         self.field = field
 
 
+class RunFailure(RuntimeError):
+    """A run that failed for a reason other than the user's input (a rank crashed or timed out):
+    printed as ``gpuscale: <message>`` with exit code 1."""
+
+
 def closest(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
     """Up to ``n`` catalog ids closest to ``name``: prefix matches first, then fuzzy ones."""
     pool = sorted(choices)

@@ -22,6 +22,7 @@ from gpuscale.api._json import document
 from gpuscale.costmodel.collectives import OPS
 from gpuscale.costmodel.profile import profile_names
 from gpuscale.errors import InputError, closest, require
+from gpuscale.measure.bench_run import reporting_rank
 from gpuscale.measure.bench_setup import CPU_SIZES, GPU_SIZES
 from gpuscale.measure.doctor import Report as DoctorReport
 from gpuscale.measure.launcher import RankFailure
@@ -61,6 +62,7 @@ __all__ = [
     "doctor",
     "import_nccl_tests",
     "profile_names",
+    "reporting_rank",
 ]
 
 

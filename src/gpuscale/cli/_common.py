@@ -1,23 +1,27 @@
-"""Pieces every command shares: JSON output, rich console, shared options."""
+"""Pieces every command shares: the consoles, JSON output, output paths checked up front, the
+HTML report, warnings and benchmark progress. Shared flags are in :mod:`gpuscale.cli._options`."""
 
 from __future__ import annotations
 
 import json
 import math
+import shlex
+import sys
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from contextlib import AbstractContextManager
+from typing import Any
 
 import click
 from click.core import ParameterSource
 from rich.console import Console
+from rich.markup import escape
 
-from gpuscale import catalog, files
-from gpuscale.api import profile_names
+from gpuscale import files
 from gpuscale.api._json import document as versioned
+from gpuscale.api.measure import reporting_rank
 from gpuscale.errors import InputError
 from gpuscale.report.html import Section, result_sections, write_report
-
-F = TypeVar("F", bound=Callable[..., Any])
+from gpuscale.report.progress import lazy_progress_bar
 
 console = Console()
 err_console = Console(stderr=True)
@@ -61,51 +65,10 @@ def write_html(path: str, title: str, sections: Sequence[Section]) -> None:
         raise InputError(f"cannot write --html '{path}': {exc.strerror or exc}") from None
 
 
-def html_option(func: F) -> F:
-    """``--html FILE``: also write the answer as one self-contained page (plots and every figure
-    of the ``--json``), checked before any work is done."""
-    return click.option(
-        "--html",
-        "html_path",
-        default=None,
-        help="Also write a self-contained HTML report (plots, every figure of the answer).",
-    )(func)
-
-
 def write_result_html(path: str | None, title: str, answer: str, result: Any) -> None:
     """The HTML report of an API result: its answer in words, ``figures()`` and ``to_dict()``."""
     if path:
         write_html(path, title, result_sections(answer, result.to_dict(), result.figures()))
-
-
-def inter_option(help: str = "Fabric between nodes (gpuscale catalog links).") -> Callable[[F], F]:
-    """``--inter FABRIC``: the link between nodes, a catalog id."""
-    return click.option("--inter", default=catalog.DEFAULT_INTER, show_default=True, help=help)
-
-
-def profile_options(func: F) -> F:
-    """``--framework NAME`` and ``--profile FILE``: the software-stack profile and a measured
-    calibration laid over it."""
-    func = click.option(
-        "--profile",
-        "profile_file",
-        default=None,
-        type=click.Path(dir_okay=False),
-        help="Calibration profile YAML (from gpuscale calibrate) laid over the --framework "
-        "profile: its keys win, the rest comes from the framework.",
-    )(func)
-    return click.option(
-        "--framework",
-        default="generic",
-        show_default=True,
-        help=f"Software-stack profile: {', '.join(profile_names())}.",
-    )(func)
-
-
-def json_option(func: F) -> F:
-    return click.option(
-        "--json", "as_json", is_flag=True, help="Print one JSON object for scripts."
-    )(func)
 
 
 def typed_options(ctx: click.Context) -> dict[str, str]:
@@ -116,6 +79,22 @@ def typed_options(ctx: click.Context) -> dict[str, str]:
         for p in ctx.command.params
         if isinstance(p, click.Option) and p.name and ctx.get_parameter_source(p.name) in typed
     }
+
+
+def warn(message: str) -> None:
+    """A warning line on stderr: stdout stays the table or the JSON document."""
+    text = f"[yellow]gpuscale: warning:[/yellow] {escape(message)}"
+    err_console.print(text, highlight=False, markup=True, soft_wrap=True)
+
+
+def command_line() -> str:
+    """The command as typed, recorded with every measurement."""
+    return "gpuscale " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+def bench_bar(label: str) -> AbstractContextManager[Callable[[int, int], None]]:
+    """The progress bar of a benchmark: on stderr from its first update; one per torchrun job."""
+    return lazy_progress_bar(label, err_console, show=reporting_rank())
 
 
 def emit_json(document: dict[str, Any]) -> None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import click
 
 from gpuscale.api.catalog import KINDS, catalog_listing
-from gpuscale.cli._common import console, emit_json, json_option
+from gpuscale.cli._common import console, emit_json
+from gpuscale.cli._options import opt, options
 from gpuscale.report.catalog import print_catalog
 
 
 @click.command("catalog")
 @click.argument("kind", type=click.Choice(KINDS), default="gpus")
-@click.option("--sources", is_flag=True, help="Show each entry's source in the table too.")
-@json_option
+@options(opt("--sources", bool, help="Show each entry's source in the table too."), "json")
 def command(kind: str, sources: bool, as_json: bool) -> None:
     """List catalog entries: gpus (default), links (fabrics) or models. Every figure has a
     source (shown with --sources and always in --json)."""

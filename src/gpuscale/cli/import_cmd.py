@@ -3,14 +3,14 @@ Parsing and rendering: the fit is :func:`gpuscale.api.measure.import_nccl_tests`
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from gpuscale.api.measure import COLLECTIVE_OPS, import_nccl_tests
-from gpuscale.cli._calibration_options import profile_options, show_calibration, topology_option
-from gpuscale.cli._common import console, json_option
-from gpuscale.report.measure import print_runs
-
-OP_CHOICES = (*COLLECTIVE_OPS, "reduce", "gather", "scatter")
+from gpuscale.cli._common import console, emit_json, warn
+from gpuscale.cli._options import CALIBRATION, opt, options
+from gpuscale.report.measure import print_fitted_profile, print_runs
 
 
 @click.group("import")
@@ -20,47 +20,29 @@ def command() -> None:
 
 @command.command("nccl-tests")
 @click.argument("logs", nargs=-1, required=True)
-@click.option(
-    "--op",
-    type=click.Choice(OP_CHOICES),
-    default=None,
-    help="The collective, where neither the log nor its file name says (a contradiction "
-    "is an error).",
+@options(
+    opt(
+        "--op",
+        click.Choice((*COLLECTIVE_OPS, "reduce", "gather", "scatter")),
+        help="The collective, where neither the log nor its file name says (a contradiction "
+        "is an error).",
+    ),
+    opt(
+        "--in-place",
+        bool,
+        help="Fit the in-place columns [default: out-of-place, as published tables use].",
+    ),
+    CALIBRATION,
 )
-@click.option(
-    "--in-place",
-    is_flag=True,
-    help="Fit the in-place columns [default: out-of-place, as published tables use].",
-)
-@topology_option
-@profile_options
-@json_option
-def nccl_tests_cmd(
-    logs: tuple[str, ...],
-    op: str | None,
-    in_place: bool,
-    gpus_per_node: int | None,
-    nics_per_node: int | None,
-    output: str | None,
-    name: str,
-    base: str,
-    html_path: str | None,
-    as_json: bool,
-) -> None:
+def nccl_tests_cmd(logs: tuple[str, ...], html_path: str | None, as_json: bool, **o: Any) -> None:
     """Parse nccl-tests text logs (any version, mpirun --tag-output too) or -J JSON reports and
     fit the same profile as calibrate. A single-node log gives the 'intra' level, a multi-node
     one 'inter'."""
-    result = import_nccl_tests(
-        logs,
-        op=op,
-        in_place=in_place,
-        gpus_per_node=gpus_per_node,
-        nics_per_node=nics_per_node,
-        output=output,
-        name=name,
-        base=base,
-        html=html_path,
-    )
-    if not as_json:
-        print_runs(console, list(result.runs))
-    show_calibration(result, as_json=as_json, html_path=html_path)
+    result = import_nccl_tests(logs, html=html_path, **o)
+    for w in result.fit.warnings:
+        warn(w)
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    print_runs(console, list(result.runs))
+    print_fitted_profile(console, result.fit, html_path)

@@ -12,7 +12,7 @@ import sys
 import click
 
 from gpuscale import __version__
-from gpuscale.errors import InputError
+from gpuscale.errors import InputError, RunFailure
 
 # Each module defines ``command``: a click command or group. Imported lazily so that
 # ``gpuscale fit`` never pays for torch-backed commands.
@@ -109,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         click.echo(f"gpuscale: {_message(exc)}", err=True)
         return 2
+    except RunFailure as exc:
+        click.echo(f"gpuscale: {_one_line(str(exc))}", err=True)
+        return 1
     except click.exceptions.NoArgsIsHelpError as exc:
         # `gpuscale` or `gpuscale bench` alone: show the help, as a bare group should.
         click.echo(exc.ctx.get_help() if exc.ctx is not None else cli.get_help(click.Context(cli)))

@@ -7,7 +7,8 @@ import click
 
 from gpuscale import files
 from gpuscale.api.measure import analyze_trace
-from gpuscale.cli._common import console, emit_json, err_console, json_option
+from gpuscale.cli._common import console, emit_json, err_console, warn
+from gpuscale.cli._options import flag, opt, options
 from gpuscale.report.progress import bytes_progress_bar
 from gpuscale.report.trace import print_trace
 
@@ -22,25 +23,25 @@ def command() -> None:
 
 @command.command("analyze")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(exists=True))
-@click.option(
-    "--predict-with",
-    "plan",
-    metavar="PLAN",
-    help="Compare with a prediction: the JSON file of `gpuscale estimate ... --json`, "
-    "or inline estimate options model=ID,gpu=ID,gpus=N,tp=T,... .",
+@options(
+    opt(
+        "--predict-with plan",
+        metavar="PLAN",
+        help="Compare with a prediction: the JSON file of `gpuscale estimate ... --json`, "
+        "or inline estimate options model=ID,gpu=ID,gpus=N,tp=T,... .",
+    ),
+    flag(
+        "html",
+        type=click.Path(dir_okay=False),
+        help="Also write an HTML report with the breakdown and per-step plots.",
+    ),
+    opt(
+        "--workers",
+        click.IntRange(min=1),
+        help="Processes reading ranks in parallel (default: one per file, up to the CPUs).",
+    ),
+    "json",
 )
-@click.option(
-    "--html",
-    "html_path",
-    type=click.Path(dir_okay=False),
-    help="Also write an HTML report with the breakdown and per-step plots.",
-)
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    help="Processes reading ranks in parallel (default: one per file, up to the CPUs).",
-)
-@json_option
 def analyze_command(
     traces: tuple[str, ...],
     plan: str | None,
@@ -59,9 +60,7 @@ def analyze_command(
             traces, predict_with=plan, html=html_path, workers=workers, progress=progress
         )
     for warning in result.report.warnings:
-        err_console.print(
-            f"[yellow]gpuscale: warning:[/yellow] {warning}", highlight=False, soft_wrap=True
-        )
+        warn(warning)
     if as_json:
         emit_json(result.to_dict())
         return

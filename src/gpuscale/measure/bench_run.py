@@ -37,6 +37,12 @@ def under_torchrun() -> bool:
     )
 
 
+def reporting_rank() -> bool:
+    """Whether this process reports (bars, tables): any process but a torchrun rank other than
+    0, so that a job shows one bar, not one per rank."""
+    return not under_torchrun() or os.environ["RANK"] == "0"
+
+
 def parse_ops(text: str) -> tuple[str, ...]:
     items = [o.strip().replace("-", "_") for o in text.split(",")]
     require(

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from gpuscale.errors import RunFailure
+
 MESSAGE_PREFIX = "@gpuscale "
 HEARTBEAT_S = 0.5
 HEARTBEAT_LIMIT_S = 5.0
@@ -40,7 +42,7 @@ _GRACE_S = 3.0
 """After a first failure, how long to wait for the other ranks' own reports before diagnosing."""
 
 
-class RankFailure(RuntimeError):
+class RankFailure(RunFailure):
     """The run failed; ``rank`` is the rank to blame (``None`` when no single rank is)."""
 
     def __init__(self, message: str, rank: int | None) -> None:

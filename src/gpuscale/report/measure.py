@@ -86,6 +86,17 @@ def print_calibration(console: Console, cal: Any, notes: Sequence[str]) -> None:
         console.print(f"note: {note}")
 
 
+def print_fitted_profile(console: Console, fit: Any, html_path: str | None) -> None:
+    """A fitted profile (``CalibrationResult.fit``): the tables, then what was written."""
+    print_calibration(console, fit.calibration, list(fit.notes))
+    if fit.written:
+        console.print(f"wrote {fit.written}: use it with --profile {fit.written}")
+    else:
+        console.print("(add -o FILE to write the profile)")
+    if html_path:
+        console.print(f"wrote {html_path}")
+
+
 def calibration_figures(cal: Any) -> list[Any]:
     """Predicted vs measured collective times, and the GEMM efficiency curve."""
     return [f for f in (_collectives_figure(cal), _gemm_figure(cal)) if f is not None]

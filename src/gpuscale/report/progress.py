@@ -63,9 +63,14 @@ def bytes_progress_bar(
 
 
 @contextmanager
-def lazy_progress_bar(label: str, console: Console) -> Iterator[Callable[[int, int], None]]:
+def lazy_progress_bar(
+    label: str, console: Console, *, show: bool = True
+) -> Iterator[Callable[[int, int], None]]:
     """A progress bar that appears at the first ``update(done, total)``, so that errors raised
-    before any work print as one clean line."""
+    before any work print as one clean line; none at all when ``show`` is false."""
+    if not show:
+        yield lambda done, total: None
+        return
     bar = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
