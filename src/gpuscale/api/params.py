@@ -1,0 +1,214 @@
+"""The keyword arguments that several API functions share, each described once: its type,
+default, accepted values and meaning.
+
+The CLI builds its flags from these (``gpus_per_node`` is ``--gpus-per-node``; a flag that is on
+by default is spelled ``--no-...``), a form on a web page can build its fields from them, and
+``tests/unit/test_params.py`` checks every default against the signatures of the functions that
+take the argument, so the flag, the field and the keyword argument cannot drift apart. Where one
+function's default differs (``fit`` assumes 8 GPUs per node), its command says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpuscale import catalog
+from gpuscale.api.training import DEFAULT_LORA_RANK
+from gpuscale.costmodel.profile import profile_names
+from gpuscale.measure.bench_setup import CPU_SIZES, GPU_SIZES
+from gpuscale.specs.plan import RECOMPUTE_CHOICES
+from gpuscale.specs.training import FINETUNES, PRECISIONS
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Param:
+    """One keyword argument: ``type`` is int, float, str or bool; ``choices`` the accepted
+    strings; ``low``/``high`` the accepted range of an integer (inclusive)."""
+
+    help: str
+    type: type = str
+    default: Any = None
+    choices: tuple[str, ...] | None = None
+    low: int | None = None
+    high: int | None = None
+
+
+_NICS = "one per GPU, rail-optimized, on RDMA fabrics; one per node on TCP Ethernet"
+
+
+def _worker(stage: str, what: str) -> dict[str, Param]:
+    """A disaggregated serving pool's arguments (``prefill_*``, ``decode_*``)."""
+    return {
+        f"{stage}_workers": Param(type=int, help=f"Disaggregated: {stage} workers."),
+        f"{stage}_tp": Param(
+            type=int, default=1, help=f"Tensor-parallel degree of a {stage} worker."
+        ),
+        f"{stage}_ep": Param(
+            type=int, default=1, help=f"Expert-parallel degree of a {stage} worker."
+        ),
+        f"{stage}_attention_dp": Param(
+            type=int, default=1, help=f"Attention data-parallel ranks of a {stage} worker."
+        ),
+        f"{stage}_batch": Param(type=int, help=f"Most {what} a {stage} worker batches."),
+    }
+
+
+PARAMS: dict[str, Param] = {
+    # the cluster
+    "gpu": Param(help="Catalog GPU id (gpuscale catalog gpus)."),
+    "gpus": Param(type=int, help="GPUs in the job [default: tp*pp*dp*cp]."),
+    "gpus_per_node": Param(
+        type=int,
+        help="GPUs in one NVLink/PCIe node [default: the GPU's NVLink domain, 8; 72 on "
+        "GB200/GB300 NVL72].",
+    ),
+    "inter": Param(
+        default=catalog.DEFAULT_INTER, help="Fabric between nodes (gpuscale catalog links)."
+    ),
+    "nics_per_node": Param(type=int, help=f"Network ports per node [default: {_NICS}]."),
+    "slowest_gpu": Param(
+        help="Mixed cluster: the slowest card in the job, which sets the pace of every step."
+    ),
+    # the parallel plan
+    "tp": Param(type=int, default=1, help="Tensor-parallel degree."),
+    "pp": Param(type=int, default=1, help="Pipeline stages."),
+    "dp": Param(type=int, help="Data-parallel degree [default: gpus/(tp*pp*cp)]."),
+    "cp": Param(type=int, default=1, help="Context-parallel degree."),
+    "vp": Param(type=int, default=1, help="Virtual stages per GPU (interleaving)."),
+    "ep": Param(type=int, default=1, help="Expert-parallel degree (MoE)."),
+    "first_stage_layers": Param(
+        type=int,
+        default=0,
+        low=0,
+        help="Layers on the first pipeline rank (Megatron --decoder-first-pipeline-num-layers; "
+        "0: even or automatic split).",
+    ),
+    "last_stage_layers": Param(
+        type=int,
+        default=0,
+        low=0,
+        help="Layers on the last pipeline rank (--decoder-last-pipeline-num-layers).",
+    ),
+    "embedding_as_layer": Param(
+        type=bool,
+        default=False,
+        help="Count the embedding as a layer of the first stage "
+        "(--account-for-embedding-in-pipeline-split).",
+    ),
+    "loss_as_layer": Param(
+        type=bool,
+        default=False,
+        help="Count the output layer and loss as a layer of the last stage "
+        "(--account-for-loss-in-pipeline-split).",
+    ),
+    # the job
+    "mbs": Param(type=int, default=1, help="Micro-batch, sequences."),
+    "gbs": Param(
+        type=int, help="Global batch, sequences [default: the model size's recipe batch; printed]."
+    ),
+    "seq": Param(type=int, default=4096, help="Sequence length."),
+    "recompute": Param(default="none", choices=RECOMPUTE_CHOICES, help="Activation recomputation."),
+    "zero": Param(
+        type=int,
+        default=0,
+        low=0,
+        high=3,
+        help="ZeRO stage over the data-parallel group (3 = FSDP).",
+    ),
+    "precision": Param(
+        default="bf16", choices=PRECISIONS, help="Matmul precision (fp8: linear layers only)."
+    ),
+    "finetune": Param(
+        default="full",
+        choices=FINETUNES,
+        help="Train every weight, or adapters on a frozen 16-bit (lora) or 4-bit (qlora) base.",
+    ),
+    # None unless given: the rank belongs to an adapter fine-tune, so a default must not make a
+    # full fine-tune look like LoRA (a rank without finetune lora/qlora is refused)
+    "lora_rank": Param(
+        type=int, help=f"Adapter rank of --finetune lora/qlora [default: {DEFAULT_LORA_RANK}]."
+    ),
+    "offload_optimizer": Param(
+        type=bool, default=False, help="ZeRO-Offload: optimizer step on the CPU."
+    ),
+    "sequence_parallel": Param(type=bool, default=True, help="TP all-reduces instead of RS/AG."),
+    "flash_attention": Param(
+        type=bool, default=True, help="Unfused attention (s x s scores in HBM)."
+    ),
+    "storage_gbps": Param(
+        type=float,
+        default=0.0,
+        help="Dataset read bandwidth per node, GB/s (0: data local and prefetched).",
+    ),
+    "checkpoint_every": Param(type=int, default=0, help="Checkpoint every N steps (0: never)."),
+    "checkpoint_gbps": Param(
+        type=float, default=10.0, help="Aggregate checkpoint write bandwidth, GB/s."
+    ),
+    # training to completion (plan, scale)
+    "tokens": Param(help="Tokens to train, e.g. 15T [default: 20 per parameter, Chinchilla]."),
+    "price": Param(type=float, help="USD per GPU-hour; without it cost is in GPU-hours."),
+    # the software stack
+    "framework": Param(
+        default="generic", help=f"Software-stack profile: {', '.join(profile_names())}."
+    ),
+    "profile": Param(
+        help="Calibration profile YAML (from gpuscale calibrate) laid over the --framework "
+        "profile: its keys win, the rest comes from the framework."
+    ),
+    # serving under load (infer)
+    "batch": Param(type=int, default=1, help="Concurrent sequences."),
+    "concurrency": Param(type=int, help="Closed loop: requests kept in flight."),
+    "request_rate": Param(type=float, help="Open loop: Poisson arrivals, requests/s."),
+    "num_requests": Param(type=int, default=1000, help="Requests in the (open-loop) benchmark."),
+    "prefix_hit": Param(
+        type=float, default=0.0, help="Share of each prompt served from the prefix cache."
+    ),
+    "input_cv": Param(
+        type=float,
+        default=0.0,
+        help="Spread of prompt lengths (lognormal coefficient of variation; 0 = fixed).",
+    ),
+    "output_cv": Param(
+        type=float,
+        default=0.0,
+        help="Spread of output lengths (lognormal coefficient of variation; 0 = fixed).",
+    ),
+    "attention_dp": Param(
+        type=int, default=1, help="Attention data-parallel ranks inside --tp (MoE)."
+    ),
+    "replicas": Param(type=int, default=1, help="Engine instances behind a load balancer."),
+    **_worker("prefill", "prompts"),
+    **_worker("decode", "requests"),
+    # the benchmarks (bench_collectives, bench_matmul, and calibrate, which runs them)
+    "nproc": Param(
+        type=int,
+        help="Ranks to start here [default: every GPU, or 2 on CPU]. Ignored under torchrun.",
+    ),
+    "sizes": Param(
+        help="Collective sizes: MIN:MAX bytes (K/M/G suffixes) or a comma list [default: "
+        f"{GPU_SIZES} on GPUs, {CPU_SIZES} on CPU]."
+    ),
+    "iters": Param(type=int, default=20, help="Timed iterations per size."),
+    "warmup": Param(type=int, default=5, help="Untimed iterations per size."),
+    "backend": Param(
+        default="auto", choices=("auto", "gloo", "nccl"), help="auto: nccl on GPUs, else gloo."
+    ),
+    "group_by_node": Param(
+        type=bool,
+        default=False,
+        help="Measure inside each node (intra) and across nodes (inter) separately.",
+    ),
+    "ranks_per_node": Param(
+        type=int,
+        help="Treat every K consecutive ranks as one node (try --group-by-node on one host).",
+    ),
+    "timeout": Param(
+        type=float,
+        default=120.0,
+        help="Seconds a rank may wait on a collective; the run stops after this long without progress.",
+    ),
+    "shapes": Param(
+        help="GEMM shapes: comma list of N (square) or MxNxK [default: a sweep for the device]."
+    ),
+}
