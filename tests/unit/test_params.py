@@ -29,6 +29,8 @@ FUNCTIONS: list[Callable[..., Any]] = [
     serving.infer,
     serving_static.infer_static,
     cluster.cluster_adapt,
+    cluster.cluster_simulate,
+    cluster.cluster_trace,
     measure.bench_collectives,
     measure.bench_matmul,
 ]

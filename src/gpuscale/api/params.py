@@ -180,6 +180,9 @@ PARAMS: dict[str, Param] = {
     "replicas": Param(type=int, default=1, help="Engine instances behind a load balancer."),
     **_worker("prefill", "prompts"),
     **_worker("decode", "requests"),
+    # the shared cluster (cluster_simulate, cluster_trace, cluster_adapt)
+    "seed": Param(type=int, default=0, help="Seed of the random draws (same seed, same answer)."),
+    "repair_h": Param(type=float, default=4.0, help="Hours to repair a failed node."),
     # the benchmarks (bench_collectives, bench_matmul, and calibrate, which runs them)
     "nproc": Param(
         type=int,

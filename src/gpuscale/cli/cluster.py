@@ -9,28 +9,13 @@ from typing import Any
 import click
 
 from gpuscale import catalog, files
-from gpuscale.api.cluster import (
-    DEFAULT_MODEL,
-    EVENTS,
-    FORMATS,
-    ORDERS,
-    POLICIES,
-    SYNTHETIC,
-    cluster_adapt,
-    cluster_export,
-    cluster_simulate,
-    cluster_trace,
-    parse_degradation,
-    write_trace,
-)
+from gpuscale.api import cluster as cluster_api
 from gpuscale.cli._common import FINITE, check_writable, console, emit_json, write_result_html
 from gpuscale.cli._options import MODEL, flag, opt, options
 from gpuscale.report.cluster import print_adapt, print_simulation, simulation_answer, simulation_csv
 from gpuscale.report.progress import progress_bar
 
 CLUSTER = opt("--cluster cluster_file", required=True, help="Cluster YAML (see examples/).")
-SEED = opt("--seed", int, 0, "Seed of the random draws (same seed, same answer).")
-REPAIR = opt("--repair-h", FINITE, 4.0, "Hours to repair a failed node.")
 
 
 @click.group("cluster")
@@ -44,19 +29,19 @@ def command() -> None:
     opt("--trace trace_file", required=True, help="Job CSV (submit, GPUs, duration)."),
     opt(
         "--policy",
-        click.Choice([*POLICIES, "all"]),
+        click.Choice([*cluster_api.POLICIES, "all"]),
         "all",
         "Placement policy; all runs each on the same trace.",
     ),
-    opt("--order", click.Choice(ORDERS), "fifo", "Queue order."),
-    SEED,
+    opt("--order", click.Choice(cluster_api.ORDERS), "fifo", "Queue order."),
+    "seed",
     opt(
         "--default-model",
-        default=DEFAULT_MODEL,
+        default=cluster_api.DEFAULT_MODEL,
         help="Catalog model for trace rows that name none.",
     ),
     opt("--node-mtbf-h", FINITE, help="Mean hours between failures of one node."),
-    REPAIR,
+    "repair_h",
     opt("--checkpoint-min", FINITE, 60.0, "Minutes between checkpoints (work lost on a failure)."),
     opt("--max-restarts", int, 10, "Restarts before a failing job is given up."),
     opt(
@@ -86,10 +71,10 @@ def simulate_command(
     it gets comes from the cost model."""
     check_writable(output, "-o")
     check_writable(html_path, "--html")
-    degradations = tuple(parse_degradation(d) for d in degrade)
+    degradations = tuple(cluster_api.parse_degradation(d) for d in degrade)
     with nullcontext(None) if as_json else progress_bar("simulating") as update:
         step = None if update is None else (lambda name, d, t: update(d, t))
-        sim = cluster_simulate(
+        sim = cluster_api.cluster_simulate(
             cluster_file, trace_file, degradations=degradations, progress=step, **o
         )
     doc = sim.to_dict()
@@ -105,9 +90,14 @@ def simulate_command(
 
 @command.command("trace")
 @options(
-    opt("--synthetic", click.Choice(SYNTHETIC), required=True, help="Published cluster to mimic."),
+    opt(
+        "--synthetic",
+        click.Choice(cluster_api.SYNTHETIC),
+        required=True,
+        help="Published cluster to mimic.",
+    ),
     opt("--jobs", int, required=True, help="Jobs in the trace."),
-    SEED,
+    "seed",
     opt(
         "--load-gpus",
         FINITE,
@@ -118,15 +108,20 @@ def simulate_command(
 def trace_command(output: str, **o: Any) -> None:
     """Write a synthetic job trace that matches published statistics of a real cluster."""
     check_writable(output, "-o")
-    trace = cluster_trace(**o)
-    write_trace(trace, output)
+    trace = cluster_api.cluster_trace(**o)
+    cluster_api.write_trace(trace, output)
     console.print(f"wrote {len(trace)} jobs to {output}")
 
 
 @command.command("export")
 @options(
     CLUSTER,
-    opt("--format fmt", click.Choice(FORMATS), required=True, help="Scheduler file to write."),
+    opt(
+        "--format fmt",
+        click.Choice(cluster_api.FORMATS),
+        required=True,
+        help="Scheduler file to write.",
+    ),
     opt("--node-prefix", default="node", help="Node names: PREFIX + index."),
     opt("-o --output", help="Write to a file instead of stdout."),
     "json",
@@ -136,7 +131,7 @@ def export_command(
 ) -> None:
     """The cluster's topology for Slurm (topology.conf / topology.yaml), Kueue or Volcano."""
     check_writable(output, "-o")
-    result = cluster_export(cluster_file, format=fmt, node_prefix=node_prefix)
+    result = cluster_api.cluster_export(cluster_file, format=fmt, node_prefix=node_prefix)
     if as_json:
         emit_json(result.to_dict())
     elif output:
@@ -153,7 +148,9 @@ def export_command(
     flag("gpus", required=True),
     flag("gpus_per_node", default=catalog.DEFAULT_GPUS_PER_NODE, help="GPUs per node."),
     "inter",
-    opt("--event", click.Choice(EVENTS), required=True, help="What happens to the job."),
+    opt(
+        "--event", click.Choice(cluster_api.EVENTS), required=True, help="What happens to the job."
+    ),
     opt("--factor", FINITE, 0.25, "Bandwidth left on the link (inter/intra)."),
     opt("--at-h", FINITE, 1.0, "Hours into the run."),
     opt("--horizon-h", FINITE, 24.0, "Hours the comparison covers."),
@@ -164,12 +161,12 @@ def export_command(
         10.0,
         "Checkpoint read bandwidth, GB/s.",
     ),
-    REPAIR,
+    "repair_h",
     "json",
 )
 def adapt_command(model: str, as_json: bool, **o: Any) -> None:
     """Re-plan MODEL after a link degradation or a node loss; static vs adaptive throughput."""
-    result = cluster_adapt(model, **o)
+    result = cluster_api.cluster_adapt(model, **o)
     if as_json:
         emit_json(result.to_dict())
     else:

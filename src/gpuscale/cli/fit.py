@@ -127,30 +127,19 @@ def reject_misplaced(ctx: click.Context, *, mode: str, finetune: str) -> None:
         for p in ctx.command.params
         if isinstance(p, click.Option) and (m := re.match(r"\[([^]]+)\]", p.help or ""))
     }
-    rules = (
-        (
-            mode == "infer",
-            ("train", "lora, qlora", "qlora"),
-            "--mode train",
-            "--mode infer takes --tp, --pp, --seq, --batch, --context, --weights and --kv-dtype",
-        ),
-        (mode == "train", ("infer",), "--mode infer", "add --mode infer, or leave {it} out"),
-        (
-            finetune == "full",
-            ("lora, qlora",),
-            "--finetune lora or qlora",
-            "add --finetune lora or qlora, or leave {it} out",
-        ),
-        (
-            finetune != "qlora",
-            ("qlora",),
-            "--finetune qlora",
-            "add --finetune qlora, or leave {it} out",
-        ),
+    infer_takes = (
+        "--mode infer takes --tp, --pp, --seq, --batch, --context, --weights and --kv-dtype"
+    )
+    rules = (  # (the rule applies, to flags tagged, which belong to, what is accepted instead)
+        (mode == "infer", ("train", "lora, qlora", "qlora"), "--mode train", infer_takes),
+        (mode == "train", ("infer",), "--mode infer", None),
+        (finetune == "full", ("lora, qlora",), "--finetune lora or qlora", None),
+        (finetune != "qlora", ("qlora",), "--finetune qlora", None),
     )
     given = typed_options(ctx)
     for applies, scopes, where, accepted in rules:
         wrong = [flag for name, flag in given.items() if tags.get(name) in scopes]
         if applies and wrong:
             verb, it = ("applies", "it") if len(wrong) == 1 else ("apply", "them")
-            raise InputError(f"{', '.join(wrong)} {verb} to {where}; {accepted.format(it=it)}")
+            accepted = accepted or f"add {where}, or leave {it} out"
+            raise InputError(f"{', '.join(wrong)} {verb} to {where}; {accepted}")
