@@ -40,18 +40,20 @@ SUBCOMMAND_MODULES: dict[tuple[str, str], str] = {
 }
 
 
+def _load(module: str) -> click.Command:
+    command = importlib.import_module(module).command
+    if not isinstance(command, click.Command):
+        raise TypeError(f"{module}.command is not a click command")
+    return command
+
+
 class _LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMAND_MODULES)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         module = COMMAND_MODULES.get(cmd_name)
-        if module is None:
-            return None
-        command = importlib.import_module(module).command
-        if not isinstance(command, click.Command):
-            raise TypeError(f"{module}.command is not a click command")
-        return command
+        return None if module is None else _load(module)
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
@@ -59,10 +61,7 @@ class _LazyGroup(click.Group):
         name = args[0] if args else ""
         module = SUBCOMMAND_MODULES.get((name, args[1] if len(args) > 1 else ""))
         if module is not None:
-            command = importlib.import_module(module).command
-            if not isinstance(command, click.Command):
-                raise TypeError(f"{module}.command is not a click command")
-            return f"{name} {args[1]}", command, args[2:]
+            return f"{name} {args[1]}", _load(module), args[2:]
         if name and not name.startswith("-") and name not in COMMAND_MODULES:
             from gpuscale.errors import unknown
 
