@@ -130,3 +130,24 @@ def test_full_recompute_gathers_kv_again() -> None:
     none = run("llama3.1-70b", plan, seq=131072)
     full = run("llama3.1-70b", dataclasses.replace(plan, recompute="full"), seq=131072)
     assert float(full.comm_cp_s[0]) > float(none.comm_cp_s[0])
+
+
+def test_only_the_rings_first_step_is_a_causal_kernel() -> None:
+    from gpuscale.costmodel.compute import layer_compute
+    from gpuscale.specs import PlanBatch
+
+    m = catalog.model("llama3.1-8b")
+    device = catalog.gpu("h100-sxm")
+    full_rate = dataclasses.replace(
+        TORCHTITAN,
+        constants={**TORCHTITAN.constants, "attention_causal_relative_efficiency": 1.0},
+    )
+    ratio = TORCHTITAN.const("attention_causal_relative_efficiency")
+    plans = PlanBatch.from_plans(
+        [Plan(tp=1, dp=8, global_batch=8), Plan(tp=1, dp=2, cp=4, global_batch=2)]
+    )
+    training = Training(seq_len=65536)
+    slow = layer_compute(m, device, training, plans, TORCHTITAN).attention_forward_s
+    fast = layer_compute(m, device, training, plans, full_rate).attention_forward_s
+    assert slow[0] / fast[0] == pytest.approx(1.0 / ratio)  # no CP: every kernel is causal
+    assert slow[1] / fast[1] == pytest.approx(0.25 / ratio + 0.75)  # 1 of 4 ring steps

@@ -176,6 +176,16 @@ def layer_compute(
         attn_fwd = attn_flops / (
             half_peak * profile.attention_at(device.id, device.generation, chunk)
         )
+        if m.causal:
+            # Masked kernels run slower than full ones (diagonal tiles, uneven work per block):
+            # ``attention_causal_relative_efficiency`` of the profile's rate. A load-balanced
+            # ring runs one causal kernel (its own chunks) of the cp equal-work steps and
+            # full kernels for the rest (ring_attention.py).
+            causal_share = 1.0 / plans.cp
+            attn_fwd = attn_fwd * (
+                causal_share / profile.const("attention_causal_relative_efficiency")
+                + (1.0 - causal_share)
+            )
         # FlashAttention-2 backward re-forms the scores: 2.5x the forward FLOPs (Dao 2023, Sec. 3.2),
         # and reaches a smaller share of peak than forward (five GEMMs with dQ accumulated in
         # fp32 atomics): ~0.87 of the forward rate for FA2, FA3 and cuDNN on H100 at hdim 128

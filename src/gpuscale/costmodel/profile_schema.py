@@ -49,6 +49,7 @@ CONSTANTS: dict[str, Check] = {
     "memory_headroom_fraction": SHARE,
     "pp_scatter_gather": SHARE,
     "attention_backward_relative_efficiency": FRACTION,
+    "attention_causal_relative_efficiency": FRACTION,
     "lora_output_passes": NON_NEGATIVE,
     "fsdp_gather_once_under_pp": SHARE,
     "cp_ring_unfused_passes": SHARE,
