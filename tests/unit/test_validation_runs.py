@@ -253,17 +253,19 @@ def report(validation_dir: Path) -> loso.LosoReport:
 # megascale (14.0% -> 14.1%) and llmfoundry-h100 (15.5% -> 15.8%) got slightly worse.
 # narayanan21 went from 40.8% to 6.7% (= in-sample) and overall from 14.9% to 10.6% when the
 # fitted ZeRO-3 efficiency gave way to DeepSpeed 2021's collectives (deepspeed-2021.yaml).
+# PyTorch's ring attention (costmodel/ring_attention.py) took torchtitan-paper from 22.9% to
+# 16.2%, torchtitan from 6.3% to 5.1% and overall from 10.6% to 9.8%.
 LOSO_BOUNDS = {
-    "overall": 0.11,
+    "overall": 0.105,
     "narayanan21": 0.07,
     "korthikanti22": 0.045,
     "megatron": 0.105,
     "nemo2407": 0.06,
-    "torchtitan": 0.07,
+    "torchtitan": 0.06,
     "llmfoundry": 0.055,
     "bloom176b": 0.095,
     "megascale": 0.145,
-    "torchtitan-paper": 0.235,
+    "torchtitan-paper": 0.17,
     "llmfoundry-h100": 0.165,
 }
 
