@@ -19,8 +19,11 @@ attention kernels of the rest of the model (``compute.py``); what the ring adds 
   the query heads before SDPA (torchtitan/models/llama/model.py, ``repeat_kv``), so the ring
   moves and accumulates query-width K and V (4x the 8B's K/V, 16x the 405B's).
 - **All-gathered KV** (``cp_kv_all_gather``): the default rotater (``_AllGatherRotater``,
-  ``_cp_options.rotate_method = ALL_GATHER``) all-gathers every rank's K and V once per
-  attention call and waits for it after the first (local) step, so only that step hides it;
+  ``_cp_options.rotate_method = ALL_GATHER``; torchtitan's default since PR #728, Dec 2024; the
+  "pass-KV" variant of the PyTorch context-parallel tutorial, after Yang et al. 2024,
+  arXiv:2411.01783, which all-gathers K/V during the local SDPA) all-gathers every rank's K
+  and V once per attention call and waits for it after the first (local) step, so only that
+  step hides it;
   the backward all-gathers K and V again and passes the fp32 dK/dV to the next rank every step
   (``_AllToAllRotater``), each send hidden behind the next step's kernel and the last one
   behind nothing.
