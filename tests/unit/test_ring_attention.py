@@ -151,3 +151,30 @@ def test_only_the_rings_first_step_is_a_causal_kernel() -> None:
     fast = layer_compute(m, device, training, plans, full_rate).attention_forward_s
     assert slow[0] / fast[0] == pytest.approx(1.0 / ratio)  # no CP: every kernel is causal
     assert slow[1] / fast[1] == pytest.approx(0.25 / ratio + 0.75)  # 1 of 4 ring steps
+
+
+def test_float8_tensor_parallel_all_gathers_move_one_byte() -> None:
+    # torchao's float8 TP styles cast before the sequence-parallel all-gather (forward input,
+    # backward output gradient); the reduce-scatters stay 16-bit.
+    m = catalog.model("llama3.1-70b")
+    plan = Plan(tp=8, dp=1, global_batch=1, sequence_parallel=True)
+    cluster = catalog.cluster("h100-sxm", 8, gpus_per_node=8, inter="ib-ndr400")
+    fp8 = Training(seq_len=8192, precision="fp8")
+    bf16_gathers = dataclasses.replace(
+        TORCHTITAN, constants={**TORCHTITAN.constants, "tp_fp8_all_gather": 0.0}
+    )
+    est = estimate_plan(m, cluster, fp8, plan, TORCHTITAN)
+    old = estimate_plan(m, cluster, fp8, plan, bf16_gathers)
+    levels = LevelBandwidth.of(cluster, TORCHTITAN)
+    msg = 8192 * m.hidden_size * 2.0
+    pair = float(collective_time_s("reduce_scatter", msg, 8, 8, levels)) + float(
+        collective_time_s("all_gather", msg / 2.0, 8, 8, levels)
+    )
+    all_reduce = float(collective_time_s("all_reduce", msg, 8, 8, levels))
+    assert pair < all_reduce
+    assert float(est.comm_tp_s[0]) / float(old.comm_tp_s[0]) == pytest.approx(pair / all_reduce)
+    # bf16 training keeps 16-bit gathers whatever the profile says.
+    bf16 = Training(seq_len=8192, precision="bf16")
+    assert float(estimate_plan(m, cluster, bf16, plan, TORCHTITAN).comm_tp_s[0]) == pytest.approx(
+        float(estimate_plan(m, cluster, bf16, plan, bf16_gathers).comm_tp_s[0])
+    )

@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from gpuscale.costmodel.collectives import LevelBandwidth, collective_time_s
-from gpuscale.costmodel.compute import MicrobatchCompute
+from gpuscale.costmodel.compute import BYTES, MicrobatchCompute
 from gpuscale.costmodel.model_states import lora_params
 from gpuscale.costmodel.params import embedding_params, layer_params, mlp_params, total_params
 from gpuscale.costmodel.pipeline import stage_layers
@@ -163,6 +163,16 @@ def communication(
     tp_msg = tokens * m.hidden_size * word
     tp_per_node = np.minimum(tp, gpn)
     one_ar = collective_time_s("all_reduce", tp_msg, tp, tp_per_node, levels)
+    low = BYTES.get(training.precision, word)
+    if low < word and profile.const("tp_fp8_all_gather") > 0:
+        # FP8 linears cast their input before the sequence-parallel all-gather, and the output
+        # gradient before the all-gather that is the backward of the output reduce-scatter
+        # (torchao float8_tensor_parallel: Float8ColwiseParallel, Float8RowwiseParallel,
+        # PrepareFloat8ModuleInput), so each RS + AG pair moves its AG in FP8.
+        fp8_pair = collective_time_s(
+            "reduce_scatter", tp_msg, tp, tp_per_node, levels
+        ) + collective_time_s("all_gather", tp_msg * low / word, tp, tp_per_node, levels)
+        one_ar = np.where(plans.sequence_parallel, fp8_pair, one_ar)
     # Sequence parallelism also re-all-gathers the inputs of QKV and FC1 in backward for the
     # weight gradient, but Megatron launches it asynchronously under the input-gradient GEMM,
     # which is longer (Korthikanti et al. 2022, Sec. 4.2.2), so it adds no exposed time here.

@@ -55,6 +55,7 @@ CONSTANTS: dict[str, Check] = {
     "cp_ring_unfused_passes": SHARE,
     "cp_kv_heads_repeated": SHARE,
     "cp_kv_all_gather": SHARE,
+    "tp_fp8_all_gather": SHARE,
 }
 """Every named constant the cost model reads, with its accepted range."""
 
