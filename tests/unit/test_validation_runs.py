@@ -253,6 +253,10 @@ def report(validation_dir: Path) -> loso.LosoReport:
 # megascale (14.0% -> 14.1%) and llmfoundry-h100 (15.5% -> 15.8%) got slightly worse.
 # narayanan21 went from 40.8% to 6.7% (= in-sample) and overall from 14.9% to 10.6% when the
 # fitted ZeRO-3 efficiency gave way to DeepSpeed 2021's collectives (deepspeed-2021.yaml).
+# The last fitted value, llm-foundry's element-wise pass count, gave way to the MPT block's passes
+# counted from llm-foundry's code and its Triton flash attention priced from the FlashAttention-2
+# paper (llm-foundry.yaml): llmfoundry 5.0% -> 4.4%, llmfoundry-h100 15.8% -> 17.9% (it was
+# predicted with a count refitted on the A100 rows; the H100 gap left is in docs/benchmarks.md).
 LOSO_BOUNDS = {
     "overall": 0.11,
     "narayanan21": 0.07,
@@ -260,11 +264,11 @@ LOSO_BOUNDS = {
     "megatron": 0.105,
     "nemo2407": 0.06,
     "torchtitan": 0.07,
-    "llmfoundry": 0.055,
+    "llmfoundry": 0.05,
     "bloom176b": 0.095,
     "megascale": 0.145,
     "torchtitan-paper": 0.235,
-    "llmfoundry-h100": 0.165,
+    "llmfoundry-h100": 0.185,
 }
 
 
