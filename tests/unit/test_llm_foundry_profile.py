@@ -13,7 +13,9 @@ from gpuscale.costmodel.compute import layer_compute
 from gpuscale.costmodel.flops import attention_core_flops
 from gpuscale.costmodel.profile import Profile, load_profile
 from gpuscale.specs import Plan, PlanBatch, Training
+from gpuscale.validation import DATA_DIR
 from gpuscale.validation.fitted import FITTED
+from gpuscale.validation.published_runs import cases, load_all, predict, with_overrides
 
 # FlashAttention-2 is 1.3-1.5x faster than FlashAttention in Triton forward and ~2x backward
 # (Dao 2023, arXiv:2307.08691, Sec. 4.1).
@@ -123,3 +125,23 @@ def test_hopper_non_gemm_share_exceeds_ampere() -> None:
         full = sum(_layer(lf, gpu))
         share[gpu] = 1.0 - sum(_layer(no_passes, gpu)) / full
     assert 0.0 < share["a100-sxm-40gb"] < share["h100-sxm"] < 0.5
+
+
+def test_composer_default_mixed_precision_casts_gradients_to_fp32() -> None:
+    """Composer's DEFAULT rows reduce in fp32 and FSDP1 up-casts every unit's bf16 gradient
+    first: 2 bytes read + 4 written = 1.5 passes of the 4-byte reduce-scattered gradient. PURE
+    rows reduce in bf16 and cast nothing."""
+    mapped, _ = cases(load_all(DATA_DIR))
+    default = next(c for c in mapped if c.id == "llmfoundry-h100-80gb-13b-16gpu")
+    pure = next(c for c in mapped if c.id == "llmfoundry-a100-40gb-13b-16gpu")
+    assert default.overrides["constants"]["grad_reduce_bytes"] == 4.0
+    assert default.overrides["constants"]["zero3_reduce_copy_passes"] == pytest.approx((2 + 4) / 4)
+    assert "zero3_reduce_copy_passes" not in pure.overrides.get("constants", {})
+    lf = load_profile("llm-foundry")
+    with_cast = predict(default, lf)
+    no_cast = dataclasses.replace(
+        default,
+        overrides={"constants": {**default.overrides["constants"], "zero3_reduce_copy_passes": 0}},
+    )
+    assert with_cast < predict(no_cast, lf)
+    assert with_overrides(lf, default.overrides).const("zero3_reduce_copy_passes") == 1.5

@@ -255,7 +255,7 @@ def report(validation_dir: Path) -> loso.LosoReport:
 # fitted ZeRO-3 efficiency gave way to DeepSpeed 2021's collectives (deepspeed-2021.yaml).
 # The last fitted value, llm-foundry's element-wise pass count, gave way to the MPT block's passes
 # counted from llm-foundry's code and its Triton flash attention priced from the FlashAttention-2
-# paper (llm-foundry.yaml): llmfoundry 5.0% -> 4.4%, llmfoundry-h100 15.8% -> 17.9% (it was
+# paper (llm-foundry.yaml): llmfoundry 5.0% -> 4.4%, llmfoundry-h100 15.8% -> 17.6% (it was
 # predicted with a count refitted on the A100 rows; the H100 gap left is in docs/benchmarks.md).
 LOSO_BOUNDS = {
     "overall": 0.11,
@@ -268,7 +268,7 @@ LOSO_BOUNDS = {
     "bloom176b": 0.095,
     "megascale": 0.145,
     "torchtitan-paper": 0.235,
-    "llmfoundry-h100": 0.185,
+    "llmfoundry-h100": 0.18,
 }
 
 
