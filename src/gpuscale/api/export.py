@@ -12,6 +12,7 @@ from typing import Any
 from gpuscale import SCHEMA_VERSION, files
 from gpuscale.errors import InputError, require
 from gpuscale.export import EXPORTERS, Export, TrainingJob, export, job_from_document
+from gpuscale.specs import ModelSpec
 
 TARGETS: tuple[str, ...] = tuple(EXPORTERS)
 """What ``--to`` accepts."""
@@ -101,18 +102,25 @@ def export_plan(
     precision: str | None = None,
     gpus_per_node: int | None = None,
     output: str | os.PathLike[str] | None = None,
+    model: ModelSpec | None = None,
 ) -> ExportResult:
     """Export a plan to ``to`` (one of :data:`gpuscale.export.EXPORTERS`).
 
     ``source``: a :class:`TrainingJob`, or an ``estimate``/``plan`` ``--json`` document (a dict or
     the path of the file holding it; for ``plan`` the first ranked plan). ``output``: an existing
-    folder, or a new one inside an existing folder, to write the files into."""
+    folder, or a new one inside an existing folder, to write the files into. ``model``: the spec
+    the document was computed for when its name is no catalog id (a config.json pasted into the
+    web page, read in memory)."""
     require(to in EXPORTERS, f"--to must be one of {', '.join(EXPORTERS)}, got '{to}'", field="to")
     if isinstance(source, TrainingJob):
         job = source
     else:
         job = job_from_document(
-            _document(source), seq=seq, precision=precision, gpus_per_node=gpus_per_node
+            _document(source),
+            seq=seq,
+            precision=precision,
+            gpus_per_node=gpus_per_node,
+            model=model,
         )
     result = export(job, to)
     if output is None:
