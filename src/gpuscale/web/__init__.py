@@ -7,6 +7,8 @@ app itself: no front-end build step, nothing fetched from a network. Needs the `
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Callable
 
 from gpuscale.errors import InputError
@@ -29,15 +31,22 @@ def serve(
             f"gpuscale serve needs Flask ({exc.name} is missing): pip install 'gpuscale[web]'"
         ) from None
     try:
-        server = make_server(host, port, create_app(), threaded=True)
+        # bound here, not by Werkzeug, which exits the process on a taken port
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        listener = socket.create_server((host, port), family=family)
     except OSError as exc:
         raise InputError(
-            f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port",
+            f"cannot listen on {host}:{port} ({os.strerror(exc.errno) if exc.errno else exc}); "
+            "pick another --port or --host",
             field="port",
         ) from None
+    with listener:  # the server works on its own duplicate of the socket
+        server = make_server(host, port, create_app(), threaded=True, fd=listener.fileno())
     shown = f"[{host}]" if ":" in host else host
-    announce(f"gpuscale: serving on http://{shown}:{server.server_port}/ (Ctrl-C stops)")
+    announce(f"gpuscale: serving on http://{shown}:{server.port}/ (Ctrl-C stops)")
     try:
         server.serve_forever()
+    except KeyboardInterrupt:  # Ctrl-C is how the page is meant to stop
+        announce("gpuscale: stopped")
     finally:
         server.server_close()

@@ -38,6 +38,15 @@ def _figure_html(figure: Any) -> str:
     )
 
 
+def _number(value: Any) -> str:
+    """Table cells: thousands grouped, four significant digits below a thousand."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "" if value is None else str(value)
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 def _attachment(name: str, body: bytes, mime: str) -> Response:
     response = Response(body, content_type=mime)
     response.headers["Content-Disposition"] = f'attachment; filename="{name}"'
@@ -47,6 +56,7 @@ def _attachment(name: str, body: bytes, mime: str) -> Response:
 def create_app() -> Flask:
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = MAX_FORM_BYTES
+    app.jinja_env.filters["number"] = _number
 
     def page(template: str, **context: Any) -> str:
         return render_template(
