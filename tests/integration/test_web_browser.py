@@ -39,14 +39,21 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def _serve(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "gpuscale.cli.main", "serve", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_child_env(),
-    )
+def _serve(*args: str, log: Path | None = None) -> subprocess.Popen[str]:
+    """The server in a child process; its request log goes to ``log`` (a pipe nobody reads
+    could fill up and stall it), else to a pipe read once it exits."""
+    stderr = log.open("w") if log is not None else subprocess.PIPE
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "gpuscale.cli.main", "serve", *args],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env=_child_env(),
+        )
+    finally:
+        if log is not None:
+            stderr.close()
 
 
 def _reap(proc: subprocess.Popen[str]) -> None:
@@ -79,13 +86,12 @@ def _url_line(proc: subprocess.Popen[str]) -> str:
             if found:
                 return found.group(0)
     _reap(proc)
-    stderr = proc.stderr.read() if proc.stderr and not proc.stderr.closed else ""
-    raise AssertionError(f"gpuscale serve printed no URL within {START_TIMEOUT_S} s: {stderr}")
+    raise AssertionError(f"gpuscale serve printed no URL within {START_TIMEOUT_S} s")
 
 
 @pytest.fixture
-def server() -> Iterator[str]:
-    proc = _serve("--port", "0")
+def server(tmp_path: Path) -> Iterator[str]:
+    proc = _serve("--port", "0", log=tmp_path / "server.log")
     try:
         yield _url_line(proc)
     finally:
