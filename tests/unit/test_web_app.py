@@ -224,3 +224,25 @@ def test_a_bug_shows_no_trace(client: Any, monkeypatch: pytest.MonkeyPatch) -> N
     assert status == 500
     assert _by_id(page, "error").startswith("internal error")
     assert "secret detail" not in page and "Traceback" not in page
+
+
+def test_oversized_and_misdirected_requests_get_a_message(client: Any) -> None:
+    status, page = _post(client, "/", {**TRAIN, "config": "x" * (3 * 1024 * 1024)})
+    assert status == 413 and _by_id(page, "error").startswith("the form is over 2 MiB")
+    response = client.get("/report.html")  # downloads are posted with the form's fields
+    assert response.status_code == 405
+    assert "Traceback" not in _by_id(response.get_data(as_text=True), "error")
+    response = client.get("/nowhere")
+    assert response.status_code == 404
+    assert _by_id(response.get_data(as_text=True), "error") == "no page at /nowhere"
+
+
+def test_serving_takes_a_pasted_config(client: Any) -> None:
+    form = {"gpu": "h100-sxm", "gpus": "4", "concurrency": "8", "config": json.dumps(LLAMA_CONFIG)}
+    status, page = _post(client, "/serving", form)
+    assert status == 200, _by_id(page, "error")
+    spec = api.page.model_from_config_text(json.dumps(LLAMA_CONFIG))
+    assert (
+        _by_id(page, "verdict")
+        == api.infer(spec, gpu="h100-sxm", concurrency=8).to_dict()["verdict"]
+    )
