@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from gpuscale.api.export import TARGETS, export_plan
+from gpuscale.api.export import CLUSTER_TARGETS, TARGETS, TORCHTITAN_VERSIONS, export_plan
 from gpuscale.cli._common import console, emit_json
 from gpuscale.cli._options import flag, opt, options
 from gpuscale.report.export import print_export
@@ -40,10 +40,20 @@ from gpuscale.report.export import print_export
         help="GPUs a node [default: the document's, else 8].",
     ),
     opt("-o --output", help="Folder to write the files into (created if its parent exists)."),
+    opt(
+        "--torchtitan-version",
+        help=f"torchtitan release line: {', '.join(TORCHTITAN_VERSIONS)} (0.2.x: a TOML job file) "
+        f"[default: {TORCHTITAN_VERSIONS[0]}].",
+    ),
+    opt(
+        "--cluster",
+        help=f"Cluster file: also write its topology for the scheduler ({', '.join(CLUSTER_TARGETS)}).",
+    ),
     "json",
 )
 def command(source: str, as_json: bool, **o: Any) -> None:
-    """Write the plan as Megatron-LM, DeepSpeed, accelerate, Slurm or Kueue files."""
+    """Write the plan as torchtitan, Megatron-LM, DeepSpeed, accelerate, Slurm, Kueue or Volcano
+    files."""
     result = export_plan(source, **o)
     if as_json:
         emit_json(result.to_dict())
