@@ -14,17 +14,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuscale import catalog
+from gpuscale.api.fitting import OFFLOADS
 from gpuscale.api.training import DEFAULT_LORA_RANK
 from gpuscale.costmodel.profile import profile_names
 from gpuscale.measure.bench_setup import CPU_SIZES, GPU_SIZES
 from gpuscale.specs.plan import RECOMPUTE_CHOICES
-from gpuscale.specs.training import FINETUNES, PRECISIONS
+from gpuscale.specs.training import (
+    FINETUNES,
+    KV_DTYPES,
+    LORA_TARGETS,
+    LOSSES,
+    OPTIMIZERS,
+    PRECISIONS,
+    WEIGHT_DTYPES,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Param:
     """One keyword argument: ``type`` is int, float, str or bool; ``choices`` the accepted
-    strings; ``low``/``high`` the accepted range of an integer (inclusive)."""
+    strings; ``low``/``high`` the accepted range of an integer (inclusive); ``file`` marks the
+    path of a file to read."""
 
     help: str
     type: type = str
@@ -32,6 +42,7 @@ class Param:
     choices: tuple[str, ...] | None = None
     low: int | None = None
     high: int | None = None
+    file: bool = False
 
 
 _NICS = "one per GPU, rail-optimized, on RDMA fabrics; one per node on TCP Ethernet"
@@ -145,6 +156,47 @@ PARAMS: dict[str, Param] = {
     "checkpoint_gbps": Param(
         type=float, default=10.0, help="Aggregate checkpoint write bandwidth, GB/s."
     ),
+    # what training holds in memory besides the plan (fit)
+    "grad_accum": Param(type=int, default=1, help="Micro-batches per optimizer step."),
+    "pure_bf16": Param(
+        type=bool,
+        default=False,
+        help="No fp32 master weights: weights, grads and optimizer states in 16 bits.",
+    ),
+    "optimizer": Param(
+        default="adamw", choices=OPTIMIZERS, help="Optimizer (its states per weight)."
+    ),
+    "lora_targets": Param(
+        default="all",
+        help=f"Comma list of {', '.join(LORA_TARGETS)}, or 'all' (linear layers): where the "
+        "adapters go.",
+    ),
+    "double_quant": Param(type=bool, default=True, help="fp32 quantization constants."),
+    "paged_optimizer": Param(
+        type=bool, default=False, help="bitsandbytes paged optimizer (states may spill to host)."
+    ),
+    "offload": Param(
+        default="none",
+        choices=OFFLOADS,
+        help="CPU offload of optimizer states (ZeRO-Offload) or also parameters.",
+    ),
+    "optimizer_in_backward": Param(
+        type=bool,
+        default=False,
+        help="Step each parameter during backward; no full gradient buffer.",
+    ),
+    "activation_offload": Param(type=bool, default=False, help="Offload saved activations."),
+    "loss": Param(
+        default="standard",
+        choices=LOSSES,
+        help="Cross-entropy: fp32 logits (standard), 16-bit logits upcast per chunk (chunked: "
+        "torchtune, LitGPT), or fused with the head (fused: Liger).",
+    ),
+    "dropout": Param(type=bool, default=False, help="Dropout active (1-byte masks)."),
+    # what serving holds in memory (fit --mode infer)
+    "context": Param(type=int, help="Tokens per sequence in the KV cache (default: as --seq)."),
+    "weights": Param(default="bf16", choices=WEIGHT_DTYPES, help="Weight storage."),
+    "kv_dtype": Param(default="bf16", choices=KV_DTYPES, help="KV-cache storage."),
     # training to completion (plan, scale)
     "tokens": Param(help="Tokens to train, e.g. 15T [default: 20 per parameter, Chinchilla]."),
     "price": Param(type=float, help="USD per GPU-hour; without it cost is in GPU-hours."),
@@ -153,8 +205,9 @@ PARAMS: dict[str, Param] = {
         default="generic", help=f"Software-stack profile: {', '.join(profile_names())}."
     ),
     "profile": Param(
+        file=True,
         help="Calibration profile YAML (from gpuscale calibrate) laid over the --framework "
-        "profile: its keys win, the rest comes from the framework."
+        "profile: its keys win, the rest comes from the framework.",
     ),
     # serving under load (infer)
     "batch": Param(type=int, default=1, help="Concurrent sequences."),

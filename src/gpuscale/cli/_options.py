@@ -9,7 +9,7 @@ passes what it parsed straight on to :mod:`gpuscale.api`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -49,12 +49,12 @@ def flag(name: str, **override: Any) -> Decorator:
     return opt(**{**FLAGS[name], **override})
 
 
-def options(*items: str | Decorator | list[str | Decorator]) -> Callable[[F], F]:
+def options(*items: str | Decorator | Sequence[str | Decorator]) -> Callable[[F], F]:
     """Options in the order ``--help`` lists them: shared flag names, :func:`flag` or
     :func:`opt` decorators, and lists of them (a group such as :data:`RUN`)."""
     flat: list[str | Decorator] = []
     for item in items:
-        flat.extend(item if isinstance(item, list) else [item])
+        flat.extend([item] if isinstance(item, str) or callable(item) else item)
 
     def apply(func: F) -> F:
         for item in reversed(flat):
@@ -76,9 +76,16 @@ def _flag(name: str, p: Param) -> dict[str, Any]:
         kind = click.Choice(p.choices)
     elif p.low is not None or p.high is not None:
         kind = click.IntRange(p.low, p.high)
-    elif p.type is float:
+    elif p.file:
+        kind = click.Path(dir_okay=False)
+    elif p.type is float and name not in API_CHECKED:
         kind = FINITE  # inf and nan are refused where they are typed
     return spec(decls, kind, p.default, p.help)
+
+
+API_CHECKED = ("price", "timeout")
+"""Numbers the API checks itself, in words that name the unit (``--price must be a finite number
+of USD per GPU-hour > 0``), so the flag takes any float."""
 
 
 FLAGS: dict[str, dict[str, Any]] = {
@@ -116,7 +123,8 @@ PLANNER: list[str | Decorator] = [
         default=None,
         help="Sequence length [default: 4096 or the model's maximum if shorter].",
     ),
-    *("tokens", "price", "precision", "finetune", "framework", "profile", "html"),
+    *("tokens", "price", "precision", "finetune", "framework", "profile"),
+    flag("html", type=click.Path(dir_okay=False)),
 ]
 """``MODEL --gpu`` and everything that shapes the job, for ``plan`` and ``scale``."""
 

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from gpuscale import api
-from gpuscale.api.fitting import DEFAULT_GPU, OFFLOADS
+from gpuscale.api.fitting import DEFAULT_GPU
 from gpuscale.cli._common import (
     check_writable,
     console,
@@ -20,13 +20,12 @@ from gpuscale.cli._common import (
 from gpuscale.cli._options import FLAGS, MODEL, PIPELINE_SPLIT, Decorator, flag, opt, options
 from gpuscale.errors import InputError
 from gpuscale.report.fit import print_fit
-from gpuscale.specs.training import KV_DTYPES, LORA_TARGETS, LOSSES, OPTIMIZERS, WEIGHT_DTYPES
 
 
-def only(scope: str, name: str, help: str | None = None, **override: Any) -> Decorator:
-    """A shared flag that applies to one kind of job only, tagged ``[scope]`` in --help: the tag
-    is also the rule :func:`reject_misplaced` enforces."""
-    return flag(name, help=f"[{scope}] {help or FLAGS[name]['help']}", **override)
+def only(scope: str, *names: str, help: str | None = None, **override: Any) -> list[Decorator]:
+    """Flags that apply to one kind of job only, tagged ``[scope]`` in --help: the tag is also
+    the rule :func:`reject_misplaced` enforces."""
+    return [flag(n, help=f"[{scope}] {help or FLAGS[n]['help']}", **override) for n in names]
 
 
 @click.command("fit")
@@ -46,62 +45,20 @@ def only(scope: str, name: str, help: str | None = None, **override: Any) -> Dec
         help="Tokens per sequence (default: the model's context, at most 4096); in --mode infer "
         "the default --context.",
     ),
-    only("train", "mbs"),
-    opt("--grad-accum", int, 1, "[train] Micro-batches per optimizer step."),
-    only("train", "precision"),
-    opt(
-        "--pure-bf16",
-        bool,
-        help="[train] No fp32 master weights: weights, grads and optimizer states in 16 bits.",
-    ),
-    opt("--optimizer", click.Choice(OPTIMIZERS), "adamw", "[train]"),
-    only("train", "finetune"),
-    only("lora, qlora", "lora_rank"),
-    opt(
-        "--lora-targets",
-        default="all",
-        help=f"[lora, qlora] Comma list of {', '.join(LORA_TARGETS)}, or 'all' (linear layers).",
-    ),
-    opt("--no-double-quant double_quant", bool, True, "[qlora] fp32 quantization constants."),
-    opt(
-        "--paged-optimizer",
-        bool,
-        help="[train] bitsandbytes paged optimizer (states may spill to host).",
-    ),
-    opt(
-        "--offload",
-        click.Choice(OFFLOADS),
-        "none",
-        "[train] CPU offload of optimizer states (ZeRO-Offload) or also parameters.",
-    ),
-    opt(
-        "--optimizer-in-backward",
-        bool,
-        help="[train] Step each parameter during backward; no full gradient buffer.",
-    ),
-    opt("--activation-offload", bool, help="[train] Offload saved activations."),
+    only("train", "mbs", "grad_accum", "precision", "pure_bf16", "optimizer", "finetune"),
+    only("lora, qlora", "lora_rank", "lora_targets"),
+    only("qlora", "double_quant"),
+    only("train", "paged_optimizer", "offload", "optimizer_in_backward", "activation_offload"),
     only("train", "recompute"),
     opt(
         "--no-flash flash_attention", bool, True, "[train] Unfused attention (keeps s x s scores)."
     ),
-    opt(
-        "--loss",
-        click.Choice(LOSSES),
-        "standard",
-        "[train] Cross-entropy: fp32 logits (standard), 16-bit logits upcast per "
-        "chunk (chunked: torchtune, LitGPT), or fused with the head (fused: Liger).",
-    ),
-    opt("--dropout", bool, help="[train] Dropout active (1-byte masks)."),
+    only("train", "loss", "dropout"),
     "tp",
     "pp",
-    only("train", "dp", "Data-parallel degree.", default=1),
-    only("train", "cp"),
-    *(only("train", name) for name in PIPELINE_SPLIT),
-    only("train", "zero"),
-    only("infer", "batch", help="Sequences."),
-    opt("--context", int, help="[infer] Tokens per sequence in the KV cache (default: as --seq)."),
-    opt("--weights", click.Choice(WEIGHT_DTYPES), "bf16", "[infer] Weight storage."),
-    opt("--kv-dtype", click.Choice(KV_DTYPES), "bf16", "[infer] KV-cache storage."),
+    only("train", "dp", help="Data-parallel degree.", default=1),
+    only("train", "cp", *PIPELINE_SPLIT, "zero"),
+    only("infer", "batch", "context", "weights", "kv_dtype"),
     "html",
     "json",
 )

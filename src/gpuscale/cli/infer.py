@@ -55,7 +55,7 @@ LOAD = ("concurrency", "request_rate", "prefill_workers", "decode_workers")
         help="Serving engine under load: tensorrt-llm, vllm, sglang (default vllm); for the "
         f"static-batch table any profile: {', '.join(profile_names())} (default generic).",
     ),
-    flag("profile", help="Calibration profile YAML overlay."),
+    flag("profile", type=str, help="Calibration profile YAML overlay."),
     SERVING,
     SEARCH,
     "html",
