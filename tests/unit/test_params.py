@@ -37,10 +37,11 @@ FUNCTIONS: list[Callable[..., Any]] = [
 
 
 def _defaults(func: Callable[..., Any]) -> dict[str, Any]:
+    """Keyword argument -> its default (None for one the caller must give)."""
     return {
-        name: p.default
+        name: None if p.default is inspect.Parameter.empty else p.default
         for name, p in inspect.signature(func).parameters.items()
-        if p.default is not inspect.Parameter.empty
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
     }
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuscale import catalog
+from gpuscale.api.cluster import DEFAULT_MODEL, EVENTS, ORDERS, POLICIES, SYNTHETIC
 from gpuscale.api.fitting import OFFLOADS
 from gpuscale.api.training import DEFAULT_LORA_RANK
 from gpuscale.costmodel.profile import profile_names
@@ -233,9 +234,58 @@ PARAMS: dict[str, Param] = {
     "replicas": Param(type=int, default=1, help="Engine instances behind a load balancer."),
     **_worker("prefill", "prompts"),
     **_worker("decode", "requests"),
-    # the shared cluster (cluster_simulate, cluster_trace, cluster_adapt)
+    # a shared cluster over time (cluster_simulate, cluster_trace, cluster_adapt)
     "seed": Param(type=int, default=0, help="Seed of the random draws (same seed, same answer)."),
+    "policy": Param(
+        default="all",
+        choices=(*POLICIES, "all"),
+        help="Placement policy; all runs each on the same trace.",
+    ),
+    "order": Param(default="fifo", choices=ORDERS, help="Queue order."),
+    "default_model": Param(
+        default=DEFAULT_MODEL, help="Catalog model for trace rows that name none."
+    ),
+    "node_mtbf_h": Param(type=float, help="Mean hours between failures of one node."),
     "repair_h": Param(type=float, default=4.0, help="Hours to repair a failed node."),
+    "checkpoint_min": Param(
+        type=float, default=60.0, help="Minutes between checkpoints (work lost on a failure)."
+    ),
+    "max_restarts": Param(type=int, default=10, help="Restarts before a failing job is given up."),
+    "adaptive": Param(
+        type=bool,
+        default=False,
+        help="Jobs re-plan when a degradation hits their link (paying a restart each way).",
+    ),
+    "synthetic": Param(
+        default="philly", choices=SYNTHETIC, help="Published cluster the synthetic trace mimics."
+    ),
+    "jobs": Param(type=int, help="Jobs in the trace."),
+    "load_gpus": Param(
+        type=float,
+        help="Scale arrivals to this many busy GPUs on average (Philly itself: ~374).",
+    ),
+    "event": Param(choices=EVENTS, help="What happens to the job."),
+    "factor": Param(type=float, default=0.25, help="Bandwidth left on the link (inter/intra)."),
+    "at_h": Param(type=float, default=1.0, help="Hours into the run."),
+    "horizon_h": Param(type=float, default=24.0, help="Hours the comparison covers."),
+    "restart_s": Param(type=float, default=300.0, help="Relaunch time (plus checkpoint read)."),
+    # DDP communication hooks (advise_comm)
+    "topk_ratio": Param(type=float, default=0.01, help="Fraction of gradient entries top-k sends."),
+    "qsgd_levels": Param(type=int, default=127, help="QSGD quantization levels."),
+    "qsgd_chunk": Param(type=int, default=512, help="QSGD chunk size (entries sharing one norm)."),
+    # one measured training run (calibrate_run)
+    "measured_tokens_per_s": Param(
+        type=float, help="Measured throughput of the whole job, all GPUs together, tokens/s."
+    ),
+    "measured_step_s": Param(
+        type=float,
+        help="Measured seconds per optimizer step (instead of --measured-tokens-per-s).",
+    ),
+    "measured_memory_gib": Param(
+        type=float,
+        help="Measured peak memory the busiest GPU held, GiB, as estimate's memory_per_gpu_gib "
+        "counts it (nvidia-smi; allocator reserve plus CUDA context): fits the allocator reserve.",
+    ),
     # the benchmarks (bench_collectives, bench_matmul, and calibrate, which runs them)
     "nproc": Param(
         type=int,

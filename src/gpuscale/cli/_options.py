@@ -83,7 +83,7 @@ def _flag(name: str, p: Param) -> dict[str, Any]:
     return spec(decls, kind, p.default, p.help)
 
 
-API_CHECKED = ("price", "timeout")
+API_CHECKED = ("price", "timeout", "topk_ratio")
 """Numbers the API checks itself, in words that name the unit (``--price must be a finite number
 of USD per GPU-hour > 0``), so the flag takes any float."""
 

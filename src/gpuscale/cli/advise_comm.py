@@ -28,9 +28,7 @@ from gpuscale.report.advise import print_advice
         help="Global batch, sequences [default: mbs x gpus]; more means gradient accumulation.",
     ),
     *("seq", "precision", "framework", "profile"),
-    opt("--topk-ratio", float, 0.01, "Fraction of gradient entries top-k sends."),
-    opt("--qsgd-levels", int, 127, "QSGD quantization levels."),
-    opt("--qsgd-chunk", int, 512, "QSGD chunk size (entries sharing one norm)."),
+    *("topk_ratio", "qsgd_levels", "qsgd_chunk"),
     opt(
         "--min-gain",
         click.FloatRange(0.0, 1.0, max_open=True),

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from gpuscale.api.calibrate_run import calibrate_run
-from gpuscale.cli._common import FINITE, check_writable, console, emit_json, err_console
+from gpuscale.cli._common import check_writable, console, emit_json, err_console
 from gpuscale.cli._options import RUN, opt, options
 from gpuscale.report.calibrate_run import print_calibrated_run, print_notes
 
@@ -16,22 +16,7 @@ from gpuscale.report.calibrate_run import print_calibrated_run, print_notes
 @click.command("calibrate run")
 @options(
     RUN,
-    opt(
-        "--measured-tokens-per-s",
-        FINITE,
-        help="Measured throughput of the whole job, all GPUs together, tokens/s.",
-    ),
-    opt(
-        "--measured-step-s",
-        FINITE,
-        help="Measured seconds per optimizer step (instead of --measured-tokens-per-s).",
-    ),
-    opt(
-        "--measured-memory-gib",
-        FINITE,
-        help="Measured peak memory the busiest GPU held, GiB, as estimate's memory_per_gpu_gib "
-        "counts it (nvidia-smi; allocator reserve plus CUDA context): fits the allocator reserve.",
-    ),
+    *("measured_tokens_per_s", "measured_step_s", "measured_memory_gib"),
     opt(
         "--fit only",
         click.Choice(["compute", "inter", "intra"]),

@@ -27,33 +27,14 @@ def command() -> None:
 @options(
     CLUSTER,
     opt("--trace trace_file", required=True, help="Job CSV (submit, GPUs, duration)."),
-    opt(
-        "--policy",
-        click.Choice([*cluster_api.POLICIES, "all"]),
-        "all",
-        "Placement policy; all runs each on the same trace.",
-    ),
-    opt("--order", click.Choice(cluster_api.ORDERS), "fifo", "Queue order."),
-    "seed",
-    opt(
-        "--default-model",
-        default=cluster_api.DEFAULT_MODEL,
-        help="Catalog model for trace rows that name none.",
-    ),
-    opt("--node-mtbf-h", FINITE, help="Mean hours between failures of one node."),
-    "repair_h",
-    opt("--checkpoint-min", FINITE, 60.0, "Minutes between checkpoints (work lost on a failure)."),
-    opt("--max-restarts", int, 10, "Restarts before a failing job is given up."),
+    *("policy", "order", "seed", "default_model", "node_mtbf_h", "repair_h", "checkpoint_min"),
+    "max_restarts",
     opt(
         "--degrade",
         multiple=True,
         help="LEVEL:INDEX:FACTOR:START_S:END_S, a link-level slowdown (repeatable).",
     ),
-    opt(
-        "--adaptive",
-        bool,
-        help="Jobs re-plan when a degradation hits their link (paying a restart each way).",
-    ),
+    "adaptive",
     opt("-o --output", help="Write the per-policy metrics as CSV."),
     "html",
     "json",
@@ -90,19 +71,10 @@ def simulate_command(
 
 @command.command("trace")
 @options(
-    opt(
-        "--synthetic",
-        click.Choice(cluster_api.SYNTHETIC),
-        required=True,
-        help="Published cluster to mimic.",
-    ),
-    opt("--jobs", int, required=True, help="Jobs in the trace."),
+    flag("synthetic", required=True, default=None),
+    flag("jobs", required=True),
     "seed",
-    opt(
-        "--load-gpus",
-        FINITE,
-        help="Scale arrivals to this many busy GPUs on average (Philly itself: ~374).",
-    ),
+    "load_gpus",
     opt("-o --output", required=True, help="CSV file to write."),
 )
 def trace_command(output: str, **o: Any) -> None:
@@ -148,13 +120,8 @@ def export_command(
     flag("gpus", required=True),
     flag("gpus_per_node", default=catalog.DEFAULT_GPUS_PER_NODE, help="GPUs per node."),
     "inter",
-    opt(
-        "--event", click.Choice(cluster_api.EVENTS), required=True, help="What happens to the job."
-    ),
-    opt("--factor", FINITE, 0.25, "Bandwidth left on the link (inter/intra)."),
-    opt("--at-h", FINITE, 1.0, "Hours into the run."),
-    opt("--horizon-h", FINITE, 24.0, "Hours the comparison covers."),
-    opt("--restart-s", FINITE, 300.0, "Relaunch time (plus checkpoint read)."),
+    flag("event", required=True),
+    *("factor", "at_h", "horizon_h", "restart_s"),
     opt(
         "--checkpoint-read-gb-s checkpoint_read_gb_per_s",
         FINITE,
