@@ -9,7 +9,8 @@ artifact's Tiresias+TunedJobs baseline: the workload's GPUs and batch size. Prin
 per workload and its mean over the 8, per queue order and placement policy, next to the
 artifact's published results (simulator/results-jobload/*/summary.json); then the ratios
 topology-aware / first-fit on the same workloads and order, and las-topology / published
-Tiresias.
+Tiresias. Orders are decided at every event, and for las also every 60 s only ("las@60s"), as
+the artifact's simulator does (``--interval 60``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from gpuscale.validation import DATA_DIR
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACT = Path(DATA_DIR) / "cluster" / "pollux_artifact"
 PUBLISHED = ("tiresias", "optimus", "pollux")
+INTERVAL_S = 60.0
+"""The artifact simulator's scheduling interval (``simulator.py --interval``, default 60)."""
 
 
 def published() -> dict[tuple[str, str, str], float]:
@@ -46,7 +49,8 @@ def main() -> None:
     spec = load_cluster(ROOT / "examples" / "pollux-64.yaml")
     apps = pollux.load_applications(ARTIFACT / "traces")
     pub = published()
-    runs = [(o, p) for o in ORDERS for p in POLICIES]
+    runs = [(o, p, 0.0) for o in ORDERS for p in POLICIES]
+    runs += [("las", p, INTERVAL_S) for p in POLICIES]
     for load in args.loads.split(","):
         table: dict[str, list[float]] = {}
         names: list[str] = []
@@ -55,10 +59,11 @@ def main() -> None:
             names.append(w.name)
             model = pollux.ArtifactSpeeds(spec, apps, w.classes)
             table.setdefault("ideal", []).append(float(w.trace.work_s.mean()))
-            for order, policy in runs:
-                r = simulate(w.trace, model, policy=policy, order=order)
+            for order, policy, every in runs:
+                r = simulate(w.trace, model, policy=policy, order=order, schedule_every_s=every)
                 assert r.jobs_completed == r.jobs_submitted == len(w.trace)
-                table.setdefault(f"{order}/{policy}", []).append(r.avg_jct_s)
+                tag = f"{order}@{every:g}s" if every else order
+                table.setdefault(f"{tag}/{policy}", []).append(r.avg_jct_s)
             for p in PUBLISHED:
                 table.setdefault(f"published {p}", []).append(pub[p, load, w.name])
         print(f"\nJob load {load}x: avg JCT (s) per workload, 160 jobs each x{load}, {spec.name}")
@@ -69,16 +74,13 @@ def main() -> None:
             print(f"{label:<20}{cells}{np.mean(values):>8.0f}")
         mean = {k: float(np.mean(v)) for k, v in table.items()}
         print("topology / first-fit:", end="")
-        for order in ORDERS:
-            print(f"  {order} {mean[f'{order}/topology'] / mean[f'{order}/first-fit']:.3f}", end="")
-        print(
-            f"\nlas/topology / published tiresias: "
-            f"{mean['las/topology'] / mean['published tiresias']:.3f};"
-            f"  las/first-fit / published tiresias: "
-            f"{mean['las/first-fit'] / mean['published tiresias']:.3f};"
-            f"  published optimus / tiresias: "
-            f"{mean['published optimus'] / mean['published tiresias']:.3f}"
-        )
+        for tag in (*ORDERS, f"las@{INTERVAL_S:g}s"):
+            print(f"  {tag} {mean[f'{tag}/topology'] / mean[f'{tag}/first-fit']:.3f}", end="")
+        print()
+        tiresias = mean["published tiresias"]
+        for run in ("las/topology", "las/first-fit", "las@60s/topology", "las@60s/first-fit"):
+            print(f"{run} / published tiresias: {mean[run] / tiresias:.3f}")
+        print(f"published optimus / tiresias: {mean['published optimus'] / tiresias:.3f}")
 
 
 if __name__ == "__main__":

@@ -178,3 +178,14 @@ def test_bad_inputs_are_one_line_errors(
         pollux.workload_paths(artifact, "3.0")
     with pytest.raises(InputError, match="largest validated"):
         pollux.job_class(apps["bert"], 128, 384)
+
+
+def test_an_interval_scheduler_starts_jobs_on_its_ticks(testbed: ClusterSpec) -> None:
+    # decisions every 60 s from t = 0: a job submitted at 10 s starts at 60 s; one submitted
+    # at 130 s behind the full cluster waits for the first tick after the other ends (860 s)
+    trace = _trace([10.0, 130.0], [64, 8], [800.0, 100.0])
+    r = simulate(trace, _Unit(testbed), policy="topology", order="las", schedule_every_s=60.0)
+    assert r.queue_s.tolist() == pytest.approx([50.0, 900.0 - 130.0])
+    assert r.jct_s.tolist() == pytest.approx([50.0 + 800.0, 900.0 - 130.0 + 100.0])
+    with pytest.raises(InputError, match="schedule interval must be >= 0"):
+        simulate(trace, _Unit(testbed), policy="topology", schedule_every_s=-1.0)

@@ -35,7 +35,7 @@ LAS_THRESHOLD_GPU_S = 16 * 3600.0
 """Queue-0 limit of attained service: 16 GPU-hours (Pollux artifact ``tiresias.py``,
 ``_queue_threshold = 3600 * 16`` in GPU-seconds)."""
 
-_ARRIVE, _DONE, _FAIL, _REPAIR, _DEGRADE_ON, _DEGRADE_OFF, _DEMOTE = range(7)
+_ARRIVE, _DONE, _FAIL, _REPAIR, _DEGRADE_ON, _DEGRADE_OFF, _DEMOTE, _TICK = range(8)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -145,6 +145,7 @@ def simulate(
     replan_restart_s: float = 300.0,
     las_threshold_gpu_s: float = LAS_THRESHOLD_GPU_S,
     preempt_restart_s: float = 30.0,
+    schedule_every_s: float = 0.0,
     progress: Callable[[int, int], None] | None = None,
 ) -> SimResult:
     """Run ``trace`` on the cluster of ``model`` under one placement policy and queue order.
@@ -153,7 +154,9 @@ def simulate(
     re-plans (the planner's best plan for the degraded shape, never slower than its kept plan)
     and pays ``replan_restart_s`` of stopped time each time its plan changes, there and back.
     ``las_threshold_gpu_s``, ``preempt_restart_s``: the ``las`` order's queue-0 limit and the
-    cost of resuming a preempted job (30 s: the Pollux artifact's ``Job.reallocate``)."""
+    cost of resuming a preempted job (30 s: the Pollux artifact's ``Job.reallocate``).
+    ``schedule_every_s``: > 0 makes placement decisions only every that many seconds, as
+    interval schedulers do (the Pollux artifact: 60 s), instead of at every event."""
     require(
         order in ORDERS, f"--order must be one of {', '.join(ORDERS)}, got '{order}'", field="order"
     )
@@ -207,6 +210,11 @@ def simulate(
         push(d.start_s, _DEGRADE_ON, i)
         push(d.end_s, _DEGRADE_OFF, i)
     mtbf_all = failures.node_mtbf_s / spec.num_nodes if failures else 0.0
+    require(schedule_every_s >= 0, "schedule interval must be >= 0 s", field="schedule_every_s")
+    if schedule_every_s > 0 and n_jobs:
+        # ticks at whole multiples of the interval (the artifact's clock starts at 0)
+        first = (np.floor(trace.submit_s[0] / schedule_every_s) + 1) * schedule_every_s
+        push(float(first), _TICK, 0)
     if failures:
         push(float(rng.exponential(mtbf_all)), _FAIL, int(rng.integers(spec.num_nodes)))
 
@@ -414,7 +422,12 @@ def simulate(
             for j in list(allocs):
                 advance(j, now)
                 set_speed(j, now)
-        schedule(now)
+        if kind == _TICK:
+            if finished < n_jobs:
+                push(now + schedule_every_s, _TICK, 0)
+            schedule(now)
+        elif schedule_every_s <= 0:
+            schedule(now)
         if progress is not None and (finished % tick == 0 or finished == n_jobs):
             progress(finished, n_jobs)
 
