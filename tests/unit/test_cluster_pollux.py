@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuscale.cluster import pollux
 from gpuscale.cluster.simulate import Failures, simulate
@@ -189,3 +192,34 @@ def test_an_interval_scheduler_starts_jobs_on_its_ticks(testbed: ClusterSpec) ->
     assert r.jct_s.tolist() == pytest.approx([50.0 + 800.0, 900.0 - 130.0 + 100.0])
     with pytest.raises(InputError, match="schedule interval must be >= 0"):
         simulate(trace, _Unit(testbed), policy="topology", schedule_every_s=-1.0)
+
+
+_CELL = st.one_of(
+    st.integers(-5, 300).map(str),
+    st.sampled_from(["", "x", "1.5", "nan", "1e9", "384", "4096"]),
+)
+_ROW = st.tuples(
+    st.one_of(st.floats(-10, 1e6).map(repr), st.sampled_from(["nan", "inf", "", "t"])),
+    st.sampled_from([*pollux.MAX_EPOCHS, "gpt", ""]),
+    _CELL,
+    _CELL,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.lists(_ROW, min_size=1, max_size=6))
+def test_any_workload_file_loads_or_is_one_clear_error(
+    apps: dict[str, pollux.Application], rows: list[tuple[str, str, str, str]]
+) -> None:
+    body = "".join(f"j{i},{t},{a},{g},{b}\n" for i, (t, a, g, b) in enumerate(rows))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "w.csv"
+        path.write_text("name,time,application,num_replicas,batch_size\n" + body)
+        try:
+            w = pollux.read_workload(path, apps)
+        except InputError as e:
+            assert "\n" not in str(e)
+            return
+    assert len(w.trace) == len(rows)
+    assert (np.diff(w.trace.submit_s) >= 0).all()
+    assert np.isfinite(w.trace.work_s).all() and (w.trace.work_s > pollux.RESTART_S).all()

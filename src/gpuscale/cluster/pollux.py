@@ -311,31 +311,49 @@ def read_workload(path: Path, apps: dict[str, Application]) -> Workload:
         field="workload",
     )
     classes: dict[str, JobClass] = {}
+    names: list[str] = []
+    submit: list[float] = []
+    gpus: list[int] = []
     work: list[float] = []
     models: list[str] = []
-    for row in rows:
-        name = row["application"]
+    for row_no, row in enumerate(rows, start=2):
+        where = f"{path} row {row_no}"
+        name = (row["application"] or "").strip()
         if name not in apps:
             raise InputError(
-                f"{path}: application '{name}' unknown; accepted: {', '.join(apps)}",
+                f"{where}: application '{name}' unknown; accepted: {', '.join(apps)}",
                 field="workload",
             )
-        app = apps[name]
-        gpus, batch = int(row["num_replicas"]), int(row["batch_size"])
-        key = f"{name}:{gpus}:{batch}"
+        try:
+            t = float(row["time"])
+            n, batch = int(row["num_replicas"]), int(row["batch_size"])
+        except (TypeError, ValueError):
+            raise InputError(
+                f"{where}: time must be seconds and num_replicas, batch_size integers, got "
+                f"'{row['time']}', '{row['num_replicas']}', '{row['batch_size']}'",
+                field="workload",
+            ) from None
+        require(
+            math.isfinite(t) and t >= 0 and n >= 1 and batch >= 1,
+            f"{where}: needs time >= 0, num_replicas >= 1 and batch_size >= 1",
+            field="workload",
+        )
+        key = f"{name}:{n}:{batch}"
         if key not in classes:
-            classes[key] = job_class(app, gpus, batch)
+            classes[key] = job_class(apps[name], n, batch)
         cls = classes[key]
-        work.append(cls.steps * step_time_s(app, cls, packed(gpus)) + RESTART_S)
+        names.append(row["name"] or str(row_no - 1))
+        submit.append(t)
+        gpus.append(n)
+        work.append(cls.steps * step_time_s(apps[name], cls, packed(n)) + RESTART_S)
         models.append(key)
-    submit = np.array([float(r["time"]) for r in rows])
-    order = np.argsort(submit, kind="stable")
+    order = np.argsort(np.asarray(submit), kind="stable")
     return Workload(
         name=path.stem,
         trace=Trace(
-            job_id=tuple(rows[i]["name"] for i in order),
-            submit_s=submit[order],
-            gpus=np.array([int(rows[i]["num_replicas"]) for i in order], dtype=np.int64),
+            job_id=tuple(names[i] for i in order),
+            submit_s=np.asarray(submit)[order],
+            gpus=np.asarray(gpus, dtype=np.int64)[order],
             work_s=np.asarray(work)[order],
             model=tuple(models[i] for i in order),
         ),
