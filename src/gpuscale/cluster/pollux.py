@@ -126,9 +126,11 @@ def _csv(path: Path) -> tuple[list[str], np.ndarray]:
     return [h.strip() for h in rows[0]], values
 
 
-def _curve(bsz: np.ndarray, step: np.ndarray, sync: np.ndarray) -> _Curve:
-    order = np.argsort(bsz, kind="stable")
-    return bsz[order], step[order], sync[order]
+def _averaged(by_bsz: dict[float, list[tuple[float, float]]]) -> _Curve:
+    """A curve over ascending per-GPU batch, (step, sync) averaged where measured twice."""
+    b = np.array(sorted(by_bsz))
+    mean = np.array([np.mean(by_bsz[x], axis=0) for x in b.tolist()])
+    return b, mean[:, 0], mean[:, 1]
 
 
 def load_application(folder: Path, name: str) -> Application:
@@ -140,17 +142,17 @@ def load_application(folder: Path, name: str) -> Application:
         f"{where}/placements.csv: unexpected header {head}",
         field="data",
     )
-    keys = np.array(["".join(sorted(str(int(p)))) for p in rows[:, 0]])
-    placements = {
-        k: _curve(rows[keys == k, 1], rows[keys == k, 2], rows[keys == k, 3])
-        for k in sorted(set(keys.tolist()))
-    }
+    keys = ["".join(sorted(str(int(p)))) for p in rows[:, 0]]
+    # Orders of the same servers ("1212", "1122") are one placement measured twice: averaged.
+    same: dict[str, dict[float, list[tuple[float, float]]]] = {}
     # The artifact's interpolation points: the mean over same-size placements at each batch,
     # then the scalability rows (``get_throughput``: groupby(num_nodes, num_replicas, local_bsz)).
     points: dict[tuple[int, int], dict[float, list[tuple[float, float]]]] = {}
-    for k, r in zip(keys.tolist(), rows, strict=True):
+    for k, r in zip(keys, rows, strict=True):
+        same.setdefault(k, {}).setdefault(float(r[1]), []).append((r[2], r[3]))
         size = (len(k), sum(int(c) for c in k))
         points.setdefault(size, {}).setdefault(float(r[1]), []).append((r[2], r[3]))
+    placements = {k: _averaged(by_bsz) for k, by_bsz in same.items()}
     head, scal = _csv(where / "scalability.csv")
     require(
         head == ["num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time"],
@@ -160,11 +162,7 @@ def load_application(folder: Path, name: str) -> Application:
     for r in scal:
         size = (int(r[0]), int(r[1]))
         points.setdefault(size, {}).setdefault(float(r[2]), []).append((r[3], r[4]))
-    grid: dict[tuple[int, int], _Curve] = {}
-    for size, by_bsz in points.items():
-        b = np.array(sorted(by_bsz))
-        mean = np.array([np.mean(by_bsz[x], axis=0) for x in b.tolist()])
-        grid[size] = (b, mean[:, 0], mean[:, 1])
+    grid = {size: _averaged(by_bsz) for size, by_bsz in points.items()}
     validation = {}
     for path in sorted(where.glob("validation-*.csv")):
         head, v = _csv(path)
@@ -393,6 +391,11 @@ class ArtifactSpeeds:
 
     def speed(self, model: str, n: int, shape: Shape) -> float:
         require(bool(shape.counts), "ArtifactSpeeds needs shapes with counts", field="shape")
+        require(
+            shape.degrade == 1.0,
+            "the Pollux tables have no degraded links; simulate them without degradations",
+            field="degrade",
+        )
         key = (model, shape.counts)
         hit = self._cache.get(key)
         if hit is None:
