@@ -8,7 +8,7 @@
   the ordered node-label levels, pod -> leaf -> hostname, plus the labels each Node needs.
   ``kueue.x-k8s.io/v1beta2``: the version Kueue stores since v0.16 (served since v0.15; v1alpha1,
   which Kueue v0.9-v0.13 served, is gone since v0.14; CRD ``kueue.x-k8s.io_topologies.yaml``,
-  checked against in ``tests/unit/test_cluster_kueue_schema.py``).
+  checked against in ``tests/unit/test_cluster_export_schemas.py``).
 - Volcano ``HyperNode`` (network-topology-aware plugin; volcano.sh docs "Network Topology Aware
   Scheduling"): tier 1 per leaf with its Nodes, tier 2 per pod with its leaves, tier 3 the core.
 
