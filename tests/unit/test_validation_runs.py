@@ -258,6 +258,8 @@ def report(validation_dir: Path) -> loso.LosoReport:
 # counted from llm-foundry's code and its Triton flash attention priced from the FlashAttention-2
 # paper (llm-foundry.yaml): llmfoundry 5.0% -> 4.4%, llmfoundry-h100 15.8% -> 17.6% (it was
 # predicted with a count refitted on the A100 rows; the H100 gap left is in docs/benchmarks.md).
+# FSDP SHARD_GRAD_OP's per-unit collectives (ring latency once per block, generic.yaml
+# zero2_unit_collectives): llmfoundry-h100 17.6% -> 16.9%.
 LOSO_BOUNDS = {
     "overall": 0.11,
     "narayanan21": 0.07,
@@ -269,7 +271,7 @@ LOSO_BOUNDS = {
     "bloom176b": 0.095,
     "megascale": 0.145,
     "torchtitan-paper": 0.235,
-    "llmfoundry-h100": 0.18,
+    "llmfoundry-h100": 0.175,
 }
 
 

@@ -51,6 +51,7 @@ CONSTANTS: dict[str, Check] = {
     "attention_backward_relative_efficiency": FRACTION,
     "lora_output_passes": NON_NEGATIVE,
     "fsdp_gather_once_under_pp": SHARE,
+    "zero2_unit_collectives": SHARE,
 }
 """Every named constant the cost model reads, with its accepted range."""
 
