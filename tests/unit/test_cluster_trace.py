@@ -64,6 +64,7 @@ def test_load_scaling_and_roundtrip(tmp_path: Path) -> None:
     [
         ("a,b\n1,2\n", "no column"),
         ("submit_s,gpus,duration_s\n0,0,10\n", "GPUs must be an integer >= 1"),
+        ("submit_s,gpus,duration_s\n0,1e310,10\n", "GPUs must be an integer >= 1"),
         ("submit_s,gpus,duration_s\n0,1,-1\n", "duration must be > 0"),
         ("submit_s,gpus,duration_s\nyesterday,1,5\n", "neither seconds"),
         ("submit_s,gpus,duration_s\n", "no jobs"),

@@ -330,3 +330,27 @@ def test_torchtitan_fsdp_under_pp_gathers_once_per_step() -> None:
     fsdp = estimate_plan(model, cluster, training, plan, load_profile("fsdp"))
     assert float(titan.comm_zero_s[0]) == 0.0 and float(titan.comm_dp_s[0]) > 0.0
     assert float(fsdp.comm_zero_s[0]) > float(titan.comm_dp_s[0])
+
+
+def _zero2_unhidden(n: int, per_unit: float) -> float:
+    profile = dataclasses.replace(
+        GENERIC, constants={**GENERIC.constants, "zero2_unit_collectives": per_unit}
+    )
+    plan = Plan(dp=n, zero=2, micro_batch=1, global_batch=n)
+    return float(run("llama3.1-8b", "h100-sxm", plan, profile=profile).dp_sync_unhidden_s[0])
+
+
+def test_fsdp_shard_grad_op_pays_the_ring_latency_once_per_unit() -> None:
+    # FSDP SHARD_GRAD_OP: one all-gather and one reduce-scatter per transformer block (32 for
+    # Llama 3.1 8B) instead of one bucketed pair per step: 31 extra of each, each a ring of
+    # (n - 1) hops at the network's 6 us (ib-ndr400 in links.yaml) when the group spans nodes.
+    extra = _zero2_unhidden(512, 1.0) - _zero2_unhidden(512, 0.0)
+    assert extra == pytest.approx(31 * 2 * 511 * 6e-6, rel=1e-6)
+
+
+def test_per_unit_latency_grows_with_the_group_and_bucketed_engines_skip_it() -> None:
+    extras = [_zero2_unhidden(n, 1.0) - _zero2_unhidden(n, 0.0) for n in (16, 128, 512)]
+    assert all(a < b for a, b in itertools.pairwise(extras))
+    deepspeed = load_profile("deepspeed")
+    assert deepspeed.const("zero2_unit_collectives") == 0.0
+    assert GENERIC.const("zero2_unit_collectives") == 1.0

@@ -134,6 +134,12 @@ def test_rows_not_expressible_say_so(validation_dir: Path) -> None:
     assert to_case(rows["llmfoundry-h100-80gb-13b-64gpu"]).overrides == {
         "constants": {"grad_reduce_bytes": 4.0, "zero3_reduce_copy_passes": 1.5}
     }
+    # MegaScale's Megatron-LM baseline (commit 285068c8) has no DP/PP overlap and overlaps one
+    # of four TP all-reduce equivalents; MegaScale's own rows keep the Megatron-Core profile.
+    baseline_overlap = {"dp": 0.0, "zero": 0.0, "pp": 0.0, "tp": 0.25}
+    for row_id in ("megascale-t2-megatron-lm-256", "megascale-fig9-megatron-lm-2240"):
+        assert to_case(rows[row_id]).overrides == {"overlap": baseline_overlap}
+    assert to_case(rows["megascale-t2-megascale-256"]).overrides == {}
 
 
 # --- fitted values and leave-one-source-out ---------------------------------------------------
@@ -260,6 +266,10 @@ def report(validation_dir: Path) -> loso.LosoReport:
 # counted from llm-foundry's code and its Triton flash attention priced from the FlashAttention-2
 # paper (llm-foundry.yaml): llmfoundry 5.0% -> 4.4%, llmfoundry-h100 15.8% -> 17.6% (it was
 # predicted with a count refitted on the A100 rows; the H100 gap left is in docs/benchmarks.md).
+# FSDP SHARD_GRAD_OP's per-unit collectives (ring latency once per block, generic.yaml
+# zero2_unit_collectives): llmfoundry-h100 17.6% -> 16.9%. MegaScale's Megatron-LM baseline
+# priced with the overlap its commit has (285068c8, 2023-01: no DP/PP overlap, 1/4 of the TP
+# traffic async): megascale 14.1% -> 11.1%, overall 10.7% -> 10.3%.
 LOSO_BOUNDS = {
     "overall": 0.105,
     "narayanan21": 0.07,
@@ -269,9 +279,9 @@ LOSO_BOUNDS = {
     "torchtitan": 0.06,
     "llmfoundry": 0.05,
     "bloom176b": 0.095,
-    "megascale": 0.145,
+    "megascale": 0.115,
     "torchtitan-paper": 0.17,
-    "llmfoundry-h100": 0.18,
+    "llmfoundry-h100": 0.175,
 }
 
 

@@ -115,7 +115,7 @@ def read_trace(path: str | Path) -> Trace:
                     f"'{row[index['gpus']]}', '{row[index['work']]}'",
                     field="trace",
                 ) from None
-            if not (g >= 1 and g == int(g)):
+            if not (math.isfinite(g) and g >= 1 and g == int(g)):
                 raise InputError(
                     f"--trace {path} row {row_no}: GPUs must be an integer >= 1, got {g:g}",
                     field="trace",

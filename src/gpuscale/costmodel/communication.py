@@ -252,6 +252,18 @@ def communication(
     # stay replicated.
     ag = over_both("all_gather", trainable * word)
     zero = plans.zero
+    # FSDP's SHARD_GRAD_OP (ZeRO-2) keeps FSDP's unit structure: one all-gather per unit in the
+    # forward and one reduce-scatter per unit in the backward (torch.distributed.fsdp
+    # _runtime_utils _pre_forward_unshard / _post_backward_hook, one flat parameter per unit),
+    # so it pays the ring latency once per unit, not once per bucket
+    # (``zero2_unit_collectives`` = 1; 0 for engines that reduce in large buckets). The
+    # bandwidth term is linear in bytes, so only the latency of the extra collectives is added.
+    # ZeRO-1 (Megatron's distributed optimizer) reduces in buckets whatever the engine.
+    extra = np.where(
+        zero == 2, np.maximum(layers * profile.const("zero2_unit_collectives") - 1.0, 0.0), 0.0
+    )
+    rs = rs + extra * collective_time_s("reduce_scatter", 0.0, dp_group, dp_per_node, levels)
+    ag = ag + extra * collective_time_s("all_gather", 0.0, dp_group, dp_per_node, levels)
     dp_sync = np.where(zero == 0, ar, np.where(zero < 3, rs + ag, 0.0))
     # Bucketed reduction overlaps the last micro-batch's backward (Li et al. 2020, PyTorch DDP,
     # VLDB 13(12), Sec. 3.2.3). The ZeRO-1/2 parameter all-gather follows the optimizer and can

@@ -56,6 +56,7 @@ CONSTANTS: dict[str, Check] = {
     "cp_kv_heads_repeated": SHARE,
     "cp_kv_all_gather": SHARE,
     "tp_fp8_all_gather": SHARE,
+    "zero2_unit_collectives": SHARE,
 }
 """Every named constant the cost model reads, with its accepted range."""
 

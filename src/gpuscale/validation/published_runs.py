@@ -360,6 +360,20 @@ def _plan_and_training(
                 "torch.compile kernel fusion is not modelled: predicted with the eager "
                 "torchtitan profile"
             )
+    if source == "megascale" and "Megatron-LM baseline" in row["model"]:
+        # MegaScale's baseline is Megatron-LM @285068c8 (2023-01-11), which has none of the
+        # Megatron-Core overlap flags the megatron profile assumes: the distributed optimizer
+        # reduce-scatters gradients after the last backward and all-gathers parameters after
+        # the step (training.py: optimizer.reduce_model_grads / gather_model_params), pipeline
+        # sends block and end in torch.cuda.synchronize() (p2p_communication.py), and of the
+        # four TP all-reduce equivalents per layer (sequence parallel) only the column-parallel
+        # backward's reduce-scatter of the input gradient runs async under the weight-gradient
+        # GEMM (core/tensor_parallel/layers.py, async_op=True): 1/4 of the TP traffic overlaps.
+        overrides["overlap"] = {"dp": 0.0, "zero": 0.0, "pp": 0.0, "tp": 0.25}
+        notes.append(
+            "Megatron-LM @285068c8 (2023-01): no DP/PP overlap, TP overlap only of the "
+            "async input-gradient reduce-scatter (1 of 4 all-reduce equivalents)"
+        )
     if mb is None:
         mb = 1
         notes.append("micro-batch not stated: 1 (Megatron-Core default)")
