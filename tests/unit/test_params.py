@@ -11,8 +11,9 @@ import click
 import pytest
 
 from gpuscale import api
-from gpuscale.api import cluster, export, measure, serving, serving_static
+from gpuscale.api import cluster, export, measure, serving, serving_search, serving_static
 from gpuscale.api.calibrate_run import calibrate_run
+from gpuscale.api.measure import calibrate, import_nccl_tests
 from gpuscale.api.params import PARAMS
 from gpuscale.cli import main
 
@@ -28,6 +29,9 @@ FUNCTIONS: list[Callable[..., Any]] = [
     api.advise_comm,
     serving.infer,
     serving_static.infer_static,
+    serving_search.search,
+    calibrate,
+    import_nccl_tests,
     cluster.cluster_adapt,
     cluster.cluster_simulate,
     cluster.cluster_trace,

@@ -1,11 +1,13 @@
-"""The keyword arguments that several API functions share, each described once: its type,
-default, accepted values and meaning.
+"""The keyword arguments of the API functions, each described once: its type, default,
+accepted values and meaning (the vocabulary of a job: cluster, plan, training, serving,
+measurements, a shared cluster over time).
 
 The CLI builds its flags from these (``gpus_per_node`` is ``--gpus-per-node``; a flag that is on
 by default is spelled ``--no-...``), a form on a web page can build its fields from them, and
 ``tests/unit/test_params.py`` checks every default against the signatures of the functions that
-take the argument, so the flag, the field and the keyword argument cannot drift apart. Where one
-function's default differs (``fit`` assumes 8 GPUs per node), its command says so.
+take the argument, and every command's flag defaults against the function it calls, so the flag,
+the field and the keyword argument cannot drift apart. Where one function's default differs
+(``fit`` assumes 8 GPUs per node), its command says so.
 """
 
 from __future__ import annotations
@@ -273,6 +275,15 @@ PARAMS: dict[str, Param] = {
     "topk_ratio": Param(type=float, default=0.01, help="Fraction of gradient entries top-k sends."),
     "qsgd_levels": Param(type=int, default=127, help="QSGD quantization levels."),
     "qsgd_chunk": Param(type=int, default=512, help="QSGD chunk size (entries sharing one norm)."),
+    # a fitted profile (calibrate, import_nccl_tests)
+    "name": Param(default="measured", help="Name of the profile."),
+    "base": Param(
+        default="generic",
+        help=f"Profile the measurement overrides ({', '.join(profile_names())} or a YAML path).",
+    ),
+    # the SLO search over deployments (serving_search.search)
+    "slo_ttft_ms": Param(type=float, help="Search: TTFT target (p99)."),
+    "slo_tpot_ms": Param(type=float, help="Search: TPOT target (p99)."),
     # one measured training run (calibrate_run)
     "measured_tokens_per_s": Param(
         type=float, help="Measured throughput of the whole job, all GPUs together, tokens/s."

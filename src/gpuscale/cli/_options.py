@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 
 import click
 
-from gpuscale.api import profile_names
 from gpuscale.api.params import PARAMS, Param
 from gpuscale.cli._common import FINITE
 
@@ -136,12 +135,8 @@ CALIBRATION: list[str | Decorator] = [
     ),
     flag("gpus_per_node", help="GPUs per node, with --nics-per-node [default: as measured]."),
     opt("-o --output", help="Write the fitted profile YAML here (use it with --profile)."),
-    opt("--name", default="measured", help="Name of the profile."),
-    opt(
-        "--base",
-        default="generic",
-        help=f"Profile the measurement overrides ({', '.join(profile_names())} or a YAML path).",
-    ),
+    "name",
+    "base",
     flag("html", help="Write an HTML report with predicted-vs-measured plots."),
     "json",
 ]
@@ -162,8 +157,8 @@ prefill/decode split."""
 SEARCH: list[str | Decorator] = [
     opt("--search", bool, help="Find the deployment with the most goodput per GPU."),
     flag("gpus", help="Search: GPUs available."),
-    opt("--slo-ttft-ms", FINITE, help="Search: TTFT target (p99)."),
-    opt("--slo-tpot-ms", FINITE, help="Search: TPOT target (p99)."),
-    opt("--price", FINITE, help="Search: $ per GPU-hour; rank by goodput per dollar."),
+    "slo_ttft_ms",
+    "slo_tpot_ms",
+    flag("price", type=FINITE, help="Search: $ per GPU-hour; rank by goodput per dollar."),
 ]
 """The SLO search over deployments on a GPU budget."""

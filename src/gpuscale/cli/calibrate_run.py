@@ -9,7 +9,7 @@ import click
 
 from gpuscale.api.calibrate_run import calibrate_run
 from gpuscale.cli._common import check_writable, console, emit_json, err_console
-from gpuscale.cli._options import RUN, opt, options
+from gpuscale.cli._options import RUN, flag, opt, options
 from gpuscale.report.calibrate_run import print_calibrated_run, print_notes
 
 
@@ -22,7 +22,7 @@ from gpuscale.report.calibrate_run import print_calibrated_run, print_notes
         click.Choice(["compute", "inter", "intra"]),
         help="Fit this parameter [default: the one the step is most sensitive to].",
     ),
-    opt("--name", help="Name of the profile [default: from the run]."),
+    flag("name", default=None, help="Name of the profile [default: from the run]."),
     opt("-o --output", help="Write the profile YAML here."),
     "json",
 )
