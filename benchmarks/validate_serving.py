@@ -9,7 +9,8 @@ and median absolute relative error of mean TTFT and mean TPOT per engine and per
 
 ``--by`` breaks the errors down further (per engine and mode) by one or more of: concurrency
 (bucketed), isl, osl, model, arch (dense / MoE), tp (GPUs per engine or per decode worker),
-gpu, regime (how the model answered: closed-loop cohort simulation or steady state).
+gpu, regime (how the model answered: closed-loop cohort simulation or steady state), workers
+(disaggregated rows that name their worker counts or leave them empty).
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ def static(r: dict[str, str]) -> tuple[float, float] | None:
         return None
 
 
-BY_KEYS = ("concurrency", "isl", "osl", "model", "arch", "tp", "gpu", "regime")
+BY_KEYS = ("concurrency", "isl", "osl", "model", "arch", "tp", "gpu", "regime", "workers")
 _CONC_EDGES = (1, 4, 16, 64, 256)
 
 
@@ -160,6 +161,12 @@ def breakdown(r: dict[str, str], o: dict[str, Any], key: str) -> str:
         return str(_par(r, "" if r["mode"] == "agg" else "decode_")["tp"])
     if key == "gpu":
         return r["system"]
+    if key == "workers":
+        # Disaggregated rows that leave the worker counts empty are read as one worker each.
+        if r["mode"] != "disagg":
+            return "-"
+        named = r["prefill_num_workers"] and r["decode_num_workers"]
+        return "named" if named else "unnamed"
     if key == "regime":
         notes = " ".join(o.get("notes", []))
         return "cohorts" if "cohorts" in notes else "steady"
