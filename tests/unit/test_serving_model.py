@@ -288,3 +288,51 @@ def test_expert_parallel_decode_waits_for_the_busiest_rank() -> None:
     touched8, _ = expert_load(np.array([4.0]), 256, 8, 8)
     touched1, _ = expert_load(np.array([4.0]), 256, 8, 1)
     assert touched1[0] / 8 < touched8[0] < touched1[0]
+
+
+def test_requests_spread_evenly_over_attention_ranks() -> None:
+    # C clients over R ranks: R - (C mod R) ranks hold floor(C/R), the rest one more. Fewer
+    # clients than ranks means each request has a rank to itself (the lone-request figures);
+    # every measured request is counted once and the throughput adds up over the ranks.
+    from gpuscale.planner.serving.cohort_sim import BENCHMARK_ROUNDS, simulate, simulate_ranks
+
+    m = catalog.model("llama3.1-8b")
+    cl = catalog.cluster("h100-sxm", 1)
+    eng = engine("sglang")
+    prof = load_profile(eng.cost_profile)
+    it = _iteration_model(m, cl, Parallelism(), weight_format("bf16"), "bf16", prof, eng)
+    one = simulate(it, eng, WORK, 1, max_running=1e9)
+    three = simulate(it, eng, WORK, 3, max_running=1e9)
+    two = simulate(it, eng, WORK, 2, max_running=1e9)
+    assert one is not None and two is not None and three is not None
+    lone = simulate_ranks(it, eng, WORK, 3, 8, max_running=1e9)
+    assert lone is not None
+    assert np.average(lone.ttft_s, weights=lone.weight) == pytest.approx(
+        np.average(one.ttft_s, weights=one.weight)
+    )
+    assert lone.requests_per_s * 8 == pytest.approx(3 * one.requests_per_s)
+    mixed = simulate_ranks(it, eng, WORK, 11, 4, max_running=1e9)  # 1 rank x 2, 3 ranks x 3
+    assert mixed is not None
+    assert mixed.weight.sum() == pytest.approx(BENCHMARK_ROUNDS * 11)
+    assert mixed.requests_per_s * 4 == pytest.approx(two.requests_per_s + 3 * three.requests_per_s)
+    mean = np.average(mixed.ttft_s, weights=mixed.weight)
+    lo = np.average(two.ttft_s, weights=two.weight)
+    hi = np.average(three.ttft_s, weights=three.weight)
+    assert min(lo, hi) <= mean <= max(lo, hi)
+    same = simulate_ranks(it, eng, WORK, 3, 1, max_running=1e9)
+    assert same is not None
+    assert np.average(same.ttft_s, weights=same.weight) == pytest.approx(
+        np.average(three.ttft_s, weights=three.weight)
+    )
+
+
+def test_attention_dp_closed_loop_is_continuous_in_concurrency() -> None:
+    # Below one request per attention rank every request runs alone: TTFT does not change with
+    # C, and it does not fall when the ranks fill up.
+    kw = {"gpu": "h200-sxm", "engine": "sglang", "weights": "fp8", "tp": 8, "ep": 8}
+    ttft = [
+        infer("deepseek-r1", attention_dp=8, concurrency=c, **kw).to_dict()["options"][0]["ttft_ms"]
+        for c in (1, 4, 8, 12, 16)
+    ]
+    assert ttft[0] == pytest.approx(ttft[1]) and ttft[1] == pytest.approx(ttft[2])
+    assert all(b >= a * 0.999 for a, b in pairwise(ttft))

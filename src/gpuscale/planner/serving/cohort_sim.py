@@ -311,6 +311,46 @@ def simulate(
     )
 
 
+def simulate_ranks(
+    it: IterationModel,
+    eng: EngineProfile,
+    work: Workload,
+    concurrency: int,
+    ranks: int,
+    max_running: float,
+) -> CohortResult | None:
+    """Closed loop of ``concurrency`` clients over ``ranks`` attention ranks (replicas x
+    attention-DP groups). A load-balancing router spreads the requests evenly (SGLang's DP
+    attention controller round robin, vLLM's DP load balancer, Dynamo's router), so a rank holds
+    ``floor(C / ranks)`` of them or one more; each kind of rank is simulated once and weighted
+    by how many ranks it stands for. Per-rank figures in the result are averages over all ranks
+    (an idle rank counts with no requests), so ``requests_per_s * ranks`` is the total."""
+    lo, extra = divmod(int(concurrency), int(ranks))
+    parts: list[tuple[CohortResult, int]] = []
+    for load, count in ((lo, ranks - extra), (lo + 1, extra)):
+        if load < 1 or count == 0:
+            continue
+        sim = simulate(it, eng, work, load, max_running)
+        if sim is None:
+            return None
+        parts.append((sim, count))
+    if len(parts) == 1 and parts[0][1] == ranks:
+        return parts[0][0]
+    if not parts:
+        return None
+    active = sum(count for _, count in parts)
+    return CohortResult(
+        ttft_s=np.concatenate([p.ttft_s for p, _ in parts]),
+        tpot_s=np.concatenate([p.tpot_s for p, _ in parts]),
+        e2e_s=np.concatenate([p.e2e_s for p, _ in parts]),
+        weight=np.concatenate([p.weight * count for p, count in parts]),
+        requests_per_s=sum(p.requests_per_s * count for p, count in parts) / ranks,
+        mean_running=sum(p.mean_running * count for p, count in parts) / ranks,
+        mean_iteration_s=sum(p.mean_iteration_s * count for p, count in parts) / active,
+        mean_decode_iteration_s=sum(p.mean_decode_iteration_s * c for p, c in parts) / active,
+    )
+
+
 def _merge(cohorts: list[_Cohort]) -> None:
     """Cohorts in the same state (same arrival, progress and cycle) are one cohort."""
     out: list[_Cohort] = []
