@@ -36,7 +36,14 @@ from gpuscale.api.calibrate_run import profile_yaml
 from gpuscale.costmodel.params import total_params
 from gpuscale.costmodel.profile import load_profile, load_profile_for
 from gpuscale.errors import InputError
-from gpuscale.planner.calibrate_run import Measured, Run, calibrate_run, predict, profile_document
+from gpuscale.planner.calibrate_run import (
+    QUANTITIES,
+    Measured,
+    Run,
+    calibrate_run,
+    predict,
+    profile_document,
+)
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.published_runs import Case, load_rows, to_case, with_overrides
 
@@ -89,12 +96,20 @@ def _row_step(case: Case, profile: Any) -> float:
     return predict(run_of(case), with_overrides(profile, case.overrides))[0]
 
 
-def evaluate(all_cases: list[Case], folder: Path) -> tuple[list[dict[str, Any]], list[str]]:
+def source_and_gpu(case: Case) -> tuple[str, str, str, tuple[str, ...]]:
+    """The coarser grouping (``--by source``): every stack of a source on one GPU type together,
+    calibrated on the smallest run among them (to compare with the stack protocol)."""
+    return (case.source, case.cluster.device.id, "*", ())
+
+
+def evaluate(
+    all_cases: list[Case], folder: Path, by: str = "stack", only: str | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
     """Per stack: the calibration and each other row before and after; and the stacks left out
     with the reason."""
     groups: dict[tuple[str, str, str, tuple[str, ...]], list[Case]] = defaultdict(list)
     for case in all_cases:
-        groups[stack_of(case)].append(case)
+        groups[(stack_of if by == "stack" else source_and_gpu)(case)].append(case)
     out, excluded = [], []
     for n, ((source, gpu, framework, limits), members) in enumerate(groups.items()):
         anchor = smallest(members)
@@ -111,7 +126,7 @@ def evaluate(all_cases: list[Case], folder: Path) -> tuple[list[dict[str, Any]],
         group: dict[str, Any] = {
             "source": source,
             "gpu": gpu,
-            "framework": framework,
+            "framework": anchor.framework,
             "not_expressible": list(limits),
             "calibrated_on": anchor.id,
             "calibrated_gpus": anchor.plan.num_gpus,
@@ -119,7 +134,7 @@ def evaluate(all_cases: list[Case], folder: Path) -> tuple[list[dict[str, Any]],
         }
         start = with_overrides(load_profile(anchor.framework), anchor.overrides)
         try:
-            cal = calibrate_run(anchor_run, Measured(step_s=measured_step), start)
+            cal = calibrate_run(anchor_run, Measured(step_s=measured_step), start, only=only)
         except InputError as exc:
             cal = None
             group["refused"] = str(exc)
@@ -166,6 +181,20 @@ def main() -> int:
         help="published runs CSV (repeatable) [default: data/validation/published_runs*.csv]",
     )
     parser.add_argument("--rows", action="store_true", help="print every predicted row")
+    parser.add_argument(
+        "--by",
+        choices=["stack", "source"],
+        default="stack",
+        help="calibrate once per stack (the protocol) or once per source and GPU type, "
+        "across its stacks [default: stack]",
+    )
+    parser.add_argument(
+        "--fit",
+        choices=list(QUANTITIES),
+        default=None,
+        help="fit this quantity on every run instead of the rule's choice (for comparison; "
+        "'compute' is what calibrate run fitted before the rule)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     paths = args.csv or sorted(DATA_DIR.glob("published_runs*.csv"))
@@ -175,12 +204,14 @@ def main() -> int:
         return 2
     all_cases, skipped = cases(paths)
     with tempfile.TemporaryDirectory() as tmp:
-        groups, excluded = evaluate(all_cases, Path(tmp))
+        groups, excluded = evaluate(all_cases, Path(tmp), args.by, args.fit)
     rows = [r for g in groups for r in g["rows"]]
     summary = {
         "files": [p.name for p in paths],
         "rows_loaded": len(all_cases),
         "rows_not_mapped": skipped,
+        "grouping": args.by,
+        "fit": args.fit or "rule",
         "calibrations": len(groups),
         "excluded": excluded,
         "rows_predicted": len(rows),

@@ -49,6 +49,7 @@ from gpuscale.costmodel.profile import PROFILE_SCHEMA_VERSION, GemmCurve, LinkCa
 from gpuscale.costmodel.step import GIB, estimate_plan
 from gpuscale.errors import InputError
 from gpuscale.specs import Cluster, JobOptions, ModelSpec, Plan, Training
+from gpuscale.specs.training import LOW_PRECISIONS
 
 MIN_EFFICIENCY = 0.05
 """Lowest efficiency a fitted parameter may take. The generic profile's GEMM curves start at
@@ -263,9 +264,12 @@ def _scaled_knob(
 def _compute_knob(run: Run, profile: Profile) -> _Knob:
     device = run.cluster.pace_device
     precisions: list[str] = [run.training.precision]
-    if device.half_precision not in precisions:
-        # The LM head (FP8 recipes) and unfused attention run on the 16-bit curve.
-        precisions.append(device.half_precision)
+    # The LM head (FP8 recipes) and unfused attention run on the 16-bit curve; and the sustained
+    # tensor-core rate (the clock held under the power cap, the gaps between kernels) is shared
+    # by every precision this GPU trains in, so a bf16 run informs the FP8 curve too.
+    for p in (device.half_precision, *LOW_PRECISIONS):
+        if p in device.peak_tflops and p not in precisions:
+            precisions.append(p)
     curves = {
         f"{device.id}-{p}": profile.gemm_curve(device.id, device.generation, p) for p in precisions
     }
