@@ -15,7 +15,9 @@ calibrate run`` as the user's own measurement: fewest GPUs, then fewest paramete
 shortest sequence, then the fewest tokens per step, then the row id (so the choice never depends
 on file order). The written profile is laid over each other row's framework, as ``--profile
 FILE`` does, with the row's own stated settings (the loader's overrides) on top, and the rows are
-predicted again. A stack with a single run has nothing to predict and is listed as excluded.
+predicted again. A row that is the calibration run published again in another metric (same
+model, plan and GPUs) is not another plan and is left out; a stack with a single run has nothing
+to predict and is listed as excluded, with the reason.
 Printed: mean absolute percentage error (MAPE) of the predicted rows before (no calibration) and
 after, per stack, per source and over all predicted rows; ``--rows`` adds each row's error.
 """
@@ -92,6 +94,24 @@ def smallest(members: list[Case]) -> Case:
     )
 
 
+def same_run(a: Case, b: Case) -> bool:
+    """``b`` is ``a``'s run published a second time (another metric of the same job: the row is
+    not another plan, and predicting it from ``a`` would test nothing)."""
+
+    def key(c: Case) -> tuple[Any, ...]:
+        return (
+            total_params(c.model),
+            c.model.num_layers,
+            c.model.hidden_size,
+            c.plan,
+            c.training,
+            c.cluster.device.id,
+            c.cluster.num_gpus,
+        )
+
+    return key(a) == key(b)
+
+
 def _row_step(case: Case, profile: Any) -> float:
     return predict(run_of(case), with_overrides(profile, case.overrides))[0]
 
@@ -111,12 +131,15 @@ def evaluate(
     for case in all_cases:
         groups[(stack_of if by == "stack" else source_and_gpu)(case)].append(case)
     out, excluded = [], []
-    for n, ((source, gpu, framework, limits), members) in enumerate(groups.items()):
+    for n, ((source, gpu, _framework, limits), members) in enumerate(groups.items()):
         anchor = smallest(members)
-        others = [c for c in members if c is not anchor]
+        others = [c for c in members if c is not anchor and not same_run(anchor, c)]
         if not others:
+            twins = [c.id for c in members if c is not anchor]
             excluded.append(
-                f"{source} {gpu} {framework}: one run ({anchor.id}), nothing to predict"
+                f"{source} {gpu} {anchor.framework}: one run ({anchor.id}"
+                + (f"; {', '.join(twins)} is the same run in another metric" if twins else "")
+                + "), nothing to predict"
             )
             continue
         anchor_run = run_of(anchor)
