@@ -112,6 +112,35 @@ def same_run(a: Case, b: Case) -> bool:
     return key(a) == key(b)
 
 
+DIFFERENCES: dict[str, str] = {
+    "model": "model size (GEMM shapes, non-GEMM share)",
+    "gpus": "GPU count (communication share)",
+    "seq": "sequence length (attention share)",
+    "pp": "pipeline depth (bubble, P2P)",
+    "tp": "tensor parallel size (TP communication, GEMM shapes)",
+    "precision": "precision (GEMM curve)",
+}
+"""What can differ between the calibration run and a predicted row, and the terms it moves."""
+
+
+def differences(anchor: Case, case: Case) -> list[str]:
+    """The :data:`DIFFERENCES` between the calibration run and ``case``."""
+    out = []
+    if total_params(case.model) != total_params(anchor.model):
+        out.append("model")
+    if case.plan.num_gpus != anchor.plan.num_gpus:
+        out.append("gpus")
+    if case.training.seq_len != anchor.training.seq_len:
+        out.append("seq")
+    if case.plan.pp != anchor.plan.pp:
+        out.append("pp")
+    if case.plan.tp != anchor.plan.tp:
+        out.append("tp")
+    if case.training.precision != anchor.training.precision:
+        out.append("precision")
+    return out
+
+
 def _row_step(case: Case, profile: Any) -> float:
     return predict(run_of(case), with_overrides(profile, case.overrides))[0]
 
@@ -188,6 +217,7 @@ def evaluate(
                     "after": after,
                     "error_before": before / measured - 1.0,
                     "error_after": after / measured - 1.0,
+                    "differs_in": differences(anchor, case),
                 }
             )
         out.append(group)
@@ -268,7 +298,8 @@ def main() -> int:
             for r in g["rows"]:
                 print(
                     f"    {r['id']:40s} {r['gpus']:6d} GPUs  measured {r['measured']:9.0f}  "
-                    f"{r['error_before']:+7.1%} -> {r['error_after']:+7.1%}"
+                    f"{r['error_before']:+7.1%} -> {r['error_after']:+7.1%}  "
+                    f"differs in: {', '.join(r['differs_in']) or '-'}"
                 )
     by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for g in groups:
@@ -280,6 +311,19 @@ def main() -> int:
         print(f"{source:16s} {len(source_rows):4d} {before:10.1f}% {after:6.1f}%")
     for line in excluded:
         print(f"excluded: {line}")
+    # What differs from the calibration run, and how well the calibration carries across it.
+    print(
+        f"\n{'differs from the calibration run in':52s} {'rows':>4s} {'MAPE before':>11s} {'after':>7s}"
+    )
+    for key, words in DIFFERENCES.items():
+        for label, sel in ((words, True), ("  same " + key, False)):
+            picked = [r for r in rows if (key in r["differs_in"]) == sel]
+            if picked:
+                print(
+                    f"{label:52s} {len(picked):4d} "
+                    f"{mape([r['error_before'] for r in picked]):10.1f}% "
+                    f"{mape([r['error_after'] for r in picked]):6.1f}%"
+                )
     print(
         f"\n{summary['rows_predicted']} rows predicted from {summary['calibrations']} one-run "
         f"calibrations ({summary['rows_loaded']} rows loaded from {', '.join(summary['files'])}; "
