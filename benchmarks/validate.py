@@ -131,7 +131,10 @@ def _loso(rows: list[dict[str, str]], args: argparse.Namespace) -> int:
         return 0
     if args.rows:
         _print_rows(report.in_sample, report.loso)
-    print("\nFitted values (refitted on the rows each informs; prior when none is allowed):")
+    if not FITTED:
+        print("\nFitted values: none remain (every profile factor cites a count or a source)")
+    else:
+        print("\nFitted values (refitted on the rows each informs; prior when none is allowed):")
     for fv in FITTED:
         value, n = report.all_rows[fv.name]
         print(f"  {fv.name}: shipped {fv.shipped():g}, all rows {value:g} ({n} rows)")

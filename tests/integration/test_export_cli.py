@@ -40,6 +40,7 @@ def estimate_doc(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("torchtitan", ["launch_torchtitan.sh"]),
         ("slurm", ["train.sbatch"]),
         ("kueue", ["job.yaml"]),
+        ("volcano", ["volcano-job.yaml"]),
     ],
 )
 def test_writes_the_target_files(
@@ -117,3 +118,37 @@ def test_bad_input_is_one_line_and_exit_2(
     assert message in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "names"),
+    [
+        (
+            ["--to", "torchtitan", "--torchtitan-version", "0.2.x"],
+            ["launch_torchtitan.sh", "torchtitan_job.toml"],
+        ),
+        (
+            ["--to", "slurm", "--cluster", "examples/fat-tree-512.yaml"],
+            ["topology.conf", "topology.yaml", "train.sbatch"],
+        ),
+        (
+            ["--to", "volcano", "--cluster", "examples/fat-tree-512.yaml"],
+            ["hypernodes.yaml", "volcano-job.yaml"],
+        ),
+    ],
+)
+def test_version_and_cluster_flags(
+    gpuscale: Callable[..., subprocess.CompletedProcess[str]],
+    estimate_doc: Path,
+    tmp_path: Path,
+    flags: list[str],
+    names: list[str],
+) -> None:
+    root = Path(__file__).resolve().parents[2]
+    flags = [str(root / f) if f.startswith("examples/") else f for f in flags]
+    out = tmp_path / "out"
+    proc = gpuscale("export", *flags, "--from", str(estimate_doc), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == names
+    bad = gpuscale("export", *flags[:2], "--from", str(estimate_doc), "--torchtitan-version", "9")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1

@@ -42,8 +42,10 @@ ALLOWED: dict[str, set[str]] = {
     # report renders what the layers below return (rich tables, plotly figures, HTML)
     "report": {"errors", "specs", "catalog", "costmodel", "planner", "measure"},
     "api": BELOW_API,
-    # cli: parse, call the API, render
-    "cli": {"errors", "specs", "catalog", "api", "report"},
+    # web: the local page over the API and the report layer, beside cli
+    "web": {"errors", "specs", "api", "report"},
+    # cli: parse, call the API, render (`gpuscale serve` starts web)
+    "cli": {"errors", "specs", "catalog", "api", "report", "web"},
 }
 
 

@@ -21,7 +21,9 @@ from gpuscale.export import TrainingJob, export, job_from_document
 from gpuscale.specs import Plan, Training
 
 
-def _job(model: str = "llama3.1-70b", *, gpus_per_node: int = 8, **plan: Any) -> TrainingJob:
+def _job(
+    model: str = "llama3.1-70b", *, gpus_per_node: int = 8, precision: str = "bf16", **plan: Any
+) -> TrainingJob:
     p = Plan(**plan)
     return TrainingJob(
         model_id=model,
@@ -30,7 +32,7 @@ def _job(model: str = "llama3.1-70b", *, gpus_per_node: int = 8, **plan: Any) ->
         gpus=p.num_gpus,
         gpus_per_node=gpus_per_node,
         plan=p,
-        training=Training(seq_len=4096),
+        training=Training(seq_len=4096, precision=precision),
     )
 
 
@@ -346,3 +348,286 @@ def test_megatron_uneven_stages_are_accepted_by_megatron_core() -> None:
             bf16=True,
             pipeline_dtype=torch.bfloat16,
         )
+
+
+def test_torchtitan_version_names_its_release_line() -> None:
+    job = _job(tp=8, pp=2, dp=4, micro_batch=1, global_batch=256, zero=3)
+    assert export(job, "torchtitan", version="0.3.x") == export(job, "torchtitan")
+    with pytest.raises(InputError, match=r"0\.3\.x, 0\.2\.x"):
+        export(job, "torchtitan", version="0.1")
+
+
+# --- torchtitan 0.2.x: the TOML job file ---------------------------------------------------------
+# torchtitan 0.3's ConfigManager reads no TOML (--module/--config and tyro overrides only), so the
+# 0.2.x file is checked structurally: every key is a field of 0.2.x's JobConfig (the field names
+# below are those of torchtitan 0.2.0-0.2.2's torchtitan/config/job_config.py for the sections the
+# export writes), and [training]/[parallelism], whose fields 0.3 kept, build 0.3's own dataclasses
+# and pass its ParallelDims check.
+
+TORCHTITAN_02_FIELDS: dict[str, set[str]] = {
+    "job": {"config_file", "dump_folder", "description", "print_config", "custom_config_module"},
+    "model": {"name", "flavor", "hf_assets_path", "tokenizer_path", "converters"},
+    "training": {
+        "dataset", "dataset_path", "local_batch_size", "global_batch_size", "seq_len",
+        "max_norm", "steps", "enable_cpu_offload", "dtype", "mixed_precision_param",
+        "mixed_precision_reduce", "gc_freq", "gc_debug",
+    },
+    "parallelism": {
+        "data_parallel_replicate_degree", "data_parallel_shard_degree",
+        "fsdp_reshard_after_forward", "tensor_parallel_degree", "disable_loss_parallel",
+        "enable_async_tensor_parallel", "pipeline_parallel_degree", "module_fqns_per_model_part",
+        "pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers",
+        "pipeline_parallel_layers_per_stage", "pipeline_parallel_schedule",
+        "pipeline_parallel_schedule_csv", "pipeline_parallel_microbatch_size",
+        "context_parallel_degree", "context_parallel_rotate_method", "expert_parallel_degree",
+        "expert_tensor_parallel_degree",
+    },
+    "activation_checkpoint": {"mode", "selective_ac_option", "memory_budget", "early_stop"},
+    "quantize.linear.float8": {
+        "enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp",
+        "recipe_name", "filter_fqns", "emulate",
+    },
+}  # fmt: skip
+TORCHTITAN_02_AC_MODES = {"selective", "full", "memory_budget", "none"}
+TORCHTITAN_02_FLAVORS = {"llama3": {"debugmodel", "8B", "70B", "405B"}}
+TORCHTITAN_02_CONVERTERS = {"quantize.linear.float8", "quantize.linear.mx"}
+
+
+def _toml(text: str) -> dict[str, Any]:
+    import tomllib  # Python 3.11+, which the test extra's torch build requires
+
+    return tomllib.loads(text)
+
+
+def _torchtitan_02(job: TrainingJob) -> tuple[dict[str, Any], Any, Any]:
+    """The job file's tables (dotted sections flattened), and torchtitan 0.3's training and
+    parallelism dataclasses built from them."""
+    from torchtitan.config.configs import ParallelismConfig, TrainingConfig
+
+    files = {f.name: f.content for f in export(job, "torchtitan", version="0.2.x").files}
+    assert (
+        '--job.config_file "$(dirname "$0")/torchtitan_job.toml"' in files["launch_torchtitan.sh"]
+    )
+    doc = _toml(files["torchtitan_job.toml"])
+    tables = {k: v for k, v in doc.items() if k != "quantize"}
+    if "quantize" in doc:
+        tables["quantize.linear.float8"] = doc["quantize"]["linear"]["float8"]
+    for section, values in tables.items():
+        assert section in TORCHTITAN_02_FIELDS, f"no [{section}] in torchtitan 0.2's JobConfig"
+        unknown = set(values) - TORCHTITAN_02_FIELDS[section]
+        assert not unknown, f"[{section}] {unknown} are no torchtitan 0.2 fields"
+    assert tables["activation_checkpoint"]["mode"] in TORCHTITAN_02_AC_MODES
+    assert tables["model"]["flavor"] in TORCHTITAN_02_FLAVORS[tables["model"]["name"]]
+    assert set(tables["model"].get("converters", [])) <= TORCHTITAN_02_CONVERTERS
+    return tables, TrainingConfig(**tables["training"]), ParallelismConfig(**tables["parallelism"])
+
+
+def test_torchtitan_02_job_file_maps_onto_torchtitan_and_round_trips() -> None:
+    from torchtitan.distributed.parallel_dims import ParallelDims
+
+    job = _job(tp=8, pp=2, dp=4, vp=5, micro_batch=1, global_batch=256, zero=3, recompute="full")
+    tables, training, par = _torchtitan_02(job)
+    assert (par.tensor_parallel_degree, par.pipeline_parallel_degree) == (8, 2)
+    assert par.data_parallel_shard_degree == 4 and par.fsdp_reshard_after_forward == "default"
+    assert par.pipeline_parallel_schedule == "Interleaved1F1B"
+    assert par.pipeline_parallel_layers_per_stage == 8  # 80 layers / (PP 2 x VP 5)
+    assert training.global_batch_size == 256 and training.seq_len == 4096
+    assert tables["activation_checkpoint"]["mode"] == "full"
+    assert tables["model"] == {"name": "llama3", "flavor": "70B"}
+    ParallelDims.from_config(par, world_size=job.gpus)  # torchtitan's own degree check
+    # the same settings as the 0.3 command line
+    args = _launch_args(export(job, "torchtitan").files[0].content)
+    config = _torchtitan(args)
+    for key in tables["parallelism"]:
+        assert getattr(config.parallelism, key) == getattr(par, key), key
+
+
+def test_torchtitan_02_refuses_a_wrong_plan_too() -> None:
+    from torchtitan.config.configs import ParallelismConfig
+    from torchtitan.distributed.parallel_dims import ParallelDims
+
+    job = _job(tp=8, pp=2, dp=4, micro_batch=1, global_batch=256, zero=1, precision="fp8")
+    tables, _, par = _torchtitan_02(job)
+    assert tables["model"]["converters"] == ["quantize.linear.float8"]
+    assert tables["quantize.linear.float8"] == {"enable_fsdp_float8_all_gather": True}
+    with pytest.raises((AssertionError, ValueError)):
+        ParallelDims.from_config(par, world_size=48)  # 64 GPUs' plan on 48
+    with pytest.raises(TypeError):  # a key torchtitan does not have
+        ParallelismConfig(**{**tables["parallelism"], "tensor_parallel_size": 8})
+
+
+# --- Volcano: the Kubernetes schema for the pods, the Job CRD's schema for Volcano's fields ------
+# The Volcano Job is a custom resource, so kubernetes-validate checks its pod templates (as the
+# built-in v1 PodTemplate) and this schema checks the rest: the constraints of the
+# batch.volcano.sh/v1alpha1 Job CRD (volcano-sh/volcano config/crd/volcano/bases/
+# batch.volcano.sh_jobs.yaml) for the fields the export writes; unknown fields are refused, as
+# the API server's structural-schema pruning would drop them.
+
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+_VOLCANO_EVENTS = [
+    "*", "PodPending", "PodRunning", "PodFailed", "PodEvicted", "Unknown", "TaskCompleted",
+    "OutOfSync", "CommandIssued", "JobUpdated", "TaskFailed",
+]  # fmt: skip
+_NETWORK_TOPOLOGY = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "mode": {"enum": ["hard", "soft"]},
+        "highestTierAllowed": {"type": "integer", "minimum": 0},
+        "highestTierName": {"type": "string", "maxLength": 253},
+    },
+}
+VOLCANO_JOB_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": "batch.volcano.sh/v1alpha1"},
+        "kind": {"const": "Job"},
+        "metadata": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {"name": {"type": "string", "pattern": _DNS_SUBDOMAIN}},
+        },
+        "spec": {
+            "type": "object",
+            "required": ["tasks"],
+            "additionalProperties": False,
+            "properties": {
+                "schedulerName": {"type": "string", "maxLength": 63},
+                "queue": {"type": "string", "maxLength": 253, "pattern": _DNS_SUBDOMAIN},
+                "minAvailable": {"type": "integer", "minimum": 0},
+                "maxRetry": {"type": "integer", "minimum": 0},
+                "networkTopology": _NETWORK_TOPOLOGY,
+                "plugins": {
+                    "type": "object",
+                    "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                },
+                "policies": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "event": {"enum": _VOLCANO_EVENTS},
+                            "action": {"type": "string"},
+                        },
+                    },
+                },
+                "tasks": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "required": ["name", "replicas", "template"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "name": {"type": "string", "maxLength": 63, "pattern": _DNS_LABEL},
+                            "replicas": {"type": "integer", "minimum": 0},
+                            "template": {"type": "object"},  # kubernetes-validate checks it
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+def _volcano(job: TrainingJob, **options: Any) -> dict[str, Any]:
+    import jsonschema
+    import kubernetes_validate
+
+    manifest = yaml.safe_load(export(job, "volcano", **options).files[0].content)
+    jsonschema.validate(manifest, VOLCANO_JOB_SCHEMA)
+    for task in manifest["spec"]["tasks"]:
+        pod = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": task["name"]}}
+        kubernetes_validate.validate({**pod, "template": task["template"]}, "1.32", strict=True)
+    return manifest
+
+
+def test_volcano_job_passes_both_schemas_and_round_trips() -> None:
+    job = _job(**MEGATRON_PLAN)
+    manifest = _volcano(job)
+    spec = manifest["spec"]
+    pods = sum(t["replicas"] for t in spec["tasks"])
+    gpus = {
+        t["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
+        for t in spec["tasks"]
+    }
+    assert pods == spec["minAvailable"] == job.nodes and pods * gpus.pop() == job.gpus
+    assert spec["networkTopology"] == {"mode": "soft", "highestTierAllowed": 1}
+    assert [t["name"] for t in spec["tasks"]] == ["master", "worker"]
+    assert spec["plugins"]["pytorch"][:2] == ["--master=master", "--worker=worker"]
+    one_node = _volcano(_job(tp=8, pp=1, dp=1, micro_batch=1, global_batch=8))["spec"]
+    assert one_node["networkTopology"]["mode"] == "hard" and len(one_node["tasks"]) == 1
+
+
+def test_volcano_schemas_refuse_a_wrong_job_too() -> None:
+    import jsonschema
+    import kubernetes_validate
+
+    job = _job(**MEGATRON_PLAN)
+    manifest = yaml.safe_load(export(job, "volcano").files[0].content)
+    wrong = {**manifest, "spec": {**manifest["spec"], "networkTopology": {"mode": "strict"}}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(wrong, VOLCANO_JOB_SCHEMA)
+    wrong = {**manifest, "spec": {**manifest["spec"], "minAvailable": -1}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(wrong, VOLCANO_JOB_SCHEMA)
+    template = manifest["spec"]["tasks"][0]["template"]
+    template["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = [8]
+    pod = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "master"}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate({**pod, "template": template}, "1.32", strict=True)
+    with pytest.raises(InputError, match="tier must be >= 1"):
+        export(job, "volcano", highest_tier=0)
+
+
+# --- a cluster file: its topology with the Slurm and Volcano exports ----------------------------
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_slurm_export_with_a_cluster_writes_its_topology(tmp_path: Path) -> None:
+    from gpuscale.api import export_plan
+    from gpuscale.cluster.spec import load_cluster
+
+    job = _job(tp=8, pp=2, dp=2, micro_batch=1, global_batch=64)  # 4 nodes: one leaf of lab-64
+    result = export_plan(job, to="slurm", cluster=EXAMPLES / "lab-64.yaml", output=tmp_path / "j")
+    names = sorted(Path(p).name for p in result.written)
+    assert names == ["topology.conf", "topology.yaml", "train.sbatch"]
+    sbatch = (tmp_path / "j" / "train.sbatch").read_text()
+    subprocess.run(["bash", "-n", str(tmp_path / "j" / "train.sbatch")], check=True, timeout=30)
+    assert "#SBATCH --switches=1\n" in sbatch  # 4 nodes fit under one leaf switch
+    conf = (tmp_path / "j" / "topology.conf").read_text().splitlines()
+    switches = [dict(f.split("=", 1) for f in ln.split()) for ln in conf if ln.startswith("Switch")]
+    assert {s["SwitchName"] for s in switches} >= {"leaf0", "leaf1", "spine0"}
+    assert all("Nodes" in s or "Switches" in s for s in switches)
+    tree = yaml.safe_load((tmp_path / "j" / "topology.yaml").read_text())
+    assert tree[0]["topology"] == "lab-64" and tree[0]["tree"]["switches"]
+    assert load_cluster(EXAMPLES / "lab-64.yaml").num_nodes == 8
+    wide = _job(tp=8, pp=2, dp=4, micro_batch=1, global_batch=64)  # 8 nodes: 4 are H100s
+    with pytest.raises(InputError, match=r"4 node.* the plan needs 8"):
+        export_plan(wide, to="slurm", cluster=EXAMPLES / "lab-64.yaml")
+    with pytest.raises(InputError, match="--cluster applies to --to slurm or volcano"):
+        export_plan(job, to="megatron", cluster=EXAMPLES / "lab-64.yaml")
+
+
+def test_volcano_export_with_a_cluster_asks_for_the_lowest_tier_that_holds_it() -> None:
+    from gpuscale.api import export_plan
+
+    cluster = EXAMPLES / "fat-tree-512.yaml"
+    small = export_plan(_job(**MEGATRON_PLAN), to="volcano", cluster=cluster).export
+    files = {f.name: f.content for f in small.files}
+    manifest = yaml.safe_load(files["volcano-job.yaml"])
+    assert manifest["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
+    hypernodes = list(yaml.safe_load_all(files["hypernodes.yaml"]))
+    leaf = max(len(h["spec"]["members"]) for h in hypernodes if h["spec"]["tier"] == 1)
+    assert leaf >= 8  # the 8-node job fits one leaf
+    big = _job(tp=8, pp=2, dp=16, micro_batch=1, global_batch=256)  # 32 nodes
+    manifest = yaml.safe_load(
+        export_plan(big, to="volcano", cluster=cluster).export.files[0].content
+    )
+    assert manifest["spec"]["networkTopology"]["highestTierAllowed"] >= 2

@@ -129,9 +129,10 @@ def test_rows_not_expressible_say_so(validation_dir: Path) -> None:
         for lim in to_case(rows["megascale-t2-megascale-256"]).limitations
     )
     assert not to_case(rows["megascale-t2-megatron-lm-256"]).limitations
-    # Composer's DEFAULT mixed precision reduces gradients in fp32: a stated config, not a knob.
+    # Composer's DEFAULT mixed precision reduces gradients in fp32 (FSDP1 casts them first): a
+    # stated config, not a knob.
     assert to_case(rows["llmfoundry-h100-80gb-13b-64gpu"]).overrides == {
-        "constants": {"grad_reduce_bytes": 4.0}
+        "constants": {"grad_reduce_bytes": 4.0, "zero3_reduce_copy_passes": 1.5}
     }
 
 
@@ -253,18 +254,24 @@ def report(validation_dir: Path) -> loso.LosoReport:
 # megascale (14.0% -> 14.1%) and llmfoundry-h100 (15.5% -> 15.8%) got slightly worse.
 # narayanan21 went from 40.8% to 6.7% (= in-sample) and overall from 14.9% to 10.6% when the
 # fitted ZeRO-3 efficiency gave way to DeepSpeed 2021's collectives (deepspeed-2021.yaml).
+# PyTorch's ring attention (costmodel/ring_attention.py) took torchtitan-paper from 22.9% to
+# 16.2%, torchtitan from 6.3% to 5.1% and overall from 10.6% to 9.8%.
+# The last fitted value, llm-foundry's element-wise pass count, gave way to the MPT block's passes
+# counted from llm-foundry's code and its Triton flash attention priced from the FlashAttention-2
+# paper (llm-foundry.yaml): llmfoundry 5.0% -> 4.4%, llmfoundry-h100 15.8% -> 17.6% (it was
+# predicted with a count refitted on the A100 rows; the H100 gap left is in docs/benchmarks.md).
 LOSO_BOUNDS = {
-    "overall": 0.11,
+    "overall": 0.105,
     "narayanan21": 0.07,
     "korthikanti22": 0.045,
     "megatron": 0.105,
     "nemo2407": 0.06,
-    "torchtitan": 0.07,
-    "llmfoundry": 0.055,
+    "torchtitan": 0.06,
+    "llmfoundry": 0.05,
     "bloom176b": 0.095,
     "megascale": 0.145,
-    "torchtitan-paper": 0.235,
-    "llmfoundry-h100": 0.165,
+    "torchtitan-paper": 0.17,
+    "llmfoundry-h100": 0.18,
 }
 
 

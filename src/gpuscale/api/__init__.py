@@ -34,6 +34,7 @@ from gpuscale.api.measure import (
     doctor,
     import_nccl_tests,
 )
+from gpuscale.api.page import model_from_config_text as model_from_config_text
 from gpuscale.api.planning import OBJECTIVES, PlanResult, ScaleResult, plan, scale
 from gpuscale.api.result import Result
 from gpuscale.api.serving import ServingResult, infer

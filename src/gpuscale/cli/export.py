@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from gpuscale.api.export import TARGETS, export_plan
+from gpuscale.api.export import CLUSTER_TARGETS, TARGETS, TORCHTITAN_VERSIONS, export_plan
 from gpuscale.cli._common import console, emit_json, json_option
 
 
@@ -43,6 +43,17 @@ from gpuscale.cli._common import console, emit_json, json_option
     default=None,
     help="Folder to write the files into (created if its parent exists).",
 )
+@click.option(
+    "--torchtitan-version",
+    default=None,
+    help=f"torchtitan release line: {', '.join(TORCHTITAN_VERSIONS)} (0.2.x: a TOML job file) "
+    f"[default: {TORCHTITAN_VERSIONS[0]}].",
+)
+@click.option(
+    "--cluster",
+    default=None,
+    help=f"Cluster file: also write its topology for the scheduler ({', '.join(CLUSTER_TARGETS)}).",
+)
 @json_option
 def command(
     target: str,
@@ -51,9 +62,12 @@ def command(
     precision: str | None,
     gpus_per_node: int | None,
     output: str | None,
+    torchtitan_version: str | None,
+    cluster: str | None,
     as_json: bool,
 ) -> None:
-    """Write the plan as Megatron-LM, DeepSpeed, accelerate, Slurm or Kueue files."""
+    """Write the plan as torchtitan, Megatron-LM, DeepSpeed, accelerate, Slurm, Kueue or Volcano
+    files."""
     result = export_plan(
         source,
         to=target,
@@ -61,6 +75,8 @@ def command(
         precision=precision,
         gpus_per_node=gpus_per_node,
         output=output,
+        torchtitan_version=torchtitan_version,
+        cluster=cluster,
     )
     if as_json:
         emit_json(result.to_dict())

@@ -30,6 +30,7 @@ COMMAND_MODULES: dict[str, str] = {
     "infer": "gpuscale.cli.infer",
     "plan": "gpuscale.cli.plan",
     "scale": "gpuscale.cli.scale",
+    "serve": "gpuscale.cli.serve",
     "trace": "gpuscale.cli.trace",
 }
 

@@ -13,11 +13,12 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from gpuscale.costmodel.collectives import LevelBandwidth, collective_time_s
-from gpuscale.costmodel.compute import MicrobatchCompute
+from gpuscale.costmodel.compute import BYTES, MicrobatchCompute
 from gpuscale.costmodel.model_states import lora_params
 from gpuscale.costmodel.params import embedding_params, layer_params, mlp_params, total_params
 from gpuscale.costmodel.pipeline import stage_layers
 from gpuscale.costmodel.profile import Profile
+from gpuscale.costmodel.ring_attention import GRAD_KV_BYTES, ring_shapes
 from gpuscale.specs import Cluster, ModelSpec, PlanBatch, Training
 from gpuscale.specs.plan import RECOMPUTE_CODE
 
@@ -102,6 +103,43 @@ def _partly_hidden(comm: np.ndarray, overlap: float, interference: float) -> np.
     return comm * ((1.0 - overlap) + interference * overlap)
 
 
+def _all_gather_ring_s(
+    m: ModelSpec,
+    training: Training,
+    plans: PlanBatch,
+    profile: Profile,
+    compute: MicrobatchCompute,
+    levels: LevelBandwidth,
+    gpus_per_node: int,
+) -> np.ndarray:
+    """Exposed seconds per layer of PyTorch's ring attention with the all-gather rotater
+    (``_AllGatherRotater``; see :mod:`gpuscale.costmodel.ring_attention`): each attention call
+    (forward, the recomputed forward, backward) all-gathers K and V once and waits for them after
+    its first, local step; the backward sends the fp32 dK/dV accumulators to the next rank after
+    every step, each hidden behind the next step's kernel and the last behind nothing. Ring steps
+    carry equal query-key pairs, so one step lasts 1/cp of the layer's attention kernels."""
+    tp, cp = plans.tp, plans.cp
+    tokens = plans.micro_batch * training.seq_len / cp
+    shapes = ring_shapes(m, tokens, tp, profile.const("cp_kv_heads_repeated") > 0)
+    word = 4.0 if training.precision == "fp32" else ACT_BYTES
+    per_node = _per_node(tp, cp, gpus_per_node)
+    kv_bytes = 2.0 * shapes.kv_elements * word
+    gather = collective_time_s("all_gather", cp * kv_bytes, cp, per_node, levels)
+    grad_bytes = 2.0 * shapes.kv_elements * GRAD_KV_BYTES
+    grad_hop = collective_time_s("send_recv", grad_bytes, cp, per_node, levels)
+    step_fwd = compute.layer_attention_forward_s / cp
+    step_bwd = compute.layer_attention_backward_s / cp
+    interference = profile.const("comm_compute_interference")
+    forward = exposed_comm_s(gather, step_fwd, interference)
+    forwards = 1.0 + np.where(plans.recompute == RECOMPUTE_CODE["full"], 1.0, 0.0)
+    backward = (
+        exposed_comm_s(gather, step_bwd, interference)
+        + (cp - 1) * exposed_comm_s(grad_hop, step_bwd, interference)
+        + grad_hop
+    )
+    return forwards * forward + backward
+
+
 def communication(
     m: ModelSpec,
     cluster: Cluster,
@@ -125,6 +163,16 @@ def communication(
     tp_msg = tokens * m.hidden_size * word
     tp_per_node = np.minimum(tp, gpn)
     one_ar = collective_time_s("all_reduce", tp_msg, tp, tp_per_node, levels)
+    low = BYTES.get(training.precision, word)
+    if low < word and profile.const("tp_fp8_all_gather") > 0:
+        # FP8 linears cast their input before the sequence-parallel all-gather, and the output
+        # gradient before the all-gather that is the backward of the output reduce-scatter
+        # (torchao float8_tensor_parallel: Float8ColwiseParallel, Float8RowwiseParallel,
+        # PrepareFloat8ModuleInput), so each RS + AG pair moves its AG in FP8.
+        fp8_pair = collective_time_s(
+            "reduce_scatter", tp_msg, tp, tp_per_node, levels
+        ) + collective_time_s("all_gather", tp_msg * low / word, tp, tp_per_node, levels)
+        one_ar = np.where(plans.sequence_parallel, fp8_pair, one_ar)
     # Sequence parallelism also re-all-gathers the inputs of QKV and FC1 in backward for the
     # weight gradient, but Megatron launches it asynchronously under the input-gradient GEMM,
     # which is longer (Korthikanti et al. 2022, Sec. 4.2.2), so it adds no exposed time here.
@@ -141,6 +189,12 @@ def communication(
     cp_mb = _partly_hidden(
         layers * cp_hops * (cp - 1) * hop, profile.overlap_of("cp"), interference
     )
+    if profile.const("cp_kv_all_gather") > 0 and bool(np.any(cp > 1)):
+        cp_mb = np.where(
+            cp > 1,
+            layers * _all_gather_ring_s(m, training, plans, profile, compute, levels, gpn),
+            0.0,
+        )
 
     # Expert parallel: dispatch and combine all-to-all per MoE layer, forward and backward
     # (Lepikhin et al. 2020, GShard, arXiv:2006.16668, Sec. 2.2).

@@ -17,6 +17,7 @@ from gpuscale.costmodel.lora_compute import lora_adapter_s
 from gpuscale.costmodel.model_states import nf4_bytes_per_param
 from gpuscale.costmodel.pipeline import stage_layers
 from gpuscale.costmodel.profile import Profile
+from gpuscale.costmodel.ring_attention import merge_bytes, ring_shapes
 from gpuscale.specs import Device, ModelSpec, PlanBatch, Training
 from gpuscale.specs.plan import RECOMPUTE_CODE
 from gpuscale.specs.training import LOW_PRECISIONS
@@ -47,6 +48,9 @@ class LayerCompute:
     head_forward_s: np.ndarray
     """Output layer (LM head) and cross-entropy on the last pipeline rank."""
     head_backward_s: np.ndarray
+    attention_forward_s: np.ndarray
+    """Attention kernels of one layer's forward (the windows that hide ring attention's KV)."""
+    attention_backward_s: np.ndarray
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +67,9 @@ class MicrobatchCompute:
     all_stages_s: np.ndarray
     """Forward + backward of one micro-batch summed over every pipeline rank (equals the
     slowest rank's when ``pp == 1``): with the slowest rank's time it sets the bubble."""
+    layer_attention_forward_s: np.ndarray
+    """Attention kernels of one layer, forward and backward (see :class:`LayerCompute`)."""
+    layer_attention_backward_s: np.ndarray
 
 
 def gemm_time(
@@ -124,6 +131,8 @@ def stage_compute(m: ModelSpec, plans: PlanBatch, lc: LayerCompute) -> Microbatc
         recompute_s=layers * lc.layer_recompute_s,
         layers_per_stage=layers,
         all_stages_s=float(m.num_layers) * per_layer + head,
+        layer_attention_forward_s=lc.attention_forward_s,
+        layer_attention_backward_s=lc.attention_backward_s,
     )
 
 
@@ -167,12 +176,30 @@ def layer_compute(
         attn_fwd = attn_flops / (
             half_peak * profile.attention_at(device.id, device.generation, chunk)
         )
+        if m.causal:
+            # Masked kernels run slower than full ones (diagonal tiles, uneven work per block):
+            # ``attention_causal_relative_efficiency`` of the profile's rate. A load-balanced
+            # ring runs one causal kernel (its own chunks) of the cp equal-work steps and
+            # full kernels for the rest (ring_attention.py).
+            causal_share = 1.0 / plans.cp
+            attn_fwd = attn_fwd * (
+                causal_share / profile.const("attention_causal_relative_efficiency")
+                + (1.0 - causal_share)
+            )
         # FlashAttention-2 backward re-forms the scores: 2.5x the forward FLOPs (Dao 2023, Sec. 3.2),
         # and reaches a smaller share of peak than forward (five GEMMs with dQ accumulated in
         # fp32 atomics): ~0.87 of the forward rate for FA2, FA3 and cuDNN on H100 at hdim 128
         # (Shah et al. 2024, FlashAttention-3, arXiv:2407.08608, Fig. 5-6: 370 vs 322, 648 vs
         # 561, 600 vs 516 TFLOP/s at 16k).
         attn_bwd = 2.5 * attn_fwd / profile.const("attention_backward_relative_efficiency")
+        attn_kernel_fwd, attn_kernel_bwd = attn_fwd, attn_bwd
+        # PyTorch's context_parallel merges and accumulates each ring step in separate fp32
+        # passes (costmodel/ring_attention.py, counted from its code).
+        if profile.const("cp_ring_unfused_passes") > 0 and bool(np.any(plans.cp > 1)):
+            shapes = ring_shapes(m, tokens, tp, profile.const("cp_kv_heads_repeated") > 0)
+            merge_fwd, merge_bwd = merge_bytes(shapes, plans.cp)
+            attn_fwd = attn_fwd + merge_fwd / hbm
+            attn_bwd = attn_bwd + merge_bwd / hbm
         # Megatron's selective recompute re-runs the core attention even when it is fused.
         attn_recompute = attn_fwd
     else:
@@ -191,6 +218,7 @@ def layer_compute(
         )
         attn_bwd = 2.0 * attn_fwd
         attn_recompute = attn_fwd
+        attn_kernel_fwd, attn_kernel_bwd = attn_fwd, attn_bwd
 
     # Memory-bound kernels (norms, residual adds, activation function, rotary, dropout): bytes
     # moved per token, as multiples of the hidden and MLP widths (profile constants).
@@ -245,4 +273,6 @@ def layer_compute(
         layer_recompute_s=recompute,
         head_forward_s=head + loss,
         head_backward_s=gemm_bwd_factor * head + loss,
+        attention_forward_s=attn_kernel_fwd,
+        attention_backward_s=attn_kernel_bwd,
     )

@@ -49,8 +49,13 @@ CONSTANTS: dict[str, Check] = {
     "memory_headroom_fraction": SHARE,
     "pp_scatter_gather": SHARE,
     "attention_backward_relative_efficiency": FRACTION,
+    "attention_causal_relative_efficiency": FRACTION,
     "lora_output_passes": NON_NEGATIVE,
     "fsdp_gather_once_under_pp": SHARE,
+    "cp_ring_unfused_passes": SHARE,
+    "cp_kv_heads_repeated": SHARE,
+    "cp_kv_all_gather": SHARE,
+    "tp_fp8_all_gather": SHARE,
 }
 """Every named constant the cost model reads, with its accepted range."""
 

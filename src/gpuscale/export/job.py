@@ -84,11 +84,13 @@ def job_from_document(
     seq: int | None = None,
     precision: str | None = None,
     gpus_per_node: int | None = None,
+    model: ModelSpec | None = None,
 ) -> TrainingJob:
     """Read an ``estimate --json`` or ``plan --json`` document (the first ranked plan of ``plan``).
 
     Sequence length and precision come from the document when it records them, else from the
-    arguments; a document that records neither is refused rather than guessed."""
+    arguments; a document that records neither is refused rather than guessed. ``model``: the
+    spec the document was computed for, when its name is no catalog id (a pasted config.json)."""
     require(isinstance(doc, dict), "the document must be a JSON object", field="from")
     section = _plan_section(doc)
     model_id = doc.get("model")
@@ -129,7 +131,7 @@ def job_from_document(
     per_node = gpus_per_node or doc.get("gpus_per_node") or catalog.DEFAULT_GPUS_PER_NODE
     return TrainingJob(
         model_id=model_id,
-        model=catalog.model(model_id),
+        model=model if model is not None else catalog.model(model_id),
         gpu=gpu_id,
         gpus=plan.num_gpus,
         gpus_per_node=int(per_node),

@@ -1,14 +1,20 @@
-"""torchtitan 0.3.x: the ``torchrun -m torchtitan.train`` command line of a plan.
+"""torchtitan: the ``torchrun -m torchtitan.train`` command line of a plan (0.3.x), or the TOML
+job file it reads with ``--job.config_file`` (0.2.x).
 
 torchtitan 0.3 builds its job from ``--module``/``--config`` (a function of the model's
 ``config_registry``) plus ``--section.key`` overrides parsed by tyro, with activation
 checkpointing chosen as a sub-command (``activation-checkpoint:selective|full|none``); the tests
 parse the command with torchtitan's own ``ConfigManager`` and check the degrees with its
-``ParallelDims``.
+``ParallelDims``. torchtitan 0.2.x read a TOML job file into its ``JobConfig`` dataclasses
+(sections ``[model]`` name/flavor, ``[training]``, ``[parallelism]``, ``[activation_checkpoint]``,
+float8 as the ``quantize.linear.float8`` model converter); 0.3's ``ConfigManager`` reads no TOML,
+so the tests check that file's sections and keys against 0.2.x's ``JobConfig`` fields and map its
+``[training]``/``[parallelism]`` (the same fields in 0.3) onto 0.3's dataclasses and ``ParallelDims``.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 
 from gpuscale.errors import require
@@ -21,9 +27,38 @@ CONFIGS: dict[str, tuple[str, str]] = {
     "llama3.1-70b": ("llama3", "llama3_70b"),
     "llama3.1-405b": ("llama3", "llama3_405b"),
 }
-VERSIONS = ("0.3",)
+FLAVORS: dict[str, tuple[str, str]] = {
+    # gpuscale catalog id -> (torchtitan 0.2.x [model] name, flavor), as torchtitan 0.2 ships
+    "llama3.1-8b": ("llama3", "8B"),
+    "llama3.1-70b": ("llama3", "70B"),
+    "llama3.1-405b": ("llama3", "405B"),
+}
+VERSIONS = ("0.3", "0.2")
+"""torchtitan minor versions with an export (``0.2.x`` and ``0.2.2`` name ``0.2``)."""
 
 _AC = {"none": "none", "selective": "selective", "full": "full"}
+
+
+def _degrees(job: TrainingJob) -> tuple[int, int, str, int]:
+    """(FSDP shard degree, replicate degree, reshard-after-forward, local batch size)."""
+    plan = job.plan
+    # FSDP2 shards over dp for ZeRO 1-3; ZeRO-0 is plain replication (DDP/HSDP replicate dim).
+    shard, replicate = (plan.dp, 1) if plan.zero > 0 else (1, plan.dp)
+    reshard = "default" if plan.zero == 3 else "never"
+    # Without pipelining, gradient accumulation makes global = local x dp x steps (torchtitan
+    # TrainingConfig); with it, the local batch is split into pipeline micro-batches.
+    local = plan.micro_batch if plan.pp == 1 else plan.global_batch // plan.dp
+    return shard, replicate, reshard, local
+
+
+def _layers_per_stage(job: TrainingJob) -> int:
+    plan = job.plan
+    require(
+        job.model.num_layers % (plan.pp * plan.vp) == 0,
+        f"{job.model.num_layers} layers do not split into --pp {plan.pp} x --vp {plan.vp} stages",
+        field="vp",
+    )
+    return job.model.num_layers // (plan.pp * plan.vp)
 
 
 def torchtitan_args(job: TrainingJob) -> list[str]:
@@ -42,12 +77,7 @@ def torchtitan_args(job: TrainingJob) -> list[str]:
         field="precision",
     )
     module, config = CONFIGS[job.model_id]
-    # FSDP2 shards over dp for ZeRO 1-3; ZeRO-0 is plain replication (DDP/HSDP replicate dim).
-    shard, replicate = (plan.dp, 1) if plan.zero > 0 else (1, plan.dp)
-    reshard = "default" if plan.zero == 3 else "never"
-    # Without pipelining, gradient accumulation makes global = local x dp x steps (torchtitan
-    # TrainingConfig); with it, the local batch is split into pipeline micro-batches.
-    local = plan.micro_batch if plan.pp == 1 else plan.global_batch // plan.dp
+    shard, replicate, reshard, local = _degrees(job)
     args = [
         "--module", module,
         "--config", config,
@@ -73,50 +103,137 @@ def torchtitan_args(job: TrainingJob) -> list[str]:
             "--training.disable-cuda-graphs",
         ]  # fmt: skip
         if plan.vp > 1:
-            require(
-                job.model.num_layers % (plan.pp * plan.vp) == 0,
-                f"{job.model.num_layers} layers do not split into --pp {plan.pp} x --vp {plan.vp} stages",
-                field="vp",
-            )
-            per_stage = job.model.num_layers // (plan.pp * plan.vp)
+            per_stage = _layers_per_stage(job)
             args += ["--parallelism.pipeline-parallel-layers-per-stage", str(per_stage)]
     args.append(f"activation-checkpoint:{_AC[plan.recompute]}")
     return args
 
 
-def export_torchtitan(job: TrainingJob, *, version: str = "0.3") -> Export:
+def _version(text: str) -> str:
+    """``0.2``, ``0.2.x`` or ``0.2.2`` -> ``0.2``."""
+    parts = text.strip().lower().split(".")
+    minor = ".".join(parts[:2])
     require(
-        version in VERSIONS,
-        f"--torchtitan-version must be one of {', '.join(VERSIONS)} (0.3.x command line), got {version}",
+        minor in VERSIONS and all(p == "x" or p.isdigit() for p in parts[2:3]) and len(parts) <= 3,
+        f"--torchtitan-version must be one of {', '.join(v + '.x' for v in VERSIONS)} "
+        f"(0.3.x: the command line; 0.2.x: a TOML job file), got {text}",
         field="torchtitan_version",
     )
-    args = torchtitan_args(job)
-    script = (
+    return minor
+
+
+def _toml_value(value: str | int | bool | list[str]) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(
+        value
+    )  # a TOML basic string is a JSON string for this text (TOML 1.0 §String)
+
+
+def torchtitan_toml_sections(
+    job: TrainingJob,
+) -> dict[str, dict[str, str | int | bool | list[str]]]:
+    """The torchtitan 0.2.x ``JobConfig`` sections that set the plan (everything else keeps
+    torchtitan's defaults or the user's own file)."""
+    plan, training = job.plan, job.training
+    require(
+        job.model_id in FLAVORS,
+        f"torchtitan 0.2 ships flavors for {', '.join(sorted(FLAVORS))}; for '{job.model_id}' "
+        "register a model flavor and set [model] by hand",
+        field="model",
+    )
+    name, flavor = FLAVORS[job.model_id]
+    shard, replicate, reshard, local = _degrees(job)
+    fp8 = training.precision == "fp8"
+    model: dict[str, str | int | bool | list[str]] = {"name": name, "flavor": flavor}
+    if fp8:
+        # torchtitan 0.2 turns Float8 linears on as a model converter (torchao float8)
+        model["converters"] = ["quantize.linear.float8"]
+    parallelism: dict[str, str | int | bool | list[str]] = {
+        "data_parallel_replicate_degree": replicate,
+        "data_parallel_shard_degree": shard,
+        "fsdp_reshard_after_forward": reshard,
+        "tensor_parallel_degree": plan.tp,
+        "context_parallel_degree": plan.cp,
+        "pipeline_parallel_degree": plan.pp,
+    }
+    if plan.ep > 1:
+        parallelism["expert_parallel_degree"] = plan.ep
+    if plan.pp > 1:
+        parallelism["pipeline_parallel_schedule"] = "Interleaved1F1B" if plan.vp > 1 else "1F1B"
+        parallelism["pipeline_parallel_microbatch_size"] = plan.micro_batch
+        if plan.vp > 1:
+            parallelism["pipeline_parallel_layers_per_stage"] = _layers_per_stage(job)
+    sections: dict[str, dict[str, str | int | bool | list[str]]] = {
+        "job": {"description": f"{job.model_id} on {job.gpus}x {job.gpu} (gpuscale plan)"},
+        "model": model,
+        "training": {
+            "local_batch_size": local,
+            "global_batch_size": plan.global_batch,
+            "seq_len": training.seq_len,
+            "mixed_precision_param": "float32" if training.precision == "fp32" else "bfloat16",
+        },
+        "parallelism": parallelism,
+        "activation_checkpoint": {"mode": _AC[plan.recompute]},
+    }
+    if fp8:
+        # tensorwise scaling (the default recipe) can gather FSDP shards in float8
+        sections["quantize.linear.float8"] = {"enable_fsdp_float8_all_gather": shard > 1}
+    return sections
+
+
+def _launch(job: TrainingJob, version: str, train_args: str) -> str:
+    return (
         "#!/usr/bin/env bash\n"
-        f"# torchtitan 0.3.x launch for {job.model_id} on {job.gpus}x {job.gpu} ({job.nodes} node(s)),\n"
+        f"# torchtitan {version}.x launch for {job.model_id} on {job.gpus}x {job.gpu} ({job.nodes} node(s)),\n"
         "# written by `gpuscale export --to torchtitan`. Run on every node with NODE_RANK and\n"
         "# MASTER_ADDR set (the Slurm export does), from a torchtitan checkout or install.\n"
         "set -euo pipefail\n"
         f"exec torchrun --nnodes {job.nodes} --nproc-per-node {job.procs_per_node} \\\n"
         '    --node-rank "${NODE_RANK:-0}" --master-addr "${MASTER_ADDR:-127.0.0.1}" '
         '--master-port "${MASTER_PORT:-29500}" \\\n'
-        f'    -m torchtitan.train {shlex.join(args)} "$@"\n'
+        f'    -m torchtitan.train {train_args} "$@"\n'
     )
+
+
+def export_torchtitan(job: TrainingJob, *, version: str = "0.3") -> Export:
+    minor = _version(version)
     notes: tuple[str, ...] = ()
     if job.plan.zero in (1, 2):
         notes = (
             f"FSDP2 has no ZeRO-{job.plan.zero} mode: written as FSDP with reshard-after-forward "
             "never (parameters stay gathered between forward and backward)",
         )
-    return Export(
-        target="torchtitan",
-        files=(
+    launch_purpose = "torchrun launch of torchtitan.train with the plan's overrides"
+    if minor == "0.3":
+        files: tuple[ExportedFile, ...] = ()
+        train_args = shlex.join(torchtitan_args(job))
+    else:
+        sections = torchtitan_toml_sections(job)
+        lines = [
+            f"# torchtitan 0.2.x job file for {job.model_id} on {job.gpus}x {job.gpu}, written by",
+            "# `gpuscale export --to torchtitan --torchtitan-version 0.2.x`: the plan's settings;",
+            "# add your dataset, optimizer and checkpoint sections.",
+        ]
+        for section, values in sections.items():
+            lines += ["", f"[{section}]", *(f"{k} = {_toml_value(v)}" for k, v in values.items())]
+        files = (
             ExportedFile(
-                name="launch_torchtitan.sh",
-                content=script,
-                purpose="torchrun launch of torchtitan.train with the plan's overrides",
-                executable=True,
+                name="torchtitan_job.toml",
+                content="\n".join(lines) + "\n",
+                purpose="torchtitan 0.2.x TOML job file with the plan's parallelism and batch",
             ),
-        ),
-        notes=notes,
+        )
+        train_args = '--job.config_file "$(dirname "$0")/torchtitan_job.toml"'
+        launch_purpose = "torchrun launch of torchtitan.train with the job file"
+    launch = ExportedFile(
+        name="launch_torchtitan.sh",
+        content=_launch(job, minor, train_args),
+        purpose=launch_purpose,
+        executable=True,
     )
+    return Export(target="torchtitan", files=(launch, *files), notes=notes)

@@ -8,12 +8,14 @@ paper's stated mechanism are physics and stay out (they are checked by the rows,
 them). Leave-one-source-out validation (:mod:`gpuscale.validation.loso`) refits every value
 listed here without the held-out source, so no source is predicted with a value it shaped.
 
-Read for this list: every ``catalog/data/profiles/*.yaml`` (2026-12-01). ``llm-foundry.yaml``'s
-element-wise pass count cites no count (the generic, Megatron and torchtitan ones are counted
-from their kernels). The other factors cite a measurement, a count or a paper. DeepSpeed's
-ZeRO-3 gather efficiency (0.18, once fitted on Narayanan et al. 2021 Table 2) is gone: the
-``deepspeed-2021`` profile prices the collectives that release issued, each term from its code
-or a microbenchmark (docs/cost-model.md, 'ZeRO-3 as DeepSpeed 0.3-0.5 ran it').
+Read for this list: every ``catalog/data/profiles/*.yaml`` (2026-12-01). None is fitted now:
+every factor cites a measurement, a count or a paper. The last two fitted values are gone:
+DeepSpeed's ZeRO-3 gather efficiency (0.18, once fitted on Narayanan et al. 2021 Table 2), now
+the collectives that release issued (``deepspeed-2021``, docs/cost-model.md, 'ZeRO-3 as DeepSpeed
+0.3-0.5 ran it'), and llm-foundry's element-wise pass count (20, refit to its bound 40), now the
+passes of the MPT block counted from llm-foundry's code with its Triton flash attention priced
+from the FlashAttention-2 paper (``llm-foundry.yaml``). The registry and the refit machinery
+stay, so a value that must be fitted again is declared here and LOSO refits it.
 """
 
 from __future__ import annotations
@@ -62,22 +64,7 @@ class FittedValue:
         return float(getattr(load_profile(self.profile), self.section)[self.key])
 
 
-FITTED: tuple[FittedValue, ...] = (
-    FittedValue(
-        profile="llm-foundry",
-        section="constants",
-        key="elementwise_hidden_passes",
-        # From a compiled, fully fused layer (gpt-fast.yaml: 8) to beyond the eager count
-        # (torchtitan.yaml: 28) with fp32 upcasts of every norm.
-        lower=8.0,
-        upper=40.0,
-        step=0.5,
-        prior=16.0,  # generic.yaml, counted from Megatron's fused kernels
-        informs=lambda c: c.framework == "llm-foundry",
-        how="set in llm-foundry.yaml without a kernel count, between the fused (16) and eager "
-        "(28) counts; treated as chosen on the llm-foundry rows",
-    ),
-)
+FITTED: tuple[FittedValue, ...] = ()
 """The registry. Append a value here when one is fitted; tests and ``validate.py --loso`` pick
 it up."""
 

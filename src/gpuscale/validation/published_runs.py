@@ -393,7 +393,12 @@ def _plan_and_training(
         # (composer/distributed/mosaic_fsdp_utils.py get_mixed_precision, 2023-24); the
         # llm-foundry profile describes PURE (bf16 reduction).
         overrides.setdefault("constants", {})["grad_reduce_bytes"] = 4.0
-        notes.append("Composer mixed precision DEFAULT: gradients reduced in fp32")
+        # FSDP1 casts each unit's unsharded bf16 gradient to the fp32 reduce dtype before the
+        # reduce-scatter (torch.distributed.fsdp _runtime_utils._post_backward_hook:
+        # param.grad.to(mixed_precision.reduce_dtype)): read 2 + write 4 bytes per parameter,
+        # 1.5 passes of the 4-byte reduce-scattered gradient.
+        overrides["constants"]["zero3_reduce_copy_passes"] = 1.5
+        notes.append("Composer mixed precision DEFAULT: gradients cast to and reduced in fp32")
     if source == "megascale" and "MegaScale" in model.name:
         limits.append(
             "MegaScale's own system (parallel transformer block, sliding-window attention, "
