@@ -27,6 +27,7 @@ _API = frozenset(
         "advise_comm",
         "infer",
         "infer_static",
+        "infer_sweep",
         "catalog_listing",
         "calibrate",
         "import_nccl_tests",

@@ -211,3 +211,29 @@ def test_unknown_model_in_trace(gpuscale: Run, tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "unknown model 'llama9'" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_simulate_with_the_tiresias_order(gpuscale: Run, tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text(
+        "job_id,submit_s,gpus,duration_s\nlong,0,64,360000\nshort,7200,64,600\nsmall,7300,8,60\n"
+    )
+    proc = gpuscale(
+        "cluster",
+        "simulate",
+        "--cluster",
+        str(EXAMPLES / "lab-64.yaml"),
+        "--trace",
+        str(trace),
+        "--policy",
+        "topology",
+        "--order",
+        "las",
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    (run,) = json.loads(proc.stdout)["policies"]
+    assert run["order"] == "las"
+    assert (run["jobs_completed"], run["jobs_failed"]) == (3, 0)
+    # the long job, demoted after 16 GPU-hours, yields to the two new ones: a short wait for them
+    assert run["avg_queue_s"] < 3600

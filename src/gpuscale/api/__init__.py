@@ -39,6 +39,7 @@ from gpuscale.api.planning import OBJECTIVES, PlanResult, ScaleResult, plan, sca
 from gpuscale.api.result import Result
 from gpuscale.api.serving import ServingResult, infer
 from gpuscale.api.serving_static import StaticServingResult, infer_static
+from gpuscale.api.serving_sweep import LoadSweepResult, infer_sweep
 from gpuscale.api.training import EstimateResult, estimate, profile_names
 from gpuscale.errors import InputError
 
@@ -50,6 +51,7 @@ __all__ = [
     "EstimateResult",
     "FitResult",
     "InputError",
+    "LoadSweepResult",
     "PlanResult",
     "Result",
     "ScaleResult",
@@ -73,6 +75,7 @@ __all__ = [
     "import_nccl_tests",
     "infer",
     "infer_static",
+    "infer_sweep",
     "plan",
     "profile_names",
     "scale",

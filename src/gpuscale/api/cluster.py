@@ -11,7 +11,7 @@ from typing import Any
 
 from gpuscale import SCHEMA_VERSION, catalog
 from gpuscale.cluster.adapt import EVENTS, Adaptation, Timeline, adapt, cluster_of
-from gpuscale.cluster.export import FORMATS, export
+from gpuscale.cluster.export import FORMATS, check_node_prefix, export
 from gpuscale.cluster.placement import POLICIES
 from gpuscale.cluster.simulate import ORDERS, Degradation, Failures, SimResult, simulate
 from gpuscale.cluster.slowdown import DEFAULT_MODEL, SlowdownModel
@@ -204,6 +204,7 @@ def cluster_export(
         f"--node-prefix '{node_prefix}' must be letters, digits and dashes",
         field="node_prefix",
     )
+    check_node_prefix(format, node_prefix)
     return ClusterExport(format=format, cluster=spec.name, text=export(spec, format, node_prefix))
 
 

@@ -6,6 +6,9 @@
   a list of topologies, ``tree: {switches: [{switch, children | nodes}]}``.
 - Kueue ``Topology`` (Topology-Aware Scheduling; kueue.sigs.k8s.io/docs/concepts/topology_aware_scheduling):
   the ordered node-label levels, pod -> leaf -> hostname, plus the labels each Node needs.
+  ``kueue.x-k8s.io/v1beta2``: the version Kueue stores since v0.16 (served since v0.15; v1alpha1,
+  which Kueue v0.9-v0.13 served, is gone since v0.14; CRD ``kueue.x-k8s.io_topologies.yaml``,
+  checked against in ``tests/unit/test_cluster_export_schemas.py``).
 - Volcano ``HyperNode`` (network-topology-aware plugin; volcano.sh docs "Network Topology Aware
   Scheduling"): tier 1 per leaf with its Nodes, tier 2 per pod with its leaves, tier 3 the core.
 
@@ -14,6 +17,7 @@ Node names are ``<prefix><index>`` with the index zero-padded, in cluster-file o
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -22,6 +26,9 @@ from gpuscale.cluster.spec import ClusterSpec
 from gpuscale.errors import InputError
 
 FORMATS: tuple[str, ...] = ("slurm-conf", "slurm-yaml", "kueue", "volcano")
+KUBERNETES_FORMATS: tuple[str, ...] = ("kueue", "volcano")
+"""Formats whose node names become Kubernetes object names (RFC 1123 subdomains)."""
+KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
 LEAF_LABEL = "gpuscale.io/leaf"
 POD_LABEL = "gpuscale.io/pod"
 HOST_LABEL = "kubernetes.io/hostname"
@@ -106,12 +113,38 @@ def slurm_yaml(spec: ClusterSpec, prefix: str = "node") -> str:
     return head + yaml.safe_dump(doc, sort_keys=False)
 
 
+_NOT_DNS = re.compile(r"[^a-z0-9.-]+")
+
+
+def k8s_name(text: str) -> str:
+    """``text`` as a Kubernetes object name: a lowercase RFC 1123 subdomain of at most 253
+    characters (k8s.io/apimachinery pkg/util/validation: IsDNS1123Subdomain). Cluster names come
+    from the file (or its path when it names none: "My_Lab.yaml" becomes "my-lab.yaml")."""
+    name = _NOT_DNS.sub("-", text.lower())[:253]
+    name = re.sub(r"^[^a-z0-9]+|[^a-z0-9]+$", "", name)
+    name = re.sub(r"[-.]*\.[-.]*", ".", name)  # no empty or dash-edged dot-separated label
+    return name or "cluster"
+
+
+def check_node_prefix(fmt: str, prefix: str) -> None:
+    """Kubernetes Node names are RFC 1123 subdomains, and the hostname label value a node's name
+    is has at most 63 characters (k8s.io/apimachinery pkg/util/validation)."""
+    if fmt in KUBERNETES_FORMATS and not (
+        re.fullmatch(r"[a-z0-9][-a-z0-9]*", prefix) and len(prefix) <= 56
+    ):
+        raise InputError(
+            f"--node-prefix '{prefix}' for {fmt}: Kubernetes node names need lowercase letters, "
+            "digits and dashes, starting with a letter or digit, at most 56 characters",
+            field="node_prefix",
+        )
+
+
 def kueue(spec: ClusterSpec, prefix: str = "node") -> str:
     lw, pw = _width(spec.num_leaves), _width(spec.num_pods)
     topology = {
-        "apiVersion": "kueue.x-k8s.io/v1alpha1",
+        "apiVersion": KUEUE_API_VERSION,
         "kind": "Topology",
-        "metadata": {"name": spec.name},
+        "metadata": {"name": k8s_name(spec.name)},
         "spec": {
             "levels": [
                 {"nodeLabel": POD_LABEL},

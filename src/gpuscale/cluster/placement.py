@@ -89,7 +89,7 @@ class ClusterState:
         if f:
             self._change(np.array([node]), np.array([f]))
 
-    def shape(self, alloc: Allocation, degrade: float = 1.0) -> Shape:
+    def shape(self, alloc: Allocation, degrade: float = 1.0, counts: bool = False) -> Shape:
         nodes = alloc.nodes
         if nodes.shape[0] == 1:
             level = 0
@@ -110,6 +110,7 @@ class ClusterState:
             level=level,
             per_node=int(alloc.counts.min()),
             degrade=degrade,
+            counts=tuple(sorted(alloc.counts.tolist())) if counts else (),
         )
 
 

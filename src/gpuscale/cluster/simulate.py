@@ -1,7 +1,7 @@
 """Discrete-event simulation of a trace on a cluster: arrivals, a queue (FIFO or shortest job
-first, no backfilling: the head waits until it fits), placement, runs at the cost model's speed
-on the allocation, completions, node failures (restart from the last checkpoint) and link
-degradations.
+first, no backfilling: the head waits until it fits; or Tiresias' preemptive two-queue least
+attained service), placement, runs at the cost model's speed on the allocation, completions,
+node failures (restart from the last checkpoint) and link degradations.
 
 Conservation: every submitted job ends completed or failed (a job larger than the cluster, or
 one that failed more than ``max_restarts`` times); nothing is dropped.
@@ -17,14 +17,25 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuscale.cluster.placement import Allocation, ClusterState, make_policy
-from gpuscale.cluster.slowdown import SlowdownModel
+from gpuscale.cluster.slowdown import SpeedModel
 from gpuscale.cluster.spec import NETWORK_LEVELS
 from gpuscale.cluster.trace import Trace
 from gpuscale.errors import InputError, require
 
-ORDERS: tuple[str, ...] = ("fifo", "sjf")
+ORDERS: tuple[str, ...] = ("fifo", "sjf", "las")
+"""Queue orders. ``las``: discretized two-dimensional least attained service (Gu et al.,
+"Tiresias", NSDI 2019, Sec. 4.1) with two queues, as the Pollux artifact's Tiresias baseline
+runs it (``simulator/tiresias.py``): new jobs join queue 0, a job whose attained service (GPUs x
+run time) reaches ``las_threshold_gpu_s`` moves to the end of queue 1; at every event the jobs
+are walked queue 0 then queue 1, each in order, and run while their GPUs fit in the cluster's
+(jobs that do not fit are skipped, not waited for); a running job left out is preempted and
+resumes later from where it stopped, paying ``preempt_restart_s``."""
 
-_ARRIVE, _DONE, _FAIL, _REPAIR, _DEGRADE_ON, _DEGRADE_OFF = range(6)
+LAS_THRESHOLD_GPU_S = 16 * 3600.0
+"""Queue-0 limit of attained service: 16 GPU-hours (Pollux artifact ``tiresias.py``,
+``_queue_threshold = 3600 * 16`` in GPU-seconds)."""
+
+_ARRIVE, _DONE, _FAIL, _REPAIR, _DEGRADE_ON, _DEGRADE_OFF, _DEMOTE, _TICK = range(8)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -123,7 +134,7 @@ class SimResult:
 
 def simulate(
     trace: Trace,
-    model: SlowdownModel,
+    model: SpeedModel,
     *,
     policy: str,
     order: str = "fifo",
@@ -132,13 +143,20 @@ def simulate(
     degradations: tuple[Degradation, ...] = (),
     adaptive: bool = False,
     replan_restart_s: float = 300.0,
+    las_threshold_gpu_s: float = LAS_THRESHOLD_GPU_S,
+    preempt_restart_s: float = 30.0,
+    schedule_every_s: float = 0.0,
     progress: Callable[[int, int], None] | None = None,
 ) -> SimResult:
     """Run ``trace`` on the cluster of ``model`` under one placement policy and queue order.
 
     ``adaptive``: when a degradation changes what a running job's link can carry, the job
     re-plans (the planner's best plan for the degraded shape, never slower than its kept plan)
-    and pays ``replan_restart_s`` of stopped time each time its plan changes, there and back."""
+    and pays ``replan_restart_s`` of stopped time each time its plan changes, there and back.
+    ``las_threshold_gpu_s``, ``preempt_restart_s``: the ``las`` order's queue-0 limit and the
+    cost of resuming a preempted job (30 s: the Pollux artifact's ``Job.reallocate``).
+    ``schedule_every_s``: > 0 makes placement decisions only every that many seconds, as
+    interval schedulers do (the Pollux artifact: 60 s), instead of at every event."""
     require(
         order in ORDERS, f"--order must be one of {', '.join(ORDERS)}, got '{order}'", field="order"
     )
@@ -151,6 +169,7 @@ def simulate(
                 field="degrade",
             )
     place = make_policy(policy, seed).place
+    detail = model.placement_detail
     state = ClusterState(spec)
     rng = np.random.default_rng(seed + 1)
     n_jobs = len(trace)
@@ -191,12 +210,22 @@ def simulate(
         push(d.start_s, _DEGRADE_ON, i)
         push(d.end_s, _DEGRADE_OFF, i)
     mtbf_all = failures.node_mtbf_s / spec.num_nodes if failures else 0.0
+    require(schedule_every_s >= 0, "schedule interval must be >= 0 s", field="schedule_every_s")
+    if schedule_every_s > 0 and n_jobs:
+        # ticks at whole multiples of the interval (the artifact's clock starts at 0)
+        first = (np.floor(trace.submit_s[0] / schedule_every_s) + 1) * schedule_every_s
+        push(float(first), _TICK, 0)
     if failures:
         push(float(rng.exponential(mtbf_all)), _FAIL, int(rng.integers(spec.num_nodes)))
 
     fifo: deque[int] = deque()
     sjf: list[tuple[float, int]] = []
     use_sjf = order == "sjf"
+    use_las = order == "las"
+    queues: tuple[list[int], list[int]] = ([], [])  # las: every unfinished job, queue 0 and 1
+    in_q0 = np.zeros(n_jobs, dtype=bool)
+    served = np.zeros(n_jobs)  # las: GPU-seconds of finished attempts
+    stint = np.zeros(n_jobs, dtype=np.int64)  # las: attempt counter, to drop stale demotions
     finished = 0
 
     def degrade_for(alloc: Allocation, level: int) -> float:
@@ -213,11 +242,11 @@ def simulate(
     def set_speed(j: int, now: float, fresh: bool = False) -> None:
         nonlocal replans
         alloc = allocs[j]
-        shape = state.shape(alloc)
+        shape = state.shape(alloc, counts=detail)
         if active and shape.level > 0:
             f = degrade_for(alloc, shape.level)
             if f < 1.0:
-                shape = state.shape(alloc, degrade=f)
+                shape = state.shape(alloc, degrade=f, counts=detail)
         kept = model.speed(models[j], int(gpus[j]), shape)
         speed[j] = kept
         if adaptive:
@@ -248,11 +277,30 @@ def simulate(
         nonlocal busy_gpu_s
         alloc = allocs.pop(j)
         busy_gpu_s += (now - attempt_start[j]) * gpus[j]
+        served[j] += (now - attempt_start[j]) * gpus[j]
+        stint[j] += 1
         for node in alloc.nodes.tolist():
             on_node[node].discard(j)
         state.give(alloc)
 
+    def start_job(j: int, alloc: Allocation, now: float) -> None:
+        state.take(alloc)
+        allocs[j] = alloc
+        for node in alloc.nodes.tolist():
+            on_node.setdefault(node, set()).add(j)
+        if np.isnan(start[j]):
+            start[j] = now
+        attempt_start[j] = now
+        run_start[j] = now
+        set_speed(j, now, fresh=True)
+        if use_las and in_q0[j]:
+            left = max(las_threshold_gpu_s - served[j], 0.0) / gpus[j]
+            push(now + left, _DEMOTE, j, int(stint[j]))
+
     def schedule(now: float) -> None:
+        if use_las:
+            schedule_las(now)
+            return
         while fifo or sjf:
             j = sjf[0][1] if use_sjf else fifo[0]
             alloc = place(state, int(gpus[j]))
@@ -262,18 +310,39 @@ def simulate(
                 heapq.heappop(sjf)
             else:
                 fifo.popleft()
-            state.take(alloc)
-            allocs[j] = alloc
-            for node in alloc.nodes.tolist():
-                on_node.setdefault(node, set()).add(j)
-            if np.isnan(start[j]):
-                start[j] = now
-            attempt_start[j] = now
-            run_start[j] = now
-            set_speed(j, now, fresh=True)
+            start_job(j, alloc, now)
+
+    def schedule_las(now: float) -> None:
+        budget = state.up_capacity
+        chosen: list[int] = []
+        for j in queues[0] + queues[1]:
+            if gpus[j] <= budget:
+                chosen.append(j)
+                budget -= int(gpus[j])
+        keep = set(chosen)
+        for j in [j for j in allocs if j not in keep]:  # preempt: stop, keep the work done
+            advance(j, now)
+            release(j, now)
+            version[j] += 1
+            replanned[j] = False
+            work[j] += preempt_restart_s
+        for j in chosen:
+            if j not in allocs:
+                alloc = place(state, int(gpus[j]))
+                if alloc is not None:
+                    start_job(j, alloc, now)
+
+    def forget(j: int) -> None:
+        """A finished job leaves the las queues."""
+        if use_las:
+            queues[0 if in_q0[j] else 1].remove(j)
 
     def enqueue(j: int, front: bool = False) -> None:
-        if use_sjf:
+        if use_las:
+            if not front:  # a new job; a restarted one keeps its place
+                queues[0].append(j)
+                in_q0[j] = True
+        elif use_sjf:
             heapq.heappush(sjf, (float(work[j]), j))
         elif front:
             fifo.appendleft(j)
@@ -307,6 +376,7 @@ def simulate(
             advance(j, now)
             done_gpu_s += float(trace.work_s[j] * gpus[j])
             release(j, now)
+            forget(j)
             end[j] = now
             finished += 1
         elif kind == _FAIL and failures is not None:
@@ -323,6 +393,7 @@ def simulate(
                     replanned[j] = False
                     restarts[j] += 1
                     if restarts[j] > failures.max_restarts:
+                        forget(j)
                         failed[j] = True
                         end[j] = now
                         finished += 1
@@ -336,6 +407,12 @@ def simulate(
                 )
         elif kind == _REPAIR:
             state.node_up(what)
+        elif kind == _DEMOTE:
+            j = what
+            if j in allocs and ver == stint[j] and in_q0[j]:
+                queues[0].remove(j)
+                queues[1].append(j)
+                in_q0[j] = False
         elif kind in (_DEGRADE_ON, _DEGRADE_OFF):
             d = degradations[what]
             if kind == _DEGRADE_ON:
@@ -345,7 +422,12 @@ def simulate(
             for j in list(allocs):
                 advance(j, now)
                 set_speed(j, now)
-        schedule(now)
+        if kind == _TICK:
+            if finished < n_jobs:
+                push(now + schedule_every_s, _TICK, 0)
+            schedule(now)
+        elif schedule_every_s <= 0:
+            schedule(now)
         if progress is not None and (finished % tick == 0 or finished == n_jobs):
             progress(finished, n_jobs)
 

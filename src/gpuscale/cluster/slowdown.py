@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -56,10 +57,29 @@ class Shape:
     """Fewest of the job's GPUs on any one of its nodes."""
     degrade: float = 1.0
     """Bandwidth factor (<= 1) on the highest level crossed (a degraded link)."""
+    counts: tuple[int, ...] = ()
+    """The job's GPUs per node, ascending; filled only for speed models that read it
+    (``placement_detail``), so the cost model's cache keys stay few."""
+
+
+class SpeedModel(Protocol):
+    """What the simulator asks of a speed model: this cost model, or measured tables
+    (:class:`gpuscale.cluster.pollux.ArtifactSpeeds`)."""
+
+    spec: ClusterSpec
+    default_model: str
+    placement_detail: bool
+    """Whether shapes must carry the GPUs per node (``Shape.counts``)."""
+
+    def speed(self, model: str, n: int, shape: Shape) -> float: ...
+
+    def replanned_speed(self, model: str, n: int, shape: Shape) -> float: ...
 
 
 class SlowdownModel:
     """Cached cost-model speeds of job classes on allocation shapes."""
+
+    placement_detail = False
 
     def __init__(
         self,
