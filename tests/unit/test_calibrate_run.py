@@ -345,6 +345,7 @@ def test_api_result_is_plain_json_with_a_summary_line() -> None:
         "predicted_memory_gib_after",
         "fitted",
         "summary",
+        "explanation",
         "identifiable",
         "also_consistent",
         "elasticity",

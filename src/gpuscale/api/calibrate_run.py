@@ -116,6 +116,7 @@ class CalibrateRunResult:
             "predicted_memory_gib_after": self.predicted_memory_gib_after,
             "fitted": [dict(f) for f in self.fitted],
             "summary": self.summary,
+            "explanation": self.explanation,
             "identifiable": self.identifiable,
             "also_consistent": list(self.also_consistent),
             "elasticity": dict(self.elasticity),
