@@ -66,7 +66,7 @@ def print_calibrated_run(console: Console, r: CalibratedRun) -> None:
     )
     console.print(table)
     sensitivity = ", ".join(f"{k} {v:.2f}" for k, v in r.elasticity.items())
-    console.print(f"sensitivity of the step (d ln step / d ln parameter): {sensitivity}")
+    console.print(f"sensitivity of the step (|d ln step / d ln quantity|): {sensitivity}")
     for line in r.summary:
         console.print(f"fitted      {line}")
     for line in r.explanation:
