@@ -142,6 +142,23 @@ def test_rows_not_expressible_say_so(validation_dir: Path) -> None:
     assert to_case(rows["megascale-t2-megascale-256"]).overrides == {}
 
 
+def test_llmfoundry_large_scale_flash_rows_are_flagged(validation_dir: Path) -> None:
+    """llm-foundry's sweep.py (5e85bd62d) ran 1b/3b/7b/70b with attn_impl 'flash' (FA2 2.4.2)
+    and 13b/30b with 'triton': only the former are limited, and only in the large-scale table."""
+    rows = load_rows(validation_dir / "published_runs_more.csv")
+    flagged = {
+        r["id"]
+        for r in rows
+        if any("FlashAttention-2 2.4.2" in lim for lim in to_case(r).limitations)
+    }
+    expected = {
+        f"llmfoundry-h100-80gb-{size}-{n}gpu-ls"
+        for size in ("1b", "3b", "7b", "70b")
+        for n in (128, 256, 512)
+    }
+    assert flagged == expected
+
+
 # --- fitted values and leave-one-source-out ---------------------------------------------------
 
 # The registry machinery is exercised with a stand-in entry on the ZeRO-3 rows (no value there
