@@ -288,7 +288,8 @@ def report(validation_dir: Path) -> loso.LosoReport:
 # priced with the overlap its commit has (285068c8, 2023-01: no DP/PP overlap, 1/4 of the TP
 # traffic async): megascale 14.1% -> 11.1%, overall 10.7% -> 10.3%.
 # The Triton attention's Hopper rate read on FA2's causal curve (319 of 989.5 at 4k, not the
-# non-causal 370; llm-foundry.yaml): llmfoundry-h100 16.9% -> 14.4%, overall 9.5% -> 9.1%.
+# non-causal 370; llm-foundry.yaml): llmfoundry-h100 16.9% -> 14.4%, overall 9.5% -> 9.1%;
+# Composer's DecoupledAdamW counted (96 bytes per parameter): llmfoundry-h100 14.1%, overall 9.0%.
 LOSO_BOUNDS = {
     "overall": 0.095,
     "narayanan21": 0.07,
@@ -300,7 +301,7 @@ LOSO_BOUNDS = {
     "bloom176b": 0.095,
     "megascale": 0.115,
     "torchtitan-paper": 0.17,
-    "llmfoundry-h100": 0.15,
+    "llmfoundry-h100": 0.145,
 }
 
 
