@@ -388,9 +388,13 @@ def _plan_and_training(
         # 'flash', FlashAttention 2.4.2 (setup.py extra 'gpu-flash2', which submit_benchmarks.py
         # installs) through llm-foundry's unpad/varlen/pad path (llmfoundry/models/layers/
         # attention.py flash_attn_fn). The llm-foundry profile prices the Triton kernel.
-        limits.append(
-            "ran FlashAttention-2 2.4.2 (attn_impl flash, sweep.py @5e85bd62d); predicted "
-            "with the llm-foundry profile's Triton attention"
+        # Priced with FlashAttention-2's own rates (generic.yaml: causal FA2 on Hopper 319 of
+        # 989.5 TFLOP/s, Shah et al. 2024 Fig. 5; backward/forward 0.87, Dao 2023), not the
+        # Triton kernel's. The unpad/pad copies of the varlen path are not counted.
+        overrides.setdefault("attention_efficiency", {})["hopper"] = 0.3224
+        overrides.setdefault("constants", {})["attention_backward_relative_efficiency"] = 0.87
+        notes.append(
+            "ran FlashAttention-2 2.4.2 (attn_impl flash, sweep.py @5e85bd62d): FA2's rates"
         )
     if mb is None:
         mb = 1
@@ -534,6 +538,10 @@ def with_overrides(profile: Profile, overrides: Mapping[str, Mapping[str, float]
         profile,
         constants={**profile.constants, **overrides.get("constants", {})},
         overlap={**profile.overlap, **overrides.get("overlap", {})},
+        attention_efficiency={
+            **profile.attention_efficiency,
+            **overrides.get("attention_efficiency", {}),
+        },
     )
 
 
