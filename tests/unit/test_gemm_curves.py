@@ -28,6 +28,20 @@ XLA_SM90_BF16_TFLOPS = {
     (1, 4096, 4096, 4096): 783.329,
     (2, 4096, 2048, 4096): 783.186,
 }
+# H100 80GB HBM3 FP8 cuBLASLt GEMMs with random data after 10,000 warm-up iterations (the GPU
+# at its power-limited steady clock): samuel-bohman/AI-benchmarking-guide,
+# Azure_Results/ND_H100_v5_results.md (CUDA 12.6, driver 560.35.03). (m, n, k) -> TFLOP/s.
+AZURE_ND_H100_FP8_TFLOPS = {
+    (1024, 1024, 1024): 274.1,
+    (1024, 2145, 1024): 410.7,
+    (2048, 2048, 2048): 1011.3,
+    (4096, 4096, 4096): 1216.9,
+    (8192, 8192, 8192): 1290.1,
+    (6144, 12288, 12288): 1351.4,
+    (16384, 16384, 16384): 1377.3,
+    (32768, 32768, 32768): 1382.2,
+}
+H100_FP8_PEAK_TFLOPS = 1979.0
 # The catalog's dense bf16 peak of the H100 SXM (gpus.yaml, NVIDIA datasheet).
 H100_BF16_PEAK_TFLOPS = 989.5
 
@@ -49,6 +63,13 @@ def test_hopper_bf16_curve_is_at_or_below_measured_cublas(shape: tuple[int, int,
     curve = load_profile("generic").gemm_curve("h100-sxm", "hopper", "bf16")
     measured = XLA_SM90_BF16_TFLOPS[shape] / H100_BF16_PEAK_TFLOPS
     assert float(curve(_flops(*shape))) <= measured
+
+
+@pytest.mark.parametrize("shape", sorted(AZURE_ND_H100_FP8_TFLOPS))
+def test_hopper_fp8_curve_is_at_or_below_sustained_cublaslt(shape: tuple[int, int, int]) -> None:
+    curve = load_profile("generic").gemm_curve("h100-sxm", "hopper", "fp8")
+    measured = AZURE_ND_H100_FP8_TFLOPS[shape] / H100_FP8_PEAK_TFLOPS
+    assert float(curve(_flops(1, *shape))) <= measured
 
 
 def test_hopper_curves_never_exceed_the_best_measured_matmul() -> None:
