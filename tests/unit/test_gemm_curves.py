@@ -42,6 +42,19 @@ AZURE_ND_H100_FP8_TFLOPS = {
     (32768, 32768, 32768): 1382.2,
 }
 H100_FP8_PEAK_TFLOPS = 1979.0
+# A100-SXM4-80GB FP16 cuBLASLt, same method (Azure_Results/ND_A100_v4_results.md, CUDA 12.5):
+# the Ampere curve sits below it by the same margin at the top, which is what makes the
+# A100-fine / H100-off contrast of llm-foundry's tables something other than Hopper's GEMM share.
+AZURE_ND_A100_FP16_TFLOPS = {
+    (1024, 1024, 1024): 119.4,
+    (1024, 2145, 1024): 132.8,
+    (2048, 2048, 2048): 221.8,
+    (4096, 4096, 4096): 228.0,
+    (8192, 8192, 8192): 253.7,
+    (6144, 12288, 12288): 250.8,
+    (16384, 16384, 16384): 256.5,
+}
+A100_FP16_PEAK_TFLOPS = 312.0
 # The catalog's dense bf16 peak of the H100 SXM (gpus.yaml, NVIDIA datasheet).
 H100_BF16_PEAK_TFLOPS = 989.5
 
@@ -69,6 +82,13 @@ def test_hopper_bf16_curve_is_at_or_below_measured_cublas(shape: tuple[int, int,
 def test_hopper_fp8_curve_is_at_or_below_sustained_cublaslt(shape: tuple[int, int, int]) -> None:
     curve = load_profile("generic").gemm_curve("h100-sxm", "hopper", "fp8")
     measured = AZURE_ND_H100_FP8_TFLOPS[shape] / H100_FP8_PEAK_TFLOPS
+    assert float(curve(_flops(1, *shape))) <= measured
+
+
+@pytest.mark.parametrize("shape", sorted(AZURE_ND_A100_FP16_TFLOPS))
+def test_ampere_curve_is_at_or_below_sustained_cublaslt(shape: tuple[int, int, int]) -> None:
+    curve = load_profile("generic").gemm_curve("a100-sxm-80gb", "ampere", "fp16")
+    measured = AZURE_ND_A100_FP16_TFLOPS[shape] / A100_FP16_PEAK_TFLOPS
     assert float(curve(_flops(1, *shape))) <= measured
 
 
