@@ -9,7 +9,7 @@ Publishers count "active" parameters differently; each row says how:
 ``all``: every parameter a token touches, embeddings included (DeepSeek, Qwen, Mistral);
 ``no_lookup``: without the input embedding, a table lookup, not a matmul (gpt-oss model card
 Table 1: 5.13B = MLP share + attention + unembedding); ``non_embedding``: without the input
-embedding and the output head (MiniMax-M2 series: 9.8B active).
+embedding and the output head (MiniMax-M2 series: 9.8B active; GLM-5: 40B, 40.8B with the head).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ STATED = [
     ("deepseek-v3", "671", "37", "all", "arXiv:2412.19437 abstract: 671B total, 37B activated"),
     ("deepseek-r1", "671", "37", "all", "deepseek-ai/DeepSeek-R1 model card: 671B / 37B"),
     ("kimi-k2.5", "1040", "32", "no_lookup", "Kimi K2 report arXiv:2507.20534: 1.04T / 32B"),
-    ("glm-5", "744", "40", "no_lookup", "GLM-5 report arXiv:2602.15763: 744B / 40B"),
+    ("glm-5", "744", "40", "non_embedding", "GLM-5 report arXiv:2602.15763: 744B / 40B"),
     ("minimax-m2.5", "230", "10", "non_embedding", "MiniMaxAI/MiniMax-M2.5 card: 230B / 10B"),
     ("qwen3.5-397b-a17b", "397", "17", "all", "Qwen/Qwen3.5-397B-A17B card: 397B / 17B"),
     ("qwen3-235b-a22b", "235", "22", "all", "Qwen/Qwen3-235B-A22B card: 235B / 22B"),

@@ -98,3 +98,16 @@ def test_qwen35_without_deltanet_shapes_is_one_line_error() -> None:
     del cfg["text_config"]["linear_num_value_heads"]
     with pytest.raises(InputError, match="linear_num_value_heads"):
         model_from_config(cfg, "x")
+
+
+def test_glm5_reads_its_sparse_attention_indexer() -> None:
+    from gpuscale.costmodel.params import indexer_params
+
+    spec = catalog.model(str(CONFIGS / "glm-5.json"))
+    assert (spec.sparse_attention_topk, spec.indexer_heads, spec.indexer_head_dim) == (
+        2048,
+        32,
+        128,
+    )
+    # wq_b 2048 x 32 x 128 + wk 6144 x 128 + LayerNorm 2 x 128 + weights_proj 6144 x 32
+    assert indexer_params(spec) == 8388608 + 786432 + 256 + 196608

@@ -265,6 +265,13 @@ def _moe(
             dense_layers=min(int(cfg.get("first_k_dense_replace") or 0), layers),
             dense_ffn_hidden_size=_int(cfg, name, "intermediate_size"),
         )
+        if model_type == "glm_moe_dsa":
+            # DSA indexer (transformers GlmMoeDsaConfig defaults: top-2048, 32 heads of 128)
+            extra.update(
+                sparse_attention_topk=_int(cfg, name, "index_topk", default=2048),
+                indexer_heads=_int(cfg, name, "index_n_heads", default=32),
+                indexer_head_dim=_int(cfg, name, "index_head_dim", default=128),
+            )
     elif model_type in ("qwen2_moe", "qwen3_moe", *HYBRID_LIKE):
         shared = (
             _int(cfg, name, "shared_expert_intermediate_size", default=0)

@@ -23,13 +23,24 @@ def attention_params(m: ModelSpec) -> int:
         )
         kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
         kv += m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)
-        return q + kv + heads * m.v_head_dim * h
+        return q + kv + heads * m.v_head_dim * h + indexer_params(m)
     # An output gate (Qwen3-Next/Qwen3.5 attn_output_gate) doubles q_proj's output width
     # (transformers Qwen3_5MoeAttention: q_proj hidden -> heads * head_dim * 2).
     q_out = m.q_width * (2 if m.attention_output_gate else 1)
     weights = m.hidden_size * (q_out + 2 * m.kv_width) + m.q_width * m.hidden_size
     bias = (q_out + 2 * m.kv_width if m.qkv_bias else 0) + (m.hidden_size if m.linear_bias else 0)
     return weights + bias
+
+
+def indexer_params(m: ModelSpec) -> int:
+    """The DeepSeek Sparse Attention lightning indexer of one layer (transformers
+    DeepseekV32Indexer, reused by GLM-5): wq_b from the query latent to its heads, wk to one key
+    head, a LayerNorm on that key, weights_proj to one weight per head."""
+    if not m.indexer_heads:
+        return 0
+    d = m.indexer_head_dim
+    q_in = m.q_lora_rank or m.hidden_size
+    return q_in * m.indexer_heads * d + m.hidden_size * d + 2 * d + m.hidden_size * m.indexer_heads
 
 
 def linear_attention_params(m: ModelSpec) -> int:

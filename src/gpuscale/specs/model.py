@@ -81,6 +81,13 @@ class ModelSpec:
     linear_value_head_dim: int = 0
     linear_conv_kernel: int = 0
     """Width of the depthwise causal convolution over q, k, v (``linear_conv_kernel_dim``)."""
+    sparse_attention_topk: int = 0
+    """DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5 ``index_topk``): each query attends to
+    this many cached tokens chosen by a lightning indexer; 0: dense attention."""
+    indexer_heads: int = 0
+    """DSA indexer query heads (``index_n_heads``); its keys are one head per token."""
+    indexer_head_dim: int = 0
+    """DSA indexer head width (``index_head_dim``)."""
     attention_output_gate: bool = False
     """Full-attention layers also project a per-channel sigmoid gate on their output
     (Qwen3-Next/Qwen3.5 ``attn_output_gate``): the query projection is twice as wide."""
@@ -131,6 +138,9 @@ class ModelSpec:
             "linear_key_head_dim",
             "linear_value_head_dim",
             "linear_conv_kernel",
+            "sparse_attention_topk",
+            "indexer_heads",
+            "indexer_head_dim",
         ):
             value = getattr(self, field)
             require(
