@@ -111,3 +111,9 @@ def test_glm5_reads_its_sparse_attention_indexer() -> None:
     )
     # wq_b 2048 x 32 x 128 + wk 6144 x 128 + LayerNorm 2 x 128 + weights_proj 6144 x 32
     assert indexer_params(spec) == 8388608 + 786432 + 256 + 196608
+
+
+def test_quantized_checkpoints_alias_their_base_architecture() -> None:
+    assert catalog.model("nvidia/GLM-5-NVFP4").name == "glm-5"
+    assert catalog.model("nvidia/Qwen3.5-397B-A17B-NVFP4").name == "qwen3.5-397b-a17b"
+    assert catalog.model("nvidia/Kimi-K2.5-NVFP4").name == "kimi-k2.5"
