@@ -57,6 +57,8 @@ CONSTANTS: dict[str, Check] = {
     "cp_kv_all_gather": SHARE,
     "tp_fp8_all_gather": SHARE,
     "zero2_unit_collectives": SHARE,
+    "cuda_launch_blocking": SHARE,
+    "launch_blocking_host_ms_per_layer": NON_NEGATIVE,
 }
 """Every named constant the cost model reads, with its accepted range."""
 

@@ -413,6 +413,11 @@ def _plan_and_training(
         # 1.5 passes of the 4-byte reduce-scattered gradient.
         overrides["constants"]["zero3_reduce_copy_passes"] = 1.5
         notes.append("Composer mixed precision DEFAULT: gradients cast to and reduced in fp32")
+    if "CUDA_LAUNCH_BLOCKING=1" in row["notes"]:
+        # A stated setting of the run (Jean Zay's hang workaround): synchronous launches, so
+        # the host's per-layer work adds to the step (costmodel/step.py).
+        overrides.setdefault("constants", {})["cuda_launch_blocking"] = 1.0
+        notes.append("CUDA_LAUNCH_BLOCKING=1: kernel launches synchronous, host time not hidden")
     if source == "megascale" and "MegaScale" in model.name:
         limits.append(
             "MegaScale's own system (parallel transformer block, sliding-window attention, "
