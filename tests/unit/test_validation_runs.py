@@ -364,8 +364,9 @@ def test_ranking_regression_bounds(validation_dir: Path) -> None:
     groups = ranking.rank(mapped, evaluate(rows))
     multi = [g for g in groups if g.layouts >= 3]
     assert max(g.regret for g in groups) <= 0.03
-    assert np.median([g.spearman for g in multi]) >= 0.75
-    assert np.median([g.worst_optimism for g in multi]) <= 0.13
+    assert np.median([g.spearman for g in multi]) >= 0.85
+    # bad layouts no more optimistic than the rest, and not overcorrected into pessimism
+    assert abs(np.median([g.worst_optimism for g in multi])) <= 0.05
 
 
 def test_a_refitted_value_reaches_the_profiles_built_on_it() -> None:

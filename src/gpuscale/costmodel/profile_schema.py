@@ -67,6 +67,7 @@ LINK_FIELDS: dict[str, Check] = {
     "bandwidth_efficiency": FRACTION,
     "bandwidth_gb_per_s": POSITIVE,
     "latency_us": NON_NEGATIVE,
+    "collective_bandwidth_gb_per_s": POSITIVE,
 }
 TOP_LEVEL = (
     "schema_version",
