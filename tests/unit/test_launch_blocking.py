@@ -15,7 +15,7 @@ from gpuscale.costmodel.profile import Profile, load_profile
 from gpuscale.costmodel.step import blocking_host_s_per_layer, estimate_plan
 from gpuscale.specs import Plan, Training
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.published_runs import cases, load_rows
+from gpuscale.validation.published_runs import cases, load_rows, with_overrides
 
 DEEPSPEED = load_profile("deepspeed")
 
@@ -78,3 +78,23 @@ def test_the_sweep_rows_that_state_it_get_it() -> None:
         [c.overrides.get("constants", {}).get("cuda_launch_blocking", 0.0) for c in mapped]
     )
     assert (flags == 1.0).all()  # every BigScience trial ran with the hang workaround
+
+
+def test_fp16_deepspeed_rows_reduce_16_bit_gradients() -> None:
+    """The fp16 trials (02-21, 02-25) reduce DeepSpeed's fp16 gradients; the BF16-optimizer
+    trials (02-28) keep fp32 gradients (the generic 4 bytes)."""
+    mapped, _ = cases(load_rows(DATA_DIR / "layout_sweeps.csv"))
+    for c in mapped:
+        reduce_bytes = c.overrides.get("constants", {}).get("grad_reduce_bytes")
+        assert reduce_bytes == (None if "-0228-" in c.id else 2.0), c.id
+    fp16 = next(c for c in mapped if "-0225-" in c.id)
+    profile = with_overrides(load_profile(fp16.framework), fp16.overrides)
+    as_fp32 = with_overrides(
+        load_profile(fp16.framework), {"constants": {"grad_reduce_bytes": 4.0}}
+    )
+    half = estimate_plan(fp16.model, fp16.cluster, fp16.training, fp16.plan, profile)
+    full = estimate_plan(fp16.model, fp16.cluster, fp16.training, fp16.plan, as_fp32)
+    assert float(half.gradient_bytes_per_gpu[0]) == pytest.approx(
+        float(full.gradient_bytes_per_gpu[0]) / 2
+    )
+    assert float(half.comm_dp_s[0]) < float(full.comm_dp_s[0])
