@@ -22,6 +22,8 @@ Schema (``schema_version: 1``)::
     links:                        # achieved collective bandwidth and latency per level or kind
       nvlink: {bandwidth_efficiency: 0.8, latency_us: null}
       intra:  {bandwidth_gb_per_s: 360, latency_us: 8}   # absolute, from measurement
+      opa-100: {bandwidth_efficiency: 0.92, collective_bandwidth_gb_per_s: 2.53}  # by link id;
+                                  # ring collectives measured apart from point-to-point
     overlap: {dp: 0.9, ...}       # fraction of each communication kind hidden behind compute
     constants: {...}              # other named factors (see generic.yaml for their meaning)
 """
