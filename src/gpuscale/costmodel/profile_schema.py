@@ -57,6 +57,8 @@ CONSTANTS: dict[str, Check] = {
     "cp_kv_all_gather": SHARE,
     "tp_fp8_all_gather": SHARE,
     "zero2_unit_collectives": SHARE,
+    "cuda_launch_blocking": SHARE,
+    "launch_blocking_host_ms_per_layer": NON_NEGATIVE,
 }
 """Every named constant the cost model reads, with its accepted range."""
 
@@ -65,6 +67,7 @@ LINK_FIELDS: dict[str, Check] = {
     "bandwidth_efficiency": FRACTION,
     "bandwidth_gb_per_s": POSITIVE,
     "latency_us": NON_NEGATIVE,
+    "collective_bandwidth_gb_per_s": POSITIVE,
 }
 TOP_LEVEL = (
     "schema_version",
