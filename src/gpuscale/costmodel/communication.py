@@ -327,8 +327,20 @@ def communication(
     # gradients on the last backward only (torch.distributed.pipelining PipelineStage): one
     # gather and one reduce-scatter per step instead of per micro-batch.
     once = (zero == 3) & (pp > 1) & (profile.const("fsdp_gather_once_under_pp") > 0)
+    # ... and that sync runs after the last backward has returned: the schedule turns FSDP's
+    # gradient sync off for every micro-batch and, on the last one, calls each parameter
+    # group's post_backward (the reduce-scatters) and waits for them in the root's final
+    # callback (torch/distributed/pipelining/stage.py, backward_maybe_with_nosync, FSDPModule
+    # branch, torch 2.5-2.6), so no backward is left to hide them behind
+    # (``fsdp_pp_reduce_after_backward``); the per-step gather still overlaps the first forward.
+    after = once & (profile.const("fsdp_pp_reduce_after_backward") > 0)
+    once_exposed = np.where(
+        after,
+        exposed_comm_s(passes * z3_ag, z3_hidden, interference) + z3_rs,
+        z3_exposed,
+    )
     zero3_mb = np.where((zero == 3) & ~once, z3_exposed, 0.0) + zero2_mb
-    dp_step = dp_step + np.where(once, z3_exposed, 0.0)
+    dp_step = dp_step + np.where(once, once_exposed, 0.0)
 
     return CommTimes(
         tp_mb=tp_mb,

@@ -52,6 +52,7 @@ CONSTANTS: dict[str, Check] = {
     "attention_causal_relative_efficiency": FRACTION,
     "lora_output_passes": NON_NEGATIVE,
     "fsdp_gather_once_under_pp": SHARE,
+    "fsdp_pp_reduce_after_backward": SHARE,
     "cp_ring_unfused_passes": SHARE,
     "cp_kv_heads_repeated": SHARE,
     "cp_kv_all_gather": SHARE,
