@@ -344,7 +344,11 @@ def test_torchtitan_pp_reduce_scatter_runs_after_the_last_backward() -> None:
     wide = dataclasses.replace(
         base,
         overlap={**base.overlap, "zero": 1.0},
-        constants={**base.constants, "comm_compute_interference": 0.0},
+        constants={
+            **base.constants,
+            "comm_compute_interference": 0.0,
+            "zero3_copies_on_compute_stream": 0.0,
+        },
     )
     off = dataclasses.replace(
         wide, constants={**wide.constants, "fsdp_pp_reduce_after_backward": 0.0}
@@ -384,6 +388,31 @@ def test_reduce_after_backward_never_hides_more(dp: int, pp: int) -> None:
     assert on_s >= off_s * (1.0 - 1e-12)
     if pp == 1:
         assert on_s == off_s  # no pipeline: FSDP's own hooks reduce during the backward
+
+
+def test_fsdp2_copies_block_the_compute_stream() -> None:
+    # FSDP2's all-gather copy-out and reduce-scatter copy-in run on (or block) the compute
+    # stream: with every window wide open and no interference, a 1D FSDP plan still pays them,
+    # by hand: 2 passes of the 16-bit weights per gather (forward and backward: 2 gathers) and
+    # 1.5 passes of the fp32 gradient, at the achieved HBM rate.
+    from gpuscale.costmodel.communication import params_per_gpu
+
+    base = load_profile("torchtitan")
+    constants = {**base.constants, "comm_compute_interference": 0.0}
+    wide = dataclasses.replace(base, overlap={**base.overlap, "zero": 1.0}, constants=constants)
+    hidden = dataclasses.replace(
+        wide, constants={**constants, "zero3_copies_on_compute_stream": 0.0}
+    )
+    model = catalog.model("llama3.1-8b")
+    cluster = catalog.cluster("h100-sxm", 8)
+    training = Training(seq_len=8192)
+    plan = Plan(dp=8, micro_batch=2, global_batch=16, zero=3, recompute="selective")
+    paid = float(estimate_plan(model, cluster, training, plan, wide).comm_zero_s[0])
+    free = float(estimate_plan(model, cluster, training, plan, hidden).comm_zero_s[0])
+    assert free == 0.0
+    params = float(params_per_gpu(model, PlanBatch.from_plans([plan]))[0])
+    hbm = cluster.pace_device.hbm_bandwidth_gb_per_s * 1e9 * wide.hbm_efficiency
+    assert paid == pytest.approx((2 * 2.0 * params * 2.0 + 1.5 * params * 4.0) / hbm, rel=1e-9)
 
 
 def _zero2_unhidden(n: int, per_unit: float) -> float:

@@ -36,6 +36,7 @@ CONSTANTS: dict[str, Check] = {
     "zero3_host_us_per_rank": NON_NEGATIVE,
     "zero3_gather_copy_passes": NON_NEGATIVE,
     "zero3_reduce_copy_passes": NON_NEGATIVE,
+    "zero3_copies_on_compute_stream": SHARE,
     "zero3_regather_on_recompute": SHARE,
     "comm_compute_interference": SHARE,
     "selective_recompute_layer_fraction": SHARE,
