@@ -5,7 +5,12 @@ model it replaces (``estimate_inference`` with the client concurrency as the bat
 and median absolute relative error of mean TTFT and mean TPOT per engine and per mode
 (aggregated / disaggregated), the rows skipped (with why), and the time per prediction.
 
-    PYTHONPATH=src python benchmarks/validate_serving.py [--limit N]
+    PYTHONPATH=src python benchmarks/validate_serving.py [--limit N] [--by KEY[,KEY...]]
+
+``--by`` breaks the errors down further (per engine and mode) by one or more of: concurrency
+(bucketed), isl, osl, model, arch (dense / MoE), tp (GPUs per engine or per decode worker),
+gpu, regime (how the model answered: closed-loop cohort simulation or steady state), workers
+(disaggregated rows that name their worker counts or leave them empty).
 """
 
 from __future__ import annotations
@@ -126,6 +131,64 @@ def static(r: dict[str, str]) -> tuple[float, float] | None:
         return None
 
 
+BY_KEYS = ("concurrency", "isl", "osl", "model", "arch", "tp", "gpu", "regime", "workers")
+_CONC_EDGES = (1, 4, 16, 64, 256)
+
+
+def _bucket(c: int) -> str:
+    lo = 0
+    for edge in _CONC_EDGES:
+        if c <= edge:
+            return f"c{lo + 1}-{edge}" if edge > lo + 1 else f"c{edge}"
+        lo = edge
+    return f"c>{_CONC_EDGES[-1]}"
+
+
+def breakdown(r: dict[str, str], o: dict[str, Any], key: str) -> str:
+    """The value of one ``--by`` key for row ``r`` predicted as ``o``."""
+    if key == "concurrency":
+        return _bucket(concurrency(r))
+    if key in ("isl", "osl"):
+        return r[key]
+    if key == "model":
+        return r["model_path"].split("/")[-1][:16]
+    if key == "arch":
+        try:
+            return "moe" if catalog.model(r["model_path"]).is_moe else "dense"
+        except InputError:
+            return "?"
+    if key == "tp":
+        return str(_par(r, "" if r["mode"] == "agg" else "decode_")["tp"])
+    if key == "gpu":
+        return r["system"]
+    if key == "workers":
+        # Disaggregated rows that leave the worker counts empty are read as one worker each.
+        if r["mode"] != "disagg":
+            return "-"
+        named = r["prefill_num_workers"] and r["decode_num_workers"]
+        return "named" if named else "unnamed"
+    if key == "regime":
+        notes = " ".join(o.get("notes", []))
+        return "cohorts" if "cohorts" in notes else "steady"
+    raise ValueError(key)
+
+
+def _by_keys(value: str) -> list[str]:
+    keys = [k.strip() for k in value.split(",") if k.strip()]
+    bad = [k for k in keys if k not in BY_KEYS]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"unknown --by key {', '.join(bad)}; accepted: {', '.join(BY_KEYS)}"
+        )
+    return keys
+
+
+def _natural(key: tuple[str, str]) -> tuple[Any, ...]:
+    """Sort labels with their numbers as numbers (c5-16 before c17-64)."""
+    parts = re.split(r"(\d+)", "|".join(key))
+    return tuple(int(p) if p.isdigit() else p for p in parts)
+
+
 def _summary(errs: list[float]) -> str:
     if not errs:
         return "      -        -"
@@ -136,7 +199,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--by-model", action="store_true", help="also group by model")
+    ap.add_argument(
+        "--by",
+        type=_by_keys,
+        default=[],
+        help=f"also group by these keys (comma-separated): {', '.join(BY_KEYS)}",
+    )
     args = ap.parse_args()
+    by = list(args.by) + (["model"] if args.by_model and "model" not in args.by else [])
     with ROWS.open() as f:
         rows = list(csv.DictReader(f))
     if args.limit:
@@ -152,14 +222,15 @@ def main() -> None:
             ("all", r["mode"]),
             (r["backend"], r["mode"]),
         ]
-        if args.by_model:
-            groups.append((r["backend"], r["mode"] + ":" + r["model_path"].split("/")[-1][:14]))
         ttft, tpot = float(r["silicon_ttft_ms"]), float(r["silicon_tpot_ms"])
         try:
             o = predict(r)
         except InputError as exc:
             skipped.append(f"{r['id']}: {exc}")
             continue
+        if by:
+            label = "|".join(f"{k}={breakdown(r, o, k)}" for k in by)
+            groups.append((r["backend"], r["mode"] + ":" + label))
         s = static(r)
         for g in groups:
             err[(*g, "ttft")].append(abs(o["ttft_ms"] - ttft) / ttft)
@@ -181,7 +252,7 @@ def main() -> None:
         "                         serving model: TTFT mean/median   TPOT mean/median"
         "   | static batch: TTFT mean/median   TPOT mean/median   | serving bias TTFT TPOT"
     )
-    keys = sorted({(k[0], k[1]) for k in err})
+    keys = sorted({(k[0], k[1]) for k in err}, key=_natural)
     for eng, mode in keys:
         cnt = len(err[(eng, mode, "ttft")])
         print(

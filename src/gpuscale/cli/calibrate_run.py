@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from gpuscale.api.calibrate_run import calibrate_run
+from gpuscale.api.calibrate_run import QUANTITIES, calibrate_run
 from gpuscale.cli._common import (
     FINITE,
     check_writable,
@@ -44,9 +44,10 @@ from gpuscale.report.calibrate_run import print_calibrated_run
 @click.option(
     "--fit",
     "only",
-    type=click.Choice(["compute", "inter", "intra"]),
+    type=click.Choice(list(QUANTITIES)),
     default=None,
-    help="Fit this parameter [default: the one the step is most sensitive to].",
+    help="Fit this quantity [default: the one that explains the run with the smallest move "
+    "relative to its prior spread].",
 )
 @click.option("--name", default=None, help="Name of the profile [default: from the run].")
 @click.option("-o", "--output", default=None, help="Write the profile YAML here.")

@@ -18,6 +18,7 @@ arrays of equal shape (vectorized over load points).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
@@ -147,6 +148,39 @@ def _attention_weights(model: ModelSpec) -> float:
     return float(h * (model.q_width + 2 * model.kv_width) + model.q_width * h)
 
 
+def expected_max_normal(n: int) -> float:
+    """Expected largest of ``n`` independent standard normal draws, by Blom's (1958) order-
+    statistic approximation ``Phi^-1((n - 0.375) / (n + 0.25))``; 0 for one draw."""
+    if n <= 1:
+        return 0.0
+    return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
+
+
+def expert_load(
+    group_tokens: np.ndarray, num_experts: int, top_k: int, ep: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(experts touched, token-expert pairs) on the busiest of the ``ep`` expert-parallel ranks.
+
+    Under uniform top-k routing (the router's balancing target, DeepSeek-V3 arXiv:2412.19437
+    Sec. 2.1.2) an expert is hit by ``T`` tokens with probability ``p = 1 - (1 - k/E)^T``; a
+    rank holding ``E/ep`` experts touches a binomial number of them and receives a binomial
+    share ``1/ep`` of the ``T k`` pairs. The MoE layer ends when its slowest rank does (the
+    combine all-to-all waits for every rank; the imbalance is why EPLB replicates hot experts,
+    deepseek-ai/EPLB README), so each count is its expected maximum over the ranks: mean plus
+    ``expected_max_normal(ep)`` standard deviations (normal approximation), capped at the
+    rank's experts. With ``ep = 1`` both are the means."""
+    t = np.asarray(group_tokens, dtype=float)
+    here = num_experts / ep
+    p = 1.0 - (1.0 - top_k / num_experts) ** t
+    z = expected_max_normal(ep)
+    touched = here * p + z * np.sqrt(here * p * (1.0 - p))
+    touched = np.clip(touched, 1.0, here)
+    share = 1.0 / ep
+    pairs = t * top_k * share + z * np.sqrt(t * top_k * share * (1.0 - share))
+    # Every touched expert holds at least one token.
+    return touched, np.maximum(pairs, touched)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IterationModel:
     """The per-iteration cost of one engine instance, ready to evaluate on arrays of loads."""
@@ -226,11 +260,8 @@ class IterationModel:
         if m.is_moe:
             group_tokens = tokens * par.attention_dp
             f = float(m.ffn_hidden_size) / par.moe_tp
-            here = m.num_experts / par.ep
-            # Expected experts hit by group_tokens tokens under uniform top-k routing.
-            touched = here * (1.0 - (1.0 - m.experts_per_token / m.num_experts) ** group_tokens)
-            touched = np.maximum(touched, 1.0)
-            per_expert = group_tokens * m.experts_per_token / par.ep / touched
+            touched, pairs = expert_load(group_tokens, m.num_experts, m.experts_per_token, par.ep)
+            per_expert = pairs / touched
             moe = gemm(per_expert, mats_up * f, h, touched) + gemm(per_expert, h, f, touched)
             moe = moe + gemm(tokens, float(m.num_experts), h)  # router
             # Routing and token shuffling around the expert GEMMs: top-k softmax, sort/align of

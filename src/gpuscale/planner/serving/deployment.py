@@ -20,7 +20,7 @@ from gpuscale.costmodel.serving.iteration import (
     weight_bytes_per_gpu,
     window_bytes_per_sequence,
 )
-from gpuscale.planner.serving.cohort_sim import CohortResult, simulate, weighted_quantile
+from gpuscale.planner.serving.cohort_sim import CohortResult, simulate_ranks, weighted_quantile
 from gpuscale.planner.serving.steady_state import (
     GRID,
     OperatingPoint,
@@ -220,9 +220,9 @@ def predict_aggregated(
         point = closed_loop(curve, conc, kv_tokens, work)
         sim = None
         # Random lengths break cohorts apart: the staggered steady state applies.
-        if float(conc).is_integer() and work.fixed:
+        if work.fixed:
             cap = kv_capacity_requests(kv_tokens, work, eng)
-            sim = simulate(it, eng, work, int(conc), cap)
+            sim = simulate_ranks(it, eng, work, int(client.concurrency or 1), ranks, cap)
         if sim is not None:
             return _from_simulation(
                 sim, point, gpus, fits, mem_gib, kv_tokens, ranks, work, it, notes, eng
