@@ -304,11 +304,11 @@ LOSO_BOUNDS = {
     "korthikanti22": 0.045,
     "megatron": 0.105,
     "nemo2407": 0.06,
-    "torchtitan": 0.06,
+    "torchtitan": 0.035,
     "llmfoundry": 0.05,
     "bloom176b": 0.025,
     "megascale": 0.115,
-    "torchtitan-paper": 0.17,
+    "torchtitan-paper": 0.16,
     "llmfoundry-h100": 0.18,
 }
 
