@@ -89,9 +89,9 @@ def test_named_row_keeps_its_workers_and_drops_the_prefill_batch() -> None:
     assert (kw["prefill_workers"], kw["prefill_tp"], kw["prefill_ep"]) == (2, 8, 8)
     # decode: tp 1 x attention-DP 8 = 8 GPUs per worker, 4 running requests per rank
     assert (kw["decode_workers"], kw["decode_tp"], kw["decode_attention_dp"]) == (3, 8, 8)
-    assert kw["decode_batch"] == 4
-    # AIConfigurator's prefill batch of 1 is its modelling default, not an engine cap
-    assert "prefill_batch" not in kw
+    # AIConfigurator's batch sizes are its modelling inputs (prefill 1; decode = concurrency /
+    # (workers x attention-DP)), not engine caps
+    assert "prefill_batch" not in kw and "decode_batch" not in kw
 
 
 def test_concurrency_without_a_stated_value_is_batch_x_workers_x_attention_dp() -> None:

@@ -129,11 +129,12 @@ def _base(r: dict[str, str], conc: int) -> dict[str, Any]:
 
 
 def _disagg_kwargs(d: dict[str, str]) -> dict[str, Any]:
-    """Worker pools of a row that names them. ``prefill_batch_size`` is not passed: it is
-    AIConfigurator's modelling input (its InferenceX adapter: "prefill batch defaults to 1
-    unless explicitly overridden"), not an engine setting the run used. ``decode_batch_size``
-    is concurrency / (workers x attention-DP) by the same adapter: the running requests per
-    decode rank, passed as the decode cap."""
+    """Worker pools of a row that names them. Neither batch size is passed as an engine cap:
+    both are AIConfigurator's modelling inputs, not settings the run used. Its InferenceX
+    adapter (``_worker``) sets the prefill batch to 1 ("defaults to 1 unless explicitly
+    overridden") and the decode batch to concurrency / (decode workers x attention-DP ranks);
+    the rows agree (config 303 keeps one deployment while its decode batch follows the
+    concurrency: 4, 8, 16, 32, 64 at 36-576)."""
     p, q = parallelism(d, "prefill_"), parallelism(d, "decode_")
     return {
         "prefill_workers": _int(d["prefill_num_workers"]),
@@ -144,7 +145,6 @@ def _disagg_kwargs(d: dict[str, str]) -> dict[str, Any]:
         "decode_tp": q["tp"],
         "decode_ep": q["ep"],
         "decode_attention_dp": q["attention_dp"],
-        "decode_batch": _int(d["decode_batch_size"]) if d["decode_batch_size"] else None,
     }
 
 
