@@ -178,7 +178,18 @@ def main() -> None:
         default=[],
         help=f"also group by these keys (comma-separated): {', '.join(BY_KEYS)}",
     )
+    ap.add_argument(
+        "--classes",
+        action="store_true",
+        help="list every disaggregated row with its class and the assumption or reason, and stop",
+    )
     args = ap.parse_args()
+    if args.classes:
+        for row in load(ROWS):
+            if row.mode == "disagg":
+                why = row.reason or "; ".join(row.assumptions) or "workers and concurrency stated"
+                print(f"{row.id}\t{row.kind}\t{why}")
+        return
     by = list(args.by) + (["model"] if args.by_model and "model" not in args.by else [])
     rows = load(ROWS)
     if args.limit:

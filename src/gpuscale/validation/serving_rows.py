@@ -188,8 +188,8 @@ def read_rows(raw: list[dict[str, str]]) -> list[ServingRow]:
                 kind, kw = NOT_EXPRESSIBLE, {}
                 reason = (
                     "not expressible: worker counts not stated (prefill/decode_num_workers "
-                    "empty, no total GPU count; rows of this engine, system, lengths and "
-                    "per-worker parallelism ran several worker splits)"
+                    "empty, no GPU total in the row or its source; AIConfigurator's own "
+                    "replay refuses such rows)"
                 )
         out.append(
             ServingRow(
