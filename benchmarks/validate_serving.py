@@ -46,9 +46,8 @@ from gpuscale.validation.serving_rows import (
 ROWS = DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv"
 STATIC_WEIGHTS = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "int4", "int4_wo": "int4", "": "bf16"}
 GUESS = "guess"
-"""Not-expressible disaggregated rows are also predicted with one prefill and one decode worker
-of the stated per-worker parallelism (the reading before the rows were classed), shown on lines
-of their own and never counted with the expressible rows."""
+"""Not-expressible rows are also predicted with the reading used before the rows were classed
+(``ServingRow.guess``), shown on lines of their own and never counted with the expressible rows."""
 
 
 def predict(row: ServingRow) -> dict[str, Any]:
@@ -56,26 +55,8 @@ def predict(row: ServingRow) -> dict[str, Any]:
 
 
 def guess(row: ServingRow) -> dict[str, Any]:
-    """One worker of each kind for a row whose worker counts are not stated."""
-    r = row.raw
-    p, d = parallelism(r, "prefill_"), parallelism(r, "decode_")
-    kw = {
-        "gpu": SYSTEMS[r["system"]],
-        "engine": ENGINES[r["backend"]],
-        "weights": r["gemm_quant_mode"] or "bf16",
-        "input_len": int(r["isl"]),
-        "output_len": int(r["osl"]),
-        "concurrency": row.concurrency,
-        "prefill_workers": 1,
-        "prefill_tp": p["tp"],
-        "prefill_ep": p["ep"],
-        "prefill_attention_dp": p["attention_dp"],
-        "decode_workers": 1,
-        "decode_tp": d["tp"],
-        "decode_ep": d["ep"],
-        "decode_attention_dp": d["attention_dp"],
-    }
-    return infer(r["model_path"], **kw).to_dict()["options"][0]
+    """The comparison reading of a row that is not expressible (``ServingRow.guess``)."""
+    return infer(row.raw["model_path"], **row.guess).to_dict()["options"][0]
 
 
 def static(row: ServingRow) -> tuple[float, float] | None:

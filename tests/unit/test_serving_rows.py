@@ -94,10 +94,15 @@ def test_named_row_keeps_its_workers_and_drops_the_prefill_batch() -> None:
     assert "prefill_batch" not in kw and "decode_batch" not in kw
 
 
-def test_concurrency_without_a_stated_value_is_batch_x_workers_x_attention_dp() -> None:
+def test_row_without_concurrency_is_not_expressible_and_guessed_as_aiconfigurator_reads_it() -> (
+    None
+):
     (row,) = read_rows([_named()])
-    assert row.concurrency == 4 * 3 * 8
-    assert any("4 x 3 decode workers x 8 attention-DP" in a for a in row.assumptions)
+    assert row.kind == NOT_EXPRESSIBLE and row.kwargs == {}
+    assert "concurrency not stated" in row.reason
+    # the comparison reading: decode batch 4 x 3 decode workers x 8 attention-DP ranks
+    assert row.guess["concurrency"] == 4 * 3 * 8
+    assert row.guess["decode_workers"] == 3 and row.guess["prefill_workers"] == 2
 
 
 def test_twin_takes_the_named_rows_deployment() -> None:
@@ -126,6 +131,8 @@ def test_row_without_workers_or_identical_twin_is_not_expressible(change: dict[s
     assert rows["lone"].kind == NOT_EXPRESSIBLE and not rows["lone"].expressible
     assert rows["lone"].kwargs == {}
     assert "worker counts not stated" in rows["lone"].reason
+    # compared, apart, as one worker of each kind
+    assert rows["lone"].guess["prefill_workers"] == rows["lone"].guess["decode_workers"] == 1
 
 
 def test_aggregated_rows_are_stated() -> None:
@@ -141,8 +148,11 @@ def test_public_rows_classes() -> None:
     disagg = [r for r in rows if r.mode == "disagg"]
     assert all(r.kind == STATED for r in rows if r.mode == "agg")
     kinds = {k: sum(r.kind == k for r in disagg) for k in (STATED, TWIN, NOT_EXPRESSIBLE)}
-    # 43 rows name their workers; every twin is one of the rows that leave them empty
-    assert kinds[STATED] == sum(bool(r.raw["prefill_num_workers"]) for r in disagg) == 43
+    # 43 rows name their workers, 7 of them without a client concurrency; every twin is one
+    # of the rows that leave the workers empty
+    assert sum(bool(r.raw["prefill_num_workers"]) for r in disagg) == 43
+    assert kinds[STATED] == 36
+    assert all(r.guess for r in disagg if r.kind == NOT_EXPRESSIBLE)
     assert kinds[TWIN] > 0 and sum(kinds.values()) == len(disagg)
     for r in disagg:
         if r.kind == TWIN:

@@ -14,7 +14,10 @@ carry. Each row is read into one of three classes, with every assumption written
   lengths, concurrency and identical TTFT and TPOT) is also recorded in a row that names them
   (the file holds both the InferenceX CSV export and the AIConfigurator database dump of the
   same runs): the deployment is that row's;
-- ``not expressible``: worker counts not stated and no twin; predicted by nothing.
+- ``not expressible``: worker counts not stated and no twin, or no client concurrency stated
+  (the id's ``_c_`` is empty and ``silicon_data_source`` has no ``silicon_concurrency``). These
+  carry a ``guess`` reading (one worker of each kind; AIConfigurator's decode batch x workers x
+  attention-DP as the concurrency) for comparison lines only.
 """
 
 from __future__ import annotations
@@ -25,8 +28,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from gpuscale.errors import InputError
 
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm"}
 ENGINES = {"trtllm": "tensorrt-llm", "vllm": "vllm", "sglang": "sglang"}
@@ -53,6 +54,9 @@ class ServingRow:
     kwargs: dict[str, Any] = field(default_factory=dict)
     """The keyword arguments of ``gpuscale.api.infer`` that express the row (empty when not
     expressible)."""
+    guess: dict[str, Any] = field(default_factory=dict)
+    """For a row that is not expressible: the reading used before rows were classed, for
+    comparison only (never counted with the expressible rows)."""
     assumptions: tuple[str, ...] = ()
     raw: dict[str, str] = field(default_factory=dict)
 
@@ -94,23 +98,21 @@ def _source_fields(r: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def concurrency(r: dict[str, str]) -> tuple[int, str]:
-    """The client's concurrency and, when the row does not state it, how it was derived."""
+def concurrency(r: dict[str, str]) -> int | None:
+    """The client's concurrency, or None when the row does not state it."""
     if r["batch_size"]:
-        return int(r["batch_size"]), ""
+        return int(r["batch_size"])
     src = _source_fields(r)
     if "silicon_concurrency" in src:
-        return int(src["silicon_concurrency"]), ""
-    if r["decode_batch_size"] and r["decode_num_workers"]:
-        # AIConfigurator's InferenceX adapter (_worker): decode batch = concurrency / (decode
-        # workers x attention-DP ranks), so the requests in flight are their product.
-        dp = parallelism(r, "decode_")["attention_dp"]
-        c = int(r["decode_batch_size"]) * _int(r["decode_num_workers"]) * dp
-        return c, (
-            f"concurrency not stated: decode batch {r['decode_batch_size']} x "
-            f"{r['decode_num_workers']} decode workers x {dp} attention-DP ranks = {c}"
-        )
-    raise InputError(f"row {r['id']} names no concurrency", field="row")
+        return int(src["silicon_concurrency"])
+    return None
+
+
+def decode_slots(r: dict[str, str]) -> int:
+    """AIConfigurator's reading of a disaggregated row's decode batch: its InferenceX adapter
+    (``_worker``) sets decode batch = concurrency / (decode workers x attention-DP ranks)."""
+    dp = parallelism(r, "decode_")["attention_dp"]
+    return _int(r["decode_batch_size"]) * _int(r["decode_num_workers"]) * dp
 
 
 def _named(r: dict[str, str]) -> bool:
@@ -148,6 +150,21 @@ def _disagg_kwargs(d: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def _one_each(r: dict[str, str]) -> dict[str, Any]:
+    """One prefill and one decode worker of the row's per-worker parallelism."""
+    p, q = parallelism(r, "prefill_"), parallelism(r, "decode_")
+    return {
+        "prefill_workers": 1,
+        "prefill_tp": p["tp"],
+        "prefill_ep": p["ep"],
+        "prefill_attention_dp": p["attention_dp"],
+        "decode_workers": 1,
+        "decode_tp": q["tp"],
+        "decode_ep": q["ep"],
+        "decode_attention_dp": q["attention_dp"],
+    }
+
+
 def _key(r: dict[str, str], conc: int) -> tuple[str, ...]:
     return (r["backend"], r["system"], r["isl"], r["osl"], str(conc))
 
@@ -163,15 +180,25 @@ def read_rows(raw: list[dict[str, str]]) -> list[ServingRow]:
     """Every raw row read as the deployment it ran, or marked not expressible."""
     named: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
     for r in raw:
-        if r["mode"] == "disagg" and _named(r):
-            named[_key(r, concurrency(r)[0])].append(r)
+        c = concurrency(r)
+        if r["mode"] == "disagg" and _named(r) and c is not None:
+            named[_key(r, c)].append(r)
     out = []
     for r in raw:
-        conc, how = concurrency(r)
-        notes = [how] if how else []
+        stated = concurrency(r)
+        conc = stated if stated is not None else decode_slots(r)
+        notes: list[str] = []
         kind, reason = STATED, ""
         kw = _base(r, conc)
-        if r["mode"] != "disagg":
+        guess: dict[str, Any] = {}
+        if stated is None:
+            kind, kw = NOT_EXPRESSIBLE, {}
+            reason = (
+                "not expressible: concurrency not stated (empty in the id and in "
+                "silicon_data_source; the decode batch is AIConfigurator's modelling input)"
+            )
+            guess = {**_base(r, conc), **_disagg_kwargs(r)}
+        elif r["mode"] != "disagg":
             kw.update(parallelism(r), pp=_int(r["pp_size"]))
         elif _named(r):
             kw.update(_disagg_kwargs(r))
@@ -186,6 +213,7 @@ def read_rows(raw: list[dict[str, str]]) -> list[ServingRow]:
                 )
             else:
                 kind, kw = NOT_EXPRESSIBLE, {}
+                guess = {**_base(r, conc), **_one_each(r)}
                 reason = (
                     "not expressible: worker counts not stated (prefill/decode_num_workers "
                     "empty, no GPU total in the row or its source; AIConfigurator's own "
@@ -202,6 +230,7 @@ def read_rows(raw: list[dict[str, str]]) -> list[ServingRow]:
                 tpot_ms=float(r["silicon_tpot_ms"]),
                 concurrency=conc,
                 kwargs=kw,
+                guess=guess,
                 assumptions=tuple(notes),
                 raw=r,
             )
