@@ -31,12 +31,13 @@ def test_breakdown_by_concurrency_and_workers() -> None:
     assert lines[0].startswith("rows: ")
     grouped = [line for line in lines if ":concurrency=c" in line]
     assert grouped, out.stdout
-    # Every breakdown line names both keys; disaggregated ones say whether workers are given.
+    # Every breakdown line names both keys; disaggregated ones say how their workers are known.
     assert all("|workers=" in line for line in grouped)
-    assert any(
-        "disagg:" in line and ("workers=named" in line or "workers=unnamed" in line)
-        for line in grouped
-    )
+    assert any("disagg:" in line and "workers=stated" in line for line in grouped)
+    assert any("disagg-guess:" in line and "workers=guess" in line for line in grouped)
+    # The row classes are counted, and the not-expressible rows stay out of the disagg figures.
+    classes = next(line for line in lines if line.startswith("row classes: "))
+    assert "disagg not expressible: " in classes and "disagg stated: " in classes
     # Concurrency buckets sort by number (c5-16 before c17-64), not as text.
     agg = [line.split("concurrency=")[1].split("|")[0] for line in grouped if " agg:" in line]
     lows = [int(b[1:].split("-")[0].lstrip(">")) for b in agg]

@@ -336,3 +336,15 @@ def test_attention_dp_closed_loop_is_continuous_in_concurrency() -> None:
     ]
     assert ttft[0] == pytest.approx(ttft[1]) and ttft[1] == pytest.approx(ttft[2])
     assert all(b >= a * 0.999 for a, b in pairwise(ttft))
+
+
+@pytest.mark.parametrize("name", ["qwen3.5-397b-a17b", "glm-5", "deepseek-v3", "llama3.1-70b"])
+def test_served_weights_match_the_catalog_parameter_count(name: str) -> None:
+    """What one unsplit bf16 instance stores equals the parameter count of costmodel/params.py
+    (hybrid Gated DeltaNet layers, output gates and sparse-attention indexers included)."""
+    from gpuscale.costmodel.params import total_params
+    from gpuscale.costmodel.serving.iteration import weight_bytes_per_gpu
+
+    m = catalog.model(name)
+    stored = weight_bytes_per_gpu(m, Parallelism(), weight_format("bf16")) / 2.0
+    assert stored == pytest.approx(total_params(m), rel=0.01)

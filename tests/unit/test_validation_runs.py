@@ -46,7 +46,7 @@ PINNED = {
     "narayanan21-t2-01": 0.15,  # DeepSpeed ZeRO-3, 384 GPUs
     # DeepSpeed ZeRO-3, 530B on 2240 GPUs: +29.9% from the 2021 mechanism alone (nothing fitted)
     "narayanan21-t2-06": 0.32,
-    "bloom176b-step": 0.10,
+    "bloom176b-step": 0.05,
 }
 
 
@@ -296,17 +296,19 @@ def report(validation_dir: Path) -> loso.LosoReport:
 # Composer's DecoupledAdamW counted (96 bytes per parameter): llmfoundry-h100 14.1%, overall 9.0%.
 # The 12 large-scale rows that ran FlashAttention-2 (sweep.py) priced at FA2's rates, not the
 # Triton kernel's: llmfoundry-h100 14.1% -> 17.7%, overall 9.0% -> 9.7% (the honest figure).
+# Jean Zay as the BLOOM run saw it (CUDA_LAUNCH_BLOCKING=1's host time, NCCL's measured ring
+# collectives over Omni-Path): bloom176b 8.9% -> 1.7%.
 LOSO_BOUNDS = {
     "overall": 0.10,
     "narayanan21": 0.07,
     "korthikanti22": 0.045,
     "megatron": 0.105,
     "nemo2407": 0.06,
-    "torchtitan": 0.06,
+    "torchtitan": 0.035,
     "llmfoundry": 0.05,
-    "bloom176b": 0.095,
+    "bloom176b": 0.025,
     "megascale": 0.115,
-    "torchtitan-paper": 0.17,
+    "torchtitan-paper": 0.16,
     "llmfoundry-h100": 0.18,
 }
 
@@ -389,9 +391,10 @@ def test_ranking_regression_bounds(validation_dir: Path) -> None:
     mapped, _ = cases(rows)
     groups = ranking.rank(mapped, evaluate(rows))
     multi = [g for g in groups if g.layouts >= 3]
-    assert max(g.regret for g in groups) <= 0.08
-    assert np.median([g.spearman for g in multi]) >= 0.65
-    assert np.median([g.worst_optimism for g in multi]) <= 0.22
+    assert max(g.regret for g in groups) <= 0.03
+    assert np.median([g.spearman for g in multi]) >= 0.85
+    # bad layouts no more optimistic than the rest, and not overcorrected into pessimism
+    assert abs(np.median([g.worst_optimism for g in multi])) <= 0.05
 
 
 def test_a_refitted_value_reaches_the_profiles_built_on_it() -> None:

@@ -388,8 +388,15 @@ def _link_knob(run: Run, profile: Profile, level: str) -> _Knob:
 
     def calibration(s: float) -> LinkCalibration:
         if absolute:
-            return replace(base, bandwidth_gb_per_s=value * s)
-        return replace(base, bandwidth_efficiency=value * s)
+            scaled = replace(base, bandwidth_gb_per_s=value * s)
+        else:
+            scaled = replace(base, bandwidth_efficiency=value * s)
+        if base.collective_bandwidth_gb_per_s is not None:
+            # a measured collective rate (profile.LinkCalibration) moves with the link
+            scaled = replace(
+                scaled, collective_bandwidth_gb_per_s=base.collective_bandwidth_gb_per_s * s
+            )
+        return scaled
 
     def apply(p: Profile, s: float) -> Profile:
         return replace(p, links={**p.links, level: calibration(s)})
@@ -401,6 +408,8 @@ def _link_knob(run: Run, profile: Profile, level: str) -> _Knob:
             entry["bandwidth_gb_per_s"] = c.bandwidth_gb_per_s
         if c.latency_us is not None:
             entry["latency_us"] = c.latency_us
+        if c.collective_bandwidth_gb_per_s is not None:
+            entry["collective_bandwidth_gb_per_s"] = c.collective_bandwidth_gb_per_s
         return {"links": {level: entry}}
 
     # An absolute rate is bounded by the catalog's rated bandwidth of the link the same way.

@@ -435,6 +435,17 @@ def _plan_and_training(
         # 1.5 passes of the 4-byte reduce-scattered gradient.
         overrides["constants"]["zero3_reduce_copy_passes"] = 1.5
         notes.append("Composer mixed precision DEFAULT: gradients cast to and reduced in fp32")
+    if text.startswith("fp16") and framework == "deepspeed" and zero in (1, 2):
+        # DeepSpeed's fp16 ZeRO-1/2 reduces the 16-bit gradients it accumulates (ipg buckets in
+        # the parameter dtype; communication_data_type defaults to it: deepspeed/runtime/zero/
+        # stage_1_and_2.py, DeepSpeed config docs), not an fp32 copy as Megatron's main_grad.
+        overrides.setdefault("constants", {})["grad_reduce_bytes"] = 2.0
+        notes.append("DeepSpeed fp16 ZeRO-1/2: gradients reduced in fp16")
+    if "CUDA_LAUNCH_BLOCKING=1" in row["notes"]:
+        # A stated setting of the run (Jean Zay's hang workaround): synchronous launches, so
+        # the host's per-layer work adds to the step (costmodel/step.py).
+        overrides.setdefault("constants", {})["cuda_launch_blocking"] = 1.0
+        notes.append("CUDA_LAUNCH_BLOCKING=1: kernel launches synchronous, host time not hidden")
     if source == "megascale" and "MegaScale" in model.name:
         limits.append(
             "MegaScale's own system (parallel transformer block, sliding-window attention, "

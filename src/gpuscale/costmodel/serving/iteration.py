@@ -25,6 +25,7 @@ import numpy as np
 from gpuscale.costmodel.collectives import LevelBandwidth, collective_time_s
 from gpuscale.costmodel.compute import gemm_time
 from gpuscale.costmodel.flops import Gemm
+from gpuscale.costmodel.params import mean_attention_params
 from gpuscale.costmodel.profile import Profile
 from gpuscale.costmodel.serving.formats import WeightFormat, gemm_precision
 from gpuscale.errors import InputError
@@ -132,20 +133,10 @@ def weight_bytes_per_gpu(model: ModelSpec, par: Parallelism, fmt: WeightFormat) 
 
 
 def _attention_weights(model: ModelSpec) -> float:
-    """Parameters of one layer's attention projections (whole layer, before TP)."""
-    h = model.hidden_size
-    if model.is_mla:
-        qk = model.qk_nope_head_dim + model.qk_rope_head_dim
-        q = (
-            h * model.q_lora_rank + model.q_lora_rank * model.num_heads * qk
-            if model.q_lora_rank
-            else h * model.num_heads * qk
-        )
-        kv = h * (model.kv_lora_rank + model.qk_rope_head_dim) + model.kv_lora_rank * (
-            model.num_heads * (model.qk_nope_head_dim + model.v_head_dim)
-        )
-        return float(q + kv + model.num_heads * model.v_head_dim * h)
-    return float(h * (model.q_width + 2 * model.kv_width) + model.q_width * h)
+    """Parameters of one layer's token mixer (whole layer, before TP), averaged over the layers:
+    MLA with its indexer, GQA with its output gate, Gated DeltaNet layers of hybrids
+    (costmodel/params.py, from the models' transformers code)."""
+    return float(mean_attention_params(model))
 
 
 def expected_max_normal(n: int) -> float:
@@ -249,7 +240,18 @@ class IterationModel:
             proj = proj + gemm(tokens, h, heads * m.v_head_dim)
         else:
             kv_w = 2.0 * max(m.kv_width / t_a, m.head_dim)
-            proj = gemm(tokens, m.q_width / t_a + kv_w, h) + gemm(tokens, h, m.q_width / t_a)
+            # An output gate doubles q_proj's width (transformers Qwen3_5MoeAttention).
+            q_out = m.q_width * (2.0 if m.attention_output_gate else 1.0)
+            proj = gemm(tokens, q_out / t_a + kv_w, h) + gemm(tokens, h, m.q_width / t_a)
+            if m.has_gated_deltanet:
+                # Gated DeltaNet layers (transformers Qwen3_5MoeGatedDeltaNet): in_proj_qkv
+                # (2 key + value), in_proj_z (value), in_proj_a/b (one per value head), out_proj.
+                key = float(m.linear_num_key_heads * m.linear_key_head_dim)
+                value = float(m.linear_num_value_heads * m.linear_value_head_dim)
+                width_in = (2.0 * key + 2.0 * value + 2.0 * m.linear_num_value_heads) / t_a
+                linear_proj = gemm(tokens, width_in, h) + gemm(tokens, h, value / t_a)
+                share = m.linear_attention_layers / m.num_layers
+                proj = (1.0 - share) * proj + share * linear_proj
 
         attn = self._attention_core(n_d, decode_context, prefill_tokens, prefill_context, hbm)
 
@@ -362,7 +364,12 @@ class IterationModel:
         # once per token (Yang et al. 2024, arXiv:2412.06464): heads x d_k x d_v fp32 values.
         linear = 0.0
         if m.linear_attention_layers:
-            state = heads * m.head_dim * m.head_dim * 4.0
+            if m.has_gated_deltanet:
+                # value heads x d_k x d_v per sequence (Qwen3.5: 64 x 128 x 128), TP-split.
+                value_heads = max(m.linear_num_value_heads / par.attention_tp, 1.0)
+                state = value_heads * m.linear_key_head_dim * m.linear_value_head_dim * 4.0
+            else:
+                state = heads * m.head_dim * m.head_dim * 4.0
             linear = m.linear_attention_layers * (
                 2.0 * state * (n_d + np.minimum(p_tok, 1.0)) / hbm
             )
