@@ -12,13 +12,16 @@ per engine and architecture and then per deployment:
 - how the measured and the modelled TTFT scale with the tensor-parallel size at a fixed
   model, GPU, lengths and concurrency (``--tp-scaling``): a per-request fixed overhead would
   not shrink with TP, a compute-bound prefill shrinks about 1/TP;
-- how they scale with the prompt length at a fixed deployment (``--isl-scaling``).
+- how they scale with the prompt length at a fixed deployment (``--isl-scaling``);
+- with ``--disagg``: the disaggregated rows whose deployment is stated (or known from a twin
+  row), at every concurrency, with the model's TTFT for one request on the same prefill and
+  decode workers.
 
 It changes nothing in the model; the figures are the evidence for docs/benchmarks.md
 ("TTFT at light load").
 
     PYTHONPATH=src python benchmarks/ttft_light_load.py [--max-concurrency 4] [--tp-scaling]
-        [--isl-scaling]
+        [--isl-scaling] [--disagg]
 """
 
 from __future__ import annotations
@@ -58,7 +61,11 @@ def main() -> None:
     ap.add_argument("--max-concurrency", type=int, default=4)
     ap.add_argument("--tp-scaling", action="store_true", help="measured vs modelled TTFT over TP")
     ap.add_argument("--isl-scaling", action="store_true", help="measured vs modelled over ISL")
+    ap.add_argument("--disagg", action="store_true", help="the expressible disaggregated rows")
     args = ap.parse_args()
+    if args.disagg:
+        disagg()
+        return
     rows = [
         r
         for r in load(ROWS)
@@ -159,6 +166,30 @@ def main() -> None:
                 for i, v in sorted(isls.items())
             )
             print(f"{k2[0]:>7} {k2[1]:20} {k2[2]} tp={k2[3]} osl={k2[6]:<5} c={k2[7]}  {cells}")
+
+
+def disagg() -> None:
+    """Measured vs modelled TTFT of the expressible disaggregated rows, every concurrency."""
+    seen: set[tuple[Any, ...]] = set()
+    print("disaggregated rows (stated or twin); alone = one request on the same workers")
+    for r in sorted(
+        (r for r in load(ROWS) if r.mode == "disagg" and r.expressible),
+        key=lambda r: (r.engine, r.raw["model_path"], int(r.raw["isl"]), r.concurrency),
+    ):
+        key = (r.engine, tuple(sorted(r.kwargs.items())), r.ttft_ms)
+        if key in seen:
+            continue
+        seen.add(key)
+        kw = r.kwargs
+        pred, alone = _ttft(r), _ttft(r, concurrency=1)
+        print(
+            f"{r.engine:>7} {_short(r.raw['model_path']):20} isl={r.raw['isl']:<5} "
+            f"osl={r.raw['osl']:<5} c={r.concurrency:<5} "
+            f"P{kw.get('prefill_workers')}xTP{kw.get('prefill_tp')} "
+            f"D{kw.get('decode_workers')}xTP{kw.get('decode_tp')}"
+            f"/dp{kw.get('decode_attention_dp', 1)}  meas {r.ttft_ms:8.1f}  pred {pred:8.1f}  "
+            f"alone {alone:7.1f}  meas-alone {r.ttft_ms - alone:8.1f}"
+        )
 
 
 if __name__ == "__main__":
