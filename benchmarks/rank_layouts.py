@@ -1,6 +1,6 @@
 """Does gpuscale rank parallel layouts like reality?
 
-    python benchmarks/rank_layouts.py [--json]
+    python benchmarks/rank_layouts.py [--json] [--verbose]
 
 Groups of measured runs that differ only in their layout (one model, stack, device and GPU
 count): every such group in data/validation/published_runs*.csv plus the BigScience layout
@@ -21,7 +21,7 @@ import numpy as np
 
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.published_runs import cases, evaluate, load_all, load_rows
-from gpuscale.validation.ranking import rank
+from gpuscale.validation.ranking import group_key, rank
 
 SWEEPS = DATA_DIR / "layout_sweeps.csv"
 
@@ -29,10 +29,16 @@ SWEEPS = DATA_DIR / "layout_sweeps.csv"
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="every layout of the groups of 3+: measured vs predicted",
+    )
     args = parser.parse_args()
     rows = load_all(DATA_DIR) + load_rows(SWEEPS)
     mapped, _ = cases(rows)
-    groups = rank(mapped, evaluate(rows))
+    results = evaluate(rows)
+    groups = rank(mapped, results)
     if args.json:
         print(json.dumps([dataclasses.asdict(g) for g in groups], indent=2))
         return 0
@@ -48,6 +54,15 @@ def main() -> int:
         )
         if g.regret > 0:
             print(f"{'':4s}model picks {g.pick}, measured best {g.best}")
+        if args.verbose and g.layouts >= 3:
+            by_id = {r.id: r for r in results}
+            members = [by_id[c.id] for c in mapped if group_key(c) == g.key and c.id in by_id]
+            for r in sorted(members, key=lambda r: -r.measured):
+                assert r.predicted is not None
+                print(
+                    f"{'':4s}{r.id:48s} measured {r.measured:8.1f} predicted {r.predicted:8.1f} "
+                    f"tokens/s/GPU ({r.error:+.1%})"
+                )
     for label, chosen in (
         ("all groups", groups),
         ("groups with >= 3 layouts", [g for g in groups if g.layouts >= 3]),

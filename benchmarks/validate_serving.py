@@ -5,13 +5,22 @@ model it replaces (``estimate_inference`` with the client concurrency as the bat
 and median absolute relative error of mean TTFT and mean TPOT per engine and per mode
 (aggregated / disaggregated), the rows skipped (with why), and the time per prediction.
 
-    PYTHONPATH=src python benchmarks/validate_serving.py [--limit N]
+    PYTHONPATH=src python benchmarks/validate_serving.py [--limit N] [--by KEY[,KEY...]]
+
+``--by`` breaks the errors down further (per engine and mode) by one or more of: concurrency
+(bucketed), isl, osl, model, arch (dense / MoE), tp (GPUs per engine or per decode worker),
+gpu, regime (how the model answered: closed-loop cohort simulation or steady state), workers
+(how a disaggregated row's deployment is known: stated, twin, or guess for the rows that are not
+expressible; ``gpuscale.validation.serving_rows``).
+
+Disaggregated rows whose worker counts are not stated (and that have no twin row naming them)
+are not expressible: they are counted apart, never in the ``disagg`` figures; the ``disagg-guess``
+lines show them predicted with one worker of each kind, for comparison only.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import re
 import statistics
 import time
@@ -25,90 +34,42 @@ from gpuscale.costmodel.profile import load_profile
 from gpuscale.errors import InputError
 from gpuscale.specs.training import Inference
 from gpuscale.validation import DATA_DIR
+from gpuscale.validation.serving_rows import (
+    ENGINES,
+    NOT_EXPRESSIBLE,
+    SYSTEMS,
+    ServingRow,
+    load,
+    parallelism,
+)
 
 ROWS = DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv"
-SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm"}
-ENGINES = {"trtllm": "tensorrt-llm", "vllm": "vllm", "sglang": "sglang"}
 STATIC_WEIGHTS = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "int4", "int4_wo": "int4", "": "bf16"}
+GUESS = "guess"
+"""Not-expressible rows are also predicted with the reading used before the rows were classed
+(``ServingRow.guess``), shown on lines of their own and never counted with the expressible rows."""
 
 
-def _int(v: str, default: int = 1) -> int:
-    return int(v) if v not in ("", None) and int(v) > 0 else default
+def predict(row: ServingRow) -> dict[str, Any]:
+    return infer(row.raw["model_path"], **row.kwargs).to_dict()["options"][0]
 
 
-def _par(r: dict[str, str], prefix: str = "") -> dict[str, int]:
-    # aiconfigurator: GPUs per instance = tp * pp * attention_dp; moe_tp * moe_ep spans them.
-    tp = _int(r[f"{prefix}tp_size"])
-    dp = _int(r[f"{prefix}attention_dp_size"])
-    ep = _int(r[f"{prefix}moe_ep_size"])
-    moe = _int(r[f"{prefix}moe_tp_size"]) * ep
-    launch = re.search(r"_tp(\d+)_ep(\d+)_", r["id"])
-    if not prefix and launch and tp == moe and tp > int(launch.group(1)) and ep > 1:
-        # Some rows record tp_size as TP x EP (64 for `--tp 8 --ep 8` on one node); the id
-        # keeps the launch flags, which give the GPUs.
-        tp, ep = int(launch.group(1)), int(launch.group(2))
-        moe = tp
-    if moe > tp * dp and moe % tp == 0:
-        # vLLM rows leave attention_dp empty when --data-parallel-size runs attention DP under
-        # an expert group wider than TP: the MoE group size gives the GPUs.
-        dp = moe // tp
-    return {"tp": tp * dp, "attention_dp": dp, "ep": ep}
+def guess(row: ServingRow) -> dict[str, Any]:
+    """The comparison reading of a row that is not expressible (``ServingRow.guess``)."""
+    return infer(row.raw["model_path"], **row.guess).to_dict()["options"][0]
 
 
-def concurrency(r: dict[str, str]) -> int:
-    """The client's concurrency: ``batch_size``, or for disaggregated rows the
-    ``silicon_concurrency=`` of the source (as SOURCES.md says)."""
-    if r["batch_size"]:
-        return int(r["batch_size"])
-    for part in r["silicon_data_source"].split(";"):
-        key, _, value = part.strip().partition("=")
-        if key == "silicon_concurrency":
-            return int(value)
-    # A few disaggregated rows name no client concurrency: their decode workers' total batch
-    # (decode_batch_size per worker) is the requests in flight.
-    if r["decode_batch_size"]:
-        return int(r["decode_batch_size"]) * _int(r["decode_num_workers"])
-    raise InputError(f"row {r['id']} names no concurrency")
-
-
-def predict(r: dict[str, str]) -> dict[str, Any]:
-    kw: dict[str, Any] = {
-        "gpu": SYSTEMS[r["system"]],
-        "engine": ENGINES[r["backend"]],
-        "weights": r["gemm_quant_mode"] or "bf16",
-        "input_len": int(r["isl"]),
-        "output_len": int(r["osl"]),
-        "concurrency": concurrency(r),
-    }
-    if r["mode"] == "disagg":
-        p, d = _par(r, "prefill_"), _par(r, "decode_")
-        kw.update(
-            prefill_workers=_int(r["prefill_num_workers"]),
-            prefill_tp=p["tp"],
-            prefill_ep=p["ep"],
-            prefill_attention_dp=p["attention_dp"],
-            decode_workers=_int(r["decode_num_workers"]),
-            decode_tp=d["tp"],
-            decode_ep=d["ep"],
-            decode_attention_dp=d["attention_dp"],
-            prefill_batch=_int(r["prefill_batch_size"]) if r["prefill_batch_size"] else None,
-            decode_batch=_int(r["decode_batch_size"]) if r["decode_batch_size"] else None,
-        )
-    else:
-        kw.update(_par(r), pp=_int(r["pp_size"]))
-    return infer(r["model_path"], **kw).to_dict()["options"][0]
-
-
-def static(r: dict[str, str]) -> tuple[float, float] | None:
+def static(row: ServingRow) -> tuple[float, float] | None:
     """The static-batch model on the same row (aggregated parallelism; TP only)."""
+    r = row.raw
     try:
         spec = catalog.model(r["model_path"])
-        par = _par(r) if r["mode"] == "agg" else _par(r, "decode_")
+        par = parallelism(r) if r["mode"] == "agg" else parallelism(r, "decode_")
         tp = par["tp"]
         inf = Inference(
             weight_dtype=STATIC_WEIGHTS[r["gemm_quant_mode"]],  # type: ignore[arg-type]
             kv_dtype="bf16",
-            batch=concurrency(r),
+            batch=row.concurrency,
             context_len=int(r["isl"]) + int(r["osl"]),
         )
         cl = catalog.cluster(SYSTEMS[r["system"]], tp)
@@ -126,6 +87,62 @@ def static(r: dict[str, str]) -> tuple[float, float] | None:
         return None
 
 
+BY_KEYS = ("concurrency", "isl", "osl", "model", "arch", "tp", "gpu", "regime", "workers")
+_CONC_EDGES = (1, 4, 16, 64, 256)
+
+
+def _bucket(c: int) -> str:
+    lo = 0
+    for edge in _CONC_EDGES:
+        if c <= edge:
+            return f"c{lo + 1}-{edge}" if edge > lo + 1 else f"c{edge}"
+        lo = edge
+    return f"c>{_CONC_EDGES[-1]}"
+
+
+def breakdown(row: ServingRow, o: dict[str, Any], key: str) -> str:
+    """The value of one ``--by`` key for ``row`` predicted as ``o``."""
+    r = row.raw
+    if key == "concurrency":
+        return _bucket(row.concurrency)
+    if key in ("isl", "osl"):
+        return r[key]
+    if key == "model":
+        return r["model_path"].split("/")[-1][:16]
+    if key == "arch":
+        try:
+            return "moe" if catalog.model(r["model_path"]).is_moe else "dense"
+        except InputError:
+            return "?"
+    if key == "tp":
+        return str(parallelism(r, "" if r["mode"] == "agg" else "decode_")["tp"])
+    if key == "gpu":
+        return r["system"]
+    if key == "workers":
+        # How a disaggregated row's deployment is known (gpuscale.validation.serving_rows).
+        return "-" if r["mode"] != "disagg" else row.kind.replace("not expressible", GUESS)
+    if key == "regime":
+        notes = " ".join(o.get("notes", []))
+        return "cohorts" if "cohorts" in notes else "steady"
+    raise ValueError(key)
+
+
+def _by_keys(value: str) -> list[str]:
+    keys = [k.strip() for k in value.split(",") if k.strip()]
+    bad = [k for k in keys if k not in BY_KEYS]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"unknown --by key {', '.join(bad)}; accepted: {', '.join(BY_KEYS)}"
+        )
+    return keys
+
+
+def _natural(key: tuple[str, str]) -> tuple[Any, ...]:
+    """Sort labels with their numbers as numbers (c5-16 before c17-64)."""
+    parts = re.split(r"(\d+)", "|".join(key))
+    return tuple(int(p) if p.isdigit() else p for p in parts)
+
+
 def _summary(errs: list[float]) -> str:
     if not errs:
         return "      -        -"
@@ -136,40 +153,58 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--by-model", action="store_true", help="also group by model")
+    ap.add_argument(
+        "--by",
+        type=_by_keys,
+        default=[],
+        help=f"also group by these keys (comma-separated): {', '.join(BY_KEYS)}",
+    )
+    ap.add_argument(
+        "--classes",
+        action="store_true",
+        help="list every disaggregated row with its class and the assumption or reason, and stop",
+    )
     args = ap.parse_args()
-    with ROWS.open() as f:
-        rows = list(csv.DictReader(f))
+    if args.classes:
+        for row in load(ROWS):
+            if row.mode == "disagg":
+                why = row.reason or "; ".join(row.assumptions) or "workers and concurrency stated"
+                print(f"{row.id}\t{row.kind}\t{why}")
+        return
+    by = list(args.by) + (["model"] if args.by_model and "model" not in args.by else [])
+    rows = load(ROWS)
     if args.limit:
         rows = rows[:: max(len(rows) // args.limit, 1)]
     err: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     skipped: list[str] = []
+    kinds: dict[str, int] = defaultdict(int)
     static_refused = 0
     t0 = time.perf_counter()
-    for r in rows:
-        groups = [
-            ("all", "all"),
-            (r["backend"], "all"),
-            ("all", r["mode"]),
-            (r["backend"], r["mode"]),
-        ]
-        if args.by_model:
-            groups.append((r["backend"], r["mode"] + ":" + r["model_path"].split("/")[-1][:14]))
-        ttft, tpot = float(r["silicon_ttft_ms"]), float(r["silicon_tpot_ms"])
+    for row in rows:
+        kinds[f"{row.mode} {row.kind}"] += 1
+        mode = row.mode if row.expressible else f"{row.mode}-{GUESS}"
+        groups = [(row.engine, mode), ("all", mode)]
+        if row.expressible:
+            groups += [("all", "all"), (row.engine, "all")]
         try:
-            o = predict(r)
+            o = predict(row) if row.expressible else guess(row)
         except InputError as exc:
-            skipped.append(f"{r['id']}: {exc}")
+            skipped.append(f"{row.id}: {exc}")
             continue
-        s = static(r)
+        if by:
+            label = "|".join(f"{k}={breakdown(row, o, k)}" for k in by)
+            groups.append((row.engine, mode + ":" + label))
+        st = static(row)
+        ttft, tpot = row.ttft_ms, row.tpot_ms
         for g in groups:
             err[(*g, "ttft")].append(abs(o["ttft_ms"] - ttft) / ttft)
             err[(*g, "tpot")].append(abs(o["tpot_ms"] - tpot) / tpot)
             err[(*g, "b_ttft")].append((o["ttft_ms"] - ttft) / ttft)
             err[(*g, "b_tpot")].append((o["tpot_ms"] - tpot) / tpot)
-            if s is not None:
-                err[(*g, "s_ttft")].append(abs(s[0] - ttft) / ttft)
-                err[(*g, "s_tpot")].append(abs(s[1] - tpot) / tpot)
-        if s is None:
+            if st is not None:
+                err[(*g, "s_ttft")].append(abs(st[0] - ttft) / ttft)
+                err[(*g, "s_tpot")].append(abs(st[1] - tpot) / tpot)
+        if st is None:
             static_refused += 1
     dt = time.perf_counter() - t0
     n = len(rows) - len(skipped)
@@ -178,10 +213,15 @@ def main() -> None:
         f"{1e3 * dt / max(len(rows), 1):.1f} ms per row (both models)"
     )
     print(
+        "row classes: "
+        + ", ".join(f"{k}: {v}" for k, v in sorted(kinds.items()))
+        + f" (the {NOT_EXPRESSIBLE} rows are the disagg-{GUESS} lines, not in all/disagg)"
+    )
+    print(
         "                         serving model: TTFT mean/median   TPOT mean/median"
         "   | static batch: TTFT mean/median   TPOT mean/median   | serving bias TTFT TPOT"
     )
-    keys = sorted({(k[0], k[1]) for k in err})
+    keys = sorted({(k[0], k[1]) for k in err}, key=_natural)
     for eng, mode in keys:
         cnt = len(err[(eng, mode, "ttft")])
         print(

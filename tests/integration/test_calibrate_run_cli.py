@@ -124,3 +124,25 @@ def test_bad_input_is_one_line_exit_2(gpuscale: Gpuscale, extra: list[str], mess
     assert lines[0].startswith("gpuscale: ")
     assert message in lines[0]
     assert "Traceback" not in proc.stderr
+
+
+def test_the_output_says_why_and_fit_forces_a_quantity(gpuscale: Gpuscale) -> None:
+    small = ["gpt3-125m", "--gpu", "h100-sxm", "--gpus", "8", "--mbs", "8", "--gbs", "64"]
+    proc = gpuscale("calibrate", "run", *small, "--seq", "2048", "--measured-tokens-per-s", "2.5e6")
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join(proc.stdout.split())
+    # a small model: its memory-bound kernels explain the run with the smallest move
+    assert "fitted HBM efficiency of memory-bound kernels 0.8 -> " in said
+    assert "why memory_bound: smallest move relative to its prior spread" in said
+    forced = gpuscale(
+        "calibrate", "run", *small, "--measured-tokens-per-s", "2.5e6", "--fit", "compute", "--json"
+    )
+    assert forced.returncode == 0, forced.stderr
+    doc = json.loads(forced.stdout)
+    assert doc["fitted"][0]["parameter"] == "compute"
+    assert doc["fitted"][0]["why"].startswith("asked for (compute)")
+    # one node: there is no network between nodes to fit
+    refused = gpuscale("calibrate", "run", *small, "--measured-step-s", "1", "--fit", "inter")
+    assert refused.returncode == 2
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpuscale: --fit: cannot fit 'inter'")

@@ -76,3 +76,9 @@ def test_bad_loads_are_one_line(kwargs: dict, field: str, words: str) -> None:
     assert err.value.field == field
     assert words in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_a_curve_still_rising_says_so() -> None:
+    doc = gpuscale.infer_sweep("llama3.1-8b", concurrency=[1, 4, 16], **DEPLOYMENT).to_dict()
+    assert doc["knee"]["concurrency"] == 16
+    assert doc["verdict"].endswith("it has not levelled off in this range")

@@ -16,7 +16,25 @@ from gpuscale.errors import InputError
 CONFIGS = Path(__file__).parent.parent / "data" / "configs"
 
 
-@pytest.mark.parametrize("name", ["deepseek-v3", "gpt-oss-120b", "qwen3-235b-a22b", "gpt-j-6b"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "deepseek-v3",
+        "gpt-oss-120b",
+        "qwen3-235b-a22b",
+        "gpt-j-6b",
+        # Published config.json files as copied in ai-dynamo/aiconfigurator@095f58a (the commit
+        # of the serving validation rows); tests/data/configs/SOURCES.md.
+        "deepseek-r1",
+        "kimi-k2.5",
+        "glm-5",
+        "minimax-m2.5",
+        "qwen3.5-397b-a17b",
+        "qwen3-32b",
+        "qwen3-30b-a3b",
+        "gpt-oss-20b",
+    ],
+)
 def test_config_matches_the_catalog_entry(name: str) -> None:
     parsed = catalog.model(str(CONFIGS / f"{name}.json"))
     entry = catalog.models()[name]
@@ -65,3 +83,37 @@ def test_moe_mla_parameter_counts_match_published(model, total_b, active_b) -> N
     spec = catalog.models()[model]
     assert total_params(spec) / 1e9 == pytest.approx(total_b, rel=0.01)
     assert active_params(spec) / 1e9 == pytest.approx(active_b, rel=0.15)
+
+
+def test_qwen35_layer_mix_from_the_interval_without_layer_types() -> None:
+    cfg = json.loads((CONFIGS / "qwen3.5-397b-a17b.json").read_text())["text_config"]
+    del cfg["layer_types"]
+    spec = model_from_config(cfg, "x")
+    assert spec.linear_attention_layers == 45 and spec.has_gated_deltanet
+    assert spec.attention_output_gate
+
+
+def test_qwen35_without_deltanet_shapes_is_one_line_error() -> None:
+    cfg = json.loads((CONFIGS / "qwen3.5-397b-a17b.json").read_text())
+    del cfg["text_config"]["linear_num_value_heads"]
+    with pytest.raises(InputError, match="linear_num_value_heads"):
+        model_from_config(cfg, "x")
+
+
+def test_glm5_reads_its_sparse_attention_indexer() -> None:
+    from gpuscale.costmodel.params import indexer_params
+
+    spec = catalog.model(str(CONFIGS / "glm-5.json"))
+    assert (spec.sparse_attention_topk, spec.indexer_heads, spec.indexer_head_dim) == (
+        2048,
+        32,
+        128,
+    )
+    # wq_b 2048 x 32 x 128 + wk 6144 x 128 + LayerNorm 2 x 128 + weights_proj 6144 x 32
+    assert indexer_params(spec) == 8388608 + 786432 + 256 + 196608
+
+
+def test_quantized_checkpoints_alias_their_base_architecture() -> None:
+    assert catalog.model("nvidia/GLM-5-NVFP4").name == "glm-5"
+    assert catalog.model("nvidia/Qwen3.5-397B-A17B-NVFP4").name == "qwen3.5-397b-a17b"
+    assert catalog.model("nvidia/Kimi-K2.5-NVFP4").name == "kimi-k2.5"

@@ -177,7 +177,9 @@ def test_cohort_simulation_conserves_requests_and_obeys_littles_law(eng_name, co
     eng = engine(eng_name)
     prof = load_profile(eng.cost_profile)
     it = _iteration_model(m, cl, Parallelism(), weight_format("bf16"), "bf16", prof, eng)
-    sim = simulate(it, eng, WORK, conc, max_running=1e9, warmup_cycles=1, measured_cycles=3)
+    sim = simulate(
+        it, eng, WORK, conc, max_running=1e9, warmup_cycles=1, measured_cycles=3, rounds=3
+    )
     assert sim is not None
     # Every client completes one request per measured cycle: nothing is lost or duplicated.
     assert sim.weight.sum() == pytest.approx(3 * conc)
@@ -204,3 +206,145 @@ def test_spread_lengths_widen_the_tails_not_the_means() -> None:
     assert spread["ttft_ms_p99"] > fixed["ttft_ms_p99"]
     assert spread["e2e_s_p99"] > fixed["e2e_s_p99"]
     assert spread["e2e_s_p50"] < fixed["e2e_s_p50"]  # lognormal: median below the mean
+
+
+def _llama_sim(eng_name: str, conc: int, **kw):
+    from gpuscale.planner.serving.cohort_sim import simulate
+
+    m = catalog.model("llama3.1-8b")
+    cl = catalog.cluster("h100-sxm", 1)
+    eng = engine(eng_name)
+    prof = load_profile(eng.cost_profile)
+    it = _iteration_model(m, cl, Parallelism(), weight_format("bf16"), "bf16", prof, eng)
+    sim = simulate(it, eng, WORK, conc, max_running=1e9, **kw)
+    assert sim is not None
+    return sim
+
+
+@pytest.mark.parametrize("eng_name", ["tensorrt-llm", "sglang"])
+def test_benchmark_rounds_are_weighted_from_a_few_simulated_ones(eng_name) -> None:
+    # A benchmark of 20 rounds of C requests: 4 simulated rounds (burst, two full-load rounds,
+    # the tail) with the last full-load round standing for the 16 not simulated give the same
+    # means as simulating all 20, and every measured request is counted once.
+    short = _llama_sim(eng_name, 24, measured_cycles=4, rounds=20)
+    full = _llama_sim(eng_name, 24, measured_cycles=20, rounds=20)
+    assert short.weight.sum() == pytest.approx(20 * 24)
+    assert full.weight.sum() == pytest.approx(20 * 24)
+    for a, b in ((short.ttft_s, full.ttft_s), (short.tpot_s, full.tpot_s)):
+        mean_a = np.average(a, weights=short.weight)
+        mean_b = np.average(b, weights=full.weight)
+        assert mean_a == pytest.approx(mean_b, rel=0.05)
+
+
+def test_the_measured_burst_raises_mean_ttft() -> None:
+    # The measured phase starts with a burst of C prompts (aiperf drains its warm-up first):
+    # counting that round cannot make the mean TTFT smaller than the rounds after it alone,
+    # since the burst's last prompts queue behind C - 1 others.
+    with_burst = _llama_sim("tensorrt-llm", 48, warmup_cycles=0, measured_cycles=4, rounds=4)
+    without = _llama_sim("tensorrt-llm", 48, warmup_cycles=1, measured_cycles=3, rounds=3)
+    mean_with = np.average(with_burst.ttft_s, weights=with_burst.weight)
+    mean_without = np.average(without.ttft_s, weights=without.weight)
+    assert mean_with >= mean_without
+
+
+def test_expected_max_normal_matches_known_order_statistics() -> None:
+    from gpuscale.costmodel.serving.iteration import expected_max_normal
+
+    assert expected_max_normal(1) == 0.0
+    # Exact E[max of 2 standard normals] = 1/sqrt(pi) = 0.564; of 8: 1.423 (Harter 1961).
+    assert expected_max_normal(2) == pytest.approx(1 / np.sqrt(np.pi), abs=0.03)
+    assert expected_max_normal(8) == pytest.approx(1.423, abs=0.02)
+    assert expected_max_normal(64) > expected_max_normal(8)
+
+
+def test_expert_load_on_the_busiest_rank() -> None:
+    from gpuscale.costmodel.serving.iteration import expert_load
+
+    t = np.array([4.0, 64.0, 4096.0])
+    # One rank holds every expert: the expected counts, no straggler.
+    touched, pairs = expert_load(t, 256, 8, 1)
+    p = 1.0 - (1.0 - 8 / 256) ** t
+    assert touched == pytest.approx(np.maximum(256 * p, 1.0))
+    assert pairs == pytest.approx(t * 8)
+    # Hand case: 4 tokens, top-8 of 256 experts, EP 8 -> 32 experts per rank, p = 0.1184,
+    # mean touched 3.79, sd sqrt(32 p (1-p)) = 1.83, Blom z_8 = 1.42: busiest rank ~6.4.
+    touched8, pairs8 = expert_load(t, 256, 8, 8)
+    assert touched8[0] == pytest.approx(6.4, abs=0.15)
+    # The busiest rank never holds more experts than it has, nor less than the mean share.
+    assert np.all(touched8 <= 32.0) and np.all(touched8 >= 32 * p - 1e-9)
+    assert np.all(pairs8 >= t * 8 / 8)
+    # Large batches balance out: the straggler's excess shrinks relative to the mean.
+    excess = pairs8 / (t * 8 / 8) - 1.0
+    assert excess[0] > excess[1] > excess[2]
+    assert excess[2] < 0.1
+
+
+def test_expert_parallel_decode_waits_for_the_busiest_rank() -> None:
+    # The same MoE layer sharded over 8 EP ranks decodes a small batch more slowly than the
+    # per-rank mean would (the straggler holds more experts), but never slower than one rank
+    # holding all touched experts.
+    from gpuscale.costmodel.serving.iteration import expert_load
+
+    touched8, _ = expert_load(np.array([4.0]), 256, 8, 8)
+    touched1, _ = expert_load(np.array([4.0]), 256, 8, 1)
+    assert touched1[0] / 8 < touched8[0] < touched1[0]
+
+
+def test_requests_spread_evenly_over_attention_ranks() -> None:
+    # C clients over R ranks: R - (C mod R) ranks hold floor(C/R), the rest one more. Fewer
+    # clients than ranks means each request has a rank to itself (the lone-request figures);
+    # every measured request is counted once and the throughput adds up over the ranks.
+    from gpuscale.planner.serving.cohort_sim import BENCHMARK_ROUNDS, simulate, simulate_ranks
+
+    m = catalog.model("llama3.1-8b")
+    cl = catalog.cluster("h100-sxm", 1)
+    eng = engine("sglang")
+    prof = load_profile(eng.cost_profile)
+    it = _iteration_model(m, cl, Parallelism(), weight_format("bf16"), "bf16", prof, eng)
+    one = simulate(it, eng, WORK, 1, max_running=1e9)
+    three = simulate(it, eng, WORK, 3, max_running=1e9)
+    two = simulate(it, eng, WORK, 2, max_running=1e9)
+    assert one is not None and two is not None and three is not None
+    lone = simulate_ranks(it, eng, WORK, 3, 8, max_running=1e9)
+    assert lone is not None
+    assert np.average(lone.ttft_s, weights=lone.weight) == pytest.approx(
+        np.average(one.ttft_s, weights=one.weight)
+    )
+    assert lone.requests_per_s * 8 == pytest.approx(3 * one.requests_per_s)
+    mixed = simulate_ranks(it, eng, WORK, 11, 4, max_running=1e9)  # 1 rank x 2, 3 ranks x 3
+    assert mixed is not None
+    assert mixed.weight.sum() == pytest.approx(BENCHMARK_ROUNDS * 11)
+    assert mixed.requests_per_s * 4 == pytest.approx(two.requests_per_s + 3 * three.requests_per_s)
+    mean = np.average(mixed.ttft_s, weights=mixed.weight)
+    lo = np.average(two.ttft_s, weights=two.weight)
+    hi = np.average(three.ttft_s, weights=three.weight)
+    assert min(lo, hi) <= mean <= max(lo, hi)
+    same = simulate_ranks(it, eng, WORK, 3, 1, max_running=1e9)
+    assert same is not None
+    assert np.average(same.ttft_s, weights=same.weight) == pytest.approx(
+        np.average(three.ttft_s, weights=three.weight)
+    )
+
+
+def test_attention_dp_closed_loop_is_continuous_in_concurrency() -> None:
+    # Below one request per attention rank every request runs alone: TTFT does not change with
+    # C, and it does not fall when the ranks fill up.
+    kw = {"gpu": "h200-sxm", "engine": "sglang", "weights": "fp8", "tp": 8, "ep": 8}
+    ttft = [
+        infer("deepseek-r1", attention_dp=8, concurrency=c, **kw).to_dict()["options"][0]["ttft_ms"]
+        for c in (1, 4, 8, 12, 16)
+    ]
+    assert ttft[0] == pytest.approx(ttft[1]) and ttft[1] == pytest.approx(ttft[2])
+    assert all(b >= a * 0.999 for a, b in pairwise(ttft))
+
+
+@pytest.mark.parametrize("name", ["qwen3.5-397b-a17b", "glm-5", "deepseek-v3", "llama3.1-70b"])
+def test_served_weights_match_the_catalog_parameter_count(name: str) -> None:
+    """What one unsplit bf16 instance stores equals the parameter count of costmodel/params.py
+    (hybrid Gated DeltaNet layers, output gates and sparse-attention indexers included)."""
+    from gpuscale.costmodel.params import total_params
+    from gpuscale.costmodel.serving.iteration import weight_bytes_per_gpu
+
+    m = catalog.model(name)
+    stored = weight_bytes_per_gpu(m, Parallelism(), weight_format("bf16")) / 2.0
+    assert stored == pytest.approx(total_params(m), rel=0.01)

@@ -332,6 +332,89 @@ def test_torchtitan_fsdp_under_pp_gathers_once_per_step() -> None:
     assert float(fsdp.comm_zero_s[0]) > float(titan.comm_dp_s[0])
 
 
+def test_torchtitan_pp_reduce_scatter_runs_after_the_last_backward() -> None:
+    # torch.distributed.pipelining calls FSDP's post_backward by hand once the last backward
+    # has returned: with every window wide open and no interference, the gather still hides
+    # but the gradient reduce-scatter is paid in full, by hand: one ring per layer of the
+    # stage's fp32 gradient shard plus the host time and the copy passes around it.
+    from gpuscale.costmodel.collectives import LevelBandwidth, collective_time_s
+    from gpuscale.costmodel.communication import params_per_gpu
+
+    base = load_profile("torchtitan")
+    wide = dataclasses.replace(
+        base,
+        overlap={**base.overlap, "zero": 1.0},
+        constants={
+            **base.constants,
+            "comm_compute_interference": 0.0,
+            "zero3_copies_on_compute_stream": 0.0,
+        },
+    )
+    off = dataclasses.replace(
+        wide, constants={**wide.constants, "fsdp_pp_reduce_after_backward": 0.0}
+    )
+    model = catalog.model("llama3.1-70b")
+    cluster = catalog.cluster("h100-sxm", 64, inter="roce-400")
+    training = Training(seq_len=8192)
+    plan = Plan(tp=8, pp=4, dp=2, micro_batch=4, global_batch=64, zero=3, recompute="full")
+    after = float(estimate_plan(model, cluster, training, plan, wide).comm_dp_s[0])
+    hidden = float(estimate_plan(model, cluster, training, plan, off).comm_dp_s[0])
+    assert hidden == 0.0
+
+    layers = 80 / 4
+    grad = float(params_per_gpu(model, PlanBatch.from_plans([plan]))[0]) * 4.0  # fp32 reduce
+    ring = float(
+        collective_time_s("reduce_scatter", grad / layers, 2, 1, LevelBandwidth.of(cluster, wide))
+    )
+    c = wide.constants
+    host = c["zero3_host_us_per_rank"] * 1e-6 * 2
+    hbm = cluster.pace_device.hbm_bandwidth_gb_per_s * 1e9 * wide.hbm_efficiency
+    expected = layers * (ring + host) + grad * c["zero3_reduce_copy_passes"] / hbm
+    assert after == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("dp", [2, 4, 8])
+@pytest.mark.parametrize("pp", [1, 2, 4])
+def test_reduce_after_backward_never_hides_more(dp: int, pp: int) -> None:
+    base = load_profile("torchtitan")
+    off = dataclasses.replace(
+        base, constants={**base.constants, "fsdp_pp_reduce_after_backward": 0.0}
+    )
+    model = catalog.model("llama3.1-70b")
+    cluster = catalog.cluster("h100-sxm", 8 * pp * dp, inter="roce-400")
+    plan = Plan(tp=8, pp=pp, dp=dp, micro_batch=1, global_batch=8 * dp, zero=3, recompute="full")
+    on_s = float(estimate_plan(model, cluster, Training(seq_len=4096), plan, base).step_time_s[0])
+    off_s = float(estimate_plan(model, cluster, Training(seq_len=4096), plan, off).step_time_s[0])
+    assert on_s >= off_s * (1.0 - 1e-12)
+    if pp == 1:
+        assert on_s == off_s  # no pipeline: FSDP's own hooks reduce during the backward
+
+
+def test_fsdp2_copies_block_the_compute_stream() -> None:
+    # FSDP2's all-gather copy-out and reduce-scatter copy-in run on (or block) the compute
+    # stream: with every window wide open and no interference, a 1D FSDP plan still pays them,
+    # by hand: 2 passes of the 16-bit weights per gather (forward and backward: 2 gathers) and
+    # 1.5 passes of the fp32 gradient, at the achieved HBM rate.
+    from gpuscale.costmodel.communication import params_per_gpu
+
+    base = load_profile("torchtitan")
+    constants = {**base.constants, "comm_compute_interference": 0.0}
+    wide = dataclasses.replace(base, overlap={**base.overlap, "zero": 1.0}, constants=constants)
+    hidden = dataclasses.replace(
+        wide, constants={**constants, "zero3_copies_on_compute_stream": 0.0}
+    )
+    model = catalog.model("llama3.1-8b")
+    cluster = catalog.cluster("h100-sxm", 8)
+    training = Training(seq_len=8192)
+    plan = Plan(dp=8, micro_batch=2, global_batch=16, zero=3, recompute="selective")
+    paid = float(estimate_plan(model, cluster, training, plan, wide).comm_zero_s[0])
+    free = float(estimate_plan(model, cluster, training, plan, hidden).comm_zero_s[0])
+    assert free == 0.0
+    params = float(params_per_gpu(model, PlanBatch.from_plans([plan]))[0])
+    hbm = cluster.pace_device.hbm_bandwidth_gb_per_s * 1e9 * wide.hbm_efficiency
+    assert paid == pytest.approx((2 * 2.0 * params * 2.0 + 1.5 * params * 4.0) / hbm, rel=1e-9)
+
+
 def _zero2_unhidden(n: int, per_unit: float) -> float:
     profile = dataclasses.replace(
         GENERIC, constants={**GENERIC.constants, "zero2_unit_collectives": per_unit}

@@ -46,7 +46,7 @@ PINNED = {
     "narayanan21-t2-01": 0.15,  # DeepSpeed ZeRO-3, 384 GPUs
     # DeepSpeed ZeRO-3, 530B on 2240 GPUs: +29.9% from the 2021 mechanism alone (nothing fitted)
     "narayanan21-t2-06": 0.32,
-    "bloom176b-step": 0.10,
+    "bloom176b-step": 0.05,
 }
 
 
@@ -140,6 +140,27 @@ def test_rows_not_expressible_say_so(validation_dir: Path) -> None:
     for row_id in ("megascale-t2-megatron-lm-256", "megascale-fig9-megatron-lm-2240"):
         assert to_case(rows[row_id]).overrides == {"overlap": baseline_overlap}
     assert to_case(rows["megascale-t2-megascale-256"]).overrides == {}
+
+
+def test_llmfoundry_large_scale_flash_rows_run_flash_attention_2(validation_dir: Path) -> None:
+    """llm-foundry's sweep.py (5e85bd62d) ran 1b/3b/7b/70b with attn_impl 'flash' (FA2 2.4.2)
+    and 13b/30b with 'triton': only the former are priced at FA2's rates, and only in the
+    large-scale table."""
+    rows = load_rows(validation_dir / "published_runs_more.csv")
+    fa2 = {
+        r["id"]
+        for r in rows
+        if to_case(r).overrides.get("attention_efficiency") == {"hopper": 0.3224}
+    }
+    expected = {
+        f"llmfoundry-h100-80gb-{size}-{n}gpu-ls"
+        for size in ("1b", "3b", "7b", "70b")
+        for n in (128, 256, 512)
+    }
+    assert fa2 == expected
+    for row_id in expected:
+        case = to_case(next(r for r in rows if r["id"] == row_id))
+        assert case.overrides["constants"]["attention_backward_relative_efficiency"] == 0.87
 
 
 # --- fitted values and leave-one-source-out ---------------------------------------------------
@@ -270,18 +291,25 @@ def report(validation_dir: Path) -> loso.LosoReport:
 # zero2_unit_collectives): llmfoundry-h100 17.6% -> 16.9%. MegaScale's Megatron-LM baseline
 # priced with the overlap its commit has (285068c8, 2023-01: no DP/PP overlap, 1/4 of the TP
 # traffic async): megascale 14.1% -> 11.1%, overall 10.7% -> 10.3%.
+# The Triton attention's Hopper rate read on FA2's causal curve (319 of 989.5 at 4k, not the
+# non-causal 370; llm-foundry.yaml): llmfoundry-h100 16.9% -> 14.4%, overall 9.5% -> 9.1%;
+# Composer's DecoupledAdamW counted (96 bytes per parameter): llmfoundry-h100 14.1%, overall 9.0%.
+# The 12 large-scale rows that ran FlashAttention-2 (sweep.py) priced at FA2's rates, not the
+# Triton kernel's: llmfoundry-h100 14.1% -> 17.7%, overall 9.0% -> 9.7% (the honest figure).
+# Jean Zay as the BLOOM run saw it (CUDA_LAUNCH_BLOCKING=1's host time, NCCL's measured ring
+# collectives over Omni-Path): bloom176b 8.9% -> 1.7%.
 LOSO_BOUNDS = {
-    "overall": 0.105,
+    "overall": 0.10,
     "narayanan21": 0.07,
     "korthikanti22": 0.045,
     "megatron": 0.105,
     "nemo2407": 0.06,
-    "torchtitan": 0.06,
+    "torchtitan": 0.035,
     "llmfoundry": 0.05,
-    "bloom176b": 0.095,
+    "bloom176b": 0.025,
     "megascale": 0.115,
-    "torchtitan-paper": 0.17,
-    "llmfoundry-h100": 0.175,
+    "torchtitan-paper": 0.16,
+    "llmfoundry-h100": 0.18,
 }
 
 
@@ -363,9 +391,10 @@ def test_ranking_regression_bounds(validation_dir: Path) -> None:
     mapped, _ = cases(rows)
     groups = ranking.rank(mapped, evaluate(rows))
     multi = [g for g in groups if g.layouts >= 3]
-    assert max(g.regret for g in groups) <= 0.08
-    assert np.median([g.spearman for g in multi]) >= 0.65
-    assert np.median([g.worst_optimism for g in multi]) <= 0.22
+    assert max(g.regret for g in groups) <= 0.03
+    assert np.median([g.spearman for g in multi]) >= 0.85
+    # bad layouts no more optimistic than the rest, and not overcorrected into pessimism
+    assert abs(np.median([g.worst_optimism for g in multi])) <= 0.05
 
 
 def test_a_refitted_value_reaches_the_profiles_built_on_it() -> None:

@@ -208,7 +208,9 @@ def test_serving_answer_is_the_apis(client: Any) -> None:
     best = search("llama3.1-8b", gpu="h100-sxm", gpus=8, slo_ttft_ms=500, slo_tpot_ms=40)
     assert _by_id(page, "verdict") == load.to_dict()["verdict"]
     assert _by_id(page, "best") == best.explanation()
-    assert page.count("Plotly.newPlot(") == len(load.figures())
+    sweep = api.infer_sweep("llama3.1-8b", gpu="h100-sxm", concurrency=[1, 4, 16, 32, 64])
+    assert page.count("Plotly.newPlot(") == len(load.figures()) + len(sweep.figures())
+    assert _by_id(page, "sweep") == sweep.to_dict()["verdict"]
     status, page = _post(client, "/serving", {**form, "slo_tpot_ms": "fast"})
     assert status == 400 and _by_id(page, "error") == "TPOT p99 target (ms): 'fast' is not a number"
     response = client.post("/serving/report.html", data=form)

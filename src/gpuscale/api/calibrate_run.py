@@ -2,7 +2,8 @@
 
 The run is described with ``estimate``'s arguments; the measurement is the job's tokens/s (all
 GPUs together) or its step time, optionally its peak memory per GPU. The answer says which
-parameter moved and how far, and carries the profile to pass back with ``profile=`` (``--profile``
+physical quantity moved, how far, why that one, and whether the run could tell it apart from
+the others, and carries the profile to pass back with ``profile=`` (``--profile``
 on the command line) to predict other plans and scales of the same stack.
 """
 
@@ -20,7 +21,16 @@ from gpuscale.api.training import run_inputs
 from gpuscale.costmodel.profile import load_profile, load_profile_for
 from gpuscale.errors import require
 from gpuscale.planner import calibrate_run as library
-from gpuscale.planner.calibrate_run import Measured, Run, RunCalibration, predict, profile_document
+from gpuscale.planner.calibrate_run import (
+    QUANTITIES,
+    Measured,
+    Run,
+    RunCalibration,
+    predict,
+    profile_document,
+)
+
+__all__ = ["QUANTITIES", "CalibrateRunResult", "calibrate_run", "profile_yaml"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -39,9 +49,18 @@ class CalibrateRunResult:
     predicted_memory_gib_before: float
     predicted_memory_gib_after: float
     fitted: tuple[dict[str, Any], ...]
-    """``parameter``, ``label``, ``keys``, ``before``, ``after``, ``change`` of each fitted value."""
+    """``parameter``, ``label``, ``keys``, ``before``, ``after``, ``change``, ``why`` of each
+    fitted value."""
+    identifiable: bool
+    """False when another quantity explains the run about as plausibly (``also_consistent``):
+    one run cannot tell them apart."""
+    also_consistent: tuple[str, ...]
     elasticity: dict[str, float]
-    """``-d ln(step)/d ln(parameter)`` of each candidate: the rule picks the largest."""
+    """``|d ln(step)/d ln(quantity)|`` of each candidate quantity."""
+    candidates: tuple[dict[str, Any], ...]
+    """Every candidate: ``parameter``, ``label``, ``elasticity``, ``sigma`` (prior spread),
+    ``before``, ``needed`` (the value that would explain the run alone) and ``z`` (that move in
+    prior spreads); the rule fits the smallest ``z``."""
     profile: dict[str, Any]
     """The profile document (``written`` holds where it went)."""
     written: str | None
@@ -65,6 +84,22 @@ class CalibrateRunResult:
             )
         return lines
 
+    @property
+    def explanation(self) -> list[str]:
+        """Why each value was the one fitted, and what else the run is consistent with."""
+        lines = [f"{f['parameter']}: {f['why']}" for f in self.fitted]
+        if not self.identifiable:
+            names = [f["parameter"] for f in self.fitted[:1]] + list(self.also_consistent)
+            apart = dict.fromkeys(_SEPARATES[n] for n in names if n in _SEPARATES)
+            lines.append(
+                "not identifiable from this run alone: "
+                + ", ".join(self.also_consistent)
+                + " would explain it about as plausibly; a second run that differs in "
+                + " or ".join(apart)
+                + " tells them apart"
+            )
+        return lines
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
@@ -81,7 +116,11 @@ class CalibrateRunResult:
             "predicted_memory_gib_after": self.predicted_memory_gib_after,
             "fitted": [dict(f) for f in self.fitted],
             "summary": self.summary,
+            "explanation": self.explanation,
+            "identifiable": self.identifiable,
+            "also_consistent": list(self.also_consistent),
             "elasticity": dict(self.elasticity),
+            "candidates": [dict(c) for c in self.candidates],
             "profile": self.profile,
             "written": self.written,
             "warnings": list(self.warnings),
@@ -111,6 +150,18 @@ class CalibrateRunResult:
     def yaml(self) -> str:
         """The profile as the file ``output=`` writes."""
         return profile_yaml(self.profile)
+
+
+_SEPARATES = {
+    "compute": "model width",
+    "attention": "sequence length",
+    "memory_bound": "model width",
+    "host": "micro-batch size",
+    "inter": "node count",
+    "intra": "tensor-parallel size",
+}
+"""What a second run should change to separate a quantity from the others: the plan feature
+its share of the step moves with."""
 
 
 def profile_yaml(doc: dict[str, Any]) -> str:
@@ -179,8 +230,9 @@ def calibrate_run(
     """Fit the ``framework`` profile (with ``profile`` laid over it, as ``estimate`` reads them)
     to one measured run: ``measured_tokens_per_s`` of all GPUs together or ``measured_step_s``
     (exactly one), and optionally ``measured_memory_gib``, the peak of the busiest GPU. Writes the
-    profile to ``output`` when given. ``only``: fit this parameter (``compute``, ``inter``,
-    ``intra``) instead of the one the step is most sensitive to."""
+    profile to ``output`` when given. ``only``: fit this quantity (one of
+    :data:`gpuscale.planner.calibrate_run.QUANTITIES`) instead of the one the rule picks (the
+    one that explains the run with the smallest move relative to its prior spread)."""
     tokens = _positive(measured_tokens_per_s, "measured_tokens_per_s")
     step = _positive(measured_step_s, "measured_step_s")
     memory = _positive(measured_memory_gib, "measured_memory_gib")
@@ -298,7 +350,10 @@ def calibrate_run(
         predicted_memory_gib_before=cal.predicted_memory_gib_before,
         predicted_memory_gib_after=cal.predicted_memory_gib_after,
         fitted=tuple(fitted),
+        identifiable=cal.identifiable,
+        also_consistent=tuple(c.name for c in cal.also_consistent),
         elasticity=dict(doc["fit"]["elasticity"]),
+        candidates=tuple(doc["fit"]["candidates"]),
         profile=doc,
         written=written,
         warnings=cal.warnings,

@@ -127,8 +127,9 @@ def infer(
 
     ``tp`` counts all GPUs of one pipeline stage; ``attention_dp`` of them run attention on
     separate request groups, ``ep`` shards the experts. Give ``prefill_workers`` and
-    ``decode_workers`` for disaggregated serving. Closed loop with ``concurrency``; open loop
-    (Poisson) with ``request_rate`` requests/s."""
+    ``decode_workers`` for disaggregated serving. Closed loop with ``concurrency`` (the means
+    of a benchmark of 20 rounds of ``concurrency`` requests that starts with a burst on a
+    drained engine, as aiperf runs it); open loop (Poisson) with ``request_rate`` requests/s."""
     spec = model if isinstance(model, ModelSpec) else catalog.model(model)
     require(spec.causal, f"{spec.name} is an encoder; serving applies to decoders", field="model")
     for name, value in (("input_len", input_len), ("output_len", output_len)):

@@ -26,7 +26,15 @@ MOE_LIKE = (
     "deepseek_v3",
     "deepseek_v2",
     "kimi_k2",
+    "glm_moe_dsa",
+    "qwen3_next",
+    "qwen3_5_moe_text",
 )
+MLA_LIKE = ("deepseek_v3", "deepseek_v2", "kimi_k2", "glm_moe_dsa")
+"""DeepSeek-V2/V3 layout: MLA, shared experts, leading dense layers (GLM-5's glm_moe_dsa adds
+a DeepSeek sparse-attention indexer, not counted)."""
+HYBRID_LIKE = ("qwen3_next", "qwen3_5_moe_text")
+"""Qwen3-Next/Qwen3.5: Gated DeltaNet layers between gated full-attention layers."""
 SUPPORTED = (*LLAMA_LIKE, *MOE_LIKE, "gpt2", "gpt_neox", "gptj", "mpt", "bloom", "opt", "bert")
 
 MAX_DIMENSION = 1 << 24
@@ -235,14 +243,15 @@ def model_from_config(cfg: Mapping[str, Any], name: str) -> ModelSpec:
 def _moe(
     cfg: Mapping[str, Any], name: str, model_type: str, common: dict[str, Any], heads: int
 ) -> ModelSpec:
-    """Mixture-of-experts configs: Qwen2/3-MoE, gpt-oss, MiniMax-M2 and DeepSeek-V2/V3 (MLA,
-    shared experts, leading dense layers), key names as in each transformers config class."""
+    """Mixture-of-experts configs: Qwen2/3-MoE, Qwen3-Next/Qwen3.5 hybrids, gpt-oss, MiniMax-M2
+    and DeepSeek-V2/V3, Kimi-K2, GLM-5 (MLA, shared experts, leading dense layers), key names as
+    in each transformers config class."""
     experts = _int(cfg, name, "num_experts", "num_local_experts", "n_routed_experts")
     top_k = _int(cfg, name, "num_experts_per_tok", "experts_per_token", default=2)
     expert_ffn = _int(cfg, name, "moe_intermediate_size", "intermediate_size")
     layers = common["num_layers"]
     extra: dict[str, Any] = {}
-    if model_type in ("deepseek_v3", "deepseek_v2", "kimi_k2"):
+    if model_type in MLA_LIKE:
         rope = _int(cfg, name, "qk_rope_head_dim")
         nope = _int(cfg, name, "qk_nope_head_dim")
         extra.update(
@@ -256,7 +265,14 @@ def _moe(
             dense_layers=min(int(cfg.get("first_k_dense_replace") or 0), layers),
             dense_ffn_hidden_size=_int(cfg, name, "intermediate_size"),
         )
-    elif model_type in ("qwen2_moe", "qwen3_moe"):
+        if model_type == "glm_moe_dsa":
+            # DSA indexer (transformers GlmMoeDsaConfig defaults: top-2048, 32 heads of 128)
+            extra.update(
+                sparse_attention_topk=_int(cfg, name, "index_topk", default=2048),
+                indexer_heads=_int(cfg, name, "index_n_heads", default=32),
+                indexer_head_dim=_int(cfg, name, "index_head_dim", default=128),
+            )
+    elif model_type in ("qwen2_moe", "qwen3_moe", *HYBRID_LIKE):
         shared = (
             _int(cfg, name, "shared_expert_intermediate_size", default=0)
             if cfg.get("shared_expert_intermediate_size")
@@ -265,6 +281,8 @@ def _moe(
         extra["shared_experts"] = max(round(shared / expert_ffn), 0) if shared else 0
         if cfg.get("head_dim") is not None:
             extra["head_dim"] = _int(cfg, name, "head_dim")
+        if model_type in HYBRID_LIKE:
+            extra.update(_hybrid(cfg, name, model_type, layers))
     elif model_type == "gpt_oss":
         window = int(cfg.get("sliding_window") or 0)
         kinds = cfg.get("layer_types")
@@ -297,6 +315,28 @@ def _moe(
         experts_per_token=top_k,
         **extra,
     )
+
+
+def _hybrid(cfg: Mapping[str, Any], name: str, model_type: str, layers: int) -> dict[str, Any]:
+    """Qwen3-Next/Qwen3.5 layer mix and Gated DeltaNet shapes (transformers
+    Qwen3_5MoeTextConfig: ``layer_types``, else full attention every ``full_attention_interval``
+    layers; ``linear_*`` head counts and widths; ``attn_output_gate``)."""
+    kinds = cfg.get("layer_types")
+    if isinstance(kinds, list) and len(kinds) == layers:
+        linear = sum(1 for k in kinds if k == "linear_attention")
+    else:
+        interval = _int(cfg, name, "full_attention_interval", default=4)
+        linear = layers - layers // interval
+    return {
+        "linear_attention_layers": linear,
+        "linear_num_key_heads": _int(cfg, name, "linear_num_key_heads"),
+        "linear_num_value_heads": _int(cfg, name, "linear_num_value_heads"),
+        "linear_key_head_dim": _int(cfg, name, "linear_key_head_dim"),
+        "linear_value_head_dim": _int(cfg, name, "linear_value_head_dim"),
+        "linear_conv_kernel": _int(cfg, name, "linear_conv_kernel_dim", default=4),
+        # Qwen3-Next always gates its attention output; Qwen3.5 says so in the config.
+        "attention_output_gate": _flag(cfg, name, "attn_output_gate", model_type == "qwen3_next"),
+    }
 
 
 def _mpt(cfg: Mapping[str, Any], name: str, source: str) -> ModelSpec:

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from gpuscale.api.calibrate_run import calibrate_run
+from gpuscale.api.calibrate_run import QUANTITIES, calibrate_run
 from gpuscale.cli._common import check_writable, console, emit_json, err_console
 from gpuscale.cli._options import RUN, flag, opt, options
 from gpuscale.report.calibrate_run import print_calibrated_run, print_notes
@@ -19,8 +19,9 @@ from gpuscale.report.calibrate_run import print_calibrated_run, print_notes
     *("measured_tokens_per_s", "measured_step_s", "measured_memory_gib"),
     opt(
         "--fit only",
-        click.Choice(["compute", "inter", "intra"]),
-        help="Fit this parameter [default: the one the step is most sensitive to].",
+        click.Choice(list(QUANTITIES)),
+        help="Fit this quantity [default: the one that explains the run with the smallest move "
+        "relative to its prior spread].",
     ),
     flag("name", default=None, help="Name of the profile [default: from the run]."),
     opt("-o --output", help="Write the profile YAML here."),

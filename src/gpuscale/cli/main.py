@@ -85,6 +85,7 @@ FLAGS: dict[str, str] = {
     "flash_attention": "--no-flash-attention",
     "double_quant": "--no-double-quant",
     "weight_dtype": "--weights",
+    "only": "--fit",  # calibrate run: the quantity to fit
 }
 """API arguments whose flag is not ``--`` + the argument with dashes."""
 

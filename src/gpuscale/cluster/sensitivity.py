@@ -93,7 +93,7 @@ def allreduce_s(server: Server, placement: str, grad_bytes: float, profile: Prof
     levels = LevelBandwidth(
         intra_gb_per_s=intra.bandwidth(server.intra.bandwidth_gb_per_s),
         intra_latency_us=intra.latency(server.intra.latency_us),
-        nic_gb_per_s=inter.bandwidth(server.nic.bandwidth_gb_per_s),
+        nic_gb_per_s=inter.collective_bandwidth(server.nic.bandwidth_gb_per_s),  # all-reduce
         nics_per_gpu=nics / per_node,
         inter_latency_us=inter.latency(server.nic.latency_us),
     )

@@ -57,6 +57,9 @@ class LevelBandwidth:
     """One NIC port's achieved rate (after the leaf/spine oversubscription)."""
     nics_per_gpu: float
     inter_latency_us: float
+    collective_nic_gb_per_s: float | None = None
+    """One NIC port's achieved rate under ring collectives when measured apart from
+    point-to-point traffic (``LinkCalibration.collective_bandwidth_gb_per_s``); None: ``nic``."""
 
     @classmethod
     def of(cls, cluster: Cluster, profile: Profile) -> LevelBandwidth:
@@ -69,6 +72,12 @@ class LevelBandwidth:
             / cluster.oversubscription,
             nics_per_gpu=cluster.nics_per_node / cluster.gpus_per_node,
             inter_latency_us=inter.latency(cluster.inter.latency_us),
+            collective_nic_gb_per_s=(
+                None
+                if inter.collective_bandwidth_gb_per_s is None
+                else inter.collective_bandwidth(cluster.inter.bandwidth_gb_per_s)
+                / cluster.oversubscription
+            ),
         )
 
 
@@ -82,7 +91,12 @@ def group_bus_bandwidth(levels: LevelBandwidth, n: ArrayLike, per_node: ArrayLik
     """
     n = np.asarray(n, dtype=float)
     per_node = np.minimum(np.asarray(per_node, dtype=float), n)
-    inter = per_node * levels.nics_per_gpu * levels.nic_gb_per_s
+    nic = (
+        levels.nic_gb_per_s
+        if levels.collective_nic_gb_per_s is None
+        else levels.collective_nic_gb_per_s
+    )
+    inter = per_node * levels.nics_per_gpu * nic
     crosses = n > per_node
     return np.where(crosses, np.minimum(levels.intra_gb_per_s, inter), levels.intra_gb_per_s)
 

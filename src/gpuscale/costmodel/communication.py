@@ -297,13 +297,15 @@ def communication(
     # Full-size HBM passes around each collective (zero-filled gather buffers, copies out of and
     # into the flat NCCL buffer, gradient scaling): memory-bound, at the achieved HBM rate.
     hbm = cluster.pace_device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
+    ag_copy = weight_bytes * profile.const("zero3_gather_copy_passes") / hbm
+    rs_copy = grad_bytes * profile.const("zero3_reduce_copy_passes") / hbm
     z3_ag = (
         gathers
         * (
             collective_time_s("all_gather", weight_bytes / gathers, dp_group, dp_per_node, levels)
             + host_s
         )
-        + weight_bytes * profile.const("zero3_gather_copy_passes") / hbm
+        + ag_copy
     )
     z3_rs = (
         scatters
@@ -313,22 +315,46 @@ def communication(
             )
             + host_s
         )
-        + grad_bytes * profile.const("zero3_reduce_copy_passes") / hbm
+        + rs_copy
     )
     # A framework whose activation checkpointing re-runs the module hooks gathers the weights a
     # third time for the recomputed forward (``zero3_regather_on_recompute``).
     passes = 2.0 + np.where(full, profile.const("zero3_regather_on_recompute"), 0.0)
     z3_comm = passes * z3_ag + z3_rs
     z3_hidden = profile.overlap_of("zero") * (compute.forward_s + compute.backward_s)
-    z3_exposed = exposed_comm_s(z3_comm, z3_hidden, interference)
+    # FSDP2 copies on the compute stream: the all-gather copy-out (split_with_sizes_copy into
+    # the unsharded parameters) runs in wait_for_unshard on the current stream, and the
+    # default stream waits for the reduce-scatter copy-in (_chunk_cat into the reduce_dtype
+    # buffer) before it frees the gradients (torch/distributed/_composable/fsdp/
+    # _fsdp_collectives.py, foreach_all_gather_copy_out / foreach_reduce, torch 2.4-2.6), so
+    # no collective can hide them (``zero3_copies_on_compute_stream``).
+    serial_copies = profile.const("zero3_copies_on_compute_stream") > 0
+    ag_serial = ag_copy if serial_copies else np.zeros_like(ag_copy)
+    rs_serial = rs_copy if serial_copies else np.zeros_like(rs_copy)
+    copies = passes * ag_serial + rs_serial
+    z3_exposed = exposed_comm_s(z3_comm - copies, z3_hidden, interference) + copies
     # Under pipeline parallelism torchtitan keeps FSDP2 parameters unsharded across the step's
     # micro-batches (reshard_after_forward=False when PP is on, "to avoid per-microbatch
     # all-gathers"; torchtitan parallelize_llama.apply_fsdp) and the pipeline schedule syncs
     # gradients on the last backward only (torch.distributed.pipelining PipelineStage): one
     # gather and one reduce-scatter per step instead of per micro-batch.
     once = (zero == 3) & (pp > 1) & (profile.const("fsdp_gather_once_under_pp") > 0)
+    # ... and that sync runs after the last backward has returned: the schedule turns FSDP's
+    # gradient sync off for every micro-batch and, on the last one, calls each parameter
+    # group's post_backward (the reduce-scatters) and waits for them in the root's final
+    # callback (torch/distributed/pipelining/stage.py, backward_maybe_with_nosync, FSDPModule
+    # branch, torch 2.5-2.6), so no backward is left to hide them behind
+    # (``fsdp_pp_reduce_after_backward``); the per-step gather still overlaps the first forward.
+    after = once & (profile.const("fsdp_pp_reduce_after_backward") > 0)
+    once_exposed = np.where(
+        after,
+        exposed_comm_s(passes * (z3_ag - ag_serial), z3_hidden, interference)
+        + passes * ag_serial
+        + z3_rs,
+        z3_exposed,
+    )
     zero3_mb = np.where((zero == 3) & ~once, z3_exposed, 0.0) + zero2_mb
-    dp_step = dp_step + np.where(once, z3_exposed, 0.0)
+    dp_step = dp_step + np.where(once, once_exposed, 0.0)
 
     return CommTimes(
         tp_mb=tp_mb,

@@ -23,12 +23,47 @@ def attention_params(m: ModelSpec) -> int:
         )
         kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
         kv += m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)
-        return q + kv + heads * m.v_head_dim * h
-    weights = m.hidden_size * (m.q_width + 2 * m.kv_width) + m.q_width * m.hidden_size
-    bias = (m.q_width + 2 * m.kv_width if m.qkv_bias else 0) + (
-        m.hidden_size if m.linear_bias else 0
-    )
+        return q + kv + heads * m.v_head_dim * h + indexer_params(m)
+    # An output gate (Qwen3-Next/Qwen3.5 attn_output_gate) doubles q_proj's output width
+    # (transformers Qwen3_5MoeAttention: q_proj hidden -> heads * head_dim * 2).
+    q_out = m.q_width * (2 if m.attention_output_gate else 1)
+    weights = m.hidden_size * (q_out + 2 * m.kv_width) + m.q_width * m.hidden_size
+    bias = (q_out + 2 * m.kv_width if m.qkv_bias else 0) + (m.hidden_size if m.linear_bias else 0)
     return weights + bias
+
+
+def indexer_params(m: ModelSpec) -> int:
+    """The DeepSeek Sparse Attention lightning indexer of one layer (transformers
+    DeepseekV32Indexer, reused by GLM-5): wq_b from the query latent to its heads, wk to one key
+    head, a LayerNorm on that key, weights_proj to one weight per head."""
+    if not m.indexer_heads:
+        return 0
+    d = m.indexer_head_dim
+    q_in = m.q_lora_rank or m.hidden_size
+    return q_in * m.indexer_heads * d + m.hidden_size * d + 2 * d + m.hidden_size * m.indexer_heads
+
+
+def linear_attention_params(m: ModelSpec) -> int:
+    """One Gated DeltaNet layer (Yang et al. 2024, arXiv:2412.06464) as transformers'
+    Qwen3_5MoeGatedDeltaNet holds it: in_proj_qkv (h -> 2 key + value), in_proj_z (h -> value),
+    in_proj_b and in_proj_a (h -> value heads), a depthwise conv over q/k/v, dt_bias and A_log
+    per value head, a gated RMSNorm of one value head, out_proj (value -> h)."""
+    key = m.linear_num_key_heads * m.linear_key_head_dim
+    value = m.linear_num_value_heads * m.linear_value_head_dim
+    h = m.hidden_size
+    projections = h * (2 * key + value) + h * value + 2 * h * m.linear_num_value_heads
+    conv = (2 * key + value) * m.linear_conv_kernel
+    return projections + conv + 2 * m.linear_num_value_heads + m.linear_value_head_dim + value * h
+
+
+def mean_attention_params(m: ModelSpec) -> int:
+    """Token-mixer parameters per block, averaged over the blocks: hybrids mix full-attention
+    and Gated DeltaNet layers, so ``num_layers * mean_attention_params`` is their total."""
+    if not m.has_gated_deltanet:
+        return attention_params(m)
+    full = m.num_layers - m.linear_attention_layers
+    linear = m.linear_attention_layers * linear_attention_params(m)
+    return round((full * attention_params(m) + linear) / m.num_layers)
 
 
 def mlp_params(m: ModelSpec) -> int:
@@ -64,11 +99,11 @@ def layer_params(m: ModelSpec) -> int:
     first ``dense_layers`` blocks have a dense MLP (DeepSeek-V3) gets the mean over its blocks,
     so ``num_layers * layer_params`` is still the blocks' total."""
     if not m.dense_layers:
-        return attention_params(m) + _moe_block_mlp(m) + 2 * norm_params(m)
+        return mean_attention_params(m) + _moe_block_mlp(m) + 2 * norm_params(m)
     mlp = m.dense_layers * _dense_mlp_params(m) + (m.num_layers - m.dense_layers) * _moe_block_mlp(
         m
     )
-    return attention_params(m) + 2 * norm_params(m) + round(mlp / m.num_layers)
+    return mean_attention_params(m) + 2 * norm_params(m) + round(mlp / m.num_layers)
 
 
 def embedding_params(m: ModelSpec) -> int:
@@ -94,8 +129,8 @@ def breakdown(m: ModelSpec) -> dict[str, int]:
     """Parameter count per component (sums to :func:`total_params`)."""
     return {
         "embedding": embedding_params(m),
-        "attention": m.num_layers * attention_params(m),
-        "mlp": m.num_layers * (layer_params(m) - attention_params(m) - 2 * norm_params(m)),
+        "attention": m.num_layers * mean_attention_params(m),
+        "mlp": m.num_layers * (layer_params(m) - mean_attention_params(m) - 2 * norm_params(m)),
         "norm": (2 * m.num_layers + 1) * norm_params(m),
         "other": m.extra_params,
     }

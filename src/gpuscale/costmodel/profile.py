@@ -22,6 +22,8 @@ Schema (``schema_version: 1``)::
     links:                        # achieved collective bandwidth and latency per level or kind
       nvlink: {bandwidth_efficiency: 0.8, latency_us: null}
       intra:  {bandwidth_gb_per_s: 360, latency_us: 8}   # absolute, from measurement
+      opa-100: {bandwidth_efficiency: 0.92, collective_bandwidth_gb_per_s: 2.53}  # by link id;
+                                  # ring collectives measured apart from point-to-point
     overlap: {dp: 0.9, ...}       # fraction of each communication kind hidden behind compute
     constants: {...}              # other named factors (see generic.yaml for their meaning)
 """
@@ -79,11 +81,20 @@ class LinkCalibration:
     bandwidth_efficiency: float = 1.0
     bandwidth_gb_per_s: float | None = None
     latency_us: float | None = None
+    collective_bandwidth_gb_per_s: float | None = None
+    """Measured rate per NIC of NCCL's ring collectives (all-reduce, all-gather,
+    reduce-scatter, broadcast) where it differs from point-to-point traffic; None: the same
+    as :meth:`bandwidth`."""
 
     def bandwidth(self, rated_gb_per_s: float) -> float:
         if self.bandwidth_gb_per_s is not None:
             return self.bandwidth_gb_per_s
         return rated_gb_per_s * self.bandwidth_efficiency
+
+    def collective_bandwidth(self, rated_gb_per_s: float) -> float:
+        if self.collective_bandwidth_gb_per_s is not None:
+            return self.collective_bandwidth_gb_per_s
+        return self.bandwidth(rated_gb_per_s)
 
     def latency(self, rated_us: float) -> float:
         return rated_us if self.latency_us is None else self.latency_us

@@ -36,6 +36,7 @@ CONSTANTS: dict[str, Check] = {
     "zero3_host_us_per_rank": NON_NEGATIVE,
     "zero3_gather_copy_passes": NON_NEGATIVE,
     "zero3_reduce_copy_passes": NON_NEGATIVE,
+    "zero3_copies_on_compute_stream": SHARE,
     "zero3_regather_on_recompute": SHARE,
     "comm_compute_interference": SHARE,
     "selective_recompute_layer_fraction": SHARE,
@@ -52,11 +53,14 @@ CONSTANTS: dict[str, Check] = {
     "attention_causal_relative_efficiency": FRACTION,
     "lora_output_passes": NON_NEGATIVE,
     "fsdp_gather_once_under_pp": SHARE,
+    "fsdp_pp_reduce_after_backward": SHARE,
     "cp_ring_unfused_passes": SHARE,
     "cp_kv_heads_repeated": SHARE,
     "cp_kv_all_gather": SHARE,
     "tp_fp8_all_gather": SHARE,
     "zero2_unit_collectives": SHARE,
+    "cuda_launch_blocking": SHARE,
+    "launch_blocking_host_ms_per_layer": NON_NEGATIVE,
 }
 """Every named constant the cost model reads, with its accepted range."""
 
@@ -65,6 +69,7 @@ LINK_FIELDS: dict[str, Check] = {
     "bandwidth_efficiency": FRACTION,
     "bandwidth_gb_per_s": POSITIVE,
     "latency_us": NON_NEGATIVE,
+    "collective_bandwidth_gb_per_s": POSITIVE,
 }
 TOP_LEVEL = (
     "schema_version",

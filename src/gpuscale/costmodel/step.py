@@ -103,6 +103,17 @@ class StepEstimate:
         }
 
 
+def blocking_host_s_per_layer(profile: Profile) -> float:
+    """Host seconds per transformer layer and micro-batch (forward, recompute and backward)
+    that the GPU waits for when launches are synchronous (``cuda_launch_blocking`` = 1); 0 when
+    launches are asynchronous and the host runs ahead of the GPU."""
+    return (
+        profile.const("cuda_launch_blocking")
+        * profile.const("launch_blocking_host_ms_per_layer")
+        * 1e-3
+    )
+
+
 def check_batch(model: ModelSpec, plans: PlanBatch, seq_len: int) -> None:
     """Refuse the first plan of ``plans`` that ``model`` cannot run at ``seq_len`` (the one rule
     set of :mod:`gpuscale.specs.validity`), naming its flag."""
@@ -170,7 +181,12 @@ def estimate_batch(
 
     compute_mb = mb.forward_s + mb.backward_s
     per_mb_comm = comm.tp_mb + comm.cp_mb + comm.ep_mb + comm.pp_mb + comm.zero3_mb
-    t_mb = compute_mb + per_mb_comm
+    # With CUDA_LAUNCH_BLOCKING=1 every launch waits for its kernel, so the host's per-op work
+    # (Python, autograd, dispatch, launch) no longer runs ahead of the GPU: it adds to each
+    # layer's time instead of hiding behind the queue (CUDA C++ Programming Guide,
+    # 'Asynchronous Concurrent Execution': the variable makes launches synchronous).
+    host_mb = mb.layers_per_stage * blocking_host_s_per_layer(profile)
+    t_mb = compute_mb + per_mb_comm + host_mb
     # 1F1B with stages of unequal time: m micro-batches at the slowest stage's pace plus one
     # pass through the others, (sum_i t_i - t_max), divided by v when interleaved (Narayanan et
     # al. 2021, Sec. 2.2: (p-1)/v * t for equal stages).
@@ -228,8 +244,10 @@ def estimate_batch(
     else:
         checkpoint = np.zeros(n)
     other = np.full(n, profile.const("step_overhead_s"))
+    fixed = other
+    other = other + m * host_mb  # the bubble's share of the host time stays in ``bubble``
 
-    step = pipeline + comm.dp_step + optimizer + data + checkpoint + other
+    step = pipeline + comm.dp_step + optimizer + data + checkpoint + fixed
     tokens_per_s = tokens_per_step / step
     num_gpus = plans.num_gpus.astype(float)
     flops = (

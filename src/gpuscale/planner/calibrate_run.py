@@ -1,27 +1,38 @@
 """Calibrate a profile from one measured training run of the user's own stack.
 
-One measured number can pin down one parameter, so the fit moves exactly one throughput
-parameter, chosen by a stated rule, and (when a peak memory is also given) one memory parameter:
+One measured number pins down one degree of freedom, so the fit moves exactly one physical
+quantity of the profile, chosen by a stated rule, and (when a peak memory is also given) one
+memory parameter.
 
-- **Which throughput parameter.** Each candidate is scaled by -2% and the change of the predicted
-  step is measured: its *elasticity* ``-d ln(step) / d ln(parameter)``. The candidate the step is
-  most sensitive to is fitted (a compute-bound step moves with the compute efficiency, a step
-  dominated by exposed inter-node communication with that network's bandwidth efficiency; hidden
-  communication has elasticity 0, so it is never blamed). Candidates that move the step by less
-  than :data:`MIN_ELASTICITY` are never fitted: explaining a measurement with them would take an
-  implausible change. When the most sensitive candidate would have to leave its physical range,
-  the next one is tried; when none can, the measurement is refused.
-- **Candidates**: ``compute`` (one multiplicative scale on this GPU's GEMM efficiency curve at the
-  run's precision, the 16-bit curve too, and its fused-attention efficiency: the tensor-core
-  kernels), ``inter`` (bandwidth efficiency of the network between nodes), ``intra`` (of the
-  NVLink/PCIe level inside a node). Memory: ``memory_allocator_fragmentation``, the caching
-  allocator's reserve over live tensors, the framework's memory overhead that multiplies: the
-  model's reserved peak is it times the allocated peak (with the layer blocks the allocator keeps
-  cached where backward is the peak; :func:`gpuscale.costmodel.memory.training_memory`), and the
-  measured device peak is that plus the CUDA context and NCCL buffers, so the fit is monotone.
+- **The quantities** (:data:`QUANTITIES`), each a named term of the cost model with a physical
+  range and a prior spread ``sigma`` (how far, in log scale, that quantity typically differs
+  between stacks on the same GPU; the reasons are written next to each value):
+  ``compute`` (the sustained tensor-core rate: every GEMM efficiency curve of this GPU at the
+  run's precision and the fused-attention efficiency, scaled together), ``attention`` (the fused
+  attention kernel alone), ``memory_bound`` (achieved HBM bandwidth of the memory-bound kernels:
+  norms, activations, rotary, loss, optimizer), ``host`` (the per-kernel launch/host floor),
+  ``inter`` and ``intra`` (achieved bandwidth of the network between nodes / inside a node).
+- **Which one.** For each quantity the step is sensitive to (elasticity
+  ``-d ln(step) / d ln(quantity)`` at least :data:`MIN_ELASTICITY`), the value that reproduces the
+  measurement exactly is solved for inside its physical range; the move is measured in units of
+  its prior spread, ``z = |ln(after / before)| / sigma``. The quantity with the smallest ``z`` is
+  fitted: the single explanation that asks the least of what is known about the stack. A
+  compute-bound run therefore informs the tensor-core rate only when no less certain term (the
+  memory-bound share of a small model, a large exposed communication) explains it with a smaller
+  move; hidden communication has elasticity 0 and is never blamed.
+- **Identifiability.** One run cannot separate quantities whose ``z`` are close: every other
+  quantity whose ``z`` is within :data:`AMBIGUOUS_Z` of the fitted one is reported as "also
+  consistent with this run" (``identifiable`` false), with the move it would need. A second run
+  that differs in what separates them (sequence length for attention, model width for the
+  memory-bound share, node count for the network) tells them apart.
+- Memory: ``memory_allocator_fragmentation``, the caching allocator's reserve over live tensors,
+  the framework's memory overhead that multiplies: the model's reserved peak is it times the
+  allocated peak (with the layer blocks the allocator keeps cached where backward is the peak;
+  :func:`gpuscale.costmodel.memory.training_memory`), and the measured device peak is that plus
+  the CUDA context and NCCL buffers, so the fit is monotone.
 - The fitted values are written as an *overlay* profile (only the keys that moved, under this
-  GPU's own ids so other GPUs are unaffected) with a ``fit:`` block saying what run it came from,
-  what was fitted, and its value before and after.
+  GPU's own ids where the profile keys them by GPU) with a ``fit:`` block saying what run it came
+  from, what was fitted, why, and its value before and after.
 
 Every estimate is the cost model's own (:func:`gpuscale.costmodel.step.estimate_plan`), used as a
 black box, so the fit stays exact whatever physics the model gains.
@@ -38,6 +49,7 @@ from gpuscale.costmodel.profile import PROFILE_SCHEMA_VERSION, GemmCurve, LinkCa
 from gpuscale.costmodel.step import GIB, estimate_plan
 from gpuscale.errors import InputError
 from gpuscale.specs import Cluster, JobOptions, ModelSpec, Plan, Training
+from gpuscale.specs.training import LOW_PRECISIONS
 
 MIN_EFFICIENCY = 0.05
 """Lowest efficiency a fitted parameter may take. The generic profile's GEMM curves start at
@@ -48,9 +60,25 @@ a stalled input pipeline, a measurement of one GPU instead of all)."""
 MAX_EFFICIENCY = 1.0
 """An efficiency is achieved / rated: above 1 the GPU or link would beat its datasheet."""
 
+MAX_HBM_EFFICIENCY = 0.95
+"""Streaming kernels reach at most ~90-93% of HBM peak (STREAM-like copy on A100/H100: ~1.8 of
+2.0 and ~3.0 of 3.35 TB/s; NVIDIA's own bandwidthTest figures): a memory-bound share running
+faster than 95% of peak means the model counts bytes the stack does not move."""
+
+HOST_US_RANGE = (1.0, 100.0)
+"""Per-kernel launch/host floor, microseconds: ~1-2 us with CUDA graphs (NVIDIA, 'Getting
+Started with CUDA Graphs', 2019: launch cost per kernel in a graph ~1 us) up to tens of
+microseconds per op for Python-eager dispatch; above 100 us per kernel the step is host-bound by
+something the model does not describe (data loading, logging, synchronisation)."""
+
 MIN_ELASTICITY = 0.05
 """A parameter that moves the step by under 0.05% per 1% change would need to move 20x further
 than the measurement's error to explain it: such a parameter is not what is off."""
+
+AMBIGUOUS_Z = 1.0
+"""Quantities whose moves are within one prior spread of the fitted one's explain the run about
+as plausibly (the prior odds exp(-(z_k^2 - z^2)/2) stay within ~e^-1 for z ~ 1): reported as
+"also consistent", and the fit as not identifiable from this run alone."""
 
 WARN_FACTOR = 2.0
 """A fitted parameter moved by more than this factor from the profile's value: the measurement
@@ -62,6 +90,35 @@ FRAGMENTATION_RANGE = (1.0, 4.0)
 
 FRAGMENTATION_WARN = 1.5
 """Above this the memory fit is kept but flagged (see :data:`FRAGMENTATION_RANGE`)."""
+
+SIGMA: dict[str, float] = {
+    # GEMM curves come from cuBLAS microbenchmarks of the same GPU; what differs between stacks
+    # is kernel choice and the clock sustained under the power cap: large bf16 GEMMs reach
+    # 600-750 of H100 SXM's 989 TFLOP/s and 230-280 of A100's 312 (generic.yaml sources): ~10%.
+    "compute": 0.10,
+    # FlashAttention-2, FlashAttention-3 and cuDNN reach 370, 648 and 600 TFLOP/s forward on H100
+    # at hdim 128 (Shah et al. 2024, arXiv:2407.08608, Fig. 5-6): a 1.75x spread, ln(1.75)/2.
+    "attention": 0.28,
+    # How much of the non-GEMM work is fused differs by stack (eager PyTorch vs Megatron's fused
+    # kernels vs torch.compile): the HBM passes per token differ up to 2x (Korthikanti et al.
+    # 2022, Table 2 vs the unfused count; torchtitan paper Sec. 3.2, compile): ln(2)/2.
+    "memory_bound": 0.35,
+    # Per-kernel host time: ~2 us (CUDA graphs, C++ launch) to ~20 us (Python eager dispatch
+    # per op, PyTorch performance tuning guide): a 10x spread, ln(10)/2.
+    "host": 1.15,
+    # Achieved/rated bandwidth between nodes: 0.92 in a quiet nccl-tests run (IB NDR) down to
+    # ~half under congestion on shared RoCE fabrics at thousands of GPUs (Jiang et al. 2024,
+    # MegaScale, Sec. 3.4 and 6): a factor of ~2, ln(2)/2.
+    "inter": 0.35,
+    # NVLink busbw is stable across systems: 232 of 300 GB/s on 8xA100 and ~370 of 450 on 8xH100
+    # (data/validation/published_collectives.csv): ~15%.
+    "intra": 0.15,
+}
+"""Prior spread (log scale, one standard deviation) of each quantity between stacks on the same
+hardware: the yardstick for "which single quantity explains the run with the least surprise"."""
+
+QUANTITIES: tuple[str, ...] = tuple(SIGMA)
+"""The throughput quantities the fit may move (``only=`` accepts these)."""
 
 _PROBE = 0.98
 """Scale of the elasticity probe (-2%): small enough to stay local, large enough to sit above
@@ -97,20 +154,29 @@ class Measured:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Candidate:
-    """A throughput parameter the fit may move, with how much the step depends on it."""
+    """A throughput quantity the fit may move, with how much the step depends on it and what
+    move would explain the measurement."""
 
     name: str
-    """``compute``, ``inter`` or ``intra``."""
+    """One of :data:`QUANTITIES`."""
     label: str
-    """In words, for the output (``compute efficiency``)."""
+    """In words, for the output (``sustained tensor-core efficiency``)."""
     value: float
-    """The profile's value before the fit (plateau GEMM efficiency; link bandwidth efficiency,
-    or GB/s when the profile gives the link an absolute measured rate)."""
+    """The profile's value before the fit (plateau GEMM efficiency; attention or HBM efficiency;
+    launch microseconds; link bandwidth efficiency, or GB/s when the profile gives the link an
+    absolute measured rate)."""
     elasticity: float
-    """``-d ln(step) / d ln(parameter)`` at the profile's value."""
+    """``|d ln(step) / d ln(quantity)|`` at the profile's value."""
     lowest_scale: float
     highest_scale: float
-    """The physical range of the parameter, as a factor on ``value``."""
+    """The physical range of the quantity, as a factor on its speed (see :class:`_Knob`)."""
+    sigma: float
+    """Prior spread of the quantity between stacks (:data:`SIGMA`)."""
+    needed: float | None = None
+    """The value that reproduces the measurement, or None when none in the range does (or the
+    step is too insensitive to it to try)."""
+    z: float | None = None
+    """``|ln(needed / value)| / sigma``: the move in units of the prior spread."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -124,6 +190,10 @@ class Fitted:
     before: float
     after: float
     elasticity: float | None = None
+    sigma: float | None = None
+    z: float | None = None
+    why: str = ""
+    """Why this quantity (the rule applied to this run), in words."""
 
     @property
     def change(self) -> float:
@@ -137,6 +207,8 @@ class RunCalibration:
     throughput: Fitted
     memory: Fitted | None
     candidates: tuple[Candidate, ...]
+    also_consistent: tuple[Candidate, ...]
+    """Other quantities that explain the run about as plausibly (:data:`AMBIGUOUS_Z`)."""
     measured_step_s: float
     predicted_step_s_before: float
     predicted_step_s_after: float
@@ -149,13 +221,19 @@ class RunCalibration:
     """The keys to write into a profile file (without provenance; see :func:`profile_document`)."""
     warnings: tuple[str, ...]
 
+    @property
+    def identifiable(self) -> bool:
+        """True when no other quantity explains the run about as plausibly."""
+        return not self.also_consistent
+
 
 # --- the candidates -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class _Knob:
-    """How to scale one parameter of a profile: the new profile and the YAML keys for it."""
+    """How to move one quantity of a profile by a *speed* factor ``s`` (``s > 1``: that part of
+    the step runs faster): the new profile, the YAML keys for it, and the quantity's value."""
 
     name: str
     label: str
@@ -165,14 +243,33 @@ class _Knob:
     apply: Callable[[Profile, float], Profile]
     overlay: Callable[[float], dict[str, Any]]
     keys: tuple[str, ...]
+    at: Callable[[float], float] = lambda s: s
+    """The quantity's value at speed factor ``s`` relative to ``value`` (``value * s`` for an
+    efficiency or a bandwidth; ``value / s`` for a time such as the launch floor)."""
+
+
+def _scaled_knob(
+    name: str,
+    label: str,
+    value: float,
+    lowest: float,
+    highest: float,
+    apply: Callable[[Profile, float], Profile],
+    overlay: Callable[[float], dict[str, Any]],
+    keys: tuple[str, ...],
+) -> _Knob:
+    return _Knob(name, label, value, lowest, highest, apply, overlay, keys, at=lambda s: value * s)
 
 
 def _compute_knob(run: Run, profile: Profile) -> _Knob:
     device = run.cluster.pace_device
     precisions: list[str] = [run.training.precision]
-    if device.half_precision not in precisions:
-        # The LM head (FP8 recipes) and unfused attention run on the 16-bit curve.
-        precisions.append(device.half_precision)
+    # The LM head (FP8 recipes) and unfused attention run on the 16-bit curve; and the sustained
+    # tensor-core rate (the clock held under the power cap, the gaps between kernels) is shared
+    # by every precision this GPU trains in, so a bf16 run informs the FP8 curve too.
+    for p in (device.half_precision, *LOW_PRECISIONS):
+        if p in device.peak_tflops and p not in precisions:
+            precisions.append(p)
     curves = {
         f"{device.id}-{p}": profile.gemm_curve(device.id, device.generation, p) for p in precisions
     }
@@ -199,15 +296,82 @@ def _compute_knob(run: Run, profile: Profile) -> _Knob:
             "attention_efficiency": {device.id: attention * s},
         }
 
+    return _scaled_knob(
+        "compute",
+        "compute efficiency",
+        plateau,
+        MIN_EFFICIENCY / plateau,
+        MAX_EFFICIENCY / top,
+        apply,
+        overlay,
+        (*(f"gemm.{k}" for k in curves), f"attention_efficiency.{device.id}"),
+    )
+
+
+def _attention_knob(run: Run, profile: Profile) -> _Knob:
+    device = run.cluster.pace_device
+    attention = profile.attention(device.id, device.generation)
+
+    def apply(p: Profile, s: float) -> Profile:
+        return replace(p, attention_efficiency={**p.attention_efficiency, device.id: attention * s})
+
+    def overlay(s: float) -> dict[str, Any]:
+        return {"attention_efficiency": {device.id: attention * s}}
+
+    return _scaled_knob(
+        "attention",
+        "fused attention efficiency",
+        attention,
+        MIN_EFFICIENCY / attention,
+        MAX_EFFICIENCY / attention,
+        apply,
+        overlay,
+        (f"attention_efficiency.{device.id}",),
+    )
+
+
+def _memory_bound_knob(profile: Profile) -> _Knob:
+    value = profile.hbm_efficiency
+
+    def apply(p: Profile, s: float) -> Profile:
+        return replace(p, hbm_efficiency=value * s)
+
+    def overlay(s: float) -> dict[str, Any]:
+        return {"hbm_efficiency": value * s}
+
+    return _scaled_knob(
+        "memory_bound",
+        "HBM efficiency of memory-bound kernels",
+        value,
+        MIN_EFFICIENCY / value,
+        MAX_HBM_EFFICIENCY / value,
+        apply,
+        overlay,
+        ("hbm_efficiency",),
+    )
+
+
+def _host_knob(profile: Profile) -> _Knob:
+    name = "kernel_launch_us"
+    value = profile.const(name)
+
+    def apply(p: Profile, s: float) -> Profile:
+        return replace(p, constants={**p.constants, name: value / s})
+
+    def overlay(s: float) -> dict[str, Any]:
+        return {"constants": {name: value / s}}
+
     return _Knob(
-        name="compute",
-        label="compute efficiency",
-        value=plateau,
-        lowest=MIN_EFFICIENCY / plateau,
-        highest=MAX_EFFICIENCY / top,
+        name="host",
+        label="per-kernel launch/host floor (us)",
+        value=value,
+        # speed s: the floor becomes value / s, kept inside HOST_US_RANGE
+        lowest=value / HOST_US_RANGE[1],
+        highest=value / HOST_US_RANGE[0],
         apply=apply,
         overlay=overlay,
-        keys=(*(f"gemm.{k}" for k in curves), f"attention_efficiency.{device.id}"),
+        keys=(f"constants.{name}",),
+        at=lambda s: value / s,
     )
 
 
@@ -224,8 +388,15 @@ def _link_knob(run: Run, profile: Profile, level: str) -> _Knob:
 
     def calibration(s: float) -> LinkCalibration:
         if absolute:
-            return replace(base, bandwidth_gb_per_s=value * s)
-        return replace(base, bandwidth_efficiency=value * s)
+            scaled = replace(base, bandwidth_gb_per_s=value * s)
+        else:
+            scaled = replace(base, bandwidth_efficiency=value * s)
+        if base.collective_bandwidth_gb_per_s is not None:
+            # a measured collective rate (profile.LinkCalibration) moves with the link
+            scaled = replace(
+                scaled, collective_bandwidth_gb_per_s=base.collective_bandwidth_gb_per_s * s
+            )
+        return scaled
 
     def apply(p: Profile, s: float) -> Profile:
         return replace(p, links={**p.links, level: calibration(s)})
@@ -237,21 +408,23 @@ def _link_knob(run: Run, profile: Profile, level: str) -> _Knob:
             entry["bandwidth_gb_per_s"] = c.bandwidth_gb_per_s
         if c.latency_us is not None:
             entry["latency_us"] = c.latency_us
+        if c.collective_bandwidth_gb_per_s is not None:
+            entry["collective_bandwidth_gb_per_s"] = c.collective_bandwidth_gb_per_s
         return {"links": {level: entry}}
 
     # An absolute rate is bounded by the catalog's rated bandwidth of the link the same way.
     ceiling = rated if absolute else MAX_EFFICIENCY
     floor = MIN_EFFICIENCY * (rated if absolute else 1.0)
     where = "between nodes" if level == "inter" else "inside a node"
-    return _Knob(
-        name=level,
-        label=f"{link.id} bandwidth {'(GB/s)' if absolute else 'efficiency'} {where}",
-        value=value,
-        lowest=floor / value,
-        highest=ceiling / value,
-        apply=apply,
-        overlay=overlay,
-        keys=(f"links.{level}",),
+    return _scaled_knob(
+        level,
+        f"{link.id} bandwidth {'(GB/s)' if absolute else 'efficiency'} {where}",
+        value,
+        floor / value,
+        ceiling / value,
+        apply,
+        overlay,
+        (f"links.{level}",),
     )
 
 
@@ -265,16 +438,32 @@ def _fragmentation_knob(profile: Profile) -> _Knob:
     def overlay(s: float) -> dict[str, Any]:
         return {"constants": {name: value * s}}
 
-    return _Knob(
-        name="memory",
-        label="allocator reserve over live tensors",
-        value=value,
-        lowest=FRAGMENTATION_RANGE[0] / value,
-        highest=FRAGMENTATION_RANGE[1] / value,
-        apply=apply,
-        overlay=overlay,
-        keys=(f"constants.{name}",),
+    return _scaled_knob(
+        "memory",
+        "allocator reserve over live tensors",
+        value,
+        FRAGMENTATION_RANGE[0] / value,
+        FRAGMENTATION_RANGE[1] / value,
+        apply,
+        overlay,
+        (f"constants.{name}",),
     )
+
+
+def _knobs(run: Run, profile: Profile) -> list[_Knob]:
+    """Every throughput quantity this run can inform (the network between nodes only when the
+    run spans nodes, inside a node only when it has more than one GPU)."""
+    knobs = [
+        _compute_knob(run, profile),
+        _attention_knob(run, profile),
+        _memory_bound_knob(profile),
+        _host_knob(profile),
+    ]
+    if run.cluster.num_gpus > run.cluster.gpus_per_node:
+        knobs.append(_link_knob(run, profile, "inter"))
+    if run.cluster.num_gpus > 1:
+        knobs.append(_link_knob(run, profile, "intra"))
+    return knobs
 
 
 # --- the fit --------------------------------------------------------------------------------
@@ -316,17 +505,6 @@ def _elasticity(run: Run, profile: Profile, knob: _Knob, step: float) -> float:
     return math.log(probed / step) / -math.log(_PROBE)
 
 
-def _candidate(knob: _Knob, elasticity: float) -> Candidate:
-    return Candidate(
-        name=knob.name,
-        label=knob.label,
-        value=knob.value,
-        elasticity=elasticity,
-        lowest_scale=knob.lowest,
-        highest_scale=knob.highest,
-    )
-
-
 def _merge_overlay(out: dict[str, Any], part: Mapping[str, Any]) -> None:
     for key, value in part.items():
         if isinstance(value, Mapping):
@@ -347,7 +525,7 @@ def _refusal(
     for knob, fastest, slowest in tried:
         edge, step = (knob.highest, fastest) if faster else (knob.lowest, slowest)
         reasons.append(
-            f"{knob.label} {knob.value * edge:.3g} gives "
+            f"{knob.label} {knob.at(edge):.3g} gives "
             f"{run.tokens_per_step / step / run.cluster.num_gpus:,.0f}"
         )
     direction = "faster" if faster else "slower"
@@ -360,49 +538,88 @@ def _refusal(
     )
 
 
+def _why(chosen: Candidate, others: list[Candidate], only: str | None) -> str:
+    """The rule applied to this run, in words."""
+    if only is not None:
+        return f"asked for ({only}); the step's sensitivity to it is {chosen.elasticity:.2f}"
+    move = f"{chosen.needed / chosen.value - 1.0:+.0%}" if chosen.needed else "no move"
+    ranked = sorted((c for c in others if c.z is not None), key=lambda c: c.z or 0.0)
+    runner = (
+        f"; next: {ranked[0].name} would need {ranked[0].needed / ranked[0].value - 1.0:+.0%} "  # type: ignore[operator]
+        f"(z {ranked[0].z:.2f})"
+        if ranked
+        else "; no other quantity in its physical range explains it"
+    )
+    return (
+        f"smallest move relative to its prior spread: {move} of a +/-{chosen.sigma:.0%} "
+        f"spread (z {chosen.z:.2f}) at step sensitivity {chosen.elasticity:.2f}{runner}"
+    )
+
+
 def calibrate_run(
     run: Run, measured: Measured, profile: Profile, *, only: str | None = None
 ) -> RunCalibration:
     """Fit ``profile`` to one measured run (see the module docstring for the rule).
 
-    ``only``: fit this candidate (``compute``, ``inter``, ``intra``) instead of choosing by
-    elasticity (for tests and for users who know what differs in their stack)."""
+    ``only``: fit this quantity (one of :data:`QUANTITIES`) instead of the one the rule picks
+    (for tests and for users who know what differs in their stack)."""
     before_step, before_memory = predict(run, profile)
-    knobs = [_compute_knob(run, profile)]
-    if run.cluster.num_gpus > run.cluster.gpus_per_node:
-        knobs.append(_link_knob(run, profile, "inter"))
-    if run.cluster.num_gpus > 1:
-        knobs.append(_link_knob(run, profile, "intra"))
-    candidates = [_candidate(k, _elasticity(run, profile, k, before_step)) for k in knobs]
-    order = sorted(
-        zip(knobs, candidates, strict=True), key=lambda kc: kc[1].elasticity, reverse=True
-    )
+    knobs = _knobs(run, profile)
     if only is not None:
-        order = [kc for kc in order if kc[0].name == only]
-        if not order:
+        names = [k.name for k in knobs]
+        if only not in names:
             raise InputError(
-                f"cannot fit '{only}' on this run; accepted: {', '.join(k.name for k in knobs)}",
-                field="only",
+                f"cannot fit '{only}' on this run; accepted: {', '.join(names)}", field="only"
             )
-    else:
-        order = [kc for kc in order if kc[1].elasticity >= MIN_ELASTICITY]
 
-    chosen: tuple[_Knob, Candidate, float] | None = None
+    candidates: list[Candidate] = []
     tried: list[tuple[_Knob, float, float]] = []
-    for knob, cand in order:
+    scales: dict[str, float] = {}
+    for knob in knobs:
+        elasticity = _elasticity(run, profile, knob, before_step)
+        sigma = SIGMA[knob.name]
+        needed = z = None
+        if elasticity >= MIN_ELASTICITY or knob.name == only:
 
-        def step_at(s: float, knob: _Knob = knob) -> float:
-            return predict(run, knob.apply(profile, s))[0]
+            def step_at(s: float, knob: _Knob = knob) -> float:
+                return predict(run, knob.apply(profile, s))[0]
 
-        scale = _solve(step_at, measured.step_s, knob.lowest, knob.highest, increasing=False)
-        if scale is not None:
-            chosen = (knob, cand, scale)
-            break
-        tried.append((knob, step_at(knob.highest), step_at(knob.lowest)))
-    if chosen is None:
+            scale = _solve(step_at, measured.step_s, knob.lowest, knob.highest, increasing=False)
+            if scale is None:
+                tried.append((knob, step_at(knob.highest), step_at(knob.lowest)))
+            else:
+                scales[knob.name] = scale
+                needed, z = knob.at(scale), abs(math.log(scale)) / sigma
+        candidates.append(
+            Candidate(
+                name=knob.name,
+                label=knob.label,
+                value=knob.value,
+                elasticity=elasticity,
+                lowest_scale=knob.lowest,
+                highest_scale=knob.highest,
+                sigma=sigma,
+                needed=needed,
+                z=z,
+            )
+        )
+    solvable = [c for c in candidates if c.z is not None]
+    if only is not None:
+        solvable = [c for c in solvable if c.name == only]
+    if not solvable:
         raise _refusal(run, measured, before_step, tried)
+    # Smallest move in prior spreads; on a tie (a run the profile already matches) the quantity
+    # the step is most sensitive to.
+    best = min(solvable, key=lambda c: (round(c.z or 0.0, 9), -c.elasticity))
+    knob = next(k for k in knobs if k.name == best.name)
+    scale = scales[best.name]
+    others = [c for c in candidates if c is not best]
+    also = tuple(
+        c
+        for c in others
+        if only is None and c.z is not None and c.z <= (best.z or 0.0) + AMBIGUOUS_Z
+    )
 
-    knob, cand, scale = chosen
     fitted_profile = knob.apply(profile, scale)
     overlay: dict[str, Any] = {}
     _merge_overlay(overlay, knob.overlay(scale))
@@ -411,13 +628,16 @@ def calibrate_run(
         label=knob.label,
         keys=knob.keys,
         before=knob.value,
-        after=knob.value * scale,
-        elasticity=cand.elasticity,
+        after=knob.at(scale),
+        elasticity=best.elasticity,
+        sigma=best.sigma,
+        z=best.z,
+        why=_why(best, others, only),
     )
     warnings = []
     if not 1.0 / WARN_FACTOR <= scale <= WARN_FACTOR:
         warnings.append(
-            f"{knob.label} moved {scale:.2f}x ({knob.value:.3g} -> {knob.value * scale:.3g}): "
+            f"{knob.label} moved {scale:.2f}x ({knob.value:.3g} -> {knob.at(scale):.3g}): "
             "check that the measurement is of all GPUs together and that the plan flags "
             "(--gpus, --gbs, --mbs, --tp, --pp, --recompute, --zero) are the run's"
         )
@@ -452,7 +672,8 @@ def calibrate_run(
                 label=mem_knob.label,
                 keys=mem_knob.keys,
                 before=mem_knob.value,
-                after=mem_knob.value * mem_scale,
+                after=mem_knob.at(mem_scale),
+                why="the only memory parameter: the allocator's reserve multiplies live tensors",
             )
             if memory.after > FRAGMENTATION_WARN:
                 warnings.append(
@@ -465,6 +686,7 @@ def calibrate_run(
         throughput=throughput,
         memory=memory,
         candidates=tuple(candidates),
+        also_consistent=also,
         measured_step_s=measured.step_s,
         predicted_step_s_before=before_step,
         predicted_step_s_after=after_step,
@@ -475,6 +697,33 @@ def calibrate_run(
         overlay=overlay,
         warnings=tuple(warnings),
     )
+
+
+def fitted_entry(f: Fitted) -> dict[str, Any]:
+    """One fitted parameter as the ``fit:`` block and ``--json`` write it."""
+    return {
+        "parameter": f.name,
+        "label": f.label,
+        "keys": list(f.keys),
+        "before": f.before,
+        "after": f.after,
+        "change": f.change,
+        "why": f.why,
+    }
+
+
+def candidate_entry(c: Candidate) -> dict[str, Any]:
+    """One candidate quantity: its sensitivity, prior spread and the value that would explain
+    the run (None: none in its physical range, or the step hardly depends on it)."""
+    return {
+        "parameter": c.name,
+        "label": c.label,
+        "elasticity": round(c.elasticity, 4),
+        "sigma": c.sigma,
+        "before": c.value,
+        "needed": c.needed,
+        "z": None if c.z is None else round(c.z, 4),
+    }
 
 
 def profile_document(
@@ -503,25 +752,21 @@ def profile_document(
         "inter": run.cluster.inter.id,
     }
     fit = {
-        "method": "gpuscale calibrate run: one measured run, one parameter per measured number",
+        "method": (
+            "gpuscale calibrate run: one measured run, one quantity per measured number (the one "
+            "that explains it with the smallest move relative to its prior spread)"
+        ),
         **dict(provenance or {}),
         "measured_step_s": cal.measured_step_s,
         "measured_tokens_per_s": run.tokens_per_step / cal.measured_step_s,
         "measured_memory_gib": cal.measured_memory_gib,
         "predicted_step_s_before": cal.predicted_step_s_before,
         "predicted_step_s_after": cal.predicted_step_s_after,
-        "fitted": [
-            {
-                "parameter": f.name,
-                "label": f.label,
-                "keys": list(f.keys),
-                "before": f.before,
-                "after": f.after,
-                "change": f.change,
-            }
-            for f in fitted
-        ],
+        "fitted": [fitted_entry(f) for f in fitted],
+        "identifiable": cal.identifiable,
+        "also_consistent": [c.name for c in cal.also_consistent],
         "elasticity": {c.name: round(c.elasticity, 4) for c in cal.candidates},
+        "candidates": [candidate_entry(c) for c in cal.candidates],
     }
     return {
         "schema_version": PROFILE_SCHEMA_VERSION,

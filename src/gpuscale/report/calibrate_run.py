@@ -38,6 +38,8 @@ class CalibratedRun(Protocol):
     @property
     def summary(self) -> Sequence[str]: ...
     @property
+    def explanation(self) -> Sequence[str]: ...
+    @property
     def written(self) -> str | None: ...
 
 
@@ -64,9 +66,11 @@ def print_calibrated_run(console: Console, r: CalibratedRun) -> None:
     )
     console.print(table)
     sensitivity = ", ".join(f"{k} {v:.2f}" for k, v in r.elasticity.items())
-    console.print(f"sensitivity of the step (d ln step / d ln parameter): {sensitivity}")
+    console.print(f"sensitivity of the step (|d ln step / d ln quantity|): {sensitivity}")
     for line in r.summary:
         console.print(f"fitted      {line}")
+    for line in r.explanation:
+        console.print(f"why         {line}")
     if r.written:
         console.print(
             f"wrote {r.written}: use it with --framework {r.framework} --profile {r.written}"

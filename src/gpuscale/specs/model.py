@@ -72,6 +72,25 @@ class ModelSpec:
     linear_attention_layers: int = 0
     """Layers with a fixed-size recurrent state instead of a KV cache (Gated DeltaNet in
     Qwen3-Next/Qwen3.5 hybrids); the rest are full attention."""
+    linear_num_key_heads: int = 0
+    """Gated DeltaNet query/key heads (config ``linear_num_key_heads``); 0: the linear-attention
+    layers are sized as ordinary attention layers."""
+    linear_num_value_heads: int = 0
+    """Gated DeltaNet value heads (``linear_num_value_heads``): one recurrent state each."""
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    linear_conv_kernel: int = 0
+    """Width of the depthwise causal convolution over q, k, v (``linear_conv_kernel_dim``)."""
+    sparse_attention_topk: int = 0
+    """DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5 ``index_topk``): each query attends to
+    this many cached tokens chosen by a lightning indexer; 0: dense attention."""
+    indexer_heads: int = 0
+    """DSA indexer query heads (``index_n_heads``); its keys are one head per token."""
+    indexer_head_dim: int = 0
+    """DSA indexer head width (``index_head_dim``)."""
+    attention_output_gate: bool = False
+    """Full-attention layers also project a per-channel sigmoid gate on their output
+    (Qwen3-Next/Qwen3.5 ``attn_output_gate``): the query projection is twice as wide."""
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -114,6 +133,14 @@ class ModelSpec:
             "sliding_window",
             "sliding_window_layers",
             "linear_attention_layers",
+            "linear_num_key_heads",
+            "linear_num_value_heads",
+            "linear_key_head_dim",
+            "linear_value_head_dim",
+            "linear_conv_kernel",
+            "sparse_attention_topk",
+            "indexer_heads",
+            "indexer_head_dim",
         ):
             value = getattr(self, field)
             require(
@@ -126,6 +153,17 @@ class ModelSpec:
             f"model '{self.name}': dense/linear-attention/sliding-window layer counts exceed "
             f"num_layers ({self.num_layers})",
         )
+        gdn = (
+            self.linear_num_key_heads,
+            self.linear_num_value_heads,
+            self.linear_key_head_dim,
+            self.linear_value_head_dim,
+        )
+        require(
+            all(gdn) or not any(gdn),
+            f"model '{self.name}': give all of linear_num_key_heads, linear_num_value_heads, "
+            "linear_key_head_dim and linear_value_head_dim, or none",
+        )
         if self.head_dim == 0:
             require(
                 self.hidden_size % self.num_heads == 0,
@@ -137,6 +175,11 @@ class ModelSpec:
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
+
+    @property
+    def has_gated_deltanet(self) -> bool:
+        """Linear-attention layers with their own Gated DeltaNet shapes (Qwen3-Next/Qwen3.5)."""
+        return self.linear_attention_layers > 0 and self.linear_num_value_heads > 0
 
     @property
     def is_moe(self) -> bool:

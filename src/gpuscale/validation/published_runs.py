@@ -233,6 +233,9 @@ def _model(row: dict[str, str], notes: list[str]) -> ModelSpec:
 
 # --- plan -----------------------------------------------------------------------------------
 
+# Models of llm-foundry's large-scale H100 sweep that ran attn_impl 'flash' (see _plan_and_training).
+_LLMFOUNDRY_LS_FLASH = frozenset({"mpt-1b", "mpt-3b", "mpt-7b", "mpt-70b"})
+
 FRAMEWORK_BY_SOURCE = {
     "narayanan21": "megatron-lm-2021",
     "korthikanti22": "megatron-lm-2021",
@@ -374,6 +377,25 @@ def _plan_and_training(
             "Megatron-LM @285068c8 (2023-01): no DP/PP overlap, TP overlap only of the "
             "async input-gradient reduce-scatter (1 of 4 all-reduce equivalents)"
         )
+    if (
+        source == "llmfoundry-h100"
+        and row["id"].endswith("-ls")
+        and model.name.lower() in _LLMFOUNDRY_LS_FLASH
+    ):
+        # The large-scale table came with scripts/train/benchmarking/sweep.py in the same commit
+        # (llm-foundry 5e85bd62d, 2024-01-06; its models, micro-batches, sharding and recompute
+        # are the table's rows): 13b and 30b ran attn_impl 'triton', 1b, 3b, 7b and 70b ran
+        # 'flash', FlashAttention 2.4.2 (setup.py extra 'gpu-flash2', which submit_benchmarks.py
+        # installs) through llm-foundry's unpad/varlen/pad path (llmfoundry/models/layers/
+        # attention.py flash_attn_fn). The llm-foundry profile prices the Triton kernel.
+        # Priced with FlashAttention-2's own rates (generic.yaml: causal FA2 on Hopper 319 of
+        # 989.5 TFLOP/s, Shah et al. 2024 Fig. 5; backward/forward 0.87, Dao 2023), not the
+        # Triton kernel's. The unpad/pad copies of the varlen path are not counted.
+        overrides.setdefault("attention_efficiency", {})["hopper"] = 0.3224
+        overrides.setdefault("constants", {})["attention_backward_relative_efficiency"] = 0.87
+        notes.append(
+            "ran FlashAttention-2 2.4.2 (attn_impl flash, sweep.py @5e85bd62d): FA2's rates"
+        )
     if mb is None:
         mb = 1
         notes.append("micro-batch not stated: 1 (Megatron-Core default)")
@@ -413,6 +435,17 @@ def _plan_and_training(
         # 1.5 passes of the 4-byte reduce-scattered gradient.
         overrides["constants"]["zero3_reduce_copy_passes"] = 1.5
         notes.append("Composer mixed precision DEFAULT: gradients cast to and reduced in fp32")
+    if text.startswith("fp16") and framework == "deepspeed" and zero in (1, 2):
+        # DeepSpeed's fp16 ZeRO-1/2 reduces the 16-bit gradients it accumulates (ipg buckets in
+        # the parameter dtype; communication_data_type defaults to it: deepspeed/runtime/zero/
+        # stage_1_and_2.py, DeepSpeed config docs), not an fp32 copy as Megatron's main_grad.
+        overrides.setdefault("constants", {})["grad_reduce_bytes"] = 2.0
+        notes.append("DeepSpeed fp16 ZeRO-1/2: gradients reduced in fp16")
+    if "CUDA_LAUNCH_BLOCKING=1" in row["notes"]:
+        # A stated setting of the run (Jean Zay's hang workaround): synchronous launches, so
+        # the host's per-layer work adds to the step (costmodel/step.py).
+        overrides.setdefault("constants", {})["cuda_launch_blocking"] = 1.0
+        notes.append("CUDA_LAUNCH_BLOCKING=1: kernel launches synchronous, host time not hidden")
     if source == "megascale" and "MegaScale" in model.name:
         limits.append(
             "MegaScale's own system (parallel transformer block, sliding-window attention, "
@@ -516,6 +549,10 @@ def with_overrides(profile: Profile, overrides: Mapping[str, Mapping[str, float]
         profile,
         constants={**profile.constants, **overrides.get("constants", {})},
         overlap={**profile.overlap, **overrides.get("overlap", {})},
+        attention_efficiency={
+            **profile.attention_efficiency,
+            **overrides.get("attention_efficiency", {}),
+        },
     )
 
 

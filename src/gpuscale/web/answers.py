@@ -11,7 +11,17 @@ import zipfile
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpuscale.api import FitResult, PlanResult, ScaleResult, ServingResult, export_plan, fit, infer
+from gpuscale.api import (
+    FitResult,
+    LoadSweepResult,
+    PlanResult,
+    ScaleResult,
+    ServingResult,
+    export_plan,
+    fit,
+    infer,
+    infer_sweep,
+)
 from gpuscale.api import plan as api_plan
 from gpuscale.api import scale as api_scale
 from gpuscale.api.export import TARGETS, ExportResult
@@ -157,6 +167,7 @@ SEARCH_COLUMNS: dict[str, str] = {
 class ServingAnswer:
     query: ServingQuery
     load: ServingResult
+    sweep: LoadSweepResult
     best: SearchResult
 
     @property
@@ -168,13 +179,19 @@ class ServingAnswer:
         return _rows(self.best.to_dict()["options"][:5], SEARCH_COLUMNS)
 
     def figures(self) -> list[tuple[str, Any]]:
-        return [("Latency and throughput", f) for f in self.load.figures()]
+        return [("Latency and throughput", f) for f in self.load.figures()] + [
+            ("Latency against throughput, load by load", f) for f in self.sweep.figures()
+        ]
 
     def report_html(self) -> str:
         q = self.query
         title = f"gpuscale: serving {q.model.title} on {q.gpu}"
         sections = _titled(
             "Load", result_sections(self.verdict, self.load.to_dict(), self.load.figures())
+        )
+        sweep = self.sweep.to_dict()
+        sections += _titled(
+            "Load sweep", result_sections(sweep["verdict"], sweep, self.sweep.figures())
         )
         sections += _titled(
             "Best deployment", result_sections(self.best.explanation(), self.best.to_dict(), [])
@@ -186,11 +203,25 @@ def serving_answer(q: ServingQuery) -> ServingAnswer:
     """Latency and throughput at ``q.concurrency`` on TP ``q.tp``, and the deployment on
     ``q.gpus`` GPUs with the most goodput under the SLO."""
     spec = q.model.arg()
-    load = infer(
+
+    def at(load: int) -> ServingResult:
+        return infer(
+            spec,
+            gpu=q.gpu,
+            tp=q.tp,
+            input_len=q.input_len,
+            output_len=q.output_len,
+            concurrency=load,
+        )
+
+    load = at(q.concurrency)
+    # The curve around the asked load: powers of 4 up to 4x past it (vLLM's and NIM's plots).
+    loads = sorted({*(4**i for i in range(6) if 4**i <= 4 * q.concurrency), q.concurrency})
+    sweep = infer_sweep(
         spec,
+        concurrency=loads,
         gpu=q.gpu,
         tp=q.tp,
-        concurrency=q.concurrency,
         input_len=q.input_len,
         output_len=q.output_len,
     )
@@ -203,4 +234,4 @@ def serving_answer(q: ServingQuery) -> ServingAnswer:
         slo_ttft_ms=q.slo_ttft_ms,
         slo_tpot_ms=q.slo_tpot_ms,
     )
-    return ServingAnswer(query=q, load=load, best=best)
+    return ServingAnswer(query=q, load=load, sweep=sweep, best=best)

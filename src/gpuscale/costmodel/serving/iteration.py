@@ -18,12 +18,14 @@ arrays of equal shape (vectorized over load points).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
 from gpuscale.costmodel.collectives import LevelBandwidth, collective_time_s
 from gpuscale.costmodel.compute import gemm_time
 from gpuscale.costmodel.flops import Gemm
+from gpuscale.costmodel.params import mean_attention_params
 from gpuscale.costmodel.profile import Profile
 from gpuscale.costmodel.serving.formats import WeightFormat, gemm_precision
 from gpuscale.errors import InputError
@@ -131,20 +133,43 @@ def weight_bytes_per_gpu(model: ModelSpec, par: Parallelism, fmt: WeightFormat) 
 
 
 def _attention_weights(model: ModelSpec) -> float:
-    """Parameters of one layer's attention projections (whole layer, before TP)."""
-    h = model.hidden_size
-    if model.is_mla:
-        qk = model.qk_nope_head_dim + model.qk_rope_head_dim
-        q = (
-            h * model.q_lora_rank + model.q_lora_rank * model.num_heads * qk
-            if model.q_lora_rank
-            else h * model.num_heads * qk
-        )
-        kv = h * (model.kv_lora_rank + model.qk_rope_head_dim) + model.kv_lora_rank * (
-            model.num_heads * (model.qk_nope_head_dim + model.v_head_dim)
-        )
-        return float(q + kv + model.num_heads * model.v_head_dim * h)
-    return float(h * (model.q_width + 2 * model.kv_width) + model.q_width * h)
+    """Parameters of one layer's token mixer (whole layer, before TP), averaged over the layers:
+    MLA with its indexer, GQA with its output gate, Gated DeltaNet layers of hybrids
+    (costmodel/params.py, from the models' transformers code)."""
+    return float(mean_attention_params(model))
+
+
+def expected_max_normal(n: int) -> float:
+    """Expected largest of ``n`` independent standard normal draws, by Blom's (1958) order-
+    statistic approximation ``Phi^-1((n - 0.375) / (n + 0.25))``; 0 for one draw."""
+    if n <= 1:
+        return 0.0
+    return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
+
+
+def expert_load(
+    group_tokens: np.ndarray, num_experts: int, top_k: int, ep: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(experts touched, token-expert pairs) on the busiest of the ``ep`` expert-parallel ranks.
+
+    Under uniform top-k routing (the router's balancing target, DeepSeek-V3 arXiv:2412.19437
+    Sec. 2.1.2) an expert is hit by ``T`` tokens with probability ``p = 1 - (1 - k/E)^T``; a
+    rank holding ``E/ep`` experts touches a binomial number of them and receives a binomial
+    share ``1/ep`` of the ``T k`` pairs. The MoE layer ends when its slowest rank does (the
+    combine all-to-all waits for every rank; the imbalance is why EPLB replicates hot experts,
+    deepseek-ai/EPLB README), so each count is its expected maximum over the ranks: mean plus
+    ``expected_max_normal(ep)`` standard deviations (normal approximation), capped at the
+    rank's experts. With ``ep = 1`` both are the means."""
+    t = np.asarray(group_tokens, dtype=float)
+    here = num_experts / ep
+    p = 1.0 - (1.0 - top_k / num_experts) ** t
+    z = expected_max_normal(ep)
+    touched = here * p + z * np.sqrt(here * p * (1.0 - p))
+    touched = np.clip(touched, 1.0, here)
+    share = 1.0 / ep
+    pairs = t * top_k * share + z * np.sqrt(t * top_k * share * (1.0 - share))
+    # Every touched expert holds at least one token.
+    return touched, np.maximum(pairs, touched)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -215,7 +240,18 @@ class IterationModel:
             proj = proj + gemm(tokens, h, heads * m.v_head_dim)
         else:
             kv_w = 2.0 * max(m.kv_width / t_a, m.head_dim)
-            proj = gemm(tokens, m.q_width / t_a + kv_w, h) + gemm(tokens, h, m.q_width / t_a)
+            # An output gate doubles q_proj's width (transformers Qwen3_5MoeAttention).
+            q_out = m.q_width * (2.0 if m.attention_output_gate else 1.0)
+            proj = gemm(tokens, q_out / t_a + kv_w, h) + gemm(tokens, h, m.q_width / t_a)
+            if m.has_gated_deltanet:
+                # Gated DeltaNet layers (transformers Qwen3_5MoeGatedDeltaNet): in_proj_qkv
+                # (2 key + value), in_proj_z (value), in_proj_a/b (one per value head), out_proj.
+                key = float(m.linear_num_key_heads * m.linear_key_head_dim)
+                value = float(m.linear_num_value_heads * m.linear_value_head_dim)
+                width_in = (2.0 * key + 2.0 * value + 2.0 * m.linear_num_value_heads) / t_a
+                linear_proj = gemm(tokens, width_in, h) + gemm(tokens, h, value / t_a)
+                share = m.linear_attention_layers / m.num_layers
+                proj = (1.0 - share) * proj + share * linear_proj
 
         attn = self._attention_core(n_d, decode_context, prefill_tokens, prefill_context, hbm)
 
@@ -226,11 +262,8 @@ class IterationModel:
         if m.is_moe:
             group_tokens = tokens * par.attention_dp
             f = float(m.ffn_hidden_size) / par.moe_tp
-            here = m.num_experts / par.ep
-            # Expected experts hit by group_tokens tokens under uniform top-k routing.
-            touched = here * (1.0 - (1.0 - m.experts_per_token / m.num_experts) ** group_tokens)
-            touched = np.maximum(touched, 1.0)
-            per_expert = group_tokens * m.experts_per_token / par.ep / touched
+            touched, pairs = expert_load(group_tokens, m.num_experts, m.experts_per_token, par.ep)
+            per_expert = pairs / touched
             moe = gemm(per_expert, mats_up * f, h, touched) + gemm(per_expert, h, f, touched)
             moe = moe + gemm(tokens, float(m.num_experts), h)  # router
             # Routing and token shuffling around the expert GEMMs: top-k softmax, sort/align of
@@ -331,7 +364,12 @@ class IterationModel:
         # once per token (Yang et al. 2024, arXiv:2412.06464): heads x d_k x d_v fp32 values.
         linear = 0.0
         if m.linear_attention_layers:
-            state = heads * m.head_dim * m.head_dim * 4.0
+            if m.has_gated_deltanet:
+                # value heads x d_k x d_v per sequence (Qwen3.5: 64 x 128 x 128), TP-split.
+                value_heads = max(m.linear_num_value_heads / par.attention_tp, 1.0)
+                state = value_heads * m.linear_key_head_dim * m.linear_value_head_dim * 4.0
+            else:
+                state = heads * m.head_dim * m.head_dim * 4.0
             linear = m.linear_attention_layers * (
                 2.0 * state * (n_d + np.minimum(p_tok, 1.0)) / hbm
             )

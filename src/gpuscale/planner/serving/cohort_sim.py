@@ -8,8 +8,9 @@ a token budget admits ``budget / ISL`` prompts per iteration (vLLM, TensorRT-LLM
 the running decodes; SGLang runs prefill batches ahead of decodes unless mixed chunking is on),
 and how the cohorts drift apart or bunch over later cycles. Each cohort is one record, so a
 cycle costs a few events per cohort, and decode-only stretches are jumped over in one step
-(their length is known: until the next cohort finishes). The first ``warmup_cycles`` cycles
-(the initial burst) are discarded, as benchmark warm-up requests are.
+(their length is known: until the next cohort finishes). A benchmark's warm-up requests
+drain before its measured phase, which starts with a burst of ``C`` from an idle engine; the
+measured phase is :data:`BENCHMARK_ROUNDS` rounds, the burst included.
 """
 
 from __future__ import annotations
@@ -22,6 +23,20 @@ import numpy as np
 from gpuscale.catalog.serving_engines import EngineProfile
 from gpuscale.costmodel.serving.iteration import IterationModel
 from gpuscale.planner.serving.steady_state import Workload
+
+BENCHMARK_ROUNDS = 20
+"""Rounds of ``concurrency`` requests a closed-loop benchmark measures: AIConfigurator's runs
+(aiconfigurator generator ``benchmark/bench_run.sh.j2``) call ``aiperf profile --concurrency C
+--num-requests 20*C --warmup-request-count 2*C``, and aiperf waits for every warm-up response
+before the profiling phase starts (aiperf docs/tutorials/warmup.md, "Grace Period"), so the
+measured requests start from a drained engine with a burst of ``C`` and the burst is part of
+the mean."""
+
+SIMULATED_ROUNDS = 4
+"""Rounds simulated event by event: the burst, full-load rounds, and the final round (the
+tail, whose requests have no successors). With fixed lengths the cohorts settle into a
+repeating pattern once the burst has been split by the token budget (a round or two), so the
+last full-load round is weighted for the rounds between it and the tail."""
 
 MAX_COHORTS = 256
 """Past this many cohorts the load is effectively staggered: the steady-state model applies."""
@@ -93,8 +108,9 @@ def simulate(
     work: Workload,
     concurrency: int,
     max_running: float,
-    warmup_cycles: int = 2,
-    measured_cycles: int = 3,
+    warmup_cycles: int = 0,
+    measured_cycles: int = SIMULATED_ROUNDS,
+    rounds: int = BENCHMARK_ROUNDS,
 ) -> CohortResult | None:
     """Simulate ``concurrency`` closed-loop clients on one rank; ``None`` when the load breaks
     into more than :data:`MAX_COHORTS` cohorts (then it is staggered and the steady state holds)."""
@@ -255,7 +271,11 @@ def simulate(
                 ttft = c.first_token - c.arrival + overhead
                 e2e = now - c.arrival + overhead
                 tpot = (now - c.first_token) / max(osl - 1, 1)
-                samples.append((ttft, tpot, e2e, c.size))
+                # The last full-load round stands for the rounds not simulated; the final round
+                # is the benchmark's tail, where no new requests follow (see SIMULATED_ROUNDS).
+                stand_in = c.cycle == total_cycles - 2
+                weight = c.size * (max(rounds - measured_cycles, 0) + 1 if stand_in else 1)
+                samples.append((ttft, tpot, e2e, weight))
                 done_requests += c.size
             if c.cycle + 1 < total_cycles:
                 dirty = True
@@ -288,6 +308,46 @@ def simulate(
         mean_decode_iteration_s=decode_time / max(decode_iters, 1)
         if decode_iters
         else busy_time / max(iters, 1),
+    )
+
+
+def simulate_ranks(
+    it: IterationModel,
+    eng: EngineProfile,
+    work: Workload,
+    concurrency: int,
+    ranks: int,
+    max_running: float,
+) -> CohortResult | None:
+    """Closed loop of ``concurrency`` clients over ``ranks`` attention ranks (replicas x
+    attention-DP groups). A load-balancing router spreads the requests evenly (SGLang's DP
+    attention controller round robin, vLLM's DP load balancer, Dynamo's router), so a rank holds
+    ``floor(C / ranks)`` of them or one more; each kind of rank is simulated once and weighted
+    by how many ranks it stands for. Per-rank figures in the result are averages over all ranks
+    (an idle rank counts with no requests), so ``requests_per_s * ranks`` is the total."""
+    lo, extra = divmod(int(concurrency), int(ranks))
+    parts: list[tuple[CohortResult, int]] = []
+    for load, count in ((lo, ranks - extra), (lo + 1, extra)):
+        if load < 1 or count == 0:
+            continue
+        sim = simulate(it, eng, work, load, max_running)
+        if sim is None:
+            return None
+        parts.append((sim, count))
+    if len(parts) == 1 and parts[0][1] == ranks:
+        return parts[0][0]
+    if not parts:
+        return None
+    active = sum(count for _, count in parts)
+    return CohortResult(
+        ttft_s=np.concatenate([p.ttft_s for p, _ in parts]),
+        tpot_s=np.concatenate([p.tpot_s for p, _ in parts]),
+        e2e_s=np.concatenate([p.e2e_s for p, _ in parts]),
+        weight=np.concatenate([p.weight * count for p, count in parts]),
+        requests_per_s=sum(p.requests_per_s * count for p, count in parts) / ranks,
+        mean_running=sum(p.mean_running * count for p, count in parts) / ranks,
+        mean_iteration_s=sum(p.mean_iteration_s * count for p, count in parts) / active,
+        mean_decode_iteration_s=sum(p.mean_decode_iteration_s * c for p, c in parts) / active,
     )
 
 

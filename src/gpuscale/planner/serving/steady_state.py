@@ -298,6 +298,8 @@ class PrefillCurve:
     iteration_s: np.ndarray
     ttft_s: np.ndarray
     feasible: np.ndarray
+    capacity: float = float("inf")
+    """Most requests/s the rank prefills: full token-budget iterations back to back."""
 
 
 def prefill_curve(
@@ -321,4 +323,5 @@ def prefill_curve(
         iteration_s=t,
         ttft_s=delay + t + eng.request_overhead_ms * 1e-3,
         feasible=feasible,
+        capacity=float(x_b[-1]),
     )

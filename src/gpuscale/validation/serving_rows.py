@@ -1,0 +1,243 @@
+"""Read the measured serving rows (``data/validation/serving``) into the deployment each one ran.
+
+One row of AIConfigurator's ``silicon_sample.csv`` is one benchmark of a real engine. An
+aggregated row states its engine's parallelism; a disaggregated row must state its prefill and
+decode worker counts as well, or the deployment it measured is unknown: AIConfigurator's own
+replay of the file (``tools/accuracy_regression_testing/predict_silicon_sample.py`` at commit
+095f58a5, ``REQUIRED_DISAGG_FIELDS``) refuses a disaggregated row without ``prefill_num_workers``
+and ``decode_num_workers``, and its InferenceX adapter (``sdk/config_adapter/inferencex.py``)
+derives them only from ``num_prefill_gpu`` / ``prefill_num_workers``, fields these rows do not
+carry. Each row is read into one of three classes, with every assumption written next to it:
+
+- ``stated``: the row names its workers (or is aggregated);
+- ``twin``: the row leaves its workers empty, but the same measurement (same engine, system,
+  lengths, concurrency and identical TTFT and TPOT) is also recorded in a row that names them
+  (the file holds both the InferenceX CSV export and the AIConfigurator database dump of the
+  same runs): the deployment is that row's;
+- ``not expressible``: worker counts not stated and no twin, or no client concurrency stated
+  (the id's ``_c_`` is empty and ``silicon_data_source`` has no ``silicon_concurrency``). These
+  carry a ``guess`` reading (one worker of each kind; AIConfigurator's decode batch x workers x
+  attention-DP as the concurrency) for comparison lines only.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm"}
+ENGINES = {"trtllm": "tensorrt-llm", "vllm": "vllm", "sglang": "sglang"}
+STATED, TWIN, NOT_EXPRESSIBLE = "stated", "twin", "not expressible"
+TWIN_RTOL = 1e-9
+"""Twins are the same measurement written twice, so their TTFT and TPOT agree to the digit."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServingRow:
+    """One measured row and the deployment it is read as."""
+
+    id: str
+    engine: str
+    mode: str
+    """``agg`` or ``disagg``."""
+    kind: str
+    """``stated``, ``twin`` or ``not expressible`` (module docstring)."""
+    reason: str = ""
+    """Why a row is not expressible."""
+    ttft_ms: float
+    tpot_ms: float
+    concurrency: int
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """The keyword arguments of ``gpuscale.api.infer`` that express the row (empty when not
+    expressible)."""
+    guess: dict[str, Any] = field(default_factory=dict)
+    """For a row that is not expressible: the reading used before rows were classed, for
+    comparison only (never counted with the expressible rows)."""
+    assumptions: tuple[str, ...] = ()
+    raw: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def expressible(self) -> bool:
+        return self.kind != NOT_EXPRESSIBLE
+
+
+def _int(v: str | None, default: int = 1) -> int:
+    return int(v) if v not in ("", None) and int(v) > 0 else default
+
+
+def parallelism(r: dict[str, str], prefix: str = "") -> dict[str, int]:
+    """GPUs per engine instance (``tp``: all GPUs of one stage), attention-DP ranks and EP of
+    row ``r``'s aggregated engine (``prefix=""``) or its prefill/decode workers."""
+    # aiconfigurator: GPUs per instance = tp * pp * attention_dp; moe_tp * moe_ep spans them.
+    tp = _int(r[f"{prefix}tp_size"])
+    dp = _int(r[f"{prefix}attention_dp_size"])
+    ep = _int(r[f"{prefix}moe_ep_size"])
+    moe = _int(r[f"{prefix}moe_tp_size"]) * ep
+    launch = re.search(r"_tp(\d+)_ep(\d+)_", r["id"])
+    if not prefix and launch and tp == moe and tp > int(launch.group(1)) and ep > 1:
+        # Some rows record tp_size as TP x EP (64 for `--tp 8 --ep 8` on one node); the id
+        # keeps the launch flags, which give the GPUs.
+        tp, ep = int(launch.group(1)), int(launch.group(2))
+        moe = tp
+    if moe > tp * dp and moe % tp == 0:
+        # vLLM rows leave attention_dp empty when --data-parallel-size runs attention DP under
+        # an expert group wider than TP: the MoE group size gives the GPUs.
+        dp = moe // tp
+    return {"tp": tp * dp, "attention_dp": dp, "ep": ep}
+
+
+def _source_fields(r: dict[str, str]) -> dict[str, str]:
+    out = {}
+    for part in r["silicon_data_source"].split(";"):
+        key, _, value = part.strip().partition("=")
+        out[key] = value
+    return out
+
+
+def concurrency(r: dict[str, str]) -> int | None:
+    """The client's concurrency, or None when the row does not state it."""
+    if r["batch_size"]:
+        return int(r["batch_size"])
+    src = _source_fields(r)
+    if "silicon_concurrency" in src:
+        return int(src["silicon_concurrency"])
+    return None
+
+
+def decode_slots(r: dict[str, str]) -> int:
+    """AIConfigurator's reading of a disaggregated row's decode batch: its InferenceX adapter
+    (``_worker``) sets decode batch = concurrency / (decode workers x attention-DP ranks)."""
+    dp = parallelism(r, "decode_")["attention_dp"]
+    return _int(r["decode_batch_size"]) * _int(r["decode_num_workers"]) * dp
+
+
+def _named(r: dict[str, str]) -> bool:
+    return bool(r["prefill_num_workers"] and r["decode_num_workers"])
+
+
+def _base(r: dict[str, str], conc: int) -> dict[str, Any]:
+    return {
+        "gpu": SYSTEMS[r["system"]],
+        "engine": ENGINES[r["backend"]],
+        "weights": r["gemm_quant_mode"] or "bf16",
+        "input_len": int(r["isl"]),
+        "output_len": int(r["osl"]),
+        "concurrency": conc,
+    }
+
+
+def _disagg_kwargs(d: dict[str, str]) -> dict[str, Any]:
+    """Worker pools of a row that names them. Neither batch size is passed as an engine cap:
+    both are AIConfigurator's modelling inputs, not settings the run used. Its InferenceX
+    adapter (``_worker``) sets the prefill batch to 1 ("defaults to 1 unless explicitly
+    overridden") and the decode batch to concurrency / (decode workers x attention-DP ranks);
+    the rows agree (config 303 keeps one deployment while its decode batch follows the
+    concurrency: 4, 8, 16, 32, 64 at 36-576)."""
+    p, q = parallelism(d, "prefill_"), parallelism(d, "decode_")
+    return {
+        "prefill_workers": _int(d["prefill_num_workers"]),
+        "prefill_tp": p["tp"],
+        "prefill_ep": p["ep"],
+        "prefill_attention_dp": p["attention_dp"],
+        "decode_workers": _int(d["decode_num_workers"]),
+        "decode_tp": q["tp"],
+        "decode_ep": q["ep"],
+        "decode_attention_dp": q["attention_dp"],
+    }
+
+
+def _one_each(r: dict[str, str]) -> dict[str, Any]:
+    """One prefill and one decode worker of the row's per-worker parallelism."""
+    p, q = parallelism(r, "prefill_"), parallelism(r, "decode_")
+    return {
+        "prefill_workers": 1,
+        "prefill_tp": p["tp"],
+        "prefill_ep": p["ep"],
+        "prefill_attention_dp": p["attention_dp"],
+        "decode_workers": 1,
+        "decode_tp": q["tp"],
+        "decode_ep": q["ep"],
+        "decode_attention_dp": q["attention_dp"],
+    }
+
+
+def _key(r: dict[str, str], conc: int) -> tuple[str, ...]:
+    return (r["backend"], r["system"], r["isl"], r["osl"], str(conc))
+
+
+def _same(a: dict[str, str], b: dict[str, str]) -> bool:
+    return all(
+        abs(float(a[k]) - float(b[k])) <= TWIN_RTOL * abs(float(b[k]))
+        for k in ("silicon_ttft_ms", "silicon_tpot_ms")
+    )
+
+
+def read_rows(raw: list[dict[str, str]]) -> list[ServingRow]:
+    """Every raw row read as the deployment it ran, or marked not expressible."""
+    named: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
+    for r in raw:
+        c = concurrency(r)
+        if r["mode"] == "disagg" and _named(r) and c is not None:
+            named[_key(r, c)].append(r)
+    out = []
+    for r in raw:
+        stated = concurrency(r)
+        conc = stated if stated is not None else decode_slots(r)
+        notes: list[str] = []
+        kind, reason = STATED, ""
+        kw = _base(r, conc)
+        guess: dict[str, Any] = {}
+        if stated is None:
+            kind, kw = NOT_EXPRESSIBLE, {}
+            reason = (
+                "not expressible: concurrency not stated (empty in the id and in "
+                "silicon_data_source; the decode batch is AIConfigurator's modelling input)"
+            )
+            guess = {**_base(r, conc), **_disagg_kwargs(r)}
+        elif r["mode"] != "disagg":
+            kw.update(parallelism(r), pp=_int(r["pp_size"]))
+        elif _named(r):
+            kw.update(_disagg_kwargs(r))
+        else:
+            twins = [n for n in named[_key(r, conc)] if _same(n, r)]
+            if len(twins) == 1:
+                kind = TWIN
+                kw.update(_disagg_kwargs(twins[0]))
+                notes.append(
+                    f"worker counts empty; deployment from {twins[0]['id']}, the same "
+                    "measurement (identical TTFT and TPOT) with its workers named"
+                )
+            else:
+                kind, kw = NOT_EXPRESSIBLE, {}
+                guess = {**_base(r, conc), **_one_each(r)}
+                reason = (
+                    "not expressible: worker counts not stated (prefill/decode_num_workers "
+                    "empty, no GPU total in the row or its source; AIConfigurator's own "
+                    "replay refuses such rows)"
+                )
+        out.append(
+            ServingRow(
+                id=r["id"],
+                engine=r["backend"],
+                mode=r["mode"],
+                kind=kind,
+                reason=reason,
+                ttft_ms=float(r["silicon_ttft_ms"]),
+                tpot_ms=float(r["silicon_tpot_ms"]),
+                concurrency=conc,
+                kwargs=kw,
+                guess=guess,
+                assumptions=tuple(notes),
+                raw=r,
+            )
+        )
+    return out
+
+
+def load(path: Path) -> list[ServingRow]:
+    with path.open() as f:
+        return read_rows(list(csv.DictReader(f)))

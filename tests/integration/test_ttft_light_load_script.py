@@ -1,0 +1,49 @@
+"""benchmarks/ttft_light_load.py: the light-load TTFT breakdown quoted in docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "ttft_light_load.py"
+ROW = re.compile(r"meas\s+([\d.]+)\s+pred\s+([\d.]+)\s+alone\s+([\d.]+)\s+ratio\s+([\d.]+)")
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_one_request_rows_are_their_own_lone_prefill() -> None:
+    out = _run("--max-concurrency", "1", "--isl-scaling")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("aggregated rows at concurrency <= 1: ")
+    rows = [ROW.search(line) for line in out.stdout.splitlines()]
+    found = [m for m in rows if m]
+    assert found, out.stdout
+    for m in found:
+        meas, pred, alone, ratio = (float(g) for g in m.groups())
+        # At concurrency 1 the row's prediction is the lone request's: nothing to wait for.
+        assert pred == alone
+        assert abs(ratio - meas / pred) < 0.01
+    assert "ISL scaling" in out.stdout
+
+
+def test_disaggregated_rows_never_beat_their_lone_request() -> None:
+    out = _run("--disagg")
+    assert out.returncode == 0, out.stderr
+    rows = re.findall(r"meas\s+([\d.]+)\s+pred\s+([\d.]+)\s+alone\s+([\d.]+)", out.stdout)
+    assert len(rows) >= 10, out.stdout
+    # More requests in flight never make the modelled first token earlier than one alone.
+    assert all(float(pred) >= float(alone) - 1e-6 for _, pred, alone in rows)

@@ -1,0 +1,54 @@
+"""benchmarks/validate_serving.py --by: the breakdown the serving figures in docs/benchmarks.md
+are quoted from."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "validate_serving.py"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_breakdown_by_concurrency_and_workers() -> None:
+    out = _run("--limit", "40", "--by", "concurrency,workers")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("rows: ")
+    grouped = [line for line in lines if ":concurrency=c" in line]
+    assert grouped, out.stdout
+    # Every breakdown line names both keys; disaggregated ones say how their workers are known.
+    assert all("|workers=" in line for line in grouped)
+    assert any("disagg:" in line and "workers=stated" in line for line in grouped)
+    assert any("disagg-guess:" in line and "workers=guess" in line for line in grouped)
+    # The row classes are counted, and the not-expressible rows stay out of the disagg figures.
+    classes = next(line for line in lines if line.startswith("row classes: "))
+    assert "disagg not expressible: " in classes and "disagg stated: " in classes
+    # Concurrency buckets sort by number (c5-16 before c17-64), not as text.
+    agg = [line.split("concurrency=")[1].split("|")[0] for line in grouped if " agg:" in line]
+    lows = [int(b[1:].split("-")[0].lstrip(">")) for b in agg]
+    engines = [line.split()[0] for line in grouped if " agg:" in line]
+    for engine in set(engines):
+        mine = [lo for lo, e in zip(lows, engines, strict=True) if e == engine]
+        assert mine == sorted(mine)
+
+
+def test_unknown_breakdown_key_is_one_line_exit_2() -> None:
+    out = _run("--by", "colour")
+    assert out.returncode == 2
+    assert "unknown --by key colour" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -1,0 +1,74 @@
+"""The protocol of benchmarks/calibrate_run.py: the calibration run of each stack is fixed by
+the plan alone (never the file order or the error), stacks keep apart what the model cannot
+express, and a row that is the calibration run in another metric is not predicted."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from gpuscale.validation import DATA_DIR
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "calibrate_run.py"
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("calibrate_run_benchmark", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def cases(bench: ModuleType) -> list[Any]:
+    mapped, _ = bench.cases(sorted(DATA_DIR.glob("published_runs*.csv")))
+    return mapped
+
+
+def test_the_smallest_run_does_not_depend_on_file_order(
+    bench: ModuleType, cases: list[Any]
+) -> None:
+    stacks: dict[tuple[Any, ...], list[Any]] = {}
+    for case in cases:
+        stacks.setdefault(bench.stack_of(case), []).append(case)
+    rng = random.Random(0)
+    for members in stacks.values():
+        anchor = bench.smallest(members)
+        shuffled = list(members)
+        rng.shuffle(shuffled)
+        assert bench.smallest(shuffled).id == anchor.id
+        # fewest GPUs first, then fewest parameters
+        assert anchor.plan.num_gpus == min(c.plan.num_gpus for c in members)
+
+
+def test_stacks_keep_apart_what_the_model_cannot_express(
+    bench: ModuleType, cases: list[Any]
+) -> None:
+    by_id = {c.id: c for c in cases}
+    baseline = bench.stack_of(by_id["megascale-t2-megatron-lm-256"])
+    system = bench.stack_of(by_id["megascale-t2-megascale-256"])
+    assert baseline != system
+    assert bench.source_and_gpu(by_id["megascale-t2-megatron-lm-256"]) == bench.source_and_gpu(
+        by_id["megascale-t2-megascale-256"]
+    )
+    # Megatron PTD-P and DeepSpeed ZeRO-3 rows of one paper are two stacks
+    frameworks = {bench.stack_of(c)[2] for c in cases if c.source == "narayanan21"}
+    assert len(frameworks) == 2
+
+
+def test_a_run_published_twice_is_not_predicted_from_itself(
+    bench: ModuleType,
+    cases: list[Any],
+) -> None:
+    by_id = {c.id: c for c in cases}
+    assert bench.same_run(by_id["bloom176b-step"], by_id["bloom176b-tflops"])
+    assert not bench.same_run(
+        by_id["megascale-t2-megatron-lm-256"], by_id["megascale-t2-megatron-lm-512"]
+    )

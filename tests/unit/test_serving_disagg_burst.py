@@ -1,0 +1,69 @@
+"""Disaggregated serving under a closed loop: the benchmark's start-up burst at the prefill
+workers (planner/serving/deployment.prefill_burst_s)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpuscale.api import infer
+from gpuscale.planner.serving.cohort_sim import BENCHMARK_ROUNDS
+from gpuscale.planner.serving.deployment import prefill_burst_s
+
+
+def test_hand_computed_burst() -> None:
+    # 9 prompts on one rank that prefills 2 requests/s: waits 0, 0.5, ..., 4 s -> mean 2 s,
+    # one round of 20 -> 0.1 s on the mean TTFT.
+    assert BENCHMARK_ROUNDS == 20
+    assert prefill_burst_s(9, 1, 2.0) == pytest.approx(0.1)
+    # 18 prompts over 2 ranks is the same 9 per rank
+    assert prefill_burst_s(18, 2, 2.0) == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("conc", [0, 1, 2, 4])
+def test_no_burst_while_every_prompt_has_a_rank(conc: int) -> None:
+    assert prefill_burst_s(conc, 4, 3.0) == 0.0
+
+
+def test_degenerate_capacity_adds_nothing() -> None:
+    assert prefill_burst_s(64, 1, 0.0) == 0.0
+    assert prefill_burst_s(64, 1, float("inf")) == 0.0
+
+
+@given(
+    conc=st.integers(min_value=1, max_value=4096),
+    ranks=st.integers(min_value=1, max_value=64),
+    cap=st.floats(min_value=0.01, max_value=1e4),
+)
+def test_burst_grows_with_load_and_shrinks_with_capacity(conc: int, ranks: int, cap: float) -> None:
+    b = prefill_burst_s(conc, ranks, cap)
+    assert b >= 0.0
+    assert prefill_burst_s(conc + 1, ranks, cap) >= b
+    assert prefill_burst_s(conc, ranks + 1, cap) <= b
+    assert prefill_burst_s(conc, ranks, 2 * cap) <= b
+
+
+def _opt(conc: int, prefill_workers: int = 1) -> dict:
+    return infer(
+        "llama3.1-70b",
+        gpu="h200-sxm",
+        engine="tensorrt-llm",
+        weights="fp8",
+        input_len=4096,
+        output_len=256,
+        concurrency=conc,
+        prefill_workers=prefill_workers,
+        prefill_tp=2,
+        decode_workers=1,
+        decode_tp=4,
+    ).to_dict()["options"][0]
+
+
+def test_deployment_reports_the_burst_and_more_prefill_workers_shorten_it() -> None:
+    one = _opt(16)
+    assert any("start-up burst" in n for n in one["notes"])
+    # a lone request has no burst to wait in
+    assert not any("start-up burst" in n for n in _opt(1)["notes"])
+    # the same burst split over two prefill workers waits less
+    assert _opt(16, prefill_workers=2)["ttft_ms"] < one["ttft_ms"]
