@@ -24,11 +24,7 @@ from gpuscale.report.doctor import print_doctor
 def command(no_bench: bool, timeout: float, as_json: bool) -> int:
     """Check torch/CUDA/NCCL, GPUs, NVLink/PCIe, NCCL_* and network settings, and run a short
     all-reduce and matmul. Exits 1 only when something will break training."""
-
-    def step(text: str) -> None:
-        if not as_json:
-            err_console.print(f"[dim]running {text}...[/dim]")
-
+    step = None if as_json else lambda text: err_console.print(f"[dim]running {text}...[/dim]")
     result = doctor(bench=not no_bench, timeout=timeout, on_step=step)
     if as_json:
         emit_json(result.to_dict())
