@@ -101,3 +101,47 @@ def test_search_answers_tp_across_nodes_vs_pipeline_by_fabric(gpuscale) -> None:
 
     assert winner("ib-ndr400") == "1 x TP16"
     assert winner("roce-100") == "1 x TP8-PP2"
+
+
+def test_concurrency_list_sweeps_the_load() -> None:
+    import json
+    import subprocess
+    import sys
+
+    args = ["infer", "llama3.1-8b", "--gpu", "h100-sxm", "--concurrency", "1,16,256", "--json"]
+    out = subprocess.run(
+        [sys.executable, "-m", "gpuscale.cli.main", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    ).stdout
+    doc = json.loads(out)
+    assert doc["load"] == "concurrency"
+    assert [p["concurrency"] for p in doc["points"]] == [1, 16, 256]
+    import gpuscale
+
+    assert (
+        doc
+        == gpuscale.infer_sweep(
+            "llama3.1-8b", gpu="h100-sxm", concurrency=[1, 16, 256], input_len=512, output_len=256
+        ).to_dict()
+    )
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpuscale.cli.main",
+            "infer",
+            "llama3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--concurrency",
+            "4,4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bad.returncode == 2
+    assert bad.stderr.strip().count("\n") == 0 and "--concurrency" in bad.stderr

@@ -117,6 +117,8 @@ def _verdict(load: str, rows: list[dict[str, Any]], knee: dict[str, Any]) -> str
         f"throughput grows to {knee['output_tokens_per_s_per_gpu']:,.0f} output tok/s per GPU at "
         f"{name} {knee[load]:g} (TTFT {knee['ttft_ms']:.0f} ms, TPOT {knee['tpot_ms']:.1f} ms)"
     )
+    if knee["saturated"]:
+        text += ", saturated: requests queue for a running slot"
     if last[load] == knee[load]:
         return text + "; it has not levelled off in this range"
     gain = last["output_tokens_per_s"] / max(knee["output_tokens_per_s"], 1e-12) - 1.0

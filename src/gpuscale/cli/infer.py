@@ -12,14 +12,22 @@ from gpuscale.api import profile_names
 from gpuscale.api.serving import infer as api_infer
 from gpuscale.api.serving_search import search as api_search
 from gpuscale.api.serving_static import infer_static
+from gpuscale.api.serving_sweep import infer_sweep
 from gpuscale.cli._common import check_writable, console, emit_json, write_result_html
 from gpuscale.cli._options import MODEL, SEARCH, SERVING, flag, opt, options
 from gpuscale.errors import InputError, require
-from gpuscale.report.serving import print_search, print_serving, print_static
+from gpuscale.report.serving import print_search, print_serving, print_static, print_sweep
 from gpuscale.specs.training import KV_DTYPES, WEIGHT_DTYPES
 
 LOAD = ("concurrency", "request_rate", "prefill_workers", "decode_workers")
 """Options that ask for the serving model under load (any one of them)."""
+
+CONCURRENCY = flag(
+    "concurrency",
+    type=str,
+    help="Closed loop: requests kept in flight; several, comma-separated (1,8,64,256), sweep "
+    "the load and print the latency-throughput curve.",
+)
 
 
 @click.command("infer")
@@ -56,7 +64,8 @@ LOAD = ("concurrency", "request_rate", "prefill_workers", "decode_workers")
         f"static-batch table any profile: {', '.join(profile_names())} (default generic).",
     ),
     flag("profile", type=str, help="Calibration profile YAML overlay."),
-    SERVING,
+    CONCURRENCY,
+    *[item for item in SERVING if item != "concurrency"],
     SEARCH,
     "html",
     "json",
@@ -84,8 +93,18 @@ def command(model: str, as_json: bool, html_path: str | None, **o: Any) -> None:
         render = print_search
     elif any(o[k] is not None for k in LOAD):
         tp = _single(tp) if typed_tp else 1
-        result = api_infer(model, engine=engine or "vllm", tp=tp, **common, **o)
-        render = print_serving
+        loads = _loads(o.pop("concurrency"))
+        if loads is not None and len(loads) > 1:
+            result = infer_sweep(
+                model, concurrency=loads, engine=engine or "vllm", tp=tp, **common, **o
+            )
+            render = print_sweep
+        else:
+            load = loads[0] if loads else None
+            result = api_infer(
+                model, engine=engine or "vllm", tp=tp, concurrency=load, **common, **o
+            )
+            render = print_serving
     else:
         profile, tp = o["profile"], tp if typed_tp else None
         result = infer_static(model, tp=tp, batch=batch, engine=engine, profile=profile, **common)
@@ -97,6 +116,19 @@ def command(model: str, as_json: bool, html_path: str | None, **o: Any) -> None:
         emit_json(doc)
     else:
         render(console, doc)
+
+
+def _loads(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise InputError(
+            f"--concurrency '{text}': give a whole number of requests, or several "
+            "comma-separated (1,8,64)",
+            field="concurrency",
+        ) from None
 
 
 def _single(tp_text: str) -> int:

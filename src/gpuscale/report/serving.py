@@ -86,6 +86,32 @@ def print_serving(console: Console, doc: Mapping[str, Any]) -> None:
     console.print(f"verdict: {doc['verdict']}")
 
 
+def print_sweep(console: Console, doc: Mapping[str, Any]) -> None:
+    """The load sweep's document (``LoadSweepResult.to_dict()``): one row per load."""
+    load = doc["load"]
+    table = Table(
+        title=f"{doc['model']} on {doc['gpu']} ({doc['engine']}, {doc['weights']}): "
+        f"{doc['input']} in / {doc['output']} out, load by load",
+        title_justify="left",
+    )
+    columns = {
+        load: ("C" if load == "concurrency" else "req/s", "{:g}"),
+        "ttft_ms": ("TTFT ms", "{:,.0f}"),
+        "ttft_ms_p99": ("TTFT p99", "{:,.0f}"),
+        "tpot_ms": ("TPOT ms", "{:.1f}"),
+        "tpot_ms_p99": ("TPOT p99", "{:.1f}"),
+        "output_tokens_per_s": ("tok/s", "{:,.0f}"),
+        "output_tokens_per_s_per_gpu": ("tok/s/GPU", "{:,.0f}"),
+        "kv_cache_occupancy": ("KV used", "{:.0%}"),
+    }
+    for name, _ in columns.values():
+        table.add_column(name, justify="right")
+    for row in doc["points"]:
+        table.add_row(*(fmt.format(row[key]) for key, (_, fmt) in columns.items()))
+    console.print(table)
+    console.print(f"verdict: {doc['verdict']}; TPOT excludes the first token")
+
+
 def print_search(console: Console, doc: Mapping[str, Any]) -> None:
     """The SLO search's document (``SearchResult.to_dict()``): the best eight deployments."""
     table = Table(
