@@ -87,3 +87,15 @@ def test_kernel_floor_binds_only_at_small_batch(name: str) -> None:
     assert all(a >= b for a, b in pairwise(shares))
     assert shares[0] > 0.04
     assert shares[-1] < 0.01
+
+
+def test_lm_head_is_read_in_16_bits_in_every_format() -> None:
+    # Doubling the vocabulary of an FP8-served model adds the head's extra 16-bit weights (and
+    # its logits) at HBM speed at batch 1, not FP8 bytes: engines keep lm_head unquantized.
+    base = _model("llama3.1-8b", "vllm", weights="fp8")
+    m = base.model
+    wide = dataclasses.replace(base, model=dataclasses.replace(m, vocab_size=2 * m.vocab_size))
+    dev = base.cluster.device
+    hbm = dev.hbm_bandwidth_gb_per_s * 1e9 * base.profile.hbm_efficiency
+    extra = (2.0 * m.vocab_size * m.hidden_size + 2.0 * m.vocab_size) / hbm
+    assert _decode(wide, 1.0) - _decode(base, 1.0) == pytest.approx(extra, rel=1e-6)

@@ -302,7 +302,11 @@ class IterationModel:
         # LM head on the sequences that emit a token this iteration (decodes; prefills whose
         # last chunk ends here are at most one per prompt and counted with the decodes).
         emit = np.maximum(n_d, 1.0)
-        head = gemm(emit, m.vocab_size / t_a, h)
+        # The head stays in 16 bits in every serving format, as ``weight_bytes_per_gpu`` stores
+        # it (gpt-oss quantization_config modules_to_not_convert lists lm_head; ModelOpt FP8/
+        # NVFP4 checkpoints exclude it; vLLM's ParallelLMHead is unquantized for FP8).
+        g_head = Gemm("head", emit * ones, m.vocab_size / t_a * ones, h * ones, ones)
+        head = gemm_time(g_head, dev.half_precision, dev, self.profile, launch, SIXTEEN_BIT)
         levels = LevelBandwidth.of(self.cluster, self.profile)
         hop = collective_time_s("send_recv", tokens * h * SIXTEEN_BIT, 2, 1, levels)
         # Pipeline stages run one after another for one batch (no micro-batch overlap assumed).
