@@ -24,6 +24,9 @@ AT_LEAST_ONE: Check = ("a finite number >= 1", lambda v: v >= 1)
 
 CONSTANTS: dict[str, Check] = {
     "kernel_launch_us": NON_NEGATIVE,
+    "graph_kernel_gap_us": NON_NEGATIVE,
+    "moe_glue_kernels": NON_NEGATIVE,
+    "moe_activation_quant_kernels": NON_NEGATIVE,
     "elementwise_hidden_passes": NON_NEGATIVE,
     "elementwise_ffn_passes": NON_NEGATIVE,
     "elementwise_kernels_per_layer": NON_NEGATIVE,

@@ -32,8 +32,6 @@ from gpuscale.errors import InputError
 from gpuscale.specs import Cluster, ModelSpec
 
 SIXTEEN_BIT = 2.0
-MOE_AUX_KERNELS = 4.0
-"""Kernels around each MoE layer's grouped GEMMs besides the router (see ``time_s``)."""
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp32": 4.0}
 
 
@@ -266,11 +264,13 @@ class IterationModel:
             per_expert = pairs / touched
             moe = gemm(per_expert, mats_up * f, h, touched) + gemm(per_expert, h, f, touched)
             moe = moe + gemm(tokens, float(m.num_experts), h)  # router
-            # Routing and token shuffling around the expert GEMMs: top-k softmax, sort/align of
-            # token ids by expert, activation, and the weighted top-k reduction are kernels of
-            # their own (vLLM fused_moe: topk_softmax, moe_align_block_size, silu_and_mul,
-            # moe_sum), each reading or writing the tokens' top-k copies of the hidden state.
-            moe = moe + MOE_AUX_KERNELS * launch
+            # Routing and token shuffling around the expert GEMMs are kernels of their own,
+            # each reading or writing the tokens' top-k copies of the hidden state; how many
+            # the engine launches is counted in its profile (``moe_glue_kernels``), plus one
+            # activation-quantization kernel before each grouped GEMM where the engine
+            # quantizes W8A8 FP8 inputs outside the GEMM (``moe_activation_quant_kernels``).
+            glue = self.moe_glue_kernels(prec)
+            moe = moe + glue * launch
             moe = moe + 4.0 * group_tokens / par.attention_dp * m.experts_per_token * h * 2.0 / hbm
             if m.shared_experts:
                 sf = m.shared_experts * float(m.ffn_hidden_size) / t_a
@@ -296,18 +296,51 @@ class IterationModel:
 
         comm = self._communication(tokens, moe_layers)
         layers = m.num_layers * (proj + elementwise) + attn + mlp_total
+        layers = layers + self.serial_kernels(prec) * self._gap_s()
         per_stage = layers / par.pp + comm / par.pp
 
         # LM head on the sequences that emit a token this iteration (decodes; prefills whose
         # last chunk ends here are at most one per prompt and counted with the decodes).
         emit = np.maximum(n_d, 1.0)
-        head = gemm(emit, m.vocab_size / t_a, h)
+        # The head stays in 16 bits in every serving format, as ``weight_bytes_per_gpu`` stores
+        # it (gpt-oss quantization_config modules_to_not_convert lists lm_head; ModelOpt FP8/
+        # NVFP4 checkpoints exclude it; vLLM's ParallelLMHead is unquantized for FP8).
+        g_head = Gemm("head", emit * ones, m.vocab_size / t_a * ones, h * ones, ones)
+        head = gemm_time(g_head, dev.half_precision, dev, self.profile, launch, SIXTEEN_BIT)
         levels = LevelBandwidth.of(self.cluster, self.profile)
         hop = collective_time_s("send_recv", tokens * h * SIXTEEN_BIT, 2, 1, levels)
         # Pipeline stages run one after another for one batch (no micro-batch overlap assumed).
         total = per_stage * par.pp + (par.pp - 1) * hop + head
         running = n_d + np.minimum(np.asarray(prefill_tokens, dtype=float), 1.0)
         return total + self.iteration_overhead_s + self.per_sequence_overhead_s * running
+
+    def _gap_s(self) -> float:
+        return self.profile.const("graph_kernel_gap_us") * 1e-6
+
+    def moe_glue_kernels(self, prec: str) -> float:
+        """Kernels of one MoE layer besides the router and the two grouped GEMMs: the engine's
+        routing/permute/activation/reduce chain, plus its activation-quantization kernels where
+        the experts run W8A8 FP8 (``prec == "fp8"``)."""
+        glue = self.profile.const("moe_glue_kernels")
+        if prec == "fp8":
+            glue += self.profile.const("moe_activation_quant_kernels")
+        return glue
+
+    def serial_kernels(self, prec: str) -> float:
+        """Kernels of one forward pass through the decoder layers (all stages), each of which
+        waits for the one before it. Under CUDA-graph replay every kernel still pays a dispatch
+        gap and the launch-to-completion time of its own prologue and tail
+        (``graph_kernel_gap_us``) before the next can start, on top of its roofline time."""
+        m = self.model
+        moe_kernels = 3.0 + self.moe_glue_kernels(prec)  # router + two grouped GEMMs + glue
+        if m.shared_experts:
+            moe_kernels += 2.0
+        proj = (5.0 if m.q_lora_rank else 4.0) if m.is_mla else 2.0
+        attention = 2.0  # cache write and the attention kernel (``_attention_core``)
+        per_layer = proj + attention + self.profile.const("elementwise_kernels_per_layer")
+        dense_layers = m.dense_layers if m.is_moe else m.num_layers
+        moe_layers = m.num_layers - dense_layers
+        return m.num_layers * per_layer + dense_layers * 2.0 + moe_layers * moe_kernels
 
     def _attention_core(
         self,
