@@ -78,11 +78,18 @@ def parallelism(r: dict[str, str], prefix: str = "") -> dict[str, int]:
     ep = _int(r[f"{prefix}moe_ep_size"])
     moe = _int(r[f"{prefix}moe_tp_size"]) * ep
     launch = re.search(r"_tp(\d+)_ep(\d+)_", r["id"])
-    if not prefix and launch and tp == moe and tp > int(launch.group(1)) and ep > 1:
-        # Some rows record tp_size as TP x EP (64 for `--tp 8 --ep 8` on one node); the id
-        # keeps the launch flags, which give the GPUs.
-        tp, ep = int(launch.group(1)), int(launch.group(2))
-        moe = tp
+    if not prefix and launch and ep > 1:
+        gpus, launch_ep = int(launch.group(1)), int(launch.group(2))
+        if tp * dp == moe == gpus * launch_ep and launch_ep > 1:
+            # The InferenceX export of 2026-04-06 writes a `--tp 8 --ep 8` launch (8 GPUs) as
+            # 64 GPUs: tp_size x attention_dp = moe_tp x moe_ep = TP x EP. The 2026-03-25
+            # export of the same measurements (identical TTFT and TPOT) writes 8 GPUs (tp 8,
+            # or attention DP 8 with tp 1; moe 1 x 8), so the id's launch flags give the GPUs.
+            # The recorded attention width tp_size stays: attention DP = GPUs / tp_size (1
+            # where tp_size was written as TP x EP).
+            tp_att = min(tp, gpus)
+            tp, dp, ep = tp_att, gpus // tp_att, launch_ep
+            moe = gpus
     if moe > tp * dp and moe % tp == 0:
         # vLLM rows leave attention_dp empty when --data-parallel-size runs attention DP under
         # an expert group wider than TP: the MoE group size gives the GPUs.
@@ -99,12 +106,18 @@ def _source_fields(r: dict[str, str]) -> dict[str, str]:
 
 
 def concurrency(r: dict[str, str]) -> int | None:
-    """The client's concurrency, or None when the row does not state it."""
-    if r["batch_size"]:
-        return int(r["batch_size"])
+    """The client's concurrency, or None when the row does not state it.
+
+    ``silicon_concurrency`` (the benchmark client's setting) first. ``batch_size`` is
+    AIConfigurator's per-attention-DP-rank batch, not the client's concurrency: its estimator
+    reads concurrency = batch_size x attention_dp_size (``aic-core/.../sdk/backends/
+    base_backend.py`` line 712, ``global_bs = bs * model.config.attention_dp_size``), and the
+    rows agree (e.g. DeepSeek-R1 TP8 attention-DP 8 at silicon_concurrency 256: batch 32)."""
     src = _source_fields(r)
     if "silicon_concurrency" in src:
         return int(src["silicon_concurrency"])
+    if r["batch_size"]:
+        return int(r["batch_size"]) * _int(r["attention_dp_size"])
     return None
 
 
