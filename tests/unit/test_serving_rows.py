@@ -7,7 +7,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.serving_rows import NOT_EXPRESSIBLE, STATED, TWIN, load, read_rows
+from gpuscale.validation.serving_rows import (
+    NOT_EXPRESSIBLE,
+    STATED,
+    TWIN,
+    client_lengths,
+    load,
+    read_rows,
+    uniform_lengths,
+)
 
 FIELDS = [
     "id",
@@ -265,3 +273,42 @@ def test_public_twin_exports_read_as_one_deployment() -> None:
         assert a.concurrency == b.concurrency
         keys = ("tp", "attention_dp", "ep", "pp")
         assert {k: a.kwargs[k] for k in keys} == {k: b.kwargs[k] for k in keys}
+
+
+def test_uniform_lengths_by_hand() -> None:
+    # integers 8, 9, 10: mean 9, variance (1 + 0 + 1) / 3 = 2/3
+    mean, cv = uniform_lengths(10, 0.8)
+    assert mean == 9 and cv == pytest.approx((2 / 3) ** 0.5 / 9)
+    mean, cv = uniform_lengths(1024, 0.8)  # 819 ... 1024
+    assert mean == 921.5 and cv == pytest.approx(((206**2 - 1) / 12) ** 0.5 / 921.5)
+    assert uniform_lengths(1024, 1.0) == (1024, 0.0)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 20000), st.floats(0.0, 1.0))
+def test_uniform_lengths_match_the_drawn_integers(length: int, ratio: float) -> None:
+    low = int(length * ratio)
+    values = list(range(low, length + 1))
+    mean, cv = uniform_lengths(length, ratio)
+    assert mean == pytest.approx(sum(values) / len(values))
+    var = sum((v - mean) ** 2 for v in values) / len(values)
+    assert cv == pytest.approx(var**0.5 / mean, abs=1e-12)
+
+
+def test_client_lengths_by_source() -> None:
+    infx = _agg(
+        silicon_data_source="source_file=2026-04-06.csv; silicon_concurrency=4",
+        batch_size="4",
+        tp_size="8",
+        isl="1024",
+        osl="8192",
+    )
+    aic = {**infx, "id": "a", "silicon_data_source": "db-dump/2026-04-27; config_id=1"}
+    disagg = {**infx, "id": "d", "mode": "disagg"}
+    assert client_lengths(aic) == {"input_len": 1024, "output_len": 8192}
+    assert client_lengths(disagg) == {"input_len": 1024, "output_len": 8192}
+    got = client_lengths(infx)
+    assert (got["input_len"], got["output_len"]) == (round(921.5), round((6553 + 8192) / 2))
+    assert 0.06 < got["input_cv"] < 0.07 and 0.06 < got["output_cv"] < 0.07
+    (row,) = read_rows([infx])
+    assert row.kwargs["input_cv"] == got["input_cv"]

@@ -132,14 +132,60 @@ def _named(r: dict[str, str]) -> bool:
     return bool(r["prefill_num_workers"] and r["decode_num_workers"])
 
 
+INFERENCEX_EXPORTS = ("source_file=2026-03-25.csv", "source_file=2026-04-06.csv")
+"""The InferenceX CSV exports in the file (SOURCES.md)."""
+INFERENCEX_RANGE_RATIO = 0.8
+"""InferenceX's client draws each request's input and output length uniformly from the integers
+[int(L x ratio), L] (``utils/bench_serving/benchmark_serving.py`` ``sample_uniform``) with
+``RANDOM_RANGE_RATIO: 0.8`` (``.github/workflows/benchmark-tmpl.yml``, env and input default)."""
+INFERENCEX_ROUNDS = 10
+"""InferenceX measures ``--num-prompts $((CONC * 10))`` requests after ``--num-warmups
+$((2 * CONC))`` (``benchmarks/benchmark_lib.sh`` ``run_benchmark_serving``)."""
+
+
+def uniform_lengths(length: int, ratio: float) -> tuple[float, float]:
+    """Mean and coefficient of variation of a length drawn uniformly from the integers
+    [int(length x ratio), length] (discrete uniform: variance (n^2 - 1) / 12 over n values)."""
+    low = int(length * ratio)
+    n = length - low + 1
+    mean = (low + length) / 2
+    return mean, ((n * n - 1) / 12) ** 0.5 / mean
+
+
+def client_lengths(r: dict[str, str]) -> dict[str, Any]:
+    """The prompt and output lengths the row's benchmark client sent.
+
+    AIConfigurator's own runs (aiperf, ``benchmark/bench_run.sh.j2``) send fixed lengths:
+    ``--isl-stddev``/``--osl-stddev`` default to 0 (``generator/config/deployment_config.yaml``)
+    with ``ignore_eos``. The aggregated rows of the InferenceX exports ran InferenceX's client,
+    whose lengths are uniform over [0.8 L, L] (``INFERENCEX_RANGE_RATIO``); their mean is below
+    the row's ``isl``/``osl`` and they differ per request, so a closed loop's requests do not
+    stay in lockstep cohorts."""
+    isl, osl = int(r["isl"]), int(r["osl"])
+    if r["mode"] != "agg" or not r["silicon_data_source"].startswith(INFERENCEX_EXPORTS):
+        return {"input_len": isl, "output_len": osl}
+    (im, icv), (om, ocv) = (uniform_lengths(n, INFERENCEX_RANGE_RATIO) for n in (isl, osl))
+    return {"input_len": round(im), "output_len": round(om), "input_cv": icv, "output_cv": ocv}
+
+
+def client_requests(r: dict[str, str], conc: int) -> dict[str, Any]:
+    """Requests the row's client measured, for a closed loop whose lengths vary (the first
+    ``conc`` of them are the start burst): InferenceX's scripts pass ``--num-prompts
+    $((CONC * 10))`` (e.g. ``benchmarks/*.sh`` ``run_benchmark_serving``). AIConfigurator's
+    fixed-length runs are simulated round by round (``cohort_sim.BENCHMARK_ROUNDS``)."""
+    if "input_cv" not in client_lengths(r):
+        return {}
+    return {"num_requests": INFERENCEX_ROUNDS * conc}
+
+
 def _base(r: dict[str, str], conc: int) -> dict[str, Any]:
     return {
         "gpu": SYSTEMS[r["system"]],
         "engine": ENGINES[r["backend"]],
         "weights": r["gemm_quant_mode"] or "bf16",
-        "input_len": int(r["isl"]),
-        "output_len": int(r["osl"]),
+        **client_lengths(r),
         "concurrency": conc,
+        **client_requests(r, conc),
     }
 
 
