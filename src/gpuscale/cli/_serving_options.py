@@ -26,7 +26,7 @@ def serving_options(func: Any) -> Any:
             type=int,
             default=1000,
             show_default=True,
-            help="Requests in the (open-loop) benchmark.",
+            help="Requests in the benchmark (open loop; closed loop with random lengths: the first C are a burst).",
         ),
         click.option(
             "--prefix-hit",
