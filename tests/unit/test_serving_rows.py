@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.serving_rows import NOT_EXPRESSIBLE, STATED, TWIN, load, read_rows
+from gpuscale.validation.serving_rows import (
+    NOT_EXPRESSIBLE,
+    STATED,
+    TWIN,
+    client_lengths,
+    load,
+    read_rows,
+    uniform_lengths,
+)
 
 FIELDS = [
     "id",
@@ -157,3 +167,148 @@ def test_public_rows_classes() -> None:
     for r in disagg:
         if r.kind == TWIN:
             assert not r.raw["prefill_num_workers"]
+
+
+def _agg(**kw: str) -> dict[str, str]:
+    return _row(
+        mode="agg",
+        prefill_tp_size="",
+        prefill_moe_ep_size="",
+        decode_tp_size="",
+        decode_moe_ep_size="",
+        **kw,
+    )
+
+
+def test_concurrency_is_the_clients_not_the_per_rank_batch() -> None:
+    # TRT-LLM TP8 with attention DP 8: batch_size 32 per rank, the client ran 256
+    # (AIConfigurator: concurrency = batch_size x attention_dp_size).
+    stated = _agg(
+        silicon_data_source="silicon_concurrency=256",
+        batch_size="32",
+        tp_size="1",
+        attention_dp_size="8",
+        moe_tp_size="1",
+        moe_ep_size="8",
+    )
+    unstated = {**stated, "id": "u", "silicon_data_source": "x=1"}
+    a, b = read_rows([stated, unstated])
+    assert a.concurrency == 256 and b.concurrency == 32 * 8
+    assert (a.kwargs["tp"], a.kwargs["attention_dp"], a.kwargs["ep"]) == (8, 8, 8)
+
+
+@pytest.mark.parametrize(
+    ("fields", "launch", "expect"),
+    [
+        # 2026-04-06 export of `--tp 8 --ep 8` with attention DP: tp 1, attention DP 64, moe 8 x 8
+        (("1", "64", "8", "8"), "_tp8_ep8_", (8, 8, 8)),
+        # the same export without attention DP: tp_size 64 = TP x EP
+        (("64", "1", "8", "8"), "_tp8_ep8_", (8, 1, 8)),
+        # vLLM `--tp 4` with expert parallelism: tp 4, attention DP 4, moe 1 x 16
+        (("4", "4", "1", "16"), "_tp4_ep4_", (4, 1, 4)),
+        # a row whose fields already give the launch's GPUs is read as recorded
+        (("1", "8", "1", "8"), "_tp8_ep8_", (8, 8, 8)),
+        (("8", "1", "1", "8"), "_tp8_ep8_", (8, 1, 8)),
+    ],
+)
+def test_launch_flags_undo_the_tp_times_ep_gpu_count(
+    fields: tuple[str, str, str, str], launch: str, expect: tuple[int, int, int]
+) -> None:
+    tp, dp, mtp, mep = fields
+    r = _agg(
+        id=f"m_agg_1024x1024_c64{launch}1",
+        silicon_data_source="silicon_concurrency=64",
+        batch_size="1",
+        tp_size=tp,
+        attention_dp_size=dp,
+        moe_tp_size=mtp,
+        moe_ep_size=mep,
+    )
+    (row,) = read_rows([r])
+    assert (row.kwargs["tp"], row.kwargs["attention_dp"], row.kwargs["ep"]) == expect
+    assert row.concurrency == 64
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([1, 2, 4, 8]), st.sampled_from([2, 4, 8]), st.booleans(), st.integers(1, 64))
+def test_exported_tp_times_ep_reads_back_to_the_launch(
+    gpus: int, ep: int, attention_dp: bool, per_rank: int
+) -> None:
+    # Property: whatever the launch, the TP x EP export reads back as `gpus` GPUs, the client's
+    # concurrency, and attention DP over all GPUs exactly when the export says attention DP.
+    wide = gpus * ep
+    tp, dp = ("1", str(wide)) if attention_dp else (str(wide), "1")
+    conc = per_rank * (wide if attention_dp else 1)
+    r = _agg(
+        id=f"m_agg_1x1_c{conc}_tp{gpus}_ep{ep}_7",
+        silicon_data_source=f"silicon_concurrency={conc}",
+        batch_size=str(per_rank),
+        tp_size=tp,
+        attention_dp_size=dp,
+        moe_tp_size=str(gpus),
+        moe_ep_size=str(ep),
+    )
+    (row,) = read_rows([r])
+    assert row.kwargs["tp"] == gpus and row.kwargs["ep"] == ep
+    assert row.kwargs["attention_dp"] == (gpus if attention_dp else 1)
+    assert row.concurrency == conc
+
+
+def test_public_twin_exports_read_as_one_deployment() -> None:
+    # The 2026-04-06 and 2026-03-25 InferenceX exports hold the same aggregated measurements
+    # (identical TTFT and TPOT) with different field conventions; both must read the same.
+    rows = [
+        r
+        for r in load(DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv")
+        if r.mode == "agg"
+    ]
+    by_meas: dict[tuple[str, str], list] = {}
+    for r in rows:
+        by_meas.setdefault((r.raw["silicon_ttft_ms"], r.raw["silicon_tpot_ms"]), []).append(r)
+    pairs = [
+        g for g in by_meas.values() if len(g) == 2 and g[0].raw["tp_size"] != g[1].raw["tp_size"]
+    ]
+    assert len(pairs) >= 20
+    for a, b in pairs:
+        assert a.concurrency == b.concurrency
+        keys = ("tp", "attention_dp", "ep", "pp")
+        assert {k: a.kwargs[k] for k in keys} == {k: b.kwargs[k] for k in keys}
+
+
+def test_uniform_lengths_by_hand() -> None:
+    # integers 8, 9, 10: mean 9, variance (1 + 0 + 1) / 3 = 2/3
+    mean, cv = uniform_lengths(10, 0.8)
+    assert mean == 9 and cv == pytest.approx((2 / 3) ** 0.5 / 9)
+    mean, cv = uniform_lengths(1024, 0.8)  # 819 ... 1024
+    assert mean == 921.5 and cv == pytest.approx(((206**2 - 1) / 12) ** 0.5 / 921.5)
+    assert uniform_lengths(1024, 1.0) == (1024, 0.0)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 20000), st.floats(0.0, 1.0))
+def test_uniform_lengths_match_the_drawn_integers(length: int, ratio: float) -> None:
+    low = int(length * ratio)
+    values = list(range(low, length + 1))
+    mean, cv = uniform_lengths(length, ratio)
+    assert mean == pytest.approx(sum(values) / len(values))
+    var = sum((v - mean) ** 2 for v in values) / len(values)
+    assert cv == pytest.approx(var**0.5 / mean, abs=1e-12)
+
+
+def test_client_lengths_by_source() -> None:
+    infx = _agg(
+        silicon_data_source="source_file=2026-04-06.csv; silicon_concurrency=4",
+        batch_size="4",
+        tp_size="8",
+        isl="1024",
+        osl="8192",
+    )
+    aic = {**infx, "id": "a", "silicon_data_source": "db-dump/2026-04-27; config_id=1"}
+    disagg = {**infx, "id": "d", "mode": "disagg"}
+    assert client_lengths(aic) == {"input_len": 1024, "output_len": 8192}
+    assert client_lengths(disagg) == {"input_len": 1024, "output_len": 8192}
+    got = client_lengths(infx)
+    assert (got["input_len"], got["output_len"]) == (round(921.5), round((6553 + 8192) / 2))
+    assert 0.06 < got["input_cv"] < 0.07 and 0.06 < got["output_cv"] < 0.07
+    (row,) = read_rows([infx])
+    assert row.kwargs["input_cv"] == got["input_cv"]

@@ -216,7 +216,12 @@ PARAMS: dict[str, Param] = {
     "batch": Param(type=int, default=1, help="Concurrent sequences."),
     "concurrency": Param(type=int, help="Closed loop: requests kept in flight."),
     "request_rate": Param(type=float, help="Open loop: Poisson arrivals, requests/s."),
-    "num_requests": Param(type=int, default=1000, help="Requests in the (open-loop) benchmark."),
+    "num_requests": Param(
+        type=int,
+        default=1000,
+        help="Requests in the benchmark (open loop; closed loop with random lengths: the first "
+        "C are a burst).",
+    ),
     "prefix_hit": Param(
         type=float, default=0.0, help="Share of each prompt served from the prefix cache."
     ),

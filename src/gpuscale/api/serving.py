@@ -129,7 +129,9 @@ def infer(
     separate request groups, ``ep`` shards the experts. Give ``prefill_workers`` and
     ``decode_workers`` for disaggregated serving. Closed loop with ``concurrency`` (the means
     of a benchmark of 20 rounds of ``concurrency`` requests that starts with a burst on a
-    drained engine, as aiperf runs it); open loop (Poisson) with ``request_rate`` requests/s."""
+    drained engine, as aiperf runs it; with random lengths, ``input_cv``/``output_cv`` > 0, the
+    staggered steady state with the first ``concurrency`` of ``num_requests`` requests arriving
+    as one burst); open loop (Poisson) with ``request_rate`` requests/s."""
     spec = model if isinstance(model, ModelSpec) else catalog.model(model)
     require(spec.causal, f"{spec.name} is an encoder; serving applies to decoders", field="model")
     for name, value in (("input_len", input_len), ("output_len", output_len)):

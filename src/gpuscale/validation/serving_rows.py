@@ -78,11 +78,18 @@ def parallelism(r: dict[str, str], prefix: str = "") -> dict[str, int]:
     ep = _int(r[f"{prefix}moe_ep_size"])
     moe = _int(r[f"{prefix}moe_tp_size"]) * ep
     launch = re.search(r"_tp(\d+)_ep(\d+)_", r["id"])
-    if not prefix and launch and tp == moe and tp > int(launch.group(1)) and ep > 1:
-        # Some rows record tp_size as TP x EP (64 for `--tp 8 --ep 8` on one node); the id
-        # keeps the launch flags, which give the GPUs.
-        tp, ep = int(launch.group(1)), int(launch.group(2))
-        moe = tp
+    if not prefix and launch and ep > 1:
+        gpus, launch_ep = int(launch.group(1)), int(launch.group(2))
+        if tp * dp == moe == gpus * launch_ep and launch_ep > 1:
+            # The InferenceX export of 2026-04-06 writes a `--tp 8 --ep 8` launch (8 GPUs) as
+            # 64 GPUs: tp_size x attention_dp = moe_tp x moe_ep = TP x EP. The 2026-03-25
+            # export of the same measurements (identical TTFT and TPOT) writes 8 GPUs (tp 8,
+            # or attention DP 8 with tp 1; moe 1 x 8), so the id's launch flags give the GPUs.
+            # The recorded attention width tp_size stays: attention DP = GPUs / tp_size (1
+            # where tp_size was written as TP x EP).
+            tp_att = min(tp, gpus)
+            tp, dp, ep = tp_att, gpus // tp_att, launch_ep
+            moe = gpus
     if moe > tp * dp and moe % tp == 0:
         # vLLM rows leave attention_dp empty when --data-parallel-size runs attention DP under
         # an expert group wider than TP: the MoE group size gives the GPUs.
@@ -99,12 +106,18 @@ def _source_fields(r: dict[str, str]) -> dict[str, str]:
 
 
 def concurrency(r: dict[str, str]) -> int | None:
-    """The client's concurrency, or None when the row does not state it."""
-    if r["batch_size"]:
-        return int(r["batch_size"])
+    """The client's concurrency, or None when the row does not state it.
+
+    ``silicon_concurrency`` (the benchmark client's setting) first. ``batch_size`` is
+    AIConfigurator's per-attention-DP-rank batch, not the client's concurrency: its estimator
+    reads concurrency = batch_size x attention_dp_size (``aic-core/.../sdk/backends/
+    base_backend.py`` line 712, ``global_bs = bs * model.config.attention_dp_size``), and the
+    rows agree (e.g. DeepSeek-R1 TP8 attention-DP 8 at silicon_concurrency 256: batch 32)."""
     src = _source_fields(r)
     if "silicon_concurrency" in src:
         return int(src["silicon_concurrency"])
+    if r["batch_size"]:
+        return int(r["batch_size"]) * _int(r["attention_dp_size"])
     return None
 
 
@@ -119,14 +132,60 @@ def _named(r: dict[str, str]) -> bool:
     return bool(r["prefill_num_workers"] and r["decode_num_workers"])
 
 
+INFERENCEX_EXPORTS = ("source_file=2026-03-25.csv", "source_file=2026-04-06.csv")
+"""The InferenceX CSV exports in the file (SOURCES.md)."""
+INFERENCEX_RANGE_RATIO = 0.8
+"""InferenceX's client draws each request's input and output length uniformly from the integers
+[int(L x ratio), L] (``utils/bench_serving/benchmark_serving.py`` ``sample_uniform``) with
+``RANDOM_RANGE_RATIO: 0.8`` (``.github/workflows/benchmark-tmpl.yml``, env and input default)."""
+INFERENCEX_ROUNDS = 10
+"""InferenceX measures ``--num-prompts $((CONC * 10))`` requests after ``--num-warmups
+$((2 * CONC))`` (``benchmarks/benchmark_lib.sh`` ``run_benchmark_serving``)."""
+
+
+def uniform_lengths(length: int, ratio: float) -> tuple[float, float]:
+    """Mean and coefficient of variation of a length drawn uniformly from the integers
+    [int(length x ratio), length] (discrete uniform: variance (n^2 - 1) / 12 over n values)."""
+    low = int(length * ratio)
+    n = length - low + 1
+    mean = (low + length) / 2
+    return mean, ((n * n - 1) / 12) ** 0.5 / mean
+
+
+def client_lengths(r: dict[str, str]) -> dict[str, Any]:
+    """The prompt and output lengths the row's benchmark client sent.
+
+    AIConfigurator's own runs (aiperf, ``benchmark/bench_run.sh.j2``) send fixed lengths:
+    ``--isl-stddev``/``--osl-stddev`` default to 0 (``generator/config/deployment_config.yaml``)
+    with ``ignore_eos``. The aggregated rows of the InferenceX exports ran InferenceX's client,
+    whose lengths are uniform over [0.8 L, L] (``INFERENCEX_RANGE_RATIO``); their mean is below
+    the row's ``isl``/``osl`` and they differ per request, so a closed loop's requests do not
+    stay in lockstep cohorts."""
+    isl, osl = int(r["isl"]), int(r["osl"])
+    if r["mode"] != "agg" or not r["silicon_data_source"].startswith(INFERENCEX_EXPORTS):
+        return {"input_len": isl, "output_len": osl}
+    (im, icv), (om, ocv) = (uniform_lengths(n, INFERENCEX_RANGE_RATIO) for n in (isl, osl))
+    return {"input_len": round(im), "output_len": round(om), "input_cv": icv, "output_cv": ocv}
+
+
+def client_requests(r: dict[str, str], conc: int) -> dict[str, Any]:
+    """Requests the row's client measured, for a closed loop whose lengths vary (the first
+    ``conc`` of them are the start burst): InferenceX's scripts pass ``--num-prompts
+    $((CONC * 10))`` (e.g. ``benchmarks/*.sh`` ``run_benchmark_serving``). AIConfigurator's
+    fixed-length runs are simulated round by round (``cohort_sim.BENCHMARK_ROUNDS``)."""
+    if "input_cv" not in client_lengths(r):
+        return {}
+    return {"num_requests": INFERENCEX_ROUNDS * conc}
+
+
 def _base(r: dict[str, str], conc: int) -> dict[str, Any]:
     return {
         "gpu": SYSTEMS[r["system"]],
         "engine": ENGINES[r["backend"]],
         "weights": r["gemm_quant_mode"] or "bf16",
-        "input_len": int(r["isl"]),
-        "output_len": int(r["osl"]),
+        **client_lengths(r),
         "concurrency": conc,
+        **client_requests(r, conc),
     }
 
 

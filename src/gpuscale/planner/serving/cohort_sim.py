@@ -318,19 +318,23 @@ def simulate_ranks(
     concurrency: int,
     ranks: int,
     max_running: float,
+    burst_only: bool = False,
 ) -> CohortResult | None:
     """Closed loop of ``concurrency`` clients over ``ranks`` attention ranks (replicas x
     attention-DP groups). A load-balancing router spreads the requests evenly (SGLang's DP
     attention controller round robin, vLLM's DP load balancer, Dynamo's router), so a rank holds
     ``floor(C / ranks)`` of them or one more; each kind of rank is simulated once and weighted
     by how many ranks it stands for. Per-rank figures in the result are averages over all ranks
-    (an idle rank counts with no requests), so ``requests_per_s * ranks`` is the total."""
+    (an idle rank counts with no requests), so ``requests_per_s * ranks`` is the total.
+    ``burst_only``: only the benchmark's first round, the burst of ``concurrency`` requests on a
+    drained engine (one measured round, no successors)."""
     lo, extra = divmod(int(concurrency), int(ranks))
     parts: list[tuple[CohortResult, int]] = []
     for load, count in ((lo, ranks - extra), (lo + 1, extra)):
         if load < 1 or count == 0:
             continue
-        sim = simulate(it, eng, work, load, max_running)
+        rounds = {"measured_cycles": 1, "rounds": 1} if burst_only else {}
+        sim = simulate(it, eng, work, load, max_running, **rounds)
         if sim is None:
             return None
         parts.append((sim, count))

@@ -224,15 +224,48 @@ def predict_aggregated(
         conc = float(client.concurrency or 1) / ranks
         point = closed_loop(curve, conc, kv_tokens, work)
         sim = None
+        cap = kv_capacity_requests(kv_tokens, work, eng)
         # Random lengths break cohorts apart: the staggered steady state applies.
         if work.fixed:
-            cap = kv_capacity_requests(kv_tokens, work, eng)
             sim = simulate_ranks(it, eng, work, int(client.concurrency or 1), ranks, cap)
+        else:
+            point = _with_start_burst(point, it, eng, work, client, ranks, cap)
         if sim is not None:
             return _from_simulation(
                 sim, point, gpus, fits, mem_gib, kv_tokens, ranks, work, it, notes, eng
             )
     return _prediction("aggregated", gpus, fits, mem_gib, kv_tokens, point, ranks, work, it, notes)
+
+
+def _with_start_burst(
+    point: OperatingPoint,
+    it: IterationModel,
+    eng: EngineProfile,
+    work: Workload,
+    client: Client,
+    ranks: int,
+    cap: float,
+) -> OperatingPoint:
+    """The staggered steady state with the benchmark's first round put back into the mean TTFT.
+
+    A closed-loop client starts its ``C`` workers at once on a drained engine (aiperf's
+    concurrency phase issues credits with a zero interval, ``ArrivalPattern.CONCURRENCY_BURST``
+    in ``aiperf/timing/strategies/request_rate.py``; ``vllm bench``/InferenceX's
+    ``benchmark_serving.py`` with ``--request-rate inf`` creates every task at once behind a
+    ``--max-concurrency`` semaphore, after its warm-up requests are gathered). Random lengths
+    stagger the later rounds, but the first ``C`` of the ``num_requests`` measured requests
+    arrive together: their TTFT is the burst's, simulated as one lockstep round at the mean
+    lengths; the rest see the steady state. Mean TTFT = (C x burst + (N - C) x steady) / N."""
+    conc = int(client.concurrency or 1)
+    n = max(int(client.num_requests), conc)
+    fixed = dataclasses.replace(work, input_cv=0.0, output_cv=0.0)
+    burst = simulate_ranks(it, eng, fixed, conc, ranks, cap, burst_only=True)
+    if burst is None:
+        return point
+    burst_ttft = float(np.average(burst.ttft_s, weights=burst.weight))
+    share = conc / n
+    ttft = share * burst_ttft + (1.0 - share) * point.ttft_s
+    return dataclasses.replace(point, ttft_s=ttft, e2e_s=point.e2e_s + (ttft - point.ttft_s))
 
 
 def _from_simulation(

@@ -1,0 +1,82 @@
+"""The closed-loop start burst with random lengths (planner/serving/deployment._with_start_burst)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuscale import catalog
+from gpuscale.api import infer
+from gpuscale.catalog.serving_engines import engine
+from gpuscale.costmodel.profile import load_profile
+from gpuscale.costmodel.serving.formats import weight_format
+from gpuscale.costmodel.serving.iteration import Parallelism
+from gpuscale.planner.serving.cohort_sim import simulate, simulate_ranks
+from gpuscale.planner.serving.deployment import _iteration_model
+from gpuscale.planner.serving.steady_state import Workload
+
+WORK = Workload(input_len=1024, output_len=256)
+KW = {"gpu": "h100-sxm", "engine": "vllm", "input_len": 1024, "output_len": 256}
+
+
+def _ttft(conc: int, n: int, cv: float = 0.05) -> float:
+    o = infer("llama3.1-8b", concurrency=conc, num_requests=n, input_cv=cv, output_cv=cv, **KW)
+    return float(o.to_dict()["options"][0]["ttft_ms"])
+
+
+def _it(eng_name: str):
+    eng = engine(eng_name)
+    it = _iteration_model(
+        catalog.model("llama3.1-8b"),
+        catalog.cluster("h100-sxm", 1),
+        Parallelism(),
+        weight_format("bf16"),
+        "bf16",
+        load_profile(eng.cost_profile),
+        eng,
+    )
+    return it, eng
+
+
+def test_burst_only_is_the_first_round_alone() -> None:
+    # One request: every round is a lone request on a drained engine, so the first round alone
+    # has the full benchmark's TTFT; with C requests the burst is one round of C weights.
+    it, eng = _it("vllm")
+    one = simulate(it, eng, WORK, 1, max_running=1e9)
+    burst1 = simulate_ranks(it, eng, WORK, 1, 1, max_running=1e9, burst_only=True)
+    assert one is not None and burst1 is not None
+    assert np.average(burst1.ttft_s, weights=burst1.weight) == pytest.approx(
+        np.average(one.ttft_s, weights=one.weight)
+    )
+    burst8 = simulate_ranks(it, eng, WORK, 8, 1, max_running=1e9, burst_only=True)
+    assert burst8 is not None and burst8.weight.sum() == pytest.approx(8)
+    # eight prompts at once: the mean waits for part of the others' prefill
+    assert np.average(burst8.ttft_s, weights=burst8.weight) > np.average(
+        burst1.ttft_s, weights=burst1.weight
+    )
+
+
+def test_burst_share_is_c_over_n() -> None:
+    # Mean TTFT = C/N x burst + (1 - C/N) x steady: linear in 1/N, so the slope between any two
+    # benchmark sizes is the same, and all N = C requests see the burst.
+    conc = 16
+    t1, t2, t3 = (_ttft(conc, n) for n in (conc * 2, conc * 5, conc * 40))
+    s12 = (t1 - t2) / (1 / (conc * 2) - 1 / (conc * 5))
+    s23 = (t2 - t3) / (1 / (conc * 5) - 1 / (conc * 40))
+    assert s12 == pytest.approx(s23, rel=1e-6)
+    assert t1 > t2 > t3  # the burst waits longer than the staggered rounds
+    it, eng = _it("vllm")
+    fixed_work = Workload(input_len=1024, output_len=256)
+    # all-burst benchmark (N = C): the lockstep first round at the mean lengths
+    burst = simulate_ranks(it, eng, fixed_work, conc, 1, max_running=1e9, burst_only=True)
+    assert burst is not None
+    assert _ttft(conc, conc) == pytest.approx(
+        1e3 * np.average(burst.ttft_s, weights=burst.weight), rel=1e-6
+    )
+
+
+def test_fixed_lengths_keep_the_cohort_simulation() -> None:
+    # num_requests does not enter a fixed-length closed loop (BENCHMARK_ROUNDS rounds simulated)
+    a = infer("llama3.1-8b", concurrency=8, num_requests=80, **KW).to_dict()["options"][0]
+    b = infer("llama3.1-8b", concurrency=8, num_requests=8000, **KW).to_dict()["options"][0]
+    assert a["ttft_ms"] == b["ttft_ms"]
