@@ -29,6 +29,25 @@ def _name(job: TrainingJob) -> str:
     return f"{clean}-{job.gpus}g"
 
 
+def trainer_container(job: TrainingJob, image: str, torchrun: str) -> dict[str, Any]:
+    """The one container of every pod: torchrun over the node's GPUs, the training script and
+    its arguments from the environment (edit them in the manifest), NCCL errors surfaced."""
+    return {
+        "name": "trainer",
+        "image": image,
+        "command": ["bash", "-c", torchrun],
+        "env": [
+            {"name": "TRAIN_SCRIPT", "value": "train.py"},
+            {"name": "TRAIN_ARGS", "value": ""},
+            {"name": "TORCH_NCCL_ASYNC_ERROR_HANDLING", "value": "1"},
+        ],
+        "resources": {
+            "limits": {"nvidia.com/gpu": job.procs_per_node},
+            "requests": {"nvidia.com/gpu": job.procs_per_node},
+        },
+    }
+
+
 def kueue_manifests(
     job: TrainingJob,
     *,
@@ -74,22 +93,7 @@ def kueue_manifests(
                 "spec": {
                     "subdomain": name,
                     "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "trainer",
-                            "image": image,
-                            "command": ["bash", "-c", torchrun],
-                            "env": [
-                                {"name": "TRAIN_SCRIPT", "value": "train.py"},
-                                {"name": "TRAIN_ARGS", "value": ""},
-                                {"name": "TORCH_NCCL_ASYNC_ERROR_HANDLING", "value": "1"},
-                            ],
-                            "resources": {
-                                "limits": {"nvidia.com/gpu": job.procs_per_node},
-                                "requests": {"nvidia.com/gpu": job.procs_per_node},
-                            },
-                        }
-                    ],
+                    "containers": [trainer_container(job, image, torchrun)],
                 },
             },
         },

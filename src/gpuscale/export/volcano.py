@@ -17,7 +17,7 @@ import yaml
 from gpuscale.errors import require
 from gpuscale.export.files import Export, ExportedFile
 from gpuscale.export.job import TrainingJob
-from gpuscale.export.kueue import _name
+from gpuscale.export.kueue import _name, trainer_container
 
 MASTER_PORT = 23456
 """The ``pytorch`` plugin's default port (Volcano's pytorch plugin docs)."""
@@ -32,22 +32,7 @@ def _pod(job: TrainingJob, image: str) -> dict[str, Any]:
     return {
         "spec": {
             "restartPolicy": "Never",
-            "containers": [
-                {
-                    "name": "trainer",
-                    "image": image,
-                    "command": ["bash", "-c", torchrun],
-                    "env": [
-                        {"name": "TRAIN_SCRIPT", "value": "train.py"},
-                        {"name": "TRAIN_ARGS", "value": ""},
-                        {"name": "TORCH_NCCL_ASYNC_ERROR_HANDLING", "value": "1"},
-                    ],
-                    "resources": {
-                        "limits": {"nvidia.com/gpu": job.procs_per_node},
-                        "requests": {"nvidia.com/gpu": job.procs_per_node},
-                    },
-                }
-            ],
+            "containers": [trainer_container(job, image, torchrun)],
         }
     }
 
