@@ -105,6 +105,88 @@ def _latency_us(levels: LevelBandwidth, n: np.ndarray, per_node: np.ndarray) -> 
     return np.where(n > per_node, levels.inter_latency_us, levels.intra_latency_us)
 
 
+@dataclass(frozen=True, slots=True)
+class RingGroup:
+    """The plan-wise terms of one communicator that do not depend on the message: computed once
+    and shared by every collective a cost model runs over the same group (the data-parallel
+    group runs up to seven), so each extra collective costs only its bandwidth term."""
+
+    n: np.ndarray
+    """Ranks (float, at least 1)."""
+    per: np.ndarray
+    """Ranks per node (at most ``n``)."""
+    alpha: np.ndarray
+    """Latency of one step (s)."""
+    levels: LevelBandwidth
+    _memo: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, levels: LevelBandwidth, n: ArrayLike, per_node: ArrayLike) -> RingGroup:
+        n_arr = np.maximum(np.asarray(n, dtype=float), 1.0)
+        per = np.minimum(np.asarray(per_node, dtype=float), n_arr)
+        alpha = _latency_us(levels, n_arr, per) * 1e-6
+        return cls(n=n_arr, per=per, alpha=alpha, levels=levels, _memo={})
+
+    def _get(self, key: str) -> np.ndarray:
+        memo = self._memo
+        if key in memo:
+            return memo[key]
+        n_arr, alpha = self.n, self.alpha
+        value: np.ndarray
+        if key == "multi":
+            value = n_arr > 1
+        elif key == "busbw":
+            value = group_bus_bandwidth(self.levels, n_arr, self.per) * 1e9
+        elif key.startswith("factor:"):
+            value = bus_factor(key[7:], n_arr)
+        elif key == "ring_latency:1":
+            value = 1.0 * (n_arr - 1.0) * alpha
+        elif key == "ring_latency:2":
+            value = 2.0 * (n_arr - 1.0) * alpha
+        elif key == "tree_latency":
+            value = 2.0 * np.ceil(np.log2(n_arr)) * alpha
+        elif key == "tree_denominator":
+            value = np.maximum(n_arr - 1.0, 1.0)
+        else:
+            raise KeyError(key)
+        memo[key] = value
+        return value
+
+    def time_s(self, op: str, message_bytes: ArrayLike) -> np.ndarray:
+        """As :func:`collective_time_s` over this group (the same arithmetic, term by term)."""
+        levels = self.levels
+        size = np.asarray(message_bytes, dtype=float)
+        n_arr, per, alpha = self.n, self.per, self.alpha
+        multi = self._get("multi")
+        if op == "send_recv":
+            bw = np.where(
+                n_arr > per, levels.nics_per_gpu * levels.nic_gb_per_s, levels.intra_gb_per_s
+            )
+            return np.where(multi, alpha + size / (bw * 1e9), 0.0)
+        if op == "all_to_all":
+            # (per-1)/n of the buffer stays in the node, (n-per)/n crosses the network
+            local = size * (per - 1.0) / n_arr / (levels.intra_gb_per_s * 1e9)
+            remote = (
+                size
+                * (n_arr - per)
+                / n_arr
+                / (np.maximum(levels.nics_per_gpu * levels.nic_gb_per_s, 1e-9) * 1e9)
+            )
+            return np.where(multi, (n_arr - 1.0) * alpha + np.maximum(local, remote), 0.0)
+        steps = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "broadcast": 1.0}[op]
+        if not size.any():
+            bandwidth_term: np.ndarray | float = 0.0  # size 0: the latency term alone
+            ring = self._get(f"ring_latency:{steps:.0f}")
+        else:
+            bandwidth_term = size * self._get(f"factor:{op}") / self._get("busbw")
+            ring = self._get(f"ring_latency:{steps:.0f}") + bandwidth_term
+        if op != "all_reduce":
+            # NCCL's tree exists for all-reduce only (src/graph/tuning.cc); the others are rings.
+            return np.where(multi, ring, 0.0)
+        tree = self._get("tree_latency") + bandwidth_term * n_arr / self._get("tree_denominator")
+        return np.where(multi, np.minimum(ring, tree), 0.0)
+
+
 def collective_time_s(
     op: str,
     message_bytes: ArrayLike,
@@ -119,31 +201,6 @@ def collective_time_s(
     ``log2(n)`` latency steps instead of ``n - 1`` (Sanders, Speck & Traff 2009, two-tree
     broadcast/reduction). All-gather, reduce-scatter and broadcast run as rings.
     """
-    size = np.asarray(message_bytes, dtype=float)
-    n_arr = np.maximum(np.asarray(n, dtype=float), 1.0)
-    per = np.minimum(np.asarray(per_node, dtype=float), n_arr)
-    alpha = _latency_us(levels, n_arr, per) * 1e-6
-    if op == "send_recv":
-        bw = np.where(n_arr > per, levels.nics_per_gpu * levels.nic_gb_per_s, levels.intra_gb_per_s)
-        return np.where(n_arr > 1, alpha + size / (bw * 1e9), 0.0)
-    if op == "all_to_all":
-        # (per-1)/n of the buffer stays in the node, (n-per)/n crosses the network
-        local = size * (per - 1.0) / n_arr / (levels.intra_gb_per_s * 1e9)
-        remote = (
-            size
-            * (n_arr - per)
-            / n_arr
-            / (np.maximum(levels.nics_per_gpu * levels.nic_gb_per_s, 1e-9) * 1e9)
-        )
-        return np.where(n_arr > 1, (n_arr - 1.0) * alpha + np.maximum(local, remote), 0.0)
-    busbw = group_bus_bandwidth(levels, n_arr, per) * 1e9
-    bandwidth_term = size * bus_factor(op, n_arr) / busbw
-    steps = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "broadcast": 1.0}[op]
-    ring = steps * (n_arr - 1.0) * alpha + bandwidth_term
-    if op != "all_reduce":
-        # NCCL's tree exists for all-reduce only (src/graph/tuning.cc); the others are rings.
-        return np.where(n_arr > 1, ring, 0.0)
-    tree = steps * np.ceil(np.log2(n_arr)) * alpha + bandwidth_term * n_arr / np.maximum(
-        n_arr - 1.0, 1.0
-    )
-    return np.where(n_arr > 1, np.minimum(ring, tree), 0.0)
+    if op not in OPS:
+        raise ValueError(f"unknown collective {op!r}; known: {', '.join(OPS)}")
+    return RingGroup.of(levels, n, per_node).time_s(op, message_bytes)

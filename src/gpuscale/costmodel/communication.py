@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from gpuscale.costmodel.collectives import LevelBandwidth, collective_time_s
+from gpuscale.costmodel.collectives import LevelBandwidth, RingGroup, collective_time_s
 from gpuscale.costmodel.compute import BYTES, MicrobatchCompute
 from gpuscale.costmodel.model_states import lora_params
 from gpuscale.costmodel.params import embedding_params, layer_params, mlp_params, total_params
@@ -162,16 +162,17 @@ def communication(
     # reduce-scatter + all-gather pair of equal total cost (Korthikanti et al. 2022, Sec. 4.2.2).
     tp_msg = tokens * m.hidden_size * word
     tp_per_node = np.minimum(tp, gpn)
-    one_ar = collective_time_s("all_reduce", tp_msg, tp, tp_per_node, levels)
+    tp_ring = RingGroup.of(levels, tp, tp_per_node)
+    one_ar = tp_ring.time_s("all_reduce", tp_msg)
     low = BYTES.get(training.precision, word)
     if low < word and profile.const("tp_fp8_all_gather") > 0:
         # FP8 linears cast their input before the sequence-parallel all-gather, and the output
         # gradient before the all-gather that is the backward of the output reduce-scatter
         # (torchao float8_tensor_parallel: Float8ColwiseParallel, Float8RowwiseParallel,
         # PrepareFloat8ModuleInput), so each RS + AG pair moves its AG in FP8.
-        fp8_pair = collective_time_s(
-            "reduce_scatter", tp_msg, tp, tp_per_node, levels
-        ) + collective_time_s("all_gather", tp_msg * low / word, tp, tp_per_node, levels)
+        fp8_pair = tp_ring.time_s("reduce_scatter", tp_msg) + tp_ring.time_s(
+            "all_gather", tp_msg * low / word
+        )
         one_ar = np.where(plans.sequence_parallel, fp8_pair, one_ar)
     # Sequence parallelism also re-all-gathers the inputs of QKV and FC1 in backward for the
     # weight gradient, but Megatron launches it asynchronously under the input-gradient GEMM,
@@ -236,15 +237,16 @@ def communication(
     edp_group = np.maximum(dp_group // ep, 1)
     edp_per_node = _per_node(tp * ep, edp_group, gpn)
 
+    # The group terms are computed once for the seven collectives over each group.
+    dp_ring = RingGroup.of(levels, dp_group, dp_per_node)
+    edp_ring = RingGroup.of(levels, edp_group, edp_per_node) if m.is_moe else dp_ring
+    dense_params = params - experts
+
     def over_both(op: str, bytes_per_param: float) -> np.ndarray:
-        dense = collective_time_s(
-            op, (params - experts) * bytes_per_param, dp_group, dp_per_node, levels
-        )
+        dense = dp_ring.time_s(op, dense_params * bytes_per_param)
         if not m.is_moe:
             return dense
-        return dense + collective_time_s(
-            op, experts * bytes_per_param, edp_group, edp_per_node, levels
-        )
+        return dense + edp_ring.time_s(op, experts * bytes_per_param)
 
     ar = over_both("all_reduce", trainable * grad_word)
     rs = over_both("reduce_scatter", trainable * grad_word)
@@ -262,8 +264,8 @@ def communication(
     extra = np.where(
         zero == 2, np.maximum(layers * profile.const("zero2_unit_collectives") - 1.0, 0.0), 0.0
     )
-    rs = rs + extra * collective_time_s("reduce_scatter", 0.0, dp_group, dp_per_node, levels)
-    ag = ag + extra * collective_time_s("all_gather", 0.0, dp_group, dp_per_node, levels)
+    rs = rs + extra * dp_ring.time_s("reduce_scatter", 0.0)
+    ag = ag + extra * dp_ring.time_s("all_gather", 0.0)
     dp_sync = np.where(zero == 0, ar, np.where(zero < 3, rs + ag, 0.0))
     # Bucketed reduction overlaps the last micro-batch's backward (Li et al. 2020, PyTorch DDP,
     # VLDB 13(12), Sec. 3.2.3). The ZeRO-1/2 parameter all-gather follows the optimizer and can
@@ -299,24 +301,8 @@ def communication(
     hbm = cluster.pace_device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
     ag_copy = weight_bytes * profile.const("zero3_gather_copy_passes") / hbm
     rs_copy = grad_bytes * profile.const("zero3_reduce_copy_passes") / hbm
-    z3_ag = (
-        gathers
-        * (
-            collective_time_s("all_gather", weight_bytes / gathers, dp_group, dp_per_node, levels)
-            + host_s
-        )
-        + ag_copy
-    )
-    z3_rs = (
-        scatters
-        * (
-            collective_time_s(
-                "reduce_scatter", grad_bytes / scatters, dp_group, dp_per_node, levels
-            )
-            + host_s
-        )
-        + rs_copy
-    )
+    z3_ag = gathers * (dp_ring.time_s("all_gather", weight_bytes / gathers) + host_s) + ag_copy
+    z3_rs = scatters * (dp_ring.time_s("reduce_scatter", grad_bytes / scatters) + host_s) + rs_copy
     # A framework whose activation checkpointing re-runs the module hooks gathers the weights a
     # third time for the recomputed forward (``zero3_regather_on_recompute``).
     passes = 2.0 + np.where(full, profile.const("zero3_regather_on_recompute"), 0.0)
