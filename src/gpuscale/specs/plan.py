@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -171,6 +171,18 @@ class PlanBatch:
     last_stage_layers: np.ndarray
     embedding_in_split: np.ndarray
     loss_in_split: np.ndarray
+    _num_gpus: np.ndarray = field(init=False, repr=False, compare=False)
+    _num_microbatches: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Derived once: the cost model reads both several times per batch, and the integer
+        # division alone costs as much as a few float passes over the plans.
+        object.__setattr__(self, "_num_gpus", self.tp * self.pp * self.dp * self.cp)
+        # A batch may hold plans not yet validated (micro_batch or dp of 0): those read as 0
+        # micro-batches, as numpy's integer division gives, without a warning at construction.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            micro = self.global_batch // (self.micro_batch * self.dp)
+        object.__setattr__(self, "_num_microbatches", micro)
 
     @classmethod
     def from_plans(cls, plans: Sequence[Plan]) -> PlanBatch:
@@ -218,11 +230,11 @@ class PlanBatch:
 
     @property
     def num_gpus(self) -> np.ndarray:
-        return self.tp * self.pp * self.dp * self.cp
+        return self._num_gpus
 
     @property
     def num_microbatches(self) -> np.ndarray:
-        return self.global_batch // (self.micro_batch * self.dp)
+        return self._num_microbatches
 
     def take(self, index: np.ndarray) -> PlanBatch:
         """The plans selected by a boolean mask or an integer index array."""
