@@ -320,6 +320,35 @@ def stage_activations(
 ) -> StageActivations:
     """Activation bytes per GPU on the ``first`` or ``last`` pipeline stage of every plan (the
     same GPU when ``pp == 1``)."""
+    return _on_stage(model, training, plans, _per_layer(model, training, plans), stage)
+
+
+def stage_activations_both(
+    model: ModelSpec, training: Training, plans: PlanBatch
+) -> tuple[StageActivations, StageActivations]:
+    """:func:`stage_activations` of the first and of the last stage, the stage-independent
+    per-layer terms computed once for both."""
+    shared = _per_layer(model, training, plans)
+    return (
+        _on_stage(model, training, plans, shared, "first"),
+        _on_stage(model, training, plans, shared, "last"),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _PerLayer:
+    """The terms both stages share: tokens, layers and the per-token bytes of one layer."""
+
+    sp: np.ndarray
+    tokens: np.ndarray
+    layers: np.ndarray
+    stored_layer: np.ndarray
+    workspace: np.ndarray
+    head: np.ndarray
+    loss: np.ndarray
+
+
+def _per_layer(model: ModelSpec, training: Training, plans: PlanBatch) -> _PerLayer:
     terms = layer_terms(model, training)
     tp = plans.tp.astype(float)
     sp = np.where(plans.sequence_parallel & (plans.tp > 1), tp, 1.0)
@@ -365,7 +394,23 @@ def stage_activations(
     head_replicated, head_vocab, loss_transient = head_terms(model, training)
     head = tokens * (head_replicated / sp + head_vocab / tp)
     loss = tokens * loss_transient / tp
+    return _PerLayer(
+        sp=sp,
+        tokens=tokens,
+        layers=layers,
+        stored_layer=stored_layer,
+        workspace=workspace,
+        head=head,
+        loss=loss,
+    )
 
+
+def _on_stage(
+    model: ModelSpec, training: Training, plans: PlanBatch, shared: _PerLayer, stage: Stage
+) -> StageActivations:
+    sp, tokens, layers = shared.sp, shared.tokens, shared.layers
+    stored_layer, workspace = shared.stored_layer, shared.workspace
+    head, loss = shared.head, shared.loss
     if stage == "last":
         # 1F1B: the last stage runs each micro-batch's backward right after its forward.
         return StageActivations(

@@ -31,7 +31,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from gpuscale.costmodel.activations import Stage, stage_activations
+from gpuscale.costmodel.activations import stage_activations_both
 from gpuscale.costmodel.model_states import (
     DTYPE_BYTES,
     block_linear_weights,
@@ -282,9 +282,13 @@ def training_memory(
     transient_grads = _gradients_transient(plans)
 
     per_stage = []
-    stages: tuple[Stage, ...] = ("first", "last")
-    for stage, states in zip(stages, _model_states(model, training, plans, prof), strict=True):
-        acts = stage_activations(model, training, plans, stage)
+    # The first and the last stage (see _model_states and stage_activations_both).
+    both = zip(
+        _model_states(model, training, plans, prof),
+        stage_activations_both(model, training, plans),
+        strict=True,
+    )
+    for states, acts in both:
         # Backward peaks at the loss (its working set, one layer unit) or inside a layer (its
         # working set, two units); CUDA graphs hold both working sets (see activations).
         at_loss = acts.stored + acts.loss + states.unit
