@@ -375,10 +375,10 @@ def _per_layer(model: ModelSpec, training: Training, plans: PlanBatch) -> _PerLa
         selective = (checkpoint + (every - 1.0) * full_layer) / every
     else:
         selective = full_layer - terms.per_seq * context / tp
-    stored_layer = np.select(
-        [recompute == RECOMPUTE_CODE["full"], recompute == RECOMPUTE_CODE["selective"]],
-        [checkpoint, selective],
-        full_layer,
+    stored_layer = np.where(
+        recompute == RECOMPUTE_CODE["full"],
+        checkpoint,
+        np.where(recompute == RECOMPUTE_CODE["selective"], selective, full_layer),
     )
     # The layer being recomputed holds its full set again during its backward (per-layer SAC:
     # the recomputed layer is one with only its input kept).

@@ -197,12 +197,9 @@ def estimate_batch(
     # ZeRO shards dense weights' state over dp*cp ranks and experts' over dp*cp/ep.
     experts = expert_params_per_gpu(model, plans)
     replicas = plans.dp * plans.cp
-    sharded = (params_per_gpu(model, plans) - experts) / replicas + experts / np.maximum(
-        replicas // plans.ep, 1
-    )
-    owned = trainable_fraction(model, training) * np.where(
-        plans.zero >= 1, sharded, params_per_gpu(model, plans)
-    )
+    params = params_per_gpu(model, plans)
+    sharded = (params - experts) / replicas + experts / np.maximum(replicas // plans.ep, 1)
+    owned = trainable_fraction(model, training) * np.where(plans.zero >= 1, sharded, params)
     if training.offload_optimizer or training.offload_params:
         # ZeRO-Offload: gradients go down and updated 16-bit weights come back over PCIe, and
         # the step runs in host memory (Ren et al. 2021, arXiv:2101.06840, Sec. 4.1).
