@@ -41,20 +41,10 @@ class LoadSweepResult:
             rows.append({self.load: p.client[self.load], **option})
         return rows
 
-    def knee(self) -> dict[str, Any]:
-        """The last point whose throughput still grew by at least 5% over the one before."""
-        rows = self.rows()
-        best = rows[0]
-        for prev, cur in itertools.pairwise(rows):
-            prev_tps = prev["output_tokens_per_s"]
-            if prev_tps > 0 and cur["output_tokens_per_s"] / prev_tps - 1.0 >= _GAIN_AT_KNEE:
-                best = cur
-        return best
-
     def to_dict(self) -> dict[str, Any]:
         first = self.points[0].to_dict()
         rows = self.rows()
-        knee = self.knee()
+        knee = _knee(rows)
         return {
             "schema_version": SCHEMA_VERSION,
             "model": first["model"],
@@ -103,6 +93,16 @@ class LoadSweepResult:
             f"{doc['input']} in / {doc['output']} out: latency against throughput"
         )
         return [fig]
+
+
+def _knee(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The last point whose throughput still grew by at least 5% over the one before."""
+    best = rows[0]
+    for prev, cur in itertools.pairwise(rows):
+        prev_tps = prev["output_tokens_per_s"]
+        if prev_tps > 0 and cur["output_tokens_per_s"] / prev_tps - 1.0 >= _GAIN_AT_KNEE:
+            best = cur
+    return best
 
 
 def _summary(row: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,6 @@ from gpuscale.api import (
     ServingResult,
     export_plan,
     fit,
-    infer,
     infer_sweep,
 )
 from gpuscale.api import plan as api_plan
@@ -204,18 +203,8 @@ def serving_answer(q: ServingQuery) -> ServingAnswer:
     ``q.gpus`` GPUs with the most goodput under the SLO."""
     spec = q.model.arg()
 
-    def at(load: int) -> ServingResult:
-        return infer(
-            spec,
-            gpu=q.gpu,
-            tp=q.tp,
-            input_len=q.input_len,
-            output_len=q.output_len,
-            concurrency=load,
-        )
-
-    load = at(q.concurrency)
-    # The curve around the asked load: powers of 4 up to 4x past it (vLLM's and NIM's plots).
+    # The curve around the asked load: powers of 4 up to 4x past it (vLLM's and NIM's plots);
+    # the asked load is one of its points, priced once.
     loads = sorted({*(4**i for i in range(6) if 4**i <= 4 * q.concurrency), q.concurrency})
     sweep = infer_sweep(
         spec,
@@ -225,6 +214,7 @@ def serving_answer(q: ServingQuery) -> ServingAnswer:
         input_len=q.input_len,
         output_len=q.output_len,
     )
+    load = sweep.points[loads.index(q.concurrency)]
     best = search(
         spec,
         gpu=q.gpu,

@@ -110,7 +110,9 @@ def weight_bytes_per_gpu(model: ModelSpec, par: Parallelism, fmt: WeightFormat) 
     """Weights one GPU stores: linear layers in the serving format, embeddings and the head in
     16 bits (engines keep them unquantized), experts sharded ``ep``-way and ``moe_tp``-way."""
     w = fmt.weight_bytes
-    attn = _attention_weights(model) / par.attention_tp
+    # Token-mixer parameters averaged over the layers: MLA with its indexer, GQA with its output
+    # gate, Gated DeltaNet layers of hybrids (costmodel/params.py).
+    attn = mean_attention_params(model) / par.attention_tp
     dense_f = model.dense_ffn_hidden_size or model.ffn_hidden_size
     mats = 3.0 if model.mlp == "gated" else 2.0
     if model.is_moe:
@@ -128,13 +130,6 @@ def weight_bytes_per_gpu(model: ModelSpec, par: Parallelism, fmt: WeightFormat) 
     layers = (model.num_layers * attn + mlp) * w / par.pp
     tables = (1 if model.tied_embeddings else 2) * model.vocab_size * model.hidden_size
     return layers + tables * SIXTEEN_BIT / par.attention_tp
-
-
-def _attention_weights(model: ModelSpec) -> float:
-    """Parameters of one layer's token mixer (whole layer, before TP), averaged over the layers:
-    MLA with its indexer, GQA with its output gate, Gated DeltaNet layers of hybrids
-    (costmodel/params.py, from the models' transformers code)."""
-    return float(mean_attention_params(model))
 
 
 def expected_max_normal(n: int) -> float:
