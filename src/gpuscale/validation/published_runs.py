@@ -233,6 +233,11 @@ def _model(row: dict[str, str], notes: list[str]) -> ModelSpec:
 
 # --- plan -----------------------------------------------------------------------------------
 
+FA2_CAUSAL_HOPPER = 319.0 / 989.5
+"""FlashAttention-2 forward with the causal mask on H100 SXM, hdim 128, 4k tokens: 319 of 989.5
+TFLOP/s (Shah et al. 2024, FlashAttention-3, arXiv:2407.08608, Fig. 5); llm-foundry.yaml prices
+its Triton kernel at this rate / 1.4."""
+
 # Models of llm-foundry's large-scale H100 sweep that ran attn_impl 'flash' (see _plan_and_training).
 _LLMFOUNDRY_LS_FLASH = frozenset({"mpt-1b", "mpt-3b", "mpt-7b", "mpt-70b"})
 
@@ -388,11 +393,13 @@ def _plan_and_training(
         # 'flash', FlashAttention 2.4.2 (setup.py extra 'gpu-flash2', which submit_benchmarks.py
         # installs) through llm-foundry's unpad/varlen/pad path (llmfoundry/models/layers/
         # attention.py flash_attn_fn). The llm-foundry profile prices the Triton kernel.
-        # Priced with FlashAttention-2's own rates (generic.yaml: causal FA2 on Hopper 319 of
-        # 989.5 TFLOP/s, Shah et al. 2024 Fig. 5; backward/forward 0.87, Dao 2023), not the
-        # Triton kernel's. The unpad/pad copies of the varlen path are not counted.
-        overrides.setdefault("attention_efficiency", {})["hopper"] = 0.3224
-        overrides.setdefault("constants", {})["attention_backward_relative_efficiency"] = 0.87
+        # Priced with FlashAttention-2's own rates, not the Triton kernel's: its causal Hopper
+        # forward rate and generic.yaml's FA2 backward/forward ratio. The unpad/pad copies of
+        # the varlen path are not counted.
+        overrides.setdefault("attention_efficiency", {})["hopper"] = FA2_CAUSAL_HOPPER
+        overrides.setdefault("constants", {})["attention_backward_relative_efficiency"] = (
+            load_profile("generic").const("attention_backward_relative_efficiency")
+        )
         notes.append(
             "ran FlashAttention-2 2.4.2 (attn_impl flash, sweep.py @5e85bd62d): FA2's rates"
         )
