@@ -71,3 +71,36 @@ def test_moe_decode_steps_do_not_pay_for_other_prompts_expert_reads() -> None:
     assert point.tpot_s == pytest.approx((1 - share) * decode + share * whole, rel=0.02)
     fluid = float(it.time_s(n, ctx, n * 7372.0 / 921.0, half)[0])
     assert fluid > 1.2 * point.tpot_s  # what the fluid share charged
+
+
+def test_gpt_oss_attention_weights_are_read_in_16_bits() -> None:
+    # gpt-oss quantizes only its experts (modules_to_not_convert): a decode step on one GPU
+    # reads the attention projections at 2 bytes per weight, not at MXFP4's ~0.56.
+    import dataclasses
+
+    from gpuscale.costmodel.params import mean_attention_params
+    from gpuscale.costmodel.serving.iteration import weight_bytes_per_gpu
+
+    m = catalog.model("gpt-oss-120b")
+    quantized = dataclasses.replace(m, attention_weights_16bit=False)
+    fmt = weight_format("nvfp4")
+    par = Parallelism(tp=1)
+    extra = weight_bytes_per_gpu(m, par, fmt) - weight_bytes_per_gpu(quantized, par, fmt)
+    expected = m.num_layers * mean_attention_params(m) * (2.0 - fmt.weight_bytes)
+    assert extra == pytest.approx(expected)
+    cl = catalog.cluster("h200-sxm", 1)
+    eng = engine("vllm")
+    prof = load_profile(eng.cost_profile)
+    one = np.ones(1)
+    t = _iteration_model(m, cl, par, fmt, "bf16", prof, eng).time_s(
+        one, 1024 * one, 0 * one, 0 * one
+    )
+    t_q = _iteration_model(quantized, cl, par, fmt, "bf16", prof, eng).time_s(
+        one, 1024 * one, 0 * one, 0 * one
+    )
+    hbm = cl.device.hbm_bandwidth_gb_per_s * 1e9 * prof.hbm_efficiency
+    # The step's q/k/v/o projections: (q + 2 kv) x hidden in, hidden x q out, per layer.
+    proj = (m.q_width + 2 * m.kv_width + m.q_width) * m.hidden_size
+    extra_s = m.num_layers * proj * (2.0 - fmt.weight_bytes) / hbm
+    # At most the extra weight traffic; less only where a quantized GEMM sat on its math floor.
+    assert 0.8 * extra_s < float(t[0] - t_q[0]) <= extra_s * 1.001
