@@ -104,3 +104,25 @@ def test_gpt_oss_attention_weights_are_read_in_16_bits() -> None:
     extra_s = m.num_layers * proj * (2.0 - fmt.weight_bytes) / hbm
     # At most the extra weight traffic; less only where a quantized GEMM sat on its math floor.
     assert 0.8 * extra_s < float(t[0] - t_q[0]) <= extra_s * 1.001
+
+
+def test_vllm_scheduler_defaults_follow_the_gpu() -> None:
+    # vllm/engine/arg_utils.py get_batch_defaults (OpenAI server): >= 70 GiB and not an A100:
+    # 8,192 tokens per step and 1,024 running requests; otherwise 2,048 and 256.
+    vllm = engine("vllm")
+    for gpu, budget, seqs in (
+        ("h100-sxm", 8192, 1024),
+        ("mi300x", 8192, 1024),
+        ("a100-sxm-80gb", 2048, 256),
+        ("l40s", 2048, 256),
+    ):
+        eng = vllm.for_device(catalog.gpu(gpu))
+        assert (eng.max_num_batched_tokens, eng.max_num_seqs) == (budget, seqs), gpu
+    assert engine("sglang").for_device(catalog.gpu("a100-sxm-80gb")) == engine("sglang")
+    # The cap shows under load: 512 clients on an A100 run at most 256 at once.
+    from gpuscale.api import infer
+
+    a100 = infer("llama3.1-8b", gpu="a100-sxm-80gb", engine="vllm", concurrency=512)
+    h100 = infer("llama3.1-8b", gpu="h100-sxm", engine="vllm", concurrency=512)
+    assert a100.to_dict()["options"][0]["running_requests_per_rank"] <= 256.0 + 1e-6
+    assert h100.to_dict()["options"][0]["running_requests_per_rank"] > 256.0
