@@ -117,3 +117,15 @@ def test_quantized_checkpoints_alias_their_base_architecture() -> None:
     assert catalog.model("nvidia/GLM-5-NVFP4").name == "glm-5"
     assert catalog.model("nvidia/Qwen3.5-397B-A17B-NVFP4").name == "qwen3.5-397b-a17b"
     assert catalog.model("nvidia/Kimi-K2.5-NVFP4").name == "kimi-k2.5"
+
+
+def test_gpt_oss_attention_stays_16_bit_when_its_experts_are_quantized() -> None:
+    cfg = json.loads((CONFIGS / "gpt-oss-120b.json").read_text())
+    cfg["quantization_config"] = {
+        "quant_method": "mxfp4",
+        "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router"],
+    }
+    assert model_from_config(cfg, "gpt-oss").attention_weights_16bit
+    cfg["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": ["lm_head"]}
+    assert not model_from_config(cfg, "gpt-oss").attention_weights_16bit
+    assert not catalog.model("llama3.1-70b").attention_weights_16bit

@@ -153,7 +153,9 @@ def infer(
         )
     require(0.0 <= prefix_hit < 1.0, "--prefix-hit must be in [0, 1)", field="prefix_hit")
     require(replicas >= 1, f"--replicas must be >= 1, got {replicas}", field="replicas")
-    eng = engine_profile(engine)
+    # The engine's scheduler defaults depend on the GPU it starts on (vLLM: smaller
+    # budget and running cap below 70 GiB and on A100; serving_engines.yaml).
+    eng = engine_profile(engine).for_device(catalog.gpu(gpu))
     fmt = weight_format(weights)
     if kv_dtype == "auto":
         # The engine's default: 16-bit, or FP8 where its low-precision checkpoints carry it.

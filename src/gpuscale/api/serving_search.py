@@ -130,7 +130,9 @@ def search(
         slo_tpot_ms is None or slo_tpot_ms > 0, "--slo-tpot-ms must be > 0", field="slo_tpot_ms"
     )
     require(price is None or price > 0, "--price must be > 0 ($ per GPU-hour)", field="price")
-    eng = engine_profile(engine)
+    # The engine's scheduler defaults depend on the GPU it starts on (vLLM: smaller
+    # budget and running cap below 70 GiB and on A100; serving_engines.yaml).
+    eng = engine_profile(engine).for_device(catalog.gpu(gpu))
     prof = load_profile_for(eng.cost_profile)
     fmt = weight_format(weights)
     if kv_dtype == "auto":

@@ -295,6 +295,7 @@ def _moe(
             sliding_window=window,
             sliding_window_layers=sliding if window else 0,
             head_dim=_int(cfg, name, "head_dim", default=64),
+            attention_weights_16bit=_attention_not_quantized(cfg),
         )
     elif cfg.get("head_dim") is not None:
         extra["head_dim"] = _int(cfg, name, "head_dim")
@@ -315,6 +316,18 @@ def _moe(
         experts_per_token=top_k,
         **extra,
     )
+
+
+def _attention_not_quantized(cfg: Mapping[str, Any]) -> bool:
+    """True when the checkpoint's quantization leaves the attention projections in 16 bits
+    (gpt-oss: ``quantization_config.modules_to_not_convert`` lists ``model.layers.*.self_attn``).
+    Without a ``quantization_config`` (a copy of the architecture fields only) gpt-oss keeps the
+    published recipe: its only released checkpoints are MXFP4 experts with BF16 attention."""
+    qc = cfg.get("quantization_config")
+    if not isinstance(qc, Mapping):
+        return True
+    skip = qc.get("modules_to_not_convert")
+    return isinstance(skip, list) and any("self_attn" in str(m) for m in skip)
 
 
 def _hybrid(cfg: Mapping[str, Any], name: str, model_type: str, layers: int) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -10,6 +11,7 @@ from typing import Literal
 import yaml
 
 from gpuscale.errors import InputError, unknown
+from gpuscale.specs import Device
 
 KvPolicy = Literal["reserve", "on_demand"]
 PrefillPolicy = Literal["mixed", "prefill_first"]
@@ -19,6 +21,21 @@ ENGINE_ALIASES = {
     "trt-llm": "tensorrt-llm",
     "tensorrt_llm": "tensorrt-llm",
 }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SmallGpuDefaults:
+    """Scheduler defaults the engine picks on GPUs below ``below_memory_gib`` of memory, or on
+    GPUs whose id contains one of ``also_for`` (the engine checks the device at start-up)."""
+
+    below_memory_gib: float
+    also_for: tuple[str, ...] = ()
+    max_num_batched_tokens: int
+    max_num_seqs: int
+
+    def applies(self, device: Device) -> bool:
+        ident = f"{device.id} {device.name}".lower()
+        return device.memory_gib < self.below_memory_gib or any(k in ident for k in self.also_for)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,13 +71,33 @@ class EngineProfile:
     request_overhead_ms: float
     """Per request, outside the iterations: HTTP, tokenization, first-chunk streaming."""
     source: str
+    small_gpu_defaults: SmallGpuDefaults | None = None
+    """Smaller budget and running-request cap the engine defaults to on some GPUs."""
+
+    def for_device(self, device: Device) -> EngineProfile:
+        """The profile as the engine configures itself on ``device`` (default flags)."""
+        small = self.small_gpu_defaults
+        if small is None or not small.applies(device):
+            return self
+        return dataclasses.replace(
+            self,
+            max_num_batched_tokens=small.max_num_batched_tokens,
+            max_num_seqs=small.max_num_seqs,
+        )
 
 
 @cache
 def engines() -> dict[str, EngineProfile]:
     text = resources.files("gpuscale.catalog").joinpath("data/serving_engines.yaml").read_text()
     data = yaml.safe_load(text)
-    return {k: EngineProfile(name=k, **v) for k, v in data["engines"].items()}
+    out = {}
+    for k, v in data["engines"].items():
+        fields = dict(v)
+        small = fields.pop("small_gpu_defaults", None)
+        if small is not None:
+            small = SmallGpuDefaults(**{**small, "also_for": tuple(small.get("also_for", ()))})
+        out[k] = EngineProfile(name=k, small_gpu_defaults=small, **fields)
+    return out
 
 
 def engine(name: str) -> EngineProfile:

@@ -91,6 +91,10 @@ class ModelSpec:
     attention_output_gate: bool = False
     """Full-attention layers also project a per-channel sigmoid gate on their output
     (Qwen3-Next/Qwen3.5 ``attn_output_gate``): the query projection is twice as wide."""
+    attention_weights_16bit: bool = False
+    """The published quantized checkpoint quantizes only the experts and keeps the attention
+    projections and the router in 16 bits (gpt-oss ``quantization_config.
+    modules_to_not_convert``: ``self_attn``, ``mlp.router``, ``embed_tokens``, ``lm_head``)."""
     source: str = ""
 
     def __post_init__(self) -> None:

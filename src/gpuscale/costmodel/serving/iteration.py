@@ -112,7 +112,7 @@ def weight_bytes_per_gpu(model: ModelSpec, par: Parallelism, fmt: WeightFormat) 
     w = fmt.weight_bytes
     # Token-mixer parameters averaged over the layers: MLA with its indexer, GQA with its output
     # gate, Gated DeltaNet layers of hybrids (costmodel/params.py).
-    attn = mean_attention_params(model) / par.attention_tp
+    attn = mean_attention_params(model) / par.attention_tp * attention_weight_bytes(model, fmt) / w
     dense_f = model.dense_ffn_hidden_size or model.ffn_hidden_size
     mats = 3.0 if model.mlp == "gated" else 2.0
     if model.is_moe:
@@ -130,6 +130,15 @@ def weight_bytes_per_gpu(model: ModelSpec, par: Parallelism, fmt: WeightFormat) 
     layers = (model.num_layers * attn + mlp) * w / par.pp
     tables = (1 if model.tied_embeddings else 2) * model.vocab_size * model.hidden_size
     return layers + tables * SIXTEEN_BIT / par.attention_tp
+
+
+def attention_weight_bytes(model: ModelSpec, fmt: WeightFormat) -> float:
+    """Bytes per attention-projection weight: the serving format's, or 16 bits where the
+    published checkpoint quantizes only the experts (``ModelSpec.attention_weights_16bit``,
+    gpt-oss ``modules_to_not_convert``) and the format would be narrower."""
+    if model.attention_weights_16bit:
+        return max(fmt.weight_bytes, SIXTEEN_BIT)
+    return fmt.weight_bytes
 
 
 def expected_max_normal(n: int) -> float:
@@ -204,12 +213,17 @@ class IterationModel:
         curve = self.profile.gemm_curve(dev.id, dev.generation, prec)
 
         def gemm(
-            tok: np.ndarray, n: float, k: float, count: np.ndarray | float = 1.0
+            tok: np.ndarray,
+            n: float,
+            k: float,
+            count: np.ndarray | float = 1.0,
+            precision: str = prec,
+            w_bytes: float = wb,
         ) -> np.ndarray:
             c = np.asarray(count, dtype=float) * ones
             if np.all(c == 1.0):
                 g = Gemm("g", tok * ones, n * ones, k * ones, c)
-                return gemm_time(g, prec, dev, self.profile, launch, wb)
+                return gemm_time(g, precision, dev, self.profile, launch, w_bytes)
             # A grouped GEMM over ``count`` experts is one kernel (CUTLASS grouped GEMM, the
             # fused-MoE Triton kernel, DeepGEMM): its efficiency follows the whole group's
             # FLOPs and it launches once; its traffic is every touched expert's weights.
@@ -219,7 +233,10 @@ class IterationModel:
             return np.maximum(np.maximum(math, (act + c * n * k * wb) / hbm), launch)
 
         h = float(m.hidden_size)
-        # Attention projections (Megatron column/row split over the attention TP ranks).
+        # Attention projections (Megatron column/row split over the attention TP ranks), at
+        # 16 bits where the checkpoint leaves them unquantized (``attention_weight_bytes``).
+        wa = attention_weight_bytes(m, self.fmt)
+        pa = prec if wa == wb else dev.half_precision
         if m.is_mla:
             qk = float(m.qk_nope_head_dim + m.qk_rope_head_dim)
             heads = m.num_heads / t_a
@@ -235,7 +252,8 @@ class IterationModel:
             kv_w = 2.0 * max(m.kv_width / t_a, m.head_dim)
             # An output gate doubles q_proj's width (transformers Qwen3_5MoeAttention).
             q_out = m.q_width * (2.0 if m.attention_output_gate else 1.0)
-            proj = gemm(tokens, q_out / t_a + kv_w, h) + gemm(tokens, h, m.q_width / t_a)
+            proj = gemm(tokens, q_out / t_a + kv_w, h, 1.0, pa, wa)
+            proj = proj + gemm(tokens, h, m.q_width / t_a, 1.0, pa, wa)
             if m.has_gated_deltanet:
                 # Gated DeltaNet layers (transformers Qwen3_5MoeGatedDeltaNet): in_proj_qkv
                 # (2 key + value), in_proj_z (value), in_proj_a/b (one per value head), out_proj.

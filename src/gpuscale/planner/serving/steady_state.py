@@ -113,6 +113,42 @@ def _recompute_tokens(
     return share * (work.input_len + work.output_len / 2.0)
 
 
+def chunk_tokens(n: np.ndarray, new_tokens: float, eng: EngineProfile) -> np.ndarray:
+    """Prompt tokens one prefill-carrying iteration takes: the whole prompt without chunking,
+    else as much of it as the budget left after the ``n`` decodes allows (vLLM V1 schedules
+    the running decodes first and fills ``max_num_batched_tokens`` with waiting prompts,
+    ``vllm/v1/core/sched/scheduler.py`` ``schedule``; Sarathi-Serve, arXiv:2403.02310 Sec. 4)."""
+    room = np.maximum(float(eng.max_num_batched_tokens) - n, 1.0)
+    if eng.chunked_prefill:
+        return np.maximum(np.minimum(new_tokens, room), 1.0)
+    return np.full_like(n, max(new_tokens, 1.0))
+
+
+def mean_iteration_s(
+    it: IterationModel,
+    n: np.ndarray,
+    ctx: np.ndarray,
+    p: np.ndarray,
+    half: np.ndarray,
+    chunk: np.ndarray,
+) -> np.ndarray:
+    """Mean iteration time with ``p`` prompt tokens per iteration on average, as the scheduler
+    delivers them: in whole chunks of ``chunk`` tokens in a share ``f = min(p / chunk, 1)`` of
+    the iterations, the rest decode only (a prompt is admitted whole into the next iteration's
+    budget, not spread over the decode steps: ``chunk_tokens``). The time of an iteration is
+    not linear in its tokens: a memory-bound decode step reads the weights once for any small
+    batch, and an MoE layer's expert reads saturate as tokens touch more experts (``iteration.
+    expert_load``), so a thin fluid share of prompt tokens in every step (``f = 1``) would
+    charge every decode step for weights that only the prefill iterations read."""
+    f = np.clip(p / np.maximum(chunk, 1e-9), 0.0, 1.0)
+    per = np.where(f > 0.0, p / np.maximum(f, 1e-12), 0.0)
+    mixed = it.time_s(n, ctx, per, half)
+    if np.all((f >= 1.0) | (f <= 0.0)):
+        return mixed  # every iteration carries prompt tokens, or none does
+    decode = it.time_s(n, ctx, np.zeros_like(n), half)
+    return (1.0 - f) * decode + f * mixed
+
+
 def load_curve(
     it: IterationModel,
     eng: EngineProfile,
@@ -135,7 +171,7 @@ def load_curve(
     ctx = np.full_like(n, isl + osl / 2.0)
     half = np.full_like(n, isl / 2.0)
     p = n * (new_tokens + _recompute_tokens(n, work, eng, kv_tokens)) / decode_steps
-    t = it.time_s(n, ctx, p, half)
+    t = mean_iteration_s(it, n, ctx, p, half, chunk_tokens(n, new_tokens, eng))
     x = n / (decode_steps * t)
     if x_grid is not None:
         x_mono = np.maximum.accumulate(x)
@@ -143,10 +179,10 @@ def load_curve(
         over = ~np.isfinite(n)
         n = np.where(over, n[~over].max() if (~over).any() else 1e-4, n)
         p = n * (new_tokens + _recompute_tokens(n, work, eng, kv_tokens)) / decode_steps
-        t = it.time_s(n, np.full_like(n, isl + osl / 2.0), p, np.full_like(n, isl / 2.0))
-        x = np.asarray(x_grid, dtype=float)
         ctx = np.full_like(n, isl + osl / 2.0)
         half = np.full_like(n, isl / 2.0)
+        t = mean_iteration_s(it, n, ctx, p, half, chunk_tokens(n, new_tokens, eng))
+        x = np.asarray(x_grid, dtype=float)
         beyond = over
     else:
         beyond = np.zeros_like(n, dtype=bool)
