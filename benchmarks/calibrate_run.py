@@ -1,6 +1,6 @@
 """One-run calibration on published runs: calibrate on each source's smallest run, predict the rest.
 
-    python benchmarks/calibrate_run.py [--csv PATH ...] [--rows] [--json]
+    python benchmarks/calibrate_run.py [--csv PATH ...] [--rows] [--json] [--rule R] [--fit Q]
 
 The published training runs (``data/validation/published_runs*.csv``, every row the validation
 loader maps today) are split into *stacks*: one source (publication), one GPU type (a profile
@@ -18,8 +18,13 @@ FILE`` does, with the row's own stated settings (the loader's overrides) on top,
 predicted again. A row that is the calibration run published again in another metric (same
 model, plan and GPUs) is not another plan and is left out; a stack with a single run has nothing
 to predict and is listed as excluded, with the reason.
-Printed: mean absolute percentage error (MAPE) of the predicted rows before (no calibration) and
-after, per stack, per source and over all predicted rows; ``--rows`` adds each row's error.
+The calibration is ``calibrate run``'s own rule (the posterior split, ``--rule posterior``);
+``--rule smallest_move`` and ``--fit QUANTITY`` give the alternatives for comparison. Nothing
+here is chosen from the predicted rows.
+Printed: per stack, the model's error on the calibration run itself, what moved (and its share
+of the gap), and the mean absolute percentage error (MAPE) of the predicted rows before (no
+calibration) and after; per source and over all predicted rows; ``--rows`` adds each row's
+error.
 """
 
 from __future__ import annotations
