@@ -547,6 +547,71 @@ def _merge_overlay(out: dict[str, Any], part: Mapping[str, Any]) -> None:
             out[key] = value
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MemoryFit:
+    """The allocator reserve fitted to one measured peak (:func:`fit_memory`)."""
+
+    fitted: Fitted | None
+    """None when no reserve in :data:`FRAGMENTATION_RANGE` reproduces the peak."""
+    profile: Profile
+    """The profile with the fitted reserve (the one given, when not fitted)."""
+    overlay: dict[str, Any]
+    warnings: tuple[str, ...]
+
+
+def fit_memory(
+    memory_gib: Callable[[Profile], float], measured_gib: float, profile: Profile
+) -> MemoryFit:
+    """Fit ``memory_allocator_fragmentation`` so that ``memory_gib(profile)`` (the model's peak
+    in the counter the measurement is in: device total for ``calibrate run``) equals
+    ``measured_gib``. The reserve multiplies live tensors, so the peak rises with it; a counter it
+    does not enter (live tensors alone) cannot be fitted and says so."""
+    knob = _fragmentation_knob(profile)
+    scale = _solve(
+        lambda s: memory_gib(knob.apply(profile, s)),
+        measured_gib,
+        knob.lowest,
+        knob.highest,
+        increasing=True,
+    )
+    if scale is None:
+        lo = memory_gib(knob.apply(profile, knob.lowest))
+        hi = memory_gib(knob.apply(profile, knob.highest))
+        return MemoryFit(
+            fitted=None,
+            profile=profile,
+            overlay={},
+            warnings=(
+                f"memory not fitted: the measured {measured_gib:.1f} GiB lies outside "
+                f"{lo:.1f}-{hi:.1f} GiB, what an allocator reserve of "
+                f"{FRAGMENTATION_RANGE[0]:g}-{FRAGMENTATION_RANGE[1]:g}x over the model's live "
+                "tensors gives: the model misses or over-counts a tensor term for this run, "
+                "which one overhead factor cannot stand for",
+            ),
+        )
+    fitted = Fitted(
+        name=knob.name,
+        label=knob.label,
+        keys=knob.keys,
+        before=knob.value,
+        after=knob.at(scale),
+        why="the only memory parameter: the allocator's reserve multiplies live tensors",
+    )
+    warnings: tuple[str, ...] = ()
+    if fitted.after > FRAGMENTATION_WARN:
+        warnings = (
+            f"allocator reserve fitted at {fitted.after:.2f}x live tensors, above the "
+            "1.05-1.20 PyTorch's caching allocator shows: part of the gap is probably "
+            "a tensor term the model misses, and will not scale like overhead",
+        )
+    return MemoryFit(
+        fitted=fitted,
+        profile=knob.apply(profile, scale),
+        overlay=knob.overlay(scale),
+        warnings=warnings,
+    )
+
+
 def _knob(run: Run, profile: Profile, name: str) -> _Knob:
     return next(k for k in _knobs(run, profile) if k.name == name)
 
@@ -798,42 +863,13 @@ def calibrate_run(
     memory = None
     after_memory = predict(run, fitted_profile)[1]
     if measured.memory_gib is not None:
-        mem_knob = _fragmentation_knob(fitted_profile)
-        mem_scale = _solve(
-            lambda s: predict(run, mem_knob.apply(fitted_profile, s))[1],
-            measured.memory_gib,
-            mem_knob.lowest,
-            mem_knob.highest,
-            increasing=True,
-        )
-        if mem_scale is None:
-            lo = predict(run, mem_knob.apply(fitted_profile, mem_knob.lowest))[1]
-            hi = predict(run, mem_knob.apply(fitted_profile, mem_knob.highest))[1]
-            warnings.append(
-                f"memory not fitted: the measured {measured.memory_gib:.1f} GiB lies outside "
-                f"{lo:.1f}-{hi:.1f} GiB, what an allocator reserve of "
-                f"{FRAGMENTATION_RANGE[0]:g}-{FRAGMENTATION_RANGE[1]:g}x over the model's live "
-                "tensors gives: the model misses or over-counts a tensor term for this run, "
-                "which one overhead factor cannot stand for"
-            )
-        else:
-            fitted_profile = mem_knob.apply(fitted_profile, mem_scale)
-            _merge_overlay(overlay, mem_knob.overlay(mem_scale))
+        mem = fit_memory(lambda p: predict(run, p)[1], measured.memory_gib, fitted_profile)
+        warnings.extend(mem.warnings)
+        if mem.fitted is not None:
+            memory = mem.fitted
+            fitted_profile = mem.profile
+            _merge_overlay(overlay, mem.overlay)
             after_memory = predict(run, fitted_profile)[1]
-            memory = Fitted(
-                name=mem_knob.name,
-                label=mem_knob.label,
-                keys=mem_knob.keys,
-                before=mem_knob.value,
-                after=mem_knob.at(mem_scale),
-                why="the only memory parameter: the allocator's reserve multiplies live tensors",
-            )
-            if memory.after > FRAGMENTATION_WARN:
-                warnings.append(
-                    f"allocator reserve fitted at {memory.after:.2f}x live tensors, above the "
-                    "1.05-1.20 PyTorch's caching allocator shows: part of the gap is probably "
-                    "a tensor term the model misses, and will not scale like overhead"
-                )
     after_step = predict(run, fitted_profile)[0]
     return RunCalibration(
         rule=applied,
