@@ -109,8 +109,13 @@ FRAGMENTATION_RANGE = (1.0, 4.0)
 """Reserved / allocated of PyTorch's caching allocator is >= 1 by construction; far above the
 1.05-1.20 seen in practice (generic.yaml) the gap is a missing term, not allocator slack."""
 
-FRAGMENTATION_WARN = 1.5
-"""Above this the memory fit is kept but flagged (see :data:`FRAGMENTATION_RANGE`)."""
+FRAGMENTATION_PRACTICE = (1.05, 1.20)
+"""Reserved / allocated that PyTorch's caching allocator shows in practice (generic.yaml's
+``memory_allocator_fragmentation`` and its sources: PyTorch 'CUDA semantics: memory management',
+the published_memory README's 5-20%). A fit outside it is kept but flagged: the gap is then
+mostly a tensor term the model misses or over-counts, which will not carry to other plans as an
+overhead factor (benchmarks/calibrate_run_memory.py: one run's reserve carried to its source's
+other peaks moves them from 9.6% to 11.0% mean error)."""
 
 SIGMA: dict[str, float] = {
     # GEMM curves come from cuBLAS microbenchmarks of the same GPU; what differs between stacks
@@ -598,11 +603,12 @@ def fit_memory(
         why="the only memory parameter: the allocator's reserve multiplies live tensors",
     )
     warnings: tuple[str, ...] = ()
-    if fitted.after > FRAGMENTATION_WARN:
+    low, high = FRAGMENTATION_PRACTICE
+    if not low <= fitted.after <= high:
         warnings = (
-            f"allocator reserve fitted at {fitted.after:.2f}x live tensors, above the "
-            "1.05-1.20 PyTorch's caching allocator shows: part of the gap is probably "
-            "a tensor term the model misses, and will not scale like overhead",
+            f"allocator reserve fitted at {fitted.after:.2f}x live tensors, outside the "
+            f"{low:g}-{high:g} PyTorch's caching allocator shows: part of the gap is probably "
+            "a tensor term the model misses or over-counts, and will not scale like overhead",
         )
     return MemoryFit(
         fitted=fitted,
