@@ -1,6 +1,6 @@
 """One-run calibration on published runs: calibrate on each source's smallest run, predict the rest.
 
-    python benchmarks/calibrate_run.py [--csv PATH ...] [--rows] [--json]
+    python benchmarks/calibrate_run.py [--csv PATH ...] [--rows] [--json] [--rule R] [--fit Q]
 
 The published training runs (``data/validation/published_runs*.csv``, every row the validation
 loader maps today) are split into *stacks*: one source (publication), one GPU type (a profile
@@ -18,8 +18,13 @@ FILE`` does, with the row's own stated settings (the loader's overrides) on top,
 predicted again. A row that is the calibration run published again in another metric (same
 model, plan and GPUs) is not another plan and is left out; a stack with a single run has nothing
 to predict and is listed as excluded, with the reason.
-Printed: mean absolute percentage error (MAPE) of the predicted rows before (no calibration) and
-after, per stack, per source and over all predicted rows; ``--rows`` adds each row's error.
+The calibration is ``calibrate run``'s own rule (the posterior split, ``--rule posterior``);
+``--rule smallest_move`` and ``--fit QUANTITY`` give the alternatives for comparison. Nothing
+here is chosen from the predicted rows.
+Printed: per stack, the model's error on the calibration run itself, what moved (and its share
+of the gap), and the mean absolute percentage error (MAPE) of the predicted rows before (no
+calibration) and after; per source and over all predicted rows; ``--rows`` adds each row's
+error.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from gpuscale.costmodel.profile import load_profile, load_profile_for
 from gpuscale.errors import InputError
 from gpuscale.planner.calibrate_run import (
     QUANTITIES,
+    RULES,
     Measured,
     Run,
     calibrate_run,
@@ -152,7 +158,11 @@ def source_and_gpu(case: Case) -> tuple[str, str, str, tuple[str, ...]]:
 
 
 def evaluate(
-    all_cases: list[Case], folder: Path, by: str = "stack", only: str | None = None
+    all_cases: list[Case],
+    folder: Path,
+    by: str = "stack",
+    only: str | None = None,
+    rule: str = "posterior",
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Per stack: the calibration and each other row before and after; and the stacks left out
     with the reason."""
@@ -186,7 +196,9 @@ def evaluate(
         }
         start = with_overrides(load_profile(anchor.framework), anchor.overrides)
         try:
-            cal = calibrate_run(anchor_run, Measured(step_s=measured_step), start, only=only)
+            cal = calibrate_run(
+                anchor_run, Measured(step_s=measured_step), start, only=only, rule=rule
+            )
         except InputError as exc:
             cal = None
             group["refused"] = str(exc)
@@ -194,9 +206,16 @@ def evaluate(
         if cal is not None:
             doc = profile_document(cal, anchor_run, name=path.stem, framework=anchor.framework)
             path.write_text(profile_yaml(doc))
-            f = cal.throughput
-            group["fitted"] = f"{f.name} {f.before:.3g} -> {f.after:.3g} ({f.change:+.0%})"
-            group["why"] = f.why
+            group["anchor_error"] = cal.predicted_step_s_before and (
+                measured_step / cal.predicted_step_s_before - 1.0
+            )
+            group["fitted"] = "; ".join(
+                f"{f.name} {f.before:.3g} -> {f.after:.3g} ({f.change:+.0%}"
+                + (f", {f.share:.0%} of the gap)" if len(cal.throughput) > 1 else ")")
+                for f in cal.throughput
+                if f.share is None or abs(f.share) >= 0.05 or len(cal.throughput) == 1
+            )
+            group["why"] = [f.why for f in cal.throughput]
             group["identifiable"] = cal.identifiable
             group["also_consistent"] = [c.name for c in cal.also_consistent]
             group["elasticity"] = {c.name: round(c.elasticity, 3) for c in cal.candidates}
@@ -242,6 +261,14 @@ def main() -> int:
         "across its stacks [default: stack]",
     )
     parser.add_argument(
+        "--rule",
+        choices=list(RULES),
+        default="posterior",
+        help="how the calibration run's gap is attributed: split by prior uncertainty "
+        "(posterior, what calibrate run does) or all on the quantity with the smallest move in "
+        "prior spreads (smallest_move, the rule before) [default: posterior]",
+    )
+    parser.add_argument(
         "--fit",
         choices=list(QUANTITIES),
         default=None,
@@ -257,14 +284,14 @@ def main() -> int:
         return 2
     all_cases, skipped = cases(paths)
     with tempfile.TemporaryDirectory() as tmp:
-        groups, excluded = evaluate(all_cases, Path(tmp), args.by, args.fit)
+        groups, excluded = evaluate(all_cases, Path(tmp), args.by, args.fit, args.rule)
     rows = [r for g in groups for r in g["rows"]]
     summary = {
         "files": [p.name for p in paths],
         "rows_loaded": len(all_cases),
         "rows_not_mapped": skipped,
         "grouping": args.by,
-        "fit": args.fit or "rule",
+        "fit": args.fit or args.rule,
         "calibrations": len(groups),
         "excluded": excluded,
         "rows_predicted": len(rows),
@@ -279,19 +306,20 @@ def main() -> int:
         return 0
     print(
         f"{'source':16s} {'gpu':14s} {'framework':16s} {'calibrated on':34s} {'GPUs':>5s} "
-        f"{'rows':>4s} {'MAPE before':>11s} {'after':>7s}  fitted"
+        f"{'its error':>9s} {'rows':>4s} {'MAPE before':>11s} {'after':>7s}"
     )
     for g in groups:
         before = mape([r["error_before"] for r in g["rows"]])
         after = mape([r["error_after"] for r in g["rows"]])
         fitted = g.get("fitted") or f"refused: {g.get('refused', '')[:60]}"
         if "fitted" in g and not g["identifiable"]:
-            fitted += f" (also consistent: {', '.join(g['also_consistent'])})"
+            fitted += f" (not identifiable: {', '.join(g['also_consistent'])} also consistent)"
+        error = f"{g['anchor_error']:+8.1%}" if "anchor_error" in g else f"{'-':>8s}"
         print(
             f"{g['source']:16s} {g['gpu']:14s} {g['framework']:16s} {g['calibrated_on']:34s} "
-            f"{g['calibrated_gpus']:5d} {len(g['rows']):4d} {before:10.1f}% {after:6.1f}%  "
-            f"{fitted}"
+            f"{g['calibrated_gpus']:5d} {error} {len(g['rows']):4d} {before:10.1f}% {after:6.1f}%"
         )
+        print(f"    fitted: {fitted}")
         if g["not_expressible"]:
             print(f"    stack runs what the model cannot express: {g['not_expressible'][0][:90]}")
         if args.rows:

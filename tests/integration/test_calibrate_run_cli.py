@@ -131,15 +131,19 @@ def test_the_output_says_why_and_fit_forces_a_quantity(gpuscale: Gpuscale) -> No
     proc = gpuscale("calibrate", "run", *small, "--seq", "2048", "--measured-tokens-per-s", "2.5e6")
     assert proc.returncode == 0, proc.stderr
     said = " ".join(proc.stdout.split())
-    # a small model: its memory-bound kernels explain the run with the smallest move
+    # a small model: its memory-bound kernels dominate the step's prior uncertainty, so they take
+    # the largest share of the gap, and the output says each share and what the run cannot tell
     assert "fitted HBM efficiency of memory-bound kernels 0.8 -> " in said
-    assert "why memory_bound: smallest move relative to its prior spread" in said
+    assert "of the gap to 312,500 tokens/s per GPU" in said
+    assert "why memory_bound: " in said and "of the step's prior uncertainty" in said
+    assert "not identifiable from this run alone" in said
+    assert said.index("fitted HBM efficiency") < said.index("fitted compute efficiency")
     forced = gpuscale(
         "calibrate", "run", *small, "--measured-tokens-per-s", "2.5e6", "--fit", "compute", "--json"
     )
     assert forced.returncode == 0, forced.stderr
     doc = json.loads(forced.stdout)
-    assert doc["fitted"][0]["parameter"] == "compute"
+    assert doc["rule"] == "only" and [f["parameter"] for f in doc["fitted"]] == ["compute"]
     assert doc["fitted"][0]["why"].startswith("asked for (compute)")
     # one node: there is no network between nodes to fit
     refused = gpuscale("calibrate", "run", *small, "--measured-step-s", "1", "--fit", "inter")

@@ -2,8 +2,8 @@
 
 The run is described with ``estimate``'s arguments; the measurement is the job's tokens/s (all
 GPUs together) or its step time, optionally its peak memory per GPU. The answer says which
-physical quantity moved, how far, why that one, and whether the run could tell it apart from
-the others, and carries the profile to pass back with ``profile=`` (``--profile``
+physical quantities moved, how far, what share of the gap each took and why, and whether the run
+could tell them apart, and carries the profile to pass back with ``profile=`` (``--profile``
 on the command line) to predict other plans and scales of the same stack.
 """
 
@@ -48,12 +48,15 @@ class CalibrateRunResult:
     predicted_tokens_per_s_after: float
     predicted_memory_gib_before: float
     predicted_memory_gib_after: float
+    rule: str
+    """How the gap was attributed: ``posterior`` (split between the quantities the step depends
+    on by their part of its prior uncertainty) or ``only`` (the one quantity asked for)."""
     fitted: tuple[dict[str, Any], ...]
-    """``parameter``, ``label``, ``keys``, ``before``, ``after``, ``change``, ``why`` of each
-    fitted value."""
+    """``parameter``, ``label``, ``keys``, ``before``, ``after``, ``change``, ``share`` (of the
+    throughput gap; None for memory), ``why`` of each fitted value, largest share first."""
     identifiable: bool
-    """False when another quantity explains the run about as plausibly (``also_consistent``):
-    one run cannot tell them apart."""
+    """False when several quantities each explain the run alone about as plausibly
+    (``also_consistent``): one run cannot tell them apart."""
     also_consistent: tuple[str, ...]
     elasticity: dict[str, float]
     """``|d ln(step)/d ln(quantity)|`` of each candidate quantity."""
@@ -70,31 +73,41 @@ class CalibrateRunResult:
 
     @property
     def summary(self) -> list[str]:
-        """One line per fitted parameter: ``compute efficiency 0.74 -> 0.66 (-11%) to match
-        1,047 tokens/s per GPU``."""
+        """One line per fitted parameter: ``compute efficiency 0.74 -> 0.69 (-7%), 55% of the
+        gap to 1,047 tokens/s per GPU`` (``to match ...`` when it took all of it)."""
         lines = []
         for f in self.fitted:
             if f["parameter"] == "memory":
-                target = f"{self.measured_memory_gib:.1f} GiB per GPU"
+                target = f"to match {self.measured_memory_gib:.1f} GiB per GPU"
             else:
-                target = f"{self.measured_tokens_per_s / self.gpus:,.0f} tokens/s per GPU"
+                per_gpu = f"{self.measured_tokens_per_s / self.gpus:,.0f} tokens/s per GPU"
+                share = f["share"] if f["share"] is not None else 1.0
+                target = (
+                    f"to match {per_gpu}"
+                    if math.isclose(share, 1.0)
+                    else f"{share:.0%} of the gap to {per_gpu}"
+                )
             lines.append(
-                f"{f['label']} {f['before']:.3g} -> {f['after']:.3g} ({f['change']:+.0%}) "
-                f"to match {target}"
+                f"{f['label']} {f['before']:.3g} -> {f['after']:.3g} ({f['change']:+.0%}), {target}"
             )
         return lines
 
     @property
     def explanation(self) -> list[str]:
-        """Why each value was the one fitted, and what else the run is consistent with."""
+        """Why each value moved as it did, and what the run cannot tell apart."""
         lines = [f"{f['parameter']}: {f['why']}" for f in self.fitted]
         if not self.identifiable:
-            names = [f["parameter"] for f in self.fitted[:1]] + list(self.also_consistent)
+            alone = [c for c in self.candidates if c["z"] is not None]
+            first = min(alone, key=lambda c: c["z"])["parameter"]
+            names = [first, *self.also_consistent]
             apart = dict.fromkeys(_SEPARATES[n] for n in names if n in _SEPARATES)
+            split = "so the gap is split between them; " if self.rule == "posterior" else ""
             lines.append(
                 "not identifiable from this run alone: "
-                + ", ".join(self.also_consistent)
-                + " would explain it about as plausibly; a second run that differs in "
+                + ", ".join(names)
+                + " each explain it within one prior spread of the others, "
+                + split
+                + "a second run that differs in "
                 + " or ".join(apart)
                 + " tells them apart"
             )
@@ -114,6 +127,7 @@ class CalibrateRunResult:
             "predicted_tokens_per_s_after": self.predicted_tokens_per_s_after,
             "predicted_memory_gib_before": self.predicted_memory_gib_before,
             "predicted_memory_gib_after": self.predicted_memory_gib_after,
+            "rule": self.rule,
             "fitted": [dict(f) for f in self.fitted],
             "summary": self.summary,
             "explanation": self.explanation,
@@ -230,9 +244,10 @@ def calibrate_run(
     """Fit the ``framework`` profile (with ``profile`` laid over it, as ``estimate`` reads them)
     to one measured run: ``measured_tokens_per_s`` of all GPUs together or ``measured_step_s``
     (exactly one), and optionally ``measured_memory_gib``, the peak of the busiest GPU. Writes the
-    profile to ``output`` when given. ``only``: fit this quantity (one of
-    :data:`gpuscale.planner.calibrate_run.QUANTITIES`) instead of the one the rule picks (the
-    one that explains the run with the smallest move relative to its prior spread)."""
+    profile to ``output`` when given. The gap is split between the quantities the step depends
+    on in proportion to their part of its prior uncertainty
+    (:mod:`gpuscale.planner.calibrate_run`); ``only``: fit this quantity (one of
+    :data:`gpuscale.planner.calibrate_run.QUANTITIES`) alone instead."""
     tokens = _positive(measured_tokens_per_s, "measured_tokens_per_s")
     step = _positive(measured_step_s, "measured_step_s")
     memory = _positive(measured_memory_gib, "measured_memory_gib")
@@ -349,6 +364,7 @@ def calibrate_run(
         predicted_tokens_per_s_after=run.tokens_per_step / cal.predicted_step_s_after,
         predicted_memory_gib_before=cal.predicted_memory_gib_before,
         predicted_memory_gib_after=cal.predicted_memory_gib_after,
+        rule=cal.rule,
         fitted=tuple(fitted),
         identifiable=cal.identifiable,
         also_consistent=tuple(c.name for c in cal.also_consistent),

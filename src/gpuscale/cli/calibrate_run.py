@@ -20,8 +20,8 @@ from gpuscale.report.calibrate_run import print_calibrated_run, print_notes
     opt(
         "--fit only",
         click.Choice(list(QUANTITIES)),
-        help="Fit this quantity [default: the one that explains the run with the smallest move "
-        "relative to its prior spread].",
+        help="Fit this quantity alone [default: split the gap between the quantities the step "
+        "depends on, by their part of its prior uncertainty].",
     ),
     flag("name", default=None, help="Name of the profile [default: from the run]."),
     opt("-o --output", help="Write the profile YAML here."),

@@ -1,8 +1,8 @@
 """Calibrate a profile from one measured training run of the user's own stack.
 
-One measured number pins down one degree of freedom, so the fit moves exactly one physical
-quantity of the profile, chosen by a stated rule, and (when a peak memory is also given) one
-memory parameter.
+One measured number pins down one degree of freedom: the fit moves the profile along one
+direction, the one the prior knowledge of the stack makes most probable, and reproduces the
+measurement exactly; a peak memory, when given, fits one memory parameter separately.
 
 - **The quantities** (:data:`QUANTITIES`), each a named term of the cost model with a physical
   range and a prior spread ``sigma`` (how far, in log scale, that quantity typically differs
@@ -12,27 +12,44 @@ memory parameter.
   attention kernel alone), ``memory_bound`` (achieved HBM bandwidth of the memory-bound kernels:
   norms, activations, rotary, loss, optimizer), ``host`` (the per-kernel launch/host floor),
   ``inter`` and ``intra`` (achieved bandwidth of the network between nodes / inside a node).
-- **Which one.** For each quantity the step is sensitive to (elasticity
-  ``-d ln(step) / d ln(quantity)`` at least :data:`MIN_ELASTICITY`), the value that reproduces the
-  measurement exactly is solved for inside its physical range; the move is measured in units of
-  its prior spread, ``z = |ln(after / before)| / sigma``. The quantity with the smallest ``z`` is
-  fitted: the single explanation that asks the least of what is known about the stack. A
-  compute-bound run therefore informs the tensor-core rate only when no less certain term (the
-  memory-bound share of a small model, a large exposed communication) explains it with a smaller
-  move; hidden communication has elasticity 0 and is never blamed.
-- **Identifiability.** One run cannot separate quantities whose ``z`` are close: every other
-  quantity whose ``z`` is within :data:`AMBIGUOUS_Z` of the fitted one is reported as "also
-  consistent with this run" (``identifiable`` false), with the move it would need. A second run
-  that differs in what separates them (sequence length for attention, model width for the
-  memory-bound share, node count for the network) tells them apart.
+- **The rule** (``rule="posterior"``, the default). Each quantity ``k`` is an independent
+  log-normal unknown, ``x_k = ln(speed factor) ~ N(0, sigma_k^2)``; to first order the step moves
+  by ``-sum_k e_k x_k``, with ``e_k = -d ln(step) / d ln(quantity)`` the step's sensitivity
+  (elasticity) at the profile's values. The most probable ``x`` that reproduces the measured step
+  (minimum ``sum_k (x_k / sigma_k)^2`` subject to the step: the posterior mean of the linear
+  Gaussian model, the Kalman update ``P H^T (H P H^T + R)^-1`` with ``P = diag(sigma^2)``,
+  ``H = -e`` and no observation noise, Kalman 1960, J. Basic Eng. 82:35) is
+  ``x_k = t * e_k * sigma_k^2``, one scalar ``t``: each quantity takes a share of
+  the gap proportional to ``(e_k * sigma_k)^2``, its part of the step's prior uncertainty. ``t`` is
+  solved on the full model (not the linearisation) so the run is reproduced exactly, and each
+  ``x_k`` is held inside its physical range (the box-constrained optimum keeps the same form,
+  ``x_k = clip(t * e_k * sigma_k^2)``). A compute-bound run of a large model thus moves the
+  tensor-core rate; the anchor of a small model, whose norms and activations are a fifth of the
+  step, moves the memory-bound kernels as well; hidden communication has elasticity 0 and never
+  moves. Quantities the step hardly depends on (``e_k`` below :data:`MIN_ELASTICITY`) are left
+  alone: the run says nothing about them, and moving them would change other plans where they
+  matter without evidence.
+- ``rule="smallest_move"`` (the previous rule, kept for comparison): fit the one quantity whose
+  own exact fit is the smallest move in prior spreads, ``z = |ln(after / before)| / sigma``. It
+  is the posterior's winner-takes-all limit: when two quantities explain the run about as well it
+  flips between them on a small change of the measurement, and carries the whole gap on whichever
+  it picks.
+- **Identifiability.** For every quantity the value that would reproduce the run alone and its
+  ``z`` are reported; every quantity whose ``z`` is within :data:`AMBIGUOUS_Z` of the smallest is
+  "also consistent with this run" (``identifiable`` false): one run cannot separate them, which
+  is why the posterior splits the gap between them. A second run that differs in what separates
+  them (sequence length for attention, model width for the memory-bound share, node count for
+  the network) tells them apart.
 - Memory: ``memory_allocator_fragmentation``, the caching allocator's reserve over live tensors,
   the framework's memory overhead that multiplies: the model's reserved peak is it times the
   allocated peak (with the layer blocks the allocator keeps cached where backward is the peak;
   :func:`gpuscale.costmodel.memory.training_memory`), and the measured device peak is that plus
-  the CUDA context and NCCL buffers, so the fit is monotone.
+  the CUDA context and NCCL buffers, so the fit is monotone. It is fitted after, and
+  independently of, the step: no throughput quantity changes memory.
 - The fitted values are written as an *overlay* profile (only the keys that moved, under this
   GPU's own ids where the profile keys them by GPU) with a ``fit:`` block saying what run it came
-  from, what was fitted, why, and its value before and after.
+  from, the rule, and for every moved quantity its value before and after and its share of the
+  gap.
 
 Every estimate is the cost model's own (:func:`gpuscale.costmodel.step.estimate_plan`), used as a
 black box, so the fit stays exact whatever physics the model gains.
@@ -80,6 +97,10 @@ AMBIGUOUS_Z = 1.0
 as plausibly (the prior odds exp(-(z_k^2 - z^2)/2) stay within ~e^-1 for z ~ 1): reported as
 "also consistent", and the fit as not identifiable from this run alone."""
 
+RULES: tuple[str, ...] = ("posterior", "smallest_move")
+"""How the throughput gap is attributed (module docstring): split by prior uncertainty, or all on
+the quantity with the smallest move in prior spreads."""
+
 WARN_FACTOR = 2.0
 """A fitted parameter moved by more than this factor from the profile's value: the measurement
 or the run's flags (GPUs, batch, plan) are probably not what was measured."""
@@ -88,8 +109,13 @@ FRAGMENTATION_RANGE = (1.0, 4.0)
 """Reserved / allocated of PyTorch's caching allocator is >= 1 by construction; far above the
 1.05-1.20 seen in practice (generic.yaml) the gap is a missing term, not allocator slack."""
 
-FRAGMENTATION_WARN = 1.5
-"""Above this the memory fit is kept but flagged (see :data:`FRAGMENTATION_RANGE`)."""
+FRAGMENTATION_PRACTICE = (1.05, 1.20)
+"""Reserved / allocated that PyTorch's caching allocator shows in practice (generic.yaml's
+``memory_allocator_fragmentation`` and its sources: PyTorch 'CUDA semantics: memory management',
+the published_memory README's 5-20%). A fit outside it is kept but flagged: the gap is then
+mostly a tensor term the model misses or over-counts, which will not carry to other plans as an
+overhead factor (benchmarks/calibrate_run_memory.py: one run's reserve carried to its source's
+other peaks moves them from 9.6% to 11.0% mean error)."""
 
 SIGMA: dict[str, float] = {
     # GEMM curves come from cuBLAS microbenchmarks of the same GPU; what differs between stacks
@@ -194,6 +220,9 @@ class Fitted:
     z: float | None = None
     why: str = ""
     """Why this quantity (the rule applied to this run), in words."""
+    share: float | None = None
+    """Its part of the fitted change of ``ln(step)`` (first order, ``e_k x_k / sum_j e_j x_j``):
+    the shares of the throughput quantities add to 1; None for memory."""
 
     @property
     def change(self) -> float:
@@ -204,11 +233,16 @@ class Fitted:
 class RunCalibration:
     """The outcome of :func:`calibrate_run`: the fitted profile and how it reproduces the run."""
 
-    throughput: Fitted
+    rule: str
+    """The attribution rule applied (:data:`RULES`), or ``only`` when one quantity was asked for."""
+    throughput: tuple[Fitted, ...]
+    """The throughput quantities moved, the largest share first (one under ``smallest_move`` or
+    ``only``)."""
     memory: Fitted | None
     candidates: tuple[Candidate, ...]
     also_consistent: tuple[Candidate, ...]
-    """Other quantities that explain the run about as plausibly (:data:`AMBIGUOUS_Z`)."""
+    """Quantities that explain the run alone about as plausibly as the one that needs the
+    smallest move (:data:`AMBIGUOUS_Z`)."""
     measured_step_s: float
     predicted_step_s_before: float
     predicted_step_s_after: float
@@ -225,6 +259,11 @@ class RunCalibration:
     def identifiable(self) -> bool:
         """True when no other quantity explains the run about as plausibly."""
         return not self.also_consistent
+
+    @property
+    def main(self) -> Fitted:
+        """The throughput quantity with the largest share of the gap."""
+        return self.throughput[0]
 
 
 # --- the candidates -------------------------------------------------------------------------
@@ -513,10 +552,138 @@ def _merge_overlay(out: dict[str, Any], part: Mapping[str, Any]) -> None:
             out[key] = value
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MemoryFit:
+    """The allocator reserve fitted to one measured peak (:func:`fit_memory`)."""
+
+    fitted: Fitted | None
+    """None when no reserve in :data:`FRAGMENTATION_RANGE` reproduces the peak."""
+    profile: Profile
+    """The profile with the fitted reserve (the one given, when not fitted)."""
+    overlay: dict[str, Any]
+    warnings: tuple[str, ...]
+
+
+def fit_memory(
+    memory_gib: Callable[[Profile], float], measured_gib: float, profile: Profile
+) -> MemoryFit:
+    """Fit ``memory_allocator_fragmentation`` so that ``memory_gib(profile)`` (the model's peak
+    in the counter the measurement is in: device total for ``calibrate run``) equals
+    ``measured_gib``. The reserve multiplies live tensors, so the peak rises with it; a counter it
+    does not enter (live tensors alone) cannot be fitted and says so."""
+    knob = _fragmentation_knob(profile)
+    scale = _solve(
+        lambda s: memory_gib(knob.apply(profile, s)),
+        measured_gib,
+        knob.lowest,
+        knob.highest,
+        increasing=True,
+    )
+    if scale is None:
+        lo = memory_gib(knob.apply(profile, knob.lowest))
+        hi = memory_gib(knob.apply(profile, knob.highest))
+        return MemoryFit(
+            fitted=None,
+            profile=profile,
+            overlay={},
+            warnings=(
+                f"memory not fitted: the measured {measured_gib:.1f} GiB lies outside "
+                f"{lo:.1f}-{hi:.1f} GiB, what an allocator reserve of "
+                f"{FRAGMENTATION_RANGE[0]:g}-{FRAGMENTATION_RANGE[1]:g}x over the model's live "
+                "tensors gives: the model misses or over-counts a tensor term for this run, "
+                "which one overhead factor cannot stand for",
+            ),
+        )
+    fitted = Fitted(
+        name=knob.name,
+        label=knob.label,
+        keys=knob.keys,
+        before=knob.value,
+        after=knob.at(scale),
+        why="the only memory parameter: the allocator's reserve multiplies live tensors",
+    )
+    warnings: tuple[str, ...] = ()
+    low, high = FRAGMENTATION_PRACTICE
+    if not low <= fitted.after <= high:
+        warnings = (
+            f"allocator reserve fitted at {fitted.after:.2f}x live tensors, outside the "
+            f"{low:g}-{high:g} PyTorch's caching allocator shows: part of the gap is probably "
+            "a tensor term the model misses or over-counts, and will not scale like overhead",
+        )
+    return MemoryFit(
+        fitted=fitted,
+        profile=knob.apply(profile, scale),
+        overlay=knob.overlay(scale),
+        warnings=warnings,
+    )
+
+
+def _knob(run: Run, profile: Profile, name: str) -> _Knob:
+    return next(k for k in _knobs(run, profile) if k.name == name)
+
+
+def _apply(
+    run: Run, profile: Profile, scales: Mapping[str, float]
+) -> tuple[Profile, dict[str, Any], dict[str, float]]:
+    """``profile`` with each quantity of ``scales`` moved by its speed factor, the overlay keys
+    that write it, and each moved quantity's value after. The knobs are built one after another
+    on the profile moved so far (in :data:`QUANTITIES` order), so the fused-attention efficiency,
+    which ``compute`` and ``attention`` both scale, takes both factors."""
+    moved = profile
+    overlay: dict[str, Any] = {}
+    after: dict[str, float] = {}
+    for name in QUANTITIES:
+        if name in scales:
+            knob = _knob(run, moved, name)
+            moved = knob.apply(moved, scales[name])
+            _merge_overlay(overlay, knob.overlay(scales[name]))
+            after[name] = knob.at(scales[name])
+    return moved, overlay, after
+
+
+def _posterior(
+    run: Run, profile: Profile, knobs: list[_Knob], elasticity: Mapping[str, float], step_s: float
+) -> tuple[dict[str, float] | None, tuple[float, float]]:
+    """The speed factors of the posterior rule (module docstring) that reproduce ``step_s``, or
+    None when even every quantity at the edge of its range does not; and the steps with every
+    quantity at its fastest and at its slowest edge."""
+    moved = [k for k in knobs if elasticity[k.name] >= MIN_ELASTICITY]
+    weight = {k.name: elasticity[k.name] * SIGMA[k.name] ** 2 for k in moved}
+    edges = {k.name: (math.log(k.lowest), math.log(k.highest)) for k in moved}
+
+    def scales(t: float) -> dict[str, float]:
+        return {n: math.exp(min(max(w * t, edges[n][0]), edges[n][1])) for n, w in weight.items()}
+
+    def step_at(t: float) -> float:
+        return predict(run, _apply(run, profile, scales(t))[0])[0]
+
+    # Beyond |t| = reach every quantity sits at an edge of its range.
+    reach = max((max(-lo, hi) / weight[n] for n, (lo, hi) in edges.items()), default=0.0)
+    fastest, slowest = step_at(reach), step_at(-reach)
+    if not moved or not fastest <= step_s <= slowest:
+        return None, (fastest, slowest)
+    # The step falls as t grows (every quantity runs faster): bisection on t.
+    lo, hi = -reach, reach
+    for _ in range(4 * _BISECTIONS):
+        mid = 0.5 * (lo + hi)
+        if step_at(mid) > step_s:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-15 * max(1.0, abs(mid)):
+            break
+    return scales(0.5 * (lo + hi)), (fastest, slowest)
+
+
 def _refusal(
-    run: Run, measured: Measured, before: float, tried: list[tuple[_Knob, float, float]]
+    run: Run,
+    measured: Measured,
+    before: float,
+    tried: list[tuple[_Knob, float, float]],
+    joint: tuple[float, float] | None = None,
 ) -> InputError:
-    """Why no parameter in its physical range reproduces the measurement."""
+    """Why no parameter in its physical range reproduces the measurement (``joint``: the steps
+    with every quantity at its fastest and at its slowest edge together)."""
     per_gpu = run.tokens_per_step / measured.step_s / run.cluster.num_gpus
     model_per_gpu = run.tokens_per_step / before / run.cluster.num_gpus
     ratio = model_per_gpu / per_gpu
@@ -528,6 +695,11 @@ def _refusal(
             f"{knob.label} {knob.at(edge):.3g} gives "
             f"{run.tokens_per_step / step / run.cluster.num_gpus:,.0f}"
         )
+    if joint is not None and len(tried) > 1:
+        step = joint[0] if faster else joint[1]
+        reasons.append(
+            f"all of them together give {run.tokens_per_step / step / run.cluster.num_gpus:,.0f}"
+        )
     direction = "faster" if faster else "slower"
     return InputError(
         f"the measured {per_gpu:,.0f} tokens/s per GPU is {max(ratio, 1 / ratio):.1f}x {direction} "
@@ -538,10 +710,22 @@ def _refusal(
     )
 
 
-def _why(chosen: Candidate, others: list[Candidate], only: str | None) -> str:
-    """The rule applied to this run, in words."""
-    if only is not None:
-        return f"asked for ({only}); the step's sensitivity to it is {chosen.elasticity:.2f}"
+def _alone(c: Candidate) -> str:
+    """What fitting ``c`` alone would take, in words."""
+    if c.needed is None or c.z is None:
+        return "alone no value in its range reproduces the run"
+    return f"alone it would need {c.needed / c.value - 1.0:+.0%} (z {c.z:.2f})"
+
+
+def _why(chosen: Candidate, others: list[Candidate], rule: str, share: float) -> str:
+    """The rule applied to this run, for one moved quantity, in words."""
+    if rule == "only":
+        return f"asked for ({chosen.name}); the step's sensitivity to it is {chosen.elasticity:.2f}"
+    if rule == "posterior":
+        return (
+            f"{share:.0%} of the gap: its part of the step's prior uncertainty, sensitivity "
+            f"{chosen.elasticity:.2f} x prior spread +/-{chosen.sigma:.0%}; {_alone(chosen)}"
+        )
     move = f"{chosen.needed / chosen.value - 1.0:+.0%}" if chosen.needed else "no move"
     ranked = sorted((c for c in others if c.z is not None), key=lambda c: c.z or 0.0)
     runner = (
@@ -557,12 +741,19 @@ def _why(chosen: Candidate, others: list[Candidate], only: str | None) -> str:
 
 
 def calibrate_run(
-    run: Run, measured: Measured, profile: Profile, *, only: str | None = None
+    run: Run,
+    measured: Measured,
+    profile: Profile,
+    *,
+    only: str | None = None,
+    rule: str = "posterior",
 ) -> RunCalibration:
     """Fit ``profile`` to one measured run (see the module docstring for the rule).
 
-    ``only``: fit this quantity (one of :data:`QUANTITIES`) instead of the one the rule picks
-    (for tests and for users who know what differs in their stack)."""
+    ``rule``: one of :data:`RULES`. ``only``: fit this quantity (one of :data:`QUANTITIES`)
+    alone, whatever the rule (for tests and for users who know what differs in their stack)."""
+    if rule not in RULES:
+        raise InputError(f"unknown rule '{rule}'; accepted: {', '.join(RULES)}", field="rule")
     before_step, before_memory = predict(run, profile)
     knobs = _knobs(run, profile)
     if only is not None:
@@ -574,7 +765,7 @@ def calibrate_run(
 
     candidates: list[Candidate] = []
     tried: list[tuple[_Knob, float, float]] = []
-    scales: dict[str, float] = {}
+    alone: dict[str, float] = {}
     for knob in knobs:
         elasticity = _elasticity(run, profile, knob, before_step)
         sigma = SIGMA[knob.name]
@@ -588,7 +779,7 @@ def calibrate_run(
             if scale is None:
                 tried.append((knob, step_at(knob.highest), step_at(knob.lowest)))
             else:
-                scales[knob.name] = scale
+                alone[knob.name] = scale
                 needed, z = knob.at(scale), abs(math.log(scale)) / sigma
         candidates.append(
             Candidate(
@@ -603,86 +794,91 @@ def calibrate_run(
                 z=z,
             )
         )
+    by_name = {c.name: c for c in candidates}
     solvable = [c for c in candidates if c.z is not None]
-    if only is not None:
-        solvable = [c for c in solvable if c.name == only]
-    if not solvable:
-        raise _refusal(run, measured, before_step, tried)
     # Smallest move in prior spreads; on a tie (a run the profile already matches) the quantity
     # the step is most sensitive to.
-    best = min(solvable, key=lambda c: (round(c.z or 0.0, 9), -c.elasticity))
-    knob = next(k for k in knobs if k.name == best.name)
-    scale = scales[best.name]
-    others = [c for c in candidates if c is not best]
+    smallest = min(solvable, key=lambda c: (round(c.z or 0.0, 9), -c.elasticity), default=None)
+    applied = "only" if only is not None else rule
+    scales: dict[str, float] | None
+    if only is not None:
+        scales = {only: alone[only]} if only in alone else None
+    elif rule == "smallest_move":
+        scales = {smallest.name: alone[smallest.name]} if smallest is not None else None
+    else:
+        elasticities = {c.name: c.elasticity for c in candidates}
+        scales, joint = _posterior(run, profile, knobs, elasticities, measured.step_s)
+        if scales is None:
+            raise _refusal(run, measured, before_step, tried, joint)
+    if scales is None:
+        raise _refusal(run, measured, before_step, tried)
     also = tuple(
         c
-        for c in others
-        if only is None and c.z is not None and c.z <= (best.z or 0.0) + AMBIGUOUS_Z
+        for c in candidates
+        if only is None
+        and smallest is not None
+        and c is not smallest
+        and c.z is not None
+        and c.z <= (smallest.z or 0.0) + AMBIGUOUS_Z
     )
 
-    fitted_profile = knob.apply(profile, scale)
-    overlay: dict[str, Any] = {}
-    _merge_overlay(overlay, knob.overlay(scale))
-    throughput = Fitted(
-        name=knob.name,
-        label=knob.label,
-        keys=knob.keys,
-        before=knob.value,
-        after=knob.at(scale),
-        elasticity=best.elasticity,
-        sigma=best.sigma,
-        z=best.z,
-        why=_why(best, others, only),
+    fitted_profile, overlay, after = _apply(run, profile, scales)
+    # Each quantity's part of the change of ln(step), to first order; a run the profile already
+    # matches takes the split the rule would give a small gap.
+    contribution = {n: by_name[n].elasticity * math.log(s) for n, s in scales.items()}
+    prior = {n: (by_name[n].elasticity * by_name[n].sigma) ** 2 for n in scales}
+    total = sum(contribution.values())
+    shares = (
+        {n: c / total for n, c in contribution.items()}
+        if total != 0.0
+        else {n: v / (sum(prior.values()) or 1.0) for n, v in prior.items()}
     )
-    warnings = []
-    if not 1.0 / WARN_FACTOR <= scale <= WARN_FACTOR:
-        warnings.append(
-            f"{knob.label} moved {scale:.2f}x ({knob.value:.3g} -> {knob.at(scale):.3g}): "
-            "check that the measurement is of all GPUs together and that the plan flags "
-            "(--gpus, --gbs, --mbs, --tp, --pp, --recompute, --zero) are the run's"
+    throughput = tuple(
+        sorted(
+            (
+                Fitted(
+                    name=n,
+                    label=by_name[n].label,
+                    keys=_knob(run, profile, n).keys,
+                    before=by_name[n].value,
+                    after=after[n],
+                    elasticity=by_name[n].elasticity,
+                    sigma=by_name[n].sigma,
+                    z=abs(math.log(s)) / by_name[n].sigma,
+                    why=_why(by_name[n], [c for c in candidates if c.name != n], applied, shares[n])
+                    + (
+                        "; its value also takes compute's factor"
+                        if n == "attention" and "compute" in scales
+                        else ""
+                    ),
+                    share=shares[n],
+                )
+                for n, s in scales.items()
+            ),
+            key=lambda f: -(f.share or 0.0),
         )
+    )
+    warnings = [
+        f"{f.label} moved {f.after / f.before:.2f}x ({f.before:.3g} -> {f.after:.3g}): "
+        "check that the measurement is of all GPUs together and that the plan flags "
+        "(--gpus, --gbs, --mbs, --tp, --pp, --recompute, --zero) are the run's"
+        for f in throughput
+        if not 1.0 / WARN_FACTOR <= scales[f.name] <= WARN_FACTOR
+    ]
 
     memory = None
     after_memory = predict(run, fitted_profile)[1]
     if measured.memory_gib is not None:
-        mem_knob = _fragmentation_knob(fitted_profile)
-        mem_scale = _solve(
-            lambda s: predict(run, mem_knob.apply(fitted_profile, s))[1],
-            measured.memory_gib,
-            mem_knob.lowest,
-            mem_knob.highest,
-            increasing=True,
-        )
-        if mem_scale is None:
-            lo = predict(run, mem_knob.apply(fitted_profile, mem_knob.lowest))[1]
-            hi = predict(run, mem_knob.apply(fitted_profile, mem_knob.highest))[1]
-            warnings.append(
-                f"memory not fitted: the measured {measured.memory_gib:.1f} GiB lies outside "
-                f"{lo:.1f}-{hi:.1f} GiB, what an allocator reserve of "
-                f"{FRAGMENTATION_RANGE[0]:g}-{FRAGMENTATION_RANGE[1]:g}x over the model's live "
-                "tensors gives: the model misses or over-counts a tensor term for this run, "
-                "which one overhead factor cannot stand for"
-            )
-        else:
-            fitted_profile = mem_knob.apply(fitted_profile, mem_scale)
-            _merge_overlay(overlay, mem_knob.overlay(mem_scale))
+        mem = fit_memory(lambda p: predict(run, p)[1], measured.memory_gib, fitted_profile)
+        warnings.extend(mem.warnings)
+        if mem.fitted is not None:
+            memory = mem.fitted
+            fitted_profile = mem.profile
+            _merge_overlay(overlay, mem.overlay)
             after_memory = predict(run, fitted_profile)[1]
-            memory = Fitted(
-                name=mem_knob.name,
-                label=mem_knob.label,
-                keys=mem_knob.keys,
-                before=mem_knob.value,
-                after=mem_knob.at(mem_scale),
-                why="the only memory parameter: the allocator's reserve multiplies live tensors",
-            )
-            if memory.after > FRAGMENTATION_WARN:
-                warnings.append(
-                    f"allocator reserve fitted at {memory.after:.2f}x live tensors, above the "
-                    "1.05-1.20 PyTorch's caching allocator shows: part of the gap is probably "
-                    "a tensor term the model misses, and will not scale like overhead"
-                )
     after_step = predict(run, fitted_profile)[0]
     return RunCalibration(
+        rule=applied,
         throughput=throughput,
         memory=memory,
         candidates=tuple(candidates),
@@ -699,6 +895,21 @@ def calibrate_run(
     )
 
 
+METHODS: dict[str, str] = {
+    "posterior": (
+        "gpuscale calibrate run: one measured run; the gap split between the quantities the step "
+        "depends on in proportion to their part of its prior uncertainty (posterior mean), "
+        "reproducing the run exactly"
+    ),
+    "smallest_move": (
+        "gpuscale calibrate run: one measured run, one quantity (the one that explains it with "
+        "the smallest move relative to its prior spread)"
+    ),
+    "only": "gpuscale calibrate run: one measured run, the one quantity asked for (--fit)",
+}
+"""The ``fit.method`` line of the profile file, per rule."""
+
+
 def fitted_entry(f: Fitted) -> dict[str, Any]:
     """One fitted parameter as the ``fit:`` block and ``--json`` write it."""
     return {
@@ -708,6 +919,7 @@ def fitted_entry(f: Fitted) -> dict[str, Any]:
         "before": f.before,
         "after": f.after,
         "change": f.change,
+        "share": f.share,
         "why": f.why,
     }
 
@@ -738,7 +950,7 @@ def profile_document(
     """The profile file: ``schema_version``, provenance, a ``fit:`` block, then the keys of the
     ``start`` overlay (a ``--profile`` the run was estimated with) with the fitted ones on top.
     Laid over ``framework`` (``--framework F --profile FILE``) it reproduces the measured run."""
-    fitted = [cal.throughput, *([cal.memory] if cal.memory else [])]
+    fitted = [*cal.throughput, *([cal.memory] if cal.memory else [])]
     device = run.cluster.pace_device
     keys: dict[str, Any] = {}
     for key, value in (start or {}).items():
@@ -752,10 +964,8 @@ def profile_document(
         "inter": run.cluster.inter.id,
     }
     fit = {
-        "method": (
-            "gpuscale calibrate run: one measured run, one quantity per measured number (the one "
-            "that explains it with the smallest move relative to its prior spread)"
-        ),
+        "method": METHODS[cal.rule],
+        "rule": cal.rule,
         **dict(provenance or {}),
         "measured_step_s": cal.measured_step_s,
         "measured_tokens_per_s": run.tokens_per_step / cal.measured_step_s,
