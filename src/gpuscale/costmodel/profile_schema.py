@@ -57,6 +57,7 @@ CONSTANTS: dict[str, Check] = {
     "lora_output_passes": NON_NEGATIVE,
     "fsdp_gather_once_under_pp": SHARE,
     "fsdp_pp_reduce_after_backward": SHARE,
+    "fsdp_unsharded_grad_accumulation": SHARE,
     "cp_ring_unfused_passes": SHARE,
     "cp_kv_heads_repeated": SHARE,
     "cp_kv_all_gather": SHARE,
