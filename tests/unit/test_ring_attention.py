@@ -178,3 +178,56 @@ def test_float8_tensor_parallel_all_gathers_move_one_byte() -> None:
     assert float(estimate_plan(m, cluster, bf16, plan, TORCHTITAN).comm_tp_s[0]) == pytest.approx(
         float(estimate_plan(m, cluster, bf16, plan, bf16_gathers).comm_tp_s[0])
     )
+
+
+def test_ring_backward_buffers_are_the_counted_bytes() -> None:
+    one = ring.RingShapes(out_elements=np.array([1.0, 1.0]), kv_elements=np.array([1.0, 1.0]))
+    cp = np.array([1, 8])
+    # All-gathered: 8 ranks' K and V at 2 bytes (32), the send copy of K/V (4), the step's dQ
+    # (2 per E) and half-K dK/dV (2 per K), the fp32 dQ accumulator (4 per E) and the fp32
+    # dK/dV received, updated and sent (24 per K); no ring at cp = 1.
+    gathered = ring.ring_workspace_bytes(one, cp, 2.0, all_gather=True)
+    assert gathered.tolist() == [0.0, 32 + 4 + 2 + 2 + 4 + 24]
+    # Point to point the step holds one received K/V pair instead of the whole gather.
+    p2p = ring.ring_workspace_bytes(one, cp, 2.0, all_gather=False)
+    assert p2p.tolist() == [0.0, 4 + 4 + 2 + 2 + 4 + 24]
+
+
+def test_ring_buffers_raise_the_peak_where_a_layer_sets_it() -> None:
+    from gpuscale.costmodel.memory import plan_memory
+
+    # 405B 4D (torchtitan Table 6 shape): the first pipeline stage peaks inside a layer's
+    # backward, so the ring's buffers add to it, times the allocator's reserve.
+    m = catalog.model("llama3.1-405b")
+    training = Training(seq_len=262144, precision="fp8", master_weights=True)
+    plan = Plan(tp=8, pp=8, dp=1, cp=8, micro_batch=1, global_batch=8, zero=3, recompute="full")
+    on = plan_memory(m, training, plan, TORCHTITAN)
+    off = plan_memory(m, training, plan, without_ring(TORCHTITAN))
+    tokens = np.array([262144 / 8])
+    shapes = ring.ring_shapes(m, tokens, np.array([8]), heads_repeated=True)
+    buffers = ring.ring_workspace_bytes(shapes, np.array([8]), 2.0, all_gather=True)[0]
+    assert on["allocated"] - off["allocated"] == pytest.approx(buffers, rel=1e-9)
+    fragmentation = TORCHTITAN.const("memory_allocator_fragmentation")
+    assert on["reserved"] - off["reserved"] == pytest.approx(buffers * fragmentation, rel=1e-9)
+    # Without context parallelism nothing changes.
+    flat = dataclasses.replace(plan, cp=1, dp=8)
+    assert plan_memory(m, training, flat, TORCHTITAN) == plan_memory(
+        m, training, flat, without_ring(TORCHTITAN)
+    )
+
+
+def test_eight_b_long_context_peaks_at_the_loss_whatever_the_ring() -> None:
+    from gpuscale.costmodel.memory import plan_memory
+
+    # torchtitan Table 2 (8B, 8 GPUs, 32k tokens per rank, CP 1-8) measured 83.9-84.5 GiB
+    # reserved: flat. The fp32 logits' working set at the loss outweighs the ring's buffers
+    # (9 GiB at CP 8), so the predicted peak is flat too: memory pressure does not grow with CP.
+    m = catalog.model("llama3.1-8b")
+    peaks = []
+    for cp in (1, 2, 4, 8):
+        training = Training(seq_len=32768 * cp, precision="fp8", master_weights=True)
+        plan = Plan(
+            dp=8 // cp, cp=cp, micro_batch=1, global_batch=8 // cp, zero=3, recompute="full"
+        )
+        peaks.append(plan_memory(m, training, plan, TORCHTITAN)["reserved"])
+    assert max(peaks) - min(peaks) < 1e-6 * peaks[0]
