@@ -61,6 +61,7 @@ CONSTANTS: dict[str, Check] = {
     "cp_ring_unfused_passes": SHARE,
     "cp_kv_heads_repeated": SHARE,
     "cp_kv_all_gather": SHARE,
+    "cp_comm_waits_for_attention_kernel": SHARE,
     "tp_fp8_all_gather": SHARE,
     "zero2_unit_collectives": SHARE,
     "cuda_launch_blocking": SHARE,
