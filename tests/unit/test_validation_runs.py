@@ -298,6 +298,11 @@ def report(validation_dir: Path) -> loso.LosoReport:
 # Triton kernel's: llmfoundry-h100 14.1% -> 17.7%, overall 9.0% -> 9.7% (the honest figure).
 # Jean Zay as the BLOOM run saw it (CUDA_LAUNCH_BLOCKING=1's host time, NCCL's measured ring
 # collectives over Omni-Path): bloom176b 8.9% -> 1.7%.
+# FSDP2's unsharded fp32 gradient accumulation under pipeline parallelism (one HBM pass per
+# micro-batch, costmodel/grad_accumulation.py): torchtitan-paper 15.5% -> 15.1%. PyTorch's ring
+# attention collectives wait for the attention kernel beside them (no launch order without
+# CUDA_DEVICE_MAX_CONNECTIONS=1, NCCL CTAs never share an SM; torchtitan.yaml): 15.1% -> 12.1%,
+# overall 9.4% -> 9.1%.
 LOSO_BOUNDS = {
     "overall": 0.10,
     "narayanan21": 0.07,
@@ -308,7 +313,7 @@ LOSO_BOUNDS = {
     "llmfoundry": 0.05,
     "bloom176b": 0.025,
     "megascale": 0.115,
-    "torchtitan-paper": 0.16,
+    "torchtitan-paper": 0.125,
     "llmfoundry-h100": 0.18,
 }
 

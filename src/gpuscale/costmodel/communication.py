@@ -129,6 +129,16 @@ def _all_gather_ring_s(
     grad_hop = collective_time_s("send_recv", grad_bytes, cp, per_node, levels)
     step_fwd = compute.layer_attention_forward_s / cp
     step_bwd = compute.layer_attention_backward_s / cp
+    if profile.const("cp_comm_waits_for_attention_kernel") > 0:
+        # Each collective is enqueued on the NCCL stream right before the attention kernel it
+        # should hide behind, which follows the step's torch.cat in the compute stream; with
+        # CUDA's default 8 hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) nothing orders the two,
+        # the attention grid (thousands of CTAs) takes every SM first, and an NCCL CTA does not
+        # share an SM with a compute kernel (NVIDIA/nccl#689), so the collective starts at the
+        # kernel's last wave (NVIDIA/nccl#1431) and the next step waits for all of it. Megatron
+        # sets CUDA_DEVICE_MAX_CONNECTIONS=1 to put the communication kernel ahead
+        # (NVIDIA/Megatron-LM#533); torchtitan sets neither that nor high-priority NCCL streams.
+        step_fwd = step_bwd = np.zeros_like(step_fwd)
     interference = profile.const("comm_compute_interference")
     forward = exposed_comm_s(gather, step_fwd, interference)
     forwards = 1.0 + np.where(plans.recompute == RECOMPUTE_CODE["full"], 1.0, 0.0)

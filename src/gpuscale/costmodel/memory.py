@@ -41,6 +41,7 @@ from gpuscale.costmodel.model_states import (
 from gpuscale.costmodel.params import layer_params
 from gpuscale.costmodel.pipeline import stage_layers
 from gpuscale.costmodel.profile import Profile, load_profile
+from gpuscale.costmodel.ring_attention import ring_shapes, ring_workspace_bytes
 from gpuscale.specs import ModelSpec, Plan, PlanBatch
 from gpuscale.specs.training import Training
 
@@ -271,6 +272,22 @@ def _gradients_transient(plans: PlanBatch) -> np.ndarray:
     )
 
 
+def _ring_workspace(
+    model: ModelSpec, training: Training, plans: PlanBatch, profile: Profile
+) -> np.ndarray:
+    """The buffers PyTorch's ring attention (``context_parallel``; profile switch
+    ``cp_ring_unfused_passes``) keeps live in a layer's backward: all-gathered or received K/V,
+    fp32 dQ/dK/dV accumulators and send buffers (costmodel/ring_attention.py, counted from
+    ``_templated_ring_attention_backward``). Transformer Engine's ring (the generic profile) is
+    not counted here."""
+    if profile.const("cp_ring_unfused_passes") <= 0 or not bool(np.any(plans.cp > 1)):
+        return np.zeros(len(plans))
+    tokens = plans.micro_batch * training.seq_len / plans.cp
+    shapes = ring_shapes(model, tokens, plans.tp, profile.const("cp_kv_heads_repeated") > 0)
+    word = DTYPE_BYTES["fp32"] if training.precision == "fp32" else DTYPE_BYTES["bf16"]
+    return ring_workspace_bytes(shapes, plans.cp, word, profile.const("cp_kv_all_gather") > 0)
+
+
 def training_memory(
     model: ModelSpec, training: Training, plans: PlanBatch, profile: Profile | None = None
 ) -> TrainingMemory:
@@ -281,6 +298,7 @@ def training_memory(
     fragmentation = prof.const("memory_allocator_fragmentation")
     transient_grads = _gradients_transient(plans)
 
+    ring = _ring_workspace(model, training, plans, prof)
     per_stage = []
     # The first and the last stage (see _model_states and stage_activations_both).
     both = zip(
@@ -292,9 +310,9 @@ def training_memory(
         # Backward peaks at the loss (its working set, one layer unit) or inside a layer (its
         # working set, two units); CUDA graphs hold both working sets (see activations).
         at_loss = acts.stored + acts.loss + states.unit
-        at_layer = acts.stored + acts.workspace + 2.0 * states.unit
+        at_layer = acts.stored + acts.workspace + ring + 2.0 * states.unit
         if training.cuda_graphs:
-            at_loss = at_layer = acts.stored + acts.workspace + acts.loss + 2.0 * states.unit
+            at_loss = at_layer = acts.stored + acts.workspace + ring + acts.loss + 2.0 * states.unit
         loss_wins = at_loss > at_layer
         units = np.where(loss_wins, states.unit, 2.0 * states.unit)
         weights = states.weights + units

@@ -109,3 +109,40 @@ def merge_bytes(shapes: RingShapes, cp: np.ndarray) -> tuple[np.ndarray, np.ndar
     )
     ring = cp > 1
     return np.where(ring, forward, 0.0), np.where(ring, backward, 0.0)
+
+
+# Live buffers of the ring's backward on the slowest rank, counted from
+# _templated_ring_attention_backward (torch 2.5-2.6) at its largest moment: a later step of the
+# ``i <= rank`` branch, after ``_partial_update`` and the ``torch.cat`` of the send buffer. In
+# bytes per element (K = one of K or V as the ring sees it, E = the local output):
+# - the K/V the step reads: the all-gathered K and V of every rank (``_AllGatherRotater``, cp x 2
+#   per K element at the training word) or, point to point, the received pair (2 per K);
+# - ``next_kv = torch.cat([key, value])`` built every step for the send (2 per K);
+# - the step's gradients from the SDPA backward at the training word: dQ over E, dK and dV over
+#   the half of K the step read (1 per K in all);
+# - the fp32 accumulators (``convert_to_f32``): dQ (4 per E); dK/dV three times over, the
+#   received buffer, the ``_partial_update`` results and the fp32 send buffer (3 x 2 x 4 = 24 per
+#   K).
+RING_BWD_SEND_KV = 2.0
+RING_BWD_STEP_GRAD_E = 1.0
+RING_BWD_STEP_GRAD_K = 1.0
+RING_BWD_DQ_ACC_E = 4.0
+RING_BWD_DKV_FP32_K = 24.0
+
+
+def ring_workspace_bytes(
+    shapes: RingShapes, cp: np.ndarray, word: float, all_gather: bool
+) -> np.ndarray:
+    """Bytes the ring's backward keeps live beyond the layer's own activations, per layer on the
+    slowest rank (counted above); zero without context parallelism."""
+    cp = np.asarray(cp, dtype=float)
+    e, k = shapes.out_elements, shapes.kv_elements
+    held = (cp if all_gather else np.ones_like(cp)) * 2.0 * word * k
+    live = (
+        held
+        + RING_BWD_SEND_KV * word * k
+        + word * (RING_BWD_STEP_GRAD_E * e + RING_BWD_STEP_GRAD_K * k)
+        + RING_BWD_DQ_ACC_E * e
+        + RING_BWD_DKV_FP32_K * k
+    )
+    return np.where(cp > 1, live, 0.0)

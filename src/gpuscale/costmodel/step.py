@@ -22,6 +22,7 @@ from gpuscale.costmodel.communication import (
 )
 from gpuscale.costmodel.compute import LayerCompute, layer_compute, stage_compute
 from gpuscale.costmodel.flops import model_flops_per_token
+from gpuscale.costmodel.grad_accumulation import fsdp_accumulation_s
 from gpuscale.costmodel.params import total_params
 from gpuscale.costmodel.profile import Profile
 from gpuscale.costmodel.terms import COMM_KINDS, PARTS, coarse
@@ -186,7 +187,10 @@ def estimate_batch(
     # layer's time instead of hiding behind the queue (CUDA C++ Programming Guide,
     # 'Asynchronous Concurrent Execution': the variable makes launches synchronous).
     host_mb = mb.layers_per_stage * blocking_host_s_per_layer(profile)
-    t_mb = compute_mb + per_mb_comm + host_mb
+    # FSDP2 under PP keeps each micro-batch's gradients unsharded and adds them into an fp32
+    # accumulator in its backward hooks (costmodel/grad_accumulation.py): compute-stream passes.
+    accumulate_mb = fsdp_accumulation_s(model, device, training, plans, profile)
+    t_mb = compute_mb + per_mb_comm + host_mb + accumulate_mb
     # 1F1B with stages of unequal time: m micro-batches at the slowest stage's pace plus one
     # pass through the others, (sum_i t_i - t_max), divided by v when interleaved (Narayanan et
     # al. 2021, Sec. 2.2: (p-1)/v * t for equal stages).
@@ -263,7 +267,7 @@ def estimate_batch(
         mfu=flops / device.peak(training.precision),
         memory_per_gpu_bytes=mem,
         fits=mem <= capacity,
-        compute_s=m * compute_mb,
+        compute_s=m * (compute_mb + accumulate_mb),
         recompute_s=m * mb.recompute_s,
         bubble_s=bubble,
         optimizer_s=optimizer,
