@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from gpuscale.api import infer
 from gpuscale.planner.serving.cohort_sim import BENCHMARK_ROUNDS
-from gpuscale.planner.serving.deployment import prefill_burst_s
+from gpuscale.planner.serving.deployment import Client, benchmark_rounds, prefill_burst_s
+from gpuscale.planner.serving.steady_state import Workload
 
 
 def test_hand_computed_burst() -> None:
@@ -67,3 +68,45 @@ def test_deployment_reports_the_burst_and_more_prefill_workers_shorten_it() -> N
     assert not any("start-up burst" in n for n in _opt(1)["notes"])
     # the same burst split over two prefill workers waits less
     assert _opt(16, prefill_workers=2)["ttft_ms"] < one["ttft_ms"]
+
+
+def test_burst_counts_once_per_round_of_the_client() -> None:
+    # sa-bench measures 5 rounds (5*C prompts): the burst is 1/5 of the mean, 4x aiperf's 1/20.
+    assert prefill_burst_s(9, 1, 2.0, rounds=5) == pytest.approx(2.0 / 5)
+    assert prefill_burst_s(9, 1, 2.0, rounds=5) == pytest.approx(4 * prefill_burst_s(9, 1, 2.0))
+
+
+def test_rounds_follow_the_client_when_lengths_vary() -> None:
+    # Fixed lengths: aiperf's 20 rounds. Random lengths: num_requests / concurrency.
+    fixed = Workload(input_len=1024, output_len=1024)
+    varied = Workload(input_len=922, output_len=922, input_cv=0.064, output_cv=0.064)
+    assert benchmark_rounds(fixed, Client(concurrency=36, num_requests=180)) == BENCHMARK_ROUNDS
+    assert benchmark_rounds(varied, Client(concurrency=36, num_requests=180)) == 5
+    # fewer requests than the concurrency: the burst is all there is
+    assert benchmark_rounds(varied, Client(concurrency=36, num_requests=10)) == 1
+
+
+def _sa_bench(conc: int, num_requests: int) -> float:
+    return float(
+        infer(
+            "llama3.1-70b",
+            gpu="h200-sxm",
+            engine="tensorrt-llm",
+            weights="fp8",
+            input_len=3686,
+            output_len=230,
+            input_cv=0.064,
+            output_cv=0.064,
+            concurrency=conc,
+            num_requests=num_requests,
+            prefill_workers=1,
+            prefill_tp=2,
+            decode_workers=1,
+            decode_tp=4,
+        ).to_dict()["options"][0]["ttft_ms"]
+    )
+
+
+def test_a_short_benchmark_weighs_its_burst_more() -> None:
+    # 5 rounds (sa-bench) against 20: the same burst, four times the weight in the mean.
+    assert _sa_bench(32, 5 * 32) > _sa_bench(32, 20 * 32)

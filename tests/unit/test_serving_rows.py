@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -9,13 +12,18 @@ from hypothesis import strategies as st
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.serving_rows import (
     NOT_EXPRESSIBLE,
+    RECIPES_FILE,
     STATED,
     TWIN,
     client_lengths,
+    client_requests,
     load,
+    load_recipes,
     read_rows,
     uniform_lengths,
 )
+
+ROWS = DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv"
 
 FIELDS = [
     "id",
@@ -305,10 +313,46 @@ def test_client_lengths_by_source() -> None:
     )
     aic = {**infx, "id": "a", "silicon_data_source": "db-dump/2026-04-27; config_id=1"}
     disagg = {**infx, "id": "d", "mode": "disagg"}
+    gap = {**disagg, "silicon_data_source": "source_file=/x/aic-auto-gap-analysis/q.csv"}
     assert client_lengths(aic) == {"input_len": 1024, "output_len": 8192}
-    assert client_lengths(disagg) == {"input_len": 1024, "output_len": 8192}
+    assert client_lengths(gap) == {"input_len": 1024, "output_len": 8192}
+    # Disaggregated InferenceX runs (exports and AIConfigurator's dump of them) ran sa-bench:
+    # the same [0.8 L, L] lengths, 5 rounds of C prompts.
+    for d in (disagg, {**disagg, "silicon_data_source": aic["silicon_data_source"]}):
+        assert client_lengths(d) == client_lengths(infx)
+        assert client_requests(d, 36) == {"num_requests": 5 * 36}
+    assert client_requests(infx, 36) == {"num_requests": 10 * 36}
     got = client_lengths(infx)
     assert (got["input_len"], got["output_len"]) == (round(921.5), round((6553 + 8192) / 2))
     assert 0.06 < got["input_cv"] < 0.07 and 0.06 < got["output_cv"] < 0.07
     (row,) = read_rows([infx])
     assert row.kwargs["input_cv"] == got["input_cv"]
+
+
+def test_decode_cap_from_the_recipe_the_run_used() -> None:
+    # InferenceX's H100 TensorRT-LLM runs at concurrency 9 use ctx1_gen3_tep16_batch2: three
+    # decode workers of max_batch_size 2, so three requests wait for a decode slot.
+    rows = {r.id: r for r in load(ROWS)}
+    stated = rows["dsr1_h100_trtllm_fp8_disagg_1024x1024_c9_cfg494"]
+    assert stated.kwargs["decode_workers"] == 3 and stated.kwargs["decode_batch"] == 2
+    assert any("ctx1_gen3_tep16_batch2" in a for a in stated.assumptions)
+    twin = rows["2026_03_25_deepseek_r1_h100_sxm_trtllm_fp8_disagg_1024x1024_c9_tp16_0_ep16_0_855"]
+    assert twin.kind == TWIN and twin.kwargs["decode_batch"] == 2
+    # H200 recipe c64_ctx1_gen9_tep8_batch256: concurrency 576 = 64 per decode worker, cap 256
+    big = rows["dsr1_h200_trtllm_fp8_disagg_1024x1024_c576_cfg303"]
+    assert big.kwargs["decode_batch"] == 256
+    # SGLang rows have no TensorRT-LLM recipe: no cap
+    sg = rows["dsr1_h200_sglang_fp8_disagg_8192x1024_c64_cfg434"]
+    assert "decode_batch" not in sg.kwargs
+
+
+def test_recipe_caps_only_rows_of_their_deployment() -> None:
+    recipes = load_recipes(ROWS.parent / RECIPES_FILE)
+    # every recipe line is one deployment; no two lines claim the same key
+    with (ROWS.parent / RECIPES_FILE).open() as f:
+        assert len(list(csv.DictReader(f))) == len(recipes)
+    for key, rec in recipes.items():
+        m = re.search(r"ctx(\d+)_gen(\d+)_(tep|dep)\d+_batch(\d+)", rec["recipe"])
+        assert m is not None
+        # the recipe's name states its workers and its decode batch
+        assert (int(m[1]), int(m[2]), int(m[4])) == (key[4], key[5], int(rec["decode_max_batch"]))

@@ -143,6 +143,26 @@ INFERENCEX_ROUNDS = 10
 $((2 * CONC))`` (``benchmarks/benchmark_lib.sh`` ``run_benchmark_serving``)."""
 
 
+INFERENCEX_DISAGG_SOURCES = (*INFERENCEX_EXPORTS, "db-dump/")
+"""Disaggregated rows run by InferenceX's multi-node workflow: its exports, and AIConfigurator's
+database dump of the same runs (the dump's rows repeat the exports' measurements to the digit,
+the ``twin`` class; its images are the ``dynamo-trt``/``dynamo-sglang`` entries' of InferenceX
+``.github/configs/nvidia-master.yaml``)."""
+SA_BENCH_ROUNDS = 5
+"""InferenceX's multi-node disaggregated runs launch srt-slurm recipes whose ``benchmark.type``
+is ``sa-bench`` (e.g. ``recipes/trtllm/h200/1k1k/stp/c64_ctx1_gen9_tep8_batch256_eplb0_mtp0
+.yaml``, ishandhanani/srt-slurm branch ``sa-submission-q1-2026``, named by InferenceX
+``nvidia-master.yaml`` at 49f8ceee0). sa-bench (``src/srtctl/benchmarks/scripts/sa-bench/
+bench.sh``) runs a separate warm-up of ``5*C`` prompts first, then measures ``--num-prompts
+$((concurrency * 5))`` with ``--request-rate inf --max-concurrency C --random-range-ratio
+0.8 --ignore-eos``: five rounds of C requests, lengths uniform over [0.8 L, L]."""
+
+
+def sa_bench(r: dict[str, str]) -> bool:
+    """Whether the row is a disaggregated InferenceX run, measured by sa-bench."""
+    return r["mode"] == "disagg" and r["silicon_data_source"].startswith(INFERENCEX_DISAGG_SOURCES)
+
+
 def uniform_lengths(length: int, ratio: float) -> tuple[float, float]:
     """Mean and coefficient of variation of a length drawn uniformly from the integers
     [int(length x ratio), length] (discrete uniform: variance (n^2 - 1) / 12 over n values)."""
@@ -162,7 +182,8 @@ def client_lengths(r: dict[str, str]) -> dict[str, Any]:
     the row's ``isl``/``osl`` and they differ per request, so a closed loop's requests do not
     stay in lockstep cohorts."""
     isl, osl = int(r["isl"]), int(r["osl"])
-    if r["mode"] != "agg" or not r["silicon_data_source"].startswith(INFERENCEX_EXPORTS):
+    agg_ix = r["mode"] == "agg" and r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
+    if not (agg_ix or sa_bench(r)):
         return {"input_len": isl, "output_len": osl}
     (im, icv), (om, ocv) = (uniform_lengths(n, INFERENCEX_RANGE_RATIO) for n in (isl, osl))
     return {"input_len": round(im), "output_len": round(om), "input_cv": icv, "output_cv": ocv}
@@ -175,7 +196,7 @@ def client_requests(r: dict[str, str], conc: int) -> dict[str, Any]:
     fixed-length runs are simulated round by round (``cohort_sim.BENCHMARK_ROUNDS``)."""
     if "input_cv" not in client_lengths(r):
         return {}
-    return {"num_requests": INFERENCEX_ROUNDS * conc}
+    return {"num_requests": (SA_BENCH_ROUNDS if sa_bench(r) else INFERENCEX_ROUNDS) * conc}
 
 
 def _base(r: dict[str, str], conc: int) -> dict[str, Any]:
@@ -235,8 +256,68 @@ def _same(a: dict[str, str], b: dict[str, str]) -> bool:
     )
 
 
-def read_rows(raw: list[dict[str, str]]) -> list[ServingRow]:
-    """Every raw row read as the deployment it ran, or marked not expressible."""
+RECIPES_FILE = "inferencex_disagg_recipes.csv"
+"""The decode engines' ``max_batch_size`` of InferenceX's non-speculative TensorRT-LLM
+disaggregated DeepSeek-R1 runs on H100/H200 (SOURCES.md there): one line per srt-slurm recipe
+that ``.github/configs/nvidia-master.yaml`` names, with the deployment it states."""
+
+
+def _recipe_key(system: str, isl: str, osl: str, conc: int, kw: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        system,
+        int(isl),
+        int(osl),
+        conc,
+        kw["prefill_workers"],
+        kw["decode_workers"],
+        kw["decode_attention_dp"],
+    )
+
+
+def load_recipes(path: Path) -> dict[tuple[Any, ...], dict[str, str]]:
+    """The recipes file keyed by (system, isl, osl, concurrency, prefill workers, decode workers,
+    decode attention-DP ranks); TensorRT-LLM only."""
+    with path.open() as f:
+        return {
+            (
+                r["system"],
+                int(r["isl"]),
+                int(r["osl"]),
+                int(r["concurrency"]),
+                int(r["prefill_workers"]),
+                int(r["decode_workers"]),
+                int(r["decode_attention_dp"]),
+            ): r
+            for r in csv.DictReader(f)
+            if r["backend"] == "trtllm"
+        }
+
+
+def _decode_cap(
+    r: dict[str, str], conc: int, kw: dict[str, Any], recipes: dict[tuple[Any, ...], dict[str, str]]
+) -> tuple[dict[str, Any], list[str]]:
+    """The decode engine's ``max_batch_size`` (per attention rank) from the recipe the run used.
+
+    A TensorRT-LLM decode worker admits at most ``max_batch_size`` requests per rank; the rest
+    wait in its queue after their prefill (the KV cache stays on the prefill worker until the
+    transfer), so the wait is part of TTFT. The rows do not carry it (``decode_batch_size`` is
+    AIConfigurator's concurrency / workers), the recipe does: e.g. H100 ``ctx1_gen3_tep16_
+    batch2`` runs concurrency 9 on 3 decode workers with ``max_batch_size: 2``."""
+    if r["backend"] != "trtllm" or not sa_bench(r):
+        return {}, []
+    hit = recipes.get(_recipe_key(r["system"], r["isl"], r["osl"], conc, kw))
+    if hit is None:
+        return {}, []
+    note = f"decode max_batch_size {hit['decode_max_batch']} from {hit['recipe']}"
+    return {"decode_batch": int(hit["decode_max_batch"])}, [note]
+
+
+def read_rows(
+    raw: list[dict[str, str]], recipes: dict[tuple[Any, ...], dict[str, str]] | None = None
+) -> list[ServingRow]:
+    """Every raw row read as the deployment it ran, or marked not expressible; ``recipes``
+    (:func:`load_recipes`) gives the decode engines' batch caps where a recipe states them."""
+    recipes = recipes or {}
     named: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
     for r in raw:
         c = concurrency(r)
@@ -261,6 +342,9 @@ def read_rows(raw: list[dict[str, str]]) -> list[ServingRow]:
             kw.update(parallelism(r), pp=_int(r["pp_size"]))
         elif _named(r):
             kw.update(_disagg_kwargs(r))
+            cap, why = _decode_cap(r, conc, kw, recipes)
+            kw.update(cap)
+            notes.extend(why)
         else:
             twins = [n for n in named[_key(r, conc)] if _same(n, r)]
             if len(twins) == 1:
@@ -270,6 +354,9 @@ def read_rows(raw: list[dict[str, str]]) -> list[ServingRow]:
                     f"worker counts empty; deployment from {twins[0]['id']}, the same "
                     "measurement (identical TTFT and TPOT) with its workers named"
                 )
+                cap, why = _decode_cap(r, conc, kw, recipes)
+                kw.update(cap)
+                notes.extend(why)
             else:
                 kind, kw = NOT_EXPRESSIBLE, {}
                 guess = {**_base(r, conc), **_one_each(r)}
@@ -298,5 +385,8 @@ def read_rows(raw: list[dict[str, str]]) -> list[ServingRow]:
 
 
 def load(path: Path) -> list[ServingRow]:
+    recipes = path.parent / RECIPES_FILE
     with path.open() as f:
-        return read_rows(list(csv.DictReader(f)))
+        return read_rows(
+            list(csv.DictReader(f)), load_recipes(recipes) if recipes.exists() else None
+        )

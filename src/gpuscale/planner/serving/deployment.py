@@ -390,12 +390,16 @@ def kv_transfer_s(
     return lat + whole / bw
 
 
-def prefill_burst_s(concurrency: float, ranks: int, capacity_per_rank: float) -> float:
+def prefill_burst_s(
+    concurrency: float, ranks: int, capacity_per_rank: float, rounds: float = BENCHMARK_ROUNDS
+) -> float:
     """Mean TTFT a closed-loop benchmark's start-up burst adds at the prefill workers.
 
     The measured phase starts with ``concurrency`` prompts at once on a drained deployment and
-    is :data:`BENCHMARK_ROUNDS` rounds long (aiperf ``--num-requests 20*C`` after a drained
-    warm-up; ``cohort_sim``). The burst splits evenly over the prefill ranks (round robin), and
+    is ``rounds`` rounds long: :data:`BENCHMARK_ROUNDS` for aiperf (``--num-requests 20*C``
+    after a drained warm-up; ``cohort_sim``), ``num_requests / concurrency`` for a client whose
+    lengths vary (:func:`benchmark_rounds`; srt-slurm's sa-bench measures ``5*C`` prompts). The
+    burst splits evenly over the prefill ranks (round robin), and
     each rank drains its share at its capacity, so its k-th prompt waits k / capacity: the
     burst's mean wait is (n - 1) / (2 capacity) for n prompts per rank. Later rounds do not
     repeat it: every request decodes the same number of steps at the same pace, so the
@@ -405,7 +409,21 @@ def prefill_burst_s(concurrency: float, ranks: int, capacity_per_rank: float) ->
     if capacity_per_rank <= 0.0 or not np.isfinite(capacity_per_rank) or ranks <= 0:
         return 0.0
     per_rank = concurrency / ranks
-    return max(per_rank - 1.0, 0.0) / (2.0 * capacity_per_rank) / BENCHMARK_ROUNDS
+    return max(per_rank - 1.0, 0.0) / (2.0 * capacity_per_rank) / max(rounds, 1.0)
+
+
+def benchmark_rounds(work: Workload, client: Client) -> float:
+    """Rounds of ``concurrency`` requests a closed-loop benchmark measures, the burst included.
+
+    Fixed lengths: :data:`BENCHMARK_ROUNDS` (aiperf, as the cohort simulation reads it). Random
+    lengths: the client's ``num_requests / concurrency``, as ``_with_start_burst`` reads it for
+    aggregated engines (e.g. sa-bench, the client of InferenceX's multi-node disaggregated runs,
+    passes ``--num-prompts $((concurrency * 5))``: srt-slurm
+    ``src/srtctl/benchmarks/scripts/sa-bench/bench.sh``)."""
+    conc = float(client.concurrency or 1)
+    if work.fixed:
+        return float(BENCHMARK_ROUNDS)
+    return max(float(client.num_requests), conc) / conc
 
 
 def predict_disaggregated(
@@ -473,7 +491,7 @@ def predict_disaggregated(
         else:
             x = float(x_total[top])
             queue = conc / x - float(e2e[top])
-        burst = prefill_burst_s(conc, prefill.ranks, pc.capacity)
+        burst = prefill_burst_s(conc, prefill.ranks, pc.capacity, benchmark_rounds(work, client))
         if burst > 0.0:
             notes.append(f"start-up burst at the prefill workers: +{burst * 1e3:.0f} ms mean TTFT")
 
