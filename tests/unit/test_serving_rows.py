@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import re
 
 import pytest
@@ -12,6 +11,7 @@ from hypothesis import strategies as st
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.serving_rows import (
     NOT_EXPRESSIBLE,
+    RECIPE,
     RECIPES_FILE,
     STATED,
     TWIN,
@@ -165,15 +165,15 @@ def test_public_rows_classes() -> None:
     rows = load(DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv")
     disagg = [r for r in rows if r.mode == "disagg"]
     assert all(r.kind == STATED for r in rows if r.mode == "agg")
-    kinds = {k: sum(r.kind == k for r in disagg) for k in (STATED, TWIN, NOT_EXPRESSIBLE)}
+    kinds = {k: sum(r.kind == k for r in disagg) for k in (STATED, TWIN, RECIPE, NOT_EXPRESSIBLE)}
     # 43 rows name their workers, 7 of them without a client concurrency; every twin is one
     # of the rows that leave the workers empty
     assert sum(bool(r.raw["prefill_num_workers"]) for r in disagg) == 43
     assert kinds[STATED] == 36
     assert all(r.guess for r in disagg if r.kind == NOT_EXPRESSIBLE)
-    assert kinds[TWIN] > 0 and sum(kinds.values()) == len(disagg)
+    assert kinds[TWIN] > 0 and kinds[RECIPE] > 0 and sum(kinds.values()) == len(disagg)
     for r in disagg:
-        if r.kind == TWIN:
+        if r.kind in (TWIN, RECIPE):
             assert not r.raw["prefill_num_workers"]
 
 
@@ -346,13 +346,45 @@ def test_decode_cap_from_the_recipe_the_run_used() -> None:
     assert "decode_batch" not in sg.kwargs
 
 
-def test_recipe_caps_only_rows_of_their_deployment() -> None:
+def test_recipe_names_state_their_deployment() -> None:
     recipes = load_recipes(ROWS.parent / RECIPES_FILE)
-    # every recipe line is one deployment; no two lines claim the same key
-    with (ROWS.parent / RECIPES_FILE).open() as f:
-        assert len(list(csv.DictReader(f))) == len(recipes)
-    for key, rec in recipes.items():
-        m = re.search(r"ctx(\d+)_gen(\d+)_(tep|dep)\d+_batch(\d+)", rec["recipe"])
+    trt = [e for e in recipes if e["backend"] == "trtllm"]
+    assert trt and all(e["spec"] in ("none", "mtp") for e in recipes)
+    for e in trt:
+        m = re.search(r"ctx(\d+)_gen(\d+)_(tep|dep)(\d+)_batch(\d+)", e["recipe"])
         assert m is not None
-        # the recipe's name states its workers and its decode batch
-        assert (int(m[1]), int(m[2]), int(m[4])) == (key[4], key[5], int(rec["decode_max_batch"]))
+        # workers, decode TEP/DEP and decode batch as the recipe's name states them
+        assert (int(m[1]), int(m[2]), int(m[5])) == (
+            int(e["prefill_workers"]),
+            int(e["decode_workers"]),
+            int(e["decode_max_batch"]),
+        )
+        assert (m[3] == "dep") == (int(e["decode_attention_dp"]) > 1)
+        assert ("mtp0" in e["recipe"]) == (e["spec"] == "none")
+
+
+def test_rows_without_workers_read_from_the_inferencex_configuration() -> None:
+    rows = {r.id: r for r in load(ROWS)}
+    # H100 concurrency 1845 at 1k/1k: one entry, ctx1_gen3_dep16_batch32 (non-speculative)
+    (one,) = [
+        r
+        for r in rows.values()
+        if r.id.startswith("2026_03_25_deepseek_r1_h100_sxm_trtllm_fp8_disagg_1024x1024_c1845_")
+    ]
+    assert one.kind == RECIPE
+    kw = one.kwargs
+    assert (kw["prefill_workers"], kw["decode_workers"], kw["decode_attention_dp"]) == (1, 3, 16)
+    assert kw["decode_batch"] == 32 and kw["prefill_attention_dp"] == 16
+    # H100 SGLang ran when the configuration held only MTP recipes: refused, with the reason
+    sg = [r for r in rows.values() if r.id.startswith("2026_03_25_deepseek_r1_h100_sxm_sglang")]
+    assert sg and all(r.kind == NOT_EXPRESSIBLE and "MTP" in r.reason for r in sg)
+    # Where STP and MTP entries share a concurrency the export cannot say which ran
+    amb = [r for r in rows.values() if "deployments of InferenceX" in r.reason]
+    assert amb and all(not r.expressible for r in amb)
+    # never read from the measured latency: a row's class does not change with its TTFT/TPOT
+    raw = [dict(r.raw) for r in rows.values()]
+    for r in raw:
+        if r["id"] == one.id:
+            r["silicon_ttft_ms"], r["silicon_tpot_ms"] = "1.0", "1.0"
+    again = {r.id: r for r in read_rows(raw, load_recipes(ROWS.parent / RECIPES_FILE))}
+    assert again[one.id].kind == RECIPE and again[one.id].kwargs == kw

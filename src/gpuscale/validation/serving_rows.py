@@ -7,14 +7,19 @@ replay of the file (``tools/accuracy_regression_testing/predict_silicon_sample.p
 095f58a5, ``REQUIRED_DISAGG_FIELDS``) refuses a disaggregated row without ``prefill_num_workers``
 and ``decode_num_workers``, and its InferenceX adapter (``sdk/config_adapter/inferencex.py``)
 derives them only from ``num_prefill_gpu`` / ``prefill_num_workers``, fields these rows do not
-carry. Each row is read into one of three classes, with every assumption written next to it:
+carry. Each row is read into one of four classes, with every assumption written next to it:
 
 - ``stated``: the row names its workers (or is aggregated);
 - ``twin``: the row leaves its workers empty, but the same measurement (same engine, system,
   lengths, concurrency and identical TTFT and TPOT) is also recorded in a row that names them
   (the file holds both the InferenceX CSV export and the AIConfigurator database dump of the
   same runs): the deployment is that row's;
-- ``not expressible``: worker counts not stated and no twin, or no client concurrency stated
+- ``recipe``: worker counts empty and no twin, but InferenceX's configuration at the run date
+  (``inferencex_disagg_recipes.csv``) has exactly one entry, non-speculative, at the row's
+  engine, system, lengths and concurrency: the deployment is that entry's recipe (never chosen
+  by the measured latency);
+- ``not expressible``: worker counts not stated, no twin and no single entry (the reason names
+  the MTP-only or several candidate recipes), or no client concurrency stated
   (the id's ``_c_`` is empty and ``silicon_data_source`` has no ``silicon_concurrency``). These
   carry a ``guess`` reading (one worker of each kind; AIConfigurator's decode batch x workers x
   attention-DP as the concurrency) for comparison lines only.
@@ -45,7 +50,7 @@ class ServingRow:
     mode: str
     """``agg`` or ``disagg``."""
     kind: str
-    """``stated``, ``twin`` or ``not expressible`` (module docstring)."""
+    """``stated``, ``twin``, ``recipe`` or ``not expressible`` (module docstring)."""
     reason: str = ""
     """Why a row is not expressible."""
     ttft_ms: float
@@ -257,44 +262,36 @@ def _same(a: dict[str, str], b: dict[str, str]) -> bool:
 
 
 RECIPES_FILE = "inferencex_disagg_recipes.csv"
-"""The decode engines' ``max_batch_size`` of InferenceX's non-speculative TensorRT-LLM
-disaggregated DeepSeek-R1 runs on H100/H200 (SOURCES.md there): one line per srt-slurm recipe
-that ``.github/configs/nvidia-master.yaml`` names, with the deployment it states."""
+"""The deployments InferenceX's configuration ran for DeepSeek-R1 FP8 disaggregated on H100/H200
+(SOURCES.md there): one line per search-space entry of ``.github/configs/nvidia-master.yaml`` at
+the commit in effect when the rows were measured, with the srt-slurm recipe it launches, its
+speculative decoding (``none`` or ``mtp``), its worker counts and attention-DP widths, and for
+TensorRT-LLM the decode engines' ``max_batch_size`` per rank."""
+RECIPE = "recipe"
+"""Class of a disaggregated row whose worker counts are empty but whose measurement date,
+lengths and concurrency leave exactly one (non-speculative) entry of the InferenceX
+configuration: the deployment is that entry's."""
+
+Recipes = list[dict[str, str]]
 
 
-def _recipe_key(system: str, isl: str, osl: str, conc: int, kw: dict[str, Any]) -> tuple[Any, ...]:
-    return (
-        system,
-        int(isl),
-        int(osl),
-        conc,
-        kw["prefill_workers"],
-        kw["decode_workers"],
-        kw["decode_attention_dp"],
-    )
-
-
-def load_recipes(path: Path) -> dict[tuple[Any, ...], dict[str, str]]:
-    """The recipes file keyed by (system, isl, osl, concurrency, prefill workers, decode workers,
-    decode attention-DP ranks); TensorRT-LLM only."""
+def load_recipes(path: Path) -> Recipes:
     with path.open() as f:
-        return {
-            (
-                r["system"],
-                int(r["isl"]),
-                int(r["osl"]),
-                int(r["concurrency"]),
-                int(r["prefill_workers"]),
-                int(r["decode_workers"]),
-                int(r["decode_attention_dp"]),
-            ): r
-            for r in csv.DictReader(f)
-            if r["backend"] == "trtllm"
-        }
+        return list(csv.DictReader(f))
+
+
+def _candidates(r: dict[str, str], conc: int, recipes: Recipes) -> Recipes:
+    """The configuration's entries at the row's engine, system, lengths and concurrency."""
+    return [
+        e
+        for e in recipes
+        if (e["backend"], e["system"], e["isl"], e["osl"], int(e["concurrency"]))
+        == (r["backend"], r["system"], r["isl"], r["osl"], conc)
+    ]
 
 
 def _decode_cap(
-    r: dict[str, str], conc: int, kw: dict[str, Any], recipes: dict[tuple[Any, ...], dict[str, str]]
+    r: dict[str, str], conc: int, kw: dict[str, Any], recipes: Recipes
 ) -> tuple[dict[str, Any], list[str]]:
     """The decode engine's ``max_batch_size`` (per attention rank) from the recipe the run used.
 
@@ -302,22 +299,90 @@ def _decode_cap(
     wait in its queue after their prefill (the KV cache stays on the prefill worker until the
     transfer), so the wait is part of TTFT. The rows do not carry it (``decode_batch_size`` is
     AIConfigurator's concurrency / workers), the recipe does: e.g. H100 ``ctx1_gen3_tep16_
-    batch2`` runs concurrency 9 on 3 decode workers with ``max_batch_size: 2``."""
+    batch2`` runs concurrency 9 on 3 decode workers with ``max_batch_size: 2``. The entry must
+    be non-speculative and state the row's worker counts and decode attention-DP width."""
     if r["backend"] != "trtllm" or not sa_bench(r):
         return {}, []
-    hit = recipes.get(_recipe_key(r["system"], r["isl"], r["osl"], conc, kw))
-    if hit is None:
+    hits = {
+        e["recipe"]: e
+        for e in _candidates(r, conc, recipes)
+        if e["spec"] == "none"
+        and e["decode_max_batch"]
+        and (int(e["prefill_workers"]), int(e["decode_workers"]), int(e["decode_attention_dp"]))
+        == (kw["prefill_workers"], kw["decode_workers"], kw["decode_attention_dp"])
+    }
+    if len(hits) != 1:
         return {}, []
+    (hit,) = hits.values()
     note = f"decode max_batch_size {hit['decode_max_batch']} from {hit['recipe']}"
     return {"decode_batch": int(hit["decode_max_batch"])}, [note]
 
 
-def read_rows(
-    raw: list[dict[str, str]], recipes: dict[tuple[Any, ...], dict[str, str]] | None = None
-) -> list[ServingRow]:
+def _from_config(
+    r: dict[str, str], conc: int, recipes: Recipes
+) -> tuple[dict[str, Any], list[str], str]:
+    """A row without worker counts read from the InferenceX configuration: (keyword arguments,
+    assumptions, reason it stays not expressible)."""
+    if not r["silicon_data_source"].startswith(INFERENCEX_EXPORTS):
+        return {}, [], ""
+    cands = {e["recipe"]: e for e in _candidates(r, conc, recipes)}
+    commits = ", ".join(
+        sorted(
+            {
+                e["inferencex_commit"]
+                for e in recipes
+                if e["backend"] == r["backend"] and e["system"] == r["system"]
+            }
+        )
+    )
+    where = f"InferenceX nvidia-master.yaml at {commits or 'the run date'}"
+    if not cands:
+        return {}, [], f"no entry of {where} runs this concurrency at these lengths"
+    specs = {e["spec"] for e in cands.values()}
+    names = ", ".join(sorted(n.rsplit("/", 1)[-1] for n in cands))
+    if specs == {"mtp"}:
+        return (
+            {},
+            [],
+            (
+                f"speculative decoding (MTP): the only entries of {where} at this concurrency are "
+                f"MTP recipes ({names}); the model has no speculative decoding"
+            ),
+        )
+    if len(cands) > 1:
+        return (
+            {},
+            [],
+            (
+                f"{len(cands)} deployments of {where} run this concurrency ({names}); the export "
+                "drops spec_method and the worker counts that would say which"
+            ),
+        )
+    (e,) = cands.values()
+    p, q = parallelism(r, "prefill_"), parallelism(r, "decode_")
+    kw: dict[str, Any] = {
+        "prefill_workers": int(e["prefill_workers"]),
+        "prefill_tp": p["tp"],
+        "prefill_ep": p["ep"],
+        "prefill_attention_dp": int(e["prefill_attention_dp"]),
+        "decode_workers": int(e["decode_workers"]),
+        "decode_tp": q["tp"],
+        "decode_ep": q["ep"],
+        "decode_attention_dp": int(e["decode_attention_dp"]),
+    }
+    if e["decode_max_batch"]:
+        kw["decode_batch"] = int(e["decode_max_batch"])
+    note = (
+        f"worker counts empty; the one entry of {where} at this concurrency and lengths is "
+        f"{e['recipe']} (non-speculative): its workers, attention-DP widths and decode batch"
+    )
+    return kw, [note], ""
+
+
+def read_rows(raw: list[dict[str, str]], recipes: Recipes | None = None) -> list[ServingRow]:
     """Every raw row read as the deployment it ran, or marked not expressible; ``recipes``
     (:func:`load_recipes`) gives the decode engines' batch caps where a recipe states them."""
-    recipes = recipes or {}
+    table: Recipes = recipes or []
     named: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
     for r in raw:
         c = concurrency(r)
@@ -342,7 +407,7 @@ def read_rows(
             kw.update(parallelism(r), pp=_int(r["pp_size"]))
         elif _named(r):
             kw.update(_disagg_kwargs(r))
-            cap, why = _decode_cap(r, conc, kw, recipes)
+            cap, why = _decode_cap(r, conc, kw, table)
             kw.update(cap)
             notes.extend(why)
         else:
@@ -354,17 +419,23 @@ def read_rows(
                     f"worker counts empty; deployment from {twins[0]['id']}, the same "
                     "measurement (identical TTFT and TPOT) with its workers named"
                 )
-                cap, why = _decode_cap(r, conc, kw, recipes)
+                cap, why = _decode_cap(r, conc, kw, table)
                 kw.update(cap)
                 notes.extend(why)
             else:
-                kind, kw = NOT_EXPRESSIBLE, {}
-                guess = {**_base(r, conc), **_one_each(r)}
-                reason = (
-                    "not expressible: worker counts not stated (prefill/decode_num_workers "
-                    "empty, no GPU total in the row or its source; AIConfigurator's own "
-                    "replay refuses such rows)"
-                )
+                found, why, refused = _from_config(r, conc, table)
+                if found:
+                    kind = RECIPE
+                    kw.update(found)
+                    notes.extend(why)
+                else:
+                    kind, kw = NOT_EXPRESSIBLE, {}
+                    guess = {**_base(r, conc), **_one_each(r)}
+                    reason = (
+                        "not expressible: worker counts not stated (prefill/decode_num_workers "
+                        "empty, no GPU total in the row; AIConfigurator's own replay refuses "
+                        "such rows)" + (f"; {refused}" if refused else "")
+                    )
         out.append(
             ServingRow(
                 id=r["id"],
