@@ -157,7 +157,8 @@ SA_BENCH_ROUNDS = 5
 """InferenceX's multi-node disaggregated runs launch srt-slurm recipes whose ``benchmark.type``
 is ``sa-bench`` (e.g. ``recipes/trtllm/h200/1k1k/stp/c64_ctx1_gen9_tep8_batch256_eplb0_mtp0
 .yaml``, ishandhanani/srt-slurm branch ``sa-submission-q1-2026``, named by InferenceX
-``nvidia-master.yaml`` at 49f8ceee0). sa-bench (``src/srtctl/benchmarks/scripts/sa-bench/
+``nvidia-master.yaml`` at 49f8ceee0 and launched as ``srtctl apply -f "$CONFIG_FILE"`` by
+``runners/launch_h200-dgxc-slurm.sh``). sa-bench (``src/srtctl/benchmarks/scripts/sa-bench/
 bench.sh``) runs a separate warm-up of ``5*C`` prompts first, then measures ``--num-prompts
 $((concurrency * 5))`` with ``--request-rate inf --max-concurrency C --random-range-ratio
 0.8 --ignore-eos``: five rounds of C requests, lengths uniform over [0.8 L, L]."""
