@@ -341,6 +341,16 @@ def test_decode_cap_from_the_recipe_the_run_used() -> None:
     # H200 recipe c64_ctx1_gen9_tep8_batch256: concurrency 576 = 64 per decode worker, cap 256
     big = rows["dsr1_h200_trtllm_fp8_disagg_1024x1024_c576_cfg303"]
     assert big.kwargs["decode_batch"] == 256
+    # ... whose prefill runs enable_attention_dp: true; config 303 (workflow run 288) carries
+    # the label InferenceX corrected in #919, config 590 (run 333) the corrected one: both
+    # now read as the same deployment, as their near-identical measurements say.
+    assert big.raw["prefill_attention_dp_size"] == "1"
+    assert big.kwargs["prefill_attention_dp"] == 8
+    same = rows["dsr1_h200_trtllm_fp8_disagg_1024x1024_c576_cfg590"]
+    strip = ("num_requests",)
+    assert {k: v for k, v in big.kwargs.items() if k not in strip} == {
+        k: v for k, v in same.kwargs.items() if k not in strip
+    }
     # SGLang rows have no TensorRT-LLM recipe: no cap
     sg = rows["dsr1_h200_sglang_fp8_disagg_8192x1024_c64_cfg434"]
     assert "decode_batch" not in sg.kwargs

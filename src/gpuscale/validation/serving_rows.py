@@ -294,14 +294,22 @@ def _candidates(r: dict[str, str], conc: int, recipes: Recipes) -> Recipes:
 def _decode_cap(
     r: dict[str, str], conc: int, kw: dict[str, Any], recipes: Recipes
 ) -> tuple[dict[str, Any], list[str]]:
-    """The decode engine's ``max_batch_size`` (per attention rank) from the recipe the run used.
+    """What the recipe the run launched sets and the row does not carry, or carries wrong.
 
-    A TensorRT-LLM decode worker admits at most ``max_batch_size`` requests per rank; the rest
-    wait in its queue after their prefill (the KV cache stays on the prefill worker until the
-    transfer), so the wait is part of TTFT. The rows do not carry it (``decode_batch_size`` is
-    AIConfigurator's concurrency / workers), the recipe does: e.g. H100 ``ctx1_gen3_tep16_
-    batch2`` runs concurrency 9 on 3 decode workers with ``max_batch_size: 2``. The entry must
-    be non-speculative and state the row's worker counts and decode attention-DP width."""
+    - The decode engine's ``max_batch_size`` (per attention rank). A TensorRT-LLM decode worker
+      admits at most that many requests per rank; the rest wait in its queue after their
+      prefill, so the wait is part of TTFT. The rows do not carry it (``decode_batch_size`` is
+      AIConfigurator's concurrency / workers): e.g. H100 ``ctx1_gen3_tep16_batch2`` runs
+      concurrency 9 on 3 decode workers with ``max_batch_size: 2``.
+    - The prefill worker's attention-DP width (``enable_attention_dp`` in the recipe). The
+      rows of InferenceX's workflow run 288 (2026-02-14) carry the configuration's labels of
+      that date, which InferenceX corrected to the recipe files on 2026-03-23 (#919, "Fix
+      nvidia-master.yaml metadata to align with recipe files", f316a0ef6): e.g. config 303
+      states a TP prefill for ``c4_ctx1_gen9_tep8_batch256``, whose prefill runs
+      ``enable_attention_dp: true``; config 590 (run 333) is the same recipe, labelled DP 8.
+
+    The entry must be non-speculative and state the row's worker counts and decode
+    attention-DP width."""
     if r["backend"] != "trtllm" or not sa_bench(r):
         return {}, []
     hits = {
@@ -315,8 +323,16 @@ def _decode_cap(
     if len(hits) != 1:
         return {}, []
     (hit,) = hits.values()
-    note = f"decode max_batch_size {hit['decode_max_batch']} from {hit['recipe']}"
-    return {"decode_batch": int(hit["decode_max_batch"])}, [note]
+    out: dict[str, Any] = {"decode_batch": int(hit["decode_max_batch"])}
+    notes = [f"decode max_batch_size {hit['decode_max_batch']} from {hit['recipe']}"]
+    dp = int(hit["prefill_attention_dp"])
+    if dp != kw["prefill_attention_dp"] and kw["prefill_tp"] % dp == 0:
+        out["prefill_attention_dp"] = dp
+        notes.append(
+            f"prefill attention DP {dp} (recipe's enable_attention_dp), not the row's "
+            f"{kw['prefill_attention_dp']} (InferenceX #919 relabelled it to the recipe)"
+        )
+    return out, notes
 
 
 def _from_config(
