@@ -110,3 +110,29 @@ def _sa_bench(conc: int, num_requests: int) -> float:
 def test_a_short_benchmark_weighs_its_burst_more() -> None:
     # 5 rounds (sa-bench) against 20: the same burst, four times the weight in the mean.
     assert _sa_bench(32, 5 * 32) > _sa_bench(32, 20 * 32)
+
+
+def test_prompts_batched_in_one_iteration_finish_together() -> None:
+    # 8 prompts fit one iteration (8192-token budget, 1024-token prompts): all finish at
+    # 8 / capacity, so the burst adds 7 / capacity, not the 3.5 / capacity of a FIFO drain.
+    assert prefill_burst_s(8, 1, 2.0, rounds=1, per_iteration=8) == pytest.approx(7 / 2.0)
+    assert prefill_burst_s(8, 1, 2.0, rounds=1) == pytest.approx(3.5 / 2.0)
+    # 20 prompts, 8 per iteration: iterations end at 4, 8, 10 s (capacity 2/s); mean 7.2 s
+    assert prefill_burst_s(20, 1, 2.0, rounds=1, per_iteration=8) == pytest.approx(
+        (8 * 4 + 8 * 8 + 4 * 10) / 20 - 0.5
+    )
+
+
+@given(
+    conc=st.integers(min_value=1, max_value=4096),
+    ranks=st.integers(min_value=1, max_value=64),
+    cap=st.floats(min_value=0.01, max_value=1e4),
+    k=st.integers(min_value=1, max_value=64),
+)
+def test_batching_never_shortens_the_burst(conc: int, ranks: int, cap: float, k: int) -> None:
+    fifo = prefill_burst_s(conc, ranks, cap)
+    assert prefill_burst_s(conc, ranks, cap, per_iteration=k) >= fifo - 1e-12 * (1 + fifo)
+    assert (
+        prefill_burst_s(conc + 1, ranks, cap, per_iteration=k)
+        >= prefill_burst_s(conc, ranks, cap, per_iteration=k) - 1e-12
+    )
