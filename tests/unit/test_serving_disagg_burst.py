@@ -3,13 +3,26 @@ workers (planner/serving/deployment.prefill_burst_s)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gpuscale import catalog
 from gpuscale.api import infer
+from gpuscale.catalog.serving_engines import engine as engine_profile
+from gpuscale.costmodel.profile import load_profile_for
+from gpuscale.costmodel.serving.formats import weight_format
+from gpuscale.costmodel.serving.iteration import Parallelism
 from gpuscale.planner.serving.cohort_sim import BENCHMARK_ROUNDS
-from gpuscale.planner.serving.deployment import Client, benchmark_rounds, prefill_burst_s
+from gpuscale.planner.serving.deployment import (
+    Client,
+    Pool,
+    benchmark_rounds,
+    predict_disaggregated,
+    prefill_burst_s,
+)
 from gpuscale.planner.serving.steady_state import Workload
 
 
@@ -136,3 +149,35 @@ def test_batching_never_shortens_the_burst(conc: int, ranks: int, cap: float, k:
         prefill_burst_s(conc + 1, ranks, cap, per_iteration=k)
         >= prefill_burst_s(conc, ranks, cap, per_iteration=k) - 1e-12
     )
+
+
+def _disagg_ttft(overlap: bool | None) -> float:
+    eng = dataclasses.replace(engine_profile("tensorrt-llm"), prefill_worker_overlap=overlap)
+    spec = catalog.model("llama3.1-70b")
+    p_pool = Pool(workers=1, par=Parallelism(tp=2, pp=1))
+    d_pool = Pool(workers=1, par=Parallelism(tp=4, pp=1))
+    cluster = catalog.cluster("h200-sxm", p_pool.gpus + d_pool.gpus)
+    pred = predict_disaggregated(
+        spec,
+        cluster,
+        p_pool,
+        d_pool,
+        weight_format("fp8"),
+        "fp8",
+        load_profile_for(eng.cost_profile, None),
+        eng,
+        Workload(input_len=4096, output_len=256),
+        Client(concurrency=1),
+    )
+    return pred.ttft_s
+
+
+def test_tensorrt_llm_context_servers_run_without_the_overlap_scheduler() -> None:
+    # examples/disaggregated/README.md starts context servers with disable_overlap_scheduler:
+    # the profile says so, and a lone prompt does not wait the extra overlap iteration.
+    assert engine_profile("tensorrt-llm").prefill_worker_overlap is False
+    assert engine_profile("tensorrt-llm").overlap_scheduler is True
+    without, default, with_overlap = _disagg_ttft(False), _disagg_ttft(None), _disagg_ttft(True)
+    assert without < with_overlap
+    # None follows the engine's overlap_scheduler (on for TensorRT-LLM)
+    assert default == pytest.approx(with_overlap)

@@ -456,11 +456,16 @@ def predict_disaggregated(
     # A decode worker pre-allocates the KV pages of every request it accepts before the transfer
     # (SGLang PD disaggregation "decode pre-allocation"; Dynamo/NIXL target buffers), so it
     # admits against its pool rather than preempting later.
-    eng_p, eng_d = eng, dataclasses.replace(eng, kv_policy="reserve")
+    # A prefill worker's own overlap setting (TensorRT-LLM context servers run without it).
+    overlap_p = eng.overlap_scheduler
+    if eng.prefill_worker_overlap is not None:
+        overlap_p = eng.prefill_worker_overlap
+    eng_p = dataclasses.replace(eng, overlap_scheduler=overlap_p)
+    eng_d = dataclasses.replace(eng, kv_policy="reserve")
     if prefill.max_batch is not None:
         tokens = max(int(prefill.max_batch * work.input_len), 1)
         eng_p = dataclasses.replace(
-            eng, max_num_batched_tokens=min(eng.max_num_batched_tokens, tokens)
+            eng_p, max_num_batched_tokens=min(eng.max_num_batched_tokens, tokens)
         )
     if decode.max_batch is not None:
         eng_d = dataclasses.replace(eng_d, max_num_seqs=min(eng.max_num_seqs, decode.max_batch))
