@@ -13,7 +13,8 @@ gpu, regime (how the model answered: closed-loop cohort simulation or steady sta
 (how a disaggregated row's deployment is known: stated, twin, or guess for the rows that are not
 expressible; ``gpuscale.validation.serving_rows``).
 
-Disaggregated rows whose worker counts are not stated (and that have no twin row naming them)
+Disaggregated rows whose worker counts are not stated (and that have no twin row naming them,
+nor a single entry of the InferenceX configuration they ran from)
 are not expressible: they are counted apart, never in the ``disagg`` figures; the ``disagg-guess``
 lines show them predicted with one worker of each kind, for comparison only.
 """

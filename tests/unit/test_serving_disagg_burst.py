@@ -3,13 +3,27 @@ workers (planner/serving/deployment.prefill_burst_s)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gpuscale import catalog
 from gpuscale.api import infer
+from gpuscale.catalog.serving_engines import engine as engine_profile
+from gpuscale.costmodel.profile import load_profile_for
+from gpuscale.costmodel.serving.formats import weight_format
+from gpuscale.costmodel.serving.iteration import Parallelism
 from gpuscale.planner.serving.cohort_sim import BENCHMARK_ROUNDS
-from gpuscale.planner.serving.deployment import prefill_burst_s
+from gpuscale.planner.serving.deployment import (
+    Client,
+    Pool,
+    benchmark_rounds,
+    predict_disaggregated,
+    prefill_burst_s,
+)
+from gpuscale.planner.serving.steady_state import Workload
 
 
 def test_hand_computed_burst() -> None:
@@ -67,3 +81,103 @@ def test_deployment_reports_the_burst_and_more_prefill_workers_shorten_it() -> N
     assert not any("start-up burst" in n for n in _opt(1)["notes"])
     # the same burst split over two prefill workers waits less
     assert _opt(16, prefill_workers=2)["ttft_ms"] < one["ttft_ms"]
+
+
+def test_burst_counts_once_per_round_of_the_client() -> None:
+    # sa-bench measures 5 rounds (5*C prompts): the burst is 1/5 of the mean, 4x aiperf's 1/20.
+    assert prefill_burst_s(9, 1, 2.0, rounds=5) == pytest.approx(2.0 / 5)
+    assert prefill_burst_s(9, 1, 2.0, rounds=5) == pytest.approx(4 * prefill_burst_s(9, 1, 2.0))
+
+
+def test_rounds_follow_the_client_when_lengths_vary() -> None:
+    # Fixed lengths: aiperf's 20 rounds. Random lengths: num_requests / concurrency.
+    fixed = Workload(input_len=1024, output_len=1024)
+    varied = Workload(input_len=922, output_len=922, input_cv=0.064, output_cv=0.064)
+    assert benchmark_rounds(fixed, Client(concurrency=36, num_requests=180)) == BENCHMARK_ROUNDS
+    assert benchmark_rounds(varied, Client(concurrency=36, num_requests=180)) == 5
+    # fewer requests than the concurrency: the burst is all there is
+    assert benchmark_rounds(varied, Client(concurrency=36, num_requests=10)) == 1
+
+
+def _sa_bench(conc: int, num_requests: int) -> float:
+    return float(
+        infer(
+            "llama3.1-70b",
+            gpu="h200-sxm",
+            engine="tensorrt-llm",
+            weights="fp8",
+            input_len=3686,
+            output_len=230,
+            input_cv=0.064,
+            output_cv=0.064,
+            concurrency=conc,
+            num_requests=num_requests,
+            prefill_workers=1,
+            prefill_tp=2,
+            decode_workers=1,
+            decode_tp=4,
+        ).to_dict()["options"][0]["ttft_ms"]
+    )
+
+
+def test_a_short_benchmark_weighs_its_burst_more() -> None:
+    # 5 rounds (sa-bench) against 20: the same burst, four times the weight in the mean.
+    assert _sa_bench(32, 5 * 32) > _sa_bench(32, 20 * 32)
+
+
+def test_prompts_batched_in_one_iteration_finish_together() -> None:
+    # 8 prompts fit one iteration (8192-token budget, 1024-token prompts): all finish at
+    # 8 / capacity, so the burst adds 7 / capacity, not the 3.5 / capacity of a FIFO drain.
+    assert prefill_burst_s(8, 1, 2.0, rounds=1, per_iteration=8) == pytest.approx(7 / 2.0)
+    assert prefill_burst_s(8, 1, 2.0, rounds=1) == pytest.approx(3.5 / 2.0)
+    # 20 prompts, 8 per iteration: iterations end at 4, 8, 10 s (capacity 2/s); mean 7.2 s
+    assert prefill_burst_s(20, 1, 2.0, rounds=1, per_iteration=8) == pytest.approx(
+        (8 * 4 + 8 * 8 + 4 * 10) / 20 - 0.5
+    )
+
+
+@given(
+    conc=st.integers(min_value=1, max_value=4096),
+    ranks=st.integers(min_value=1, max_value=64),
+    cap=st.floats(min_value=0.01, max_value=1e4),
+    k=st.integers(min_value=1, max_value=64),
+)
+def test_batching_never_shortens_the_burst(conc: int, ranks: int, cap: float, k: int) -> None:
+    fifo = prefill_burst_s(conc, ranks, cap)
+    assert prefill_burst_s(conc, ranks, cap, per_iteration=k) >= fifo - 1e-12 * (1 + fifo)
+    assert (
+        prefill_burst_s(conc + 1, ranks, cap, per_iteration=k)
+        >= prefill_burst_s(conc, ranks, cap, per_iteration=k) - 1e-12
+    )
+
+
+def _disagg_ttft(overlap: bool | None) -> float:
+    eng = dataclasses.replace(engine_profile("tensorrt-llm"), prefill_worker_overlap=overlap)
+    spec = catalog.model("llama3.1-70b")
+    p_pool = Pool(workers=1, par=Parallelism(tp=2, pp=1))
+    d_pool = Pool(workers=1, par=Parallelism(tp=4, pp=1))
+    cluster = catalog.cluster("h200-sxm", p_pool.gpus + d_pool.gpus)
+    pred = predict_disaggregated(
+        spec,
+        cluster,
+        p_pool,
+        d_pool,
+        weight_format("fp8"),
+        "fp8",
+        load_profile_for(eng.cost_profile, None),
+        eng,
+        Workload(input_len=4096, output_len=256),
+        Client(concurrency=1),
+    )
+    return pred.ttft_s
+
+
+def test_tensorrt_llm_context_servers_run_without_the_overlap_scheduler() -> None:
+    # examples/disaggregated/README.md starts context servers with disable_overlap_scheduler:
+    # the profile says so, and a lone prompt does not wait the extra overlap iteration.
+    assert engine_profile("tensorrt-llm").prefill_worker_overlap is False
+    assert engine_profile("tensorrt-llm").overlap_scheduler is True
+    without, default, with_overlap = _disagg_ttft(False), _disagg_ttft(None), _disagg_ttft(True)
+    assert without < with_overlap
+    # None follows the engine's overlap_scheduler (on for TensorRT-LLM)
+    assert default == pytest.approx(with_overlap)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -9,13 +11,19 @@ from hypothesis import strategies as st
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.serving_rows import (
     NOT_EXPRESSIBLE,
+    RECIPE,
+    RECIPES_FILE,
     STATED,
     TWIN,
     client_lengths,
+    client_requests,
     load,
+    load_recipes,
     read_rows,
     uniform_lengths,
 )
+
+ROWS = DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv"
 
 FIELDS = [
     "id",
@@ -157,15 +165,15 @@ def test_public_rows_classes() -> None:
     rows = load(DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv")
     disagg = [r for r in rows if r.mode == "disagg"]
     assert all(r.kind == STATED for r in rows if r.mode == "agg")
-    kinds = {k: sum(r.kind == k for r in disagg) for k in (STATED, TWIN, NOT_EXPRESSIBLE)}
+    kinds = {k: sum(r.kind == k for r in disagg) for k in (STATED, TWIN, RECIPE, NOT_EXPRESSIBLE)}
     # 43 rows name their workers, 7 of them without a client concurrency; every twin is one
     # of the rows that leave the workers empty
     assert sum(bool(r.raw["prefill_num_workers"]) for r in disagg) == 43
     assert kinds[STATED] == 36
     assert all(r.guess for r in disagg if r.kind == NOT_EXPRESSIBLE)
-    assert kinds[TWIN] > 0 and sum(kinds.values()) == len(disagg)
+    assert kinds[TWIN] > 0 and kinds[RECIPE] > 0 and sum(kinds.values()) == len(disagg)
     for r in disagg:
-        if r.kind == TWIN:
+        if r.kind in (TWIN, RECIPE):
             assert not r.raw["prefill_num_workers"]
 
 
@@ -305,10 +313,88 @@ def test_client_lengths_by_source() -> None:
     )
     aic = {**infx, "id": "a", "silicon_data_source": "db-dump/2026-04-27; config_id=1"}
     disagg = {**infx, "id": "d", "mode": "disagg"}
+    gap = {**disagg, "silicon_data_source": "source_file=/x/aic-auto-gap-analysis/q.csv"}
     assert client_lengths(aic) == {"input_len": 1024, "output_len": 8192}
-    assert client_lengths(disagg) == {"input_len": 1024, "output_len": 8192}
+    assert client_lengths(gap) == {"input_len": 1024, "output_len": 8192}
+    # Disaggregated InferenceX runs (exports and AIConfigurator's dump of them) ran sa-bench:
+    # the same [0.8 L, L] lengths, 5 rounds of C prompts.
+    for d in (disagg, {**disagg, "silicon_data_source": aic["silicon_data_source"]}):
+        assert client_lengths(d) == client_lengths(infx)
+        assert client_requests(d, 36) == {"num_requests": 5 * 36}
+    assert client_requests(infx, 36) == {"num_requests": 10 * 36}
     got = client_lengths(infx)
     assert (got["input_len"], got["output_len"]) == (round(921.5), round((6553 + 8192) / 2))
     assert 0.06 < got["input_cv"] < 0.07 and 0.06 < got["output_cv"] < 0.07
     (row,) = read_rows([infx])
     assert row.kwargs["input_cv"] == got["input_cv"]
+
+
+def test_decode_cap_from_the_recipe_the_run_used() -> None:
+    # InferenceX's H100 TensorRT-LLM runs at concurrency 9 use ctx1_gen3_tep16_batch2: three
+    # decode workers of max_batch_size 2, so three requests wait for a decode slot.
+    rows = {r.id: r for r in load(ROWS)}
+    stated = rows["dsr1_h100_trtllm_fp8_disagg_1024x1024_c9_cfg494"]
+    assert stated.kwargs["decode_workers"] == 3 and stated.kwargs["decode_batch"] == 2
+    assert any("ctx1_gen3_tep16_batch2" in a for a in stated.assumptions)
+    twin = rows["2026_03_25_deepseek_r1_h100_sxm_trtllm_fp8_disagg_1024x1024_c9_tp16_0_ep16_0_855"]
+    assert twin.kind == TWIN and twin.kwargs["decode_batch"] == 2
+    # H200 recipe c64_ctx1_gen9_tep8_batch256: concurrency 576 = 64 per decode worker, cap 256
+    big = rows["dsr1_h200_trtllm_fp8_disagg_1024x1024_c576_cfg303"]
+    assert big.kwargs["decode_batch"] == 256
+    # ... whose prefill runs enable_attention_dp: true; config 303 (workflow run 288) carries
+    # the label InferenceX corrected in #919, config 590 (run 333) the corrected one: both
+    # now read as the same deployment, as their near-identical measurements say.
+    assert big.raw["prefill_attention_dp_size"] == "1"
+    assert big.kwargs["prefill_attention_dp"] == 8
+    same = rows["dsr1_h200_trtllm_fp8_disagg_1024x1024_c576_cfg590"]
+    strip = ("num_requests",)
+    assert {k: v for k, v in big.kwargs.items() if k not in strip} == {
+        k: v for k, v in same.kwargs.items() if k not in strip
+    }
+    # SGLang rows have no TensorRT-LLM recipe: no cap
+    sg = rows["dsr1_h200_sglang_fp8_disagg_8192x1024_c64_cfg434"]
+    assert "decode_batch" not in sg.kwargs
+
+
+def test_recipe_names_state_their_deployment() -> None:
+    recipes = load_recipes(ROWS.parent / RECIPES_FILE)
+    trt = [e for e in recipes if e["backend"] == "trtllm"]
+    assert trt and all(e["spec"] in ("none", "mtp") for e in recipes)
+    for e in trt:
+        m = re.search(r"ctx(\d+)_gen(\d+)_(tep|dep)(\d+)_batch(\d+)", e["recipe"])
+        assert m is not None
+        # workers, decode TEP/DEP and decode batch as the recipe's name states them
+        assert (int(m[1]), int(m[2]), int(m[5])) == (
+            int(e["prefill_workers"]),
+            int(e["decode_workers"]),
+            int(e["decode_max_batch"]),
+        )
+        assert (m[3] == "dep") == (int(e["decode_attention_dp"]) > 1)
+        assert ("mtp0" in e["recipe"]) == (e["spec"] == "none")
+
+
+def test_rows_without_workers_read_from_the_inferencex_configuration() -> None:
+    rows = {r.id: r for r in load(ROWS)}
+    # H100 concurrency 1845 at 1k/1k: one entry, ctx1_gen3_dep16_batch32 (non-speculative)
+    (one,) = [
+        r
+        for r in rows.values()
+        if r.id.startswith("2026_03_25_deepseek_r1_h100_sxm_trtllm_fp8_disagg_1024x1024_c1845_")
+    ]
+    assert one.kind == RECIPE
+    kw = one.kwargs
+    assert (kw["prefill_workers"], kw["decode_workers"], kw["decode_attention_dp"]) == (1, 3, 16)
+    assert kw["decode_batch"] == 32 and kw["prefill_attention_dp"] == 16
+    # H100 SGLang ran when the configuration held only MTP recipes: refused, with the reason
+    sg = [r for r in rows.values() if r.id.startswith("2026_03_25_deepseek_r1_h100_sxm_sglang")]
+    assert sg and all(r.kind == NOT_EXPRESSIBLE and "MTP" in r.reason for r in sg)
+    # Where STP and MTP entries share a concurrency the export cannot say which ran
+    amb = [r for r in rows.values() if "deployments of InferenceX" in r.reason]
+    assert amb and all(not r.expressible for r in amb)
+    # never read from the measured latency: a row's class does not change with its TTFT/TPOT
+    raw = [dict(r.raw) for r in rows.values()]
+    for r in raw:
+        if r["id"] == one.id:
+            r["silicon_ttft_ms"], r["silicon_tpot_ms"] = "1.0", "1.0"
+    again = {r.id: r for r in read_rows(raw, load_recipes(ROWS.parent / RECIPES_FILE))}
+    assert again[one.id].kind == RECIPE and again[one.id].kwargs == kw

@@ -66,6 +66,9 @@ class EngineProfile:
     """KV-cache dtype of ``kv_dtype="auto"`` when the weights are FP8/FP4 checkpoints."""
     overlap_scheduler: bool
     """Host schedules iteration n+1 while the GPU runs n: new requests wait one more step."""
+    prefill_worker_overlap: bool | None = None
+    """The overlap scheduler on a disaggregated prefill (context) worker; None: as
+    ``overlap_scheduler``."""
     iteration_overhead_us: float
     per_sequence_overhead_us: float
     request_overhead_ms: float

@@ -7,14 +7,19 @@ replay of the file (``tools/accuracy_regression_testing/predict_silicon_sample.p
 095f58a5, ``REQUIRED_DISAGG_FIELDS``) refuses a disaggregated row without ``prefill_num_workers``
 and ``decode_num_workers``, and its InferenceX adapter (``sdk/config_adapter/inferencex.py``)
 derives them only from ``num_prefill_gpu`` / ``prefill_num_workers``, fields these rows do not
-carry. Each row is read into one of three classes, with every assumption written next to it:
+carry. Each row is read into one of four classes, with every assumption written next to it:
 
 - ``stated``: the row names its workers (or is aggregated);
 - ``twin``: the row leaves its workers empty, but the same measurement (same engine, system,
   lengths, concurrency and identical TTFT and TPOT) is also recorded in a row that names them
   (the file holds both the InferenceX CSV export and the AIConfigurator database dump of the
   same runs): the deployment is that row's;
-- ``not expressible``: worker counts not stated and no twin, or no client concurrency stated
+- ``recipe``: worker counts empty and no twin, but InferenceX's configuration at the run date
+  (``inferencex_disagg_recipes.csv``) has exactly one entry, non-speculative, at the row's
+  engine, system, lengths and concurrency: the deployment is that entry's recipe (never chosen
+  by the measured latency);
+- ``not expressible``: worker counts not stated, no twin and no single entry (the reason names
+  the MTP-only or several candidate recipes), or no client concurrency stated
   (the id's ``_c_`` is empty and ``silicon_data_source`` has no ``silicon_concurrency``). These
   carry a ``guess`` reading (one worker of each kind; AIConfigurator's decode batch x workers x
   attention-DP as the concurrency) for comparison lines only.
@@ -45,7 +50,7 @@ class ServingRow:
     mode: str
     """``agg`` or ``disagg``."""
     kind: str
-    """``stated``, ``twin`` or ``not expressible`` (module docstring)."""
+    """``stated``, ``twin``, ``recipe`` or ``not expressible`` (module docstring)."""
     reason: str = ""
     """Why a row is not expressible."""
     ttft_ms: float
@@ -143,6 +148,27 @@ INFERENCEX_ROUNDS = 10
 $((2 * CONC))`` (``benchmarks/benchmark_lib.sh`` ``run_benchmark_serving``)."""
 
 
+INFERENCEX_DISAGG_SOURCES = (*INFERENCEX_EXPORTS, "db-dump/")
+"""Disaggregated rows run by InferenceX's multi-node workflow: its exports, and AIConfigurator's
+database dump of the same runs (the dump's rows repeat the exports' measurements to the digit,
+the ``twin`` class; its images are the ``dynamo-trt``/``dynamo-sglang`` entries' of InferenceX
+``.github/configs/nvidia-master.yaml``)."""
+SA_BENCH_ROUNDS = 5
+"""InferenceX's multi-node disaggregated runs launch srt-slurm recipes whose ``benchmark.type``
+is ``sa-bench`` (e.g. ``recipes/trtllm/h200/1k1k/stp/c64_ctx1_gen9_tep8_batch256_eplb0_mtp0
+.yaml``, ishandhanani/srt-slurm branch ``sa-submission-q1-2026``, named by InferenceX
+``nvidia-master.yaml`` at 49f8ceee0 and launched as ``srtctl apply -f "$CONFIG_FILE"`` by
+``runners/launch_h200-dgxc-slurm.sh``). sa-bench (``src/srtctl/benchmarks/scripts/sa-bench/
+bench.sh``) runs a separate warm-up of ``5*C`` prompts first, then measures ``--num-prompts
+$((concurrency * 5))`` with ``--request-rate inf --max-concurrency C --random-range-ratio
+0.8 --ignore-eos``: five rounds of C requests, lengths uniform over [0.8 L, L]."""
+
+
+def sa_bench(r: dict[str, str]) -> bool:
+    """Whether the row is a disaggregated InferenceX run, measured by sa-bench."""
+    return r["mode"] == "disagg" and r["silicon_data_source"].startswith(INFERENCEX_DISAGG_SOURCES)
+
+
 def uniform_lengths(length: int, ratio: float) -> tuple[float, float]:
     """Mean and coefficient of variation of a length drawn uniformly from the integers
     [int(length x ratio), length] (discrete uniform: variance (n^2 - 1) / 12 over n values)."""
@@ -162,7 +188,8 @@ def client_lengths(r: dict[str, str]) -> dict[str, Any]:
     the row's ``isl``/``osl`` and they differ per request, so a closed loop's requests do not
     stay in lockstep cohorts."""
     isl, osl = int(r["isl"]), int(r["osl"])
-    if r["mode"] != "agg" or not r["silicon_data_source"].startswith(INFERENCEX_EXPORTS):
+    agg_ix = r["mode"] == "agg" and r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
+    if not (agg_ix or sa_bench(r)):
         return {"input_len": isl, "output_len": osl}
     (im, icv), (om, ocv) = (uniform_lengths(n, INFERENCEX_RANGE_RATIO) for n in (isl, osl))
     return {"input_len": round(im), "output_len": round(om), "input_cv": icv, "output_cv": ocv}
@@ -175,7 +202,7 @@ def client_requests(r: dict[str, str], conc: int) -> dict[str, Any]:
     fixed-length runs are simulated round by round (``cohort_sim.BENCHMARK_ROUNDS``)."""
     if "input_cv" not in client_lengths(r):
         return {}
-    return {"num_requests": INFERENCEX_ROUNDS * conc}
+    return {"num_requests": (SA_BENCH_ROUNDS if sa_bench(r) else INFERENCEX_ROUNDS) * conc}
 
 
 def _base(r: dict[str, str], conc: int) -> dict[str, Any]:
@@ -235,8 +262,144 @@ def _same(a: dict[str, str], b: dict[str, str]) -> bool:
     )
 
 
-def read_rows(raw: list[dict[str, str]]) -> list[ServingRow]:
-    """Every raw row read as the deployment it ran, or marked not expressible."""
+RECIPES_FILE = "inferencex_disagg_recipes.csv"
+"""The deployments InferenceX's configuration ran for DeepSeek-R1 FP8 disaggregated on H100/H200
+(SOURCES.md there): one line per search-space entry of ``.github/configs/nvidia-master.yaml`` at
+the commit in effect when the rows were measured, with the srt-slurm recipe it launches, its
+speculative decoding (``none`` or ``mtp``), its worker counts and attention-DP widths, and for
+TensorRT-LLM the decode engines' ``max_batch_size`` per rank."""
+RECIPE = "recipe"
+"""Class of a disaggregated row whose worker counts are empty but whose measurement date,
+lengths and concurrency leave exactly one (non-speculative) entry of the InferenceX
+configuration: the deployment is that entry's."""
+
+Recipes = list[dict[str, str]]
+
+
+def load_recipes(path: Path) -> Recipes:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def _candidates(r: dict[str, str], conc: int, recipes: Recipes) -> Recipes:
+    """The configuration's entries at the row's engine, system, lengths and concurrency."""
+    return [
+        e
+        for e in recipes
+        if (e["backend"], e["system"], e["isl"], e["osl"], int(e["concurrency"]))
+        == (r["backend"], r["system"], r["isl"], r["osl"], conc)
+    ]
+
+
+def _decode_cap(
+    r: dict[str, str], conc: int, kw: dict[str, Any], recipes: Recipes
+) -> tuple[dict[str, Any], list[str]]:
+    """What the recipe the run launched sets and the row does not carry, or carries wrong.
+
+    - The decode engine's ``max_batch_size`` (per attention rank). A TensorRT-LLM decode worker
+      admits at most that many requests per rank; the rest wait in its queue after their
+      prefill, so the wait is part of TTFT. The rows do not carry it (``decode_batch_size`` is
+      AIConfigurator's concurrency / workers): e.g. H100 ``ctx1_gen3_tep16_batch2`` runs
+      concurrency 9 on 3 decode workers with ``max_batch_size: 2``.
+    - The prefill worker's attention-DP width (``enable_attention_dp`` in the recipe). The
+      rows of InferenceX's workflow run 288 (2026-02-14) carry the configuration's labels of
+      that date, which InferenceX corrected to the recipe files on 2026-03-23 (#919, "Fix
+      nvidia-master.yaml metadata to align with recipe files", f316a0ef6): e.g. config 303
+      states a TP prefill for ``c4_ctx1_gen9_tep8_batch256``, whose prefill runs
+      ``enable_attention_dp: true``; config 590 (run 333) is the same recipe, labelled DP 8.
+
+    The entry must be non-speculative and state the row's worker counts and decode
+    attention-DP width."""
+    if r["backend"] != "trtllm" or not sa_bench(r):
+        return {}, []
+    hits = {
+        e["recipe"]: e
+        for e in _candidates(r, conc, recipes)
+        if e["spec"] == "none"
+        and e["decode_max_batch"]
+        and (int(e["prefill_workers"]), int(e["decode_workers"]), int(e["decode_attention_dp"]))
+        == (kw["prefill_workers"], kw["decode_workers"], kw["decode_attention_dp"])
+    }
+    if len(hits) != 1:
+        return {}, []
+    (hit,) = hits.values()
+    out: dict[str, Any] = {"decode_batch": int(hit["decode_max_batch"])}
+    notes = [f"decode max_batch_size {hit['decode_max_batch']} from {hit['recipe']}"]
+    dp = int(hit["prefill_attention_dp"])
+    if dp != kw["prefill_attention_dp"] and kw["prefill_tp"] % dp == 0:
+        out["prefill_attention_dp"] = dp
+        notes.append(
+            f"prefill attention DP {dp} (recipe's enable_attention_dp), not the row's "
+            f"{kw['prefill_attention_dp']} (InferenceX #919 relabelled it to the recipe)"
+        )
+    return out, notes
+
+
+def _from_config(
+    r: dict[str, str], conc: int, recipes: Recipes
+) -> tuple[dict[str, Any], list[str], str]:
+    """A row without worker counts read from the InferenceX configuration: (keyword arguments,
+    assumptions, reason it stays not expressible)."""
+    if not r["silicon_data_source"].startswith(INFERENCEX_EXPORTS):
+        return {}, [], ""
+    cands = {e["recipe"]: e for e in _candidates(r, conc, recipes)}
+    commits = ", ".join(
+        sorted(
+            {
+                e["inferencex_commit"]
+                for e in recipes
+                if e["backend"] == r["backend"] and e["system"] == r["system"]
+            }
+        )
+    )
+    where = f"InferenceX nvidia-master.yaml at {commits or 'the run date'}"
+    if not cands:
+        return {}, [], f"no entry of {where} runs this concurrency at these lengths"
+    specs = {e["spec"] for e in cands.values()}
+    names = ", ".join(sorted(n.rsplit("/", 1)[-1] for n in cands))
+    if specs == {"mtp"}:
+        return (
+            {},
+            [],
+            (
+                f"speculative decoding (MTP): the only entries of {where} at this concurrency are "
+                f"MTP recipes ({names}); the model has no speculative decoding"
+            ),
+        )
+    if len(cands) > 1:
+        return (
+            {},
+            [],
+            (
+                f"{len(cands)} deployments of {where} run this concurrency ({names}); the export "
+                "drops spec_method and the worker counts that would say which"
+            ),
+        )
+    (e,) = cands.values()
+    p, q = parallelism(r, "prefill_"), parallelism(r, "decode_")
+    kw: dict[str, Any] = {
+        "prefill_workers": int(e["prefill_workers"]),
+        "prefill_tp": p["tp"],
+        "prefill_ep": p["ep"],
+        "prefill_attention_dp": int(e["prefill_attention_dp"]),
+        "decode_workers": int(e["decode_workers"]),
+        "decode_tp": q["tp"],
+        "decode_ep": q["ep"],
+        "decode_attention_dp": int(e["decode_attention_dp"]),
+    }
+    if e["decode_max_batch"]:
+        kw["decode_batch"] = int(e["decode_max_batch"])
+    note = (
+        f"worker counts empty; the one entry of {where} at this concurrency and lengths is "
+        f"{e['recipe']} (non-speculative): its workers, attention-DP widths and decode batch"
+    )
+    return kw, [note], ""
+
+
+def read_rows(raw: list[dict[str, str]], recipes: Recipes | None = None) -> list[ServingRow]:
+    """Every raw row read as the deployment it ran, or marked not expressible; ``recipes``
+    (:func:`load_recipes`) gives the decode engines' batch caps where a recipe states them."""
+    table: Recipes = recipes or []
     named: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
     for r in raw:
         c = concurrency(r)
@@ -261,6 +424,9 @@ def read_rows(raw: list[dict[str, str]]) -> list[ServingRow]:
             kw.update(parallelism(r), pp=_int(r["pp_size"]))
         elif _named(r):
             kw.update(_disagg_kwargs(r))
+            cap, why = _decode_cap(r, conc, kw, table)
+            kw.update(cap)
+            notes.extend(why)
         else:
             twins = [n for n in named[_key(r, conc)] if _same(n, r)]
             if len(twins) == 1:
@@ -270,14 +436,23 @@ def read_rows(raw: list[dict[str, str]]) -> list[ServingRow]:
                     f"worker counts empty; deployment from {twins[0]['id']}, the same "
                     "measurement (identical TTFT and TPOT) with its workers named"
                 )
+                cap, why = _decode_cap(r, conc, kw, table)
+                kw.update(cap)
+                notes.extend(why)
             else:
-                kind, kw = NOT_EXPRESSIBLE, {}
-                guess = {**_base(r, conc), **_one_each(r)}
-                reason = (
-                    "not expressible: worker counts not stated (prefill/decode_num_workers "
-                    "empty, no GPU total in the row or its source; AIConfigurator's own "
-                    "replay refuses such rows)"
-                )
+                found, why, refused = _from_config(r, conc, table)
+                if found:
+                    kind = RECIPE
+                    kw.update(found)
+                    notes.extend(why)
+                else:
+                    kind, kw = NOT_EXPRESSIBLE, {}
+                    guess = {**_base(r, conc), **_one_each(r)}
+                    reason = (
+                        "not expressible: worker counts not stated (prefill/decode_num_workers "
+                        "empty, no GPU total in the row; AIConfigurator's own replay refuses "
+                        "such rows)" + (f"; {refused}" if refused else "")
+                    )
         out.append(
             ServingRow(
                 id=r["id"],
@@ -298,5 +473,8 @@ def read_rows(raw: list[dict[str, str]]) -> list[ServingRow]:
 
 
 def load(path: Path) -> list[ServingRow]:
+    recipes = path.parent / RECIPES_FILE
     with path.open() as f:
-        return read_rows(list(csv.DictReader(f)))
+        return read_rows(
+            list(csv.DictReader(f)), load_recipes(recipes) if recipes.exists() else None
+        )

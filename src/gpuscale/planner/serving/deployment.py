@@ -390,22 +390,54 @@ def kv_transfer_s(
     return lat + whole / bw
 
 
-def prefill_burst_s(concurrency: float, ranks: int, capacity_per_rank: float) -> float:
+def prefill_burst_s(
+    concurrency: float,
+    ranks: int,
+    capacity_per_rank: float,
+    rounds: float = BENCHMARK_ROUNDS,
+    per_iteration: float = 1.0,
+) -> float:
     """Mean TTFT a closed-loop benchmark's start-up burst adds at the prefill workers.
 
     The measured phase starts with ``concurrency`` prompts at once on a drained deployment and
-    is :data:`BENCHMARK_ROUNDS` rounds long (aiperf ``--num-requests 20*C`` after a drained
-    warm-up; ``cohort_sim``). The burst splits evenly over the prefill ranks (round robin), and
-    each rank drains its share at its capacity, so its k-th prompt waits k / capacity: the
-    burst's mean wait is (n - 1) / (2 capacity) for n prompts per rank. Later rounds do not
-    repeat it: every request decodes the same number of steps at the same pace, so the
-    sub-cohorts the prefill split the burst into come back spaced by the time it took to
-    prefill them, and each finds the rank free (DistServe's prefill instances batch to the
-    token budget, Zhong et al. OSDI'24 Sec. 3)."""
+    is ``rounds`` rounds long: :data:`BENCHMARK_ROUNDS` for aiperf (``--num-requests 20*C``
+    after a drained warm-up; ``cohort_sim``), ``num_requests / concurrency`` for a client whose
+    lengths vary (:func:`benchmark_rounds`; srt-slurm's sa-bench measures ``5*C`` prompts). The
+    burst splits evenly over the prefill ranks (round robin), and each rank drains its ``n``
+    prompts at its capacity in iterations of ``per_iteration`` whole prompts (the token budget
+    over the prompt length: a prefill worker batches to its budget, DistServe, Zhong et al.
+    OSDI'24 Sec. 3; the InferenceX TensorRT-LLM recipes run ``enable_chunked_prefill: false``
+    with ``max_num_tokens`` 8192-16640). The prompts of one iteration finish together when it
+    ends: iteration ``j`` ends at ``j k / capacity``, so the mean completion is
+    ``sum_j k (j k) / (n capacity)`` (the last iteration holding the remainder), and the burst
+    adds that less one prompt's own prefill, ``1 / capacity``. With one prompt per iteration
+    this is ``(n - 1) / (2 capacity)``. Later rounds do not repeat it: every request decodes the
+    same number of steps at the same pace, so the sub-cohorts the prefill split the burst into
+    come back spaced by the time it took to prefill them, and each finds the rank free."""
     if capacity_per_rank <= 0.0 or not np.isfinite(capacity_per_rank) or ranks <= 0:
         return 0.0
-    per_rank = concurrency / ranks
-    return max(per_rank - 1.0, 0.0) / (2.0 * capacity_per_rank) / BENCHMARK_ROUNDS
+    n = concurrency / ranks
+    if n <= 1.0:
+        return 0.0
+    k = float(max(int(per_iteration), 1))
+    full = float(np.ceil(n / k)) - 1.0
+    last = n - full * k
+    done = (k * k * full * (full + 1.0) / 2.0 + last * n) / (n * capacity_per_rank)
+    return max(done - 1.0 / capacity_per_rank, 0.0) / max(rounds, 1.0)
+
+
+def benchmark_rounds(work: Workload, client: Client) -> float:
+    """Rounds of ``concurrency`` requests a closed-loop benchmark measures, the burst included.
+
+    Fixed lengths: :data:`BENCHMARK_ROUNDS` (aiperf, as the cohort simulation reads it). Random
+    lengths: the client's ``num_requests / concurrency``, as ``_with_start_burst`` reads it for
+    aggregated engines (e.g. sa-bench, the client of InferenceX's multi-node disaggregated runs,
+    passes ``--num-prompts $((concurrency * 5))``: srt-slurm
+    ``src/srtctl/benchmarks/scripts/sa-bench/bench.sh``)."""
+    conc = float(client.concurrency or 1)
+    if work.fixed:
+        return float(BENCHMARK_ROUNDS)
+    return max(float(client.num_requests), conc) / conc
 
 
 def predict_disaggregated(
@@ -424,11 +456,16 @@ def predict_disaggregated(
     # A decode worker pre-allocates the KV pages of every request it accepts before the transfer
     # (SGLang PD disaggregation "decode pre-allocation"; Dynamo/NIXL target buffers), so it
     # admits against its pool rather than preempting later.
-    eng_p, eng_d = eng, dataclasses.replace(eng, kv_policy="reserve")
+    # A prefill worker's own overlap setting (TensorRT-LLM context servers run without it).
+    overlap_p = eng.overlap_scheduler
+    if eng.prefill_worker_overlap is not None:
+        overlap_p = eng.prefill_worker_overlap
+    eng_p = dataclasses.replace(eng, overlap_scheduler=overlap_p)
+    eng_d = dataclasses.replace(eng, kv_policy="reserve")
     if prefill.max_batch is not None:
         tokens = max(int(prefill.max_batch * work.input_len), 1)
         eng_p = dataclasses.replace(
-            eng, max_num_batched_tokens=min(eng.max_num_batched_tokens, tokens)
+            eng_p, max_num_batched_tokens=min(eng.max_num_batched_tokens, tokens)
         )
     if decode.max_batch is not None:
         eng_d = dataclasses.replace(eng_d, max_num_seqs=min(eng.max_num_seqs, decode.max_batch))
@@ -473,7 +510,14 @@ def predict_disaggregated(
         else:
             x = float(x_total[top])
             queue = conc / x - float(e2e[top])
-        burst = prefill_burst_s(conc, prefill.ranks, pc.capacity)
+        new_tokens = max(work.input_len * (1.0 - work.prefix_hit), 1.0)
+        burst = prefill_burst_s(
+            conc,
+            prefill.ranks,
+            pc.capacity,
+            benchmark_rounds(work, client),
+            per_iteration=eng_p.max_num_batched_tokens // new_tokens,
+        )
         if burst > 0.0:
             notes.append(f"start-up burst at the prefill workers: +{burst * 1e3:.0f} ms mean TTFT")
 
