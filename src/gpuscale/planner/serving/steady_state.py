@@ -113,6 +113,47 @@ def _recompute_tokens(
     return share * (work.input_len + work.output_len / 2.0)
 
 
+def _chunk_tokens(eng: EngineProfile, n: np.ndarray, new_tokens: float) -> np.ndarray:
+    """Prompt tokens one prompt puts into the iteration that prefills it: the whole prompt
+    without chunked prefill, else what the token budget leaves beside the ``n`` decodes."""
+    if eng.chunked_prefill:
+        room = np.maximum(float(eng.max_num_batched_tokens) - n, 1.0)
+        return np.minimum(new_tokens, room)
+    return np.full_like(n, new_tokens)
+
+
+def iteration_mix(
+    it: IterationModel,
+    eng: EngineProfile,
+    n: np.ndarray,
+    ctx: np.ndarray,
+    p: np.ndarray,
+    half: np.ndarray,
+    new_tokens: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, prompt-carrying, decode-only) iteration seconds when ``p`` prompt tokens per
+    iteration on average arrive as whole chunks.
+
+    The scheduler prefills a waiting prompt in one iteration (or budget-sized chunks): a share
+    ``f = p / packet`` of the iterations carry ``packet`` prompt tokens beside the ``n`` decodes
+    and the rest decode only (Orca's iteration-level scheduling, Yu et al. OSDI'22 Sec. 3;
+    Sarathi-Serve's chunks, Agrawal et al. 2024 arXiv:2403.02310 Sec. 4), so the mean is
+    ``(1 - f) T(n, 0) + f T(n, packet)``, not ``T(n, p)``. The iteration time is not linear in
+    the tokens it carries: the weights are read once per iteration whatever its tokens (the
+    dense floor), and an MoE layer reads every expert its tokens touch, which saturates with
+    the tokens (``expert_load``); spreading a prompt thinly over every iteration would charge
+    each one the experts of the prompt's tokens (an MoE over-charge) and hide the prompt's
+    compute under the weight-read floor (a dense under-charge). ``packet`` is at least one
+    prompt chunk and grows to ``p`` when prompts queue faster than one chunk per iteration."""
+    chunk = _chunk_tokens(eng, n, new_tokens)
+    packet = np.maximum(chunk, p)
+    share = np.clip(p / np.maximum(packet, 1e-9), 0.0, 1.0)
+    with_prompt = it.time_s(n, ctx, packet, half)
+    decode_only = it.time_s(n, ctx, np.zeros_like(n), np.zeros_like(n))
+    mean = (1.0 - share) * decode_only + share * with_prompt
+    return np.asarray(mean), np.asarray(with_prompt), np.asarray(decode_only)
+
+
 def load_curve(
     it: IterationModel,
     eng: EngineProfile,
@@ -123,9 +164,11 @@ def load_curve(
     """The steady state along a grid of decode batch sizes up to past the capacity.
 
     Little's law ties the prompt tokens of an iteration to its decode batch without a fixed
-    point: ``n = x (OSL-1) T`` and ``p = x T ISL`` give ``p = n ISL / (OSL-1)``, so each grid
-    point is one evaluation of the iteration time and ``x = n / ((OSL-1) T)``. With ``x_grid``
-    the curve is resampled at those throughputs (interpolated along the monotone ``x(n)``)."""
+    point: ``n = x (OSL-1) T`` and ``p = x T ISL`` give ``p = n ISL / (OSL-1)`` prompt tokens per
+    iteration on average, so each grid point is one evaluation of the iteration time and
+    ``x = n / ((OSL-1) T)``. The prompt tokens arrive as whole chunks (:func:`iteration_mix`),
+    so ``T`` is the mean over prefill-carrying and decode-only iterations. With ``x_grid`` the
+    curve is resampled at those throughputs (interpolated along the monotone ``x(n)``)."""
     isl, osl = work.input_len, work.output_len
     new_tokens = isl * (1.0 - work.prefix_hit)
     decode_steps = max(osl - 1.0, 1e-3)
@@ -135,7 +178,7 @@ def load_curve(
     ctx = np.full_like(n, isl + osl / 2.0)
     half = np.full_like(n, isl / 2.0)
     p = n * (new_tokens + _recompute_tokens(n, work, eng, kv_tokens)) / decode_steps
-    t = it.time_s(n, ctx, p, half)
+    t, own, dec_only = iteration_mix(it, eng, n, ctx, p, half, new_tokens)
     x = n / (decode_steps * t)
     if x_grid is not None:
         x_mono = np.maximum.accumulate(x)
@@ -143,23 +186,20 @@ def load_curve(
         over = ~np.isfinite(n)
         n = np.where(over, n[~over].max() if (~over).any() else 1e-4, n)
         p = n * (new_tokens + _recompute_tokens(n, work, eng, kv_tokens)) / decode_steps
-        t = it.time_s(n, np.full_like(n, isl + osl / 2.0), p, np.full_like(n, isl / 2.0))
-        x = np.asarray(x_grid, dtype=float)
         ctx = np.full_like(n, isl + osl / 2.0)
         half = np.full_like(n, isl / 2.0)
+        t, own, dec_only = iteration_mix(it, eng, n, ctx, p, half, new_tokens)
+        x = np.asarray(x_grid, dtype=float)
         beyond = over
     else:
         beyond = np.zeros_like(n, dtype=bool)
-    # A prompt's own iteration(s): the whole prompt (or budget-sized chunks) beside the decodes.
+    # A prompt's own iteration(s) (``own``): the whole prompt (or budget-sized chunks) beside
+    # the decodes, the prompt-carrying iteration of ``iteration_mix``.
     room = np.maximum(budget - n, 1.0)
     if eng.chunked_prefill:
-        chunk = np.minimum(new_tokens, room)
-        k_p = np.ceil(new_tokens / np.maximum(chunk, 1.0))
+        k_p = np.ceil(new_tokens / np.maximum(_chunk_tokens(eng, n, new_tokens), 1.0))
     else:
-        chunk = np.full_like(n, new_tokens)
         k_p = np.ones_like(n)
-    own = it.time_s(n, ctx, np.maximum(chunk, p), half)
-    dec_only = it.time_s(n, ctx, np.zeros_like(n), np.zeros_like(n))
     running = n + x * t * k_p
     fits_budget = p <= room if eng.chunked_prefill else p <= max(budget, new_tokens)
     # Past the top of x(n) more running requests buy no throughput: the engine is saturated.
