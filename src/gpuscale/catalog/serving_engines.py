@@ -54,6 +54,10 @@ class EngineProfile:
     request_overhead_ms: float
     """Per request, outside the iterations: HTTP, tokenization, first-chunk streaming."""
     source: str
+    adp_balance_timeout_iters: int = 0
+    """TensorRT-LLM ``attention_dp_config`` with ``enable_balance``: with attention DP, new
+    prompts wait until every attention-DP rank has one or this many iterations have passed
+    (0 = off, the engine default)."""
 
 
 @cache

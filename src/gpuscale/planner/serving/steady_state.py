@@ -154,6 +154,31 @@ def iteration_mix(
     return np.asarray(mean), np.asarray(with_prompt), np.asarray(decode_only)
 
 
+def adp_balance_wait_s(rate: np.ndarray, ranks: int, timeout_s: np.ndarray) -> np.ndarray:
+    """Mean time a new prompt is held by TensorRT-LLM's attention-DP context balancing.
+
+    With ``attention_dp_config.enable_balance`` the executor schedules no context request
+    until every attention-DP rank has one, or until ``timeout_iters`` iterations have passed
+    since the last release (``PyExecutor._balance_adp_requests``, TensorRT-LLM 1.1: the
+    iteration counter grows while not every rank has a context request, and both releases
+    reset it; the hold is lifted when not every rank has generation requests). After a
+    release each rank's next prompt arrives after an exponential time at its ``rate`` (Poisson
+    arrivals per rank), so the next release comes at ``F = min(max of ranks arrivals,
+    timeout)``, with survival ``1 - (1 - exp(-rate u))^ranks`` below the timeout. Prompts
+    arrive uniformly over a cycle and wait until its end: by the renewal-reward theorem their
+    mean wait is ``E[F^2] / (2 E[F])`` (Ross, Introduction to Probability Models, Ch. 7)."""
+    r = np.atleast_1d(np.asarray(rate, dtype=float))
+    to = np.broadcast_to(np.asarray(timeout_s, dtype=float), r.shape)
+    # Past ln(ranks) + 40 mean inter-arrival times every rank has had a prompt (survival
+    # below e^-40): integrate to that or to the timeout, whichever comes first.
+    upper = np.minimum(to, (np.log(ranks) + 40.0) / np.maximum(r, 1e-30))
+    u = upper[..., None] * np.linspace(0.0, 1.0, 513)
+    survival = 1.0 - (1.0 - np.exp(-r[..., None] * u)) ** ranks
+    first = np.trapezoid(survival, u, axis=-1)
+    second = np.trapezoid(2.0 * u * survival, u, axis=-1)
+    return np.asarray(np.where(first > 0.0, second / (2.0 * np.maximum(first, 1e-30)), 0.0))
+
+
 def load_curve(
     it: IterationModel,
     eng: EngineProfile,
@@ -209,6 +234,13 @@ def load_curve(
     # overlapped scheduler, for one more before its prefill starts.
     delay = t * (0.5 + (1.0 if eng.overlap_scheduler else 0.0))
     ttft = delay + own + (k_p - 1.0) * np.maximum(own, t) + eng.request_overhead_ms * 1e-3
+    ranks = it.par.attention_dp
+    if eng.adp_balance_timeout_iters > 0 and ranks > 1:
+        # The hold applies only while every rank has requests decoding; a rank's decoding
+        # requests are taken as Poisson with mean n (requests spread evenly over the ranks).
+        all_busy = (1.0 - np.exp(-n)) ** ranks
+        hold = adp_balance_wait_s(x, ranks, eng.adp_balance_timeout_iters * t)
+        ttft = ttft + all_busy * hold
     tpot = t
     e2e = ttft + max(osl - 1.0, 0.0) * tpot
     return LoadCurve(
