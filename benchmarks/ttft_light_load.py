@@ -13,6 +13,10 @@ per engine and architecture and then per deployment:
   model, GPU, lengths and concurrency (``--tp-scaling``): a per-request fixed overhead would
   not shrink with TP, a compute-bound prefill shrinks about 1/TP;
 - how they scale with the prompt length at a fixed deployment (``--isl-scaling``);
+- with ``--excess``: measured and modelled TTFT as a line over the prompt length at a fixed
+  deployment (least squares over its ISLs): the intercept is the part that does not grow with
+  the prompt, the slope the prefill rate; the measured intercept beyond the model's is also
+  given per decoder layer (a per-layer host or launch cost would show as a constant there);
 - with ``--disagg``: the disaggregated rows whose deployment is stated (or known from a twin
   row), at every concurrency, with the model's TTFT for one request on the same prefill and
   decode workers.
@@ -21,7 +25,7 @@ It changes nothing in the model; the figures are the evidence for docs/benchmark
 ("TTFT at light load").
 
     PYTHONPATH=src python benchmarks/ttft_light_load.py [--max-concurrency 4] [--tp-scaling]
-        [--isl-scaling] [--disagg]
+        [--isl-scaling] [--excess] [--disagg]
 """
 
 from __future__ import annotations
@@ -45,6 +49,23 @@ def _ttft(row: ServingRow, **over: Any) -> float:
     return float(infer(row.raw["model_path"], **kw).to_dict()["options"][0]["ttft_ms"])
 
 
+def _layers(model: str) -> int:
+    try:
+        return catalog.model(model).num_layers
+    except InputError:
+        return 0
+
+
+def line_fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line through the points (x, y)."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0.0:
+        raise ValueError("a line needs at least two distinct x values")
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    return my - slope * mx, slope
+
+
 def _arch(model: str) -> str:
     try:
         return "moe" if catalog.model(model).is_moe else "dense"
@@ -61,6 +82,9 @@ def main() -> None:
     ap.add_argument("--max-concurrency", type=int, default=4)
     ap.add_argument("--tp-scaling", action="store_true", help="measured vs modelled TTFT over TP")
     ap.add_argument("--isl-scaling", action="store_true", help="measured vs modelled over ISL")
+    ap.add_argument(
+        "--excess", action="store_true", help="TTFT over ISL split into intercept and slope"
+    )
     ap.add_argument("--disagg", action="store_true", help="the expressible disaggregated rows")
     args = ap.parse_args()
     if args.disagg:
@@ -82,6 +106,7 @@ def main() -> None:
             {
                 "engine": r.engine,
                 "arch": _arch(r.raw["model_path"]),
+                "layers": _layers(r.raw["model_path"]),
                 "model": _short(r.raw["model_path"]),
                 "gpu": r.raw["system"].split("_")[0],
                 "quant": r.raw["gemm_quant_mode"],
@@ -166,6 +191,35 @@ def main() -> None:
                 for i, v in sorted(isls.items())
             )
             print(f"{k2[0]:>7} {k2[1]:20} {k2[2]} tp={k2[3]} osl={k2[6]:<5} c={k2[7]}  {cells}")
+    if args.excess:
+        excess(recs)
+
+
+def excess(recs: list[dict[str, Any]]) -> None:
+    """Measured and modelled TTFT as intercept + slope x ISL per deployment and concurrency."""
+    print(
+        "\nTTFT = intercept + slope x ISL (least squares over the ISLs of one deployment and "
+        "concurrency):\n"
+        f"{'engine':>7} {'model':20} {'gpu':4} {'tp':>3} {'ep':>3} {'c':>2} {'ISLs':>10}  "
+        f"{'meas: ms + ms/1k':>18}  {'model: ms + ms/1k':>18}  {'excess ms/layer':>15}"
+    )
+    by: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for x in recs:
+        k = (x["engine"], x["model"], x["gpu"], x["quant"], x["tp"], x["ep"], x["dp"], x["c"])
+        by[k].append(x)
+    for k, xs in sorted(by.items()):
+        isls = sorted({x["isl"] for x in xs})
+        if len(isls) < 2:
+            continue
+        m0, m1 = line_fit([float(x["isl"]) for x in xs], [x["meas"] for x in xs])
+        p0, p1 = line_fit([float(x["isl"]) for x in xs], [x["pred"] for x in xs])
+        layers = xs[0]["layers"]
+        per_layer = (m0 - p0) / layers if layers else float("nan")
+        print(
+            f"{k[0]:>7} {k[1]:20} {k[2]:4} {k[4]:3d} {k[5]:3d} {k[7]:2d} "
+            f"{isls[0]:>5}-{isls[-1]:<5} {m0:8.1f} + {m1 * 1e3:7.1f}  "
+            f"{p0:8.1f} + {p1 * 1e3:7.1f}  {per_layer:15.2f}"
+        )
 
 
 def disagg() -> None:

@@ -1,5 +1,5 @@
 """Prompts reach the steady state in whole chunks, not as a thin share of every decode step
-(``steady_state.mean_iteration_s``)."""
+(``steady_state.iteration_mix``)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,9 @@ from gpuscale.costmodel.serving.iteration import Parallelism
 from gpuscale.planner.serving.deployment import _iteration_model, kv_pool
 from gpuscale.planner.serving.steady_state import (
     Workload,
-    chunk_tokens,
     closed_loop,
+    iteration_mix,
     load_curve,
-    mean_iteration_s,
 )
 
 
@@ -39,12 +38,11 @@ def test_mean_iteration_blends_decode_and_chunk_iterations() -> None:
     n = np.array([8.0, 8.0, 8.0])
     ctx = np.full(3, 4224.0)
     half = np.full(3, 2048.0)
-    chunk = chunk_tokens(n, 4096.0, eng)
-    assert chunk.tolist() == [4096.0] * 3  # the prompt fits the budget left after 8 decodes
     p = np.array([0.0, 1024.0, 8000.0])
-    t = mean_iteration_s(it, n, ctx, p, half, chunk)
-    decode = it.time_s(n, ctx, np.zeros(3), half)
-    whole = it.time_s(n, ctx, chunk, half)
+    t, whole, decode = iteration_mix(it, eng, n, ctx, p, half, 4096.0)
+    chunk = np.full(3, 4096.0)  # the prompt fits the budget left after 8 decodes
+    assert decode == pytest.approx(it.time_s(n, ctx, np.zeros(3), np.zeros(3)))
+    assert whole[:2] == pytest.approx(it.time_s(n[:2], ctx[:2], chunk[:2], half[:2]))
     assert t[0] == pytest.approx(decode[0])  # no prompts: decode steps only
     # A quarter of a chunk per step on average = one iteration in four carries a whole chunk.
     assert t[1] == pytest.approx(0.75 * decode[1] + 0.25 * whole[1])

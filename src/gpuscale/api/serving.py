@@ -3,6 +3,7 @@ SGLang) serving a closed-loop or Poisson client, aggregated or disaggregated."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -122,6 +123,7 @@ def infer(
     gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE,
     inter: str = catalog.DEFAULT_INTER,
     profile: str | None = None,
+    adp_balance_timeout_iters: int = 0,
 ) -> ServingResult:
     """Predict TTFT, TPOT, end-to-end latency and throughput of ``model`` served by ``engine``.
 
@@ -131,7 +133,9 @@ def infer(
     of a benchmark of 20 rounds of ``concurrency`` requests that starts with a burst on a
     drained engine, as aiperf runs it; with random lengths, ``input_cv``/``output_cv`` > 0, the
     staggered steady state with the first ``concurrency`` of ``num_requests`` requests arriving
-    as one burst); open loop (Poisson) with ``request_rate`` requests/s."""
+    as one burst); open loop (Poisson) with ``request_rate`` requests/s.
+    ``adp_balance_timeout_iters`` > 0 turns on TensorRT-LLM's attention-DP context balancing
+    (``attention_dp_config: {enable_balance: true, timeout_iters: N}``)."""
     spec = model if isinstance(model, ModelSpec) else catalog.model(model)
     require(spec.causal, f"{spec.name} is an encoder; serving applies to decoders", field="model")
     for name, value in (("input_len", input_len), ("output_len", output_len)):
@@ -156,6 +160,13 @@ def infer(
     # The engine's scheduler defaults depend on the GPU it starts on (vLLM: smaller
     # budget and running cap below 70 GiB and on A100; serving_engines.yaml).
     eng = engine_profile(engine).for_device(catalog.gpu(gpu))
+    require(
+        adp_balance_timeout_iters >= 0,
+        f"--adp-balance-timeout-iters must be >= 0, got {adp_balance_timeout_iters}",
+        field="adp_balance_timeout_iters",
+    )
+    if adp_balance_timeout_iters:
+        eng = dataclasses.replace(eng, adp_balance_timeout_iters=adp_balance_timeout_iters)
     fmt = weight_format(weights)
     if kv_dtype == "auto":
         # The engine's default: 16-bit, or FP8 where its low-precision checkpoints carry it.

@@ -76,6 +76,10 @@ class EngineProfile:
     source: str
     small_gpu_defaults: SmallGpuDefaults | None = None
     """Smaller budget and running-request cap the engine defaults to on some GPUs."""
+    adp_balance_timeout_iters: int = 0
+    """TensorRT-LLM ``attention_dp_config`` with ``enable_balance``: with attention DP, new
+    prompts wait until every attention-DP rank has one or this many iterations have passed
+    (0 = off, the engine default)."""
 
     def for_device(self, device: Device) -> EngineProfile:
         """The profile as the engine configures itself on ``device`` (default flags)."""

@@ -205,6 +205,22 @@ def client_requests(r: dict[str, str], conc: int) -> dict[str, Any]:
     return {"num_requests": (SA_BENCH_ROUNDS if sa_bench(r) else INFERENCEX_ROUNDS) * conc}
 
 
+INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS = 60
+"""InferenceX launches TensorRT-LLM with attention DP as ``attention_dp_config:
+{batching_wait_iters: 0, enable_balance: true, timeout_iters: 60}`` (``benchmarks/
+dsr1_fp8_h200_trt.sh`` and ``dsr1_fp8_h200_trt_mtp.sh``, whenever ``DP_ATTENTION`` is true)."""
+
+
+def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
+    """Engine options of an aggregated row's launch that differ from the engine defaults, as
+    the launch script of its source states them (only InferenceX's TensorRT-LLM attention-DP
+    context balancing so far)."""
+    inferencex = r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
+    if inferencex and r["backend"] == "trtllm" and kw.get("attention_dp", 1) > 1:
+        return {"adp_balance_timeout_iters": INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS}
+    return {}
+
+
 def _base(r: dict[str, str], conc: int) -> dict[str, Any]:
     return {
         "gpu": SYSTEMS[r["system"]],
@@ -422,6 +438,7 @@ def read_rows(raw: list[dict[str, str]], recipes: Recipes | None = None) -> list
             guess = {**_base(r, conc), **_disagg_kwargs(r)}
         elif r["mode"] != "disagg":
             kw.update(parallelism(r), pp=_int(r["pp_size"]))
+            kw.update(launch_options(r, kw))
         elif _named(r):
             kw.update(_disagg_kwargs(r))
             cap, why = _decode_cap(r, conc, kw, table)

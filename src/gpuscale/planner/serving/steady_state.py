@@ -113,40 +113,70 @@ def _recompute_tokens(
     return share * (work.input_len + work.output_len / 2.0)
 
 
-def chunk_tokens(n: np.ndarray, new_tokens: float, eng: EngineProfile) -> np.ndarray:
-    """Prompt tokens one prefill-carrying iteration takes: the whole prompt without chunking,
-    else as much of it as the budget left after the ``n`` decodes allows (vLLM V1 schedules
-    the running decodes first and fills ``max_num_batched_tokens`` with waiting prompts,
-    ``vllm/v1/core/sched/scheduler.py`` ``schedule``; Sarathi-Serve, arXiv:2403.02310 Sec. 4)."""
-    room = np.maximum(float(eng.max_num_batched_tokens) - n, 1.0)
+def _chunk_tokens(eng: EngineProfile, n: np.ndarray, new_tokens: float) -> np.ndarray:
+    """Prompt tokens one prompt puts into the iteration that prefills it: the whole prompt
+    without chunked prefill, else what the token budget leaves beside the ``n`` decodes."""
     if eng.chunked_prefill:
-        return np.maximum(np.minimum(new_tokens, room), 1.0)
-    return np.full_like(n, max(new_tokens, 1.0))
+        room = np.maximum(float(eng.max_num_batched_tokens) - n, 1.0)
+        return np.minimum(new_tokens, room)
+    return np.full_like(n, new_tokens)
 
 
-def mean_iteration_s(
+def iteration_mix(
     it: IterationModel,
+    eng: EngineProfile,
     n: np.ndarray,
     ctx: np.ndarray,
     p: np.ndarray,
     half: np.ndarray,
-    chunk: np.ndarray,
-) -> np.ndarray:
-    """Mean iteration time with ``p`` prompt tokens per iteration on average, as the scheduler
-    delivers them: in whole chunks of ``chunk`` tokens in a share ``f = min(p / chunk, 1)`` of
-    the iterations, the rest decode only (a prompt is admitted whole into the next iteration's
-    budget, not spread over the decode steps: ``chunk_tokens``). The time of an iteration is
-    not linear in its tokens: a memory-bound decode step reads the weights once for any small
-    batch, and an MoE layer's expert reads saturate as tokens touch more experts (``iteration.
-    expert_load``), so a thin fluid share of prompt tokens in every step (``f = 1``) would
-    charge every decode step for weights that only the prefill iterations read."""
-    f = np.clip(p / np.maximum(chunk, 1e-9), 0.0, 1.0)
-    per = np.where(f > 0.0, p / np.maximum(f, 1e-12), 0.0)
-    mixed = it.time_s(n, ctx, per, half)
-    if np.all((f >= 1.0) | (f <= 0.0)):
-        return mixed  # every iteration carries prompt tokens, or none does
-    decode = it.time_s(n, ctx, np.zeros_like(n), half)
-    return (1.0 - f) * decode + f * mixed
+    new_tokens: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, prompt-carrying, decode-only) iteration seconds when ``p`` prompt tokens per
+    iteration on average arrive as whole chunks.
+
+    The scheduler prefills a waiting prompt in one iteration (or budget-sized chunks): a share
+    ``f = p / packet`` of the iterations carry ``packet`` prompt tokens beside the ``n`` decodes
+    and the rest decode only (Orca's iteration-level scheduling, Yu et al. OSDI'22 Sec. 3;
+    Sarathi-Serve's chunks, Agrawal et al. 2024 arXiv:2403.02310 Sec. 4), so the mean is
+    ``(1 - f) T(n, 0) + f T(n, packet)``, not ``T(n, p)``. The iteration time is not linear in
+    the tokens it carries: the weights are read once per iteration whatever its tokens (the
+    dense floor), and an MoE layer reads every expert its tokens touch, which saturates with
+    the tokens (``expert_load``); spreading a prompt thinly over every iteration would charge
+    each one the experts of the prompt's tokens (an MoE over-charge) and hide the prompt's
+    compute under the weight-read floor (a dense under-charge). ``packet`` is at least one
+    prompt chunk and grows to ``p`` when prompts queue faster than one chunk per iteration."""
+    chunk = _chunk_tokens(eng, n, new_tokens)
+    packet = np.maximum(chunk, p)
+    share = np.clip(p / np.maximum(packet, 1e-9), 0.0, 1.0)
+    with_prompt = it.time_s(n, ctx, packet, half)
+    decode_only = it.time_s(n, ctx, np.zeros_like(n), np.zeros_like(n))
+    mean = (1.0 - share) * decode_only + share * with_prompt
+    return np.asarray(mean), np.asarray(with_prompt), np.asarray(decode_only)
+
+
+def adp_balance_wait_s(rate: np.ndarray, ranks: int, timeout_s: np.ndarray) -> np.ndarray:
+    """Mean time a new prompt is held by TensorRT-LLM's attention-DP context balancing.
+
+    With ``attention_dp_config.enable_balance`` the executor schedules no context request
+    until every attention-DP rank has one, or until ``timeout_iters`` iterations have passed
+    since the last release (``PyExecutor._balance_adp_requests``, TensorRT-LLM 1.1: the
+    iteration counter grows while not every rank has a context request, and both releases
+    reset it; the hold is lifted when not every rank has generation requests). After a
+    release each rank's next prompt arrives after an exponential time at its ``rate`` (Poisson
+    arrivals per rank), so the next release comes at ``F = min(max of ranks arrivals,
+    timeout)``, with survival ``1 - (1 - exp(-rate u))^ranks`` below the timeout. Prompts
+    arrive uniformly over a cycle and wait until its end: by the renewal-reward theorem their
+    mean wait is ``E[F^2] / (2 E[F])`` (Ross, Introduction to Probability Models, Ch. 7)."""
+    r = np.atleast_1d(np.asarray(rate, dtype=float))
+    to = np.broadcast_to(np.asarray(timeout_s, dtype=float), r.shape)
+    # Past ln(ranks) + 40 mean inter-arrival times every rank has had a prompt (survival
+    # below e^-40): integrate to that or to the timeout, whichever comes first.
+    upper = np.minimum(to, (np.log(ranks) + 40.0) / np.maximum(r, 1e-30))
+    u = upper[..., None] * np.linspace(0.0, 1.0, 513)
+    survival = 1.0 - (1.0 - np.exp(-r[..., None] * u)) ** ranks
+    first = np.trapezoid(survival, u, axis=-1)
+    second = np.trapezoid(2.0 * u * survival, u, axis=-1)
+    return np.asarray(np.where(first > 0.0, second / (2.0 * np.maximum(first, 1e-30)), 0.0))
 
 
 def load_curve(
@@ -159,9 +189,11 @@ def load_curve(
     """The steady state along a grid of decode batch sizes up to past the capacity.
 
     Little's law ties the prompt tokens of an iteration to its decode batch without a fixed
-    point: ``n = x (OSL-1) T`` and ``p = x T ISL`` give ``p = n ISL / (OSL-1)``, so each grid
-    point is one evaluation of the iteration time and ``x = n / ((OSL-1) T)``. With ``x_grid``
-    the curve is resampled at those throughputs (interpolated along the monotone ``x(n)``)."""
+    point: ``n = x (OSL-1) T`` and ``p = x T ISL`` give ``p = n ISL / (OSL-1)`` prompt tokens per
+    iteration on average, so each grid point is one evaluation of the iteration time and
+    ``x = n / ((OSL-1) T)``. The prompt tokens arrive as whole chunks (:func:`iteration_mix`),
+    so ``T`` is the mean over prefill-carrying and decode-only iterations. With ``x_grid`` the
+    curve is resampled at those throughputs (interpolated along the monotone ``x(n)``)."""
     isl, osl = work.input_len, work.output_len
     new_tokens = isl * (1.0 - work.prefix_hit)
     decode_steps = max(osl - 1.0, 1e-3)
@@ -171,7 +203,7 @@ def load_curve(
     ctx = np.full_like(n, isl + osl / 2.0)
     half = np.full_like(n, isl / 2.0)
     p = n * (new_tokens + _recompute_tokens(n, work, eng, kv_tokens)) / decode_steps
-    t = mean_iteration_s(it, n, ctx, p, half, chunk_tokens(n, new_tokens, eng))
+    t, own, dec_only = iteration_mix(it, eng, n, ctx, p, half, new_tokens)
     x = n / (decode_steps * t)
     if x_grid is not None:
         x_mono = np.maximum.accumulate(x)
@@ -181,21 +213,18 @@ def load_curve(
         p = n * (new_tokens + _recompute_tokens(n, work, eng, kv_tokens)) / decode_steps
         ctx = np.full_like(n, isl + osl / 2.0)
         half = np.full_like(n, isl / 2.0)
-        t = mean_iteration_s(it, n, ctx, p, half, chunk_tokens(n, new_tokens, eng))
+        t, own, dec_only = iteration_mix(it, eng, n, ctx, p, half, new_tokens)
         x = np.asarray(x_grid, dtype=float)
         beyond = over
     else:
         beyond = np.zeros_like(n, dtype=bool)
-    # A prompt's own iteration(s): the whole prompt (or budget-sized chunks) beside the decodes.
+    # A prompt's own iteration(s) (``own``): the whole prompt (or budget-sized chunks) beside
+    # the decodes, the prompt-carrying iteration of ``iteration_mix``.
     room = np.maximum(budget - n, 1.0)
     if eng.chunked_prefill:
-        chunk = np.minimum(new_tokens, room)
-        k_p = np.ceil(new_tokens / np.maximum(chunk, 1.0))
+        k_p = np.ceil(new_tokens / np.maximum(_chunk_tokens(eng, n, new_tokens), 1.0))
     else:
-        chunk = np.full_like(n, new_tokens)
         k_p = np.ones_like(n)
-    own = it.time_s(n, ctx, np.maximum(chunk, p), half)
-    dec_only = it.time_s(n, ctx, np.zeros_like(n), np.zeros_like(n))
     running = n + x * t * k_p
     fits_budget = p <= room if eng.chunked_prefill else p <= max(budget, new_tokens)
     # Past the top of x(n) more running requests buy no throughput: the engine is saturated.
@@ -205,6 +234,13 @@ def load_curve(
     # overlapped scheduler, for one more before its prefill starts.
     delay = t * (0.5 + (1.0 if eng.overlap_scheduler else 0.0))
     ttft = delay + own + (k_p - 1.0) * np.maximum(own, t) + eng.request_overhead_ms * 1e-3
+    ranks = it.par.attention_dp
+    if eng.adp_balance_timeout_iters > 0 and ranks > 1:
+        # The hold applies only while every rank has requests decoding; a rank's decoding
+        # requests are taken as Poisson with mean n (requests spread evenly over the ranks).
+        all_busy = (1.0 - np.exp(-n)) ** ranks
+        hold = adp_balance_wait_s(x, ranks, eng.adp_balance_timeout_iters * t)
+        ttft = ttft + all_busy * hold
     tpot = t
     e2e = ttft + max(osl - 1.0, 0.0) * tpot
     return LoadCurve(
