@@ -304,17 +304,19 @@ def report(validation_dir: Path) -> loso.LosoReport:
 # CUDA_DEVICE_MAX_CONNECTIONS=1, NCCL CTAs never share an SM; torchtitan.yaml): 15.1% -> 12.1%,
 # overall 9.4% -> 9.1%.
 LOSO_BOUNDS = {
-    "overall": 0.10,
+    "overall": 0.09,
     "narayanan21": 0.07,
     "korthikanti22": 0.045,
-    "megatron": 0.105,
-    "nemo2407": 0.06,
+    # Hopper's persistent matmuls slowed by overlapped data-parallel collectives (pytorch#143988)
+    # add time to Megatron's overlapped gradient reduction on its under-predicted H100 rows.
+    "megatron": 0.11,
+    "nemo2407": 0.055,
     "torchtitan": 0.035,
     "llmfoundry": 0.05,
     "bloom176b": 0.025,
     "megascale": 0.115,
     "torchtitan-paper": 0.125,
-    "llmfoundry-h100": 0.18,
+    "llmfoundry-h100": 0.12,
 }
 
 
