@@ -108,3 +108,20 @@ def test_llm_foundry_flash_rows_carry_the_unpad_copies() -> None:
     # The Triton rows (attn_impl 'triton') gather nothing.
     triton = to_case(rows["llmfoundry-h100-80gb-13b-128gpu-ls"])
     assert "attention_unpad_hidden_passes" not in triton.overrides.get("constants", {})
+
+
+@pytest.mark.parametrize("gpu", ["h100-sxm", "a100-sxm-80gb"])
+def test_advise_comm_default_row_is_the_step(gpu: str) -> None:
+    # advise-comm prices the default hook with the step's own interference rule, so its default
+    # row reproduces the step on Hopper (persistent matmuls) as on Ampere.
+    from gpuscale.costmodel.grad_sync import HookOptions
+    from gpuscale.planner.comm_hooks import advise_hooks
+
+    cluster = catalog.cluster(gpu, 16, gpus_per_node=8, inter="roce-100")
+    plan = Plan(dp=16, micro_batch=1, global_batch=16)
+    training = Training(seq_len=2048)
+    model = catalog.model("llama3.1-8b")
+    advice = advise_hooks(model, cluster, training, plan, GENERIC, HookOptions(), min_gain=0.02)
+    est = estimate_plan(model, cluster, training, plan, GENERIC)
+    assert advice.rows["default"].step_s == pytest.approx(float(est.step_time_s[0]), rel=1e-9)
+    assert advice.rows["default"].exposed_s == pytest.approx(float(est.comm_dp_s[0]), rel=1e-9)

@@ -107,6 +107,22 @@ def exposed_comm_s(comm: ArrayLike, window: ArrayLike, interference: ArrayLike) 
     return np.maximum(comm - window, 0.0) + interference * np.minimum(comm, window)
 
 
+def data_parallel_interference(
+    generation: str, profile: Profile, gemm_fraction: np.ndarray
+) -> np.ndarray:
+    """Interference of the collectives NCCL runs on a side stream beside whole layers (gradient
+    reduction, ZeRO/FSDP gathers and reduce-scatters): on generations with persistent matmuls
+    (:data:`PERSISTENT_GEMM_GENERATIONS`) those lose ``persistent_gemm_overlap_loss`` of their
+    progress and the other kernels ``comm_compute_interference``, weighted by the matmuls'
+    share of the layer's time; elsewhere every kernel loses the base share."""
+    base = profile.const("comm_compute_interference")
+    g = np.asarray(gemm_fraction, dtype=float)
+    if generation not in PERSISTENT_GEMM_GENERATIONS:
+        return np.full(g.shape, base)
+    loss = max(profile.const("persistent_gemm_overlap_loss"), base)
+    return g * loss + (1.0 - g) * base
+
+
 def _partly_hidden(comm: np.ndarray, overlap: float, interference: float) -> np.ndarray:
     """As :func:`exposed_comm_s` when a fixed share ``overlap`` of the collective runs under compute."""
     return comm * ((1.0 - overlap) + interference * overlap)
@@ -243,17 +259,10 @@ def communication(
         pp > 1, _partly_hidden(2.0 * vp * hop_pp, profile.overlap_of("pp"), interference), 0.0
     )
 
-    # Collectives that NCCL runs on a side stream beside the whole layer (gradient reduction,
-    # ZeRO/FSDP gathers and reduce-scatters): on Hopper the persistent matmuls they overlap lose
-    # ``persistent_gemm_overlap_loss`` of their progress (one extra wave), the other kernels the
-    # base interference, weighted by the matmuls' share of the layer's time.
-    if cluster.pace_device.generation in PERSISTENT_GEMM_GENERATIONS:
-        loss = np.maximum(profile.const("persistent_gemm_overlap_loss"), interference)
-        dp_interference = (
-            compute.gemm_fraction * loss + (1.0 - compute.gemm_fraction) * interference
-        )
-    else:
-        dp_interference = np.full(len(plans), interference)
+    # On Hopper the persistent matmuls beside these collectives lose more than the base share.
+    dp_interference = data_parallel_interference(
+        cluster.pace_device.generation, profile, compute.gemm_fraction
+    )
 
     # Data parallel gradient synchronisation over the dp*cp replicas of each parameter.
     # Dense weights are replicated over dp*cp ranks, expert weights over dp*cp/ep.
