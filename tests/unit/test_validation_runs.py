@@ -303,8 +303,11 @@ def report(validation_dir: Path) -> loso.LosoReport:
 # attention collectives wait for the attention kernel beside them (no launch order without
 # CUDA_DEVICE_MAX_CONNECTIONS=1, NCCL CTAs never share an SM; torchtitan.yaml): 15.1% -> 12.1%,
 # overall 9.4% -> 9.1%.
+# Hopper's persistent matmuls lose half their progress beside data-parallel collectives
+# (pytorch#143988) and llm-foundry's flash path copies tokens out of and back into the padded
+# batch (flash-attn bert_padding): llmfoundry-h100 17.7% -> 11.1%, overall 9.1% -> 7.8%.
 LOSO_BOUNDS = {
-    "overall": 0.09,
+    "overall": 0.085,
     "narayanan21": 0.07,
     "korthikanti22": 0.045,
     # Hopper's persistent matmuls slowed by overlapped data-parallel collectives (pytorch#143988)
