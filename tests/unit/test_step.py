@@ -302,7 +302,12 @@ def test_hidden_fsdp_traffic_still_costs_and_grows_with_the_group() -> None:
     # even shrinks); with it, throughput falls as the ring (and its latency) grows, as
     # llm-foundry measures for its 125M-1B models from 16 to 128 GPUs.
     free = dataclasses.replace(
-        GENERIC, constants={**GENERIC.constants, "comm_compute_interference": 0.0}
+        GENERIC,
+        constants={
+            **GENERIC.constants,
+            "comm_compute_interference": 0.0,
+            "persistent_gemm_overlap_loss": 0.0,
+        },
     )
 
     def per_gpu(dp: int, profile) -> tuple[float, float]:
@@ -347,6 +352,7 @@ def test_torchtitan_pp_reduce_scatter_runs_after_the_last_backward() -> None:
         constants={
             **base.constants,
             "comm_compute_interference": 0.0,
+            "persistent_gemm_overlap_loss": 0.0,
             "zero3_copies_on_compute_stream": 0.0,
         },
     )
@@ -398,7 +404,11 @@ def test_fsdp2_copies_block_the_compute_stream() -> None:
     from gpuscale.costmodel.communication import params_per_gpu
 
     base = load_profile("torchtitan")
-    constants = {**base.constants, "comm_compute_interference": 0.0}
+    constants = {
+        **base.constants,
+        "comm_compute_interference": 0.0,
+        "persistent_gemm_overlap_loss": 0.0,
+    }
     wide = dataclasses.replace(base, overlap={**base.overlap, "zero": 1.0}, constants=constants)
     hidden = dataclasses.replace(
         wide, constants={**constants, "zero3_copies_on_compute_stream": 0.0}

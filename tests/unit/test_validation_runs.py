@@ -303,18 +303,23 @@ def report(validation_dir: Path) -> loso.LosoReport:
 # attention collectives wait for the attention kernel beside them (no launch order without
 # CUDA_DEVICE_MAX_CONNECTIONS=1, NCCL CTAs never share an SM; torchtitan.yaml): 15.1% -> 12.1%,
 # overall 9.4% -> 9.1%.
+# Hopper's persistent matmuls lose half their progress beside data-parallel collectives
+# (pytorch#143988) and llm-foundry's flash path copies tokens out of and back into the padded
+# batch (flash-attn bert_padding): llmfoundry-h100 17.7% -> 11.1%, overall 9.1% -> 7.8%.
 LOSO_BOUNDS = {
-    "overall": 0.10,
+    "overall": 0.085,
     "narayanan21": 0.07,
     "korthikanti22": 0.045,
-    "megatron": 0.105,
-    "nemo2407": 0.06,
+    # Hopper's persistent matmuls slowed by overlapped data-parallel collectives (pytorch#143988)
+    # add time to Megatron's overlapped gradient reduction on its under-predicted H100 rows.
+    "megatron": 0.11,
+    "nemo2407": 0.055,
     "torchtitan": 0.035,
     "llmfoundry": 0.05,
     "bloom176b": 0.025,
     "megascale": 0.115,
     "torchtitan-paper": 0.125,
-    "llmfoundry-h100": 0.18,
+    "llmfoundry-h100": 0.12,
 }
 
 

@@ -22,6 +22,15 @@ from gpuscale.costmodel.ring_attention import GRAD_KV_BYTES, ring_shapes
 from gpuscale.specs import Cluster, ModelSpec, PlanBatch, Training
 from gpuscale.specs.plan import RECOMPUTE_CODE
 
+PERSISTENT_GEMM_GENERATIONS = frozenset({"hopper"})
+"""Generations whose cuBLAS matmuls are persistent kernels (a grid of one CTA per SM, 132 on
+H100, each looping over tiles), so a collective holding even a few SMs leaves some CTAs for a
+second wave (pytorch/pytorch issue #143988: FSDP on H100, "matmuls take 2x as long ... when
+overlapped with a NCCL kernel", NCCL holding ~10% of the SMs; cuBLASLt's
+CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET exists to size the grid around a concurrent stream). Ampere's
+cuBLAS launches one CTA per output tile and the hardware fills whatever SMs are free, so a busy SM
+costs its share only (``comm_compute_interference``)."""
+
 ACT_BYTES = 2.0
 """Activations cross the wire in 16-bit (FP8 recipes keep communication in BF16); fp32 training
 sends 4 bytes (see :func:`communication`)."""
@@ -88,7 +97,7 @@ def trainable_fraction(m: ModelSpec, training: Training) -> float:
     return lora_params(m, training) / total_params(m) if training.is_lora else 1.0
 
 
-def exposed_comm_s(comm: ArrayLike, window: ArrayLike, interference: float) -> np.ndarray:
+def exposed_comm_s(comm: ArrayLike, window: ArrayLike, interference: ArrayLike) -> np.ndarray:
     """Time a collective adds to the step when ``window`` seconds of compute can hide it: the
     part nothing hides, plus the slowdown of the compute that hides the rest, because NCCL runs
     one CTA per channel on the SMs and shares HBM bandwidth with the kernels it overlaps
@@ -96,6 +105,22 @@ def exposed_comm_s(comm: ArrayLike, window: ArrayLike, interference: float) -> n
     slow compute through shared resources)."""
     comm, window = np.asarray(comm, dtype=float), np.asarray(window, dtype=float)
     return np.maximum(comm - window, 0.0) + interference * np.minimum(comm, window)
+
+
+def data_parallel_interference(
+    generation: str, profile: Profile, gemm_fraction: np.ndarray
+) -> np.ndarray:
+    """Interference of the collectives NCCL runs on a side stream beside whole layers (gradient
+    reduction, ZeRO/FSDP gathers and reduce-scatters): on generations with persistent matmuls
+    (:data:`PERSISTENT_GEMM_GENERATIONS`) those lose ``persistent_gemm_overlap_loss`` of their
+    progress and the other kernels ``comm_compute_interference``, weighted by the matmuls'
+    share of the layer's time; elsewhere every kernel loses the base share."""
+    base = profile.const("comm_compute_interference")
+    g = np.asarray(gemm_fraction, dtype=float)
+    if generation not in PERSISTENT_GEMM_GENERATIONS:
+        return np.full(g.shape, base)
+    loss = max(profile.const("persistent_gemm_overlap_loss"), base)
+    return g * loss + (1.0 - g) * base
 
 
 def _partly_hidden(comm: np.ndarray, overlap: float, interference: float) -> np.ndarray:
@@ -234,6 +259,11 @@ def communication(
         pp > 1, _partly_hidden(2.0 * vp * hop_pp, profile.overlap_of("pp"), interference), 0.0
     )
 
+    # On Hopper the persistent matmuls beside these collectives lose more than the base share.
+    dp_interference = data_parallel_interference(
+        cluster.pace_device.generation, profile, compute.gemm_fraction
+    )
+
     # Data parallel gradient synchronisation over the dp*cp replicas of each parameter.
     # Dense weights are replicated over dp*cp ranks, expert weights over dp*cp/ep.
     params = params_per_gpu(m, plans)
@@ -285,13 +315,15 @@ def communication(
     # ZeRO-2 keeps no full gradient buffer to accumulate into, so it reduce-scatters after
     # every micro-batch's backward (DeepSpeed engine.allreduce_gradients; FSDP SHARD_GRAD_OP),
     # where ZeRO-1 reduces once per step.
-    rs_exposed = exposed_comm_s(rs, hidden, interference)
+    rs_exposed = exposed_comm_s(rs, hidden, dp_interference)
     zero2_mb = np.where(zero == 2, rs_exposed, 0.0)
     dp_step = np.where(
         zero == 0,
-        exposed_comm_s(ar, hidden, interference),
+        exposed_comm_s(ar, hidden, dp_interference),
         np.where(zero == 1, rs_exposed, 0.0)
-        + np.where((zero == 1) | (zero == 2), exposed_comm_s(ag, gather_hidden, interference), 0.0),
+        + np.where(
+            (zero == 1) | (zero == 2), exposed_comm_s(ag, gather_hidden, dp_interference), 0.0
+        ),
     )
 
     # ZeRO-3 / FSDP: all-gather weights for forward and again for backward, reduce-scatter
@@ -328,7 +360,7 @@ def communication(
     ag_serial = ag_copy if serial_copies else np.zeros_like(ag_copy)
     rs_serial = rs_copy if serial_copies else np.zeros_like(rs_copy)
     copies = passes * ag_serial + rs_serial
-    z3_exposed = exposed_comm_s(z3_comm - copies, z3_hidden, interference) + copies
+    z3_exposed = exposed_comm_s(z3_comm - copies, z3_hidden, dp_interference) + copies
     # Under pipeline parallelism torchtitan keeps FSDP2 parameters unsharded across the step's
     # micro-batches (reshard_after_forward=False when PP is on, "to avoid per-microbatch
     # all-gathers"; torchtitan parallelize_llama.apply_fsdp) and the pipeline schedule syncs
@@ -344,7 +376,7 @@ def communication(
     after = once & (profile.const("fsdp_pp_reduce_after_backward") > 0)
     once_exposed = np.where(
         after,
-        exposed_comm_s(passes * (z3_ag - ag_serial), z3_hidden, interference)
+        exposed_comm_s(passes * (z3_ag - ag_serial), z3_hidden, dp_interference)
         + passes * ag_serial
         + z3_rs,
         z3_exposed,

@@ -51,6 +51,8 @@ class LayerCompute:
     attention_forward_s: np.ndarray
     """Attention kernels of one layer's forward (the windows that hide ring attention's KV)."""
     attention_backward_s: np.ndarray
+    layer_gemm_s: np.ndarray
+    """Matmul seconds of one layer: forward, backward and the recomputed forward."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,9 @@ class MicrobatchCompute:
     layer_attention_forward_s: np.ndarray
     """Attention kernels of one layer, forward and backward (see :class:`LayerCompute`)."""
     layer_attention_backward_s: np.ndarray
+    gemm_fraction: np.ndarray
+    """Share of a layer's math time spent in matmuls (the kernels a collective running beside
+    them slows most on Hopper, see :mod:`gpuscale.costmodel.communication`)."""
 
 
 def gemm_time(
@@ -133,6 +138,7 @@ def stage_compute(m: ModelSpec, plans: PlanBatch, lc: LayerCompute) -> Microbatc
         all_stages_s=float(m.num_layers) * per_layer + head,
         layer_attention_forward_s=lc.attention_forward_s,
         layer_attention_backward_s=lc.attention_backward_s,
+        gemm_fraction=np.minimum(lc.layer_gemm_s / np.maximum(per_layer, 1e-30), 1.0),
     )
 
 
@@ -225,16 +231,25 @@ def layer_compute(
     sp = np.where(plans.sequence_parallel | (plans.tp == 1), tp, 1.0)
     expert_width = m.ffn_hidden_size * m.experts_per_token
     word = 4.0 if training.precision == "fp32" else 2.0
+    # A padding-free attention path copies Q, K, V and the output through gather/scatter kernels
+    # around a variable-length kernel (``attention_unpad_*``; flash-attn bert_padding.py).
+    unpad = 1.0 if training.flash_attention else 0.0
     elementwise_bytes = (
         word
         * tokens
         * (
             profile.const("elementwise_hidden_passes") * m.hidden_size / sp
             + profile.const("elementwise_ffn_passes") * expert_width / tp
+            + unpad * profile.const("attention_unpad_hidden_passes") * m.hidden_size / tp
         )
     )
     elementwise_fwd = (
-        elementwise_bytes / hbm + profile.const("elementwise_kernels_per_layer") * launch_s
+        elementwise_bytes / hbm
+        + (
+            profile.const("elementwise_kernels_per_layer")
+            + unpad * profile.const("attention_unpad_kernels")
+        )
+        * launch_s
     )
 
     # LoRA adapters: skinny GEMMs plus scaling and add over the output (costmodel/lora_compute).
@@ -275,4 +290,6 @@ def layer_compute(
         head_backward_s=gemm_bwd_factor * head + loss,
         attention_forward_s=attn_kernel_fwd,
         attention_backward_s=attn_kernel_bwd,
+        layer_gemm_s=(1.0 + gemm_bwd_factor) * gemm_fwd
+        + np.where(plans.recompute == RECOMPUTE_CODE["full"], gemm_fwd, 0.0),
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuscale.costmodel.collectives import LevelBandwidth
-from gpuscale.costmodel.communication import exposed_comm_s
+from gpuscale.costmodel.communication import data_parallel_interference, exposed_comm_s
 from gpuscale.costmodel.compute import microbatch_compute
 from gpuscale.costmodel.grad_sync import HookOptions, SyncCost, sync_costs
 from gpuscale.costmodel.profile import Profile
@@ -123,13 +123,15 @@ def advise_hooks(
 ) -> HookAdvice:
     """Price every hook for ``plan`` (pure data parallelism) and pick one."""
     est = estimate_plan(model, cluster, training, plan, profile)
-    backward = float(
-        microbatch_compute(
-            model, cluster.pace_device, training, PlanBatch.from_plans([plan]), profile
-        ).backward_s[0]
+    mb = microbatch_compute(
+        model, cluster.pace_device, training, PlanBatch.from_plans([plan]), profile
     )
+    backward = float(mb.backward_s[0])
     hidden = profile.overlap_of("dp") * backward
-    interference = profile.const("comm_compute_interference")
+    # The step's own rule (persistent matmuls on Hopper lose more), so the default row is the step.
+    interference = float(
+        data_parallel_interference(cluster.pace_device.generation, profile, mb.gemm_fraction)[0]
+    )
     entry_bytes = profile.const("grad_reduce_bytes")
     entries = float(est.gradient_bytes_per_gpu[0]) / entry_bytes
     hbm = cluster.pace_device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
