@@ -16,7 +16,9 @@ expressible; ``gpuscale.validation.serving_rows``).
 Disaggregated rows whose worker counts are not stated (and that have no twin row naming them,
 nor a single entry of the InferenceX configuration they ran from)
 are not expressible: they are counted apart, never in the ``disagg`` figures; the ``disagg-guess``
-lines show them predicted with one worker of each kind, for comparison only.
+lines show them predicted with one worker of each kind, for comparison only. Aggregated rows whose
+recorded concurrency is the client's cap, not the engine's load (``serving_rows.client_cap_only``),
+are counted apart the same way, on ``agg-guess`` lines predicted as recorded.
 """
 
 from __future__ import annotations
@@ -163,12 +165,13 @@ def main() -> None:
     ap.add_argument(
         "--classes",
         action="store_true",
-        help="list every disaggregated row with its class and the assumption or reason, and stop",
+        help="list every disaggregated or not expressible row with its class and the assumption "
+        "or reason, and stop",
     )
     args = ap.parse_args()
     if args.classes:
         for row in load(ROWS):
-            if row.mode == "disagg":
+            if row.mode == "disagg" or not row.expressible:
                 why = row.reason or "; ".join(row.assumptions) or "workers and concurrency stated"
                 print(f"{row.id}\t{row.kind}\t{why}")
         return
@@ -216,7 +219,7 @@ def main() -> None:
     print(
         "row classes: "
         + ", ".join(f"{k}: {v}" for k, v in sorted(kinds.items()))
-        + f" (the {NOT_EXPRESSIBLE} rows are the disagg-{GUESS} lines, not in all/disagg)"
+        + f" (the {NOT_EXPRESSIBLE} rows are the -{GUESS} lines, not in all/agg/disagg)"
     )
     print(
         "                         serving model: TTFT mean/median   TPOT mean/median"

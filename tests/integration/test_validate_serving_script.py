@@ -52,3 +52,13 @@ def test_unknown_breakdown_key_is_one_line_exit_2() -> None:
     assert out.returncode == 2
     assert "unknown --by key colour" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_classes_lists_the_aggregated_rows_recorded_at_the_clients_cap() -> None:
+    out = _run("--classes")
+    assert out.returncode == 0, out.stderr
+    capped = [line for line in out.stdout.splitlines() if "client's cap" in line]
+    # InferenceX gpt-oss H100 vLLM rows at 512 (gptoss_fp4_h100_docker.sh, d22bf9ca9..4e135fd3f)
+    assert len(capped) == 9
+    assert all("_vllm_" in line and "_c512_" in line for line in capped)
+    assert all(line.split("\t")[1] == "not expressible" for line in capped)

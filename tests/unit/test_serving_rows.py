@@ -164,7 +164,18 @@ def test_aggregated_rows_are_stated() -> None:
 def test_public_rows_classes() -> None:
     rows = load(DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv")
     disagg = [r for r in rows if r.mode == "disagg"]
-    assert all(r.kind == STATED for r in rows if r.mode == "agg")
+    # aggregated rows are stated but for the 9 InferenceX gpt-oss H100 vLLM rows recorded at
+    # the client's cap of 512 (client_cap_only), 3 TPs x 3 length pairs
+    capped = [r for r in rows if r.mode == "agg" and r.kind != STATED]
+    assert len(capped) == 9 and all(r.kind == NOT_EXPRESSIBLE and r.guess for r in capped)
+    assert {(r.raw["backend"], r.raw["system"], r.concurrency) for r in capped} == {
+        ("vllm", "h100_sxm", 512)
+    }
+    assert {(r.raw["isl"], r.raw["osl"]) for r in capped} == {
+        ("1024", "1024"),
+        ("1024", "8192"),
+        ("8192", "1024"),
+    }
     kinds = {k: sum(r.kind == k for r in disagg) for k in (STATED, TWIN, RECIPE, NOT_EXPRESSIBLE)}
     # 43 rows name their workers, 7 of them without a client concurrency; every twin is one
     # of the rows that leave the workers empty
@@ -398,3 +409,58 @@ def test_rows_without_workers_read_from_the_inferencex_configuration() -> None:
             r["silicon_ttft_ms"], r["silicon_tpot_ms"] = "1.0", "1.0"
     again = {r.id: r for r in read_rows(raw, load_recipes(ROWS.parent / RECIPES_FILE))}
     assert again[one.id].kind == RECIPE and again[one.id].kwargs == kw
+
+
+def _capped(**kw: str) -> dict[str, str]:
+    return _agg(
+        id="capped",
+        backend="vllm",
+        model_path="openai/gpt-oss-120b",
+        system="h100_sxm",
+        tp_size="4",
+        gemm_quant_mode="nvfp4",
+        silicon_data_source=(
+            "source_file=2026-04-06.csv; model=GPT-OSS-120B; silicon_concurrency=512; "
+            "measured=2025-12-08T00:00:00.000Z; image=vllm/vllm-openai:v0.11.2"
+        ),
+        **kw,
+    )
+
+
+def test_client_cap_is_not_the_engines_load() -> None:
+    # InferenceX's gptoss_fp4_h100_docker.sh passed --max-concurrency 512 to the client while
+    # the engine ran --max-num-seqs=$CONC (4-64), until 4e135fd3f of 2025-12-08
+    (row,) = read_rows([_capped()])
+    assert row.kind == NOT_EXPRESSIBLE and not row.expressible and row.kwargs == {}
+    assert "client's cap" in row.reason and "max-num-seqs" in row.reason
+    # compared, apart, as recorded
+    assert row.guess["concurrency"] == 512 and row.guess["tp"] == 4
+    assert row.guess["engine"] == "vllm" and row.guess["gpu"] == "h100-sxm"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        # the same run after the fix: the label is the sweep's own concurrency
+        {
+            "silicon_data_source": "source_file=2026-04-06.csv; silicon_concurrency=512; "
+            "measured=2026-03-27T00:00:00.000Z"
+        },
+        # before the cap was hard-coded (d22bf9ca9, 2025-11-21)
+        {
+            "silicon_data_source": "source_file=2026-04-06.csv; silicon_concurrency=512; "
+            "measured=2025-11-02T00:00:00.000Z"
+        },
+        # a sweep concurrency in the window (the slurm runner's client ran at $CONC)
+        {
+            "silicon_data_source": "source_file=2026-04-06.csv; silicon_concurrency=64; "
+            "measured=2025-12-05T00:00:00.000Z"
+        },
+        {"backend": "sglang"},  # another script
+        {"system": "h200_sxm"},  # the H200 runners ran the slurm script (--max-concurrency $CONC)
+        {"model_path": "deepseek-ai/DeepSeek-R1"},
+    ],
+)
+def test_other_runs_keep_their_recorded_concurrency(change: dict[str, str]) -> None:
+    (row,) = read_rows([{**_capped(), **change}])
+    assert row.kind == STATED and row.expressible and row.kwargs["concurrency"] == row.concurrency

@@ -22,7 +22,9 @@ carry. Each row is read into one of four classes, with every assumption written 
   the MTP-only or several candidate recipes), or no client concurrency stated
   (the id's ``_c_`` is empty and ``silicon_data_source`` has no ``silicon_concurrency``). These
   carry a ``guess`` reading (one worker of each kind; AIConfigurator's decode batch x workers x
-  attention-DP as the concurrency) for comparison lines only.
+  attention-DP as the concurrency) for comparison lines only. Aggregated rows are not
+  expressible when their recorded concurrency is the benchmark client's cap rather than the load
+  the engine ran (``client_cap_only``); their ``guess`` is the row as recorded.
 """
 
 from __future__ import annotations
@@ -167,6 +169,37 @@ $((concurrency * 5))`` with ``--request-rate inf --max-concurrency C --random-ra
 def sa_bench(r: dict[str, str]) -> bool:
     """Whether the row is a disaggregated InferenceX run, measured by sa-bench."""
     return r["mode"] == "disagg" and r["silicon_data_source"].startswith(INFERENCEX_DISAGG_SOURCES)
+
+
+CLIENT_CAP_RUNS = (("vllm", "h100_sxm", "openai/gpt-oss-120b"),)
+"""Engine, system and model of the InferenceX runs whose client ran at a fixed cap: the H100
+docker runner (``runners/launch_h100-cr.sh`` runs ``benchmarks/*_h100_docker.sh``) ran
+``gptoss_fp4_h100_docker.sh``, the only script with the cap hard-coded."""
+CLIENT_CAP = 512
+"""``gptoss_fp4_h100_docker.sh`` passed ``--max-concurrency 512`` to the client whatever the
+sweep's ``$CONC``, while the engine ran ``vllm serve --max-num-seqs=$CONC`` on ``--num-prompts
+$((CONC * 10))`` (SemiAnalysisAI/InferenceX, from d22bf9ca9 of 2025-11-21 until 4e135fd3f "fix h100
+docker error" of 2025-12-08, which passes ``"$CONC"``). The sweep was ``conc-start: 4, conc-end:
+64`` for every TP and length (``.github/configs/nvidia-master.yaml`` ``gptoss-fp4-h100-vllm``), so
+a row of that run recorded at 512 is the client's cap: the engine held at most ``$CONC`` <= 64
+requests, and for ``$CONC`` <= 51 the client sent all ``10 x $CONC`` prompts at once (an open
+burst, not a closed loop). ``$CONC`` is not recorded."""
+CLIENT_CAP_WINDOW = ("2025-11-21", "2025-12-08")
+"""First and last day (inclusive; ``measured=`` in ``silicon_data_source``) the cap was in the
+script (``CLIENT_CAP``)."""
+
+
+def client_cap_only(r: dict[str, str]) -> bool:
+    """True when the row's concurrency is the client's cap, not the engine's load (``CLIENT_CAP``)."""
+    src = _source_fields(r)
+    day = src.get("measured", "")[:10]
+    return (
+        r["mode"] == "agg"
+        and r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
+        and (r["backend"], r["system"], r["model_path"]) in CLIENT_CAP_RUNS
+        and concurrency(r) == CLIENT_CAP
+        and CLIENT_CAP_WINDOW[0] <= day <= CLIENT_CAP_WINDOW[1]
+    )
 
 
 def uniform_lengths(length: int, ratio: float) -> tuple[float, float]:
@@ -439,6 +472,15 @@ def read_rows(raw: list[dict[str, str]], recipes: Recipes | None = None) -> list
         elif r["mode"] != "disagg":
             kw.update(parallelism(r), pp=_int(r["pp_size"]))
             kw.update(launch_options(r, kw))
+            if client_cap_only(r):
+                kind, kw, guess = NOT_EXPRESSIBLE, {}, kw
+                reason = (
+                    f"not expressible: concurrency {CLIENT_CAP} is the client's cap, not the "
+                    "engine's load: InferenceX's gptoss_fp4_h100_docker.sh ran vllm "
+                    "--max-num-seqs=$CONC (sweep 4-64) on 10 x $CONC prompts with the client at "
+                    f"--max-concurrency {CLIENT_CAP} (d22bf9ca9 to 4e135fd3f); $CONC is not "
+                    "recorded"
+                )
         elif _named(r):
             kw.update(_disagg_kwargs(r))
             cap, why = _decode_cap(r, conc, kw, table)
