@@ -76,6 +76,15 @@ class EngineProfile:
     source: str
     small_gpu_defaults: SmallGpuDefaults | None = None
     """Smaller budget and running-request cap the engine defaults to on some GPUs."""
+    prefill_cuda_graph: bool = True
+    """Whether iterations that carry prompt tokens replay CUDA graphs (vLLM V1's piecewise
+    graphs). False: they run eagerly, the host launching every kernel from Python, while only
+    decode-only batches replay graphs (TensorRT-LLM PyTorch backend, SGLang before piecewise
+    CUDA graphs became its default)."""
+    eager_host_us_per_kernel: float = 0.0
+    """Host time per kernel of the model's forward (``IterationModel.serial_kernels``) in an
+    eager iteration; with ``prefill_cuda_graph`` False, a prompt-carrying iteration lasts at
+    least this times the kernels of one forward."""
     adp_balance_timeout_iters: int = 0
     """TensorRT-LLM ``attention_dp_config`` with ``enable_balance``: with attention DP, new
     prompts wait until every attention-DP rank has one or this many iterations have passed
