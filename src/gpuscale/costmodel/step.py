@@ -7,7 +7,7 @@ Eq. 1-2): ``(m + (p-1)/v) * t_microbatch`` then the data-parallel tail and the o
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,6 +21,7 @@ from gpuscale.costmodel.communication import (
     trainable_fraction,
 )
 from gpuscale.costmodel.compute import LayerCompute, layer_compute, stage_compute
+from gpuscale.costmodel.distinct import COMPUTE_COLUMNS, per_distinct
 from gpuscale.costmodel.flops import model_flops_per_token
 from gpuscale.costmodel.params import total_params
 from gpuscale.costmodel.profile import Profile
@@ -135,20 +136,9 @@ def _compute_deduplicated(
 ) -> LayerCompute:
     """Layer math depends on a few plan fields only; candidate sets repeat each combination
     across pp, dp, ZeRO stage and interleaving, so price each combination once."""
-    columns = [
-        plans.tp,
-        plans.cp,
-        plans.micro_batch,
-        plans.recompute,
-        plans.ep,
-        plans.sequence_parallel.astype(np.int64),
-    ]
-    key = np.ravel_multi_index(columns, [int(c.max()) + 1 for c in columns])
-    unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    if len(unique) == len(plans):
-        return layer_compute(model, device, training, plans, profile)
-    few = layer_compute(model, device, training, plans.take(first), profile)
-    return LayerCompute(**{f.name: getattr(few, f.name)[inverse] for f in fields(few)})
+    return per_distinct(
+        plans, COMPUTE_COLUMNS, lambda p: layer_compute(model, device, training, p, profile)
+    )
 
 
 def estimate_batch(

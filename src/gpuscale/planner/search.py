@@ -6,6 +6,7 @@ One GPU count is one vectorized pass: :func:`enumerate_plans` builds the candida
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -14,7 +15,11 @@ from typing import Any
 import numpy as np
 
 from gpuscale import catalog
-from gpuscale.costmodel.memory import headroom_assumption, memory_budget_bytes
+from gpuscale.costmodel.memory import (
+    headroom_assumption,
+    memory_budget_bytes,
+    training_memory,
+)
 from gpuscale.costmodel.profile import Profile
 from gpuscale.costmodel.step import StepEstimate, estimate_batch
 from gpuscale.costmodel.uncertainty import band_for
@@ -174,8 +179,10 @@ def _priced(
     cluster: Cluster,
     model: ModelSpec,
     profile: Profile,
-    fits: np.ndarray | None = None,
+    fits: bool | None = None,
 ) -> PricedPlan:
+    """Plan ``i`` of ``plans`` with its estimate; ``fits`` overrides the estimate's (which
+    compares with the card, not the budget)."""
     plan = plans.plan(i)
     row = est.row(i)
     # Every prediction carries the error band of its validation regime and its extrapolations.
@@ -192,7 +199,7 @@ def _priced(
         tokens_per_s=float(est.tokens_per_s[i]),
         mfu=float(est.mfu[i]),
         memory_per_gpu_gib=float(est.memory_per_gpu_bytes[i]) / GIB,
-        fits=bool(est.fits[i] if fits is None else fits[i]),
+        fits=bool(est.fits[i]) if fits is None else fits,
         parts_s=parts,
         estimate=row,
     )
@@ -214,16 +221,22 @@ def _preference(plans: PlanBatch, tokens_per_s: np.ndarray, fits: np.ndarray) ->
     )
 
 
-def _best_layouts(plans: PlanBatch, key: np.ndarray, candidates: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the best plan of each of the ``k`` best layouts (tp, pp, cp, ep) among
-    ``candidates``, best first. A layout has at most ``variants`` plans (its vp, micro-batch,
-    ZeRO and recompute choices), so the ``k * variants`` best plans hold the ``k`` best layouts;
-    only that shortlist is sorted."""
-    if candidates.size == 0:
-        return candidates
+def _variants(plans: PlanBatch) -> int:
+    """Most plans one layout (tp, pp, cp, ep) can have: its vp, micro-batch, ZeRO and
+    recompute choices."""
     variants = 1
     for column in (plans.vp, plans.micro_batch, plans.zero, plans.recompute):
         variants *= int(np.count_nonzero(np.bincount(column)))
+    return variants
+
+
+def _best_layouts(plans: PlanBatch, key: np.ndarray, k: int, variants: int) -> np.ndarray:
+    """Indices of the best plan of each of the ``k`` best layouts (tp, pp, cp, ep) of ``plans``,
+    best first. A layout has at most ``variants`` plans, so the ``k * variants`` best plans hold
+    the ``k`` best layouts; only that shortlist is sorted."""
+    candidates = np.arange(len(plans))
+    if candidates.size == 0:
+        return candidates
     size = min(candidates.size, k * variants)
     short = (
         candidates
@@ -231,9 +244,118 @@ def _best_layouts(plans: PlanBatch, key: np.ndarray, candidates: np.ndarray, k: 
         else candidates[np.argpartition(key[candidates], size - 1)[:size]]
     )
     short = short[np.argsort(key[short], kind="stable")]
-    layout = np.stack([plans.tp[short], plans.pp[short], plans.cp[short], plans.ep[short]], axis=1)
-    _, first = np.unique(layout, axis=0, return_index=True)
+    columns = (plans.tp[short], plans.pp[short], plans.cp[short], plans.ep[short])
+    layout = np.ravel_multi_index(columns, tuple(int(c.max()) + 1 for c in columns))
+    _, first = np.unique(layout, return_index=True)
     return short[np.sort(first)[:k]]
+
+
+CHUNK = 16_384
+"""Plans per cost-model call. The cost model runs some hundred element-wise passes over its
+batch; at this size each temporary (128 KiB of float64) stays in the core's cache, where a
+whole 100k-plan batch streams every pass through memory (``benchmarks/search_speed.py``: about a
+third faster). Plans are independent rows, so the chunking changes no result."""
+
+UNFIT_BATCH = 1024
+"""Plans that do not fit priced in the first round of the search for the nearest faster one
+(each further round doubles the count; the benchmark cases find it among the first 200-2,500
+by memory)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Stepped:
+    """Step estimates of a batch of plans, priced :data:`CHUNK` plans at a time."""
+
+    starts: tuple[int, ...]
+    batches: tuple[PlanBatch, ...]
+    estimates: tuple[StepEstimate, ...]
+    tokens_per_s: np.ndarray
+
+    @classmethod
+    def of(
+        cls,
+        workload: Workload,
+        cluster: Cluster,
+        profile: Profile,
+        plans: PlanBatch,
+        memory: np.ndarray,
+    ) -> _Stepped:
+        """``memory``: each plan's memory per GPU (bytes), already priced."""
+        starts = tuple(range(0, len(plans), CHUNK))
+        batches = tuple(plans.take(slice(i, i + CHUNK)) for i in starts)
+        estimates = tuple(
+            estimate_batch(
+                workload.model,
+                cluster,
+                workload.training,
+                batch,
+                profile,
+                memory_bytes=memory[i : i + CHUNK],
+            )
+            for i, batch in zip(starts, batches, strict=True)
+        )
+        tps = np.concatenate([np.asarray(e.tokens_per_s, dtype=float) for e in estimates])
+        return cls(starts=starts, batches=batches, estimates=estimates, tokens_per_s=tps)
+
+    def priced(
+        self, i: int, cluster: Cluster, model: ModelSpec, profile: Profile, fits: bool | None
+    ) -> PricedPlan:
+        k = bisect.bisect_right(self.starts, i) - 1
+        return _priced(
+            self.batches[k], self.estimates[k], i - self.starts[k], cluster, model, profile, fits
+        )
+
+
+def _memory(model: ModelSpec, training: Training, plans: PlanBatch, profile: Profile) -> np.ndarray:
+    """Memory per GPU (bytes) of every plan, :data:`CHUNK` plans at a time."""
+    return np.concatenate(
+        [
+            np.asarray(
+                training_memory(model, training, plans.take(slice(i, i + CHUNK)), profile).total,
+                dtype=float,
+            )
+            for i in range(0, len(plans), CHUNK)
+        ]
+    )
+
+
+def _nearest_faster_unfit(
+    workload: Workload,
+    cluster: Cluster,
+    profile: Profile,
+    plans: PlanBatch,
+    memory: np.ndarray,
+    unfit: np.ndarray,
+    target: float,
+) -> PricedPlan | None:
+    """Of the plans ``unfit`` (indices), the one that needs the least memory among those faster
+    than ``target`` tokens/s (the first by index among equals); ``None`` when none is.
+
+    Plans are priced in rounds of increasing memory, every plan up to a memory threshold at
+    once, so the search stops as soon as a faster one is found: every plan that needs less
+    memory has been priced by then. The answer is the one of pricing all of them."""
+    if unfit.size == 0:
+        return None
+    needs = memory[unfit]
+    done = np.zeros(unfit.size, dtype=bool)
+    size = UNFIT_BATCH
+    while not done.all():
+        if size >= unfit.size:
+            take = ~done
+        else:
+            threshold = np.partition(needs, size - 1)[size - 1]
+            take = ~done & (needs <= threshold)
+        size *= 2
+        if not take.any():  # the threshold's ties were all taken in an earlier round
+            continue
+        done |= take
+        index = unfit[take]
+        stepped = _Stepped.of(workload, cluster, profile, plans.take(index), memory[index])
+        faster = np.flatnonzero(stepped.tokens_per_s > target)
+        if faster.size:
+            i = int(faster[np.argmin(memory[index][faster])])
+            return stepped.priced(i, cluster, workload.model, profile, False)
+    return None
 
 
 def search_count(
@@ -245,13 +367,19 @@ def search_count(
     top_k: int = 5,
     space: SearchSpace | None = None,
 ) -> CountResult:
-    """Enumerate, price and rank every plan on exactly ``num_gpus`` GPUs."""
+    """Enumerate, price and rank every plan on exactly ``num_gpus`` GPUs.
+
+    Memory is priced for every plan first; the step only for the plans that fit, and for those
+    that do not only as far as the nearest faster one needs (:func:`_nearest_faster_unfit`):
+    the same answer as pricing every plan in full (tests/unit/test_planner_distinct.py), for a
+    fraction of the work."""
     cluster = hardware.cluster(num_gpus)
+    model, training = workload.model, workload.training
     plans = enumerate_plans(
-        workload.model,
+        model,
         num_gpus,
         global_batch=workload.global_batch,
-        seq_len=workload.training.seq_len,
+        seq_len=training.seq_len,
         space=space,
     )
     if len(plans) == 0:
@@ -263,33 +391,32 @@ def search_count(
             nearest_faster_unfit=None,
             min_memory_gib=None,
         )
-    est = estimate_batch(workload.model, cluster, workload.training, plans, profile)
-    tps = np.asarray(est.tokens_per_s, dtype=float)
-    memory = np.asarray(est.memory_per_gpu_bytes, dtype=float)
+    # an A100 has no FP8, a V100 no BF16: refused before any pricing, as estimate_batch does
+    cluster.pace_device.peak(training.precision)
+    memory = _memory(model, training, plans, profile)
     # Never recommend a plan at the edge of memory: it must fit the budget, not the card.
     capacity = min(cluster.device.memory_bytes, cluster.pace_device.memory_bytes)
     budget = memory_budget_bytes(capacity, profile)
-    fits = np.asarray(est.fits, dtype=bool) & (memory <= budget)
-    key = _preference(plans, tps, fits)
-    top = _best_layouts(plans, key, np.flatnonzero(fits), top_k)
-    unfit = None
-    target = tps[top[0]] * 1.01 if top.size else 0.0
-    faster = np.flatnonzero(~fits & (tps > target))
-    if faster.size:
-        unfit = _priced(
-            plans,
-            est,
-            int(faster[np.argmin(memory[faster])]),
-            cluster,
-            workload.model,
-            profile,
-            fits,
-        )
+    fits = (memory <= capacity) & (memory <= budget)
+    fit = np.flatnonzero(fits)
+    top: tuple[PricedPlan, ...] = ()
+    target = 0.0
+    if fit.size:
+        fitting = plans.take(fit)
+        stepped = _Stepped.of(workload, cluster, profile, fitting, memory[fit])
+        tps = stepped.tokens_per_s
+        key = _preference(fitting, tps, np.ones(fit.size, dtype=bool))
+        best = _best_layouts(fitting, key, top_k, _variants(plans))
+        top = tuple(stepped.priced(int(i), cluster, model, profile, True) for i in best)
+        target = tps[best[0]] * 1.01
+    unfit = _nearest_faster_unfit(
+        workload, cluster, profile, plans, memory, np.flatnonzero(~fits), target
+    )
     return CountResult(
         num_gpus=num_gpus,
         evaluated=len(plans),
-        fitting=int(fits.sum()),
-        top=tuple(_priced(plans, est, int(i), cluster, workload.model, profile, fits) for i in top),
+        fitting=int(fit.size),
+        top=top,
         nearest_faster_unfit=unfit,
         min_memory_gib=float(memory.min()) / GIB,
         memory_budget_gib=budget / GIB,
