@@ -35,8 +35,10 @@ from gpuscale.planner import defaults  # noqa: E402
 from gpuscale.planner.enumerate import enumerate_plans  # noqa: E402
 from gpuscale.planner.scale import scale  # noqa: E402
 from gpuscale.planner.search import Hardware, Workload, search_count  # noqa: E402
+from gpuscale.planner.search import _ceiling as search_ceiling  # noqa: E402
 from gpuscale.planner.search import _memory as search_memory  # noqa: E402
-from gpuscale.planner.search import _Stepped as Stepped  # noqa: E402
+from gpuscale.planner.search import _top_layouts as top_layouts  # noqa: E402
+from gpuscale.planner.search import _variants as search_variants  # noqa: E402
 from gpuscale.specs import PlanBatch, Training  # noqa: E402
 
 # (model, GPU, GPU count): a dense GQA model at three scales and a mixture of experts.
@@ -92,19 +94,28 @@ def measure_case(model_id: str, gpu: str, n: int, repeat: int) -> dict[str, floa
     capacity = min(cluster.device.memory_bytes, cluster.pace_device.memory_bytes)
     fit = np.flatnonzero(memory <= memory_budget_bytes(capacity, profile))
     fitting = plans.take(fit)
+    variants = search_variants(plans)
+    found = top_layouts(workload, cluster, profile, fitting, memory[fit], 5, variants)
     parts = {
         "enumerate": _best_of(repeat, enumerate_),
         "memory (all)": _best_of(repeat, lambda: search_memory(model, training, plans, profile)),
-        "step (fitting)": _best_of(
-            repeat, lambda: Stepped.of(workload, cluster, profile, fitting, memory[fit])
+        "ceilings (fitting)": _best_of(
+            repeat, lambda: search_ceiling(workload, cluster, profile, fitting)
+        ),
+        "top layouts": _best_of(
+            repeat,
+            lambda: top_layouts(workload, cluster, profile, fitting, memory[fit], 5, variants),
         ),
     }
+    # the ceilings are part of the top-layout search
+    parts["top layouts"] = max(parts["top layouts"] - parts["ceilings (fitting)"], 0.0)
     total = _best_of(repeat, lambda: search_count(workload, hardware, profile, n))
-    parts["rank + unfit + explain"] = max(total - sum(parts.values()), 0.0)
+    parts["unfit + explain"] = max(total - sum(parts.values()), 0.0)
     return {
         "case": f"{model_id} on {n} x {gpu}",
         "candidates": len(plans),
         "fitting": len(fitting),
+        "stepped": sum(len(index) for index, _ in found.rounds),
         "seconds": total,
         "per_s": len(plans) / total,
         **{f"s_{k.strip()}": v for k, v in parts.items()},
@@ -145,17 +156,22 @@ def main() -> int:
             json.dumps({"cases": cases, "overall_per_s": overall, "scale_405b_4096": big}, indent=2)
         )
         return 0
-    print(f"{'case':<34}{'plans':>8}{'ms':>8}{'plans/s':>12}   time split (ms)")
+    print(
+        f"{'case':<34}{'plans':>8}{'fit':>8}{'stepped':>8}{'ms':>8}{'plans/s':>12}"
+        "   time split (ms)"
+    )
     for c in cases:
         split = "  ".join(
             f"{k[2:]} {1e3 * float(v):.1f}" for k, v in c.items() if k.startswith("s_")
         )
         print(
-            f"{c['case']:<34}{c['candidates']:>8,}{1e3 * float(c['seconds']):>8.1f}"
+            f"{c['case']:<34}{c['candidates']:>8,}{c['fitting']:>8,}{c['stepped']:>8,}"
+            f"{1e3 * float(c['seconds']):>8.1f}"
             f"{float(c['per_s']):>12,.0f}   {split}"
         )
     share = statistics.fmean(
-        (float(c["s_memory (all)"]) + float(c["s_step (fitting)"])) / float(c["seconds"])
+        (float(c["s_memory (all)"]) + float(c["s_ceilings (fitting)"]) + float(c["s_top layouts"]))
+        / float(c["seconds"])
         for c in cases
     )
     print(

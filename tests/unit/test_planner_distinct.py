@@ -16,38 +16,43 @@ import pytest
 from gpuscale import catalog
 from gpuscale.costmodel import distinct
 from gpuscale.costmodel.memory import memory_budget_bytes
-from gpuscale.costmodel.profile import load_profile
-from gpuscale.costmodel.step import estimate_batch
+from gpuscale.costmodel.profile import Profile, load_profile
+from gpuscale.costmodel.step import estimate_batch, step_time_floor_s
 from gpuscale.planner import defaults, search
 from gpuscale.planner.enumerate import enumerate_plans
 from gpuscale.planner.search import CountResult, Hardware, Workload, search_count
 from gpuscale.specs import Training
 
 CASES = [
-    ("llama3.1-8b", "h100-sxm", 64, {}),
-    ("llama3.1-8b", "h100-sxm", 16, {"precision": "fp8"}),
-    ("mixtral-8x7b", "h100-sxm", 64, {}),
-    ("llama3.1-70b", "a100-sxm-80gb", 128, {"selective_policy": "layer"}),
-    ("llama3.1-70b", "h100-sxm", 32, {"finetune": "lora"}),
+    ("llama3.1-8b", "h100-sxm", 64, {}, "generic"),
+    ("llama3.1-8b", "h100-sxm", 16, {"precision": "fp8"}, "generic"),
+    ("mixtral-8x7b", "h100-sxm", 64, {}, "generic"),
+    ("llama3.1-70b", "a100-sxm-80gb", 128, {"selective_policy": "layer"}, "generic"),
+    ("llama3.1-70b", "h100-sxm", 32, {"finetune": "lora"}, "generic"),
+    ("llama3.1-8b", "h100-sxm", 64, {"seq_len": 32768}, "torchtitan"),
+    ("llama3.1-70b", "h100-sxm", 128, {}, "megatron"),
+    ("llama3.1-8b", "a100-sxm-80gb", 32, {"offload_optimizer": True}, "deepspeed"),
 ]
 
 
 def _workload(model_id: str, training: dict[str, object]) -> Workload:
     model = catalog.model(model_id)
-    seq = int(defaults.seq_len(model).value)
+    options = dict(training)
+    seq = int(options.pop("seq_len", defaults.seq_len(model).value))  # type: ignore[call-overload]
     return Workload(
         model=model,
-        training=Training(seq_len=seq, **training),  # type: ignore[arg-type]
+        training=Training(seq_len=seq, **options),  # type: ignore[arg-type]
         global_batch=int(defaults.global_batch(model, seq).value),
         tokens=float(defaults.tokens_to_train(model).value),
     )
 
 
-def _reference(workload: Workload, hardware: Hardware, num_gpus: int, top_k: int) -> CountResult:
+def _reference(
+    workload: Workload, hardware: Hardware, profile: Profile, num_gpus: int, top_k: int
+) -> CountResult:
     """Every plan priced in full, one by one as far as numpy is concerned (no grouping), then
     ranked by the definition: fastest fitting plan of each layout, best first; of the unfit
     plans faster than the winner by 1%, the one needing the least memory."""
-    profile = load_profile("generic")
     cluster = hardware.cluster(num_gpus)
     model, training = workload.model, workload.training
     plans = enumerate_plans(
@@ -88,24 +93,31 @@ def _reference(workload: Workload, hardware: Hardware, num_gpus: int, top_k: int
     )
 
 
-@pytest.mark.parametrize(("model", "gpu", "n", "training"), CASES)
-@pytest.mark.parametrize(("unfit_batch", "chunk"), [(search.UNFIT_BATCH, search.CHUNK), (7, 1000)])
+@pytest.mark.parametrize(("model", "gpu", "n", "training", "profile"), CASES)
+@pytest.mark.parametrize(
+    ("unfit_batch", "chunk", "first_round"),
+    [(search.UNFIT_BATCH, search.CHUNK, search.FIRST_ROUND), (7, 1000, 3)],
+)
 def test_search_count_is_the_answer_of_pricing_every_plan(
     model: str,
     gpu: str,
     n: int,
     training: dict[str, object],
+    profile: str,
     unfit_batch: int,
     chunk: int,
+    first_round: int,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # 7 plans per round forces the nearest-unfit search through many rounds of growing memory;
-    # 1000 plans per cost-model call, through many chunks.
+    # 1000 plans per cost-model call, through many chunks; 3 top-ceiling plans first, through
+    # more rounds of the top-layout search.
     monkeypatch.setattr(search, "UNFIT_BATCH", unfit_batch)
     monkeypatch.setattr(search, "CHUNK", chunk)
-    workload, hardware = _workload(model, training), Hardware(gpu=gpu)
-    fast = search_count(workload, hardware, load_profile("generic"), n, top_k=5)
-    slow = _reference(workload, hardware, n, 5)
+    monkeypatch.setattr(search, "FIRST_ROUND", first_round)
+    workload, hardware, prof = _workload(model, training), Hardware(gpu=gpu), load_profile(profile)
+    fast = search_count(workload, hardware, prof, n, top_k=5)
+    slow = _reference(workload, hardware, prof, n, 5)
     assert fast.top, "every case has a fitting plan"
     # repr spells every float exactly: the same plans with the same bits
     assert repr(fast) == repr(slow)
@@ -113,23 +125,23 @@ def test_search_count_is_the_answer_of_pricing_every_plan(
 
 def test_the_cases_exercise_the_unfit_search() -> None:
     found = [
-        search_count(_workload(m, t), Hardware(gpu=g), load_profile("generic"), n)
-        for m, g, n, t in CASES
+        search_count(_workload(m, t), Hardware(gpu=g), load_profile(p), n)
+        for m, g, n, t, p in CASES
     ]
     assert any(r.nearest_faster_unfit is not None for r in found)
     assert any(r.fitting < r.evaluated for r in found)
 
 
-@pytest.mark.parametrize(("model", "gpu", "n", "training"), CASES)
+@pytest.mark.parametrize(("model", "gpu", "n", "training", "profile_name"), CASES)
 def test_grouped_layer_math_is_bitwise_the_per_plan_math(
-    model: str, gpu: str, n: int, training: dict[str, object]
+    model: str, gpu: str, n: int, training: dict[str, object], profile_name: str
 ) -> None:
     workload = _workload(model, training)
     cluster = Hardware(gpu=gpu).cluster(n)
     plans = enumerate_plans(
         workload.model, n, global_batch=workload.global_batch, seq_len=workload.training.seq_len
     )
-    profile = load_profile("generic")
+    profile = load_profile(profile_name)
     assert distinct.grouping(plans, distinct.COMPUTE_COLUMNS) is not None, "grouping is used"
     grouped = estimate_batch(workload.model, cluster, workload.training, plans, profile)
     with distinct.exhaustive():
@@ -137,6 +149,38 @@ def test_grouped_layer_math_is_bitwise_the_per_plan_math(
     for field in dataclasses.fields(grouped):
         a, b = getattr(grouped, field.name), getattr(each, field.name)
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), field.name
+
+
+TRAININGS = [
+    {},
+    {"precision": "fp8"},
+    {"selective_policy": "op"},
+    {"finetune": "qlora"},
+    {"offload_optimizer": True},
+    {"cuda_graphs": True},
+    {"reshard_after_forward": False},
+]
+
+
+@pytest.mark.parametrize("profile_name", ["generic", "torchtitan", "megatron", "deepspeed"])
+@pytest.mark.parametrize("training", TRAININGS)
+def test_the_step_never_falls_below_its_floor(
+    profile_name: str, training: dict[str, object]
+) -> None:
+    """The planner skips plans by their ceiling: the floor must hold for every plan."""
+    profile = load_profile(profile_name)
+    for model_id, gpu, n in (("mixtral-8x7b", "h100-sxm", 32), ("llama3.1-70b", "h100-sxm", 64)):
+        workload = _workload(model_id, training)
+        cluster = Hardware(gpu=gpu).cluster(n)
+        plans = enumerate_plans(
+            workload.model, n, global_batch=workload.global_batch, seq_len=workload.training.seq_len
+        )
+        est = estimate_batch(workload.model, cluster, workload.training, plans, profile)
+        floor = step_time_floor_s(workload.model, cluster, workload.training, plans, profile)
+        assert np.all(floor > 0)
+        assert np.all(est.step_time_s >= floor)
+        # the floor is a real bound, not a zero: the math is most of a good plan's step
+        assert float(np.max(floor / est.step_time_s)) > 0.5
 
 
 def test_per_distinct_broadcasts_each_group_to_its_plans() -> None:

@@ -234,6 +234,7 @@ def estimate_batch(
     fixed = other
     other = other + m * host_mb  # the bubble's share of the host time stays in ``bubble``
 
+    # Every term added to the pipeline's math is >= 0: step_time_floor_s relies on it.
     step = pipeline + comm.dp_step + optimizer + data + checkpoint + fixed
     tokens_per_s = tokens_per_step / step
     num_gpus = plans.num_gpus.astype(float)
@@ -272,6 +273,23 @@ def estimate_batch(
         num_gpus=num_gpus,
         layers_per_stage=mb.layers_per_stage,
     )
+
+
+def step_time_floor_s(
+    model: ModelSpec, cluster: Cluster, training: Training, plans: PlanBatch, profile: Profile
+) -> np.ndarray:
+    """A floor under :func:`estimate_batch`'s ``step_time_s``, from the math alone: ``m``
+    micro-batches of compute, the bubble that compute leaves, and the fixed per-step overhead,
+    each computed as ``estimate_batch`` computes it but without the communication and host
+    time of a micro-batch. Every other term of the step is non-negative and IEEE rounding is
+    monotone, so ``step_time_s >= step_time_floor_s`` bit for bit: the planner prices the step
+    in full only for plans whose ceiling (``tokens / floor``) can still reach its top plans."""
+    device = cluster.pace_device
+    mb = stage_compute(model, plans, _compute_deduplicated(model, device, training, plans, profile))
+    m = plans.num_microbatches.astype(float)
+    compute_mb = mb.forward_s + mb.backward_s
+    others = np.maximum(mb.all_stages_s - compute_mb, 0.0) / np.maximum(compute_mb, 1e-30)
+    return m * compute_mb + others / plans.vp * compute_mb + profile.const("step_overhead_s")
 
 
 def estimate_plan(

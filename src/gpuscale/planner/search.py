@@ -1,7 +1,8 @@
 """Price every candidate plan with the cost model, drop what does not fit, rank, explain.
 
-One GPU count is one vectorized pass: :func:`enumerate_plans` builds the candidates as arrays,
-:func:`estimate_batch` prices them all at once, and only the few best become Python objects.
+One GPU count is a few vectorized passes: :func:`enumerate_plans` builds the candidates as
+arrays, the memory model prices them all, the step model prices those whose answer can matter
+(a floor from the math alone bounds the rest), and only the few best become Python objects.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from gpuscale.costmodel.memory import (
     training_memory,
 )
 from gpuscale.costmodel.profile import Profile
-from gpuscale.costmodel.step import StepEstimate, estimate_batch
+from gpuscale.costmodel.step import StepEstimate, estimate_batch, step_time_floor_s
 from gpuscale.costmodel.uncertainty import band_for
 from gpuscale.errors import InputError, require
 from gpuscale.planner.enumerate import SearchSpace, enumerate_plans
@@ -319,6 +320,94 @@ def _memory(model: ModelSpec, training: Training, plans: PlanBatch, profile: Pro
     )
 
 
+CEILING_SLACK = 1e-9
+"""Relative slack on :func:`_ceiling`: a plan is skipped only when even its ceiling raised by
+this share cannot reach the bar (guards the floor's non-negative terms against rounding)."""
+
+FIRST_ROUND = 1024
+"""Fitting plans with the highest ceilings priced first; each later round prices every plan
+whose ceiling can still reach the top plans found so far."""
+
+
+def _ceiling(
+    workload: Workload, cluster: Cluster, profile: Profile, plans: PlanBatch
+) -> np.ndarray:
+    """Tokens/s no plan can exceed (:func:`~gpuscale.costmodel.step.step_time_floor_s`), with
+    :data:`CEILING_SLACK`, :data:`CHUNK` plans at a time."""
+    model, training = workload.model, workload.training
+    parts = []
+    for i in range(0, len(plans), CHUNK):
+        batch = plans.take(slice(i, i + CHUNK))
+        floor = step_time_floor_s(model, cluster, training, batch, profile)
+        parts.append(batch.global_batch * float(training.seq_len) / floor)
+    return np.concatenate(parts) * (1.0 + CEILING_SLACK)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Top:
+    """The best layouts of the fitting plans and what locates their estimates."""
+
+    best: np.ndarray
+    """Indices into the fitting plans, best first."""
+    tokens_per_s: np.ndarray
+    """Of every fitting plan; exact where priced, 0 elsewhere."""
+    rounds: tuple[tuple[np.ndarray, _Stepped], ...]
+    """Each round's fitting-plan indices (ascending) and their estimates."""
+
+    def priced(
+        self, i: int, cluster: Cluster, model: ModelSpec, profile: Profile, fits: bool
+    ) -> PricedPlan:
+        for index, stepped in self.rounds:
+            j = int(np.searchsorted(index, i))
+            if j < index.size and index[j] == i:
+                return stepped.priced(j, cluster, model, profile, fits)
+        raise KeyError(i)
+
+
+def _top_layouts(
+    workload: Workload,
+    cluster: Cluster,
+    profile: Profile,
+    fitting: PlanBatch,
+    memory: np.ndarray,
+    top_k: int,
+    variants: int,
+) -> _Top:
+    """The ``top_k`` best layouts of ``fitting`` (plans that fit, ``memory`` theirs), as
+    :func:`_best_layouts` ranks them over every fitting plan, pricing the step only where it
+    can matter. A plan is skipped when its ceiling is below ``top * (1 - (s + 2) / 1e6)``,
+    with ``top`` the fastest plan and ``s`` the rounded slowness of the ``k``-th layout's best
+    plan (:func:`_preference`): its slowness then rounds at least two steps above ``s``, so its
+    key sorts after every chosen plan, and no skipped plan can be faster than ``top``."""
+    ceiling = _ceiling(workload, cluster, profile, fitting)
+    n = len(fitting)
+    tps = np.zeros(n)
+    done = np.zeros(n, dtype=bool)
+    if n > FIRST_ROUND:
+        take = ceiling >= np.partition(ceiling, n - FIRST_ROUND)[n - FIRST_ROUND]
+    else:
+        take = np.ones(n, dtype=bool)
+    rounds = []
+    best = np.zeros(0, dtype=np.int64)
+    while take.any():
+        index = np.flatnonzero(take)
+        stepped = _Stepped.of(workload, cluster, profile, fitting.take(index), memory[index])
+        tps[index] = stepped.tokens_per_s
+        rounds.append((index, stepped))
+        done |= take
+        priced = np.flatnonzero(done)
+        batch = fitting.take(priced)
+        key = _preference(batch, tps[priced], np.ones(priced.size, dtype=bool))
+        chosen = _best_layouts(batch, key, top_k, variants)
+        best = priced[chosen]
+        bar = -np.inf
+        if chosen.size == top_k:
+            slowness = int(key[chosen[-1]] >> 32)
+            bar = float(tps[priced].max()) * (1.0 - (slowness + 2) * 1e-6)
+        take = ~done & (ceiling >= bar)
+    return _Top(best=best, tokens_per_s=tps, rounds=tuple(rounds))
+
+
 def _nearest_faster_unfit(
     workload: Workload,
     cluster: Cluster,
@@ -350,6 +439,10 @@ def _nearest_faster_unfit(
             continue
         done |= take
         index = unfit[take]
+        # only a plan whose ceiling beats the target can be faster than it
+        index = index[_ceiling(workload, cluster, profile, plans.take(index)) > target]
+        if index.size == 0:
+            continue
         stepped = _Stepped.of(workload, cluster, profile, plans.take(index), memory[index])
         faster = np.flatnonzero(stepped.tokens_per_s > target)
         if faster.size:
@@ -369,10 +462,11 @@ def search_count(
 ) -> CountResult:
     """Enumerate, price and rank every plan on exactly ``num_gpus`` GPUs.
 
-    Memory is priced for every plan first; the step only for the plans that fit, and for those
-    that do not only as far as the nearest faster one needs (:func:`_nearest_faster_unfit`):
-    the same answer as pricing every plan in full (tests/unit/test_planner_distinct.py), for a
-    fraction of the work."""
+    Memory is priced for every plan; the step in full only where it can change the answer:
+    for fitting plans whose ceiling (the step's floor from the math alone) can still reach the
+    top layouts (:func:`_top_layouts`), and for the others as far as the nearest faster one
+    needs (:func:`_nearest_faster_unfit`). The answer is the one of pricing every plan in full
+    (tests/unit/test_planner_distinct.py), for a fraction of the work."""
     cluster = hardware.cluster(num_gpus)
     model, training = workload.model, workload.training
     plans = enumerate_plans(
@@ -402,13 +496,11 @@ def search_count(
     top: tuple[PricedPlan, ...] = ()
     target = 0.0
     if fit.size:
-        fitting = plans.take(fit)
-        stepped = _Stepped.of(workload, cluster, profile, fitting, memory[fit])
-        tps = stepped.tokens_per_s
-        key = _preference(fitting, tps, np.ones(fit.size, dtype=bool))
-        best = _best_layouts(fitting, key, top_k, _variants(plans))
-        top = tuple(stepped.priced(int(i), cluster, model, profile, True) for i in best)
-        target = tps[best[0]] * 1.01
+        found = _top_layouts(
+            workload, cluster, profile, plans.take(fit), memory[fit], top_k, _variants(plans)
+        )
+        top = tuple(found.priced(int(i), cluster, model, profile, True) for i in found.best)
+        target = found.tokens_per_s[found.best[0]] * 1.01
     unfit = _nearest_faster_unfit(
         workload, cluster, profile, plans, memory, np.flatnonzero(~fits), target
     )
