@@ -275,6 +275,26 @@ def estimate_batch(
     )
 
 
+STEP_FLOOR_COLUMNS: tuple[str, ...] = (
+    "tp",
+    "pp",
+    "cp",
+    "dp",
+    "ep",
+    "vp",
+    "micro_batch",
+    "recompute",
+    "global_batch",
+    "sequence_parallel",
+    "first_stage_layers",
+    "last_stage_layers",
+    "embedding_in_split",
+    "loss_in_split",
+)
+"""Every plan field :func:`step_time_floor_s` reads (all but the ZeRO stage), for
+:func:`~gpuscale.costmodel.distinct.per_distinct`."""
+
+
 def step_time_floor_s(
     model: ModelSpec, cluster: Cluster, training: Training, plans: PlanBatch, profile: Profile
 ) -> np.ndarray:

@@ -16,13 +16,19 @@ from typing import Any
 import numpy as np
 
 from gpuscale import catalog
+from gpuscale.costmodel.distinct import per_distinct
 from gpuscale.costmodel.memory import (
     headroom_assumption,
     memory_budget_bytes,
     training_memory,
 )
 from gpuscale.costmodel.profile import Profile
-from gpuscale.costmodel.step import StepEstimate, estimate_batch, step_time_floor_s
+from gpuscale.costmodel.step import (
+    STEP_FLOOR_COLUMNS,
+    StepEstimate,
+    estimate_batch,
+    step_time_floor_s,
+)
 from gpuscale.costmodel.uncertainty import band_for
 from gpuscale.errors import InputError, require
 from gpuscale.planner.enumerate import SearchSpace, enumerate_plans
@@ -334,14 +340,19 @@ def _ceiling(
     workload: Workload, cluster: Cluster, profile: Profile, plans: PlanBatch
 ) -> np.ndarray:
     """Tokens/s no plan can exceed (:func:`~gpuscale.costmodel.step.step_time_floor_s`), with
-    :data:`CEILING_SLACK`, :data:`CHUNK` plans at a time."""
+    :data:`CEILING_SLACK`, :data:`CHUNK` distinct plans at a time."""
     model, training = workload.model, workload.training
-    parts = []
-    for i in range(0, len(plans), CHUNK):
-        batch = plans.take(slice(i, i + CHUNK))
-        floor = step_time_floor_s(model, cluster, training, batch, profile)
-        parts.append(batch.global_batch * float(training.seq_len) / floor)
-    return np.concatenate(parts) * (1.0 + CEILING_SLACK)
+
+    def ceiling(batch: PlanBatch) -> np.ndarray:
+        parts = []
+        for i in range(0, len(batch), CHUNK):
+            chunk = batch.take(slice(i, i + CHUNK))
+            floor = step_time_floor_s(model, cluster, training, chunk, profile)
+            parts.append(chunk.global_batch * float(training.seq_len) / floor)
+        return np.concatenate(parts) * (1.0 + CEILING_SLACK)
+
+    # The floor ignores the ZeRO stage: price it once per distinct rest of the plan.
+    return per_distinct(plans, STEP_FLOOR_COLUMNS, ceiling)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
