@@ -391,13 +391,14 @@ def _top_layouts(
     with ``top`` the fastest plan and ``s`` the rounded slowness of the ``k``-th layout's best
     plan (:func:`_preference`): its slowness then rounds at least two steps above ``s``, so its
     key sorts after every chosen plan, and no skipped plan can be faster than ``top``."""
-    ceiling = _ceiling(workload, cluster, profile, fitting)
     n = len(fitting)
     tps = np.zeros(n)
     done = np.zeros(n, dtype=bool)
-    if n > FIRST_ROUND:
+    if n > 2 * FIRST_ROUND:
+        ceiling = _ceiling(workload, cluster, profile, fitting)
         take = ceiling >= np.partition(ceiling, n - FIRST_ROUND)[n - FIRST_ROUND]
-    else:
+    else:  # few enough to price at once: ceilings would cost about what they save
+        ceiling = np.full(n, np.inf)
         take = np.ones(n, dtype=bool)
     rounds = []
     best = np.zeros(0, dtype=np.int64)
@@ -451,10 +452,11 @@ def _nearest_faster_unfit(
             continue
         done |= take
         index = unfit[take]
-        # only a plan whose ceiling beats the target can be faster than it
-        index = index[_ceiling(workload, cluster, profile, plans.take(index)) > target]
-        if index.size == 0:
-            continue
+        if index.size > 2 * UNFIT_BATCH:
+            # only a plan whose ceiling beats the target can be faster than it
+            index = index[_ceiling(workload, cluster, profile, plans.take(index)) > target]
+            if index.size == 0:
+                continue
         stepped = _Stepped.of(workload, cluster, profile, plans.take(index), memory[index])
         faster = np.flatnonzero(stepped.tokens_per_s > target)
         if faster.size:
