@@ -20,7 +20,12 @@ from gpuscale.costmodel.communication import (
     params_per_gpu,
     trainable_fraction,
 )
-from gpuscale.costmodel.compute import LayerCompute, layer_compute, stage_compute
+from gpuscale.costmodel.compute import (
+    LayerCompute,
+    MicrobatchCompute,
+    layer_compute,
+    stage_compute,
+)
 from gpuscale.costmodel.distinct import COMPUTE_COLUMNS, per_distinct
 from gpuscale.costmodel.flops import model_flops_per_token
 from gpuscale.costmodel.params import total_params
@@ -131,6 +136,20 @@ def _memory_bytes(
     return np.asarray(training_memory(model, training, plans, profile=profile).total, dtype=float)
 
 
+def pipeline_bubble_s(
+    mb: MicrobatchCompute, plans: PlanBatch, t_microbatch: np.ndarray
+) -> np.ndarray:
+    """Bubble of one step when a micro-batch takes ``t_microbatch`` on the slowest rank.
+
+    1F1B with stages of unequal time: m micro-batches at the slowest stage's pace plus one
+    pass through the others, (sum_i t_i - t_max), divided by v when interleaved (Narayanan et
+    al. 2021, Sec. 2.2: (p-1)/v * t for equal stages). Non-decreasing in ``t_microbatch``
+    (:func:`step_time_floor_s` relies on it)."""
+    compute_mb = mb.forward_s + mb.backward_s
+    others = np.maximum(mb.all_stages_s - compute_mb, 0.0) / np.maximum(compute_mb, 1e-30)
+    return others / plans.vp * t_microbatch
+
+
 def _compute_deduplicated(
     model: ModelSpec, device: Device, training: Training, plans: PlanBatch, profile: Profile
 ) -> LayerCompute:
@@ -177,11 +196,7 @@ def estimate_batch(
     # 'Asynchronous Concurrent Execution': the variable makes launches synchronous).
     host_mb = mb.layers_per_stage * blocking_host_s_per_layer(profile)
     t_mb = compute_mb + per_mb_comm + host_mb
-    # 1F1B with stages of unequal time: m micro-batches at the slowest stage's pace plus one
-    # pass through the others, (sum_i t_i - t_max), divided by v when interleaved (Narayanan et
-    # al. 2021, Sec. 2.2: (p-1)/v * t for equal stages).
-    others = np.maximum(mb.all_stages_s - compute_mb, 0.0) / np.maximum(compute_mb, 1e-30)
-    bubble = others / plans.vp * t_mb
+    bubble = pipeline_bubble_s(mb, plans, t_mb)
 
     # Optimizer: a memory-bound sweep over the parameters this GPU owns (sharded by ZeRO >= 1).
     # ZeRO shards dense weights' state over dp*cp ranks and experts' over dp*cp/ep.
@@ -299,17 +314,19 @@ def step_time_floor_s(
     model: ModelSpec, cluster: Cluster, training: Training, plans: PlanBatch, profile: Profile
 ) -> np.ndarray:
     """A floor under :func:`estimate_batch`'s ``step_time_s``, from the math alone: ``m``
-    micro-batches of compute, the bubble that compute leaves, and the fixed per-step overhead,
-    each computed as ``estimate_batch`` computes it but without the communication and host
-    time of a micro-batch. Every other term of the step is non-negative and IEEE rounding is
+    micro-batches of compute, the bubble that compute leaves (:func:`pipeline_bubble_s`), and
+    the fixed per-step overhead, each computed as ``estimate_batch`` computes it but without
+    the communication and host time of a micro-batch. Every other term of the step is
+    non-negative, the bubble does not shrink as a micro-batch gets longer, and IEEE rounding is
     monotone, so ``step_time_s >= step_time_floor_s`` bit for bit: the planner prices the step
-    in full only for plans whose ceiling (``tokens / floor``) can still reach its top plans."""
+    in full only for plans whose ceiling (``tokens / floor``) can still reach its top plans
+    (tests/unit/test_planner_distinct.py checks the floor on every enumerated plan)."""
     device = cluster.pace_device
     mb = stage_compute(model, plans, _compute_deduplicated(model, device, training, plans, profile))
     m = plans.num_microbatches.astype(float)
     compute_mb = mb.forward_s + mb.backward_s
-    others = np.maximum(mb.all_stages_s - compute_mb, 0.0) / np.maximum(compute_mb, 1e-30)
-    return m * compute_mb + others / plans.vp * compute_mb + profile.const("step_overhead_s")
+    bubble = pipeline_bubble_s(mb, plans, compute_mb)
+    return m * compute_mb + bubble + profile.const("step_overhead_s")
 
 
 def estimate_plan(
