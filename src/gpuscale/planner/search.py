@@ -266,8 +266,8 @@ result."""
 
 UNFIT_BATCH = 1024
 """Plans that do not fit priced in the first round of the search for the nearest faster one
-(each further round doubles the count; the benchmark cases find it among the first 200-2,500
-by memory)."""
+(each further round doubles the count; the benchmark cases find it among the first 2,500 by
+memory)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -351,8 +351,10 @@ def _ceiling(
             parts.append(chunk.global_batch * float(training.seq_len) / floor)
         return np.concatenate(parts) * (1.0 + CEILING_SLACK)
 
-    # The floor ignores the ZeRO stage: price it once per distinct rest of the plan.
-    return per_distinct(plans, STEP_FLOOR_COLUMNS, ceiling)
+    # The floor ignores the ZeRO stage: price it once per distinct rest of the plan. A plan
+    # without a finite floor has no ceiling (it is always priced).
+    found = per_distinct(plans, STEP_FLOOR_COLUMNS, ceiling)
+    return np.where(np.isnan(found), np.inf, found)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
