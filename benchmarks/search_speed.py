@@ -4,9 +4,12 @@ goes, and the wall time of ``scale`` for Llama 3.1 405B up to 4096 H100s.
     python benchmarks/search_speed.py [--repeat 5] [--json]
 
 Times are CPU seconds of this process (best of ``--repeat``), so a busy machine does not
-distort them; the scale run also reports wall time. "Evaluated" means enumerated, priced by the full cost model (compute, communication, memory)
-and ranked: everything ``gpuscale plan`` does per candidate. The process is pinned to one CPU
-and BLAS/OpenMP threads are set to 1 before numpy loads. Targets (issue 3): >= 1,000,000
+distort them; the scale run also reports wall time. "Evaluated" means everything ``gpuscale
+plan`` does per candidate: enumerated, its memory priced, and, when it fits the budget, its step
+priced by the full cost model (compute, communication, bubble, optimizer) and ranked. Plans that
+do not fit are step-priced only as far as the nearest faster one needs (planner/search.py); the
+answer is the one of pricing every plan in full (tests/unit/test_planner_distinct.py). The
+process is pinned to one CPU and BLAS/OpenMP threads are set to 1 before numpy loads. Targets (issue 3): >= 1,000,000
 candidates/s; the 405B scale run under 2 s.
 """
 
@@ -23,17 +26,20 @@ import statistics  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 
+import numpy as np  # noqa: E402
+
 from gpuscale import catalog  # noqa: E402
-from gpuscale.costmodel.communication import communication  # noqa: E402
-from gpuscale.costmodel.compute import microbatch_compute  # noqa: E402
-from gpuscale.costmodel.memory import training_memory  # noqa: E402
+from gpuscale.costmodel.memory import memory_budget_bytes  # noqa: E402
 from gpuscale.costmodel.profile import load_profile  # noqa: E402
-from gpuscale.costmodel.step import estimate_batch  # noqa: E402
 from gpuscale.planner import defaults  # noqa: E402
 from gpuscale.planner.enumerate import enumerate_plans  # noqa: E402
 from gpuscale.planner.scale import scale  # noqa: E402
 from gpuscale.planner.search import Hardware, Workload, search_count  # noqa: E402
-from gpuscale.specs import Training  # noqa: E402
+from gpuscale.planner.search import _ceiling as search_ceiling  # noqa: E402
+from gpuscale.planner.search import _memory as search_memory  # noqa: E402
+from gpuscale.planner.search import _top_layouts as top_layouts  # noqa: E402
+from gpuscale.planner.search import _variants as search_variants  # noqa: E402
+from gpuscale.specs import PlanBatch, Training  # noqa: E402
 
 # (model, GPU, GPU count): a dense GQA model at three scales and a mixture of experts.
 CASES = (
@@ -78,31 +84,38 @@ def measure_case(model_id: str, gpu: str, n: int, repeat: int) -> dict[str, floa
     cluster = hardware.cluster(n)
     model, training = workload.model, workload.training
 
-    def enumerate_() -> object:
+    def enumerate_() -> PlanBatch:
         return enumerate_plans(
             model, n, global_batch=workload.global_batch, seq_len=training.seq_len
         )
 
-    plans = enumerate_plans(model, n, global_batch=workload.global_batch, seq_len=training.seq_len)
-    mb = microbatch_compute(model, cluster.pace_device, training, plans, profile)
+    plans = enumerate_()
+    memory = search_memory(model, training, plans, profile)
+    capacity = min(cluster.device.memory_bytes, cluster.pace_device.memory_bytes)
+    fit = np.flatnonzero(memory <= memory_budget_bytes(capacity, profile))
+    fitting = plans.take(fit)
+    variants = search_variants(plans)
+    found = top_layouts(workload, cluster, profile, fitting, memory[fit], 5, variants)
     parts = {
         "enumerate": _best_of(repeat, enumerate_),
-        "estimate (all)": _best_of(
-            repeat, lambda: estimate_batch(model, cluster, training, plans, profile)
+        "memory (all)": _best_of(repeat, lambda: search_memory(model, training, plans, profile)),
+        "ceilings (fitting)": _best_of(
+            repeat, lambda: search_ceiling(workload, cluster, profile, fitting)
         ),
-        "  compute": _best_of(
-            repeat, lambda: microbatch_compute(model, cluster.pace_device, training, plans, profile)
+        "top layouts": _best_of(
+            repeat,
+            lambda: top_layouts(workload, cluster, profile, fitting, memory[fit], 5, variants),
         ),
-        "  communication": _best_of(
-            repeat, lambda: communication(model, cluster, training, plans, profile, mb)
-        ),
-        "  memory": _best_of(repeat, lambda: training_memory(model, training, plans, profile)),
     }
+    # the ceilings are part of the top-layout search
+    parts["top layouts"] = max(parts["top layouts"] - parts["ceilings (fitting)"], 0.0)
     total = _best_of(repeat, lambda: search_count(workload, hardware, profile, n))
-    parts["rank + explain"] = max(total - parts["enumerate"] - parts["estimate (all)"], 0.0)
+    parts["unfit + explain"] = max(total - sum(parts.values()), 0.0)
     return {
         "case": f"{model_id} on {n} x {gpu}",
         "candidates": len(plans),
+        "fitting": len(fitting),
+        "stepped": sum(len(index) for index, _ in found.rounds),
         "seconds": total,
         "per_s": len(plans) / total,
         **{f"s_{k.strip()}": v for k, v in parts.items()},
@@ -143,16 +156,24 @@ def main() -> int:
             json.dumps({"cases": cases, "overall_per_s": overall, "scale_405b_4096": big}, indent=2)
         )
         return 0
-    print(f"{'case':<34}{'plans':>8}{'ms':>8}{'plans/s':>12}   time split (ms)")
+    print(
+        f"{'case':<34}{'plans':>8}{'fit':>8}{'stepped':>8}{'ms':>8}{'plans/s':>12}"
+        "   time split (ms)"
+    )
     for c in cases:
         split = "  ".join(
             f"{k[2:]} {1e3 * float(v):.1f}" for k, v in c.items() if k.startswith("s_")
         )
         print(
-            f"{c['case']:<34}{c['candidates']:>8,}{1e3 * float(c['seconds']):>8.1f}"
+            f"{c['case']:<34}{c['candidates']:>8,}{c['fitting']:>8,}{c['stepped']:>8,}"
+            f"{1e3 * float(c['seconds']):>8.1f}"
             f"{float(c['per_s']):>12,.0f}   {split}"
         )
-    share = statistics.fmean(float(c["s_estimate (all)"]) / float(c["seconds"]) for c in cases)
+    share = statistics.fmean(
+        (float(c["s_memory (all)"]) + float(c["s_ceilings (fitting)"]) + float(c["s_top layouts"]))
+        / float(c["seconds"])
+        for c in cases
+    )
     print(
         f"overall: {overall:,.0f} candidates/s on one core (target {TARGET_PER_S:,}); "
         f"the cost model takes {100 * share:.0f}% of the time"

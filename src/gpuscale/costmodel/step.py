@@ -7,7 +7,7 @@ Eq. 1-2): ``(m + (p-1)/v) * t_microbatch`` then the data-parallel tail and the o
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,13 @@ from gpuscale.costmodel.communication import (
     params_per_gpu,
     trainable_fraction,
 )
-from gpuscale.costmodel.compute import LayerCompute, layer_compute, stage_compute
+from gpuscale.costmodel.compute import (
+    LayerCompute,
+    MicrobatchCompute,
+    layer_compute,
+    stage_compute,
+)
+from gpuscale.costmodel.distinct import COMPUTE_COLUMNS, per_distinct
 from gpuscale.costmodel.flops import model_flops_per_token
 from gpuscale.costmodel.grad_accumulation import fsdp_accumulation_s
 from gpuscale.costmodel.params import total_params
@@ -131,25 +137,28 @@ def _memory_bytes(
     return np.asarray(training_memory(model, training, plans, profile=profile).total, dtype=float)
 
 
+def pipeline_bubble_s(
+    mb: MicrobatchCompute, plans: PlanBatch, t_microbatch: np.ndarray
+) -> np.ndarray:
+    """Bubble of one step when a micro-batch takes ``t_microbatch`` on the slowest rank.
+
+    1F1B with stages of unequal time: m micro-batches at the slowest stage's pace plus one
+    pass through the others, (sum_i t_i - t_max), divided by v when interleaved (Narayanan et
+    al. 2021, Sec. 2.2: (p-1)/v * t for equal stages). Non-decreasing in ``t_microbatch``
+    (:func:`step_time_floor_s` relies on it)."""
+    compute_mb = mb.forward_s + mb.backward_s
+    others = np.maximum(mb.all_stages_s - compute_mb, 0.0) / np.maximum(compute_mb, 1e-30)
+    return others / plans.vp * t_microbatch
+
+
 def _compute_deduplicated(
     model: ModelSpec, device: Device, training: Training, plans: PlanBatch, profile: Profile
 ) -> LayerCompute:
     """Layer math depends on a few plan fields only; candidate sets repeat each combination
     across pp, dp, ZeRO stage and interleaving, so price each combination once."""
-    columns = [
-        plans.tp,
-        plans.cp,
-        plans.micro_batch,
-        plans.recompute,
-        plans.ep,
-        plans.sequence_parallel.astype(np.int64),
-    ]
-    key = np.ravel_multi_index(columns, [int(c.max()) + 1 for c in columns])
-    unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    if len(unique) == len(plans):
-        return layer_compute(model, device, training, plans, profile)
-    few = layer_compute(model, device, training, plans.take(first), profile)
-    return LayerCompute(**{f.name: getattr(few, f.name)[inverse] for f in fields(few)})
+    return per_distinct(
+        plans, COMPUTE_COLUMNS, lambda p: layer_compute(model, device, training, p, profile)
+    )
 
 
 def estimate_batch(
@@ -191,11 +200,7 @@ def estimate_batch(
     # accumulator in its backward hooks (costmodel/grad_accumulation.py): compute-stream passes.
     accumulate_mb = fsdp_accumulation_s(model, device, training, plans, profile)
     t_mb = compute_mb + per_mb_comm + host_mb + accumulate_mb
-    # 1F1B with stages of unequal time: m micro-batches at the slowest stage's pace plus one
-    # pass through the others, (sum_i t_i - t_max), divided by v when interleaved (Narayanan et
-    # al. 2021, Sec. 2.2: (p-1)/v * t for equal stages).
-    others = np.maximum(mb.all_stages_s - compute_mb, 0.0) / np.maximum(compute_mb, 1e-30)
-    bubble = others / plans.vp * t_mb
+    bubble = pipeline_bubble_s(mb, plans, t_mb)
 
     # Optimizer: a memory-bound sweep over the parameters this GPU owns (sharded by ZeRO >= 1).
     # ZeRO shards dense weights' state over dp*cp ranks and experts' over dp*cp/ep.
@@ -248,6 +253,7 @@ def estimate_batch(
     fixed = other
     other = other + m * host_mb  # the bubble's share of the host time stays in ``bubble``
 
+    # Every term added to the pipeline's math is >= 0: step_time_floor_s relies on it.
     step = pipeline + comm.dp_step + optimizer + data + checkpoint + fixed
     tokens_per_s = tokens_per_step / step
     num_gpus = plans.num_gpus.astype(float)
@@ -286,6 +292,45 @@ def estimate_batch(
         num_gpus=num_gpus,
         layers_per_stage=mb.layers_per_stage,
     )
+
+
+STEP_FLOOR_COLUMNS: tuple[str, ...] = (
+    "tp",
+    "pp",
+    "cp",
+    "dp",
+    "ep",
+    "vp",
+    "micro_batch",
+    "recompute",
+    "global_batch",
+    "sequence_parallel",
+    "first_stage_layers",
+    "last_stage_layers",
+    "embedding_in_split",
+    "loss_in_split",
+)
+"""Every plan field :func:`step_time_floor_s` reads (all but the ZeRO stage), for
+:func:`~gpuscale.costmodel.distinct.per_distinct`."""
+
+
+def step_time_floor_s(
+    model: ModelSpec, cluster: Cluster, training: Training, plans: PlanBatch, profile: Profile
+) -> np.ndarray:
+    """A floor under :func:`estimate_batch`'s ``step_time_s``, from the math alone: ``m``
+    micro-batches of compute, the bubble that compute leaves (:func:`pipeline_bubble_s`), and
+    the fixed per-step overhead, each computed as ``estimate_batch`` computes it but without
+    the communication and host time of a micro-batch. Every other term of the step is
+    non-negative, the bubble does not shrink as a micro-batch gets longer, and IEEE rounding is
+    monotone, so ``step_time_s >= step_time_floor_s`` bit for bit: the planner prices the step
+    in full only for plans whose ceiling (``tokens / floor``) can still reach its top plans
+    (tests/unit/test_planner_distinct.py checks the floor on every enumerated plan)."""
+    device = cluster.pace_device
+    mb = stage_compute(model, plans, _compute_deduplicated(model, device, training, plans, profile))
+    m = plans.num_microbatches.astype(float)
+    compute_mb = mb.forward_s + mb.backward_s
+    bubble = pipeline_bubble_s(mb, plans, compute_mb)
+    return m * compute_mb + bubble + profile.const("step_overhead_s")
 
 
 def estimate_plan(

@@ -101,8 +101,8 @@ def enumerate_plans(
     layers = model.num_layers
     # pp * vp divides layers + d for the interleaving deficit d <= 2 (specs.validity), so vp
     # divides one of layers, layers + 1, layers + 2.
-    vp_v = np.union1d(np.union1d(divisors(layers), divisors(layers + 1)), divisors(layers + 2))
-    vp_v = vp_v[vp_v <= layers]
+    vp_set = {int(d) for count in (layers, layers + 1, layers + 2) for d in divisors(count)}
+    vp_v = np.asarray(sorted(d for d in vp_set if d <= layers), dtype=np.int64)
     mbs_v = np.asarray(sorted(set(space.micro_batches)), dtype=np.int64)
     zero_v = np.asarray(sorted(set(space.zero_stages)), dtype=np.int64)
     rc_v = np.asarray(sorted(RECOMPUTE_CODE[r] for r in set(space.recompute)), dtype=np.int64)
@@ -125,18 +125,20 @@ def enumerate_plans(
     # ZeRO needs dp x cp > 1 to be valid (specs.validity.zero_ok); the search asks dp > 1, a
     # pruning of the context-parallel-only ZeRO twins (see the module docstring).
     valid = valid & ((zero == 0) | (dp_b > 1))
-    shape = (tp_c.size, ep_v.size, vp_v.size, mbs_v.size, zero_v.size, rc_v.size)
-    idx = np.nonzero(np.broadcast_to(valid[..., np.newaxis], shape))
+    shape = (tp_c.size, ep_v.size, vp_v.size, mbs_v.size, zero_v.size)
+    idx = np.nonzero(np.broadcast_to(valid, shape))
+    # Every valid combination takes each recompute choice in turn (C order, recompute last).
+    copies = rc_v.size
     pick = idx[0]
     return PlanBatch.from_arrays(
-        tp=tp_c[pick],
-        pp=pp_c[pick],
-        dp=dp_c[pick],
-        cp=cp_c[pick],
-        ep=ep_v[idx[1]],
-        vp=vp_v[idx[2]],
-        micro_batch=mbs_v[idx[3]],
-        zero=zero_v[idx[4]],
-        recompute=rc_v[idx[5]],
+        tp=np.repeat(tp_c[pick], copies),
+        pp=np.repeat(pp_c[pick], copies),
+        dp=np.repeat(dp_c[pick], copies),
+        cp=np.repeat(cp_c[pick], copies),
+        ep=np.repeat(ep_v[idx[1]], copies),
+        vp=np.repeat(vp_v[idx[2]], copies),
+        micro_batch=np.repeat(mbs_v[idx[3]], copies),
+        zero=np.repeat(zero_v[idx[4]], copies),
+        recompute=np.tile(rc_v, pick.size),
         global_batch=np.int64(global_batch),
     )

@@ -1,11 +1,13 @@
 """Price every candidate plan with the cost model, drop what does not fit, rank, explain.
 
-One GPU count is one vectorized pass: :func:`enumerate_plans` builds the candidates as arrays,
-:func:`estimate_batch` prices them all at once, and only the few best become Python objects.
+One GPU count is a few vectorized passes: :func:`enumerate_plans` builds the candidates as
+arrays, the memory model prices them all, the step model prices those whose answer can matter
+(a floor from the math alone bounds the rest), and only the few best become Python objects.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -14,9 +16,19 @@ from typing import Any
 import numpy as np
 
 from gpuscale import catalog
-from gpuscale.costmodel.memory import headroom_assumption, memory_budget_bytes
+from gpuscale.costmodel.distinct import per_distinct
+from gpuscale.costmodel.memory import (
+    headroom_assumption,
+    memory_budget_bytes,
+    training_memory,
+)
 from gpuscale.costmodel.profile import Profile
-from gpuscale.costmodel.step import StepEstimate, estimate_batch
+from gpuscale.costmodel.step import (
+    STEP_FLOOR_COLUMNS,
+    StepEstimate,
+    estimate_batch,
+    step_time_floor_s,
+)
 from gpuscale.costmodel.uncertainty import band_for
 from gpuscale.errors import InputError, require
 from gpuscale.planner.enumerate import SearchSpace, enumerate_plans
@@ -174,8 +186,10 @@ def _priced(
     cluster: Cluster,
     model: ModelSpec,
     profile: Profile,
-    fits: np.ndarray | None = None,
+    fits: bool | None = None,
 ) -> PricedPlan:
+    """Plan ``i`` of ``plans`` with its estimate; ``fits`` overrides the estimate's (which
+    compares with the card, not the budget)."""
     plan = plans.plan(i)
     row = est.row(i)
     # Every prediction carries the error band of its validation regime and its extrapolations.
@@ -192,7 +206,7 @@ def _priced(
         tokens_per_s=float(est.tokens_per_s[i]),
         mfu=float(est.mfu[i]),
         memory_per_gpu_gib=float(est.memory_per_gpu_bytes[i]) / GIB,
-        fits=bool(est.fits[i] if fits is None else fits[i]),
+        fits=bool(est.fits[i]) if fits is None else fits,
         parts_s=parts,
         estimate=row,
     )
@@ -214,16 +228,22 @@ def _preference(plans: PlanBatch, tokens_per_s: np.ndarray, fits: np.ndarray) ->
     )
 
 
-def _best_layouts(plans: PlanBatch, key: np.ndarray, candidates: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the best plan of each of the ``k`` best layouts (tp, pp, cp, ep) among
-    ``candidates``, best first. A layout has at most ``variants`` plans (its vp, micro-batch,
-    ZeRO and recompute choices), so the ``k * variants`` best plans hold the ``k`` best layouts;
-    only that shortlist is sorted."""
-    if candidates.size == 0:
-        return candidates
+def _variants(plans: PlanBatch) -> int:
+    """Most plans one layout (tp, pp, cp, ep) can have: its vp, micro-batch, ZeRO and
+    recompute choices."""
     variants = 1
     for column in (plans.vp, plans.micro_batch, plans.zero, plans.recompute):
         variants *= int(np.count_nonzero(np.bincount(column)))
+    return variants
+
+
+def _best_layouts(plans: PlanBatch, key: np.ndarray, k: int, variants: int) -> np.ndarray:
+    """Indices of the best plan of each of the ``k`` best layouts (tp, pp, cp, ep) of ``plans``,
+    best first. A layout has at most ``variants`` plans, so the ``k * variants`` best plans hold
+    the ``k`` best layouts; only that shortlist is sorted."""
+    candidates = np.arange(len(plans))
+    if candidates.size == 0:
+        return candidates
     size = min(candidates.size, k * variants)
     short = (
         candidates
@@ -231,9 +251,220 @@ def _best_layouts(plans: PlanBatch, key: np.ndarray, candidates: np.ndarray, k: 
         else candidates[np.argpartition(key[candidates], size - 1)[:size]]
     )
     short = short[np.argsort(key[short], kind="stable")]
-    layout = np.stack([plans.tp[short], plans.pp[short], plans.cp[short], plans.ep[short]], axis=1)
-    _, first = np.unique(layout, axis=0, return_index=True)
+    columns = (plans.tp[short], plans.pp[short], plans.cp[short], plans.ep[short])
+    layout = np.ravel_multi_index(columns, tuple(int(c.max()) + 1 for c in columns))
+    _, first = np.unique(layout, return_index=True)
     return short[np.sort(first)[:k]]
+
+
+CHUNK = 16_384
+"""Plans per cost-model call. The cost model runs some hundred element-wise passes over its
+batch; at this size each temporary (128 KiB of float64) stays in the core's cache, where a
+whole 100k-plan batch streams every pass through memory (``benchmarks/search_speed.py``: about
+a tenth faster; 8k-32k measure alike). Plans are independent rows, so chunking changes no
+result."""
+
+UNFIT_BATCH = 1024
+"""Plans that do not fit priced in the first round of the search for the nearest faster one
+(each further round doubles the count; the benchmark cases find it among the first 2,500 by
+memory)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Stepped:
+    """Step estimates of a batch of plans, priced :data:`CHUNK` plans at a time."""
+
+    starts: tuple[int, ...]
+    batches: tuple[PlanBatch, ...]
+    estimates: tuple[StepEstimate, ...]
+    tokens_per_s: np.ndarray
+
+    @classmethod
+    def of(
+        cls,
+        workload: Workload,
+        cluster: Cluster,
+        profile: Profile,
+        plans: PlanBatch,
+        memory: np.ndarray,
+    ) -> _Stepped:
+        """``memory``: each plan's memory per GPU (bytes), already priced."""
+        starts = tuple(range(0, len(plans), CHUNK))
+        batches = tuple(plans.take(slice(i, i + CHUNK)) for i in starts)
+        estimates = tuple(
+            estimate_batch(
+                workload.model,
+                cluster,
+                workload.training,
+                batch,
+                profile,
+                memory_bytes=memory[i : i + CHUNK],
+            )
+            for i, batch in zip(starts, batches, strict=True)
+        )
+        tps = np.concatenate([np.asarray(e.tokens_per_s, dtype=float) for e in estimates])
+        return cls(starts=starts, batches=batches, estimates=estimates, tokens_per_s=tps)
+
+    def priced(
+        self, i: int, cluster: Cluster, model: ModelSpec, profile: Profile, fits: bool | None
+    ) -> PricedPlan:
+        k = bisect.bisect_right(self.starts, i) - 1
+        return _priced(
+            self.batches[k], self.estimates[k], i - self.starts[k], cluster, model, profile, fits
+        )
+
+
+def _memory(model: ModelSpec, training: Training, plans: PlanBatch, profile: Profile) -> np.ndarray:
+    """Memory per GPU (bytes) of every plan, :data:`CHUNK` plans at a time."""
+    return np.concatenate(
+        [
+            np.asarray(
+                training_memory(model, training, plans.take(slice(i, i + CHUNK)), profile).total,
+                dtype=float,
+            )
+            for i in range(0, len(plans), CHUNK)
+        ]
+    )
+
+
+CEILING_SLACK = 1e-9
+"""Relative slack on :func:`_ceiling`: a plan is skipped only when even its ceiling raised by
+this share cannot reach the bar (guards the floor's non-negative terms against rounding)."""
+
+FIRST_ROUND = 1024
+"""Fitting plans with the highest ceilings priced first; each later round prices every plan
+whose ceiling can still reach the top plans found so far."""
+
+
+def _ceiling(
+    workload: Workload, cluster: Cluster, profile: Profile, plans: PlanBatch
+) -> np.ndarray:
+    """Tokens/s no plan can exceed (:func:`~gpuscale.costmodel.step.step_time_floor_s`), with
+    :data:`CEILING_SLACK`, :data:`CHUNK` distinct plans at a time."""
+    model, training = workload.model, workload.training
+
+    def ceiling(batch: PlanBatch) -> np.ndarray:
+        parts = []
+        for i in range(0, len(batch), CHUNK):
+            chunk = batch.take(slice(i, i + CHUNK))
+            floor = step_time_floor_s(model, cluster, training, chunk, profile)
+            parts.append(chunk.global_batch * float(training.seq_len) / floor)
+        return np.concatenate(parts) * (1.0 + CEILING_SLACK)
+
+    # The floor ignores the ZeRO stage: price it once per distinct rest of the plan. A plan
+    # without a finite floor has no ceiling (it is always priced).
+    found = per_distinct(plans, STEP_FLOOR_COLUMNS, ceiling)
+    return np.where(np.isnan(found), np.inf, found)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Top:
+    """The best layouts of the fitting plans and what locates their estimates."""
+
+    best: np.ndarray
+    """Indices into the fitting plans, best first."""
+    tokens_per_s: np.ndarray
+    """Of every fitting plan; exact where priced, 0 elsewhere."""
+    rounds: tuple[tuple[np.ndarray, _Stepped], ...]
+    """Each round's fitting-plan indices (ascending) and their estimates."""
+
+    def priced(
+        self, i: int, cluster: Cluster, model: ModelSpec, profile: Profile, fits: bool
+    ) -> PricedPlan:
+        for index, stepped in self.rounds:
+            j = int(np.searchsorted(index, i))
+            if j < index.size and index[j] == i:
+                return stepped.priced(j, cluster, model, profile, fits)
+        raise KeyError(i)
+
+
+def _top_layouts(
+    workload: Workload,
+    cluster: Cluster,
+    profile: Profile,
+    fitting: PlanBatch,
+    memory: np.ndarray,
+    top_k: int,
+    variants: int,
+) -> _Top:
+    """The ``top_k`` best layouts of ``fitting`` (plans that fit, ``memory`` theirs), as
+    :func:`_best_layouts` ranks them over every fitting plan, pricing the step only where it
+    can matter. A plan is skipped when its ceiling is below ``top * (1 - (s + 2) / 1e6)``,
+    with ``top`` the fastest plan and ``s`` the rounded slowness of the ``k``-th layout's best
+    plan (:func:`_preference`): its slowness then rounds at least two steps above ``s``, so its
+    key sorts after every chosen plan, and no skipped plan can be faster than ``top``."""
+    n = len(fitting)
+    tps = np.zeros(n)
+    done = np.zeros(n, dtype=bool)
+    if n > 2 * FIRST_ROUND:
+        ceiling = _ceiling(workload, cluster, profile, fitting)
+        take = ceiling >= np.partition(ceiling, n - FIRST_ROUND)[n - FIRST_ROUND]
+    else:  # few enough to price at once: ceilings would cost about what they save
+        ceiling = np.full(n, np.inf)
+        take = np.ones(n, dtype=bool)
+    rounds = []
+    best = np.zeros(0, dtype=np.int64)
+    while take.any():
+        index = np.flatnonzero(take)
+        stepped = _Stepped.of(workload, cluster, profile, fitting.take(index), memory[index])
+        tps[index] = stepped.tokens_per_s
+        rounds.append((index, stepped))
+        done |= take
+        priced = np.flatnonzero(done)
+        batch = fitting.take(priced)
+        key = _preference(batch, tps[priced], np.ones(priced.size, dtype=bool))
+        chosen = _best_layouts(batch, key, top_k, variants)
+        best = priced[chosen]
+        bar = -np.inf
+        if chosen.size == top_k:
+            slowness = int(key[chosen[-1]] >> 32)
+            bar = float(tps[priced].max()) * (1.0 - (slowness + 2) * 1e-6)
+        take = ~done & (ceiling >= bar)
+    return _Top(best=best, tokens_per_s=tps, rounds=tuple(rounds))
+
+
+def _nearest_faster_unfit(
+    workload: Workload,
+    cluster: Cluster,
+    profile: Profile,
+    plans: PlanBatch,
+    memory: np.ndarray,
+    unfit: np.ndarray,
+    target: float,
+) -> PricedPlan | None:
+    """Of the plans ``unfit`` (indices), the one that needs the least memory among those faster
+    than ``target`` tokens/s (the first by index among equals); ``None`` when none is.
+
+    Plans are priced in rounds of increasing memory, every plan up to a memory threshold at
+    once, so the search stops as soon as a faster one is found: every plan that needs less
+    memory has been priced by then. The answer is the one of pricing all of them."""
+    if unfit.size == 0:
+        return None
+    needs = memory[unfit]
+    done = np.zeros(unfit.size, dtype=bool)
+    size = UNFIT_BATCH
+    while not done.all():
+        if size >= unfit.size:
+            take = ~done
+        else:
+            threshold = np.partition(needs, size - 1)[size - 1]
+            take = ~done & (needs <= threshold)
+        size *= 2
+        if not take.any():  # the threshold's ties were all taken in an earlier round
+            continue
+        done |= take
+        index = unfit[take]
+        if index.size > 2 * UNFIT_BATCH:
+            # only a plan whose ceiling beats the target can be faster than it
+            index = index[_ceiling(workload, cluster, profile, plans.take(index)) > target]
+            if index.size == 0:
+                continue
+        stepped = _Stepped.of(workload, cluster, profile, plans.take(index), memory[index])
+        faster = np.flatnonzero(stepped.tokens_per_s > target)
+        if faster.size:
+            i = int(faster[np.argmin(memory[index][faster])])
+            return stepped.priced(i, cluster, workload.model, profile, False)
+    return None
 
 
 def search_count(
@@ -245,13 +476,20 @@ def search_count(
     top_k: int = 5,
     space: SearchSpace | None = None,
 ) -> CountResult:
-    """Enumerate, price and rank every plan on exactly ``num_gpus`` GPUs."""
+    """Enumerate, price and rank every plan on exactly ``num_gpus`` GPUs.
+
+    Memory is priced for every plan; the step in full only where it can change the answer:
+    for fitting plans whose ceiling (the step's floor from the math alone) can still reach the
+    top layouts (:func:`_top_layouts`), and for the others as far as the nearest faster one
+    needs (:func:`_nearest_faster_unfit`). The answer is the one of pricing every plan in full
+    (tests/unit/test_planner_distinct.py), for a fraction of the work."""
     cluster = hardware.cluster(num_gpus)
+    model, training = workload.model, workload.training
     plans = enumerate_plans(
-        workload.model,
+        model,
         num_gpus,
         global_batch=workload.global_batch,
-        seq_len=workload.training.seq_len,
+        seq_len=training.seq_len,
         space=space,
     )
     if len(plans) == 0:
@@ -263,33 +501,30 @@ def search_count(
             nearest_faster_unfit=None,
             min_memory_gib=None,
         )
-    est = estimate_batch(workload.model, cluster, workload.training, plans, profile)
-    tps = np.asarray(est.tokens_per_s, dtype=float)
-    memory = np.asarray(est.memory_per_gpu_bytes, dtype=float)
+    # an A100 has no FP8, a V100 no BF16: refused before any pricing, as estimate_batch does
+    cluster.pace_device.peak(training.precision)
+    memory = _memory(model, training, plans, profile)
     # Never recommend a plan at the edge of memory: it must fit the budget, not the card.
     capacity = min(cluster.device.memory_bytes, cluster.pace_device.memory_bytes)
     budget = memory_budget_bytes(capacity, profile)
-    fits = np.asarray(est.fits, dtype=bool) & (memory <= budget)
-    key = _preference(plans, tps, fits)
-    top = _best_layouts(plans, key, np.flatnonzero(fits), top_k)
-    unfit = None
-    target = tps[top[0]] * 1.01 if top.size else 0.0
-    faster = np.flatnonzero(~fits & (tps > target))
-    if faster.size:
-        unfit = _priced(
-            plans,
-            est,
-            int(faster[np.argmin(memory[faster])]),
-            cluster,
-            workload.model,
-            profile,
-            fits,
+    fits = (memory <= capacity) & (memory <= budget)
+    fit = np.flatnonzero(fits)
+    top: tuple[PricedPlan, ...] = ()
+    target = 0.0
+    if fit.size:
+        found = _top_layouts(
+            workload, cluster, profile, plans.take(fit), memory[fit], top_k, _variants(plans)
         )
+        top = tuple(found.priced(int(i), cluster, model, profile, True) for i in found.best)
+        target = found.tokens_per_s[found.best[0]] * 1.01
+    unfit = _nearest_faster_unfit(
+        workload, cluster, profile, plans, memory, np.flatnonzero(~fits), target
+    )
     return CountResult(
         num_gpus=num_gpus,
         evaluated=len(plans),
-        fitting=int(fits.sum()),
-        top=tuple(_priced(plans, est, int(i), cluster, workload.model, profile, fits) for i in top),
+        fitting=int(fit.size),
+        top=top,
         nearest_faster_unfit=unfit,
         min_memory_gib=float(memory.min()) / GIB,
         memory_budget_gib=budget / GIB,

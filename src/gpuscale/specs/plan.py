@@ -236,8 +236,8 @@ class PlanBatch:
     def num_microbatches(self) -> np.ndarray:
         return self._num_microbatches
 
-    def take(self, index: np.ndarray) -> PlanBatch:
-        """The plans selected by a boolean mask or an integer index array."""
+    def take(self, index: np.ndarray | slice) -> PlanBatch:
+        """The plans selected by a boolean mask, an integer index array or a slice (views)."""
         return PlanBatch(**{name: getattr(self, name)[index] for name in _BATCH_FIELDS})
 
     def plan(self, i: int) -> Plan:
