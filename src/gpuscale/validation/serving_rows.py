@@ -244,13 +244,59 @@ INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS = 60
 dsr1_fp8_h200_trt.sh`` and ``dsr1_fp8_h200_trt_mtp.sh``, whenever ``DP_ATTENTION`` is true)."""
 
 
+INFERENCEX_LLAMA70B_LAST_DAY = "2025-10-29"
+"""InferenceX's Llama-70B launch scripts (``benchmarks/70b_fp8_{h100,h200}_{slurm,docker}.sh``,
+``70b_fp8_h200_trt_slurm.sh``; image ``release:1.1.0rc2.post2`` and ``vllm-openai:v0.10.2`` in
+``.github/workflows/70b-tmpl.yml``) were removed by b89047d5f "remove llama 70b" (#149) on
+2025-10-29; their content was unchanged since 1b563c858 (TensorRT-LLM, 2025-09-18), af4ccd03f
+(H100 vLLM, 2025-09-23) and eb282d8f6 (H200 vLLM, 2025-09-27). The rows (``measured=``
+2025-10-29) ran those scripts."""
+INFERENCEX_LLAMA70B_TRT_MAX_NUM_TOKENS = 16384
+"""``trtllm-serve ... --max_num_tokens 16384`` (``70b_fp8_h200_trt_slurm.sh``)."""
+INFERENCEX_LLAMA70B_TRT_BATCH_WAIT = {
+    "batch_wait_timeout_iters": 20,
+    "batch_wait_max_tokens_ratio": 0.9,
+}
+"""``70b_fp8_h200_trt_slurm.sh`` writes ``batch_wait_max_tokens_ratio: 0.9`` and
+``batch_wait_timeout_iters: 20`` into ``llama-config.yml`` when ``ISL == 1024 && OSL == 1024
+&& TP < 8`` ("For 1k/1k, use batch_wait_max_tokens_ratio and batch_wait_timeout_iters will
+improve the performance, by default they are all zeros"); the other shapes get neither."""
+
+
+def _inferencex_llama70b(r: dict[str, str]) -> bool:
+    day = _source_fields(r).get("measured", "")[:10]
+    return (
+        r["mode"] == "agg"
+        and r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
+        and r["model_path"] == "meta-llama/Llama-3.1-70B"
+        and "" < day <= INFERENCEX_LLAMA70B_LAST_DAY
+    )
+
+
 def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
     """Engine options of an aggregated row's launch that differ from the engine defaults, as
-    the launch script of its source states them (only InferenceX's TensorRT-LLM attention-DP
-    context balancing so far)."""
+    the launch script of its source states them: InferenceX's TensorRT-LLM attention-DP
+    context balancing, and its Llama-70B scripts (``INFERENCEX_LLAMA70B_LAST_DAY``). Read from
+    the row's source, engine, model, shape and date only, never from its measured latency."""
     inferencex = r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
     if inferencex and r["backend"] == "trtllm" and kw.get("attention_dp", 1) > 1:
         return {"adp_balance_timeout_iters": INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS}
+    if not _inferencex_llama70b(r):
+        return {}
+    if r["backend"] == "trtllm":
+        # llama-config.yml: kv_cache_config dtype fp8 (the profile's FP8-checkpoint default),
+        # enable_block_reuse false (no prefix hits, as modelled); cuda_graph_config max 1024.
+        opts: dict[str, Any] = {"max_num_batched_tokens": INFERENCEX_LLAMA70B_TRT_MAX_NUM_TOKENS}
+        if r["isl"] == r["osl"] == "1024" and kw.get("tp", 1) < 8:
+            opts.update(INFERENCEX_LLAMA70B_TRT_BATCH_WAIT)
+        return {"kv_dtype": "fp8", "engine_options": opts}
+    if r["backend"] == "vllm":
+        # config.yaml of 70b_fp8_{h100,h200}_*.sh: "kv-cache-dtype: fp8" (vLLM's "auto" would
+        # keep the checkpoint's 16-bit KV), "async-scheduling: true" (the scheduler prepares
+        # step n+1 while step n runs), "no-enable-prefix-caching: true",
+        # "max-num-batched-tokens: 8192" (the default); --gpu-memory-utilization 0.9 (the
+        # default) and --max-num-seqs $CONC (the client's concurrency: never binds).
+        return {"kv_dtype": "fp8", "engine_options": {"overlap_scheduler": True}}
     return {}
 
 
