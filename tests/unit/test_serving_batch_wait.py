@@ -12,6 +12,8 @@ from gpuscale.api import InputError, infer
 from gpuscale.planner.serving.steady_state import batch_wait
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.serving_rows import (
+    INFERENCEX_DSR1_TRT_MEMORY_FRACTION,
+    INFERENCEX_GPTOSS_TRT,
     INFERENCEX_LLAMA70B_TRT_BATCH_WAIT,
     INFERENCEX_LLAMA70B_TRT_MAX_NUM_TOKENS,
     load,
@@ -141,13 +143,40 @@ def test_inferencex_llama70b_rows_carry_their_launch_scripts() -> None:
     for r in vllm:
         assert r.kwargs["kv_dtype"] == "fp8"
         assert r.kwargs["engine_options"] == {"overlap_scheduler": True}
-    # No other row gets these options.
-    others = [r for r in load(ROWS) if r not in rows]
-    assert not any("engine_options" in r.kwargs for r in others)
+    # Only InferenceX rows whose launch script was read get options.
+    others = [r for r in load(ROWS) if r not in rows and "engine_options" in r.kwargs]
+    assert {(r.engine, r.raw["model_path"]) for r in others} == {
+        ("trtllm", "deepseek-ai/DeepSeek-R1"),
+        ("trtllm", "openai/gpt-oss-120b"),
+    }
+    assert all(r.raw["silicon_data_source"].startswith("source_file=2026-0") for r in others)
+
+
+def test_inferencex_tensorrt_llm_moe_rows_carry_their_launch_scripts() -> None:
+    rows = [r for r in load(ROWS) if r.engine == "trtllm" and "engine_options" in r.kwargs]
+    dsr1 = [r for r in rows if r.raw["model_path"] == "deepseek-ai/DeepSeek-R1"]
+    gptoss = [r for r in rows if r.raw["model_path"] == "openai/gpt-oss-120b"]
+    assert len(dsr1) == 58 and len(gptoss) == 97
+    for r in dsr1:
+        # max_num_tokens = (CONC + ISL + 64 + 63) / 64 * 64, at least 8192 from 2026-01-28.
+        day = r.raw["silicon_data_source"].split("measured=")[1][:10]
+        tokens = (r.concurrency + int(r.raw["isl"]) + 127) // 64 * 64
+        expect = max(tokens, 8192) if day >= "2026-01-28" else tokens
+        assert r.kwargs["engine_options"] == {
+            "max_num_batched_tokens": expect,
+            "memory_fraction": INFERENCEX_DSR1_TRT_MEMORY_FRACTION,
+        }
+        assert r.kwargs["kv_dtype"] == "fp8"
+        # The attention-DP balance setting of the same script is kept.
+        assert ("adp_balance_timeout_iters" in r.kwargs) == (r.kwargs["attention_dp"] > 1)
+    assert {r.kwargs["engine_options"]["max_num_batched_tokens"] for r in dsr1} >= {1152, 8320}
+    for r in gptoss:
+        assert r.kwargs["engine_options"] == INFERENCEX_GPTOSS_TRT
+        assert r.kwargs["kv_dtype"] == "bf16"
 
 
 def test_launch_settings_do_not_depend_on_the_measured_latency() -> None:
-    raw = [r.raw for r in _llama70b()]
+    raw = [r.raw for r in load(ROWS) if "engine_options" in r.kwargs]
     moved = [
         {
             **r,

@@ -273,16 +273,60 @@ def _inferencex_llama70b(r: dict[str, str]) -> bool:
     )
 
 
+INFERENCEX_DSR1_TRT_MEMORY_FRACTION = 0.75
+"""``kv_cache_config: {dtype: fp8, free_gpu_memory_fraction: 0.75}`` in InferenceX's
+DeepSeek-R1 H200 TensorRT-LLM script (``benchmarks/dsr1_fp8_h200_trt_slurm.sh`` at e06929c70
+and 008b91a9d, the scripts of the 2025-11-02 and 2026-01-14 runs; ``dsr1_fp8_h200_trt.sh`` at
+d8cc89778, 2026-01-28)."""
+INFERENCEX_DSR1_TRT_FLOOR_FROM = "2026-01-28"
+"""The same scripts launch ``--max_num_tokens=$(( (CONC + ISL + 64 + 63) / 64 * 64 ))``: room
+for one prompt and the running decodes per iteration. From d8cc89778 (the 2026-01-28 runs) the
+script raises it to at least 8192 (``MAX_NUM_TOKENS > 8192 ? MAX_NUM_TOKENS : 8192``)."""
+INFERENCEX_GPTOSS_TRT = {"max_num_batched_tokens": 20000, "memory_fraction": 0.85}
+"""InferenceX's gpt-oss H200 TensorRT-LLM script (``benchmarks/gptoss_fp4_h200_trt_slurm.sh`` at
+e06929c70 and f6a9d0b6a, ``gptoss_fp4_h200_trt.sh`` at d8cc89778: the 2025-11-02, 2025-12-15
+and 2026-01-28 runs): ``--max_num_tokens 20000``, ``free_gpu_memory_fraction: 0.85`` and
+``kv_cache_config dtype: auto``, which keeps the checkpoint's 16-bit KV cache (openai/
+gpt-oss-120b quantizes only its experts, MXFP4; no KV scales); ``--max_batch_size $CONC``
+(never binds)."""
+
+
+def _inferencex_trt(r: dict[str, str], model: str) -> str:
+    """The run day of an aggregated InferenceX TensorRT-LLM H200 row of ``model``, else ''."""
+    day = _source_fields(r).get("measured", "")[:10]
+    ok = (
+        r["mode"] == "agg"
+        and r["backend"] == "trtllm"
+        and r["system"] == "h200_sxm"
+        and r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
+        and r["model_path"] == model
+    )
+    return day if ok else ""
+
+
 def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
     """Engine options of an aggregated row's launch that differ from the engine defaults, as
     the launch script of its source states them: InferenceX's TensorRT-LLM attention-DP
-    context balancing, and its Llama-70B scripts (``INFERENCEX_LLAMA70B_LAST_DAY``). Read from
-    the row's source, engine, model, shape and date only, never from its measured latency."""
+    context balancing, its DeepSeek-R1 and gpt-oss TensorRT-LLM scripts, and its Llama-70B
+    scripts (``INFERENCEX_LLAMA70B_LAST_DAY``). Read from the row's source, engine, model,
+    shape and date only, never from its measured latency."""
+    out: dict[str, Any] = {}
     inferencex = r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
     if inferencex and r["backend"] == "trtllm" and kw.get("attention_dp", 1) > 1:
-        return {"adp_balance_timeout_iters": INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS}
+        out["adp_balance_timeout_iters"] = INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS
+    if day := _inferencex_trt(r, "deepseek-ai/DeepSeek-R1"):
+        tokens = (kw["concurrency"] + int(r["isl"]) + 64 + 63) // 64 * 64
+        if day >= INFERENCEX_DSR1_TRT_FLOOR_FROM:
+            tokens = max(tokens, 8192)
+        dsr1 = {
+            "max_num_batched_tokens": tokens,
+            "memory_fraction": INFERENCEX_DSR1_TRT_MEMORY_FRACTION,
+        }
+        return {**out, "kv_dtype": "fp8", "engine_options": dsr1}
+    if _inferencex_trt(r, "openai/gpt-oss-120b"):
+        return {**out, "kv_dtype": "bf16", "engine_options": dict(INFERENCEX_GPTOSS_TRT)}
     if not _inferencex_llama70b(r):
-        return {}
+        return out
     if r["backend"] == "trtllm":
         # llama-config.yml: kv_cache_config dtype fp8 (the profile's FP8-checkpoint default),
         # enable_block_reuse false (no prefix hits, as modelled); cuda_graph_config max 1024.
