@@ -147,16 +147,19 @@ def test_inferencex_llama70b_rows_carry_their_launch_scripts() -> None:
     others = [r for r in load(ROWS) if r not in rows and "engine_options" in r.kwargs]
     assert {(r.engine, r.raw["model_path"]) for r in others} == {
         ("trtllm", "deepseek-ai/DeepSeek-R1"),
+        ("trtllm", "deepseek-ai/DeepSeek-V3"),  # the dump's name for the same runs
         ("trtllm", "openai/gpt-oss-120b"),
     }
-    assert all(r.raw["silicon_data_source"].startswith("source_file=2026-0") for r in others)
+    assert all(
+        r.raw["silicon_data_source"].startswith(("source_file=2026-0", "db-dump/")) for r in others
+    )
 
 
 def test_inferencex_tensorrt_llm_moe_rows_carry_their_launch_scripts() -> None:
     rows = [r for r in load(ROWS) if r.engine == "trtllm" and "engine_options" in r.kwargs]
-    dsr1 = [r for r in rows if r.raw["model_path"] == "deepseek-ai/DeepSeek-R1"]
+    dsr1 = [r for r in rows if r.raw["model_path"].startswith("deepseek-ai/DeepSeek-")]
     gptoss = [r for r in rows if r.raw["model_path"] == "openai/gpt-oss-120b"]
-    assert len(dsr1) == 58 and len(gptoss) == 97
+    assert len(dsr1) == 88 and len(gptoss) == 97
     for r in dsr1:
         # max_num_tokens = (CONC + ISL + 64 + 63) / 64 * 64, at least 8192 from 2026-01-28.
         day = r.raw["silicon_data_source"].split("measured=")[1][:10]
@@ -188,3 +191,29 @@ def test_launch_settings_do_not_depend_on_the_measured_latency() -> None:
     a, b = read_rows(raw), read_rows(moved)
     assert [r.kwargs for r in a] == [r.kwargs for r in b]
     assert [r.kind for r in a] == [r.kind for r in b]
+
+
+def test_database_dump_twins_of_inferencex_rows_read_as_the_same_run() -> None:
+    # AIConfigurator's db-dump repeats 63 InferenceX aggregated measurements to the digit: the
+    # same run, so the same client (random lengths, 10 C prompts) and launch settings.
+    rows = [r for r in load(ROWS) if r.mode == "agg" and r.expressible]
+
+    def key(r):  # type: ignore[no-untyped-def]
+        raw = r.raw
+        return (
+            r.engine,
+            raw["system"],
+            raw["isl"],
+            raw["osl"],
+            r.concurrency,
+            r.ttft_ms,
+            r.tpot_ms,
+        )
+
+    ix = {key(r): r for r in rows if r.raw["silicon_data_source"].startswith("source_file=2026")}
+    dump = [r for r in rows if r.raw["silicon_data_source"].startswith("db-dump/")]
+    twins = [(r, ix[key(r)]) for r in dump if key(r) in ix]
+    assert len(twins) == 63
+    for a, b in twins:
+        assert a.kwargs == b.kwargs
+        assert a.kwargs["input_cv"] > 0 and a.kwargs["num_requests"] == 10 * a.concurrency

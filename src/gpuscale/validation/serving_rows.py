@@ -150,6 +150,13 @@ INFERENCEX_ROUNDS = 10
 $((2 * CONC))`` (``benchmarks/benchmark_lib.sh`` ``run_benchmark_serving``)."""
 
 
+INFERENCEX_AGG_SOURCES = (*INFERENCEX_EXPORTS, "db-dump/")
+"""Aggregated rows run by InferenceX's single-node workflow: its exports, and AIConfigurator's
+database dump of the same runs. 63 of the dump's 78 aggregated rows repeat an export row's
+measurement to the digit (same engine, system, lengths, concurrency, TTFT and TPOT; SGLang and
+TensorRT-LLM DeepSeek-R1 written as ``deepseek-ai/DeepSeek-V3``, vLLM MiniMax-M2.5), and every
+dump row carries an InferenceX ``workflow_run_id`` and image: they ran InferenceX's scripts and
+client (``INFERENCEX_RANGE_RATIO``, ``INFERENCEX_ROUNDS``)."""
 INFERENCEX_DISAGG_SOURCES = (*INFERENCEX_EXPORTS, "db-dump/")
 """Disaggregated rows run by InferenceX's multi-node workflow: its exports, and AIConfigurator's
 database dump of the same runs (the dump's rows repeat the exports' measurements to the digit,
@@ -221,7 +228,7 @@ def client_lengths(r: dict[str, str]) -> dict[str, Any]:
     the row's ``isl``/``osl`` and they differ per request, so a closed loop's requests do not
     stay in lockstep cohorts."""
     isl, osl = int(r["isl"]), int(r["osl"])
-    agg_ix = r["mode"] == "agg" and r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
+    agg_ix = r["mode"] == "agg" and r["silicon_data_source"].startswith(INFERENCEX_AGG_SOURCES)
     if not (agg_ix or sa_bench(r)):
         return {"input_len": isl, "output_len": osl}
     (im, icv), (om, ocv) = (uniform_lengths(n, INFERENCEX_RANGE_RATIO) for n in (isl, osl))
@@ -291,15 +298,15 @@ gpt-oss-120b quantizes only its experts, MXFP4; no KV scales); ``--max_batch_siz
 (never binds)."""
 
 
-def _inferencex_trt(r: dict[str, str], model: str) -> str:
-    """The run day of an aggregated InferenceX TensorRT-LLM H200 row of ``model``, else ''."""
+def _inferencex_trt(r: dict[str, str], models: tuple[str, ...]) -> str:
+    """The run day of an aggregated InferenceX TensorRT-LLM H200 row of ``models``, else ''."""
     day = _source_fields(r).get("measured", "")[:10]
     ok = (
         r["mode"] == "agg"
         and r["backend"] == "trtllm"
         and r["system"] == "h200_sxm"
-        and r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
-        and r["model_path"] == model
+        and r["silicon_data_source"].startswith(INFERENCEX_AGG_SOURCES)
+        and r["model_path"] in models
     )
     return day if ok else ""
 
@@ -311,10 +318,10 @@ def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
     scripts (``INFERENCEX_LLAMA70B_LAST_DAY``). Read from the row's source, engine, model,
     shape and date only, never from its measured latency."""
     out: dict[str, Any] = {}
-    inferencex = r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
+    inferencex = r["silicon_data_source"].startswith(INFERENCEX_AGG_SOURCES)
     if inferencex and r["backend"] == "trtllm" and kw.get("attention_dp", 1) > 1:
         out["adp_balance_timeout_iters"] = INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS
-    if day := _inferencex_trt(r, "deepseek-ai/DeepSeek-R1"):
+    if day := _inferencex_trt(r, ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")):
         tokens = (kw["concurrency"] + int(r["isl"]) + 64 + 63) // 64 * 64
         if day >= INFERENCEX_DSR1_TRT_FLOOR_FROM:
             tokens = max(tokens, 8192)
@@ -323,7 +330,7 @@ def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
             "memory_fraction": INFERENCEX_DSR1_TRT_MEMORY_FRACTION,
         }
         return {**out, "kv_dtype": "fp8", "engine_options": dsr1}
-    if _inferencex_trt(r, "openai/gpt-oss-120b"):
+    if _inferencex_trt(r, ("openai/gpt-oss-120b",)):
         return {**out, "kv_dtype": "bf16", "engine_options": dict(INFERENCEX_GPTOSS_TRT)}
     if not _inferencex_llama70b(r):
         return out
