@@ -1,5 +1,5 @@
 """TensorRT-LLM's batch waiting (``batch_wait_timeout_iters`` / ``batch_wait_max_tokens_ratio``)
-and the launch settings of InferenceX's Llama-70B runs (``serving_rows.launch_options``)."""
+and the launch settings of InferenceX's aggregated runs (``serving_rows.launch_options``)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from gpuscale.validation import DATA_DIR
 from gpuscale.validation.serving_rows import (
     INFERENCEX_DSR1_TRT_MEMORY_FRACTION,
     INFERENCEX_GPTOSS_TRT,
+    INFERENCEX_LAUNCHES,
     INFERENCEX_LLAMA70B_TRT_BATCH_WAIT,
     INFERENCEX_LLAMA70B_TRT_MAX_NUM_TOKENS,
     load,
@@ -145,14 +146,31 @@ def test_inferencex_llama70b_rows_carry_their_launch_scripts() -> None:
         assert r.kwargs["engine_options"] == {"overlap_scheduler": True}
     # Only InferenceX rows whose launch script was read get options.
     others = [r for r in load(ROWS) if r not in rows and "engine_options" in r.kwargs]
-    assert {(r.engine, r.raw["model_path"]) for r in others} == {
-        ("trtllm", "deepseek-ai/DeepSeek-R1"),
-        ("trtllm", "deepseek-ai/DeepSeek-V3"),  # the dump's name for the same runs
-        ("trtllm", "openai/gpt-oss-120b"),
-    }
     assert all(
         r.raw["silicon_data_source"].startswith(("source_file=2026-0", "db-dump/")) for r in others
     )
+    assert not any("aic-auto-gap-analysis" in r.raw["silicon_data_source"] for r in others)
+
+
+def test_every_inferencex_launch_applies_to_its_rows_only() -> None:
+    rows = [r for r in load(ROWS) if r.mode == "agg" and r.expressible]
+    for launch in INFERENCEX_LAUNCHES:
+        mine = [
+            r
+            for r in rows
+            if (r.engine, r.raw["system"]) == (launch.engine, launch.system)
+            and r.raw["model_path"] in launch.models
+        ]
+        on = [r for r in mine if r.kwargs.get("engine_options") == launch.options]
+        assert on, launch.source
+        for r in on:
+            day = r.raw["silicon_data_source"].split("measured=")[1][:10]
+            assert launch.first <= day <= launch.last
+            assert r.kwargs.get("kv_dtype") == launch.kv_dtype
+    # SGLang --chunked-prefill-size 32768 on the DeepSeek-R1 H200 rows (exports and dump).
+    dsr1 = [r for r in rows if r.engine == "sglang" and "DeepSeek" in r.raw["model_path"]]
+    assert len(dsr1) == 45
+    assert all(r.kwargs["engine_options"]["max_num_batched_tokens"] == 32768 for r in dsr1)
 
 
 def test_inferencex_tensorrt_llm_moe_rows_carry_their_launch_scripts() -> None:

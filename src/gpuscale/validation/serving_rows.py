@@ -311,6 +311,131 @@ def _inferencex_trt(r: dict[str, str], models: tuple[str, ...]) -> str:
     return day if ok else ""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Launch:
+    """Scheduler settings an InferenceX single-node script gave an engine, for the rows of
+    ``models`` on ``system`` measured from ``first`` to ``last`` (the script's content was the
+    same over those days: ``source`` names the file and commits)."""
+
+    engine: str
+    system: str
+    models: tuple[str, ...]
+    first: str
+    last: str
+    options: dict[str, Any]
+    kv_dtype: str | None = None
+    source: str
+
+
+INFERENCEX_LAUNCHES = (
+    Launch(
+        engine="sglang",
+        system="h200_sxm",
+        models=("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"),
+        first="2026-03-06",
+        last="2026-03-25",
+        # --max-running-requests 512 (1k/1k) or 256 never binds at the rows' C <= 64.
+        options={"max_num_batched_tokens": 32768, "memory_fraction": 0.82},
+        source="benchmarks/single_node/dsr1_fp8_h200.sh at 41aff0afc (2026-03-06), unchanged "
+        "to 12ba0ae07: --chunked-prefill-size 32768 --max-prefill-tokens 32768 "
+        "--mem-fraction-static 0.82 --disable-radix-cache",
+    ),
+    Launch(
+        engine="sglang",
+        system="h200_sxm",
+        models=("Qwen/Qwen3.5-397B-A17B",),
+        first="2026-03-04",
+        last="2026-03-09",
+        options={"max_num_batched_tokens": 16384, "max_num_seqs": 128, "memory_fraction": 0.8},
+        kv_dtype="fp8",
+        source="benchmarks/single_node/qwen3.5_fp8_h200.sh at f65d6b4b1 (#855, 2026-03-04), "
+        "flags unchanged to f7135ac10: --chunked-prefill-size 16384 --max-running-requests "
+        "128 --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3 --disable-radix-cache",
+    ),
+    Launch(
+        engine="sglang",
+        system="h200_sxm",
+        models=("zhipuai/GLM-5",),
+        first="2026-03-18",
+        last="2026-03-19",
+        options={"memory_fraction": 0.85},
+        source="benchmarks/single_node/glm5_fp8_h200.sh at ebb48d4bc (#914, 2026-03-18): "
+        "--mem-fraction-static 0.85",
+    ),
+    Launch(
+        engine="vllm",
+        system="h200_sxm",
+        models=("MiniMaxAI/MiniMax-M2.5",),
+        first="2026-03-01",
+        last="2026-03-28",
+        options={"memory_fraction": 0.95},
+        source="benchmarks/single_node/minimaxm2.5_fp8_h200.sh at a36346339 (2026-03-01), "
+        "1d5cae141, 0f78cf4eb and 626932a11 (2026-03-27): --gpu-memory-utilization 0.95",
+    ),
+    Launch(
+        engine="vllm",
+        system="h100_sxm",
+        models=("MiniMaxAI/MiniMax-M2.5",),
+        first="2026-03-27",
+        last="2026-03-28",
+        options={"memory_fraction": 0.90, "max_num_seqs": 256},
+        source="benchmarks/single_node/minimaxm2.5_fp8_h100.sh at 1d5cae141, 0f78cf4eb and "
+        "626932a11 (2026-03-27): --gpu-memory-utilization 0.90 --max-num-seqs 256",
+    ),
+    Launch(
+        engine="vllm",
+        system="h200_sxm",
+        models=("moonshotai/Kimi-K2.5",),
+        first="2026-03-02",
+        last="2026-03-27",
+        options={"memory_fraction": 0.95},
+        source="benchmarks/single_node/kimik2.5_int4_h200.sh at 749096c4c (2026-03-02) and "
+        "79a42e20a (2026-03-27): --gpu-memory-utilization 0.95 (--max-num-seqs $CONC)",
+    ),
+    Launch(
+        engine="vllm",
+        system="h200_sxm",
+        models=("openai/gpt-oss-120b",),
+        first="2025-10-29",
+        last="2025-11-02",
+        options={"overlap_scheduler": True},
+        source="benchmarks/gptoss_fp4_h200_slurm.sh at 9596d23d7 (2025-10-29), unchanged to "
+        "e06929c70: config.yaml async-scheduling: true (max-num-batched-tokens 8192, "
+        "--gpu-memory-utilization 0.9: the defaults)",
+    ),
+    Launch(
+        engine="vllm",
+        system="h100_sxm",
+        models=("openai/gpt-oss-120b",),
+        first="2025-09-23",
+        last="2025-11-02",
+        options={"overlap_scheduler": True},
+        source="benchmarks/gptoss_fp4_h100_slurm.sh at af4ccd03f (2025-09-23), unchanged to "
+        "e06929c70: config.yaml async-scheduling: true",
+    ),
+)
+"""InferenceX's single-node launches of the aggregated SGLang and vLLM rows, where they differ
+from the engine profile (SemiAnalysisAI/InferenceX; the flags read at the commits named;
+SGLang ``--chunked-prefill-size`` is the token budget, ``--max-running-requests`` the running
+cap, ``--mem-fraction-static`` the memory fraction; vLLM ``--gpu-memory-utilization``,
+``--max-num-seqs``, ``async-scheduling``). The 2026-03-27 vLLM gpt-oss scripts
+(``gptoss_fp4_h{100,200}.sh`` at cec542a9a) keep the defaults."""
+
+
+def _launch(r: dict[str, str]) -> Launch | None:
+    day = _source_fields(r).get("measured", "")[:10]
+    if r["mode"] != "agg" or not r["silicon_data_source"].startswith(INFERENCEX_AGG_SOURCES):
+        return None
+    for launch in INFERENCEX_LAUNCHES:
+        if (
+            (r["backend"], r["system"]) == (launch.engine, launch.system)
+            and r["model_path"] in launch.models
+            and launch.first <= day <= launch.last
+        ):
+            return launch
+    return None
+
+
 def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
     """Engine options of an aggregated row's launch that differ from the engine defaults, as
     the launch script of its source states them: InferenceX's TensorRT-LLM attention-DP
@@ -332,6 +457,9 @@ def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
         return {**out, "kv_dtype": "fp8", "engine_options": dsr1}
     if _inferencex_trt(r, ("openai/gpt-oss-120b",)):
         return {**out, "kv_dtype": "bf16", "engine_options": dict(INFERENCEX_GPTOSS_TRT)}
+    if launch := _launch(r):
+        kv = {"kv_dtype": launch.kv_dtype} if launch.kv_dtype else {}
+        return {**out, **kv, "engine_options": dict(launch.options)}
     if not _inferencex_llama70b(r):
         return out
     if r["backend"] == "trtllm":
