@@ -98,7 +98,7 @@ def main() -> None:
     seen: set[tuple[Any, ...]] = set()
     recs: list[dict[str, Any]] = []
     for r in rows:
-        key = (r.raw["model_path"], r.engine, tuple(sorted(r.kwargs.items())), r.ttft_ms)
+        key = (r.raw["model_path"], r.engine, repr(sorted(r.kwargs.items())), r.ttft_ms)
         if key in seen:  # DeepSeek-R1/V3 rows repeat the same run under both names
             continue
         seen.add(key)
@@ -230,7 +230,7 @@ def disagg() -> None:
         (r for r in load(ROWS) if r.mode == "disagg" and r.expressible),
         key=lambda r: (r.engine, r.raw["model_path"], int(r.raw["isl"]), r.concurrency),
     ):
-        key = (r.engine, tuple(sorted(r.kwargs.items())), r.ttft_ms)
+        key = (r.engine, repr(sorted(r.kwargs.items())), r.ttft_ms)
         if key in seen:
             continue
         seen.add(key)

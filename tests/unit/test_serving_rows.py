@@ -325,8 +325,12 @@ def test_client_lengths_by_source() -> None:
     aic = {**infx, "id": "a", "silicon_data_source": "db-dump/2026-04-27; config_id=1"}
     disagg = {**infx, "id": "d", "mode": "disagg"}
     gap = {**disagg, "silicon_data_source": "source_file=/x/aic-auto-gap-analysis/q.csv"}
-    assert client_lengths(aic) == {"input_len": 1024, "output_len": 8192}
+    gap_agg = {**gap, "mode": "agg"}
     assert client_lengths(gap) == {"input_len": 1024, "output_len": 8192}
+    assert client_lengths(gap_agg) == {"input_len": 1024, "output_len": 8192}
+    # AIConfigurator's dump of InferenceX's aggregated runs: InferenceX's client.
+    assert client_lengths(aic) == client_lengths(infx)
+    assert client_requests(aic, 36) == {"num_requests": 10 * 36}
     # Disaggregated InferenceX runs (exports and AIConfigurator's dump of them) ran sa-bench:
     # the same [0.8 L, L] lengths, 5 rounds of C prompts.
     for d in (disagg, {**disagg, "silicon_data_source": aic["silicon_data_source"]}):

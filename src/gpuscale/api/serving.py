@@ -4,6 +4,7 @@ SGLang) serving a closed-loop or Poisson client, aggregated or disaggregated."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -75,6 +76,57 @@ class ServingResult:
         return [fig]
 
 
+ENGINE_OPTIONS: dict[str, type] = {
+    "max_num_batched_tokens": int,
+    "max_num_seqs": int,
+    "chunked_prefill": bool,
+    "memory_fraction": float,
+    "overlap_scheduler": bool,
+    "batch_wait_timeout_iters": int,
+    "batch_wait_max_tokens_ratio": float,
+}
+"""Scheduler settings of the engine profile a launch may override (``infer(engine_options=)``):
+TensorRT-LLM ``max_num_tokens``/``max_batch_size``/``enable_chunked_prefill``/
+``free_gpu_memory_fraction``/``disable_overlap_scheduler``/``batch_wait_*``, vLLM
+``--max-num-batched-tokens``/``--max-num-seqs``/``--gpu-memory-utilization``/
+``--async-scheduling``, SGLang ``--chunked-prefill-size``/``--max-running-requests``/
+``--mem-fraction-static``."""
+
+
+def _engine_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` checked against :data:`ENGINE_OPTIONS` (names, types, ranges)."""
+    accepted = ", ".join(ENGINE_OPTIONS)
+    out: dict[str, Any] = {}
+    for name, value in options.items():
+        if name not in ENGINE_OPTIONS:
+            raise InputError(
+                f"engine option {name!r} unknown; accepted: {accepted}", field="engine_options"
+            )
+        kind = ENGINE_OPTIONS[name]
+        ok = (
+            isinstance(value, bool)
+            if kind is bool
+            else (isinstance(value, (int, float)) and not isinstance(value, bool))
+        )
+        require(ok, f"engine option {name} must be a {kind.__name__}", field="engine_options")
+        if kind is int:
+            require(
+                float(value).is_integer() and value >= (0 if "wait" in name else 1),
+                f"engine option {name} must be a whole number >= {0 if 'wait' in name else 1}",
+                field="engine_options",
+            )
+            value = int(value)
+        elif kind is float:
+            require(
+                0.0 <= float(value) <= 1.0,
+                f"engine option {name} must be in [0, 1]",
+                field="engine_options",
+            )
+            value = float(value)
+        out[name] = value
+    return out
+
+
 def _verdict(o: dict[str, Any]) -> str:
     if not o["fits"]:
         return (
@@ -124,6 +176,7 @@ def infer(
     inter: str = catalog.DEFAULT_INTER,
     profile: str | None = None,
     adp_balance_timeout_iters: int = 0,
+    engine_options: Mapping[str, Any] | None = None,
 ) -> ServingResult:
     """Predict TTFT, TPOT, end-to-end latency and throughput of ``model`` served by ``engine``.
 
@@ -135,7 +188,8 @@ def infer(
     staggered steady state with the first ``concurrency`` of ``num_requests`` requests arriving
     as one burst); open loop (Poisson) with ``request_rate`` requests/s.
     ``adp_balance_timeout_iters`` > 0 turns on TensorRT-LLM's attention-DP context balancing
-    (``attention_dp_config: {enable_balance: true, timeout_iters: N}``)."""
+    (``attention_dp_config: {enable_balance: true, timeout_iters: N}``). ``engine_options``
+    overrides the engine's scheduler defaults as a launch sets them (:data:`ENGINE_OPTIONS`)."""
     spec = model if isinstance(model, ModelSpec) else catalog.model(model)
     require(spec.causal, f"{spec.name} is an encoder; serving applies to decoders", field="model")
     for name, value in (("input_len", input_len), ("output_len", output_len)):
@@ -167,6 +221,8 @@ def infer(
     )
     if adp_balance_timeout_iters:
         eng = dataclasses.replace(eng, adp_balance_timeout_iters=adp_balance_timeout_iters)
+    if engine_options:
+        eng = dataclasses.replace(eng, **_engine_options(engine_options))
     fmt = weight_format(weights)
     if kv_dtype == "auto":
         # The engine's default: 16-bit, or FP8 where its low-precision checkpoints carry it.

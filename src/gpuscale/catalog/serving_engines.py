@@ -89,6 +89,13 @@ class EngineProfile:
     """TensorRT-LLM ``attention_dp_config`` with ``enable_balance``: with attention DP, new
     prompts wait until every attention-DP rank has one or this many iterations have passed
     (0 = off, the engine default)."""
+    batch_wait_timeout_iters: int = 0
+    """TensorRT-LLM ``batch_wait_timeout_iters``: without attention DP, new context requests are
+    held while generation requests run, until this many iterations have passed or the
+    scheduled tokens reach ``batch_wait_max_tokens_ratio`` of ``max_num_tokens``
+    (``PyExecutor._waiting_requests``; 0 = off, the engine default)."""
+    batch_wait_max_tokens_ratio: float = 0.0
+    """TensorRT-LLM ``batch_wait_max_tokens_ratio`` (0 = off, the engine default)."""
 
     def for_device(self, device: Device) -> EngineProfile:
         """The profile as the engine configures itself on ``device`` (default flags)."""

@@ -64,6 +64,14 @@ CONCURRENCY = flag(
         f"static-batch table any profile: {', '.join(profile_names())} (default generic).",
     ),
     flag("profile", type=str, help="Calibration profile YAML overlay."),
+    opt(
+        "--engine-options engine_options",
+        str,
+        help="Under load: scheduler settings of the launch, NAME=VALUE,... (repeatable): "
+        "max_num_batched_tokens, max_num_seqs, chunked_prefill, memory_fraction, "
+        "overlap_scheduler, batch_wait_timeout_iters, batch_wait_max_tokens_ratio.",
+        multiple=True,
+    ),
     CONCURRENCY,
     *[item for item in SERVING if item != "concurrency"],
     SEARCH,
@@ -81,10 +89,17 @@ def command(model: str, as_json: bool, html_path: str | None, **o: Any) -> None:
     check_writable(html_path, "--html")
     typed_tp = click.get_current_context().get_parameter_source("tp") is not ParameterSource.DEFAULT
     tp, batch, engine, search = o.pop("tp"), o.pop("batch"), o.pop("engine"), o.pop("search")
+    engine_options = _engine_options(o.pop("engine_options"))
     common = {k: o.pop(k) for k in ("gpu", "weights", "kv_dtype", "input_len", "output_len")}
     common |= {k: o.pop(k) for k in ("gpus_per_node", "inter")}  # every question takes these
     searched = {k: o.pop(k) for k in ("gpus", "slo_ttft_ms", "slo_tpot_ms", "price")}
     result: Any
+    require(
+        not engine_options or (not search and any(o[k] is not None for k in LOAD)),
+        "--engine-options apply under load (--concurrency, --request-rate or workers), "
+        "not to --search or the static-batch table",
+        field="engine_options",
+    )
     if search:
         require(
             searched["gpus"] is not None, "--search needs --gpus N (GPUs available)", field="gpus"
@@ -92,6 +107,7 @@ def command(model: str, as_json: bool, html_path: str | None, **o: Any) -> None:
         result = api_search(model, engine=engine or "vllm", **common, **searched)
         render = print_search
     elif any(o[k] is not None for k in LOAD):
+        o["engine_options"] = engine_options or None
         tp = _single(tp) if typed_tp else 1
         loads = _loads(o.pop("concurrency"))
         if loads is not None and len(loads) > 1:
@@ -116,6 +132,35 @@ def command(model: str, as_json: bool, html_path: str | None, **o: Any) -> None:
         emit_json(doc)
     else:
         render(console, doc)
+
+
+def _engine_options(texts: tuple[str, ...]) -> dict[str, Any]:
+    """``NAME=VALUE`` pairs (comma-separated, repeatable) as typed values (true/false, whole
+    numbers, decimals); the names and ranges are checked by ``gpuscale.api.infer``."""
+    out: dict[str, Any] = {}
+    for item in (part for text in texts for part in text.split(",") if part):
+        name, eq, text = item.partition("=")
+        require(
+            bool(eq and name and text),
+            f"--engine-options '{item}': give NAME=VALUE, e.g. max_num_batched_tokens=16384",
+            field="engine_options",
+        )
+        value: Any
+        if text.lower() in ("true", "false"):
+            value = text.lower() == "true"
+        else:
+            try:
+                value = int(text)
+            except ValueError:
+                try:
+                    value = float(text)
+                except ValueError:
+                    raise InputError(
+                        f"--engine-options '{item}': VALUE must be true, false or a number",
+                        field="engine_options",
+                    ) from None
+        out[name.strip().replace("-", "_")] = value
+    return out
 
 
 def _loads(text: str | None) -> list[int] | None:

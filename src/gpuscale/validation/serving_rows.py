@@ -150,6 +150,13 @@ INFERENCEX_ROUNDS = 10
 $((2 * CONC))`` (``benchmarks/benchmark_lib.sh`` ``run_benchmark_serving``)."""
 
 
+INFERENCEX_AGG_SOURCES = (*INFERENCEX_EXPORTS, "db-dump/")
+"""Aggregated rows run by InferenceX's single-node workflow: its exports, and AIConfigurator's
+database dump of the same runs. 63 of the dump's 78 aggregated rows repeat an export row's
+measurement to the digit (same engine, system, lengths, concurrency, TTFT and TPOT; SGLang and
+TensorRT-LLM DeepSeek-R1 written as ``deepseek-ai/DeepSeek-V3``, vLLM MiniMax-M2.5), and every
+dump row carries an InferenceX ``workflow_run_id`` and image: they ran InferenceX's scripts and
+client (``INFERENCEX_RANGE_RATIO``, ``INFERENCEX_ROUNDS``)."""
 INFERENCEX_DISAGG_SOURCES = (*INFERENCEX_EXPORTS, "db-dump/")
 """Disaggregated rows run by InferenceX's multi-node workflow: its exports, and AIConfigurator's
 database dump of the same runs (the dump's rows repeat the exports' measurements to the digit,
@@ -221,7 +228,7 @@ def client_lengths(r: dict[str, str]) -> dict[str, Any]:
     the row's ``isl``/``osl`` and they differ per request, so a closed loop's requests do not
     stay in lockstep cohorts."""
     isl, osl = int(r["isl"]), int(r["osl"])
-    agg_ix = r["mode"] == "agg" and r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
+    agg_ix = r["mode"] == "agg" and r["silicon_data_source"].startswith(INFERENCEX_AGG_SOURCES)
     if not (agg_ix or sa_bench(r)):
         return {"input_len": isl, "output_len": osl}
     (im, icv), (om, ocv) = (uniform_lengths(n, INFERENCEX_RANGE_RATIO) for n in (isl, osl))
@@ -244,13 +251,231 @@ INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS = 60
 dsr1_fp8_h200_trt.sh`` and ``dsr1_fp8_h200_trt_mtp.sh``, whenever ``DP_ATTENTION`` is true)."""
 
 
+INFERENCEX_LLAMA70B_LAST_DAY = "2025-10-29"
+"""InferenceX's Llama-70B launch scripts (``benchmarks/70b_fp8_{h100,h200}_{slurm,docker}.sh``,
+``70b_fp8_h200_trt_slurm.sh``; image ``release:1.1.0rc2.post2`` and ``vllm-openai:v0.10.2`` in
+``.github/workflows/70b-tmpl.yml``) were removed by b89047d5f "remove llama 70b" (#149) on
+2025-10-29; their content was unchanged since 1b563c858 (TensorRT-LLM, 2025-09-18), af4ccd03f
+(H100 vLLM, 2025-09-23) and eb282d8f6 (H200 vLLM, 2025-09-27). The rows (``measured=``
+2025-10-29) ran those scripts."""
+INFERENCEX_LLAMA70B_TRT_MAX_NUM_TOKENS = 16384
+"""``trtllm-serve ... --max_num_tokens 16384`` (``70b_fp8_h200_trt_slurm.sh``)."""
+INFERENCEX_LLAMA70B_TRT_BATCH_WAIT = {
+    "batch_wait_timeout_iters": 20,
+    "batch_wait_max_tokens_ratio": 0.9,
+}
+"""``70b_fp8_h200_trt_slurm.sh`` writes ``batch_wait_max_tokens_ratio: 0.9`` and
+``batch_wait_timeout_iters: 20`` into ``llama-config.yml`` when ``ISL == 1024 && OSL == 1024
+&& TP < 8`` ("For 1k/1k, use batch_wait_max_tokens_ratio and batch_wait_timeout_iters will
+improve the performance, by default they are all zeros"); the other shapes get neither."""
+
+
+def _inferencex_llama70b(r: dict[str, str]) -> bool:
+    day = _source_fields(r).get("measured", "")[:10]
+    return (
+        r["mode"] == "agg"
+        and r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
+        and r["model_path"] == "meta-llama/Llama-3.1-70B"
+        and "" < day <= INFERENCEX_LLAMA70B_LAST_DAY
+    )
+
+
+INFERENCEX_DSR1_TRT_MEMORY_FRACTION = 0.75
+"""``kv_cache_config: {dtype: fp8, free_gpu_memory_fraction: 0.75}`` in InferenceX's
+DeepSeek-R1 H200 TensorRT-LLM script (``benchmarks/dsr1_fp8_h200_trt_slurm.sh`` at e06929c70
+and 008b91a9d, the scripts of the 2025-11-02 and 2026-01-14 runs; ``dsr1_fp8_h200_trt.sh`` at
+d8cc89778, 2026-01-28)."""
+INFERENCEX_DSR1_TRT_FLOOR_FROM = "2026-01-28"
+"""The same scripts launch ``--max_num_tokens=$(( (CONC + ISL + 64 + 63) / 64 * 64 ))``: room
+for one prompt and the running decodes per iteration. From d8cc89778 (the 2026-01-28 runs) the
+script raises it to at least 8192 (``MAX_NUM_TOKENS > 8192 ? MAX_NUM_TOKENS : 8192``)."""
+INFERENCEX_GPTOSS_TRT = {"max_num_batched_tokens": 20000, "memory_fraction": 0.85}
+"""InferenceX's gpt-oss H200 TensorRT-LLM script (``benchmarks/gptoss_fp4_h200_trt_slurm.sh`` at
+e06929c70 and f6a9d0b6a, ``gptoss_fp4_h200_trt.sh`` at d8cc89778: the 2025-11-02, 2025-12-15
+and 2026-01-28 runs): ``--max_num_tokens 20000``, ``free_gpu_memory_fraction: 0.85`` and
+``kv_cache_config dtype: auto``, which keeps the checkpoint's 16-bit KV cache (openai/
+gpt-oss-120b quantizes only its experts, MXFP4; no KV scales); ``--max_batch_size $CONC``
+(never binds)."""
+
+
+def _inferencex_trt(r: dict[str, str], models: tuple[str, ...]) -> str:
+    """The run day of an aggregated InferenceX TensorRT-LLM H200 row of ``models``, else ''."""
+    day = _source_fields(r).get("measured", "")[:10]
+    ok = (
+        r["mode"] == "agg"
+        and r["backend"] == "trtllm"
+        and r["system"] == "h200_sxm"
+        and r["silicon_data_source"].startswith(INFERENCEX_AGG_SOURCES)
+        and r["model_path"] in models
+    )
+    return day if ok else ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Launch:
+    """Scheduler settings an InferenceX single-node script gave an engine, for the rows of
+    ``models`` on ``system`` measured from ``first`` to ``last`` (the script's content was the
+    same over those days: ``source`` names the file and commits)."""
+
+    engine: str
+    system: str
+    models: tuple[str, ...]
+    first: str
+    last: str
+    options: dict[str, Any]
+    kv_dtype: str | None = None
+    source: str
+
+
+INFERENCEX_LAUNCHES = (
+    Launch(
+        engine="sglang",
+        system="h200_sxm",
+        models=("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"),
+        first="2026-03-06",
+        last="2026-03-25",
+        # --max-running-requests 512 (1k/1k) or 256 never binds at the rows' C <= 64.
+        options={"max_num_batched_tokens": 32768, "memory_fraction": 0.82},
+        source="benchmarks/single_node/dsr1_fp8_h200.sh at 41aff0afc (2026-03-06), unchanged "
+        "to 12ba0ae07: --chunked-prefill-size 32768 --max-prefill-tokens 32768 "
+        "--mem-fraction-static 0.82 --disable-radix-cache",
+    ),
+    Launch(
+        engine="sglang",
+        system="h200_sxm",
+        models=("Qwen/Qwen3.5-397B-A17B",),
+        first="2026-03-04",
+        last="2026-03-09",
+        options={"max_num_batched_tokens": 16384, "max_num_seqs": 128, "memory_fraction": 0.8},
+        kv_dtype="fp8",
+        source="benchmarks/single_node/qwen3.5_fp8_h200.sh at f65d6b4b1 (#855, 2026-03-04), "
+        "flags unchanged to f7135ac10: --chunked-prefill-size 16384 --max-running-requests "
+        "128 --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3 --disable-radix-cache",
+    ),
+    Launch(
+        engine="sglang",
+        system="h200_sxm",
+        models=("zhipuai/GLM-5",),
+        first="2026-03-18",
+        last="2026-03-19",
+        options={"memory_fraction": 0.85},
+        source="benchmarks/single_node/glm5_fp8_h200.sh at ebb48d4bc (#914, 2026-03-18): "
+        "--mem-fraction-static 0.85",
+    ),
+    Launch(
+        engine="vllm",
+        system="h200_sxm",
+        models=("MiniMaxAI/MiniMax-M2.5",),
+        first="2026-03-01",
+        last="2026-03-28",
+        options={"memory_fraction": 0.95},
+        source="benchmarks/single_node/minimaxm2.5_fp8_h200.sh at a36346339 (2026-03-01), "
+        "1d5cae141, 0f78cf4eb and 626932a11 (2026-03-27): --gpu-memory-utilization 0.95",
+    ),
+    Launch(
+        engine="vllm",
+        system="h100_sxm",
+        models=("MiniMaxAI/MiniMax-M2.5",),
+        first="2026-03-27",
+        last="2026-03-28",
+        options={"memory_fraction": 0.90, "max_num_seqs": 256},
+        source="benchmarks/single_node/minimaxm2.5_fp8_h100.sh at 1d5cae141, 0f78cf4eb and "
+        "626932a11 (2026-03-27): --gpu-memory-utilization 0.90 --max-num-seqs 256",
+    ),
+    Launch(
+        engine="vllm",
+        system="h200_sxm",
+        models=("moonshotai/Kimi-K2.5",),
+        first="2026-03-02",
+        last="2026-03-27",
+        options={"memory_fraction": 0.95},
+        source="benchmarks/single_node/kimik2.5_int4_h200.sh at 749096c4c (2026-03-02) and "
+        "79a42e20a (2026-03-27): --gpu-memory-utilization 0.95 (--max-num-seqs $CONC)",
+    ),
+    Launch(
+        engine="vllm",
+        system="h200_sxm",
+        models=("openai/gpt-oss-120b",),
+        first="2025-10-29",
+        last="2025-11-02",
+        options={"overlap_scheduler": True},
+        source="benchmarks/gptoss_fp4_h200_slurm.sh at 9596d23d7 (2025-10-29), unchanged to "
+        "e06929c70: config.yaml async-scheduling: true (max-num-batched-tokens 8192, "
+        "--gpu-memory-utilization 0.9: the defaults)",
+    ),
+    Launch(
+        engine="vllm",
+        system="h100_sxm",
+        models=("openai/gpt-oss-120b",),
+        first="2025-09-23",
+        last="2025-11-02",
+        options={"overlap_scheduler": True},
+        source="benchmarks/gptoss_fp4_h100_slurm.sh at af4ccd03f (2025-09-23), unchanged to "
+        "e06929c70: config.yaml async-scheduling: true",
+    ),
+)
+"""InferenceX's single-node launches of the aggregated SGLang and vLLM rows, where they differ
+from the engine profile (SemiAnalysisAI/InferenceX; the flags read at the commits named;
+SGLang ``--chunked-prefill-size`` is the token budget, ``--max-running-requests`` the running
+cap, ``--mem-fraction-static`` the memory fraction; vLLM ``--gpu-memory-utilization``,
+``--max-num-seqs``, ``async-scheduling``). The 2026-03-27 vLLM gpt-oss scripts
+(``gptoss_fp4_h{100,200}.sh`` at cec542a9a) keep the defaults."""
+
+
+def _launch(r: dict[str, str]) -> Launch | None:
+    day = _source_fields(r).get("measured", "")[:10]
+    if r["mode"] != "agg" or not r["silicon_data_source"].startswith(INFERENCEX_AGG_SOURCES):
+        return None
+    for launch in INFERENCEX_LAUNCHES:
+        if (
+            (r["backend"], r["system"]) == (launch.engine, launch.system)
+            and r["model_path"] in launch.models
+            and launch.first <= day <= launch.last
+        ):
+            return launch
+    return None
+
+
 def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
     """Engine options of an aggregated row's launch that differ from the engine defaults, as
-    the launch script of its source states them (only InferenceX's TensorRT-LLM attention-DP
-    context balancing so far)."""
-    inferencex = r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
+    the launch script of its source states them: InferenceX's TensorRT-LLM attention-DP
+    context balancing, its DeepSeek-R1 and gpt-oss TensorRT-LLM scripts, and its Llama-70B
+    scripts (``INFERENCEX_LLAMA70B_LAST_DAY``). Read from the row's source, engine, model,
+    shape and date only, never from its measured latency."""
+    out: dict[str, Any] = {}
+    inferencex = r["silicon_data_source"].startswith(INFERENCEX_AGG_SOURCES)
     if inferencex and r["backend"] == "trtllm" and kw.get("attention_dp", 1) > 1:
-        return {"adp_balance_timeout_iters": INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS}
+        out["adp_balance_timeout_iters"] = INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS
+    if day := _inferencex_trt(r, ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")):
+        tokens = (kw["concurrency"] + int(r["isl"]) + 64 + 63) // 64 * 64
+        if day >= INFERENCEX_DSR1_TRT_FLOOR_FROM:
+            tokens = max(tokens, 8192)
+        dsr1 = {
+            "max_num_batched_tokens": tokens,
+            "memory_fraction": INFERENCEX_DSR1_TRT_MEMORY_FRACTION,
+        }
+        return {**out, "kv_dtype": "fp8", "engine_options": dsr1}
+    if _inferencex_trt(r, ("openai/gpt-oss-120b",)):
+        return {**out, "kv_dtype": "bf16", "engine_options": dict(INFERENCEX_GPTOSS_TRT)}
+    if launch := _launch(r):
+        kv = {"kv_dtype": launch.kv_dtype} if launch.kv_dtype else {}
+        return {**out, **kv, "engine_options": dict(launch.options)}
+    if not _inferencex_llama70b(r):
+        return out
+    if r["backend"] == "trtllm":
+        # llama-config.yml: kv_cache_config dtype fp8 (the profile's FP8-checkpoint default),
+        # enable_block_reuse false (no prefix hits, as modelled); cuda_graph_config max 1024.
+        opts: dict[str, Any] = {"max_num_batched_tokens": INFERENCEX_LLAMA70B_TRT_MAX_NUM_TOKENS}
+        if r["isl"] == r["osl"] == "1024" and kw.get("tp", 1) < 8:
+            opts.update(INFERENCEX_LLAMA70B_TRT_BATCH_WAIT)
+        return {"kv_dtype": "fp8", "engine_options": opts}
+    if r["backend"] == "vllm":
+        # config.yaml of 70b_fp8_{h100,h200}_*.sh: "kv-cache-dtype: fp8" (vLLM's "auto" would
+        # keep the checkpoint's 16-bit KV), "async-scheduling: true" (the scheduler prepares
+        # step n+1 while step n runs), "no-enable-prefix-caching: true",
+        # "max-num-batched-tokens: 8192" (the default); --gpu-memory-utilization 0.9 (the
+        # default) and --max-num-seqs $CONC (the client's concurrency: never binds).
+        return {"kv_dtype": "fp8", "engine_options": {"overlap_scheduler": True}}
     return {}
 
 

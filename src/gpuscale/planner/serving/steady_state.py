@@ -130,6 +130,7 @@ def iteration_mix(
     p: np.ndarray,
     half: np.ndarray,
     new_tokens: float,
+    batch: np.ndarray | float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(mean, prompt-carrying, decode-only) iteration seconds when ``p`` prompt tokens per
     iteration on average arrive as whole chunks.
@@ -144,8 +145,10 @@ def iteration_mix(
     the tokens (``expert_load``); spreading a prompt thinly over every iteration would charge
     each one the experts of the prompt's tokens (an MoE over-charge) and hide the prompt's
     compute under the weight-read floor (a dense under-charge). ``packet`` is at least one
-    prompt chunk and grows to ``p`` when prompts queue faster than one chunk per iteration."""
-    chunk = _chunk_tokens(eng, n, new_tokens)
+    prompt chunk and grows to ``p`` when prompts queue faster than one chunk per iteration;
+    ``batch`` prompts released together (TensorRT-LLM batch waiting, :func:`batch_wait`) make
+    one packet of ``batch`` whole prompts."""
+    chunk = _chunk_tokens(eng, n, new_tokens) * batch
     packet = np.maximum(chunk, p)
     share = np.clip(p / np.maximum(packet, 1e-9), 0.0, 1.0)
     with_prompt = it.time_s(n, ctx, packet, half)
@@ -179,6 +182,64 @@ def adp_balance_wait_s(rate: np.ndarray, ranks: int, timeout_s: np.ndarray) -> n
     return np.asarray(np.where(first > 0.0, second / (2.0 * np.maximum(first, 1e-30)), 0.0))
 
 
+def batch_wait(
+    arrivals: np.ndarray, timeout_iters: float, need: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(mean iterations a new prompt is held, prompts released together) under TensorRT-LLM's
+    batch waiting.
+
+    With ``batch_wait_timeout_iters`` and ``batch_wait_max_tokens_ratio`` set and no attention
+    DP, ``PyExecutor._schedule`` passes the scheduled context requests through
+    ``_waiting_requests`` whenever generation requests are running: it holds them all until
+    its counter of held iterations reaches ``timeout_iters`` or the scheduled tokens (whole
+    prompts plus one per decode) reach ``ratio x max_num_tokens``, then releases them together
+    and resets the counter (TensorRT-LLM 1.1, ``tensorrt_llm/_torch/pyexecutor/
+    py_executor.py``). So the first prompt after a release starts a window of ``timeout_iters``
+    iterations that closes early when ``need - 1`` more prompts arrive. With prompts arriving
+    as a Poisson stream of ``arrivals`` per iteration, ``mu = arrivals x timeout`` and
+    ``q_j = P(Poisson(mu) >= j)``, ``m = need - 1``: the window lasts ``sum_{j<=m} q_j /
+    arrivals`` (the window ends at the m-th arrival or at the timeout), the prompts behind the
+    first wait ``sum_{2<=j<=m} (j-1) q_j / arrivals`` in all (integrals of the Poisson
+    probabilities over the window: int_0^T P(N(t) = k) dt = P(N(T) > k) / arrivals), and
+    ``1 + sum_{j<=m} q_j`` prompts are released; by renewal-reward (Ross, Introduction to
+    Probability Models, Ch. 7) the mean hold per prompt is ``sum_j j q_j / (arrivals (1 +
+    sum_j q_j))``, the whole timeout at light load."""
+    a = np.maximum(np.atleast_1d(np.asarray(arrivals, dtype=float)), 1e-12)
+    m = np.maximum(np.broadcast_to(np.asarray(need, dtype=float), a.shape) - 1.0, 0.0)
+    mu = a * timeout_iters
+    # Beyond mu + 12 sqrt(mu) + 24 the Poisson tail is below 1e-30: a larger m never binds.
+    top = int(
+        np.ceil(min(float(m.max(initial=0.0)), float(mu.max()) + 12.0 * np.sqrt(mu.max()) + 24))
+    )
+    if top < 1:
+        return np.zeros_like(a), np.ones_like(a)
+    k = np.arange(top + 40, dtype=float)
+    logfact = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1.0, k.size)))])
+    pmf = np.exp(k * np.log(mu[:, None]) - mu[:, None] - logfact)
+    tail = np.cumsum(pmf[:, ::-1], axis=1)[:, ::-1]  # tail[:, j] = P(N >= j)
+    j = np.arange(1, top + 1, dtype=float)
+    q = tail[:, 1 : top + 1] * (j <= m[:, None])
+    held = (q * j).sum(axis=1) / (a * (1.0 + q.sum(axis=1)))
+    return np.where(m > 0, held, 0.0), 1.0 + q.sum(axis=1)
+
+
+def _batch_waiting(
+    eng: EngineProfile, n: np.ndarray, decode_steps: float, prompt_len: float, ranks: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`batch_wait` at the decode batch ``n`` (prompts arrive ``n / decode_steps`` per
+    iteration by Little's law), weighted by the chance that generation requests run (the
+    executor does not hold prompts on an idle engine; ``n`` taken as Poisson); no hold with
+    attention DP (that path balances ranks instead) or when either setting is 0 (a zero
+    timeout or ratio releases at once)."""
+    ratio, timeout = eng.batch_wait_max_tokens_ratio, eng.batch_wait_timeout_iters
+    if ranks > 1 or ratio <= 0.0 or timeout <= 0:
+        return np.zeros_like(n), np.ones_like(n)
+    need = np.ceil((ratio * eng.max_num_batched_tokens - n) / max(prompt_len, 1.0))
+    held, batch = batch_wait(n / decode_steps, float(timeout), need)
+    busy = 1.0 - np.exp(-n)
+    return busy * held, 1.0 + busy * (batch - 1.0)
+
+
 def load_curve(
     it: IterationModel,
     eng: EngineProfile,
@@ -203,7 +264,9 @@ def load_curve(
     ctx = np.full_like(n, isl + osl / 2.0)
     half = np.full_like(n, isl / 2.0)
     p = n * (new_tokens + _recompute_tokens(n, work, eng, kv_tokens)) / decode_steps
-    t, own, dec_only = iteration_mix(it, eng, n, ctx, p, half, new_tokens)
+    ranks = it.par.attention_dp
+    held, batch = _batch_waiting(eng, n, decode_steps, isl, ranks)
+    t, own, dec_only = iteration_mix(it, eng, n, ctx, p, half, new_tokens, batch)
     x = n / (decode_steps * t)
     if x_grid is not None:
         x_mono = np.maximum.accumulate(x)
@@ -213,7 +276,8 @@ def load_curve(
         p = n * (new_tokens + _recompute_tokens(n, work, eng, kv_tokens)) / decode_steps
         ctx = np.full_like(n, isl + osl / 2.0)
         half = np.full_like(n, isl / 2.0)
-        t, own, dec_only = iteration_mix(it, eng, n, ctx, p, half, new_tokens)
+        held, batch = _batch_waiting(eng, n, decode_steps, isl, ranks)
+        t, own, dec_only = iteration_mix(it, eng, n, ctx, p, half, new_tokens, batch)
         x = np.asarray(x_grid, dtype=float)
         beyond = over
     else:
@@ -225,7 +289,9 @@ def load_curve(
         k_p = np.ceil(new_tokens / np.maximum(_chunk_tokens(eng, n, new_tokens), 1.0))
     else:
         k_p = np.ones_like(n)
-    running = n + x * t * k_p
+    # Little's law: the requests being prefilled (and held by batch waiting) run beside the n
+    # decodes, holding their KV pages.
+    running = n + x * t * (k_p + held)
     fits_budget = p <= room if eng.chunked_prefill else p <= max(budget, new_tokens)
     # Past the top of x(n) more running requests buy no throughput: the engine is saturated.
     rising = np.concatenate([[True], np.diff(x) > 0])
@@ -233,8 +299,10 @@ def load_curve(
     # A new request waits for the iteration in flight (half of one on average) and, with an
     # overlapped scheduler, for one more before its prefill starts.
     delay = t * (0.5 + (1.0 if eng.overlap_scheduler else 0.0))
-    ttft = delay + own + (k_p - 1.0) * np.maximum(own, t) + eng.request_overhead_ms * 1e-3
-    ranks = it.par.attention_dp
+    # TensorRT-LLM batch waiting holds the prompt ``held`` iterations before that (the
+    # iterations it waits through are the mean ``t``).
+    ttft = delay + held * t + own + (k_p - 1.0) * np.maximum(own, t)
+    ttft = ttft + eng.request_overhead_ms * 1e-3
     if eng.adp_balance_timeout_iters > 0 and ranks > 1:
         # The hold applies only while every rank has requests decoding; a rank's decoding
         # requests are taken as Poisson with mean n (requests spread evenly over the ranks).

@@ -1,0 +1,43 @@
+"""`gpuscale infer --engine-options`: a launch's scheduler settings, through the real entry point."""
+
+from __future__ import annotations
+
+import json
+
+LOAD = (
+    "infer", "llama3.1-70b", "--gpu", "h200-sxm", "--engine", "tensorrt-llm", "--weights", "fp8",
+    "--input", "922", "--output", "922", "--input-cv", "0.064", "--output-cv", "0.064",
+    "--concurrency", "4", "--num-requests", "40", "--tp", "1", "--json",
+)  # fmt: skip
+
+
+def _ttft_tpot(proc) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    assert proc.returncode == 0, proc.stderr
+    o = json.loads(proc.stdout)["options"][0]
+    return o["ttft_ms"], o["tpot_ms"]
+
+
+def test_batch_wait_of_a_launch_lengthens_ttft_at_light_load(gpuscale) -> None:
+    # InferenceX's 70b_fp8_h200_trt_slurm.sh on 1k/1k TP1: 20 iterations of batch waiting.
+    base = _ttft_tpot(gpuscale(*LOAD, "--engine-options", "max_num_batched_tokens=16384"))
+    wait = _ttft_tpot(
+        gpuscale(
+            *LOAD,
+            "--engine-options",
+            "max_num_batched_tokens=16384,batch_wait_timeout_iters=20",
+            "--engine-options",
+            "batch_wait_max_tokens_ratio=0.9",
+        )
+    )
+    assert 15 * wait[1] < wait[0] - base[0] < 21 * wait[1]
+
+
+def test_bad_engine_options_exit_2_with_one_line(gpuscale) -> None:
+    for bad in ("foo=1", "max_num_seqs", "memory_fraction=high", "max_num_seqs=0"):
+        proc = gpuscale(*LOAD, "--engine-options", bad)
+        assert proc.returncode == 2, bad
+        assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    static = gpuscale(
+        "infer", "llama3.1-70b", "--gpu", "h200-sxm", "--engine-options", "max_num_seqs=4"
+    )
+    assert static.returncode == 2 and "under load" in static.stderr
