@@ -371,9 +371,9 @@ class IterationModel:
         """Rows one expert's GEMM computes for ``per_expert`` tokens on average: its tokens
         padded up to a multiple of the tile's rows ``B`` (``moe_align_block_size`` pads each
         expert's segment so it divides the kernel's BLOCK_SIZE_M; vLLM fused_moe.py). The
-        engines pick the smallest tile the load fits (Marlin MoE: the least ``B`` in 8..64 with
-        ``tokens / B < 0.9``, fused_marlin_moe.py; tuned Triton configs: BLOCK_SIZE_M 16 at
-        small M), here powers of two from 16 up to the profile's ``moe_block_m``. A count
+        engines pick a small tile for a small load (vLLM ``get_default_config``: Marlin the
+        least ``B`` in 8..64 with ``tokens / B < 0.9``, Triton 16 rows while M <= E), here
+        powers of two from 16 up to the profile's ``moe_block_m``. A count
         spread over more than a tile leaves on average half a tile of padding (uniform
         residue), and every touched expert computes at least one tile: ``max(B, x + B / 2)``."""
         x = np.asarray(per_expert, dtype=float)
