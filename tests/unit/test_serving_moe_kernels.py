@@ -47,8 +47,8 @@ def test_padded_rows_round_each_expert_up_to_its_tile() -> None:
 
 
 def test_weight_only_experts_on_hopper_run_at_the_marlin_rate_in_vllm() -> None:
-    # gpt-oss-120b MXFP4 on one H200: vLLM runs Marlin MoE (PR #27523), TensorRT-LLM a CUTLASS
-    # mixed-input kernel (rate 1). An 8k-token prefill is compute-bound in the experts: the
+    # gpt-oss-120b MXFP4 on one H200: vLLM runs Marlin MoE (PR #27523), TensorRT-LLM OpenAI's
+    # triton_kernels (rate 1). An 8k-token prefill is compute-bound in the experts: the
     # Marlin rate lengthens it by up to 1.5x; a 1.0 rate gives the old time back.
     marlin = _model("gpt-oss-120b", "vllm", "mxfp4")
     wgmma = _model("gpt-oss-120b", "vllm", "mxfp4", moe_weight_only_hopper_rate=1.0)
