@@ -27,6 +27,8 @@ CONSTANTS: dict[str, Check] = {
     "graph_kernel_gap_us": NON_NEGATIVE,
     "moe_glue_kernels": NON_NEGATIVE,
     "moe_activation_quant_kernels": NON_NEGATIVE,
+    "moe_block_m": AT_LEAST_ONE,
+    "moe_weight_only_hopper_rate": FRACTION,
     "elementwise_hidden_passes": NON_NEGATIVE,
     "elementwise_ffn_passes": NON_NEGATIVE,
     "elementwise_kernels_per_layer": NON_NEGATIVE,

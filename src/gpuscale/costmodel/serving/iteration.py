@@ -214,6 +214,9 @@ class IterationModel:
         ones = np.ones_like(tokens)
         peak = dev.peak(prec) * 1e12
         curve = self.profile.gemm_curve(dev.id, dev.generation, prec)
+        # The mixed-input kernel's instruction rate caps the curve (it does not scale the
+        # small-GEMM end, which latency and tile counts already limit).
+        moe_ceiling = self.moe_math_rate() * max(curve.efficiency)
 
         def gemm(
             tok: np.ndarray,
@@ -229,9 +232,12 @@ class IterationModel:
                 return gemm_time(g, precision, dev, self.profile, launch, w_bytes)
             # A grouped GEMM over ``count`` experts is one kernel (CUTLASS grouped GEMM, the
             # fused-MoE Triton kernel, DeepGEMM): its efficiency follows the whole group's
-            # FLOPs and it launches once; its traffic is every touched expert's weights.
-            flops = 2.0 * tok * c * n * k
-            math = flops / (peak * curve(flops))
+            # FLOPs and it launches once; its traffic is every touched expert's weights. Its
+            # math runs on each expert's rows padded to the kernel's tile (``moe_padded_rows``)
+            # and, for weight-only experts on Hopper, at most the engine's mixed-input kernel's
+            # share of the best 16-bit rate (``moe_weight_only_hopper_rate``).
+            flops = 2.0 * self.moe_padded_rows(tok) * c * n * k
+            math = flops / (peak * np.minimum(curve(flops), moe_ceiling))
             act = 2.0 * tok * c * (n + k)
             return np.maximum(np.maximum(math, (act + c * n * k * wb) / hbm), launch)
 
@@ -347,6 +353,34 @@ class IterationModel:
         (docs/source/torch/features/torch_compile_and_piecewise_cuda_graph.md)."""
         prec = gemm_precision(self.fmt, self.cluster.device)
         return self.serial_kernels(prec) * self.eager_prefill_host_s_per_kernel
+
+    def moe_math_rate(self) -> float:
+        """Share of the GEMM curve's rate the expert GEMMs reach: the engine's weight-only MoE
+        kernel on Hopper may not issue Hopper's wgmma (Marlin MoE runs Ampere's mma.sync,
+        about two thirds of the H100 tensor-core peak; FlashAttention-3, arXiv:2407.08608,
+        Sec. 2.2); 1 elsewhere and for natively computed formats."""
+        dev = self.cluster.device
+        # Weight-only: weights narrower than 16 bits computed at the 16-bit rate (the
+        # ``*_wo`` formats and formats without a native rate on this GPU, ``is_weight_only``).
+        sixteen_bit_math = gemm_precision(self.fmt, dev) == dev.half_precision
+        if dev.generation == "hopper" and sixteen_bit_math and self.fmt.weight_bytes < SIXTEEN_BIT:
+            return self.profile.const("moe_weight_only_hopper_rate")
+        return 1.0
+
+    def moe_padded_rows(self, per_expert: np.ndarray) -> np.ndarray:
+        """Rows one expert's GEMM computes for ``per_expert`` tokens on average: its tokens
+        padded up to a multiple of the tile's rows ``B`` (``moe_align_block_size`` pads each
+        expert's segment so it divides the kernel's BLOCK_SIZE_M; vLLM fused_moe.py). The
+        engines pick a small tile for a small load (vLLM ``get_default_config``: Marlin the
+        least ``B`` in 8..64 with ``tokens / B < 0.9``, Triton 16 rows while M <= E), here
+        powers of two from 16 up to the profile's ``moe_block_m``. A count
+        spread over more than a tile leaves on average half a tile of padding (uniform
+        residue), and every touched expert computes at least one tile: ``max(B, x + B / 2)``."""
+        x = np.asarray(per_expert, dtype=float)
+        b_max = self.profile.const("moe_block_m")
+        b = 2.0 ** np.ceil(np.log2(np.maximum(x / 0.9, 16.0)))
+        b = np.minimum(b, b_max)
+        return np.maximum(b, x + b / 2.0)
 
     def _gap_s(self) -> float:
         return self.profile.const("graph_kernel_gap_us") * 1e-6
