@@ -1,0 +1,32 @@
+"""benchmarks/gap_rows.py: the gap-analysis signatures quoted in docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "gap_rows.py"
+HEAVY = re.compile(r"^\s+(\S+)\s+OSL\s+(\d+)\s+n=\s*(\d+)\s+([\d.]+)\s+([\d.]+)$")
+
+
+def test_gap_rows_print_the_measured_and_modelled_load_ratios() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert out.returncode == 0, out.stderr
+    heavy = out.stdout.split("heavy load:")[1].split("TPOT measured")[0]
+    rows = [m for m in map(HEAVY.match, heavy.splitlines()) if m]
+    models = {m.group(1) for m in rows}
+    assert {"Llama-3.1-8B-Instruct", "Qwen3-32B"} <= models
+    for m in rows:
+        measured, modelled = float(m.group(4)), float(m.group(5))
+        assert int(m.group(3)) > 0 and measured > 0 and modelled > 0
+    # The signature the docs quote: from C = 64 to 128 the measured TTFT of the dense gap rows
+    # grows far more than the modelled one (no launch setting explains it yet).
+    llama = [m for m in rows if m.group(1) == "Llama-3.1-8B-Instruct"]
+    assert all(float(m.group(4)) > 1.5 * float(m.group(5)) for m in llama)
