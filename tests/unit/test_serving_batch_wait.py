@@ -109,7 +109,17 @@ def test_no_hold_with_attention_dp() -> None:
 
 @pytest.mark.parametrize(
     "options",
-    [{"max_batch": 8}, {"max_num_seqs": 0}, {"overlap_scheduler": 1}, {"memory_fraction": 1.5}],
+    [
+        {"max_batch": 8},
+        {"max_num_seqs": 0},
+        {"overlap_scheduler": 1},
+        {"memory_fraction": 1.5},
+        {"memory_fraction": 0.0},
+        {"max_num_seqs": 10**400},
+        {"max_num_batched_tokens": 1e30},
+        {"max_num_seqs": 2.5},
+        {"chunked_prefill": False, "max_num_batched_tokens": 16},
+    ],
 )
 def test_bad_engine_options_are_refused(options: dict[str, object]) -> None:
     with pytest.raises(InputError) as err:
@@ -247,3 +257,13 @@ def test_inferencex_llama70b_ttft_with_the_launch_settings() -> None:
     for engine, e in errs.items():
         assert sum(e) / len(e) < 0.15, engine
         assert max(e) < 1.0, engine
+
+
+@pytest.mark.parametrize("engine_name", ["vllm", "sglang"])
+def test_tensorrt_llm_scheduler_settings_are_refused_for_other_engines(engine_name: str) -> None:
+    # Batch waiting and attention-DP balancing exist only in TensorRT-LLM's PyExecutor: on
+    # vLLM or SGLang they would change the answer for a feature the engine does not have.
+    for name in ("batch_wait_timeout_iters", "adp_balance_timeout_iters"):
+        with pytest.raises(InputError, match="tensorrt-llm setting") as err:
+            infer("llama3.1-70b", **{**KW, "engine": engine_name}, engine_options={name: 20})
+        assert err.value.field == "engine_options"

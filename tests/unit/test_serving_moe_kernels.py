@@ -75,3 +75,23 @@ def test_tile_padding_costs_prefill_where_experts_get_few_tokens() -> None:
     assert _prefill(padded, 4096.0) > _prefill(exact, 4096.0) * 1.02
     # Decode at 8 requests: the expert GEMMs stay weight-read-bound with 16-row tiles.
     assert _decode(padded, 8.0) == pytest.approx(_decode(exact, 8.0), rel=0.02)
+
+
+@pytest.mark.parametrize("ep", [1, 2, 4, 8])
+def test_expert_gemms_stay_grouped_when_each_rank_holds_one_expert(ep: int) -> None:
+    # Mixtral's 8 experts over EP = 8 leave one expert per rank: still the engine's fused-MoE
+    # kernel (Marlin for INT4 weight-only on Hopper), so its rate and tile padding apply at every
+    # EP size, not only where a rank holds several experts.
+    def model(rate: float) -> IterationModel:
+        m = catalog.model("mixtral-8x7b")
+        cl = catalog.cluster("h100-sxm", ep)
+        eng = engine("vllm")
+        base = load_profile(eng.cost_profile)
+        prof = dataclasses.replace(
+            base, constants={**base.constants, "moe_weight_only_hopper_rate": rate}
+        )
+        par = Parallelism(tp=ep, ep=ep)
+        return _iteration_model(m, cl, par, weight_format("int4_wo"), "bf16", prof, eng)
+
+    slow, fast = _prefill(model(0.667), 16384.0), _prefill(model(1.0), 16384.0)
+    assert slow / fast > 1.05

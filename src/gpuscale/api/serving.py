@@ -76,25 +76,56 @@ class ServingResult:
         return [fig]
 
 
-ENGINE_OPTIONS: dict[str, type] = {
-    "max_num_batched_tokens": int,
-    "max_num_seqs": int,
-    "chunked_prefill": bool,
-    "memory_fraction": float,
-    "overlap_scheduler": bool,
-    "batch_wait_timeout_iters": int,
-    "batch_wait_max_tokens_ratio": float,
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineOption:
+    """One scheduler setting a launch may override: its type, accepted range and the engines
+    that have it (one table for the API check and the CLI help)."""
+
+    kind: type
+    low: float = 0.0
+    high: float = 0.0
+    engines: tuple[str, ...] = ("tensorrt-llm", "vllm", "sglang")
+
+    def accepted(self) -> str:
+        if self.kind is bool:
+            return "true or false"
+        if self.kind is int:
+            return f"a whole number in [{self.low:.0f}, {self.high:.0f}]"
+        return f"a number in ({self.low:g}, {self.high:g}]"
+
+
+TRT_ONLY = ("tensorrt-llm",)
+MAX_SCHEDULER_SLOTS = 2**24
+"""Upper bound on token budgets, running requests and held iterations: far above any engine's
+setting (TensorRT-LLM's default max_batch_size is 2,048, max_num_tokens 8,192), low enough that
+every value stays an exact float."""
+
+ENGINE_OPTIONS: dict[str, EngineOption] = {
+    "max_num_batched_tokens": EngineOption(kind=int, low=1, high=MAX_SCHEDULER_SLOTS),
+    "max_num_seqs": EngineOption(kind=int, low=1, high=MAX_SCHEDULER_SLOTS),
+    "chunked_prefill": EngineOption(kind=bool),
+    "memory_fraction": EngineOption(kind=float, low=0.0, high=1.0),
+    "overlap_scheduler": EngineOption(kind=bool),
+    "batch_wait_timeout_iters": EngineOption(
+        kind=int, low=0, high=MAX_SCHEDULER_SLOTS, engines=TRT_ONLY
+    ),
+    "batch_wait_max_tokens_ratio": EngineOption(kind=float, low=0.0, high=1.0, engines=TRT_ONLY),
+    "adp_balance_timeout_iters": EngineOption(
+        kind=int, low=0, high=MAX_SCHEDULER_SLOTS, engines=TRT_ONLY
+    ),
 }
 """Scheduler settings of the engine profile a launch may override (``infer(engine_options=)``):
 TensorRT-LLM ``max_num_tokens``/``max_batch_size``/``enable_chunked_prefill``/
-``free_gpu_memory_fraction``/``disable_overlap_scheduler``/``batch_wait_*``, vLLM
+``free_gpu_memory_fraction``/``disable_overlap_scheduler``/``batch_wait_*``/
+``attention_dp_config.timeout_iters`` (with ``enable_balance``), vLLM
 ``--max-num-batched-tokens``/``--max-num-seqs``/``--gpu-memory-utilization``/
 ``--async-scheduling``, SGLang ``--chunked-prefill-size``/``--max-running-requests``/
-``--mem-fraction-static``."""
+``--mem-fraction-static``. The batch-wait and attention-DP balance settings exist only in
+TensorRT-LLM's PyTorch executor (``PyExecutor``)."""
 
 
-def _engine_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """``options`` checked against :data:`ENGINE_OPTIONS` (names, types, ranges)."""
+def _engine_options(options: Mapping[str, Any], engine: str) -> dict[str, Any]:
+    """``options`` checked against :data:`ENGINE_OPTIONS` (names, engine, types, ranges)."""
     accepted = ", ".join(ENGINE_OPTIONS)
     out: dict[str, Any] = {}
     for name, value in options.items():
@@ -102,28 +133,24 @@ def _engine_options(options: Mapping[str, Any]) -> dict[str, Any]:
             raise InputError(
                 f"engine option {name!r} unknown; accepted: {accepted}", field="engine_options"
             )
-        kind = ENGINE_OPTIONS[name]
-        ok = (
-            isinstance(value, bool)
-            if kind is bool
-            else (isinstance(value, (int, float)) and not isinstance(value, bool))
+        opt = ENGINE_OPTIONS[name]
+        require(
+            engine in opt.engines,
+            f"engine option {name} is a {' / '.join(opt.engines)} setting, not {engine}'s",
+            field="engine_options",
         )
-        require(ok, f"engine option {name} must be a {kind.__name__}", field="engine_options")
-        if kind is int:
-            require(
-                float(value).is_integer() and value >= (0 if "wait" in name else 1),
-                f"engine option {name} must be a whole number >= {0 if 'wait' in name else 1}",
-                field="engine_options",
-            )
-            value = int(value)
-        elif kind is float:
-            require(
-                0.0 <= float(value) <= 1.0,
-                f"engine option {name} must be in [0, 1]",
-                field="engine_options",
-            )
-            value = float(value)
-        out[name] = value
+        if opt.kind is bool:
+            ok = isinstance(value, bool)
+        elif opt.kind is int:
+            ok = (
+                isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+            ) and not isinstance(value, bool)
+            ok = ok and opt.low <= value <= opt.high
+        else:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            ok = ok and opt.low < value <= opt.high
+        require(ok, f"engine option {name} must be {opt.accepted()}", field="engine_options")
+        out[name] = opt.kind(value)
     return out
 
 
@@ -222,7 +249,15 @@ def infer(
     if adp_balance_timeout_iters:
         eng = dataclasses.replace(eng, adp_balance_timeout_iters=adp_balance_timeout_iters)
     if engine_options:
-        eng = dataclasses.replace(eng, **_engine_options(engine_options))
+        eng = dataclasses.replace(eng, **_engine_options(engine_options, eng.name))
+        # An engine without chunked prefill runs a whole prompt in one iteration: TensorRT-LLM
+        # refuses a launch whose max_num_tokens is below the longest prompt it must admit.
+        require(
+            eng.chunked_prefill or eng.max_num_batched_tokens >= input_len,
+            f"engine option max_num_batched_tokens {eng.max_num_batched_tokens} is below the "
+            f"{input_len}-token prompt and chunked_prefill is off: raise it or turn chunking on",
+            field="engine_options",
+        )
     fmt = weight_format(weights)
     if kv_dtype == "auto":
         # The engine's default: 16-bit, or FP8 where its low-precision checkpoints carry it.

@@ -9,6 +9,7 @@ from click.core import ParameterSource
 
 from gpuscale import catalog
 from gpuscale.api import profile_names
+from gpuscale.api.serving import ENGINE_OPTIONS
 from gpuscale.api.serving import infer as api_infer
 from gpuscale.api.serving_search import search as api_search
 from gpuscale.api.serving_static import infer_static
@@ -68,8 +69,8 @@ CONCURRENCY = flag(
         "--engine-options engine_options",
         str,
         help="Under load: scheduler settings of the launch, NAME=VALUE,... (repeatable): "
-        "max_num_batched_tokens, max_num_seqs, chunked_prefill, memory_fraction, "
-        "overlap_scheduler, batch_wait_timeout_iters, batch_wait_max_tokens_ratio.",
+        + ", ".join(ENGINE_OPTIONS)
+        + " (batch_wait_* and adp_balance_timeout_iters: tensorrt-llm only).",
         multiple=True,
     ),
     CONCURRENCY,

@@ -225,9 +225,11 @@ class IterationModel:
             count: np.ndarray | float = 1.0,
             precision: str = prec,
             w_bytes: float = wb,
+            grouped: bool = False,
         ) -> np.ndarray:
             c = np.asarray(count, dtype=float) * ones
-            if np.all(c == 1.0):
+            # The expert GEMMs stay grouped kernels when a rank holds one expert (EP = experts).
+            if not grouped:
                 g = Gemm("g", tok * ones, n * ones, k * ones, c)
                 return gemm_time(g, precision, dev, self.profile, launch, w_bytes)
             # A grouped GEMM over ``count`` experts is one kernel (CUTLASS grouped GEMM, the
@@ -284,7 +286,9 @@ class IterationModel:
             f = float(m.ffn_hidden_size) / par.moe_tp
             touched, pairs = expert_load(group_tokens, m.num_experts, m.experts_per_token, par.ep)
             per_expert = pairs / touched
-            moe = gemm(per_expert, mats_up * f, h, touched) + gemm(per_expert, h, f, touched)
+            moe = gemm(per_expert, mats_up * f, h, touched, grouped=True) + gemm(
+                per_expert, h, f, touched, grouped=True
+            )
             moe = moe + gemm(tokens, float(m.num_experts), h)  # router
             # Routing and token shuffling around the expert GEMMs are kernels of their own,
             # each reading or writing the tokens' top-k copies of the hidden state; how many
