@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 from typing import Any
 
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,11 +41,16 @@ def test_block_fp8_checkpoints_are_read_as_block_fp8() -> None:
     assert catalog.checkpoint_weights("meta-llama/Llama-3.1-70B") is None
 
 
-def test_every_catalogued_checkpoint_is_a_known_format_with_a_source() -> None:
+def test_every_catalogued_checkpoint_is_a_known_format_of_a_catalog_model() -> None:
     for hf_id in catalog.checkpoint_quantization():
         fmt = catalog.checkpoint_weights(hf_id)
         assert fmt is not None and weight_format(fmt).name == fmt, hf_id
         assert catalog.model(hf_id).name  # each maps to a catalog architecture
+    text = (Path(catalog.__file__).parent / "data" / "checkpoints.yaml").read_text()
+    entries = yaml.safe_load(text)["checkpoints"]
+    assert all(
+        "config.json" in e["source"] or "quant_config" in e["source"] for e in entries.values()
+    )
 
 
 def test_rows_follow_their_checkpoint_not_the_precision_label() -> None:
