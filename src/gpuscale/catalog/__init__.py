@@ -83,6 +83,23 @@ def model_aliases() -> dict[str, str]:
     return {k.lower(): v for k, v in _load("model_aliases.yaml")["aliases"].items()}
 
 
+@cache
+def checkpoint_quantization() -> dict[str, dict[str, Any]]:
+    """Published pre-quantized checkpoints (Hugging Face id, lowercased) -> the
+    ``quantization_config`` of their config.json (``checkpoints.yaml``, each with its source)."""
+    data = _load("checkpoints.yaml")["checkpoints"]
+    return {k.lower(): v["quantization_config"] for k, v in data.items()}
+
+
+def checkpoint_weights(hf_id: str) -> str | None:
+    """The weight format the published checkpoint ``hf_id`` stores (``fp8_block``, ``fp8``,
+    ``mxfp4``, ``nvfp4``, ``int4_wo``), or None when it is not a catalogued pre-quantized
+    checkpoint (16-bit weights: an engine quantizes those online in the format it is asked)."""
+    from gpuscale.catalog.hf_config import checkpoint_weights as from_config
+
+    return from_config(checkpoint_quantization().get(hf_id.lower()))
+
+
 def model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
     """A catalog model by id or by the Hugging Face id of a catalog model, or a Hugging Face
     style ``config.json`` (file or its folder); a :class:`ModelSpec` is returned as it is."""

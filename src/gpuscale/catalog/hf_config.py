@@ -401,3 +401,43 @@ def model_from_config_file(path: Path) -> ModelSpec:
     except RecursionError:
         raise InputError(f"{path}: JSON nested too deeply") from None
     return model_from_config(cfg, str(path))
+
+
+def checkpoint_weights(qc: Mapping[str, Any] | None) -> str | None:
+    """The serving weight format (a ``--weights`` name) a checkpoint's ``quantization_config``
+    stores, or None for 16-bit weights or a scheme not read here.
+
+    - ``quant_method: fp8`` with ``weight_block_size`` -> ``fp8_block`` (one scale per weight
+      block, activations quantized per token group at run time: vLLM/SGLang ``Fp8Config``
+      ``weight_block_size``; DeepSeek-V3, arXiv:2412.19437 Sec. 3.3.2), without it -> ``fp8``
+      (per-tensor scales);
+    - ``mxfp4`` -> ``mxfp4`` (gpt-oss; OCP MX v1.0);
+    - ModelOpt (``hf_quant_config.json`` ``quant_algo``): ``FP8`` -> ``fp8``, ``NVFP4`` ->
+      ``nvfp4``;
+    - ``compressed-tensors`` whose weight groups are 4-bit integers with no input activation
+      scheme -> ``int4_wo`` (W4A16, compressed-tensors ``QuantizationArgs``)."""
+    if not isinstance(qc, Mapping):
+        return None
+    method = str(qc.get("quant_method", "")).lower()
+    if method == "fp8":
+        return "fp8_block" if qc.get("weight_block_size") else "fp8"
+    if method == "mxfp4":
+        return "mxfp4"
+    if method == "modelopt":
+        return {"FP8": "fp8", "NVFP4": "nvfp4"}.get(str(qc.get("quant_algo", "")).upper())
+    if method == "compressed-tensors":
+        groups = qc.get("config_groups")
+        if not isinstance(groups, Mapping):
+            return None
+        found = set()
+        for group in groups.values():
+            w = group.get("weights") if isinstance(group, Mapping) else None
+            if not isinstance(w, Mapping):
+                return None
+            weight_only = group.get("input_activations") is None
+            if w.get("type") == "int" and w.get("num_bits") == 4 and weight_only:
+                found.add("int4_wo")
+            else:
+                return None
+        return found.pop() if len(found) == 1 else None
+    return None

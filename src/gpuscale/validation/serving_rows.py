@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuscale import catalog
+
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm"}
 ENGINES = {"trtllm": "tensorrt-llm", "vllm": "vllm", "sglang": "sglang"}
 STATED, TWIN, NOT_EXPRESSIBLE = "stated", "twin", "not expressible"
@@ -479,11 +481,22 @@ def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+def weights(r: dict[str, str]) -> str:
+    """The weight format row ``r`` ran: the one its checkpoint stores when ``model_path`` is a
+    published pre-quantized checkpoint (``catalog.checkpoint_weights``: an engine loads a
+    serialized checkpoint in its stored format; the rows' ``fp8`` on DeepSeek-R1/V3,
+    MiniMax-M2.5 and Qwen3-235B-A22B-FP8, whose config.json has ``weight_block_size``
+    [128, 128], and ``nvfp4`` on gpt-oss-120b, whose checkpoint is MXFP4, name the benchmark's
+    precision class, not the stored format); else the row's ``gemm_quant_mode`` (a 16-bit
+    checkpoint the engine quantizes online), ``bf16`` when empty."""
+    return catalog.checkpoint_weights(r["model_path"]) or r["gemm_quant_mode"] or "bf16"
+
+
 def _base(r: dict[str, str], conc: int) -> dict[str, Any]:
     return {
         "gpu": SYSTEMS[r["system"]],
         "engine": ENGINES[r["backend"]],
-        "weights": r["gemm_quant_mode"] or "bf16",
+        "weights": weights(r),
         **client_lengths(r),
         "concurrency": conc,
         **client_requests(r, conc),

@@ -1,0 +1,115 @@
+"""Serving rows run the weight format their checkpoint stores (catalog ``checkpoints.yaml``)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpuscale import catalog
+from gpuscale.catalog.hf_config import checkpoint_weights
+from gpuscale.costmodel.serving.formats import FORMATS, weight_format
+from gpuscale.validation import DATA_DIR
+from gpuscale.validation.serving_rows import read_rows, weights
+
+ROWS = DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv"
+
+
+def _raw() -> list[dict[str, str]]:
+    with ROWS.open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_block_fp8_checkpoints_are_read_as_block_fp8() -> None:
+    for hf_id in (
+        "MiniMaxAI/MiniMax-M2.5",
+        "Qwen/Qwen3-235B-A22B-FP8",
+        "deepseek-ai/DeepSeek-R1",
+        "deepseek-ai/DeepSeek-V3",
+        "zai-org/GLM-5-FP8",
+    ):
+        assert catalog.checkpoint_weights(hf_id) == "fp8_block", hf_id
+    assert catalog.checkpoint_weights("openai/gpt-oss-120b") == "mxfp4"
+    assert catalog.checkpoint_weights("moonshotai/Kimi-K2.5") == "int4_wo"
+    assert catalog.checkpoint_weights("nvidia/Llama-3.1-70B-Instruct-FP8") == "fp8"
+    # 16-bit repositories: the engine quantizes online in the format it is asked for.
+    assert catalog.checkpoint_weights("Qwen/Qwen3-32B") is None
+    assert catalog.checkpoint_weights("meta-llama/Llama-3.1-70B") is None
+
+
+def test_every_catalogued_checkpoint_is_a_known_format_of_a_catalog_model() -> None:
+    for hf_id in catalog.checkpoint_quantization():
+        fmt = catalog.checkpoint_weights(hf_id)
+        assert fmt is not None and weight_format(fmt).name == fmt, hf_id
+        assert catalog.model(hf_id).name  # each maps to a catalog architecture
+    text = (Path(catalog.__file__).parent / "data" / "checkpoints.yaml").read_text()
+    entries = yaml.safe_load(text)["checkpoints"]
+    assert all(
+        "config.json" in e["source"] or "quant_config" in e["source"] for e in entries.values()
+    )
+
+
+def test_rows_follow_their_checkpoint_not_the_precision_label() -> None:
+    raw = _raw()
+    by_path: dict[str, set[str]] = {}
+    for r in raw:
+        by_path.setdefault(r["model_path"], set()).add(weights(r))
+    # vLLM's MiniMax rows say "fp8" and TensorRT-LLM's DeepSeek rows "fp8": the checkpoints
+    # store 128 x 128 weight blocks (config.json weight_block_size).
+    assert by_path["MiniMaxAI/MiniMax-M2.5"] == {"fp8_block"}
+    assert by_path["deepseek-ai/DeepSeek-R1"] == {"fp8_block"}
+    assert by_path["Qwen/Qwen3-235B-A22B-FP8"] == {"fp8_block"}
+    # "nvfp4" (and five "fp8") rows of gpt-oss-120b: its only checkpoint is MXFP4.
+    assert by_path["openai/gpt-oss-120b"] == {"mxfp4"}
+    # A 16-bit checkpoint keeps the row's own label (online quantization) or bf16.
+    assert by_path["Qwen/Qwen3-32B"] == {"bf16", "fp8", "fp8_block"}
+    rows = [x for x in read_rows(raw) if x.raw["model_path"] == "MiniMaxAI/MiniMax-M2.5"]
+    assert rows and all(x.kwargs["weights"] == "fp8_block" for x in rows if x.expressible)
+
+
+def test_quantization_config_parser() -> None:
+    assert checkpoint_weights({"quant_method": "fp8", "activation_scheme": "static"}) == "fp8"
+    assert checkpoint_weights({"quant_method": "fp8", "weight_block_size": [128, 128]}) == (
+        "fp8_block"
+    )
+    assert checkpoint_weights({"quant_method": "modelopt", "quant_algo": "NVFP4"}) == "nvfp4"
+    assert checkpoint_weights(None) is None
+    w8a8: dict[str, Any] = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {
+            "g": {
+                "weights": {"type": "float", "num_bits": 8},
+                "input_activations": {"type": "float", "num_bits": 8},
+            }
+        },
+    }
+    assert checkpoint_weights(w8a8) is None  # not read here: the row's label stays
+
+
+_LEAF = st.none() | st.booleans() | st.integers(0, 8) | st.sampled_from(["int", "FP8", "NVFP4"])
+_GROUP = st.fixed_dictionaries(
+    {},
+    optional={
+        "weights": _LEAF | st.dictionaries(st.sampled_from(["type", "num_bits"]), _LEAF),
+        "input_activations": _LEAF,
+    },
+)
+_JSON = _LEAF | st.lists(_LEAF, max_size=2) | st.dictionaries(st.text(max_size=3), _GROUP | _LEAF)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    method=st.sampled_from(["fp8", "mxfp4", "modelopt", "compressed-tensors", "awq", ""]),
+    rest=st.dictionaries(
+        st.sampled_from(["weight_block_size", "quant_algo", "config_groups", "fmt"]),
+        _JSON,
+        max_size=3,
+    ),
+)
+def test_parser_never_raises_and_names_a_known_format(method: str, rest: dict[str, Any]) -> None:
+    out = checkpoint_weights({"quant_method": method, **rest})
+    assert out is None or out in FORMATS
