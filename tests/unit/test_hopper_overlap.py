@@ -15,12 +15,7 @@ from gpuscale.costmodel.profile import Profile, load_profile
 from gpuscale.costmodel.step import estimate_plan
 from gpuscale.specs import Plan, PlanBatch, Training
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.published_runs import (
-    FLASH_UNPAD_HIDDEN_PASSES,
-    FLASH_UNPAD_KERNELS,
-    load_all,
-    to_case,
-)
+from gpuscale.validation.published_runs import load_all, to_case
 
 GENERIC = load_profile("generic")
 FSDP = Plan(dp=32, zero=3, micro_batch=2, global_batch=64)
@@ -100,14 +95,15 @@ def test_unpad_passes_add_hidden_width_traffic_and_kernels() -> None:
 def test_llm_foundry_flash_rows_carry_the_unpad_copies() -> None:
     rows = {r["id"]: r for r in load_all(DATA_DIR)}
     flash = to_case(rows["llmfoundry-h100-80gb-1b-128gpu-ls"])
-    assert flash.overrides["constants"]["attention_unpad_hidden_passes"] == pytest.approx(
-        22.0 / 3.0
-    )
-    assert flash.overrides["constants"]["attention_unpad_kernels"] == FLASH_UNPAD_KERNELS
-    assert pytest.approx(22.0 / 3.0) == FLASH_UNPAD_HIDDEN_PASSES
+    assert flash.framework == "llm-foundry-flash"
+    profile = load_profile(flash.framework)
+    # The counted passes and kernels of the unpad/varlen/pad path (llm-foundry-flash.yaml).
+    assert profile.const("attention_unpad_hidden_passes") == 22.0 / 3.0
+    assert profile.const("attention_unpad_kernels") == 34.0 / 3.0
     # The Triton rows (attn_impl 'triton') gather nothing.
     triton = to_case(rows["llmfoundry-h100-80gb-13b-128gpu-ls"])
-    assert "attention_unpad_hidden_passes" not in triton.overrides.get("constants", {})
+    assert triton.framework == "llm-foundry"
+    assert load_profile(triton.framework).const("attention_unpad_hidden_passes") == 0.0
 
 
 @pytest.mark.parametrize("gpu", ["h100-sxm", "a100-sxm-80gb"])

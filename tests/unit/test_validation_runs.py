@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from gpuscale.catalog import gpus, validation_bands
-from gpuscale.costmodel.profile import load_profile
+from gpuscale.costmodel.profile import load_profile, profile_names
 from gpuscale.costmodel.uncertainty import band_for, parallelism_mix
 from gpuscale.validation import bands, fitted, loso, ranking
 from gpuscale.validation.fitted import FITTED
@@ -144,23 +144,29 @@ def test_rows_not_expressible_say_so(validation_dir: Path) -> None:
 
 def test_llmfoundry_large_scale_flash_rows_run_flash_attention_2(validation_dir: Path) -> None:
     """llm-foundry's sweep.py (5e85bd62d) ran 1b/3b/7b/70b with attn_impl 'flash' (FA2 2.4.2)
-    and 13b/30b with 'triton': only the former are priced at FA2's rates, and only in the
-    large-scale table."""
+    and 13b/30b with 'triton': only the former are priced with the llm-foundry-flash profile,
+    and only in the large-scale table (no per-row attention override)."""
     rows = load_rows(validation_dir / "published_runs_more.csv")
-    fa2 = {
-        r["id"]
-        for r in rows
-        if to_case(r).overrides.get("attention_efficiency") == {"hopper": 319.0 / 989.5}
-    }
+    flash = {r["id"] for r in rows if to_case(r).framework == "llm-foundry-flash"}
     expected = {
         f"llmfoundry-h100-80gb-{size}-{n}gpu-ls"
         for size in ("1b", "3b", "7b", "70b")
         for n in (128, 256, 512)
     }
-    assert fa2 == expected
-    for row_id in expected:
-        case = to_case(next(r for r in rows if r["id"] == row_id))
-        assert case.overrides["constants"]["attention_backward_relative_efficiency"] == 0.87
+    assert flash == expected
+    for r in rows:
+        case = to_case(r)
+        if case.source == "llmfoundry-h100":
+            assert "attention_efficiency" not in case.overrides
+            assert "attention_backward_relative_efficiency" not in case.overrides.get(
+                "constants", {}
+            )
+    assert "llm-foundry-flash" in profile_names()  # a --framework choice like any profile
+    profile = load_profile("llm-foundry-flash")
+    assert profile.attention_efficiency["hopper"] == 319.0 / 989.5
+    generic = load_profile("generic")
+    key = "attention_backward_relative_efficiency"
+    assert profile.const(key) == generic.const(key)
 
 
 # --- fitted values and leave-one-source-out ---------------------------------------------------

@@ -233,28 +233,6 @@ def _model(row: dict[str, str], notes: list[str]) -> ModelSpec:
 
 # --- plan -----------------------------------------------------------------------------------
 
-FA2_CAUSAL_HOPPER = 319.0 / 989.5
-"""FlashAttention-2 forward with the causal mask on H100 SXM, hdim 128, 4k tokens: 319 of 989.5
-TFLOP/s (Shah et al. 2024, FlashAttention-3, arXiv:2407.08608, Fig. 5); llm-foundry.yaml prices
-its Triton kernel at this rate / 1.4."""
-
-FLASH_UNPAD_HIDDEN_PASSES = 22.0 / 3.0
-"""llm-foundry's attn_impl 'flash' path (llmfoundry/models/layers/attention.py flash_attn_fn @
-5e85bd62d) around flash_attn_varlen_func, flash-attn 2.4.2 (flash_attn/bert_padding.py,
-csrc/flash_attn/flash_api.cpp mha_varlen_bwd), in 2-byte vectors of the hidden width per token
-and layer. Forward 9: unpad_input gathers Q, K and V out of the padded batch (IndexFirstAxis:
-torch.gather, read 1 write 1, x3) and pad_input scatters the output back (torch.zeros write 1,
-index_put read 1 write 1). Backward 13: pad_input's gather of the output gradient (read 1 write
-1), unpad_input's zeros + scatter_ of dQ, dK, dV (write 1, read 1 write 1, x3), and the fp32
-dq_accum that flash_bwd_dot_do_o_kernel zeroes (write 2) beyond the Triton kernel's side passes
-already in llm-foundry.yaml. Divided by 3 like ``elementwise_hidden_passes`` (the cost model
-charges the backward twice the forward)."""
-
-FLASH_UNPAD_KERNELS = 34.0 / 3.0
-"""Kernels of that path per layer: forward 27 (each of the three unpad_input calls runs sum,
-nonzero (about 3 kernels), max, cumsum, pad and gather: 8; the all-ones padding mask; pad_input's
-zeros and index_put: 2), backward 7 (one gather, three zeros + scatter_ pairs); / 3 as above."""
-
 # Models of llm-foundry's large-scale H100 sweep that ran attn_impl 'flash' (see _plan_and_training).
 _LLMFOUNDRY_LS_FLASH = frozenset({"mpt-1b", "mpt-3b", "mpt-7b", "mpt-70b"})
 
@@ -410,15 +388,9 @@ def _plan_and_training(
         # 'flash', FlashAttention 2.4.2 (setup.py extra 'gpu-flash2', which submit_benchmarks.py
         # installs) through llm-foundry's unpad/varlen/pad path (llmfoundry/models/layers/
         # attention.py flash_attn_fn). The llm-foundry profile prices the Triton kernel.
-        # Priced with FlashAttention-2's own rates, not the Triton kernel's: its causal Hopper
-        # forward rate and generic.yaml's FA2 backward/forward ratio.
-        overrides.setdefault("attention_efficiency", {})["hopper"] = FA2_CAUSAL_HOPPER
-        overrides.setdefault("constants", {})["attention_backward_relative_efficiency"] = (
-            load_profile("generic").const("attention_backward_relative_efficiency")
-        )
-        # ... plus the gather/scatter copies of llm-foundry's unpad/varlen/pad path around it.
-        overrides["constants"]["attention_unpad_hidden_passes"] = FLASH_UNPAD_HIDDEN_PASSES
-        overrides["constants"]["attention_unpad_kernels"] = FLASH_UNPAD_KERNELS
+        # The llm-foundry-flash profile holds that path's physics (FA2's rates and the gather/
+        # scatter copies of the unpad/varlen/pad path around it), sourced in its YAML.
+        framework = "llm-foundry-flash"
         notes.append(
             "ran FlashAttention-2 2.4.2 (attn_impl flash, sweep.py @5e85bd62d): FA2's rates, "
             "and the unpad/pad copies of llm-foundry's varlen path"
