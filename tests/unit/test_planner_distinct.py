@@ -8,13 +8,14 @@ with no grouping, and ranks them as the definition says; the two must agree bit 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import numpy as np
 import pytest
 
 from gpuscale import catalog
-from gpuscale.costmodel import distinct
+from gpuscale.costmodel import compute, distinct, step
 from gpuscale.costmodel.memory import memory_budget_bytes
 from gpuscale.costmodel.profile import Profile, load_profile
 from gpuscale.costmodel.step import estimate_batch, step_time_floor_s
@@ -202,3 +203,112 @@ def test_per_distinct_broadcasts_each_group_to_its_plans() -> None:
     with distinct.exhaustive():
         again, _ = distinct.per_distinct(plans, ("tp", "micro_batch"), price)
     assert calls == [3, 8] and again.tolist() == values.tolist()
+
+
+GUARD_MODELS = [
+    ("llama3.1-8b", "h100-sxm", 32),
+    ("mixtral-8x7b", "h100-sxm", 32),
+    ("deepseek-v3", "h100-sxm", 256),
+    ("gpt-oss-20b", "b200", 16),
+]
+
+
+@pytest.mark.parametrize("profile_name", ["generic", "torchtitan", "megatron", "deepspeed"])
+@pytest.mark.parametrize("training", [*TRAININGS, {"seq_len": 32768}])
+def test_grouped_terms_read_only_their_columns(
+    profile_name: str, training: dict[str, object]
+) -> None:
+    """The layer math and the step's floor see only their columns (a field outside them raises
+    AttributeError), and give the same bits as on the full batch."""
+    profile = load_profile(profile_name)
+    for model_id, gpu, n in GUARD_MODELS:
+        workload = _workload(model_id, training)
+        model = workload.model
+        cluster = Hardware(gpu=gpu).cluster(n)
+        plans = enumerate_plans(
+            model, n, global_batch=workload.global_batch, seq_len=workload.training.seq_len
+        )
+        plans = plans.take(slice(0, 4000))
+        layer = compute.layer_compute(
+            model,
+            cluster.device,
+            workload.training,
+            distinct.restricted(plans, distinct.COMPUTE_COLUMNS),
+            profile,
+        )
+        floor = step_time_floor_s(
+            model,
+            cluster,
+            workload.training,
+            distinct.restricted(plans, step.STEP_FLOOR_COLUMNS),
+            profile,
+        )
+        with distinct.exhaustive():
+            full_floor = step_time_floor_s(model, cluster, workload.training, plans, profile)
+        full_layer = compute.layer_compute(model, cluster.device, workload.training, plans, profile)
+        assert repr(layer) == repr(full_layer)
+        assert floor.tobytes() == full_floor.tobytes()
+
+
+def test_a_term_reading_a_field_outside_its_columns_fails() -> None:
+    from gpuscale.specs import PlanBatch
+
+    plans = PlanBatch.from_arrays(
+        tp=np.array([1, 2, 1, 2, 1, 2]), pp=np.array([1, 1, 2, 2, 4, 4]), dp=np.array([2])
+    )
+    for mode in (contextlib.nullcontext, distinct.exhaustive):
+        with mode(), pytest.raises(AttributeError, match="plan field pp read"):
+            distinct.per_distinct(plans, ("tp",), lambda p: p.tp * p.pp)
+        with mode(), pytest.raises(AttributeError, match=r"num_gpus \(from tp, pp, dp, cp\)"):
+            distinct.per_distinct(plans, ("tp", "pp"), lambda p: p.num_gpus)
+        # a batch taken from the restricted one stays restricted
+        with mode(), pytest.raises(AttributeError, match="plan field zero read"):
+            distinct.per_distinct(plans, ("tp",), lambda p: p.take(slice(0, 2)).zero)
+    whole = ("tp", "pp", "dp", "cp")
+    assert distinct.per_distinct(plans, whole, lambda p: p.num_gpus).tolist() == (
+        plans.num_gpus.tolist()
+    )
+    with pytest.raises(ValueError, match="not plan fields"):
+        distinct.restricted(plans, ("tp", "stage"))
+
+
+def test_the_cost_model_and_the_planner_use_the_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dropping a column the terms read makes the real paths fail, not answer differently."""
+    workload = _workload("mixtral-8x7b", {})
+    hardware, profile = Hardware(gpu="h100-sxm"), load_profile("generic")
+    cluster = hardware.cluster(32)
+    plans = enumerate_plans(
+        workload.model, 32, global_batch=workload.global_batch, seq_len=workload.training.seq_len
+    )
+    no_ep = tuple(c for c in distinct.COMPUTE_COLUMNS if c != "ep")
+    with monkeypatch.context() as patch:
+        patch.setattr(step, "COMPUTE_COLUMNS", no_ep)
+        with pytest.raises(AttributeError, match="plan field ep read"):
+            estimate_batch(workload.model, cluster, workload.training, plans, profile)
+    no_vp = tuple(c for c in step.STEP_FLOOR_COLUMNS if c != "vp")
+    with monkeypatch.context() as patch:
+        patch.setattr(search, "STEP_FLOOR_COLUMNS", no_vp)
+        with pytest.raises(AttributeError, match="plan field vp read"):
+            search_count(workload, hardware, profile, 32)
+
+
+def test_per_distinct_gathers_arrays_of_any_dimension() -> None:
+    from gpuscale.specs import PlanBatch
+
+    plans = PlanBatch.from_arrays(
+        tp=np.array([1, 2, 1, 2, 1, 4, 1, 2]), pp=np.array([1, 1, 2, 2, 4, 1, 1, 8])
+    )
+
+    def price(batch: PlanBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        tp = batch.tp.astype(float)
+        per_plan_2d = np.stack([tp, tp * 10], axis=1)
+        per_plan_3d = tp[:, None, None] * np.arange(6.0).reshape(2, 3)
+        return per_plan_2d, per_plan_3d, np.arange(5.0), np.float64(7.0) * np.ones(())
+
+    grouped = distinct.per_distinct(plans, ("tp",), price)
+    with distinct.exhaustive():
+        each = distinct.per_distinct(plans, ("tp",), price)
+    assert distinct.grouping(plans, ("tp",)) is not None, "grouping is used"
+    assert grouped[0].shape == (8, 2) and grouped[1].shape == (8, 2, 3)
+    for a, b in zip(grouped, each, strict=True):
+        assert a.shape == b.shape and a.tobytes() == b.tobytes()

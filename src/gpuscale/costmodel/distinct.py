@@ -15,7 +15,10 @@ cost a few passes over the batch (measured: the memory model's states, 7-14x few
 
 Adding a term: price it inside an existing :func:`per_distinct` call only if it reads no plan
 field outside that call's columns; otherwise add the field to the columns (or compute the term on
-the whole batch).
+the whole batch). :func:`restricted` enforces that: ``price`` always sees a batch holding only the
+listed columns, grouped or not, and reading any other field raises (the planner's tests run every
+grouped term over many models, profiles and trainings, so a term that outgrows its columns fails
+them instead of silently pricing one plan's value for another).
 """
 
 from __future__ import annotations
@@ -90,11 +93,83 @@ def grouping(plans: PlanBatch, columns: Sequence[str]) -> tuple[PlanBatch, np.nd
     return result
 
 
+class _Restricted(PlanBatch):
+    """A :class:`PlanBatch` whose slots outside the listed columns are left unset, so reading
+    one raises (:meth:`__getattr__` runs only then: the listed columns read at full speed)."""
+
+    __slots__ = ("_columns", "_length")
+    _columns: tuple[str, ...]
+    _length: int
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _DERIVED:
+            needs = _DERIVED[name]
+            what = f"{name} (from {', '.join(needs)})"
+        elif name in _FIELDS:
+            what = name
+        else:
+            raise AttributeError(name)
+        raise AttributeError(
+            f"plan field {what} read by a term priced per distinct {self._columns}: "
+            "add it to that call's columns"
+        )
+
+    def __len__(self) -> int:
+        return self._length
+
+    def take(self, index: np.ndarray | slice) -> PlanBatch:
+        held = {name: getattr(self, name)[index] for name in _held(self._columns)}
+        length = len(np.empty(self._length, dtype=bool)[index]) if not held else None
+        return _restrict(self._columns, held, length)
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(PlanBatch) if f.init)
+_DERIVED: dict[str, tuple[str, ...]] = {
+    # PlanBatch's properties, the private slots behind them and the columns they derive from
+    "num_gpus": ("tp", "pp", "dp", "cp"),
+    "_num_gpus": ("tp", "pp", "dp", "cp"),
+    "num_microbatches": ("global_batch", "micro_batch", "dp"),
+    "_num_microbatches": ("global_batch", "micro_batch", "dp"),
+}
+
+
+def _held(columns: tuple[str, ...]) -> tuple[str, ...]:
+    """The slots a batch restricted to ``columns`` holds: those and the derived ones they give."""
+    derived = ("_num_gpus", "_num_microbatches")
+    return columns + tuple(d for d in derived if set(_DERIVED[d]).issubset(columns))
+
+
+def _restrict(
+    columns: tuple[str, ...], held: dict[str, np.ndarray], length: int | None
+) -> PlanBatch:
+    batch = object.__new__(_Restricted)
+    object.__setattr__(batch, "_columns", columns)
+    for name, array in held.items():
+        object.__setattr__(batch, name, array)
+    size = length if length is not None else next(iter(held.values())).shape[0]
+    object.__setattr__(batch, "_length", size)
+    return batch
+
+
+def restricted(plans: PlanBatch, columns: Sequence[str]) -> PlanBatch:
+    """``plans`` holding only ``columns`` (the same arrays, no copy): reading any other plan
+    field, or a derived one (``num_gpus``, ``num_microbatches``) whose fields are not all listed,
+    raises ``AttributeError`` naming it; :meth:`~PlanBatch.take` keeps the restriction."""
+    unknown = set(columns) - _FIELDS
+    if unknown:
+        raise ValueError(f"not plan fields: {sorted(unknown)}")
+    listed = tuple(columns)
+    held = {name: getattr(plans, name) for name in _held(listed)}
+    return _restrict(listed, held, len(plans))
+
+
 def _gather(value: Any, inverse: np.ndarray, size: int) -> Any:
-    """``value`` with every per-plan array (length ``size``) indexed by ``inverse``; dataclasses
-    and tuples of them are walked, scalars and other fields kept."""
+    """``value`` with every per-plan array (first axis of length ``size``, any number of
+    dimensions) indexed by ``inverse``; dataclasses and tuples of them are walked, scalars and
+    other fields kept. A term must therefore not return an array that is not per plan but whose
+    first axis happens to have the batch's length (a per-layer table, say)."""
     if isinstance(value, np.ndarray):
-        return value[inverse] if value.ndim == 1 and value.shape[0] == size else value
+        return value[inverse] if value.ndim >= 1 and value.shape[0] == size else value
     if isinstance(value, tuple):
         return tuple(_gather(v, inverse, size) for v in value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -109,14 +184,13 @@ def _gather(value: Any, inverse: np.ndarray, size: int) -> Any:
 
 def per_distinct(plans: PlanBatch, columns: Sequence[str], price: Callable[[PlanBatch], T]) -> T:
     """``price(plans)``, computed once per distinct combination of the plan fields ``columns``
-    (every field ``price`` reads) and broadcast to the plans that share it."""
-    if _EXHAUSTIVE.get():
-        return price(plans)
-    groups = grouping(plans, columns)
+    (every field ``price`` reads: it sees them only, see :func:`restricted`) and broadcast to the
+    plans that share it."""
+    groups = None if _EXHAUSTIVE.get() else grouping(plans, columns)
     if groups is None:
-        return price(plans)
+        return price(restricted(plans, columns))
     few, inverse = groups
-    return _gather(price(few), inverse, len(few))
+    return _gather(price(restricted(few, columns)), inverse, len(few))
 
 
 COMPUTE_COLUMNS: tuple[str, ...] = (
