@@ -248,30 +248,36 @@ class IterationModel:
         # 16 bits where the checkpoint leaves them unquantized (``attention_weight_bytes``).
         wa = attention_weight_bytes(m, self.fmt)
         pa = prec if wa == wb else dev.half_precision
+
+        def projection(n: float, k: float) -> np.ndarray:
+            # One token-mixer projection GEMM (MLA, GQA, Gated DeltaNet alike) in the format
+            # its checkpoint stores it, as ``weight_bytes_per_gpu`` counts it.
+            return gemm(tokens, n, k, 1.0, pa, wa)
+
         if m.is_mla:
             qk = float(m.qk_nope_head_dim + m.qk_rope_head_dim)
             heads = m.num_heads / t_a
-            proj = gemm(tokens, float(m.kv_lora_rank + m.qk_rope_head_dim), h)
+            proj = projection(float(m.kv_lora_rank + m.qk_rope_head_dim), h)
             if m.q_lora_rank:
-                proj = proj + gemm(tokens, float(m.q_lora_rank), h)
-                proj = proj + gemm(tokens, heads * qk, float(m.q_lora_rank))
+                proj = proj + projection(float(m.q_lora_rank), h)
+                proj = proj + projection(heads * qk, float(m.q_lora_rank))
             else:
-                proj = proj + gemm(tokens, heads * qk, h)
-            proj = proj + gemm(tokens, heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank)
-            proj = proj + gemm(tokens, h, heads * m.v_head_dim)
+                proj = proj + projection(heads * qk, h)
+            proj = proj + projection(heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank)
+            proj = proj + projection(h, heads * m.v_head_dim)
         else:
             kv_w = 2.0 * max(m.kv_width / t_a, m.head_dim)
             # An output gate doubles q_proj's width (transformers Qwen3_5MoeAttention).
             q_out = m.q_width * (2.0 if m.attention_output_gate else 1.0)
-            proj = gemm(tokens, q_out / t_a + kv_w, h, 1.0, pa, wa)
-            proj = proj + gemm(tokens, h, m.q_width / t_a, 1.0, pa, wa)
+            proj = projection(q_out / t_a + kv_w, h)
+            proj = proj + projection(h, m.q_width / t_a)
             if m.has_gated_deltanet:
                 # Gated DeltaNet layers (transformers Qwen3_5MoeGatedDeltaNet): in_proj_qkv
                 # (2 key + value), in_proj_z (value), in_proj_a/b (one per value head), out_proj.
                 key = float(m.linear_num_key_heads * m.linear_key_head_dim)
                 value = float(m.linear_num_value_heads * m.linear_value_head_dim)
                 width_in = (2.0 * key + 2.0 * value + 2.0 * m.linear_num_value_heads) / t_a
-                linear_proj = gemm(tokens, width_in, h) + gemm(tokens, h, value / t_a)
+                linear_proj = projection(width_in, h) + projection(h, value / t_a)
                 share = m.linear_attention_layers / m.num_layers
                 proj = (1.0 - share) * proj + share * linear_proj
 
