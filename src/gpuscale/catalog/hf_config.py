@@ -8,7 +8,9 @@ sits under ``text_config`` is read from there. Anything malformed is an
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -267,6 +269,7 @@ def _moe(
             # Kimi-K2.5's INT4 checkpoint ignores ``re:.*self_attn.*`` (checkpoints.yaml); a
             # config without a quantization_config is a 16-bit or architecture-only copy.
             attention_weights_16bit=_attention_not_quantized(cfg, default=False),
+            dense_mlp_weights_16bit=_dense_mlp_not_quantized(cfg),
         )
         if model_type == "glm_moe_dsa":
             # DSA indexer (transformers GlmMoeDsaConfig defaults: top-2048, 32 heads of 128)
@@ -337,6 +340,39 @@ def _attention_not_quantized(cfg: Mapping[str, Any], *, default: bool) -> bool:
         if isinstance(skip, list) and any(_names_attention(str(m)) for m in skip):
             return True
     return False
+
+
+def _dense_mlp_not_quantized(cfg: Mapping[str, Any]) -> bool:
+    """True when the checkpoint's quantization skips both the shared experts and the leading
+    dense layers' MLP of a DeepSeek-V3-layout model (Kimi-K2.5 compressed-tensors ``ignore``:
+    ``re:.*shared_experts.*``, ``re:.*mlp\\.(gate|up|gate_up|down)_proj.*``). Patterns are
+    tried on the transformers module names: ``re:`` as compressed-tensors does (``re.match``),
+    others as globs (``fnmatch``)."""
+    qc = cfg.get("quantization_config")
+    if not isinstance(qc, Mapping):
+        return False
+    patterns = [
+        str(p)
+        for key in ("modules_to_not_convert", "ignore", "exclude_modules")
+        if isinstance(qc.get(key), list)
+        for p in qc[key]
+    ]
+
+    def skipped(module: str) -> bool:
+        for p in patterns:
+            if p.startswith("re:"):
+                try:
+                    if re.match(p[3:], module):
+                        return True
+                except re.error:
+                    continue
+            elif fnmatch.fnmatchcase(module, p) or module == p:
+                return True
+        return False
+
+    return skipped("model.layers.0.mlp.down_proj") and skipped(
+        "model.layers.1.mlp.shared_experts.down_proj"
+    )
 
 
 def _names_attention(pattern: str) -> bool:

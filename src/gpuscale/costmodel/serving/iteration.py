@@ -115,6 +115,8 @@ def weight_bytes_per_gpu(model: ModelSpec, par: Parallelism, fmt: WeightFormat) 
     attn = mean_attention_params(model) / par.attention_tp * attention_weight_bytes(model, fmt) / w
     dense_f = model.dense_ffn_hidden_size or model.ffn_hidden_size
     mats = 3.0 if model.mlp == "gated" else 2.0
+    # Shared experts and dense-layer MLPs in their stored format (in units of ``w``, as above).
+    dense_scale = dense_mlp_weight_bytes(model, fmt) / w
     if model.is_moe:
         moe_layers = model.num_layers - model.dense_layers
         experts = model.num_experts / par.ep * mats * model.hidden_size * model.ffn_hidden_size
@@ -122,11 +124,11 @@ def weight_bytes_per_gpu(model: ModelSpec, par: Parallelism, fmt: WeightFormat) 
         shared = model.shared_experts * mats * model.hidden_size * model.ffn_hidden_size
         shared /= par.attention_tp
         router = model.hidden_size * model.num_experts
-        mlp = model.dense_layers * mats * model.hidden_size * dense_f / par.tp + moe_layers * (
-            experts + shared + router
-        )
+        dense = model.dense_layers * mats * model.hidden_size * dense_f / par.tp
+        mlp = dense * dense_scale + moe_layers * (experts + shared * dense_scale + router)
     else:
         mlp = model.num_layers * mats * model.hidden_size * model.ffn_hidden_size / par.tp
+        mlp *= dense_scale
     layers = (model.num_layers * attn + mlp) * w / par.pp
     tables = (1 if model.tied_embeddings else 2) * model.vocab_size * model.hidden_size
     return layers + tables * SIXTEEN_BIT / par.attention_tp
@@ -137,6 +139,15 @@ def attention_weight_bytes(model: ModelSpec, fmt: WeightFormat) -> float:
     published checkpoint quantizes only the experts (``ModelSpec.attention_weights_16bit``,
     gpt-oss ``modules_to_not_convert``) and the format would be narrower."""
     if model.attention_weights_16bit:
+        return max(fmt.weight_bytes, SIXTEEN_BIT)
+    return fmt.weight_bytes
+
+
+def dense_mlp_weight_bytes(model: ModelSpec, fmt: WeightFormat) -> float:
+    """Bytes per shared-expert or dense-layer MLP weight: the serving format's, or 16 bits where
+    the checkpoint quantizes only the routed experts (``ModelSpec.dense_mlp_weights_16bit``,
+    Kimi-K2.5 compressed-tensors ``ignore``) and the format would be narrower."""
+    if model.dense_mlp_weights_16bit:
         return max(fmt.weight_bytes, SIXTEEN_BIT)
     return fmt.weight_bytes
 
@@ -286,7 +297,13 @@ class IterationModel:
         # MLP: dense layers TP-split; MoE layers route tokens * top-k over the EP group.
         mats_up = 2.0 if m.mlp == "gated" else 1.0
         dense_f = float(m.dense_ffn_hidden_size or m.ffn_hidden_size)
-        dense_mlp = gemm(tokens, mats_up * dense_f / par.tp, h) + gemm(tokens, h, dense_f / par.tp)
+        # Shared experts and the leading dense layers in their stored format
+        # (``dense_mlp_weight_bytes``).
+        wd = dense_mlp_weight_bytes(m, self.fmt)
+        pd = prec if wd == wb else dev.half_precision
+        dense_mlp = gemm(tokens, mats_up * dense_f / par.tp, h, 1.0, pd, wd) + gemm(
+            tokens, h, dense_f / par.tp, 1.0, pd, wd
+        )
         if m.is_moe:
             group_tokens = tokens * par.attention_dp
             f = float(m.ffn_hidden_size) / par.moe_tp
@@ -306,7 +323,8 @@ class IterationModel:
             moe = moe + 4.0 * group_tokens / par.attention_dp * m.experts_per_token * h * 2.0 / hbm
             if m.shared_experts:
                 sf = m.shared_experts * float(m.ffn_hidden_size) / t_a
-                moe = moe + gemm(tokens, mats_up * sf, h) + gemm(tokens, h, sf)
+                moe = moe + gemm(tokens, mats_up * sf, h, 1.0, pd, wd)
+                moe = moe + gemm(tokens, h, sf, 1.0, pd, wd)
             mlp_total = m.dense_layers * dense_mlp + (m.num_layers - m.dense_layers) * moe
             moe_layers = m.num_layers - m.dense_layers
         else:
