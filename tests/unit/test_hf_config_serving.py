@@ -129,3 +129,24 @@ def test_gpt_oss_attention_stays_16_bit_when_its_experts_are_quantized() -> None
     cfg["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": ["lm_head"]}
     assert not model_from_config(cfg, "gpt-oss").attention_weights_16bit
     assert not catalog.model("llama3.1-70b").attention_weights_16bit
+
+
+def test_mla_attention_bytes_follow_the_checkpoint_quantization() -> None:
+    # Kimi-K2.5's INT4 checkpoint ignores "re:.*self_attn.*" (compressed-tensors).
+    assert catalog.model(str(CONFIGS / "kimi-k2.5.json")).attention_weights_16bit
+    assert catalog.model("kimi-k2.5").attention_weights_16bit
+    # ... and "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*".
+    assert catalog.model(str(CONFIGS / "kimi-k2.5.json")).dense_mlp_weights_16bit
+    cfg = json.loads((CONFIGS / "deepseek-v3.json").read_text())
+    assert not model_from_config(cfg, "deepseek-v3").attention_weights_16bit
+    assert not model_from_config(cfg, "deepseek-v3").dense_mlp_weights_16bit
+    # GLM-5-FP8 keeps only the indexer's projection in 16 bits, not the attention module.
+    cfg["quantization_config"] = {
+        "quant_method": "fp8",
+        "weight_block_size": [128, 128],
+        "modules_to_not_convert": ["lm_head", "model.layers.*.self_attn.indexers_proj"],
+    }
+    assert not model_from_config(cfg, "deepseek-v3").attention_weights_16bit
+    assert not model_from_config(cfg, "deepseek-v3").dense_mlp_weights_16bit
+    cfg["quantization_config"] = {"quant_method": "modelopt", "exclude_modules": ["*self_attn*"]}
+    assert model_from_config(cfg, "deepseek-v3").attention_weights_16bit

@@ -8,7 +8,9 @@ sits under ``text_config`` is read from there. Anything malformed is an
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -264,6 +266,10 @@ def _moe(
             shared_experts=int(cfg.get("n_shared_experts") or 0),
             dense_layers=min(int(cfg.get("first_k_dense_replace") or 0), layers),
             dense_ffn_hidden_size=_int(cfg, name, "intermediate_size"),
+            # Kimi-K2.5's INT4 checkpoint ignores ``re:.*self_attn.*`` (checkpoints.yaml); a
+            # config without a quantization_config is a 16-bit or architecture-only copy.
+            attention_weights_16bit=_attention_not_quantized(cfg, default=False),
+            dense_mlp_weights_16bit=_dense_mlp_not_quantized(cfg),
         )
         if model_type == "glm_moe_dsa":
             # DSA indexer (transformers GlmMoeDsaConfig defaults: top-2048, 32 heads of 128)
@@ -295,7 +301,7 @@ def _moe(
             sliding_window=window,
             sliding_window_layers=sliding if window else 0,
             head_dim=_int(cfg, name, "head_dim", default=64),
-            attention_weights_16bit=_attention_not_quantized(cfg),
+            attention_weights_16bit=_attention_not_quantized(cfg, default=True),
         )
     elif cfg.get("head_dim") is not None:
         extra["head_dim"] = _int(cfg, name, "head_dim")
@@ -318,16 +324,64 @@ def _moe(
     )
 
 
-def _attention_not_quantized(cfg: Mapping[str, Any]) -> bool:
-    """True when the checkpoint's quantization leaves the attention projections in 16 bits
-    (gpt-oss: ``quantization_config.modules_to_not_convert`` lists ``model.layers.*.self_attn``).
-    Without a ``quantization_config`` (a copy of the architecture fields only) gpt-oss keeps the
-    published recipe: its only released checkpoints are MXFP4 experts with BF16 attention."""
+def _attention_not_quantized(cfg: Mapping[str, Any], *, default: bool) -> bool:
+    """True when the checkpoint's quantization leaves the whole attention module in 16 bits:
+    an entry naming ``self_attn`` (not one of its submodules, as GLM-5-FP8's
+    ``self_attn.indexers_proj``) in ``modules_to_not_convert`` (gpt-oss MXFP4), compressed-
+    tensors ``ignore`` (Kimi-K2.5 INT4: ``re:.*self_attn.*``) or ModelOpt ``exclude_modules``.
+    Without a ``quantization_config`` (a copy of the architecture fields only) ``default``:
+    gpt-oss keeps the published recipe, its only released checkpoints being MXFP4 experts with
+    BF16 attention."""
     qc = cfg.get("quantization_config")
     if not isinstance(qc, Mapping):
-        return True
-    skip = qc.get("modules_to_not_convert")
-    return isinstance(skip, list) and any("self_attn" in str(m) for m in skip)
+        return default
+    for key in ("modules_to_not_convert", "ignore", "exclude_modules"):
+        skip = qc.get(key)
+        if isinstance(skip, list) and any(_names_attention(str(m)) for m in skip):
+            return True
+    return False
+
+
+def _dense_mlp_not_quantized(cfg: Mapping[str, Any]) -> bool:
+    """True when the checkpoint's quantization skips both the shared experts and the leading
+    dense layers' MLP of a DeepSeek-V3-layout model (Kimi-K2.5 compressed-tensors ``ignore``:
+    ``re:.*shared_experts.*``, ``re:.*mlp\\.(gate|up|gate_up|down)_proj.*``). Patterns are
+    tried on the transformers module names: ``re:`` as compressed-tensors does (``re.match``),
+    others as globs (``fnmatch``)."""
+    qc = cfg.get("quantization_config")
+    if not isinstance(qc, Mapping):
+        return False
+    patterns = [
+        str(p)
+        for key in ("modules_to_not_convert", "ignore", "exclude_modules")
+        if isinstance(qc.get(key), list)
+        for p in qc[key]
+    ]
+
+    def skipped(module: str) -> bool:
+        for p in patterns:
+            if p.startswith("re:"):
+                try:
+                    if re.match(p[3:], module):
+                        return True
+                except re.error:
+                    continue
+            elif fnmatch.fnmatchcase(module, p) or module == p:
+                return True
+        return False
+
+    return skipped("model.layers.0.mlp.down_proj") and skipped(
+        "model.layers.1.mlp.shared_experts.down_proj"
+    )
+
+
+def _names_attention(pattern: str) -> bool:
+    """Whether a module pattern (glob, or ``re:`` regex in compressed-tensors) covers the whole
+    ``self_attn`` module: it ends at ``self_attn`` up to a trailing wildcard."""
+    p = pattern.removeprefix("re:")
+    for tail in (".*", "*"):
+        p = p.removesuffix(tail)
+    return p.endswith("self_attn")
 
 
 def _hybrid(cfg: Mapping[str, Any], name: str, model_type: str, layers: int) -> dict[str, Any]:

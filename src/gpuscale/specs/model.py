@@ -95,6 +95,10 @@ class ModelSpec:
     """The published quantized checkpoint quantizes only the experts and keeps the attention
     projections and the router in 16 bits (gpt-oss ``quantization_config.
     modules_to_not_convert``: ``self_attn``, ``mlp.router``, ``embed_tokens``, ``lm_head``)."""
+    dense_mlp_weights_16bit: bool = False
+    """The published quantized checkpoint keeps the shared experts and the leading dense layers'
+    MLP in 16 bits, quantizing only the routed experts (Kimi-K2.5 compressed-tensors ``ignore``:
+    ``re:.*shared_experts.*``, ``re:.*mlp\\.(gate|up|gate_up|down)_proj.*``)."""
     source: str = ""
 
     def __post_init__(self) -> None:

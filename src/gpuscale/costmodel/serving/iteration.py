@@ -115,6 +115,8 @@ def weight_bytes_per_gpu(model: ModelSpec, par: Parallelism, fmt: WeightFormat) 
     attn = mean_attention_params(model) / par.attention_tp * attention_weight_bytes(model, fmt) / w
     dense_f = model.dense_ffn_hidden_size or model.ffn_hidden_size
     mats = 3.0 if model.mlp == "gated" else 2.0
+    # Shared experts and dense-layer MLPs in their stored format (in units of ``w``, as above).
+    dense_scale = dense_mlp_weight_bytes(model, fmt) / w
     if model.is_moe:
         moe_layers = model.num_layers - model.dense_layers
         experts = model.num_experts / par.ep * mats * model.hidden_size * model.ffn_hidden_size
@@ -122,11 +124,11 @@ def weight_bytes_per_gpu(model: ModelSpec, par: Parallelism, fmt: WeightFormat) 
         shared = model.shared_experts * mats * model.hidden_size * model.ffn_hidden_size
         shared /= par.attention_tp
         router = model.hidden_size * model.num_experts
-        mlp = model.dense_layers * mats * model.hidden_size * dense_f / par.tp + moe_layers * (
-            experts + shared + router
-        )
+        dense = model.dense_layers * mats * model.hidden_size * dense_f / par.tp
+        mlp = dense * dense_scale + moe_layers * (experts + shared * dense_scale + router)
     else:
         mlp = model.num_layers * mats * model.hidden_size * model.ffn_hidden_size / par.tp
+        mlp *= dense_scale
     layers = (model.num_layers * attn + mlp) * w / par.pp
     tables = (1 if model.tied_embeddings else 2) * model.vocab_size * model.hidden_size
     return layers + tables * SIXTEEN_BIT / par.attention_tp
@@ -137,6 +139,15 @@ def attention_weight_bytes(model: ModelSpec, fmt: WeightFormat) -> float:
     published checkpoint quantizes only the experts (``ModelSpec.attention_weights_16bit``,
     gpt-oss ``modules_to_not_convert``) and the format would be narrower."""
     if model.attention_weights_16bit:
+        return max(fmt.weight_bytes, SIXTEEN_BIT)
+    return fmt.weight_bytes
+
+
+def dense_mlp_weight_bytes(model: ModelSpec, fmt: WeightFormat) -> float:
+    """Bytes per shared-expert or dense-layer MLP weight: the serving format's, or 16 bits where
+    the checkpoint quantizes only the routed experts (``ModelSpec.dense_mlp_weights_16bit``,
+    Kimi-K2.5 compressed-tensors ``ignore``) and the format would be narrower."""
+    if model.dense_mlp_weights_16bit:
         return max(fmt.weight_bytes, SIXTEEN_BIT)
     return fmt.weight_bytes
 
@@ -248,30 +259,36 @@ class IterationModel:
         # 16 bits where the checkpoint leaves them unquantized (``attention_weight_bytes``).
         wa = attention_weight_bytes(m, self.fmt)
         pa = prec if wa == wb else dev.half_precision
+
+        def projection(n: float, k: float) -> np.ndarray:
+            # One token-mixer projection GEMM (MLA, GQA, Gated DeltaNet alike) in the format
+            # its checkpoint stores it, as ``weight_bytes_per_gpu`` counts it.
+            return gemm(tokens, n, k, 1.0, pa, wa)
+
         if m.is_mla:
             qk = float(m.qk_nope_head_dim + m.qk_rope_head_dim)
             heads = m.num_heads / t_a
-            proj = gemm(tokens, float(m.kv_lora_rank + m.qk_rope_head_dim), h)
+            proj = projection(float(m.kv_lora_rank + m.qk_rope_head_dim), h)
             if m.q_lora_rank:
-                proj = proj + gemm(tokens, float(m.q_lora_rank), h)
-                proj = proj + gemm(tokens, heads * qk, float(m.q_lora_rank))
+                proj = proj + projection(float(m.q_lora_rank), h)
+                proj = proj + projection(heads * qk, float(m.q_lora_rank))
             else:
-                proj = proj + gemm(tokens, heads * qk, h)
-            proj = proj + gemm(tokens, heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank)
-            proj = proj + gemm(tokens, h, heads * m.v_head_dim)
+                proj = proj + projection(heads * qk, h)
+            proj = proj + projection(heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank)
+            proj = proj + projection(h, heads * m.v_head_dim)
         else:
             kv_w = 2.0 * max(m.kv_width / t_a, m.head_dim)
             # An output gate doubles q_proj's width (transformers Qwen3_5MoeAttention).
             q_out = m.q_width * (2.0 if m.attention_output_gate else 1.0)
-            proj = gemm(tokens, q_out / t_a + kv_w, h, 1.0, pa, wa)
-            proj = proj + gemm(tokens, h, m.q_width / t_a, 1.0, pa, wa)
+            proj = projection(q_out / t_a + kv_w, h)
+            proj = proj + projection(h, m.q_width / t_a)
             if m.has_gated_deltanet:
                 # Gated DeltaNet layers (transformers Qwen3_5MoeGatedDeltaNet): in_proj_qkv
                 # (2 key + value), in_proj_z (value), in_proj_a/b (one per value head), out_proj.
                 key = float(m.linear_num_key_heads * m.linear_key_head_dim)
                 value = float(m.linear_num_value_heads * m.linear_value_head_dim)
                 width_in = (2.0 * key + 2.0 * value + 2.0 * m.linear_num_value_heads) / t_a
-                linear_proj = gemm(tokens, width_in, h) + gemm(tokens, h, value / t_a)
+                linear_proj = projection(width_in, h) + projection(h, value / t_a)
                 share = m.linear_attention_layers / m.num_layers
                 proj = (1.0 - share) * proj + share * linear_proj
 
@@ -280,7 +297,13 @@ class IterationModel:
         # MLP: dense layers TP-split; MoE layers route tokens * top-k over the EP group.
         mats_up = 2.0 if m.mlp == "gated" else 1.0
         dense_f = float(m.dense_ffn_hidden_size or m.ffn_hidden_size)
-        dense_mlp = gemm(tokens, mats_up * dense_f / par.tp, h) + gemm(tokens, h, dense_f / par.tp)
+        # Shared experts and the leading dense layers in their stored format
+        # (``dense_mlp_weight_bytes``).
+        wd = dense_mlp_weight_bytes(m, self.fmt)
+        pd = prec if wd == wb else dev.half_precision
+        dense_mlp = gemm(tokens, mats_up * dense_f / par.tp, h, 1.0, pd, wd) + gemm(
+            tokens, h, dense_f / par.tp, 1.0, pd, wd
+        )
         if m.is_moe:
             group_tokens = tokens * par.attention_dp
             f = float(m.ffn_hidden_size) / par.moe_tp
@@ -300,7 +323,8 @@ class IterationModel:
             moe = moe + 4.0 * group_tokens / par.attention_dp * m.experts_per_token * h * 2.0 / hbm
             if m.shared_experts:
                 sf = m.shared_experts * float(m.ffn_hidden_size) / t_a
-                moe = moe + gemm(tokens, mats_up * sf, h) + gemm(tokens, h, sf)
+                moe = moe + gemm(tokens, mats_up * sf, h, 1.0, pd, wd)
+                moe = moe + gemm(tokens, h, sf, 1.0, pd, wd)
             mlp_total = m.dense_layers * dense_mlp + (m.num_layers - m.dense_layers) * moe
             moe_layers = m.num_layers - m.dense_layers
         else:
