@@ -18,9 +18,9 @@ def _wait(rate: float, ranks: int, timeout: float) -> float:
     return float(adp_balance_wait_s(np.array([rate]), ranks, np.array([timeout]))[0])
 
 
-def test_one_rank_without_timeout_waits_a_mean_interarrival_time() -> None:
-    # F ~ Exp(rate): E[F^2] / (2 E[F]) = 1 / rate (the inspection paradox).
-    assert _wait(2.0, 1, 1e9) == pytest.approx(0.5, rel=2e-3)
+def test_one_rank_releases_each_prompt_at_once() -> None:
+    # With one attention-DP rank the prompt that arrives completes the set: no hold.
+    assert _wait(2.0, 1, 1e9) == pytest.approx(0.0, abs=1e-9)
 
 
 def test_sparse_arrivals_wait_half_the_timeout() -> None:
@@ -28,13 +28,31 @@ def test_sparse_arrivals_wait_half_the_timeout() -> None:
     assert _wait(1e-6, 8, 2.2) == pytest.approx(1.1, rel=1e-3)
 
 
-def test_the_max_of_eight_ranks_by_hand() -> None:
-    # 8 ranks at 0.8 prompts/s each with a 2.2 s timeout (60 iterations of 37 ms): integrate
-    # the survival 1 - (1 - e^{-0.8 u})^8 of the release time by hand.
-    u = np.linspace(0.0, 2.2, 200_001)
-    s = 1.0 - (1.0 - np.exp(-0.8 * u)) ** 8
-    first, second = np.trapezoid(s, u), np.trapezoid(2 * u * s, u)
-    assert _wait(0.8, 8, 2.2) == pytest.approx(second / (2 * first), rel=1e-3)
+def _replay(rate: float, ranks: int, timeout: float, cycles: int, seed: int) -> float:
+    """The executor's rule on simulated arrivals: per rank a Poisson stream; a release when
+    every rank has a prompt (the last one waits for nothing) or the timeout has passed; every
+    prompt of the cycle waits until the release. Mean hold per prompt."""
+    rng = np.random.default_rng(seed)
+    first = rng.exponential(1.0 / rate, size=(cycles, ranks))
+    release = np.minimum(first.max(axis=1), timeout)
+    held, prompts = 0.0, 0
+    for i in range(ranks):
+        arrived = first[:, i] <= release
+        span = np.where(arrived, release - first[:, i], 0.0)
+        more = rng.poisson(rate * span)  # this rank's later prompts, uniform over the span
+        held += span.sum() + (rng.uniform(size=more.sum()) * np.repeat(span, more)).sum()
+        prompts += int(arrived.sum() + more.sum())
+    return held / prompts
+
+
+@pytest.mark.parametrize(
+    ("rate", "ranks", "timeout"),
+    [(2.0, 2, 5.0), (1.0, 8, 10.0), (1.0, 8, 1.0), (5.0, 4, 0.5), (0.8, 8, 2.2)],
+)
+def test_the_hold_matches_a_replay_of_the_rule(rate: float, ranks: int, timeout: float) -> None:
+    assert _wait(rate, ranks, timeout) == pytest.approx(
+        _replay(rate, ranks, timeout, 200_000, seed=ranks), rel=0.01
+    )
 
 
 @given(
