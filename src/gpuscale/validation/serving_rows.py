@@ -114,6 +114,11 @@ def _source_fields(r: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def _measured_day(r: dict[str, str]) -> str:
+    """The row's measurement day, ``YYYY-MM-DD`` from ``measured=`` (empty when not stated)."""
+    return _source_fields(r).get("measured", "")[:10]
+
+
 def concurrency(r: dict[str, str]) -> int | None:
     """The client's concurrency, or None when the row does not state it.
 
@@ -152,18 +157,15 @@ INFERENCEX_ROUNDS = 10
 $((2 * CONC))`` (``benchmarks/benchmark_lib.sh`` ``run_benchmark_serving``)."""
 
 
-INFERENCEX_AGG_SOURCES = (*INFERENCEX_EXPORTS, "db-dump/")
-"""Aggregated rows run by InferenceX's single-node workflow: its exports, and AIConfigurator's
-database dump of the same runs. 63 of the dump's 78 aggregated rows repeat an export row's
-measurement to the digit (same engine, system, lengths, concurrency, TTFT and TPOT; SGLang and
-TensorRT-LLM DeepSeek-R1 written as ``deepseek-ai/DeepSeek-V3``, vLLM MiniMax-M2.5), and every
-dump row carries an InferenceX ``workflow_run_id`` and image: they ran InferenceX's scripts and
-client (``INFERENCEX_RANGE_RATIO``, ``INFERENCEX_ROUNDS``)."""
-INFERENCEX_DISAGG_SOURCES = (*INFERENCEX_EXPORTS, "db-dump/")
-"""Disaggregated rows run by InferenceX's multi-node workflow: its exports, and AIConfigurator's
-database dump of the same runs (the dump's rows repeat the exports' measurements to the digit,
-the ``twin`` class; its images are the ``dynamo-trt``/``dynamo-sglang`` entries' of InferenceX
-``.github/configs/nvidia-master.yaml``)."""
+INFERENCEX_SOURCES = (*INFERENCEX_EXPORTS, "db-dump/")
+"""Rows run by InferenceX's workflows: its exports, and AIConfigurator's database dump of the
+same runs. Aggregated: 63 of the dump's 78 rows repeat an export row's measurement to the digit
+(same engine, system, lengths, concurrency, TTFT and TPOT; SGLang and TensorRT-LLM DeepSeek-R1
+written as ``deepseek-ai/DeepSeek-V3``, vLLM MiniMax-M2.5), and every dump row carries an
+InferenceX ``workflow_run_id`` and image: they ran InferenceX's scripts and client
+(``INFERENCEX_RANGE_RATIO``, ``INFERENCEX_ROUNDS``). Disaggregated: the dump's rows repeat the
+exports' measurements to the digit (the ``twin`` class); its images are the
+``dynamo-trt``/``dynamo-sglang`` entries of InferenceX ``.github/configs/nvidia-master.yaml``."""
 SA_BENCH_ROUNDS = 5
 """InferenceX's multi-node disaggregated runs launch srt-slurm recipes whose ``benchmark.type``
 is ``sa-bench`` (e.g. ``recipes/trtllm/h200/1k1k/stp/c64_ctx1_gen9_tep8_batch256_eplb0_mtp0
@@ -177,7 +179,7 @@ $((concurrency * 5))`` with ``--request-rate inf --max-concurrency C --random-ra
 
 def sa_bench(r: dict[str, str]) -> bool:
     """Whether the row is a disaggregated InferenceX run, measured by sa-bench."""
-    return r["mode"] == "disagg" and r["silicon_data_source"].startswith(INFERENCEX_DISAGG_SOURCES)
+    return r["mode"] == "disagg" and r["silicon_data_source"].startswith(INFERENCEX_SOURCES)
 
 
 CLIENT_CAP_RUNS = (("vllm", "h100_sxm", "openai/gpt-oss-120b"),)
@@ -200,8 +202,7 @@ script (``CLIENT_CAP``)."""
 
 def client_cap_only(r: dict[str, str]) -> bool:
     """True when the row's concurrency is the client's cap, not the engine's load (``CLIENT_CAP``)."""
-    src = _source_fields(r)
-    day = src.get("measured", "")[:10]
+    day = _measured_day(r)
     return (
         r["mode"] == "agg"
         and r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
@@ -230,7 +231,7 @@ def client_lengths(r: dict[str, str]) -> dict[str, Any]:
     the row's ``isl``/``osl`` and they differ per request, so a closed loop's requests do not
     stay in lockstep cohorts."""
     isl, osl = int(r["isl"]), int(r["osl"])
-    agg_ix = r["mode"] == "agg" and r["silicon_data_source"].startswith(INFERENCEX_AGG_SOURCES)
+    agg_ix = r["mode"] == "agg" and r["silicon_data_source"].startswith(INFERENCEX_SOURCES)
     if not (agg_ix or sa_bench(r)):
         return {"input_len": isl, "output_len": osl}
     (im, icv), (om, ocv) = (uniform_lengths(n, INFERENCEX_RANGE_RATIO) for n in (isl, osl))
@@ -273,7 +274,7 @@ improve the performance, by default they are all zeros"); the other shapes get n
 
 
 def _inferencex_llama70b(r: dict[str, str]) -> bool:
-    day = _source_fields(r).get("measured", "")[:10]
+    day = _measured_day(r)
     return (
         r["mode"] == "agg"
         and r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
@@ -302,12 +303,12 @@ gpt-oss-120b quantizes only its experts, MXFP4; no KV scales); ``--max_batch_siz
 
 def _inferencex_trt(r: dict[str, str], models: tuple[str, ...]) -> str:
     """The run day of an aggregated InferenceX TensorRT-LLM H200 row of ``models``, else ''."""
-    day = _source_fields(r).get("measured", "")[:10]
+    day = _measured_day(r)
     ok = (
         r["mode"] == "agg"
         and r["backend"] == "trtllm"
         and r["system"] == "h200_sxm"
-        and r["silicon_data_source"].startswith(INFERENCEX_AGG_SOURCES)
+        and r["silicon_data_source"].startswith(INFERENCEX_SOURCES)
         and r["model_path"] in models
     )
     return day if ok else ""
@@ -425,8 +426,8 @@ cap, ``--mem-fraction-static`` the memory fraction; vLLM ``--gpu-memory-utilizat
 
 
 def _launch(r: dict[str, str]) -> Launch | None:
-    day = _source_fields(r).get("measured", "")[:10]
-    if r["mode"] != "agg" or not r["silicon_data_source"].startswith(INFERENCEX_AGG_SOURCES):
+    day = _measured_day(r)
+    if r["mode"] != "agg" or not r["silicon_data_source"].startswith(INFERENCEX_SOURCES):
         return None
     for launch in INFERENCEX_LAUNCHES:
         if (
@@ -445,7 +446,7 @@ def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
     scripts (``INFERENCEX_LLAMA70B_LAST_DAY``). Read from the row's source, engine, model,
     shape and date only, never from its measured latency."""
     out: dict[str, Any] = {}
-    inferencex = r["silicon_data_source"].startswith(INFERENCEX_AGG_SOURCES)
+    inferencex = r["silicon_data_source"].startswith(INFERENCEX_SOURCES)
     if inferencex and r["backend"] == "trtllm" and kw.get("attention_dp", 1) > 1:
         out["adp_balance_timeout_iters"] = INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS
     if day := _inferencex_trt(r, ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")):
