@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import statistics
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from gpuscale import catalog
@@ -152,47 +153,42 @@ def main() -> None:
         )
     if args.tp_scaling:
         print("\nTP scaling (TTFT at each TP / TTFT at the smallest TP; ep = dp = 1):")
-        by: dict[tuple[Any, ...], dict[int, list[dict[str, Any]]]] = defaultdict(
-            lambda: defaultdict(list)
-        )
-        for x in recs:
-            if x["ep"] == 1 and x["dp"] == 1:
-                k = (x["engine"], x["model"], x["gpu"], x["quant"], x["isl"], x["osl"], x["c"])
-                by[k][x["tp"]].append(x)
-        for k, tps in sorted(by.items()):
-            if len(tps) < 2:
-                continue
-            base = min(tps)
-            m0 = statistics.fmean(x["meas"] for x in tps[base])
-            p0 = statistics.fmean(x["pred"] for x in tps[base])
-            cells = "  ".join(
-                f"tp{t}: meas {statistics.fmean(x['meas'] for x in v) / m0:4.2f} "
-                f"pred {statistics.fmean(x['pred'] for x in v) / p0:4.2f}"
-                for t, v in sorted(tps.items())
-            )
-            print(f"{k[0]:>7} {k[1]:20} {k[2]} isl={k[4]:<5} osl={k[5]:<5} c={k[6]}  {cells}")
+        same_tp = ("engine", "model", "gpu", "quant", "isl", "osl", "c")
+        flat = [x for x in recs if x["ep"] == 1 and x["dp"] == 1]
+        scaling(flat, "tp", same_tp, lambda k: f"isl={k[4]:<5} osl={k[5]:<5} c={k[6]}")
     if args.isl_scaling:
         print("\nISL scaling (TTFT at each ISL / TTFT at the smallest ISL):")
-        by2: dict[tuple[Any, ...], dict[int, list[dict[str, Any]]]] = defaultdict(
-            lambda: defaultdict(list)
-        )
-        for x in recs:
-            k2 = (x["engine"], x["model"], x["gpu"], x["tp"], x["ep"], x["dp"], x["osl"], x["c"])
-            by2[k2][x["isl"]].append(x)
-        for k2, isls in sorted(by2.items()):
-            if len(isls) < 2:
-                continue
-            base = min(isls)
-            m0 = statistics.fmean(x["meas"] for x in isls[base])
-            p0 = statistics.fmean(x["pred"] for x in isls[base])
-            cells = "  ".join(
-                f"isl{i}: meas {statistics.fmean(x['meas'] for x in v) / m0:4.2f} "
-                f"pred {statistics.fmean(x['pred'] for x in v) / p0:4.2f}"
-                for i, v in sorted(isls.items())
-            )
-            print(f"{k2[0]:>7} {k2[1]:20} {k2[2]} tp={k2[3]} osl={k2[6]:<5} c={k2[7]}  {cells}")
+        same_isl = ("engine", "model", "gpu", "tp", "ep", "dp", "osl", "c")
+        scaling(recs, "isl", same_isl, lambda k: f"tp={k[3]} osl={k[6]:<5} c={k[7]}")
     if args.excess:
         excess(recs)
+
+
+def scaling(
+    recs: list[dict[str, Any]],
+    vary: str,
+    same: tuple[str, ...],
+    label: Callable[[tuple[Any, ...]], str],
+) -> None:
+    """Measured and modelled TTFT at each value of ``vary`` over that at its smallest value,
+    for rows equal in every ``same`` field (the first three name the engine, model and GPU)."""
+    by: dict[tuple[Any, ...], dict[int, list[dict[str, Any]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for x in recs:
+        by[tuple(x[f] for f in same)][x[vary]].append(x)
+    for k, groups in sorted(by.items()):
+        if len(groups) < 2:
+            continue
+        base = min(groups)
+        m0 = statistics.fmean(x["meas"] for x in groups[base])
+        p0 = statistics.fmean(x["pred"] for x in groups[base])
+        cells = "  ".join(
+            f"{vary}{v}: meas {statistics.fmean(x['meas'] for x in xs) / m0:4.2f} "
+            f"pred {statistics.fmean(x['pred'] for x in xs) / p0:4.2f}"
+            for v, xs in sorted(groups.items())
+        )
+        print(f"{k[0]:>7} {k[1]:20} {k[2]} {label(k)}  {cells}")
 
 
 def excess(recs: list[dict[str, Any]]) -> None:
