@@ -295,14 +295,11 @@ def load_curve(
         beyond = np.zeros_like(n, dtype=bool)
     # A prompt's own iteration(s) (``own``): the whole prompt (or budget-sized chunks) beside
     # the decodes, the prompt-carrying iteration of ``iteration_mix``.
-    room = np.maximum(budget - n, 1.0)
-    if eng.chunked_prefill:
-        k_p = np.ceil(new_tokens / np.maximum(_chunk_tokens(eng, n, new_tokens), 1.0))
-    else:
-        k_p = np.ones_like(n)
+    k_p = np.ceil(new_tokens / np.maximum(_chunk_tokens(eng, n, new_tokens), 1.0))
     # Little's law: the requests being prefilled (and held by batch waiting) run beside the n
     # decodes, holding their KV pages.
     running = n + x * t * (k_p + held)
+    room = np.maximum(budget - n, 1.0)  # what the budget leaves beside the decodes
     fits_budget = p <= room if eng.chunked_prefill else p <= max(budget, new_tokens)
     # Past the top of x(n) more running requests buy no throughput: the engine is saturated.
     rising = np.concatenate([[True], np.diff(x) > 0])
