@@ -113,3 +113,22 @@ _JSON = _LEAF | st.lists(_LEAF, max_size=2) | st.dictionaries(st.text(max_size=3
 def test_parser_never_raises_and_names_a_known_format(method: str, rest: dict[str, Any]) -> None:
     out = checkpoint_weights({"quant_method": method, **rest})
     assert out is None or out in FORMATS
+
+
+def test_weights_auto_serves_a_pre_quantized_checkpoint_as_stored() -> None:
+    from gpuscale.api import infer, infer_static
+
+    kw = {"gpu": "h200-sxm", "engine": "sglang", "tp": 8, "concurrency": 4}
+    auto = infer("deepseek-ai/DeepSeek-R1", **kw)
+    assert auto.weights == "fp8_block"
+    assert auto.to_dict() == infer("deepseek-ai/DeepSeek-R1", weights="fp8_block", **kw).to_dict()
+    # A 16-bit repository, a catalog id and a config given as a spec stay 16-bit.
+    assert infer("Qwen/Qwen3-32B", **kw).weights == "bf16"
+    assert infer("llama3.1-8b", **kw).weights == "bf16"
+    assert infer(catalog.model("deepseek-r1"), **kw).weights == "bf16"
+    # An explicit format is honoured (a what-if on a dequantized copy).
+    assert infer("deepseek-ai/DeepSeek-R1", weights="bf16", **kw).weights == "bf16"
+    # The static-batch table takes the checkpoint's width in its own dtypes.
+    assert infer_static("openai/gpt-oss-120b", gpu="h100-sxm", tp=[8]).weights == "int4"
+    assert infer_static("deepseek-ai/DeepSeek-R1", gpu="h200-sxm", tp=[8]).weights == "fp8"
+    assert infer_static("meta-llama/Llama-3.1-70B", gpu="h100-sxm", tp=[8]).weights == "bf16"

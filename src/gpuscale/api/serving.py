@@ -12,7 +12,7 @@ from typing import Any
 from gpuscale import catalog
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import Profile, load_profile_for
-from gpuscale.costmodel.serving.formats import weight_format
+from gpuscale.costmodel.serving.formats import WeightFormat, weight_format
 from gpuscale.costmodel.serving.iteration import KV_BYTES, Parallelism
 from gpuscale.errors import InputError, require
 from gpuscale.planner.serving.deployment import (
@@ -169,12 +169,21 @@ def _verdict(o: dict[str, Any]) -> str:
     )
 
 
+def served_format(model: str | ModelSpec, weights: str) -> WeightFormat:
+    """The weight format to serve ``model`` in: ``weights`` by name, or for ``"auto"`` the
+    format its published checkpoint stores when ``model`` names a catalogued pre-quantized one
+    (``catalog.served_weights``: ``deepseek-ai/DeepSeek-R1`` -> fp8_block), else bf16."""
+    if weights == "auto":
+        return weight_format(catalog.served_weights(model) if isinstance(model, str) else "bf16")
+    return weight_format(weights)
+
+
 def infer(
     model: str | ModelSpec,
     *,
     gpu: str,
     engine: str = "vllm",
-    weights: str = "bf16",
+    weights: str = "auto",
     kv_dtype: str = "auto",
     input_len: int = 1024,
     output_len: int = 1024,
@@ -258,7 +267,7 @@ def infer(
             f"{input_len}-token prompt and chunked_prefill is off: raise it or turn chunking on",
             field="engine_options",
         )
-    fmt = weight_format(weights)
+    fmt = served_format(model, weights)
     if kv_dtype == "auto":
         # The engine's default: 16-bit, or FP8 where its low-precision checkpoints carry it.
         kv_dtype = eng.kv_dtype_low_precision if fmt.weight_bytes < 2.0 else "bf16"

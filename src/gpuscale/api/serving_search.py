@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuscale import catalog
+from gpuscale.api.serving import served_format
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import load_profile_for
-from gpuscale.costmodel.serving.formats import weight_format
 from gpuscale.errors import require
 from gpuscale.planner.serving.search import Scored, candidates, score
 from gpuscale.planner.serving.steady_state import Workload
@@ -107,7 +107,7 @@ def search(
     gpu: str,
     gpus: int,
     engine: str = "vllm",
-    weights: str = "bf16",
+    weights: str = "auto",
     kv_dtype: str = "auto",
     input_len: int = 1024,
     output_len: int = 1024,
@@ -134,7 +134,7 @@ def search(
     # budget and running cap below 70 GiB and on A100; serving_engines.yaml).
     eng = engine_profile(engine).for_device(catalog.gpu(gpu))
     prof = load_profile_for(eng.cost_profile)
-    fmt = weight_format(weights)
+    fmt = served_format(model, weights)
     if kv_dtype == "auto":
         kv_dtype = eng.kv_dtype_low_precision if fmt.weight_bytes < 2.0 else "bf16"
     work = Workload(input_len=float(input_len), output_len=float(output_len))

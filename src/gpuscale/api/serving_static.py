@@ -10,6 +10,7 @@ from typing import Any, cast
 
 from gpuscale import catalog
 from gpuscale.api._json import document
+from gpuscale.api.serving import served_format
 from gpuscale.costmodel.inference import InferenceEstimate, estimate_inference
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.errors import InputError, require
@@ -94,7 +95,7 @@ def infer_static(
     batch: int = 1,
     input_len: int = 512,
     output_len: int = 256,
-    weights: str = "bf16",
+    weights: str = "auto",
     kv_dtype: str = "auto",
     engine: str | None = None,
     profile: str | None = None,
@@ -103,8 +104,15 @@ def infer_static(
     each TP degree in ``tp`` (a list or the CLI's comma text; ``None``: 1, 2, 4, 8 less those
     that do not divide the heads; a named degree that does not is an error).
 
-    ``kv_dtype`` "auto" is bf16; ``engine`` (default "generic") is any cost profile, with
+    ``weights`` "auto" is the checkpoint's stored width (``served_format``), ``kv_dtype``
+    "auto" is bf16; ``engine`` (default "generic") is any cost profile, with
     ``profile`` a calibration YAML laid over it."""
+    if weights == "auto":
+        # The static table's nearest dtype to the checkpoint's stored format (its 8- or 4-bit
+        # weight bytes), 16-bit for a checkpoint that is not pre-quantized.
+        stored = served_format(model, "auto")
+        bits = round(stored.weight_bytes * 8)
+        weights = {8: "fp8" if stored.native == "fp8" else "int8", 4: "int4"}.get(bits, "bf16")
     require(
         weights in WEIGHT_DTYPES,
         f"--weights {weights} is a serving format; the static-batch table (--batch) takes "

@@ -100,6 +100,13 @@ def checkpoint_weights(hf_id: str) -> str | None:
     return from_config(checkpoint_quantization().get(hf_id.lower()))
 
 
+def served_weights(name: str) -> str:
+    """The weight format ``name`` is served in when none is asked for (``--weights auto``): the
+    format a catalogued pre-quantized checkpoint stores (an engine loads a serialized FP8 or
+    MXFP4 checkpoint as stored, it does not re-quantize it), else 16-bit (``bf16``)."""
+    return checkpoint_weights(name) or "bf16"
+
+
 def model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
     """A catalog model by id or by the Hugging Face id of a catalog model, or a Hugging Face
     style ``config.json`` (file or its folder); a :class:`ModelSpec` is returned as it is."""

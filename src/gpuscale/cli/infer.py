@@ -48,8 +48,10 @@ CONCURRENCY = flag(
     opt("--output output_len", int, 256, "Generated tokens."),
     opt(
         "--weights",
-        default="bf16",
-        help="Weight format: bf16, fp8, fp8_block, nvfp4, mxfp4, int8_wo, fp8_wo, int4_wo "
+        default="auto",
+        help="Weight format: auto (the format a pre-quantized checkpoint such as "
+        "deepseek-ai/DeepSeek-R1 or openai/gpt-oss-120b stores, else bf16), bf16, fp8, "
+        "fp8_block, nvfp4, mxfp4, int8_wo, fp8_wo, int4_wo "
         "(weight-only where the GPU lacks the rate); the static-batch table takes "
         f"{', '.join(WEIGHT_DTYPES)}.",
     ),
