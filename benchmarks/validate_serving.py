@@ -13,6 +13,11 @@ gpu, regime (how the model answered: closed-loop cohort simulation or steady sta
 (how a disaggregated row's deployment is known: stated, twin, or guess for the rows that are not
 expressible; ``gpuscale.validation.serving_rows``).
 
+Each measurement counts once: 134 rows repeat an earlier row's deployment, load and measured
+TTFT/TPOT to the last digit (the InferenceX exports of 2026-03-25 and 2026-04-06 and
+AIConfigurator's db-dump carry the same runs; ``serving_rows.distinct``); ``--every-copy`` counts
+each copy.
+
 Disaggregated rows whose worker counts are not stated (and that have no twin row naming them,
 nor a single entry of the InferenceX configuration they ran from)
 are not expressible: they are counted apart, never in the ``disagg`` figures; the ``disagg-guess``
@@ -42,6 +47,7 @@ from gpuscale.validation.serving_rows import (
     NOT_EXPRESSIBLE,
     SYSTEMS,
     ServingRow,
+    distinct,
     load,
     parallelism,
 )
@@ -163,6 +169,12 @@ def main() -> None:
         help=f"also group by these keys (comma-separated): {', '.join(BY_KEYS)}",
     )
     ap.add_argument(
+        "--every-copy",
+        action="store_true",
+        help="count a measurement once per row that repeats it (by default each measurement once: "
+        "gpuscale.validation.serving_rows.distinct)",
+    )
+    ap.add_argument(
         "--classes",
         action="store_true",
         help="list every disaggregated or not expressible row with its class and the assumption "
@@ -176,7 +188,8 @@ def main() -> None:
                 print(f"{row.id}\t{row.kind}\t{why}")
         return
     by = list(args.by) + (["model"] if args.by_model and "model" not in args.by else [])
-    rows = load(ROWS)
+    copies = load(ROWS)
+    rows = copies if args.every_copy else distinct(copies)
     if args.limit:
         rows = rows[:: max(len(rows) // args.limit, 1)]
     err: dict[tuple[str, str, str], list[float]] = defaultdict(list)
@@ -213,7 +226,9 @@ def main() -> None:
     dt = time.perf_counter() - t0
     n = len(rows) - len(skipped)
     print(
-        f"rows: {len(rows)}, predicted: {n}, skipped: {len(skipped)}; "
+        f"rows: {len(copies)}, measurements: {len(rows)} "
+        f"({'every copy counted' if args.every_copy else 'repeated exports counted once'}), "
+        f"predicted: {n}, skipped: {len(skipped)}; "
         f"{1e3 * dt / max(len(rows), 1):.1f} ms per row (both models)"
     )
     print(

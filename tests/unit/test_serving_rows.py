@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -468,3 +469,25 @@ def test_client_cap_is_not_the_engines_load() -> None:
 def test_other_runs_keep_their_recorded_concurrency(change: dict[str, str]) -> None:
     (row,) = read_rows([{**_capped(), **change}])
     assert row.kind == STATED and row.expressible and row.kwargs["concurrency"] == row.concurrency
+
+
+def test_distinct_counts_a_measurement_repeated_in_later_exports_once() -> None:
+    from gpuscale.validation import DATA_DIR
+    from gpuscale.validation.serving_rows import PROVENANCE, distinct, load
+
+    rows = load(DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv")
+    once = distinct(rows)
+    assert len(rows) == 1884 and len(once) == 1750
+    # What is dropped repeats a kept row in every column but its provenance, and a row that
+    # differs in any measured column is kept.
+    kept = {tuple(sorted((k, v) for k, v in r.raw.items() if k not in PROVENANCE)) for r in once}
+    assert len(kept) == len(once)
+    for r in rows:
+        assert tuple(sorted((k, v) for k, v in r.raw.items() if k not in PROVENANCE)) in kept
+    first = once[0]
+    changed = dataclasses.replace(
+        first, raw={**first.raw, "silicon_ttft_ms": str(float(first.raw["silicon_ttft_ms"]) + 1)}
+    )
+    assert len(distinct([first, changed])) == 2
+    moved = dataclasses.replace(first, raw={**first.raw, "id": "copy", "silicon_data_source": "x"})
+    assert distinct([first, moved]) == [first]

@@ -776,3 +776,23 @@ def load(path: Path) -> list[ServingRow]:
         return read_rows(
             list(csv.DictReader(f)), load_recipes(recipes) if recipes.exists() else None
         )
+
+
+PROVENANCE = ("id", "silicon_data_source")
+"""The columns that say where a row was copied from, not what was measured."""
+
+
+def distinct(rows: list[ServingRow]) -> list[ServingRow]:
+    """``rows`` with each measurement once: the first of the rows that agree on every column but
+    their provenance (:data:`PROVENANCE`). The InferenceX exports of 2026-03-25 and 2026-04-06
+    and AIConfigurator's db-dump repeat earlier runs with the same deployment, load and measured
+    TTFT/TPOT to the last digit; an error statistic that counted each copy would weigh those
+    runs twice."""
+    seen: set[tuple[tuple[str, str], ...]] = set()
+    out = []
+    for row in rows:
+        key = tuple(sorted((k, v) for k, v in row.raw.items() if k not in PROVENANCE))
+        if key not in seen:
+            seen.add(key)
+            out.append(row)
+    return out
