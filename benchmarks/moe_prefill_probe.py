@@ -24,7 +24,7 @@ None of this is shipped: the sizes are fitted here on purpose, to compare the tw
 patches ``IterationModel.time_s`` in this process only.
 
     PYTHONPATH=src python benchmarks/moe_prefill_probe.py [--engines sglang,trtllm] [--arch moe]
-        [--model REGEX] [--by-concurrency]
+        [--model REGEX] [--ep N] [--by-concurrency] [--share S]
 """
 
 from __future__ import annotations
@@ -118,6 +118,7 @@ def main() -> None:
         help="share of the gap the blocking variant puts inside prompt iterations (the rest is "
         "added to TTFT only)",
     )
+    ap.add_argument("--ep", default="", help="only rows with this expert-parallel size")
     ap.add_argument("--model", default="", help="only models whose path matches this regex")
     ap.add_argument(
         "--by-concurrency", action="store_true", help="break the judged rows down by concurrency"
@@ -134,6 +135,7 @@ def main() -> None:
         and row.raw["backend"] in engines
         and _arch(row.raw["model_path"]) == args.arch
         and re.search(args.model, row.raw["model_path"])
+        and (not args.ep or row.raw["moe_ep_size"] == args.ep)
     ]
     base = {id(row): _predict(row, "base") for row in rows}
     # Size each deployment's extra time on its own light-load rows.
