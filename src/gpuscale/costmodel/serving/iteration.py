@@ -251,6 +251,9 @@ class IterationModel:
             # share of the best 16-bit rate (``moe_weight_only_hopper_rate``).
             flops = 2.0 * self.moe_padded_rows(tok) * c * n * k
             math = flops / (peak * np.minimum(curve(flops), moe_ceiling))
+            # The engine's grouped kernel, measured whole, bounds the useful FLOPs' rate
+            # (``moe_grouped_rate``; infinite where its profile measured none).
+            math = np.maximum(math, 2.0 * tok * c * n * k / self.moe_grouped_rate(tok))
             act = 2.0 * tok * c * (n + k)
             return np.maximum(np.maximum(math, (act + c * n * k * wb) / hbm), launch)
 
@@ -394,6 +397,27 @@ class IterationModel:
         if dev.generation == "hopper" and sixteen_bit_math and self.fmt.weight_bytes < SIXTEEN_BIT:
             return self.profile.const("moe_weight_only_hopper_rate")
         return 1.0
+
+    def moe_grouped_rate(self, per_expert: np.ndarray) -> np.ndarray:
+        """FLOP/s the engine's grouped expert-GEMM kernel sustains when each expert holds
+        ``per_expert`` tokens on average: its measured curve (``Profile.moe_gemm``, a share of
+        the 16-bit peak over the FLOPs of one expert's MLP in a layer, from kernel benchmarks of
+        the whole fused-MoE op) times the peak, times ``moe_math_rate`` where the kernel issues
+        Ampere's mma.sync (Marlin), times ``moe_fp8_over_bf16_rate`` where it runs W8A8 FP8.
+        A grouped GEMM gathers each expert's rows, runs one expert's tile loop per block and
+        writes per expert: its rate follows one expert's work, not the group's total FLOPs that
+        ``gemm_curve`` is read at. Infinite where the profile has no curve for this GPU."""
+        x = np.asarray(per_expert, dtype=float)
+        m, dev = self.model, self.cluster.device
+        curve = self.profile.moe_gemm_curve(dev.id, dev.generation)
+        if curve is None or not m.is_moe:
+            return np.full_like(x, np.inf)
+        mats = 3.0 if m.mlp == "gated" else 2.0
+        expert_flops = 2.0 * x * mats * m.hidden_size * m.ffn_hidden_size / self.par.moe_tp
+        rate = curve(expert_flops) * dev.peak(dev.half_precision) * 1e12 * self.moe_math_rate()
+        if gemm_precision(self.fmt, dev) == "fp8":
+            rate = rate * self.profile.const("moe_fp8_over_bf16_rate")
+        return np.asarray(rate, dtype=float)
 
     def moe_padded_rows(self, per_expert: np.ndarray) -> np.ndarray:
         """Rows one expert's GEMM computes for ``per_expert`` tokens on average: its tokens
