@@ -125,3 +125,36 @@ def test_an_overlay_can_measure_its_own_grouped_kernel(tmp_path: Path) -> None:
     assert curve is not None and float(curve(1.0e10)) == pytest.approx(0.4)
     # The device's own curve wins over the generation's; other Hopper parts keep vLLM's.
     assert prof.moe_gemm_curve("h100-sxm", "hopper") == load_profile("vllm").moe_gemm["hopper"]
+
+
+def test_marlin_mxfp4_experts_are_padded_to_the_kernels_alignment() -> None:
+    # vLLM v0.18 Mxfp4MoEMethod.create_weights for Marlin: hidden to 256, intermediate per rank
+    # to 128; gpt-oss-120b's 2,880 / 2,880 become 3,072 / 2,944 on one GPU, 3,072 / 384 at TP8.
+    assert _model("gpt-oss-120b", "vllm", "mxfp4").moe_expert_dims() == (3072.0, 2944.0)
+    assert _model("gpt-oss-120b", "vllm", "mxfp4", tp=8).moe_expert_dims() == (3072.0, 384.0)
+    # Other engines' kernels, other formats (Kimi's INT4 Marlin path needs no padding: it
+    # falls back to another kernel where the shape does not divide) and Blackwell: as stored.
+    assert _model("gpt-oss-120b", "tensorrt-llm", "mxfp4").moe_expert_dims() == (2880.0, 2880.0)
+    assert _model("gpt-oss-120b", "vllm", "mxfp4", gpu="b200").moe_expert_dims() == (2880.0, 2880.0)
+    assert _model("qwen3-30b-a3b", "vllm", "int4_wo").moe_expert_dims() == (2048.0, 768.0)
+
+
+def test_padding_costs_the_experts_math_and_weight_read() -> None:
+    padded = _model("gpt-oss-120b", "vllm", "mxfp4")
+    base = padded.profile
+    exact = dataclasses.replace(
+        base,
+        constants={
+            **base.constants,
+            "moe_marlin_mxfp4_hidden_align": 1.0,
+            "moe_marlin_mxfp4_intermediate_align": 1.0,
+        },
+    )
+    unpadded = _model("gpt-oss-120b", "vllm", "mxfp4", profile=exact)
+    assert unpadded.moe_expert_dims() == (2880.0, 2880.0)
+    # 8k-token prefill on one H200: the experts, most of the iteration, do (3072 x 2944) /
+    # (2880 x 2880) = 1.09x the work.
+    ratio = _prefill(padded, 8192.0) / _prefill(unpadded, 8192.0)
+    assert 1.03 < ratio < 1.09
+    # Decode at 64 requests streams every touched expert's padded weights.
+    assert _decode(padded, 64.0) > _decode(unpadded, 64.0)

@@ -309,11 +309,12 @@ class IterationModel:
         )
         if m.is_moe:
             group_tokens = tokens * par.attention_dp
-            f = float(m.ffn_hidden_size) / par.moe_tp
+            # Expert weights as the engine's kernel stores them (``moe_expert_dims``).
+            he, f = self.moe_expert_dims()
             touched, pairs = expert_load(group_tokens, m.num_experts, m.experts_per_token, par.ep)
             per_expert = pairs / touched
-            moe = gemm(per_expert, mats_up * f, h, touched, grouped=True) + gemm(
-                per_expert, h, f, touched, grouped=True
+            moe = gemm(per_expert, mats_up * f, he, touched, grouped=True) + gemm(
+                per_expert, he, f, touched, grouped=True
             )
             moe = moe + gemm(tokens, float(m.num_experts), h)  # router
             # Routing and token shuffling around the expert GEMMs are kernels of their own,
@@ -413,11 +414,32 @@ class IterationModel:
         if curve is None or not m.is_moe:
             return np.full_like(x, np.inf)
         mats = 3.0 if m.mlp == "gated" else 2.0
-        expert_flops = 2.0 * x * mats * m.hidden_size * m.ffn_hidden_size / self.par.moe_tp
+        he, f = self.moe_expert_dims()
+        expert_flops = 2.0 * x * mats * he * f
         rate = curve(expert_flops) * dev.peak(dev.half_precision) * 1e12 * self.moe_math_rate()
         if gemm_precision(self.fmt, dev) == "fp8":
             rate = rate * self.profile.const("moe_fp8_over_bf16_rate")
         return np.asarray(rate, dtype=float)
+
+    def moe_expert_dims(self) -> tuple[float, float]:
+        """(hidden, intermediate per rank) of one expert as the engine's MoE kernel stores and
+        computes it. vLLM's Marlin MXFP4 backend pads both to the kernel's alignment, hidden to
+        256 and the intermediate size to 128 ("The moe marlin kernel requires that for each
+        linear n % 256 == 0 and k % 128 == 0", ``Mxfp4MoEMethod.create_weights``, vllm
+        v0.18.0 quantization/mxfp4.py), and the kernel computes the zero padding: gpt-oss-120b's
+        2,880 becomes 3,072 and 2,944 (TP1) or 384 per rank (360 at TP8). Profile constants
+        ``moe_marlin_mxfp4_hidden_align`` / ``..._intermediate_align`` (1 elsewhere); they
+        apply where MXFP4 experts are computed weight-only (no FP4 tensor cores: Hopper)."""
+        m, dev = self.model, self.cluster.device
+        h = float(m.hidden_size)
+        f = float(m.ffn_hidden_size) / self.par.moe_tp
+        weight_only = gemm_precision(self.fmt, dev) == dev.half_precision
+        if self.fmt.name == "mxfp4" and weight_only:
+            ah = self.profile.const("moe_marlin_mxfp4_hidden_align")
+            af = self.profile.const("moe_marlin_mxfp4_intermediate_align")
+            h = float(np.ceil(h / ah) * ah)
+            f = float(np.ceil(f / af) * af)
+        return h, f
 
     def moe_padded_rows(self, per_expert: np.ndarray) -> np.ndarray:
         """Rows one expert's GEMM computes for ``per_expert`` tokens on average: its tokens
