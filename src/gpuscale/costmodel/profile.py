@@ -18,6 +18,10 @@ Schema (``schema_version: 1``)::
     attention_length:             # multiplies it by the query/key block length each kernel sees
       tokens: [512, ...]          # (shorter sequences and ring-attention chunks run slower)
       factor: [0.7, ...]
+    moe_gemm:                     # optional: the engine's grouped expert-GEMM kernel, measured,
+      hopper:                     # as a share of the 16-bit peak over one expert's MLP FLOPs
+        flops: [1.5e9, ...]       # in a layer (serving model; keyed like gemm, no precision)
+        efficiency: [0.27, ...]
     hbm_efficiency: 0.8           # achieved/peak device-memory bandwidth for streaming kernels
     links:                        # achieved collective bandwidth and latency per level or kind
       nvlink: {bandwidth_efficiency: 0.8, latency_us: null}
@@ -109,6 +113,9 @@ class Profile:
     attention_efficiency: Mapping[str, float] = field(default_factory=dict)
     attention_length: GemmCurve | None = None
     """Factor on attention efficiency over the sequence chunk one kernel processes."""
+    moe_gemm: Mapping[str, GemmCurve] = field(default_factory=dict)
+    """Measured rate of the engine's grouped expert-GEMM kernel, as a share of the 16-bit peak,
+    over the FLOPs one expert's MLP does in a layer (read by the serving model; empty: none)."""
     hbm_efficiency: float = 0.8
     links: Mapping[str, LinkCalibration] = field(default_factory=dict)
     overlap: Mapping[str, float] = field(default_factory=dict)
@@ -146,6 +153,14 @@ class Profile:
             f"profile '{self.name}' has no GEMM curve for '{device_id}' "
             f"({generation}); add one under gemm: or calibrate"
         )
+
+    def moe_gemm_curve(self, device_id: str, generation: str) -> GemmCurve | None:
+        """The grouped expert-GEMM curve for ``<id>``, then ``<generation>``; None where the
+        profile measured none (the serving model then prices experts by ``gemm_curve``)."""
+        for key in (device_id, generation):
+            if key in self.moe_gemm:
+                return self.moe_gemm[key]
+        return None
 
     def attention(self, device_id: str, generation: str) -> float:
         """Fused attention efficiency on long sequences (see :meth:`attention_at`)."""
@@ -273,6 +288,13 @@ def profile_from_dict(
             )
             for k, v in (data.get("gemm") or {}).items()
         }
+        moe_gemm = {
+            str(k): GemmCurve(
+                flops=tuple(float(x) for x in v["flops"]),
+                efficiency=tuple(float(x) for x in v["efficiency"]),
+            )
+            for k, v in (data.get("moe_gemm") or {}).items()
+        }
         links = {str(k): LinkCalibration(**v) for k, v in (data.get("links") or {}).items()}
         return Profile(
             name=str(data.get("name", where)),
@@ -283,6 +305,7 @@ def profile_from_dict(
                 str(k): float(v) for k, v in (data.get("attention_efficiency") or {}).items()
             },
             attention_length=_length_curve(data.get("attention_length")),
+            moe_gemm=moe_gemm,
             hbm_efficiency=float(data.get("hbm_efficiency", 0.8)),
             links=links,
             overlap={str(k): float(v) for k, v in (data.get("overlap") or {}).items()},

@@ -29,6 +29,9 @@ CONSTANTS: dict[str, Check] = {
     "moe_activation_quant_kernels": NON_NEGATIVE,
     "moe_block_m": AT_LEAST_ONE,
     "moe_weight_only_hopper_rate": FRACTION,
+    "moe_fp8_over_bf16_rate": AT_LEAST_ONE,
+    "moe_marlin_mxfp4_hidden_align": AT_LEAST_ONE,
+    "moe_marlin_mxfp4_intermediate_align": AT_LEAST_ONE,
     "elementwise_hidden_passes": NON_NEGATIVE,
     "elementwise_ffn_passes": NON_NEGATIVE,
     "elementwise_kernels_per_layer": NON_NEGATIVE,
@@ -92,6 +95,7 @@ TOP_LEVEL = (
     "gemm",
     "attention_efficiency",
     "attention_length",
+    "moe_gemm",
     "hbm_efficiency",
     "links",
     "overlap",
@@ -175,6 +179,11 @@ def validate_profile(
     for key, curve in _mapping(where, "gemm", data.get("gemm") or {}, "device -> curve").items():
         _known(where, "gemm", key, with_precision)
         _curve(where, f"gemm.{key}", curve, "flops", "efficiency", FRACTION)
+    for key, curve in _mapping(
+        where, "moe_gemm", data.get("moe_gemm") or {}, "device -> curve"
+    ).items():
+        _known(where, "moe_gemm", key, devices)
+        _curve(where, f"moe_gemm.{key}", curve, "flops", "efficiency", FRACTION)
     for key, value in _mapping(
         where,
         "attention_efficiency",

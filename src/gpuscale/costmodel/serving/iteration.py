@@ -251,6 +251,9 @@ class IterationModel:
             # share of the best 16-bit rate (``moe_weight_only_hopper_rate``).
             flops = 2.0 * self.moe_padded_rows(tok) * c * n * k
             math = flops / (peak * np.minimum(curve(flops), moe_ceiling))
+            # The engine's grouped kernel, measured whole, bounds the useful FLOPs' rate
+            # (``moe_grouped_rate``; infinite where its profile measured none).
+            math = np.maximum(math, 2.0 * tok * c * n * k / self.moe_grouped_rate(tok))
             act = 2.0 * tok * c * (n + k)
             return np.maximum(np.maximum(math, (act + c * n * k * wb) / hbm), launch)
 
@@ -306,11 +309,12 @@ class IterationModel:
         )
         if m.is_moe:
             group_tokens = tokens * par.attention_dp
-            f = float(m.ffn_hidden_size) / par.moe_tp
+            # Expert weights as the engine's kernel stores them (``moe_expert_dims``).
+            he, f = self.moe_expert_dims()
             touched, pairs = expert_load(group_tokens, m.num_experts, m.experts_per_token, par.ep)
             per_expert = pairs / touched
-            moe = gemm(per_expert, mats_up * f, h, touched, grouped=True) + gemm(
-                per_expert, h, f, touched, grouped=True
+            moe = gemm(per_expert, mats_up * f, he, touched, grouped=True) + gemm(
+                per_expert, he, f, touched, grouped=True
             )
             moe = moe + gemm(tokens, float(m.num_experts), h)  # router
             # Routing and token shuffling around the expert GEMMs are kernels of their own,
@@ -394,6 +398,48 @@ class IterationModel:
         if dev.generation == "hopper" and sixteen_bit_math and self.fmt.weight_bytes < SIXTEEN_BIT:
             return self.profile.const("moe_weight_only_hopper_rate")
         return 1.0
+
+    def moe_grouped_rate(self, per_expert: np.ndarray) -> np.ndarray:
+        """FLOP/s the engine's grouped expert-GEMM kernel sustains when each expert holds
+        ``per_expert`` tokens on average: its measured curve (``Profile.moe_gemm``, a share of
+        the 16-bit peak over the FLOPs of one expert's MLP in a layer, from kernel benchmarks of
+        the whole fused-MoE op) times the peak, times ``moe_math_rate`` where the kernel issues
+        Ampere's mma.sync (Marlin), times ``moe_fp8_over_bf16_rate`` where it runs W8A8 FP8.
+        A grouped GEMM gathers each expert's rows, runs one expert's tile loop per block and
+        writes per expert: its rate follows one expert's work, not the group's total FLOPs that
+        ``gemm_curve`` is read at. Infinite where the profile has no curve for this GPU."""
+        x = np.asarray(per_expert, dtype=float)
+        m, dev = self.model, self.cluster.device
+        curve = self.profile.moe_gemm_curve(dev.id, dev.generation)
+        if curve is None or not m.is_moe:
+            return np.full_like(x, np.inf)
+        mats = 3.0 if m.mlp == "gated" else 2.0
+        he, f = self.moe_expert_dims()
+        expert_flops = 2.0 * x * mats * he * f
+        rate = curve(expert_flops) * dev.peak(dev.half_precision) * 1e12 * self.moe_math_rate()
+        if gemm_precision(self.fmt, dev) == "fp8":
+            rate = rate * self.profile.const("moe_fp8_over_bf16_rate")
+        return np.asarray(rate, dtype=float)
+
+    def moe_expert_dims(self) -> tuple[float, float]:
+        """(hidden, intermediate per rank) of one expert as the engine's MoE kernel stores and
+        computes it. vLLM's Marlin MXFP4 backend pads both to the kernel's alignment, hidden to
+        256 and the intermediate size to 128 ("The moe marlin kernel requires that for each
+        linear n % 256 == 0 and k % 128 == 0", ``Mxfp4MoEMethod.create_weights``, vllm
+        v0.18.0 quantization/mxfp4.py), and the kernel computes the zero padding: gpt-oss-120b's
+        2,880 becomes 3,072 and 2,944 (TP1) or 384 per rank (360 at TP8). Profile constants
+        ``moe_marlin_mxfp4_hidden_align`` / ``..._intermediate_align`` (1 elsewhere); they
+        apply where MXFP4 experts are computed weight-only (no FP4 tensor cores: Hopper)."""
+        m, dev = self.model, self.cluster.device
+        h = float(m.hidden_size)
+        f = float(m.ffn_hidden_size) / self.par.moe_tp
+        weight_only = gemm_precision(self.fmt, dev) == dev.half_precision
+        if self.fmt.name == "mxfp4" and weight_only:
+            ah = self.profile.const("moe_marlin_mxfp4_hidden_align")
+            af = self.profile.const("moe_marlin_mxfp4_intermediate_align")
+            h = float(np.ceil(h / ah) * ah)
+            f = float(np.ceil(f / af) * af)
+        return h, f
 
     def moe_padded_rows(self, per_expert: np.ndarray) -> np.ndarray:
         """Rows one expert's GEMM computes for ``per_expert`` tokens on average: its tokens
