@@ -379,18 +379,46 @@ def kv_transfer_s(
     profile: Profile,
     tokens: float,
 ) -> float:
-    """Seconds to move one prompt's KV cache from a prefill worker to a decode worker: over
-    NVLink when both pools fit in one node, else over the NICs of the prefill worker's GPUs
-    (NIXL/UCX RDMA in Dynamo; Mooncake, Qin et al. 2024, arXiv:2407.00079 Sec. 4)."""
-    whole = kv_bytes_per_token(model, Parallelism(tp=1, pp=1), kv_dtype) * tokens
+    """Seconds to move one prompt's KV cache from its prefill attention group to its decode
+    attention group, over the busiest sending GPU's own link: NVLink when both pools fit in one
+    node, else that GPU's NICs (NIXL/UCX RDMA in Dynamo; Mooncake, Qin et al. 2024,
+    arXiv:2407.00079 Sec. 4).
+
+    Only the ranks that hold the request send, each through its own NIC, not the whole worker's:
+    with attention DP one rank holds a request's cache. TensorRT-LLM's cache formatter sends
+    every decode attention-TP rank the KV it keeps (``mlaCacheFormatter.cpp``
+    ``needSendCache``/``pickRecvConnections``: each receiver takes its share from one sender per
+    pipeline domain, and for MLA, whose latent is replicated on every attention-TP rank, only
+    ``min(prefill, decode)`` attention-TP ranks send); a sender's connections are served in turn
+    (``formatOutput``). So a sender carries ``decode_atp x per-rank KV / senders`` bytes, and a
+    receiver its own per-rank KV; the slower of the two sets the time."""
+    p_atp = prefill.par.attention_tp
+    d_atp = decode.par.attention_tp
+    # Per-rank KV on the decode side (MLA: the whole latent; GQA: its heads, at least one).
+    need = kv_bytes_per_token(model, Parallelism(tp=d_atp, pp=1), kv_dtype) * tokens
+    senders = min(p_atp, d_atp) if model.is_mla else p_atp
+    busiest = max(d_atp * need / senders, need)
     levels = LevelBandwidth.of(cluster, profile)
     if prefill.gpus + decode.gpus <= cluster.gpus_per_node:
         bw = levels.intra_gb_per_s * 1e9
         lat = levels.intra_latency_us * 1e-6
     else:
-        bw = levels.nic_gb_per_s * 1e9 * levels.nics_per_gpu * prefill.par.gpus
+        bw = levels.nic_gb_per_s * 1e9 * levels.nics_per_gpu
         lat = levels.inter_latency_us * 1e-6
-    return lat + whole / bw
+    return lat + busiest / bw
+
+
+def kv_transfer_wait_s(service_s: float, rate_per_group: np.ndarray) -> np.ndarray:
+    """Mean wait of a prompt's KV transfer behind the transfers of earlier prompts of the same
+    prefill attention group, whose sending GPUs serve them one at a time: TensorRT-LLM's
+    ``CacheSender`` drains its send queue in one thread, each request by ``sendSync``
+    (``dataTransceiver.cpp`` ``sendAndRemoveResponse``). Prompts arrive at ``rate_per_group``
+    and each takes ``service_s``: the M/D/1 wait ``rho S / (2 (1 - rho))`` (Pollaczek-Khinchine,
+    Kleinrock, Queueing Systems vol. 1, Sec. 5.7); infinite once the link is saturated."""
+    rho = np.asarray(rate_per_group, dtype=float) * service_s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        wait = np.where(rho < 1.0, rho * service_s / (2.0 * (1.0 - rho)), np.inf)
+    return wait
 
 
 def prefill_burst_s(
@@ -485,11 +513,13 @@ def predict_disaggregated(
     pc = prefill_curve(it_p, eng_p, work, x_total / prefill.ranks)
     dc = load_curve(it_d, eng_d, decode_work, kv_d, x_grid=x_total / decode.ranks)
     transfer = kv_transfer_s(model, cluster, prefill, decode, kv_dtype, profile, work.input_len)
+    transfer_wait = kv_transfer_wait_s(transfer, x_total / prefill.ranks)
     decode_wait = dc.iteration_s * (0.5 + (1.0 if eng.overlap_scheduler else 0.0))
-    ttft = pc.ttft_s + transfer + decode_wait
+    ttft = pc.ttft_s + transfer + np.where(np.isfinite(transfer_wait), transfer_wait, 0.0)
+    ttft = ttft + decode_wait
     steps = max(work.output_len - 1.0, 0.0)
     e2e = ttft + steps * dc.tpot_s
-    ok = pc.feasible & dc.feasible
+    ok = pc.feasible & dc.feasible & np.isfinite(transfer_wait)
     idx = np.flatnonzero(ok)
     notes = [f"KV transfer {transfer * 1e3:.2f} ms per request"]
     if not idx.size:

@@ -1,0 +1,94 @@
+"""The KV hand-off of disaggregated serving: which GPUs send a prompt's cache and how much each
+carries (planner/serving/deployment.kv_transfer_s, after TensorRT-LLM's cache formatter), and the
+wait behind earlier prompts' transfers on the same senders (kv_transfer_wait_s)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpuscale import catalog
+from gpuscale.costmodel.collectives import LevelBandwidth
+from gpuscale.costmodel.profile import load_profile_for
+from gpuscale.costmodel.serving.iteration import Parallelism, kv_bytes_per_token
+from gpuscale.planner.serving.deployment import Pool, kv_transfer_s, kv_transfer_wait_s
+
+PROFILE = load_profile_for("tensorrt-llm")
+TOKENS = 1024.0
+
+
+def _pool(workers: int, tp: int, adp: int = 1, ep: int | None = None) -> Pool:
+    par = Parallelism(tp=tp, pp=1, ep=tp if ep is None else ep, attention_dp=adp)
+    return Pool(workers=workers, par=par)
+
+
+def _nic(cluster: object) -> tuple[float, float]:
+    levels = LevelBandwidth.of(cluster, PROFILE)  # type: ignore[arg-type]
+    return levels.nic_gb_per_s * 1e9 * levels.nics_per_gpu, levels.inter_latency_us * 1e-6
+
+
+def test_mla_attention_dp_rank_sends_one_latent_copy_per_decode_tp_rank() -> None:
+    # DeepSeek's latent is replicated on every attention-TP rank: an attention-DP prefill rank
+    # (the only holder of the request) sends 8 full copies to a TP8 decode worker through its
+    # own NIC; a TP8 prefill worker's 8 ranks each send one copy to their peer at once.
+    spec = catalog.model("deepseek-ai/DeepSeek-R1")
+    cluster = catalog.cluster("h200-sxm", 16)
+    bw, lat = _nic(cluster)
+    whole = kv_bytes_per_token(spec, Parallelism(tp=1, pp=1), "fp8") * TOKENS
+    adp = kv_transfer_s(spec, cluster, _pool(1, 8, 8), _pool(1, 8), "fp8", PROFILE, TOKENS)
+    tp = kv_transfer_s(spec, cluster, _pool(1, 8), _pool(1, 8), "fp8", PROFILE, TOKENS)
+    to_adp = kv_transfer_s(spec, cluster, _pool(1, 8), _pool(1, 8, 8), "fp8", PROFILE, TOKENS)
+    assert adp == pytest.approx(lat + 8 * whole / bw)
+    assert tp == pytest.approx(lat + whole / bw)
+    # a TP8 prefill worker hands an attention-DP decode rank one copy, from one sender
+    assert to_adp == pytest.approx(lat + whole / bw)
+    # 61 layers x 576 B x 1024 tokens x 8 copies at ~46 GB/s: a few ms, not the 0.1 ms of the
+    # whole worker's eight NICs
+    assert 3e-3 < adp < 10e-3
+
+
+def test_gqa_heads_split_over_the_senders_and_the_receivers() -> None:
+    # Llama-3.1-70B keeps 8 KV heads; each rank holds its heads' share. Four prefill ranks to
+    # four decode ranks: a quarter each, in parallel. Eight prefill ranks to two decode ranks:
+    # the receivers take half each and bound the time.
+    spec = catalog.model("meta-llama/Llama-3.1-70B")
+    cluster = catalog.cluster("h100-sxm", 16)
+    bw, lat = _nic(cluster)
+    whole = kv_bytes_per_token(spec, Parallelism(tp=1, pp=1), "bf16") * TOKENS
+    p4, d4 = _pool(1, 4, ep=1), _pool(3, 4, ep=1)
+    p8, d2 = _pool(1, 8, ep=1), _pool(4, 2, ep=1)
+    four = kv_transfer_s(spec, cluster, p4, d4, "bf16", PROFILE, TOKENS)
+    eight_two = kv_transfer_s(spec, cluster, p8, d2, "bf16", PROFILE, TOKENS)
+    assert four == pytest.approx(lat + whole / 4 / bw)
+    assert eight_two == pytest.approx(lat + whole / 2 / bw)
+
+
+def test_one_node_moves_the_cache_over_nvlink() -> None:
+    spec = catalog.model("deepseek-ai/DeepSeek-R1")
+    cluster = catalog.cluster("h200-sxm", 8)
+    levels = LevelBandwidth.of(cluster, PROFILE)
+    whole = kv_bytes_per_token(spec, Parallelism(tp=1, pp=1), "fp8") * TOKENS
+    t = kv_transfer_s(spec, cluster, _pool(1, 4, 4), _pool(1, 4), "fp8", PROFILE, TOKENS)
+    nvlink = levels.intra_gb_per_s * 1e9
+    assert t == pytest.approx(levels.intra_latency_us * 1e-6 + 4 * whole / nvlink)
+
+
+def test_md1_wait_by_hand() -> None:
+    # Pollaczek-Khinchine with deterministic service: rho S / (2 (1 - rho))
+    w = kv_transfer_wait_s(0.01, np.array([0.0, 50.0, 90.0, 100.0, 200.0]))
+    assert w[0] == 0.0
+    assert w[1] == pytest.approx(0.5 * 0.01 / (2 * 0.5))
+    assert w[2] == pytest.approx(0.9 * 0.01 / (2 * 0.1))
+    assert np.isinf(w[3]) and np.isinf(w[4])
+
+
+@given(
+    service=st.floats(min_value=1e-6, max_value=1.0),
+    rate=st.floats(min_value=0.0, max_value=1e4),
+)
+def test_wait_grows_with_load(service: float, rate: float) -> None:
+    w = kv_transfer_wait_s(service, np.array([rate, rate * 1.1 + 1e-9]))
+    assert w[0] >= 0.0
+    assert w[1] >= w[0]
