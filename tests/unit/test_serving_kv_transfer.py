@@ -4,12 +4,15 @@ wait behind earlier prompts' transfers on the same senders (kv_transfer_wait_s).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuscale import catalog
+from gpuscale.api import infer
 from gpuscale.costmodel.collectives import LevelBandwidth
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.costmodel.serving.iteration import Parallelism, kv_bytes_per_token
@@ -92,3 +95,46 @@ def test_wait_grows_with_load(service: float, rate: float) -> None:
     w = kv_transfer_wait_s(service, np.array([rate, rate * 1.1 + 1e-9]))
     assert w[0] >= 0.0
     assert w[1] >= w[0]
+
+
+def _disagg(prefill_adp: int, concurrency: int = 36) -> dict[str, object]:
+    # The H200 1k/1k recipe c4_ctx1_gen9_tep8_batch256 (srt-slurm), sa-bench lengths.
+    return infer(
+        "deepseek-ai/DeepSeek-R1",
+        gpu="h200-sxm",
+        engine="tensorrt-llm",
+        weights="fp8_block",
+        input_len=1024,
+        output_len=1024,
+        concurrency=concurrency,
+        input_cv=0.06,
+        output_cv=0.06,
+        num_requests=5 * concurrency,
+        prefill_workers=1,
+        prefill_tp=8,
+        prefill_ep=8,
+        prefill_attention_dp=prefill_adp,
+        decode_workers=9,
+        decode_tp=8,
+        decode_ep=8,
+        decode_batch=256,
+    ).to_dict()["options"][0]
+
+
+def _parts(opt: dict[str, object]) -> list[float]:
+    note = next(n for n in opt["notes"] if n.startswith("TTFT parts"))  # type: ignore[attr-defined]
+    return [float(v) for v in re.findall(r"([\d.]+) ms", note)]
+
+
+def test_ttft_parts_add_up_to_the_mean_ttft() -> None:
+    for adp in (1, 8):
+        opt = _disagg(adp)
+        assert sum(_parts(opt)) == pytest.approx(opt["ttft_ms"], abs=3.0)
+
+
+def test_attention_dp_prefill_hands_off_through_one_nic() -> None:
+    # the hand-off part of an attention-DP prefill worker is 8 latent copies through one NIC
+    # (~6 ms at 1k tokens), a TP8 prefill worker's one copy per rank in parallel (< 1 ms)
+    adp, tp = _parts(_disagg(8))[1], _parts(_disagg(1))[1]
+    assert 4.0 < adp < 10.0
+    assert tp < 1.0

@@ -559,6 +559,12 @@ def predict_disaggregated(
 
     tpot = at(dc.tpot_s)
     t_ttft = at(ttft) + queue + burst
+    hand_off = transfer + at(np.where(np.isfinite(transfer_wait), transfer_wait, 0.0))
+    notes.append(
+        f"TTFT parts: prefill workers {at(pc.ttft_s) * 1e3:.0f} ms, KV hand-off "
+        f"{hand_off * 1e3:.1f} ms, decode admission {at(decode_wait) * 1e3:.0f} ms, client "
+        f"burst {burst * 1e3:.0f} ms, queue {queue * 1e3:.0f} ms"
+    )
     point = OperatingPoint(
         x=x,
         queue_s=queue,
