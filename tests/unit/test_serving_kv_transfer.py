@@ -138,3 +138,33 @@ def test_attention_dp_prefill_hands_off_through_one_nic() -> None:
     adp, tp = _parts(_disagg(8))[1], _parts(_disagg(1))[1]
     assert 4.0 < adp < 10.0
     assert tp < 1.0
+
+
+def test_saturated_decode_fills_its_slots() -> None:
+    # A closed loop far above the decode slots (the H100 recipe ctx2_gen1_dep16_batch256 shape)
+    # runs every slot: the engine admits by slots and pages, so the deployment's capacity is
+    # the decode throughput with each rank's ``max_batch_size`` running, and the TTFT is
+    # C / capacity less the decode time. Near the slots the throughput flattens and a grid
+    # step of 15% in throughput is ~25% of the running requests; the capacity is resolved
+    # inside the step (a coarse grid ran ~155-175 of 200-240 slots).
+    for b in (200, 224, 240):
+        opt = infer(
+            "deepseek-ai/DeepSeek-R1",
+            gpu="h100-sxm",
+            engine="tensorrt-llm",
+            weights="fp8_block",
+            input_len=1024,
+            output_len=1024,
+            concurrency=5000,
+            prefill_workers=2,
+            prefill_tp=16,
+            prefill_ep=16,
+            prefill_attention_dp=16,
+            decode_workers=1,
+            decode_tp=16,
+            decode_ep=16,
+            decode_attention_dp=16,
+            decode_batch=b,
+        ).to_dict()["options"][0]
+        assert opt["saturated"]
+        assert 0.98 * b <= opt["running_requests_per_rank"] <= b

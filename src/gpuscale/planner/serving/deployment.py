@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -28,7 +28,9 @@ from gpuscale.planner.serving.cohort_sim import (
 )
 from gpuscale.planner.serving.steady_state import (
     GRID,
+    LoadCurve,
     OperatingPoint,
+    PrefillCurve,
     Workload,
     closed_loop,
     kv_capacity_requests,
@@ -471,6 +473,22 @@ def benchmark_rounds(work: Workload, client: Client) -> float:
     return max(float(client.num_requests), conc) / conc
 
 
+CAPACITY_REFINE = 32
+"""Points that resolve a disaggregated deployment's capacity between two grid throughputs."""
+
+
+class _Curves(NamedTuple):
+    """A disaggregated deployment along a grid of total throughputs."""
+
+    pc: PrefillCurve
+    dc: LoadCurve
+    transfer_wait: np.ndarray
+    decode_wait: np.ndarray
+    ttft: np.ndarray
+    e2e: np.ndarray
+    ok: np.ndarray
+
+
 def predict_disaggregated(
     model: ModelSpec,
     cluster: Cluster,
@@ -509,17 +527,31 @@ def predict_disaggregated(
     decode_work = Workload(input_len=work.input_len, output_len=work.output_len, prefix_hit=1.0)
     probe = load_curve(it_d, eng_d, decode_work, kv_d)
     x_hi = float(probe.x.max()) * decode.ranks
-    x_total = np.geomspace(x_hi * 1e-5, x_hi * 4.0, GRID)
-    pc = prefill_curve(it_p, eng_p, work, x_total / prefill.ranks)
-    dc = load_curve(it_d, eng_d, decode_work, kv_d, x_grid=x_total / decode.ranks)
     transfer = kv_transfer_s(model, cluster, prefill, decode, kv_dtype, profile, work.input_len)
-    transfer_wait = kv_transfer_wait_s(transfer, x_total / prefill.ranks)
-    decode_wait = dc.iteration_s * (0.5 + (1.0 if eng.overlap_scheduler else 0.0))
-    ttft = pc.ttft_s + transfer + np.where(np.isfinite(transfer_wait), transfer_wait, 0.0)
-    ttft = ttft + decode_wait
     steps = max(work.output_len - 1.0, 0.0)
-    e2e = ttft + steps * dc.tpot_s
-    ok = pc.feasible & dc.feasible & np.isfinite(transfer_wait)
+
+    def curves(x_total: np.ndarray) -> _Curves:
+        pc = prefill_curve(it_p, eng_p, work, x_total / prefill.ranks)
+        dc = load_curve(it_d, eng_d, decode_work, kv_d, x_grid=x_total / decode.ranks)
+        transfer_wait = kv_transfer_wait_s(transfer, x_total / prefill.ranks)
+        decode_wait = dc.iteration_s * (0.5 + (1.0 if eng.overlap_scheduler else 0.0))
+        ttft = pc.ttft_s + transfer + np.where(np.isfinite(transfer_wait), transfer_wait, 0.0)
+        ttft = ttft + decode_wait
+        ok = pc.feasible & dc.feasible & np.isfinite(transfer_wait)
+        return _Curves(pc, dc, transfer_wait, decode_wait, ttft, ttft + steps * dc.tpot_s, ok)
+
+    x_total = np.geomspace(x_hi * 1e-5, x_hi * 4.0, GRID)
+    cv = curves(x_total)
+    # The deployment's capacity lies between the last feasible grid point and the next (a
+    # 15% step). A saturated closed loop's TTFT is C / capacity less the decode time, so the
+    # step would show as tens of percent of TTFT: resolve the capacity inside that interval.
+    feasible_at = np.flatnonzero(cv.ok)
+    if feasible_at.size and feasible_at[-1] + 1 < x_total.size:
+        i = int(feasible_at[-1])
+        fine = np.linspace(x_total[i], x_total[i + 1], CAPACITY_REFINE + 2)[1:-1]
+        x_total = np.sort(np.concatenate([x_total, fine]))
+        cv = curves(x_total)
+    pc, dc, transfer_wait, decode_wait, ttft, e2e, ok = cv
     idx = np.flatnonzero(ok)
     notes = [f"KV transfer {transfer * 1e3:.2f} ms per request"]
     if not idx.size:
