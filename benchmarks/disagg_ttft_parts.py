@@ -2,8 +2,8 @@
 
 For every distinct disaggregated run of the public serving data with a deployment (stated, twin
 or recipe rows), prints the measured and modelled mean TTFT and the model's parts (prefill
-workers, KV hand-off, decode admission, the benchmark's start-up burst, the queue for a decode
-slot: the ``TTFT parts`` note of ``planner/serving/deployment.predict_disaggregated``). The
+workers, decode admission with the KV hand-off inside it, the benchmark's start-up burst, the
+queue for a decode slot: the ``TTFT parts`` note of ``planner/serving/deployment.predict_disaggregated``). The
 last column is the measured/modelled TTFT of the same engine, GPU, model family and prompt
 length served *aggregated* at concurrency <= 64 (median over those rows): when a
 disaggregated run misses by the same factor as its engine does without disaggregation, the
@@ -26,8 +26,8 @@ from gpuscale.validation.serving_rows import load
 from validate_serving import ROWS, predict
 
 PARTS = re.compile(
-    r"prefill workers (\d+) ms, KV hand-off ([\d.]+) ms, decode admission (\d+) ms, "
-    r"client burst (\d+) ms, queue (\d+) ms"
+    r"prefill workers (\d+) ms, decode admission (\d+) ms \(the KV hand-off, ([\d.]+) ms, "
+    r"runs inside it\), client burst (\d+) ms, queue (\d+) ms"
 )
 LIGHT = 64
 
@@ -48,7 +48,7 @@ def main() -> None:
     seen: set[tuple[object, ...]] = set()
     print(
         f"{'engine':7} {'gpu':8} {'isl':>5} {'C':>5} {'P/D workers':12} {'meas ms':>8} "
-        f"{'model ms':>8} {'m/p':>5} | {'prefill':>7} {'hand-off':>8} {'admit':>6} "
+        f"{'model ms':>8} {'m/p':>5} | {'prefill':>7} {'admit':>6} {'(KV)':>6} "
         f"{'burst':>6} {'queue':>6} | agg m/p"
     )
     ratios: dict[str, list[tuple[float, float]]] = defaultdict(list)
@@ -65,7 +65,7 @@ def main() -> None:
         parts = next((m for n in out["notes"] if (m := PARTS.search(n))), None)
         if parts is None:
             continue
-        pre, hand, admit, burst, queue = (float(g) for g in parts.groups())
+        pre, admit, hand, burst, queue = (float(g) for g in parts.groups())
         ratio = row.ttft_ms / out["ttft_ms"]
         a = agg.get((r["backend"], r["system"], r["isl"], _family(r["model_path"])))
         a_ratio = statistics.median(a) if a else float("nan")
@@ -76,7 +76,7 @@ def main() -> None:
         print(
             f"{r['backend']:7} {r['system'][:8]:8} {r['isl']:>5} {row.concurrency:>5} "
             f"{workers:12} {row.ttft_ms:8.0f} {out['ttft_ms']:8.0f} {ratio:5.2f} | "
-            f"{pre:7.0f} {hand:8.1f} {admit:6.0f} {burst:6.0f} {queue:6.0f} | {a_ratio:5.2f}"
+            f"{pre:7.0f} {admit:6.0f} {hand:6.1f} {burst:6.0f} {queue:6.0f} | {a_ratio:5.2f}"
         )
         if a:
             ratios[f"{r['backend']} {r['system']} isl {r['isl']}"].append((ratio, a_ratio))

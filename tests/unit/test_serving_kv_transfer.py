@@ -16,7 +16,12 @@ from gpuscale.api import infer
 from gpuscale.costmodel.collectives import LevelBandwidth
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.costmodel.serving.iteration import Parallelism, kv_bytes_per_token
-from gpuscale.planner.serving.deployment import Pool, kv_transfer_s, kv_transfer_wait_s
+from gpuscale.planner.serving.deployment import (
+    Pool,
+    decode_admission_s,
+    kv_transfer_s,
+    kv_transfer_wait_s,
+)
 
 PROFILE = load_profile_for("tensorrt-llm")
 TOKENS = 1024.0
@@ -129,13 +134,14 @@ def _parts(opt: dict[str, object]) -> list[float]:
 def test_ttft_parts_add_up_to_the_mean_ttft() -> None:
     for adp in (1, 8):
         opt = _disagg(adp)
-        assert sum(_parts(opt)) == pytest.approx(opt["ttft_ms"], abs=3.0)
+        pre, admit, _hand_off, burst, queue = _parts(opt)
+        assert pre + admit + burst + queue == pytest.approx(opt["ttft_ms"], abs=3.0)
 
 
 def test_attention_dp_prefill_hands_off_through_one_nic() -> None:
     # the hand-off part of an attention-DP prefill worker is 8 latent copies through one NIC
     # (~6 ms at 1k tokens), a TP8 prefill worker's one copy per rank in parallel (< 1 ms)
-    adp, tp = _parts(_disagg(8))[1], _parts(_disagg(1))[1]
+    adp, tp = _parts(_disagg(8))[2], _parts(_disagg(1))[2]
     assert 4.0 < adp < 10.0
     assert tp < 1.0
 
@@ -168,3 +174,11 @@ def test_saturated_decode_fills_its_slots() -> None:
         ).to_dict()["options"][0]
         assert opt["saturated"]
         assert 0.98 * b <= opt["running_requests_per_rank"] <= b
+
+
+def test_decode_admission_counts_whole_iterations() -> None:
+    # fetched at an iteration start (half an iteration's wait), the transfer checked at each
+    # later start: a hand-off shorter than an iteration costs one, a longer one ceil(S / T)
+    t = np.array([0.02, 0.02, 0.02, 0.02])
+    s = np.array([0.0, 0.006, 0.02, 0.045])
+    assert decode_admission_s(t, s) == pytest.approx([0.03, 0.03, 0.03, 0.07])

@@ -20,6 +20,7 @@ from gpuscale.costmodel.serving.iteration import Parallelism
 from gpuscale.planner.serving.deployment import (
     Pool,
     _iteration_model,
+    decode_admission_s,
     kv_pool,
     kv_transfer_s,
     kv_transfer_wait_s,
@@ -178,8 +179,8 @@ def score(
         dc = load_curve(it_d, eng, dwork, kv, x_grid=x_tot / dec.ranks)
         transfer = kv_transfer_s(model, cluster, pre, dec, kv_dtype, profile, work.input_len)
         queued = kv_transfer_wait_s(transfer, x_tot / pre.ranks)
-        wait = dc.iteration_s * (0.5 + (1.0 if eng.overlap_scheduler else 0.0))
-        ttft = pc.ttft_s + transfer + np.where(np.isfinite(queued), queued, 0.0) + wait
+        hand_off = transfer + np.where(np.isfinite(queued), queued, 0.0)
+        ttft = pc.ttft_s + decode_admission_s(dc.iteration_s, hand_off)
         ttft99 = ttft + 0.49 * pc.iteration_s
         tpot99 = dc.iteration_s
         ranks = 1
