@@ -560,14 +560,20 @@ def predict_disaggregated(
     x_total = np.geomspace(x_hi * 1e-5, x_hi * 4.0, GRID)
     cv = curves(x_total)
     # The deployment's capacity lies between the last feasible grid point and the next (a
-    # 15% step). A saturated closed loop's TTFT is C / capacity less the decode time, so the
-    # step would show as tens of percent of TTFT: resolve the capacity inside that interval.
+    # 15% step). A client at or past it runs at the capacity (a saturated closed loop's TTFT is
+    # C / capacity less the decode time), so the step would show as tens of percent of TTFT:
+    # resolve the capacity inside that interval when the client reaches it.
     feasible_at = np.flatnonzero(cv.ok)
     if feasible_at.size and feasible_at[-1] + 1 < x_total.size:
         i = int(feasible_at[-1])
-        fine = np.linspace(x_total[i], x_total[i + 1], CAPACITY_REFINE + 2)[1:-1]
-        x_total = np.sort(np.concatenate([x_total, fine]))
-        cv = curves(x_total)
+        if client.request_rate is not None:
+            reaches = float(client.request_rate) >= x_total[i]
+        else:
+            reaches = float(client.concurrency or 1) > x_total[i] * cv.e2e[i]
+        if reaches:
+            fine = np.linspace(x_total[i], x_total[i + 1], CAPACITY_REFINE + 2)[1:-1]
+            x_total = np.sort(np.concatenate([x_total, fine]))
+            cv = curves(x_total)
     pc, dc, transfer_wait, decode_wait, ttft, e2e, ok = cv
     idx = np.flatnonzero(ok)
     notes = [f"KV transfer {transfer * 1e3:.2f} ms per request"]
