@@ -27,7 +27,8 @@ def _errors(kinds: tuple[str, ...]) -> tuple[list[float], list[float]]:
 def test_stated_and_twin_rows_within_the_recorded_error() -> None:
     ttft, tpot = _errors((STATED, TWIN))
     assert len(ttft) == 90
-    # measured 33.9% / 10.7% mean; the bound leaves room for other engineers' cost terms
+    # 36.9% / 10.1% mean (branch disagg-ttft: the capacity resolved between grid throughputs
+    # exposes the H100 decode-slot rows' TPOT miss); the bound leaves room for other cost terms
     assert statistics.fmean(ttft) < 0.40
     assert statistics.fmean(tpot) < 0.15
 

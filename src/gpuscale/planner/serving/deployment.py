@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -28,7 +28,9 @@ from gpuscale.planner.serving.cohort_sim import (
 )
 from gpuscale.planner.serving.steady_state import (
     GRID,
+    LoadCurve,
     OperatingPoint,
+    PrefillCurve,
     Workload,
     closed_loop,
     kv_capacity_requests,
@@ -379,18 +381,63 @@ def kv_transfer_s(
     profile: Profile,
     tokens: float,
 ) -> float:
-    """Seconds to move one prompt's KV cache from a prefill worker to a decode worker: over
-    NVLink when both pools fit in one node, else over the NICs of the prefill worker's GPUs
-    (NIXL/UCX RDMA in Dynamo; Mooncake, Qin et al. 2024, arXiv:2407.00079 Sec. 4)."""
-    whole = kv_bytes_per_token(model, Parallelism(tp=1, pp=1), kv_dtype) * tokens
+    """Seconds to move one prompt's KV cache from its prefill attention group to its decode
+    attention group, over the busiest sending GPU's own link: NVLink when both pools fit in one
+    node, else that GPU's NICs (NIXL/UCX RDMA in Dynamo; Mooncake, Qin et al. 2024,
+    arXiv:2407.00079 Sec. 4).
+
+    Only the ranks that hold the request send, each through its own NIC, not the whole worker's:
+    with attention DP one rank holds a request's cache. TensorRT-LLM's cache formatter sends
+    every decode attention-TP rank the KV it keeps (``mlaCacheFormatter.cpp``
+    ``needSendCache``/``pickRecvConnections``: each receiver takes its share from one sender per
+    pipeline domain, and for MLA, whose latent is replicated on every attention-TP rank, only
+    ``min(prefill, decode)`` attention-TP ranks send); a sender's connections are served in turn
+    (``formatOutput``). So a sender carries ``decode_atp x per-rank KV / senders`` bytes, and a
+    receiver its own per-rank KV; the slower of the two sets the time."""
+    p_atp = prefill.par.attention_tp
+    d_atp = decode.par.attention_tp
+    # Per-rank KV on the decode side (MLA: the whole latent; GQA: its heads, at least one).
+    need = kv_bytes_per_token(model, Parallelism(tp=d_atp, pp=1), kv_dtype) * tokens
+    senders = min(p_atp, d_atp) if model.is_mla else p_atp
+    busiest = max(d_atp * need / senders, need)
     levels = LevelBandwidth.of(cluster, profile)
     if prefill.gpus + decode.gpus <= cluster.gpus_per_node:
         bw = levels.intra_gb_per_s * 1e9
         lat = levels.intra_latency_us * 1e-6
     else:
-        bw = levels.nic_gb_per_s * 1e9 * levels.nics_per_gpu * prefill.par.gpus
+        bw = levels.nic_gb_per_s * 1e9 * levels.nics_per_gpu
         lat = levels.inter_latency_us * 1e-6
-    return lat + whole / bw
+    return lat + busiest / bw
+
+
+def kv_transfer_wait_s(service_s: float, rate_per_group: np.ndarray) -> np.ndarray:
+    """Mean wait of a prompt's KV transfer behind the transfers of earlier prompts of the same
+    prefill attention group, whose sending GPUs serve them one at a time: TensorRT-LLM's
+    ``CacheSender`` drains its send queue in one thread, each request by ``sendSync``
+    (``dataTransceiver.cpp`` ``sendAndRemoveResponse``). Prompts arrive at ``rate_per_group``
+    and each takes ``service_s``: the M/D/1 wait ``rho S / (2 (1 - rho))`` (Pollaczek-Khinchine,
+    Kleinrock, Queueing Systems vol. 1, Sec. 5.7); infinite once the link is saturated."""
+    rho = np.asarray(rate_per_group, dtype=float) * service_s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        wait = np.where(rho < 1.0, rho * service_s / (2.0 * (1.0 - rho)), np.inf)
+    return wait
+
+
+def decode_admission_s(iteration_s: np.ndarray, hand_off_s: np.ndarray) -> np.ndarray:
+    """From a prompt's hand-off to the decode worker until it returns the first token.
+
+    TensorRT-LLM's decode executor takes new requests at the start of an iteration (half an
+    iteration's wait on average), starts their KV transfer right after scheduling it
+    (``_prepare_disagg_gen_init`` -> ``request_and_receive_async``), checks the transfers at
+    the start of each later iteration (``_check_disagg_gen_transfer_status``) and returns the
+    context phase's first token when a completed request is scheduled
+    (``_handle_first_token_response``; ``_torch/pyexecutor/py_executor.py``). The transfer
+    thus runs beside the decode iterations and costs whole iterations: one if it ends within
+    the first, ``ceil(hand_off / T)`` otherwise. (vLLM's decode scheduler likewise polls
+    finished receives each step, ``WAITING_FOR_REMOTE_KVS``.)"""
+    t = np.asarray(iteration_s, dtype=float)
+    steps = np.maximum(1.0, np.ceil(np.asarray(hand_off_s, dtype=float) / t))
+    return t * (0.5 + steps)
 
 
 def prefill_burst_s(
@@ -443,6 +490,22 @@ def benchmark_rounds(work: Workload, client: Client) -> float:
     return max(float(client.num_requests), conc) / conc
 
 
+CAPACITY_REFINE = 32
+"""Points that resolve a disaggregated deployment's capacity between two grid throughputs."""
+
+
+class _Curves(NamedTuple):
+    """A disaggregated deployment along a grid of total throughputs."""
+
+    pc: PrefillCurve
+    dc: LoadCurve
+    transfer_wait: np.ndarray
+    decode_wait: np.ndarray
+    ttft: np.ndarray
+    e2e: np.ndarray
+    ok: np.ndarray
+
+
 def predict_disaggregated(
     model: ModelSpec,
     cluster: Cluster,
@@ -481,15 +544,37 @@ def predict_disaggregated(
     decode_work = Workload(input_len=work.input_len, output_len=work.output_len, prefix_hit=1.0)
     probe = load_curve(it_d, eng_d, decode_work, kv_d)
     x_hi = float(probe.x.max()) * decode.ranks
-    x_total = np.geomspace(x_hi * 1e-5, x_hi * 4.0, GRID)
-    pc = prefill_curve(it_p, eng_p, work, x_total / prefill.ranks)
-    dc = load_curve(it_d, eng_d, decode_work, kv_d, x_grid=x_total / decode.ranks)
     transfer = kv_transfer_s(model, cluster, prefill, decode, kv_dtype, profile, work.input_len)
-    decode_wait = dc.iteration_s * (0.5 + (1.0 if eng.overlap_scheduler else 0.0))
-    ttft = pc.ttft_s + transfer + decode_wait
     steps = max(work.output_len - 1.0, 0.0)
-    e2e = ttft + steps * dc.tpot_s
-    ok = pc.feasible & dc.feasible
+
+    def curves(x_total: np.ndarray) -> _Curves:
+        pc = prefill_curve(it_p, eng_p, work, x_total / prefill.ranks)
+        dc = load_curve(it_d, eng_d, decode_work, kv_d, x_grid=x_total / decode.ranks)
+        transfer_wait = kv_transfer_wait_s(transfer, x_total / prefill.ranks)
+        hand_off = transfer + np.where(np.isfinite(transfer_wait), transfer_wait, 0.0)
+        decode_wait = decode_admission_s(dc.iteration_s, hand_off)
+        ttft = pc.ttft_s + decode_wait
+        ok = pc.feasible & dc.feasible & np.isfinite(transfer_wait)
+        return _Curves(pc, dc, transfer_wait, decode_wait, ttft, ttft + steps * dc.tpot_s, ok)
+
+    x_total = np.geomspace(x_hi * 1e-5, x_hi * 4.0, GRID)
+    cv = curves(x_total)
+    # The deployment's capacity lies between the last feasible grid point and the next (a
+    # 15% step). A client at or past it runs at the capacity (a saturated closed loop's TTFT is
+    # C / capacity less the decode time), so the step would show as tens of percent of TTFT:
+    # resolve the capacity inside that interval when the client reaches it.
+    feasible_at = np.flatnonzero(cv.ok)
+    if feasible_at.size and feasible_at[-1] + 1 < x_total.size:
+        i = int(feasible_at[-1])
+        if client.request_rate is not None:
+            reaches = float(client.request_rate) >= x_total[i]
+        else:
+            reaches = float(client.concurrency or 1) > x_total[i] * cv.e2e[i]
+        if reaches:
+            fine = np.linspace(x_total[i], x_total[i + 1], CAPACITY_REFINE + 2)[1:-1]
+            x_total = np.sort(np.concatenate([x_total, fine]))
+            cv = curves(x_total)
+    pc, dc, transfer_wait, decode_wait, ttft, e2e, ok = cv
     idx = np.flatnonzero(ok)
     notes = [f"KV transfer {transfer * 1e3:.2f} ms per request"]
     if not idx.size:
@@ -529,6 +614,12 @@ def predict_disaggregated(
 
     tpot = at(dc.tpot_s)
     t_ttft = at(ttft) + queue + burst
+    hand_off = transfer + at(np.where(np.isfinite(transfer_wait), transfer_wait, 0.0))
+    notes.append(
+        f"TTFT parts: prefill workers {at(pc.ttft_s) * 1e3:.0f} ms, decode admission "
+        f"{at(decode_wait) * 1e3:.0f} ms (the KV hand-off, {hand_off * 1e3:.1f} ms, runs inside "
+        f"it), client burst {burst * 1e3:.0f} ms, queue {queue * 1e3:.0f} ms"
+    )
     point = OperatingPoint(
         x=x,
         queue_s=queue,

@@ -17,7 +17,14 @@ from gpuscale.catalog.serving_engines import EngineProfile
 from gpuscale.costmodel.profile import Profile
 from gpuscale.costmodel.serving.formats import WeightFormat
 from gpuscale.costmodel.serving.iteration import Parallelism
-from gpuscale.planner.serving.deployment import Pool, _iteration_model, kv_pool, kv_transfer_s
+from gpuscale.planner.serving.deployment import (
+    Pool,
+    _iteration_model,
+    decode_admission_s,
+    kv_pool,
+    kv_transfer_s,
+    kv_transfer_wait_s,
+)
 from gpuscale.planner.serving.steady_state import Workload, Z, load_curve, prefill_curve
 from gpuscale.specs import Cluster, ModelSpec
 
@@ -171,14 +178,16 @@ def score(
         pc = prefill_curve(it_p, eng, work, x_tot / pre.ranks)
         dc = load_curve(it_d, eng, dwork, kv, x_grid=x_tot / dec.ranks)
         transfer = kv_transfer_s(model, cluster, pre, dec, kv_dtype, profile, work.input_len)
-        wait = dc.iteration_s * (0.5 + (1.0 if eng.overlap_scheduler else 0.0))
-        ttft = pc.ttft_s + transfer + wait
+        queued = kv_transfer_wait_s(transfer, x_tot / pre.ranks)
+        hand_off = transfer + np.where(np.isfinite(queued), queued, 0.0)
+        ttft = pc.ttft_s + decode_admission_s(dc.iteration_s, hand_off)
         ttft99 = ttft + 0.49 * pc.iteration_s
         tpot99 = dc.iteration_s
         ranks = 1
         x = x_tot
         e2e = ttft + steps * dc.tpot_s
-        ok = pc.feasible & dc.feasible & (ttft99 <= slo_ttft_s) & (tpot99 <= slo_tpot_s)
+        ok = pc.feasible & dc.feasible & np.isfinite(queued)
+        ok &= (ttft99 <= slo_ttft_s) & (tpot99 <= slo_tpot_s)
     if not ok.any():
         return None
     i = int(np.flatnonzero(ok)[-1])
