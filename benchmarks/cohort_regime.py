@@ -8,11 +8,14 @@ iterations) and TTFT holds the whole burst; staggered (``input_cv`` > 0: the ste
 prompts of the other requests interrupt every request's decode, so TPOT carries them and TTFT
 does not. TPOT is the fingerprint: it needs no client setting, only which regime ran.
 
-For every aggregated row read with fixed lengths and answered by the cohort simulation, this
-prints per engine, version, model and GPU the median TPOT and TTFT error (and median signed
-bias) under both readings, and the requests the measured TTFT holds beyond the staggered steady
-state by Little's law (``gap_rows.waiting_requests``). Diagnostic only: nothing here changes the
-model, and the regime is never chosen from these figures. ::
+For every aggregated row read with fixed lengths that the cohort simulation answers with the
+engine's default scheduler, this prints per engine, version, model and GPU the median TPOT and
+TTFT error (and median signed bias) under both readings with the engine defaults (the launch
+options of ``serving_rows.launch_options`` left out, so the fingerprint does not depend on
+them), the requests the measured TTFT holds beyond the staggered steady state by Little's law
+(``gap_rows.waiting_requests``), and the model's reading of the rows as it stands (launch
+options included: ``read``). Diagnostic only: nothing here changes the model, and the regime
+is never chosen from these figures. ::
 
     PYTHONPATH=src python benchmarks/cohort_regime.py
 """
@@ -35,10 +38,9 @@ from gap_rows import STAGGER_CV
 COHORT_NOTE = "closed loop simulated by cohorts"
 
 
-def _options(r: ServingRow, **extra: Any) -> dict[str, Any]:
-    out: dict[str, Any] = infer(r.raw["model_path"], **{**r.kwargs, **extra}).to_dict()["options"][
-        0
-    ]
+def _options(r: ServingRow, defaults: bool = True, **extra: Any) -> dict[str, Any]:
+    kw = {k: v for k, v in r.kwargs.items() if not (defaults and k == "engine_options")}
+    out: dict[str, Any] = infer(r.raw["model_path"], **{**kw, **extra}).to_dict()["options"][0]
     return out
 
 
@@ -57,7 +59,10 @@ def readings(r: ServingRow) -> dict[str, float] | None:
     # No start burst either: num_requests far above the concurrency.
     stag = _options(r, input_cv=STAGGER_CV, num_requests=10**9)
     e2e_ms = r.ttft_ms + (int(r.raw["osl"]) - 1) * r.tpot_ms
+    read = _options(r, defaults=False)
     return {
+        "read_tpot": read["tpot_ms"] / r.tpot_ms - 1,
+        "read_ttft": read["ttft_ms"] / r.ttft_ms - 1,
         "lock_tpot": lock["tpot_ms"] / r.tpot_ms - 1,
         "stag_tpot": stag["tpot_ms"] / r.tpot_ms - 1,
         "lock_ttft": lock["ttft_ms"] / r.ttft_ms - 1,
@@ -80,8 +85,9 @@ def main() -> None:
         key = (raw["backend"], raw["backend_version"], raw["model_path"].split("/")[1][:22])
         groups[(*key, raw["system"][:4])].append(got)
     print("median |error| (median bias) of the lockstep cohort reading and of the staggered steady")
-    print("state; waiting = requests held beyond the staggered TTFT (Little's law), median")
-    head = "TPOT lock / stag          TTFT lock / stag          waiting"
+    print("state with the engine defaults; waiting = requests held beyond the staggered TTFT")
+    print("(Little's law), median; read = median |error| of the model's reading of the rows")
+    head = "TPOT lock / stag          TTFT lock / stag          waiting   TPOT read TTFT read"
     print(f"{'engine':7s} {'version':12s} {'model':22s} {'gpu':4s} {'n':>3s}  {head}")
     for (eng, ver, model, gpu), v in sorted(groups.items()):
         cols = []
@@ -93,8 +99,10 @@ def main() -> None:
                 f"{_abs_med(stag):4.0%} ({statistics.median(stag):+4.0%})"
             )
         wait = statistics.median(g["waiting"] for g in v)
+        read = [_abs_med([g[f"read_{m}"] for g in v]) for m in ("tpot", "ttft")]
         print(
-            f"{eng:7s} {ver:12s} {model:22s} {gpu:4s} {len(v):3d}  {cols[0]}  {cols[1]}  {wait:6.1f}"
+            f"{eng:7s} {ver:12s} {model:22s} {gpu:4s} {len(v):3d}  {cols[0]}  {cols[1]}  "
+            f"{wait:6.1f}  {read[0]:8.0%}  {read[1]:8.0%}"
         )
 
 

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "cohort_regime.py"
 PCT = r"\s*(\d+)%\s+\(\s*([+-]\d+)%\)"
 LINE = re.compile(
-    rf"^(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)\s+{PCT}\s+/{PCT}\s+{PCT}\s+/{PCT}\s+(-?[\d.]+)$"
+    rf"^(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)\s+{PCT}\s+/{PCT}\s+{PCT}\s+/{PCT}\s+(-?[\d.]+)\s+(\d+)%\s+(\d+)%$"
 )
 
 
@@ -38,3 +38,8 @@ def test_cohort_regime_tells_the_lockstep_rows_from_the_staggered_ones() -> None
     # no other prompt's prefill), the SGLang 0.5.6 Llama-3.1-8B runs were staggered.
     assert int(qwen.group(lock_tpot)) * 3 < int(qwen.group(stag_tpot))
     assert int(llama.group(stag_tpot)) * 3 < int(llama.group(lock_tpot))
+    # Read with AIConfigurator's generator launch (mixed chunks), the Llama rows' TPOT is near
+    # the staggered one, far from the lockstep one; the Qwen rows keep the defaults.
+    read_tpot = 15  # groups: 6-13 the four PCT pairs, 14 waiting, 15 TPOT read, 16 TTFT read
+    assert int(llama.group(read_tpot)) * 2 < int(llama.group(lock_tpot))
+    assert qwen.group(read_tpot) == qwen.group(lock_tpot)
