@@ -11,7 +11,11 @@ explain, next to the serving model's reading (``gpuscale.api.infer`` with the ro
   a running cap S < C would make the wait grow with C, not fall);
 - heavy load: TTFT at C = 128 over TTFT at C = 64, measured and modelled;
 - TPOT: the measured TPOT above the modelled one, per request added from the lowest
-  concurrency to C = 128 (ms per request in flight), per TP.
+  concurrency to C = 128 (ms per request in flight), per TP;
+- waiting: requests the measured TTFT holds beyond the staggered steady state, by Little's law
+  (``waiting_requests``): a run where one request is always queued (a running cap of C - 1,
+  or one request per round held a whole request duration) reads 1.0 at every C; requests
+  that arrive in partial cohorts read a fraction of C.
 
 Nothing here changes the model. ::
 
@@ -28,6 +32,8 @@ from gpuscale.validation import DATA_DIR
 from gpuscale.validation.serving_rows import ServingRow, load
 
 GAP_SOURCE = "aic-auto-gap-analysis"
+WAITING_MAX_C = 32
+"""Light load: past C = 32 the engine's own queue (KV pages, the token budget) adds to it."""
 VERSION = "1.0.0rc3"
 
 
@@ -48,6 +54,25 @@ def gap_rows() -> list[ServingRow]:
 def _predict(r: ServingRow) -> dict[str, float]:
     out: dict[str, float] = infer(r.raw["model_path"], **r.kwargs).to_dict()["options"][0]
     return out
+
+
+def waiting_requests(r: ServingRow) -> float:
+    """Requests in the system beyond the staggered steady state's, by Little's law.
+
+    A closed loop of C clients completes ``rate = C / e2e`` requests per second, with ``e2e =
+    TTFT + (OSL - 1) TPOT`` measured. A TTFT longer than the model's staggered steady state
+    (``infer`` with lengths that break cohorts, ``input_cv`` > 0, and no start burst:
+    ``num_requests`` far above C) by ``dt`` holds ``rate x dt`` more requests in the system on
+    average (Little's law, L = lambda W). Measured figures only, except the baseline."""
+    kw = {**r.kwargs, "input_cv": STAGGER_CV, "num_requests": 10**9}
+    staggered = infer(r.raw["model_path"], **kw).to_dict()["options"][0]["ttft_ms"]
+    e2e_ms = r.ttft_ms + (int(r.raw["osl"]) - 1) * r.tpot_ms
+    return (r.ttft_ms - staggered) * r.concurrency / e2e_ms
+
+
+STAGGER_CV = 1e-6
+"""Lengths that differ at all break the lockstep cohorts (``deployment.predict_aggregated``):
+the smallest spread selects the staggered steady state without moving the mean lengths."""
 
 
 def main() -> None:
@@ -85,6 +110,15 @@ def main() -> None:
     print("TPOT measured - modelled, added per request in flight (lowest C -> 128), median, ms")
     for (model, tp), v in sorted(excess.items()):
         print(f"  {model:32s} TP {tp:>2s}  n={len(v):2d}  {statistics.median(v):6.3f}")
+    waiting: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for by_c in groups.values():
+        for c, r in by_c.items():
+            if c <= WAITING_MAX_C:
+                waiting[(r.raw["model_path"].split("/")[1], c)].append(waiting_requests(r))
+    print("waiting: requests held beyond the staggered steady state (Little's law), median, range")
+    for (model, c), v in sorted(waiting.items()):
+        lo, mid, hi = min(v), statistics.median(v), max(v)
+        print(f"  {model:32s} C {c:>3d}  n={len(v):2d}  {mid:5.2f}  {lo:5.2f}..{hi:5.2f}")
 
 
 if __name__ == "__main__":

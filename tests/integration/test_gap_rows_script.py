@@ -30,3 +30,26 @@ def test_gap_rows_print_the_measured_and_modelled_load_ratios() -> None:
     # grows far more than the modelled one (no launch setting explains it yet).
     llama = [m for m in rows if m.group(1) == "Llama-3.1-8B-Instruct"]
     assert all(float(m.group(4)) > 1.5 * float(m.group(5)) for m in llama)
+
+
+WAITING = re.compile(
+    r"^\s+(\S+)\s+C\s+(\d+)\s+n=\s*(\d+)\s+(-?[\d.]+)\s+(-?[\d.]+)\.\.\s*(-?[\d.]+)$"
+)
+
+
+def test_gap_rows_waiting_reads_one_request_for_llama_and_a_share_of_c_for_qwen() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert out.returncode == 0, out.stderr
+    block = out.stdout.split("waiting:")[1]
+    rows = {(m.group(1), int(m.group(2))): m for m in map(WAITING.match, block.splitlines()) if m}
+    for c in (8, 16):
+        m = rows[("Llama-3.1-8B-Instruct", c)]
+        lo, mid, hi = float(m.group(5)), float(m.group(4)), float(m.group(6))
+        # The docs' signature: about one request always waiting, whatever C (Little's law).
+        assert lo <= mid <= hi and 0.8 < mid < 1.4
+    # Qwen3-32B's waiting grows with C (partial cohorts), unlike Llama-3.1-8B's.
+    qwen = [float(rows[("Qwen3-32B", c)].group(4)) for c in (8, 16, 32)]
+    assert qwen[0] < qwen[1] < qwen[2]

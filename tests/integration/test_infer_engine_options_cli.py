@@ -41,3 +41,22 @@ def test_bad_engine_options_exit_2_with_one_line(gpuscale) -> None:
         "infer", "llama3.1-70b", "--gpu", "h200-sxm", "--engine-options", "max_num_seqs=4"
     )
     assert static.returncode == 2 and "under load" in static.stderr
+
+
+SGLANG = (
+    "infer", "llama3.1-8b", "--gpu", "h200-sxm", "--engine", "sglang", "--input", "4000",
+    "--output", "200", "--concurrency", "32", "--json",
+)  # fmt: skip
+
+
+def test_sglang_mixed_chunks_and_prefill_limit_split_the_start_burst(gpuscale) -> None:
+    # --enable-mixed-chunk --max-prefill-tokens 5500 (AIConfigurator's generator for ISL 4000):
+    # the 32 prompts no longer all run ahead of every decode, so the mean TTFT falls and the
+    # TPOT carries the other prompts' chunks.
+    base = _ttft_tpot(gpuscale(*SGLANG))
+    opts = "mixed_chunk=true,max_prefill_tokens=5500"
+    mixed = _ttft_tpot(gpuscale(*SGLANG, "--engine-options", opts))
+    assert mixed[0] < base[0] and mixed[1] > base[1]
+    vllm = gpuscale(*SGLANG[:5], "vllm", *SGLANG[6:], "--engine-options", "mixed_chunk=true")
+    assert vllm.returncode == 2 and "sglang" in vllm.stderr
+    assert len(vllm.stderr.strip().splitlines()) == 1

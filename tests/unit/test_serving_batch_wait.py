@@ -12,6 +12,7 @@ from gpuscale.api import InputError, infer
 from gpuscale.planner.serving.steady_state import batch_wait
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.serving_rows import (
+    AIC_GENERATOR_VERSIONS,
     INFERENCEX_DSR1_TRT_MEMORY_FRACTION,
     INFERENCEX_GPTOSS_TRT,
     INFERENCEX_LAUNCHES,
@@ -154,12 +155,19 @@ def test_inferencex_llama70b_rows_carry_their_launch_scripts() -> None:
     for r in vllm:
         assert r.kwargs["kv_dtype"] == "fp8"
         assert r.kwargs["engine_options"] == {"overlap_scheduler": True}
-    # Only InferenceX rows whose launch script was read get options.
+    # Only rows whose launch was read get options: InferenceX rows of a launch script read, and
+    # AIConfigurator gap-analysis rows at the Dynamo 0.8.0 engine versions its generator
+    # templated (serving_rows.aic_generator_launch).
     others = [r for r in load(ROWS) if r not in rows and "engine_options" in r.kwargs]
+    gap = [r for r in others if "aic-auto-gap-analysis" in r.raw["silicon_data_source"]]
     assert all(
-        r.raw["silicon_data_source"].startswith(("source_file=2026-0", "db-dump/")) for r in others
+        r.raw["silicon_data_source"].startswith(("source_file=2026-0", "db-dump/"))
+        for r in others
+        if r not in gap
     )
-    assert not any("aic-auto-gap-analysis" in r.raw["silicon_data_source"] for r in others)
+    assert gap and all(
+        (r.raw["backend"], r.raw["backend_version"]) in AIC_GENERATOR_VERSIONS for r in gap
+    )
 
 
 def test_every_inferencex_launch_applies_to_its_rows_only() -> None:

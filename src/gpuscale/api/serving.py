@@ -95,6 +95,7 @@ class EngineOption:
 
 
 TRT_ONLY = ("tensorrt-llm",)
+SGLANG_ONLY = ("sglang",)
 MAX_SCHEDULER_SLOTS = 2**24
 """Upper bound on token budgets, running requests and held iterations: far above any engine's
 setting (TensorRT-LLM's default max_batch_size is 2,048, max_num_tokens 8,192), low enough that
@@ -113,6 +114,10 @@ ENGINE_OPTIONS: dict[str, EngineOption] = {
     "adp_balance_timeout_iters": EngineOption(
         kind=int, low=0, high=MAX_SCHEDULER_SLOTS, engines=TRT_ONLY
     ),
+    "max_prefill_tokens": EngineOption(
+        kind=int, low=1, high=MAX_SCHEDULER_SLOTS, engines=SGLANG_ONLY
+    ),
+    "mixed_chunk": EngineOption(kind=bool, engines=SGLANG_ONLY),
 }
 """Scheduler settings of the engine profile a launch may override (``infer(engine_options=)``):
 TensorRT-LLM ``max_num_tokens``/``max_batch_size``/``enable_chunked_prefill``/
@@ -120,8 +125,10 @@ TensorRT-LLM ``max_num_tokens``/``max_batch_size``/``enable_chunked_prefill``/
 ``attention_dp_config.timeout_iters`` (with ``enable_balance``), vLLM
 ``--max-num-batched-tokens``/``--max-num-seqs``/``--gpu-memory-utilization``/
 ``--async-scheduling``, SGLang ``--chunked-prefill-size``/``--max-running-requests``/
-``--mem-fraction-static``. The batch-wait and attention-DP balance settings exist only in
-TensorRT-LLM's PyTorch executor (``PyExecutor``)."""
+``--mem-fraction-static``/``--max-prefill-tokens``/``--enable-mixed-chunk`` (``mixed_chunk``:
+prompt chunks share iterations with the running decodes instead of running ahead of them).
+The batch-wait and attention-DP balance settings exist only in TensorRT-LLM's PyTorch executor
+(``PyExecutor``); the last two only in SGLang."""
 
 
 def _engine_options(options: Mapping[str, Any], engine: str) -> dict[str, Any]:
@@ -151,6 +158,10 @@ def _engine_options(options: Mapping[str, Any], engine: str) -> dict[str, Any]:
             ok = ok and opt.low < value <= opt.high
         require(ok, f"engine option {name} must be {opt.accepted()}", field="engine_options")
         out[name] = opt.kind(value)
+    if "mixed_chunk" in out:
+        # SGLang --enable-mixed-chunk: the scheduler mixes the running decodes into each
+        # prefill batch (ScheduleBatch.mix_with_running) instead of pausing them.
+        out["prefill_policy"] = "mixed" if out.pop("mixed_chunk") else "prefill_first"
     return out
 
 

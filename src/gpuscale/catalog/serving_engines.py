@@ -96,6 +96,11 @@ class EngineProfile:
     (``PyExecutor._waiting_requests``; 0 = off, the engine default)."""
     batch_wait_max_tokens_ratio: float = 0.0
     """TensorRT-LLM ``batch_wait_max_tokens_ratio`` (0 = off, the engine default)."""
+    max_prefill_tokens: int | None = None
+    """SGLang ``--max-prefill-tokens``: the new prompt tokens one prefill batch may start, a
+    soft limit counted after the mixed decodes (``PrefillAdder``: requests are added while what
+    is left of it is above zero, so the request that crosses it still runs whole, up to the
+    chunk budget); None: no limit but the token budget (vLLM, TensorRT-LLM)."""
 
     def for_device(self, device: Device) -> EngineProfile:
         """The profile as the engine configures itself on ``device`` (default flags)."""

@@ -439,13 +439,83 @@ def _launch(r: dict[str, str]) -> Launch | None:
     return None
 
 
+AIC_GAP_SOURCE = "aic-auto-gap-analysis"
+"""``silicon_data_source`` of AIConfigurator's gap-analysis rows (``source_file=.../aic-auto-gap-
+analysis/data/<system>/<engine>/<version>/<model>.csv``)."""
+AIC_GENERATOR_VERSIONS = frozenset(
+    {
+        ("sglang", "0.5.6.post2"),
+        ("vllm", "0.12.0"),
+        ("trtllm", "1.2.0rc5"),
+        ("trtllm", "1.2.0rc6.post1"),
+    }
+)
+"""Engine versions AIConfigurator's generator templated for Dynamo 0.8.0 (ai-dynamo/aiconfigurator
+c46a56b02 "add dynamo 0.8.0 backend template", 2026-01-23: ``backend_templates/sglang/
+cli_args.0.5.6.post2.j2``, ``vllm/cli_args.0.12.0.j2``, ``trtllm/extra_engine_args.1.2.0rc5``
+and ``1.2.0rc6.post1.yaml.j2``); the gap-analysis rows that carry a job id at these versions ran
+Dynamo 0.8.0 images on 2026-01-23/25 (docs/benchmarks.md, "AIConfigurator gap-analysis rows")."""
+AIC_PREFILL_SLACK = 1500
+"""The generator's agg rules (``generator/rule_plugin/{sglang,trtllm}.rule`` from c46a56b02 to
+the benchmark copies of 71bb3d00e): SGLang ``max_prefill_tokens = isl + 1500``, TensorRT-LLM
+``max_num_tokens = max_batch_size + isl + 1500`` (rounded to blocks only from 1b41ea1b5,
+2026-01-29, after those runs)."""
+
+
+def aic_generator_launch(r: dict[str, str], concurrency: int) -> dict[str, Any]:
+    """Engine options of an aggregated AIConfigurator gap-analysis row at a Dynamo 0.8.0 engine
+    version: the launch AIConfigurator's generator writes for the configuration it simulated.
+
+    The row's ``batch_size`` is AIConfigurator's simulated batch, which the generator deploys
+    as the running cap (``backend_config_mapping.yaml``: max_batch_size -> SGLang
+    ``--max-running-requests``, vLLM ``--max-num-seqs``, TensorRT-LLM ``max_batch_size``). Its
+    agg rules (``rule_plugin/*.rule`` at c46a56b02) add, for SGLang, ``--enable-mixed-chunk``
+    (rule since 07a377923, 2026-01-19) and ``--max-prefill-tokens isl + 1500``; for
+    TensorRT-LLM ``max_num_tokens = batch + isl + 1500``, the overlap scheduler on, and the
+    template's defaults ``enable_chunked_prefill: false``, ``free_gpu_memory_fraction: 0.80``;
+    vLLM's 0.12.0 template passes no token budget. The rows record neither launch nor image:
+    this is the generator's launch for the row's engine version and batch, not a recorded one
+    (docs/benchmarks.md, "Gap-analysis rows: the generator's launch"). A cap at or above the
+    client's ``concurrency`` is left out: a closed loop never holds more requests than it
+    sends. Read from the row's source, engine, version, lengths, batch and concurrency only,
+    never from its measured latency."""
+    version = (r["backend"], r["backend_version"])
+    if (
+        r["mode"] != "agg"
+        or AIC_GAP_SOURCE not in r["silicon_data_source"]
+        or version not in AIC_GENERATOR_VERSIONS
+    ):
+        return {}
+    opts: dict[str, Any] = {}
+    batch = _int(r["batch_size"], 0)
+    if 0 < batch < concurrency:
+        opts["max_num_seqs"] = batch
+    isl = int(r["isl"])
+    if r["backend"] == "sglang":
+        opts.update(mixed_chunk=True, max_prefill_tokens=isl + AIC_PREFILL_SLACK)
+    elif r["backend"] == "trtllm":
+        opts.update(chunked_prefill=False, memory_fraction=AIC_TRT_FREE_MEMORY_FRACTION)
+        if batch > 0:
+            opts["max_num_batched_tokens"] = batch + isl + AIC_PREFILL_SLACK
+    return opts
+
+
+AIC_TRT_FREE_MEMORY_FRACTION = 0.80
+"""``kv_cache_config.free_gpu_memory_fraction`` default of the generator's TensorRT-LLM 1.2.0rc5/
+1.2.0rc6.post1 templates (c46a56b02)."""
+
+
 def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
     """Engine options of an aggregated row's launch that differ from the engine defaults, as
-    the launch script of its source states them: InferenceX's TensorRT-LLM attention-DP
+    the launch script of its source states them: AIConfigurator's generator for its
+    gap-analysis rows at Dynamo 0.8.0 engine versions (``aic_generator_launch``), InferenceX's
+    TensorRT-LLM attention-DP
     context balancing, its DeepSeek-R1 and gpt-oss TensorRT-LLM scripts, and its Llama-70B
     scripts (``INFERENCEX_LLAMA70B_LAST_DAY``). Read from the row's source, engine, model,
     shape and date only, never from its measured latency."""
     out: dict[str, Any] = {}
+    if aic := aic_generator_launch(r, kw["concurrency"]):
+        return {"engine_options": aic}
     inferencex = r["silicon_data_source"].startswith(INFERENCEX_SOURCES)
     if inferencex and r["backend"] == "trtllm" and kw.get("attention_dp", 1) > 1:
         out["adp_balance_timeout_iters"] = INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS

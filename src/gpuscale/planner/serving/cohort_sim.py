@@ -170,6 +170,14 @@ def simulate(
         else:
             n_dec_now = n_dec
             left = max(budget - n_dec, 0.0)
+        # SGLang's --max-prefill-tokens (``soft``): the new tokens a prefill batch may start,
+        # counted after the mixed decodes; with chunked prefill requests are added while some
+        # of it is left, so the one that crosses it still runs whole (up to the chunk budget
+        # ``left``) and a chunk starts only while some is left; without chunking a request is
+        # refused once its tokens reach what is left, unless it is the batch's first (sglang
+        # managers/schedule_policy.py PrefillAdder: rem_input_tokens = max_prefill_tokens -
+        # mixed decode tokens; add_one_req, budget_state).
+        soft = np.inf if eng.max_prefill_tokens is None else eng.max_prefill_tokens - n_dec_now
         # Prefill allocation, FIFO. A cohort needing more than the budget is split: the requests
         # whose whole (remaining) prompt fits finish now; with chunking the leftover budget
         # advances the rest.
@@ -180,18 +188,25 @@ def simulate(
             if rem <= 0:
                 finished_prefill.append(c)
                 continue
+            if soft <= 0:
+                break
+            starts = float(np.ceil(soft / rem))  # requests the soft limit still lets start
+            if not eng.chunked_prefill and np.isfinite(soft):
+                starts = max(starts - 1.0, 0.0 if p_tokens > 0.0 else 1.0)
             need = c.size * rem
-            if need <= left + 1e-9:
+            if need <= left + 1e-9 and c.size <= starts:
                 left -= need
+                soft -= need
                 p_tokens += need
                 finished_prefill.append(c)
                 continue
-            whole = float(np.floor(left / rem)) if rem > 0 else 0.0
+            whole = min(float(np.floor(left / rem)) if rem > 0 else 0.0, starts)
             if whole < 1.0 and p_tokens == 0.0 and not eng.chunked_prefill:
                 whole = 1.0  # a prompt longer than the budget runs alone (TRT-LLM without chunking)
             if whole >= c.size:
                 # The budget rule lets the whole (remaining) cohort in after all.
                 left = max(left - need, 0.0)
+                soft -= need
                 p_tokens += need
                 finished_prefill.append(c)
                 continue
@@ -209,9 +224,10 @@ def simulate(
                 dirty = True
                 used = whole * rem
                 left = max(left - used, 0.0)
+                soft -= used
                 p_tokens += used
                 finished_prefill.append(part)
-            if eng.chunked_prefill and left > 0 and c.size > 0:
+            if eng.chunked_prefill and left > 0 and soft > 0 and c.size > 0:
                 c.done_tokens += left / c.size
                 p_tokens += left
                 left = 0.0

@@ -230,10 +230,12 @@ def predict_aggregated(
         point = closed_loop(curve, conc, kv_tokens, work)
         sim = None
         cap = kv_capacity_requests(kv_tokens, work, eng)
-        # Random lengths break cohorts apart: the staggered steady state applies.
+        # Random lengths break cohorts apart: the staggered steady state applies. So does a
+        # fixed-length load the scheduler splits into more cohorts than the simulation follows
+        # (``simulate_ranks`` gives None); either way the benchmark's first round is a burst.
         if work.fixed:
             sim = simulate_ranks(it, eng, work, int(client.concurrency or 1), ranks, cap)
-        else:
+        if sim is None:
             point = _with_start_burst(point, it, eng, work, client, ranks, cap)
         if sim is not None:
             return _from_simulation(
@@ -260,9 +262,10 @@ def _with_start_burst(
     ``--max-concurrency`` semaphore, after its warm-up requests are gathered). Random lengths
     stagger the later rounds, but the first ``C`` of the ``num_requests`` measured requests
     arrive together: their TTFT is the burst's, simulated as one lockstep round at the mean
-    lengths; the rest see the steady state. Mean TTFT = (C x burst + (N - C) x steady) / N."""
+    lengths; the rest see the steady state. Mean TTFT = (C x burst + (N - C) x steady) / N,
+    with N from :func:`benchmark_rounds` (fixed lengths: :data:`BENCHMARK_ROUNDS` rounds)."""
     conc = int(client.concurrency or 1)
-    n = max(int(client.num_requests), conc)
+    n = round(benchmark_rounds(work, client) * conc)
     fixed = dataclasses.replace(work, input_cv=0.0, output_cv=0.0)
     burst = simulate_ranks(it, eng, fixed, conc, ranks, cap, burst_only=True)
     if burst is None:
