@@ -447,3 +447,24 @@ def test_per_unit_latency_grows_with_the_group_and_bucketed_engines_skip_it() ->
     deepspeed = load_profile("deepspeed")
     assert deepspeed.const("zero2_unit_collectives") == 0.0
     assert GENERIC.const("zero2_unit_collectives") == 1.0
+
+
+def test_fp16_megatron_2021_all_reduces_gradients_in_fp16() -> None:
+    # The SC21/MLSys'23 runs (--fp16, no --accumulate-allreduce-grads-in-fp32) reduce the
+    # parameters' dtype; Megatron-Core under --bf16 forces fp32 main grads.
+    plan = Plan(tp=8, dp=4, micro_batch=1, global_batch=8)
+    old = run(
+        "llama3.1-8b",
+        "a100-sxm-80gb",
+        plan,
+        precision="fp16",
+        profile=load_profile("megatron-lm-2021"),
+    )
+    new = run(
+        "llama3.1-8b", "a100-sxm-80gb", plan, precision="fp16", profile=load_profile("megatron")
+    )
+    assert float(old.gradient_bytes_per_gpu[0]) == pytest.approx(
+        0.5 * float(new.gradient_bytes_per_gpu[0])
+    )
+    # before any overlap (the 2021 profile overlaps nothing), half the bytes on the wire
+    assert float(old.dp_sync_unhidden_s[0]) < 0.6 * float(new.dp_sync_unhidden_s[0])
