@@ -468,3 +468,29 @@ def test_fp16_megatron_2021_all_reduces_gradients_in_fp16() -> None:
     )
     # before any overlap (the 2021 profile overlaps nothing), half the bytes on the wire
     assert float(old.dp_sync_unhidden_s[0]) < 0.6 * float(new.dp_sync_unhidden_s[0])
+
+
+def test_megatron_cross_entropy_passes_by_hand() -> None:
+    # Megatron's unfused vocab-parallel cross-entropy moves 38 bytes per logit forward and 14
+    # backward (megatron.yaml); the generic fused loss 12 and 12. The head's time differs by
+    # exactly those bytes at the profile's HBM rate.
+    from gpuscale.costmodel.compute import layer_compute
+
+    model, device = catalog.model("llama3.1-8b"), catalog.gpu("h100-sxm")
+    training = Training(seq_len=4096)
+    plans = PlanBatch.from_plans([Plan(tp=2, dp=4, micro_batch=1, global_batch=8)])
+    megatron = load_profile("megatron")
+    fused = dataclasses.replace(
+        megatron,
+        constants={
+            **megatron.constants,
+            "loss_forward_bytes_per_logit": 12.0,
+            "loss_backward_bytes_per_logit": 12.0,
+        },
+    )
+    a = layer_compute(model, device, training, plans, megatron)
+    b = layer_compute(model, device, training, plans, fused)
+    logits = 4096 * model.vocab_size / 2
+    hbm = device.hbm_bandwidth_gb_per_s * 1e9 * megatron.hbm_efficiency
+    assert float(a.head_forward_s[0] - b.head_forward_s[0]) == pytest.approx(26 * logits / hbm)
+    assert float(a.head_backward_s[0] - b.head_backward_s[0]) == pytest.approx(2 * logits / hbm)

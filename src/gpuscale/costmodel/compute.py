@@ -268,8 +268,11 @@ def layer_compute(
     low = training.precision in LOW_PRECISIONS
     head_precision = device.half_precision if low else training.precision
     head = gemm_time(lm_head_gemm(m, tokens, tp), head_precision, device, profile, launch_s)
-    # Cross-entropy reads and writes fp32 logits of tokens x vocab/tp.
-    loss = 3.0 * 4.0 * tokens * m.vocab_size / tp / hbm
+    # Cross-entropy's memory passes over the tokens x vocab/tp logits, forward and backward, in
+    # bytes per logit (profile constants: counted from each framework's loss code).
+    logits = tokens * m.vocab_size / tp / hbm
+    loss_fwd = profile.const("loss_forward_bytes_per_logit") * logits
+    loss_bwd = profile.const("loss_backward_bytes_per_logit") * logits
 
     # Selective recompute: Megatron's re-runs the attention core only (Korthikanti et al. 2022,
     # Sec. 5); frameworks whose "selective" also re-runs some matmuls (torchtitan's layer/op SAC)
@@ -286,8 +289,8 @@ def layer_compute(
         layer_forward_s=layer_fwd,
         layer_backward_s=layer_bwd + recompute,
         layer_recompute_s=recompute,
-        head_forward_s=head + loss,
-        head_backward_s=gemm_bwd_factor * head + loss,
+        head_forward_s=head + loss_fwd,
+        head_backward_s=gemm_bwd_factor * head + loss_bwd,
         attention_forward_s=attn_kernel_fwd,
         attention_backward_s=attn_kernel_bwd,
         layer_gemm_s=(1.0 + gemm_bwd_factor) * gemm_fwd
