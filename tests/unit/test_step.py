@@ -494,3 +494,27 @@ def test_megatron_cross_entropy_passes_by_hand() -> None:
     hbm = device.hbm_bandwidth_gb_per_s * 1e9 * megatron.hbm_efficiency
     assert float(a.head_forward_s[0] - b.head_forward_s[0]) == pytest.approx(26 * logits / hbm)
     assert float(a.head_backward_s[0] - b.head_backward_s[0]) == pytest.approx(2 * logits / hbm)
+
+
+def test_attention_dropout_passes_outside_a_fused_attention() -> None:
+    # Unfused attention with dropout on: the dropout kernel reads the s x s probabilities and
+    # writes them and a 1-byte mask forward, and the reverse backward (2.5 two-byte passes
+    # each way); a fused (flash) attention applies it inside the kernel at no extra pass.
+    from gpuscale.costmodel.compute import UNFUSED_DROPOUT_PASSES, layer_compute
+
+    model, device = catalog.model("llama3.1-8b"), catalog.gpu("a100-sxm-80gb")
+    plans = PlanBatch.from_plans([Plan(tp=2, dp=4, micro_batch=2, global_batch=8)])
+    profile = load_profile("megatron-lm-2021")
+
+    def times(flash: bool, dropout: bool) -> tuple[float, float]:
+        training = Training(seq_len=2048, flash_attention=flash, dropout=dropout)
+        lc = layer_compute(model, device, training, plans, profile)
+        return float(lc.layer_forward_s[0]), float(lc.layer_backward_s[0])
+
+    score_bytes = 2.0 * 2 * (model.num_heads / 2) * 2048 * 2048
+    hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
+    on, off = times(False, True), times(False, False)
+    assert UNFUSED_DROPOUT_PASSES == 2.5
+    assert on[0] - off[0] == pytest.approx(2.5 * score_bytes / hbm)
+    assert on[1] - off[1] == pytest.approx(2.5 * score_bytes / hbm)
+    assert times(True, True) == times(True, False)
