@@ -320,6 +320,17 @@ def main() -> int:
             f"{g['calibrated_gpus']:5d} {error} {len(g['rows']):4d} {before:10.1f}% {after:6.1f}%"
         )
         print(f"    fitted: {fitted}")
+        if "anchor_error" in g and g["rows"]:
+            # A one-run calibration moves every row by about the calibration run's own error:
+            # it helps only where that error is the stack's (same sign and size as the rest).
+            rest = float(np.mean([r["error_before"] for r in g["rows"]]))
+            worst = sorted(g["rows"], key=lambda r: -abs(r["error_after"]))[:2]
+            print(
+                f"    the other rows before: mean {rest:+.1%} "
+                f"({'same sign as' if rest * g['anchor_error'] > 0 else 'opposite sign to'} the "
+                "calibration run); largest after: "
+                + ", ".join(f"{r['id']} {r['error_after']:+.1%}" for r in worst)
+            )
         if g["not_expressible"]:
             print(f"    stack runs what the model cannot express: {g['not_expressible'][0][:90]}")
         if args.rows:

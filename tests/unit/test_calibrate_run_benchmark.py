@@ -72,3 +72,22 @@ def test_a_run_published_twice_is_not_predicted_from_itself(
     assert not bench.same_run(
         by_id["megascale-t2-megatron-lm-256"], by_id["megascale-t2-megatron-lm-512"]
     )
+
+
+def test_megatron_2021_calibration_runs_carry_their_stacks_error(
+    bench: ModuleType, cases: list[Any], tmp_path: Path
+) -> None:
+    """The SC21/MLSys'23 Megatron stacks' calibration runs (1.7B on 32 GPUs, 22B on 8) err with
+    the sign of their stacks' other rows once fp16 gradients, Megatron's cross-entropy and the
+    attention dropout kernel are counted (docs/benchmarks.md, 'The calibration run's error
+    sign'), so one run improves the rest: regression bounds on the figures measured then."""
+    picked = [c for c in cases if c.framework == "megatron-lm-2021"]
+    groups, _ = bench.evaluate(picked, tmp_path)
+    bounds = {"narayanan21": 0.025, "korthikanti22": 0.045}
+    assert {g["source"] for g in groups} == set(bounds)
+    for g in groups:
+        before = [r["error_before"] for r in g["rows"]]
+        after = [r["error_after"] for r in g["rows"]]
+        assert g["anchor_error"] * sum(before) > 0
+        assert bench.mape(after) < bench.mape(before)
+        assert bench.mape(after) <= 100 * bounds[g["source"]]

@@ -447,3 +447,74 @@ def test_per_unit_latency_grows_with_the_group_and_bucketed_engines_skip_it() ->
     deepspeed = load_profile("deepspeed")
     assert deepspeed.const("zero2_unit_collectives") == 0.0
     assert GENERIC.const("zero2_unit_collectives") == 1.0
+
+
+def test_fp16_megatron_2021_all_reduces_gradients_in_fp16() -> None:
+    # The SC21/MLSys'23 runs (--fp16, no --accumulate-allreduce-grads-in-fp32) reduce the
+    # parameters' dtype; Megatron-Core under --bf16 forces fp32 main grads.
+    plan = Plan(tp=8, dp=4, micro_batch=1, global_batch=8)
+    old = run(
+        "llama3.1-8b",
+        "a100-sxm-80gb",
+        plan,
+        precision="fp16",
+        profile=load_profile("megatron-lm-2021"),
+    )
+    new = run(
+        "llama3.1-8b", "a100-sxm-80gb", plan, precision="fp16", profile=load_profile("megatron")
+    )
+    assert float(old.gradient_bytes_per_gpu[0]) == pytest.approx(
+        0.5 * float(new.gradient_bytes_per_gpu[0])
+    )
+    # before any overlap (the 2021 profile overlaps nothing), half the bytes on the wire
+    assert float(old.dp_sync_unhidden_s[0]) < 0.6 * float(new.dp_sync_unhidden_s[0])
+
+
+def test_megatron_cross_entropy_passes_by_hand() -> None:
+    # Megatron's unfused vocab-parallel cross-entropy moves 38 bytes per logit forward and 14
+    # backward (megatron.yaml); the generic fused loss 12 and 12. The head's time differs by
+    # exactly those bytes at the profile's HBM rate.
+    from gpuscale.costmodel.compute import layer_compute
+
+    model, device = catalog.model("llama3.1-8b"), catalog.gpu("h100-sxm")
+    training = Training(seq_len=4096)
+    plans = PlanBatch.from_plans([Plan(tp=2, dp=4, micro_batch=1, global_batch=8)])
+    megatron = load_profile("megatron")
+    fused = dataclasses.replace(
+        megatron,
+        constants={
+            **megatron.constants,
+            "loss_forward_bytes_per_logit": 12.0,
+            "loss_backward_bytes_per_logit": 12.0,
+        },
+    )
+    a = layer_compute(model, device, training, plans, megatron)
+    b = layer_compute(model, device, training, plans, fused)
+    logits = 4096 * model.vocab_size / 2
+    hbm = device.hbm_bandwidth_gb_per_s * 1e9 * megatron.hbm_efficiency
+    assert float(a.head_forward_s[0] - b.head_forward_s[0]) == pytest.approx(26 * logits / hbm)
+    assert float(a.head_backward_s[0] - b.head_backward_s[0]) == pytest.approx(2 * logits / hbm)
+
+
+def test_attention_dropout_passes_outside_a_fused_attention() -> None:
+    # Unfused attention with dropout on: the dropout kernel reads the s x s probabilities and
+    # writes them and a 1-byte mask forward, and the reverse backward (2.5 two-byte passes
+    # each way); a fused (flash) attention applies it inside the kernel at no extra pass.
+    from gpuscale.costmodel.compute import UNFUSED_DROPOUT_PASSES, layer_compute
+
+    model, device = catalog.model("llama3.1-8b"), catalog.gpu("a100-sxm-80gb")
+    plans = PlanBatch.from_plans([Plan(tp=2, dp=4, micro_batch=2, global_batch=8)])
+    profile = load_profile("megatron-lm-2021")
+
+    def times(flash: bool, dropout: bool) -> tuple[float, float]:
+        training = Training(seq_len=2048, flash_attention=flash, dropout=dropout)
+        lc = layer_compute(model, device, training, plans, profile)
+        return float(lc.layer_forward_s[0]), float(lc.layer_backward_s[0])
+
+    score_bytes = 2.0 * 2 * (model.num_heads / 2) * 2048 * 2048
+    hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
+    on, off = times(False, True), times(False, False)
+    assert UNFUSED_DROPOUT_PASSES == 2.5
+    assert on[0] - off[0] == pytest.approx(2.5 * score_bytes / hbm)
+    assert on[1] - off[1] == pytest.approx(2.5 * score_bytes / hbm)
+    assert times(True, True) == times(True, False)

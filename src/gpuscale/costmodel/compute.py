@@ -22,6 +22,16 @@ from gpuscale.specs import Device, ModelSpec, PlanBatch, Training
 from gpuscale.specs.plan import RECOMPUTE_CODE
 from gpuscale.specs.training import LOW_PRECISIONS
 
+UNFUSED_SOFTMAX_BACKWARD_PASSES = 3.0
+"""Softmax backward outside a fused attention reads P and dP and writes dS = P * (dP - rowsum)
+(Dao et al. 2022, FlashAttention, Appendix B.2, Algorithm 3, line 4): three passes over the
+2-byte s x s tensor."""
+
+UNFUSED_DROPOUT_PASSES = 2.0 + 0.5
+"""Passes over the 2-byte s x s attention probabilities of a dropout kernel, each way: one read
+and one write of 2-byte values and one 1-byte ``bool`` mask (``torch.native_dropout``; forward
+writes the mask, backward reads it)."""
+
 BYTES = {
     "fp32": 4.0,
     "tf32": 4.0,
@@ -209,20 +219,35 @@ def layer_compute(
         # Megatron's selective recompute re-runs the core attention even when it is fused.
         attn_recompute = attn_fwd
     else:
-        # Unfused attention: two batched GEMMs plus the s x s scores written and read by the
-        # softmax/dropout kernels (Korthikanti et al. 2022, Sec. 4.1: 5as/h bytes term).
+        # Unfused attention (Dao et al. 2022, FlashAttention, Sec. 2.2 and Appendix B.2, the
+        # standard algorithm): two batched GEMMs forward (S = QK^T, O = PV) and four backward
+        # (dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q), each writing or reading the
+        # 2-byte s x s tensor once, and the softmax (and dropout) kernels between them. Each
+        # GEMM's pass over the s x s tensor is priced on top of its math, as the forward's
+        # 4-pass count (unfused_softmax_passes before it was split) priced it.
         score_bytes = 2.0 * plans.micro_batch * (m.num_heads / tp) * seq * seq / plans.cp
-        attn_fwd = (
-            attn_flops
+        one_pass = score_bytes / hbm
+        one_gemm = (
+            0.5
+            * attn_flops
             / (
                 half_peak
                 * profile.gemm_curve(device.id, device.generation, device.half_precision)(
                     2.0 * tokens * seq * m.head_dim
                 )
             )
-            + profile.const("unfused_softmax_passes") * score_bytes / hbm
+            + one_pass
         )
-        attn_bwd = 2.0 * attn_fwd
+        passes_fwd = profile.const("unfused_softmax_passes")
+        passes_bwd = UNFUSED_SOFTMAX_BACKWARD_PASSES
+        if training.dropout:
+            # Dropout on the attention probabilities runs as its own kernel outside a fused
+            # attention (Korthikanti et al. 2022, Sec. 4.1: its mask and output are stored
+            # beside the softmax output).
+            passes_fwd = passes_fwd + UNFUSED_DROPOUT_PASSES
+            passes_bwd = passes_bwd + UNFUSED_DROPOUT_PASSES
+        attn_fwd = 2.0 * one_gemm + passes_fwd * one_pass
+        attn_bwd = 4.0 * one_gemm + passes_bwd * one_pass
         attn_recompute = attn_fwd
         attn_kernel_fwd, attn_kernel_bwd = attn_fwd, attn_bwd
 
@@ -268,8 +293,11 @@ def layer_compute(
     low = training.precision in LOW_PRECISIONS
     head_precision = device.half_precision if low else training.precision
     head = gemm_time(lm_head_gemm(m, tokens, tp), head_precision, device, profile, launch_s)
-    # Cross-entropy reads and writes fp32 logits of tokens x vocab/tp.
-    loss = 3.0 * 4.0 * tokens * m.vocab_size / tp / hbm
+    # Cross-entropy's memory passes over the tokens x vocab/tp logits, forward and backward, in
+    # bytes per logit (profile constants: counted from each framework's loss code).
+    logits = tokens * m.vocab_size / tp / hbm
+    loss_fwd = profile.const("loss_forward_bytes_per_logit") * logits
+    loss_bwd = profile.const("loss_backward_bytes_per_logit") * logits
 
     # Selective recompute: Megatron's re-runs the attention core only (Korthikanti et al. 2022,
     # Sec. 5); frameworks whose "selective" also re-runs some matmuls (torchtitan's layer/op SAC)
@@ -286,8 +314,8 @@ def layer_compute(
         layer_forward_s=layer_fwd,
         layer_backward_s=layer_bwd + recompute,
         layer_recompute_s=recompute,
-        head_forward_s=head + loss,
-        head_backward_s=gemm_bwd_factor * head + loss,
+        head_forward_s=head + loss_fwd,
+        head_backward_s=gemm_bwd_factor * head + loss_bwd,
         attention_forward_s=attn_kernel_fwd,
         attention_backward_s=attn_kernel_bwd,
         layer_gemm_s=(1.0 + gemm_bwd_factor) * gemm_fwd

@@ -38,6 +38,8 @@ CONSTANTS: dict[str, Check] = {
     "attention_unpad_hidden_passes": NON_NEGATIVE,
     "attention_unpad_kernels": NON_NEGATIVE,
     "unfused_softmax_passes": NON_NEGATIVE,
+    "loss_forward_bytes_per_logit": NON_NEGATIVE,
+    "loss_backward_bytes_per_logit": NON_NEGATIVE,
     "grad_reduce_bytes": POSITIVE,
     "gradient_buffer_bytes": POSITIVE,
     "optimizer_bytes_per_param": POSITIVE,

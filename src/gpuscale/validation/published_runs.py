@@ -465,10 +465,16 @@ def _plan_and_training(
         zero=zero,
         sequence_parallel=sequence_parallel,
     )
+    # The SC21 and MLSys'23 runs keep Megatron-LM's default --attention-dropout 0.1 and
+    # --hidden-dropout 0.1 (megatron/arguments.py; sc21 CONFIG.sh sets neither; SC21's ZeRO-3
+    # baseline ran the same GPT model and arguments), the dropout whose masks Korthikanti et al.
+    # 2022 count (Sec. 4.1); BLOOM trained without dropout.
+    dropout = source in ("narayanan21", "korthikanti22")
     training = Training(
         seq_len=seq,
         precision=precision,  # type: ignore[arg-type]
         flash_attention=not legacy,
+        dropout=dropout,
     )
     return plan, training, framework, overrides
 
