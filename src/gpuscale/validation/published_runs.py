@@ -413,7 +413,8 @@ def _plan_and_training(
         )
     sequence_parallel = (
         source in ("megatron", "nemo2407", "megascale")
-        or (source == "korthikanti22" and "sequence parallel" in rc)
+        # Table 5's full-recompute baseline runs without it: "full (no sequence parallelism)".
+        or (source == "korthikanti22" and "sequence parallel" in rc and "no sequence" not in rc)
         # torchtitan's TP plan shards norms and dropout over the sequence (SequenceParallel).
         or (source == "torchtitan-paper" and tp > 1)
     )
