@@ -20,8 +20,10 @@ Schema (``schema_version: 1``)::
       factor: [0.7, ...]
     moe_gemm:                     # optional: the engine's grouped expert-GEMM kernel, measured,
       hopper:                     # as a share of the 16-bit peak over one expert's MLP FLOPs
-        flops: [1.5e9, ...]       # in a layer (serving model; keyed like gemm, no precision)
+        flops: [1.5e9, ...]       # in a layer (serving model; keyed by device)
         efficiency: [0.27, ...]
+      hopper-fp8: {...}           # measured in one precision: a share of that precision's peak,
+                                  # used for experts computed in it (``moe_gemm_precise``)
     hbm_efficiency: 0.8           # achieved/peak device-memory bandwidth for streaming kernels
     links:                        # achieved collective bandwidth and latency per level or kind
       nvlink: {bandwidth_efficiency: 0.8, latency_us: null}
@@ -114,8 +116,9 @@ class Profile:
     attention_length: GemmCurve | None = None
     """Factor on attention efficiency over the sequence chunk one kernel processes."""
     moe_gemm: Mapping[str, GemmCurve] = field(default_factory=dict)
-    """Measured rate of the engine's grouped expert-GEMM kernel, as a share of the 16-bit peak,
-    over the FLOPs one expert's MLP does in a layer (read by the serving model; empty: none)."""
+    """Measured rate of the engine's grouped expert-GEMM kernel, as a share of the 16-bit peak
+    (keys ``<device>``) or of one precision's peak (keys ``<device>-<precision>``), over the
+    FLOPs one expert's MLP does in a layer (read by the serving model; empty: none)."""
     hbm_efficiency: float = 0.8
     links: Mapping[str, LinkCalibration] = field(default_factory=dict)
     overlap: Mapping[str, float] = field(default_factory=dict)
@@ -158,6 +161,15 @@ class Profile:
         """The grouped expert-GEMM curve for ``<id>``, then ``<generation>``; None where the
         profile measured none (the serving model then prices experts by ``gemm_curve``)."""
         for key in (device_id, generation):
+            if key in self.moe_gemm:
+                return self.moe_gemm[key]
+        return None
+
+    def moe_gemm_precise(self, device_id: str, generation: str, precision: str) -> GemmCurve | None:
+        """The grouped expert-GEMM curve measured in ``precision`` (``<id>-<precision>``, then
+        ``<generation>-<precision>``), as a share of that precision's dense peak; None where the
+        profile measured the engine's kernel in no such precision."""
+        for key in (f"{device_id}-{precision}", f"{generation}-{precision}"):
             if key in self.moe_gemm:
                 return self.moe_gemm[key]
         return None

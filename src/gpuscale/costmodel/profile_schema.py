@@ -184,7 +184,8 @@ def validate_profile(
     for key, curve in _mapping(
         where, "moe_gemm", data.get("moe_gemm") or {}, "device -> curve"
     ).items():
-        _known(where, "moe_gemm", key, devices)
+        # ``<device>-<precision>``: a curve measured in that precision (``moe_gemm_precise``).
+        _known(where, "moe_gemm", key, with_precision)
         _curve(where, f"moe_gemm.{key}", curve, "flops", "efficiency", FRACTION)
     for key, value in _mapping(
         where,

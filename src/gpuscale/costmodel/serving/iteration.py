@@ -407,17 +407,26 @@ class IterationModel:
         Ampere's mma.sync (Marlin), times ``moe_fp8_over_bf16_rate`` where it runs W8A8 FP8.
         A grouped GEMM gathers each expert's rows, runs one expert's tile loop per block and
         writes per expert: its rate follows one expert's work, not the group's total FLOPs that
-        ``gemm_curve`` is read at. Infinite where the profile has no curve for this GPU."""
+        ``gemm_curve`` is read at. A curve keyed by the experts' precision
+        (``Profile.moe_gemm_precise``, e.g. DeepGEMM's FP8 grouped GEMM) is a share of that
+        precision's peak and takes precedence. Infinite where the profile has no curve for
+        this GPU."""
         x = np.asarray(per_expert, dtype=float)
         m, dev = self.model, self.cluster.device
-        curve = self.profile.moe_gemm_curve(dev.id, dev.generation)
-        if curve is None or not m.is_moe:
-            return np.full_like(x, np.inf)
+        prec = gemm_precision(self.fmt, dev)
         mats = 3.0 if m.mlp == "gated" else 2.0
         he, f = self.moe_expert_dims()
         expert_flops = 2.0 * x * mats * he * f
+        precise = self.profile.moe_gemm_precise(dev.id, dev.generation, prec)
+        if precise is not None and m.is_moe:
+            # The engine's kernel measured in this precision: a share of its own peak.
+            rate = precise(expert_flops) * dev.peak(prec) * 1e12 * self.moe_math_rate()
+            return np.asarray(rate, dtype=float)
+        curve = self.profile.moe_gemm_curve(dev.id, dev.generation)
+        if curve is None or not m.is_moe:
+            return np.full_like(x, np.inf)
         rate = curve(expert_flops) * dev.peak(dev.half_precision) * 1e12 * self.moe_math_rate()
-        if gemm_precision(self.fmt, dev) == "fp8":
+        if prec == "fp8":
             rate = rate * self.profile.const("moe_fp8_over_bf16_rate")
         return np.asarray(rate, dtype=float)
 

@@ -1,0 +1,26 @@
+"""benchmarks/deepgemm_moe_rate.py: TensorRT-LLM's grouped-kernel ceiling against DeepGEMM's
+published rates, as quoted in docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "deepgemm_moe_rate.py"
+
+
+def test_every_published_layout_comes_back_and_the_dense_curve_is_compared() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    rows = [line.split() for line in out.stdout.splitlines()[1:] if line.strip()]
+    assert len(rows) == 5, out.stdout
+    # model / published within 1% for every published layout.
+    assert all(abs(float(r[5]) - 1.0) <= 0.01 for r in rows), rows
+    # The dense FP8 curve the model used before stays within a factor of two of the kernel.
+    assert all(0.5 < float(r[7]) < 2.0 for r in rows), rows
