@@ -271,6 +271,12 @@ def _zero_stage(sharding: str, source: str, notes: list[str]) -> int:
         return 2
     if "ZeRO-1" in sharding:
         return 1
+    if sharding.lower().startswith("distributed optimizer"):
+        # Megatron's distributed optimizer (ZeRO-1-like: optimizer state and fp32 main params
+        # sharded, one reduce-scatter and one all-gather per step), stated or implied by a
+        # stated flag (the row's sharding column says which).
+        notes.append(f"sharding: {sharding}")
+        return 1
     if source in ("megatron", "nemo2407", "megascale"):
         notes.append("distributed optimizer assumed (Megatron-Core/NeMo default for these recipes)")
         return 1
@@ -396,8 +402,11 @@ def _plan_and_training(
             "and the unpad/pad copies of llm-foundry's varlen path"
         )
     if mb is None:
+        # Not a default: Megatron-LM's --micro-batch-size has none (arguments.py, core_v0.8.0:
+        # default=None, then `assert args.micro_batch_size is not None`), so an unstated
+        # micro-batch is unknown; 1 is assumed (the smallest, most micro-batches per step).
         mb = 1
-        notes.append("micro-batch not stated: 1 (Megatron-Core default)")
+        notes.append("micro-batch not stated: 1 assumed (Megatron-LM has no default)")
     if gb is None:
         raise LookupError("global batch not stated and not derivable")
 
@@ -412,6 +421,9 @@ def _plan_and_training(
             "not expressible: layers split evenly over the stages"
         )
     sequence_parallel = (
+        # The Megatron README runs state --tp-comm-overlap, which Megatron-LM accepts only with
+        # --sequence-parallel (arguments.py, core_v0.8.0: 'Tensor parallel communication/GEMM
+        # overlap can happen only when sequence parallelism is enabled').
         source in ("megatron", "nemo2407", "megascale")
         # Table 5's full-recompute baseline runs without it: "full (no sequence parallelism)".
         or (source == "korthikanti22" and "sequence parallel" in rc and "no sequence" not in rc)

@@ -1,0 +1,48 @@
+"""benchmarks/unstated_microbatch.py: the micro-batch sensitivity quoted in docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from gpuscale.costmodel.profile import load_profile
+from gpuscale.validation import DATA_DIR
+from gpuscale.validation.published_runs import cases, load_all, predict
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "unstated_microbatch.py"
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=ENV, timeout=600
+    )
+
+
+def test_megatron_rows_at_the_assumed_micro_batch_match_the_validation() -> None:
+    out = _run("--source", "megatron", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = {r["id"]: r for r in json.loads(out.stdout)}
+    # The nine weak-scaling rows; the two strong-scaling rows are skipped (TP/PP not stated).
+    assert len(rows) == 9 and all(i.startswith("megatron-readme-h100-") for i in rows)
+    mapped, _ = cases(load_all(DATA_DIR))
+    for case in mapped:
+        if case.id not in rows:
+            continue
+        assert case.plan.micro_batch == 1  # the loader's stated assumption is unchanged
+        at_one = rows[case.id]["errors"]["1"]
+        expected = predict(case, load_profile(case.framework)) / case.measured_tokens_per_s_per_gpu
+        assert abs(at_one - (expected - 1.0)) < 1e-9
+        # Only micro-batches dividing the sequences per data-parallel rank are tried.
+        assert all(rows[case.id]["per_rank"] % int(mb) == 0 for mb in rows[case.id]["errors"])
+        assert 0 <= rows[case.id]["dp_exposed_s"] <= rows[case.id]["step_s"]
+
+
+def test_a_source_without_assumed_micro_batches_is_one_line_and_exit_2() -> None:
+    out = _run("--source", "torchtitan")
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and "torchtitan" in out.stderr
