@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "cohort_regime.py"
+from tests.integration.benchmark_scripts import run_benchmark
+
 PCT = r"\s*(\d+)%\s+\(\s*([+-]\d+)%\)"
 LINE = re.compile(
     rf"^(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)\s+{PCT}\s+/{PCT}\s+{PCT}\s+/{PCT}\s+(-?[\d.]+)\s+(\d+)%\s+(\d+)%$"
@@ -17,10 +13,7 @@ LINE = re.compile(
 
 
 def test_cohort_regime_tells_the_lockstep_rows_from_the_staggered_ones() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=600
-    )
+    out = run_benchmark("cohort_regime")
     assert out.returncode == 0, out.stderr
     rows = {
         (m.group(1), m.group(2), m.group(3)): m

@@ -3,20 +3,11 @@ published rates, as quoted in docs/benchmarks.md."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "deepgemm_moe_rate.py"
+from tests.integration.benchmark_scripts import run_benchmark
 
 
 def test_every_published_layout_comes_back_and_the_dense_curve_is_compared() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=300
-    )
+    out = run_benchmark("deepgemm_moe_rate")
     assert out.returncode == 0, out.stderr
     rows = [line.split() for line in out.stdout.splitlines()[1:] if line.strip()]
     assert len(rows) == 5, out.stdout

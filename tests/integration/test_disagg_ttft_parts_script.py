@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "disagg_ttft_parts.py"
+from tests.integration.benchmark_scripts import run_benchmark
+
 ROW = re.compile(
     r"^(trtllm|sglang)\s+\S+\s+\d+\s+\d+\s+\S+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+) \|"
     r"\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+) \|"
@@ -17,15 +13,7 @@ ROW = re.compile(
 
 
 def test_every_run_prints_parts_that_add_up() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
+    proc = run_benchmark("disagg_ttft_parts")
     assert proc.returncode == 0, proc.stderr
     rows = [m for line in proc.stdout.splitlines() if (m := ROW.match(line))]
     assert len(rows) >= 30

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "gap_rows.py"
+from tests.integration.benchmark_scripts import run_benchmark
+
 HEAVY = re.compile(r"^\s+(\S+)\s+OSL\s+(\d+)\s+n=\s*(\d+)\s+([\d.]+)\s+([\d.]+)$")
 
 
 def test_gap_rows_print_the_measured_and_modelled_load_ratios() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=600
-    )
+    out = run_benchmark("gap_rows")
     assert out.returncode == 0, out.stderr
     heavy = out.stdout.split("heavy load:")[1].split("TPOT measured")[0]
     rows = [m for m in map(HEAVY.match, heavy.splitlines()) if m]
@@ -38,10 +31,7 @@ WAITING = re.compile(
 
 
 def test_gap_rows_waiting_reads_one_request_for_llama_and_a_share_of_c_for_qwen() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=600
-    )
+    out = run_benchmark("gap_rows")
     assert out.returncode == 0, out.stderr
     block = out.stdout.split("waiting:")[1]
     rows = {(m.group(1), int(m.group(2))): m for m in map(WAITING.match, block.splitlines()) if m}

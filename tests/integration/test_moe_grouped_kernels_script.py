@@ -3,20 +3,11 @@ benchmark_moe.py points quoted in docs/benchmarks.md."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "moe_grouped_kernels.py"
+from tests.integration.benchmark_scripts import run_benchmark
 
 
 def test_every_published_point_is_priced_and_the_curve_points_come_back() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=600
-    )
+    out = run_benchmark("moe_grouped_kernels")
     assert out.returncode == 0, out.stderr
     rows = [line.split() for line in out.stdout.splitlines()[1:] if line.strip()]
     assert len(rows) == 15, out.stdout

@@ -3,29 +3,12 @@ docs/benchmarks.md quotes runs from a clone and prints its four readings."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.integration.benchmark_scripts import run_benchmark
 
 
 def test_probe_prints_every_reading_for_sglang_deepseek() -> None:
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "moe_prefill_probe.py"),
-            "--engines",
-            "sglang",
-            "--model",
-            "DeepSeek",
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        timeout=300,
-        check=False,
+    out = run_benchmark(
+        "moe_prefill_probe", "--engines", "sglang", "--model", "DeepSeek", timeout=300
     )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()

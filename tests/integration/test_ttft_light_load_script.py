@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "ttft_light_load.py"
+from tests.integration.benchmark_scripts import run_benchmark
+
 ROW = re.compile(r"meas\s+([\d.]+)\s+pred\s+([\d.]+)\s+alone\s+([\d.]+)\s+ratio\s+([\d.]+)")
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
+    return run_benchmark("ttft_light_load", *args)
 
 
 def test_light_load_rows_print_measured_predicted_and_alone() -> None:

@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 from gpuscale.costmodel.profile import load_profile
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.published_runs import cases, load_all, predict
-
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "unstated_microbatch.py"
-ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+from tests.integration.benchmark_scripts import run_benchmark
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=ENV, timeout=600
-    )
+    return run_benchmark("unstated_microbatch", *args)
 
 
 def test_megatron_rows_at_the_assumed_micro_batch_match_the_validation() -> None:
