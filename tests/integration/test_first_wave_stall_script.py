@@ -4,24 +4,14 @@ published InferenceX P99s of the same deployment, and leaves the model unchanged
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.integration.benchmark_scripts import run_benchmark
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "first_wave_stall.py"), *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        timeout=300,
-        check=False,
-    )
+    return run_benchmark("first_wave_stall", *args)
 
 
 def test_sglang_deepseek_rows_meet_the_published_p99s() -> None:
