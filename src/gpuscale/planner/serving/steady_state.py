@@ -24,15 +24,18 @@ from gpuscale.costmodel.serving.iteration import IterationModel
 
 GRID = 96
 Z = {50: 0.0, 90: 1.2816, 99: 2.3263}
-CAPACITY_REFINE = 32
-"""Points per round that resolve a capacity between two neighbouring grid loads."""
-CAPACITY_TOL = 1e-7
+CAPACITY_REFINE = 511
+"""Points per round that resolve a capacity between two neighbouring grid loads: two rounds
+narrow a 20% grid step to below :data:`CAPACITY_TOL` (the cost of a round is mostly per call,
+not per point)."""
+CAPACITY_TOL = 1e-6
 """Relative width to which a capacity is resolved. A closed loop's requests in flight exceed
-its running requests by at least half an iteration's arrivals, ``0.5 n / (OSL-1)`` (the wait
-for the iteration in flight, :func:`load_curve`), so a capacity resolved this finely never
-reads a client of ``C`` <= the running cap as saturated for outputs up to ~10^6 tokens."""
+its running requests by at least half an iteration's arrivals, a share ``0.5 / (OSL-1)`` of
+them (the wait for the iteration in flight, :func:`load_curve`), so a capacity resolved this
+finely never reads a client of ``C`` <= the running cap as saturated for outputs up to ~5e5
+tokens."""
 CAPACITY_ROUNDS = 8
-"""At most this many refinement rounds (each narrows the interval 33-fold)."""
+"""At most this many refinement rounds."""
 
 
 def refine_edge(
