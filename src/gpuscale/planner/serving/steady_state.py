@@ -9,7 +9,8 @@ fixed point ``T = iteration_time(n(T), prefill(T))`` (solved by iteration on a g
 A load point is feasible while the fixed point exists, the running requests fit under
 ``max_num_seqs`` and in the KV pages, and the prompt tokens fit the budget. A closed-loop client
 (``C`` in flight) settles where ``x * e2e(x) = C``; past the capacity the surplus waits in the
-queue, and that wait is part of TTFT.
+queue, and that wait is part of TTFT. The capacity is resolved between grid points where a
+client reaches it (:func:`resolve_capacity`), not read off the grid's last feasible point.
 """
 
 from __future__ import annotations
