@@ -35,9 +35,12 @@ from gpuscale.planner.serving.steady_state import (
     closed_loop,
     kv_capacity_requests,
     load_curve,
+    needs_capacity,
     open_loop,
     percentiles,
     prefill_curve,
+    refine_edge,
+    resolve_capacity,
 )
 from gpuscale.specs import Cluster, ModelSpec
 
@@ -223,6 +226,10 @@ def predict_aggregated(
         notes.append("weights leave no room for one request's KV cache on this parallelism")
         kv_tokens = max(kv_tokens, work.input_len + work.output_len)
     curve = load_curve(it, eng, work, kv_tokens)
+    conc = float(client.concurrency or 1) / ranks
+    rate = None if client.request_rate is None else client.request_rate / ranks
+    if needs_capacity(curve, conc, rate):
+        curve = resolve_capacity(it, eng, work, kv_tokens, curve)
     if client.request_rate is not None:
         point = open_loop(curve, client.request_rate / ranks, kv_tokens, work, client.num_requests)
     else:
@@ -493,10 +500,6 @@ def benchmark_rounds(work: Workload, client: Client) -> float:
     return max(float(client.num_requests), conc) / conc
 
 
-CAPACITY_REFINE = 32
-"""Points that resolve a disaggregated deployment's capacity between two grid throughputs."""
-
-
 class _Curves(NamedTuple):
     """A disaggregated deployment along a grid of total throughputs."""
 
@@ -565,7 +568,8 @@ def predict_disaggregated(
     # The deployment's capacity lies between the last feasible grid point and the next (a
     # 15% step). A client at or past it runs at the capacity (a saturated closed loop's TTFT is
     # C / capacity less the decode time), so the step would show as tens of percent of TTFT:
-    # resolve the capacity inside that interval when the client reaches it.
+    # resolve the capacity inside that interval when the client reaches it (the rule the
+    # aggregated steady state uses too, ``steady_state.refine_edge``).
     feasible_at = np.flatnonzero(cv.ok)
     if feasible_at.size and feasible_at[-1] + 1 < x_total.size:
         i = int(feasible_at[-1])
@@ -574,8 +578,8 @@ def predict_disaggregated(
         else:
             reaches = float(client.concurrency or 1) > x_total[i] * cv.e2e[i]
         if reaches:
-            fine = np.linspace(x_total[i], x_total[i + 1], CAPACITY_REFINE + 2)[1:-1]
-            x_total = np.sort(np.concatenate([x_total, fine]))
+            fine = refine_edge(x_total, cv.ok, lambda xs: curves(xs).ok)
+            x_total = np.unique(np.concatenate([x_total, fine]))
             cv = curves(x_total)
     pc, dc, transfer_wait, decode_wait, ttft, e2e, ok = cv
     idx = np.flatnonzero(ok)

@@ -9,11 +9,13 @@ fixed point ``T = iteration_time(n(T), prefill(T))`` (solved by iteration on a g
 A load point is feasible while the fixed point exists, the running requests fit under
 ``max_num_seqs`` and in the KV pages, and the prompt tokens fit the budget. A closed-loop client
 (``C`` in flight) settles where ``x * e2e(x) = C``; past the capacity the surplus waits in the
-queue, and that wait is part of TTFT.
+queue, and that wait is part of TTFT. The capacity is resolved between grid points where a
+client reaches it (:func:`resolve_capacity`), not read off the grid's last feasible point.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +25,54 @@ from gpuscale.costmodel.serving.iteration import IterationModel
 
 GRID = 96
 Z = {50: 0.0, 90: 1.2816, 99: 2.3263}
+CAPACITY_REFINE = 511
+"""Points per round that resolve a capacity between two neighbouring grid loads: two rounds
+narrow a 20% grid step to below :data:`CAPACITY_TOL` (the cost of a round is mostly per call,
+not per point)."""
+CAPACITY_TOL = 1e-6
+"""Relative width to which a capacity is resolved. A closed loop's requests in flight exceed
+its running requests by at least half an iteration's arrivals, a share ``0.5 / (OSL-1)`` of
+them (the wait for the iteration in flight, :func:`load_curve`), so a capacity resolved this
+finely never reads a client of ``C`` <= the running cap as saturated for outputs up to ~5e5
+tokens."""
+CAPACITY_ROUNDS = 8
+"""At most this many refinement rounds."""
+
+
+def refine_edge(
+    grid: np.ndarray, ok: np.ndarray, feasible: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """Loads to add to the increasing ``grid`` so that its last feasible point lies within
+    :data:`CAPACITY_TOL` of the feasibility edge (the capacity).
+
+    The edge lies between the last feasible grid point and the next (a 15% step on the
+    geometric grids of this module); a client at or past the capacity runs at it, so the step
+    would show as a false queue or a jump of tens of percent in TTFT. Each round evaluates
+    ``feasible`` on :data:`CAPACITY_REFINE` evenly spaced loads of the bracketing interval (the
+    interval's ends included as the first and last of the points it is given, so a rule that
+    compares a point with the one before sees its true neighbour) and keeps the sub-interval
+    where feasibility ends. One rule for every steady state (aggregated engines here,
+    disaggregated deployments in ``deployment.py``)."""
+    hits = np.flatnonzero(ok)
+    if not hits.size or hits[-1] + 1 >= grid.size:
+        return np.empty(0)
+    lo, hi = float(grid[hits[-1]]), float(grid[hits[-1] + 1])
+    added: list[np.ndarray] = []
+    for _ in range(CAPACITY_ROUNDS):
+        if hi - lo <= CAPACITY_TOL * hi:
+            break
+        pts = np.linspace(lo, hi, CAPACITY_REFINE + 2)
+        inner_ok = np.asarray(feasible(pts), dtype=bool)[1:-1]
+        inner = pts[1:-1]
+        added.append(inner)
+        last = np.flatnonzero(inner_ok)
+        if not last.size:
+            hi = float(inner[0])
+        else:
+            k = int(last[-1])
+            lo = float(inner[k])
+            hi = float(inner[k + 1]) if k + 1 < inner.size else hi
+    return np.concatenate(added) if added else np.empty(0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,6 +105,8 @@ class LoadCurve:
     """Per-rank steady state at each throughput ``x`` (requests/s) of the grid."""
 
     x: np.ndarray
+    decoding: np.ndarray
+    """Requests decoding (the curve's parameter ``n``)."""
     iteration_s: np.ndarray
     decode_only_s: np.ndarray
     own_prefill_s: np.ndarray
@@ -257,6 +309,7 @@ def load_curve(
     work: Workload,
     kv_tokens: float,
     x_grid: np.ndarray | None = None,
+    n_grid: np.ndarray | None = None,
 ) -> LoadCurve:
     """The steady state along a grid of decode batch sizes up to past the capacity.
 
@@ -265,13 +318,17 @@ def load_curve(
     iteration on average, so each grid point is one evaluation of the iteration time and
     ``x = n / ((OSL-1) T)``. The prompt tokens arrive as whole chunks (:func:`iteration_mix`),
     so ``T`` is the mean over prefill-carrying and decode-only iterations. With ``x_grid`` the
-    curve is resampled at those throughputs (interpolated along the monotone ``x(n)``)."""
+    curve is resampled at those throughputs (interpolated along the monotone ``x(n)``); with
+    ``n_grid`` it is evaluated at those decode batches (:func:`resolve_capacity`)."""
     isl, osl = work.input_len, work.output_len
     new_tokens = isl * (1.0 - work.prefix_hit)
     decode_steps = max(osl - 1.0, 1e-3)
     budget = float(eng.max_num_batched_tokens)
     cap_req = min(float(eng.max_num_seqs), kv_capacity_requests(kv_tokens, work, eng))
-    n = np.geomspace(1e-4, max(cap_req, 1.0) * 1.5, GRID)
+    if n_grid is None:
+        n = np.geomspace(1e-4, max(cap_req, 1.0) * 1.5, GRID)
+    else:
+        n = np.asarray(n_grid, dtype=float)
     ctx = np.full_like(n, isl + osl / 2.0)
     half = np.full_like(n, isl / 2.0)
     p = n * (new_tokens + _recompute_tokens(n, work, eng, kv_tokens)) / decode_steps
@@ -321,6 +378,7 @@ def load_curve(
     e2e = ttft + max(osl - 1.0, 0.0) * tpot
     return LoadCurve(
         x=x,
+        decoding=n,
         iteration_s=t,
         decode_only_s=dec_only,
         own_prefill_s=own,
@@ -337,6 +395,37 @@ def load_curve(
 def _last_feasible(curve: LoadCurve) -> int:
     ok = np.flatnonzero(curve.feasible)
     return int(ok[-1]) if ok.size else 0
+
+
+def resolve_capacity(
+    it: IterationModel, eng: EngineProfile, work: Workload, kv_tokens: float, curve: LoadCurve
+) -> LoadCurve:
+    """``curve`` (from :func:`load_curve` without ``x_grid``) with its capacity resolved:
+    decode batches added between its last feasible point and the next (:func:`refine_edge`)
+    until the last feasible one sits on the edge, where the running requests reach
+    ``max_num_seqs`` or the KV pages, the prompts fill the token budget, or the throughput
+    peaks. The points below the old top are kept, so the curve there is unchanged."""
+
+    def feasible(n: np.ndarray) -> np.ndarray:
+        return load_curve(it, eng, work, kv_tokens, n_grid=n).feasible
+
+    extra = refine_edge(curve.decoding, curve.feasible, feasible)
+    if not extra.size:
+        return curve
+    n = np.unique(np.concatenate([curve.decoding, extra]))
+    return load_curve(it, eng, work, kv_tokens, n_grid=n)
+
+
+def needs_capacity(
+    curve: LoadCurve, concurrency: float | None = None, rate: float | None = None
+) -> bool:
+    """Whether a client's operating point depends on where exactly the capacity lies: a closed
+    loop that keeps more requests in flight than the grid's top feasible point holds, and any
+    open loop (its M/D/c wait below the capacity is a function of ``rate / capacity``)."""
+    if rate is not None:
+        return True
+    top = _last_feasible(curve)
+    return float(concurrency or 0.0) > float(curve.x[top] * curve.e2e_s[top])
 
 
 def closed_loop(
