@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -421,7 +422,7 @@ def needs_capacity(
 ) -> bool:
     """Whether a client's operating point depends on where exactly the capacity lies: a closed
     loop that keeps more requests in flight than the grid's top feasible point holds, and any
-    open loop (its M/D/c wait below the capacity is a function of ``rate / capacity``)."""
+    open loop (its admission queue's slots are the running requests at the capacity)."""
     if rate is not None:
         return True
     top = _last_feasible(curve)
@@ -448,24 +449,94 @@ def closed_loop(
     return _point(curve, x, queue, saturated, kv_tokens, work)
 
 
+FINITE_RUN_SEED = 20261201
+"""Seed of the unit-rate Poisson arrivals of :func:`finite_run_wait` (fixed: the same
+arrivals at every rate, so the wait is deterministic and monotone in the rate)."""
+FINITE_RUN_REPLICATIONS = 16
+"""Benchmark runs averaged by :func:`finite_run_wait` (fewer for very long runs, see
+:data:`FINITE_RUN_ARRIVALS`)."""
+FINITE_RUN_ARRIVALS = 1 << 18
+"""At most this many simulated arrivals per call, over all replications."""
+
+
+@lru_cache(maxsize=8)
+def _unit_arrivals(num_requests: int) -> np.ndarray:
+    """Arrival times of ``num_requests`` requests of a unit-rate Poisson stream, one row per
+    replication (read-only: cached and shared by every rate)."""
+    reps = max(1, min(FINITE_RUN_REPLICATIONS, FINITE_RUN_ARRIVALS // max(num_requests, 1)))
+    rng = np.random.default_rng(FINITE_RUN_SEED)
+    a = np.cumsum(rng.exponential(size=(reps, num_requests)), axis=1)
+    a.setflags(write=False)
+    return a
+
+
+def _fifo_wait(arrivals: np.ndarray, servers: int, service_s: float) -> float:
+    """Mean wait of ``arrivals`` (rows of sorted times) at ``servers`` FIFO servers with the
+    deterministic service ``service_s``, starting empty.
+
+    With equal deterministic service, departures leave in arrival order, so request ``i``
+    takes the server that request ``i - c`` frees: ``s_i = max(a_i, s_{i-c} + S)`` (Kiefer &
+    Wolfowitz 1955, Ann. Math. Stat. 26(1), on the c-server FIFO queue). Each residue class
+    mod ``c`` is then a single-server Lindley recursion (Lindley 1952, Proc. Camb. Phil. Soc.
+    48(2)) whose solution from an empty start is ``s_k = k S + max_{j<=k} (a_j - j S)``: one
+    running maximum per class, O(N)."""
+    reps, n = arrivals.shape
+    if servers >= n or service_s <= 0.0:
+        return 0.0
+    rows = -(-n // servers)
+    pad = rows * servers - n
+    # Padding after the last arrival sits at the end of its class: it changes no real start.
+    a = np.concatenate([arrivals, np.repeat(arrivals[:, -1:], pad, axis=1)], axis=1)
+    a = a.reshape(reps, rows, servers)  # a[:, k, r] is request k * c + r
+    ks = (np.arange(rows, dtype=float) * service_s)[None, :, None]
+    start = ks + np.maximum.accumulate(a - ks, axis=1)
+    wait = (start - a).reshape(reps, rows * servers)[:, :n]
+    return float(np.maximum(wait, 0.0).mean())  # no rounding below zero
+
+
+def finite_run_wait(rate: float, servers: float, service_s: float, num_requests: int) -> float:
+    """Mean admission wait (s) of a benchmark of ``num_requests`` Poisson arrivals at ``rate``
+    requests/s to ``servers`` FIFO slots each held ``service_s``, the engine empty at the start.
+
+    Exact for that queue (:func:`_fifo_wait`), averaged over :data:`FINITE_RUN_REPLICATIONS`
+    runs of fixed arrivals scaled by ``1 / rate`` (common random numbers: a higher rate only
+    brings every arrival earlier, so the wait grows with it). It holds on both sides of the
+    capacity ``servers / service_s``: far below it, the steady-state M/D/c wait; past it, the
+    queue a run of N requests builds, ``N/2 (1/capacity - 1/rate)`` for large N, with no
+    jump between the two. A fractional slot count interpolates between its floor and ceiling."""
+    if num_requests < 1 or rate <= 0.0:
+        return 0.0
+    a = _unit_arrivals(int(num_requests)) / rate
+    c = max(float(servers), 1.0)
+    lo = int(np.floor(c))
+    frac = c - lo
+    w = _fifo_wait(a, lo, service_s)
+    if frac > 0.0:
+        w = (1.0 - frac) * w + frac * _fifo_wait(a, lo + 1, service_s)
+    return w
+
+
 def open_loop(
     curve: LoadCurve, rate: float, kv_tokens: float, work: Workload, num_requests: int
 ) -> OperatingPoint:
-    """Operating point under Poisson arrivals at ``rate`` requests/s on this rank. Below the
-    capacity the admission queue is an M/D/c queue (Sakasegawa 1977 approximation for the
-    waiting time with c = running slots); past it, a benchmark of ``num_requests`` requests
-    sees a queue that grows for the whole run: mean wait ``N/2 * (1/capacity - 1/rate)``."""
+    """Operating point under Poisson arrivals at ``rate`` requests/s on this rank, for a
+    benchmark of ``num_requests`` requests.
+
+    The admission queue: the servers are the slots the engine runs at its capacity (the
+    running requests there, ``c``). A request waits only while every slot is taken, and with
+    every slot taken the engine is in its capacity state, finishing ``capacity`` requests/s:
+    so each slot is held ``c / capacity`` (Little's law at the capacity), at every rate. (The
+    shorter hold of a lighter load, ``running(x) / x``, would let a full engine finish faster
+    than its capacity.) The queue's load is then ``rate / capacity``, and it saturates
+    exactly at the capacity. Its mean wait is the exact finite-run FIFO wait of
+    :func:`finite_run_wait` at every rate, below and past the capacity: one rule, continuous
+    and increasing in the rate. Past the capacity the engine serves the capacity."""
     top = _last_feasible(curve)
     cap = float(curve.x[top])
-    if rate < cap:
-        p = _point(curve, rate, 0.0, False, kv_tokens, work)
-        slots = max(p.running, 1.0)
-        rho = min(rate / cap, 0.999)
-        service = p.e2e_s
-        wait = rho ** (np.sqrt(2.0 * (slots + 1.0)) - 1.0) / (slots * (1.0 - rho)) * service * 0.5
-        return _point(curve, rate, float(wait), False, kv_tokens, work)
-    wait = num_requests / 2.0 * (1.0 / cap - 1.0 / rate)
-    return _point(curve, cap, max(wait, 0.0), True, kv_tokens, work)
+    slots = max(_point(curve, cap, 0.0, True, kv_tokens, work).running, 1.0)
+    wait = finite_run_wait(rate, slots, slots / cap, num_requests)
+    saturated = rate >= cap
+    return _point(curve, cap if saturated else rate, wait, saturated, kv_tokens, work)
 
 
 def _point(
