@@ -1,0 +1,29 @@
+"""`gpuscale infer --request-rate`: the open-loop wait through the real entry point."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def _option(gpuscale, *args: str) -> dict:
+    proc = gpuscale("infer", "llama3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", *args)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["options"][0]
+
+
+def test_request_rate_waits_more_past_the_capacity_without_a_jump(gpuscale) -> None:
+    cap = _option(gpuscale, "--request-rate", "100000", "--json")["requests_per_s"]
+    below, above = (
+        _option(gpuscale, "--request-rate", f"{f * cap:.6f}", "--json") for f in (0.99, 1.01)
+    )
+    assert not below["saturated"] and above["saturated"]
+    assert 0.0 < below["queue_wait_ms"] < above["queue_wait_ms"] < 3.0 * below["queue_wait_ms"]
+    assert above["requests_per_s"] == pytest.approx(cap, rel=1e-9)
+
+
+def test_bad_request_rate_is_one_line(gpuscale) -> None:
+    proc = gpuscale("infer", "llama3.1-8b", "--gpu", "h100-sxm", "--request-rate", "0")
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "--request-rate" in proc.stderr
