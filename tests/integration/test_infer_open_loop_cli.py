@@ -27,3 +27,12 @@ def test_bad_request_rate_is_one_line(gpuscale) -> None:
     proc = gpuscale("infer", "llama3.1-8b", "--gpu", "h100-sxm", "--request-rate", "0")
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "--request-rate" in proc.stderr
+
+
+def test_bad_num_requests_is_one_line(gpuscale) -> None:
+    for bad in ("0", "2000000"):
+        proc = gpuscale(
+            "infer", "llama3.1-8b", "--gpu", "h100-sxm", "--request-rate", "2", "--num-requests", bad
+        )  # fmt: skip
+        assert proc.returncode == 2, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and "--num-requests" in proc.stderr

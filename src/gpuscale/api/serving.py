@@ -100,6 +100,8 @@ MAX_SCHEDULER_SLOTS = 2**24
 """Upper bound on token budgets, running requests and held iterations: far above any engine's
 setting (TensorRT-LLM's default max_batch_size is 2,048, max_num_tokens 8,192), low enough that
 every value stays an exact float."""
+MAX_NUM_REQUESTS = 1_000_000
+"""Most requests in one benchmark run (the open-loop wait replays every arrival)."""
 
 ENGINE_OPTIONS: dict[str, EngineOption] = {
     "max_num_batched_tokens": EngineOption(kind=int, low=1, high=MAX_SCHEDULER_SLOTS),
@@ -256,6 +258,12 @@ def infer(
             f"--request-rate must be > 0, got {request_rate}",
             field="request_rate",
         )
+    # The open-loop wait replays the whole run (``steady_state.finite_run_wait``).
+    require(
+        1 <= num_requests <= MAX_NUM_REQUESTS,
+        f"--num-requests must be 1 to {MAX_NUM_REQUESTS:,}, got {num_requests}",
+        field="num_requests",
+    )
     require(0.0 <= prefix_hit < 1.0, "--prefix-hit must be in [0, 1)", field="prefix_hit")
     require(replicas >= 1, f"--replicas must be >= 1, got {replicas}", field="replicas")
     # The engine's scheduler defaults depend on the GPU it starts on (vLLM: smaller
