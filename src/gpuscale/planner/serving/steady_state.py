@@ -475,8 +475,9 @@ def _fifo_wait(arrivals: np.ndarray, servers: int, service_s: float) -> float:
     deterministic service ``service_s``, starting empty.
 
     With equal deterministic service, departures leave in arrival order, so request ``i``
-    takes the server that request ``i - c`` frees: ``s_i = max(a_i, s_{i-c} + S)`` (Kiefer &
-    Wolfowitz 1955, Ann. Math. Stat. 26(1), on the c-server FIFO queue). Each residue class
+    takes the server that request ``i - c`` frees: ``s_i = max(a_i, s_{i-c} + S)`` (the
+    Kiefer & Wolfowitz 1955 workload recursion of the c-server FIFO queue, Trans. Amer. Math.
+    Soc. 78(1), with equal service times). Each residue class
     mod ``c`` is then a single-server Lindley recursion (Lindley 1952, Proc. Camb. Phil. Soc.
     48(2)) whose solution from an empty start is ``s_k = k S + max_{j<=k} (a_j - j S)``: one
     running maximum per class, O(N)."""
