@@ -24,13 +24,14 @@ from gpuscale.planner.serving.cohort_sim import (
     BENCHMARK_ROUNDS,
     CohortResult,
     simulate_ranks,
-    weighted_quantile,
 )
 from gpuscale.planner.serving.steady_state import (
     GRID,
+    PERCENTILES,
     LoadCurve,
     OperatingPoint,
     PrefillCurve,
+    StartBurst,
     Workload,
     closed_loop,
     kv_capacity_requests,
@@ -38,6 +39,7 @@ from gpuscale.planner.serving.steady_state import (
     open_loop,
     percentiles,
     prefill_curve,
+    weighted_quantiles,
 )
 from gpuscale.specs import Cluster, ModelSpec
 
@@ -223,6 +225,8 @@ def predict_aggregated(
         notes.append("weights leave no room for one request's KV cache on this parallelism")
         kv_tokens = max(kv_tokens, work.input_len + work.output_len)
     curve = load_curve(it, eng, work, kv_tokens)
+    steady: OperatingPoint | None = None
+    burst: StartBurst | None = None
     if client.request_rate is not None:
         point = open_loop(curve, client.request_rate / ranks, kv_tokens, work, client.num_requests)
     else:
@@ -236,12 +240,16 @@ def predict_aggregated(
         if work.fixed:
             sim = simulate_ranks(it, eng, work, int(client.concurrency or 1), ranks, cap)
         if sim is None:
-            point = _with_start_burst(point, it, eng, work, client, ranks, cap)
+            steady = point
+            point, burst = _with_start_burst(point, it, eng, work, client, ranks, cap)
         if sim is not None:
             return _from_simulation(
                 sim, point, gpus, fits, mem_gib, kv_tokens, ranks, work, it, notes, eng
             )
-    return _prediction("aggregated", gpus, fits, mem_gib, kv_tokens, point, ranks, work, it, notes)
+    return _prediction(
+        "aggregated", gpus, fits, mem_gib, kv_tokens, point, ranks, work, it, notes,
+        steady=steady, burst=burst,
+    )  # fmt: skip
 
 
 def _with_start_burst(
@@ -252,8 +260,9 @@ def _with_start_burst(
     client: Client,
     ranks: int,
     cap: float,
-) -> OperatingPoint:
-    """The staggered steady state with the benchmark's first round put back into the mean TTFT.
+) -> tuple[OperatingPoint, StartBurst | None]:
+    """The staggered steady state with the benchmark's first round put back into the mean TTFT,
+    and that round (for the percentiles of the same mixture, :func:`steady_state.percentiles`).
 
     A closed-loop client starts its ``C`` workers at once on a drained engine (aiperf's
     concurrency phase issues credits with a zero interval, ``ArrivalPattern.CONCURRENCY_BURST``
@@ -263,17 +272,21 @@ def _with_start_burst(
     stagger the later rounds, but the first ``C`` of the ``num_requests`` measured requests
     arrive together: their TTFT is the burst's, simulated as one lockstep round at the mean
     lengths; the rest see the steady state. Mean TTFT = (C x burst + (N - C) x steady) / N,
-    with N from :func:`benchmark_rounds` (fixed lengths: :data:`BENCHMARK_ROUNDS` rounds)."""
+    with N from :func:`benchmark_rounds` (fixed lengths: :data:`BENCHMARK_ROUNDS` rounds). The
+    burst's requests get their first tokens as the token budget takes their prompts in (the
+    k-th of a split burst waits for the prompts before it): its TTFT distribution is the
+    simulated round's cohorts, each weighted by its requests."""
     conc = int(client.concurrency or 1)
     n = round(benchmark_rounds(work, client) * conc)
     fixed = dataclasses.replace(work, input_cv=0.0, output_cv=0.0)
     burst = simulate_ranks(it, eng, fixed, conc, ranks, cap, burst_only=True)
     if burst is None:
-        return point
+        return point, None
     burst_ttft = float(np.average(burst.ttft_s, weights=burst.weight))
     share = conc / n
     ttft = share * burst_ttft + (1.0 - share) * point.ttft_s
-    return dataclasses.replace(point, ttft_s=ttft, e2e_s=point.e2e_s + (ttft - point.ttft_s))
+    mixed = dataclasses.replace(point, ttft_s=ttft, e2e_s=point.e2e_s + (ttft - point.ttft_s))
+    return mixed, StartBurst(ttft_s=burst.ttft_s, weight=burst.weight, share=share)
 
 
 def _from_simulation(
@@ -291,11 +304,11 @@ def _from_simulation(
 ) -> Prediction:
     """A prediction from the cohort simulation of a closed-loop benchmark."""
     w = sim.weight
+    qs = np.array(PERCENTILES, dtype=float) / 100.0
     pct: dict[str, float] = {}
-    for q in (50, 90, 99):
-        pct[f"ttft_p{q}"] = weighted_quantile(sim.ttft_s, w, q / 100.0)
-        pct[f"tpot_p{q}"] = weighted_quantile(sim.tpot_s, w, q / 100.0)
-        pct[f"e2e_p{q}"] = weighted_quantile(sim.e2e_s, w, q / 100.0)
+    for name, values in (("ttft", sim.ttft_s), ("tpot", sim.tpot_s), ("e2e", sim.e2e_s)):
+        for q, v in zip(PERCENTILES, weighted_quantiles(values, w, qs), strict=True):
+            pct[f"{name}_p{q}"] = float(v)
     cap = min(float(eng.max_num_seqs), kv_capacity_requests(kv_tokens, work, eng))
     saturated = sim.mean_running >= 0.98 * cap
     if saturated:
@@ -343,9 +356,13 @@ def _prediction(
     work: Workload,
     it: IterationModel,
     notes: list[str],
+    steady: OperatingPoint | None = None,
+    burst: StartBurst | None = None,
 ) -> Prediction:
+    """``p`` gives the means; the percentiles are of ``steady`` (the point before a start
+    burst was mixed into ``p``'s mean TTFT) mixed with ``burst``, or of ``p`` alone."""
     rate_per_iteration = p.x * p.iteration_s
-    pct = percentiles(p, work, rate_per_iteration)
+    pct = percentiles(steady if steady is not None else p, work, rate_per_iteration, burst)
     if p.saturated:
         notes.append(
             "saturated: requests queue for a running slot or KV pages; the wait is in TTFT"

@@ -15,6 +15,7 @@ queue, and that wait is part of TTFT.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
@@ -414,25 +415,117 @@ def _point(
     )
 
 
-def percentiles(p: OperatingPoint, work: Workload, rate_per_iteration: float) -> dict[str, float]:
-    """p50/p90/p99 of TTFT, TPOT and e2e. TTFT spreads by where in the iteration in flight a
-    request lands (uniform over one iteration); a request's TPOT averages its OSL-1 iterations,
-    of which a Poisson number (mean = others' prompts arriving meanwhile) carry a prefill."""
-    out: dict[str, float] = {}
+PERCENTILES = (50, 90, 99)
+
+STEADY_LEVELS = 200
+"""Quantile levels at which the steady state's distribution is tabulated when a start burst is
+mixed in: the midpoints ``(j + 1/2) / 200`` (equal weights, read by :func:`weighted_quantiles`);
+TTFT is linear in the level but for the prompt-length term, so the table is exact to well
+under 0.1 %."""
+
+BURST_POINTS = 64
+"""Most points a start burst keeps for the end-to-end mixture (its TTFT quantiles at equal
+weights), which crosses each with the steady decode table; the TTFT mixture uses every cohort."""
+
+_LEVELS = (np.arange(STEADY_LEVELS) + 0.5) / STEADY_LEVELS
+_LEVEL_Z = np.array([NormalDist().inv_cdf(float(u)) for u in _LEVELS])  # once, at import
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StartBurst:
+    """A closed-loop benchmark's first round: ``share`` (C / N) of the measured requests arrive
+    together on a drained engine and wait ``ttft_s`` (weights ``weight``: requests per value)
+    for their first token instead of the steady state's TTFT; their decode is the steady
+    state's."""
+
+    ttft_s: np.ndarray
+    weight: np.ndarray
+    share: float
+
+
+def weighted_quantiles(values: np.ndarray, weights: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Quantiles ``q`` (in [0, 1]) of weighted values: each sorted value stands at the middle of
+    its weight's share of the total, linear in between, the extremes beyond (Hazen's rule,
+    Hyndman & Fan 1996, definition 5, with weights). The one rule for every percentile the
+    serving model reports."""
+    v = np.asarray(values, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    keep = w > 0.0
+    v, w = v[keep], w[keep]
+    order = np.argsort(v, kind="stable")
+    v, w = v[order], w[order]
+    cum = np.cumsum(w) - 0.5 * w
+    return np.interp(np.asarray(q, dtype=float) * w.sum(), cum, v)
+
+
+def _lognormal(cv: float, z: np.ndarray) -> np.ndarray:
+    """:func:`lognormal_factor` at every ``z``."""
+    if cv <= 0:
+        return np.ones_like(z)
+    s2 = float(np.log1p(cv * cv))
+    return np.exp(-s2 / 2.0 + np.sqrt(s2) * z)
+
+
+def _steady(
+    p: OperatingPoint, work: Workload, rate_per_iteration: float, u: np.ndarray, z: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(TTFT, TPOT, decode time = e2e - TTFT) of the steady state at quantile levels ``u``
+    (``z`` their standard-normal scores). TTFT spreads by where in the iteration in flight a
+    request lands (uniform over one iteration) and by its prompt length (own prefill
+    iterations in proportion, compute-bound); a request's TPOT averages its OSL-1 iterations,
+    of which a Poisson number (mean = others' prompts arriving meanwhile) carry a prefill. The
+    terms are taken at the same level (comonotone)."""
     steps = max(work.output_len - 1.0, 1.0)
     extra = max(p.own_prefill_s - p.decode_only_s, 0.0)
     m = max(rate_per_iteration * steps, 0.0)
-    for q, z in Z.items():
-        # Longer prompts take proportionally longer own prefill iterations (compute-bound).
-        own = p.own_prefill_s * p.prefill_iterations
-        ttft = p.ttft_s - 0.5 * p.iteration_s + (q / 100.0) * p.iteration_s
-        ttft += own * (lognormal_factor(work.input_cv, z) - 1.0)
-        mixed = max(m + z * np.sqrt(m), 0.0) if m > 0 else 0.0
-        tpot = p.decode_only_s + mixed * extra / steps if m > 0 else p.tpot_s
-        tpot = max(tpot, p.decode_only_s) if q > 50 else tpot
-        out[f"ttft_p{q}"] = ttft
-        out[f"tpot_p{q}"] = tpot
-        out[f"e2e_p{q}"] = ttft + max(steps * lognormal_factor(work.output_cv, z), 0.0) * tpot
+    own = p.own_prefill_s * p.prefill_iterations
+    ttft = p.ttft_s + (u - 0.5) * p.iteration_s + own * (_lognormal(work.input_cv, z) - 1.0)
+    if m > 0:
+        tpot = p.decode_only_s + np.maximum(m + z * np.sqrt(m), 0.0) * extra / steps
+    else:
+        tpot = np.full_like(u, p.tpot_s)
+    tpot = np.where(u > 0.5, np.maximum(tpot, p.decode_only_s), tpot)
+    decode = np.maximum(steps * _lognormal(work.output_cv, z), 0.0) * tpot
+    return ttft, tpot, decode
+
+
+def percentiles(
+    p: OperatingPoint,
+    work: Workload,
+    rate_per_iteration: float,
+    burst: StartBurst | None = None,
+) -> dict[str, float]:
+    """p50/p90/p99 of TTFT, TPOT and e2e of the steady state at ``p`` (:func:`_steady`), or,
+    with a ``burst``, of the benchmark's mixture that the mean TTFT also counts: ``share`` of
+    the requests at the burst's TTFT, the rest at the steady state's (:func:`weighted_quantiles`
+    over both). A burst request's e2e is its burst TTFT plus a steady decode time (independent);
+    TPOT is the steady state's for every request."""
+    qs = np.array(PERCENTILES, dtype=float) / 100.0
+    z = np.array([Z[q] for q in PERCENTILES])
+    ttft, tpot, decode = _steady(p, work, rate_per_iteration, qs, z)
+    e2e = ttft + decode
+    if burst is not None and burst.share > 0.0:
+        share = min(burst.share, 1.0)
+        s_ttft, _, s_dec = _steady(p, work, rate_per_iteration, _LEVELS, _LEVEL_Z)
+        s_w = np.full(STEADY_LEVELS, (1.0 - share) / STEADY_LEVELS)
+        b_w = share * burst.weight / burst.weight.sum()
+        ttft = weighted_quantiles(
+            np.concatenate([s_ttft, burst.ttft_s]), np.concatenate([s_w, b_w]), qs
+        )
+        b_t = burst.ttft_s
+        if b_t.size > BURST_POINTS:
+            b_t = weighted_quantiles(b_t, b_w, (np.arange(BURST_POINTS) + 0.5) / BURST_POINTS)
+            b_w = np.full(BURST_POINTS, share / BURST_POINTS)
+        cross = (b_t[:, None] + s_dec[None, :]).ravel()
+        cross_w = np.repeat(b_w / STEADY_LEVELS, STEADY_LEVELS)
+        e2e = weighted_quantiles(
+            np.concatenate([s_ttft + s_dec, cross]), np.concatenate([s_w, cross_w]), qs
+        )
+    out: dict[str, float] = {}
+    for i, q in enumerate(PERCENTILES):
+        out[f"ttft_p{q}"] = float(ttft[i])
+        out[f"tpot_p{q}"] = float(tpot[i])
+        out[f"e2e_p{q}"] = float(e2e[i])
     return out
 
 
