@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Literal
 
 import numpy as np
 
@@ -417,18 +418,24 @@ def _point(
 
 PERCENTILES = (50, 90, 99)
 
-STEADY_LEVELS = 200
-"""Quantile levels at which the steady state's distribution is tabulated when a start burst is
-mixed in: the midpoints ``(j + 1/2) / 200`` (equal weights, read by :func:`weighted_quantiles`);
-TTFT is linear in the level but for the prompt-length term, so the table is exact to well
-under 0.1 %."""
+STEADY_LEVELS = 1000
+"""The steady state's distribution is tabulated at the levels ``j / 1000`` (``j = 1..999``)
+when a start burst is mixed in: p50, p90 and p99 are table points, and its CDF is linear in
+between (TTFT is linear in the level but for the prompt-length term)."""
 
-BURST_POINTS = 64
-"""Most points a start burst keeps for the end-to-end mixture (its TTFT quantiles at equal
-weights), which crosses each with the steady decode table; the TTFT mixture uses every cohort."""
+BURST_POINTS = 16
+"""Most points of a start burst's TTFT the end-to-end mixture crosses with the steady decode
+table (its quantiles at equal weights); the TTFT mixture keeps every cohort."""
 
-_LEVELS = (np.arange(STEADY_LEVELS) + 0.5) / STEADY_LEVELS
+E2E_GRID = 200
+"""Evenly spaced points at which the end-to-end mixture's CDF is evaluated, besides every
+fifth level of the steady table (which holds p50, p90 and p99)."""
+
+_LEVELS = np.arange(1, STEADY_LEVELS) / STEADY_LEVELS
 _LEVEL_Z = np.array([NormalDist().inv_cdf(float(u)) for u in _LEVELS])  # once, at import
+# The table as a CDF: all mass between its first and last points (the 0.1 % beyond each end is
+# folded in), so a gap above the steady state stays a gap.
+_CDF_LEVELS = np.concatenate([[0.0], _LEVELS[1:-1], [1.0]])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -443,19 +450,69 @@ class StartBurst:
     share: float
 
 
+def quantiles_of_cdf(x: np.ndarray, cdf: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``inf {x : F(x) >= q}`` for a CDF tabulated at sorted ``x`` (``cdf`` nondecreasing),
+    linear between points; an atom is a jump, two points at one ``x``. The one rule for every
+    percentile the serving model reports: on weighted samples it is the inverse of their
+    empirical CDF (Hyndman & Fan 1996, definition 1), so a cohort of identical requests gives
+    its own value, as a benchmark's percentile over its requests does; on a tabulated
+    continuous distribution it is exact at the table's levels. A tie (``q`` exactly the mass
+    up to a value, e.g. p90 with a burst of 10 %) takes the lower value, as that inverse does."""
+    qq = np.asarray(q, dtype=float) * cdf[-1] * (1.0 - 1e-12)
+    i = np.clip(np.searchsorted(cdf, qq, side="left"), 1, len(cdf) - 1)
+    f0, f1 = cdf[i - 1], cdf[i]
+    t = np.clip(np.where(f1 > f0, (qq - f0) / np.where(f1 > f0, f1 - f0, 1.0), 1.0), 0.0, 1.0)
+    return x[i - 1] + t * (x[i] - x[i - 1])
+
+
 def weighted_quantiles(values: np.ndarray, weights: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Quantiles ``q`` (in [0, 1]) of weighted values: each sorted value stands at the middle of
-    its weight's share of the total, linear in between, the extremes beyond (Hazen's rule,
-    Hyndman & Fan 1996, definition 5, with weights). The one rule for every percentile the
-    serving model reports."""
+    """Quantiles ``q`` (in [0, 1]) of weighted values by :func:`quantiles_of_cdf`."""
     v = np.asarray(values, dtype=float)
     w = np.asarray(weights, dtype=float)
     keep = w > 0.0
-    v, w = v[keep], w[keep]
-    order = np.argsort(v, kind="stable")
-    v, w = v[order], w[order]
-    cum = np.cumsum(w) - 0.5 * w
-    return np.interp(np.asarray(q, dtype=float) * w.sum(), cum, v)
+    order = np.argsort(v[keep], kind="stable")
+    v, w = v[keep][order], w[keep][order]
+    cum = np.cumsum(w)
+    # each value is a jump from the mass below it to the mass up to it
+    return quantiles_of_cdf(np.repeat(v, 2), np.stack([cum - w, cum], axis=1).ravel(), q)
+
+
+def _atoms_cdf(
+    atoms: np.ndarray, weights: np.ndarray, x: np.ndarray, side: Literal["left", "right"]
+) -> np.ndarray:
+    """Mass of sorted ``atoms`` at or below ``x`` (``side="right"``) or below it ("left")."""
+    cum = np.concatenate([[0.0], np.cumsum(weights)])
+    return cum[np.searchsorted(atoms, x, side=side)]
+
+
+def _burst_ttft_cdf(
+    steady: np.ndarray, share: float, atoms: np.ndarray, weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(x, CDF) of TTFT: ``1 - share`` of the requests at the steady quantiles ``steady`` (at
+    :data:`_LEVELS`), ``share`` at the burst's sorted ``atoms`` (weights summing to one)."""
+    n = len(atoms)
+    x = np.concatenate([steady, atoms, atoms])
+    right = np.concatenate([np.ones(len(steady), bool), np.zeros(n, bool), np.ones(n, bool)])
+    order = np.lexsort((right, x))  # by x; at an atom its left limit first
+    x, right = x[order], right[order]
+    burst = np.where(
+        right, _atoms_cdf(atoms, weights, x, "right"), _atoms_cdf(atoms, weights, x, "left")
+    )
+    return x, (1.0 - share) * np.interp(x, steady, _CDF_LEVELS, 0.0, 1.0) + share * burst
+
+
+def _burst_e2e_cdf(
+    steady: np.ndarray, decode: np.ndarray, share: float, atoms: np.ndarray, weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(x, CDF) of e2e: ``1 - share`` at the steady quantiles ``steady``, ``share`` at a burst
+    TTFT (``atoms``) plus an independent steady decode time (quantiles ``decode``)."""
+    lo = min(float(steady[0]), float(atoms[0] + decode[0]))
+    hi = max(float(steady[-1]), float(atoms[-1] + decode[-1]))
+    x = np.unique(np.concatenate([steady[4::5], np.linspace(lo, hi, E2E_GRID)]))
+    shifted = x[None, :] - atoms[:, None]
+    cdf = np.interp(shifted.ravel(), decode, _CDF_LEVELS, 0.0, 1.0).reshape(shifted.shape)
+    burst = weights @ cdf
+    return x, (1.0 - share) * np.interp(x, steady, _CDF_LEVELS, 0.0, 1.0) + share * burst
 
 
 def _lognormal(cv: float, z: np.ndarray) -> np.ndarray:
@@ -497,8 +554,8 @@ def percentiles(
 ) -> dict[str, float]:
     """p50/p90/p99 of TTFT, TPOT and e2e of the steady state at ``p`` (:func:`_steady`), or,
     with a ``burst``, of the benchmark's mixture that the mean TTFT also counts: ``share`` of
-    the requests at the burst's TTFT, the rest at the steady state's (:func:`weighted_quantiles`
-    over both). A burst request's e2e is its burst TTFT plus a steady decode time (independent);
+    the requests at the burst's TTFT, the rest at the steady state's (:func:`quantiles_of_cdf`
+    of their mixture). A burst request's e2e is its burst TTFT plus a steady decode time (independent);
     TPOT is the steady state's for every request."""
     qs = np.array(PERCENTILES, dtype=float) / 100.0
     z = np.array([Z[q] for q in PERCENTILES])
@@ -507,20 +564,15 @@ def percentiles(
     if burst is not None and burst.share > 0.0:
         share = min(burst.share, 1.0)
         s_ttft, _, s_dec = _steady(p, work, rate_per_iteration, _LEVELS, _LEVEL_Z)
-        s_w = np.full(STEADY_LEVELS, (1.0 - share) / STEADY_LEVELS)
-        b_w = share * burst.weight / burst.weight.sum()
-        ttft = weighted_quantiles(
-            np.concatenate([s_ttft, burst.ttft_s]), np.concatenate([s_w, b_w]), qs
-        )
-        b_t = burst.ttft_s
-        if b_t.size > BURST_POINTS:
-            b_t = weighted_quantiles(b_t, b_w, (np.arange(BURST_POINTS) + 0.5) / BURST_POINTS)
-            b_w = np.full(BURST_POINTS, share / BURST_POINTS)
-        cross = (b_t[:, None] + s_dec[None, :]).ravel()
-        cross_w = np.repeat(b_w / STEADY_LEVELS, STEADY_LEVELS)
-        e2e = weighted_quantiles(
-            np.concatenate([s_ttft + s_dec, cross]), np.concatenate([s_w, cross_w]), qs
-        )
+        order = np.argsort(burst.ttft_s, kind="stable")
+        atoms = np.asarray(burst.ttft_s, dtype=float)[order]
+        w = np.asarray(burst.weight, dtype=float)[order]
+        w = w / w.sum()
+        ttft = quantiles_of_cdf(*_burst_ttft_cdf(s_ttft, share, atoms, w), qs)
+        if atoms.size > BURST_POINTS:
+            atoms = weighted_quantiles(atoms, w, (np.arange(BURST_POINTS) + 0.5) / BURST_POINTS)
+            w = np.full(BURST_POINTS, 1.0 / BURST_POINTS)
+        e2e = quantiles_of_cdf(*_burst_e2e_cdf(s_ttft + s_dec, s_dec, share, atoms, w), qs)
     out: dict[str, float] = {}
     for i, q in enumerate(PERCENTILES):
         out[f"ttft_p{q}"] = float(ttft[i])
