@@ -431,11 +431,11 @@ E2E_GRID = 200
 """Evenly spaced points at which the end-to-end mixture's CDF is evaluated, besides every
 fifth level of the steady table (which holds p50, p90 and p99)."""
 
-_LEVELS = np.arange(1, STEADY_LEVELS) / STEADY_LEVELS
-_LEVEL_Z = np.array([NormalDist().inv_cdf(float(u)) for u in _LEVELS])  # once, at import
+LEVELS = np.arange(1, STEADY_LEVELS) / STEADY_LEVELS
+_LEVEL_Z = np.array([NormalDist().inv_cdf(float(u)) for u in LEVELS])  # once, at import
 # The table as a CDF: all mass between its first and last points (the 0.1 % beyond each end is
 # folded in), so a gap above the steady state stays a gap.
-_CDF_LEVELS = np.concatenate([[0.0], _LEVELS[1:-1], [1.0]])
+_CDF_LEVELS = np.concatenate([[0.0], LEVELS[1:-1], [1.0]])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -489,7 +489,7 @@ def _burst_ttft_cdf(
     steady: np.ndarray, share: float, atoms: np.ndarray, weights: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """(x, CDF) of TTFT: ``1 - share`` of the requests at the steady quantiles ``steady`` (at
-    :data:`_LEVELS`), ``share`` at the burst's sorted ``atoms`` (weights summing to one)."""
+    :data:`LEVELS`), ``share`` at the burst's sorted ``atoms`` (weights summing to one)."""
     n = len(atoms)
     x = np.concatenate([steady, atoms, atoms])
     right = np.concatenate([np.ones(len(steady), bool), np.zeros(n, bool), np.ones(n, bool)])
@@ -546,6 +546,25 @@ def _steady(
     return ttft, tpot, decode
 
 
+def burst_mixture_quantiles(
+    ttft: np.ndarray, decode: np.ndarray, burst: StartBurst, q: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Quantiles ``q`` of TTFT and e2e of a run whose steady requests have TTFT ``ttft`` and
+    decode time ``decode`` (tables at :data:`LEVELS`, taken at the same level) and whose
+    first ``burst.share`` of requests wait the burst's TTFT, then decode like the others."""
+    share = min(burst.share, 1.0)
+    order = np.argsort(burst.ttft_s, kind="stable")
+    atoms = np.asarray(burst.ttft_s, dtype=float)[order]
+    w = np.asarray(burst.weight, dtype=float)[order]
+    w = w / w.sum()
+    ttft_q = quantiles_of_cdf(*_burst_ttft_cdf(ttft, share, atoms, w), q)
+    if atoms.size > BURST_POINTS:
+        atoms = weighted_quantiles(atoms, w, (np.arange(BURST_POINTS) + 0.5) / BURST_POINTS)
+        w = np.full(BURST_POINTS, 1.0 / BURST_POINTS)
+    e2e_q = quantiles_of_cdf(*_burst_e2e_cdf(ttft + decode, decode, share, atoms, w), q)
+    return ttft_q, e2e_q
+
+
 def percentiles(
     p: OperatingPoint,
     work: Workload,
@@ -562,17 +581,8 @@ def percentiles(
     ttft, tpot, decode = _steady(p, work, rate_per_iteration, qs, z)
     e2e = ttft + decode
     if burst is not None and burst.share > 0.0:
-        share = min(burst.share, 1.0)
-        s_ttft, _, s_dec = _steady(p, work, rate_per_iteration, _LEVELS, _LEVEL_Z)
-        order = np.argsort(burst.ttft_s, kind="stable")
-        atoms = np.asarray(burst.ttft_s, dtype=float)[order]
-        w = np.asarray(burst.weight, dtype=float)[order]
-        w = w / w.sum()
-        ttft = quantiles_of_cdf(*_burst_ttft_cdf(s_ttft, share, atoms, w), qs)
-        if atoms.size > BURST_POINTS:
-            atoms = weighted_quantiles(atoms, w, (np.arange(BURST_POINTS) + 0.5) / BURST_POINTS)
-            w = np.full(BURST_POINTS, 1.0 / BURST_POINTS)
-        e2e = quantiles_of_cdf(*_burst_e2e_cdf(s_ttft + s_dec, s_dec, share, atoms, w), qs)
+        s_ttft, _, s_dec = _steady(p, work, rate_per_iteration, LEVELS, _LEVEL_Z)
+        ttft, e2e = burst_mixture_quantiles(s_ttft, s_dec, burst, qs)
     out: dict[str, float] = {}
     for i, q in enumerate(PERCENTILES):
         out[f"ttft_p{q}"] = float(ttft[i])
