@@ -17,7 +17,12 @@ from gpuscale.costmodel.profile import load_profile
 from gpuscale.costmodel.serving.formats import weight_format
 from gpuscale.costmodel.serving.iteration import Parallelism
 from gpuscale.planner.serving import deployment
-from gpuscale.planner.serving.deployment import _iteration_model, kv_pool
+from gpuscale.planner.serving.deployment import (
+    _iteration_model,
+    kv_pool,
+    prefill_burst_s,
+    prefill_burst_waits,
+)
 from gpuscale.planner.serving.search import _p99
 from gpuscale.planner.serving.steady_state import (
     OperatingPoint,
@@ -191,3 +196,65 @@ def test_search_p99_is_the_steady_state_p99(eng_name: str) -> None:
         pct = percentiles(p, work, p.x * p.iteration_s)
         assert pct["ttft_p99"] == pytest.approx(c.ttft_s[i] + 0.49 * c.iteration_s[i], rel=1e-9)
         assert pct["tpot_p99"] == pytest.approx(tpot99[i], rel=1e-9)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    conc=st.integers(min_value=1, max_value=2048),
+    ranks=st.integers(min_value=1, max_value=16),
+    cap=st.floats(min_value=0.05, max_value=1e3),
+    per=st.integers(min_value=1, max_value=16),
+)
+def test_prefill_burst_waits_average_to_the_mean_burst(
+    conc: int, ranks: int, cap: float, per: int
+) -> None:
+    # Request by request, the disaggregated start-up burst has the mean prefill_burst_s adds
+    # (one round of N / C: its share).
+    waits = prefill_burst_waits(conc, ranks, cap, per)
+    mean = prefill_burst_s(conc, ranks, cap, rounds=1.0, per_iteration=per)
+    if waits is None:
+        assert mean == 0.0
+        return
+    w, n = waits
+    assert n.sum() == pytest.approx(conc / ranks)
+    assert np.average(w, weights=n) == pytest.approx(mean, rel=1e-9, abs=1e-12)
+    assert np.all(np.diff(w) >= 0) and w[0] >= 0
+
+
+def _disagg(conc: int, n: int, cv: float = 0.1) -> dict:
+    return infer(
+        "llama3.1-70b",
+        gpu="h200-sxm",
+        engine="tensorrt-llm",
+        weights="fp8",
+        input_len=4096,
+        output_len=256,
+        input_cv=cv,
+        output_cv=cv,
+        concurrency=conc,
+        num_requests=n,
+        prefill_workers=1,
+        prefill_tp=2,
+        decode_workers=1,
+        decode_tp=4,
+    ).to_dict()["options"][0]
+
+
+def test_disaggregated_p99_carries_the_prefill_burst() -> None:
+    # 8 prompts at once on one prefill worker that takes two 4k prompts per iteration: the
+    # last pair waits for three iterations before it, and with N = 10 C the p99 falls inside
+    # the burst; the mean is the same mixture's (a tenth of the burst's waits).
+    o = _disagg(8, 80)
+    assert any("start-up burst" in x for x in o["notes"]) and not o["saturated"]
+    assert o["ttft_ms_p50"] <= o["ttft_ms_p90"] <= o["ttft_ms_p99"]
+    assert o["e2e_s_p50"] <= o["e2e_s_p90"] <= o["e2e_s_p99"]
+    assert o["ttft_ms_p50"] < o["ttft_ms"] < o["ttft_ms_p99"] / 2.0
+    # N >> C: the steady spread (one prefill iteration) around the steady mean
+    many = _disagg(8, 8 * 100_000)
+    assert many["ttft_ms_p50"] == pytest.approx(many["ttft_ms"], rel=1e-3)
+    assert many["ttft_ms_p99"] < o["ttft_ms_p99"] / 2.0
+    # the burst's mean is unchanged: its share times its mean wait, as before
+    assert o["ttft_ms"] - many["ttft_ms"] == pytest.approx(
+        float(next(x for x in o["notes"] if "start-up burst" in x).split("+")[1].split()[0]),
+        abs=1.0,
+    )

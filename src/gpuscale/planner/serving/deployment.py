@@ -27,18 +27,21 @@ from gpuscale.planner.serving.cohort_sim import (
 )
 from gpuscale.planner.serving.steady_state import (
     GRID,
+    LEVELS,
     PERCENTILES,
     LoadCurve,
     OperatingPoint,
     PrefillCurve,
     StartBurst,
     Workload,
+    burst_mixture_quantiles,
     closed_loop,
     kv_capacity_requests,
     load_curve,
     open_loop,
     percentiles,
     prefill_curve,
+    steady_tables,
     weighted_quantiles,
 )
 from gpuscale.specs import Cluster, ModelSpec
@@ -496,6 +499,25 @@ def prefill_burst_s(
     return max(done - 1.0 / capacity_per_rank, 0.0) / max(rounds, 1.0)
 
 
+def prefill_burst_waits(
+    concurrency: float, ranks: int, capacity_per_rank: float, per_iteration: float = 1.0
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """What each request of the start-up burst waits beyond its own prefill at its prefill
+    rank (:func:`prefill_burst_s` request by request): iteration ``j`` of ``k`` prompts ends at
+    ``j k / capacity``, the last one holding the remainder; (waits, requests per wait) on one
+    rank (every rank holds the same share), or None where :func:`prefill_burst_s` adds nothing."""
+    if capacity_per_rank <= 0.0 or not np.isfinite(capacity_per_rank) or ranks <= 0:
+        return None
+    n = concurrency / ranks
+    if n <= 1.0:
+        return None
+    k = float(max(int(per_iteration), 1))
+    full = int(np.ceil(n / k)) - 1
+    done = np.append(np.arange(1, full + 1) * k, n) / capacity_per_rank
+    count = np.append(np.full(full, k), n - full * k)
+    return np.maximum(done - 1.0 / capacity_per_rank, 0.0), count
+
+
 def benchmark_rounds(work: Workload, client: Client) -> float:
     """Rounds of ``concurrency`` requests a closed-loop benchmark measures, the burst included.
 
@@ -605,6 +627,8 @@ def predict_disaggregated(
     top = int(idx[-1])
     idx = idx[idx <= top]
     burst = 0.0
+    rounds = 1.0
+    waits: tuple[np.ndarray, np.ndarray] | None = None
     if client.request_rate is not None:
         rate = float(client.request_rate)
         x = min(rate, float(x_total[top]))
@@ -619,13 +643,10 @@ def predict_disaggregated(
             x = float(x_total[top])
             queue = conc / x - float(e2e[top])
         new_tokens = max(work.input_len * (1.0 - work.prefix_hit), 1.0)
-        burst = prefill_burst_s(
-            conc,
-            prefill.ranks,
-            pc.capacity,
-            benchmark_rounds(work, client),
-            per_iteration=eng_p.max_num_batched_tokens // new_tokens,
-        )
+        rounds = benchmark_rounds(work, client)
+        per_iteration = eng_p.max_num_batched_tokens // new_tokens
+        burst = prefill_burst_s(conc, prefill.ranks, pc.capacity, rounds, per_iteration)
+        waits = prefill_burst_waits(conc, prefill.ranks, pc.capacity, per_iteration)
         if burst > 0.0:
             notes.append(f"start-up burst at the prefill workers: +{burst * 1e3:.0f} ms mean TTFT")
 
@@ -671,7 +692,22 @@ def predict_disaggregated(
     )
     pct = dict(pred.pct)
     spread = at(pc.iteration_s)
-    for q in (50, 90, 99):
+    for q in PERCENTILES:
         pct[f"ttft_p{q}"] = t_ttft - 0.5 * spread + q / 100.0 * spread
         pct[f"e2e_p{q}"] = pct[f"ttft_p{q}"] + steps * pct[f"tpot_p{q}"]
+    if waits is not None and burst > 0.0:
+        # The burst is in the mean above; the percentiles are of the same mixture: 1 - 1/rounds
+        # of the requests around the steady TTFT, 1/rounds after their burst waits.
+        steady = t_ttft - burst
+        _, tpot_table, _ = steady_tables(point, work, point.x * point.iteration_s)
+        mix = StartBurst(ttft_s=steady + waits[0], weight=waits[1], share=1.0 / max(rounds, 1.0))
+        ttft_q, e2e_q = burst_mixture_quantiles(
+            steady + (LEVELS - 0.5) * spread,
+            steps * tpot_table,
+            mix,
+            np.array(PERCENTILES, dtype=float) / 100.0,
+        )
+        for i, q in enumerate(PERCENTILES):
+            pct[f"ttft_p{q}"] = float(ttft_q[i])
+            pct[f"e2e_p{q}"] = float(e2e_q[i])
     return Prediction(**{**{f: getattr(pred, f) for f in pred.__slots__}, "pct": pct})

@@ -546,6 +546,13 @@ def _steady(
     return ttft, tpot, decode
 
 
+def steady_tables(
+    p: OperatingPoint, work: Workload, rate_per_iteration: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(TTFT, TPOT, decode time) of the steady state at :data:`LEVELS` (:func:`_steady`)."""
+    return _steady(p, work, rate_per_iteration, LEVELS, _LEVEL_Z)
+
+
 def burst_mixture_quantiles(
     ttft: np.ndarray, decode: np.ndarray, burst: StartBurst, q: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -581,7 +588,7 @@ def percentiles(
     ttft, tpot, decode = _steady(p, work, rate_per_iteration, qs, z)
     e2e = ttft + decode
     if burst is not None and burst.share > 0.0:
-        s_ttft, _, s_dec = _steady(p, work, rate_per_iteration, LEVELS, _LEVEL_Z)
+        s_ttft, _, s_dec = steady_tables(p, work, rate_per_iteration)
         ttft, e2e = burst_mixture_quantiles(s_ttft, s_dec, burst, qs)
     out: dict[str, float] = {}
     for i, q in enumerate(PERCENTILES):
