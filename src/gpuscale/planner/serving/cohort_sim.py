@@ -22,7 +22,7 @@ import numpy as np
 
 from gpuscale.catalog.serving_engines import EngineProfile
 from gpuscale.costmodel.serving.iteration import IterationModel
-from gpuscale.planner.serving.steady_state import Workload
+from gpuscale.planner.serving.steady_state import Workload, weighted_quantiles
 
 BENCHMARK_ROUNDS = 20
 """Rounds of ``concurrency`` requests a closed-loop benchmark measures: AIConfigurator's runs
@@ -390,7 +390,6 @@ def _merge(cohorts: list[_Cohort]) -> None:
 
 
 def weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
-    order = np.argsort(values)
-    v, w = values[order], weights[order]
-    cum = np.cumsum(w) - 0.5 * w
-    return float(np.interp(q * w.sum(), cum, v))
+    """One quantile by :func:`steady_state.weighted_quantiles` (the rule every reported
+    percentile uses)."""
+    return float(weighted_quantiles(values, weights, np.array([q]))[0])

@@ -24,14 +24,17 @@ from gpuscale.planner.serving.cohort_sim import (
     BENCHMARK_ROUNDS,
     CohortResult,
     simulate_ranks,
-    weighted_quantile,
 )
 from gpuscale.planner.serving.steady_state import (
     GRID,
+    LEVELS,
+    PERCENTILES,
     LoadCurve,
     OperatingPoint,
     PrefillCurve,
+    StartBurst,
     Workload,
+    burst_mixture_quantiles,
     closed_loop,
     kv_capacity_requests,
     load_curve,
@@ -41,6 +44,8 @@ from gpuscale.planner.serving.steady_state import (
     prefill_curve,
     refine_edge,
     resolve_capacity,
+    steady_tables,
+    weighted_quantiles,
 )
 from gpuscale.specs import Cluster, ModelSpec
 
@@ -230,10 +235,11 @@ def predict_aggregated(
     rate = None if client.request_rate is None else client.request_rate / ranks
     if needs_capacity(curve, conc, rate):
         curve = resolve_capacity(it, eng, work, kv_tokens, curve)
+    steady: OperatingPoint | None = None
+    burst: StartBurst | None = None
     if client.request_rate is not None:
-        point = open_loop(curve, client.request_rate / ranks, kv_tokens, work, client.num_requests)
+        point = open_loop(curve, rate, kv_tokens, work, client.num_requests)
     else:
-        conc = float(client.concurrency or 1) / ranks
         point = closed_loop(curve, conc, kv_tokens, work)
         sim = None
         cap = kv_capacity_requests(kv_tokens, work, eng)
@@ -243,12 +249,16 @@ def predict_aggregated(
         if work.fixed:
             sim = simulate_ranks(it, eng, work, int(client.concurrency or 1), ranks, cap)
         if sim is None:
-            point = _with_start_burst(point, it, eng, work, client, ranks, cap)
+            steady = point
+            point, burst = _with_start_burst(point, it, eng, work, client, ranks, cap)
         if sim is not None:
             return _from_simulation(
                 sim, point, gpus, fits, mem_gib, kv_tokens, ranks, work, it, notes, eng
             )
-    return _prediction("aggregated", gpus, fits, mem_gib, kv_tokens, point, ranks, work, it, notes)
+    return _prediction(
+        "aggregated", gpus, fits, mem_gib, kv_tokens, point, ranks, work, it, notes,
+        steady=steady, burst=burst,
+    )  # fmt: skip
 
 
 def _with_start_burst(
@@ -259,8 +269,9 @@ def _with_start_burst(
     client: Client,
     ranks: int,
     cap: float,
-) -> OperatingPoint:
-    """The staggered steady state with the benchmark's first round put back into the mean TTFT.
+) -> tuple[OperatingPoint, StartBurst | None]:
+    """The staggered steady state with the benchmark's first round put back into the mean TTFT,
+    and that round (for the percentiles of the same mixture, :func:`steady_state.percentiles`).
 
     A closed-loop client starts its ``C`` workers at once on a drained engine (aiperf's
     concurrency phase issues credits with a zero interval, ``ArrivalPattern.CONCURRENCY_BURST``
@@ -270,17 +281,21 @@ def _with_start_burst(
     stagger the later rounds, but the first ``C`` of the ``num_requests`` measured requests
     arrive together: their TTFT is the burst's, simulated as one lockstep round at the mean
     lengths; the rest see the steady state. Mean TTFT = (C x burst + (N - C) x steady) / N,
-    with N from :func:`benchmark_rounds` (fixed lengths: :data:`BENCHMARK_ROUNDS` rounds)."""
+    with N from :func:`benchmark_rounds` (fixed lengths: :data:`BENCHMARK_ROUNDS` rounds). The
+    burst's requests get their first tokens as the token budget takes their prompts in (the
+    k-th of a split burst waits for the prompts before it): its TTFT distribution is the
+    simulated round's cohorts, each weighted by its requests."""
     conc = int(client.concurrency or 1)
     n = round(benchmark_rounds(work, client) * conc)
     fixed = dataclasses.replace(work, input_cv=0.0, output_cv=0.0)
     burst = simulate_ranks(it, eng, fixed, conc, ranks, cap, burst_only=True)
     if burst is None:
-        return point
+        return point, None
     burst_ttft = float(np.average(burst.ttft_s, weights=burst.weight))
     share = conc / n
     ttft = share * burst_ttft + (1.0 - share) * point.ttft_s
-    return dataclasses.replace(point, ttft_s=ttft, e2e_s=point.e2e_s + (ttft - point.ttft_s))
+    mixed = dataclasses.replace(point, ttft_s=ttft, e2e_s=point.e2e_s + (ttft - point.ttft_s))
+    return mixed, StartBurst(ttft_s=burst.ttft_s, weight=burst.weight, share=share)
 
 
 def _from_simulation(
@@ -298,11 +313,11 @@ def _from_simulation(
 ) -> Prediction:
     """A prediction from the cohort simulation of a closed-loop benchmark."""
     w = sim.weight
+    qs = np.array(PERCENTILES, dtype=float) / 100.0
     pct: dict[str, float] = {}
-    for q in (50, 90, 99):
-        pct[f"ttft_p{q}"] = weighted_quantile(sim.ttft_s, w, q / 100.0)
-        pct[f"tpot_p{q}"] = weighted_quantile(sim.tpot_s, w, q / 100.0)
-        pct[f"e2e_p{q}"] = weighted_quantile(sim.e2e_s, w, q / 100.0)
+    for name, values in (("ttft", sim.ttft_s), ("tpot", sim.tpot_s), ("e2e", sim.e2e_s)):
+        for q, v in zip(PERCENTILES, weighted_quantiles(values, w, qs), strict=True):
+            pct[f"{name}_p{q}"] = float(v)
     cap = min(float(eng.max_num_seqs), kv_capacity_requests(kv_tokens, work, eng))
     saturated = sim.mean_running >= 0.98 * cap
     if saturated:
@@ -350,9 +365,13 @@ def _prediction(
     work: Workload,
     it: IterationModel,
     notes: list[str],
+    steady: OperatingPoint | None = None,
+    burst: StartBurst | None = None,
 ) -> Prediction:
+    """``p`` gives the means; the percentiles are of ``steady`` (the point before a start
+    burst was mixed into ``p``'s mean TTFT) mixed with ``burst``, or of ``p`` alone."""
     rate_per_iteration = p.x * p.iteration_s
-    pct = percentiles(p, work, rate_per_iteration)
+    pct = percentiles(steady if steady is not None else p, work, rate_per_iteration, burst)
     if p.saturated:
         notes.append(
             "saturated: requests queue for a running slot or KV pages; the wait is in TTFT"
@@ -486,6 +505,25 @@ def prefill_burst_s(
     return max(done - 1.0 / capacity_per_rank, 0.0) / max(rounds, 1.0)
 
 
+def prefill_burst_waits(
+    concurrency: float, ranks: int, capacity_per_rank: float, per_iteration: float = 1.0
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """What each request of the start-up burst waits beyond its own prefill at its prefill
+    rank (:func:`prefill_burst_s` request by request): iteration ``j`` of ``k`` prompts ends at
+    ``j k / capacity``, the last one holding the remainder; (waits, requests per wait) on one
+    rank (every rank holds the same share), or None where :func:`prefill_burst_s` adds nothing."""
+    if capacity_per_rank <= 0.0 or not np.isfinite(capacity_per_rank) or ranks <= 0:
+        return None
+    n = concurrency / ranks
+    if n <= 1.0:
+        return None
+    k = float(max(int(per_iteration), 1))
+    full = int(np.ceil(n / k)) - 1
+    done = np.append(np.arange(1, full + 1) * k, n) / capacity_per_rank
+    count = np.append(np.full(full, k), n - full * k)
+    return np.maximum(done - 1.0 / capacity_per_rank, 0.0), count
+
+
 def benchmark_rounds(work: Workload, client: Client) -> float:
     """Rounds of ``concurrency`` requests a closed-loop benchmark measures, the burst included.
 
@@ -592,6 +630,8 @@ def predict_disaggregated(
     top = int(idx[-1])
     idx = idx[idx <= top]
     burst = 0.0
+    rounds = 1.0
+    waits: tuple[np.ndarray, np.ndarray] | None = None
     if client.request_rate is not None:
         rate = float(client.request_rate)
         x = min(rate, float(x_total[top]))
@@ -606,13 +646,10 @@ def predict_disaggregated(
             x = float(x_total[top])
             queue = conc / x - float(e2e[top])
         new_tokens = max(work.input_len * (1.0 - work.prefix_hit), 1.0)
-        burst = prefill_burst_s(
-            conc,
-            prefill.ranks,
-            pc.capacity,
-            benchmark_rounds(work, client),
-            per_iteration=eng_p.max_num_batched_tokens // new_tokens,
-        )
+        rounds = benchmark_rounds(work, client)
+        per_iteration = eng_p.max_num_batched_tokens // new_tokens
+        burst = prefill_burst_s(conc, prefill.ranks, pc.capacity, rounds, per_iteration)
+        waits = prefill_burst_waits(conc, prefill.ranks, pc.capacity, per_iteration)
         if burst > 0.0:
             notes.append(f"start-up burst at the prefill workers: +{burst * 1e3:.0f} ms mean TTFT")
 
@@ -658,7 +695,22 @@ def predict_disaggregated(
     )
     pct = dict(pred.pct)
     spread = at(pc.iteration_s)
-    for q in (50, 90, 99):
+    for q in PERCENTILES:
         pct[f"ttft_p{q}"] = t_ttft - 0.5 * spread + q / 100.0 * spread
         pct[f"e2e_p{q}"] = pct[f"ttft_p{q}"] + steps * pct[f"tpot_p{q}"]
+    if waits is not None and burst > 0.0:
+        # The burst is in the mean above; the percentiles are of the same mixture: 1 - 1/rounds
+        # of the requests around the steady TTFT, 1/rounds after their burst waits.
+        steady = t_ttft - burst
+        _, tpot_table, _ = steady_tables(point, work, point.x * point.iteration_s)
+        mix = StartBurst(ttft_s=steady + waits[0], weight=waits[1], share=1.0 / max(rounds, 1.0))
+        ttft_q, e2e_q = burst_mixture_quantiles(
+            steady + (LEVELS - 0.5) * spread,
+            steps * tpot_table,
+            mix,
+            np.array(PERCENTILES, dtype=float) / 100.0,
+        )
+        for i, q in enumerate(PERCENTILES):
+            pct[f"ttft_p{q}"] = float(ttft_q[i])
+            pct[f"e2e_p{q}"] = float(e2e_q[i])
     return Prediction(**{**{f: getattr(pred, f) for f in pred.__slots__}, "pct": pct})

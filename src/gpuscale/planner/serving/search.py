@@ -4,6 +4,12 @@ Goodput is the output-token rate of requests that meet the SLO (DistServe, Zhong
 OSDI'24, Sec. 2.2): for each candidate (TP x PP x EP x attention-DP x replicas, aggregated or
 disaggregated) the load curve is walked up to the highest throughput whose p99 TTFT and p99
 TPOT stay inside the targets; that throughput, divided by the GPUs used, ranks the candidates.
+
+The p99 here is the steady state's, a sustained service's: at every load point it equals
+:func:`steady_state.percentiles` without a start burst (fixed lengths; checked in
+``tests/unit/test_serving_p99_mix.py``). A closed-loop benchmark of the winner (``infer``
+with ``--concurrency``) also counts its first round, a burst on a drained engine, in its
+percentiles, so its reported p99 TTFT can sit above the SLO the search met.
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from statistics import NormalDist
+from typing import Literal
 
 import numpy as np
 
@@ -575,25 +577,185 @@ def _point(
     )
 
 
-def percentiles(p: OperatingPoint, work: Workload, rate_per_iteration: float) -> dict[str, float]:
-    """p50/p90/p99 of TTFT, TPOT and e2e. TTFT spreads by where in the iteration in flight a
-    request lands (uniform over one iteration); a request's TPOT averages its OSL-1 iterations,
-    of which a Poisson number (mean = others' prompts arriving meanwhile) carry a prefill."""
-    out: dict[str, float] = {}
+PERCENTILES = (50, 90, 99)
+
+STEADY_LEVELS = 1000
+"""The steady state's distribution is tabulated at the levels ``j / 1000`` (``j = 1..999``)
+when a start burst is mixed in: p50, p90 and p99 are table points, and its CDF is linear in
+between (TTFT is linear in the level but for the prompt-length term)."""
+
+BURST_POINTS = 16
+"""Most points of a start burst's TTFT the end-to-end mixture crosses with the steady decode
+table (its quantiles at equal weights); the TTFT mixture keeps every cohort."""
+
+E2E_GRID = 200
+"""Evenly spaced points at which the end-to-end mixture's CDF is evaluated, besides every
+fifth level of the steady table (which holds p50, p90 and p99)."""
+
+LEVELS = np.arange(1, STEADY_LEVELS) / STEADY_LEVELS
+_LEVEL_Z = np.array([NormalDist().inv_cdf(float(u)) for u in LEVELS])  # once, at import
+# The table as a CDF: all mass between its first and last points (the 0.1 % beyond each end is
+# folded in), so a gap above the steady state stays a gap.
+_CDF_LEVELS = np.concatenate([[0.0], LEVELS[1:-1], [1.0]])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StartBurst:
+    """A closed-loop benchmark's first round: ``share`` (C / N) of the measured requests arrive
+    together on a drained engine and wait ``ttft_s`` (weights ``weight``: requests per value)
+    for their first token instead of the steady state's TTFT; their decode is the steady
+    state's."""
+
+    ttft_s: np.ndarray
+    weight: np.ndarray
+    share: float
+
+
+def quantiles_of_cdf(x: np.ndarray, cdf: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``inf {x : F(x) >= q}`` for a CDF tabulated at sorted ``x`` (``cdf`` nondecreasing),
+    linear between points; an atom is a jump, two points at one ``x``. The one rule for every
+    percentile the serving model reports: on weighted samples it is the inverse of their
+    empirical CDF (Hyndman & Fan 1996, definition 1), so a cohort of identical requests gives
+    its own value, as a benchmark's percentile over its requests does; on a tabulated
+    continuous distribution it is exact at the table's levels. A tie (``q`` exactly the mass
+    up to a value, e.g. p90 with a burst of 10 %) takes the lower value, as that inverse does."""
+    qq = np.asarray(q, dtype=float) * cdf[-1] * (1.0 - 1e-12)
+    i = np.clip(np.searchsorted(cdf, qq, side="left"), 1, len(cdf) - 1)
+    f0, f1 = cdf[i - 1], cdf[i]
+    t = np.clip(np.where(f1 > f0, (qq - f0) / np.where(f1 > f0, f1 - f0, 1.0), 1.0), 0.0, 1.0)
+    return x[i - 1] + t * (x[i] - x[i - 1])
+
+
+def weighted_quantiles(values: np.ndarray, weights: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Quantiles ``q`` (in [0, 1]) of weighted values by :func:`quantiles_of_cdf`."""
+    v = np.asarray(values, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    keep = w > 0.0
+    order = np.argsort(v[keep], kind="stable")
+    v, w = v[keep][order], w[keep][order]
+    cum = np.cumsum(w)
+    # each value is a jump from the mass below it to the mass up to it
+    return quantiles_of_cdf(np.repeat(v, 2), np.stack([cum - w, cum], axis=1).ravel(), q)
+
+
+def _atoms_cdf(
+    atoms: np.ndarray, weights: np.ndarray, x: np.ndarray, side: Literal["left", "right"]
+) -> np.ndarray:
+    """Mass of sorted ``atoms`` at or below ``x`` (``side="right"``) or below it ("left")."""
+    cum = np.concatenate([[0.0], np.cumsum(weights)])
+    return cum[np.searchsorted(atoms, x, side=side)]
+
+
+def _burst_ttft_cdf(
+    steady: np.ndarray, share: float, atoms: np.ndarray, weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(x, CDF) of TTFT: ``1 - share`` of the requests at the steady quantiles ``steady`` (at
+    :data:`LEVELS`), ``share`` at the burst's sorted ``atoms`` (weights summing to one)."""
+    n = len(atoms)
+    x = np.concatenate([steady, atoms, atoms])
+    right = np.concatenate([np.ones(len(steady), bool), np.zeros(n, bool), np.ones(n, bool)])
+    order = np.lexsort((right, x))  # by x; at an atom its left limit first
+    x, right = x[order], right[order]
+    burst = np.where(
+        right, _atoms_cdf(atoms, weights, x, "right"), _atoms_cdf(atoms, weights, x, "left")
+    )
+    return x, (1.0 - share) * np.interp(x, steady, _CDF_LEVELS, 0.0, 1.0) + share * burst
+
+
+def _burst_e2e_cdf(
+    steady: np.ndarray, decode: np.ndarray, share: float, atoms: np.ndarray, weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(x, CDF) of e2e: ``1 - share`` at the steady quantiles ``steady``, ``share`` at a burst
+    TTFT (``atoms``) plus an independent steady decode time (quantiles ``decode``)."""
+    lo = min(float(steady[0]), float(atoms[0] + decode[0]))
+    hi = max(float(steady[-1]), float(atoms[-1] + decode[-1]))
+    x = np.unique(np.concatenate([steady[4::5], np.linspace(lo, hi, E2E_GRID)]))
+    shifted = x[None, :] - atoms[:, None]
+    cdf = np.interp(shifted.ravel(), decode, _CDF_LEVELS, 0.0, 1.0).reshape(shifted.shape)
+    burst = weights @ cdf
+    return x, (1.0 - share) * np.interp(x, steady, _CDF_LEVELS, 0.0, 1.0) + share * burst
+
+
+def _lognormal(cv: float, z: np.ndarray) -> np.ndarray:
+    """:func:`lognormal_factor` at every ``z``."""
+    if cv <= 0:
+        return np.ones_like(z)
+    s2 = float(np.log1p(cv * cv))
+    return np.exp(-s2 / 2.0 + np.sqrt(s2) * z)
+
+
+def _steady(
+    p: OperatingPoint, work: Workload, rate_per_iteration: float, u: np.ndarray, z: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(TTFT, TPOT, decode time = e2e - TTFT) of the steady state at quantile levels ``u``
+    (``z`` their standard-normal scores). TTFT spreads by where in the iteration in flight a
+    request lands (uniform over one iteration) and by its prompt length (own prefill
+    iterations in proportion, compute-bound); a request's TPOT averages its OSL-1 iterations,
+    of which a Poisson number (mean = others' prompts arriving meanwhile) carry a prefill. The
+    terms are taken at the same level (comonotone)."""
     steps = max(work.output_len - 1.0, 1.0)
     extra = max(p.own_prefill_s - p.decode_only_s, 0.0)
     m = max(rate_per_iteration * steps, 0.0)
-    for q, z in Z.items():
-        # Longer prompts take proportionally longer own prefill iterations (compute-bound).
-        own = p.own_prefill_s * p.prefill_iterations
-        ttft = p.ttft_s - 0.5 * p.iteration_s + (q / 100.0) * p.iteration_s
-        ttft += own * (lognormal_factor(work.input_cv, z) - 1.0)
-        mixed = max(m + z * np.sqrt(m), 0.0) if m > 0 else 0.0
-        tpot = p.decode_only_s + mixed * extra / steps if m > 0 else p.tpot_s
-        tpot = max(tpot, p.decode_only_s) if q > 50 else tpot
-        out[f"ttft_p{q}"] = ttft
-        out[f"tpot_p{q}"] = tpot
-        out[f"e2e_p{q}"] = ttft + max(steps * lognormal_factor(work.output_cv, z), 0.0) * tpot
+    own = p.own_prefill_s * p.prefill_iterations
+    ttft = p.ttft_s + (u - 0.5) * p.iteration_s + own * (_lognormal(work.input_cv, z) - 1.0)
+    if m > 0:
+        tpot = p.decode_only_s + np.maximum(m + z * np.sqrt(m), 0.0) * extra / steps
+    else:
+        tpot = np.full_like(u, p.tpot_s)
+    tpot = np.where(u > 0.5, np.maximum(tpot, p.decode_only_s), tpot)
+    decode = np.maximum(steps * _lognormal(work.output_cv, z), 0.0) * tpot
+    return ttft, tpot, decode
+
+
+def steady_tables(
+    p: OperatingPoint, work: Workload, rate_per_iteration: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(TTFT, TPOT, decode time) of the steady state at :data:`LEVELS` (:func:`_steady`)."""
+    return _steady(p, work, rate_per_iteration, LEVELS, _LEVEL_Z)
+
+
+def burst_mixture_quantiles(
+    ttft: np.ndarray, decode: np.ndarray, burst: StartBurst, q: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Quantiles ``q`` of TTFT and e2e of a run whose steady requests have TTFT ``ttft`` and
+    decode time ``decode`` (tables at :data:`LEVELS`, taken at the same level) and whose
+    first ``burst.share`` of requests wait the burst's TTFT, then decode like the others."""
+    share = min(burst.share, 1.0)
+    order = np.argsort(burst.ttft_s, kind="stable")
+    atoms = np.asarray(burst.ttft_s, dtype=float)[order]
+    w = np.asarray(burst.weight, dtype=float)[order]
+    w = w / w.sum()
+    ttft_q = quantiles_of_cdf(*_burst_ttft_cdf(ttft, share, atoms, w), q)
+    if atoms.size > BURST_POINTS:
+        atoms = weighted_quantiles(atoms, w, (np.arange(BURST_POINTS) + 0.5) / BURST_POINTS)
+        w = np.full(BURST_POINTS, 1.0 / BURST_POINTS)
+    e2e_q = quantiles_of_cdf(*_burst_e2e_cdf(ttft + decode, decode, share, atoms, w), q)
+    return ttft_q, e2e_q
+
+
+def percentiles(
+    p: OperatingPoint,
+    work: Workload,
+    rate_per_iteration: float,
+    burst: StartBurst | None = None,
+) -> dict[str, float]:
+    """p50/p90/p99 of TTFT, TPOT and e2e of the steady state at ``p`` (:func:`_steady`), or,
+    with a ``burst``, of the benchmark's mixture that the mean TTFT also counts: ``share`` of
+    the requests at the burst's TTFT, the rest at the steady state's (:func:`quantiles_of_cdf`
+    of their mixture). A burst request's e2e is its burst TTFT plus a steady decode time (independent);
+    TPOT is the steady state's for every request."""
+    qs = np.array(PERCENTILES, dtype=float) / 100.0
+    z = np.array([Z[q] for q in PERCENTILES])
+    ttft, tpot, decode = _steady(p, work, rate_per_iteration, qs, z)
+    e2e = ttft + decode
+    if burst is not None and burst.share > 0.0:
+        s_ttft, _, s_dec = steady_tables(p, work, rate_per_iteration)
+        ttft, e2e = burst_mixture_quantiles(s_ttft, s_dec, burst, qs)
+    out: dict[str, float] = {}
+    for i, q in enumerate(PERCENTILES):
+        out[f"ttft_p{q}"] = float(ttft[i])
+        out[f"tpot_p{q}"] = float(tpot[i])
+        out[f"e2e_p{q}"] = float(e2e[i])
     return out
 
 
