@@ -238,7 +238,7 @@ def predict_aggregated(
     steady: OperatingPoint | None = None
     burst: StartBurst | None = None
     if client.request_rate is not None:
-        point = open_loop(curve, rate, kv_tokens, work, client.num_requests)
+        point = open_loop(curve, client.request_rate / ranks, kv_tokens, work, client.num_requests)
     else:
         point = closed_loop(curve, conc, kv_tokens, work)
         sim = None
