@@ -10,11 +10,15 @@ from gpuscale.api.serving import served_format
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.errors import require
-from gpuscale.planner.serving.search import Scored, candidates, score
+from gpuscale.planner.serving.search import Scored, candidates, rank, scorer
 from gpuscale.planner.serving.steady_state import Workload
 from gpuscale.specs import ModelSpec
 
 SCHEMA_VERSION = 1
+RESOLVED_PLACES: int | None = 8
+"""Places of the ranking whose goodput comes from the resolved capacity (the human table's
+rows; the explanation names the first two); later options carry the grid's lower bound.
+None resolves every candidate (the definition the pruned ranking equals; tests compare)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,6 +45,7 @@ class SearchResult:
             "goodput_tokens_per_s": s.goodput_tokens_per_s,
             "goodput_tokens_per_s_per_gpu": s.goodput_tokens_per_s / c.gpus,
             "requests_per_s": s.requests_per_s,
+            "capacity_resolved": s.capacity_resolved,
         }
         if self.price_per_gpu_hour is not None:
             o["tokens_per_dollar"] = (
@@ -142,12 +147,8 @@ def search(
     tpot = (slo_tpot_ms or 1e12) / 1e3
     cluster = catalog.cluster(gpu, gpus, gpus_per_node=gpus_per_node, inter=inter)
     cands = candidates(spec, gpus, gpus_per_node, disagg=disaggregated)
-    scored = [
-        s
-        for c in cands
-        if (s := score(c, spec, cluster, fmt, kv_dtype, prof, eng, work, ttft, tpot)) is not None
-    ]
-    scored.sort(key=lambda s: -s.goodput_tokens_per_s / s.cand.gpus)
+    one = scorer(spec, cluster, fmt, kv_dtype, prof, eng, work, ttft, tpot)
+    scored = rank(cands, one, RESOLVED_PLACES)
     return SearchResult(
         model=spec.name,
         gpu=gpu,
