@@ -48,9 +48,8 @@ def _search(
         return rank(cands, scorer, keep)
 
     with monkeypatch.context() as m:
-        m.setattr(ss, "RESOLVED_PLACES", places)
         m.setattr(ss, "rank", spy)
-        result = ss.search(model, **kw)
+        result = ss.search(model, resolved_places=places, **kw)
     return result, seen["cands"], seen["scorer"]
 
 
@@ -65,7 +64,7 @@ def test_pruned_search_equals_resolving_every_candidate(
     pruned, cands, scorer = _search(monkeypatch, ss.RESOLVED_PLACES, model, kw)
     full, _, _ = _search(monkeypatch, None, model, kw)
     places = ss.RESOLVED_PLACES
-    assert places is not None and places >= 2
+    assert places >= 2
     assert len(pruned.ranked) >= 2
     assert [_figures(s) for s in pruned.ranked[:places]] == [
         _figures(s) for s in full.ranked[:places]
@@ -214,3 +213,14 @@ def test_search_module_resolves_with_the_steady_state_rule() -> None:
 
     assert ps.resolve_capacity is steady_state.resolve_capacity
     assert ps.refine_edge is steady_state.refine_edge
+
+
+def test_resolved_places_is_checked_and_reported() -> None:
+    from gpuscale.errors import InputError
+
+    with pytest.raises(InputError, match="resolved_places"):
+        ss.search("llama3.1-8b", gpu="h100-sxm", gpus=2, resolved_places=-1)
+    doc = ss.search("llama3.1-8b", gpu="h100-sxm", gpus=2, resolved_places=None).to_dict()
+    assert doc["resolved"] == doc["evaluated"]
+    assert all(o["capacity_resolved"] for o in doc["options"])
+    assert ss.search("llama3.1-8b", gpu="h100-sxm", gpus=2, resolved_places=0).resolved == 0

@@ -10,15 +10,15 @@ from gpuscale.api.serving import served_format
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.errors import require
-from gpuscale.planner.serving.search import Scored, candidates, rank, scorer
+from gpuscale.planner.serving.search import Candidate, Scored, candidates, rank, scorer
 from gpuscale.planner.serving.steady_state import Workload
 from gpuscale.specs import ModelSpec
 
 SCHEMA_VERSION = 1
-RESOLVED_PLACES: int | None = 8
-"""Places of the ranking whose goodput comes from the resolved capacity (the human table's
-rows; the explanation names the first two); later options carry the grid's lower bound.
-None resolves every candidate (the definition the pruned ranking equals; tests compare)."""
+RESOLVED_PLACES = 8
+"""Places of the ranking whose goodput comes from the resolved capacity by default (the human
+table's rows; the explanation names the first two); later options carry the grid's lower
+bound (``capacity_resolved`` false)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,6 +32,8 @@ class SearchResult:
     price_per_gpu_hour: float | None
     ranked: list[Scored]
     evaluated: int
+    resolved: int = 0
+    """Candidates whose capacity was resolved (the rest read it off the grid)."""
 
     def _option(self, s: Scored) -> dict[str, Any]:
         c = s.cand
@@ -62,6 +64,7 @@ class SearchResult:
             "engine": self.engine,
             "slo": {"ttft_ms_p99": self.slo_ttft_ms, "tpot_ms_p99": self.slo_tpot_ms},
             "evaluated": self.evaluated,
+            "resolved": self.resolved,
             "options": [self._option(s) for s in self.ranked],
             "explanation": self.explanation(),
         }
@@ -122,9 +125,14 @@ def search(
     gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE,
     inter: str = catalog.DEFAULT_INTER,
     disaggregated: bool = True,
+    resolved_places: int | None = RESOLVED_PLACES,
 ) -> SearchResult:
     """Every deployment of ``model`` on at most ``gpus`` GPUs, ranked by goodput per GPU (or per
-    dollar with ``price`` $/GPU-hour) under p99 TTFT/TPOT targets (no target: unbounded)."""
+    dollar with ``price`` $/GPU-hour) under p99 TTFT/TPOT targets (no target: unbounded).
+
+    The first ``resolved_places`` places have their capacity resolved, as single predictions
+    do (None: every candidate, slower; 0: read off the load grid, up to a 15% step low); the
+    pruned ranking equals resolving every candidate on those places."""
     spec = model if isinstance(model, ModelSpec) else catalog.model(model)
     require(gpus >= 1, f"--gpus must be >= 1, got {gpus}", field="gpus")
     require(gpus <= 512, f"--gpus {gpus}: the search covers up to 512 GPUs", field="gpus")
@@ -148,7 +156,18 @@ def search(
     cluster = catalog.cluster(gpu, gpus, gpus_per_node=gpus_per_node, inter=inter)
     cands = candidates(spec, gpus, gpus_per_node, disagg=disaggregated)
     one = scorer(spec, cluster, fmt, kv_dtype, prof, eng, work, ttft, tpot)
-    scored = rank(cands, one, RESOLVED_PLACES)
+    require(
+        resolved_places is None or resolved_places >= 0,
+        f"resolved_places must be >= 0 or None, got {resolved_places}",
+        field="resolved_places",
+    )
+    resolves = [0]
+
+    def counted(cand: Candidate, resolve: bool) -> Scored | None:
+        resolves[0] += resolve
+        return one(cand, resolve)
+
+    scored = rank(cands, counted, resolved_places)
     return SearchResult(
         model=spec.name,
         gpu=gpu,
@@ -159,4 +178,5 @@ def search(
         price_per_gpu_hour=price,
         ranked=scored,
         evaluated=len(cands),
+        resolved=resolves[0],
     )
