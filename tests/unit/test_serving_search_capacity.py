@@ -146,6 +146,9 @@ def test_verdict_names_the_resolved_winner_and_runner_up() -> None:
     assert text.startswith(f"winner: {w.cand.label} ")
     assert f"Runner-up: {u.cand.label} at {u.per_gpu:,.0f} tok/s per GPU" in text
     assert f"serves {w.per_gpu:,.0f} output tok/s per GPU" in text
+    why = {"capacity": "runs out of batch", "ttft": "its TTFT p99", "tpot": "its TPOT p99"}
+    why["ttft+tpot"] = "its TTFT and TPOT p99s"
+    assert why[u.limit] in text.split("Runner-up:")[1]
     doc = r.to_dict()
     assert doc["options"][0]["capacity_resolved"] and doc["options"][1]["capacity_resolved"]
 
@@ -224,3 +227,26 @@ def test_resolved_places_is_checked_and_reported() -> None:
     assert doc["resolved"] == doc["evaluated"]
     assert all(o["capacity_resolved"] for o in doc["options"])
     assert ss.search("llama3.1-8b", gpu="h100-sxm", gpus=2, resolved_places=0).resolved == 0
+
+
+def test_limit_names_what_ends_the_walk() -> None:
+    """``limit`` says which bound stops each deployment: lifting the SLO it names raises its
+    goodput, and a deployment stopped by its capacity keeps its goodput with no SLO at all."""
+    base = {"gpu": "h200-sxm", "gpus": 8, "weights": "fp8", "resolved_places": None}
+
+    def goodput(ttft: float | None, tpot: float | None) -> dict[str, Scored]:
+        r = ss.search("llama3.1-70b", slo_ttft_ms=ttft, slo_tpot_ms=tpot, **base)
+        return {s.cand.label: s for s in r.ranked}
+
+    slo = goodput(2000, 50)
+    free_ttft, free_tpot, free = goodput(None, 50), goodput(2000, None), goodput(None, None)
+    seen = set()
+    for label, s in slo.items():
+        seen.add(s.limit)
+        g = s.goodput_tokens_per_s
+        if s.limit == "capacity":
+            assert free[label].goodput_tokens_per_s == pytest.approx(g, rel=1e-12), label
+        else:
+            lifted = {"ttft": free_ttft, "tpot": free_tpot, "ttft+tpot": free}[s.limit]
+            assert lifted[label].goodput_tokens_per_s > g, label
+    assert "capacity" in seen and len(seen) >= 2

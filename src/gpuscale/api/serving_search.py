@@ -48,6 +48,7 @@ class SearchResult:
             "goodput_tokens_per_s_per_gpu": s.goodput_tokens_per_s / c.gpus,
             "requests_per_s": s.requests_per_s,
             "capacity_resolved": s.capacity_resolved,
+            "limit": s.limit,
         }
         if self.price_per_gpu_hour is not None:
             o["tokens_per_dollar"] = (
@@ -95,13 +96,13 @@ class SearchResult:
         if len(self.ranked) > 1:
             r = self._option(self.ranked[1])
             ratio = w["goodput_tokens_per_s_per_gpu"] / max(r["goodput_tokens_per_s_per_gpu"], 1e-9)
-            why = (
-                "its TPOT limit binds first"
-                if r["tpot_ms_p99"] > 0.8 * self.slo_tpot_ms
-                else "its TTFT limit binds first"
-                if r["ttft_ms_p99"] > 0.8 * self.slo_ttft_ms
-                else "it runs out of batch (KV cache or running slots) first"
-            )
+            # What ends the runner-up's walk up the load (``Scored.limit``): an SLO crossing is
+            # read off the load grid, so its p99 there sits up to a step below the target.
+            why = {
+                "tpot": "at the next load step its TPOT p99 passes the target",
+                "ttft": "at the next load step its TTFT p99 passes the target",
+                "ttft+tpot": "at the next load step its TTFT and TPOT p99s pass the targets",
+            }.get(self.ranked[1].limit, "it runs out of batch (KV cache or running slots) first")
             text += (
                 f" Runner-up: {r['label']} at {r['goodput_tokens_per_s_per_gpu']:,.0f} tok/s per "
                 f"GPU ({ratio:.2f}x less): {why}."

@@ -75,6 +75,10 @@ class Scored:
     goodput_bound_tokens_per_s: float = 0.0
     """Most the goodput can be once the capacity is resolved (the goodput itself when
     ``capacity_resolved``)."""
+    limit: str = "capacity"
+    """What ends the walk up the load: ``capacity`` (running slots, KV cache, token budget or
+    the throughput's peak), or the p99 targets the next load misses: ``ttft``, ``tpot`` or
+    ``ttft+tpot``."""
 
     @property
     def per_gpu(self) -> float:
@@ -250,6 +254,14 @@ def score(
     open_edge = not resolve and i == top and top + 1 < x.size
     rate = float(x[i]) * ranks
     bound = rate * float(growth[top]) if open_edge else rate
+    limit = "capacity"
+    if i < top and feasible[i + 1]:
+        missed = [
+            n
+            for n, p, t in (("ttft", ttft99, slo_ttft_s), ("tpot", tpot99, slo_tpot_s))
+            if p[i + 1] > t
+        ]
+        limit = "+".join(missed) or "capacity"
     return Scored(
         cand=cand,
         concurrency=max(1, round(rate * float(e2e[i]))),
@@ -259,6 +271,7 @@ def score(
         requests_per_s=rate,
         capacity_resolved=not open_edge,
         goodput_bound_tokens_per_s=bound * work.output_len,
+        limit=limit,
     )
 
 
