@@ -10,15 +10,18 @@ from gpuscale.api.serving import served_format
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.errors import require
-from gpuscale.planner.serving.search import Candidate, Scored, candidates, rank, scorer
+from gpuscale.planner.serving.search import (
+    RESOLVED_PLACES,
+    Candidate,
+    Scored,
+    candidates,
+    rank,
+    scorer,
+)
 from gpuscale.planner.serving.steady_state import Workload
 from gpuscale.specs import ModelSpec
 
 SCHEMA_VERSION = 1
-RESOLVED_PLACES = 8
-"""Places of the ranking whose goodput comes from the resolved capacity by default (the human
-table's rows; the explanation names the first two); later options carry the grid's lower
-bound (``capacity_resolved`` false)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -90,6 +90,10 @@ class Scored:
 
 
 Z99 = Z[99]
+RESOLVED_PLACES = 8
+"""Places of the ranking whose goodput comes from the resolved capacity by default: the rows
+the human table shows (``report.serving.print_search``); the explanation names the first two.
+Later options carry the grid's lower bound (``capacity_resolved`` false)."""
 
 
 def _degrees(limit: int) -> list[int]:
