@@ -304,7 +304,7 @@ def scorer(
     return one
 
 
-def rank(cands: Sequence[Candidate], scorer: Scorer, keep: int | None) -> list[Scored]:
+def rank(cands: Sequence[Candidate], score_one: Scorer, keep: int | None) -> list[Scored]:
     """The candidates that meet the SLO, best goodput per GPU first (ties in candidate order).
 
     ``keep=None`` resolves every candidate's capacity (the definition). Otherwise each is
@@ -315,11 +315,11 @@ def rank(cands: Sequence[Candidate], scorer: Scorer, keep: int | None) -> list[S
     most the last final one's, marked ``capacity_resolved=False``. The first ``keep`` places
     and their figures equal the definition's."""
     if keep is None:
-        full = [s for c in cands if (s := scorer(c, True)) is not None]
+        full = [s for c in cands if (s := score_one(c, True)) is not None]
         return sorted(full, key=lambda s: -s.per_gpu)
     heap: list[tuple[float, int, int, Scored]] = []
     for k, c in enumerate(cands):
-        s = scorer(c, False)
+        s = score_one(c, False)
         if s is not None:
             heap.append((-s.bound_per_gpu, int(s.capacity_resolved), k, s))
     heapq.heapify(heap)
@@ -330,7 +330,7 @@ def rank(cands: Sequence[Candidate], scorer: Scorer, keep: int | None) -> list[S
             out.append(s)
             continue
         # An open edge pops before a final goodput of the same bound, so ties keep their order.
-        r = scorer(s.cand, True)
+        r = score_one(s.cand, True)
         if r is not None:
             heapq.heappush(heap, (-r.per_gpu, 1, k, r))
     rest = sorted(heap, key=lambda e: (-e[3].per_gpu, e[2]))
