@@ -10,7 +10,14 @@ from gpuscale.api.serving import served_format
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.errors import require
-from gpuscale.planner.serving.search import Scored, candidates, score
+from gpuscale.planner.serving.search import (
+    RESOLVED_PLACES,
+    Candidate,
+    Scored,
+    candidates,
+    rank,
+    scorer,
+)
 from gpuscale.planner.serving.steady_state import Workload
 from gpuscale.specs import ModelSpec
 
@@ -28,6 +35,8 @@ class SearchResult:
     price_per_gpu_hour: float | None
     ranked: list[Scored]
     evaluated: int
+    resolved: int = 0
+    """Candidates whose capacity was resolved (the rest read it off the grid)."""
 
     def _option(self, s: Scored) -> dict[str, Any]:
         c = s.cand
@@ -41,6 +50,8 @@ class SearchResult:
             "goodput_tokens_per_s": s.goodput_tokens_per_s,
             "goodput_tokens_per_s_per_gpu": s.goodput_tokens_per_s / c.gpus,
             "requests_per_s": s.requests_per_s,
+            "capacity_resolved": s.capacity_resolved,
+            "limit": s.limit,
         }
         if self.price_per_gpu_hour is not None:
             o["tokens_per_dollar"] = (
@@ -57,6 +68,7 @@ class SearchResult:
             "engine": self.engine,
             "slo": {"ttft_ms_p99": self.slo_ttft_ms, "tpot_ms_p99": self.slo_tpot_ms},
             "evaluated": self.evaluated,
+            "resolved": self.resolved,
             "options": [self._option(s) for s in self.ranked],
             "explanation": self.explanation(),
         }
@@ -87,13 +99,13 @@ class SearchResult:
         if len(self.ranked) > 1:
             r = self._option(self.ranked[1])
             ratio = w["goodput_tokens_per_s_per_gpu"] / max(r["goodput_tokens_per_s_per_gpu"], 1e-9)
-            why = (
-                "its TPOT limit binds first"
-                if r["tpot_ms_p99"] > 0.8 * self.slo_tpot_ms
-                else "its TTFT limit binds first"
-                if r["ttft_ms_p99"] > 0.8 * self.slo_ttft_ms
-                else "it runs out of batch (KV cache or running slots) first"
-            )
+            # What ends the runner-up's walk up the load (``Scored.limit``): an SLO crossing is
+            # read off the load grid, so its p99 there sits up to a step below the target.
+            why = {
+                "tpot": "at the next load step its TPOT p99 passes the target",
+                "ttft": "at the next load step its TTFT p99 passes the target",
+                "ttft+tpot": "at the next load step its TTFT and TPOT p99s pass the targets",
+            }.get(self.ranked[1].limit, "it runs out of batch (KV cache or running slots) first")
             text += (
                 f" Runner-up: {r['label']} at {r['goodput_tokens_per_s_per_gpu']:,.0f} tok/s per "
                 f"GPU ({ratio:.2f}x less): {why}."
@@ -117,9 +129,14 @@ def search(
     gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE,
     inter: str = catalog.DEFAULT_INTER,
     disaggregated: bool = True,
+    resolved_places: int | None = RESOLVED_PLACES,
 ) -> SearchResult:
     """Every deployment of ``model`` on at most ``gpus`` GPUs, ranked by goodput per GPU (or per
-    dollar with ``price`` $/GPU-hour) under p99 TTFT/TPOT targets (no target: unbounded)."""
+    dollar with ``price`` $/GPU-hour) under p99 TTFT/TPOT targets (no target: unbounded).
+
+    The first ``resolved_places`` places have their capacity resolved, as single predictions
+    do (None: every candidate, slower; 0: read off the load grid, up to a 15% step low); the
+    pruned ranking equals resolving every candidate on those places."""
     spec = model if isinstance(model, ModelSpec) else catalog.model(model)
     require(gpus >= 1, f"--gpus must be >= 1, got {gpus}", field="gpus")
     require(gpus <= 512, f"--gpus {gpus}: the search covers up to 512 GPUs", field="gpus")
@@ -142,12 +159,19 @@ def search(
     tpot = (slo_tpot_ms or 1e12) / 1e3
     cluster = catalog.cluster(gpu, gpus, gpus_per_node=gpus_per_node, inter=inter)
     cands = candidates(spec, gpus, gpus_per_node, disagg=disaggregated)
-    scored = [
-        s
-        for c in cands
-        if (s := score(c, spec, cluster, fmt, kv_dtype, prof, eng, work, ttft, tpot)) is not None
-    ]
-    scored.sort(key=lambda s: -s.goodput_tokens_per_s / s.cand.gpus)
+    one = scorer(spec, cluster, fmt, kv_dtype, prof, eng, work, ttft, tpot)
+    require(
+        resolved_places is None or resolved_places >= 0,
+        f"resolved_places must be >= 0 or None, got {resolved_places}",
+        field="resolved_places",
+    )
+    resolves = [0]
+
+    def counted(cand: Candidate, resolve: bool) -> Scored | None:
+        resolves[0] += resolve
+        return one(cand, resolve)
+
+    scored = rank(cands, counted, resolved_places)
     return SearchResult(
         model=spec.name,
         gpu=gpu,
@@ -158,4 +182,5 @@ def search(
         price_per_gpu_hour=price,
         ranked=scored,
         evaluated=len(cands),
+        resolved=resolves[0],
     )

@@ -9,6 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from gpuscale.planner.serving.search import RESOLVED_PLACES
+
 _STATIC_COLUMNS = (
     "TP",
     "fits",
@@ -113,14 +115,15 @@ def print_sweep(console: Console, doc: Mapping[str, Any]) -> None:
 
 
 def print_search(console: Console, doc: Mapping[str, Any]) -> None:
-    """The SLO search's document (``SearchResult.to_dict()``): the best eight deployments."""
+    """The SLO search's document (``SearchResult.to_dict()``): the best deployments, those
+    whose capacity the search resolved."""
     table = Table(
         title=f"{doc['model']} on up to {doc['gpus']} x {doc['gpu']}: best deployments",
         title_justify="left",
     )
     for col in ("deployment", "GPUs", "conc.", "TTFT p99 ms", "TPOT p99 ms", "goodput tok/s/GPU"):
         table.add_column(col, justify="right")
-    for o in doc["options"][:8]:
+    for o in doc["options"][:RESOLVED_PLACES]:
         table.add_row(
             o["label"],
             str(o["gpus"]),

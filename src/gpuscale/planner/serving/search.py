@@ -10,11 +10,20 @@ The p99 here is the steady state's, a sustained service's: at every load point i
 ``tests/unit/test_serving_p99_mix.py``). A closed-loop benchmark of the winner (``infer``
 with ``--concurrency``) also counts its first round, a burst on a drained engine, in its
 percentiles, so its reported p99 TTFT can sit above the SLO the search met.
+
+Where the capacity, not the SLO, ends that walk, the capacity lies between the last feasible
+grid load and the next (a 15% step) and is resolved by the steady state's own rule
+(``steady_state.resolve_capacity`` / ``refine_edge``). That costs about two curves more per
+candidate, so :func:`rank` resolves best-first, only the candidates whose grid bound (the next
+grid load) could still reach the places shown; the answer equals resolving every candidate
+(tests/unit/test_serving_search_capacity.py), as the training planner's ``step_time_floor_s``
+pruning equals pricing every plan.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import heapq
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +40,14 @@ from gpuscale.planner.serving.deployment import (
     kv_transfer_s,
     kv_transfer_wait_s,
 )
-from gpuscale.planner.serving.steady_state import Workload, Z, load_curve, prefill_curve
+from gpuscale.planner.serving.steady_state import (
+    Workload,
+    Z,
+    load_curve,
+    prefill_curve,
+    refine_edge,
+    resolve_capacity,
+)
 from gpuscale.specs import Cluster, ModelSpec
 
 
@@ -59,9 +75,31 @@ class Scored:
     ttft_p99_s: float
     tpot_p99_s: float
     requests_per_s: float
+    capacity_resolved: bool = True
+    """The goodput is the one the resolved capacity gives: resolved, or the SLO (or the grid's
+    end) binds first so resolving cannot move it. False: read off the grid, a lower bound."""
+    goodput_bound_tokens_per_s: float = 0.0
+    """Most the goodput can be once the capacity is resolved (the goodput itself when
+    ``capacity_resolved``)."""
+    limit: str = "capacity"
+    """What ends the walk up the load: ``capacity`` (running slots, KV cache, token budget or
+    the throughput's peak), or the p99 targets the next load misses: ``ttft``, ``tpot`` or
+    ``ttft+tpot``."""
+
+    @property
+    def per_gpu(self) -> float:
+        return self.goodput_tokens_per_s / self.cand.gpus
+
+    @property
+    def bound_per_gpu(self) -> float:
+        return max(self.goodput_bound_tokens_per_s, self.goodput_tokens_per_s) / self.cand.gpus
 
 
 Z99 = Z[99]
+RESOLVED_PLACES = 8
+"""Places of the ranking whose goodput comes from the resolved capacity by default: the rows
+the human table shows (``report.serving.print_search``); the explanation names the first two.
+Later options carry the grid's lower bound (``capacity_resolved`` false)."""
 
 
 def _degrees(limit: int) -> list[int]:
@@ -150,9 +188,15 @@ def score(
     work: Workload,
     slo_ttft_s: float,
     slo_tpot_s: float,
+    resolve: bool = False,
 ) -> Scored | None:
     """Highest steady-state throughput whose p99 TTFT and p99 TPOT meet the SLO (one load
-    curve per candidate, vectorized; the closed-loop simulation is for single predictions)."""
+    curve per candidate, vectorized; the closed-loop simulation is for single predictions).
+
+    With ``resolve`` the capacity is resolved between grid loads by the steady state's rule
+    (``resolve_capacity`` for an engine, ``refine_edge`` over the deployment's load for a
+    disaggregated one, as ``deployment.py`` does); without, it is read off the grid and a
+    candidate whose capacity ends the walk carries the bound of its next grid load."""
     steps = max(work.output_len - 1.0, 1.0)
     if cand.mode == "aggregated":
         kv, _, _ = kv_pool(model, cluster, cand.par, fmt, kv_dtype, profile, eng, work)
@@ -160,11 +204,19 @@ def score(
             return None
         it = _iteration_model(model, cluster, cand.par, fmt, kv_dtype, profile, eng)
         c = load_curve(it, eng, work, kv)
+        if resolve:
+            c = resolve_capacity(it, eng, work, kv, c)
         ttft99 = c.ttft_s + 0.49 * c.iteration_s
         tpot99 = _p99(c.iteration_s, c.decode_only_s, c.own_prefill_s, c.x, steps)
         ranks = cand.par.attention_dp * cand.replicas
-        x, e2e = c.x, c.e2e_s
-        ok = c.feasible & (ttft99 <= slo_ttft_s) & (tpot99 <= slo_tpot_s)
+        x, e2e, feasible = c.x, c.e2e_s, c.feasible
+        # The capacity lies below the next grid batch n', where x = n / ((OSL-1) T(n))
+        # (Little's law). T grows with the batch but for small falls where a kernel's
+        # efficiency steps (0.2% on Llama-3.1-70B); allowing the largest fall on the grid,
+        # x <= x_top (n' / n_top) max_j T_j / T_j+1 there.
+        t = c.iteration_s
+        fall = max(float(np.max(t[:-1] / t[1:], initial=1.0)), 1.0)
+        growth = c.decoding[1:] / c.decoding[:-1] * fall
     else:
         assert cand.prefill is not None and cand.decode is not None
         pre, dec = cand.prefill, cand.decode
@@ -178,26 +230,48 @@ def score(
         it_d = _iteration_model(model, cluster, dec.par, fmt, kv_dtype, profile, eng)
         dwork = Workload(input_len=work.input_len, output_len=work.output_len, prefix_hit=1.0)
         probe = load_curve(it_d, eng, dwork, kv)
-        x_tot = np.geomspace(
+        transfer = kv_transfer_s(model, cluster, pre, dec, kv_dtype, profile, work.input_len)
+
+        def curves(x_tot: np.ndarray) -> tuple[np.ndarray, ...]:
+            """(feasible, TTFT p99, TPOT p99, e2e) at the deployment's loads ``x_tot``."""
+            pc = prefill_curve(it_p, eng, work, x_tot / pre.ranks)
+            dc = load_curve(it_d, eng, dwork, kv, x_grid=x_tot / dec.ranks)
+            queued = kv_transfer_wait_s(transfer, x_tot / pre.ranks)
+            hand_off = transfer + np.where(np.isfinite(queued), queued, 0.0)
+            ttft = pc.ttft_s + decode_admission_s(dc.iteration_s, hand_off)
+            feasible = pc.feasible & dc.feasible & np.isfinite(queued)
+            return feasible, ttft + 0.49 * pc.iteration_s, dc.iteration_s, ttft + steps * dc.tpot_s
+
+        x = np.geomspace(
             float(probe.x.max()) * dec.ranks * 1e-4, float(probe.x.max()) * dec.ranks, 64
         )
-        pc = prefill_curve(it_p, eng, work, x_tot / pre.ranks)
-        dc = load_curve(it_d, eng, dwork, kv, x_grid=x_tot / dec.ranks)
-        transfer = kv_transfer_s(model, cluster, pre, dec, kv_dtype, profile, work.input_len)
-        queued = kv_transfer_wait_s(transfer, x_tot / pre.ranks)
-        hand_off = transfer + np.where(np.isfinite(queued), queued, 0.0)
-        ttft = pc.ttft_s + decode_admission_s(dc.iteration_s, hand_off)
-        ttft99 = ttft + 0.49 * pc.iteration_s
-        tpot99 = dc.iteration_s
+        feasible, ttft99, tpot99, e2e = curves(x)
+        if resolve:
+            fine = refine_edge(x, feasible, lambda xs: curves(xs)[0])
+            if fine.size:
+                x = np.unique(np.concatenate([x, fine]))
+                feasible, ttft99, tpot99, e2e = curves(x)
         ranks = 1
-        x = x_tot
-        e2e = ttft + steps * dc.tpot_s
-        ok = pc.feasible & dc.feasible & np.isfinite(queued)
-        ok &= (ttft99 <= slo_ttft_s) & (tpot99 <= slo_tpot_s)
+        # The capacity lies below the next grid load.
+        growth = x[1:] / x[:-1]
+    ok = feasible & (ttft99 <= slo_ttft_s) & (tpot99 <= slo_tpot_s)
     if not ok.any():
         return None
     i = int(np.flatnonzero(ok)[-1])
+    top = int(np.flatnonzero(feasible)[-1])
+    # The capacity ends the walk (the SLO still holds at the top feasible load) and lies past
+    # the grid point: resolving it can only raise the goodput, up to the next grid load.
+    open_edge = not resolve and i == top and top + 1 < x.size
     rate = float(x[i]) * ranks
+    bound = rate * float(growth[top]) if open_edge else rate
+    limit = "capacity"
+    if i < top and feasible[i + 1]:
+        missed = [
+            n
+            for n, p, t in (("ttft", ttft99, slo_ttft_s), ("tpot", tpot99, slo_tpot_s))
+            if p[i + 1] > t
+        ]
+        limit = "+".join(missed) or "capacity"
     return Scored(
         cand=cand,
         concurrency=max(1, round(rate * float(e2e[i]))),
@@ -205,4 +279,65 @@ def score(
         ttft_p99_s=float(ttft99[i]),
         tpot_p99_s=float(tpot99[i]),
         requests_per_s=rate,
+        capacity_resolved=not open_edge,
+        goodput_bound_tokens_per_s=bound * work.output_len,
+        limit=limit,
     )
+
+
+Scorer = Callable[[Candidate, bool], "Scored | None"]
+"""``score`` with the problem bound: (candidate, resolve the capacity) -> scored or None."""
+
+
+def scorer(
+    model: ModelSpec,
+    cluster: Cluster,
+    fmt: WeightFormat,
+    kv_dtype: str,
+    profile: Profile,
+    eng: EngineProfile,
+    work: Workload,
+    slo_ttft_s: float,
+    slo_tpot_s: float,
+) -> Scorer:
+    """:func:`score` for one model, cluster, engine, workload and SLO."""
+
+    def one(cand: Candidate, resolve: bool) -> Scored | None:
+        return score(
+            cand, model, cluster, fmt, kv_dtype, profile, eng, work, slo_ttft_s, slo_tpot_s, resolve
+        )
+
+    return one
+
+
+def rank(cands: Sequence[Candidate], score_one: Scorer, keep: int | None) -> list[Scored]:
+    """The candidates that meet the SLO, best goodput per GPU first (ties in candidate order).
+
+    ``keep=None`` resolves every candidate's capacity (the definition). Otherwise each is
+    scored on the grid, where its goodput lies between the grid's value and its bound, and
+    they are taken best bound first: one whose capacity is open is resolved and put back at
+    its resolved goodput, one whose goodput is final takes the next place (nothing left can
+    beat it), until ``keep`` places are final; the rest follow at their grid goodput, each at
+    most the last final one's, marked ``capacity_resolved=False``. The first ``keep`` places
+    and their figures equal the definition's."""
+    if keep is None:
+        full = [s for c in cands if (s := score_one(c, True)) is not None]
+        return sorted(full, key=lambda s: -s.per_gpu)
+    heap: list[tuple[float, int, int, Scored]] = []
+    for k, c in enumerate(cands):
+        s = score_one(c, False)
+        if s is not None:
+            heap.append((-s.bound_per_gpu, int(s.capacity_resolved), k, s))
+    heapq.heapify(heap)
+    out: list[Scored] = []
+    while heap and len(out) < keep:
+        _, final, k, s = heapq.heappop(heap)
+        if final:
+            out.append(s)
+            continue
+        # An open edge pops before a final goodput of the same bound, so ties keep their order.
+        r = score_one(s.cand, True)
+        if r is not None:
+            heapq.heappush(heap, (-r.per_gpu, 1, k, r))
+    rest = sorted(heap, key=lambda e: (-e[3].per_gpu, e[2]))
+    return out + [e[3] for e in rest]
