@@ -238,7 +238,10 @@ def predict_aggregated(
     steady: OperatingPoint | None = None
     burst: StartBurst | None = None
     if client.request_rate is not None:
-        point = open_loop(curve, client.request_rate / ranks, kv_tokens, work, client.num_requests)
+        # Each of the ``ranks`` engines (replicas, attention-DP ranks) sees its share of the
+        # run's requests, and its queue builds from those alone.
+        share = max(1, round(client.num_requests / ranks))
+        point = open_loop(curve, client.request_rate / ranks, kv_tokens, work, share)
     else:
         point = closed_loop(curve, conc, kv_tokens, work)
         sim = None

@@ -363,7 +363,10 @@ def load_curve(
     fits_budget = p <= room if eng.chunked_prefill else p <= max(budget, new_tokens)
     # Past the top of x(n) more running requests buy no throughput: the engine is saturated.
     rising = np.concatenate([[True], np.diff(x) > 0])
-    feasible = (running <= cap_req) & fits_budget & rising & ~beyond
+    # Feasible loads are a prefix of the grid: past the first load the engine cannot carry (a
+    # cap, the budget, or the top of x(n)) a later rise of x(n) is another branch, which the
+    # operating point (``_point``, interpolating up to the first fall) never reads.
+    feasible = np.logical_and.accumulate((running <= cap_req) & fits_budget & rising & ~beyond)
     # A new request waits for the iteration in flight (half of one on average) and, with an
     # overlapped scheduler, for one more before its prefill starts.
     delay = t * (0.5 + (1.0 if eng.overlap_scheduler else 0.0))
