@@ -121,14 +121,34 @@ def test_weights_auto_serves_a_pre_quantized_checkpoint_as_stored() -> None:
     kw = {"gpu": "h200-sxm", "engine": "sglang", "tp": 8, "concurrency": 4}
     auto = infer("deepseek-ai/DeepSeek-R1", **kw)
     assert auto.weights == "fp8_block"
-    assert auto.to_dict() == infer("deepseek-ai/DeepSeek-R1", weights="fp8_block", **kw).to_dict()
+    explicit = infer("deepseek-ai/DeepSeek-R1", weights="fp8_block", **kw)
+    assert _figures(auto) == _figures(explicit)
     # A 16-bit repository, a catalog id and a config given as a spec stay 16-bit.
     assert infer("Qwen/Qwen3-32B", **kw).weights == "bf16"
     assert infer("llama3.1-8b", **kw).weights == "bf16"
     assert infer(catalog.model("deepseek-r1"), **kw).weights == "bf16"
+    # A catalog id stands for the checkpoint its entry was read from: both spellings agree.
+    assert infer("deepseek-r1", **kw).to_dict() == auto.to_dict()
+    assert "notes" in auto.to_dict()["options"][0]
+    for catalog_id, hf_id in (
+        ("gpt-oss-120b", "openai/gpt-oss-120b"),
+        ("kimi-k2.5", "moonshotai/Kimi-K2.5"),
+    ):
+        assert catalog.served_weights(catalog_id) == catalog.served_weights(hf_id) != "bf16"
+    # What auto chose is said in the notes.
+    notes = auto.to_dict()["options"][0]["notes"]
+    assert any("fp8_block: the format the checkpoint stores" in n for n in notes)
+    plain = infer("Qwen/Qwen3-32B", **kw).to_dict()["options"][0]["notes"]
+    assert any("no catalogued pre-quantized checkpoint" in n for n in plain)
     # An explicit format is honoured (a what-if on a dequantized copy).
     assert infer("deepseek-ai/DeepSeek-R1", weights="bf16", **kw).weights == "bf16"
     # The static-batch table takes the checkpoint's width in its own dtypes.
     assert infer_static("openai/gpt-oss-120b", gpu="h100-sxm", tp=[8]).weights == "int4"
     assert infer_static("deepseek-ai/DeepSeek-R1", gpu="h200-sxm", tp=[8]).weights == "fp8"
     assert infer_static("meta-llama/Llama-3.1-70B", gpu="h100-sxm", tp=[8]).weights == "bf16"
+
+
+def _figures(result: Any) -> dict[str, Any]:
+    """A serving result's figures, without its notes (which say how the format was chosen)."""
+    option = {k: v for k, v in result.to_dict()["options"][0].items() if k != "notes"}
+    return option

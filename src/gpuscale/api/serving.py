@@ -364,6 +364,14 @@ def infer(
             "attention_dp": attention_dp,
             "replicas": replicas,
         }
+    if weights == "auto":
+        # Say what "auto" chose, so a 16-bit answer for a quantized repository is never silent.
+        pred.notes.append(
+            f"weights {fmt.name}: the format the checkpoint stores (--weights auto)"
+            if fmt.name != "bf16"
+            else "weights bf16 (--weights auto): no catalogued pre-quantized checkpoint by this "
+            "name; give --weights to serve another format"
+        )
     return ServingResult(
         model=spec.name,
         gpu=gpu,

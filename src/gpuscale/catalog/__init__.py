@@ -6,6 +6,7 @@ Lookups by id fail with :class:`~gpuscale.errors.InputError` naming the closest 
 from __future__ import annotations
 
 import os
+import re
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -103,8 +104,17 @@ def checkpoint_weights(hf_id: str) -> str | None:
 def served_weights(name: str) -> str:
     """The weight format ``name`` is served in when none is asked for (``--weights auto``): the
     format a catalogued pre-quantized checkpoint stores (an engine loads a serialized FP8 or
-    MXFP4 checkpoint as stored, it does not re-quantize it), else 16-bit (``bf16``)."""
-    return checkpoint_weights(name) or "bf16"
+    MXFP4 checkpoint as stored, it does not re-quantize it), else 16-bit (``bf16``). A catalog
+    id stands for the checkpoint its entry was read from (the ``owner/name config.json`` its
+    ``source`` opens with), so ``deepseek-r1`` and ``deepseek-ai/DeepSeek-R1`` agree."""
+    stored = checkpoint_weights(name)
+    if stored is None and name.lower() in models():
+        read_from = _CONFIG_SOURCE.match(models()[name.lower()].source)
+        stored = checkpoint_weights(read_from.group(1)) if read_from else None
+    return stored or "bf16"
+
+
+_CONFIG_SOURCE = re.compile(r"([\w.-]+/[\w.-]+) config\.json")
 
 
 def model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
