@@ -35,12 +35,14 @@ def _model(name: str, eng_name: str, weights: str, gpu: str = "h100-sxm") -> Ite
 
 def test_the_profile_reads_back_a_monotone_fp8_curve() -> None:
     prof = load_profile("tensorrt-llm")
-    curve = prof.moe_gemm_precise("h200-sxm", "hopper", "fp8")
+    curve = prof.moe_gemm_precise("h200-sxm", "hopper", "fp8_block")
     assert curve is not None
     assert all(b > a for a, b in zip(curve.flops, curve.flops[1:], strict=False))
     assert all(b >= a for a, b in zip(curve.efficiency, curve.efficiency[1:], strict=False))
     # No curve for the experts' 16-bit math (gpt-oss MXFP4 on Hopper) nor for a device curve.
     assert prof.moe_gemm_precise("h200-sxm", "hopper", "bf16") is None
+    # DeepGEMM runs block-scaled FP8 only: per-tensor FP8 experts take another kernel.
+    assert prof.moe_gemm_precise("h200-sxm", "hopper", "fp8") is None
     assert prof.moe_gemm_curve("h200-sxm", "hopper") is None
 
 

@@ -165,11 +165,11 @@ class Profile:
                 return self.moe_gemm[key]
         return None
 
-    def moe_gemm_precise(self, device_id: str, generation: str, precision: str) -> GemmCurve | None:
-        """The grouped expert-GEMM curve measured in ``precision`` (``<id>-<precision>``, then
-        ``<generation>-<precision>``), as a share of that precision's dense peak; None where the
-        profile measured the engine's kernel in no such precision."""
-        for key in (f"{device_id}-{precision}", f"{generation}-{precision}"):
+    def moe_gemm_precise(self, device_id: str, generation: str, weights: str) -> GemmCurve | None:
+        """The grouped expert-GEMM curve of the kernel the engine runs for experts stored in the
+        weight format ``weights`` (``<id>-<weights>``, then ``<generation>-<weights>``), as a
+        share of that format's math peak; None where the profile has no such kernel's curve."""
+        for key in (f"{device_id}-{weights}", f"{generation}-{weights}"):
             if key in self.moe_gemm:
                 return self.moe_gemm[key]
         return None

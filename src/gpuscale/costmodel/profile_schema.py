@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gpuscale.costmodel.serving.formats import FORMATS
 from gpuscale.errors import InputError, closest
 
 Check = tuple[str, Callable[[float], bool]]
@@ -184,8 +185,9 @@ def validate_profile(
     for key, curve in _mapping(
         where, "moe_gemm", data.get("moe_gemm") or {}, "device -> curve"
     ).items():
-        # ``<device>-<precision>``: a curve measured in that precision (``moe_gemm_precise``).
-        _known(where, "moe_gemm", key, with_precision)
+        # ``<device>-<weight format>``: a curve of the kernel the engine runs for experts
+        # stored in that format (``moe_gemm_precise``; e.g. DeepGEMM for block FP8 only).
+        _known(where, "moe_gemm", key, devices + [f"{d}-{f}" for d in devices for f in FORMATS])
         _curve(where, f"moe_gemm.{key}", curve, "flops", "efficiency", FRACTION)
     for key, value in _mapping(
         where,

@@ -417,7 +417,9 @@ class IterationModel:
         mats = 3.0 if m.mlp == "gated" else 2.0
         he, f = self.moe_expert_dims()
         expert_flops = 2.0 * x * mats * he * f
-        precise = self.profile.moe_gemm_precise(dev.id, dev.generation, prec)
+        # Keyed by the stored format, not the math precision: per-tensor FP8 runs another kernel
+        # than block FP8 (DeepGEMM), though both compute in FP8.
+        precise = self.profile.moe_gemm_precise(dev.id, dev.generation, self.fmt.name)
         if precise is not None and m.is_moe:
             # The engine's kernel measured in this precision: a share of its own peak.
             rate = precise(expert_flops) * dev.peak(prec) * 1e12 * self.moe_math_rate()
