@@ -224,7 +224,8 @@ def layer_compute(
         # (dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q), each writing or reading the
         # 2-byte s x s tensor once, and the softmax (and dropout) kernels between them. Each
         # GEMM's pass over the s x s tensor is priced on top of its math, as the forward's
-        # 4-pass count (unfused_softmax_passes before it was split) priced it.
+        # 4-pass count (unfused_softmax_passes, renamed unfused_softmax_kernel_passes when the
+        # GEMM passes were split off, so an overlay with the old meaning is refused) priced it.
         score_bytes = 2.0 * plans.micro_batch * (m.num_heads / tp) * seq * seq / plans.cp
         one_pass = score_bytes / hbm
         one_gemm = (
@@ -238,7 +239,7 @@ def layer_compute(
             )
             + one_pass
         )
-        passes_fwd = profile.const("unfused_softmax_passes")
+        passes_fwd = profile.const("unfused_softmax_kernel_passes")
         passes_bwd = UNFUSED_SOFTMAX_BACKWARD_PASSES
         if training.dropout:
             # Dropout on the attention probabilities runs as its own kernel outside a fused

@@ -38,7 +38,7 @@ CONSTANTS: dict[str, Check] = {
     "elementwise_kernels_per_layer": NON_NEGATIVE,
     "attention_unpad_hidden_passes": NON_NEGATIVE,
     "attention_unpad_kernels": NON_NEGATIVE,
-    "unfused_softmax_passes": NON_NEGATIVE,
+    "unfused_softmax_kernel_passes": NON_NEGATIVE,
     "loss_forward_bytes_per_logit": NON_NEGATIVE,
     "loss_backward_bytes_per_logit": NON_NEGATIVE,
     "grad_reduce_bytes": POSITIVE,
