@@ -562,7 +562,9 @@ def disaggregated_open_wait(
     rising with the rate; ``N/2 (1/capacity - 1/rate)`` past it for large N). The bottleneck
     is the stage of the lowest own capacity (prefill workers: prompts of one full token-budget
     iteration per rank; decode workers: running requests at their capacity, admitted against
-    their pre-allocated KV pages). The other stage is a queue too, held ``slots / own
+    their pre-allocated KV pages). A stage's slots over all its ranks form one queue: the router
+    sends a request to any rank with a free slot (the least wait; a random split across ranks
+    would wait more). The other stage is a queue too, held ``slots / own
     capacity``: a request crosses both in tandem, so its wait is at least the larger of the two
     (each stage alone is a lower bound on the tandem's delay; Kleinrock, Queueing Systems vol.
     1, Sec. 4.8 on series queues), and that larger one is taken."""
