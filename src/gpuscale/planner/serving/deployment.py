@@ -564,10 +564,12 @@ def disaggregated_open_wait(
     iteration per rank; decode workers: running requests at their capacity, admitted against
     their pre-allocated KV pages). A stage's slots over all its ranks form one queue: the router
     sends a request to any rank with a free slot (the least wait; a random split across ranks
-    would wait more). The other stage is a queue too, held ``slots / own
-    capacity``: a request crosses both in tandem, so its wait is at least the larger of the two
-    (each stage alone is a lower bound on the tandem's delay; Kleinrock, Queueing Systems vol.
-    1, Sec. 4.8 on series queues), and that larger one is taken."""
+    would wait more). Why the bottleneck alone: in a tandem of single-server stations with
+    constant service times the total wait is that of the slowest station fed the original
+    arrivals (Friedman 1965, "Reduction methods for tandem queuing systems", Oper. Res.
+    13(1)). With several slots per stage that is not exact, so the other stage is a queue too,
+    held ``slots / its own capacity``, and the larger of the two waits is taken (a request
+    waits at least at the stage where it waits most)."""
     bottleneck = min(stages, key=lambda s: s.capacity)
     waits = [
         finite_run_wait(
