@@ -15,6 +15,7 @@ from itertools import pairwise
 import pytest
 
 from gpuscale import catalog
+from gpuscale.api import infer
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.costmodel.serving.formats import weight_format
@@ -137,3 +138,15 @@ def test_one_stage_is_the_aggregated_rule_and_the_larger_stage_wait_is_kept() ->
     assert stage is wide_decode
     assert wait == finite_run_wait(9.5, 1.0, 1.0 / 11.0, 1000)
     assert wait > finite_run_wait(9.5, 400.0, 40.0, 1000)
+
+
+@pytest.mark.parametrize("replicas", [1, 2, 4])
+def test_aggregated_ranks_each_run_their_share_of_the_requests(replicas: int) -> None:
+    # The pooled disaggregated queue and the aggregated per-rank queues build the same
+    # fluid queue past the capacity: each aggregated rank runs N / ranks requests (before, every
+    # rank replayed all N, so 2 replicas waited twice the fluid figure).
+    kw = {"gpu": "h100-sxm", "engine": "vllm", "replicas": replicas, "num_requests": 20_000}
+    cap = infer("llama3.1-8b", request_rate=1e5, **kw).to_dict()["options"][0]["requests_per_s"]
+    o = infer("llama3.1-8b", request_rate=1.2 * cap, **kw).to_dict()["options"][0]
+    fluid = 10_000 * (1.0 / cap - 1.0 / (1.2 * cap))
+    assert o["queue_wait_ms"] / 1e3 == pytest.approx(fluid, rel=0.03)

@@ -239,7 +239,10 @@ def predict_aggregated(
     steady: OperatingPoint | None = None
     burst: StartBurst | None = None
     if client.request_rate is not None:
-        point = open_loop(curve, client.request_rate / ranks, kv_tokens, work, client.num_requests)
+        # Each rank takes its share of the arrivals, so its run is its share of the requests
+        # (the whole run on every rank would last ``ranks`` times too long).
+        share = max(round(client.num_requests / ranks), 1)
+        point = open_loop(curve, client.request_rate / ranks, kv_tokens, work, share)
     else:
         point = closed_loop(curve, conc, kv_tokens, work)
         sim = None
