@@ -36,6 +36,7 @@ from gpuscale.planner.serving.steady_state import (
     Workload,
     burst_mixture_quantiles,
     closed_loop,
+    finite_run_wait,
     kv_capacity_requests,
     load_curve,
     needs_capacity,
@@ -541,6 +542,51 @@ def benchmark_rounds(work: Workload, client: Client) -> float:
     return max(float(client.num_requests), conc) / conc
 
 
+class Stage(NamedTuple):
+    """One stage of a disaggregated deployment as an admission queue: its ``slots`` (requests it
+    holds at once at its own capacity, over all its ranks) and that ``capacity`` (requests/s)."""
+
+    name: str
+    slots: float
+    capacity: float
+
+
+def disaggregated_open_wait(
+    rate: float, capacity: float, stages: tuple[Stage, ...], num_requests: int
+) -> tuple[float, Stage]:
+    """Mean admission wait (s) of ``num_requests`` Poisson arrivals at ``rate`` to a
+    disaggregated deployment of ``capacity`` requests/s, and the stage that binds.
+
+    The rule of the aggregated open loop (``steady_state.open_loop``) on the bottleneck stage:
+    its slots are the servers, and with every slot taken the stage runs at the deployment's
+    capacity, so each slot is held ``slots / capacity`` and the queue's load is
+    ``rate / capacity``; its wait is the exact finite-run FIFO wait
+    (``steady_state.finite_run_wait``) at every rate, below and past the capacity (continuous,
+    rising with the rate; ``N/2 (1/capacity - 1/rate)`` past it for large N). The bottleneck
+    is the stage of the lowest own capacity (prefill workers: prompts of one full token-budget
+    iteration per rank; decode workers: running requests at their capacity, admitted against
+    their pre-allocated KV pages). A stage's slots over all its ranks form one queue: the router
+    sends a request to any rank with a free slot (the least wait; a random split across ranks
+    would wait more). Why the bottleneck alone: in a tandem of single-server stations with
+    constant service times the total wait is that of the slowest station fed the original
+    arrivals (Friedman 1965, "Reduction methods for tandem queuing systems", Oper. Res.
+    13(1)). With several slots per stage that is not exact, so the other stage is a queue too,
+    held ``slots / its own capacity``, and the larger of the two waits is taken (a request
+    waits at least at the stage where it waits most)."""
+    bottleneck = min(stages, key=lambda s: s.capacity)
+    waits = [
+        finite_run_wait(
+            rate,
+            st.slots,
+            st.slots / (capacity if st is bottleneck else st.capacity),
+            num_requests,
+        )
+        for st in stages
+        if st.capacity > 0.0 and np.isfinite(st.capacity)
+    ]
+    return max(waits, default=0.0), bottleneck
+
+
 class _Curves(NamedTuple):
     """A disaggregated deployment along a grid of total throughputs."""
 
@@ -551,6 +597,44 @@ class _Curves(NamedTuple):
     ttft: np.ndarray
     e2e: np.ndarray
     ok: np.ndarray
+
+
+def _open_loop_stages(
+    it_p: IterationModel,
+    eng_p: EngineProfile,
+    it_d: IterationModel,
+    eng_d: EngineProfile,
+    prefill: Pool,
+    decode: Pool,
+    work: Workload,
+    decode_work: Workload,
+    kv_d: float,
+    probe: LoadCurve,
+    edge: tuple[float, float] | None,
+) -> tuple[Stage, Stage]:
+    """Both stages of a disaggregated deployment at their own capacities, for
+    :func:`disaggregated_open_wait`. A prefill rank at its capacity runs full token-budget
+    iterations back to back, each holding ``capacity x iteration time`` prompts (Little's
+    law). A decode rank's slots are its running requests at its capacity, read as the
+    aggregated open loop reads them (``steady_state.open_loop``): ``edge`` (throughput, running
+    requests of one decode rank) where the decode workers set the deployment's resolved
+    capacity, else the decode rank's own load curve with its capacity resolved
+    (``steady_state.resolve_capacity``)."""
+    # At an infinite rate the curve reads its last point: the full-budget iteration.
+    pc = prefill_curve(it_p, eng_p, work, np.array([np.inf]))
+    cap_p = pc.capacity
+    slots_p = max(cap_p * float(pc.iteration_s[0]), 1.0) * prefill.ranks
+    if edge is None:
+        dc = resolve_capacity(it_d, eng_d, decode_work, kv_d, probe)
+        ok = np.flatnonzero(dc.feasible)
+        top = int(ok[-1]) if ok.size else 0
+        edge = (float(dc.x[top]), float(dc.running[top]))
+    return (
+        Stage(name="prefill", slots=slots_p, capacity=cap_p * prefill.ranks),
+        Stage(
+            name="decode", slots=max(edge[1], 1.0) * decode.ranks, capacity=edge[0] * decode.ranks
+        ),
+    )
 
 
 def predict_disaggregated(
@@ -615,7 +699,9 @@ def predict_disaggregated(
     if feasible_at.size and feasible_at[-1] + 1 < x_total.size:
         i = int(feasible_at[-1])
         if client.request_rate is not None:
-            reaches = float(client.request_rate) >= x_total[i]
+            # Any open loop: its queue's slots and hold are read at the capacity (as
+            # ``steady_state.needs_capacity`` says for aggregated engines).
+            reaches = True
         else:
             reaches = float(client.concurrency or 1) > x_total[i] * cv.e2e[i]
         if reaches:
@@ -637,8 +723,20 @@ def predict_disaggregated(
     waits: tuple[np.ndarray, np.ndarray] | None = None
     if client.request_rate is not None:
         rate = float(client.request_rate)
-        x = min(rate, float(x_total[top]))
-        queue = 0.0 if rate < x_total[top] else client.num_requests / 2.0 * (1 / x - 1 / rate)
+        cap = float(x_total[top])
+        x = min(rate, cap)
+        # The decode workers bind where they turn infeasible right past the resolved edge.
+        binds = top + 1 < x_total.size and not dc.feasible[top + 1]
+        edge = (cap / decode.ranks, float(dc.running[top])) if binds else None
+        stages = _open_loop_stages(
+            it_p, eng_p, it_d, eng_d, prefill, decode, work, decode_work, kv_d, probe, edge
+        )
+        queue, bottleneck = disaggregated_open_wait(rate, cap, stages, client.num_requests)
+        saturated = rate >= cap
+        notes.append(
+            f"open-loop queue at the {bottleneck.name} workers ({bottleneck.slots:.1f} slots, "
+            f"capacity {cap:.3f} req/s)"
+        )
     else:
         conc = float(client.concurrency or 1)
         in_flight = x_total * e2e
@@ -648,6 +746,7 @@ def predict_disaggregated(
         else:
             x = float(x_total[top])
             queue = conc / x - float(e2e[top])
+        saturated = queue > 0
         new_tokens = max(work.input_len * (1.0 - work.prefix_hit), 1.0)
         rounds = benchmark_rounds(work, client)
         per_iteration = eng_p.max_num_batched_tokens // new_tokens
@@ -680,7 +779,7 @@ def predict_disaggregated(
         ttft_s=t_ttft,
         tpot_s=tpot,
         e2e_s=t_ttft + steps * tpot,
-        saturated=queue > 0,
+        saturated=saturated,
     )
     if not fits:
         notes.append("decode workers hold no room for one request's KV cache")
