@@ -46,7 +46,8 @@ def refine_edge(
     grid: np.ndarray, ok: np.ndarray, feasible: Callable[[np.ndarray], np.ndarray]
 ) -> np.ndarray:
     """Loads to add to the increasing ``grid`` so that its last feasible point lies within
-    :data:`CAPACITY_TOL` of the feasibility edge (the capacity).
+    :data:`CAPACITY_TOL` of the feasibility edge (the capacity, or where any condition that
+    ``feasible`` adds ends: the SLO search's p99 targets).
 
     The edge lies between the last feasible grid point and the next (a 15% step on the
     geometric grids of this module); a client at or past the capacity runs at it, so the step
