@@ -1,6 +1,6 @@
-"""The SLO search with its capacity read off the grid, resolved where it can reach the shown
-places (the default), and resolved for every candidate: CPU time, candidates resolved, winner
-and runner-up.
+"""The SLO search with its edge (the capacity, or the SLO crossing where a p99 target stops the
+walk first) read off the grid, resolved where it can reach the shown places (the default), and
+resolved for every candidate: CPU time, candidates resolved, winner and runner-up.
 
 PYTHONPATH=src python benchmarks/search_capacity.py
 """
@@ -21,6 +21,10 @@ CASES: list[tuple[str, int, dict[str, Any]]] = [
     ("deepseek-r1", 72, {"slo_ttft_ms": 2000, "slo_tpot_ms": 50}),
     # the README's tour
     ("llama3.1-70b", 16, {"slo_ttft_ms": 500, "slo_tpot_ms": 30}),
+    # tight targets: the SLO, not the capacity, stops the winners (resolved since search-slo)
+    ("llama3.1-70b", 8, {"slo_ttft_ms": 300, "slo_tpot_ms": 20}),
+    ("llama3.1-70b", 72, {"slo_ttft_ms": 300, "slo_tpot_ms": 20}),
+    ("deepseek-r1", 72, {"slo_ttft_ms": 1000, "slo_tpot_ms": 30}),
 ]
 
 
@@ -28,7 +32,7 @@ def _top(r: SearchResult, k: int) -> str:
     if len(r.ranked) <= k:
         return "-"
     s = r.ranked[k]
-    return f"{s.cand.label} {s.goodput_tokens_per_s / s.cand.gpus:,.0f}"
+    return f"{s.cand.label} {s.goodput_tokens_per_s / s.cand.gpus:,.0f} [{s.limit}]"
 
 
 def main() -> None:

@@ -76,7 +76,8 @@ def test_pruned_search_equals_resolving_every_candidate(
     assert per_gpu == sorted(per_gpu, reverse=True)
     assert {s.cand.label for s in pruned.ranked} == {s.cand.label for s in full.ranked}
     # The ingredients, candidate by candidate: the grid's goodput is a lower bound, the next
-    # grid load an upper bound, and a goodput the SLO ends is final.
+    # grid load an upper bound (whether the capacity or the SLO ends the walk), and a goodput
+    # the grid's end stops is final.
     for c in cands:
         grid, exact = scorer(c, False), scorer(c, True)
         assert (grid is None) == (exact is None), c.label

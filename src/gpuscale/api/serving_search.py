@@ -36,7 +36,8 @@ class SearchResult:
     ranked: list[Scored]
     evaluated: int
     resolved: int = 0
-    """Candidates whose capacity was resolved (the rest read it off the grid)."""
+    """Candidates whose edge (capacity or SLO crossing) was resolved (the rest read it off the
+    grid)."""
 
     def _option(self, s: Scored) -> dict[str, Any]:
         c = s.cand
@@ -99,12 +100,12 @@ class SearchResult:
         if len(self.ranked) > 1:
             r = self._option(self.ranked[1])
             ratio = w["goodput_tokens_per_s_per_gpu"] / max(r["goodput_tokens_per_s_per_gpu"], 1e-9)
-            # What ends the runner-up's walk up the load (``Scored.limit``): an SLO crossing is
-            # read off the load grid, so its p99 there sits up to a step below the target.
+            # What ends the runner-up's walk up the load (``Scored.limit``): the SLO crossing is
+            # resolved like the capacity, so its p99 sits on the target (within 1e-6 of the load).
             why = {
-                "tpot": "at the next load step its TPOT p99 passes the target",
-                "ttft": "at the next load step its TTFT p99 passes the target",
-                "ttft+tpot": "at the next load step its TTFT and TPOT p99s pass the targets",
+                "tpot": "its TPOT p99 reaches the target at that load",
+                "ttft": "its TTFT p99 reaches the target at that load",
+                "ttft+tpot": "its TTFT and TPOT p99s reach the targets at that load",
             }.get(self.ranked[1].limit, "it runs out of batch (KV cache or running slots) first")
             text += (
                 f" Runner-up: {r['label']} at {r['goodput_tokens_per_s_per_gpu']:,.0f} tok/s per "
@@ -134,9 +135,10 @@ def search(
     """Every deployment of ``model`` on at most ``gpus`` GPUs, ranked by goodput per GPU (or per
     dollar with ``price`` $/GPU-hour) under p99 TTFT/TPOT targets (no target: unbounded).
 
-    The first ``resolved_places`` places have their capacity resolved, as single predictions
-    do (None: every candidate, slower; 0: read off the load grid, up to a 15% step low); the
-    pruned ranking equals resolving every candidate on those places."""
+    The first ``resolved_places`` places have their edge resolved, the capacity as single
+    predictions do or the SLO crossing, whichever ends the walk (None: every candidate,
+    slower; 0: read off the load grid, up to a 15% step low); the pruned ranking equals
+    resolving every candidate on those places."""
     spec = model if isinstance(model, ModelSpec) else catalog.model(model)
     require(gpus >= 1, f"--gpus must be >= 1, got {gpus}", field="gpus")
     require(gpus <= 512, f"--gpus {gpus}: the search covers up to 512 GPUs", field="gpus")

@@ -116,7 +116,7 @@ def print_sweep(console: Console, doc: Mapping[str, Any]) -> None:
 
 def print_search(console: Console, doc: Mapping[str, Any]) -> None:
     """The SLO search's document (``SearchResult.to_dict()``): the best deployments, those
-    whose capacity the search resolved."""
+    whose edge (capacity or SLO crossing) the search resolved."""
     table = Table(
         title=f"{doc['model']} on up to {doc['gpus']} x {doc['gpu']}: best deployments",
         title_justify="left",

@@ -11,13 +11,15 @@ The p99 here is the steady state's, a sustained service's: at every load point i
 with ``--concurrency``) also counts its first round, a burst on a drained engine, in its
 percentiles, so its reported p99 TTFT can sit above the SLO the search met.
 
-Where the capacity, not the SLO, ends that walk, the capacity lies between the last feasible
-grid load and the next (a 15% step) and is resolved by the steady state's own rule
-(``steady_state.resolve_capacity`` / ``refine_edge``). That costs about two curves more per
-candidate, so :func:`rank` resolves best-first, only the candidates whose grid bound (the next
-grid load) could still reach the places shown; the answer equals resolving every candidate
-(tests/unit/test_serving_search_capacity.py), as the training planner's ``step_time_floor_s``
-pruning equals pricing every plan.
+Whatever ends that walk, the capacity or a p99 crossing its target, the edge lies between the
+last grid load that meets both (and the capacity) and the next (a 15% step), and is resolved by
+the steady state's own rule (``steady_state.resolve_capacity`` / ``refine_edge``, with the SLO
+as a further condition: the p99s grow with the load, checked on the grid by
+``benchmarks/search_slo_monotone.py``). That costs about two curves more per candidate, so
+:func:`rank` resolves best-first, only the candidates whose grid bound (the next grid load)
+could still reach the places shown; the answer equals resolving every candidate
+(tests/unit/test_serving_search_capacity.py, tests/unit/test_serving_search_slo.py), as the
+training planner's ``step_time_floor_s`` pruning equals pricing every plan.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from gpuscale.planner.serving.deployment import (
     kv_transfer_wait_s,
 )
 from gpuscale.planner.serving.steady_state import (
+    LoadCurve,
     Workload,
     Z,
     load_curve,
@@ -76,10 +79,12 @@ class Scored:
     tpot_p99_s: float
     requests_per_s: float
     capacity_resolved: bool = True
-    """The goodput is the one the resolved capacity gives: resolved, or the SLO (or the grid's
-    end) binds first so resolving cannot move it. False: read off the grid, a lower bound."""
+    """The goodput is the one the resolved edge gives: the capacity or the SLO crossing,
+    whichever ends the walk, resolved (or the grid's end binds, so resolving cannot move it).
+    False: read off the grid, a lower bound. (The name predates resolving the SLO crossing;
+    it is the ``--json`` key.)"""
     goodput_bound_tokens_per_s: float = 0.0
-    """Most the goodput can be once the capacity is resolved (the goodput itself when
+    """Most the goodput can be once the edge is resolved (the goodput itself when
     ``capacity_resolved``)."""
     limit: str = "capacity"
     """What ends the walk up the load: ``capacity`` (running slots, KV cache, token budget or
@@ -95,9 +100,26 @@ class Scored:
         return max(self.goodput_bound_tokens_per_s, self.goodput_tokens_per_s) / self.cand.gpus
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Walk:
+    """A candidate's load curve as the search walks it: at each load ``x`` (requests/s per
+    rank: attention-DP rank times replica for an engine, the deployment for a disaggregated
+    one), whether it is feasible (within the capacity), the p99 TTFT and TPOT (s) and the
+    mean end-to-end latency (s); ``growth[j]`` bounds the load between ``x[j]`` and
+    ``x[j+1]`` as a factor over ``x[j]``."""
+
+    x: np.ndarray
+    feasible: np.ndarray
+    ttft99: np.ndarray
+    tpot99: np.ndarray
+    e2e: np.ndarray
+    ranks: int
+    growth: np.ndarray
+
+
 Z99 = Z[99]
 RESOLVED_PLACES = 8
-"""Places of the ranking whose goodput comes from the resolved capacity by default: the rows
+"""Places of the ranking whose goodput comes from the resolved edge by default: the rows
 the human table shows (``report.serving.print_search``); the explanation names the first two.
 Later options carry the grid's lower bound (``capacity_resolved`` false)."""
 
@@ -167,6 +189,12 @@ def candidates(model: ModelSpec, gpus: int, per_node: int, disagg: bool = True) 
     return out
 
 
+def _engine_p99(c: LoadCurve, steps: float) -> tuple[np.ndarray, np.ndarray]:
+    """(p99 TTFT, p99 TPOT) along an engine's load curve."""
+    ttft99 = c.ttft_s + 0.49 * c.iteration_s
+    return ttft99, _p99(c.iteration_s, c.decode_only_s, c.own_prefill_s, c.x, steps)
+
+
 def _p99(
     t: np.ndarray, dec_only: np.ndarray, own: np.ndarray, x: np.ndarray, steps: float
 ) -> np.ndarray:
@@ -177,7 +205,7 @@ def _p99(
     return np.maximum(dec_only + (m + Z99 * np.sqrt(m)) * extra / max(steps, 1.0), t)
 
 
-def score(
+def walk(
     cand: Candidate,
     model: ModelSpec,
     cluster: Cluster,
@@ -189,14 +217,18 @@ def score(
     slo_ttft_s: float,
     slo_tpot_s: float,
     resolve: bool = False,
-) -> Scored | None:
-    """Highest steady-state throughput whose p99 TTFT and p99 TPOT meet the SLO (one load
-    curve per candidate, vectorized; the closed-loop simulation is for single predictions).
+) -> Walk | None:
+    """The candidate's load curve with its p99 TTFT and p99 TPOT (one load curve per
+    candidate, vectorized; the closed-loop simulation is for single predictions), or None
+    when a request's KV cache does not fit.
 
-    With ``resolve`` the capacity is resolved between grid loads by the steady state's rule
-    (``resolve_capacity`` for an engine, ``refine_edge`` over the deployment's load for a
-    disaggregated one, as ``deployment.py`` does); without, it is read off the grid and a
-    candidate whose capacity ends the walk carries the bound of its next grid load."""
+    With ``resolve`` the edge of "feasible and within the SLO" is resolved between grid loads
+    by the steady state's rule (``resolve_capacity`` with the SLO as its ``within`` for an
+    engine, ``refine_edge`` over the deployment's load for a disaggregated one, as
+    ``deployment.py`` does): the capacity where it ends the walk, the p99 crossing where the
+    SLO does. Without, the edge is read off the grid and the candidate carries the bound of
+    its next grid load. ``refine_edge`` refines between the last grid load that meets both and
+    the next, so were a p99 not monotone in the load, the crossing resolved is the last one."""
     steps = max(work.output_len - 1.0, 1.0)
     if cand.mode == "aggregated":
         kv, _, _ = kv_pool(model, cluster, cand.par, fmt, kv_dtype, profile, eng, work)
@@ -205,9 +237,13 @@ def score(
         it = _iteration_model(model, cluster, cand.par, fmt, kv_dtype, profile, eng)
         c = load_curve(it, eng, work, kv)
         if resolve:
-            c = resolve_capacity(it, eng, work, kv, c)
-        ttft99 = c.ttft_s + 0.49 * c.iteration_s
-        tpot99 = _p99(c.iteration_s, c.decode_only_s, c.own_prefill_s, c.x, steps)
+
+            def meets(cc: LoadCurve) -> np.ndarray:
+                a, b = _engine_p99(cc, steps)
+                return (a <= slo_ttft_s) & (b <= slo_tpot_s)
+
+            c = resolve_capacity(it, eng, work, kv, c, within=meets)
+        ttft99, tpot99 = _engine_p99(c, steps)
         ranks = cand.par.attention_dp * cand.replicas
         x, e2e, feasible = c.x, c.e2e_s, c.feasible
         # The capacity lies below the next grid batch n', where x = n / ((OSL-1) T(n))
@@ -247,23 +283,57 @@ def score(
         )
         feasible, ttft99, tpot99, e2e = curves(x)
         if resolve:
-            fine = refine_edge(x, feasible, lambda xs: curves(xs)[0])
+
+            def meets_at(xs: np.ndarray) -> np.ndarray:
+                f, a, b, _ = curves(xs)
+                return f & (a <= slo_ttft_s) & (b <= slo_tpot_s)
+
+            met = feasible & (ttft99 <= slo_ttft_s) & (tpot99 <= slo_tpot_s)
+            fine = refine_edge(x, met, meets_at)
             if fine.size:
                 x = np.unique(np.concatenate([x, fine]))
                 feasible, ttft99, tpot99, e2e = curves(x)
         ranks = 1
-        # The capacity lies below the next grid load.
+        # The edge lies below the next grid load.
         growth = x[1:] / x[:-1]
+    return Walk(
+        x=x, feasible=feasible, ttft99=ttft99, tpot99=tpot99, e2e=e2e, ranks=ranks, growth=growth
+    )
+
+
+def score(
+    cand: Candidate,
+    model: ModelSpec,
+    cluster: Cluster,
+    fmt: WeightFormat,
+    kv_dtype: str,
+    profile: Profile,
+    eng: EngineProfile,
+    work: Workload,
+    slo_ttft_s: float,
+    slo_tpot_s: float,
+    resolve: bool = False,
+) -> Scored | None:
+    """The candidate's goodput: the highest load of its :func:`walk` that is feasible and
+    meets both p99 targets, with its bound (the next grid load) when read off the grid."""
+    w = walk(
+        cand, model, cluster, fmt, kv_dtype, profile, eng, work, slo_ttft_s, slo_tpot_s, resolve
+    )
+    if w is None:
+        return None
+    x, feasible, ttft99, tpot99, e2e = w.x, w.feasible, w.ttft99, w.tpot99, w.e2e
+    ranks, growth = w.ranks, w.growth
     ok = feasible & (ttft99 <= slo_ttft_s) & (tpot99 <= slo_tpot_s)
     if not ok.any():
         return None
     i = int(np.flatnonzero(ok)[-1])
     top = int(np.flatnonzero(feasible)[-1])
-    # The capacity ends the walk (the SLO still holds at the top feasible load) and lies past
-    # the grid point: resolving it can only raise the goodput, up to the next grid load.
-    open_edge = not resolve and i == top and top + 1 < x.size
+    # The capacity or the SLO ends the walk between this grid load and the next: resolving
+    # the edge can only raise the goodput, up to the next grid load (the p99s grow with the
+    # load, so the SLO crossing lies below it as the capacity does).
+    open_edge = not resolve and i + 1 < x.size
     rate = float(x[i]) * ranks
-    bound = rate * float(growth[top]) if open_edge else rate
+    bound = rate * float(growth[i]) if open_edge else rate
     limit = "capacity"
     if i < top and feasible[i + 1]:
         missed = [
@@ -286,7 +356,7 @@ def score(
 
 
 Scorer = Callable[[Candidate, bool], "Scored | None"]
-"""``score`` with the problem bound: (candidate, resolve the capacity) -> scored or None."""
+"""``score`` with the problem bound: (candidate, resolve the edge) -> scored or None."""
 
 
 def scorer(
@@ -313,9 +383,9 @@ def scorer(
 def rank(cands: Sequence[Candidate], score_one: Scorer, keep: int | None) -> list[Scored]:
     """The candidates that meet the SLO, best goodput per GPU first (ties in candidate order).
 
-    ``keep=None`` resolves every candidate's capacity (the definition). Otherwise each is
+    ``keep=None`` resolves every candidate's edge (the definition). Otherwise each is
     scored on the grid, where its goodput lies between the grid's value and its bound, and
-    they are taken best bound first: one whose capacity is open is resolved and put back at
+    they are taken best bound first: one whose edge is open is resolved and put back at
     its resolved goodput, one whose goodput is final takes the next place (nothing left can
     beat it), until ``keep`` places are final; the rest follow at their grid goodput, each at
     most the last final one's, marked ``capacity_resolved=False``. The first ``keep`` places

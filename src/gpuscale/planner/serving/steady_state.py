@@ -46,7 +46,8 @@ def refine_edge(
     grid: np.ndarray, ok: np.ndarray, feasible: Callable[[np.ndarray], np.ndarray]
 ) -> np.ndarray:
     """Loads to add to the increasing ``grid`` so that its last feasible point lies within
-    :data:`CAPACITY_TOL` of the feasibility edge (the capacity).
+    :data:`CAPACITY_TOL` of the feasibility edge (the capacity, or where any condition that
+    ``feasible`` adds ends: the SLO search's p99 targets).
 
     The edge lies between the last feasible grid point and the next (a 15% step on the
     geometric grids of this module); a client at or past the capacity runs at it, so the step
@@ -404,18 +405,30 @@ def _last_feasible(curve: LoadCurve) -> int:
 
 
 def resolve_capacity(
-    it: IterationModel, eng: EngineProfile, work: Workload, kv_tokens: float, curve: LoadCurve
+    it: IterationModel,
+    eng: EngineProfile,
+    work: Workload,
+    kv_tokens: float,
+    curve: LoadCurve,
+    within: Callable[[LoadCurve], np.ndarray] | None = None,
 ) -> LoadCurve:
     """``curve`` (from :func:`load_curve` without ``x_grid``) with its capacity resolved:
     decode batches added between its last feasible point and the next (:func:`refine_edge`)
     until the last feasible one sits on the edge, where the running requests reach
     ``max_num_seqs`` or the KV pages, the prompts fill the token budget, or the throughput
-    peaks. The points below the old top are kept, so the curve there is unchanged."""
+    peaks. The points below the old top are kept, so the curve there is unchanged.
+
+    ``within`` adds a condition on the steady state (the SLO search's p99 targets): the edge
+    resolved is then that of feasible and ``within``, the condition's crossing where it comes
+    before the capacity, by the same rule."""
+
+    def ok(c: LoadCurve) -> np.ndarray:
+        return c.feasible if within is None else c.feasible & within(c)
 
     def feasible(n: np.ndarray) -> np.ndarray:
-        return load_curve(it, eng, work, kv_tokens, n_grid=n).feasible
+        return ok(load_curve(it, eng, work, kv_tokens, n_grid=n))
 
-    extra = refine_edge(curve.decoding, curve.feasible, feasible)
+    extra = refine_edge(curve.decoding, ok(curve), feasible)
     if not extra.size:
         return curve
     n = np.unique(np.concatenate([curve.decoding, extra]))

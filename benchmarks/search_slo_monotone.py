@@ -1,0 +1,78 @@
+"""Whether the SLO search's p99 TTFT and p99 TPOT grow with the load, as the bisection that
+resolves an SLO crossing (``steady_state.refine_edge``) assumes: every candidate's walk of the
+problems below, on the grid and on the resolved curve (grid plus the loads refined near its
+edge), up to its top feasible load. Prints, per problem, the candidates and the ones where a
+p99 falls somewhere as the load rises (with the largest relative fall), and along how many
+walks "feasible and meets the SLO" changes more than once (where the bisection's bracket, the
+last grid load that meets it and the next, would not hold the only crossing).
+
+PYTHONPATH=src python benchmarks/search_slo_monotone.py
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gpuscale import catalog
+from gpuscale.api.serving import served_format
+from gpuscale.catalog.serving_engines import engine as engine_profile
+from gpuscale.costmodel.profile import load_profile_for
+from gpuscale.planner.serving.search import candidates, walk
+from gpuscale.planner.serving.steady_state import Workload
+
+PROBLEMS: list[tuple[str, str, int, dict[str, Any]]] = [
+    ("llama3.1-70b", "h200-sxm", 8, {"engine": "vllm", "weights": "fp8", "slo": (2000, 50)}),
+    ("llama3.1-70b", "h200-sxm", 16, {"engine": "vllm", "weights": "fp8", "slo": (500, 30)}),
+    ("llama3.1-70b", "h200-sxm", 8, {"engine": "vllm", "weights": "fp8", "slo": (300, 20)}),
+    ("llama3.1-8b", "h100-sxm", 8, {"engine": "tensorrt-llm", "weights": "auto", "slo": (200, 8)}),
+    ("qwen3-32b", "h100-sxm", 8, {"engine": "sglang", "weights": "auto", "slo": (1000, 30)}),
+    ("deepseek-r1", "h200-sxm", 16, {"engine": "sglang", "weights": "auto", "slo": (2000, 50)}),
+    ("deepseek-r1", "h200-sxm", 16, {"engine": "vllm", "weights": "fp8", "slo": (1000, 30)}),
+]
+
+
+def _falls(v: np.ndarray) -> float:
+    """Largest relative fall between neighbouring points (0 when non-decreasing)."""
+    if v.size < 2:
+        return 0.0
+    return float(np.max(np.maximum(v[:-1] - v[1:], 0.0) / np.maximum(v[:-1], 1e-30)))
+
+
+def main() -> None:
+    for model, gpu, gpus, kw in PROBLEMS:
+        spec = catalog.model(model)
+        eng = engine_profile(kw["engine"]).for_device(catalog.gpu(gpu))
+        prof = load_profile_for(eng.cost_profile)
+        fmt = served_format(model, kw["weights"])
+        kv = eng.kv_dtype_low_precision if fmt.weight_bytes < 2.0 else "bf16"
+        work = Workload(input_len=1024.0, output_len=1024.0)
+        ttft, tpot = kw["slo"][0] / 1e3, kw["slo"][1] / 1e3
+        cluster = catalog.cluster(gpu, gpus)
+        cands = candidates(spec, gpus, catalog.DEFAULT_GPUS_PER_NODE)
+        n = bad = 0
+        multi = [0, 0]
+        worst = 0.0
+        for c in cands:
+            for resolve in (False, True):
+                w = walk(c, spec, cluster, fmt, kv, prof, eng, work, ttft, tpot, resolve)
+                if w is None or not w.feasible.any():
+                    continue
+                n += 1
+                top = int(np.flatnonzero(w.feasible)[-1]) + 1
+                fall = max(_falls(w.ttft99[:top]), _falls(w.tpot99[:top]))
+                bad += fall > 0.0
+                worst = max(worst, fall)
+                meets = w.feasible & (w.ttft99 <= ttft) & (w.tpot99 <= tpot)
+                multi[resolve] += int(np.count_nonzero(np.diff(meets.astype(int)))) > 1
+        print(
+            f"{model} {gpus} x {gpu} {kw['engine']} SLO {kw['slo'][0]}/{kw['slo'][1]} ms: "
+            f"{n} walks (grid and resolved), {bad} with a p99 falling somewhere "
+            f"(largest fall {worst:.2e}); meeting the SLO changes more than once along "
+            f"{multi[0]} grid and {multi[1]} resolved walks"
+        )
+
+
+if __name__ == "__main__":
+    main()
