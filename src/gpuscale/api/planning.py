@@ -20,6 +20,20 @@ from gpuscale.planner.search import OBJECTIVES, PricedPlan
 from gpuscale.planner.verdict import Verdict, verdict
 from gpuscale.report import planner as render
 
+MAX_GPUS = 2**20
+"""Most GPUs a search covers: above the largest clusters built (about 10^5 GPUs); the search's
+time and memory grow with the count (2^30 GPUs took 95 s and 18 GB)."""
+
+
+def _gpu_count(value: int, field: str) -> None:
+    require(
+        1 <= value <= MAX_GPUS,
+        f"--{field.replace('_', '-')} must be 1 to {MAX_GPUS:,} (2^20 GPUs, above the largest "
+        f"clusters built), got {value}",
+        field=field,
+    )
+
+
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while the search runs."""
 
@@ -177,6 +191,7 @@ def plan(
         profile,
     )
     workload, hardware = inputs.workload, inputs.hardware
+    _gpu_count(gpus, "gpus")
     hardware.cluster(gpus)
     start = time.perf_counter()
     result = planner_search.search(
@@ -330,9 +345,7 @@ def scale(
         profile,
     )
     workload, hardware = inputs.workload, inputs.hardware
-    require(
-        max_gpus >= 1, f"--max-gpus must be a positive integer, got {max_gpus}", field="max_gpus"
-    )
+    _gpu_count(max_gpus, "max_gpus")
     per_node = hardware.gpus_per_node  # --gpus-per-node, or the GPU's NVLink domain
     require(
         max_gpus <= per_node or max_gpus % per_node == 0,

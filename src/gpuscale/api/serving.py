@@ -245,6 +245,9 @@ def infer(
             f"--request-rate must be > 0, got {request_rate}",
             field="request_rate",
         )
+    require(
+        num_requests >= 1, f"--num-requests must be >= 1, got {num_requests}", field="num_requests"
+    )
     require(0.0 <= prefix_hit < 1.0, "--prefix-hit must be in [0, 1)", field="prefix_hit")
     require(replicas >= 1, f"--replicas must be >= 1, got {replicas}", field="replicas")
     # The engine's scheduler defaults depend on the GPU it starts on (vLLM: smaller
@@ -288,6 +291,32 @@ def infer(
     )
     client = Client(concurrency=concurrency, request_rate=request_rate, num_requests=num_requests)
     disagg = prefill_workers is not None or decode_workers is not None
+    # One deployment at a time: the other one's layout would be ignored without a word.
+    if disagg:
+        given: dict[str, int | None] = {
+            "tp": tp,
+            "pp": pp,
+            "ep": ep,
+            "attention_dp": attention_dp,
+            "replicas": replicas,
+        }
+        stray, words = "aggregated", "--prefill-* and --decode-* set the pools"
+    else:
+        given = {
+            f"{stage}_{what}": value
+            for stage, values in (
+                ("prefill", (prefill_tp, prefill_ep, prefill_attention_dp, prefill_batch)),
+                ("decode", (decode_tp, decode_ep, decode_attention_dp, decode_batch)),
+            )
+            for what, value in zip(("tp", "ep", "attention_dp", "batch"), values, strict=True)
+        }
+        stray, words = "disaggregated", "give --prefill-workers and --decode-workers too"
+    for name, setting in given.items():
+        require(
+            setting is None if name.endswith("batch") else setting == 1,
+            f"--{name.replace('_', '-')} {setting} applies only to {stray} serving; {words}",
+            field=name,
+        )
     if disagg:
         require(
             prefill_workers is not None and decode_workers is not None,
@@ -375,15 +404,25 @@ def _par(spec: ModelSpec, tp: int, pp: int, ep: int, attention_dp: int, prefix: 
         raise InputError(
             str(exc).replace("--", f"--{prefix.replace('_', '-')}"), field=f"{prefix}{exc.field}"
         ) from None
+    dash = prefix.replace("_", "-")
     require(
         ep == 1 or spec.is_moe,
-        f"--{prefix.replace('_', '-')}ep {ep}: {spec.name} has no experts (dense model)",
+        f"--{dash}ep {ep}: {spec.name} has no experts (dense model); accepted: 1",
         field=f"{prefix}ep",
     )
     require(
-        spec.is_moe or ep <= spec.num_experts,
-        f"--{prefix.replace('_', '-')}ep exceeds the experts",
+        ep <= spec.num_experts,
+        f"--{dash}ep {ep} exceeds {spec.name}'s {spec.num_experts} experts (every expert-parallel "
+        f"rank holds at least one); accepted: 1 to {spec.num_experts}",
         field=f"{prefix}ep",
+    )
+    # Attention DP feeds the MoE layers' all-to-all (DeepEP); the iteration model has no
+    # exchange between attention groups and a dense MLP, so a dense model cannot express it.
+    require(
+        attention_dp == 1 or spec.is_moe,
+        f"--{dash}attention-dp {attention_dp}: attention data parallelism applies to MoE models; "
+        f"{spec.name} is dense; accepted: 1",
+        field=f"{prefix}attention_dp",
     )
     require(
         spec.num_heads % par.attention_tp == 0,

@@ -1,0 +1,81 @@
+"""Inputs the API cannot answer are refused in one line naming the argument, never priced
+silently, ignored, or left to a traceback or a search that runs out of memory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import gpuscale
+from gpuscale.api.planning import MAX_GPUS
+from gpuscale.errors import InputError
+
+LOAD: dict[str, Any] = {"gpu": "h100-sxm", "concurrency": 8, "input_len": 128, "output_len": 16}
+
+
+def _refused(field: str, call: Any, *args: Any, **kwargs: Any) -> str:
+    with pytest.raises(InputError) as err:
+        call(*args, **kwargs)
+    assert err.value.field == field
+    message = str(err.value)
+    assert "\n" not in message
+    return message
+
+
+def test_expert_parallelism_beyond_the_experts_is_refused() -> None:
+    # Mixtral has 8 experts: a 16-way expert split leaves ranks without an expert.
+    message = _refused("ep", gpuscale.infer, "mixtral-8x7b", tp=16, ep=16, **LOAD)
+    assert "8 experts" in message and "accepted: 1 to 8" in message
+    message = _refused(
+        "decode_ep",
+        gpuscale.infer,
+        "mixtral-8x7b",
+        prefill_workers=1,
+        decode_workers=1,
+        decode_tp=16,
+        decode_ep=16,
+        **LOAD,
+    )
+    assert message.startswith("--decode-ep 16")
+
+
+def test_attention_data_parallelism_needs_a_moe_model() -> None:
+    message = _refused("attention_dp", gpuscale.infer, "llama3.1-8b", tp=2, attention_dp=2, **LOAD)
+    assert "dense" in message and "accepted: 1" in message
+    # The same layout on a MoE model is priced.
+    assert gpuscale.infer("mixtral-8x7b", tp=2, attention_dp=2, **LOAD).to_dict()["options"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"prefill_workers": 1, "decode_workers": 1, "tp": 4}, "tp"),
+        ({"prefill_workers": 1, "decode_workers": 1, "replicas": 2}, "replicas"),
+        ({"prefill_tp": 2}, "prefill_tp"),
+        ({"decode_batch": 1}, "decode_batch"),
+    ],
+)
+def test_the_other_deployments_layout_is_refused_not_ignored(
+    kwargs: dict[str, Any], field: str
+) -> None:
+    message = _refused(field, gpuscale.infer, "llama3.1-8b", **LOAD, **kwargs)
+    assert "applies only to" in message
+
+
+def test_an_open_loop_needs_at_least_one_request() -> None:
+    load = {**LOAD, "concurrency": None, "request_rate": 1.0}
+    assert "--num-requests" in _refused(
+        "num_requests", gpuscale.infer, "llama3.1-8b", num_requests=0, **load
+    )
+
+
+@pytest.mark.parametrize("gpus", [0, MAX_GPUS + 1, 10**12])
+def test_plan_and_scale_bound_the_gpu_count(gpus: int) -> None:
+    # 2^30 GPUs took 95 s and 18 GB before the bound; the message names the range.
+    assert f"must be 1 to {MAX_GPUS:,}" in _refused(
+        "gpus", gpuscale.plan, "llama3.1-8b", gpu="h100-sxm", gpus=gpus
+    )
+    assert f"must be 1 to {MAX_GPUS:,}" in _refused(
+        "max_gpus", gpuscale.scale, "llama3.1-8b", gpu="h100-sxm", max_gpus=gpus
+    )
