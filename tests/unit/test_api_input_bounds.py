@@ -14,7 +14,7 @@ from gpuscale.errors import InputError
 LOAD: dict[str, Any] = {"gpu": "h100-sxm", "concurrency": 8, "input_len": 128, "output_len": 16}
 
 
-def _refused(field: str, call: Any, *args: Any, **kwargs: Any) -> str:
+def _refused(field: str | None, call: Any, *args: Any, **kwargs: Any) -> str:
     with pytest.raises(InputError) as err:
         call(*args, **kwargs)
     assert err.value.field == field
@@ -79,3 +79,30 @@ def test_plan_and_scale_bound_the_gpu_count(gpus: int) -> None:
     assert f"must be 1 to {MAX_GPUS:,}" in _refused(
         "max_gpus", gpuscale.scale, "llama3.1-8b", gpu="h100-sxm", max_gpus=gpus
     )
+
+
+def test_advise_comm_bounds_the_gpu_count() -> None:
+    assert f"must be 1 to {MAX_GPUS:,}" in _refused(
+        "gpus", gpuscale.advise_comm, "llama3.1-8b", gpus=10**12
+    )
+
+
+def test_an_empty_model_id_is_refused_not_read_from_the_current_folder(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Path("") is the current folder: its config.json was read without being named.
+    (tmp_path / "config.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    assert "empty model id" in _refused("model", gpuscale.fit, "", gpu="h100-sxm")
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ("llama3.1-8b\x01", r"'llama3.1-8b\x01'"),  # an invisible character made visible
+        ("x" * 5000, "(5000 characters)"),  # cut to one readable line
+    ],
+)
+def test_an_unknown_id_is_shown_readably(name: str, shown: str) -> None:
+    message = _refused(None, gpuscale.fit, name, gpu="h100-sxm")
+    assert shown in message and len(message) < 1000

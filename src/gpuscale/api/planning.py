@@ -25,7 +25,8 @@ MAX_GPUS = 2**20
 time and memory grow with the count (2^30 GPUs took 95 s and 18 GB)."""
 
 
-def _gpu_count(value: int, field: str) -> None:
+def gpu_count(value: int, field: str) -> None:
+    """Refuse a GPU count outside 1 to :data:`MAX_GPUS` (the one bound of every search)."""
     require(
         1 <= value <= MAX_GPUS,
         f"--{field.replace('_', '-')} must be 1 to {MAX_GPUS:,} (2^20 GPUs, above the largest "
@@ -191,7 +192,7 @@ def plan(
         profile,
     )
     workload, hardware = inputs.workload, inputs.hardware
-    _gpu_count(gpus, "gpus")
+    gpu_count(gpus, "gpus")
     hardware.cluster(gpus)
     start = time.perf_counter()
     result = planner_search.search(
@@ -345,7 +346,7 @@ def scale(
         profile,
     )
     workload, hardware = inputs.workload, inputs.hardware
-    _gpu_count(max_gpus, "max_gpus")
+    gpu_count(max_gpus, "max_gpus")
     per_node = hardware.gpus_per_node  # --gpus-per-node, or the GPU's NVLink domain
     require(
         max_gpus <= per_node or max_gpus % per_node == 0,

@@ -86,6 +86,7 @@ FLAGS: dict[str, str] = {
     "double_quant": "--no-double-quant",
     "weight_dtype": "--weights",
     "only": "--fit",  # calibrate run: the quantity to fit
+    "model": "MODEL",  # the argument, not a flag
 }
 """API arguments whose flag is not ``--`` + the argument with dashes."""
 
