@@ -3,8 +3,10 @@ exit code 2 (never a traceback, a silently ignored flag, or a search that does n
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +60,54 @@ def test_bad_input_is_one_line_and_exit_code_2(
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("gpuscale: "), result.stderr
     assert expected in lines[0]
+
+
+ADAPT = ("cluster", "adapt", "gpt3-13b", "--gpu", "h100-sxm")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        # numpy was asked for 7 TiB (a MemoryError traceback) in both.
+        (
+            ("cluster", "trace", "--synthetic", "philly", "--jobs", "1000000000000"),
+            "--jobs must be at most 1,000,000",
+        ),
+        ((*ADAPT, "--gpus", "1000000000000", "--event", "inter"), "--gpus must be 1 to 1,048,576"),
+        # A node loss has no bandwidth factor: --factor was dropped without a word.
+        (
+            (*ADAPT, "--gpus", "64", "--event", "node-loss", "--factor", "0.5"),
+            "a node loss has none",
+        ),
+    ],
+)
+def test_cluster_bad_input_is_refused_before_any_file_is_written(
+    gpuscale: Run, tmp_path: Path, args: tuple[str, ...], expected: str
+) -> None:
+    out = tmp_path / "trace.csv"
+    extra = ("-o", str(out)) if "trace" in args else ()
+    result = gpuscale(*args, *extra)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and expected in result.stderr
+    assert not out.exists()
+
+
+def test_cluster_export_writes_the_file_with_json_too(gpuscale: Run, tmp_path: Path) -> None:
+    # -o was ignored when --json was given; cluster trace had no --json at all.
+    out = tmp_path / "kueue.yaml"
+    cluster = Path(__file__).parents[2] / "examples" / "fat-tree-512.yaml"
+    result = gpuscale("cluster", "export", "--cluster", str(cluster), "--format", "kueue")
+    exported = gpuscale(
+        *("cluster", "export", "--cluster", str(cluster), "--format", "kueue"),
+        "-o",
+        str(out),
+        "--json",
+    )
+    assert exported.returncode == 0 and json.loads(exported.stdout)["format"] == "kueue"
+    assert out.read_text() == result.stdout
+    trace = tmp_path / "t.csv"
+    made = gpuscale(
+        "cluster", "trace", "--synthetic", "philly", "--jobs", "20", "-o", str(trace), "--json"
+    )
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["jobs"] == 20 and trace.is_file()

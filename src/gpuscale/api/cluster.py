@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale import SCHEMA_VERSION, catalog
+from gpuscale.api.planning import gpu_count
 from gpuscale.cluster.adapt import EVENTS, Adaptation, Timeline, adapt, cluster_of
 from gpuscale.cluster.export import FORMATS, check_node_prefix, export
 from gpuscale.cluster.placement import POLICIES
@@ -162,10 +163,21 @@ def cluster_simulate(
     )
 
 
+MAX_TRACE_JOBS = 1_000_000
+"""Most jobs in a synthetic trace: ten times Philly's ~100,000, and a CSV (33 MB at 10^6 jobs)
+that ``cluster simulate --trace`` still reads under its 64 MiB file cap (10^12 jobs asked numpy
+for 7 TiB)."""
+
+
 def cluster_trace(
     *, synthetic: str = "philly", jobs: int, seed: int = 0, load_gpus: float | None = None
 ) -> Trace:
     """A synthetic trace matching published statistics (only ``philly`` for now)."""
+    require(
+        jobs <= MAX_TRACE_JOBS,
+        f"--jobs must be at most {MAX_TRACE_JOBS:,}, got {jobs}",
+        field="jobs",
+    )
     require(
         synthetic in SYNTHETIC,
         f"unknown --synthetic '{synthetic}'; accepted: {', '.join(SYNTHETIC)}",
@@ -288,6 +300,7 @@ def cluster_adapt(
     """Re-plan ``model`` on ``gpus`` GPUs after a link degradation (``event`` "inter" or
     "intra", ``factor`` the bandwidth left) or a node loss (no bandwidth factor: 1.0)."""
     spec = catalog.model(model)
+    gpu_count(gpus, "gpus")
     if event == "node-loss":
         factor = 1.0
     adaptation = adapt(
