@@ -106,3 +106,14 @@ def test_an_empty_model_id_is_refused_not_read_from_the_current_folder(
 def test_an_unknown_id_is_shown_readably(name: str, shown: str) -> None:
     message = _refused(None, gpuscale.fit, name, gpu="h100-sxm")
     assert shown in message and len(message) < 1000
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("storage_gbps", -1.0), ("checkpoint_every", -1), ("checkpoint_gbps", 0.0)]
+)
+def test_job_terms_name_their_flag(field: str, value: float) -> None:
+    # The message said "checkpoint interval must be >= 0" without the flag to change.
+    message = _refused(
+        field, gpuscale.estimate, "llama3.1-8b", gpu="h100-sxm", gpus=8, **{field: value}
+    )
+    assert message.startswith(f"--{field.replace('_', '-')} must be")
