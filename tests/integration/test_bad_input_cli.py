@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -111,3 +112,45 @@ def test_cluster_export_writes_the_file_with_json_too(gpuscale: Run, tmp_path: P
     )
     assert made.returncode == 0, made.stderr
     assert json.loads(made.stdout)["jobs"] == 20 and trace.is_file()
+
+
+@pytest.fixture(scope="module")
+def plan_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("plan") / "plan.json"
+    est = ("estimate", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--seq", "4096")
+    result = subprocess.run(
+        [sys.executable, "-m", "gpuscale.cli.main", *est, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    path.write_text(result.stdout)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        # Each flag silently replaced the document's value: a plan priced at one sequence
+        # length, precision or node size was exported under another.
+        (("--seq", "8192"), "--seq 8192 contradicts the document's 4096"),
+        (("--precision", "fp16"), "--precision fp16 contradicts the document's bf16"),
+        (("--gpus-per-node", "4"), "--gpus-per-node 4 contradicts the document's 8"),
+    ],
+)
+def test_export_refuses_flags_that_contradict_the_document(
+    gpuscale: Run, plan_json: Path, tmp_path: Path, args: tuple[str, ...], expected: str
+) -> None:
+    out = tmp_path / "job"
+    result = gpuscale("export", "--to", "megatron", "--from", str(plan_json), *args, "-o", str(out))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert expected in result.stderr and not out.exists()
+
+
+def test_export_into_a_file_is_one_line(gpuscale: Run, plan_json: Path, tmp_path: Path) -> None:
+    # -o naming an existing file ended in a FileExistsError traceback from mkdir.
+    taken = tmp_path / "taken"
+    taken.write_text("mine")
+    result = gpuscale("export", "--to", "megatron", "--from", str(plan_json), "-o", str(taken))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "is not a folder" in result.stderr and taken.read_text() == "mine"
