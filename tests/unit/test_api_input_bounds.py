@@ -117,3 +117,16 @@ def test_job_terms_name_their_flag(field: str, value: float) -> None:
         field, gpuscale.estimate, "llama3.1-8b", gpu="h100-sxm", gpus=8, **{field: value}
     )
     assert message.startswith(f"--{field.replace('_', '-')} must be")
+
+
+def test_an_unexplainable_step_time_names_the_step_time_flag() -> None:
+    # The refusal named --measured-tokens-per-s though the user gave --measured-step-s.
+    message = _refused(
+        "measured_step_s",
+        gpuscale.calibrate_run,
+        "llama3.1-8b",
+        gpu="h100-sxm",
+        gpus=8,
+        measured_step_s=1e-9,
+    )
+    assert "beyond what any parameter" in message
