@@ -154,3 +154,19 @@ def test_export_into_a_file_is_one_line(gpuscale: Run, plan_json: Path, tmp_path
     result = gpuscale("export", "--to", "megatron", "--from", str(plan_json), "-o", str(taken))
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "is not a folder" in result.stderr and taken.read_text() == "mine"
+
+
+@pytest.mark.parametrize("args", [("plan", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", "8")])
+def test_a_reader_that_closes_the_pipe_is_exit_code_0(args: tuple[str, ...]) -> None:
+    # `gpuscale plan ... | head -1`: rich ended the run with a silent exit code 1.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuscale.cli.main", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.read(10)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0, err
+    assert err == ""

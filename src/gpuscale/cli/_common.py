@@ -23,8 +23,17 @@ from gpuscale.errors import InputError
 from gpuscale.report.html import Section, result_sections, write_report
 from gpuscale.report.progress import lazy_progress_bar
 
-console = Console()
-err_console = Console(stderr=True)
+
+class _Console(Console):
+    """rich's console, except that a closed pipe (``gpuscale plan ... | head``) ends the run
+    through :func:`gpuscale.cli.main.main` with exit code 0, not rich's silent exit code 1."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError
+
+
+console = _Console()
+err_console = _Console(stderr=True)
 
 
 class FiniteFloat(click.ParamType):
