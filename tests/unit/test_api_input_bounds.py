@@ -130,3 +130,12 @@ def test_an_unexplainable_step_time_names_the_step_time_flag() -> None:
         measured_step_s=1e-9,
     )
     assert "beyond what any parameter" in message
+
+
+def test_a_job_or_deployment_beyond_the_gpu_bound_is_refused() -> None:
+    # 10^15 GPUs were priced without a word (a step time, a cluster nobody built).
+    assert f"must be 1 to {MAX_GPUS:,}" in _refused(
+        "gpus", gpuscale.estimate, "llama3.1-8b", gpu="h100-sxm", gpus=10**15
+    )
+    message = _refused("replicas", gpuscale.infer, "llama3.1-8b", replicas=10**15, **LOAD)
+    assert f"more than {MAX_GPUS:,}" in message

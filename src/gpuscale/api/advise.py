@@ -8,8 +8,7 @@ from typing import Any, cast
 
 from gpuscale import catalog
 from gpuscale.api._json import document
-from gpuscale.api.planning import gpu_count
-from gpuscale.api.training import FabricArg, GpuArg, ModelArg
+from gpuscale.api.training import FabricArg, GpuArg, ModelArg, gpu_count
 from gpuscale.costmodel.grad_sync import HookOptions
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.errors import require

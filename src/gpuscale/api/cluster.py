@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale import SCHEMA_VERSION, catalog
-from gpuscale.api.planning import gpu_count
+from gpuscale.api.training import gpu_count
 from gpuscale.cluster.adapt import EVENTS, Adaptation, Timeline, adapt, cluster_of
 from gpuscale.cluster.export import FORMATS, check_node_prefix, export
 from gpuscale.cluster.placement import POLICIES

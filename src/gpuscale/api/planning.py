@@ -10,7 +10,7 @@ from typing import Any
 
 from gpuscale import catalog
 from gpuscale.api._json import document
-from gpuscale.api.training import FabricArg, GpuArg, ModelArg
+from gpuscale.api.training import MAX_GPUS, FabricArg, GpuArg, ModelArg, gpu_count
 from gpuscale.errors import require
 from gpuscale.planner import search as planner_search
 from gpuscale.planner.inputs import Inputs, build_inputs
@@ -20,25 +20,10 @@ from gpuscale.planner.search import OBJECTIVES, PricedPlan
 from gpuscale.planner.verdict import Verdict, verdict
 from gpuscale.report import planner as render
 
-MAX_GPUS = 2**20
-"""Most GPUs a search covers: above the largest clusters built (about 10^5 GPUs); the search's
-time and memory grow with the count (2^30 GPUs took 95 s and 18 GB)."""
-
-
-def gpu_count(value: int, field: str) -> None:
-    """Refuse a GPU count outside 1 to :data:`MAX_GPUS` (the one bound of every search)."""
-    require(
-        1 <= value <= MAX_GPUS,
-        f"--{field.replace('_', '-')} must be 1 to {MAX_GPUS:,} (2^20 GPUs, above the largest "
-        f"clusters built), got {value}",
-        field=field,
-    )
-
-
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while the search runs."""
 
-__all__ = ["OBJECTIVES", "PlanResult", "ScaleResult", "plan", "scale"]
+__all__ = ["MAX_GPUS", "OBJECTIVES", "PlanResult", "ScaleResult", "plan", "scale"]
 
 
 def _inputs(

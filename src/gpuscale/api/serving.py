@@ -10,6 +10,7 @@ from functools import cache
 from typing import Any
 
 from gpuscale import catalog
+from gpuscale.api.training import MAX_GPUS
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import Profile, load_profile_for
 from gpuscale.costmodel.serving.formats import WeightFormat, weight_format
@@ -341,6 +342,7 @@ def infer(
             workers=decode_workers,
             par=_par(spec, decode_tp, 1, decode_ep, decode_attention_dp, "decode_"),
         )
+        _deployment_size(p_pool.gpus + d_pool.gpus, "prefill_workers")
         cluster = catalog.cluster(
             gpu, p_pool.gpus + d_pool.gpus, gpus_per_node=gpus_per_node, inter=inter
         )
@@ -361,6 +363,7 @@ def infer(
         }
     else:
         par = _par(spec, tp, pp, ep, attention_dp, "")
+        _deployment_size(par.gpus * replicas, "replicas")
         cluster = catalog.cluster(
             gpu, par.gpus * replicas, gpus_per_node=gpus_per_node, inter=inter
         )
@@ -388,6 +391,15 @@ def infer(
         },
         deployment=deployment,
         prediction=pred,
+    )
+
+
+def _deployment_size(gpus: int, field: str) -> None:
+    require(
+        gpus <= MAX_GPUS,
+        f"the deployment needs {gpus:,} GPUs, more than {MAX_GPUS:,} (2^20, above the largest "
+        "clusters built); accepted: fewer workers, replicas or a smaller --tp",
+        field=field,
     )
 
 
