@@ -139,3 +139,8 @@ def test_a_job_or_deployment_beyond_the_gpu_bound_is_refused() -> None:
     )
     message = _refused("replicas", gpuscale.infer, "llama3.1-8b", replicas=10**15, **LOAD)
     assert f"more than {MAX_GPUS:,}" in message
+
+
+def test_a_negative_seed_is_refused() -> None:
+    # numpy's SeedSequence raised a ValueError traceback.
+    assert ">= 0" in _refused("seed", gpuscale.api.cluster_trace, jobs=10, seed=-1)

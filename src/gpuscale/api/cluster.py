@@ -106,6 +106,11 @@ def parse_degradation(text: str) -> Degradation:
         ) from None
 
 
+def _seed(seed: int) -> None:
+    # numpy's SeedSequence takes non-negative integers only (a negative one was a traceback).
+    require(seed >= 0, f"--seed must be a whole number >= 0, got {seed}", field="seed")
+
+
 def cluster_simulate(
     cluster: str | Path | ClusterSpec,
     trace: str | Path | Trace,
@@ -123,6 +128,7 @@ def cluster_simulate(
     progress: Callable[[str, int, int], None] | None = None,
 ) -> ClusterSimulation:
     """Simulate ``trace`` on ``cluster`` under one placement policy or ``"all"`` of them."""
+    _seed(seed)
     spec = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
     jobs = trace if isinstance(trace, Trace) else read_trace(trace)
     names = list(POLICIES) if policy == "all" else [policy]
@@ -173,6 +179,7 @@ def cluster_trace(
     *, synthetic: str = "philly", jobs: int, seed: int = 0, load_gpus: float | None = None
 ) -> Trace:
     """A synthetic trace matching published statistics (only ``philly`` for now)."""
+    _seed(seed)
     require(
         jobs <= MAX_TRACE_JOBS,
         f"--jobs must be at most {MAX_TRACE_JOBS:,}, got {jobs}",
