@@ -9,6 +9,7 @@ import pytest
 
 import gpuscale
 from gpuscale.api.planning import MAX_GPUS
+from gpuscale.api.serving_search import search as serving_search
 from gpuscale.errors import InputError
 
 LOAD: dict[str, Any] = {"gpu": "h100-sxm", "concurrency": 8, "input_len": 128, "output_len": 16}
@@ -144,3 +145,14 @@ def test_a_job_or_deployment_beyond_the_gpu_bound_is_refused() -> None:
 def test_a_negative_seed_is_refused() -> None:
     # numpy's SeedSequence raised a ValueError traceback.
     assert ">= 0" in _refused("seed", gpuscale.api.cluster_trace, jobs=10, seed=-1)
+
+
+def test_requests_longer_than_the_context_are_refused_by_every_serving_question() -> None:
+    # A 10M-token prompt on a 131,072-token model was priced without a word.
+    long = {"input_len": 130_000, "output_len": 2_000}
+    load = {**LOAD, **long}
+    assert "maximum context of 131,072" in _refused(
+        "input_len", gpuscale.infer, "llama3.1-8b", **load
+    )
+    _refused("input_len", gpuscale.infer_static, "llama3.1-8b", gpu="h100-sxm", **long)
+    _refused("input_len", serving_search, "llama3.1-8b", gpu="h100-sxm", gpus=8, **long)

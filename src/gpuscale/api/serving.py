@@ -170,6 +170,23 @@ def _verdict(o: dict[str, Any]) -> str:
     )
 
 
+def check_lengths(spec: ModelSpec, input_len: int, output_len: int) -> None:
+    """Refuse requests the model cannot hold: each length >= 1, together at most its maximum
+    context (an engine refuses a longer request: vLLM/SGLang ``max_model_len``, TensorRT-LLM
+    ``max_seq_len``). One rule for the load model, its sweep, the search and the static table."""
+    for name, value in (("input_len", input_len), ("output_len", output_len)):
+        require(value >= 1, f"--{name.split('_')[0]} must be >= 1, got {value}", field=name)
+    if not spec.causal:
+        return  # an encoder serves no requests: each question refuses it in its own words
+    require(
+        input_len + output_len <= spec.max_seq_len,
+        f"--input {input_len} + --output {output_len} = {input_len + output_len:,} tokens exceed "
+        f"{spec.name}'s maximum context of {spec.max_seq_len:,}; an engine refuses such a "
+        f"request; accepted: at most {spec.max_seq_len:,} together",
+        field="input_len",
+    )
+
+
 def served_format(model: str | ModelSpec, weights: str) -> WeightFormat:
     """The weight format to serve ``model`` in: ``weights`` by name, or for ``"auto"`` the
     format its published checkpoint stores when ``model`` names a catalogued pre-quantized one
@@ -229,8 +246,7 @@ def infer(
     overrides the engine's scheduler defaults as a launch sets them (:data:`ENGINE_OPTIONS`)."""
     spec = model if isinstance(model, ModelSpec) else catalog.model(model)
     require(spec.causal, f"{spec.name} is an encoder; serving applies to decoders", field="model")
-    for name, value in (("input_len", input_len), ("output_len", output_len)):
-        require(value >= 1, f"--{name.split('_')[0]} must be >= 1, got {value}", field=name)
+    check_lengths(spec, input_len, output_len)
     require(
         (concurrency is None) != (request_rate is None),
         "give exactly one of --concurrency (closed loop) or --request-rate (open loop)",
