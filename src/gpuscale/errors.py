@@ -40,13 +40,22 @@ def closest(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
     return out[:n]
 
 
+def quoted(name: str, limit: int = 80) -> str:
+    """``name`` quoted for a one-line message: control characters escaped (an invisible one
+    would make ``unknown model 'llama3.1-8b'`` unreadable), a long one cut in the middle."""
+    text = name if name.isprintable() else repr(name)[1:-1]
+    if len(text) > limit:
+        text = f"{text[: limit // 2]}...{text[-limit // 4 :]} ({len(name)} characters)"
+    return f"'{text}'"
+
+
 def unknown(kind: str, name: str, choices: Iterable[str]) -> InputError:
     """``unknown GPU 'h100'; did you mean h100-sxm, h100-pcie?``"""
     pool = list(choices)
     near = closest(name, pool)
     if near:
-        return InputError(f"unknown {kind} '{name}'; did you mean {', '.join(near)}?")
-    return InputError(f"unknown {kind} '{name}'; known: {', '.join(sorted(pool))}")
+        return InputError(f"unknown {kind} {quoted(name)}; did you mean {', '.join(near)}?")
+    return InputError(f"unknown {kind} {quoted(name)}; known: {', '.join(sorted(pool))}")
 
 
 def require(condition: bool, message: str, *, field: str | None = None) -> None:

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from gpuscale import catalog
 from gpuscale.api._json import document
-from gpuscale.api.training import FabricArg, GpuArg, ModelArg
+from gpuscale.api.training import FabricArg, GpuArg, ModelArg, gpu_count
 from gpuscale.costmodel.grad_sync import HookOptions
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.errors import require
@@ -116,6 +116,7 @@ def advise_comm(
     ``gbs`` defaults to ``mbs x gpus`` (one micro-batch per replica, no accumulation: the case
     where gradient sync weighs most)."""
     require(gpus >= 2, f"--gpus must be >= 2 for data parallelism, got {gpus}", field="gpus")
+    gpu_count(gpus, "gpus")
     require(mbs >= 1, f"--mbs must be >= 1, got {mbs}", field="mbs")
     require(
         0 <= min_gain < 1, f"--min-gain must be 0 to 1 (excluded), got {min_gain}", field="min_gain"

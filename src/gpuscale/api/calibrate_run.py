@@ -19,7 +19,7 @@ import yaml
 from gpuscale import SCHEMA_VERSION, catalog, files
 from gpuscale.api.training import run_inputs
 from gpuscale.costmodel.profile import load_profile, load_profile_for
-from gpuscale.errors import require
+from gpuscale.errors import InputError, require
 from gpuscale.planner import calibrate_run as library
 from gpuscale.planner.calibrate_run import (
     QUANTITIES,
@@ -320,9 +320,15 @@ def calibrate_run(
         )
     step_s = step if step is not None else run.tokens_per_step / float(tokens)  # type: ignore[arg-type]
     start = load_profile_for(framework, profile)
-    cal: RunCalibration = library.calibrate_run(
-        run, Measured(step_s=step_s, memory_gib=memory), start, only=only
-    )
+    try:
+        cal: RunCalibration = library.calibrate_run(
+            run, Measured(step_s=step_s, memory_gib=memory), start, only=only
+        )
+    except InputError as exc:
+        if exc.field != "measured_tokens_per_s" or step is None:
+            raise
+        # The figure the user gave is the step time: name its flag, not the throughput's.
+        raise InputError(str(exc), field="measured_step_s") from None
 
     start_keys: dict[str, Any] = {}
     if profile is not None:

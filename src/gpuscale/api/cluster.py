@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale import SCHEMA_VERSION, catalog
+from gpuscale.api.training import gpu_count
 from gpuscale.cluster.adapt import EVENTS, Adaptation, Timeline, adapt, cluster_of
 from gpuscale.cluster.export import FORMATS, check_node_prefix, export
 from gpuscale.cluster.placement import POLICIES
@@ -105,6 +106,11 @@ def parse_degradation(text: str) -> Degradation:
         ) from None
 
 
+def _seed(seed: int) -> None:
+    # numpy's SeedSequence takes non-negative integers only (a negative one was a traceback).
+    require(seed >= 0, f"--seed must be a whole number >= 0, got {seed}", field="seed")
+
+
 def cluster_simulate(
     cluster: str | Path | ClusterSpec,
     trace: str | Path | Trace,
@@ -122,6 +128,7 @@ def cluster_simulate(
     progress: Callable[[str, int, int], None] | None = None,
 ) -> ClusterSimulation:
     """Simulate ``trace`` on ``cluster`` under one placement policy or ``"all"`` of them."""
+    _seed(seed)
     spec = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
     jobs = trace if isinstance(trace, Trace) else read_trace(trace)
     names = list(POLICIES) if policy == "all" else [policy]
@@ -162,10 +169,22 @@ def cluster_simulate(
     )
 
 
+MAX_TRACE_JOBS = 1_000_000
+"""Most jobs in a synthetic trace: ten times Philly's ~100,000, and a CSV (33 MB at 10^6 jobs)
+that ``cluster simulate --trace`` still reads under its 64 MiB file cap (10^12 jobs asked numpy
+for 7 TiB)."""
+
+
 def cluster_trace(
     *, synthetic: str = "philly", jobs: int, seed: int = 0, load_gpus: float | None = None
 ) -> Trace:
     """A synthetic trace matching published statistics (only ``philly`` for now)."""
+    _seed(seed)
+    require(
+        jobs <= MAX_TRACE_JOBS,
+        f"--jobs must be at most {MAX_TRACE_JOBS:,}, got {jobs}",
+        field="jobs",
+    )
     require(
         synthetic in SYNTHETIC,
         f"unknown --synthetic '{synthetic}'; accepted: {', '.join(SYNTHETIC)}",
@@ -288,6 +307,7 @@ def cluster_adapt(
     """Re-plan ``model`` on ``gpus`` GPUs after a link degradation (``event`` "inter" or
     "intra", ``factor`` the bandwidth left) or a node loss (no bandwidth factor: 1.0)."""
     spec = catalog.model(model)
+    gpu_count(gpus, "gpus")
     if event == "node-loss":
         factor = 1.0
     adaptation = adapt(

@@ -229,8 +229,20 @@ def export_plan(
     folder = Path(output)
     if not folder.is_dir():
         # One new folder inside an existing one is what -o asks for; missing parents are a typo.
+        require(
+            not files.exists(folder),
+            f"-o '{files.shown(folder)}' is not a folder; accepted: a folder, existing or new "
+            "inside an existing one, to write the files into",
+            field="output",
+        )
         files.output_path(folder, label="-o", field="output")
-        folder.mkdir()
+        try:
+            folder.mkdir()
+        except OSError as exc:
+            raise InputError(
+                f"cannot create -o folder '{files.shown(folder)}': {exc.strerror or exc}",
+                field="output",
+            ) from None
     written = []
     for item in result.files:
         path = files.write_text(folder / item.name, item.content, label="-o", field="output")

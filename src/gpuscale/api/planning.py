@@ -10,7 +10,7 @@ from typing import Any
 
 from gpuscale import catalog
 from gpuscale.api._json import document
-from gpuscale.api.training import FabricArg, GpuArg, ModelArg
+from gpuscale.api.training import MAX_GPUS, FabricArg, GpuArg, ModelArg, gpu_count
 from gpuscale.errors import require
 from gpuscale.planner import search as planner_search
 from gpuscale.planner.inputs import Inputs, build_inputs
@@ -23,7 +23,7 @@ from gpuscale.report import planner as render
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while the search runs."""
 
-__all__ = ["OBJECTIVES", "PlanResult", "ScaleResult", "plan", "scale"]
+__all__ = ["MAX_GPUS", "OBJECTIVES", "PlanResult", "ScaleResult", "plan", "scale"]
 
 
 def _inputs(
@@ -177,6 +177,7 @@ def plan(
         profile,
     )
     workload, hardware = inputs.workload, inputs.hardware
+    gpu_count(gpus, "gpus")
     hardware.cluster(gpus)
     start = time.perf_counter()
     result = planner_search.search(
@@ -330,9 +331,7 @@ def scale(
         profile,
     )
     workload, hardware = inputs.workload, inputs.hardware
-    require(
-        max_gpus >= 1, f"--max-gpus must be a positive integer, got {max_gpus}", field="max_gpus"
-    )
+    gpu_count(max_gpus, "max_gpus")
     per_node = hardware.gpus_per_node  # --gpus-per-node, or the GPU's NVLink domain
     require(
         max_gpus <= per_node or max_gpus % per_node == 0,

@@ -10,6 +10,7 @@ from functools import cache
 from typing import Any
 
 from gpuscale import catalog
+from gpuscale.api.training import MAX_GPUS
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import Profile, load_profile_for
 from gpuscale.costmodel.serving.formats import WeightFormat, weight_format
@@ -182,6 +183,23 @@ def _verdict(o: dict[str, Any]) -> str:
     )
 
 
+def check_lengths(spec: ModelSpec, input_len: int, output_len: int) -> None:
+    """Refuse requests the model cannot hold: each length >= 1, together at most its maximum
+    context (an engine refuses a longer request: vLLM/SGLang ``max_model_len``, TensorRT-LLM
+    ``max_seq_len``). One rule for the load model, its sweep, the search and the static table."""
+    for name, value in (("input_len", input_len), ("output_len", output_len)):
+        require(value >= 1, f"--{name.split('_')[0]} must be >= 1, got {value}", field=name)
+    if not spec.causal:
+        return  # an encoder serves no requests: each question refuses it in its own words
+    require(
+        input_len + output_len <= spec.max_seq_len,
+        f"--input {input_len} + --output {output_len} = {input_len + output_len:,} tokens exceed "
+        f"{spec.name}'s maximum context of {spec.max_seq_len:,}; an engine refuses such a "
+        f"request; accepted: at most {spec.max_seq_len:,} together",
+        field="input_len",
+    )
+
+
 def served_format(model: str | ModelSpec, weights: str) -> WeightFormat:
     """The weight format to serve ``model`` in: ``weights`` by name, or for ``"auto"`` the
     format its published checkpoint stores when ``model`` names a catalogued pre-quantized one
@@ -241,8 +259,7 @@ def infer(
     overrides the engine's scheduler defaults as a launch sets them (:data:`ENGINE_OPTIONS`)."""
     spec = model if isinstance(model, ModelSpec) else catalog.model(model)
     require(spec.causal, f"{spec.name} is an encoder; serving applies to decoders", field="model")
-    for name, value in (("input_len", input_len), ("output_len", output_len)):
-        require(value >= 1, f"--{name.split('_')[0]} must be >= 1, got {value}", field=name)
+    check_lengths(spec, input_len, output_len)
     require(
         (concurrency is None) != (request_rate is None),
         "give exactly one of --concurrency (closed loop) or --request-rate (open loop)",
@@ -307,6 +324,32 @@ def infer(
     )
     client = Client(concurrency=concurrency, request_rate=request_rate, num_requests=num_requests)
     disagg = prefill_workers is not None or decode_workers is not None
+    # One deployment at a time: the other one's layout would be ignored without a word.
+    if disagg:
+        given: dict[str, int | None] = {
+            "tp": tp,
+            "pp": pp,
+            "ep": ep,
+            "attention_dp": attention_dp,
+            "replicas": replicas,
+        }
+        stray, words = "aggregated", "--prefill-* and --decode-* set the pools"
+    else:
+        given = {
+            f"{stage}_{what}": value
+            for stage, values in (
+                ("prefill", (prefill_tp, prefill_ep, prefill_attention_dp, prefill_batch)),
+                ("decode", (decode_tp, decode_ep, decode_attention_dp, decode_batch)),
+            )
+            for what, value in zip(("tp", "ep", "attention_dp", "batch"), values, strict=True)
+        }
+        stray, words = "disaggregated", "give --prefill-workers and --decode-workers too"
+    for name, setting in given.items():
+        require(
+            setting is None if name.endswith("batch") else setting == 1,
+            f"--{name.replace('_', '-')} {setting} applies only to {stray} serving; {words}",
+            field=name,
+        )
     if disagg:
         require(
             prefill_workers is not None and decode_workers is not None,
@@ -331,6 +374,7 @@ def infer(
             workers=decode_workers,
             par=_par(spec, decode_tp, 1, decode_ep, decode_attention_dp, "decode_"),
         )
+        _deployment_size(p_pool.gpus + d_pool.gpus, "prefill_workers")
         cluster = catalog.cluster(
             gpu, p_pool.gpus + d_pool.gpus, gpus_per_node=gpus_per_node, inter=inter
         )
@@ -351,6 +395,7 @@ def infer(
         }
     else:
         par = _par(spec, tp, pp, ep, attention_dp, "")
+        _deployment_size(par.gpus * replicas, "replicas")
         cluster = catalog.cluster(
             gpu, par.gpus * replicas, gpus_per_node=gpus_per_node, inter=inter
         )
@@ -389,6 +434,15 @@ def infer(
     )
 
 
+def _deployment_size(gpus: int, field: str) -> None:
+    require(
+        gpus <= MAX_GPUS,
+        f"the deployment needs {gpus:,} GPUs, more than {MAX_GPUS:,} (2^20, above the largest "
+        "clusters built); accepted: fewer workers, replicas or a smaller --tp",
+        field=field,
+    )
+
+
 @cache
 def _profile(name: str, overlay: str | None) -> Profile:
     # Profiles are immutable; parsing the YAML costs more than a whole prediction.
@@ -402,15 +456,25 @@ def _par(spec: ModelSpec, tp: int, pp: int, ep: int, attention_dp: int, prefix: 
         raise InputError(
             str(exc).replace("--", f"--{prefix.replace('_', '-')}"), field=f"{prefix}{exc.field}"
         ) from None
+    dash = prefix.replace("_", "-")
     require(
         ep == 1 or spec.is_moe,
-        f"--{prefix.replace('_', '-')}ep {ep}: {spec.name} has no experts (dense model)",
+        f"--{dash}ep {ep}: {spec.name} has no experts (dense model); accepted: 1",
         field=f"{prefix}ep",
     )
     require(
-        spec.is_moe or ep <= spec.num_experts,
-        f"--{prefix.replace('_', '-')}ep exceeds the experts",
+        ep <= spec.num_experts,
+        f"--{dash}ep {ep} exceeds {spec.name}'s {spec.num_experts} experts (every expert-parallel "
+        f"rank holds at least one); accepted: 1 to {spec.num_experts}",
         field=f"{prefix}ep",
+    )
+    # Attention DP feeds the MoE layers' all-to-all (DeepEP); the iteration model has no
+    # exchange between attention groups and a dense MLP, so a dense model cannot express it.
+    require(
+        attention_dp == 1 or spec.is_moe,
+        f"--{dash}attention-dp {attention_dp}: attention data parallelism applies to MoE models; "
+        f"{spec.name} is dense; accepted: 1",
+        field=f"{prefix}attention_dp",
     )
     require(
         spec.num_heads % par.attention_tp == 0,

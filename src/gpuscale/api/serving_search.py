@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuscale import catalog
-from gpuscale.api.serving import served_format
+from gpuscale.api.serving import check_lengths, served_format
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.errors import require
@@ -140,6 +140,7 @@ def search(
     slower; 0: read off the load grid, up to a 15% step low); the pruned ranking equals
     resolving every candidate on those places."""
     spec = model if isinstance(model, ModelSpec) else catalog.model(model)
+    check_lengths(spec, input_len, output_len)
     require(gpus >= 1, f"--gpus must be >= 1, got {gpus}", field="gpus")
     require(gpus <= 512, f"--gpus {gpus}: the search covers up to 512 GPUs", field="gpus")
     require(

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from gpuscale import catalog
 from gpuscale.api._json import document
-from gpuscale.api.serving import served_format
+from gpuscale.api.serving import check_lengths, served_format
 from gpuscale.costmodel.inference import InferenceEstimate, estimate_inference
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.errors import InputError, require
@@ -127,8 +127,8 @@ def infer_static(
         field="kv_dtype",
     )
     spec = model if isinstance(model, ModelSpec) else catalog.model(model)
-    for name, value in (("batch", batch), ("input_len", input_len), ("output_len", output_len)):
-        require(value >= 1, f"--{name.split('_')[0]} must be >= 1, got {value}", field=name)
+    require(batch >= 1, f"--batch must be >= 1, got {batch}", field="batch")
+    check_lengths(spec, input_len, output_len)
     prof = load_profile_for(engine, profile)
     inference = Inference(
         weight_dtype=cast("WeightDtype", weights),  # checked against WEIGHT_DTYPES above

@@ -35,6 +35,22 @@ DEFAULT_LORA_RANK = 16
 8-16)."""
 
 
+MAX_GPUS = 2**20
+"""Most GPUs a search covers: above the largest clusters built (about 10^5 GPUs); the search's
+time and memory grow with the count (2^30 GPUs took 95 s and 18 GB)."""
+
+
+def gpu_count(value: int, field: str) -> None:
+    """Refuse a GPU count outside 1 to :data:`MAX_GPUS`: the one bound of every job, search
+    and deployment size."""
+    require(
+        1 <= value <= MAX_GPUS,
+        f"--{field.replace('_', '-')} must be 1 to {MAX_GPUS:,} (2^20 GPUs, above the largest "
+        f"clusters built), got {value}",
+        field=field,
+    )
+
+
 def _positive(**values: int) -> None:
     for name, value in values.items():
         require(
@@ -219,6 +235,7 @@ def run_inputs(
         dp = gpus // (tp * pp * cp)
     _positive(dp=dp)
     num_gpus = gpus if gpus is not None else tp * pp * dp * cp
+    gpu_count(num_gpus, "gpus")
     assumed: dict[str, str] = {}
     if gbs is None:
         chosen = defaults.global_batch_for(spec, seq, mbs * dp)

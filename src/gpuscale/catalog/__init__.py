@@ -123,6 +123,13 @@ def model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
     if isinstance(name_or_path, ModelSpec):
         return name_or_path
     name_or_path = str(name_or_path)
+    # An empty id is Path("") = the current folder, whose config.json would be read unasked.
+    require(
+        name_or_path.strip() != "",
+        "empty model id; accepted: a catalog id (gpuscale catalog models), a Hugging Face id "
+        "of one, or a config.json path",
+        field="model",
+    )
     key = name_or_path.lower()
     if key in models():
         return models()[key]

@@ -23,8 +23,17 @@ from gpuscale.errors import InputError
 from gpuscale.report.html import Section, result_sections, write_report
 from gpuscale.report.progress import lazy_progress_bar
 
-console = Console()
-err_console = Console(stderr=True)
+
+class _Console(Console):
+    """rich's console, except that a closed pipe (``gpuscale plan ... | head``) ends the run
+    through :func:`gpuscale.cli.main.main` with exit code 0, not rich's silent exit code 1."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError
+
+
+console = _Console()
+err_console = _Console(stderr=True)
 
 
 class FiniteFloat(click.ParamType):
@@ -45,6 +54,64 @@ class FiniteFloat(click.ParamType):
 
 
 FINITE = FiniteFloat()
+
+MAX_WHOLE = 2**53
+"""Largest whole number a flag takes: every count the cost model reads (GPUs, tokens, batch,
+layers) is far below it, and up to it an int is exact as a float and fits numpy's int64 (a
+larger one overflowed in the plan arrays with a traceback)."""
+
+
+def _whole(value: Any) -> int | str:
+    """``value`` as an int of at most :data:`MAX_WHOLE` in magnitude, else why not."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    else:
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            return f"{value!r} is not a whole number"
+    if abs(number) > MAX_WHOLE:
+        return f"{value} is too large; accepted: a whole number up to 2^53"
+    return number
+
+
+def whole_number(value: Any, what: str, field: str | None = None) -> int:
+    """``value`` as a bounded int (a part of a comma list such as ``--concurrency 1,8``); else
+    one line naming ``what`` (the flag)."""
+    number = _whole(value)
+    if isinstance(number, str):
+        raise InputError(f"{what}: {number}", field=field)
+    return number
+
+
+class WholeNumber(click.types.IntParamType):
+    """An integer flag: at most :data:`MAX_WHOLE` in magnitude (shown in --help as INTEGER)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = _whole(value)
+        if isinstance(number, str):
+            self.fail(number, param, ctx)
+        return number
+
+
+class WholeRange(click.IntRange):
+    """``click.IntRange`` whose values are also at most :data:`MAX_WHOLE` in magnitude."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = _whole(value)
+        if isinstance(number, str):
+            self.fail(number, param, ctx)
+        return super().convert(number, param, ctx)
+
+
+def whole_type(kind: Any) -> Any:
+    """The click type of an integer flag, bounded by :data:`MAX_WHOLE` (``int`` and
+    ``click.IntRange`` as declared); any other type unchanged."""
+    if kind is int or kind is click.INT:
+        return WholeNumber()
+    if type(kind) is click.IntRange:
+        return WholeRange(kind.min, kind.max, kind.min_open, kind.max_open, kind.clamp)
+    return kind
 
 
 def check_writable(path: str | None, option: str) -> None:

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from gpuscale.api.params import PARAMS, Param
-from gpuscale.cli._common import FINITE
+from gpuscale.cli._common import FINITE, whole_type
 
 F = TypeVar("F", bound=Callable[..., Any])
 Decorator = Callable[[Any], Any]
@@ -40,7 +40,9 @@ def opt(
         return click.option(*decls.split(), is_flag=True, default=bool(default), help=help, **kw)
     if default is not None:  # an explicit None would count as given, defeating required=True
         kw.update(default=default, show_default=kw.get("show_default", True))
-    return click.option(*decls.split(), type=type, help=help, **kw)
+    if type is None and isinstance(default, int):
+        type = int  # click would infer it from the default
+    return click.option(*decls.split(), type=whole_type(type), help=help, **kw)
 
 
 def flag(name: str, **override: Any) -> Decorator:

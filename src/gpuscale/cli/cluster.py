@@ -10,8 +10,16 @@ import click
 
 from gpuscale import catalog, files
 from gpuscale.api import cluster as cluster_api
-from gpuscale.cli._common import FINITE, check_writable, console, emit_json, write_result_html
+from gpuscale.cli._common import (
+    FINITE,
+    check_writable,
+    console,
+    emit_json,
+    typed_options,
+    write_result_html,
+)
 from gpuscale.cli._options import MODEL, flag, opt, options
+from gpuscale.errors import require
 from gpuscale.report.cluster import print_adapt, print_simulation, simulation_answer, simulation_csv
 from gpuscale.report.progress import progress_bar
 
@@ -76,13 +84,17 @@ def simulate_command(
     "seed",
     "load_gpus",
     opt("-o --output", required=True, help="CSV file to write."),
+    "json",
 )
-def trace_command(output: str, **o: Any) -> None:
+def trace_command(output: str, as_json: bool, **o: Any) -> None:
     """Write a synthetic job trace that matches published statistics of a real cluster."""
     check_writable(output, "-o")
     trace = cluster_api.cluster_trace(**o)
     cluster_api.write_trace(trace, output)
-    console.print(f"wrote {len(trace)} jobs to {output}")
+    if as_json:
+        emit_json({**o, "jobs": len(trace), "output": output})
+    else:
+        console.print(f"wrote {len(trace)} jobs to {output}")
 
 
 @command.command("export")
@@ -104,10 +116,11 @@ def export_command(
     """The cluster's topology for Slurm (topology.conf / topology.yaml), Kueue or Volcano."""
     check_writable(output, "-o")
     result = cluster_api.cluster_export(cluster_file, format=fmt, node_prefix=node_prefix)
+    if output:  # with --json too: -o names the file, --json what stdout shows
+        files.write_text(output, result.text, label="-o", field="output")
     if as_json:
         emit_json(result.to_dict())
     elif output:
-        files.write_text(output, result.text, label="-o", field="output")
         console.print(f"wrote {fmt} topology of {result.cluster} to {output}")
     else:
         click.echo(result.text, nl=False)
@@ -133,6 +146,13 @@ def export_command(
 )
 def adapt_command(model: str, as_json: bool, **o: Any) -> None:
     """Re-plan MODEL after a link degradation or a node loss; static vs adaptive throughput."""
+    typed = typed_options(click.get_current_context())
+    require(
+        o["event"] != "node-loss" or "factor" not in typed,
+        "--factor is the bandwidth left after --event inter or intra; a node loss has none "
+        "(leave --factor out)",
+        field="factor",
+    )
     result = cluster_api.cluster_adapt(model, **o)
     if as_json:
         emit_json(result.to_dict())

@@ -14,14 +14,52 @@ from gpuscale.api.serving import infer as api_infer
 from gpuscale.api.serving_search import search as api_search
 from gpuscale.api.serving_static import infer_static
 from gpuscale.api.serving_sweep import infer_sweep
-from gpuscale.cli._common import check_writable, console, emit_json, write_result_html
-from gpuscale.cli._options import MODEL, SEARCH, SERVING, flag, opt, options
+from gpuscale.cli._common import (
+    check_writable,
+    console,
+    emit_json,
+    typed_options,
+    whole_number,
+    write_result_html,
+)
+from gpuscale.cli._options import MODEL, SEARCH, SERVING, WORKER, flag, opt, options
 from gpuscale.errors import InputError, require
 from gpuscale.report.serving import print_search, print_serving, print_static, print_sweep
 from gpuscale.specs.training import KV_DTYPES, WEIGHT_DTYPES
 
 LOAD = ("concurrency", "request_rate", "prefill_workers", "decode_workers")
 """Options that ask for the serving model under load (any one of them)."""
+
+UNDER_LOAD = (
+    *("concurrency", "request_rate", "num_requests", "prefix_hit", "input_cv", "output_cv"),
+    *("pp", "ep", "attention_dp", "replicas"),
+    *(f"{stage}_{what}" for stage in ("prefill", "decode") for what in WORKER),
+)
+"""Options only the serving model under load takes."""
+
+SEARCHED = ("gpus", "slo_ttft_ms", "slo_tpot_ms", "price")
+"""Options only ``--search`` takes."""
+
+NOT_TAKEN: dict[str, tuple[tuple[str, ...], str]] = {
+    "static": (
+        (*UNDER_LOAD, *SEARCHED),
+        "the static-batch table (no --concurrency or --request-rate) does not take it; give "
+        "--concurrency or --request-rate for the serving model under load, --search for the "
+        "deployment search",
+    ),
+    "load": (
+        ("batch", *SEARCHED),
+        "the serving model under load does not take it (the batch follows from the load; "
+        "--search takes --gpus, --slo-*, --price)",
+    ),
+    "search": (
+        (*UNDER_LOAD, "tp", "batch", "profile"),
+        "--search chooses the layout and the load itself; it takes --gpus, --slo-ttft-ms, "
+        "--slo-tpot-ms, --price, --engine, --weights, --kv-dtype, --input, --output, "
+        "--gpus-per-node and --inter",
+    ),
+}
+"""What each question does not take, and why: a flag it would ignore is refused instead."""
 
 CONCURRENCY = flag(
     "concurrency",
@@ -90,7 +128,8 @@ def command(model: str, as_json: bool, html_path: str | None, **o: Any) -> None:
     --decode-workers ...). With --search: the deployment on --gpus GPUs with the most goodput
     under --slo-ttft-ms/--slo-tpot-ms. Otherwise a static batch (--batch) per TP degree."""
     check_writable(html_path, "--html")
-    typed_tp = click.get_current_context().get_parameter_source("tp") is not ParameterSource.DEFAULT
+    ctx = click.get_current_context()
+    typed_tp = ctx.get_parameter_source("tp") is not ParameterSource.DEFAULT
     tp, batch, engine, search = o.pop("tp"), o.pop("batch"), o.pop("engine"), o.pop("search")
     engine_options = _engine_options(o.pop("engine_options"))
     common = {k: o.pop(k) for k in ("gpu", "weights", "kv_dtype", "input_len", "output_len")}
@@ -103,6 +142,11 @@ def command(model: str, as_json: bool, html_path: str | None, **o: Any) -> None:
         "not to --search or the static-batch table",
         field="engine_options",
     )
+    question = "search" if search else "load" if any(o[k] is not None for k in LOAD) else "static"
+    refused, why = NOT_TAKEN[question]
+    typed = typed_options(ctx)
+    for name in (n for n in refused if n in typed):
+        raise InputError(f"{typed[name]}: {why}", field=name)
     if search:
         require(
             searched["gpus"] is not None, "--search needs --gpus N (GPUs available)", field="gpus"
@@ -170,10 +214,10 @@ def _loads(text: str | None) -> list[int] | None:
     if text is None:
         return None
     try:
-        return [int(part) for part in text.split(",")]
-    except ValueError:
+        return [whole_number(part, "--concurrency", "concurrency") for part in text.split(",")]
+    except InputError:
         raise InputError(
-            f"--concurrency '{text}': give a whole number of requests, or several "
+            f"--concurrency '{text}': give a whole number of requests up to 2^53, or several "
             "comma-separated (1,8,64)",
             field="concurrency",
         ) from None
@@ -181,8 +225,10 @@ def _loads(text: str | None) -> list[int] | None:
 
 def _single(tp_text: str) -> int:
     try:
-        return int(tp_text)
-    except ValueError:
+        return whole_number(tp_text, "--tp", "tp")
+    except InputError:
+        if "," not in tp_text:
+            raise
         raise InputError(
             f"--tp '{tp_text}': the serving model takes one degree, e.g. --tp 4", field="tp"
         ) from None

@@ -7,6 +7,7 @@ kept for bugs.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
@@ -86,6 +87,7 @@ FLAGS: dict[str, str] = {
     "double_quant": "--no-double-quant",
     "weight_dtype": "--weights",
     "only": "--fit",  # calibrate run: the quantity to fit
+    "model": "MODEL",  # the argument, not a flag
 }
 """API arguments whose flag is not ``--`` + the argument with dashes."""
 
@@ -131,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("gpuscale: aborted", err=True)
         return 130
     except BrokenPipeError:
+        # The reader closed the pipe (`| head`): what was asked for was delivered. Point stdout
+        # at /dev/null so that the interpreter's last flush does not fail again on exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return 0
     return result if isinstance(result, int) else 0
 

@@ -88,8 +88,9 @@ def job_from_document(
 ) -> TrainingJob:
     """Read an ``estimate --json`` or ``plan --json`` document (the first ranked plan of ``plan``).
 
-    Sequence length and precision come from the document when it records them, else from the
-    arguments; a document that records neither is refused rather than guessed. ``model``: the
+    Sequence length, precision and GPUs per node come from the document when it records them
+    (an argument that contradicts it is refused), else from the arguments; a document that
+    records no sequence length is refused rather than guessed. ``model``: the
     spec the document was computed for, when its name is no catalog id (a pasted config.json)."""
     require(isinstance(doc, dict), "the document must be a JSON object", field="from")
     section = _plan_section(doc)
@@ -101,14 +102,29 @@ def job_from_document(
     require(isinstance(gpu_id, str) and bool(gpu_id), "the document names no gpu", field="from")
     assert isinstance(model_id, str) and isinstance(gpu_id, str)
     training_doc = doc.get("training") if isinstance(doc.get("training"), dict) else {}
-    seq_len = seq or section.get("seq") or doc.get("seq") or training_doc.get("seq")
+    recorded = {
+        "seq": section.get("seq") or doc.get("seq") or training_doc.get("seq"),
+        "precision": doc.get("precision") or training_doc.get("precision"),
+        "gpus_per_node": doc.get("gpus_per_node"),
+    }
+    for name, given in (("seq", seq), ("precision", precision), ("gpus_per_node", gpus_per_node)):
+        # The plan was priced (memory, step time) for the document's value: exporting it under
+        # another would hand the trainer a plan nobody checked.
+        flag = "--" + name.replace("_", "-")
+        require(
+            given is None or recorded[name] is None or given == recorded[name],
+            f"{flag} {given} contradicts the document's {recorded[name]} (the plan was priced "
+            f"for it); leave {flag} out, or re-run estimate/plan with {flag} {given}",
+            field=name,
+        )
+    seq_len = seq or recorded["seq"]
     require(
         isinstance(seq_len, int) and seq_len > 0,
         "the document does not record the sequence length: pass --seq",
         field="seq",
     )
     assert isinstance(seq_len, int)
-    chosen_precision = precision or doc.get("precision") or training_doc.get("precision") or "bf16"
+    chosen_precision = precision or recorded["precision"] or "bf16"
     require(
         chosen_precision in PRECISIONS,
         f"precision must be one of {', '.join(PRECISIONS)}, got {chosen_precision!r}",
@@ -128,7 +144,7 @@ def job_from_document(
         sequence_parallel=bool(section.get("sequence_parallel", True)),
     )
     catalog.gpu(gpu_id)  # an unknown id fails here with the closest matches
-    per_node = gpus_per_node or doc.get("gpus_per_node") or catalog.DEFAULT_GPUS_PER_NODE
+    per_node = gpus_per_node or recorded["gpus_per_node"] or catalog.DEFAULT_GPUS_PER_NODE
     return TrainingJob(
         model_id=model_id,
         model=model if model is not None else catalog.model(model_id),

@@ -22,7 +22,20 @@ class JobOptions:
     """Aggregate write bandwidth of the checkpoint store, GB/s."""
 
     def __post_init__(self) -> None:
-        require(self.storage_gb_per_s_per_node >= 0, "storage bandwidth must be >= 0")
+        # Named by the API's arguments (gpuscale.api.estimate), so the CLI shows the flag.
+        require(
+            self.storage_gb_per_s_per_node >= 0,
+            f"--storage-gbps must be >= 0 (0: data is local), got {self.storage_gb_per_s_per_node}",
+            field="storage_gbps",
+        )
         require(self.bytes_per_token > 0, "bytes per token must be > 0")
-        require(self.checkpoint_every_steps >= 0, "checkpoint interval must be >= 0")
-        require(self.checkpoint_write_gb_per_s > 0, "checkpoint write bandwidth must be > 0")
+        require(
+            self.checkpoint_every_steps >= 0,
+            f"--checkpoint-every must be >= 0 (0: never), got {self.checkpoint_every_steps}",
+            field="checkpoint_every",
+        )
+        require(
+            self.checkpoint_write_gb_per_s > 0,
+            f"--checkpoint-gbps must be > 0, got {self.checkpoint_write_gb_per_s}",
+            field="checkpoint_gbps",
+        )

@@ -1,0 +1,172 @@
+"""Bad input found by driving the CLI as a new user would: each case is one line on stderr and
+exit code 2 (never a traceback, a silently ignored flag, or a search that does not end)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+INFER = ("infer", "llama3.1-8b", "--gpu", "h100-sxm")
+DISAGG = ("--prefill-workers", "1", "--decode-workers", "1")
+HUGE_GPN = ("--gpus-per-node", "99999999999999999999")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        # An integer past int64 overflowed numpy's plan arrays with a traceback.
+        (
+            (*("estimate", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", "8"), *HUGE_GPN),
+            "'--gpus-per-node': 99999999999999999999 is too large; accepted: a whole number up "
+            "to 2^53",
+        ),
+        (
+            ("fit", "llama3.1-8b", "--gpu", "h100-sxm", "--mbs", "99999999999999999999"),
+            "'--mbs': 99999999999999999999 is too large",
+        ),
+        (
+            (*INFER, "--concurrency", "1,99999999999999999999"),
+            "--concurrency '1,99999999999999999999': give a whole number of requests up to 2^53",
+        ),
+        # A search over 10^12 GPUs ran for minutes and took tens of GB.
+        (
+            ("plan", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", "1000000000000"),
+            "--gpus must be 1 to 1,048,576 (2^20 GPUs, above the largest clusters built), got "
+            "1000000000000",
+        ),
+        # Flags the chosen question does not take were ignored without a word.
+        ((*INFER, "--pp", "2"), "--pp: the static-batch table"),
+        ((*INFER, "--concurrency", "8", "--batch", "4"), "--batch: the serving model under load"),
+        ((*INFER, "--concurrency", "8", "--price", "2"), "--price: the serving model under load"),
+        ((*INFER, "--search", "--gpus", "8", "--tp", "2"), "--tp: --search chooses the layout"),
+        (
+            (*INFER, "--concurrency", "8", *DISAGG, "--tp", "4"),
+            "--tp 4 applies only to aggregated serving",
+        ),
+        ((*INFER, "--concurrency", "8", "--tp", "2", "--attention-dp", "2"), "is dense"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_code_2(
+    gpuscale: Run, args: tuple[str, ...], expected: str
+) -> None:
+    result = gpuscale(*args, "--json")
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpuscale: "), result.stderr
+    assert expected in lines[0]
+
+
+ADAPT = ("cluster", "adapt", "gpt3-13b", "--gpu", "h100-sxm")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        # numpy was asked for 7 TiB (a MemoryError traceback) in both.
+        (
+            ("cluster", "trace", "--synthetic", "philly", "--jobs", "1000000000000"),
+            "--jobs must be at most 1,000,000",
+        ),
+        ((*ADAPT, "--gpus", "1000000000000", "--event", "inter"), "--gpus must be 1 to 1,048,576"),
+        # A node loss has no bandwidth factor: --factor was dropped without a word.
+        (
+            (*ADAPT, "--gpus", "64", "--event", "node-loss", "--factor", "0.5"),
+            "a node loss has none",
+        ),
+    ],
+)
+def test_cluster_bad_input_is_refused_before_any_file_is_written(
+    gpuscale: Run, tmp_path: Path, args: tuple[str, ...], expected: str
+) -> None:
+    out = tmp_path / "trace.csv"
+    extra = ("-o", str(out)) if "trace" in args else ()
+    result = gpuscale(*args, *extra)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and expected in result.stderr
+    assert not out.exists()
+
+
+def test_cluster_export_writes_the_file_with_json_too(gpuscale: Run, tmp_path: Path) -> None:
+    # -o was ignored when --json was given; cluster trace had no --json at all.
+    out = tmp_path / "kueue.yaml"
+    cluster = Path(__file__).parents[2] / "examples" / "fat-tree-512.yaml"
+    result = gpuscale("cluster", "export", "--cluster", str(cluster), "--format", "kueue")
+    exported = gpuscale(
+        *("cluster", "export", "--cluster", str(cluster), "--format", "kueue"),
+        "-o",
+        str(out),
+        "--json",
+    )
+    assert exported.returncode == 0 and json.loads(exported.stdout)["format"] == "kueue"
+    assert out.read_text() == result.stdout
+    trace = tmp_path / "t.csv"
+    made = gpuscale(
+        "cluster", "trace", "--synthetic", "philly", "--jobs", "20", "-o", str(trace), "--json"
+    )
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["jobs"] == 20 and trace.is_file()
+
+
+@pytest.fixture(scope="module")
+def plan_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("plan") / "plan.json"
+    est = ("estimate", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--seq", "4096")
+    result = subprocess.run(
+        [sys.executable, "-m", "gpuscale.cli.main", *est, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    path.write_text(result.stdout)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        # Each flag silently replaced the document's value: a plan priced at one sequence
+        # length, precision or node size was exported under another.
+        (("--seq", "8192"), "--seq 8192 contradicts the document's 4096"),
+        (("--precision", "fp16"), "--precision fp16 contradicts the document's bf16"),
+        (("--gpus-per-node", "4"), "--gpus-per-node 4 contradicts the document's 8"),
+    ],
+)
+def test_export_refuses_flags_that_contradict_the_document(
+    gpuscale: Run, plan_json: Path, tmp_path: Path, args: tuple[str, ...], expected: str
+) -> None:
+    out = tmp_path / "job"
+    result = gpuscale("export", "--to", "megatron", "--from", str(plan_json), *args, "-o", str(out))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert expected in result.stderr and not out.exists()
+
+
+def test_export_into_a_file_is_one_line(gpuscale: Run, plan_json: Path, tmp_path: Path) -> None:
+    # -o naming an existing file ended in a FileExistsError traceback from mkdir.
+    taken = tmp_path / "taken"
+    taken.write_text("mine")
+    result = gpuscale("export", "--to", "megatron", "--from", str(plan_json), "-o", str(taken))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "is not a folder" in result.stderr and taken.read_text() == "mine"
+
+
+@pytest.mark.parametrize("args", [("plan", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", "8")])
+def test_a_reader_that_closes_the_pipe_is_exit_code_0(args: tuple[str, ...]) -> None:
+    # `gpuscale plan ... | head -1`: rich ended the run with a silent exit code 1.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuscale.cli.main", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.read(10)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0, err
+    assert err == ""

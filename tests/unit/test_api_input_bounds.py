@@ -1,0 +1,158 @@
+"""Inputs the API cannot answer are refused in one line naming the argument, never priced
+silently, ignored, or left to a traceback or a search that runs out of memory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import gpuscale
+from gpuscale.api.planning import MAX_GPUS
+from gpuscale.api.serving_search import search as serving_search
+from gpuscale.errors import InputError
+
+LOAD: dict[str, Any] = {"gpu": "h100-sxm", "concurrency": 8, "input_len": 128, "output_len": 16}
+
+
+def _refused(field: str | None, call: Any, *args: Any, **kwargs: Any) -> str:
+    with pytest.raises(InputError) as err:
+        call(*args, **kwargs)
+    assert err.value.field == field
+    message = str(err.value)
+    assert "\n" not in message
+    return message
+
+
+def test_expert_parallelism_beyond_the_experts_is_refused() -> None:
+    # Mixtral has 8 experts: a 16-way expert split leaves ranks without an expert.
+    message = _refused("ep", gpuscale.infer, "mixtral-8x7b", tp=16, ep=16, **LOAD)
+    assert "8 experts" in message and "accepted: 1 to 8" in message
+    message = _refused(
+        "decode_ep",
+        gpuscale.infer,
+        "mixtral-8x7b",
+        prefill_workers=1,
+        decode_workers=1,
+        decode_tp=16,
+        decode_ep=16,
+        **LOAD,
+    )
+    assert message.startswith("--decode-ep 16")
+
+
+def test_attention_data_parallelism_needs_a_moe_model() -> None:
+    message = _refused("attention_dp", gpuscale.infer, "llama3.1-8b", tp=2, attention_dp=2, **LOAD)
+    assert "dense" in message and "accepted: 1" in message
+    # The same layout on a MoE model is priced.
+    assert gpuscale.infer("mixtral-8x7b", tp=2, attention_dp=2, **LOAD).to_dict()["options"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"prefill_workers": 1, "decode_workers": 1, "tp": 4}, "tp"),
+        ({"prefill_workers": 1, "decode_workers": 1, "replicas": 2}, "replicas"),
+        ({"prefill_tp": 2}, "prefill_tp"),
+        ({"decode_batch": 1}, "decode_batch"),
+    ],
+)
+def test_the_other_deployments_layout_is_refused_not_ignored(
+    kwargs: dict[str, Any], field: str
+) -> None:
+    message = _refused(field, gpuscale.infer, "llama3.1-8b", **LOAD, **kwargs)
+    assert "applies only to" in message
+
+
+def test_an_open_loop_needs_at_least_one_request() -> None:
+    load = {**LOAD, "concurrency": None, "request_rate": 1.0}
+    assert "--num-requests" in _refused(
+        "num_requests", gpuscale.infer, "llama3.1-8b", num_requests=0, **load
+    )
+
+
+@pytest.mark.parametrize("gpus", [0, MAX_GPUS + 1, 10**12])
+def test_plan_and_scale_bound_the_gpu_count(gpus: int) -> None:
+    # 2^30 GPUs took 95 s and 18 GB before the bound; the message names the range.
+    assert f"must be 1 to {MAX_GPUS:,}" in _refused(
+        "gpus", gpuscale.plan, "llama3.1-8b", gpu="h100-sxm", gpus=gpus
+    )
+    assert f"must be 1 to {MAX_GPUS:,}" in _refused(
+        "max_gpus", gpuscale.scale, "llama3.1-8b", gpu="h100-sxm", max_gpus=gpus
+    )
+
+
+def test_advise_comm_bounds_the_gpu_count() -> None:
+    assert f"must be 1 to {MAX_GPUS:,}" in _refused(
+        "gpus", gpuscale.advise_comm, "llama3.1-8b", gpus=10**12
+    )
+
+
+def test_an_empty_model_id_is_refused_not_read_from_the_current_folder(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Path("") is the current folder: its config.json was read without being named.
+    (tmp_path / "config.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    assert "empty model id" in _refused("model", gpuscale.fit, "", gpu="h100-sxm")
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ("llama3.1-8b\x01", r"'llama3.1-8b\x01'"),  # an invisible character made visible
+        ("x" * 5000, "(5000 characters)"),  # cut to one readable line
+    ],
+)
+def test_an_unknown_id_is_shown_readably(name: str, shown: str) -> None:
+    message = _refused(None, gpuscale.fit, name, gpu="h100-sxm")
+    assert shown in message and len(message) < 1000
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("storage_gbps", -1.0), ("checkpoint_every", -1), ("checkpoint_gbps", 0.0)]
+)
+def test_job_terms_name_their_flag(field: str, value: float) -> None:
+    # The message said "checkpoint interval must be >= 0" without the flag to change.
+    message = _refused(
+        field, gpuscale.estimate, "llama3.1-8b", gpu="h100-sxm", gpus=8, **{field: value}
+    )
+    assert message.startswith(f"--{field.replace('_', '-')} must be")
+
+
+def test_an_unexplainable_step_time_names_the_step_time_flag() -> None:
+    # The refusal named --measured-tokens-per-s though the user gave --measured-step-s.
+    message = _refused(
+        "measured_step_s",
+        gpuscale.calibrate_run,
+        "llama3.1-8b",
+        gpu="h100-sxm",
+        gpus=8,
+        measured_step_s=1e-9,
+    )
+    assert "beyond what any parameter" in message
+
+
+def test_a_job_or_deployment_beyond_the_gpu_bound_is_refused() -> None:
+    # 10^15 GPUs were priced without a word (a step time, a cluster nobody built).
+    assert f"must be 1 to {MAX_GPUS:,}" in _refused(
+        "gpus", gpuscale.estimate, "llama3.1-8b", gpu="h100-sxm", gpus=10**15
+    )
+    message = _refused("replicas", gpuscale.infer, "llama3.1-8b", replicas=10**15, **LOAD)
+    assert f"more than {MAX_GPUS:,}" in message
+
+
+def test_a_negative_seed_is_refused() -> None:
+    # numpy's SeedSequence raised a ValueError traceback.
+    assert ">= 0" in _refused("seed", gpuscale.api.cluster_trace, jobs=10, seed=-1)
+
+
+def test_requests_longer_than_the_context_are_refused_by_every_serving_question() -> None:
+    # A 10M-token prompt on a 131,072-token model was priced without a word.
+    long = {"input_len": 130_000, "output_len": 2_000}
+    load = {**LOAD, **long}
+    assert "maximum context of 131,072" in _refused(
+        "input_len", gpuscale.infer, "llama3.1-8b", **load
+    )
+    _refused("input_len", gpuscale.infer_static, "llama3.1-8b", gpu="h100-sxm", **long)
+    _refused("input_len", serving_search, "llama3.1-8b", gpu="h100-sxm", gpus=8, **long)
