@@ -28,7 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from gpuscale.api.serving import infer
+from gpuscale.api.serving import MAX_NUM_REQUESTS, infer
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.serving_rows import ServingRow, load
 
@@ -57,7 +57,7 @@ def readings(r: ServingRow) -> dict[str, float] | None:
     if not any(COHORT_NOTE in n for n in lock.get("notes", [])):
         return None
     # No start burst either: num_requests far above the concurrency.
-    stag = _options(r, input_cv=STAGGER_CV, num_requests=10**9)
+    stag = _options(r, input_cv=STAGGER_CV, num_requests=MAX_NUM_REQUESTS)
     e2e_ms = r.ttft_ms + (int(r.raw["osl"]) - 1) * r.tpot_ms
     read = _options(r, defaults=False)
     return {

@@ -27,7 +27,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-from gpuscale.api.serving import infer
+from gpuscale.api.serving import MAX_NUM_REQUESTS, infer
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.serving_rows import ServingRow, load
 
@@ -64,7 +64,7 @@ def waiting_requests(r: ServingRow) -> float:
     (``infer`` with lengths that break cohorts, ``input_cv`` > 0, and no start burst:
     ``num_requests`` far above C) by ``dt`` holds ``rate x dt`` more requests in the system on
     average (Little's law, L = lambda W). Measured figures only, except the baseline."""
-    kw = {**r.kwargs, "input_cv": STAGGER_CV, "num_requests": 10**9}
+    kw = {**r.kwargs, "input_cv": STAGGER_CV, "num_requests": MAX_NUM_REQUESTS}
     staggered = infer(r.raw["model_path"], **kw).to_dict()["options"][0]["ttft_ms"]
     e2e_ms = r.ttft_ms + (int(r.raw["osl"]) - 1) * r.tpot_ms
     return (r.ttft_ms - staggered) * r.concurrency / e2e_ms
