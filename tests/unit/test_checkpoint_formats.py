@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 from typing import Any
 
@@ -139,7 +140,7 @@ def test_weights_auto_serves_a_pre_quantized_checkpoint_as_stored() -> None:
     notes = auto.to_dict()["options"][0]["notes"]
     assert any("fp8_block: the format the checkpoint stores" in n for n in notes)
     plain = infer("Qwen/Qwen3-32B", **kw).to_dict()["options"][0]["notes"]
-    assert any("no catalogued pre-quantized checkpoint" in n for n in plain)
+    assert any("no pre-quantized checkpoint format known" in n for n in plain)
     # An explicit format is honoured (a what-if on a dequantized copy).
     assert infer("deepseek-ai/DeepSeek-R1", weights="bf16", **kw).weights == "bf16"
     # The static-batch table takes the checkpoint's width in its own dtypes.
@@ -152,3 +153,38 @@ def _figures(result: Any) -> dict[str, Any]:
     """A serving result's figures, without its notes (which say how the format was chosen)."""
     option = {k: v for k, v in result.to_dict()["options"][0].items() if k != "notes"}
     return option
+
+
+def test_weights_auto_reads_a_config_files_quantization_config(tmp_path: Path) -> None:
+    from gpuscale.api import infer
+
+    base = {
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "num_hidden_layers": 32,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+    }
+    block = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+    quantized, plain = tmp_path / "fp8", tmp_path / "bf16"
+    quantized.mkdir()
+    plain.mkdir()
+    (quantized / "config.json").write_text(json.dumps({**base, "quantization_config": block}))
+    (plain / "config.json").write_text(json.dumps(base))
+    kw = {"gpu": "h100-sxm", "engine": "vllm", "concurrency": 4}
+    assert infer(str(quantized), **kw).weights == "fp8_block"
+    assert catalog.served_weights(str(quantized / "config.json")) == "fp8_block"
+    assert infer(str(plain), **kw).weights == "bf16"
+    # A scheme not read here is 16-bit, and the note says no format is known.
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    (odd / "config.json").write_text(json.dumps({**base, "quantization_config": "bogus"}))
+    result = infer(str(odd), **kw)
+    assert result.weights == "bf16"
+    assert any(
+        "no pre-quantized checkpoint format known" in n
+        for n in result.to_dict()["options"][0]["notes"]
+    )

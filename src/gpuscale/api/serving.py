@@ -205,7 +205,9 @@ def served_format(model: str | ModelSpec, weights: str) -> WeightFormat:
     format its published checkpoint stores when ``model`` names a catalogued pre-quantized one
     (``catalog.served_weights``: ``deepseek-ai/DeepSeek-R1`` -> fp8_block), else bf16."""
     if weights == "auto":
-        return weight_format(catalog.served_weights(model) if isinstance(model, str) else "bf16")
+        if isinstance(model, str):
+            return weight_format(catalog.served_weights(model))
+        return weight_format(model.stored_weights or "bf16")
     return weight_format(weights)
 
 
@@ -414,8 +416,8 @@ def infer(
         pred.notes.append(
             f"weights {fmt.name}: the format the checkpoint stores (--weights auto)"
             if fmt.name != "bf16"
-            else "weights bf16 (--weights auto): no catalogued pre-quantized checkpoint by this "
-            "name; give --weights to serve another format"
+            else "weights bf16 (--weights auto): no pre-quantized checkpoint format known for this "
+            "model; give --weights to serve another format"
         )
     return ServingResult(
         model=spec.name,

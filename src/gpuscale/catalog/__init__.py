@@ -106,11 +106,15 @@ def served_weights(name: str) -> str:
     format a catalogued pre-quantized checkpoint stores (an engine loads a serialized FP8 or
     MXFP4 checkpoint as stored, it does not re-quantize it), else 16-bit (``bf16``). A catalog
     id stands for the checkpoint its entry was read from (the ``owner/name config.json`` its
-    ``source`` opens with), so ``deepseek-r1`` and ``deepseek-ai/DeepSeek-R1`` agree."""
+    ``source`` opens with), so ``deepseek-r1`` and ``deepseek-ai/DeepSeek-R1`` agree; a
+    ``config.json`` path, for the ``quantization_config`` it declares."""
     stored = checkpoint_weights(name)
     if stored is None and name.lower() in models():
         read_from = _CONFIG_SOURCE.match(models()[name.lower()].source)
         stored = checkpoint_weights(read_from.group(1)) if read_from else None
+    elif stored is None and name.lower() not in model_aliases():
+        # A config.json given by path declares its own quantization_config.
+        stored = model(name).stored_weights or None
     return stored or "bf16"
 
 

@@ -8,6 +8,7 @@ sits under ``text_config`` is read from there. Anything malformed is an
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import re
@@ -454,7 +455,15 @@ def model_from_config_file(path: Path) -> ModelSpec:
         raise InputError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     except RecursionError:
         raise InputError(f"{path}: JSON nested too deeply") from None
-    return model_from_config(cfg, str(path))
+    spec = model_from_config(cfg, str(path))
+    # The format the checkpoint stores, as an engine loading it would read it (Kimi-K2.5 keeps
+    # its quantization_config inside text_config).
+    inner = cfg.get("text_config") if isinstance(cfg, Mapping) else None
+    qc = cfg.get("quantization_config") if isinstance(cfg, Mapping) else None
+    if qc is None and isinstance(inner, Mapping):
+        qc = inner.get("quantization_config")
+    stored = checkpoint_weights(qc) if isinstance(qc, Mapping) else None
+    return dataclasses.replace(spec, stored_weights=stored) if stored else spec
 
 
 def checkpoint_weights(qc: Mapping[str, Any] | None) -> str | None:

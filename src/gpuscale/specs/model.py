@@ -99,6 +99,10 @@ class ModelSpec:
     """The published quantized checkpoint keeps the shared experts and the leading dense layers'
     MLP in 16 bits, quantizing only the routed experts (Kimi-K2.5 compressed-tensors ``ignore``:
     ``re:.*shared_experts.*``, ``re:.*mlp\\.(gate|up|gate_up|down)_proj.*``)."""
+    stored_weights: str = ""
+    """The weight format (a ``--weights`` name) the ``config.json`` this spec was read from
+    declares in its ``quantization_config``; empty for 16-bit weights, a scheme not read, or a
+    catalog entry (whose checkpoint ``catalog.served_weights`` looks up)."""
     source: str = ""
 
     def __post_init__(self) -> None:
