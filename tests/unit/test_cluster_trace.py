@@ -63,9 +63,14 @@ def test_load_scaling_and_roundtrip(tmp_path: Path) -> None:
     ("text", "words"),
     [
         ("a,b\n1,2\n", "no column"),
-        ("submit_s,gpus,duration_s\n0,0,10\n", "GPUs must be an integer >= 1"),
-        ("submit_s,gpus,duration_s\n0,1e310,10\n", "GPUs must be an integer >= 1"),
+        ("submit_s,gpus,duration_s\n0,0,10\n", "GPUs must be an integer from 1"),
+        ("submit_s,gpus,duration_s\n0,1e310,10\n", "GPUs must be an integer from 1"),
+        # found by hypothesis in CI: a finite float too large for int64
+        ("submit_s,gpus,duration_s\n0,1e100,1\n", "GPUs must be an integer from 1"),
         ("submit_s,gpus,duration_s\n0,1,-1\n", "duration must be > 0"),
+        ("submit_s,gpus,duration_s\n0,1,1e300\n", "at most 1e\\+09 seconds"),
+        ("submit_s,gpus,duration_s\ninf,1,5\n", "finite number of seconds"),
+        ("submit_s,gpus,duration_s\nnan,1,5\n", "finite number of seconds"),
         ("submit_s,gpus,duration_s\nyesterday,1,5\n", "neither seconds"),
         ("submit_s,gpus,duration_s\n", "no jobs"),
     ],

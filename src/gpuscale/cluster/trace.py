@@ -21,6 +21,12 @@ from gpuscale.errors import InputError, require
 
 SYNTHETIC: tuple[str, ...] = ("philly",)
 
+# Bounds a row must lie in: the largest public training clusters hold ~10^5 GPUs (Meta's 24k-GPU
+# Llama 3 clusters, xAI's 10^5), so a job of more than 2^20 GPUs is a typo, not a job; a run of
+# more than 10^9 s (~32 years) likewise. Both keep the simulator's int64/float sums exact.
+MAX_JOB_GPUS = 1 << 20
+MAX_JOB_SECONDS = 1e9
+
 # Accepted header names per field (first match wins); the Philly/Pollux names are included.
 _COLUMNS: dict[str, tuple[str, ...]] = {
     "job_id": ("job_id", "id", "job", "jobid"),
@@ -61,9 +67,17 @@ def _pick(header: list[str], field: str) -> str | None:
 def _time(value: str, row: int, path: str) -> float:
     text = value.strip()
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(seconds):
+            raise InputError(
+                f"--trace {path} row {row}: submit time must be a finite number of seconds, "
+                f"got '{value}'",
+                field="trace",
+            )
+        return seconds
     try:
         return datetime.fromisoformat(text).timestamp()
     except ValueError:
@@ -115,14 +129,16 @@ def read_trace(path: str | Path) -> Trace:
                     f"'{row[index['gpus']]}', '{row[index['work']]}'",
                     field="trace",
                 ) from None
-            if not (math.isfinite(g) and g >= 1 and g == int(g)):
+            if not (math.isfinite(g) and 1 <= g <= MAX_JOB_GPUS and g == int(g)):
                 raise InputError(
-                    f"--trace {path} row {row_no}: GPUs must be an integer >= 1, got {g:g}",
+                    f"--trace {path} row {row_no}: GPUs must be an integer from 1 to "
+                    f"{MAX_JOB_GPUS:,}, got {g:g}",
                     field="trace",
                 )
-            if not (math.isfinite(w) and w > 0):
+            if not (math.isfinite(w) and 0 < w <= MAX_JOB_SECONDS):
                 raise InputError(
-                    f"--trace {path} row {row_no}: duration must be > 0 seconds, got {w:g}",
+                    f"--trace {path} row {row_no}: duration must be > 0 and at most "
+                    f"{MAX_JOB_SECONDS:g} seconds, got {w:g}",
                     field="trace",
                 )
             gpus.append(int(g))
