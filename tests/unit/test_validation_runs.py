@@ -313,7 +313,7 @@ def report(validation_dir: Path) -> loso.LosoReport:
 # (pytorch#143988) and llm-foundry's flash path copies tokens out of and back into the padded
 # batch (flash-attn bert_padding): llmfoundry-h100 17.7% -> 11.1%, overall 9.1% -> 7.8%.
 LOSO_BOUNDS = {
-    "overall": 0.08,
+    "overall": 0.078,
     "narayanan21": 0.065,
     # Megatron-LM's default attention dropout runs as its own kernel beside the unfused softmax
     # (costmodel/compute.py): every row slower by 2-4%, on rows the model already had too slow;
@@ -321,13 +321,15 @@ LOSO_BOUNDS = {
     # (read with it before, which hid 1.4 points).
     "korthikanti22": 0.07,
     # Hopper's persistent matmuls slowed by overlapped data-parallel collectives (pytorch#143988)
-    # add time to Megatron's overlapped gradient reduction on its under-predicted H100 rows.
-    "megatron": 0.105,
-    "nemo2407": 0.045,
+    # add time to Megatron's overlapped gradient reduction on its under-predicted H100 rows;
+    # --tp-comm-overlap counted from Transformer Engine's defaults (15/16 of the TP traffic
+    # under a GEMM, megatron.yaml) took it from 10.0% to 8.0%.
+    "megatron": 0.085,
+    "nemo2407": 0.04,
     "torchtitan": 0.035,
     "llmfoundry": 0.05,
     "bloom176b": 0.025,
-    "megascale": 0.115,
+    "megascale": 0.11,
     "torchtitan-paper": 0.125,
     "llmfoundry-h100": 0.12,
 }
