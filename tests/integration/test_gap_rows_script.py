@@ -33,7 +33,7 @@ WAITING = re.compile(
 def test_gap_rows_waiting_reads_one_request_for_llama_and_a_share_of_c_for_qwen() -> None:
     out = run_benchmark("gap_rows")
     assert out.returncode == 0, out.stderr
-    block = out.stdout.split("waiting:")[1]
+    block = out.stdout.split("waiting:")[1].split("held per completion:")[0]
     rows = {(m.group(1), int(m.group(2))): m for m in map(WAITING.match, block.splitlines()) if m}
     for c in (8, 16):
         m = rows[("Llama-3.1-8B-Instruct", c)]
