@@ -22,6 +22,9 @@ explain, next to the serving model's reading (``gpuscale.api.infer`` with the ro
 - output ceiling (branch ``trt-dense``): output tokens per second at C = 128, measured and
   modelled, per TP and output length, with the requests decoding by Little's law
   (``decoding_requests``): an engine-side limit scales with the GPUs, a host-side one does not;
+- TP-independent decode (branch ``trt-dense``): measured TPOT on TP4 and TP8 at ISL 1024, per
+  concurrency: an iteration the GPUs bound gets shorter with twice the GPUs, a host-bound one
+  does not;
 - prefill slope (branch ``trt-dense``): the light-load TTFT added per prompt token (C = 8,
   OSL 128, shortest to longest prompt), measured, over the model's for one prompt alone
   (C = 1): the prompts a request waits behind plus its own, about (C + 1) / 2 = 4.5 when the
@@ -186,6 +189,15 @@ def _extra(groups: dict[tuple[str, str, str, str], dict[int, ServingRow]]) -> No
             f"  {o['output_tokens_per_s']:7.0f}   {decoding_requests(r):6.1f}"
             f"  {o['running_requests_per_rank']:6.1f}"
         )
+    print("TP-independent decode: measured TPOT on TP4 / TP8 at ISL 1024, ms, per C")
+    for (model, tp, isl, osl), by_c in sorted(groups.items()):
+        if tp != "4" or isl != "1024":
+            continue
+        tp8 = groups.get((model, "8", isl, osl), {})
+        cells = [
+            f"C{c} {by_c[c].tpot_ms:5.2f}/{tp8[c].tpot_ms:5.2f}" for c in sorted(by_c) if c in tp8
+        ]
+        print(f"  {model:32s} OSL {osl:>4s}  " + "  ".join(cells))
     print("prefill slope at C = 8, OSL 128: light-load TTFT per prompt token, ms/token,")
     print("shortest -> longest prompt: measured, modelled for one prompt alone (C = 1), ratio")
     for (model, tp, isl, osl), by_c in sorted(groups.items()):
