@@ -57,17 +57,32 @@ def test_default_limit_never_binds_below_the_chunk_budget() -> None:
         np.testing.assert_allclose(a.tpot_s, b.tpot_s)
 
 
-def test_the_request_crossing_the_limit_still_runs_whole() -> None:
-    # PrefillAdder adds requests while rem_input_tokens > 0: with 1000-token prompts a limit of
-    # 2001 starts three per batch (the third crosses it), a limit of 2000 two.
+def test_a_request_reaching_the_limit_waits_also_with_chunking() -> None:
+    # SGLang 0.5.x PrefillAdder.add_one_req: a request whose prompt reaches what is left of the
+    # limit waits for the next batch unless it is the batch's first, with chunked prefill on
+    # too (only sglang PR #25741, 2026-05, exempted chunking). 1000-token prompts: a limit of
+    # 2001 starts two per batch, 2000 one (the second's 1000 tokens reach the 1000 left). The
+    # earlier reading (the crossing request runs whole) gave [3, 3, 2] and [2, 2, 2, 2].
     eng = engine("sglang")
+    assert eng.chunked_prefill
     assert _burst_groups(dataclasses.replace(eng, max_prefill_tokens=None), 1000, 8) == [8.0]
-    assert _burst_groups(dataclasses.replace(eng, max_prefill_tokens=2001), 1000, 8) == [
-        3.0,
-        3.0,
-        2.0,
-    ]
-    assert _burst_groups(dataclasses.replace(eng, max_prefill_tokens=2000), 1000, 8) == [2.0] * 4
+    assert _burst_groups(dataclasses.replace(eng, max_prefill_tokens=2001), 1000, 8) == [2.0] * 4
+    assert _burst_groups(dataclasses.replace(eng, max_prefill_tokens=2000), 1000, 8) == [1.0] * 8
+
+
+def test_no_chunk_of_a_request_that_reaches_the_limit() -> None:
+    # 5000-token prompts, chunk budget 8192, limit 9000: the second prompt (5000 tokens) reaches
+    # the 4000 left, so no chunk of it rides beside the first; without the limit the 3192 tokens
+    # left start it as a chunk, and it gets its first token sooner.
+    eng = engine("sglang")
+    work = Workload(input_len=5000, output_len=64)
+    second = {}
+    for limit in (None, 9000):
+        e = dataclasses.replace(eng, max_prefill_tokens=limit)
+        sim = simulate_ranks(_it(e), e, work, 2, 1, max_running=1e9, burst_only=True)
+        assert sim is not None
+        second[limit] = float(np.max(sim.ttft_s))
+    assert second[None] < second[9000]
 
 
 def test_without_chunking_the_limit_is_hard_but_the_first_prompt_always_runs() -> None:

@@ -171,12 +171,17 @@ def simulate(
             n_dec_now = n_dec
             left = max(budget - n_dec, 0.0)
         # SGLang's --max-prefill-tokens (``soft``): the new tokens a prefill batch may start,
-        # counted after the mixed decodes; with chunked prefill requests are added while some
-        # of it is left, so the one that crosses it still runs whole (up to the chunk budget
-        # ``left``) and a chunk starts only while some is left; without chunking a request is
-        # refused once its tokens reach what is left, unless it is the batch's first (sglang
-        # managers/schedule_policy.py PrefillAdder: rem_input_tokens = max_prefill_tokens -
-        # mixed decode tokens; add_one_req, budget_state).
+        # counted after the mixed decodes (managers/schedule_policy.py PrefillAdder:
+        # rem_input_tokens = max_prefill_tokens - mixed decode tokens). In the SGLang of the
+        # rows (0.5.x) add_one_req refuses a request whose whole remaining prompt reaches what
+        # is left of it, unless it is the batch's first, with or without chunked prefill
+        # (``if real_input_tokens >= self.rem_input_tokens and len(self.can_run_list) != 0:
+        # return AddReqResult.OTHER``, before the chunk is cut); so a chunk of a later request
+        # starts only if that request's whole prompt is below what is left. Only sgl-project/
+        # sglang PR #25741 (merged 2026-05, after every SGLang row here) exempted chunked
+        # prefill, so that the one crossing it runs. (The ignore_eos path taken with the radix
+        # cache disabled, add_one_req_ignore_eos, has no such check; the fixed-length rows that
+        # reach this simulation, AIConfigurator's, run with the radix cache on.)
         soft = np.inf if eng.max_prefill_tokens is None else eng.max_prefill_tokens - n_dec_now
         # Prefill allocation, FIFO. A cohort needing more than the budget is split: the requests
         # whose whole (remaining) prompt fits finish now; with chunking the leftover budget
@@ -191,7 +196,7 @@ def simulate(
             if soft <= 0:
                 break
             starts = float(np.ceil(soft / rem))  # requests the soft limit still lets start
-            if not eng.chunked_prefill and np.isfinite(soft):
+            if np.isfinite(soft):
                 starts = max(starts - 1.0, 0.0 if p_tokens > 0.0 else 1.0)
             need = c.size * rem
             if need <= left + 1e-9 and c.size <= starts:
@@ -227,7 +232,7 @@ def simulate(
                 soft -= used
                 p_tokens += used
                 finished_prefill.append(part)
-            if eng.chunked_prefill and left > 0 and soft > 0 and c.size > 0:
+            if eng.chunked_prefill and left > 0 and (rem < soft or p_tokens == 0.0) and c.size > 0:
                 c.done_tokens += left / c.size
                 p_tokens += left
                 left = 0.0
