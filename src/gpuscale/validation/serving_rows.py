@@ -24,7 +24,8 @@ carry. Each row is read into one of four classes, with every assumption written 
   carry a ``guess`` reading (one worker of each kind; AIConfigurator's decode batch x workers x
   attention-DP as the concurrency) for comparison lines only. Aggregated rows are not
   expressible when their recorded concurrency is the benchmark client's cap rather than the load
-  the engine ran (``client_cap_only``); their ``guess`` is the row as recorded.
+  the engine ran (``client_cap_only``), or when the InferenceX sweep that measured them ran an
+  MTP entry at their shape (``inferencex_sweeps``); their ``guess`` is the row as recorded.
 """
 
 from __future__ import annotations
