@@ -60,18 +60,29 @@ def test_without_the_sweeps_the_same_row_was_read_as_a_plain_run() -> None:
     assert row.kind == STATED
 
 
-def test_a_full_sweep_is_mtp_only_where_only_the_mtp_entry_runs() -> None:
-    day = "measured=2026-01-28T06:18:44Z"
-    src = f"source_file=2026-03-25.csv; silicon_concurrency=64; {day}"
-    both = _raw(osl="8192", batch_size="64", silicon_data_source=src)
-    src256 = src.replace("=64;", "=256;")
-    # 1k/8k at 256 with attention DP: only dsr1-fp8-h200-trt-mtp runs it
+def test_the_evals_only_sweep_of_587_ran_one_plain_and_one_mtp_entry() -> None:
+    # mark_eval_entries keeps 1k/8k at the highest concurrency per TP extreme and spec-decoding:
+    # plain TP8 EP8 at 64 (the row is read as it ran), MTP TP8 EP8 attention DP at 256 (refused)
+    src = "source_file=2026-03-25.csv; silicon_concurrency=64; measured=2026-01-28T06:18:44Z"
+    plain = _raw(osl="8192", batch_size="64", silicon_data_source=src)
     mtp = _raw(
-        osl="8192", batch_size="256", tp_size="1", attention_dp_size="8", silicon_data_source=src256
+        osl="8192",
+        batch_size="256",
+        tp_size="1",
+        attention_dp_size="8",
+        silicon_data_source=src.replace("=64;", "=256;"),
     )
-    a, b = read_rows([both, mtp], sweeps=SWEEPS)
-    assert a.kind == NOT_EXPRESSIBLE and "swept both" in a.reason and "e28c038f8" in a.reason
+    a, b = read_rows([plain, mtp], sweeps=SWEEPS)
+    assert a.kind == STATED
     assert b.kind == NOT_EXPRESSIBLE and "speculative decoding (MTP)" in b.reason
+    assert "e28c038f8" in b.reason
+
+
+def test_a_run_that_swept_both_at_the_rows_shape_leaves_it_unknown() -> None:
+    both = [dict(e, spec=spec) for e in SWEEPS[:1] for spec in ("none", "mtp")]
+    (row,) = read_rows([_raw()], sweeps=both)
+    assert row.kind == NOT_EXPRESSIBLE and "swept both" in row.reason
+    assert "dsr1-fp8-h200-trt-mtp" in row.reason
 
 
 def test_other_days_models_and_sources_are_untouched() -> None:
@@ -94,6 +105,10 @@ def test_public_rows_of_the_mtp_runs() -> None:
     assert all("MTP" in r.reason for r in rows)
     days = {r.raw["silicon_data_source"].split("measured=")[1][:10] for r in rows}
     assert days == {"2026-01-14", "2026-01-28"}
+    # the 1k/8k C = 64 run of 2026-01-28 is the plain entry (TPOT 32.2 ms, the model 33.1)
+    assert not any(
+        r.concurrency == 64 and "2026-01-28" in r.raw["silicon_data_source"] for r in rows
+    )
     # the sweep of #392 is every H200 TensorRT-LLM DeepSeek-R1 row measured that day
     with ROWS.open() as f:
         that_day = [

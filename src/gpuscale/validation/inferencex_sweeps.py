@@ -12,11 +12,15 @@ measured a row, and with it the speculative decoding the row ran, can be read fr
   ``dsr1-fp8-h200-trt-mtp``: the H200 TensorRT-LLM DeepSeek-R1 rows of that day ran
   ``dsr1_fp8_h200_trt_mtp_slurm.sh`` (``speculative_config: decoding_type: MTP,
   num_nextn_predict_layers: 3``, 1 with attention DP);
-- 2026-01-28T06:18:44Z is e28c038f8 (#587, a full sweep), which names both
-  ``dsr1-fp8-h200-trt`` and ``dsr1-fp8-h200-trt-mtp``: a row at a shape both entries run is
-  either, one at a shape only the MTP entry runs (e.g. 1k/8k at concurrency 256) is MTP.
+- 2026-01-28T06:18:44Z is e28c038f8 (#587), whose changelog entry names both
+  ``dsr1-fp8-h200-trt`` and ``dsr1-fp8-h200-trt-mtp`` with ``evals-only: true``
+  (``utils/process_changelog.py``: ``--evals-only``), which keeps only the entries
+  ``mark_eval_entries`` selects (``utils/matrix_logic/generate_sweep_configs.py``): 1k/8k only,
+  per (model, runner, framework, precision, spec-decoding) the highest concurrency at the
+  highest and at the lowest TP, i.e. non-speculative TP8 EP8 at 64 and MTP TP8 EP8 attention-DP
+  at 256.
 
-``inferencex_agg_sweeps.csv`` holds the entries those two runs swept for H200 TensorRT-LLM
+``inferencex_agg_sweeps.csv`` holds the entries those two runs measured for H200 TensorRT-LLM
 DeepSeek-R1 (copied from ``.github/configs/nvidia-master.yaml`` at each commit); earlier
 aggregated runs of that model (2025-11-02, 2025-12-15) predate the MTP entry. The serving model
 has no speculative decoding, so such rows are not expressible; read from the row's source, day
@@ -57,7 +61,9 @@ def _runs(entry: dict[str, str], r: dict[str, str], day: str, kw: dict[str, Any]
 
 def speculative_reason(r: dict[str, str], day: str, kw: dict[str, Any], sweeps: Sweeps) -> str:
     """Why aggregated row ``r`` (measured on ``day``, read as ``kw``) is not expressible for
-    its speculative decoding, or '' when the run that measured it swept no MTP entry there."""
+    its speculative decoding, or '' when the run that measured it swept no MTP entry there.
+    A run that swept both a speculative and a plain entry at the row's shape and load leaves
+    it unknown (no public row is such a case; the rule is the disaggregated rows')."""
     hits = [e for e in sweeps if _runs(e, r, day, kw)]
     specs = {e["spec"] for e in hits}
     if "mtp" not in specs:
