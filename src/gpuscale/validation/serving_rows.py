@@ -24,7 +24,8 @@ carry. Each row is read into one of four classes, with every assumption written 
   carry a ``guess`` reading (one worker of each kind; AIConfigurator's decode batch x workers x
   attention-DP as the concurrency) for comparison lines only. Aggregated rows are not
   expressible when their recorded concurrency is the benchmark client's cap rather than the load
-  the engine ran (``client_cap_only``); their ``guess`` is the row as recorded.
+  the engine ran (``client_cap_only``), or when the InferenceX sweep that measured them ran an
+  MTP entry at their shape (``inferencex_sweeps``); their ``guess`` is the row as recorded.
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale import catalog
+from gpuscale.validation.inferencex_sweeps import (
+    SWEEPS_FILE,
+    Sweeps,
+    load_sweeps,
+    speculative_reason,
+)
 
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm"}
 ENGINES = {"trtllm": "tensorrt-llm", "vllm": "vllm", "sglang": "sglang"}
@@ -754,9 +761,12 @@ def _from_config(
     return kw, [note], ""
 
 
-def read_rows(raw: list[dict[str, str]], recipes: Recipes | None = None) -> list[ServingRow]:
+def read_rows(
+    raw: list[dict[str, str]], recipes: Recipes | None = None, sweeps: Sweeps | None = None
+) -> list[ServingRow]:
     """Every raw row read as the deployment it ran, or marked not expressible; ``recipes``
-    (:func:`load_recipes`) gives the decode engines' batch caps where a recipe states them."""
+    (:func:`load_recipes`) gives the decode engines' batch caps where a recipe states them,
+    ``sweeps`` (``inferencex_sweeps``) the aggregated InferenceX runs that swept MTP entries."""
     table: Recipes = recipes or []
     named: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
     for r in raw:
@@ -781,7 +791,11 @@ def read_rows(raw: list[dict[str, str]], recipes: Recipes | None = None) -> list
         elif r["mode"] != "disagg":
             kw.update(parallelism(r), pp=_int(r["pp_size"]))
             kw.update(launch_options(r, kw))
-            if client_cap_only(r):
+            if r["silicon_data_source"].startswith(INFERENCEX_EXPORTS) and (
+                spec := speculative_reason(r, _measured_day(r), kw, sweeps or [])
+            ):
+                kind, kw, guess, reason = NOT_EXPRESSIBLE, {}, kw, spec
+            elif client_cap_only(r):
                 kind, kw, guess = NOT_EXPRESSIBLE, {}, kw
                 reason = (
                     f"not expressible: concurrency {CLIENT_CAP} is the client's cap, not the "
@@ -841,10 +855,12 @@ def read_rows(raw: list[dict[str, str]], recipes: Recipes | None = None) -> list
 
 
 def load(path: Path) -> list[ServingRow]:
-    recipes = path.parent / RECIPES_FILE
+    recipes, sweeps = path.parent / RECIPES_FILE, path.parent / SWEEPS_FILE
     with path.open() as f:
         return read_rows(
-            list(csv.DictReader(f)), load_recipes(recipes) if recipes.exists() else None
+            list(csv.DictReader(f)),
+            load_recipes(recipes) if recipes.exists() else None,
+            load_sweeps(sweeps) if sweeps.exists() else None,
         )
 
 

@@ -1,0 +1,82 @@
+"""Speculative decoding of InferenceX's aggregated runs, read from what each run swept.
+
+InferenceX's exports drop the config's ``spec-decoding`` field, and until 2026-01-15 its
+single-node result files were not even keyed by it (InferenceX #438 / #439, "hash single-node
+file output on spec decoding value"). Its workflow measures the search-space entries of the
+``config-keys`` that the merged commit's ``perf-changelog.yaml`` entry names, and a row's
+``measured=`` stamp is that commit's merge time plus a few seconds (SOURCES.md). So the run that
+measured a row, and with it the speculative decoding the row ran, can be read from the commit:
+
+- 2026-01-14T22:26:21Z is bf3456727 (#392, "Add MTP Benchmark Support for DeepSeek-R1 TRT",
+  merged 22:26:18Z), whose changelog names only ``dsr1-fp{4,8}-b200-trt-mtp`` and
+  ``dsr1-fp8-h200-trt-mtp``: the H200 TensorRT-LLM DeepSeek-R1 rows of that day ran
+  ``dsr1_fp8_h200_trt_mtp_slurm.sh`` (``speculative_config: decoding_type: MTP,
+  num_nextn_predict_layers: 3``, 1 with attention DP);
+- 2026-01-28T06:18:44Z is e28c038f8 (#587), whose changelog entry names both
+  ``dsr1-fp8-h200-trt`` and ``dsr1-fp8-h200-trt-mtp`` with ``evals-only: true``
+  (``utils/process_changelog.py``: ``--evals-only``), which keeps only the entries
+  ``mark_eval_entries`` selects (``utils/matrix_logic/generate_sweep_configs.py``): 1k/8k only,
+  per (model, runner, framework, precision, spec-decoding) the highest concurrency at the
+  highest and at the lowest TP, i.e. non-speculative TP8 EP8 at 64 and MTP TP8 EP8 attention-DP
+  at 256.
+
+``inferencex_agg_sweeps.csv`` holds the entries those two runs measured for H200 TensorRT-LLM
+DeepSeek-R1 (copied from ``.github/configs/nvidia-master.yaml`` at each commit); earlier
+aggregated runs of that model (2025-11-02, 2025-12-15) predate the MTP entry. The serving model
+has no speculative decoding, so such rows are not expressible; read from the row's source, day
+and shape only, never from its measured latency."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+SWEEPS_FILE = "inferencex_agg_sweeps.csv"
+
+Sweeps = list[dict[str, str]]
+
+
+def load_sweeps(path: Path) -> Sweeps:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def _runs(entry: dict[str, str], r: dict[str, str], day: str, kw: dict[str, Any]) -> bool:
+    """Whether search-space ``entry``, swept on ``day``, runs row ``r``'s deployment and load."""
+    return (
+        entry["measured_day"] == day
+        and (entry["system"], entry["backend"], entry["model"])
+        == (
+            r["system"],
+            r["backend"],
+            r["model_path"],
+        )
+        and (entry["isl"], entry["osl"]) == (r["isl"], r["osl"])
+        and (int(entry["tp"]), int(entry["ep"])) == (kw["tp"], kw["ep"])
+        and (entry["dp_attn"] == "true") == (kw.get("attention_dp", 1) > 1)
+        and int(entry["conc_start"]) <= kw["concurrency"] <= int(entry["conc_end"])
+    )
+
+
+def speculative_reason(r: dict[str, str], day: str, kw: dict[str, Any], sweeps: Sweeps) -> str:
+    """Why aggregated row ``r`` (measured on ``day``, read as ``kw``) is not expressible for
+    its speculative decoding, or '' when the run that measured it swept no MTP entry there.
+    A run that swept both a speculative and a plain entry at the row's shape and load leaves
+    it unknown (no public row is such a case; the rule is the disaggregated rows')."""
+    hits = [e for e in sweeps if _runs(e, r, day, kw)]
+    specs = {e["spec"] for e in hits}
+    if "mtp" not in specs:
+        return ""
+    (commit,) = {f"{e['commit']} (InferenceX #{e['pr']})" for e in hits}
+    keys = ", ".join(sorted({e["config_key"] for e in hits}))
+    if specs == {"mtp"}:
+        return (
+            f"not expressible: speculative decoding (MTP): the run of {commit} swept {keys} "
+            "at this shape and load (num_nextn_predict_layers 3, 1 with attention DP); the "
+            "model has no speculative decoding"
+        )
+    return (
+        f"not expressible: the run of {commit} swept both {keys} at this shape and load; the "
+        "export drops spec-decoding, so whether this row ran MTP is unknown"
+    )

@@ -1,0 +1,128 @@
+"""gpuscale.validation.inferencex_sweeps: aggregated InferenceX rows whose run swept MTP."""
+
+from __future__ import annotations
+
+import csv
+
+from gpuscale.validation import DATA_DIR
+from gpuscale.validation.inferencex_sweeps import SWEEPS_FILE, load_sweeps
+from gpuscale.validation.serving_rows import NOT_EXPRESSIBLE, STATED, load, read_rows
+
+SERVING = DATA_DIR / "serving"
+ROWS = SERVING / "aiconfigurator_silicon_hopper.csv"
+SWEEPS = load_sweeps(SERVING / SWEEPS_FILE)
+
+
+def _raw(**kw: str) -> dict[str, str]:
+    with ROWS.open() as f:
+        fields = next(csv.reader(f))
+    r = dict.fromkeys(fields, "")
+    r.update(
+        id="2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x1024_c4_tp8_0_ep8_0_1",
+        silicon_data_source=(
+            "source_file=2026-03-25.csv; model=DeepSeek-R1; silicon_concurrency=4; "
+            "measured=2026-01-14T22:26:21Z; wip=False"
+        ),
+        backend="trtllm",
+        backend_version="1.1.0rc2.post2",
+        model_path="deepseek-ai/DeepSeek-R1",
+        system="h200_sxm",
+        precision="fp8",
+        mode="agg",
+        isl="1024",
+        osl="1024",
+        gemm_quant_mode="fp8",
+        moe_quant_mode="fp8",
+        batch_size="4",
+        tp_size="8",
+        pp_size="1",
+        attention_dp_size="1",
+        moe_tp_size="1",
+        moe_ep_size="8",
+        silicon_ttft_ms="494.0",
+        silicon_tpot_ms="8.58",
+    )
+    r.update(kw)
+    return r
+
+
+def test_the_mtp_sweep_of_392_is_not_expressible() -> None:
+    (row,) = read_rows([_raw()], sweeps=SWEEPS)
+    assert row.kind == NOT_EXPRESSIBLE and not row.expressible
+    assert "speculative decoding (MTP)" in row.reason and "bf3456727" in row.reason
+    # the reading for comparison lines is the row as recorded (TP8 EP8)
+    assert (row.guess["tp"], row.guess["ep"], row.guess["concurrency"]) == (8, 8, 4)
+
+
+def test_without_the_sweeps_the_same_row_was_read_as_a_plain_run() -> None:
+    # what the loader did before: the MTP run priced as a non-speculative engine
+    (row,) = read_rows([_raw()])
+    assert row.kind == STATED
+
+
+def test_the_evals_only_sweep_of_587_ran_one_plain_and_one_mtp_entry() -> None:
+    # mark_eval_entries keeps 1k/8k at the highest concurrency per TP extreme and spec-decoding:
+    # plain TP8 EP8 at 64 (the row is read as it ran), MTP TP8 EP8 attention DP at 256 (refused)
+    src = "source_file=2026-03-25.csv; silicon_concurrency=64; measured=2026-01-28T06:18:44Z"
+    plain = _raw(osl="8192", batch_size="64", silicon_data_source=src)
+    mtp = _raw(
+        osl="8192",
+        batch_size="256",
+        tp_size="1",
+        attention_dp_size="8",
+        silicon_data_source=src.replace("=64;", "=256;"),
+    )
+    a, b = read_rows([plain, mtp], sweeps=SWEEPS)
+    assert a.kind == STATED
+    assert b.kind == NOT_EXPRESSIBLE and "speculative decoding (MTP)" in b.reason
+    assert "e28c038f8" in b.reason
+
+
+def test_a_run_that_swept_both_at_the_rows_shape_leaves_it_unknown() -> None:
+    both = [dict(e, spec=spec) for e in SWEEPS[:1] for spec in ("none", "mtp")]
+    (row,) = read_rows([_raw()], sweeps=both)
+    assert row.kind == NOT_EXPRESSIBLE and "swept both" in row.reason
+    assert "dsr1-fp8-h200-trt-mtp" in row.reason
+
+
+def test_other_days_models_and_sources_are_untouched() -> None:
+    before_mtp = _raw(silicon_data_source="source_file=2026-04-06.csv; measured=2025-11-02")
+    other_model = _raw(model_path="openai/gpt-oss-120b")
+    dump = _raw(silicon_data_source="db-dump/2026-04-27; measured=2026-01-14T00:00:00.000Z")
+    beyond = _raw(
+        batch_size="512",
+        silicon_data_source="source_file=2026-03-25.csv; "
+        "silicon_concurrency=512; measured=2026-01-14T22:26:21Z",
+    )
+    rows = read_rows([before_mtp, other_model, dump, beyond], sweeps=SWEEPS)
+    assert [r.kind for r in rows] == [STATED] * 4
+
+
+def test_public_rows_of_the_mtp_runs() -> None:
+    rows = [r for r in load(ROWS) if r.mode == "agg" and r.kind == NOT_EXPRESSIBLE]
+    rows = [r for r in rows if "client's cap" not in r.reason]
+    assert rows and all(r.raw["backend"] == "trtllm" for r in rows)
+    assert all("MTP" in r.reason for r in rows)
+    days = {r.raw["silicon_data_source"].split("measured=")[1][:10] for r in rows}
+    assert days == {"2026-01-14", "2026-01-28"}
+    # the 1k/8k C = 64 run of 2026-01-28 is the plain entry (TPOT 32.2 ms, the model 33.1)
+    assert not any(
+        r.concurrency == 64 and "2026-01-28" in r.raw["silicon_data_source"] for r in rows
+    )
+    # the sweep of #392 is every H200 TensorRT-LLM DeepSeek-R1 row measured that day
+    with ROWS.open() as f:
+        that_day = [
+            r["id"]
+            for r in csv.DictReader(f)
+            if r["backend"] == "trtllm"
+            and r["mode"] == "agg"
+            and "measured=2026-01-14" in r["silicon_data_source"]
+            and r["silicon_data_source"].startswith("source_file=")
+        ]
+    assert set(that_day) <= {r.id for r in rows}
+    # their TPOT is what speculation gives: at 1k/1k C=4 the MTP run decodes 8.58 ms per
+    # token, the same deployment's non-speculative run (config 181, 2025-12-15) 13.82
+    c4 = [
+        r for r in rows if r.concurrency == 4 and r.raw["osl"] == "1024" and r.raw["isl"] == "1024"
+    ]
+    assert {round(r.tpot_ms, 2) for r in c4} == {8.58}
