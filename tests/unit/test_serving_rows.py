@@ -584,3 +584,41 @@ def test_rounded_copies_in_the_public_rows() -> None:
         assert r.kwargs == original.kwargs and "input_cv" in r.kwargs
         for k in ("silicon_ttft_ms", "silicon_tpot_ms"):
             assert round(float(original.raw[k]), 2) == pytest.approx(float(r.raw[k]), abs=1e-9)
+
+
+def _minimax_h200(day: str, tp: str) -> dict[str, str]:
+    return _agg(
+        id=f"minimax_{day}",
+        silicon_data_source=f"source_file=2026-04-06.csv; silicon_concurrency=16; measured={day}",
+        backend="vllm",
+        backend_version="0.18.0" if day >= "2026-03-27" else "0.16.0",
+        model_path="MiniMaxAI/MiniMax-M2.5",
+        tp_size=tp,
+        moe_ep_size="1",
+    )
+
+
+def test_minimax_h200_launch_splits_the_experts_from_the_ep_commit_on() -> None:
+    # minimaxm2.5_fp8_h200.sh passes --enable-expert-parallel when [ "$EP_SIZE" -ge 1 ] from
+    # 2026-03-05, and the sweep's default ep is 1: the TP8 runs of 2026-03-27 ran EP8.
+    (late,) = read_rows([_minimax_h200("2026-03-27T00:00:00Z", "8")])
+    assert late.kwargs["tp"] == 8 and late.kwargs["ep"] == 8
+    assert late.kwargs["engine_options"] == {"memory_fraction": 0.95}
+    # The first script (2026-03-01) had no expert-parallel flag.
+    (early,) = read_rows([_minimax_h200("2026-03-01T00:00:00Z", "4")])
+    assert early.kwargs["tp"] == 4 and early.kwargs["ep"] == 1
+    assert early.kwargs["engine_options"] == {"memory_fraction": 0.95}
+
+
+def test_public_minimax_rows_read_with_the_expert_split_they_ran() -> None:
+    rows = [r for r in load(ROWS) if r.raw["model_path"] == "MiniMaxAI/MiniMax-M2.5"]
+    seen = {
+        (r.raw["system"], r.raw["backend_version"], r.kwargs["tp"], r.kwargs["ep"]) for r in rows
+    }
+    # H200 v0.18 TP8 (2026-03-27/28): EP8; H200 v0.16 TP4 (2026-03-01): TP only; H100 EP4 as
+    # recorded (its script's condition is -gt 1 and its sweep names ep 4).
+    assert seen == {
+        ("h200_sxm", "0.18.0", 8, 8),
+        ("h200_sxm", "0.16.0", 4, 1),
+        ("h100_sxm", "0.18.0", 4, 4),
+    }

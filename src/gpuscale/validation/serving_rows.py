@@ -331,6 +331,9 @@ class Launch:
     last: str
     options: dict[str, Any]
     kv_dtype: str | None = None
+    expert_parallel: bool = False
+    """vLLM ``--enable-expert-parallel``: the MoE layers' experts are split over all the engine's
+    GPUs (EP = TP x DP) instead of each expert over the TP ranks."""
     source: str
 
 
@@ -374,10 +377,27 @@ INFERENCEX_LAUNCHES = (
         system="h200_sxm",
         models=("MiniMaxAI/MiniMax-M2.5",),
         first="2026-03-01",
+        last="2026-03-04",
+        options={"memory_fraction": 0.95},
+        source="benchmarks/single_node/minimaxm2.5_fp8_h200.sh at a36346339 and d8ae4d9ec "
+        "(2026-03-01): --gpu-memory-utilization 0.95, no expert parallelism",
+    ),
+    Launch(
+        engine="vllm",
+        system="h200_sxm",
+        models=("MiniMaxAI/MiniMax-M2.5",),
+        first="2026-03-05",
         last="2026-03-28",
         options={"memory_fraction": 0.95},
-        source="benchmarks/single_node/minimaxm2.5_fp8_h200.sh at a36346339 (2026-03-01), "
-        "1d5cae141, 0f78cf4eb and 626932a11 (2026-03-27): --gpu-memory-utilization 0.95",
+        expert_parallel=True,
+        source="benchmarks/single_node/minimaxm2.5_fp8_h200.sh from 4db963a28 'enable ep' and "
+        "1fcdea247 'fix ep condition' (2026-03-05) through 1d5cae141, 0f78cf4eb and 626932a11 "
+        '(2026-03-27): --gpu-memory-utilization 0.95 and, when [ "$EP_SIZE" -ge 1 ], '
+        "--enable-expert-parallel; the minimaxm2.5-fp8-h200-vllm search space names no ep "
+        "(.github/configs/nvidia-master.yaml: { tp: 8, conc-start: 4, conc-end: 128 }), so "
+        "utils/matrix_logic/generate_sweep_configs.py passes its default ep 1 (the rows' "
+        "moe_ep_size 1) and the condition holds: the TP8 runs split the experts over 8 GPUs "
+        "(-gt 1 only from 0949de54e, 2026-05-05)",
     ),
     Launch(
         engine="vllm",
@@ -425,8 +445,8 @@ INFERENCEX_LAUNCHES = (
 from the engine profile (SemiAnalysisAI/InferenceX; the flags read at the commits named;
 SGLang ``--chunked-prefill-size`` is the token budget, ``--max-running-requests`` the running
 cap, ``--mem-fraction-static`` the memory fraction; vLLM ``--gpu-memory-utilization``,
-``--max-num-seqs``, ``async-scheduling``). The 2026-03-27 vLLM gpt-oss scripts
-(``gptoss_fp4_h{100,200}.sh`` at cec542a9a) keep the defaults."""
+``--max-num-seqs``, ``async-scheduling``, ``--enable-expert-parallel``). The 2026-03-27 vLLM
+gpt-oss scripts (``gptoss_fp4_h{100,200}.sh`` at cec542a9a) keep the defaults."""
 
 
 def _launch(r: dict[str, str]) -> Launch | None:
@@ -536,7 +556,9 @@ def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
         return {**out, "kv_dtype": "bf16", "engine_options": dict(INFERENCEX_GPTOSS_TRT)}
     if launch := _launch(r):
         kv = {"kv_dtype": launch.kv_dtype} if launch.kv_dtype else {}
-        return {**out, **kv, "engine_options": dict(launch.options)}
+        # vLLM's expert-parallel group is the whole engine: TP x DP GPUs (``kw["tp"]``).
+        ep = {"ep": kw["tp"]} if launch.expert_parallel else {}
+        return {**out, **kv, **ep, "engine_options": dict(launch.options)}
     if not _inferencex_llama70b(r):
         return out
     if r["backend"] == "trtllm":
