@@ -15,8 +15,9 @@ expressible; ``gpuscale.validation.serving_rows``).
 
 Each measurement counts once: 134 rows repeat an earlier row's deployment, load and measured
 TTFT/TPOT to the last digit (the InferenceX exports of 2026-03-25 and 2026-04-06 and
-AIConfigurator's db-dump carry the same runs; ``serving_rows.distinct``); ``--every-copy`` counts
-each copy.
+AIConfigurator's db-dump carry the same runs), and 30 rows of two gap-analysis files repeat the
+2026-04-06 export to 0.01 ms (``serving_rows.rounded_copies``; read as those runs)
+(``serving_rows.distinct``); ``--every-copy`` counts each copy.
 
 Disaggregated rows whose worker counts are not stated (and that have no twin row naming them,
 nor a single entry of the InferenceX configuration they ran from)

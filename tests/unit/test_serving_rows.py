@@ -487,12 +487,17 @@ def test_distinct_counts_a_measurement_repeated_in_later_exports_once() -> None:
 
     rows = load(DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv")
     once = distinct(rows)
-    assert len(rows) == 1884 and len(once) == 1750
-    # What is dropped repeats a kept row in every column but its provenance, and a row that
-    # differs in any measured column is kept.
+    # 134 repeats to the last digit, 30 rounded copies (test_rounded_copies_in_the_public_rows)
+    assert len(rows) == 1884 and len(once) == 1720
+    # What is dropped repeats a kept row in every column but its provenance, or is a rounded
+    # copy of a kept row; a row that differs in any measured column is kept.
     kept = {tuple(sorted((k, v) for k, v in r.raw.items() if k not in PROVENANCE)) for r in once}
     assert len(kept) == len(once)
+    kept_ids = {r.id for r in once}
     for r in rows:
+        if r.copy_of:
+            assert r.copy_of in kept_ids and r.id not in kept_ids
+            continue
         assert tuple(sorted((k, v) for k, v in r.raw.items() if k not in PROVENANCE)) in kept
     first = once[0]
     changed = dataclasses.replace(
@@ -501,3 +506,129 @@ def test_distinct_counts_a_measurement_repeated_in_later_exports_once() -> None:
     assert len(distinct([first, changed])) == 2
     moved = dataclasses.replace(first, raw={**first.raw, "id": "copy", "silicon_data_source": "x"})
     assert distinct([first, moved]) == [first]
+
+
+def _export(**kw: str) -> dict[str, str]:
+    """An InferenceX export row of an aggregated vLLM run (the client's random lengths)."""
+    fields = {
+        "id": "export",
+        "silicon_data_source": "source_file=2026-04-06.csv; silicon_concurrency=16; "
+        "measured=2026-03-27T00:00:00.000Z; image=vllm/vllm-openai:v0.16.0",
+        "backend": "vllm",
+        "backend_version": "0.16.0",
+        "model_path": "moonshotai/Kimi-K2.5",
+        "gemm_quant_mode": "int4_wo",
+        "tp_size": "8",
+        "moe_ep_size": "1",
+        "silicon_ttft_ms": "195.68241234567",
+        "silicon_tpot_ms": "16.44481234567",
+    }
+    return _agg(**{**fields, **kw})
+
+
+def _gap_copy(**kw: str) -> dict[str, str]:
+    """The same run as a gap-analysis file writes it: 0.01 ms, no date, no image."""
+    base = {
+        "id": "gap",
+        "silicon_data_source": "source_file=kimi-k2.5-gap-analysis.csv; silicon_concurrency=16",
+        "silicon_ttft_ms": "195.68",
+        "silicon_tpot_ms": "16.44",
+    }
+    return {**_export(), **base, **kw}
+
+
+def test_rounded_copy_is_read_as_its_original_and_counted_once() -> None:
+    from gpuscale.validation.serving_rows import distinct
+
+    export, copy = read_rows([_export(), _gap_copy()])
+    # Read as fixed lengths before: the copy's source names no client.
+    assert client_lengths(_gap_copy()) == {"input_len": 1024, "output_len": 1024}
+    assert copy.copy_of == "export" and export.copy_of == ""
+    assert copy.kwargs == export.kwargs and "input_cv" in copy.kwargs
+    assert copy.kwargs["num_requests"] == 160  # InferenceX's 10 x C prompts
+    assert copy.ttft_ms == 195.68 and copy.raw["id"] == "gap"
+    assert any("fewer digits" in note for note in copy.assumptions)
+    assert distinct([export, copy]) == [export]
+    # Alone, the copy is the only record of the run: it counts.
+    assert distinct([copy]) == [copy]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"silicon_ttft_ms": "195.69"},  # not the original rounded
+        {"silicon_tpot_ms": "16.45"},
+        {"isl": "8192"},
+        {"silicon_data_source": "source_file=kimi-k2.5-gap-analysis.csv; silicon_concurrency=8"},
+        {"backend_version": "0.18.0"},
+        {"silicon_ttft_ms": "195.6824123456700"},  # more digits than the export: not a copy
+    ],
+)
+def test_a_row_that_does_not_round_to_the_original_is_its_own_run(change: dict[str, str]) -> None:
+    _, row = read_rows([_export(), _gap_copy(**change)])
+    assert row.copy_of == ""
+
+
+def test_a_copy_of_two_different_runs_is_not_read_as_either() -> None:
+    other = _export(id="export2", silicon_ttft_ms="195.6781234")  # also rounds to 195.68
+    rows = read_rows([_export(), other, _gap_copy()])
+    assert rows[2].copy_of == ""
+    # The same run exported twice (a float's last bit apart) is one original: the first.
+    twice = _export(id="export2", silicon_ttft_ms="195.68241234567003")
+    assert read_rows([_export(), twice, _gap_copy()])[2].copy_of == "export"
+
+
+def test_rounded_copies_in_the_public_rows() -> None:
+    rows = load(ROWS)
+    by_id = {r.id: r for r in rows}
+    copies = [r for r in rows if r.copy_of]
+    sources = {r.raw["silicon_data_source"].split(";")[0] for r in copies}
+    assert sources == {
+        "source_file=kimi-k2.5-gap-analysis.csv",
+        "source_file=qwen3.5-397b-gap-analysis.csv",
+    }
+    assert len(copies) == 30
+    for r in copies:
+        original = by_id[r.copy_of]
+        assert original.raw["silicon_data_source"].startswith("source_file=2026-0")
+        assert r.kwargs == original.kwargs and "input_cv" in r.kwargs
+        for k in ("silicon_ttft_ms", "silicon_tpot_ms"):
+            assert round(float(original.raw[k]), 2) == pytest.approx(float(r.raw[k]), abs=1e-9)
+
+
+def _minimax_h200(day: str, tp: str) -> dict[str, str]:
+    return _agg(
+        id=f"minimax_{day}",
+        silicon_data_source=f"source_file=2026-04-06.csv; silicon_concurrency=16; measured={day}",
+        backend="vllm",
+        backend_version="0.18.0" if day >= "2026-03-27" else "0.16.0",
+        model_path="MiniMaxAI/MiniMax-M2.5",
+        tp_size=tp,
+        moe_ep_size="1",
+    )
+
+
+def test_minimax_h200_launch_splits_the_experts_from_the_ep_commit_on() -> None:
+    # minimaxm2.5_fp8_h200.sh passes --enable-expert-parallel when [ "$EP_SIZE" -ge 1 ] from
+    # 2026-03-05, and the sweep's default ep is 1: the TP8 runs of 2026-03-27 ran EP8.
+    (late,) = read_rows([_minimax_h200("2026-03-27T00:00:00Z", "8")])
+    assert late.kwargs["tp"] == 8 and late.kwargs["ep"] == 8
+    assert late.kwargs["engine_options"] == {"memory_fraction": 0.95}
+    # The first script (2026-03-01) had no expert-parallel flag.
+    (early,) = read_rows([_minimax_h200("2026-03-01T00:00:00Z", "4")])
+    assert early.kwargs["tp"] == 4 and early.kwargs["ep"] == 1
+    assert early.kwargs["engine_options"] == {"memory_fraction": 0.95}
+
+
+def test_public_minimax_rows_read_with_the_expert_split_they_ran() -> None:
+    rows = [r for r in load(ROWS) if r.raw["model_path"] == "MiniMaxAI/MiniMax-M2.5"]
+    seen = {
+        (r.raw["system"], r.raw["backend_version"], r.kwargs["tp"], r.kwargs["ep"]) for r in rows
+    }
+    # H200 v0.18 TP8 (2026-03-27/28): EP8; H200 v0.16 TP4 (2026-03-01): TP only; H100 EP4 as
+    # recorded (its script's condition is -gt 1 and its sweep names ep 4).
+    assert seen == {
+        ("h200_sxm", "0.18.0", 8, 8),
+        ("h200_sxm", "0.16.0", 4, 1),
+        ("h100_sxm", "0.18.0", 4, 4),
+    }

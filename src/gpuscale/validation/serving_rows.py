@@ -31,9 +31,10 @@ carry. Each row is read into one of four classes, with every assumption written 
 from __future__ import annotations
 
 import csv
+import math
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,9 @@ class ServingRow:
     comparison only (never counted with the expressible rows)."""
     assumptions: tuple[str, ...] = ()
     raw: dict[str, str] = field(default_factory=dict)
+    copy_of: str = ""
+    """The id of the row whose measurement this row repeats at fewer digits
+    (:func:`rounded_copies`); empty for an original."""
 
     @property
     def expressible(self) -> bool:
@@ -334,6 +338,9 @@ class Launch:
     last: str
     options: dict[str, Any]
     kv_dtype: str | None = None
+    expert_parallel: bool = False
+    """vLLM ``--enable-expert-parallel``: the MoE layers' experts are split over all the engine's
+    GPUs (EP = TP x DP) instead of each expert over the TP ranks."""
     source: str
 
 
@@ -377,10 +384,27 @@ INFERENCEX_LAUNCHES = (
         system="h200_sxm",
         models=("MiniMaxAI/MiniMax-M2.5",),
         first="2026-03-01",
+        last="2026-03-04",
+        options={"memory_fraction": 0.95},
+        source="benchmarks/single_node/minimaxm2.5_fp8_h200.sh at a36346339 and d8ae4d9ec "
+        "(2026-03-01): --gpu-memory-utilization 0.95, no expert parallelism",
+    ),
+    Launch(
+        engine="vllm",
+        system="h200_sxm",
+        models=("MiniMaxAI/MiniMax-M2.5",),
+        first="2026-03-05",
         last="2026-03-28",
         options={"memory_fraction": 0.95},
-        source="benchmarks/single_node/minimaxm2.5_fp8_h200.sh at a36346339 (2026-03-01), "
-        "1d5cae141, 0f78cf4eb and 626932a11 (2026-03-27): --gpu-memory-utilization 0.95",
+        expert_parallel=True,
+        source="benchmarks/single_node/minimaxm2.5_fp8_h200.sh from 4db963a28 'enable ep' and "
+        "1fcdea247 'fix ep condition' (2026-03-05) through 1d5cae141, 0f78cf4eb and 626932a11 "
+        '(2026-03-27): --gpu-memory-utilization 0.95 and, when [ "$EP_SIZE" -ge 1 ], '
+        "--enable-expert-parallel; the minimaxm2.5-fp8-h200-vllm search space names no ep "
+        "(.github/configs/nvidia-master.yaml: { tp: 8, conc-start: 4, conc-end: 128 }), so "
+        "utils/matrix_logic/generate_sweep_configs.py passes its default ep 1 (the rows' "
+        "moe_ep_size 1) and the condition holds: the TP8 runs split the experts over 8 GPUs "
+        "(-gt 1 only from 0949de54e, 2026-05-05)",
     ),
     Launch(
         engine="vllm",
@@ -428,8 +452,8 @@ INFERENCEX_LAUNCHES = (
 from the engine profile (SemiAnalysisAI/InferenceX; the flags read at the commits named;
 SGLang ``--chunked-prefill-size`` is the token budget, ``--max-running-requests`` the running
 cap, ``--mem-fraction-static`` the memory fraction; vLLM ``--gpu-memory-utilization``,
-``--max-num-seqs``, ``async-scheduling``). The 2026-03-27 vLLM gpt-oss scripts
-(``gptoss_fp4_h{100,200}.sh`` at cec542a9a) keep the defaults."""
+``--max-num-seqs``, ``async-scheduling``, ``--enable-expert-parallel``). The 2026-03-27 vLLM
+gpt-oss scripts (``gptoss_fp4_h{100,200}.sh`` at cec542a9a) keep the defaults."""
 
 
 def _launch(r: dict[str, str]) -> Launch | None:
@@ -539,7 +563,9 @@ def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
         return {**out, "kv_dtype": "bf16", "engine_options": dict(INFERENCEX_GPTOSS_TRT)}
     if launch := _launch(r):
         kv = {"kv_dtype": launch.kv_dtype} if launch.kv_dtype else {}
-        return {**out, **kv, "engine_options": dict(launch.options)}
+        # vLLM's expert-parallel group is the whole engine: TP x DP GPUs (``kw["tp"]``).
+        ep = {"ep": kw["tp"]} if launch.expert_parallel else {}
+        return {**out, **kv, **ep, "engine_options": dict(launch.options)}
     if not _inferencex_llama70b(r):
         return out
     if r["backend"] == "trtllm":
@@ -851,6 +877,85 @@ def read_rows(
                 raw=r,
             )
         )
+    return _as_originals(out)
+
+
+LATENCIES = ("silicon_ttft_ms", "silicon_tpot_ms")
+COPY_KEY = ("backend", "backend_version", "model_path", "system", "mode", "isl", "osl")
+"""Columns a rounded copy shares with its original, besides the client's concurrency."""
+
+
+def _decimals(value: str) -> int:
+    return len(value.partition(".")[2])
+
+
+def _rounds_to(original: str, copy: str) -> bool:
+    """Whether ``original``, written with more digits, rounds to ``copy``."""
+    d = _decimals(copy)
+    return _decimals(original) > d and f"{float(original):.{d}f}" == f"{float(copy):.{d}f}"
+
+
+def rounded_copies(raw: list[dict[str, str]]) -> dict[int, int]:
+    """Rows that repeat another row's measurement at fewer digits: index of the copy -> index
+    of its original.
+
+    AIConfigurator's ``kimi-k2.5-gap-analysis.csv`` and ``qwen3.5-397b-gap-analysis.csv`` rows
+    repeat InferenceX's 2026-04-06 export (``silicon_data_source`` has neither its ``measured=``
+    date nor its image) with TTFT and TPOT written to 0.01 ms: all 15 Kimi-K2.5 rows and 14 of the
+    15 Qwen3.5 rows equal an export row of the same engine, version, model, GPU, lengths and
+    concurrency rounded to two decimals, in both latencies at once (the 15th Qwen3.5 row's
+    original records ``tp_size`` 64 for the same TP8 EP8 run; the parallelism columns are not
+    compared). A copy is the same benchmark run: it is read as its original
+    (:func:`_as_originals`) and counted once (:func:`distinct`). A row is a copy only when the
+    rows with more digits that round to it all record one measurement (the exports repeat a run
+    to the last digit, :data:`TWIN_RTOL`; the first of them is the original)."""
+    index: dict[tuple[str | int | None, ...], list[int]] = defaultdict(list)
+    for i, r in enumerate(raw):
+        key: tuple[str | int | None, ...] = (*(r[k] for k in COPY_KEY), concurrency(r))
+        index[key].append(i)
+    out: dict[int, int] = {}
+    for same in index.values():
+        for i in same:
+            c = raw[i]
+            found = [
+                j
+                for j in same
+                if j != i
+                and _rounds_to(raw[j]["silicon_ttft_ms"], c["silicon_ttft_ms"])
+                and _rounds_to(raw[j]["silicon_tpot_ms"], c["silicon_tpot_ms"])
+            ]
+            # Originals repeated to the last digit (the exports carry the same run twice, at
+            # most a float's last bit apart) are one measurement: the first stands for it.
+            first = [float(raw[found[0]][k]) for k in LATENCIES] if found else []
+            if found and all(
+                math.isclose(float(raw[j][k]), v, rel_tol=TWIN_RTOL)
+                for j in found
+                for k, v in zip(LATENCIES, first, strict=True)
+            ):
+                out[i] = found[0]
+    return out
+
+
+def _as_originals(rows: list[ServingRow]) -> list[ServingRow]:
+    """Rounded copies (:func:`rounded_copies`) read as the run their original records: the
+    same deployment, client and launch (the copy's source says neither client nor date), so one
+    measurement gets one prediction."""
+    copies = rounded_copies([r.raw for r in rows])
+    out = list(rows)
+    for i, j in copies.items():
+        o = rows[j]
+        out[i] = replace(
+            o,
+            id=rows[i].id,
+            ttft_ms=rows[i].ttft_ms,
+            tpot_ms=rows[i].tpot_ms,
+            raw=rows[i].raw,
+            copy_of=o.id,
+            assumptions=(
+                *o.assumptions,
+                f"the measurement of {o.id} written to fewer digits: read as that run",
+            ),
+        )
     return out
 
 
@@ -872,11 +977,15 @@ def distinct(rows: list[ServingRow]) -> list[ServingRow]:
     """``rows`` with each measurement once: the first of the rows that agree on every column but
     their provenance (:data:`PROVENANCE`). The InferenceX exports of 2026-03-25 and 2026-04-06
     and AIConfigurator's db-dump repeat earlier runs with the same deployment, load and measured
-    TTFT/TPOT to the last digit; an error statistic that counted each copy would weigh those
-    runs twice."""
+    TTFT/TPOT to the last digit, and two gap-analysis files repeat the 2026-04-06 export to
+    0.01 ms (``ServingRow.copy_of``); an error statistic that counted each copy would weigh
+    those runs twice."""
     seen: set[tuple[tuple[str, str], ...]] = set()
+    ids = {row.id for row in rows}
     out = []
     for row in rows:
+        if row.copy_of in ids:
+            continue  # a rounded copy of a row that is counted (``rounded_copies``)
         key = tuple(sorted((k, v) for k, v in row.raw.items() if k not in PROVENANCE))
         if key not in seen:
             seen.add(key)
