@@ -96,6 +96,14 @@ class EngineProfile:
     (``PyExecutor._waiting_requests``; 0 = off, the engine default)."""
     batch_wait_max_tokens_ratio: float = 0.0
     """TensorRT-LLM ``batch_wait_max_tokens_ratio`` (0 = off, the engine default)."""
+    swa_tokens_per_full_token: float | None = None
+    """Sliding-window KV the pool holds per token it holds for the full-attention layers.
+    None: sliding-window layers keep only their window per request (vLLM's hybrid KV cache
+    manager, per-group block tables since v0.10). 1.0: one pool sizes every layer at full
+    length and the window only masks attention (TensorRT-LLM's KVCacheManager when
+    ``kv_cache_config.max_attention_window`` is unset). 0.8: SGLang's SWA pool, sized at
+    ``swa_full_tokens_ratio`` of the full-attention pool (``set_num_token_hybrid``). Sources in
+    ``serving_engines.yaml``."""
     max_prefill_tokens: int | None = None
     """SGLang ``--max-prefill-tokens``: the new prompt tokens one prefill batch may start, a
     soft limit counted after the mixed decodes (``PrefillAdder``: requests are added while what

@@ -198,7 +198,13 @@ def kv_pool(
         kv_bytes = eng.memory_fraction * mem - weights - activations - context
     per_token = kv_bytes_per_token(model, par, kv_dtype)
     window = window_bytes_per_sequence(model, par, kv_dtype)
-    if per_token <= 0:
+    ratio = eng.swa_tokens_per_full_token
+    if ratio is not None and window > 0:
+        # The engine gives the sliding-window layers ``ratio`` tokens of pool per token of the
+        # full-attention layers, whatever the window: TensorRT-LLM sizes them at full length,
+        # SGLang at swa_full_tokens_ratio (sources in serving_engines.yaml).
+        per_token += ratio * window / model.sliding_window
+    elif per_token <= 0:
         per_token = window / max(work.input_len + work.output_len, 1.0)
     else:
         # Sliding-window layers hold a fixed window per request: charge it per token of the
