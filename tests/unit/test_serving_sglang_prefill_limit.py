@@ -136,3 +136,21 @@ def test_engine_options_reach_the_profile_and_are_sglang_only() -> None:
             infer("llama3.1-8b", engine=bad_engine, engine_options={name: 1}, **kw)
     with pytest.raises(InputError, match="max_prefill_tokens"):
         infer("llama3.1-8b", engine="sglang", engine_options={"max_prefill_tokens": 0}, **kw)
+
+
+def test_mixed_decodes_that_spend_the_limit_still_let_one_prompt_start() -> None:
+    # --enable-mixed-chunk: rem_input_tokens starts at max_prefill_tokens less the running
+    # decodes, here 16 - 32 < 0. The scheduler still offers the queue's head to add_one_req,
+    # which refuses only when can_run_list is not empty, so each prefill batch starts one
+    # prompt, as with a limit (2000) that the second 1000-token prompt reaches; a limit the
+    # decodes spent must not hold every prompt until the running requests finish.
+    eng = dataclasses.replace(engine("sglang"), prefill_policy="mixed")
+    work = Workload(input_len=1000, output_len=512)
+    ttft = {}
+    for limit in (16, 2000):
+        e = dataclasses.replace(eng, max_prefill_tokens=limit)
+        sim = simulate(_it(e), e, work, 32, max_running=1e9)
+        assert sim is not None
+        ttft[limit] = float(np.average(sim.ttft_s, weights=sim.weight))
+    assert ttft[16] == pytest.approx(ttft[2000], rel=1e-9)
+    assert ttft[16] < 0.1 * work.output_len * float(np.average(sim.tpot_s, weights=sim.weight))

@@ -193,7 +193,11 @@ def simulate(
             if rem <= 0:
                 finished_prefill.append(c)
                 continue
-            if soft <= 0:
+            if soft <= 0 and p_tokens > 0.0:
+                # Spent: budget_state stops the batch. Not before its first request: the
+                # scheduler offers add_one_req the queue's head whatever rem_input_tokens is
+                # (mixed decodes may have taken all of it), and add_one_req refuses only when
+                # can_run_list is not empty.
                 break
             starts = float(np.ceil(soft / rem))  # requests the soft limit still lets start
             if np.isfinite(soft):
