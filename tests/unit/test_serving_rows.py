@@ -609,8 +609,9 @@ def _minimax_h200(day: str, tp: str) -> dict[str, str]:
 
 
 def test_minimax_h200_launch_splits_the_experts_from_the_ep_commit_on() -> None:
-    # minimaxm2.5_fp8_h200.sh passes --enable-expert-parallel when [ "$EP_SIZE" -ge 1 ] from
-    # 2026-03-05, and the sweep's default ep is 1: the TP8 runs of 2026-03-27 ran EP8.
+    # minimaxm2.5_fp8_h200.sh passes --enable-expert-parallel when [ "$EP_SIZE" -ge 1 ] on main
+    # from 5e2c705d3 (#869, merged 2026-03-13; its branch commits are dated 2026-03-05), and the
+    # sweep's default ep is 1: the TP8 runs of 2026-03-27 ran EP8.
     (late,) = read_rows([_minimax_h200("2026-03-27T00:00:00Z", "8")])
     assert late.kwargs["tp"] == 8 and late.kwargs["ep"] == 8
     assert late.kwargs["engine_options"] == {"memory_fraction": 0.95}
@@ -618,6 +619,12 @@ def test_minimax_h200_launch_splits_the_experts_from_the_ep_commit_on() -> None:
     (early,) = read_rows([_minimax_h200("2026-03-01T00:00:00Z", "4")])
     assert early.kwargs["tp"] == 4 and early.kwargs["ep"] == 1
     assert early.kwargs["engine_options"] == {"memory_fraction": 0.95}
+    # A main-branch run between the PR branch's commits (2026-03-05) and its merge ran the
+    # script of 64c20b6b5 (2026-03-11), still without the flag.
+    (between,) = read_rows([_minimax_h200("2026-03-10T00:00:00Z", "8")])
+    assert between.kwargs["tp"] == 8 and between.kwargs["ep"] == 1
+    (merged,) = read_rows([_minimax_h200("2026-03-13T19:13:00Z", "8")])
+    assert merged.kwargs["ep"] == 8
 
 
 def test_public_minimax_rows_read_with_the_expert_split_they_ran() -> None:

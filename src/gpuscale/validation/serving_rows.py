@@ -384,21 +384,23 @@ INFERENCEX_LAUNCHES = (
         system="h200_sxm",
         models=("MiniMaxAI/MiniMax-M2.5",),
         first="2026-03-01",
-        last="2026-03-04",
+        last="2026-03-12",
         options={"memory_fraction": 0.95},
         source="benchmarks/single_node/minimaxm2.5_fp8_h200.sh at a36346339 and d8ae4d9ec "
-        "(2026-03-01): --gpu-memory-utilization 0.95, no expert parallelism",
+        "(2026-03-01) through 64c20b6b5 (2026-03-11): --gpu-memory-utilization 0.95, no expert "
+        "parallelism",
     ),
     Launch(
         engine="vllm",
         system="h200_sxm",
         models=("MiniMaxAI/MiniMax-M2.5",),
-        first="2026-03-05",
+        first="2026-03-13",
         last="2026-03-28",
         options={"memory_fraction": 0.95},
         expert_parallel=True,
-        source="benchmarks/single_node/minimaxm2.5_fp8_h200.sh from 4db963a28 'enable ep' and "
-        "1fcdea247 'fix ep condition' (2026-03-05) through 1d5cae141, 0f78cf4eb and 626932a11 "
+        source="benchmarks/single_node/minimaxm2.5_fp8_h200.sh from 5e2c705d3 (#869, merged "
+        "2026-03-13T19:12Z, squashing the PR branch's 4db963a28 'enable ep' and 1fcdea247 'fix ep "
+        "condition' of 2026-03-05) through 1d5cae141, 0f78cf4eb and 626932a11 "
         '(2026-03-27): --gpu-memory-utilization 0.95 and, when [ "$EP_SIZE" -ge 1 ], '
         "--enable-expert-parallel; the minimaxm2.5-fp8-h200-vllm search space names no ep "
         "(.github/configs/nvidia-master.yaml: { tp: 8, conc-start: 4, conc-end: 128 }), so "
