@@ -89,13 +89,22 @@ def test_other_days_models_and_sources_are_untouched() -> None:
     before_mtp = _raw(silicon_data_source="source_file=2026-04-06.csv; measured=2025-11-02")
     other_model = _raw(model_path="openai/gpt-oss-120b")
     dump = _raw(silicon_data_source="db-dump/2026-04-27; measured=2026-01-14T00:00:00.000Z")
+    rows = read_rows([before_mtp, other_model, dump], sweeps=SWEEPS)
+    assert [r.kind for r in rows] == [STATED] * 3
+
+
+def test_a_row_the_days_run_did_not_sweep_is_unknown() -> None:
+    # #392 measured only MTP entries for H200 TensorRT-LLM DeepSeek-R1 (up to 256 in flight): a
+    # row of that run at 512 matches none of them, so what it ran is not known; it is not read
+    # as a plain run.
     beyond = _raw(
         batch_size="512",
         silicon_data_source="source_file=2026-03-25.csv; "
         "silicon_concurrency=512; measured=2026-01-14T22:26:21Z",
     )
-    rows = read_rows([before_mtp, other_model, dump, beyond], sweeps=SWEEPS)
-    assert [r.kind for r in rows] == [STATED] * 4
+    (row,) = read_rows([beyond], sweeps=SWEEPS)
+    assert row.kind == NOT_EXPRESSIBLE and "swept no entry" in row.reason
+    assert "bf3456727" in row.reason and row.guess["concurrency"] == 512
 
 
 def test_public_rows_of_the_mtp_runs() -> None:

@@ -63,9 +63,25 @@ def speculative_reason(r: dict[str, str], day: str, kw: dict[str, Any], sweeps: 
     """Why aggregated row ``r`` (measured on ``day``, read as ``kw``) is not expressible for
     its speculative decoding, or '' when the run that measured it swept no MTP entry there.
     A run that swept both a speculative and a plain entry at the row's shape and load leaves
-    it unknown (no public row is such a case; the rule is the disaggregated rows')."""
+    it unknown (no public row is such a case; the rule is the disaggregated rows'), and so does
+    a run that swept entries for the row's engine, GPU and model but none at its shape and load."""
     hits = [e for e in sweeps if _runs(e, r, day, kw)]
     specs = {e["spec"] for e in hits}
+    ran = {
+        f"{e['commit']} (InferenceX #{e['pr']})"
+        for e in sweeps
+        if e["measured_day"] == day
+        and (e["system"], e["backend"], e["model"]) == (r["system"], r["backend"], r["model_path"])
+    }
+    if ran and not hits:
+        # The run of that day measured only the listed entries for this engine, GPU and model:
+        # a row none of them runs was read wrong (or the list is), and whether it ran MTP is
+        # not known.
+        return (
+            f"not expressible: the run of {', '.join(sorted(ran))} swept no entry at this "
+            "shape and load; the export drops spec-decoding, so whether this row ran MTP is "
+            "unknown"
+        )
     if "mtp" not in specs:
         return ""
     (commit,) = {f"{e['commit']} (InferenceX #{e['pr']})" for e in hits}
