@@ -135,3 +135,12 @@ def test_public_rows_of_the_mtp_runs() -> None:
         r for r in rows if r.concurrency == 4 and r.raw["osl"] == "1024" and r.raw["isl"] == "1024"
     ]
     assert {round(r.tpot_ms, 2) for r in c4} == {8.58}
+
+
+def test_two_sweeps_of_one_day_are_both_named() -> None:
+    # measured= gives the day only: a second MTP sweep of 2026-01-14 (hypothetical) is named
+    # beside #392 instead of failing the loader.
+    second = [dict(SWEEPS[0], commit="0000000aa", pr="999")]
+    (row,) = read_rows([_raw()], sweeps=SWEEPS + second)
+    assert row.kind == NOT_EXPRESSIBLE
+    assert "bf3456727" in row.reason and "0000000aa" in row.reason

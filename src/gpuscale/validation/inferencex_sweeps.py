@@ -84,7 +84,8 @@ def speculative_reason(r: dict[str, str], day: str, kw: dict[str, Any], sweeps: 
         )
     if "mtp" not in specs:
         return ""
-    (commit,) = {f"{e['commit']} (InferenceX #{e['pr']})" for e in hits}
+    # Two sweeps of one UTC day would both be named (the stamp's day cannot tell them apart).
+    commit = ", ".join(sorted({f"{e['commit']} (InferenceX #{e['pr']})" for e in hits}))
     keys = ", ".join(sorted({e["config_key"] for e in hits}))
     if specs == {"mtp"}:
         return (
