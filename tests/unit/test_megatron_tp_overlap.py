@@ -104,3 +104,30 @@ def test_one_run_calibration_of_the_megatron_core_h100_rows(
     assert anchor.plan.tp == 1
     after = [r["error_after"] for r in groups[0]["rows"]]
     assert bench.mape(after) <= CALIBRATED_BOUNDS[source]
+
+
+def test_without_sequence_parallelism_only_the_async_dgrad_all_reduces_hide(
+    megatron_cases: list[Case],
+) -> None:
+    """Megatron-LM refuses --tp-comm-overlap without --sequence-parallel; the all-reduces then
+    left under a GEMM are the backward's two input-gradient ones (async before the wgrad GEMM):
+    2 of 4 per layer, so 0.5 + 0.5 x 0.2 = 60% of the TP traffic adds to the step, not 25%."""
+    case = next(c for c in megatron_cases if c.plan.tp > 1)
+    profile = with_overrides(load_profile(case.framework), case.overrides)
+    interference = profile.const("comm_compute_interference")
+    shares = {}
+    for sp in (True, False):
+        plan = dataclasses.replace(case.plan, sequence_parallel=sp)
+        exposed = estimate_plan(case.model, case.cluster, case.training, plan, profile)
+        raw = estimate_plan(
+            case.model, case.cluster, case.training, plan, _with_tp_overlap(profile, 0.0)
+        )
+        shares[sp] = float(exposed.comm_tp_s[0]) / float(raw.comm_tp_s[0])
+    assert shares[True] == pytest.approx(1 / 16 + 15 / 16 * interference)
+    assert shares[False] == pytest.approx(0.5 + 0.5 * interference)
+    # A stack that hides none of it (the generic profile) hides none without it either.
+    generic = load_profile("generic")
+    plan = dataclasses.replace(case.plan, sequence_parallel=False)
+    a = estimate_plan(case.model, case.cluster, case.training, plan, generic)
+    b = estimate_plan(case.model, case.cluster, case.training, plan, _with_tp_overlap(generic, 0.0))
+    assert float(a.comm_tp_s[0]) == float(b.comm_tp_s[0])

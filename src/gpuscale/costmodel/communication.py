@@ -123,7 +123,9 @@ def data_parallel_interference(
     return g * loss + (1.0 - g) * base
 
 
-def _partly_hidden(comm: np.ndarray, overlap: float, interference: float) -> np.ndarray:
+def _partly_hidden(
+    comm: np.ndarray, overlap: float | np.ndarray, interference: float
+) -> np.ndarray:
     """As :func:`exposed_comm_s` when a fixed share ``overlap`` of the collective runs under compute."""
     return comm * ((1.0 - overlap) + interference * overlap)
 
@@ -213,7 +215,18 @@ def communication(
     # weight gradient, but Megatron launches it asynchronously under the input-gradient GEMM,
     # which is longer (Korthikanti et al. 2022, Sec. 4.2.2), so it adds no exposed time here.
     tp_passes = 4.0 + np.where(full, 2.0, 0.0)
-    tp_mb = _partly_hidden(layers * tp_passes * one_ar, profile.overlap_of("tp"), interference)
+    # The profile's TP overlap decomposes the sequence-parallel all-gather/reduce-scatter pairs
+    # (Transformer Engine userbuffers, AsyncTP); Megatron-LM takes --tp-comm-overlap only with
+    # --sequence-parallel (arguments.py, core_v0.8.0). Without it only the backward's two
+    # input-gradient all-reduces run async, launched before the weight-gradient GEMM
+    # (core/tensor_parallel/layers.py, allreduce_dgrad: all_reduce(..., async_op=True)): 2 of
+    # the layer's tp_passes all-reduces, never more than the profile hides.
+    tp_overlap = np.where(
+        plans.sequence_parallel,
+        profile.overlap_of("tp"),
+        np.minimum(profile.overlap_of("tp"), 2.0 / tp_passes),
+    )
+    tp_mb = _partly_hidden(layers * tp_passes * one_ar, tp_overlap, interference)
 
     # Context parallel (ring attention): every layer passes K and V around the ring, cp-1 hops
     # forward and twice that backward (dK, dV), overlapped with the blockwise attention
