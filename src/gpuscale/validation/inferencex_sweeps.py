@@ -52,6 +52,7 @@ def mtp_max_num_tokens(isl: int, concurrency: int, tp: int, attention_dp: bool) 
     max_isl = round(isl * MTP_MAX_ISL_RATIO)
     return ((drafts + 1) * batch + max_isl + 64 + 63) // 64 * 64
 
+
 Sweeps = list[dict[str, str]]
 
 
@@ -106,4 +107,8 @@ def speculative_reading(
         f"(num_nextn_predict_layers {drafts}, max_num_tokens {tokens}; "
         "dsr1_fp8_h200_trt_mtp_slurm.sh)"
     )
-    return {"speculative": "mtp", "draft_tokens": drafts, "max_num_batched_tokens": tokens}, note, ""
+    return (
+        {"speculative": "mtp", "draft_tokens": drafts, "max_num_batched_tokens": tokens},
+        note,
+        "",
+    )
