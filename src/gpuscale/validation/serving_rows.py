@@ -15,17 +15,20 @@ carry. Each row is read into one of four classes, with every assumption written 
   (the file holds both the InferenceX CSV export and the AIConfigurator database dump of the
   same runs): the deployment is that row's;
 - ``recipe``: worker counts empty and no twin, but InferenceX's configuration at the run date
-  (``inferencex_disagg_recipes.csv``) has exactly one entry, non-speculative, at the row's
-  engine, system, lengths and concurrency: the deployment is that entry's recipe (never chosen
-  by the measured latency);
+  (``inferencex_disagg_recipes.csv``) has exactly one entry at the row's engine, system,
+  lengths and concurrency: the deployment is that entry's recipe (never chosen by the measured
+  latency), with MTP speculative decoding where it is an MTP recipe whose name states its draft
+  count (TensorRT-LLM ``_mtpN``);
 - ``not expressible``: worker counts not stated, no twin and no single entry (the reason names
-  the MTP-only or several candidate recipes), or no client concurrency stated
+  the candidate recipes, or the one SGLang MTP recipe whose draft count is not on file), or no
+  client concurrency stated
   (the id's ``_c_`` is empty and ``silicon_data_source`` has no ``silicon_concurrency``). These
   carry a ``guess`` reading (one worker of each kind; AIConfigurator's decode batch x workers x
   attention-DP as the concurrency) for comparison lines only. Aggregated rows are not
   expressible when their recorded concurrency is the benchmark client's cap rather than the load
-  the engine ran (``client_cap_only``), or when the InferenceX sweep that measured them ran an
-  MTP entry at their shape (``inferencex_sweeps``); their ``guess`` is the row as recorded.
+  the engine ran (``client_cap_only``), or when the InferenceX sweep that measured them ran both
+  an MTP and a plain entry at their shape; their ``guess`` is the row as recorded. A row whose
+  sweep ran only an MTP entry there is read as MTP (``inferencex_sweeps``).
 """
 
 from __future__ import annotations
@@ -635,8 +638,8 @@ speculative decoding (``none`` or ``mtp``), its worker counts and attention-DP w
 TensorRT-LLM the decode engines' ``max_batch_size`` per rank."""
 RECIPE = "recipe"
 """Class of a disaggregated row whose worker counts are empty but whose measurement date,
-lengths and concurrency leave exactly one (non-speculative) entry of the InferenceX
-configuration: the deployment is that entry's."""
+lengths and concurrency leave exactly one entry of the InferenceX configuration (plain, or MTP
+with its draft count in the recipe's name): the deployment is that entry's."""
 
 Recipes = list[dict[str, str]]
 
