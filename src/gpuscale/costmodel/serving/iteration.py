@@ -380,8 +380,10 @@ class IterationModel:
 
         # LM head on the sequences that emit a token this iteration (decodes; prefills whose
         # last chunk ends here are at most one per prompt and counted with the decodes).
-        # Verification samples every verified position (k + 1 per request).
-        emit = np.maximum(n_d * q, 1.0)
+        # Verification samples every verified position (k + 1 per request); a draft pass samples
+        # one position per request (``shared_head(hidden_states[gather_ids])``, TensorRT-LLM
+        # ``MTPEagleWorker.forward``).
+        emit = np.maximum(n_d if self.draft_pass else n_d * q, 1.0)
         # The head stays in 16 bits in every serving format, as ``weight_bytes_per_gpu`` stores
         # it (gpt-oss quantization_config modules_to_not_convert lists lm_head; ModelOpt FP8/
         # NVFP4 checkpoints exclude it; vLLM's ParallelLMHead is unquantized for FP8).
@@ -443,10 +445,11 @@ class IterationModel:
         """Seconds the draft module adds to one iteration (0 without speculation).
 
         MTP Eagle (TensorRT-LLM's default for DeepSeek-V3/R1, tech blog 2): the first pass
-        takes the hidden states of every verified position (``k + 1`` per decoding request,
-        the CUDA graph's fixed shape) and of every prompt token prefilled in this iteration
-        (the context phase runs the module over the prompt); each of the ``k - 1`` further
-        passes takes one token per request. Each pass also runs the projection of the
+        takes every prompt token prefilled in this iteration (the context phase runs the module
+        over the prompt) and ``k + 1`` positions per decoding request (``accepted_tokens[
+        num_contexts:, :].flatten()``, rows of ``num_nextn_predict_layers + 1``:
+        ``MTPEagleWorker.prepare_drafter_inputs`` in ``tensorrt_llm/_torch/speculative/
+        mtp.py``); each of the ``k - 1`` further passes takes one token per request. Each pass also runs the projection of the
         concatenated normalized hidden state and embedding (``2h -> h``) and the shared head
         (in the block's model). A module of ``draft_layers`` blocks runs them in sequence."""
         spec = self.speculation
