@@ -1,11 +1,12 @@
-"""gpuscale.validation.inferencex_sweeps: aggregated InferenceX rows whose run swept MTP."""
+"""gpuscale.validation.inferencex_sweeps: aggregated InferenceX rows whose run swept MTP are read
+as MTP deployments."""
 
 from __future__ import annotations
 
 import csv
 
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.inferencex_sweeps import SWEEPS_FILE, load_sweeps
+from gpuscale.validation.inferencex_sweeps import SWEEPS_FILE, load_sweeps, mtp_max_num_tokens
 from gpuscale.validation.serving_rows import NOT_EXPRESSIBLE, STATED, load, read_rows
 
 SERVING = DATA_DIR / "serving"
@@ -46,12 +47,21 @@ def _raw(**kw: str) -> dict[str, str]:
     return r
 
 
-def test_the_mtp_sweep_of_392_is_not_expressible() -> None:
+def test_the_mtp_sweep_of_392_is_read_as_mtp() -> None:
     (row,) = read_rows([_raw()], sweeps=SWEEPS)
-    assert row.kind == NOT_EXPRESSIBLE and not row.expressible
-    assert "speculative decoding (MTP)" in row.reason and "bf3456727" in row.reason
-    # the reading for comparison lines is the row as recorded (TP8 EP8)
-    assert (row.guess["tp"], row.guess["ep"], row.guess["concurrency"]) == (8, 8, 4)
+    assert row.kind == STATED and row.expressible
+    # dsr1_fp8_h200_trt_mtp_slurm.sh: MTP=3 without attention DP, and its token budget
+    # ((3 + 1) x 4 + 1843 + 127) // 64 x 64
+    assert (row.kwargs["speculative"], row.kwargs["draft_tokens"]) == ("mtp", 3)
+    assert row.kwargs["engine_options"]["max_num_batched_tokens"] == 1984
+    assert (row.kwargs["tp"], row.kwargs["ep"], row.kwargs["concurrency"]) == (8, 8, 4)
+    assert any("bf3456727" in a for a in row.assumptions)
+
+
+def test_mtp_budget_by_hand() -> None:
+    # attention DP: MTP=1, MAX_BATCH_SIZE = CONC / TP = 32, MAX_ISL = 1843 at 1k
+    assert mtp_max_num_tokens(1024, 256, 8, True) == (2 * 32 + 1843 + 127) // 64 * 64
+    assert mtp_max_num_tokens(8192, 4, 8, False) == (4 * 4 + 14746 + 127) // 64 * 64
 
 
 def test_without_the_sweeps_the_same_row_was_read_as_a_plain_run() -> None:
@@ -62,7 +72,7 @@ def test_without_the_sweeps_the_same_row_was_read_as_a_plain_run() -> None:
 
 def test_the_evals_only_sweep_of_587_ran_one_plain_and_one_mtp_entry() -> None:
     # mark_eval_entries keeps 1k/8k at the highest concurrency per TP extreme and spec-decoding:
-    # plain TP8 EP8 at 64 (the row is read as it ran), MTP TP8 EP8 attention DP at 256 (refused)
+    # plain TP8 EP8 at 64 (the row is read as it ran), MTP TP8 EP8 attention DP at 256 (MTP 1)
     src = "source_file=2026-03-25.csv; silicon_concurrency=64; measured=2026-01-28T06:18:44Z"
     plain = _raw(osl="8192", batch_size="64", silicon_data_source=src)
     mtp = _raw(
@@ -73,9 +83,9 @@ def test_the_evals_only_sweep_of_587_ran_one_plain_and_one_mtp_entry() -> None:
         silicon_data_source=src.replace("=64;", "=256;"),
     )
     a, b = read_rows([plain, mtp], sweeps=SWEEPS)
-    assert a.kind == STATED
-    assert b.kind == NOT_EXPRESSIBLE and "speculative decoding (MTP)" in b.reason
-    assert "e28c038f8" in b.reason
+    assert a.kind == STATED and "speculative" not in a.kwargs
+    assert b.kind == STATED and (b.kwargs["speculative"], b.kwargs["draft_tokens"]) == ("mtp", 1)
+    assert any("e28c038f8" in n for n in b.assumptions)
 
 
 def test_a_run_that_swept_both_at_the_rows_shape_leaves_it_unknown() -> None:
@@ -91,12 +101,13 @@ def test_other_days_models_and_sources_are_untouched() -> None:
     dump = _raw(silicon_data_source="db-dump/2026-04-27; measured=2026-01-14T00:00:00.000Z")
     rows = read_rows([before_mtp, other_model, dump], sweeps=SWEEPS)
     assert [r.kind for r in rows] == [STATED] * 3
+    assert not any("speculative" in r.kwargs for r in rows)
 
 
 def test_a_row_the_days_run_did_not_sweep_is_unknown() -> None:
     # #392 measured only MTP entries for H200 TensorRT-LLM DeepSeek-R1 (up to 256 in flight): a
-    # row of that run at 512 matches none of them, so what it ran is not known; it is not read
-    # as a plain run.
+    # row of that run at 512 matches none of them, so what it ran is not known; it is read
+    # neither as a plain run nor as MTP.
     beyond = _raw(
         batch_size="512",
         silicon_data_source="source_file=2026-03-25.csv; "
@@ -107,11 +118,22 @@ def test_a_row_the_days_run_did_not_sweep_is_unknown() -> None:
     assert "bf3456727" in row.reason and row.guess["concurrency"] == 512
 
 
+def test_two_sweeps_of_one_day_are_both_named() -> None:
+    # measured= gives the day only: a second MTP sweep of 2026-01-14 (hypothetical) is named
+    # beside #392 instead of failing the loader.
+    second = [dict(SWEEPS[0], commit="0000000aa", pr="999")]
+    (row,) = read_rows([_raw()], sweeps=SWEEPS + second)
+    assert row.kind == STATED and row.kwargs["speculative"] == "mtp"
+    notes = " ".join(row.assumptions)
+    assert "bf3456727" in notes and "0000000aa" in notes
+
+
 def test_public_rows_of_the_mtp_runs() -> None:
-    rows = [r for r in load(ROWS) if r.mode == "agg" and r.kind == NOT_EXPRESSIBLE]
-    rows = [r for r in rows if "client's cap" not in r.reason]
-    assert rows and all(r.raw["backend"] == "trtllm" for r in rows)
-    assert all("MTP" in r.reason for r in rows)
+    rows = [r for r in load(ROWS) if r.mode == "agg" and "speculative" in r.kwargs]
+    assert len(rows) == 42 and all(r.raw["backend"] == "trtllm" for r in rows)
+    assert all(r.kind == STATED for r in rows)
+    # MTP 3 without attention DP, MTP 1 with it (the script's rule)
+    assert all(r.kwargs["draft_tokens"] == (1 if r.kwargs["attention_dp"] > 1 else 3) for r in rows)
     days = {r.raw["silicon_data_source"].split("measured=")[1][:10] for r in rows}
     assert days == {"2026-01-14", "2026-01-28"}
     # the 1k/8k C = 64 run of 2026-01-28 is the plain entry (TPOT 32.2 ms, the model 33.1)
@@ -135,12 +157,3 @@ def test_public_rows_of_the_mtp_runs() -> None:
         r for r in rows if r.concurrency == 4 and r.raw["osl"] == "1024" and r.raw["isl"] == "1024"
     ]
     assert {round(r.tpot_ms, 2) for r in c4} == {8.58}
-
-
-def test_two_sweeps_of_one_day_are_both_named() -> None:
-    # measured= gives the day only: a second MTP sweep of 2026-01-14 (hypothetical) is named
-    # beside #392 instead of failing the loader.
-    second = [dict(SWEEPS[0], commit="0000000aa", pr="999")]
-    (row,) = read_rows([_raw()], sweeps=SWEEPS + second)
-    assert row.kind == NOT_EXPRESSIBLE
-    assert "bf3456727" in row.reason and "0000000aa" in row.reason

@@ -170,9 +170,9 @@ def test_public_rows_classes() -> None:
     refused = [r for r in rows if r.mode == "agg" and r.kind != STATED]
     assert all(r.kind == NOT_EXPRESSIBLE and r.guess for r in refused)
     capped = [r for r in refused if "client's cap" in r.reason]
-    # the others: H200 TensorRT-LLM DeepSeek-R1 runs of InferenceX's MTP sweeps
-    # (tests/unit/test_inferencex_sweeps.py)
-    assert {r.raw["model_path"] for r in refused if r not in capped} == {"deepseek-ai/DeepSeek-R1"}
+    # the H200 TensorRT-LLM DeepSeek-R1 runs of InferenceX's MTP sweeps are read as MTP
+    # deployments (tests/unit/test_inferencex_sweeps.py), not refused
+    assert not [r for r in refused if r not in capped]
     assert len(capped) == 9
     assert {(r.raw["backend"], r.raw["system"], r.concurrency) for r in capped} == {
         ("vllm", "h100_sxm", 512)
@@ -297,9 +297,9 @@ def test_public_twin_exports_read_as_one_deployment() -> None:
     for a, b in pairs:
         assert a.concurrency == b.concurrency
         keys = ("tp", "attention_dp", "ep", "pp")
-        # (the rows of InferenceX's MTP sweeps are refused in both exports: their reading for
-        # comparison lines is in guess)
+        # (the rows of InferenceX's MTP sweeps are read as MTP runs in both exports)
         assert a.kind == b.kind
+        assert a.kwargs.get("draft_tokens") == b.kwargs.get("draft_tokens")
         assert {k: (a.kwargs or a.guess)[k] for k in keys} == {
             k: (b.kwargs or b.guess)[k] for k in keys
         }
@@ -411,9 +411,19 @@ def test_rows_without_workers_read_from_the_inferencex_configuration() -> None:
     kw = one.kwargs
     assert (kw["prefill_workers"], kw["decode_workers"], kw["decode_attention_dp"]) == (1, 3, 16)
     assert kw["decode_batch"] == 32 and kw["prefill_attention_dp"] == 16
-    # H100 SGLang ran when the configuration held only MTP recipes: refused, with the reason
+    # H100 SGLang ran when the configuration held only MTP recipes: the SGLang recipes do not
+    # name their draft count, so these stay refused, with the reason
     sg = [r for r in rows.values() if r.id.startswith("2026_03_25_deepseek_r1_h100_sxm_sglang")]
-    assert sg and all(r.kind == NOT_EXPRESSIBLE and "MTP" in r.reason for r in sg)
+    assert sg and all(r.kind == NOT_EXPRESSIBLE and "mtp" in r.reason for r in sg)
+    # A TensorRT-LLM row whose only entry is one MTP recipe is read as that recipe, MTP with the
+    # draft count its name states (ctx1_gen3_tep16_batch32_eplb0_mtp3 at H100 1k/1k C = 117)
+    (mtp,) = [
+        r
+        for r in rows.values()
+        if r.id.startswith("2026_03_25_deepseek_r1_h100_sxm_trtllm_fp8_disagg_1024x1024_c117_")
+    ]
+    assert mtp.kind == RECIPE and mtp.kwargs["speculative"] == "mtp"
+    assert mtp.kwargs["draft_tokens"] == 3 and mtp.kwargs["decode_batch"] == 32
     # Where STP and MTP entries share a concurrency the export cannot say which ran
     amb = [r for r in rows.values() if "deployments of InferenceX" in r.reason]
     assert amb and all(not r.expressible for r in amb)

@@ -10,6 +10,7 @@ from functools import cache
 from typing import Any
 
 from gpuscale import catalog
+from gpuscale.api.speculative import speculation as speculation_of
 from gpuscale.api.training import MAX_GPUS
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import Profile, load_profile_for
@@ -246,6 +247,9 @@ def infer(
     profile: str | None = None,
     adp_balance_timeout_iters: int = 0,
     engine_options: Mapping[str, Any] | None = None,
+    speculative: str = "none",
+    draft_tokens: int | None = None,
+    acceptance: float | None = None,
 ) -> ServingResult:
     """Predict TTFT, TPOT, end-to-end latency and throughput of ``model`` served by ``engine``.
 
@@ -258,10 +262,15 @@ def infer(
     as one burst); open loop (Poisson) with ``request_rate`` requests/s.
     ``adp_balance_timeout_iters`` > 0 turns on TensorRT-LLM's attention-DP context balancing
     (``attention_dp_config: {enable_balance: true, timeout_iters: N}``). ``engine_options``
-    overrides the engine's scheduler defaults as a launch sets them (:data:`ENGINE_OPTIONS`)."""
+    overrides the engine's scheduler defaults as a launch sets them (:data:`ENGINE_OPTIONS`).
+    ``speculative="mtp"`` with ``draft_tokens`` K runs speculative decoding with the model's
+    multi-token-prediction module (on the decode workers of a disaggregated deployment; the
+    prefill workers run the module over the prompt); ``acceptance`` overrides the published
+    per-token acceptance (:func:`gpuscale.api.speculative.speculation`)."""
     spec = model if isinstance(model, ModelSpec) else catalog.model(model)
     require(spec.causal, f"{spec.name} is an encoder; serving applies to decoders", field="model")
     check_lengths(spec, input_len, output_len)
+    spec_dec = speculation_of(spec, speculative, draft_tokens, acceptance)
     require(
         (concurrency is None) != (request_rate is None),
         "give exactly one of --concurrency (closed loop) or --request-rate (open loop)",
@@ -381,7 +390,7 @@ def infer(
             gpu, p_pool.gpus + d_pool.gpus, gpus_per_node=gpus_per_node, inter=inter
         )
         pred = predict_disaggregated(
-            spec, cluster, p_pool, d_pool, fmt, kv_dtype, prof, eng, work, client
+            spec, cluster, p_pool, d_pool, fmt, kv_dtype, prof, eng, work, client, spec_dec
         )
         deployment: dict[str, Any] = {
             "prefill_workers": prefill_workers,
@@ -402,7 +411,7 @@ def infer(
             gpu, par.gpus * replicas, gpus_per_node=gpus_per_node, inter=inter
         )
         pred = predict_aggregated(
-            spec, cluster, par, replicas, fmt, kv_dtype, prof, eng, work, client
+            spec, cluster, par, replicas, fmt, kv_dtype, prof, eng, work, client, spec_dec
         )
         deployment = {
             "tp": tp,
@@ -411,6 +420,13 @@ def infer(
             "attention_dp": attention_dp,
             "replicas": replicas,
         }
+    if spec_dec is not None:
+        deployment.update(spec_dec.row())
+        pred.notes.append(
+            f"speculative decoding ({spec_dec.method}, {spec_dec.draft_tokens} draft tokens): "
+            f"per-token acceptance {spec_dec.acceptance:.3f} ({spec_dec.source}), "
+            f"{spec_dec.tokens_per_iteration:.2f} tokens per decode iteration"
+        )
     if weights == "auto":
         # Say what "auto" chose, so a 16-bit answer for a quantized repository is never silent.
         pred.notes.append(

@@ -30,8 +30,12 @@ from gpuscale.specs.training import KV_DTYPES, WEIGHT_DTYPES
 LOAD = ("concurrency", "request_rate", "prefill_workers", "decode_workers")
 """Options that ask for the serving model under load (any one of them)."""
 
+SPECULATIVE = ("speculative", "draft_tokens", "acceptance")
+"""Speculative decoding under load (``gpuscale.api.speculative``)."""
+
 UNDER_LOAD = (
     *("concurrency", "request_rate", "num_requests", "prefix_hit", "input_cv", "output_cv"),
+    *SPECULATIVE,
     *("pp", "ep", "attention_dp", "replicas"),
     *(f"{stage}_{what}" for stage in ("prefill", "decode") for what in WORKER),
 )
@@ -115,6 +119,20 @@ CONCURRENCY = flag(
     ),
     CONCURRENCY,
     *[item for item in SERVING if item != "concurrency"],
+    opt(
+        "--speculative",
+        default="none",
+        help="Under load: speculative decoding with the model's draft module: none, mtp "
+        "(multi-token prediction, DeepSeek-V3/R1, Qwen3.5); on the decode workers when "
+        "disaggregated.",
+    ),
+    opt("--draft-tokens draft_tokens", int, help="With --speculative: draft tokens K per step."),
+    opt(
+        "--acceptance",
+        float,
+        help="With --speculative: per-token draft acceptance in [0, 1] (default: the published "
+        "figure for the model and K).",
+    ),
     SEARCH,
     "html",
     "json",

@@ -22,9 +22,10 @@ measured a row, and with it the speculative decoding the row ran, can be read fr
 
 ``inferencex_agg_sweeps.csv`` holds the entries those two runs measured for H200 TensorRT-LLM
 DeepSeek-R1 (copied from ``.github/configs/nvidia-master.yaml`` at each commit); earlier
-aggregated runs of that model (2025-11-02, 2025-12-15) predate the MTP entry. The serving model
-has no speculative decoding, so such rows are not expressible; read from the row's source, day
-and shape only, never from its measured latency."""
+aggregated runs of that model (2025-11-02, 2025-12-15) predate the MTP entry. Such rows are
+read as MTP deployments (``speculative="mtp"`` with the script's draft count,
+:data:`MTP_DRAFT_TOKENS`, and its token budget, :func:`mtp_max_num_tokens`); read from the row's
+source, day and shape only, never from its measured latency."""
 
 from __future__ import annotations
 
@@ -33,6 +34,24 @@ from pathlib import Path
 from typing import Any
 
 SWEEPS_FILE = "inferencex_agg_sweeps.csv"
+MTP_DRAFT_TOKENS = {False: 3, True: 1}
+"""Draft tokens by attention DP: ``dsr1_fp8_h200_trt_mtp_slurm.sh`` (SemiAnalysisAI/InferenceX,
+at 40be3a4b7) sets ``MTP=1`` when ``DP_ATTENTION`` is true, else ``MTP=3``, and launches
+``speculative_config: {decoding_type: MTP, num_nextn_predict_layers: $MTP}`` (strict
+acceptance: no ``use_relaxed_acceptance_for_thinking``)."""
+MTP_MAX_ISL_RATIO = 1.8
+"""The same script sizes ``--max_num_tokens=$(( ((MTP+1)*MAX_BATCH_SIZE+MAX_ISL+64+63)/64*64
+))`` with ``MAX_ISL = ISL * (1 + RANDOM_RANGE_RATIO)`` (0.8, rounded) and ``MAX_BATCH_SIZE =
+CONC / TP`` with attention DP, else ``CONC`` (at least 1)."""
+
+
+def mtp_max_num_tokens(isl: int, concurrency: int, tp: int, attention_dp: bool) -> int:
+    """TensorRT-LLM's ``max_num_tokens`` of an InferenceX MTP launch (:data:`MTP_MAX_ISL_RATIO`)."""
+    drafts = MTP_DRAFT_TOKENS[attention_dp]
+    batch = max(concurrency // tp if attention_dp else concurrency, 1)
+    max_isl = round(isl * MTP_MAX_ISL_RATIO)
+    return ((drafts + 1) * batch + max_isl + 64 + 63) // 64 * 64
+
 
 Sweeps = list[dict[str, str]]
 
@@ -59,12 +78,15 @@ def _runs(entry: dict[str, str], r: dict[str, str], day: str, kw: dict[str, Any]
     )
 
 
-def speculative_reason(r: dict[str, str], day: str, kw: dict[str, Any], sweeps: Sweeps) -> str:
-    """Why aggregated row ``r`` (measured on ``day``, read as ``kw``) is not expressible for
-    its speculative decoding, or '' when the run that measured it swept no MTP entry there.
-    A run that swept both a speculative and a plain entry at the row's shape and load leaves
-    it unknown (no public row is such a case; the rule is the disaggregated rows'), and so does
-    a run that swept entries for the row's engine, GPU and model but none at its shape and load."""
+def speculative_reading(
+    r: dict[str, str], day: str, kw: dict[str, Any], sweeps: Sweeps
+) -> tuple[dict[str, Any], str, str]:
+    """Aggregated row ``r`` (measured on ``day``, read as ``kw``) as the run that measured it
+    ran it: (keyword arguments to add, the note saying why, or the reason it is not
+    expressible). Nothing when that run swept no MTP entry at the row's shape and load. A run
+    that swept both a speculative and a plain entry there leaves it unknown (no public row is
+    such a case; the rule is the disaggregated rows'), and so does a run that swept entries for
+    the row's engine, GPU and model but none at its shape and load."""
     hits = [e for e in sweeps if _runs(e, r, day, kw)]
     specs = {e["spec"] for e in hits}
     ran = {
@@ -78,22 +100,34 @@ def speculative_reason(r: dict[str, str], day: str, kw: dict[str, Any], sweeps: 
         # a row none of them runs was read wrong (or the list is), and whether it ran MTP is
         # not known.
         return (
+            {},
+            "",
             f"not expressible: the run of {', '.join(sorted(ran))} swept no entry at this "
             "shape and load; the export drops spec-decoding, so whether this row ran MTP is "
-            "unknown"
+            "unknown",
         )
     if "mtp" not in specs:
-        return ""
+        return {}, "", ""
     # Two sweeps of one UTC day would both be named (the stamp's day cannot tell them apart).
     commit = ", ".join(sorted({f"{e['commit']} (InferenceX #{e['pr']})" for e in hits}))
     keys = ", ".join(sorted({e["config_key"] for e in hits}))
-    if specs == {"mtp"}:
+    if specs != {"mtp"}:
         return (
-            f"not expressible: speculative decoding (MTP): the run of {commit} swept {keys} "
-            "at this shape and load (num_nextn_predict_layers 3, 1 with attention DP); the "
-            "model has no speculative decoding"
+            {},
+            "",
+            f"not expressible: the run of {commit} swept both {keys} at this shape and load; "
+            "the export drops spec-decoding, so whether this row ran MTP is unknown",
         )
+    adp = kw.get("attention_dp", 1) > 1
+    drafts = MTP_DRAFT_TOKENS[adp]
+    tokens = mtp_max_num_tokens(int(r["isl"]), kw["concurrency"], kw["tp"], adp)
+    note = (
+        f"speculative decoding: the run of {commit} swept {keys} at this shape and load "
+        f"(num_nextn_predict_layers {drafts}, max_num_tokens {tokens}; "
+        "dsr1_fp8_h200_trt_mtp_slurm.sh)"
+    )
     return (
-        f"not expressible: the run of {commit} swept both {keys} at this shape and load; the "
-        "export drops spec-decoding, so whether this row ran MTP is unknown"
+        {"speculative": "mtp", "draft_tokens": drafts, "max_num_batched_tokens": tokens},
+        note,
+        "",
     )

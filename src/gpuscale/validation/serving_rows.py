@@ -15,17 +15,20 @@ carry. Each row is read into one of four classes, with every assumption written 
   (the file holds both the InferenceX CSV export and the AIConfigurator database dump of the
   same runs): the deployment is that row's;
 - ``recipe``: worker counts empty and no twin, but InferenceX's configuration at the run date
-  (``inferencex_disagg_recipes.csv``) has exactly one entry, non-speculative, at the row's
-  engine, system, lengths and concurrency: the deployment is that entry's recipe (never chosen
-  by the measured latency);
+  (``inferencex_disagg_recipes.csv``) has exactly one entry at the row's engine, system,
+  lengths and concurrency: the deployment is that entry's recipe (never chosen by the measured
+  latency), with MTP speculative decoding where it is an MTP recipe whose name states its draft
+  count (TensorRT-LLM ``_mtpN``);
 - ``not expressible``: worker counts not stated, no twin and no single entry (the reason names
-  the MTP-only or several candidate recipes), or no client concurrency stated
+  the candidate recipes, or the one SGLang MTP recipe whose draft count is not on file), or no
+  client concurrency stated
   (the id's ``_c_`` is empty and ``silicon_data_source`` has no ``silicon_concurrency``). These
   carry a ``guess`` reading (one worker of each kind; AIConfigurator's decode batch x workers x
   attention-DP as the concurrency) for comparison lines only. Aggregated rows are not
   expressible when their recorded concurrency is the benchmark client's cap rather than the load
-  the engine ran (``client_cap_only``), or when the InferenceX sweep that measured them ran an
-  MTP entry at their shape (``inferencex_sweeps``); their ``guess`` is the row as recorded.
+  the engine ran (``client_cap_only``), or when the InferenceX sweep that measured them ran both
+  an MTP and a plain entry at their shape; their ``guess`` is the row as recorded. A row whose
+  sweep ran only an MTP entry there is read as MTP (``inferencex_sweeps``).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from gpuscale.validation.inferencex_sweeps import (
     SWEEPS_FILE,
     Sweeps,
     load_sweeps,
-    speculative_reason,
+    speculative_reading,
 )
 
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm"}
@@ -663,8 +666,8 @@ speculative decoding (``none`` or ``mtp``), its worker counts and attention-DP w
 TensorRT-LLM the decode engines' ``max_batch_size`` per rank."""
 RECIPE = "recipe"
 """Class of a disaggregated row whose worker counts are empty but whose measurement date,
-lengths and concurrency leave exactly one (non-speculative) entry of the InferenceX
-configuration: the deployment is that entry's."""
+lengths and concurrency leave exactly one entry of the InferenceX configuration (plain, or MTP
+with its draft count in the recipe's name): the deployment is that entry's."""
 
 Recipes = list[dict[str, str]]
 
@@ -750,13 +753,14 @@ def _from_config(
         return {}, [], f"no entry of {where} runs this concurrency at these lengths"
     specs = {e["spec"] for e in cands.values()}
     names = ", ".join(sorted(n.rsplit("/", 1)[-1] for n in cands))
-    if specs == {"mtp"}:
+    if specs == {"mtp"} and len(cands) == 1 and recipe_draft_tokens(next(iter(cands))) is None:
         return (
             {},
             [],
             (
-                f"speculative decoding (MTP): the only entries of {where} at this concurrency are "
-                f"MTP recipes ({names}); the model has no speculative decoding"
+                f"speculative decoding (MTP): the only entry of {where} at this concurrency is "
+                f"the MTP recipe {names}, whose draft count is not on file (the srt-slurm recipe "
+                "names it only for TensorRT-LLM, as _mtpN)"
             ),
         )
     if len(cands) > 1:
@@ -769,6 +773,7 @@ def _from_config(
             ),
         )
     (e,) = cands.values()
+    drafts = recipe_draft_tokens(e["recipe"]) if e["spec"] == "mtp" else None
     p, q = parallelism(r, "prefill_"), parallelism(r, "decode_")
     kw: dict[str, Any] = {
         "prefill_workers": int(e["prefill_workers"]),
@@ -782,11 +787,22 @@ def _from_config(
     }
     if e["decode_max_batch"]:
         kw["decode_batch"] = int(e["decode_max_batch"])
+    if drafts is not None:
+        kw.update(speculative="mtp", draft_tokens=drafts)
+    what = f"MTP, {drafts} draft tokens" if drafts is not None else "non-speculative"
     note = (
         f"worker counts empty; the one entry of {where} at this concurrency and lengths is "
-        f"{e['recipe']} (non-speculative): its workers, attention-DP widths and decode batch"
+        f"{e['recipe']} ({what}): its workers, attention-DP widths and decode batch"
     )
     return kw, [note], ""
+
+
+def recipe_draft_tokens(recipe: str) -> int | None:
+    """Draft tokens of an srt-slurm TensorRT-LLM recipe, from its name's ``_mtpN`` (the recipes
+    set ``speculative_config: num_nextn_predict_layers: N``; ``mtp0`` is the plain one), or
+    None where the name does not say (the SGLang recipes)."""
+    hit = re.search(r"_mtp(\d+)\.yaml$", recipe)
+    return int(hit.group(1)) if hit and int(hit.group(1)) > 0 else None
 
 
 def read_rows(
@@ -819,10 +835,20 @@ def read_rows(
         elif r["mode"] != "disagg":
             kw.update(parallelism(r), pp=_int(r["pp_size"]))
             kw.update(launch_options(r, kw))
-            if r["silicon_data_source"].startswith(INFERENCEX_EXPORTS) and (
-                spec := speculative_reason(r, _measured_day(r), kw, sweeps or [])
-            ):
-                kind, kw, guess, reason = NOT_EXPRESSIBLE, {}, kw, spec
+            spec_kw, spec_note, spec_reason = (
+                speculative_reading(r, _measured_day(r), kw, sweeps or [])
+                if r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
+                else ({}, "", "")
+            )
+            if spec_reason:
+                kind, kw, guess, reason = NOT_EXPRESSIBLE, {}, kw, spec_reason
+            elif spec_kw:
+                tokens = spec_kw.pop("max_num_batched_tokens")
+                kw.update(spec_kw)
+                opts = dict(kw.get("engine_options") or {})
+                opts["max_num_batched_tokens"] = max(tokens, opts.get("max_num_batched_tokens", 0))
+                kw["engine_options"] = opts
+                notes.append(spec_note)
             elif client_cap_only(r):
                 kind, kw, guess = NOT_EXPRESSIBLE, {}, kw
                 reason = (

@@ -17,6 +17,7 @@ arrays of equal shape (vectorized over load points).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -28,6 +29,7 @@ from gpuscale.costmodel.flops import Gemm
 from gpuscale.costmodel.params import mean_attention_params
 from gpuscale.costmodel.profile import Profile
 from gpuscale.costmodel.serving.formats import WeightFormat, gemm_precision
+from gpuscale.costmodel.serving.speculative import Speculation
 from gpuscale.errors import InputError
 from gpuscale.specs import Cluster, ModelSpec
 
@@ -202,6 +204,24 @@ class IterationModel:
     eager_prefill_host_s_per_kernel: float = 0.0
     """Host seconds per kernel of one forward when an iteration carrying prompt tokens runs
     eagerly (no CUDA graph); 0 where such iterations replay graphs (``eager_prefill_floor_s``)."""
+    speculation: Speculation | None = None
+    """Speculative decoding: each decoding request verifies ``draft_tokens + 1`` positions per
+    iteration, and the draft module runs ``draft_tokens`` times (:meth:`draft_s`)."""
+    draft_pass: bool = False
+    """This model is one pass of the draft module (``model`` one block): it verifies nothing
+    and drafts nothing itself; ``speculation`` only sets the positions per request it reads."""
+
+    @property
+    def queries(self) -> float:
+        """Positions each decoding request puts through the target per iteration."""
+        return float(self.speculation.queries) if self.speculation is not None else 1.0
+
+    @property
+    def tokens_per_iteration(self) -> float:
+        """Output tokens one iteration emits per decoding request (1 without speculation)."""
+        if self.speculation is None or self.draft_pass:
+            return 1.0
+        return self.speculation.tokens_per_iteration
 
     def time_s(
         self,
@@ -215,7 +235,10 @@ class IterationModel:
         attend to ``prefill_context`` keys on average (half the prompt for a causal prefill)."""
         m, par, dev = self.model, self.par, self.cluster.device
         n_d = np.asarray(n_decode, dtype=float)
-        tokens = n_d + np.asarray(prefill_tokens, dtype=float)
+        # A speculative verification puts each request's last token and its drafts through
+        # every GEMM (tech blog 1, TensorRT-LLM: "m = 4 when using three MTP layers").
+        q = self.queries
+        tokens = n_d * q + np.asarray(prefill_tokens, dtype=float)
         tokens = np.maximum(tokens, 1e-9)
         prec = gemm_precision(self.fmt, dev)
         launch = self.profile.const("kernel_launch_us") * 1e-6
@@ -295,7 +318,9 @@ class IterationModel:
                 share = m.linear_attention_layers / m.num_layers
                 proj = (1.0 - share) * proj + share * linear_proj
 
-        attn = self._attention_core(n_d, decode_context, prefill_tokens, prefill_context, hbm)
+        attn = self._attention_core(
+            n_d, decode_context, prefill_tokens, prefill_context, hbm, queries=q
+        )
 
         # MLP: dense layers TP-split; MoE layers route tokens * top-k over the EP group.
         mats_up = 2.0 if m.mlp == "gated" else 1.0
@@ -355,7 +380,10 @@ class IterationModel:
 
         # LM head on the sequences that emit a token this iteration (decodes; prefills whose
         # last chunk ends here are at most one per prompt and counted with the decodes).
-        emit = np.maximum(n_d, 1.0)
+        # Verification samples every verified position (k + 1 per request); a draft pass samples
+        # one position per request (``shared_head(hidden_states[gather_ids])``, TensorRT-LLM
+        # ``MTPEagleWorker.forward``).
+        emit = np.maximum(n_d if self.draft_pass else n_d * q, 1.0)
         # The head stays in 16 bits in every serving format, as ``weight_bytes_per_gpu`` stores
         # it (gpt-oss quantization_config modules_to_not_convert lists lm_head; ModelOpt FP8/
         # NVFP4 checkpoints exclude it; vLLM's ParallelLMHead is unquantized for FP8).
@@ -373,7 +401,85 @@ class IterationModel:
         # Pipeline stages run one after another for one batch (no micro-batch overlap assumed).
         total = per_stage * par.pp + (par.pp - 1) * hop + head
         running = n_d + np.minimum(np.asarray(prefill_tokens, dtype=float), 1.0)
+        total = total + self.draft_s(n_decode, decode_context, prefill_tokens, prefill_context)
         return total + self.iteration_overhead_s + self.per_sequence_overhead_s * running
+
+    def draft_model(self, queries: int) -> IterationModel:
+        """One pass of the draft module as an iteration model: one transformer block of the
+        main model's own kind (an MoE block for DeepSeek-V3, arXiv:2412.19437 Sec. 2.2: "a
+        shared embedding layer, a shared output head, a Transformer block, and a projection
+        matrix"), on the last pipeline stage, inside the target's forward (one CUDA graph for
+        verification and drafting, TensorRT-LLM tech blog 2), so no per-iteration host
+        overhead of its own. ``queries`` positions per decoding request."""
+        m = self.model
+        one = dataclasses.replace(
+            m,
+            num_layers=1,
+            dense_layers=0,
+            sliding_window_layers=0,
+            linear_attention_layers=0,
+        )
+        spec = self.speculation
+        return dataclasses.replace(
+            self,
+            model=one,
+            par=dataclasses.replace(self.par, pp=1),
+            iteration_overhead_s=0.0,
+            per_sequence_overhead_s=0.0,
+            eager_prefill_host_s_per_kernel=0.0,
+            speculation=(
+                dataclasses.replace(spec, draft_tokens=queries - 1)
+                if spec is not None and queries > 1
+                else None
+            ),
+            draft_pass=True,
+        )
+
+    def draft_s(
+        self,
+        n_decode: np.ndarray,
+        decode_context: np.ndarray,
+        prefill_tokens: np.ndarray,
+        prefill_context: np.ndarray,
+    ) -> np.ndarray:
+        """Seconds the draft module adds to one iteration (0 without speculation).
+
+        MTP Eagle (TensorRT-LLM's default for DeepSeek-V3/R1, tech blog 2): the first pass
+        takes every prompt token prefilled in this iteration (the context phase runs the module
+        over the prompt) and ``k + 1`` positions per decoding request (``accepted_tokens[
+        num_contexts:, :].flatten()``, rows of ``num_nextn_predict_layers + 1``:
+        ``MTPEagleWorker.prepare_drafter_inputs`` in ``tensorrt_llm/_torch/speculative/
+        mtp.py``); each of the ``k - 1`` further passes takes one token per request. Each pass also runs the projection of the
+        concatenated normalized hidden state and embedding (``2h -> h``) and the shared head
+        (in the block's model). A module of ``draft_layers`` blocks runs them in sequence."""
+        spec = self.speculation
+        if spec is None or self.draft_pass:
+            return np.zeros_like(np.asarray(n_decode, dtype=float))
+        n_d = np.asarray(n_decode, dtype=float)
+        p_tok = np.asarray(prefill_tokens, dtype=float)
+        zeros = np.zeros_like(n_d + p_tok)
+        first = self.draft_model(spec.queries)
+        t = first.time_s(n_d, decode_context, prefill_tokens, prefill_context)
+        t = t + first._draft_projection_s(n_d * spec.queries + p_tok)
+        if spec.draft_tokens > 1:
+            rest = self.draft_model(1)
+            later = rest.time_s(n_d, decode_context, zeros, zeros)
+            later = later + rest._draft_projection_s(n_d)
+            t = t + (spec.draft_tokens - 1) * later
+        return np.asarray(t * spec.draft_layers)
+
+    def _draft_projection_s(self, tokens: np.ndarray) -> np.ndarray:
+        """The MTP module's ``eh_proj`` (``[norm(h); norm(emb)]``, ``2h -> h``) on ``tokens``,
+        TP-split over the attention ranks like the other projections."""
+        dev = self.cluster.device
+        h = float(self.model.hidden_size)
+        t = np.maximum(np.asarray(tokens, dtype=float), 1e-9)
+        ones = np.ones_like(t)
+        launch = self.profile.const("kernel_launch_us") * 1e-6
+        g = Gemm("eh_proj", t, h / self.par.attention_tp * ones, 2.0 * h * ones, ones)
+        wa = attention_weight_bytes(self.model, self.fmt)
+        prec = gemm_precision(self.fmt, dev) if wa == self.fmt.weight_bytes else dev.half_precision
+        return gemm_time(g, prec, dev, self.profile, launch, wa)
 
     def eager_prefill_floor_s(self) -> float:
         """Host time to launch one eager forward through the decoder layers (all stages): the
@@ -502,6 +608,7 @@ class IterationModel:
         prefill_tokens: np.ndarray,
         prefill_context: np.ndarray,
         hbm: float,
+        queries: float = 1.0,
     ) -> np.ndarray:
         m, par, dev = self.model, self.par, self.cluster.device
         heads = max(m.num_heads / par.attention_tp, 1.0)
@@ -527,8 +634,12 @@ class IterationModel:
             dev.peak(dev.half_precision) * 1e12 * self.profile.attention(dev.id, dev.generation)
         )
         ctx_w = np.minimum(ctx, window) if window else ctx
+        # A verification of ``queries`` positions per request reads the request's KV once and
+        # scores it for each position (FlashMLA's generation kernel with seqlen_q = k + 1 on
+        # Hopper, TensorRT-LLM tech blog 2 "Attention for MTP").
+        per_ctx_flops = per_ctx_flops * queries
         decode = full * n_d * ctx * np.maximum(per_ctx_bytes / hbm, per_ctx_flops / decode_rate)
-        decode = decode + m.sliding_window_layers * n_d * ctx_w * max(
+        decode = decode + m.sliding_window_layers * n_d * ctx_w * np.maximum(
             per_ctx_bytes / hbm, per_ctx_flops / decode_rate
         )
         p_tok = np.asarray(prefill_tokens, dtype=float)

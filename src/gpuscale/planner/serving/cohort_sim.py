@@ -50,7 +50,9 @@ class _Cohort:
     admitted: bool = False
     done_tokens: float = 0.0
     """Prompt tokens prefilled per request."""
-    generated: int = 0
+    generated: float = 0.0
+    """Tokens emitted per request (speculative decoding adds the expected accepted length per
+    iteration, a fraction)."""
     first_token: float = -1.0
     cycle: int = 0
 
@@ -116,6 +118,9 @@ def simulate(
     into more than :data:`MAX_COHORTS` cohorts (then it is staggered and the steady state holds)."""
     isl = work.input_len * (1.0 - work.prefix_hit)
     osl = max(round(work.output_len), 1)
+    # Tokens a decode iteration emits per request and budget tokens it takes (1 and 1, or the
+    # expected accepted length and k + 1 under speculative decoding).
+    per_it, queries = it.tokens_per_iteration, it.queries
     budget = float(eng.max_num_batched_tokens)
     cap = max(float(min(max_running, eng.max_num_seqs)), 1.0)
     clock = _Clock(it, work, min(cap, float(concurrency)) + 1, budget)
@@ -169,7 +174,7 @@ def simulate(
             left = budget
         else:
             n_dec_now = n_dec
-            left = max(budget - n_dec, 0.0)
+            left = max(budget - n_dec * queries, 0.0)
         # SGLang's --max-prefill-tokens (``soft``): the new tokens a prefill batch may start,
         # counted after the mixed decodes (managers/schedule_policy.py PrefillAdder:
         # rem_input_tokens = max_prefill_tokens - mixed decode tokens). In the SGLang of the
@@ -255,7 +260,7 @@ def simulate(
             free and any(c.ready_at_iteration <= iteration for c in waiting_ready)
         )
         if not pending and n_dec_now > 0:
-            steps = min(osl - c.generated for c in decoding)
+            steps = min(int(np.ceil((osl - c.generated) / per_it - 1e-9)) for c in decoding)
             if free:
                 soon = [c.ready_at_iteration - iteration for c in waiting_ready]
                 steps = min([steps, *soon])
@@ -269,7 +274,7 @@ def simulate(
             decode_iters += steps
             running_area += steps * dt * running
             for c in decoding:
-                c.generated += steps
+                c.generated += steps * per_it
         else:
             dt = clock(n_dec_now, p_tokens)
             now += dt
@@ -282,13 +287,13 @@ def simulate(
                 decode_iters += 1
             if n_dec_now > 0:
                 for c in decoding:
-                    c.generated += 1
+                    c.generated += per_it
             for c in finished_prefill:
                 c.done_tokens = isl
                 c.first_token = now
                 c.generated = 1
         # Completions: record, and the clients send their next requests at once.
-        for c in [c for c in cohorts if c.first_token >= 0.0 and c.generated >= osl]:
+        for c in [c for c in cohorts if c.first_token >= 0.0 and c.generated >= osl - 1e-9]:
             cohorts.remove(c)
             if c.cycle >= warmup_cycles:
                 if t_start_measure < 0:

@@ -20,6 +20,7 @@ from gpuscale.costmodel.serving.iteration import (
     weight_bytes_per_gpu,
     window_bytes_per_sequence,
 )
+from gpuscale.costmodel.serving.speculative import Speculation
 from gpuscale.planner.serving.cohort_sim import (
     BENCHMARK_ROUNDS,
     CohortResult,
@@ -151,8 +152,10 @@ def _iteration_model(
     kv_dtype: str,
     profile: Profile,
     eng: EngineProfile,
+    speculation: Speculation | None = None,
 ) -> IterationModel:
     return IterationModel(
+        speculation=speculation,
         model=model,
         cluster=cluster,
         par=par,
@@ -176,6 +179,7 @@ def kv_pool(
     profile: Profile,
     eng: EngineProfile,
     work: Workload,
+    speculation: Speculation | None = None,
 ) -> tuple[float, float, float]:
     """(KV tokens per attention rank, weights GiB per GPU, memory GiB per GPU in use).
 
@@ -184,6 +188,24 @@ def kv_pool(
     _blocks`` profiles exactly these; TRT-LLM takes a fraction of the free memory after load)."""
     mem = cluster.device.memory_bytes
     weights = weight_bytes_per_gpu(model, par, fmt)
+    per_token = kv_bytes_per_token(model, par, kv_dtype)
+    if speculation is not None:
+        # The draft module's blocks are stored and cache their own KV (DeepSeek-V3's MTP module:
+        # "14B of the Multi-Token Prediction (MTP) Module weights", model card; TensorRT-LLM
+        # tech blog 2: "each MTP module will have its own KV cache"): one more block of the main
+        # model's kind per draft layer, held by the last stage (the first, with pp = 1).
+        one = dataclasses.replace(
+            model, num_layers=1, dense_layers=0, sliding_window_layers=0,
+            linear_attention_layers=0,
+        )  # fmt: skip
+        single = dataclasses.replace(par, pp=1)
+        # The embedding and head are shared with the main model (already counted).
+        tables = (1 if model.tied_embeddings else 2) * model.vocab_size * model.hidden_size
+        block = weight_bytes_per_gpu(one, single, fmt) - tables * SIXTEEN_BIT / par.attention_tp
+        # eh_proj (2h -> h), split over the attention ranks like the other projections.
+        proj = 2.0 * model.hidden_size**2 * fmt.weight_bytes / par.attention_tp
+        weights += speculation.draft_layers * (block + proj)
+        per_token += speculation.draft_layers * kv_bytes_per_token(one, single, kv_dtype)
     b = float(eng.max_num_batched_tokens)
     widest = max(
         (model.q_width + 2 * model.kv_width) / par.attention_tp,
@@ -196,7 +218,6 @@ def kv_pool(
         kv_bytes = eng.memory_fraction * (mem - weights - activations - context)
     else:
         kv_bytes = eng.memory_fraction * mem - weights - activations - context
-    per_token = kv_bytes_per_token(model, par, kv_dtype)
     window = window_bytes_per_sequence(model, par, kv_dtype)
     ratio = eng.swa_tokens_per_full_token
     if ratio is not None and window > 0:
@@ -226,10 +247,14 @@ def predict_aggregated(
     eng: EngineProfile,
     work: Workload,
     client: Client,
+    speculation: Speculation | None = None,
 ) -> Prediction:
-    """``replicas`` engine instances of ``par``, each with ``attention_dp`` request groups."""
-    it = _iteration_model(model, cluster, par, fmt, kv_dtype, profile, eng)
-    kv_tokens, _, mem_gib = kv_pool(model, cluster, par, fmt, kv_dtype, profile, eng, work)
+    """``replicas`` engine instances of ``par``, each with ``attention_dp`` request groups;
+    ``speculation``: speculative decoding with a draft module."""
+    it = _iteration_model(model, cluster, par, fmt, kv_dtype, profile, eng, speculation)
+    kv_tokens, _, mem_gib = kv_pool(
+        model, cluster, par, fmt, kv_dtype, profile, eng, work, speculation
+    )
     ranks = replicas * par.attention_dp
     gpus = replicas * par.gpus
     fits = kv_tokens >= work.input_len + work.output_len
@@ -654,8 +679,11 @@ def predict_disaggregated(
     eng: EngineProfile,
     work: Workload,
     client: Client,
+    speculation: Speculation | None = None,
 ) -> Prediction:
-    """Prefill workers hand each prompt's KV cache to decode workers (DistServe, Splitwise)."""
+    """Prefill workers hand each prompt's KV cache to decode workers (DistServe, Splitwise).
+    ``speculation`` runs on both pools: the decode workers verify and draft, the prefill
+    workers run the draft module over the prompt (TensorRT-LLM's context phase, tech blog 2)."""
     # A decode worker pre-allocates the KV pages of every request it accepts before the transfer
     # (SGLang PD disaggregation "decode pre-allocation"; Dynamo/NIXL target buffers), so it
     # admits against its pool rather than preempting later.
@@ -672,10 +700,14 @@ def predict_disaggregated(
         )
     if decode.max_batch is not None:
         eng_d = dataclasses.replace(eng_d, max_num_seqs=min(eng.max_num_seqs, decode.max_batch))
-    it_p = _iteration_model(model, cluster, prefill.par, fmt, kv_dtype, profile, eng)
-    it_d = _iteration_model(model, cluster, decode.par, fmt, kv_dtype, profile, eng)
-    kv_d, _, mem_d = kv_pool(model, cluster, decode.par, fmt, kv_dtype, profile, eng, work)
-    _, _, mem_p = kv_pool(model, cluster, prefill.par, fmt, kv_dtype, profile, eng, work)
+    it_p = _iteration_model(model, cluster, prefill.par, fmt, kv_dtype, profile, eng, speculation)
+    it_d = _iteration_model(model, cluster, decode.par, fmt, kv_dtype, profile, eng, speculation)
+    kv_d, _, mem_d = kv_pool(
+        model, cluster, decode.par, fmt, kv_dtype, profile, eng, work, speculation
+    )
+    _, _, mem_p = kv_pool(
+        model, cluster, prefill.par, fmt, kv_dtype, profile, eng, work, speculation
+    )
     fits = kv_d >= work.input_len + work.output_len
     kv_d = max(kv_d, work.input_len + work.output_len)
     decode_work = Workload(input_len=work.input_len, output_len=work.output_len, prefix_hit=1.0)
@@ -786,6 +818,7 @@ def predict_disaggregated(
         tpot_s=tpot,
         e2e_s=t_ttft + steps * tpot,
         saturated=saturated,
+        tokens_per_iteration=it_d.tokens_per_iteration,
     )
     if not fits:
         notes.append("decode workers hold no room for one request's KV cache")

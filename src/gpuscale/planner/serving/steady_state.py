@@ -122,6 +122,9 @@ class LoadCurve:
     """Without client queueing: delay to the next iteration + prefill iterations + request work."""
     tpot_s: np.ndarray
     e2e_s: np.ndarray
+    tokens_per_iteration: float = 1.0
+    """Output tokens one iteration emits per decoding request (speculative decoding: the
+    expected accepted length, ``IterationModel.tokens_per_iteration``; else 1)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -141,6 +144,8 @@ class OperatingPoint:
     tpot_s: float
     e2e_s: float
     saturated: bool
+    tokens_per_iteration: float = 1.0
+    """As :attr:`LoadCurve.tokens_per_iteration`."""
 
 
 def kv_capacity_requests(kv_tokens: float, work: Workload, eng: EngineProfile) -> float:
@@ -169,11 +174,15 @@ def _recompute_tokens(
     return share * (work.input_len + work.output_len / 2.0)
 
 
-def _chunk_tokens(eng: EngineProfile, n: np.ndarray, new_tokens: float) -> np.ndarray:
+def _chunk_tokens(
+    eng: EngineProfile, n: np.ndarray, new_tokens: float, queries: float = 1.0
+) -> np.ndarray:
     """Prompt tokens one prompt puts into the iteration that prefills it: the whole prompt
-    without chunked prefill, else what the token budget leaves beside the ``n`` decodes."""
+    without chunked prefill, else what the token budget leaves beside the ``n`` decodes (each
+    ``queries`` tokens of the budget: its token and its drafts under speculative decoding,
+    TensorRT-LLM counts them in ``max_num_tokens``)."""
     if eng.chunked_prefill:
-        room = np.maximum(float(eng.max_num_batched_tokens) - n, 1.0)
+        room = np.maximum(float(eng.max_num_batched_tokens) - n * queries, 1.0)
         return np.minimum(new_tokens, room)
     return np.full_like(n, new_tokens)
 
@@ -204,7 +213,7 @@ def iteration_mix(
     prompt chunk and grows to ``p`` when prompts queue faster than one chunk per iteration;
     ``batch`` prompts released together (TensorRT-LLM batch waiting, :func:`batch_wait`) make
     one packet of ``batch`` whole prompts."""
-    chunk = _chunk_tokens(eng, n, new_tokens) * batch
+    chunk = _chunk_tokens(eng, n, new_tokens, it.queries) * batch
     packet = np.maximum(chunk, p)
     share = np.clip(p / np.maximum(packet, 1e-9), 0.0, 1.0)
     with_prompt = it.time_s(n, ctx, packet, half)
@@ -326,7 +335,10 @@ def load_curve(
     ``n_grid`` it is evaluated at those decode batches (:func:`resolve_capacity`)."""
     isl, osl = work.input_len, work.output_len
     new_tokens = isl * (1.0 - work.prefix_hit)
-    decode_steps = max(osl - 1.0, 1e-3)
+    # Decode iterations per request: each emits ``E`` tokens per request (1, or the expected
+    # accepted length under speculative decoding), so a request decodes (OSL-1)/E of them.
+    per_iteration = it.tokens_per_iteration
+    decode_steps = max(osl - 1.0, 1e-3) / per_iteration
     budget = float(eng.max_num_batched_tokens)
     cap_req = min(float(eng.max_num_seqs), kv_capacity_requests(kv_tokens, work, eng))
     if n_grid is None:
@@ -356,11 +368,11 @@ def load_curve(
         beyond = np.zeros_like(n, dtype=bool)
     # A prompt's own iteration(s) (``own``): the whole prompt (or budget-sized chunks) beside
     # the decodes, the prompt-carrying iteration of ``iteration_mix``.
-    k_p = np.ceil(new_tokens / np.maximum(_chunk_tokens(eng, n, new_tokens), 1.0))
+    k_p = np.ceil(new_tokens / np.maximum(_chunk_tokens(eng, n, new_tokens, it.queries), 1.0))
     # Little's law: the requests being prefilled (and held by batch waiting) run beside the n
     # decodes, holding their KV pages.
     running = n + x * t * (k_p + held)
-    room = np.maximum(budget - n, 1.0)  # what the budget leaves beside the decodes
+    room = np.maximum(budget - n * it.queries, 1.0)  # what the budget leaves beside the decodes
     fits_budget = p <= room if eng.chunked_prefill else p <= max(budget, new_tokens)
     # Past the top of x(n) more running requests buy no throughput: the engine is saturated.
     rising = np.concatenate([[True], np.diff(x) > 0])
@@ -381,7 +393,7 @@ def load_curve(
         all_busy = (1.0 - np.exp(-n)) ** ranks
         hold = adp_balance_wait_s(x, ranks, eng.adp_balance_timeout_iters * t)
         ttft = ttft + all_busy * hold
-    tpot = t
+    tpot = t / per_iteration
     e2e = ttft + max(osl - 1.0, 0.0) * tpot
     return LoadCurve(
         x=x,
@@ -396,6 +408,7 @@ def load_curve(
         ttft_s=ttft,
         tpot_s=tpot,
         e2e_s=e2e,
+        tokens_per_iteration=per_iteration,
     )
 
 
@@ -590,6 +603,7 @@ def _point(
         tpot_s=tpot,
         e2e_s=ttft + max(work.output_len - 1.0, 0.0) * tpot,
         saturated=saturated,
+        tokens_per_iteration=curve.tokens_per_iteration,
     )
 
 
@@ -710,15 +724,19 @@ def _steady(
     of which a Poisson number (mean = others' prompts arriving meanwhile) carry a prefill. The
     terms are taken at the same level (comonotone)."""
     steps = max(work.output_len - 1.0, 1.0)
+    # Speculative decoding: a request's decode spans steps / E iterations of E tokens each.
+    per_it = p.tokens_per_iteration
+    iterations = steps / per_it
     extra = max(p.own_prefill_s - p.decode_only_s, 0.0)
-    m = max(rate_per_iteration * steps, 0.0)
+    m = max(rate_per_iteration * iterations, 0.0)
     own = p.own_prefill_s * p.prefill_iterations
     ttft = p.ttft_s + (u - 0.5) * p.iteration_s + own * (_lognormal(work.input_cv, z) - 1.0)
+    floor = p.decode_only_s / per_it
     if m > 0:
-        tpot = p.decode_only_s + np.maximum(m + z * np.sqrt(m), 0.0) * extra / steps
+        tpot = floor + np.maximum(m + z * np.sqrt(m), 0.0) * extra / steps
     else:
         tpot = np.full_like(u, p.tpot_s)
-    tpot = np.where(u > 0.5, np.maximum(tpot, p.decode_only_s), tpot)
+    tpot = np.where(u > 0.5, np.maximum(tpot, floor), tpot)
     decode = np.maximum(steps * _lognormal(work.output_cv, z), 0.0) * tpot
     return ttft, tpot, decode
 
