@@ -237,83 +237,84 @@ class TrainingRun:
     """The specs the cost model takes, with the defaults chosen (set when built)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "specs", self._resolve())
+        object.__setattr__(self, "specs", _resolve(self))
 
-    def _resolve(self) -> RunInputs:
-        r = self
-        spec = catalog.model(r.model)
-        tp, pp, cp = r.tp, r.pp, r.cp
-        _positive(tp=tp, pp=pp, cp=cp, vp=r.vp, ep=r.ep, mbs=r.mbs, seq=r.seq)
-        rank = lora_rank_for(spec, r.finetune, r.lora_rank)
-        gpus, dp, gbs = r.gpus, r.dp, r.gbs
-        if gpus is not None:
-            _positive(gpus=gpus)
-        if dp is None:
-            if gpus is None:
-                raise InputError("give --gpus or --dp", field="gpus")
-            require(
-                gpus % (tp * pp * cp) == 0,
-                f"--gpus {gpus} is not divisible by tp x pp x cp = {tp * pp * cp}",
-                field="gpus",
-            )
-            dp = gpus // (tp * pp * cp)
-        _positive(dp=dp)
-        num_gpus = gpus if gpus is not None else tp * pp * dp * cp
-        gpu_count(num_gpus, "gpus")
-        assumed: dict[str, str] = {}
-        if gbs is None:
-            chosen = defaults.global_batch_for(spec, r.seq, r.mbs * dp)
-            gbs = int(chosen.value)
-            assumed["gbs"] = chosen.why
-        plan = Plan(
-            tp=tp,
-            pp=pp,
-            dp=dp,
-            cp=cp,
-            vp=r.vp,
-            ep=r.ep,
-            micro_batch=r.mbs,
-            global_batch=gbs,
-            recompute=cast(Recompute, r.recompute),
-            zero=r.zero,
-            sequence_parallel=r.sequence_parallel,
-            first_stage_layers=r.first_stage_layers,
-            last_stage_layers=r.last_stage_layers,
-            embedding_in_split=r.embedding_as_layer,
-            loss_in_split=r.loss_as_layer,
-        )
+
+def _resolve(r: TrainingRun) -> RunInputs:
+    """The specs of run ``r`` with the defaults chosen; refused with the argument at fault when
+    the plan cannot run the model."""
+    spec = catalog.model(r.model)
+    tp, pp, dp, cp, gpus, gbs = r.tp, r.pp, r.dp, r.cp, r.gpus, r.gbs
+    _positive(tp=tp, pp=pp, cp=cp, vp=r.vp, ep=r.ep, mbs=r.mbs, seq=r.seq)
+    rank = lora_rank_for(spec, r.finetune, r.lora_rank)
+    if gpus is not None:
+        _positive(gpus=gpus)
+    if dp is None:
+        if gpus is None:
+            raise InputError("give --gpus or --dp", field="gpus")
         require(
-            plan.num_gpus == num_gpus,
-            f"tp x pp x dp x cp = {plan.tp} x {plan.pp} x {plan.dp} x {plan.cp} = "
-            f"{plan.num_gpus} but --gpus is {num_gpus}",
+            gpus % (tp * pp * cp) == 0,
+            f"--gpus {gpus} is not divisible by tp x pp x cp = {tp * pp * cp}",
             field="gpus",
         )
-        check_plan(spec, plan, r.seq)
-        cluster = catalog.cluster(
-            r.gpu,
-            num_gpus,
-            gpus_per_node=r.gpus_per_node,
-            inter=r.inter,
-            nics_per_node=r.nics_per_node,
-        )
-        if r.slowest_gpu is not None:
-            cluster = replace(cluster, slowest_device=catalog.gpu(r.slowest_gpu))
-        training = Training(
-            seq_len=r.seq,
-            precision=cast(TrainPrecision, r.precision),
-            flash_attention=r.flash_attention,
-            finetune=cast(Finetune, r.finetune),
-            lora_rank=rank,
-            offload_optimizer=r.offload_optimizer,
-        )
-        job = JobOptions(
-            storage_gb_per_s_per_node=r.storage_gbps,
-            checkpoint_every_steps=r.checkpoint_every,
-            checkpoint_write_gb_per_s=r.checkpoint_gbps,
-        )
-        return RunInputs(
-            model=spec, cluster=cluster, training=training, plan=plan, job=job, assumed=assumed
-        )
+        dp = gpus // (tp * pp * cp)
+    _positive(dp=dp)
+    num_gpus = gpus if gpus is not None else tp * pp * dp * cp
+    gpu_count(num_gpus, "gpus")
+    assumed: dict[str, str] = {}
+    if gbs is None:
+        chosen = defaults.global_batch_for(spec, r.seq, r.mbs * dp)
+        gbs = int(chosen.value)
+        assumed["gbs"] = chosen.why
+    plan = Plan(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        vp=r.vp,
+        ep=r.ep,
+        micro_batch=r.mbs,
+        global_batch=gbs,
+        recompute=cast(Recompute, r.recompute),
+        zero=r.zero,
+        sequence_parallel=r.sequence_parallel,
+        first_stage_layers=r.first_stage_layers,
+        last_stage_layers=r.last_stage_layers,
+        embedding_in_split=r.embedding_as_layer,
+        loss_in_split=r.loss_as_layer,
+    )
+    require(
+        plan.num_gpus == num_gpus,
+        f"tp x pp x dp x cp = {plan.tp} x {plan.pp} x {plan.dp} x {plan.cp} = {plan.num_gpus} "
+        f"but --gpus is {num_gpus}",
+        field="gpus",
+    )
+    check_plan(spec, plan, r.seq)
+    cluster = catalog.cluster(
+        r.gpu,
+        num_gpus,
+        gpus_per_node=r.gpus_per_node,
+        inter=r.inter,
+        nics_per_node=r.nics_per_node,
+    )
+    if r.slowest_gpu is not None:
+        cluster = replace(cluster, slowest_device=catalog.gpu(r.slowest_gpu))
+    training = Training(
+        seq_len=r.seq,
+        precision=cast(TrainPrecision, r.precision),
+        flash_attention=r.flash_attention,
+        finetune=cast(Finetune, r.finetune),
+        lora_rank=rank,
+        offload_optimizer=r.offload_optimizer,
+    )
+    job = JobOptions(
+        storage_gb_per_s_per_node=r.storage_gbps,
+        checkpoint_every_steps=r.checkpoint_every,
+        checkpoint_write_gb_per_s=r.checkpoint_gbps,
+    )
+    return RunInputs(
+        model=spec, cluster=cluster, training=training, plan=plan, job=job, assumed=assumed
+    )
 
 
 F = TypeVar("F", bound=Callable[..., Any])
