@@ -20,6 +20,7 @@ _API = frozenset(
     {
         "InputError",
         "Result",
+        "TrainingRun",
         "fit",
         "estimate",
         "plan",

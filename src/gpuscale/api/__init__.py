@@ -40,7 +40,7 @@ from gpuscale.api.result import Result
 from gpuscale.api.serving import ServingResult, infer
 from gpuscale.api.serving_static import StaticServingResult, infer_static
 from gpuscale.api.serving_sweep import LoadSweepResult, infer_sweep
-from gpuscale.api.training import EstimateResult, estimate, profile_names
+from gpuscale.api.training import EstimateResult, TrainingRun, estimate, profile_names
 from gpuscale.errors import InputError
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "ScaleResult",
     "ServingResult",
     "StaticServingResult",
+    "TrainingRun",
     "advise_comm",
     "analyze_trace",
     "bench_collectives",

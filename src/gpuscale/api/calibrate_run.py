@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from gpuscale import SCHEMA_VERSION, catalog, files
-from gpuscale.api.training import run_inputs
+from gpuscale import SCHEMA_VERSION, files
+from gpuscale.api.training import ModelArg, TrainingRun, takes_training_run, training_run
 from gpuscale.costmodel.profile import load_profile, load_profile_for
 from gpuscale.errors import InputError, require
 from gpuscale.planner import calibrate_run as library
@@ -199,50 +199,23 @@ def _positive(value: float | None, field: str) -> float | None:
     return float(value)
 
 
+@takes_training_run
 def calibrate_run(
-    model: str,
+    model: ModelArg | TrainingRun,
     *,
-    gpu: str,
     measured_tokens_per_s: float | None = None,
     measured_step_s: float | None = None,
     measured_memory_gib: float | None = None,
-    gpus: int | None = None,
-    gpus_per_node: int | None = None,
-    inter: str = catalog.DEFAULT_INTER,
-    nics_per_node: int | None = None,
-    slowest_gpu: str | None = None,
-    tp: int = 1,
-    pp: int = 1,
-    dp: int | None = None,
-    cp: int = 1,
-    vp: int = 1,
-    ep: int = 1,
-    first_stage_layers: int = 0,
-    last_stage_layers: int = 0,
-    embedding_as_layer: bool = False,
-    loss_as_layer: bool = False,
-    mbs: int = 1,
-    gbs: int | None = None,
-    seq: int = 4096,
-    recompute: str = "none",
-    zero: int = 0,
-    precision: str = "bf16",
-    finetune: str = "full",
-    lora_rank: int | None = None,
-    offload_optimizer: bool = False,
-    sequence_parallel: bool = True,
-    flash_attention: bool = True,
     framework: str = "generic",
     profile: str | None = None,
-    storage_gbps: float = 0.0,
-    checkpoint_every: int = 0,
-    checkpoint_gbps: float = 10.0,
     name: str | None = None,
     output: str | None = None,
     only: str | None = None,
+    **run_fields: Any,
 ) -> CalibrateRunResult:
     """Fit the ``framework`` profile (with ``profile`` laid over it, as ``estimate`` reads them)
-    to one measured run: ``measured_tokens_per_s`` of all GPUs together or ``measured_step_s``
+    to one measured run, described as :func:`gpuscale.api.estimate` takes it (``model`` and the
+    fields of :class:`gpuscale.api.training.TrainingRun`, or a whole ``TrainingRun``): ``measured_tokens_per_s`` of all GPUs together or ``measured_step_s``
     (exactly one), and optionally ``measured_memory_gib``, the peak of the busiest GPU. Writes the
     profile to ``output`` when given. The gap is split between the quantities the step depends
     on in proportion to their part of its prior uncertainty
@@ -269,39 +242,7 @@ def calibrate_run(
         "(a built-in profile goes in --framework)",
         field="profile",
     )
-    inputs = run_inputs(
-        model,
-        gpu=gpu,
-        gpus=gpus,
-        gpus_per_node=gpus_per_node,
-        inter=inter,
-        nics_per_node=nics_per_node,
-        slowest_gpu=slowest_gpu,
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        cp=cp,
-        vp=vp,
-        ep=ep,
-        first_stage_layers=first_stage_layers,
-        last_stage_layers=last_stage_layers,
-        embedding_as_layer=embedding_as_layer,
-        loss_as_layer=loss_as_layer,
-        mbs=mbs,
-        gbs=gbs,
-        seq=seq,
-        recompute=recompute,
-        zero=zero,
-        precision=precision,
-        finetune=finetune,
-        lora_rank=lora_rank,
-        offload_optimizer=offload_optimizer,
-        sequence_parallel=sequence_parallel,
-        flash_attention=flash_attention,
-        storage_gbps=storage_gbps,
-        checkpoint_every=checkpoint_every,
-        checkpoint_gbps=checkpoint_gbps,
-    )
+    inputs = training_run(model, run_fields).specs
     run = Run(
         model=inputs.model,
         cluster=inputs.cluster,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from gpuscale import catalog
 from gpuscale.api._json import document
@@ -28,7 +30,7 @@ GpuArg = str | Device
 FabricArg = str | Link
 """A catalog fabric id or a :class:`Link`."""
 
-__all__ = ["EstimateResult", "estimate", "profile_names"]
+__all__ = ["EstimateResult", "TrainingRun", "estimate", "profile_names"]
 
 DEFAULT_LORA_RANK = 16
 """LoRA rank when none is given (Hu et al. 2021 study r 1-64; PEFT and torchtune recipes use
@@ -171,8 +173,8 @@ class EstimateResult:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunInputs:
-    """One training run as the cost model takes it, built from ``estimate``'s arguments with
-    its defaults and plan rules: shared by :func:`estimate` and ``calibrate_run``."""
+    """One training run as the cost model takes it: the specs a :class:`TrainingRun` resolves
+    to."""
 
     model: ModelSpec
     cluster: Cluster
@@ -183,45 +185,68 @@ class RunInputs:
     """Argument -> the default chosen for it and why."""
 
 
-def run_inputs(
-    model: ModelArg,
-    *,
-    gpu: GpuArg,
-    gpus: int | None = None,
-    gpus_per_node: int | None = None,
-    inter: FabricArg = catalog.DEFAULT_INTER,
-    nics_per_node: int | None = None,
-    slowest_gpu: GpuArg | None = None,
-    tp: int = 1,
-    pp: int = 1,
-    dp: int | None = None,
-    cp: int = 1,
-    vp: int = 1,
-    ep: int = 1,
-    first_stage_layers: int = 0,
-    last_stage_layers: int = 0,
-    embedding_as_layer: bool = False,
-    loss_as_layer: bool = False,
-    mbs: int = 1,
-    gbs: int | None = None,
-    seq: int = 4096,
-    recompute: str = "none",
-    zero: int = 0,
-    precision: str = "bf16",
-    finetune: str = "full",
-    lora_rank: int | None = None,
-    offload_optimizer: bool = False,
-    sequence_parallel: bool = True,
-    flash_attention: bool = True,
-    storage_gbps: float = 0.0,
-    checkpoint_every: int = 0,
-    checkpoint_gbps: float = 10.0,
-) -> RunInputs:
-    """The specs of one run (see :func:`estimate` for the defaults), refused with the flag at
-    fault when the plan cannot run the model."""
-    spec = catalog.model(model)
-    _positive(tp=tp, pp=pp, cp=cp, vp=vp, ep=ep, mbs=mbs, seq=seq)
-    rank = lora_rank_for(spec, finetune, lora_rank)
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TrainingRun:
+    """One training run as the user describes it: the model, the cluster, the parallel plan and
+    the training choices. Each field is the keyword argument of the same name of
+    :func:`estimate` and :func:`gpuscale.api.calibrate_run` (and, dashed, their flag; described
+    in :data:`gpuscale.api.params.PARAMS`), with its default here and only here. Both functions
+    take a ``TrainingRun`` or its fields as keyword arguments; it is checked once, when built,
+    and refused with the argument at fault when the plan cannot run the model.
+
+    ``dp`` defaults to ``gpus / (tp * pp * cp)``; ``gbs`` to the recipe batch that ``plan``
+    assumes (:func:`gpuscale.planner.defaults.global_batch_for`, reported in ``assumed``);
+    ``lora_rank`` to 16 with ``finetune`` lora or qlora; ``gpus_per_node`` to the GPU's NVLink
+    domain. Pipeline stages split the layers evenly, or automatically unevenly when ``pp * vp``
+    does not divide them; ``first_stage_layers``/``last_stage_layers`` or
+    ``embedding_as_layer``/``loss_as_layer`` shape the split as Megatron-Core's flags do.
+    """
+
+    model: ModelArg
+    gpu: GpuArg
+    gpus: int | None = None
+    gpus_per_node: int | None = None
+    inter: FabricArg = catalog.DEFAULT_INTER
+    nics_per_node: int | None = None
+    slowest_gpu: GpuArg | None = None
+    tp: int = 1
+    pp: int = 1
+    dp: int | None = None
+    cp: int = 1
+    vp: int = 1
+    ep: int = 1
+    first_stage_layers: int = 0
+    last_stage_layers: int = 0
+    embedding_as_layer: bool = False
+    loss_as_layer: bool = False
+    mbs: int = 1
+    gbs: int | None = None
+    seq: int = 4096
+    recompute: str = "none"
+    zero: int = 0
+    precision: str = "bf16"
+    finetune: str = "full"
+    lora_rank: int | None = None
+    offload_optimizer: bool = False
+    sequence_parallel: bool = True
+    flash_attention: bool = True
+    storage_gbps: float = 0.0
+    checkpoint_every: int = 0
+    checkpoint_gbps: float = 10.0
+    specs: RunInputs = field(init=False, repr=False, compare=False)
+    """The specs the cost model takes, with the defaults chosen (set when built)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "specs", _resolve(self))
+
+
+def _resolve(r: TrainingRun) -> RunInputs:
+    """The specs of run ``r`` with the defaults chosen; refused with the argument at fault when
+    the plan cannot run the model."""
+    spec = catalog.model(r.model)
+    tp, pp, dp, cp, gpus, gbs = r.tp, r.pp, r.dp, r.cp, r.gpus, r.gbs
+    _positive(tp=tp, pp=pp, cp=cp, vp=r.vp, ep=r.ep, mbs=r.mbs, seq=r.seq)
+    rank = lora_rank_for(spec, r.finetune, r.lora_rank)
     if gpus is not None:
         _positive(gpus=gpus)
     if dp is None:
@@ -238,7 +263,7 @@ def run_inputs(
     gpu_count(num_gpus, "gpus")
     assumed: dict[str, str] = {}
     if gbs is None:
-        chosen = defaults.global_batch_for(spec, seq, mbs * dp)
+        chosen = defaults.global_batch_for(spec, r.seq, r.mbs * dp)
         gbs = int(chosen.value)
         assumed["gbs"] = chosen.why
     plan = Plan(
@@ -246,17 +271,17 @@ def run_inputs(
         pp=pp,
         dp=dp,
         cp=cp,
-        vp=vp,
-        ep=ep,
-        micro_batch=mbs,
+        vp=r.vp,
+        ep=r.ep,
+        micro_batch=r.mbs,
         global_batch=gbs,
-        recompute=cast(Recompute, recompute),
-        zero=zero,
-        sequence_parallel=sequence_parallel,
-        first_stage_layers=first_stage_layers,
-        last_stage_layers=last_stage_layers,
-        embedding_in_split=embedding_as_layer,
-        loss_in_split=loss_as_layer,
+        recompute=cast(Recompute, r.recompute),
+        zero=r.zero,
+        sequence_parallel=r.sequence_parallel,
+        first_stage_layers=r.first_stage_layers,
+        last_stage_layers=r.last_stage_layers,
+        embedding_in_split=r.embedding_as_layer,
+        loss_in_split=r.loss_as_layer,
     )
     require(
         plan.num_gpus == num_gpus,
@@ -264,111 +289,91 @@ def run_inputs(
         f"but --gpus is {num_gpus}",
         field="gpus",
     )
-    check_plan(spec, plan, seq)
+    check_plan(spec, plan, r.seq)
     cluster = catalog.cluster(
-        gpu, num_gpus, gpus_per_node=gpus_per_node, inter=inter, nics_per_node=nics_per_node
+        r.gpu,
+        num_gpus,
+        gpus_per_node=r.gpus_per_node,
+        inter=r.inter,
+        nics_per_node=r.nics_per_node,
     )
-    if slowest_gpu is not None:
-        cluster = replace(cluster, slowest_device=catalog.gpu(slowest_gpu))
+    if r.slowest_gpu is not None:
+        cluster = replace(cluster, slowest_device=catalog.gpu(r.slowest_gpu))
     training = Training(
-        seq_len=seq,
-        precision=cast(TrainPrecision, precision),
-        flash_attention=flash_attention,
-        finetune=cast(Finetune, finetune),
+        seq_len=r.seq,
+        precision=cast(TrainPrecision, r.precision),
+        flash_attention=r.flash_attention,
+        finetune=cast(Finetune, r.finetune),
         lora_rank=rank,
-        offload_optimizer=offload_optimizer,
+        offload_optimizer=r.offload_optimizer,
     )
     job = JobOptions(
-        storage_gb_per_s_per_node=storage_gbps,
-        checkpoint_every_steps=checkpoint_every,
-        checkpoint_write_gb_per_s=checkpoint_gbps,
+        storage_gb_per_s_per_node=r.storage_gbps,
+        checkpoint_every_steps=r.checkpoint_every,
+        checkpoint_write_gb_per_s=r.checkpoint_gbps,
     )
     return RunInputs(
         model=spec, cluster=cluster, training=training, plan=plan, job=job, assumed=assumed
     )
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def training_run(model: ModelArg | TrainingRun, fields: Mapping[str, Any]) -> TrainingRun:
+    """The run an API function was given: a :class:`TrainingRun` (``fields`` replacing its
+    values), or the model and the run's fields as keyword arguments."""
+    if isinstance(model, TrainingRun):
+        return replace(model, **fields) if fields else model
+    return TrainingRun(model=model, **fields)
+
+
+def takes_training_run(func: F) -> F:
+    """Declare what ``func(model, *, ..., **run)`` accepts: ``model`` (or a whole
+    :class:`TrainingRun`), every field of :class:`TrainingRun` as a keyword argument with its
+    default, then ``func``'s own keyword arguments; so ``help()``, :mod:`inspect` and the test
+    that holds each flag's default to the API's (``tests/unit/test_params.py``) see them."""
+    signature = inspect.signature(func)
+    first, *rest = signature.parameters.values()
+    own = [p for p in rest if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    run = [
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=inspect.Parameter.empty if f.default is MISSING else f.default,
+            annotation=f.type,
+        )
+        for f in dataclass_fields(TrainingRun)
+        if f.init and f.name != "model"
+    ]
+    func.__signature__ = signature.replace(parameters=[first, *run, *own])  # type: ignore[attr-defined]
+    return func
+
+
+@takes_training_run
 def estimate(
-    model: ModelArg,
+    model: ModelArg | TrainingRun,
     *,
-    gpu: GpuArg,
-    gpus: int | None = None,
-    gpus_per_node: int | None = None,
-    inter: FabricArg = catalog.DEFAULT_INTER,
-    nics_per_node: int | None = None,
-    slowest_gpu: GpuArg | None = None,
-    tp: int = 1,
-    pp: int = 1,
-    dp: int | None = None,
-    cp: int = 1,
-    vp: int = 1,
-    ep: int = 1,
-    first_stage_layers: int = 0,
-    last_stage_layers: int = 0,
-    embedding_as_layer: bool = False,
-    loss_as_layer: bool = False,
-    mbs: int = 1,
-    gbs: int | None = None,
-    seq: int = 4096,
-    recompute: str = "none",
-    zero: int = 0,
-    precision: str = "bf16",
-    finetune: str = "full",
-    lora_rank: int | None = None,
-    offload_optimizer: bool = False,
-    sequence_parallel: bool = True,
-    flash_attention: bool = True,
     framework: str = "generic",
     profile: str | Path | None = None,
-    storage_gbps: float = 0.0,
-    checkpoint_every: int = 0,
-    checkpoint_gbps: float = 10.0,
+    **run_fields: Any,
 ) -> EstimateResult:
     """Predict one training step of ``model`` on ``gpus`` x ``gpu`` under one parallel plan.
 
-    ``dp`` defaults to ``gpus / (tp * pp * cp)``; ``gbs`` to the recipe batch that ``plan``
-    assumes (:func:`gpuscale.planner.defaults.global_batch_for`, reported in ``assumed``);
-    ``lora_rank`` to 16 with ``finetune`` lora or qlora; ``gpus_per_node`` to the GPU's NVLink
-    domain. ``profile`` is a calibration profile YAML laid over the ``framework`` profile.
-    Pipeline stages split the layers evenly, or automatically unevenly when ``pp * vp`` does not
-    divide them; ``first_stage_layers``/``last_stage_layers`` or ``embedding_as_layer``/
-    ``loss_as_layer`` shape the split as Megatron-Core's flags do.
+    ``model`` and the keyword arguments describe the run (:class:`TrainingRun`: its fields and
+    their defaults), or ``model`` is a whole ``TrainingRun``. ``profile`` is a calibration
+    profile YAML laid over the ``framework`` profile.
     """
-    run = run_inputs(
-        model,
-        gpu=gpu,
-        gpus=gpus,
-        gpus_per_node=gpus_per_node,
-        inter=inter,
-        nics_per_node=nics_per_node,
-        slowest_gpu=slowest_gpu,
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        cp=cp,
-        vp=vp,
-        ep=ep,
-        first_stage_layers=first_stage_layers,
-        last_stage_layers=last_stage_layers,
-        embedding_as_layer=embedding_as_layer,
-        loss_as_layer=loss_as_layer,
-        mbs=mbs,
-        gbs=gbs,
-        seq=seq,
-        recompute=recompute,
-        zero=zero,
-        precision=precision,
-        finetune=finetune,
-        lora_rank=lora_rank,
-        offload_optimizer=offload_optimizer,
-        sequence_parallel=sequence_parallel,
-        flash_attention=flash_attention,
-        storage_gbps=storage_gbps,
-        checkpoint_every=checkpoint_every,
-        checkpoint_gbps=checkpoint_gbps,
+    run = training_run(model, run_fields)
+    specs = run.specs
+    spec, cluster, training, plan, job = (
+        specs.model,
+        specs.cluster,
+        specs.training,
+        specs.plan,
+        specs.job,
     )
-    spec, cluster, training, plan, job = run.model, run.cluster, run.training, run.plan, run.job
-    assumed = dict(run.assumed)
+    assumed = dict(specs.assumed)
     num_gpus = plan.num_gpus
     prof = load_profile_for(framework, None if profile is None else str(profile))
     est = estimate_plan(spec, cluster, training, plan, prof, job)
@@ -377,14 +382,16 @@ def estimate(
     mismatch = prof.mismatch(cluster.pace_device.id, cluster.pace_device.generation)
     if mismatch:
         band = band.warn(mismatch)
-    if pp > 1 and (spec.num_layers % (pp * vp) or first_stage_layers or last_stage_layers):
+    if run.pp > 1 and (
+        spec.num_layers % (run.pp * run.vp) or run.first_stage_layers or run.last_stage_layers
+    ):
         band = band.warn(
-            f"--pp {pp} splits {spec.num_layers} layers unevenly: the slowest stage has "
+            f"--pp {run.pp} splits {spec.num_layers} layers unevenly: the slowest stage has "
             f"{int(est.layers_per_stage[0])} and sets the pace"
         )
-    if seq > spec.max_seq_len:
+    if run.seq > spec.max_seq_len:
         band = band.warn(
-            f"--seq {seq} exceeds {spec.name}'s maximum context of {spec.max_seq_len} "
+            f"--seq {run.seq} exceeds {spec.name}'s maximum context of {spec.max_seq_len} "
             "(needs position-embedding extension)"
         )
     parts = est.parts(0)
@@ -396,8 +403,8 @@ def estimate(
         inter=cluster.inter.id,
         framework=framework,
         profile=prof.name,
-        seq=seq,
-        precision=precision,
+        seq=run.seq,
+        precision=run.precision,
         plan=plan,
         fits=row["fits"],
         memory_per_gpu_gib=row["memory_per_gpu_gib"],

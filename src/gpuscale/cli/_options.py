@@ -10,11 +10,13 @@ passes what it parsed straight on to :mod:`gpuscale.api`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import fields
 from typing import Any, TypeVar
 
 import click
 
 from gpuscale.api.params import PARAMS, Param
+from gpuscale.api.training import TrainingRun
 from gpuscale.cli._common import FINITE, whole_type
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -104,14 +106,12 @@ PIPELINE_SPLIT = ["first_stage_layers", "last_stage_layers", "embedding_as_layer
 RUN: list[str | Decorator] = [
     MODEL,
     flag("gpu", required=True),
-    *("gpus", "gpus_per_node", "inter", "nics_per_node", "slowest_gpu"),
-    *("tp", "pp", "dp", "cp", "vp", "ep", *PIPELINE_SPLIT, "mbs", "gbs", "seq", "recompute"),
-    *("zero", "precision", "finetune", "lora_rank", "offload_optimizer", "sequence_parallel"),
-    *("flash_attention", "framework", "profile"),
-    *("storage_gbps", "checkpoint_every", "checkpoint_gbps"),
+    *(f.name for f in fields(TrainingRun) if f.init and f.name not in ("model", "gpu")),
+    *("framework", "profile"),
 ]
-"""Every flag of one training run on one cluster under one plan: ``estimate`` prices such a run,
-``calibrate run`` fits a profile to a measured one."""
+"""Every flag of one training run on one cluster under one plan, one per field of
+:class:`gpuscale.api.training.TrainingRun`, and the software stack: ``estimate`` prices such a
+run, ``calibrate run`` fits a profile to a measured one."""
 
 PLANNER: list[str | Decorator] = [
     MODEL,
