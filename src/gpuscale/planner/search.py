@@ -1,6 +1,6 @@
 """Price every candidate plan with the cost model, drop what does not fit, rank, explain.
 
-One GPU count is a few vectorized passes: :func:`enumerate_plans` builds the candidates as
+One GPU count is a few vectorized passes: :func:`enumerate_runs` builds the candidates as
 arrays, the memory model prices them all, the step model prices those whose answer can matter
 (a floor from the math alone bounds the rest), and only the few best become Python objects.
 """
@@ -20,7 +20,7 @@ from gpuscale.costmodel.distinct import per_distinct
 from gpuscale.costmodel.memory import (
     headroom_assumption,
     memory_budget_bytes,
-    training_memory,
+    memory_total,
 )
 from gpuscale.costmodel.profile import Profile
 from gpuscale.costmodel.step import (
@@ -31,7 +31,7 @@ from gpuscale.costmodel.step import (
 )
 from gpuscale.costmodel.uncertainty import band_for
 from gpuscale.errors import InputError, require
-from gpuscale.planner.enumerate import SearchSpace, enumerate_plans
+from gpuscale.planner.enumerate import PlanRuns, SearchSpace, enumerate_runs
 from gpuscale.planner.words import PART_NAMES, bottleneck, describe, gpus, pct
 from gpuscale.specs import Cluster, ModelSpec, Plan, PlanBatch, Training
 from gpuscale.specs.units import GIB
@@ -314,16 +314,19 @@ class _Stepped:
         )
 
 
-def _memory(model: ModelSpec, training: Training, plans: PlanBatch, profile: Profile) -> np.ndarray:
-    """Memory per GPU (bytes) of every plan, :data:`CHUNK` plans at a time."""
+def _memory(model: ModelSpec, training: Training, runs: PlanRuns, profile: Profile) -> np.ndarray:
+    """Memory per GPU (bytes) of every plan of ``runs`` (``training_memory(...).total`` of
+    ``runs.plans()``), about :data:`CHUNK` plans at a time."""
+    size = max(CHUNK // runs.codes.size, 1)
+    heads = runs.heads
     return np.concatenate(
         [
-            np.asarray(
-                training_memory(model, training, plans.take(slice(i, i + CHUNK)), profile).total,
-                dtype=float,
+            memory_total(
+                model, training, heads.take(slice(i, i + size)), profile, recompute=runs.codes
             )
-            for i in range(0, len(plans), CHUNK)
+            for i in range(0, len(heads), size)
         ]
+        or [np.zeros(0)]
     )
 
 
@@ -485,13 +488,14 @@ def search_count(
     (tests/unit/test_planner_distinct.py), for a fraction of the work."""
     cluster = hardware.cluster(num_gpus)
     model, training = workload.model, workload.training
-    plans = enumerate_plans(
+    runs = enumerate_runs(
         model,
         num_gpus,
         global_batch=workload.global_batch,
         seq_len=training.seq_len,
         space=space,
     )
+    plans = runs.plans()
     if len(plans) == 0:
         return CountResult(
             num_gpus=num_gpus,
@@ -503,7 +507,7 @@ def search_count(
         )
     # an A100 has no FP8, a V100 no BF16: refused before any pricing, as estimate_batch does
     cluster.pace_device.peak(training.precision)
-    memory = _memory(model, training, plans, profile)
+    memory = _memory(model, training, runs, profile)
     # Never recommend a plan at the edge of memory: it must fit the budget, not the card.
     capacity = min(cluster.device.memory_bytes, cluster.pace_device.memory_bytes)
     budget = memory_budget_bytes(capacity, profile)
