@@ -31,7 +31,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from gpuscale.costmodel.activations import stage_activations_runs
+from gpuscale.costmodel.activations import StageActivations, stage_activations_runs
 from gpuscale.costmodel.model_states import (
     DTYPE_BYTES,
     block_linear_weights,
@@ -297,6 +297,19 @@ def _ring_workspace(
     return ring_workspace_bytes(shapes, plans.cp, word, profile.const("cp_kv_all_gather") > 0)
 
 
+def _plus_cached(backward: np.ndarray, acts: StageActivations) -> np.ndarray:
+    """``backward + acts.cached``, the same values for less work where the cache is zero on
+    every plan (no loss on the stage) or never chosen to be (the loss on every plan)."""
+    if acts.cuda_graphs:
+        return backward + acts.cached
+    has_loss = acts.loss > 0
+    if not has_loss.any():  # adding +0.0 to the non-negative backward peak changes nothing
+        return backward
+    if has_loss.all():
+        return backward + np.minimum(acts.workspace, acts.loss)
+    return backward + acts.cached
+
+
 def _peaks(
     model: ModelSpec,
     training: Training,
@@ -315,6 +328,8 @@ def _peaks(
     transient_grads = _gradients_transient(runs)
     transient = bool(transient_grads.any())
     ring = _ring_workspace(model, training, runs, prof)
+    # adding +0.0 to a sum of non-negative terms leaves it as it is: skipped where no ring runs
+    ring_live = bool(ring.any())
     comm_buffers = np.where(runs.num_gpus > 1, nccl, 0.0)
 
     per_stage = []
@@ -332,9 +347,12 @@ def _peaks(
         # Backward peaks at the loss (its working set, one layer unit) or inside a layer (its
         # working set, two units); CUDA graphs hold both working sets (see activations).
         at_loss = acts.stored + acts.loss + unit
-        at_layer = acts.stored + acts.workspace + ring + two_units
+        in_layer = acts.stored + acts.workspace
+        if ring_live:
+            in_layer = in_layer + ring
+        at_layer = in_layer + two_units
         if training.cuda_graphs:
-            at_loss = at_layer = acts.stored + acts.workspace + ring + acts.loss + two_units
+            at_loss = at_layer = in_layer + acts.loss + two_units
         loss_wins = at_loss > at_layer
         units = np.where(loss_wins, unit, two_units)
         weights = states.weights + units
@@ -349,10 +367,12 @@ def _peaks(
         # gradient and the step's intermediates live), or while loading a quantized model.
         step = states.weights + states.gradients + states.optimizer + states.step_temp
         load = states.load
-        allocated = np.maximum(np.maximum(backward, step), load)
+        allocated = np.maximum(backward, step)
+        if load.any():  # the maximum with +0.0 of a non-negative peak is that peak
+            allocated = np.maximum(allocated, load)
         # The allocator's cache of layer blocks (``acts.cached``) counts where backward is the
         # peak; the optimizer step and loading reuse the freed activation blocks.
-        reserved = np.maximum(backward + acts.cached, np.maximum(step, load)) * fragmentation
+        reserved = np.maximum(_plus_cached(backward, acts), np.maximum(step, load)) * fragmentation
         overhead = reserved - allocated + context + comm_buffers
         total = allocated + overhead
         if not every_field:
