@@ -95,7 +95,7 @@ def measure_case(model_id: str, gpu: str, n: int, repeat: int) -> dict[str, floa
     capacity = min(cluster.device.memory_bytes, cluster.pace_device.memory_bytes)
     fit = np.flatnonzero(memory <= memory_budget_bytes(capacity, profile))
     fitting = plans.take(fit)
-    variants = search_variants(plans)
+    variants = search_variants(runs)
     found = top_layouts(workload, cluster, profile, fitting, memory[fit], 5, variants)
     parts = {
         "enumerate": _best_of(repeat, enumerate_),

@@ -228,11 +228,12 @@ def _preference(plans: PlanBatch, tokens_per_s: np.ndarray, fits: np.ndarray) ->
     )
 
 
-def _variants(plans: PlanBatch) -> int:
+def _variants(runs: PlanRuns) -> int:
     """Most plans one layout (tp, pp, cp, ep) can have: its vp, micro-batch, ZeRO and
-    recompute choices."""
+    recompute choices (counted on the runs' heads, which hold every value but the codes)."""
+    heads = runs.heads
     variants = 1
-    for column in (plans.vp, plans.micro_batch, plans.zero, plans.recompute):
+    for column in (heads.vp, heads.micro_batch, heads.zero, runs.codes):
         variants *= int(np.count_nonzero(np.bincount(column)))
     return variants
 
@@ -517,7 +518,7 @@ def search_count(
     target = 0.0
     if fit.size:
         found = _top_layouts(
-            workload, cluster, profile, plans.take(fit), memory[fit], top_k, _variants(plans)
+            workload, cluster, profile, plans.take(fit), memory[fit], top_k, _variants(runs)
         )
         top = tuple(found.priced(int(i), cluster, model, profile, True) for i in found.best)
         target = found.tokens_per_s[found.best[0]] * 1.01
