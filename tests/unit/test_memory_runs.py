@@ -81,6 +81,11 @@ def test_runs_expand_to_the_enumerated_plans() -> None:
             plans.recompute.reshape(-1, codes), np.tile(runs.codes, (len(runs.heads), 1))
         )
         assert np.array_equal(plans.tp[::codes], runs.heads.tp)
+        for field in dataclasses.fields(PlanBatch):
+            if field.init and field.name != "recompute":
+                column = getattr(runs.heads, field.name)
+                assert _same(getattr(plans, field.name), np.repeat(column, codes)), field.name
+        assert _same(plans.recompute, np.tile(runs.codes, len(runs.heads)))
 
 
 def test_runs_of_any_batch_uneven_splits_included() -> None:
