@@ -32,7 +32,7 @@ from gpuscale import catalog  # noqa: E402
 from gpuscale.costmodel.memory import memory_budget_bytes  # noqa: E402
 from gpuscale.costmodel.profile import load_profile  # noqa: E402
 from gpuscale.planner import defaults  # noqa: E402
-from gpuscale.planner.enumerate import enumerate_plans  # noqa: E402
+from gpuscale.planner.enumerate import PlanRuns, enumerate_runs  # noqa: E402
 from gpuscale.planner.scale import scale  # noqa: E402
 from gpuscale.planner.search import Hardware, Workload, search_count  # noqa: E402
 from gpuscale.planner.search import _ceiling as search_ceiling  # noqa: E402
@@ -84,21 +84,22 @@ def measure_case(model_id: str, gpu: str, n: int, repeat: int) -> dict[str, floa
     cluster = hardware.cluster(n)
     model, training = workload.model, workload.training
 
-    def enumerate_() -> PlanBatch:
-        return enumerate_plans(
+    def enumerate_() -> tuple[PlanRuns, PlanBatch]:
+        runs = enumerate_runs(
             model, n, global_batch=workload.global_batch, seq_len=training.seq_len
         )
+        return runs, runs.plans()
 
-    plans = enumerate_()
-    memory = search_memory(model, training, plans, profile)
+    runs, plans = enumerate_()
+    memory = search_memory(model, training, runs, profile)
     capacity = min(cluster.device.memory_bytes, cluster.pace_device.memory_bytes)
     fit = np.flatnonzero(memory <= memory_budget_bytes(capacity, profile))
     fitting = plans.take(fit)
-    variants = search_variants(plans)
+    variants = search_variants(runs)
     found = top_layouts(workload, cluster, profile, fitting, memory[fit], 5, variants)
     parts = {
         "enumerate": _best_of(repeat, enumerate_),
-        "memory (all)": _best_of(repeat, lambda: search_memory(model, training, plans, profile)),
+        "memory (all)": _best_of(repeat, lambda: search_memory(model, training, runs, profile)),
         "ceilings (fitting)": _best_of(
             repeat, lambda: search_ceiling(workload, cluster, profile, fitting)
         ),

@@ -320,24 +320,39 @@ def stage_activations(
 ) -> StageActivations:
     """Activation bytes per GPU on the ``first`` or ``last`` pipeline stage of every plan (the
     same GPU when ``pp == 1``)."""
-    return _on_stage(model, training, plans, _per_layer(model, training, plans), stage)
+    shared = _per_layer(model, training, plans, None)
+    acts = _on_stage(model, training, plans, shared, stage, tokens_workspace(shared))
+    return StageActivations(
+        stored=acts.stored.ravel(),
+        workspace=acts.workspace.ravel(),
+        loss=acts.loss.ravel(),
+        cuda_graphs=acts.cuda_graphs,
+    )
 
 
-def stage_activations_both(
-    model: ModelSpec, training: Training, plans: PlanBatch
+def stage_activations_runs(
+    model: ModelSpec, training: Training, runs: PlanBatch, codes: np.ndarray | None
 ) -> tuple[StageActivations, StageActivations]:
-    """:func:`stage_activations` of the first and of the last stage, the stage-independent
-    per-layer terms computed once for both."""
-    shared = _per_layer(model, training, plans)
+    """:func:`stage_activations` of the first and of the last stage of a batch made of runs of
+    plans alike but for the recompute choice, with the codes ``codes`` in each run: ``runs``
+    holds one plan per run and everything but the stored layer is priced once per run.
+    ``stored`` and ``workspace`` are 2-D, one row per code and one column per run (rows of
+    whole runs, so that every operation runs along long rows); ``loss`` is 1-D, one element per
+    run. ``codes=None``: each plan of ``runs`` with its own recompute, one row. The
+    stage-independent per-layer terms are computed once for both stages."""
+    shared = _per_layer(model, training, runs, codes)
+    workspace = tokens_workspace(shared)
     return (
-        _on_stage(model, training, plans, shared, "first"),
-        _on_stage(model, training, plans, shared, "last"),
+        _on_stage(model, training, runs, shared, "first", workspace),
+        _on_stage(model, training, runs, shared, "last", workspace),
     )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _PerLayer:
-    """The terms both stages share: tokens, layers and the per-token bytes of one layer."""
+    """The terms both stages share: tokens, layers and the per-token bytes of one layer, one
+    element per plan (``stored_layer`` and ``workspace``: one row per recompute code, see
+    :func:`stage_activations_runs`)."""
 
     sp: np.ndarray
     tokens: np.ndarray
@@ -348,13 +363,19 @@ class _PerLayer:
     loss: np.ndarray
 
 
-def _per_layer(model: ModelSpec, training: Training, plans: PlanBatch) -> _PerLayer:
+def tokens_workspace(shared: _PerLayer) -> np.ndarray:
+    """A layer's working set per GPU (the same on every stage)."""
+    return shared.tokens * shared.workspace
+
+
+def _per_layer(
+    model: ModelSpec, training: Training, plans: PlanBatch, codes: np.ndarray | None
+) -> _PerLayer:
     terms = layer_terms(model, training)
     tp = plans.tp.astype(float)
     sp = np.where(plans.sequence_parallel & (plans.tp > 1), tp, 1.0)
     context = training.seq_len / plans.cp
     tokens = plans.micro_batch * context
-    recompute = plans.recompute
 
     full_layer = (
         (terms.replicated + terms.lora) / sp
@@ -375,18 +396,34 @@ def _per_layer(model: ModelSpec, training: Training, plans: PlanBatch) -> _PerLa
         selective = (checkpoint + (every - 1.0) * full_layer) / every
     else:
         selective = full_layer - terms.per_seq * context / tp
-    stored_layer = np.where(
-        recompute == RECOMPUTE_CODE["full"],
-        checkpoint,
-        np.where(recompute == RECOMPUTE_CODE["selective"], selective, full_layer),
-    )
     # The layer being recomputed holds its full set again during its backward (per-layer SAC:
     # the recomputed layer is one with only its input kept).
-    workspace = np.where(
-        (recompute == RECOMPUTE_CODE["selective"]) & (training.selective_policy == "layer"),
-        full_layer - checkpoint,
-        full_layer - stored_layer,
-    )
+    layer_sac = training.selective_policy == "layer"
+    full, chosen = RECOMPUTE_CODE["full"], RECOMPUTE_CODE["selective"]
+    if codes is None:
+        recompute = plans.recompute
+        stored_layer = np.where(
+            recompute == full,
+            checkpoint,
+            np.where(recompute == chosen, selective, full_layer),
+        )
+        workspace = np.where(
+            (recompute == chosen) & layer_sac,
+            full_layer - checkpoint,
+            full_layer - stored_layer,
+        )
+        stored_layer, workspace = stored_layer[None, :], workspace[None, :]
+    else:
+        # One row per code, the same choice per plan as above.
+        kept = {full: checkpoint, chosen: selective}
+        stored = [kept.get(int(code), full_layer) for code in codes]
+        freed: dict[int, np.ndarray] = {}
+        for code, layer in zip(codes, stored, strict=True):
+            if int(code) not in freed:
+                recomputed = int(code) == chosen and layer_sac
+                freed[int(code)] = full_layer - (checkpoint if recomputed else layer)
+        stored_layer = np.stack(stored)
+        workspace = np.stack([freed[int(code)] for code in codes])
 
     layers = layers_on_stage(model, plans).astype(float)
     if training.activation_offload:
@@ -406,16 +443,23 @@ def _per_layer(model: ModelSpec, training: Training, plans: PlanBatch) -> _PerLa
 
 
 def _on_stage(
-    model: ModelSpec, training: Training, plans: PlanBatch, shared: _PerLayer, stage: Stage
+    model: ModelSpec,
+    training: Training,
+    plans: PlanBatch,
+    shared: _PerLayer,
+    stage: Stage,
+    workspace: np.ndarray,
 ) -> StageActivations:
+    """One stage, 2-D as :func:`stage_activations_runs` gives it; ``workspace`` is
+    :func:`tokens_workspace` of ``shared``."""
     sp, tokens, layers = shared.sp, shared.tokens, shared.layers
-    stored_layer, workspace = shared.stored_layer, shared.workspace
+    stored_layer = shared.stored_layer
     head, loss = shared.head, shared.loss
     if stage == "last":
         # 1F1B: the last stage runs each micro-batch's backward right after its forward.
         return StageActivations(
             stored=tokens * layers * stored_layer + head,
-            workspace=tokens * workspace,
+            workspace=workspace,
             loss=loss,
             cuda_graphs=training.cuda_graphs,
         )
@@ -424,11 +468,12 @@ def _on_stage(
         layers * microbatches_in_flight(plans) * stored_layer
         + embedding_terms(model, training) / sp * in_flight
     )
-    transient = tokens * workspace
     single = plans.pp == 1
+    if single.any():
+        stored = np.where(single, stored + head, stored)
     return StageActivations(
-        stored=np.where(single, stored + head, stored),
-        workspace=transient,
+        stored=stored,
+        workspace=workspace,
         loss=np.where(single, loss, 0.0),
         cuda_graphs=training.cuda_graphs,
     )

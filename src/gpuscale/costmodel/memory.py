@@ -31,7 +31,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from gpuscale.costmodel.activations import stage_activations_both
+from gpuscale.costmodel.activations import StageActivations, stage_activations_runs
 from gpuscale.costmodel.model_states import (
     DTYPE_BYTES,
     block_linear_weights,
@@ -128,16 +128,19 @@ def _model_states(
         """Multipliers of the dense and expert parts: 1/shard where ZeRO shards them."""
         return np.where(on, inv_shard, 1.0), np.where(on, inv_shard_expert, 1.0)
 
-    f3, f3e = factors(plans.zero == 3)
+    zero3 = plans.zero == 3
+    f3, f3e = factors(zero3)
     f2, f2e = factors(plans.zero >= 2)
     f1, f1e = factors(plans.zero >= 1)
 
     # Per-GPU bytes or parameters of the blocks a stage holds (split by TP, experts by EP too).
-    lt = layers * (ps.trainable_layer_dense * inv_tp)
-    lte = layers * (ps.trainable_layer_expert * inv_tpe)
+    dense_tp = ps.trainable_layer_dense * inv_tp
+    expert_tpe = ps.trainable_layer_expert * inv_tpe
+    lt = layers * dense_tp
+    lte = layers * expert_tpe
     lf = layers * (ps.frozen_layer_dense_bytes * inv_tp)
     lfe = layers * (ps.frozen_layer_expert_bytes * inv_tpe)
-    trainable_layer = ps.trainable_layer_dense * inv_tp + ps.trainable_layer_expert * inv_tpe
+    trainable_layer = dense_tp + expert_tpe
 
     # A stage-3 rank gathers the unit it computes and prefetches the next (Zhao et al. 2023,
     # Sec. 3.3.2). The root unit -- everything outside the blocks: embedding, final norm, head --
@@ -166,7 +169,7 @@ def _model_states(
         0.0,
     )
     grad_unit = trainable_layer * per.gradients
-    stage3 = (plans.zero == 3) & (shard > 1)
+    stage3 = zero3 & (shard > 1)
     # torch.optim AdamW(foreach=True), PyTorch's default on CUDA: ``_foreach_sqrt`` of the
     # second moments allocates a list as large as the states of this GPU before the update.
     foreach = (
@@ -192,16 +195,17 @@ def _model_states(
         ),
         "load": (ps.frozen_first_bytes, ps.frozen_last_bytes, ps.tied_table * word),
     }
+    any_single = bool(single.any())
 
     # Transformer Engine's FP8 weight cache: an FP8 copy and its transpose of every linear weight
     # the GPU holds, kept across the step's micro-batches (TE ``is_first_microbatch``).
-    fp8_cache = np.zeros(len(plans))
+    fp8_cache = None
     if training.precision == "fp8" and training.fp8_weight_cache and not training.is_lora:
         linear = block_linear_weights(model)
         expert_linear = ps.trainable_layer_expert * (linear / max(layer_params(model), 1))
         dense_linear = linear - expert_linear
         per_layer = dense_linear * inv_tp + expert_linear * inv_tpe
-        fp8_cache = np.where(plans.zero == 3, 0.0, layers * per_layer * 2 * DTYPE_BYTES["fp8"])
+        fp8_cache = np.where(zero3, 0.0, layers * per_layer * 2 * DTYPE_BYTES["fp8"])
 
     out = []
     for stage in ("first", "last"):
@@ -209,32 +213,37 @@ def _model_states(
         def outside(key: str, stage: str = stage) -> np.ndarray:
             first, last, tied = outside_parts[key]
             own = first if stage == "first" else last
+            if not any_single:  # the same values as the choice below, without it
+                return own * inv_tp
             return np.where(single, first + last - tied, own) * inv_tp
 
         t_dense = lt + outside("t")
         f_dense = lf + outside("f")
-        weights_full = (t_dense + lte) * pw + f_dense + lfe
         weights = (t_dense * pw + f_dense) * f3 + (lte * pw + lfe) * f3e
         gradients = (t_dense * f2 + lte * f2e) * per.gradients
         optimizer_params = t_dense * f1 + lte * f1e
         optimizer = optimizer_params * per.optimizer
-        resident = outside("root") + kept_layers
-        weights = weights + fp8_cache
+        if fp8_cache is not None:
+            weights = weights + fp8_cache
         host = np.zeros_like(weights)
         stage_unit = unit
         if training.offload_params:
+            resident = outside("root") + kept_layers
+            weights_full = (t_dense + lte) * pw + f_dense + lfe
             host = host + weights
             weights = np.minimum(resident, weights_full)
         else:
-            weights = np.where(stage3, weights + resident, weights)
-            gradients = np.where(stage3, gradients + accumulated, gradients)
+            if stage3.any():
+                resident = outside("root") + kept_layers
+                weights = np.where(stage3, weights + resident, weights)
+                gradients = np.where(stage3, gradients + accumulated, gradients)
             stage_unit = np.where(stage3, unit, 0.0)
         if training.offload_optimizer:
             # Each unit's gradients pass through the device on their way to the host.
             host = host + gradients + optimizer
             gradients = np.minimum(grad_unit, (t_dense + lte) * per.gradients)
             optimizer = np.zeros_like(optimizer)
-        else:
+        elif stage3.any():
             gradients = np.where(stage3, gradients + grad_unit, gradients)
         if training.optimizer_in_backward:
             gradients = (
@@ -288,64 +297,144 @@ def _ring_workspace(
     return ring_workspace_bytes(shapes, plans.cp, word, profile.const("cp_kv_all_gather") > 0)
 
 
+def _plus_cached(backward: np.ndarray, acts: StageActivations) -> np.ndarray:
+    """``backward + acts.cached``, the same values for less work where the cache is zero on
+    every plan (no loss on the stage) or never chosen to be (the loss on every plan)."""
+    if acts.cuda_graphs:
+        return backward + acts.cached
+    has_loss = acts.loss > 0
+    if not has_loss.any():  # adding +0.0 to the non-negative backward peak changes nothing
+        return backward
+    if has_loss.all():
+        return backward + np.minimum(acts.workspace, acts.loss)
+    return backward + acts.cached
+
+
+def _peaks(
+    model: ModelSpec,
+    training: Training,
+    runs: PlanBatch,
+    codes: np.ndarray | None,
+    prof: Profile,
+    every_field: bool,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The first and the last stage's fields (only ``total`` unless ``every_field``) of every
+    plan of ``runs`` with each recompute code of ``codes`` (``None``: its own): 2-D, one row
+    per code and one column per plan of ``runs`` (a field that does not depend on the recompute
+    choice may be 1-D, one element per plan of ``runs``)."""
+    context = prof.const("memory_cuda_context_gib") * GIB
+    nccl = prof.const("memory_nccl_buffers_gib") * GIB
+    fragmentation = prof.const("memory_allocator_fragmentation")
+    transient_grads = _gradients_transient(runs)
+    transient = bool(transient_grads.any())
+    ring = _ring_workspace(model, training, runs, prof)
+    # adding +0.0 to a sum of non-negative terms leaves it as it is: skipped where no ring runs
+    ring_live = bool(ring.any())
+    comm_buffers = np.where(runs.num_gpus > 1, nccl, 0.0)
+
+    per_stage = []
+    # The first and the last stage (see _model_states and stage_activations_runs).
+    both = zip(
+        _model_states(model, training, runs, prof),
+        stage_activations_runs(model, training, runs, codes),
+        strict=True,
+    )
+    for states, acts in both:
+        unit = states.unit
+        two_units = 2.0 * unit
+        gradients = states.gradients
+        optimizer = states.optimizer
+        # Backward peaks at the loss (its working set, one layer unit) or inside a layer (its
+        # working set, two units); CUDA graphs hold both working sets (see activations).
+        at_loss = acts.stored + acts.loss + unit
+        in_layer = acts.stored + acts.workspace
+        if ring_live:
+            in_layer = in_layer + ring
+        at_layer = in_layer + two_units
+        if training.cuda_graphs:
+            at_loss = at_layer = in_layer + acts.loss + two_units
+        loss_wins = at_loss > at_layer
+        units = np.where(loss_wins, unit, two_units)
+        weights = states.weights + units
+        activations = np.maximum(at_loss, at_layer) - units
+        backward = weights + gradients + optimizer + activations
+        overlap = None
+        if transient or every_field:
+            overlap = np.where(transient_grads, np.minimum(gradients, activations), 0.0)
+            # subtracting +0.0 leaves every value as it is: skipped where nothing overlaps
+            backward = backward - overlap
+        # The step's peak is in backward, or in the optimizer step (activations freed, every
+        # gradient and the step's intermediates live), or while loading a quantized model.
+        step = states.weights + states.gradients + states.optimizer + states.step_temp
+        load = states.load
+        allocated = np.maximum(backward, step)
+        if load.any():  # the maximum with +0.0 of a non-negative peak is that peak
+            allocated = np.maximum(allocated, load)
+        # The allocator's cache of layer blocks (``acts.cached``) counts where backward is the
+        # peak; the optimizer step and loading reuse the freed activation blocks.
+        reserved = np.maximum(_plus_cached(backward, acts), np.maximum(step, load)) * fragmentation
+        overhead = reserved - allocated + context + comm_buffers
+        total = allocated + overhead
+        if not every_field:
+            per_stage.append({"total": total})
+            continue
+        assert overlap is not None
+        per_stage.append(
+            {
+                "weights": weights,
+                "gradients": gradients,
+                "optimizer": optimizer,
+                "activations": activations,
+                "overlap": overlap + backward - allocated,
+                "allocated": allocated,
+                "reserved": reserved,
+                "overhead": overhead,
+                "total": total,
+                "host": states.host,
+            }
+        )
+    first, last = per_stage
+    return first, last
+
+
 def training_memory(
     model: ModelSpec, training: Training, plans: PlanBatch, profile: Profile | None = None
 ) -> TrainingMemory:
     """Peak memory per GPU of every plan (numpy over the plans, no Python loop over them)."""
     prof = profile if profile is not None else load_profile("generic")
-    context = prof.const("memory_cuda_context_gib") * GIB
-    nccl = prof.const("memory_nccl_buffers_gib") * GIB
-    fragmentation = prof.const("memory_allocator_fragmentation")
-    transient_grads = _gradients_transient(plans)
-
-    ring = _ring_workspace(model, training, plans, prof)
-    per_stage = []
-    # The first and the last stage (see _model_states and stage_activations_both).
-    both = zip(
-        _model_states(model, training, plans, prof),
-        stage_activations_both(model, training, plans),
-        strict=True,
-    )
-    for states, acts in both:
-        # Backward peaks at the loss (its working set, one layer unit) or inside a layer (its
-        # working set, two units); CUDA graphs hold both working sets (see activations).
-        at_loss = acts.stored + acts.loss + states.unit
-        at_layer = acts.stored + acts.workspace + ring + 2.0 * states.unit
-        if training.cuda_graphs:
-            at_loss = at_layer = acts.stored + acts.workspace + ring + acts.loss + 2.0 * states.unit
-        loss_wins = at_loss > at_layer
-        units = np.where(loss_wins, states.unit, 2.0 * states.unit)
-        weights = states.weights + units
-        activations = np.maximum(at_loss, at_layer) - units
-        overlap = np.where(transient_grads, np.minimum(states.gradients, activations), 0.0)
-        # The step's peak is in backward, or in the optimizer step (activations freed, every
-        # gradient and the step's intermediates live), or while loading a quantized model.
-        backward = weights + states.gradients + states.optimizer + activations - overlap
-        step = states.weights + states.gradients + states.optimizer + states.step_temp
-        allocated = np.maximum(np.maximum(backward, step), states.load)
-        overlap = overlap + backward - allocated
-        # The allocator's cache of layer blocks (``acts.cached``) counts where backward is the
-        # peak; the optimizer step and loading reuse the freed activation blocks.
-        reserved = np.maximum(backward + acts.cached, np.maximum(step, states.load)) * fragmentation
-        overhead = reserved - allocated + context + np.where(plans.num_gpus > 1, nccl, 0.0)
-        per_stage.append(
-            {
-                "weights": weights,
-                "gradients": states.gradients,
-                "optimizer": states.optimizer,
-                "activations": activations,
-                "overlap": overlap,
-                "allocated": allocated,
-                "reserved": reserved,
-                "overhead": overhead,
-                "total": allocated + overhead,
-                "host": states.host,
-            }
-        )
-    first, last = per_stage
+    first, last = _peaks(model, training, plans, None, prof, every_field=True)
+    # one row: the plans (each with its own recompute choice)
     worst_last = last["total"] > first["total"]
-    out = {name: np.where(worst_last, last[name], first[name]) for name in first}
-    return TrainingMemory(**out, stage=worst_last.astype(np.int64))
+    out = {name: np.where(worst_last, last[name], first[name])[0] for name in first}
+    return TrainingMemory(**out, stage=worst_last.astype(np.int64)[0])
+
+
+def memory_total(
+    model: ModelSpec,
+    training: Training,
+    plans: PlanBatch,
+    profile: Profile | None = None,
+    *,
+    recompute: np.ndarray | None = None,
+) -> np.ndarray:
+    """``training_memory(...).total`` alone, bit for bit, for less work (the planner prices
+    every candidate's memory and needs only this). With ``recompute`` (codes of
+    :data:`~gpuscale.specs.plan.RECOMPUTE_CODE`), the plans priced are every plan of ``plans``
+    with each of those codes in turn, element ``i * len(recompute) + j`` being plan ``i`` with
+    code ``j`` (``plans``' own recompute column is not read): everything but the stored layer
+    is then priced once for all the codes."""
+    prof = profile if profile is not None else load_profile("generic")
+    codes = None if recompute is None else np.asarray(recompute, dtype=np.int64)
+    first, last = _peaks(model, training, plans, codes, prof, every_field=False)
+    worst = np.where(last["total"] > first["total"], last["total"], first["total"])
+    if worst.shape[0] == 1:
+        return worst[0]
+    # interleave the codes' rows (plan-major order) with long strided copies
+    out = np.empty(worst.size)
+    rows = worst.shape[0]
+    for j in range(rows):
+        out[j::rows] = worst[j]
+    return out
 
 
 def plan_memory(

@@ -58,10 +58,17 @@ def _split(num_layers: int, plans: PlanBatch) -> StageLayers:
     L = num_layers
     pp, vp = plans.pp, plans.vp
     chunks = pp * vp
-    full = vp * (-(-L // chunks))
+    if chunks.size and int(chunks.min()) > 0 and L < 2**53:
+        # ceil(L / chunks) in floats, far cheaper than // on arrays: a quotient that is not an
+        # integer is at least 1/chunks from one, more than its rounding error (< L/chunks *
+        # 2**-53), so the float ceiling is the integer one
+        full = vp * np.ceil(L / chunks).astype(np.int64)
+    else:
+        full = vp * (-(-L // chunks))
     deficit = pp * full - L
-    last = np.maximum(full - (deficit + 1) // 2, 1)
-    first = np.maximum(full - deficit // 2, 1)
+    # >> 1 is // 2 for every integer (an arithmetic shift floors), for less work
+    last = np.maximum(full - ((deficit + 1) >> 1), 1)
+    first = np.maximum(full - (deficit >> 1), 1)
     middle = full
     first_given, last_given = plans.first_stage_layers, plans.last_stage_layers
     embedding, loss = plans.embedding_in_split, plans.loss_in_split
@@ -83,9 +90,14 @@ def _split(num_layers: int, plans: PlanBatch) -> StageLayers:
         first = np.where(explicit, np.where(first_given > 0, first_given, middle), first)
         last = np.where(explicit, np.where(last_given > 0, last_given, middle), last)
     single = pp == 1
-    middle = np.where(pp <= 2, np.where(single, L, 0), middle)
+    # the choices below, made only where some plan needs them
+    if bool((pp <= 2).any()):
+        middle = np.where(pp <= 2, np.where(single, L, 0), middle)
+    if bool(single.any()):
+        first = np.where(single, L, first)
+        last = np.where(single, L, last)
     return StageLayers(
-        first=np.where(single, L, first).astype(float),
+        first=first.astype(float),
         middle=middle.astype(float),
-        last=np.where(single, L, last).astype(float),
+        last=last.astype(float),
     )

@@ -1,6 +1,6 @@
 """Price every candidate plan with the cost model, drop what does not fit, rank, explain.
 
-One GPU count is a few vectorized passes: :func:`enumerate_plans` builds the candidates as
+One GPU count is a few vectorized passes: :func:`enumerate_runs` builds the candidates as
 arrays, the memory model prices them all, the step model prices those whose answer can matter
 (a floor from the math alone bounds the rest), and only the few best become Python objects.
 """
@@ -20,7 +20,7 @@ from gpuscale.costmodel.distinct import per_distinct
 from gpuscale.costmodel.memory import (
     headroom_assumption,
     memory_budget_bytes,
-    training_memory,
+    memory_total,
 )
 from gpuscale.costmodel.profile import Profile
 from gpuscale.costmodel.step import (
@@ -31,7 +31,7 @@ from gpuscale.costmodel.step import (
 )
 from gpuscale.costmodel.uncertainty import band_for
 from gpuscale.errors import InputError, require
-from gpuscale.planner.enumerate import SearchSpace, enumerate_plans
+from gpuscale.planner.enumerate import PlanRuns, SearchSpace, enumerate_runs
 from gpuscale.planner.words import PART_NAMES, bottleneck, describe, gpus, pct
 from gpuscale.specs import Cluster, ModelSpec, Plan, PlanBatch, Training
 from gpuscale.specs.units import GIB
@@ -228,11 +228,12 @@ def _preference(plans: PlanBatch, tokens_per_s: np.ndarray, fits: np.ndarray) ->
     )
 
 
-def _variants(plans: PlanBatch) -> int:
+def _variants(runs: PlanRuns) -> int:
     """Most plans one layout (tp, pp, cp, ep) can have: its vp, micro-batch, ZeRO and
-    recompute choices."""
+    recompute choices (counted on the runs' heads, which hold every value but the codes)."""
+    heads = runs.heads
     variants = 1
-    for column in (plans.vp, plans.micro_batch, plans.zero, plans.recompute):
+    for column in (heads.vp, heads.micro_batch, heads.zero, runs.codes):
         variants *= int(np.count_nonzero(np.bincount(column)))
     return variants
 
@@ -314,16 +315,19 @@ class _Stepped:
         )
 
 
-def _memory(model: ModelSpec, training: Training, plans: PlanBatch, profile: Profile) -> np.ndarray:
-    """Memory per GPU (bytes) of every plan, :data:`CHUNK` plans at a time."""
+def _memory(model: ModelSpec, training: Training, runs: PlanRuns, profile: Profile) -> np.ndarray:
+    """Memory per GPU (bytes) of every plan of ``runs`` (``training_memory(...).total`` of
+    ``runs.plans()``), about :data:`CHUNK` plans at a time."""
+    size = max(CHUNK // runs.codes.size, 1)
+    heads = runs.heads
     return np.concatenate(
         [
-            np.asarray(
-                training_memory(model, training, plans.take(slice(i, i + CHUNK)), profile).total,
-                dtype=float,
+            memory_total(
+                model, training, heads.take(slice(i, i + size)), profile, recompute=runs.codes
             )
-            for i in range(0, len(plans), CHUNK)
+            for i in range(0, len(heads), size)
         ]
+        or [np.zeros(0)]
     )
 
 
@@ -485,13 +489,14 @@ def search_count(
     (tests/unit/test_planner_distinct.py), for a fraction of the work."""
     cluster = hardware.cluster(num_gpus)
     model, training = workload.model, workload.training
-    plans = enumerate_plans(
+    runs = enumerate_runs(
         model,
         num_gpus,
         global_batch=workload.global_batch,
         seq_len=training.seq_len,
         space=space,
     )
+    plans = runs.plans()
     if len(plans) == 0:
         return CountResult(
             num_gpus=num_gpus,
@@ -503,7 +508,7 @@ def search_count(
         )
     # an A100 has no FP8, a V100 no BF16: refused before any pricing, as estimate_batch does
     cluster.pace_device.peak(training.precision)
-    memory = _memory(model, training, plans, profile)
+    memory = _memory(model, training, runs, profile)
     # Never recommend a plan at the edge of memory: it must fit the budget, not the card.
     capacity = min(cluster.device.memory_bytes, cluster.pace_device.memory_bytes)
     budget = memory_budget_bytes(capacity, profile)
@@ -513,7 +518,7 @@ def search_count(
     target = 0.0
     if fit.size:
         found = _top_layouts(
-            workload, cluster, profile, plans.take(fit), memory[fit], top_k, _variants(plans)
+            workload, cluster, profile, plans.take(fit), memory[fit], top_k, _variants(runs)
         )
         top = tuple(found.priced(int(i), cluster, model, profile, True) for i in found.best)
         target = found.tokens_per_s[found.best[0]] * 1.01

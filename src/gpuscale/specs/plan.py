@@ -145,6 +145,7 @@ _BATCH_FIELDS = (
     "loss_in_split",
 )
 _BOOL_FIELDS = ("sequence_parallel", "embedding_in_split", "loss_in_split")
+_TAKEN = (*_BATCH_FIELDS, "_num_gpus", "_num_microbatches")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -238,7 +239,12 @@ class PlanBatch:
 
     def take(self, index: np.ndarray | slice) -> PlanBatch:
         """The plans selected by a boolean mask, an integer index array or a slice (views)."""
-        return PlanBatch(**{name: getattr(self, name)[index] for name in _BATCH_FIELDS})
+        # The derived columns are selected too, not recomputed: the same integers for less
+        # work (the planner takes subsets of its candidates many times).
+        batch = object.__new__(PlanBatch)
+        for name in _TAKEN:
+            object.__setattr__(batch, name, getattr(self, name)[index])
+        return batch
 
     def plan(self, i: int) -> Plan:
         """Plan ``i`` as a :class:`Plan`."""
