@@ -154,9 +154,7 @@ def main() -> None:
         for row in sorted(groups[name], key=lambda r: r.concurrency):
             k = factor(row)
             ks[name].append(k)
-            print(
-                f"{name:40} {row.concurrency:>5} {row.ttft_ms:8.0f} {_ttft(row):8.0f} {k:6.2f}"
-            )
+            print(f"{name:40} {row.concurrency:>5} {row.ttft_ms:8.0f} {_ttft(row):8.0f} {k:6.2f}")
     print("\nmedian k (min-max) per group:")
     for name, values in sorted(ks.items()):
         finite = [v for v in values if np.isfinite(v)]
