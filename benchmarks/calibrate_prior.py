@@ -1,7 +1,7 @@
 """Empirical-Bayes prior spreads for one-run calibration, held out: do they beat the sourced ones?
 
     python benchmarks/calibrate_prior.py [--hold-out source|stack] [--evidence all|calibration]
-                                         [--prior-weight W] [--json]
+                                         [--prior-weight W] [--robust] [--json]
 
 ``benchmarks/calibrate_run.py``'s protocol (each stack calibrated on its smallest run, its other
 runs predicted) run twice: with ``calibrate run``'s posterior rule and the sourced spreads
@@ -62,7 +62,10 @@ def evidence(all_cases: list[Case], only_calibration: bool = False) -> dict[Key,
 
 
 def held_out(
-    stacks: dict[Key, StackRuns], hold_out: str, prior_weight: float = PRIOR_WEIGHT
+    stacks: dict[Key, StackRuns],
+    hold_out: str,
+    prior_weight: float = PRIOR_WEIGHT,
+    robust: bool = False,
 ) -> dict[Key, Spreads]:
     """Per stack, the spreads estimated without its source's rows (``source``) or without its
     own (``stack``): the protocol never reads the stack it predicts."""
@@ -71,7 +74,9 @@ def held_out(
     for key in stacks:
         left = tuple(k for k in stacks if (k[0] != key[0] if hold_out == "source" else k != key))
         if left not in cache:
-            cache[left] = empirical_spreads([stacks[k] for k in left], prior_weight=prior_weight)
+            cache[left] = empirical_spreads(
+                [stacks[k] for k in left], prior_weight=prior_weight, robust=robust
+            )
         out[key] = cache[left]
     return out
 
@@ -88,13 +93,20 @@ def main() -> int:
     parser.add_argument("--hold-out", choices=["source", "stack"], default="source")
     parser.add_argument("--evidence", choices=["all", "calibration"], default="all")
     parser.add_argument("--prior-weight", type=float, default=PRIOR_WEIGHT)
+    parser.add_argument(
+        "--robust",
+        action="store_true",
+        help="Student-t run-to-run residual (calibrate_prior.ROBUST_DOF) instead of Gaussian",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     paths = sorted(DATA_DIR.glob("published_runs*.csv"))
     all_cases, _ = cases(paths)
     stacks = evidence(all_cases, args.evidence == "calibration")
-    spreads = held_out(stacks, args.hold_out, args.prior_weight)
-    shipped = empirical_spreads(list(stacks.values()), prior_weight=args.prior_weight)
+    spreads = held_out(stacks, args.hold_out, args.prior_weight, args.robust)
+    shipped = empirical_spreads(
+        list(stacks.values()), prior_weight=args.prior_weight, robust=args.robust
+    )
     with tempfile.TemporaryDirectory() as tmp:
         base, _ = evaluate(all_cases, Path(tmp), rule="posterior")
         emp, _ = evaluate(
@@ -111,6 +123,7 @@ def main() -> int:
         "hold_out": args.hold_out,
         "evidence": args.evidence,
         "prior_weight": args.prior_weight,
+        "robust": args.robust,
         "rows": len(rows_base),
         "mape_before": mape(rows_before),
         "mape_posterior": mape(rows_base),
@@ -133,7 +146,8 @@ def main() -> int:
         return 0
     print(
         f"hold out: {args.hold_out}; evidence: {args.evidence} runs of the other stacks; "
-        f"prior worth {args.prior_weight:g} stacks"
+        f"prior worth {args.prior_weight:g} stacks; "
+        f"{'Student-t' if args.robust else 'Gaussian'} run-to-run residual"
     )
     print(f"\n{'source':18s} {'rows':>4s} {'posterior':>9s} {'empirical':>9s}")
     for s, d in summary["per_source"].items():
