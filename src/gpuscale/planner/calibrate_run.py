@@ -34,6 +34,12 @@ measurement exactly; a peak memory, when given, fits one memory parameter separa
   is the posterior's winner-takes-all limit: when two quantities explain the run about as well it
   flips between them on a small change of the measurement, and carries the whole gap on whichever
   it picks.
+- ``rule="empirical"``: the posterior rule with the spreads the caller gives (``spreads=``),
+  e.g. estimated from other stacks' measured runs by
+  :func:`gpuscale.planner.calibrate_prior.empirical_spreads`. Not the default:
+  ``benchmarks/calibrate_prior.py`` (held out by source) moves the one-run benchmark only from
+  5.16% to 5.03%, and the spread it estimates for the network between nodes (1.33 in log scale)
+  is one missed run's doing, not a physical spread (docs/benchmarks.md, branch ``calib-prior``).
 - **Identifiability.** For every quantity the value that would reproduce the run alone and its
   ``z`` are reported; every quantity whose ``z`` is within :data:`AMBIGUOUS_Z` of the smallest is
   "also consistent with this run" (``identifiable`` false): one run cannot separate them, which
