@@ -34,6 +34,7 @@ import json
 import sys
 import tempfile
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -163,14 +164,17 @@ def evaluate(
     by: str = "stack",
     only: str | None = None,
     rule: str = "posterior",
+    spreads: Mapping[tuple[str, str, str, tuple[str, ...]], Mapping[str, float]] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Per stack: the calibration and each other row before and after; and the stacks left out
-    with the reason."""
+    with the reason. ``spreads``: per stack key, the prior spreads ``rule="empirical"`` uses
+    (``benchmarks/calibrate_prior.py`` computes them without the stack's own source)."""
     groups: dict[tuple[str, str, str, tuple[str, ...]], list[Case]] = defaultdict(list)
     for case in all_cases:
         groups[(stack_of if by == "stack" else source_and_gpu)(case)].append(case)
     out, excluded = [], []
-    for n, ((source, gpu, _framework, limits), members) in enumerate(groups.items()):
+    for n, (key, members) in enumerate(groups.items()):
+        source, gpu, _framework, limits = key
         anchor = smallest(members)
         others = [c for c in members if c is not anchor and not same_run(anchor, c)]
         if not others:
@@ -197,7 +201,12 @@ def evaluate(
         start = with_overrides(load_profile(anchor.framework), anchor.overrides)
         try:
             cal = calibrate_run(
-                anchor_run, Measured(step_s=measured_step), start, only=only, rule=rule
+                anchor_run,
+                Measured(step_s=measured_step),
+                start,
+                only=only,
+                rule=rule,
+                spreads=None if spreads is None else spreads[key],
             )
         except InputError as exc:
             cal = None
@@ -262,7 +271,7 @@ def main() -> int:
     )
     parser.add_argument(
         "--rule",
-        choices=list(RULES),
+        choices=[r for r in RULES if r != "empirical"],
         default="posterior",
         help="how the calibration run's gap is attributed: split by prior uncertainty "
         "(posterior, what calibrate run does) or all on the quantity with the smallest move in "
