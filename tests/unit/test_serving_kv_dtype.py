@@ -100,3 +100,10 @@ def test_disaggregated_tensorrt_llm_rows_read_the_recipes_fp8_kv_cache() -> None
     assert trt
     for r in trt:
         assert (r.kwargs or r.guess).get("kv_dtype") == "fp8", r.id
+
+
+def test_the_deployment_search_shares_the_engine_vocabulary() -> None:
+    from gpuscale.api.serving_search import search
+
+    with pytest.raises(InputError, match="accepted: auto, bf16, fp16, fp32, fp8"):
+        search("Qwen/Qwen3-32B", gpu="h200-sxm", gpus=8, engine="sglang", kv_dtype="int8")
