@@ -145,3 +145,11 @@ def test_concurrency_list_sweeps_the_load() -> None:
     )
     assert bad.returncode == 2
     assert bad.stderr.strip().count("\n") == 0 and "--concurrency" in bad.stderr
+
+
+def test_an_engine_refuses_a_kv_dtype_it_cannot_store(gpuscale) -> None:
+    args = ["infer", "openai/gpt-oss-120b", "--gpu", "h200-sxm", "--tp", "8", "--concurrency"]
+    proc = gpuscale(*args, "8", "--engine", "sglang", "--kv-dtype", "int8")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "accepted: auto, bf16, fp16, fp32, fp8" in proc.stderr

@@ -34,11 +34,35 @@ def _with_tp_overlap(profile: Profile, overlap: float) -> Profile:
     return dataclasses.replace(profile, overlap={**profile.overlap, "tp": overlap})
 
 
-def test_the_megatron_tp_overlap_is_te_default_decomposition() -> None:
-    exposed = PIPELINED_REDUCE_SCATTERS / PIPELINE_SPLITS / HALF_COLLECTIVES_PER_LAYER
-    assert load_profile("megatron").overlap_of("tp") == pytest.approx(1.0 - exposed)
-    # NeMo trains through the same Megatron-Core and TE path.
-    assert load_profile("nemo").overlap_of("tp") == load_profile("megatron").overlap_of("tp")
+def _tp_share(case: Case, profile: Profile, **plan_changes: object) -> float:
+    """Exposed TP time of ``case``'s plan (changed by ``plan_changes``) under ``profile`` over
+    its TP collective time with nothing hidden."""
+    plan = dataclasses.replace(case.plan, **plan_changes)  # type: ignore[arg-type]
+    exposed = estimate_plan(case.model, case.cluster, case.training, plan, profile)
+    raw = estimate_plan(
+        case.model, case.cluster, case.training, plan, _with_tp_overlap(profile, 0.0)
+    )
+    return float(exposed.comm_tp_s[0]) / float(raw.comm_tp_s[0])
+
+
+@pytest.mark.parametrize("framework", ["megatron", "nemo"])
+def test_a_tp8_sequence_parallel_plan_exposes_te_pipelined_reduce_scatter_chunks(
+    megatron_cases: list[Case], framework: str
+) -> None:
+    """Behaviour, not the constant: with no interference, a Megatron-Core TP8 plan with sequence
+    parallelism exposes the last of the 4 chunks of its 2 forward reduce-scatters, 2 x 1/4 of
+    the layer's 8 half-collectives = 1/16 of its TP time; a full recompute runs that forward
+    again, 2 more quarters of 12 halves = 1/12 (NeMo trains through the same TE path)."""
+    case = next(c for c in megatron_cases if c.plan.tp == 8)
+    base = load_profile(framework)
+    quiet = dataclasses.replace(
+        base, constants={**base.constants, "comm_compute_interference": 0.0}
+    )
+    exposed = PIPELINED_REDUCE_SCATTERS / PIPELINE_SPLITS
+    none = _tp_share(case, quiet, sequence_parallel=True, recompute="none")
+    assert none == pytest.approx(exposed / HALF_COLLECTIVES_PER_LAYER)
+    full = _tp_share(case, quiet, sequence_parallel=True, recompute="full")
+    assert full == pytest.approx(2 * exposed / (HALF_COLLECTIVES_PER_LAYER + 4))
 
 
 def test_megatron_h100_rows_expose_a_quarter_of_their_tp_traffic_at_most(

@@ -103,12 +103,14 @@ def test_wait_grows_with_load(service: float, rate: float) -> None:
 
 
 def _disagg(prefill_adp: int, concurrency: int = 36) -> dict[str, object]:
-    # The H200 1k/1k recipe c4_ctx1_gen9_tep8_batch256 (srt-slurm), sa-bench lengths.
+    # The H200 1k/1k recipe c4_ctx1_gen9_tep8_batch256 (srt-slurm), sa-bench lengths; the
+    # recipe's kv_cache_config dtype fp8 (serving_rows.disagg_kv_dtype).
     return infer(
         "deepseek-ai/DeepSeek-R1",
         gpu="h200-sxm",
         engine="tensorrt-llm",
         weights="fp8_block",
+        kv_dtype="fp8",
         input_len=1024,
         output_len=1024,
         concurrency=concurrency,
@@ -159,6 +161,7 @@ def test_saturated_decode_fills_its_slots() -> None:
             gpu="h100-sxm",
             engine="tensorrt-llm",
             weights="fp8_block",
+            kv_dtype="fp8",  # the recipe's kv_cache_config dtype
             input_len=1024,
             output_len=1024,
             concurrency=5000,

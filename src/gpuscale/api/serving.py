@@ -12,10 +12,11 @@ from typing import Any
 from gpuscale import catalog
 from gpuscale.api.speculative import speculation as speculation_of
 from gpuscale.api.training import MAX_GPUS
+from gpuscale.catalog.serving_engines import EngineProfile, kv_cache_dtype
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import Profile, load_profile_for
 from gpuscale.costmodel.serving.formats import WeightFormat, weight_format
-from gpuscale.costmodel.serving.iteration import KV_BYTES, Parallelism
+from gpuscale.costmodel.serving.iteration import Parallelism
 from gpuscale.errors import InputError, require
 from gpuscale.planner.serving.deployment import (
     Client,
@@ -212,6 +213,28 @@ def served_format(model: str | ModelSpec, weights: str) -> WeightFormat:
     return weight_format(weights)
 
 
+def served_kv_dtype(
+    model: str | ModelSpec, weights: str, fmt: WeightFormat, eng: EngineProfile, kv_dtype: str
+) -> str:
+    """The KV-cache dtype ``eng`` stores for ``--kv-dtype`` ``kv_dtype`` serving ``model`` in
+    ``fmt`` (``weights`` as given): ``auto`` follows the checkpoint's declared KV quantization
+    when the published checkpoint is served as stored, the engine's own rule when the launch
+    quantizes the weights (``catalog.serving_engines.kv_cache_dtype``, one vocabulary per
+    engine in ``serving_engines.yaml``)."""
+    stored = served_format(model, "auto")
+    as_stored = weights == "auto" or fmt.name == stored.name
+    if isinstance(model, ModelSpec):
+        declared = model.stored_kv_cache or None
+    else:
+        declared = catalog.served_kv_cache(model)
+    return kv_cache_dtype(
+        eng,
+        kv_dtype,
+        checkpoint_kv=declared if as_stored else None,
+        requantized=not as_stored and fmt.weight_bytes < 2.0,
+    )
+
+
 def infer(
     model: str | ModelSpec,
     *,
@@ -315,14 +338,7 @@ def infer(
             field="engine_options",
         )
     fmt = served_format(model, weights)
-    if kv_dtype == "auto":
-        # The engine's default: 16-bit, or FP8 where its low-precision checkpoints carry it.
-        kv_dtype = eng.kv_dtype_low_precision if fmt.weight_bytes < 2.0 else "bf16"
-    if kv_dtype not in KV_BYTES:
-        raise InputError(
-            f"--kv-dtype {kv_dtype!r} unknown; accepted: auto, {', '.join(KV_BYTES)}",
-            field="kv_dtype",
-        )
+    kv_dtype = served_kv_dtype(model, weights, fmt, eng, kv_dtype)
     prof = _profile(eng.cost_profile, profile)
     for name, cv in (("input_cv", input_cv), ("output_cv", output_cv)):
         require(0.0 <= cv <= 10.0, f"--{name.replace('_', '-')} must be in [0, 10]", field=name)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuscale import catalog
-from gpuscale.api.serving import check_lengths, served_format
+from gpuscale.api.serving import check_lengths, served_format, served_kv_dtype
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.errors import require
@@ -155,8 +155,7 @@ def search(
     eng = engine_profile(engine).for_device(catalog.gpu(gpu))
     prof = load_profile_for(eng.cost_profile)
     fmt = served_format(model, weights)
-    if kv_dtype == "auto":
-        kv_dtype = eng.kv_dtype_low_precision if fmt.weight_bytes < 2.0 else "bf16"
+    kv_dtype = served_kv_dtype(model, weights, fmt, eng, kv_dtype)
     work = Workload(input_len=float(input_len), output_len=float(output_len))
     ttft = (slo_ttft_ms or 1e12) / 1e3
     tpot = (slo_tpot_ms or 1e12) / 1e3

@@ -118,6 +118,24 @@ def served_weights(name: str) -> str:
     return stored or "bf16"
 
 
+def served_kv_cache(name: str) -> str | None:
+    """The KV-cache dtype the checkpoint ``name`` (looked up as :func:`served_weights` does)
+    declares for its engine, ``fp8`` for a ModelOpt ``kv_cache_quant_algo: FP8``, or None when
+    it declares none (the engines' ``auto`` is then the model's 16-bit dtype;
+    ``serving_engines.yaml``)."""
+    from gpuscale.catalog.hf_config import checkpoint_kv_cache
+
+    declared = checkpoint_kv_cache(checkpoint_quantization().get(name.lower()))
+    if declared is None and name.lower() in models():
+        read_from = _CONFIG_SOURCE.match(models()[name.lower()].source)
+        qc = checkpoint_quantization().get(read_from.group(1).lower()) if read_from else None
+        declared = checkpoint_kv_cache(qc)
+    elif declared is None and name.lower() not in model_aliases():
+        # A config.json given by path declares its own quantization_config.
+        declared = model(name).stored_kv_cache or None
+    return declared
+
+
 _CONFIG_SOURCE = re.compile(r"([\w.-]+/[\w.-]+) config\.json")
 
 

@@ -463,7 +463,24 @@ def model_from_config_file(path: Path) -> ModelSpec:
     if qc is None and isinstance(inner, Mapping):
         qc = inner.get("quantization_config")
     stored = checkpoint_weights(qc) if isinstance(qc, Mapping) else None
-    return dataclasses.replace(spec, stored_weights=stored) if stored else spec
+    kv = checkpoint_kv_cache(qc) if isinstance(qc, Mapping) else None
+    return dataclasses.replace(spec, stored_weights=stored or "", stored_kv_cache=kv or "")
+
+
+def checkpoint_kv_cache(qc: Mapping[str, Any] | None) -> str | None:
+    """The KV-cache dtype a checkpoint's quantization config declares: ``fp8`` for ModelOpt's
+    ``kv_cache_quant_algo: FP8`` (flat in ``config.json``, or under ``quantization`` in
+    ``hf_quant_config.json``), which TensorRT-LLM (``ModelConfig`` reads it into
+    ``QuantConfig.kv_cache_quant_algo``), SGLang (``ModelRunner.configure_kv_cache_dtype``) and
+    vLLM (vllm-project/vllm PR #30785) follow under ``auto``; None otherwise (the fp8, mxfp4 and
+    compressed-tensors configs of the catalogued checkpoints carry no KV scheme)."""
+    if not isinstance(qc, Mapping):
+        return None
+    inner = qc.get("quantization")
+    algo = qc.get("kv_cache_quant_algo") or (
+        inner.get("kv_cache_quant_algo") if isinstance(inner, Mapping) else None
+    )
+    return "fp8" if str(algo or "").upper() == "FP8" else None
 
 
 def checkpoint_weights(qc: Mapping[str, Any] | None) -> str | None:

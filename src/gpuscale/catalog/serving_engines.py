@@ -63,7 +63,14 @@ class EngineProfile:
     in-flight batching); ``prefill_first``: waiting prompts run as prefill-only batches ahead of
     the decodes (SGLang without ``--enable-mixed-chunk``)."""
     kv_dtype_low_precision: str
-    """KV-cache dtype of ``kv_dtype="auto"`` when the weights are FP8/FP4 checkpoints."""
+    """KV-cache dtype of ``kv_dtype="auto"`` when the launch quantizes 16-bit weights to an
+    FP8/FP4 format itself (``--weights`` other than the checkpoint's stored format): TensorRT-LLM
+    serves a TensorRT Model Optimizer checkpoint, whose KV is FP8 by default; vLLM and SGLang
+    quantize online and keep the model's 16-bit KV. A published checkpoint served as stored
+    follows its own quantization config instead (:func:`kv_cache_dtype`)."""
+    kv_dtypes: tuple[str, ...]
+    """The KV-cache storage dtypes the engine accepts (its ``auto`` and ``--kv-cache-dtype``
+    values read as storage widths; ``serving_engines.yaml``)."""
     overlap_scheduler: bool
     """Host schedules iteration n+1 while the GPU runs n: new requests wait one more step."""
     prefill_worker_overlap: bool | None = None
@@ -132,8 +139,31 @@ def engines() -> dict[str, EngineProfile]:
         small = fields.pop("small_gpu_defaults", None)
         if small is not None:
             small = SmallGpuDefaults(**{**small, "also_for": tuple(small.get("also_for", ()))})
+        fields["kv_dtypes"] = tuple(fields["kv_dtypes"])
         out[k] = EngineProfile(name=k, small_gpu_defaults=small, **fields)
     return out
+
+
+def kv_cache_dtype(
+    eng: EngineProfile, requested: str, *, checkpoint_kv: str | None, requantized: bool
+) -> str:
+    """The KV-cache dtype ``eng`` stores for ``requested`` (``--kv-dtype``), refused with the
+    engine's accepted values when it cannot store it. ``auto``: the KV dtype the served
+    checkpoint declares (``checkpoint_kv``: TensorRT-LLM ``validate_and_set_kv_cache_quant``
+    "Using checkpoint KV quantization", SGLang ``configure_kv_cache_dtype``, vLLM PR #30785),
+    else the model's 16-bit dtype; for weights the launch quantizes itself (``requantized``),
+    the engine's ``kv_dtype_low_precision``."""
+    if requested == "auto":
+        if requantized:
+            return eng.kv_dtype_low_precision
+        return checkpoint_kv or "bf16"
+    if requested not in eng.kv_dtypes:
+        raise InputError(
+            f"--kv-dtype {requested}: {eng.name} does not store the KV cache in {requested}; "
+            f"accepted: auto, {', '.join(eng.kv_dtypes)}",
+            field="kv_dtype",
+        )
+    return requested
 
 
 def engine(name: str) -> EngineProfile:

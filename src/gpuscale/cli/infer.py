@@ -101,7 +101,9 @@ CONCURRENCY = flag(
         "--kv-dtype",
         click.Choice(("auto", *KV_DTYPES)),
         "auto",
-        "KV-cache dtype; auto: the engine's default for the weights (bf16 for the static table).",
+        "KV-cache dtype; auto: what the engine stores for the weights (FP8 where the "
+        "checkpoint declares an FP8 KV cache or TensorRT-LLM quantizes the weights, else 16-bit; "
+        "bf16 for the static table). Each engine refuses a dtype it cannot store.",
     ),
     opt(
         "--engine",

@@ -221,11 +221,17 @@ def communication(
     # input-gradient all-reduces run async, launched before the weight-gradient GEMM
     # (core/tensor_parallel/layers.py, allreduce_dgrad: all_reduce(..., async_op=True)): 2 of
     # the layer's tp_passes all-reduces, never more than the profile hides.
-    tp_overlap = np.where(
-        plans.sequence_parallel,
-        profile.overlap_of("tp"),
-        np.minimum(profile.overlap_of("tp"), 2.0 / tp_passes),
-    )
+    # Where the profile's exposed TP share lies in the forward (TE userbuffers: the 'pipeline'
+    # reduce-scatters after proj and FC2, a quarter of each exposed; megatron.yaml), a full
+    # recompute's second forward exposes as much again: of 2 x tp_passes halves, 4 per forward
+    # carry the exposure, (1 - ov) x 8 x forwards / (2 x tp_passes): 1/12 with ov = 15/16.
+    ov = profile.overlap_of("tp")
+    if profile.const("tp_overlap_exposed_in_forward") > 0:
+        forwards = 1.0 + np.where(full, 1.0, 0.0)
+        ov_sp = np.maximum(0.0, 1.0 - (1.0 - ov) * 4.0 * forwards / tp_passes)
+    else:
+        ov_sp = np.full(len(plans), ov)
+    tp_overlap = np.where(plans.sequence_parallel, ov_sp, np.minimum(ov, 2.0 / tp_passes))
     tp_mb = _partly_hidden(layers * tp_passes * one_ar, tp_overlap, interference)
 
     # Context parallel (ring attention): every layer passes K and V around the ring, cp-1 hops

@@ -103,6 +103,9 @@ class ModelSpec:
     """The weight format (a ``--weights`` name) the ``config.json`` this spec was read from
     declares in its ``quantization_config``; empty for 16-bit weights, a scheme not read, or a
     catalog entry (whose checkpoint ``catalog.served_weights`` looks up)."""
+    stored_kv_cache: str = ""
+    """The KV-cache dtype that ``quantization_config`` declares (ModelOpt
+    ``kv_cache_quant_algo``: ``fp8``); empty when none (``catalog.served_kv_cache``)."""
     source: str = ""
 
     def __post_init__(self) -> None:

@@ -248,6 +248,14 @@ FRAMEWORK_BY_SOURCE = {
     # MegaScale's baseline is Megatron-LM @285068c8 (2023) with the paper's networking
     # optimizations on; its overlap flags are not stated: the Megatron-Core profile (every
     # overlap on) is the closest named stack. MegaScale's own rows are its Megatron fork.
+    # Their TP overlap is the megatron profile's (Transformer Engine userbuffers, 15/16; 11/12
+    # with full recompute), a reading, not MegaScale's own count: its Sec. 3.2 (Fig. 5) fuses
+    # the sequence-parallel all-gather and reduce-scatter with the adjacent FFN linears, the
+    # GEMM split into chunks pipelined with the collective, forward and backward, the same
+    # decomposition TE runs, but states no chunk count, so no exposed share of its own can be
+    # sourced. A pipelined all-gather waits for its first chunk, which TE's ring exchange has
+    # locally, so if anything MegaScale exposes more than TE's share; these rows are predicted
+    # as a Megatron-LM run of the same plan anyway (serial block, no LAMB: the limits below).
     "megascale": "megatron",
     "torchtitan-paper": "torchtitan",
     # layout_sweeps.csv: BigScience's Megatron-DeepSpeed trials, the stack of bloom176b.
@@ -386,6 +394,9 @@ def _plan_and_training(
         # backward's reduce-scatter of the input gradient runs async under the weight-gradient
         # GEMM (core/tensor_parallel/layers.py, async_op=True): 1/4 of the TP traffic overlaps.
         overrides["overlap"] = {"dp": 0.0, "zero": 0.0, "pp": 0.0, "tp": 0.25}
+        # Its one hidden collective is a backward one: a recompute adds no exposure pattern of
+        # TE's userbuffers (megatron.yaml tp_overlap_exposed_in_forward).
+        overrides.setdefault("constants", {})["tp_overlap_exposed_in_forward"] = 0.0
         notes.append(
             "Megatron-LM @285068c8 (2023-01): no DP/PP overlap, TP overlap only of the "
             "async input-gradient reduce-scatter (1 of 4 all-reduce equivalents)"

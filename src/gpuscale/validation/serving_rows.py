@@ -196,6 +196,16 @@ def sa_bench(r: dict[str, str]) -> bool:
     return r["mode"] == "disagg" and r["silicon_data_source"].startswith(INFERENCEX_SOURCES)
 
 
+def disagg_kv_dtype(r: dict[str, str]) -> dict[str, Any]:
+    """The KV-cache dtype a disaggregated InferenceX TensorRT-LLM row's srt-slurm recipe states:
+    every DeepSeek-R1 recipe of ``recipes/trtllm/{h100-fp8,h200}/`` (sa-submission-q1-2026;
+    read: h200/1k1k/stp/c128_ctx1_gen9_dep8_batch512, h200/8k1k/mtp/c4_ctx1_gen7_tep8_batch32,
+    h100-fp8/1k1k/mtp/ctx1_gen3_tep16_batch1, h100-fp8/8k1k/stp/ctx1_gen3_tep16_batch1) sets
+    ``kv_cache_config: dtype: fp8`` on both the prefill and the decode workers. Without it
+    TensorRT-LLM's ``auto`` would keep the FP8-block checkpoint's 16-bit KV."""
+    return {"kv_dtype": "fp8"} if sa_bench(r) and r["backend"] == "trtllm" else {}
+
+
 CLIENT_CAP_RUNS = (("vllm", "h100_sxm", "openai/gpt-oss-120b"),)
 """Engine, system and model of the InferenceX runs whose client ran at a fixed cap: the H100
 docker runner (``runners/launch_h100-cr.sh`` runs ``benchmarks/*_h100_docker.sh``) ran
@@ -889,6 +899,10 @@ def read_rows(
                         "empty, no GPU total in the row; AIConfigurator's own replay refuses "
                         "such rows)" + (f"; {refused}" if refused else "")
                     )
+        if r["mode"] == "disagg":
+            for read in (kw, guess):
+                if read:
+                    read.update(disagg_kv_dtype(r))
         out.append(
             ServingRow(
                 id=r["id"],
