@@ -13,7 +13,7 @@ from gpuscale import catalog
 from gpuscale.api.training import MAX_GPUS
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import Profile, load_profile_for
-from gpuscale.costmodel.serving.formats import WeightFormat, weight_format
+from gpuscale.costmodel.serving.formats import FORMATS, WeightFormat, weight_format
 from gpuscale.costmodel.serving.iteration import KV_BYTES, Parallelism
 from gpuscale.errors import InputError, require
 from gpuscale.planner.serving.deployment import (
@@ -27,6 +27,9 @@ from gpuscale.planner.serving.steady_state import Workload
 from gpuscale.specs import ModelSpec
 
 SCHEMA_VERSION = 1
+
+WEIGHT_FORMATS: tuple[str, ...] = ("auto", *FORMATS)
+"""Every ``weights`` the serving model under load accepts (``--help`` lists these)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,7 +105,24 @@ MAX_SCHEDULER_SLOTS = 2**24
 setting (TensorRT-LLM's default max_batch_size is 2,048, max_num_tokens 8,192), low enough that
 every value stays an exact float."""
 MAX_NUM_REQUESTS = 1_000_000
-"""Most requests in one benchmark run (the open-loop wait replays every arrival)."""
+"""Most requests in one benchmark run (the open-loop wait replays every arrival); also the most
+in flight at once, which are requests of that run (:func:`check_requests`)."""
+
+
+def check_requests(value: int | None, name: str) -> None:
+    """Refuse a count of requests (``num_requests``; in flight: ``concurrency``, a static
+    ``batch``, a disaggregated pool's ``*_batch`` cap) outside 1 to :data:`MAX_NUM_REQUESTS`:
+    the one rule of every serving question. Requests in flight are requests of one run, and 10^6
+    is far above any engine's running cap (TensorRT-LLM max_batch_size 2,048; vLLM
+    max_num_seqs 1,024), so a larger count is a typo: 10^9 in flight was priced as an 8-hour
+    queue. ``None``: not given."""
+    require(
+        value is None or 1 <= value <= MAX_NUM_REQUESTS,
+        f"--{name.replace('_', '-')} must be 1 to {MAX_NUM_REQUESTS:,} requests (the most one "
+        f"benchmark run holds), got {value}",
+        field=name,
+    )
+
 
 ENGINE_OPTIONS: dict[str, EngineOption] = {
     "max_num_batched_tokens": EngineOption(kind=int, low=1, high=MAX_SCHEDULER_SLOTS),
@@ -200,13 +220,16 @@ def check_lengths(spec: ModelSpec, input_len: int, output_len: int) -> None:
     )
 
 
-def served_format(model: str | ModelSpec, weights: str) -> WeightFormat:
+def served_format(
+    model: str | ModelSpec, weights: str, spec: ModelSpec | None = None
+) -> WeightFormat:
     """The weight format to serve ``model`` in: ``weights`` by name, or for ``"auto"`` the
     format its published checkpoint stores when ``model`` names a catalogued pre-quantized one
-    (``catalog.served_weights``: ``deepseek-ai/DeepSeek-R1`` -> fp8_block), else bf16."""
+    (``catalog.served_weights``: ``deepseek-ai/DeepSeek-R1`` -> fp8_block), else bf16. ``spec``
+    is ``model`` already read (a config.json path is then not read again)."""
     if weights == "auto":
         if isinstance(model, str):
-            return weight_format(catalog.served_weights(model))
+            return weight_format(catalog.served_weights(model, spec))
         return weight_format(model.stored_weights or "bf16")
     return weight_format(weights)
 
@@ -267,10 +290,7 @@ def infer(
         "give exactly one of --concurrency (closed loop) or --request-rate (open loop)",
         field="concurrency",
     )
-    if concurrency is not None:
-        require(
-            concurrency >= 1, f"--concurrency must be >= 1, got {concurrency}", field="concurrency"
-        )
+    check_requests(concurrency, "concurrency")
     if request_rate is not None:
         require(
             request_rate > 0,
@@ -278,11 +298,7 @@ def infer(
             field="request_rate",
         )
     # The open-loop wait replays the whole run (``steady_state.finite_run_wait``).
-    require(
-        1 <= num_requests <= MAX_NUM_REQUESTS,
-        f"--num-requests must be 1 to {MAX_NUM_REQUESTS:,}, got {num_requests}",
-        field="num_requests",
-    )
+    check_requests(num_requests, "num_requests")
     require(0.0 <= prefix_hit < 1.0, "--prefix-hit must be in [0, 1)", field="prefix_hit")
     require(replicas >= 1, f"--replicas must be >= 1, got {replicas}", field="replicas")
     # The engine's scheduler defaults depend on the GPU it starts on (vLLM: smaller
@@ -305,7 +321,7 @@ def infer(
             f"{input_len}-token prompt and chunked_prefill is off: raise it or turn chunking on",
             field="engine_options",
         )
-    fmt = served_format(model, weights)
+    fmt = served_format(model, weights, spec)
     if kv_dtype == "auto":
         # The engine's default: 16-bit, or FP8 where its low-precision checkpoints carry it.
         kv_dtype = eng.kv_dtype_low_precision if fmt.weight_bytes < 2.0 else "bf16"
@@ -365,7 +381,7 @@ def infer(
             field="prefill_workers",
         )
         for name, cap in (("prefill_batch", prefill_batch), ("decode_batch", decode_batch)):
-            require(cap is None or cap >= 1, f"--{name.replace('_', '-')} must be >= 1", field=name)
+            check_requests(cap, name)
         p_pool = Pool(
             max_batch=prefill_batch,
             workers=prefill_workers,

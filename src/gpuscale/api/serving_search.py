@@ -154,7 +154,7 @@ def search(
     # budget and running cap below 70 GiB and on A100; serving_engines.yaml).
     eng = engine_profile(engine).for_device(catalog.gpu(gpu))
     prof = load_profile_for(eng.cost_profile)
-    fmt = served_format(model, weights)
+    fmt = served_format(model, weights, spec)
     if kv_dtype == "auto":
         kv_dtype = eng.kv_dtype_low_precision if fmt.weight_bytes < 2.0 else "bf16"
     work = Workload(input_len=float(input_len), output_len=float(output_len))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -48,6 +49,21 @@ def gpu_count(value: int, field: str) -> None:
         f"--{field.replace('_', '-')} must be 1 to {MAX_GPUS:,} (2^20 GPUs, above the largest "
         f"clusters built), got {value}",
         field=field,
+    )
+
+
+def _plan_size(**degrees: int) -> None:
+    """Without --gpus the job is tp x pp x dp x cp GPUs: refuse one above :data:`MAX_GPUS`
+    naming the largest degree, the flag that was typed too large (not --gpus, never typed)."""
+    product = math.prod(degrees.values())
+    name = max(degrees, key=lambda k: degrees[k])
+    require(
+        product <= MAX_GPUS,
+        f"--{name} {degrees[name]}: tp x pp x dp x cp = "
+        f"{' x '.join(str(v) for v in degrees.values())} = {product:,} GPUs, more than "
+        f"{MAX_GPUS:,} (2^20, above the largest clusters built); accepted: degrees whose "
+        f"product is at most {MAX_GPUS:,}",
+        field=name,
     )
 
 
@@ -234,6 +250,8 @@ def run_inputs(
         )
         dp = gpus // (tp * pp * cp)
     _positive(dp=dp)
+    if gpus is None:
+        _plan_size(tp=tp, pp=pp, dp=dp, cp=cp)
     num_gpus = gpus if gpus is not None else tp * pp * dp * cp
     gpu_count(num_gpus, "gpus")
     assumed: dict[str, str] = {}

@@ -101,20 +101,21 @@ def checkpoint_weights(hf_id: str) -> str | None:
     return from_config(checkpoint_quantization().get(hf_id.lower()))
 
 
-def served_weights(name: str) -> str:
+def served_weights(name: str, spec: ModelSpec | None = None) -> str:
     """The weight format ``name`` is served in when none is asked for (``--weights auto``): the
     format a catalogued pre-quantized checkpoint stores (an engine loads a serialized FP8 or
     MXFP4 checkpoint as stored, it does not re-quantize it), else 16-bit (``bf16``). A catalog
     id stands for the checkpoint its entry was read from (the ``owner/name config.json`` its
     ``source`` opens with), so ``deepseek-r1`` and ``deepseek-ai/DeepSeek-R1`` agree; a
-    ``config.json`` path, for the ``quantization_config`` it declares."""
+    ``config.json`` path, for the ``quantization_config`` it declares (``spec``: that file
+    already read, so it is not read a second time)."""
     stored = checkpoint_weights(name)
     if stored is None and name.lower() in models():
         read_from = _CONFIG_SOURCE.match(models()[name.lower()].source)
         stored = checkpoint_weights(read_from.group(1)) if read_from else None
     elif stored is None and name.lower() not in model_aliases():
         # A config.json given by path declares its own quantization_config.
-        stored = model(name).stored_weights or None
+        stored = (spec if spec is not None else model(name)).stored_weights or None
     return stored or "bf16"
 
 
@@ -170,7 +171,19 @@ def cluster(
     )
     # Default node: the GPU's NVLink domain (8 on HGX/OAM boards, 72 on NVL72 racks).
     per_node = device.nvlink_domain_gpus if gpus_per_node is None else gpus_per_node
-    require(per_node >= 1, f"--gpus-per-node must be >= 1, got {per_node}")
+    require(per_node >= 1, f"--gpus-per-node must be >= 1, got {per_node}", field="gpus_per_node")
+    intra = link(device.intra_link)
+    # A node prices every GPU pair inside it at the NVLink/xGMI rate, so it cannot be larger
+    # than the fabric that joins them (8 on an HGX/OAM board, 72 in an NVL72 rack, 4 for bridged
+    # H200 NVL cards; catalog nvlink_domain_gpus). PCIe cards have no such fabric: a server
+    # holds as many as it has slots, so their node size is not bounded here.
+    require(
+        intra.kind not in ("nvlink", "xgmi") or per_node <= device.nvlink_domain_gpus,
+        f"--gpus-per-node {per_node}: each {device.id} node joins at most "
+        f"{device.nvlink_domain_gpus} GPUs by {intra.id}; accepted: 1 to "
+        f"{device.nvlink_domain_gpus} (more GPUs are more nodes, joined by --inter)",
+        field="gpus_per_node",
+    )
     require(
         nics_per_node is None or nics_per_node >= 1,
         f"--nics-per-node must be >= 1, got {nics_per_node}",
@@ -180,7 +193,7 @@ def cluster(
         device=device,
         num_gpus=num_gpus,
         gpus_per_node=per_node,
-        intra=link(device.intra_link),
+        intra=intra,
         inter=fabric,
         nics_per_node=nics_per_node
         if nics_per_node is not None

@@ -9,7 +9,7 @@ from click.core import ParameterSource
 
 from gpuscale import catalog
 from gpuscale.api import profile_names
-from gpuscale.api.serving import ENGINE_OPTIONS
+from gpuscale.api.serving import ENGINE_OPTIONS, WEIGHT_FORMATS
 from gpuscale.api.serving import infer as api_infer
 from gpuscale.api.serving_search import search as api_search
 from gpuscale.api.serving_static import infer_static
@@ -87,10 +87,10 @@ CONCURRENCY = flag(
     opt(
         "--weights",
         default="auto",
-        help="Weight format: auto (the format a pre-quantized checkpoint such as "
-        "deepseek-ai/DeepSeek-R1 or openai/gpt-oss-120b stores, else bf16), bf16, fp8, "
-        "fp8_block, nvfp4, mxfp4, int8_wo, fp8_wo, int4_wo "
-        "(weight-only where the GPU lacks the rate); the static-batch table takes "
+        help="Weight format under load: auto (the format a pre-quantized checkpoint such as "
+        "deepseek-ai/DeepSeek-R1 or openai/gpt-oss-120b stores, else bf16), "
+        f"{', '.join(WEIGHT_FORMATS[1:])} (int8, int4: weight-only as int8_wo, int4_wo; "
+        "weight-only too where the GPU lacks the rate); the static-batch table takes auto, "
         f"{', '.join(WEIGHT_DTYPES)}.",
     ),
     opt(
