@@ -4,6 +4,7 @@ SGLang) serving a closed-loop or Poisson client, aggregated or disaggregated."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -107,6 +108,12 @@ every value stays an exact float."""
 MAX_NUM_REQUESTS = 1_000_000
 """Most requests in one benchmark run (the open-loop wait replays every arrival); also the most
 in flight at once, which are requests of that run (:func:`check_requests`)."""
+
+MAX_RUN_SECONDS = 1e9
+"""Longest open-loop benchmark run, ``num_requests / request_rate`` seconds: 10^9 s (~32
+years, the bound on a cluster-trace job) is far past any benchmark, and every figure is the idle
+engine's long before it; at a subnormal rate (2e-313/s) the arrival times overflowed to inf and
+the TTFT came out nan."""
 
 
 def check_requests(value: int | None, name: str) -> None:
@@ -293,12 +300,21 @@ def infer(
     check_requests(concurrency, "concurrency")
     if request_rate is not None:
         require(
-            request_rate > 0,
-            f"--request-rate must be > 0, got {request_rate}",
+            0 < request_rate < math.inf,
+            f"--request-rate must be a finite number of requests/s > 0, got {request_rate}",
             field="request_rate",
         )
     # The open-loop wait replays the whole run (``steady_state.finite_run_wait``).
     check_requests(num_requests, "num_requests")
+    if request_rate is not None:
+        run_s = num_requests / request_rate
+        require(
+            run_s <= MAX_RUN_SECONDS,
+            f"--request-rate {request_rate:g}: {num_requests:,} requests would arrive over "
+            f"{run_s:.3g} s, more than 10^9 s (~32 years); accepted: at least "
+            f"{num_requests / MAX_RUN_SECONDS:g} requests/s for --num-requests {num_requests}",
+            field="request_rate",
+        )
     require(0.0 <= prefix_hit < 1.0, "--prefix-hit must be in [0, 1)", field="prefix_hit")
     require(replicas >= 1, f"--replicas must be >= 1, got {replicas}", field="replicas")
     # The engine's scheduler defaults depend on the GPU it starts on (vLLM: smaller
