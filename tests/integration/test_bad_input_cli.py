@@ -197,6 +197,15 @@ ESTIMATE = ("estimate", "llama3.1-8b", "--gpu", "h100-sxm")
             (*ESTIMATE, "--tp", "8", "--dp", "1", "--cp", "1048576"),
             "--cp 1048576: tp x pp x dp x cp = 8 x 1 x 1 x 1048576",
         ),
+        # A step of 10^12-token sequences or 10^15 sequences was priced (10^11 s, 10^13 s).
+        (
+            (*ESTIMATE, "--gpus", "8", "--seq", "1000000000000"),
+            "--seq 1000000000000 is longer than any model's context; accepted: 1 to 16,777,216",
+        ),
+        (
+            (*ESTIMATE, "--gpus", "8", "--gbs", "1000000000000000"),
+            "--gbs 1000000000000000 x --seq 4096 = 4,096,000,000,000,000,000 tokens in one step",
+        ),
         # 10^9 requests in flight were priced as an 8-hour queue.
         (
             (*INFER, "--concurrency", "1000000000"),
