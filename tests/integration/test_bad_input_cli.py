@@ -181,12 +181,12 @@ ESTIMATE = ("estimate", "llama3.1-8b", "--gpu", "h100-sxm")
         # An H100 SXM node was priced with 16 GPUs on one NVLink fabric (HGX holds 8).
         (
             (*ESTIMATE, "--gpus", "16", "--gpus-per-node", "16"),
-            "--gpus-per-node 16: each h100-sxm node joins at most 8 GPUs by nvlink4; accepted: "
-            "1 to 8",
+            "--gpus-per-node 16: one h100-sxm node holds at most 8 GPUs (nvlink4 joins 8); "
+            "accepted: 1 to 8",
         ),
         (
             (*INFER, "--concurrency", "8", "--tp", "2", "--gpus-per-node", "16"),
-            "--gpus-per-node 16: each h100-sxm node joins at most 8 GPUs",
+            "--gpus-per-node 16: one h100-sxm node holds at most 8 GPUs",
         ),
         # Without --gpus the error named --gpus, a flag never typed.
         (
@@ -205,6 +205,10 @@ ESTIMATE = ("estimate", "llama3.1-8b", "--gpu", "h100-sxm")
         (
             (*ESTIMATE, "--gpus", "8", "--gbs", "1000000000000000"),
             "--gbs 1000000000000000 x --seq 4096 = 4,096,000,000,000,000,000 tokens in one step",
+        ),
+        (
+            ("fit", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus-per-node", "16"),
+            "--gpus-per-node 16: one h100-sxm node holds at most 8 GPUs",
         ),
         # 10^9 requests in flight were priced as an 8-hour queue.
         (

@@ -17,14 +17,20 @@ from gpuscale.errors import InputError
 
 
 @pytest.mark.parametrize(
-    ("gpu", "per_node", "domain"),
-    [("h100-sxm", 16, 8), ("mi300x", 9, 8), ("h200-nvl", 8, 4), ("gb200", 73, 72)],
+    ("gpu", "per_node", "most"),
+    [("h100-sxm", 16, 8), ("mi300x", 9, 8), ("h200-nvl", 9, 8), ("gb200", 73, 72)],
 )
-def test_a_node_is_at_most_the_gpus_nvlink_fabric(gpu: str, per_node: int, domain: int) -> None:
-    with pytest.raises(InputError, match=rf"at most {domain} GPUs by .*accepted: 1 to {domain}"):
+def test_a_node_is_at_most_the_gpus_nvlink_fabric(gpu: str, per_node: int, most: int) -> None:
+    with pytest.raises(InputError, match=rf"holds at most {most} GPUs .*accepted: 1 to {most}"):
         catalog.cluster(gpu, 2 * per_node, gpus_per_node=per_node)
-    assert catalog.cluster(gpu, 2 * domain, gpus_per_node=domain).gpus_per_node == domain
+    assert catalog.cluster(gpu, 2 * most, gpus_per_node=most).gpus_per_node == most
     assert catalog.cluster(gpu, 4, gpus_per_node=2).gpus_per_node == 2  # smaller boards exist
+
+
+def test_the_default_node_of_every_gpu_is_accepted() -> None:
+    # H200 NVL: 4-card NVLink bridges, 8 cards a server (the default node of infer and fit).
+    for gpu in catalog.gpus():
+        catalog.cluster(gpu, 16, gpus_per_node=catalog.DEFAULT_GPUS_PER_NODE)
 
 
 def test_pcie_cards_have_no_fabric_bound() -> None:

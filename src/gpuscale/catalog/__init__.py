@@ -150,6 +150,24 @@ def model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
     raise unknown("model", name_or_path, models())
 
 
+def check_node(device: Device, gpus_per_node: int) -> None:
+    """Refuse a node larger than the fabric inside it. A node prices every GPU pair in it at the
+    NVLink/xGMI rate, so it cannot hold more GPUs than that fabric joins (8 on an HGX/OAM board,
+    72 in an NVL72 rack: ``nvlink_domain_gpus``), nor more than the default 8-GPU server where
+    the domain is smaller (H200 NVL: 4-card bridges, 8 cards a server, priced as one domain, as
+    every default run has been). PCIe cards have no such fabric: a server holds as many as it
+    has slots, so their node size is not bounded."""
+    intra = link(device.intra_link)
+    most = max(device.nvlink_domain_gpus, DEFAULT_GPUS_PER_NODE)
+    require(
+        intra.kind not in ("nvlink", "xgmi") or gpus_per_node <= most,
+        f"--gpus-per-node {gpus_per_node}: one {device.id} node holds at most {most} GPUs "
+        f"({intra.id} joins {device.nvlink_domain_gpus}); accepted: 1 to {most} (more GPUs are "
+        "more nodes, joined by --inter)",
+        field="gpus_per_node",
+    )
+
+
 def cluster(
     gpu_id: str | Device,
     num_gpus: int,
@@ -172,18 +190,8 @@ def cluster(
     # Default node: the GPU's NVLink domain (8 on HGX/OAM boards, 72 on NVL72 racks).
     per_node = device.nvlink_domain_gpus if gpus_per_node is None else gpus_per_node
     require(per_node >= 1, f"--gpus-per-node must be >= 1, got {per_node}", field="gpus_per_node")
+    check_node(device, per_node)
     intra = link(device.intra_link)
-    # A node prices every GPU pair inside it at the NVLink/xGMI rate, so it cannot be larger
-    # than the fabric that joins them (8 on an HGX/OAM board, 72 in an NVL72 rack, 4 for bridged
-    # H200 NVL cards; catalog nvlink_domain_gpus). PCIe cards have no such fabric: a server
-    # holds as many as it has slots, so their node size is not bounded here.
-    require(
-        intra.kind not in ("nvlink", "xgmi") or per_node <= device.nvlink_domain_gpus,
-        f"--gpus-per-node {per_node}: each {device.id} node joins at most "
-        f"{device.nvlink_domain_gpus} GPUs by {intra.id}; accepted: 1 to "
-        f"{device.nvlink_domain_gpus} (more GPUs are more nodes, joined by --inter)",
-        field="gpus_per_node",
-    )
     require(
         nics_per_node is None or nics_per_node >= 1,
         f"--nics-per-node must be >= 1, got {nics_per_node}",
@@ -205,6 +213,7 @@ def cluster(
 __all__ = [
     "DEFAULT_INTER",
     "InputError",
+    "check_node",
     "cluster",
     "gpu",
     "gpus",
