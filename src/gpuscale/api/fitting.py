@@ -264,6 +264,7 @@ def fit(
     _within_context(spec, "--seq", seq_len)
     for flag, value in (("--gpus-per-node", gpus_per_node), ("--tp", tp), ("--pp", pp)):
         _positive(flag, value)
+    catalog.check_node(device, gpus_per_node)
     check_tp(spec, tp)
     check_pp(spec, pp)
     if mode == "infer":

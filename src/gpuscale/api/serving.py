@@ -4,6 +4,7 @@ SGLang) serving a closed-loop or Poisson client, aggregated or disaggregated."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -15,7 +16,7 @@ from gpuscale.api.training import MAX_GPUS
 from gpuscale.catalog.serving_engines import EngineProfile, kv_cache_dtype
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import Profile, load_profile_for
-from gpuscale.costmodel.serving.formats import WeightFormat, weight_format
+from gpuscale.costmodel.serving.formats import FORMATS, WeightFormat, weight_format
 from gpuscale.costmodel.serving.iteration import Parallelism
 from gpuscale.errors import InputError, require
 from gpuscale.planner.serving.deployment import (
@@ -29,6 +30,9 @@ from gpuscale.planner.serving.steady_state import Workload
 from gpuscale.specs import ModelSpec
 
 SCHEMA_VERSION = 1
+
+WEIGHT_FORMATS: tuple[str, ...] = ("auto", *FORMATS)
+"""Every ``weights`` the serving model under load accepts (``--help`` lists these)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,7 +108,30 @@ MAX_SCHEDULER_SLOTS = 2**24
 setting (TensorRT-LLM's default max_batch_size is 2,048, max_num_tokens 8,192), low enough that
 every value stays an exact float."""
 MAX_NUM_REQUESTS = 1_000_000
-"""Most requests in one benchmark run (the open-loop wait replays every arrival)."""
+"""Most requests in one benchmark run (the open-loop wait replays every arrival); also the most
+in flight at once, which are requests of that run (:func:`check_requests`)."""
+
+MAX_RUN_SECONDS = 1e9
+"""Longest open-loop benchmark run, ``num_requests / request_rate`` seconds: 10^9 s (~32
+years, the bound on a cluster-trace job) is far past any benchmark, and every figure is the idle
+engine's long before it; at a subnormal rate (2e-313/s) the arrival times overflowed to inf and
+the TTFT came out nan."""
+
+
+def check_requests(value: int | None, name: str) -> None:
+    """Refuse a count of requests (``num_requests``; in flight: ``concurrency``, a static
+    ``batch``, a disaggregated pool's ``*_batch`` cap) outside 1 to :data:`MAX_NUM_REQUESTS`:
+    the one rule of every serving question. Requests in flight are requests of one run, and 10^6
+    is far above any engine's running cap (TensorRT-LLM max_batch_size 2,048; vLLM
+    max_num_seqs 1,024), so a larger count is a typo: 10^9 in flight was priced as an 8-hour
+    queue. ``None``: not given."""
+    require(
+        value is None or 1 <= value <= MAX_NUM_REQUESTS,
+        f"--{name.replace('_', '-')} must be 1 to {MAX_NUM_REQUESTS:,} requests (the most one "
+        f"benchmark run holds), got {value}",
+        field=name,
+    )
+
 
 ENGINE_OPTIONS: dict[str, EngineOption] = {
     "max_num_batched_tokens": EngineOption(kind=int, low=1, high=MAX_SCHEDULER_SLOTS),
@@ -202,31 +229,40 @@ def check_lengths(spec: ModelSpec, input_len: int, output_len: int) -> None:
     )
 
 
-def served_format(model: str | ModelSpec, weights: str) -> WeightFormat:
+def served_format(
+    model: str | ModelSpec, weights: str, spec: ModelSpec | None = None
+) -> WeightFormat:
     """The weight format to serve ``model`` in: ``weights`` by name, or for ``"auto"`` the
     format its published checkpoint stores when ``model`` names a catalogued pre-quantized one
-    (``catalog.served_weights``: ``deepseek-ai/DeepSeek-R1`` -> fp8_block), else bf16."""
+    (``catalog.served_weights``: ``deepseek-ai/DeepSeek-R1`` -> fp8_block), else bf16. ``spec``
+    is ``model`` already read (a config.json path is then not read again)."""
     if weights == "auto":
         if isinstance(model, str):
-            return weight_format(catalog.served_weights(model))
+            return weight_format(catalog.served_weights(model, spec))
         return weight_format(model.stored_weights or "bf16")
     return weight_format(weights)
 
 
 def served_kv_dtype(
-    model: str | ModelSpec, weights: str, fmt: WeightFormat, eng: EngineProfile, kv_dtype: str
+    model: str | ModelSpec,
+    weights: str,
+    fmt: WeightFormat,
+    eng: EngineProfile,
+    kv_dtype: str,
+    spec: ModelSpec | None = None,
 ) -> str:
     """The KV-cache dtype ``eng`` stores for ``--kv-dtype`` ``kv_dtype`` serving ``model`` in
     ``fmt`` (``weights`` as given): ``auto`` follows the checkpoint's declared KV quantization
     when the published checkpoint is served as stored, the engine's own rule when the launch
     quantizes the weights (``catalog.serving_engines.kv_cache_dtype``, one vocabulary per
-    engine in ``serving_engines.yaml``)."""
-    stored = served_format(model, "auto")
+    engine in ``serving_engines.yaml``). ``spec``: ``model`` already read (a config.json path is
+    not read again)."""
+    stored = served_format(model, "auto", spec)
     as_stored = weights == "auto" or fmt.name == stored.name
     if isinstance(model, ModelSpec):
         declared = model.stored_kv_cache or None
     else:
-        declared = catalog.served_kv_cache(model)
+        declared = catalog.served_kv_cache(model, spec)
     return kv_cache_dtype(
         eng,
         kv_dtype,
@@ -299,22 +335,24 @@ def infer(
         "give exactly one of --concurrency (closed loop) or --request-rate (open loop)",
         field="concurrency",
     )
-    if concurrency is not None:
-        require(
-            concurrency >= 1, f"--concurrency must be >= 1, got {concurrency}", field="concurrency"
-        )
+    check_requests(concurrency, "concurrency")
     if request_rate is not None:
         require(
-            request_rate > 0,
-            f"--request-rate must be > 0, got {request_rate}",
+            0 < request_rate < math.inf,
+            f"--request-rate must be a finite number of requests/s > 0, got {request_rate}",
             field="request_rate",
         )
     # The open-loop wait replays the whole run (``steady_state.finite_run_wait``).
-    require(
-        1 <= num_requests <= MAX_NUM_REQUESTS,
-        f"--num-requests must be 1 to {MAX_NUM_REQUESTS:,}, got {num_requests}",
-        field="num_requests",
-    )
+    check_requests(num_requests, "num_requests")
+    if request_rate is not None:
+        run_s = num_requests / request_rate
+        require(
+            run_s <= MAX_RUN_SECONDS,
+            f"--request-rate {request_rate:g}: {num_requests:,} requests would arrive over "
+            f"{run_s:.3g} s, more than 10^9 s (~32 years); accepted: at least "
+            f"{num_requests / MAX_RUN_SECONDS:g} requests/s for --num-requests {num_requests}",
+            field="request_rate",
+        )
     require(0.0 <= prefix_hit < 1.0, "--prefix-hit must be in [0, 1)", field="prefix_hit")
     require(replicas >= 1, f"--replicas must be >= 1, got {replicas}", field="replicas")
     # The engine's scheduler defaults depend on the GPU it starts on (vLLM: smaller
@@ -337,8 +375,8 @@ def infer(
             f"{input_len}-token prompt and chunked_prefill is off: raise it or turn chunking on",
             field="engine_options",
         )
-    fmt = served_format(model, weights)
-    kv_dtype = served_kv_dtype(model, weights, fmt, eng, kv_dtype)
+    fmt = served_format(model, weights, spec)
+    kv_dtype = served_kv_dtype(model, weights, fmt, eng, kv_dtype, spec)
     prof = _profile(eng.cost_profile, profile)
     for name, cv in (("input_cv", input_cv), ("output_cv", output_cv)):
         require(0.0 <= cv <= 10.0, f"--{name.replace('_', '-')} must be in [0, 10]", field=name)
@@ -390,7 +428,7 @@ def infer(
             field="prefill_workers",
         )
         for name, cap in (("prefill_batch", prefill_batch), ("decode_batch", decode_batch)):
-            require(cap is None or cap >= 1, f"--{name.replace('_', '-')} must be >= 1", field=name)
+            check_requests(cap, name)
         p_pool = Pool(
             max_batch=prefill_batch,
             workers=prefill_workers,

@@ -154,8 +154,8 @@ def search(
     # budget and running cap below 70 GiB and on A100; serving_engines.yaml).
     eng = engine_profile(engine).for_device(catalog.gpu(gpu))
     prof = load_profile_for(eng.cost_profile)
-    fmt = served_format(model, weights)
-    kv_dtype = served_kv_dtype(model, weights, fmt, eng, kv_dtype)
+    fmt = served_format(model, weights, spec)
+    kv_dtype = served_kv_dtype(model, weights, fmt, eng, kv_dtype, spec)
     work = Workload(input_len=float(input_len), output_len=float(output_len))
     ttft = (slo_ttft_ms or 1e12) / 1e3
     tpot = (slo_tpot_ms or 1e12) / 1e3

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from gpuscale import catalog
 from gpuscale.api._json import document
-from gpuscale.api.serving import check_lengths, served_format
+from gpuscale.api.serving import check_lengths, check_requests, served_format
 from gpuscale.costmodel.inference import InferenceEstimate, estimate_inference
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.errors import InputError, require
@@ -107,10 +107,11 @@ def infer_static(
     ``weights`` "auto" is the checkpoint's stored width (``served_format``), ``kv_dtype``
     "auto" is bf16; ``engine`` (default "generic") is any cost profile, with
     ``profile`` a calibration YAML laid over it."""
+    spec = model if isinstance(model, ModelSpec) else catalog.model(model)
     if weights == "auto":
         # The static table's nearest dtype to the checkpoint's stored format (its 8- or 4-bit
         # weight bytes), 16-bit for a checkpoint that is not pre-quantized.
-        stored = served_format(model, "auto")
+        stored = served_format(model, "auto", spec)
         bits = round(stored.weight_bytes * 8)
         weights = {8: "fp8" if stored.native == "fp8" else "int8", 4: "int4"}.get(bits, "bf16")
     require(
@@ -126,8 +127,7 @@ def infer_static(
         f"--kv-dtype {kv_dtype!r} unknown; accepted: auto, {', '.join(KV_DTYPES)}",
         field="kv_dtype",
     )
-    spec = model if isinstance(model, ModelSpec) else catalog.model(model)
-    require(batch >= 1, f"--batch must be >= 1, got {batch}", field="batch")
+    check_requests(batch, "batch")
     check_lengths(spec, input_len, output_len)
     prof = load_profile_for(engine, profile)
     inference = Inference(

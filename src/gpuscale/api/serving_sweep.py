@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuscale.api.serving import ServingResult, infer
+from gpuscale.api.serving import ServingResult, check_requests, infer
 from gpuscale.errors import InputError, require
 from gpuscale.specs import ModelSpec
 
@@ -156,6 +156,8 @@ def infer_sweep(
             field=load,
         )
     if concurrency is not None:
+        for c in concurrency:  # every load refused before the first is priced
+            check_requests(int(c), "concurrency")
         points = tuple(infer(model, **deployment, concurrency=int(c)) for c in concurrency)
     else:
         points = tuple(infer(model, **deployment, request_rate=float(r)) for r in values)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, replace
 from dataclasses import fields as dataclass_fields
@@ -50,6 +51,50 @@ def gpu_count(value: int, field: str) -> None:
         f"--{field.replace('_', '-')} must be 1 to {MAX_GPUS:,} (2^20 GPUs, above the largest "
         f"clusters built), got {value}",
         field=field,
+    )
+
+
+MAX_SEQ = 1 << 24
+"""Longest sequence a run takes: 16.7M tokens, past the longest released context (Llama 4
+Scout's 10M) and the config.json parser's bound on any size (``hf_config.MAX_DIMENSION``);
+--seq 10^12 was priced, with a warning, as a 10^11 s step."""
+
+MAX_STEP_TOKENS = 1 << 34
+"""Most tokens in one optimizer step (gbs x seq, and mbs x seq): ~1000x Llama 3 405B's 16M-token
+batch (Llama 3 paper, arXiv:2407.21783 Sec. 3.4.1), so a larger one is a typo; --gbs 10^15 was
+priced as a 10^13 s step."""
+
+
+def _step_tokens(*, seq: int, gbs: int, mbs: int) -> None:
+    """Refuse a sequence or a batch beyond any run (:data:`MAX_SEQ`, :data:`MAX_STEP_TOKENS`),
+    naming the flag."""
+    require(
+        seq <= MAX_SEQ,
+        f"--seq {seq} is longer than any model's context; accepted: 1 to {MAX_SEQ:,} tokens",
+        field="seq",
+    )
+    for name, batch in (("mbs", mbs), ("gbs", gbs)):
+        require(
+            batch * seq <= MAX_STEP_TOKENS,
+            f"--{name} {batch} x --seq {seq} = {batch * seq:,} tokens in one step, more than "
+            f"{MAX_STEP_TOKENS:,} (2^34, ~1000x the largest published batch); accepted: a "
+            f"batch of at most {MAX_STEP_TOKENS // seq:,} sequences of {seq} tokens",
+            field=name,
+        )
+
+
+def _plan_size(**degrees: int) -> None:
+    """Without --gpus the job is tp x pp x dp x cp GPUs: refuse one above :data:`MAX_GPUS`
+    naming the largest degree, the flag that was typed too large (not --gpus, never typed)."""
+    product = math.prod(degrees.values())
+    name = max(degrees, key=lambda k: degrees[k])
+    require(
+        product <= MAX_GPUS,
+        f"--{name} {degrees[name]}: tp x pp x dp x cp = "
+        f"{' x '.join(str(v) for v in degrees.values())} = {product:,} GPUs, more than "
+        f"{MAX_GPUS:,} (2^20, above the largest clusters built); accepted: degrees whose "
+        f"product is at most {MAX_GPUS:,}",
+        field=name,
     )
 
 
@@ -259,6 +304,8 @@ def _resolve(r: TrainingRun) -> RunInputs:
         )
         dp = gpus // (tp * pp * cp)
     _positive(dp=dp)
+    if gpus is None:
+        _plan_size(tp=tp, pp=pp, dp=dp, cp=cp)
     num_gpus = gpus if gpus is not None else tp * pp * dp * cp
     gpu_count(num_gpus, "gpus")
     assumed: dict[str, str] = {}
@@ -266,6 +313,7 @@ def _resolve(r: TrainingRun) -> RunInputs:
         chosen = defaults.global_batch_for(spec, r.seq, r.mbs * dp)
         gbs = int(chosen.value)
         assumed["gbs"] = chosen.why
+    _step_tokens(seq=r.seq, gbs=gbs, mbs=r.mbs)
     plan = Plan(
         tp=tp,
         pp=pp,

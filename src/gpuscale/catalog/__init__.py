@@ -101,24 +101,25 @@ def checkpoint_weights(hf_id: str) -> str | None:
     return from_config(checkpoint_quantization().get(hf_id.lower()))
 
 
-def served_weights(name: str) -> str:
+def served_weights(name: str, spec: ModelSpec | None = None) -> str:
     """The weight format ``name`` is served in when none is asked for (``--weights auto``): the
     format a catalogued pre-quantized checkpoint stores (an engine loads a serialized FP8 or
     MXFP4 checkpoint as stored, it does not re-quantize it), else 16-bit (``bf16``). A catalog
     id stands for the checkpoint its entry was read from (the ``owner/name config.json`` its
     ``source`` opens with), so ``deepseek-r1`` and ``deepseek-ai/DeepSeek-R1`` agree; a
-    ``config.json`` path, for the ``quantization_config`` it declares."""
+    ``config.json`` path, for the ``quantization_config`` it declares (``spec``: that file
+    already read, so it is not read a second time)."""
     stored = checkpoint_weights(name)
     if stored is None and name.lower() in models():
         read_from = _CONFIG_SOURCE.match(models()[name.lower()].source)
         stored = checkpoint_weights(read_from.group(1)) if read_from else None
     elif stored is None and name.lower() not in model_aliases():
         # A config.json given by path declares its own quantization_config.
-        stored = model(name).stored_weights or None
+        stored = (spec if spec is not None else model(name)).stored_weights or None
     return stored or "bf16"
 
 
-def served_kv_cache(name: str) -> str | None:
+def served_kv_cache(name: str, spec: ModelSpec | None = None) -> str | None:
     """The KV-cache dtype the checkpoint ``name`` (looked up as :func:`served_weights` does)
     declares for its engine, ``fp8`` for a ModelOpt ``kv_cache_quant_algo: FP8``, or None when
     it declares none (the engines' ``auto`` is then the model's 16-bit dtype;
@@ -132,7 +133,7 @@ def served_kv_cache(name: str) -> str | None:
         declared = checkpoint_kv_cache(qc)
     elif declared is None and name.lower() not in model_aliases():
         # A config.json given by path declares its own quantization_config.
-        declared = model(name).stored_kv_cache or None
+        declared = (spec if spec is not None else model(name)).stored_kv_cache or None
     return declared
 
 
@@ -167,6 +168,24 @@ def model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
     raise unknown("model", name_or_path, models())
 
 
+def check_node(device: Device, gpus_per_node: int) -> None:
+    """Refuse a node larger than the fabric inside it. A node prices every GPU pair in it at the
+    NVLink/xGMI rate, so it cannot hold more GPUs than that fabric joins (8 on an HGX/OAM board,
+    72 in an NVL72 rack: ``nvlink_domain_gpus``), nor more than the default 8-GPU server where
+    the domain is smaller (H200 NVL: 4-card bridges, 8 cards a server, priced as one domain, as
+    every default run has been). PCIe cards have no such fabric: a server holds as many as it
+    has slots, so their node size is not bounded."""
+    intra = link(device.intra_link)
+    most = max(device.nvlink_domain_gpus, DEFAULT_GPUS_PER_NODE)
+    require(
+        intra.kind not in ("nvlink", "xgmi") or gpus_per_node <= most,
+        f"--gpus-per-node {gpus_per_node}: one {device.id} node holds at most {most} GPUs "
+        f"({intra.id} joins {device.nvlink_domain_gpus}); accepted: 1 to {most} (more GPUs are "
+        "more nodes, joined by --inter)",
+        field="gpus_per_node",
+    )
+
+
 def cluster(
     gpu_id: str | Device,
     num_gpus: int,
@@ -188,7 +207,9 @@ def cluster(
     )
     # Default node: the GPU's NVLink domain (8 on HGX/OAM boards, 72 on NVL72 racks).
     per_node = device.nvlink_domain_gpus if gpus_per_node is None else gpus_per_node
-    require(per_node >= 1, f"--gpus-per-node must be >= 1, got {per_node}")
+    require(per_node >= 1, f"--gpus-per-node must be >= 1, got {per_node}", field="gpus_per_node")
+    check_node(device, per_node)
+    intra = link(device.intra_link)
     require(
         nics_per_node is None or nics_per_node >= 1,
         f"--nics-per-node must be >= 1, got {nics_per_node}",
@@ -198,7 +219,7 @@ def cluster(
         device=device,
         num_gpus=num_gpus,
         gpus_per_node=per_node,
-        intra=link(device.intra_link),
+        intra=intra,
         inter=fabric,
         nics_per_node=nics_per_node
         if nics_per_node is not None
@@ -210,6 +231,7 @@ def cluster(
 __all__ = [
     "DEFAULT_INTER",
     "InputError",
+    "check_node",
     "cluster",
     "gpu",
     "gpus",

@@ -71,7 +71,7 @@ def _whole(value: Any) -> int | str:
         except ValueError:
             return f"{value!r} is not a whole number"
     if abs(number) > MAX_WHOLE:
-        return f"{value} is too large; accepted: a whole number up to 2^53"
+        return f"{number} is too large; accepted: a whole number up to 2^53"
     return number
 
 

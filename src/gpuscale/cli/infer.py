@@ -9,7 +9,7 @@ from click.core import ParameterSource
 
 from gpuscale import catalog
 from gpuscale.api import profile_names
-from gpuscale.api.serving import ENGINE_OPTIONS
+from gpuscale.api.serving import ENGINE_OPTIONS, WEIGHT_FORMATS
 from gpuscale.api.serving import infer as api_infer
 from gpuscale.api.serving_search import search as api_search
 from gpuscale.api.serving_static import infer_static
@@ -23,7 +23,7 @@ from gpuscale.cli._common import (
     write_result_html,
 )
 from gpuscale.cli._options import MODEL, SEARCH, SERVING, WORKER, flag, opt, options
-from gpuscale.errors import InputError, require
+from gpuscale.errors import InputError, quoted, require
 from gpuscale.report.serving import print_search, print_serving, print_static, print_sweep
 from gpuscale.specs.training import KV_DTYPES, WEIGHT_DTYPES
 
@@ -91,10 +91,10 @@ CONCURRENCY = flag(
     opt(
         "--weights",
         default="auto",
-        help="Weight format: auto (the format a pre-quantized checkpoint such as "
-        "deepseek-ai/DeepSeek-R1 or openai/gpt-oss-120b stores, else bf16), bf16, fp8, "
-        "fp8_block, nvfp4, mxfp4, int8_wo, fp8_wo, int4_wo "
-        "(weight-only where the GPU lacks the rate); the static-batch table takes "
+        help="Weight format under load: auto (the format a pre-quantized checkpoint such as "
+        "deepseek-ai/DeepSeek-R1 or openai/gpt-oss-120b stores, else bf16), "
+        f"{', '.join(WEIGHT_FORMATS[1:])} (int8, int4: weight-only as int8_wo, int4_wo; "
+        "weight-only too where the GPU lacks the rate); the static-batch table takes auto, "
         f"{', '.join(WEIGHT_DTYPES)}.",
     ),
     opt(
@@ -209,7 +209,7 @@ def _engine_options(texts: tuple[str, ...]) -> dict[str, Any]:
         name, eq, text = item.partition("=")
         require(
             bool(eq and name and text),
-            f"--engine-options '{item}': give NAME=VALUE, e.g. max_num_batched_tokens=16384",
+            f"--engine-options {quoted(item)}: give NAME=VALUE, e.g. max_num_batched_tokens=16384",
             field="engine_options",
         )
         value: Any
@@ -223,7 +223,7 @@ def _engine_options(texts: tuple[str, ...]) -> dict[str, Any]:
                     value = float(text)
                 except ValueError:
                     raise InputError(
-                        f"--engine-options '{item}': VALUE must be true, false or a number",
+                        f"--engine-options {quoted(item)}: VALUE must be true, false or a number",
                         field="engine_options",
                     ) from None
         out[name.strip().replace("-", "_")] = value
@@ -237,7 +237,7 @@ def _loads(text: str | None) -> list[int] | None:
         return [whole_number(part, "--concurrency", "concurrency") for part in text.split(",")]
     except InputError:
         raise InputError(
-            f"--concurrency '{text}': give a whole number of requests up to 2^53, or several "
+            f"--concurrency {quoted(text)}: give a whole number of requests up to 2^53, or several "
             "comma-separated (1,8,64)",
             field="concurrency",
         ) from None
@@ -250,5 +250,5 @@ def _single(tp_text: str) -> int:
         if "," not in tp_text:
             raise
         raise InputError(
-            f"--tp '{tp_text}': the serving model takes one degree, e.g. --tp 4", field="tp"
+            f"--tp {quoted(tp_text)}: the serving model takes one degree, e.g. --tp 4", field="tp"
         ) from None

@@ -17,9 +17,14 @@ from gpuscale.errors import InputError, closest
 
 Check = tuple[str, Callable[[float], bool]]
 
+TINY = 1e-6
+"""Smallest efficiency or rate a profile may state: a millionth of the datasheet rate (1 kB/s,
+1 KiB) is far below any measured kernel or link (the lowest shipped curve point is 0.004), so a
+smaller one is a typo; a subnormal one (hbm_efficiency 2e-313) overflowed the times to inf."""
+
 NON_NEGATIVE: Check = ("a finite number >= 0", lambda v: v >= 0)
-POSITIVE: Check = ("a finite number > 0", lambda v: v > 0)
-FRACTION: Check = ("a number in (0, 1]", lambda v: 0 < v <= 1)
+POSITIVE: Check = ("a finite number > 0 (at least 1e-6)", lambda v: v >= TINY)
+FRACTION: Check = ("a number in (0, 1] (at least 1e-6)", lambda v: TINY <= v <= 1)
 SHARE: Check = ("a number in [0, 1]", lambda v: 0 <= v <= 1)
 AT_LEAST_ONE: Check = ("a finite number >= 1", lambda v: v >= 1)
 
