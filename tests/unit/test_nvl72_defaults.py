@@ -153,3 +153,19 @@ def test_an_exported_document_without_a_node_size_gets_the_domain() -> None:
         "plan": {"tp": 16, "pp": 1, "dp": 1, "mbs": 1, "gbs": 8},
     }
     assert job_from_document(doc).gpus_per_node == 72
+
+
+def test_planner_hardware_and_fit_search_resolve_the_same_default() -> None:
+    from gpuscale.costmodel.profile import load_profile_for
+    from gpuscale.planner.fit import smallest_inference_setups
+    from gpuscale.planner.search import Hardware
+    from gpuscale.specs.training import Inference
+
+    assert Hardware(gpu="gb200").gpus_per_node == 72
+    assert Hardware(gpu="h100-sxm").gpus_per_node == 8
+    assert Hardware(gpu="gb200", gpus_per_node=8).gpus_per_node == 8
+    with pytest.raises(InputError, match="positive integer, got 0"):
+        Hardware(gpu="gb200", gpus_per_node=0)
+    spec, device = catalog.model("llama3.1-405b"), catalog.gpu("gb200")
+    args = (spec, Inference(batch=64, context_len=32768), device, load_profile_for("generic"))
+    assert smallest_inference_setups(*args) == smallest_inference_setups(*args, gpus_per_node=72)
