@@ -27,7 +27,8 @@ def test_infer_on_gb200_defaults_to_the_nvl72_domain(gpuscale) -> None:
 
 
 def test_every_command_says_its_node_default(gpuscale) -> None:
-    for command in (["infer"], ["advise-comm"], ["fit"], ["cluster", "adapt"], ["estimate"]):
+    commands = (["infer"], ["advise-comm"], ["fit"], ["cluster", "adapt"], ["estimate"], ["export"])
+    for command in commands:
         proc = gpuscale(*command, "--help")
         assert proc.returncode == 0, proc.stderr
         text = " ".join(proc.stdout.split())
