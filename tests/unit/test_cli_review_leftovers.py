@@ -27,10 +27,11 @@ def test_a_node_is_at_most_the_gpus_nvlink_fabric(gpu: str, per_node: int, most:
     assert catalog.cluster(gpu, 4, gpus_per_node=2).gpus_per_node == 2  # smaller boards exist
 
 
-def test_the_default_node_of_every_gpu_is_accepted() -> None:
-    # H200 NVL: 4-card NVLink bridges, 8 cards a server (the default node of infer and fit).
+def test_the_default_node_and_an_8_gpu_server_of_every_gpu_are_accepted() -> None:
+    # H200 NVL: 4-card NVLink bridges (its default node), 8 cards a server when asked for.
     for gpu in catalog.gpus():
         catalog.cluster(gpu, 16, gpus_per_node=catalog.DEFAULT_GPUS_PER_NODE)
+        catalog.cluster(gpu, 144)
 
 
 def test_pcie_cards_have_no_fabric_bound() -> None:

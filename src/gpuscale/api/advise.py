@@ -97,7 +97,7 @@ def advise_comm(
     gpus: int,
     inter: FabricArg = catalog.DEFAULT_INTER,
     gpu: GpuArg = DEFAULT_GPU,
-    gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE,
+    gpus_per_node: int | None = None,
     nics_per_node: int | None = None,
     mbs: int = 1,
     gbs: int | None = None,

@@ -294,7 +294,7 @@ def cluster_adapt(
     *,
     gpu: str,
     gpus: int,
-    gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE,
+    gpus_per_node: int | None = None,
     inter: str = catalog.DEFAULT_INTER,
     event: str,
     factor: float = 0.25,

@@ -211,7 +211,7 @@ def fit(
     *,
     gpu: GpuArg = DEFAULT_GPU,
     mode: str = "train",
-    gpus_per_node: int = 8,
+    gpus_per_node: int | None = None,
     profile: str | Path | None = None,
     seq: int | None = None,
     mbs: int = 1,
@@ -262,6 +262,7 @@ def fit(
     prof = load_profile_for("generic", None if profile is None else str(profile))
     seq_len = seq if seq is not None else int(defaults.seq_len(spec).value)
     _within_context(spec, "--seq", seq_len)
+    gpus_per_node = catalog.node_size(device, gpus_per_node)
     for flag, value in (("--gpus-per-node", gpus_per_node), ("--tp", tp), ("--pp", pp)):
         _positive(flag, value)
     catalog.check_node(device, gpus_per_node)

@@ -6,8 +6,8 @@ The CLI builds its flags from these (``gpus_per_node`` is ``--gpus-per-node``; a
 by default is spelled ``--no-...``), a form on a web page can build its fields from them, and
 ``tests/unit/test_params.py`` checks every default against the signatures of the functions that
 take the argument, and every command's flag defaults against the function it calls, so the flag,
-the field and the keyword argument cannot drift apart. Where one function's default differs
-(``fit`` assumes 8 GPUs per node), its command says so.
+the field and the keyword argument cannot drift apart. Where one function's default differs,
+its command says so.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ PARAMS: dict[str, Param] = {
     "gpus_per_node": Param(
         type=int,
         help="GPUs in one NVLink/PCIe node [default: the GPU's NVLink domain, 8; 72 on "
-        "GB200/GB300 NVL72].",
+        "GB200/GB300 NVL72; 4 on H200 NVL].",
     ),
     "inter": Param(
         default=catalog.DEFAULT_INTER, help="Fabric between nodes (gpuscale catalog links)."

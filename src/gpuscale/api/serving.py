@@ -301,7 +301,7 @@ def infer(
     decode_ep: int = 1,
     decode_attention_dp: int = 1,
     decode_batch: int | None = None,
-    gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE,
+    gpus_per_node: int | None = None,
     inter: str = catalog.DEFAULT_INTER,
     profile: str | None = None,
     adp_balance_timeout_iters: int = 0,

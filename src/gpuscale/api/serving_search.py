@@ -127,7 +127,7 @@ def search(
     slo_ttft_ms: float | None = None,
     slo_tpot_ms: float | None = None,
     price: float | None = None,
-    gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE,
+    gpus_per_node: int | None = None,
     inter: str = catalog.DEFAULT_INTER,
     disaggregated: bool = True,
     resolved_places: int | None = RESOLVED_PLACES,
@@ -160,7 +160,7 @@ def search(
     ttft = (slo_ttft_ms or 1e12) / 1e3
     tpot = (slo_tpot_ms or 1e12) / 1e3
     cluster = catalog.cluster(gpu, gpus, gpus_per_node=gpus_per_node, inter=inter)
-    cands = candidates(spec, gpus, gpus_per_node, disagg=disaggregated)
+    cands = candidates(spec, gpus, cluster.gpus_per_node, disagg=disaggregated)
     one = scorer(spec, cluster, fmt, kv_dtype, prof, eng, work, ttft, tpot)
     require(
         resolved_places is None or resolved_places >= 0,

@@ -90,7 +90,7 @@ def infer_static(
     *,
     gpu: str,
     tp: str | Sequence[int] | None = None,
-    gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE,
+    gpus_per_node: int | None = None,
     inter: str = catalog.DEFAULT_INTER,
     batch: int = 1,
     input_len: int = 512,

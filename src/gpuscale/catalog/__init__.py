@@ -22,6 +22,8 @@ DEFAULT_INTER = "ib-ndr400"
 NETWORK_KINDS = ("infiniband", "roce", "ethernet")
 """Link kinds that join nodes (the others join GPUs inside a node)."""
 DEFAULT_GPUS_PER_NODE = 8
+"""GPUs of an HGX/OAM server board (8 joined by NVLink/xGMI), the GPU entry's NVLink domain when
+its catalog entry names none, and the least node :func:`check_node` accepts on NVLink parts."""
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -168,13 +170,27 @@ def model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
     raise unknown("model", name_or_path, models())
 
 
+def default_gpus_per_node(device: str | Device) -> int:
+    """The node every command and API function assumes when ``gpus_per_node`` is not given: the
+    GPU's NVLink domain, so every GPU pair inside it is priced at the NVLink rate (8 on an
+    HGX/OAM board; 72 in a GB200/GB300 NVL72 rack, whose datasheet puts 72 GPUs in one NVLink
+    domain at 1.8 TB/s each; 4 on H200 NVL, whose bridge joins 4 cards). It never exceeds the
+    bound of :func:`check_node`."""
+    return gpu(device).nvlink_domain_gpus
+
+
+def node_size(device: str | Device, gpus_per_node: int | None) -> int:
+    """``gpus_per_node`` as given, or :func:`default_gpus_per_node` when it is None."""
+    return default_gpus_per_node(device) if gpus_per_node is None else gpus_per_node
+
+
 def check_node(device: Device, gpus_per_node: int) -> None:
     """Refuse a node larger than the fabric inside it. A node prices every GPU pair in it at the
     NVLink/xGMI rate, so it cannot hold more GPUs than that fabric joins (8 on an HGX/OAM board,
-    72 in an NVL72 rack: ``nvlink_domain_gpus``), nor more than the default 8-GPU server where
-    the domain is smaller (H200 NVL: 4-card bridges, 8 cards a server, priced as one domain, as
-    every default run has been). PCIe cards have no such fabric: a server holds as many as it
-    has slots, so their node size is not bounded."""
+    72 in an NVL72 rack: ``nvlink_domain_gpus``, the default node), nor more than an 8-GPU
+    server where the domain is smaller (H200 NVL: 4-card bridges, 8 cards a server; asked for
+    explicitly, such a server is priced as one domain). PCIe cards have no such fabric: a server
+    holds as many as it has slots, so their node size is not bounded."""
     intra = link(device.intra_link)
     most = max(device.nvlink_domain_gpus, DEFAULT_GPUS_PER_NODE)
     require(
@@ -195,7 +211,8 @@ def cluster(
     nics_per_node: int | None = None,
     oversubscription: float = 1.0,
 ) -> Cluster:
-    """A homogeneous cluster of catalog parts. Default: 8 GPUs a node; one NIC per GPU on RDMA
+    """A homogeneous cluster of catalog parts. Default: the GPU's NVLink domain a node
+    (:func:`default_gpus_per_node`); one NIC per GPU on RDMA
     fabrics (rail-optimized, as in DGX/HGX reference designs), one NIC per node on plain
     Ethernet (TCP sockets), where servers carry a single data port."""
     device = gpu(gpu_id)
@@ -205,8 +222,7 @@ def cluster(
         f"--inter {fabric.id} is a {fabric.kind} link inside a node, not a fabric between nodes; "
         f"accepted: {', '.join(k for k, v in links().items() if v.kind in NETWORK_KINDS)}",
     )
-    # Default node: the GPU's NVLink domain (8 on HGX/OAM boards, 72 on NVL72 racks).
-    per_node = device.nvlink_domain_gpus if gpus_per_node is None else gpus_per_node
+    per_node = node_size(device, gpus_per_node)
     require(per_node >= 1, f"--gpus-per-node must be >= 1, got {per_node}", field="gpus_per_node")
     check_node(device, per_node)
     intra = link(device.intra_link)
@@ -233,11 +249,13 @@ __all__ = [
     "InputError",
     "check_node",
     "cluster",
+    "default_gpus_per_node",
     "gpu",
     "gpus",
     "link",
     "links",
     "model",
     "models",
+    "node_size",
     "validation_bands",
 ]

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from gpuscale import api, catalog
+from gpuscale import api
 from gpuscale.api.advise import DEFAULT_GPU
 from gpuscale.cli._common import console, emit_json
 from gpuscale.cli._options import MODEL, flag, opt, options
@@ -20,7 +20,7 @@ from gpuscale.report.advise import print_advice
     flag("gpus", required=True, help="Data-parallel GPUs (one DDP replica each)."),
     "inter",
     flag("gpu", default=DEFAULT_GPU),
-    flag("gpus_per_node", default=catalog.DEFAULT_GPUS_PER_NODE, help="GPUs per node."),
+    "gpus_per_node",
     "nics_per_node",
     flag("mbs", help="Micro-batch per GPU, sequences."),
     flag(

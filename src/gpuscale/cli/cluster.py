@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from gpuscale import catalog, files
+from gpuscale import files
 from gpuscale.api import cluster as cluster_api
 from gpuscale.cli._common import (
     FINITE,
@@ -131,7 +131,7 @@ def export_command(
     MODEL,
     flag("gpu", required=True),
     flag("gpus", required=True),
-    flag("gpus_per_node", default=catalog.DEFAULT_GPUS_PER_NODE, help="GPUs per node."),
+    "gpus_per_node",
     "inter",
     flag("event", required=True),
     *("factor", "at_h", "horizon_h", "restart_s"),

@@ -37,7 +37,8 @@ from gpuscale.report.export import print_export
     flag(
         "gpus_per_node",
         type=click.IntRange(min=1),
-        help="GPUs a node [default: the document's, else 8].",
+        help="GPUs a node [default: the document's, else the GPU's NVLink domain: 8; 72 on "
+        "GB200/GB300 NVL72].",
     ),
     opt("-o --output", help="Folder to write the files into (created if its parent exists)."),
     opt(

@@ -33,7 +33,11 @@ def only(scope: str, *names: str, help: str | None = None, **override: Any) -> l
     MODEL,
     flag("gpu", default=DEFAULT_GPU),
     opt("--mode", click.Choice(["train", "infer"]), "train"),
-    flag("gpus_per_node", default=8, help="GPUs per node, for the smallest-set-up search."),
+    flag(
+        "gpus_per_node",
+        help="GPUs per node, for the smallest-set-up search [default: the GPU's NVLink domain, "
+        "8; 72 on GB200/GB300 NVL72; 4 on H200 NVL].",
+    ),
     flag(
         "profile",
         help="Calibration profile YAML (from gpuscale calibrate) laid over the generic profile: "

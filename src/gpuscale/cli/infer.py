@@ -7,7 +7,6 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from gpuscale import catalog
 from gpuscale.api import profile_names
 from gpuscale.api.serving import ENGINE_OPTIONS, WEIGHT_FORMATS
 from gpuscale.api.serving import infer as api_infer
@@ -83,7 +82,7 @@ CONCURRENCY = flag(
         default="1,2,4,8",
         help="Tensor-parallel degrees to compare (comma-separated).",
     ),
-    flag("gpus_per_node", default=catalog.DEFAULT_GPUS_PER_NODE, help="GPUs per node."),
+    "gpus_per_node",
     flag("inter", help="Fabric used when TP spans nodes."),
     "batch",
     opt("--input input_len", int, 512, "Prompt tokens."),

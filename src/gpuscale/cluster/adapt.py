@@ -241,5 +241,5 @@ def adapt(
     )
 
 
-def cluster_of(gpu: str, gpus: int, gpus_per_node: int, inter: str) -> Cluster:
+def cluster_of(gpu: str, gpus: int, gpus_per_node: int | None, inter: str) -> Cluster:
     return catalog.cluster(gpu, gpus, gpus_per_node=gpus_per_node, inter=inter)

@@ -144,7 +144,7 @@ def job_from_document(
         sequence_parallel=bool(section.get("sequence_parallel", True)),
     )
     catalog.gpu(gpu_id)  # an unknown id fails here with the closest matches
-    per_node = gpus_per_node or recorded["gpus_per_node"] or catalog.DEFAULT_GPUS_PER_NODE
+    per_node = gpus_per_node or recorded["gpus_per_node"] or catalog.default_gpus_per_node(gpu_id)
     return TrainingJob(
         model_id=model_id,
         model=model if model is not None else catalog.model(model_id),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuscale import catalog
 from gpuscale.costmodel.inference_memory import inference_memory
 from gpuscale.costmodel.memory import memory_budget_bytes, training_memory
 from gpuscale.costmodel.profile import Profile
@@ -148,12 +149,13 @@ def smallest_training_setups(
     base: Plan,
     profile: Profile,
     *,
-    gpus_per_node: int = 8,
+    gpus_per_node: int | None = None,
     max_gpus: int = MAX_GPUS,
     limit: int = 3,
 ) -> list[FitOption]:
-    """Up to ``limit`` layouts, one per family, each with the fewest GPUs that hold it."""
-    plans = training_candidates(model, base, gpus_per_node, max_gpus)
+    """Up to ``limit`` layouts, one per family, each with the fewest GPUs that hold it;
+    ``gpus_per_node`` None is the GPU's NVLink domain."""
+    plans = training_candidates(model, base, catalog.node_size(device, gpus_per_node), max_gpus)
     memory = training_memory(model, training, plans, profile=profile).total
     fits = memory <= device.memory_bytes
     family = _family(plans.tp, plans.pp, plans.dp, plans.zero)
@@ -167,12 +169,14 @@ def smallest_inference_setups(
     device: Device,
     profile: Profile,
     *,
-    gpus_per_node: int = 8,
+    gpus_per_node: int | None = None,
     max_gpus: int = MAX_GPUS,
     limit: int = 3,
 ) -> list[FitOption]:
-    """Tensor parallelism inside a node, then pipeline stages across nodes."""
-    tps = tp_degrees(model, TP_CANDIDATES[gpus_per_node >= TP_CANDIDATES])
+    """Tensor parallelism inside a node, then pipeline stages across nodes; ``gpus_per_node``
+    None is the GPU's NVLink domain."""
+    per_node = catalog.node_size(device, gpus_per_node)
+    tps = tp_degrees(model, TP_CANDIDATES[per_node >= TP_CANDIDATES])
     pps = divisors(model.num_layers)
     tp_g, pp_g = (a.ravel() for a in np.meshgrid(tps, pps))
     keep = tp_g * pp_g <= max_gpus

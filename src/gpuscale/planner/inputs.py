@@ -70,8 +70,7 @@ def build_inputs(
     ``assumed``. ``gpu`` and ``inter`` must be catalog entries (the planner names them by id);
     ``gpus_per_node`` None is the GPU's NVLink domain (8 on HGX/OAM boards, 72 on NVL72 racks)."""
     spec = catalog.model(model)
-    if gpus_per_node is None:
-        gpus_per_node = catalog.gpu(gpu).nvlink_domain_gpus
+    gpus_per_node = catalog.node_size(gpu, gpus_per_node)
     hardware = Hardware(
         gpu=_catalog_id(gpu, catalog.gpus(), "gpu"),
         inter=_catalog_id(inter, catalog.links(), "inter"),

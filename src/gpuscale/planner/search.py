@@ -48,12 +48,16 @@ class Hardware:
 
     gpu: str
     inter: str = catalog.DEFAULT_INTER
-    gpus_per_node: int = catalog.DEFAULT_GPUS_PER_NODE
+    gpus_per_node: int = None  # type: ignore[assignment]  # resolved in __post_init__
+    """Left out: the GPU's NVLink domain, :func:`gpuscale.catalog.default_gpus_per_node`."""
     nics_per_node: int | None = None
     """``None``: one NIC per GPU (rail-optimized) on RDMA fabrics, one per node on TCP Ethernet."""
 
     def __post_init__(self) -> None:
         catalog.gpu(self.gpu)
+        # Frozen: the default is resolved once, here, so every reader sees an int.
+        node = catalog.node_size(self.gpu, self.gpus_per_node)
+        object.__setattr__(self, "gpus_per_node", node)
         catalog.link(self.inter)
         require(
             self.gpus_per_node >= 1,
