@@ -39,7 +39,10 @@ repeating pattern once the burst has been split by the token budget (a round or 
 last full-load round is weighted for the rounds between it and the tail."""
 
 MAX_COHORTS = 256
-"""Past this many cohorts the load is effectively staggered: the steady-state model applies."""
+"""Past this many cohorts the load is effectively staggered: the steady-state model applies.
+Not to a burst-only run (one round, no successors): it holds at most ``concurrency`` cohorts and
+ends when they do, and it is what the steady state's fallback adds for the benchmark's first
+round (``deployment._with_start_burst``), so it must not give up where the full run does."""
 
 
 @dataclass(slots=True, eq=False)
@@ -113,9 +116,11 @@ def simulate(
     warmup_cycles: int = 0,
     measured_cycles: int = SIMULATED_ROUNDS,
     rounds: int = BENCHMARK_ROUNDS,
+    max_cohorts: int | None = MAX_COHORTS,
 ) -> CohortResult | None:
     """Simulate ``concurrency`` closed-loop clients on one rank; ``None`` when the load breaks
-    into more than :data:`MAX_COHORTS` cohorts (then it is staggered and the steady state holds)."""
+    into more than ``max_cohorts`` cohorts (then it is staggered and the steady state holds;
+    ``None``: no limit, for a single round)."""
     isl = work.input_len * (1.0 - work.prefix_hit)
     osl = max(round(work.output_len), 1)
     # Tokens a decode iteration emits per request and budget tokens it takes (1 and 1, or the
@@ -142,7 +147,7 @@ def simulate(
     dirty = False
     while cohorts:
         guard += 1
-        if guard > 200_000 or len(cohorts) > MAX_COHORTS:
+        if guard > 200_000 or (max_cohorts is not None and len(cohorts) > max_cohorts):
             return None
         running = sum(c.size for c in cohorts if c.admitted)
         # Admission: FIFO while the running slots (max_num_seqs, KV pages) allow; split a cohort
@@ -363,8 +368,13 @@ def simulate_ranks(
     for load, count in ((lo, ranks - extra), (lo + 1, extra)):
         if load < 1 or count == 0:
             continue
-        rounds = {"measured_cycles": 1, "rounds": 1} if burst_only else {}
-        sim = simulate(it, eng, work, load, max_running, **rounds)
+        if burst_only:
+            # One round: at most ``load`` cohorts, finite; no cohort limit (MAX_COHORTS).
+            sim = simulate(
+                it, eng, work, load, max_running, measured_cycles=1, rounds=1, max_cohorts=None
+            )
+        else:
+            sim = simulate(it, eng, work, load, max_running)
         if sim is None:
             return None
         parts.append((sim, count))
