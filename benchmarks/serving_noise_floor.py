@@ -35,6 +35,7 @@ from gpuscale.validation.serving_noise import (
     METRICS,
     Run,
     falls,
+    model_name,
     order_floor,
     repeat_groups,
     runs,
@@ -147,6 +148,19 @@ def order(found: Sequence[Run]) -> dict[str, Any]:
                 "bound_on_all_sweeps": every,
             }
         out[metric] = block
+        where: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        for s in seqs:
+            f = falls(s, metric, THRESHOLDS)
+            name = f"{model_name(s[0].row).split('/')[-1]} {s[0].row.raw['system']} {s[0].engine}"
+            where[name][0] += f.falls[0.10]
+            where[name][1] += f.pairs
+        named = sorted(((v, k) for k, v in where.items() if v[0]), reverse=True)
+        if named:
+            print(
+                "      >10% falls by model: "
+                + "; ".join(f"{k} {v[0]}/{v[1]}" for v, k in named[:6])
+                + ("; ..." if len(named) > 6 else "")
+            )
     return out
 
 

@@ -84,7 +84,8 @@ class Run:
         return self.row.ttft_ms if metric == "ttft" else self.row.tpot_ms
 
 
-def _model(row: ServingRow) -> str:
+def model_name(row: ServingRow) -> str:
+    """The model the row ran (the dump's DeepSeek-V3 label read as R1, :data:`DB_DUMP_R1`)."""
     path = row.raw["model_path"]
     src = row.raw["silicon_data_source"]
     if src.startswith("db-dump/") and row.id.startswith(DB_DUMP_R1):
@@ -96,7 +97,7 @@ def _fields(row: ServingRow, drop: Iterable[str]) -> str:
     r = row.raw
     kw = {k: v for k, v in row.kwargs.items() if k not in drop}
     told = {
-        "model": _model(row),
+        "model": model_name(row),
         "engine_version": r["backend_version"],
         "system": r["system"],
         "precision": (r["precision"], r["gemm_quant_mode"], r["moe_quant_mode"]),
