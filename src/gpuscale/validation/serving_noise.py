@@ -9,9 +9,9 @@ Two limits on the mean absolute relative error ``|predicted - measured| / measur
   measured in different runs. One deterministic model gives one answer for all of them, so on a
   group it errs by at least ``min_v sum_i |v - y_i| / y_i``, a weighted median
   (:func:`monotone_fit` with one concurrency).
-- **order**: in a closed loop at a fixed deployment and lengths, more requests in flight never
-  make the mean TTFT or TPOT shorter. A model that respects that errs on a concurrency sweep by at
-  least the best non-decreasing fit (:func:`monotone_fit`); repeats are ties at one concurrency.
+- **order**: in a closed loop at a fixed deployment and lengths, more requests in flight should
+  not make the mean TTFT or TPOT shorter (more load on the same engine). A model that respects
+  that errs on a concurrency sweep by at least the best non-decreasing fit (:func:`monotone_fit`); repeats are ties at one concurrency.
 
 The same run exported twice is one measurement, not a repeat: rows that
 :func:`serving_rows.distinct` keeps but that record the same TTFT and TPOT to the last digit
