@@ -10,15 +10,16 @@ gap-analysis rows (``gap_rows.gap_rows``) it prints:
   ISL and the output lengths 256 and 512 (at OSL 128 a prompt joins almost every iteration and
   the eager context iterations dominate TPOT). A GPU-bound iteration's slope halves with twice
   the GPUs (each request's KV read and GEMM rows are split); a host-bound one does not.
-- the combination rule on the slopes: with ``h`` the measured slope on TP8 (the most
-  host-bound end), ``sum`` predicts a slope of ``modelled + h`` on every TP, ``max`` one of
-  ``max(modelled, h)``;
-- the combination rule on TPOT itself: the TP1 and TP2 rows at C >= 32 read two ways: ``sum`` (host time added to the modelled
-  iteration, ``TPOT = model + h n``) and ``max`` (the overlap scheduler hides the host behind
-  the GPU, ``TPOT = max(model, h n)``, TensorRT-LLM docs "Overlap Scheduler": "CPU work (step
-  n) and GPU computation (step n+1) to run concurrently"), median signed and absolute error
-  against the measured TPOT, beside the model alone. ``h`` is read from TP8 and tested on
-  TP1/TP2 only: on TP4/TP8 it would be in-sample.
+- per grid line on TP4/TP8, the combination rule: ``h`` is the measured slope of the line
+  whose modelled (GPU) slope is the smallest (ISL 1024, OSL 512: the most host-bound line of
+  that TP); on the other lines of the same TP, ``sum`` (the host time added to the GPU
+  iteration) predicts a slope of ``modelled + h``, ``max`` (the overlap scheduler hides the
+  host behind the GPU, TensorRT-LLM docs "Overlap Scheduler": "CPU work (step n) and GPU
+  computation (step n+1) to run concurrently") one of ``max(modelled, h)``: a floor at ``h``
+  where the GPU's slope is below it, the GPU's slope above it (the longest prompts).
+- the same on TPOT itself: the TP1 and TP2 rows at C >= 32, host time = TP8's ``h`` x the
+  requests decoding: ``sum`` is ``model + host``, ``max`` is ``max(model, host)``, median
+  signed and absolute error against the measured TPOT, beside the model alone.
 
     PYTHONPATH=src python benchmarks/trtllm_host_overlap.py
 """
@@ -76,6 +77,20 @@ def marginal_slopes(lines: Lines) -> dict[tuple[str, int], tuple[float, float, i
     return {k: (statistics.median(meas[k]), statistics.median(mod[k]), len(meas[k])) for k in meas}
 
 
+def line_slopes(lines: Lines, min_tp: int = 4) -> list[tuple[str, int, str, str, float, float]]:
+    """(model, TP, ISL, OSL, measured slope, modelled slope) per grid line on TP >= ``min_tp``
+    at the output lengths of ``SLOPE_OSL``."""
+    out = []
+    for (model, tp, isl, osl), rows in sorted(lines.items()):
+        if tp < min_tp or osl not in SLOPE_OSL or len(rows) < 3:
+            continue
+        n_meas = [decoding_requests(r) for r, _ in rows]
+        n_mod = [p["running_requests_per_rank"] for _, p in rows]
+        meas = _slope(n_meas, [r.tpot_ms for r, _ in rows])
+        out.append((model, tp, isl, osl, meas, _slope(n_mod, [p["tpot_ms"] for _, p in rows])))
+    return out
+
+
 def combination_errors(
     lines: Lines,
     host_ms_per_request: dict[str, float],
@@ -98,6 +113,16 @@ def combination_errors(
     return out
 
 
+def host_lines(lines: Lines) -> dict[tuple[str, int], tuple[str, str, float]]:
+    """(model, TP >= 4) -> (ISL, OSL, measured slope) of the line with the smallest modelled
+    slope: the host-bound end of that TP (module docstring)."""
+    best: dict[tuple[str, int], tuple[str, str, float, float]] = {}
+    for model, tp, isl, osl, m, p in line_slopes(lines):
+        if (model, tp) not in best or p < best[(model, tp)][3]:
+            best[(model, tp)] = (isl, osl, m, p)
+    return {k: v[:3] for k, v in best.items()}
+
+
 def main() -> None:
     lines = grid_lines()
     slopes = marginal_slopes(lines)
@@ -105,14 +130,21 @@ def main() -> None:
     print(f"OSL {'/'.join(SLOPE_OSL)}, ms per request per iteration: measured, modelled, lines")
     for (model, tp), (m, p, n) in sorted(slopes.items()):
         print(f"  {model:24s} TP {tp}  {m:6.3f}  {p:6.3f}  n={n}")
-    host = {model: slopes[(model, 8)][0] for model in MODELS}
-    print("combination rule on the slopes, h = TP8's measured slope: sum = modelled + h,")
-    print("max = max(modelled, h), measured (ms per request per iteration)")
-    for (model, tp), (m, p, _n) in sorted(slopes.items()):
-        h = host[model]
-        print(f"  {model:24s} TP {tp}  sum {p + h:6.3f}  max {max(p, h):6.3f}  measured {m:6.3f}")
-    print("combination rule on TP1/TP2 rows at C >= 32, host = TP8's measured slope x requests")
-    print("decoding: TPOT error median signed / median absolute")
+    hosts = host_lines(lines)
+    print("per grid line, TP4/TP8 (ms per request per iteration): measured, modelled; h = the")
+    print("measured slope of the TP's host line (*); sum = modelled + h, max = max(modelled, h)")
+    for model, tp, isl, osl, m, p in line_slopes(lines):
+        h_isl, h_osl, h = hosts[(model, tp)]
+        if (isl, osl) == (h_isl, h_osl):
+            print(f"  {model:24s} TP {tp}  ISL {isl:>4s}  OSL {osl}  {m:6.3f}  {p:6.3f}  *")
+            continue
+        print(
+            f"  {model:24s} TP {tp}  ISL {isl:>4s}  OSL {osl}  {m:6.3f}  {p:6.3f}"
+            f"  sum {p + h:6.3f}  max {max(p, h):6.3f}"
+        )
+    host = {model: hosts[(model, 8)][2] for model in MODELS}
+    print("combination rule on TP1/TP2 rows at C >= 32, host = TP8's h x requests decoding:")
+    print("TPOT error median signed / median absolute")
     for (model, tp), errs in sorted(combination_errors(lines, host).items()):
         cells = []
         for name in ("model", "sum", "max"):
