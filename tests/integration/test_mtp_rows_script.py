@@ -23,9 +23,12 @@ def test_mtp_rows_tpot_error_falls_with_speculation() -> None:
                 float(m.group(6)),
                 float(m.group(7)),
             )
-    # 64 distinct measurements ran MTP: 42 aggregated, 22 disaggregated (TensorRT-LLM)
-    assert got[("all MTP rows", "after")][0] == 64
-    assert got[("agg trtllm", "after")][0] == 42 and got[("disagg trtllm", "after")][0] == 22
+    # 70 distinct measurements ran MTP: 42 aggregated, 24 disaggregated TensorRT-LLM and 4
+    # disaggregated SGLang (branch disagg-read: the H200 c1 MTP recipe at 13, and the SGLang
+    # rows whose one entry is an MTP recipe whose file gives its draft steps)
+    assert got[("all MTP rows", "after")][0] == 70
+    assert got[("agg trtllm", "after")][0] == 42 and got[("disagg trtllm", "after")][0] == 24
+    assert got[("disagg sglang", "after")][0] == 4
     # the mean TPOT error halves (41.5% -> 21.9% in the docs); the MTP 3 rows fall below 15%
     assert got[("all MTP rows", "after")][1] < 0.6 * got[("all MTP rows", "before")][1]
     assert got[("agg trtllm k=3", "after")][1] < 15.0

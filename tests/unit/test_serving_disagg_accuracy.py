@@ -37,6 +37,9 @@ def test_stated_and_twin_rows_within_the_recorded_error() -> None:
 def test_rows_read_from_the_configuration_are_predicted() -> None:
     ttft, tpot = _errors((RECIPE,))
     # 11 non-speculative recipes and 29 rows whose only entry is one TensorRT-LLM MTP recipe
-    # (branch mtp: read as MTP with the recipe's draft count)
-    assert len(ttft) == 40
+    # (branch mtp: read as MTP with the recipe's draft count); branch disagg-read: 14 more (8
+    # measurements): the H200 TensorRT-LLM min-latency c1 recipes of the run dates (4 rows at
+    # 11, 4 at 13) and 6 SGLang rows whose one entry, with the export's prefill TP/EP, is an
+    # MTP recipe whose file gives its draft count
+    assert len(ttft) == 54
     assert all(e == e and e < 1.0 for e in ttft + tpot)  # finite, within 100%

@@ -411,10 +411,16 @@ def test_rows_without_workers_read_from_the_inferencex_configuration() -> None:
     kw = one.kwargs
     assert (kw["prefill_workers"], kw["decode_workers"], kw["decode_attention_dp"]) == (1, 3, 16)
     assert kw["decode_batch"] == 32 and kw["prefill_attention_dp"] == 16
-    # H100 SGLang ran when the configuration held only MTP recipes: the SGLang recipes do not
-    # name their draft count, so these stay refused, with the reason
+    # H100 SGLang ran when the configuration held only MTP recipes, the TEP 1p2d/1p1d and the
+    # DEP 1p1d one, with the same prefill labels: refused where both run the concurrency, read
+    # as the TEP recipe (EAGLE, 2 draft steps in its file) at 128, which only it runs
     sg = [r for r in rows.values() if r.id.startswith("2026_03_25_deepseek_r1_h100_sxm_sglang")]
-    assert sg and all(r.kind == NOT_EXPRESSIBLE and "mtp" in r.reason for r in sg)
+    assert sg and all(
+        r.kind == NOT_EXPRESSIBLE and "-max-dep-mtp.yaml" in r.reason
+        for r in sg
+        if r.concurrency != 128
+    )
+    assert all(r.kwargs["draft_tokens"] == 2 for r in sg if r.concurrency == 128)
     # A TensorRT-LLM row whose only entry is one MTP recipe is read as that recipe, MTP with the
     # draft count its name states (ctx1_gen3_tep16_batch32_eplb0_mtp3 at H100 1k/1k C = 117)
     (mtp,) = [

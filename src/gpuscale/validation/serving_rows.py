@@ -16,13 +16,17 @@ carry. Each row is read into one of four classes, with every assumption written 
   same runs): the deployment is that row's;
 - ``recipe``: worker counts empty and no twin, but InferenceX's configuration at the run date
   (``inferencex_disagg_recipes.csv``) has exactly one entry at the row's engine, system,
-  lengths and concurrency: the deployment is that entry's recipe (never chosen by the measured
-  latency), with MTP speculative decoding where it is an MTP recipe whose name states its draft
-  count (TensorRT-LLM ``_mtpN``);
+  lengths and concurrency whose prefill ``tp``/``ep`` labels are the export's (the export's only
+  parallelism fields that agree with every independently known deployment,
+  :data:`EXPORT_RELIABLE`): the deployment is that entry's recipe (never chosen by the measured
+  latency), with MTP speculative decoding where it is an MTP recipe whose draft count is on file
+  (TensorRT-LLM ``_mtpN``; SGLang ``speculative-num-steps`` of the recipes read);
 - ``not expressible``: worker counts not stated, no twin and no single entry (the reason names
-  the candidate recipes, or the one SGLang MTP recipe whose draft count is not on file), or no
-  client concurrency stated
-  (the id's ``_c_`` is empty and ``silicon_data_source`` has no ``silicon_concurrency``). These
+  the candidate recipes: mostly a plain and an MTP recipe at one key, which nothing in the row
+  tells apart), or no client concurrency stated
+  (the id's ``_c_`` is empty and ``silicon_data_source`` has no ``silicon_concurrency``; for the
+  disaggregated gap-analysis rows AIConfigurator's benchmark swept several concurrencies,
+  :data:`AIC_DISAGG_SWEEP`). These
   carry a ``guess`` reading (one worker of each kind; AIConfigurator's decode batch x workers x
   attention-DP as the concurrency) for comparison lines only. Aggregated rows are not
   expressible when their recorded concurrency is the benchmark client's cap rather than the load
@@ -546,6 +550,25 @@ def aic_generator_launch(r: dict[str, str], concurrency: int) -> dict[str, Any]:
     return opts
 
 
+AIC_DISAGG_SWEEP = (
+    "AIConfigurator's benchmark of a generated deployment sweeps several client concurrencies "
+    "(eval/pipeline.py _auto_concurrency_values at c46a56b02: up to six points to the decode "
+    "max_batch_size; generator bench_run.sh.j2 from f90534bc2, 2026-02-11: 1-128 plus decode "
+    "workers x max_batch_size x 0.95/1/1.05) and the row does not say which point it is"
+)
+"""Why a disaggregated gap-analysis row's concurrency cannot be read from its decode batch and
+workers. At the run dates (2026-01-23/25, Dynamo 0.8.0) ai-dynamo/aiconfigurator's eval pipeline
+(``src/aiconfigurator/eval/pipeline.py`` at c46a56b02) benchmarked a generated disaggregated
+deployment at ``_auto_concurrency_values(max_batch_size)`` of ``disagg/decode_config.yaml`` (the
+decode engine's batch, not multiplied by the decode workers; agg multiplies by ``AGG_WORKERS``):
+1, then 1/8, 1/4, 1/2, 3/4 of it snapped to a grid, and the batch itself. The generator's own
+``benchmark/bench_run.sh.j2`` (added after the runs, f90534bc2) sweeps ``[1, 2, 8, 16, 32, 64,
+128]`` plus 0.95/1/1.05 x ``decode_workers x max_batch_size`` (``rule_plugin/benchmark/*.rule``).
+AIConfigurator's own disaggregated summary calls decode concurrency x decode workers "not exact
+matching" (``sdk/inference_session.py``). The gap-analysis tool that picked one point per row
+(``aic-auto-gap-analysis``) is not published."""
+
+
 AIC_TRT_FREE_MEMORY_FRACTION = 0.80
 """``kv_cache_config.free_gpu_memory_fraction`` default of the generator's TensorRT-LLM 1.2.0rc5/
 1.2.0rc6.post1 templates (c46a56b02)."""
@@ -672,8 +695,11 @@ RECIPES_FILE = "inferencex_disagg_recipes.csv"
 """The deployments InferenceX's configuration ran for DeepSeek-R1 FP8 disaggregated on H100/H200
 (SOURCES.md there): one line per search-space entry of ``.github/configs/nvidia-master.yaml`` at
 the commit in effect when the rows were measured, with the srt-slurm recipe it launches, its
-speculative decoding (``none`` or ``mtp``), its worker counts and attention-DP widths, and for
-TensorRT-LLM the decode engines' ``max_batch_size`` per rank."""
+speculative decoding (``none`` or ``mtp``), its worker counts, the entry's ``tp``/``ep`` labels
+and attention-DP widths per stage, the decode engines' running cap per attention rank
+(TensorRT-LLM ``max_batch_size``; SGLang ``max-running-requests`` / ``dp-size``, where the recipe
+file was read) and the draft count of an MTP recipe (TensorRT-LLM ``_mtpN``; SGLang
+``speculative-num-steps``, where read)."""
 RECIPE = "recipe"
 """Class of a disaggregated row whose worker counts are empty but whose measurement date,
 lengths and concurrency leave exactly one entry of the InferenceX configuration (plain, or MTP
@@ -694,6 +720,62 @@ def _candidates(r: dict[str, str], conc: int, recipes: Recipes) -> Recipes:
         for e in recipes
         if (e["backend"], e["system"], e["isl"], e["osl"], int(e["concurrency"]))
         == (r["backend"], r["system"], r["isl"], r["osl"], conc)
+    ]
+
+
+EXPORT_FIELDS = {
+    "prefill_tp": ("prefill_tp_size", "prefill_tp"),
+    "prefill_ep": ("prefill_moe_ep_size", "prefill_ep"),
+    "decode_tp": ("decode_tp_size", "decode_tp"),
+    "decode_ep": ("decode_moe_ep_size", "decode_ep"),
+    "decode_attention_dp": ("decode_attention_dp_size", "decode_attention_dp"),
+}
+"""Parallelism fields of a disaggregated InferenceX export row, and the recipe column each would
+state: field -> (export column, recipe column)."""
+EXPORT_RELIABLE = ("prefill_tp", "prefill_ep")
+"""The export fields that agree with the deployment on every row whose deployment is known
+independently of them (:func:`export_field_agreement`, the ``twin`` rows, whose deployment is
+the database row's): the export writes the entry's prefill ``tp`` and ``ep`` labels, and
+copies them into the decode columns with attention DP 1. So a DEP decode (``dp-attn: true``) is
+exported as attention DP 1, and H200 SGLang ``bs128-1p1d-dep`` (prefill ``ep: 1``, decode
+``ep: 8``) as decode EP 1: only the prefill fields may filter the configuration's entries."""
+
+
+def export_field_agreement(rows: list[ServingRow], recipes: Recipes) -> dict[str, tuple[int, int]]:
+    """For each :data:`EXPORT_FIELDS` field: (rows that agree, rows compared), over the distinct
+    export rows of class ``twin`` whose deployment (workers, decode attention DP, speculative
+    decoding, from the database row that names them) matches exactly one configuration entry.
+    Their deployment does not come from the export's parallelism fields, so agreement here is
+    evidence about those fields, not a consequence of reading them."""
+    out = dict.fromkeys(EXPORT_FIELDS, (0, 0))
+    for row in distinct(rows):
+        r, kw = row.raw, row.kwargs
+        if row.kind != TWIN or not r["silicon_data_source"].startswith(INFERENCEX_EXPORTS):
+            continue
+        hits = [
+            e
+            for e in _candidates(r, row.concurrency, recipes)
+            if e["spec"] == kw.get("speculative", "none")
+            and (int(e["prefill_workers"]), int(e["decode_workers"]))
+            == (kw["prefill_workers"], kw["decode_workers"])
+            and int(e["decode_attention_dp"]) == kw["decode_attention_dp"]
+        ]
+        if len(hits) != 1:
+            continue
+        for name, (col, ecol) in EXPORT_FIELDS.items():
+            agree, n = out[name]
+            out[name] = (agree + (_int(r[col]) == int(hits[0][ecol])), n + 1)
+    return out
+
+
+def _export_candidates(r: dict[str, str], conc: int, recipes: Recipes) -> Recipes:
+    """:func:`_candidates` whose prefill ``tp``/``ep`` labels are the export row's
+    (:data:`EXPORT_RELIABLE`): e.g. H200 SGLang 1k/1k at concurrency 512 exported with prefill
+    EP 8 is ``bs256-1p6d-dep`` (or its MTP twin), never ``bs256-1p6d-tp`` (prefill ``ep: 1``)."""
+    return [
+        e
+        for e in _candidates(r, conc, recipes)
+        if all(_int(r[EXPORT_FIELDS[f][0]]) == int(e[EXPORT_FIELDS[f][1]]) for f in EXPORT_RELIABLE)
     ]
 
 
@@ -745,10 +827,18 @@ def _from_config(
     r: dict[str, str], conc: int, recipes: Recipes
 ) -> tuple[dict[str, Any], list[str], str]:
     """A row without worker counts read from the InferenceX configuration: (keyword arguments,
-    assumptions, reason it stays not expressible)."""
+    assumptions, reason it stays not expressible).
+
+    The candidates are the entries at the row's engine, system, lengths and concurrency whose
+    prefill ``tp``/``ep`` labels are the export's (:data:`EXPORT_RELIABLE`). One candidate is the
+    deployment, with its per-stage parallelism from the entry (the export's decode columns copy
+    the prefill's, :data:`EXPORT_RELIABLE`). Where a plain and an MTP entry share the key nothing
+    else in the row tells them apart: both are in one sweep of one commit (same ``measured=``
+    stamp, one ``image`` per configuration key), and the export carries neither
+    ``spec_method`` nor the workers; such rows stay not expressible."""
     if not r["silicon_data_source"].startswith(INFERENCEX_EXPORTS):
         return {}, [], ""
-    cands = {e["recipe"]: e for e in _candidates(r, conc, recipes)}
+    cands = {e["recipe"]: e for e in _export_candidates(r, conc, recipes)}
     commits = ", ".join(
         sorted(
             {
@@ -761,38 +851,42 @@ def _from_config(
     where = f"InferenceX nvidia-master.yaml at {commits or 'the run date'}"
     if not cands:
         return {}, [], f"no entry of {where} runs this concurrency at these lengths"
-    specs = {e["spec"] for e in cands.values()}
     names = ", ".join(sorted(n.rsplit("/", 1)[-1] for n in cands))
-    if specs == {"mtp"} and len(cands) == 1 and recipe_draft_tokens(next(iter(cands))) is None:
+    if len(cands) > 1:
+        specs = sorted({e["spec"] for e in cands.values()})
+        why = (
+            "a plain and an MTP recipe at one key: the export drops spec_method, and image, "
+            "date and workflow are the same for both"
+            if specs == ["mtp", "none"]
+            else "the export drops the worker counts that would say which"
+        )
+        return (
+            {},
+            [],
+            (
+                f"{len(cands)} deployments of {where} run this concurrency with the row's "
+                f"prefill TP/EP ({names}); {why}"
+            ),
+        )
+    (e,) = cands.values()
+    drafts = entry_draft_tokens(e)
+    if e["spec"] == "mtp" and drafts is None:
         return (
             {},
             [],
             (
                 f"speculative decoding (MTP): the only entry of {where} at this concurrency is "
-                f"the MTP recipe {names}, whose draft count is not on file (the srt-slurm recipe "
-                "names it only for TensorRT-LLM, as _mtpN)"
+                f"the MTP recipe {names}, whose draft count is not on file (recipe file not read)"
             ),
         )
-    if len(cands) > 1:
-        return (
-            {},
-            [],
-            (
-                f"{len(cands)} deployments of {where} run this concurrency ({names}); the export "
-                "drops spec_method and the worker counts that would say which"
-            ),
-        )
-    (e,) = cands.values()
-    drafts = recipe_draft_tokens(e["recipe"]) if e["spec"] == "mtp" else None
-    p, q = parallelism(r, "prefill_"), parallelism(r, "decode_")
     kw: dict[str, Any] = {
         "prefill_workers": int(e["prefill_workers"]),
-        "prefill_tp": p["tp"],
-        "prefill_ep": p["ep"],
+        "prefill_tp": int(e["prefill_tp"]),
+        "prefill_ep": int(e["prefill_ep"]),
         "prefill_attention_dp": int(e["prefill_attention_dp"]),
         "decode_workers": int(e["decode_workers"]),
-        "decode_tp": q["tp"],
-        "decode_ep": q["ep"],
+        "decode_tp": int(e["decode_tp"]),
+        "decode_ep": int(e["decode_ep"]),
         "decode_attention_dp": int(e["decode_attention_dp"]),
     }
     if e["decode_max_batch"]:
@@ -801,8 +895,9 @@ def _from_config(
         kw.update(speculative="mtp", draft_tokens=drafts)
     what = f"MTP, {drafts} draft tokens" if drafts is not None else "non-speculative"
     note = (
-        f"worker counts empty; the one entry of {where} at this concurrency and lengths is "
-        f"{e['recipe']} ({what}): its workers, attention-DP widths and decode batch"
+        f"worker counts empty; the one entry of {where} at this concurrency, lengths and "
+        f"prefill TP/EP is {e['recipe']} ({what}): its workers, per-stage parallelism and "
+        "decode batch"
     )
     return kw, [note], ""
 
@@ -813,6 +908,17 @@ def recipe_draft_tokens(recipe: str) -> int | None:
     None where the name does not say (the SGLang recipes)."""
     hit = re.search(r"_mtp(\d+)\.yaml$", recipe)
     return int(hit.group(1)) if hit and int(hit.group(1)) > 0 else None
+
+
+def entry_draft_tokens(e: dict[str, str]) -> int | None:
+    """Draft tokens of an MTP entry (``draft_tokens`` in the recipes table), None for a plain
+    entry or an MTP one whose recipe file was not read. TensorRT-LLM: the name's ``_mtpN``
+    (:func:`recipe_draft_tokens`). SGLang: the recipe's ``speculative-num-steps`` (EAGLE with
+    ``speculative-eagle-topk: 1`` and ``speculative-num-draft-tokens`` = steps + 1: a chain of
+    that many draft tokens, verified with the next token in one step)."""
+    if e["spec"] != "mtp" or not e.get("draft_tokens"):
+        return None
+    return int(e["draft_tokens"])
 
 
 def read_rows(
@@ -840,6 +946,7 @@ def read_rows(
             reason = (
                 "not expressible: concurrency not stated (empty in the id and in "
                 "silicon_data_source; the decode batch is AIConfigurator's modelling input)"
+                + ("; " + AIC_DISAGG_SWEEP if r["mode"] == "disagg" else "")
             )
             guess = {**_base(r, conc), **_disagg_kwargs(r)}
         elif r["mode"] != "disagg":
