@@ -35,14 +35,13 @@ from gpuscale.validation.serving_noise import (
     METRICS,
     Run,
     falls,
-    model_name,
     order_floor,
     repeat_groups,
     runs,
     spread,
     sweeps,
 )
-from gpuscale.validation.serving_rows import distinct, load
+from gpuscale.validation.serving_rows import distinct, load, served_model
 from validate_serving import ROWS, predict
 
 THRESHOLDS = (0.10, 0.25)
@@ -151,7 +150,7 @@ def order(found: Sequence[Run]) -> dict[str, Any]:
         where: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         for s in seqs:
             f = falls(s, metric, THRESHOLDS)
-            name = f"{model_name(s[0].row).split('/')[-1]} {s[0].row.raw['system']} {s[0].engine}"
+            name = f"{served_model(s[0].row).split('/')[-1]} {s[0].row.raw['system']} {s[0].engine}"
             where[name][0] += f.falls[0.10]
             where[name][1] += f.pairs
         named = sorted(((v, k) for k, v in where.items() if v[0]), reverse=True)

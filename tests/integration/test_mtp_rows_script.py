@@ -23,13 +23,16 @@ def test_mtp_rows_tpot_error_falls_with_speculation() -> None:
                 float(m.group(6)),
                 float(m.group(7)),
             )
-    # 70 distinct measurements ran MTP: 42 aggregated, 24 disaggregated TensorRT-LLM and 4
+    # 46 distinct measurements ran MTP: 22 aggregated, 20 disaggregated TensorRT-LLM and 4
     # disaggregated SGLang (branch disagg-read: the H200 c1 MTP recipe at 13, and the SGLang
-    # rows whose one entry is an MTP recipe whose file gives its draft steps)
-    assert got[("all MTP rows", "after")][0] == 70
-    assert got[("agg trtllm", "after")][0] == 42 and got[("disagg trtllm", "after")][0] == 24
+    # rows whose one entry is an MTP recipe whose file gives its draft steps). Each run counts
+    # once: the gap-analysis and db-dump records of an InferenceX run are folded
+    # (``serving_rows.distinct``).
+    assert got[("all MTP rows", "after")][0] == 46
+    assert got[("agg trtllm", "after")][0] == 22 and got[("disagg trtllm", "after")][0] == 20
     assert got[("disagg sglang", "after")][0] == 4
-    # the mean TPOT error halves (41.5% -> 21.9% in the docs); the MTP 3 rows fall below 15%
-    assert got[("all MTP rows", "after")][1] < 0.6 * got[("all MTP rows", "before")][1]
+    # the mean TPOT error falls by more than a third (40.5% -> 25.2%; the four SGLang rows
+    # imply 1.11 tokens per step and get worse); the MTP 3 rows fall below 15%
+    assert got[("all MTP rows", "after")][1] < 0.65 * got[("all MTP rows", "before")][1]
     assert got[("agg trtllm k=3", "after")][1] < 15.0
     assert "tokens per decode iteration the rows imply" in out.stdout

@@ -13,7 +13,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_breakdown_by_concurrency_and_workers() -> None:
-    out = _run("--limit", "40", "--by", "concurrency,workers")
+    out = _run("--limit", "50", "--by", "concurrency,workers")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("rows: ")

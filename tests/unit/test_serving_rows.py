@@ -499,12 +499,30 @@ def test_other_runs_keep_their_recorded_concurrency(change: dict[str, str]) -> N
 
 def test_distinct_counts_a_measurement_repeated_in_later_exports_once() -> None:
     from gpuscale.validation import DATA_DIR
-    from gpuscale.validation.serving_rows import PROVENANCE, distinct, load
+    from gpuscale.validation.serving_rows import (
+        PROVENANCE,
+        deployment_key,
+        distinct,
+        distinct_columns,
+        load,
+        same_measurement,
+    )
 
     rows = load(DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv")
-    once = distinct(rows)
     # 134 repeats to the last digit, 30 rounded copies (test_rounded_copies_in_the_public_rows)
+    once = distinct_columns(rows)
     assert len(rows) == 1884 and len(once) == 1720
+    # 120 more record a kept run's deployment and TTFT/TPOT in other words (V3 label for R1,
+    # tp_size written as TP x EP, export twins of database rows, last-bit floats).
+    runs = distinct(rows)
+    assert len(runs) == 1600
+    expressible = [r for r in runs if r.expressible]
+    for i, a in enumerate(expressible):
+        for b in expressible[i + 1 :]:
+            assert not (deployment_key(a) == deployment_key(b) and same_measurement(a, b))
+    # The best attested record stands for its run: no twin whose database row is also there.
+    kept_stated = {deployment_key(r) for r in runs if r.kind == "stated"}
+    assert not any(r.kind == "twin" and deployment_key(r) in kept_stated for r in runs)
     # What is dropped repeats a kept row in every column but its provenance, or is a rounded
     # copy of a kept row; a row that differs in any measured column is kept.
     kept = {tuple(sorted((k, v) for k, v in r.raw.items() if k not in PROVENANCE)) for r in once}
@@ -516,8 +534,9 @@ def test_distinct_counts_a_measurement_repeated_in_later_exports_once() -> None:
             continue
         assert tuple(sorted((k, v) for k, v in r.raw.items() if k not in PROVENANCE)) in kept
     first = once[0]
+    ttft = float(first.raw["silicon_ttft_ms"]) + 1
     changed = dataclasses.replace(
-        first, raw={**first.raw, "silicon_ttft_ms": str(float(first.raw["silicon_ttft_ms"]) + 1)}
+        first, ttft_ms=ttft, raw={**first.raw, "silicon_ttft_ms": str(ttft)}
     )
     assert len(distinct([first, changed])) == 2
     moved = dataclasses.replace(first, raw={**first.raw, "id": "copy", "silicon_data_source": "x"})

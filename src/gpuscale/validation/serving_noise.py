@@ -21,10 +21,9 @@ The same run exported twice is one measurement, not a repeat: rows that
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,16 +32,17 @@ from numpy.typing import ArrayLike
 
 from gpuscale import catalog
 from gpuscale.errors import InputError
-from gpuscale.validation.serving_rows import TWIN_RTOL, ServingRow
+from gpuscale.validation.serving_rows import (
+    ServingRow,
+    deployment_key,
+    same_measurement,
+)
 
 METRICS = ("ttft", "tpot")
 CLIENT_ONLY = ("num_requests",)
 """Keyword arguments that describe the benchmark client's length of run, not the deployment:
 InferenceX measures ``10 x C`` requests (``serving_rows.INFERENCEX_ROUNDS``), so it changes with
 the concurrency of a sweep while the engine stays the same."""
-DB_DUMP_R1 = "dsr1_"
-"""AIConfigurator's db-dump writes InferenceX's DeepSeek-R1 runs (ids ``dsr1_...``) as
-``deepseek-ai/DeepSeek-V3`` (``serving_rows.INFERENCEX_SOURCES``): the model is R1."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,30 +84,6 @@ class Run:
         return self.row.ttft_ms if metric == "ttft" else self.row.tpot_ms
 
 
-def model_name(row: ServingRow) -> str:
-    """The model the row ran (the dump's DeepSeek-V3 label read as R1, :data:`DB_DUMP_R1`)."""
-    path = row.raw["model_path"]
-    src = row.raw["silicon_data_source"]
-    if src.startswith("db-dump/") and row.id.startswith(DB_DUMP_R1):
-        return "deepseek-ai/DeepSeek-R1"
-    return path
-
-
-def _fields(row: ServingRow, drop: Iterable[str]) -> str:
-    r = row.raw
-    kw = {k: v for k, v in row.kwargs.items() if k not in drop}
-    told = {
-        "model": model_name(row),
-        "engine_version": r["backend_version"],
-        "system": r["system"],
-        "precision": (r["precision"], r["gemm_quant_mode"], r["moe_quant_mode"]),
-        "mode": r["mode"],
-        "lengths": (r["isl"], r["osl"]),
-        "kwargs": kw,
-    }
-    return json.dumps(told, sort_keys=True, default=str)
-
-
 def _source_fields(row: ServingRow) -> dict[str, str]:
     out = {}
     for part in row.raw["silicon_data_source"].split(";"):
@@ -133,12 +109,6 @@ def _arch(row: ServingRow) -> str:
         return "?"
 
 
-def _same(a: ServingRow, b: ServingRow) -> bool:
-    return math.isclose(a.ttft_ms, b.ttft_ms, rel_tol=TWIN_RTOL) and math.isclose(
-        a.tpot_ms, b.tpot_ms, rel_tol=TWIN_RTOL
-    )
-
-
 def runs(rows: Sequence[ServingRow]) -> list[Run]:
     """The expressible ``rows`` (``serving_rows.distinct`` ones) as measurements: rows of one
     deployment that record the same TTFT and TPOT are one run. A row that is not expressible has
@@ -147,8 +117,8 @@ def runs(rows: Sequence[ServingRow]) -> list[Run]:
     for row in rows:
         if not row.expressible:
             continue
-        runs_here = groups[_fields(row, ())]
-        twin = next((run for run in runs_here if _same(run[0], row)), None)
+        runs_here = groups[deployment_key(row)]
+        twin = next((run for run in runs_here if same_measurement(run[0], row)), None)
         if twin is None:
             runs_here.append([row])
         else:
@@ -161,7 +131,7 @@ def runs(rows: Sequence[ServingRow]) -> list[Run]:
                 Run(
                     rows=tuple(same),
                     deployment=key,
-                    sweep=_fields(same[0], ("concurrency", *CLIENT_ONLY)),
+                    sweep=deployment_key(same[0], ("concurrency", *CLIENT_ONLY)),
                     campaign=where,
                     source=family,
                     arch=_arch(same[0]),

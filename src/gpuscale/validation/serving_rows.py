@@ -38,6 +38,7 @@ carry. Each row is read into one of four classes, with every assumption written 
 from __future__ import annotations
 
 import csv
+import json
 import math
 import re
 from collections import defaultdict
@@ -748,7 +749,9 @@ def export_field_agreement(rows: list[ServingRow], recipes: Recipes) -> dict[str
     Their deployment does not come from the export's parallelism fields, so agreement here is
     evidence about those fields, not a consequence of reading them."""
     out = dict.fromkeys(EXPORT_FIELDS, (0, 0))
-    for row in distinct(rows):
+    # Column-level repeats only: the twins are the same measurement as their database rows, so
+    # ``distinct`` would fold them away.
+    for row in distinct_columns(rows):
         r, kw = row.raw, row.kwargs
         if row.kind != TWIN or not r["silicon_data_source"].startswith(INFERENCEX_EXPORTS):
             continue
@@ -1122,13 +1125,76 @@ PROVENANCE = ("id", "silicon_data_source")
 """The columns that say where a row was copied from, not what was measured."""
 
 
+DB_DUMP_R1 = "dsr1_"
+"""AIConfigurator's db-dump writes InferenceX's DeepSeek-R1 runs (ids ``dsr1_...``) as
+``deepseek-ai/DeepSeek-V3`` (``INFERENCEX_SOURCES``): the model is R1."""
+
+
+def served_model(row: ServingRow) -> str:
+    """The model the row ran (the dump's DeepSeek-V3 label read as R1, :data:`DB_DUMP_R1`)."""
+    if row.raw["silicon_data_source"].startswith("db-dump/") and row.id.startswith(DB_DUMP_R1):
+        return "deepseek-ai/DeepSeek-R1"
+    return row.raw["model_path"]
+
+
+def deployment_key(row: ServingRow, drop: tuple[str, ...] = ()) -> str:
+    """Everything a model is told about an expressible row (its ``gpuscale.api.infer`` keyword
+    arguments but ``drop``, the engine version, system, formats and lengths), as one string."""
+    r = row.raw
+    told = {
+        "model": served_model(row),
+        "engine_version": r["backend_version"],
+        "system": r["system"],
+        "precision": (r["precision"], r["gemm_quant_mode"], r["moe_quant_mode"]),
+        "mode": r["mode"],
+        "lengths": (r["isl"], r["osl"]),
+        "kwargs": {k: v for k, v in row.kwargs.items() if k not in drop},
+    }
+    return json.dumps(told, sort_keys=True, default=str)
+
+
+def same_measurement(a: ServingRow, b: ServingRow) -> bool:
+    """Two records of one deployment with the same TTFT and TPOT (:data:`TWIN_RTOL`)."""
+    return math.isclose(a.ttft_ms, b.ttft_ms, rel_tol=TWIN_RTOL) and math.isclose(
+        a.tpot_ms, b.tpot_ms, rel_tol=TWIN_RTOL
+    )
+
+
 def distinct(rows: list[ServingRow]) -> list[ServingRow]:
-    """``rows`` with each measurement once: the first of the rows that agree on every column but
-    their provenance (:data:`PROVENANCE`). The InferenceX exports of 2026-03-25 and 2026-04-06
-    and AIConfigurator's db-dump repeat earlier runs with the same deployment, load and measured
-    TTFT/TPOT to the last digit, and two gap-analysis files repeat the 2026-04-06 export to
-    0.01 ms (``ServingRow.copy_of``); an error statistic that counted each copy would weigh
-    those runs twice."""
+    """``rows`` with each measurement once. Dropped: a row that agrees with a kept one on every
+    column but its provenance (:data:`PROVENANCE`: the InferenceX exports of 2026-03-25 and
+    2026-04-06 and AIConfigurator's db-dump repeat earlier runs to the last digit); a rounded
+    copy (``ServingRow.copy_of``: two gap-analysis files repeat the 2026-04-06 export to
+    0.01 ms); and an expressible row whose deployment (:func:`deployment_key`) and TTFT/TPOT
+    equal a kept row's although its columns are written differently (the db-dump labels R1 runs
+    V3, the 2026-04-06 export writes ``tp_size`` as TP x EP, the last bit of a float differs).
+    An error statistic that counted each copy would weigh those runs twice."""
+    by_columns = distinct_columns(rows)
+    # Of one measurement's records keep the one whose deployment is best attested (a row that
+    # names its workers over its export twin over a configuration reading), in file order.
+    rank = {STATED: 0, TWIN: 1}
+    runs: dict[str, list[list[ServingRow]]] = defaultdict(list)
+    for row in by_columns:
+        if not row.expressible:
+            continue
+        found = runs[deployment_key(row)]
+        same = next((run for run in found if same_measurement(run[0], row)), None)
+        if same is None:
+            found.append([row])
+        else:
+            same.append(row)
+    dropped = {
+        id(row)
+        for found in runs.values()
+        for run in found
+        for row in sorted(run, key=lambda r: rank.get(r.kind, 2))[1:]
+    }
+    return [row for row in by_columns if id(row) not in dropped]
+
+
+def distinct_columns(rows: list[ServingRow]) -> list[ServingRow]:
+    """``rows`` without the rows that repeat a kept one in every column but their provenance,
+    and without rounded copies of a kept row (the first two rules of :func:`distinct`)."""
     seen: set[tuple[tuple[str, str], ...]] = set()
     ids = {row.id for row in rows}
     out = []
