@@ -2,7 +2,7 @@
 175B and the 530B model, no model parallelism, 384-2240 A100s), and what each candidate
 mechanism for the 530B rows' remaining over-prediction would move.
 
-    python benchmarks/zero3_gap.py
+    python benchmarks/zero3_gap.py [--json]
 
 Prints, per row: the measured and predicted step, the gap in seconds, and the model's parts
 (compute; the weight all-gathers split into ring latency, list-view host time, bandwidth and
@@ -13,6 +13,9 @@ ZeRO-3 on GPT-530B: what the remaining gap is not"). Nothing here is fitted to t
 """
 
 from __future__ import annotations
+
+import argparse
+import json
 
 import numpy as np
 
@@ -135,63 +138,71 @@ def _ipg_flushes_per_layer(case: Case) -> int:
     return flushes
 
 
-def main() -> None:
+def figures() -> dict[str, dict[str, float]]:
+    """Every row's parts and candidate seconds (the ``--json`` output, keyed by row id)."""
     mapped, _ = cases(r for r in load_all(DATA_DIR) if r["id"] in ROWS)
-    rows = {c.id: (c, _row(c)) for c in mapped}
+    out: dict[str, dict[str, float]] = {}
+    for c in mapped:
+        r = _row(c)
+        passes_bytes = r["gather_bandwidth_s"] / max(r["_bandwidth_per_byte"], 1e-30)
+        flushes = _ipg_flushes_per_layer(c) * c.model.num_layers
+        r.update(
+            gpus=float(c.plan.num_gpus),
+            micro_batch=float(c.plan.micro_batch),
+            prefetch_s=_prefetch_hidden_s(c, r),
+            ipg_div_s=flushes * 2 * REDUCE_BUCKET * 2.0 / r["_hbm"],
+            debug_norm_s=passes_bytes / r["_hbm"],  # one read of every gathered weight
+        )
+        out[c.id] = {k: v for k, v in r.items() if not k.startswith("_")}
+    return out
+
+
+COLUMNS = {
+    "measured_s": "meas",
+    "step_s": "model",
+    "gap_s": "gap",
+    "compute_s": "compute",
+    "gather_latency_s": "ag lat",
+    "gather_host_s": "ag host",
+    "gather_bandwidth_s": "ag bw",
+    "gather_copies_s": "ag copy",
+    "reduce_scatter_s": "rs",
+    "post_step_s": "post",
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    rows = figures()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
     print("DeepSpeed ZeRO-3 rows of Narayanan et al. 2021 Table 2 (seconds per step, m = 1)")
-    cols = (
-        "measured_s",
-        "step_s",
-        "gap_s",
-        "compute_s",
-        "gather_latency_s",
-        "gather_host_s",
-        "gather_bandwidth_s",
-        "gather_copies_s",
-        "reduce_scatter_s",
-        "post_step_s",
-    )
-    heads = (
-        "meas",
-        "model",
-        "gap",
-        "compute",
-        "ag lat",
-        "ag host",
-        "ag bw",
-        "ag copy",
-        "rs",
-        "post",
-    )
-    print(
-        f"{'row':20s} {'gpus':>5s} {'mbs':>3s} "
-        + " ".join(f"{h:>8s}" for h in heads)
-        + f" {'error':>7s} {'GiB':>6s}"
-    )
-    for rid, (c, r) in rows.items():
-        cells = " ".join(f"{r[k]:8.1f}" for k in cols)
+    heads = " ".join(f"{h:>8s}" for h in COLUMNS.values())
+    print(f"{'row':20s} {'gpus':>5s} {'mbs':>3s} {heads} {'error':>7s} {'GiB':>6s}")
+    for rid, r in rows.items():
+        cells = " ".join(f"{r[k]:8.1f}" for k in COLUMNS)
         print(
-            f"{rid:20s} {c.plan.num_gpus:5d} {c.plan.micro_batch:3d} {cells} {r['error']:+7.1%} {r['memory_gib']:6.1f}"
+            f"{rid:20s} {r['gpus']:5.0f} {r['micro_batch']:3.0f} {cells} "
+            f"{r['error']:+7.1%} {r['memory_gib']:6.1f}"
         )
     print("\nfp16 weight bytes each GPU gathers and reduce-scatters per measured second, and the")
     print("model's matmul rate:")
-    for rid, (_c, r) in rows.items():
+    for rid, r in rows.items():
         print(
             f"  {rid}: {r['weight_gb_per_s']:5.1f} GB/s   matmuls {r['gemm_tflops']:5.0f} TFLOP/s"
         )
-
     print("\ncandidate mechanisms: seconds each would add (+) or hide (-) per row")
     print(
         f"{'row':20s} {'gap':>7s} {'prefetch':>9s} {'ipg div':>8s} {'dbg norm':>9s} {'memory':>10s}"
     )
-    for rid, (c, r) in rows.items():
-        prefetch = _prefetch_hidden_s(c, r)
-        ipg = _ipg_flushes_per_layer(c) * c.model.num_layers * 2 * REDUCE_BUCKET * 2.0 / r["_hbm"]
-        weight_bytes = r["gather_bandwidth_s"] / max(r["_bandwidth_per_byte"], 1e-30)
-        norm = weight_bytes / r["_hbm"]  # one read of every gathered weight per fetch
+    for rid, r in rows.items():
         memory = f"{r['memory_gib']:.0f}/{CAPACITY_GIB:.0f}"
         print(
-            f"{rid:20s} {r['gap_s']:+7.1f} {prefetch:+9.1f} {ipg:+8.1f} {norm:+9.1f} {memory:>10s}"
+            f"{rid:20s} {r['gap_s']:+7.1f} {r['prefetch_s']:+9.1f} {r['ipg_div_s']:+8.1f} "
+            f"{r['debug_norm_s']:+9.1f} {memory:>10s}"
         )
     print(
         "\nprefetch: v0.3.13's prefetch gated by stage3_max_live_parameters (off in v0.3.14-0.5.x,"
@@ -199,10 +210,8 @@ def main() -> None:
         "\n  flush; dbg norm: fetch_sub_module's debug f-string evaluates param.norm() (v0.3.15-"
         "\n  v0.4.x); memory: predicted peak GiB of 80."
     )
-    gaps = np.array([r["gap_s"] for _, r in rows.values()])
-    print(
-        f"\ngap, 175B rows: {gaps[:3].round(1).tolist()} s; 530B rows: {gaps[3:].round(1).tolist()} s"
-    )
+    gaps = np.array([r["gap_s"] for r in rows.values()])
+    print(f"\ngap, 175B rows: {gaps[:3].round(1).tolist()} s; 530B: {gaps[3:].round(1).tolist()} s")
 
 
 if __name__ == "__main__":
