@@ -43,9 +43,10 @@ PINNED = {
     "megatron-readme-h100-177B": 0.10,  # Megatron-Core on H100, TP8 x PP6
     "nemo2407-llama2-7b-8gpu": 0.10,  # FP8 on one DGX H100
     "llmfoundry-a100-40gb-7b-64gpu": 0.10,  # FSDP, 8x200G RoCE
-    "narayanan21-t2-01": 0.15,  # DeepSpeed ZeRO-3, 384 GPUs
-    # DeepSpeed ZeRO-3, 530B on 2240 GPUs: +29.9% from the 2021 mechanism alone (nothing fitted)
-    "narayanan21-t2-06": 0.32,
+    "narayanan21-t2-01": 0.05,  # DeepSpeed ZeRO-3, 384 GPUs (+2.0%)
+    # DeepSpeed ZeRO-3, 530B on 2240 GPUs: +15.4% from the 2021 mechanism alone (nothing
+    # fitted; +29.5% before the trace offset's re-gathers and the post-step persistent gather)
+    "narayanan21-t2-06": 0.17,
     "bloom176b-step": 0.05,
 }
 
@@ -317,8 +318,10 @@ def report(validation_dir: Path) -> loso.LosoReport:
 # (pytorch#143988) and llm-foundry's flash path copies tokens out of and back into the padded
 # batch (flash-attn bert_padding): llmfoundry-h100 17.7% -> 11.1%, overall 9.1% -> 7.8%.
 LOSO_BOUNDS = {
-    "overall": 0.078,
-    "narayanan21": 0.065,
+    "overall": 0.077,
+    # DeepSpeed 2021's trace offset (all four weights re-gathered for the recompute) and its
+    # post-step gather of the persistent tensors (deepspeed-2021.yaml): 6.5% -> 5.3%.
+    "narayanan21": 0.055,
     # Megatron-LM's default attention dropout runs as its own kernel beside the unfused softmax
     # (costmodel/compute.py): every row slower by 2-4%, on rows the model already had too slow;
     # and the full-recompute baseline rows run without sequence parallelism, as Table 5 states

@@ -19,6 +19,11 @@ from gpuscale.costmodel.params import embedding_params, layer_params, mlp_params
 from gpuscale.costmodel.pipeline import stage_layers
 from gpuscale.costmodel.profile import Profile
 from gpuscale.costmodel.ring_attention import GRAD_KV_BYTES, ring_shapes
+from gpuscale.costmodel.zero3_persistent import (
+    final_norm_sizes,
+    persistent_tensor_sizes,
+    shard_copies,
+)
 from gpuscale.specs import Cluster, ModelSpec, PlanBatch, Training
 from gpuscale.specs.plan import RECOMPUTE_CODE
 
@@ -402,6 +407,22 @@ def communication(
     )
     zero3_mb = np.where((zero == 3) & ~once, z3_exposed, 0.0) + zero2_mb
     dp_step = dp_step + np.where(once, once_exposed, 0.0)
+    # DeepSpeed keeps tensors under stage3_param_persistence_threshold gathered, partitions
+    # them at the end of backward and gathers them again after every optimizer step with one
+    # blocking all-gather whose Python loop copies each rank's shard out on its own
+    # (``zero3_param_persistence_threshold``; see costmodel/zero3_persistent.py): once per step,
+    # one iteration and one copy launch per (tensor, rank), on the host in series like the
+    # list views above (``zero3_host_us_per_rank``). The final norm is counted on every rank.
+    threshold = profile.const("zero3_param_persistence_threshold")
+    persistent = persistent_tensor_sizes(m, threshold)
+    if persistent.size and bool(np.any((zero == 3) & (dp_group > 1))):
+        final = final_norm_sizes(m, threshold)
+        copies = layers * shard_copies(persistent, dp_group) + shard_copies(final, dp_group)
+        gathered = (layers * persistent.sum() + final.sum()) * word
+        post_step = copies * profile.const("zero3_host_us_per_rank") * 1e-6 + dp_ring.time_s(
+            "all_gather", gathered
+        )
+        dp_step = dp_step + np.where((zero == 3) & (dp_group > 1), post_step, 0.0)
 
     return CommTimes(
         tp_mb=tp_mb,

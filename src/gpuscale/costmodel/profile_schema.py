@@ -56,6 +56,7 @@ CONSTANTS: dict[str, Check] = {
     "zero3_reduce_copy_passes": NON_NEGATIVE,
     "zero3_copies_on_compute_stream": SHARE,
     "zero3_regather_on_recompute": SHARE,
+    "zero3_param_persistence_threshold": NON_NEGATIVE,
     "comm_compute_interference": SHARE,
     "persistent_gemm_overlap_loss": SHARE,
     "selective_recompute_layer_fraction": SHARE,
