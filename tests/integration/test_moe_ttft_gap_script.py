@@ -23,7 +23,8 @@ def _num(pattern: str, text: str) -> float:
 def test_trtllm_deepseek_gap_is_neither_prefill_rate_nor_engine_time() -> None:
     out = run_benchmark("moe_ttft_gap", "--engines", "trtllm", "--model", "DeepSeek-R1$")
     assert out.returncode == 0, out.stderr
-    block = _block(out.stdout, "== trtllm - DeepSeek h200 tp8 ep1 dp1 measured 2025-11-02")
+    # the runs of 2025-11-02 launched --ep_size=$TP (serving_rows.INFERENCEX_TRT_EP_FROM_CONFIG)
+    block = _block(out.stdout, "== trtllm - DeepSeek h200 tp8 ep8 dp1 measured 2025-11-02")
     # ~150-220 ms a request at c <= 16, at 1k and at 8k prompts alike
     const = _num(r"const (\d+) ms", block)
     assert 120 < const < 220
