@@ -715,3 +715,34 @@ def test_inferencex_trt_runs_before_the_config_ep_ran_ep_over_all_gpus(
     )
     (row,) = read_rows([r])
     assert row.kwargs["tp"] == int(tp) and row.kwargs["ep"] == ep
+
+
+@pytest.mark.parametrize(
+    ("isl", "osl", "conc", "dp"),
+    [
+        # dsr1_fp8_h200_trt_slurm.sh at e06929c70: DP_ATTENTION above 32 at 8k/1k ...
+        ("8192", "1024", "64", 8),
+        ("8192", "1024", "32", 1),
+        # ... and above 64 at 1k prompts
+        ("1024", "1024", "64", 1),
+        ("1024", "8192", "128", 8),
+    ],
+)
+def test_inferencex_dsr1_trt_runs_before_the_config_chose_attention_dp_by_script(
+    isl: str, osl: str, conc: str, dp: int
+) -> None:
+    r = _agg(
+        id="dsr1_agg_1",
+        silicon_data_source=f"source_file=2026-04-06.csv; silicon_concurrency={conc}; "
+        "measured=2025-11-02T00:00:00.000Z",
+        isl=isl,
+        osl=osl,
+        batch_size=conc,
+        tp_size="8",
+        attention_dp_size="1",
+        moe_tp_size="8",
+        moe_ep_size="1",
+    )
+    (row,) = read_rows([r])
+    assert (row.kwargs["tp"], row.kwargs["ep"], row.kwargs["attention_dp"]) == (8, 8, dp)
+    assert ("adp_balance_timeout_iters" in row.kwargs) == (dp > 1)

@@ -347,6 +347,17 @@ DEEPSEEK_TRT = ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")
 GPTOSS_TRT = ("openai/gpt-oss-120b",)
 
 
+def _dsr1_trt_script_dp(r: dict[str, str], conc: int) -> bool:
+    """Attention DP as ``dsr1_fp8_h200_trt_slurm.sh`` at e06929c70 chose it before the
+    configuration entry did (``INFERENCEX_TRT_EP_FROM_CONFIG``): ``DP_ATTENTION=true`` above
+    concurrency 64 at 1k prompts and above 32 at 8k/1k, with ``attention_dp_config:
+    {enable_balance: true, timeout_iters: 60}``."""
+    isl, osl = r["isl"], r["osl"]
+    if isl == "1024" and osl in ("1024", "8192"):
+        return conc > 64
+    return isl == "8192" and osl == "1024" and conc > 32
+
+
 def _inferencex_trt(r: dict[str, str], models: tuple[str, ...]) -> str:
     """The run day of an aggregated InferenceX TensorRT-LLM H200 row of ``models``, else ''."""
     day = _measured_day(r)
@@ -591,6 +602,9 @@ def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
     day = _inferencex_trt(r, DEEPSEEK_TRT + GPTOSS_TRT)
     if day and day < INFERENCEX_TRT_EP_FROM_CONFIG:
         out["ep"] = kw["tp"]
+        if r["model_path"] in DEEPSEEK_TRT and _dsr1_trt_script_dp(r, kw["concurrency"]):
+            out["attention_dp"] = kw["tp"]
+            out["adp_balance_timeout_iters"] = INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS
     if day and r["model_path"] in DEEPSEEK_TRT:
         tokens = (kw["concurrency"] + int(r["isl"]) + 64 + 63) // 64 * 64
         if day >= INFERENCEX_DSR1_TRT_FLOOR_FROM:
