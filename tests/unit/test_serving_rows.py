@@ -674,3 +674,100 @@ def test_public_minimax_rows_read_with_the_expert_split_they_ran() -> None:
         ("h200_sxm", "0.16.0", 4, 1),
         ("h100_sxm", "0.18.0", 4, 4),
     }
+
+
+@pytest.mark.parametrize(
+    ("fields", "expect"),
+    [
+        # AIConfigurator's db-dump of InferenceX config 181 (`--tp 8 --ep 8`, one H200 node):
+        # tp_size 64 = moe 8 x 8, no launch flags in the id
+        (("64", "1", "8", "8"), (8, 1, 8)),
+        (("1", "64", "8", "8"), (8, 8, 8)),
+        # the dump's rows written with the GPUs already (moe 1 x 8) are read as recorded
+        (("8", "1", "1", "8"), (8, 1, 8)),
+        (("8", "1", "8", "1"), (8, 1, 1)),
+    ],
+)
+def test_db_dump_tp_times_ep_reads_back_to_one_node(
+    fields: tuple[str, str, str, str], expect: tuple[int, int, int]
+) -> None:
+    tp, dp, mtp, mep = fields
+    r = _agg(
+        id="dsr1_h200_trtllm_fp8_agg_1024x1024_c64_cfg181",
+        silicon_data_source="db-dump/2026-04-27; config_id=181; silicon_concurrency=64; "
+        "measured=2025-12-15T00:00:00.000Z",
+        batch_size="64",
+        tp_size=tp,
+        attention_dp_size=dp,
+        moe_tp_size=mtp,
+        moe_ep_size=mep,
+    )
+    (row,) = read_rows([r])
+    assert (row.kwargs["tp"], row.kwargs["attention_dp"], row.kwargs["ep"]) == expect
+    # the same fields from another source are the GPUs as written
+    other = {**r, "silicon_data_source": "silicon_concurrency=64"}
+    (plain,) = read_rows([other])
+    assert plain.kwargs["tp"] == int(tp) * int(dp)
+
+
+@pytest.mark.parametrize(
+    ("model", "day", "tp", "ep"),
+    [
+        # InferenceX's scripts before #145 (2025-11-03) launched --ep_size=$TP
+        ("deepseek-ai/DeepSeek-R1", "2025-11-02", "8", 8),
+        ("openai/gpt-oss-120b", "2025-11-02", "4", 4),
+        ("openai/gpt-oss-120b", "2025-11-02", "1", 1),
+        # from #145 the configuration entry's ep is the launch's, as the row writes it
+        ("deepseek-ai/DeepSeek-R1", "2025-12-15", "8", 1),
+        ("openai/gpt-oss-120b", "2026-01-28", "8", 1),
+        # other models of the same exports are untouched
+        ("meta-llama/Llama-3.1-70B", "2025-10-29", "8", 1),
+    ],
+)
+def test_inferencex_trt_runs_before_the_config_ep_ran_ep_over_all_gpus(
+    model: str, day: str, tp: str, ep: int
+) -> None:
+    r = _agg(
+        id="m_agg_1024x1024_c4_1",
+        silicon_data_source=f"source_file=2026-04-06.csv; silicon_concurrency=4; "
+        f"measured={day}T00:00:00.000Z",
+        model_path=model,
+        batch_size="4",
+        tp_size=tp,
+        attention_dp_size="1",
+        moe_tp_size=tp,
+        moe_ep_size="1",
+    )
+    (row,) = read_rows([r])
+    assert row.kwargs["tp"] == int(tp) and row.kwargs["ep"] == ep
+
+
+@pytest.mark.parametrize(
+    ("isl", "osl", "conc", "dp"),
+    [
+        # dsr1_fp8_h200_trt_slurm.sh at e06929c70: DP_ATTENTION above 32 at 8k/1k ...
+        ("8192", "1024", "64", 8),
+        ("8192", "1024", "32", 1),
+        # ... and above 64 at 1k prompts
+        ("1024", "1024", "64", 1),
+        ("1024", "8192", "128", 8),
+    ],
+)
+def test_inferencex_dsr1_trt_runs_before_the_config_chose_attention_dp_by_script(
+    isl: str, osl: str, conc: str, dp: int
+) -> None:
+    r = _agg(
+        id="dsr1_agg_1",
+        silicon_data_source=f"source_file=2026-04-06.csv; silicon_concurrency={conc}; "
+        "measured=2025-11-02T00:00:00.000Z",
+        isl=isl,
+        osl=osl,
+        batch_size=conc,
+        tp_size="8",
+        attention_dp_size="1",
+        moe_tp_size="8",
+        moe_ep_size="1",
+    )
+    (row,) = read_rows([r])
+    assert (row.kwargs["tp"], row.kwargs["ep"], row.kwargs["attention_dp"]) == (8, 8, dp)
+    assert ("adp_balance_timeout_iters" in row.kwargs) == (dp > 1)

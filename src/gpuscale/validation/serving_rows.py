@@ -106,8 +106,18 @@ def parallelism(r: dict[str, str], prefix: str = "") -> dict[str, int]:
     ep = _int(r[f"{prefix}moe_ep_size"])
     moe = _int(r[f"{prefix}moe_tp_size"]) * ep
     launch = re.search(r"_tp(\d+)_ep(\d+)_", r["id"])
-    if not prefix and launch and ep > 1:
-        gpus, launch_ep = int(launch.group(1)), int(launch.group(2))
+    flags = (int(launch.group(1)), int(launch.group(2))) if launch else None
+    moe_tp = _int(r[f"{prefix}moe_tp_size"])
+    if flags is None and r["silicon_data_source"].startswith(DB_DUMP) and moe_tp > 1:
+        # AIConfigurator's dump of InferenceX's database writes a launch as the 2026-04-06
+        # export does (moe_tp x moe_ep = TP x EP, tp_size x attention_dp the same product) but
+        # its ids carry no launch flags: moe_tp is the launch's TP. Its config 181 (TensorRT-LLM
+        # DeepSeek-R1 H200, 2025-12-15: tp_size 64, moe 8 x 8) ran InferenceX's
+        # `dsr1-fp8-h200-trt` entry of .github/configs/nvidia-master.yaml at f6a9d0b6a,
+        # `{ tp: 8, ep: 8 }` on one 8-GPU H200 node (`multinode: false`).
+        flags = (moe_tp, ep)
+    if not prefix and flags and ep > 1:
+        gpus, launch_ep = flags
         if tp * dp == moe == gpus * launch_ep and launch_ep > 1:
             # The InferenceX export of 2026-04-06 writes a `--tp 8 --ep 8` launch (8 GPUs) as
             # 64 GPUs: tp_size x attention_dp = moe_tp x moe_ep = TP x EP. The 2026-03-25
@@ -176,7 +186,8 @@ INFERENCEX_ROUNDS = 10
 $((2 * CONC))`` (``benchmarks/benchmark_lib.sh`` ``run_benchmark_serving``)."""
 
 
-INFERENCEX_SOURCES = (*INFERENCEX_EXPORTS, "db-dump/")
+DB_DUMP = "db-dump/"
+INFERENCEX_SOURCES = (*INFERENCEX_EXPORTS, DB_DUMP)
 """Rows run by InferenceX's workflows: its exports, and AIConfigurator's database dump of the
 same runs. Aggregated: 63 of the dump's 78 rows repeat an export row's measurement to the digit
 (same engine, system, lengths, concurrency, TTFT and TPOT; SGLang and TensorRT-LLM DeepSeek-R1
@@ -321,6 +332,13 @@ INFERENCEX_DSR1_TRT_FLOOR_FROM = "2026-01-28"
 """The same scripts launch ``--max_num_tokens=$(( (CONC + ISL + 64 + 63) / 64 * 64 ))``: room
 for one prompt and the running decodes per iteration. From d8cc89778 (the 2026-01-28 runs) the
 script raises it to at least 8192 (``MAX_NUM_TOKENS > 8192 ? MAX_NUM_TOKENS : 8192``)."""
+INFERENCEX_TRT_EP_FROM_CONFIG = "2025-11-03"
+"""Until InferenceX #145 (17d5e204f, 2025-11-03, "candidate search space": the scripts take
+``EP_SIZE`` from the configuration entry), its H200 TensorRT-LLM scripts ran expert parallelism
+over all the engine's GPUs: ``dsr1_fp8_h200_trt_slurm.sh`` sets ``EP_SIZE="$TP"`` and launches
+``--tp_size=$TP --ep_size=$EP_SIZE``, ``gptoss_fp4_h200_trt_slurm.sh`` launches ``--ep_size=$TP
+... --tp_size=$TP`` (both at e06929c70, 2025-11-01; last changed by 9596d23d7, 2025-10-29). The
+exports write those runs (``measured=`` 2025-11-02) with ``moe_ep_size`` 1."""
 INFERENCEX_GPTOSS_TRT = {"max_num_batched_tokens": 20000, "memory_fraction": 0.85}
 """InferenceX's gpt-oss H200 TensorRT-LLM script (``benchmarks/gptoss_fp4_h200_trt_slurm.sh`` at
 e06929c70 and f6a9d0b6a, ``gptoss_fp4_h200_trt.sh`` at d8cc89778: the 2025-11-02, 2025-12-15
@@ -328,6 +346,21 @@ and 2026-01-28 runs): ``--max_num_tokens 20000``, ``free_gpu_memory_fraction: 0.
 ``kv_cache_config dtype: auto``, which keeps the checkpoint's 16-bit KV cache (openai/
 gpt-oss-120b quantizes only its experts, MXFP4; no KV scales); ``--max_batch_size $CONC``
 (never binds)."""
+
+
+DEEPSEEK_TRT = ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")
+GPTOSS_TRT = ("openai/gpt-oss-120b",)
+
+
+def _dsr1_trt_script_dp(r: dict[str, str], conc: int) -> bool:
+    """Attention DP as ``dsr1_fp8_h200_trt_slurm.sh`` at e06929c70 chose it before the
+    configuration entry did (``INFERENCEX_TRT_EP_FROM_CONFIG``): ``DP_ATTENTION=true`` above
+    concurrency 64 at 1k prompts and above 32 at 8k/1k, with ``attention_dp_config:
+    {enable_balance: true, timeout_iters: 60}``."""
+    isl, osl = r["isl"], r["osl"]
+    if isl == "1024" and osl in ("1024", "8192"):
+        return conc > 64
+    return isl == "8192" and osl == "1024" and conc > 32
 
 
 def _inferencex_trt(r: dict[str, str], models: tuple[str, ...]) -> str:
@@ -580,7 +613,8 @@ def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
     the launch script of its source states them: AIConfigurator's generator for its
     gap-analysis rows at Dynamo 0.8.0 engine versions (``aic_generator_launch``), InferenceX's
     TensorRT-LLM attention-DP
-    context balancing, its DeepSeek-R1 and gpt-oss TensorRT-LLM scripts, and its Llama-70B
+    context balancing, its DeepSeek-R1 and gpt-oss TensorRT-LLM scripts (with the expert
+    parallelism of the runs before ``INFERENCEX_TRT_EP_FROM_CONFIG``), and its Llama-70B
     scripts (``INFERENCEX_LLAMA70B_LAST_DAY``). Read from the row's source, engine, model,
     shape and date only, never from its measured latency."""
     out: dict[str, Any] = {}
@@ -589,7 +623,13 @@ def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
     inferencex = r["silicon_data_source"].startswith(INFERENCEX_SOURCES)
     if inferencex and r["backend"] == "trtllm" and kw.get("attention_dp", 1) > 1:
         out["adp_balance_timeout_iters"] = INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS
-    if day := _inferencex_trt(r, ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")):
+    day = _inferencex_trt(r, DEEPSEEK_TRT + GPTOSS_TRT)
+    if day and day < INFERENCEX_TRT_EP_FROM_CONFIG:
+        out["ep"] = kw["tp"]
+        if r["model_path"] in DEEPSEEK_TRT and _dsr1_trt_script_dp(r, kw["concurrency"]):
+            out["attention_dp"] = kw["tp"]
+            out["adp_balance_timeout_iters"] = INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS
+    if day and r["model_path"] in DEEPSEEK_TRT:
         tokens = (kw["concurrency"] + int(r["isl"]) + 64 + 63) // 64 * 64
         if day >= INFERENCEX_DSR1_TRT_FLOOR_FROM:
             tokens = max(tokens, 8192)
@@ -598,7 +638,7 @@ def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
             "memory_fraction": INFERENCEX_DSR1_TRT_MEMORY_FRACTION,
         }
         return {**out, "kv_dtype": "fp8", "engine_options": dsr1}
-    if _inferencex_trt(r, ("openai/gpt-oss-120b",)):
+    if day:
         return {**out, "kv_dtype": "bf16", "engine_options": dict(INFERENCEX_GPTOSS_TRT)}
     if launch := _launch(r):
         kv = {"kv_dtype": launch.kv_dtype} if launch.kv_dtype else {}
