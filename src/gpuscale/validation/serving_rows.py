@@ -1211,8 +1211,13 @@ def distinct(rows: list[ServingRow]) -> list[ServingRow]:
     An error statistic that counted each copy would weigh those runs twice."""
     by_columns = distinct_columns(rows)
     # Of one measurement's records keep the one whose deployment is best attested (a row that
-    # names its workers over its export twin over a configuration reading), in file order.
+    # names its workers over its export twin over a configuration reading), then the
+    # publication over AIConfigurator's db-dump copy of it, then the first in file order.
     rank = {STATED: 0, TWIN: 1}
+
+    def preference(row: ServingRow) -> tuple[int, bool]:
+        return rank.get(row.kind, 2), row.raw["silicon_data_source"].startswith("db-dump/")
+
     runs: dict[str, list[list[ServingRow]]] = defaultdict(list)
     for row in by_columns:
         if not row.expressible:
@@ -1227,7 +1232,7 @@ def distinct(rows: list[ServingRow]) -> list[ServingRow]:
         id(row)
         for found in runs.values()
         for run in found
-        for row in sorted(run, key=lambda r: rank.get(r.kind, 2))[1:]
+        for row in sorted(run, key=preference)[1:]
     }
     return [row for row in by_columns if id(row) not in dropped]
 
