@@ -317,7 +317,9 @@ def report(validation_dir: Path) -> loso.LosoReport:
 # (pytorch#143988) and llm-foundry's flash path copies tokens out of and back into the padded
 # batch (flash-attn bert_padding): llmfoundry-h100 17.7% -> 11.1%, overall 9.1% -> 7.8%.
 LOSO_BOUNDS = {
-    "overall": 0.078,
+    # torch.compile's fusion and torchao's float8 casts (costmodel/fusion.py) speed up every
+    # compiled torchtitan-paper row, most of which the model already had too fast: 7.7% -> 7.9%.
+    "overall": 0.08,
     "narayanan21": 0.065,
     # Megatron-LM's default attention dropout runs as its own kernel beside the unfused softmax
     # (costmodel/compute.py): every row slower by 2-4%, on rows the model already had too slow;
@@ -334,7 +336,10 @@ LOSO_BOUNDS = {
     "llmfoundry": 0.05,
     "bloom176b": 0.025,
     "megascale": 0.11,
-    "torchtitan-paper": 0.125,
+    # ... torchtitan-paper 12.1% -> 14.1%: the Float8 rows of Table 1-2 go from -13% to -1.5%,
+    # the compiled bf16 ones from -1%/+1% to +8%/+10%, and the compiled Float8 rows of Tables
+    # 3-6 (4D, CP to 262k), already too fast, 2-7 points faster still.
+    "torchtitan-paper": 0.145,
     "llmfoundry-h100": 0.12,
 }
 
