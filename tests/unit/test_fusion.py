@@ -18,6 +18,7 @@ from gpuscale.costmodel.fusion import (
     compiled_passes,
     eager_passes,
     torchao_tensorwise_casts,
+    transformer_engine_casts,
 )
 from gpuscale.costmodel.profile import load_profile
 from gpuscale.costmodel.step import estimate_plan
@@ -61,6 +62,14 @@ def test_compiled_casts_fuse_the_amax_into_the_producer() -> None:
     gathered = torchao_tensorwise_casts(compiled=True, fp8_all_gather=True)
     assert gathered.weight_forward == 0.0 and compiled.weight_forward == 5.0
     assert gathered.weight_backward == compiled.weight_backward == 2.0
+
+
+def test_transformer_engine_casts_the_output_gradient_once_in_backward() -> None:
+    # Forward: one cast-transpose of the input (read 2, write 1 + 1); backward reuses the saved
+    # transposed input and cast-transposes the output gradient; weights cached per step.
+    te = transformer_engine_casts(1.0)
+    assert (te.input_forward, te.input_backward, te.grad_output) == (4.0, 0.0, 4.0)
+    assert te.weight_forward == te.weight_backward == 0.0
 
 
 def _layer(framework: str, **training: object) -> float:

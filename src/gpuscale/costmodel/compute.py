@@ -13,7 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuscale.costmodel.flops import Gemm, attention_core_flops, layer_gemms, lm_head_gemm
-from gpuscale.costmodel.fusion import compiled_passes, torchao_tensorwise_casts
+from gpuscale.costmodel.fusion import (
+    compiled_passes,
+    torchao_tensorwise_casts,
+    transformer_engine_casts,
+)
 from gpuscale.costmodel.lora_compute import lora_adapter_s
 from gpuscale.costmodel.model_states import nf4_bytes_per_param
 from gpuscale.costmodel.pipeline import stage_layers
@@ -122,16 +126,23 @@ def gemm_time(
     return time * g.count
 
 
-def float8_cast_s(
-    gemms: list[Gemm], training: Training, hbm: float
+def low_precision_cast_s(
+    gemms: list[Gemm], training: Training, profile: Profile, hbm: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Forward and backward seconds of torchao's tensorwise float8 casts around ``gemms``
-    (costmodel/fusion.py): each distinct input (the fused QKV and gate/up GEMMs share theirs,
-    as torch.compile's common-subexpression elimination shares the cast), the output gradient
-    and the weight."""
-    casts = torchao_tensorwise_casts(
-        compiled=training.compile, fp8_all_gather=training.fp8_all_gather
-    )
+    """Forward and backward seconds of the casts that feed low-precision ``gemms``
+    (costmodel/fusion.py): of each distinct input (the fused QKV and gate/up GEMMs share theirs,
+    as Transformer Engine's fused modules and torch.compile's common-subexpression elimination
+    share the cast), of the output gradient and of the weight; Transformer Engine's fused
+    cast-transpose, or torchao's tensorwise casts where the profile runs them
+    (``fp8_torchao_tensorwise``)."""
+    if training.precision not in LOW_PRECISIONS:
+        return np.zeros(1), np.zeros(1)
+    if training.precision == "fp8" and profile.const("fp8_torchao_tensorwise") > 0:
+        casts = torchao_tensorwise_casts(
+            compiled=training.compile, fp8_all_gather=training.fp8_all_gather
+        )
+    else:
+        casts = transformer_engine_casts(BYTES[training.precision])
     fwd = sum(
         (
             (casts.input_forward * g.tokens * g.k + casts.weight_forward * g.k * g.n) * g.count
@@ -201,19 +212,13 @@ def layer_compute(
     # everything else stays in 16-bit (Micikevicius et al. 2022, arXiv:2209.05433, Sec. 4).
     gemms = layer_gemms(m, tokens, tp, plans.ep)
     hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
-    # torchao's float8 linears (tensorwise dynamic scaling) cast with their own kernels, not
-    # Transformer Engine's fused cast-transpose (``fp8_torchao_tensorwise``).
-    torchao = training.precision == "fp8" and profile.const("fp8_torchao_tensorwise") > 0
     gemm_fwd = sum(
-        (
-            gemm_time(g, training.precision, device, profile, launch_s, te_cast=not torchao)
-            for g in gemms
-        ),
+        (gemm_time(g, training.precision, device, profile, launch_s, te_cast=False) for g in gemms),
         start=np.zeros(len(plans)),
     )
-    cast_fwd = cast_bwd = np.zeros(len(plans))
-    if torchao:
-        cast_fwd, cast_bwd = float8_cast_s(gemms, training, hbm)
+    # FP8/MXFP8/NVFP4 casts, forward and backward (the backward casts the output gradient, not
+    # the input again: its transposed copy was written in forward).
+    cast_fwd, cast_bwd = low_precision_cast_s(gemms, training, profile, hbm)
     # Frozen base weights (LoRA/QLoRA) need no weight gradient: backward is the input gradient
     # only (Hu et al. 2021, Sec. 4.2). QLoRA dequantizes every NF4 weight to 16-bit before each
     # use, forward and backward (Dettmers et al. 2023, Sec. 3, "computation data type").

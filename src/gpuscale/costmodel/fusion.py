@@ -252,3 +252,21 @@ def torchao_tensorwise_casts(*, compiled: bool, fp8_all_gather: bool) -> Float8C
         weight_forward=0.0 if fp8_all_gather else 2.0 + cast,
         weight_backward=transpose,
     )
+
+
+def transformer_engine_casts(low_bytes: float) -> Float8Casts:
+    """HBM bytes of Transformer Engine's casts around one low-precision linear, ``low_bytes``
+    per element in the low precision (block scales included): the fused cast-transpose reads
+    the 16-bit input once and writes it twice, as is and transposed for the weight-gradient
+    GEMM (TE ``cast_transpose``, ``fp8_cast_transpose_fused``), so backward reuses the saved
+    transposed copy; backward casts the output gradient the same way. The weight's low-precision
+    copy (and its transpose) is cached across a step's micro-batches (TE
+    ``is_first_microbatch``): no per-micro-batch weight traffic."""
+    cast_transpose = 2.0 + 2.0 * low_bytes
+    return Float8Casts(
+        input_forward=cast_transpose,
+        input_backward=0.0,
+        grad_output=cast_transpose,
+        weight_forward=0.0,
+        weight_backward=0.0,
+    )
