@@ -42,6 +42,14 @@ def test_eager_block_counts_one_round_trip_per_torch_op() -> None:
     assert p.ffn == pytest.approx(14 / 3)
 
 
+def test_the_torchtitan_profile_prices_the_counted_eager_block() -> None:
+    constants = load_profile("torchtitan").constants
+    p = eager_passes(LLAMA3_KV)
+    assert constants["elementwise_hidden_passes"] == pytest.approx(p.hidden)
+    assert constants["elementwise_ffn_passes"] == pytest.approx(p.ffn)
+    assert constants["elementwise_kernels_per_layer"] == pytest.approx(p.kernels)
+
+
 def test_inductor_fuses_each_chain_between_matmuls_into_one_kernel() -> None:
     # Five generated kernels forward (norm, rotary+repeat, add+norm, SwiGLU, add), six
     # backward; each reads its inputs and writes its outputs once.

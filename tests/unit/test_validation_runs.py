@@ -318,10 +318,11 @@ def report(validation_dir: Path) -> loso.LosoReport:
 # batch (flash-attn bert_padding): llmfoundry-h100 17.7% -> 11.1%, overall 9.1% -> 7.8%.
 LOSO_BOUNDS = {
     # torch.compile's fusion and torchao's float8 casts (costmodel/fusion.py) speed up every
-    # compiled torchtitan-paper row, most of which the model already had too fast: 7.7% -> 7.9%.
+    # compiled torchtitan-paper row, most of which the model already had too fast: 7.7% -> 7.9%;
     # Transformer Engine's backward casts the output gradient once (tokens x n, fused
-    # cast-transpose), not the input twice (2 x tokens x k): 7.95% -> 8.03%.
-    "overall": 0.081,
+    # cast-transpose), not the input twice (2 x tokens x k): -> 8.0%; torchtitan's eager block
+    # counted kernel by kernel (57 hidden-width passes, was 28): -> 7.96%.
+    "overall": 0.08,
     "narayanan21": 0.065,
     # Megatron-LM's default attention dropout runs as its own kernel beside the unfused softmax
     # (costmodel/compute.py): every row slower by 2-4%, on rows the model already had too slow;
@@ -339,10 +340,11 @@ LOSO_BOUNDS = {
     "llmfoundry": 0.05,
     "bloom176b": 0.025,
     "megascale": 0.11,
-    # ... torchtitan-paper 12.1% -> 14.1%: the Float8 rows of Table 1-2 go from -13% to -1.5%,
-    # the compiled bf16 ones from -1%/+1% to +8%/+10%, and the compiled Float8 rows of Tables
-    # 3-6 (4D, CP to 262k), already too fast, 2-7 points faster still.
-    "torchtitan-paper": 0.145,
+    # ... torchtitan-paper 12.1% -> 13.4%: the Float8 rows of Table 1-2 go from -13% to -1.5%,
+    # the compiled bf16 ones from -1%/+1% to +8%/+10%, the eager ones from +5.9%/+16% to
+    # -2.5%/+7%, and the compiled Float8 rows of Tables 3-6 (4D, CP to 262k), already too fast,
+    # 2-7 points faster still.
+    "torchtitan-paper": 0.135,
     "llmfoundry-h100": 0.12,
 }
 
