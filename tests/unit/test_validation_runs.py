@@ -321,7 +321,8 @@ LOSO_BOUNDS = {
     # compiled torchtitan-paper row, most of which the model already had too fast: 7.7% -> 7.9%;
     # Transformer Engine's backward casts the output gradient once (tokens x n, fused
     # cast-transpose), not the input twice (2 x tokens x k): -> 8.0%; torchtitan's eager block
-    # counted kernel by kernel (57 hidden-width passes, was 28): -> 7.96%.
+    # counted kernel by kernel (59.7 hidden-width passes, was 28) and Inductor's with rotary's
+    # complex multiply left to ATen: -> 7.9%.
     "overall": 0.08,
     "narayanan21": 0.065,
     # Megatron-LM's default attention dropout runs as its own kernel beside the unfused softmax
@@ -340,11 +341,11 @@ LOSO_BOUNDS = {
     "llmfoundry": 0.05,
     "bloom176b": 0.025,
     "megascale": 0.11,
-    # ... torchtitan-paper 12.1% -> 13.4%: the Float8 rows of Table 1-2 go from -13% to -1.5%,
-    # the compiled bf16 ones from -1%/+1% to +8%/+10%, the eager ones from +5.9%/+16% to
-    # -2.5%/+7%, and the compiled Float8 rows of Tables 3-6 (4D, CP to 262k), already too fast,
-    # 2-7 points faster still.
-    "torchtitan-paper": 0.135,
+    # ... torchtitan-paper 12.1% -> 12.8%: the Float8 rows of Table 1-2 go from -13% to -4%,
+    # the compiled bf16 ones from -1%/+1% to +5.5%/+7%, the eager ones from +5.9%/+16% to
+    # -3%/+6%, and the compiled Float8 rows of Tables 3-6 (4D, CP to 262k), already too fast,
+    # 1-6 points faster still.
+    "torchtitan-paper": 0.13,
     "llmfoundry-h100": 0.12,
 }
 

@@ -70,7 +70,9 @@ def _rmsnorm_eager_backward(name: str) -> tuple[Kernel, ...]:
     # Autograd of the ops above, last first: * weight (grad * weight: read 1, write 1; grad *
     # output: read 2, write 1, summed over tokens: read 1); type_as (bf16 -> fp32: read 1,
     # write 2); x * r (grad * r: read 2, write 2; grad * x: read 4, write 2; summed over the row:
-    # read 2); mean (expand / n: write 2); pow (2 * x * grad: read 2 + 4, write 2 + 2);
+    # read 2); mean (expand / n: write 2); pow (ATen pow_backward, grad * 2 * x.pow(1): the
+    # pow (read 2, write 2), the scalar multiply (read 2, write 2), the product with the
+    # gradient (read 4, write 2));
     # the two fp32 gradients of x added (read 4, write 2); .float() (fp32 -> bf16: read 2,
     # write 1).
     return (
@@ -82,7 +84,9 @@ def _rmsnorm_eager_backward(name: str) -> tuple[Kernel, ...]:
         Kernel(name=f"{name}.mul.grad_r", hidden=6),
         Kernel(name=f"{name}.mul.sum", hidden=2),
         Kernel(name=f"{name}.mean.grad", hidden=2),
-        Kernel(name=f"{name}.pow.grad", hidden=10),
+        Kernel(name=f"{name}.pow.grad.pow", hidden=4),
+        Kernel(name=f"{name}.pow.grad.scale", hidden=4),
+        Kernel(name=f"{name}.pow.grad.mul", hidden=6),
         Kernel(name=f"{name}.accumulate", hidden=6),
         Kernel(name=f"{name}.float.grad", hidden=3),
     )
@@ -142,9 +146,16 @@ EAGER_BACKWARD: tuple[Kernel, ...] = (
 COMPILED_FORWARD: tuple[Kernel, ...] = (
     # RMSNorm as one persistent reduction over the row: read x, write the normalised output.
     Kernel(name="attention_norm", hidden=2),
-    # Rotary of Q and K fused with repeat_kv's copy, and V's copy: read q, write q; read k,
-    # write the repeated k; read v, write the repeated v.
-    Kernel(name="rope_repeat_kv", hidden=4, kv=2),
+    # Rotary's complex multiply is not generated: Inductor has no code generation for complex
+    # dtypes and runs it as the ATen kernel ("Torchinductor does not support code generation
+    # for complex operators", torch/_inductor/lowering.py fallback). Around it, generated
+    # kernels upcast Q and K to fp32 (read 1, write 2) and, after it, cast back to bf16 fused
+    # with repeat_kv's copies of K and V (read 2 or 1, write the repeated heads).
+    Kernel(name="rope_q.float", hidden=3),
+    Kernel(name="rope_k.float", kv=3),
+    Kernel(name="rope_q.complex_mul", hidden=4),
+    Kernel(name="rope_k.complex_mul", kv=4),
+    Kernel(name="rope.type_as_repeat_kv", hidden=5, kv=3),
     # Residual add fused with the next norm: read x and the attention output, write the sum
     # (the residual stream) and the normalised output.
     Kernel(name="residual_add_ffn_norm", hidden=4),
@@ -153,7 +164,8 @@ COMPILED_FORWARD: tuple[Kernel, ...] = (
     # The last residual add ends the compiled block: read 2, write 1.
     Kernel(name="residual_add_mlp", hidden=3),
 )
-"""Inductor forward: one generated kernel between each pair of matmul/SDPA calls."""
+"""Inductor forward: one generated kernel between each pair of extern calls (matmuls, SDPA, and
+the ATen complex multiply); the kernel list checked with ``benchmarks/inductor_block.py``."""
 
 COMPILED_BACKWARD: tuple[Kernel, ...] = (
     # The residual add's backward passes the gradient through (no kernel). SwiGLU backward in
@@ -165,9 +177,16 @@ COMPILED_BACKWARD: tuple[Kernel, ...] = (
     # the input.
     Kernel(name="ffn_norm.grad_input", hidden=5),
     Kernel(name="ffn_norm.grad_weight", hidden=3),
-    # Rotary and repeat_kv backward fused: read dq, write dq; read the repeated dk and dv,
-    # write them summed to the K/V heads.
-    Kernel(name="rope_repeat_kv.grad", hidden=4, kv=2),
+    # repeat_kv backward (sum over the repeated heads) fused with the upcast of dK for the
+    # complex multiply: read the repeated dK and dV, write dK in fp32 and dV; dQ's upcast.
+    Kernel(name="repeat_kv.grad_rope_k.float", hidden=2, kv=3),
+    Kernel(name="rope_q.float.grad", hidden=3),
+    # The complex multiply by conj(freqs), ATen (read 2, write 2), and the casts back (read 2,
+    # write 1).
+    Kernel(name="rope_q.complex_mul.grad", hidden=4),
+    Kernel(name="rope_k.complex_mul.grad", kv=4),
+    Kernel(name="rope_q.type_as.grad", hidden=3),
+    Kernel(name="rope_k.type_as.grad", kv=3),
     # attention_norm backward fused with the wq/wk/wv dgrad sum and the residual fork: read
     # three dgrads, the norm input and the residual gradient, write 1; the weight gradient
     # re-reads the three dgrads and the input.
