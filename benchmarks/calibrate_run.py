@@ -5,8 +5,9 @@
 The published training runs (``data/validation/published_runs*.csv``, every row the validation
 loader maps today) are split into *stacks*: one source (publication), one GPU type (a profile
 calibrated on an A100 says nothing about an H100: it is keyed by the GPU's id), one framework
-profile, and one set of what the row ran that the model cannot express (the loader's
-``limitations``: MegaScale's own system vs its Megatron-LM baseline, torch.compile vs eager). A
+profile run eager or under torch.compile (``Training.compile``: Inductor's kernels are another
+stack's), and one set of what the row ran that the model cannot express (the loader's
+``limitations``: MegaScale's own system vs its Megatron-LM baseline). A
 user calibrates on a run of the stack they will run; predicting another stack from it is not
 what one-run calibration claims.
 
@@ -82,8 +83,10 @@ def mape(errors: list[float]) -> float:
 
 
 def stack_of(case: Case) -> tuple[str, str, str, tuple[str, ...]]:
-    """Source, GPU, framework profile, and what the row ran that the model cannot express."""
-    return (case.source, case.cluster.device.id, case.framework, case.limitations)
+    """Source, GPU, framework profile (eager or compiled), and what the row ran that the model
+    cannot express."""
+    framework = case.framework + ("+compile" if case.training.compile else "")
+    return (case.source, case.cluster.device.id, framework, case.limitations)
 
 
 def smallest(members: list[Case]) -> Case:

@@ -163,3 +163,32 @@ def test_unknown_model_lists_close_ids(gpuscale) -> None:
     proc = gpuscale("estimate", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "8")
     assert proc.returncode == 2
     assert "did you mean" in proc.stderr and "llama3.1-70b" in proc.stderr
+
+
+def test_compile_flag_fuses_an_eager_stack(gpuscale) -> None:
+    # torchtitan's eager Llama block vs the same under torch.compile (costmodel/fusion.py).
+    run = [
+        "estimate",
+        "llama3.1-8b",
+        "--gpu",
+        "h100-sxm-500w",
+        "--gpus",
+        "8",
+        "--zero",
+        "3",
+        "--mbs",
+        "2",
+        "--seq",
+        "8192",
+        "--recompute",
+        "selective",
+        "--framework",
+        "torchtitan",
+        "--json",
+    ]
+    eager, compiled = gpuscale(*run), gpuscale(*run, "--compile")
+    assert eager.returncode == 0 and compiled.returncode == 0, eager.stderr + compiled.stderr
+    e, c = json.loads(eager.stdout), json.loads(compiled.stdout)
+    assert (e["compile"], c["compile"]) == (False, True)
+    assert c["tokens_per_s"] > 1.03 * e["tokens_per_s"]
+    assert c["breakdown"]["exposed_comm"] == pytest.approx(e["breakdown"]["exposed_comm"], rel=0.2)

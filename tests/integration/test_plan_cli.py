@@ -135,3 +135,13 @@ def test_plan_text_and_json_state_the_memory_headroom(gpuscale: Run) -> None:
     assert "assumed: plans keep 10% of each GPU free" in " ".join(text.stdout.split())
     doc = json.loads(gpuscale(*args, "--json").stdout)
     assert doc["memory_assumption"].startswith("plans keep 10% of each GPU free")
+
+
+def test_plan_compile_flag_speeds_up_an_eager_stack(gpuscale: Run) -> None:
+    args = ["plan", "llama3.1-8b", "--gpu", "h100-sxm-500w", "--gpus", "8"]
+    args += ["--framework", "torchtitan", "--top", "1", "--json"]
+    eager, compiled = gpuscale(*args), gpuscale(*args, "--compile")
+    assert eager.returncode == 0 and compiled.returncode == 0, eager.stderr + compiled.stderr
+    e, c = json.loads(eager.stdout), json.loads(compiled.stdout)
+    assert (e["compile"], c["compile"]) == (False, True)
+    assert c["plans"][0]["tokens_per_s"] > e["plans"][0]["tokens_per_s"]

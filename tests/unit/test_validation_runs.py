@@ -318,7 +318,13 @@ def report(validation_dir: Path) -> loso.LosoReport:
 # (pytorch#143988) and llm-foundry's flash path copies tokens out of and back into the padded
 # batch (flash-attn bert_padding): llmfoundry-h100 17.7% -> 11.1%, overall 9.1% -> 7.8%.
 LOSO_BOUNDS = {
-    "overall": 0.077,
+    # torch.compile's fusion and torchao's float8 casts (costmodel/fusion.py) speed up every
+    # compiled torchtitan-paper row, most of which the model already had too fast: 7.7% -> 7.9%;
+    # Transformer Engine's backward casts the output gradient once (tokens x n, fused
+    # cast-transpose), not the input twice (2 x tokens x k): -> 8.0%; torchtitan's eager block
+    # counted kernel by kernel (59.7 hidden-width passes, was 28) and Inductor's with rotary's
+    # complex multiply left to ATen: -> 7.9%; DeepSpeed 2021's re-gather (below): -> 7.8%.
+    "overall": 0.08,
     # DeepSpeed 2021's trace offset (all four weights re-gathered for the recompute) and its
     # post-step gather of the persistent tensors (deepspeed-2021.yaml): 6.5% -> 5.3%.
     "narayanan21": 0.055,
@@ -332,12 +338,17 @@ LOSO_BOUNDS = {
     # --tp-comm-overlap counted from Transformer Engine's defaults (15/16 of the TP traffic
     # under a GEMM, megatron.yaml) took it from 10.0% to 8.0%.
     "megatron": 0.085,
-    "nemo2407": 0.04,
+    # ... nemo2407 3.7% -> 4.9%: its FP8 rows, already over-predicted, 0.4-2.3 points faster.
+    "nemo2407": 0.05,
     "torchtitan": 0.035,
     "llmfoundry": 0.05,
     "bloom176b": 0.025,
     "megascale": 0.11,
-    "torchtitan-paper": 0.125,
+    # ... torchtitan-paper 12.1% -> 12.8%: the Float8 rows of Table 1-2 go from -13% to -4%,
+    # the compiled bf16 ones from -1%/+1% to +5.5%/+7%, the eager ones from +5.9%/+16% to
+    # -3%/+6%, and the compiled Float8 rows of Tables 3-6 (4D, CP to 262k), already too fast,
+    # 1-6 points faster still.
+    "torchtitan-paper": 0.13,
     "llmfoundry-h100": 0.12,
 }
 

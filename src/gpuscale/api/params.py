@@ -150,6 +150,12 @@ PARAMS: dict[str, Param] = {
     "flash_attention": Param(
         type=bool, default=True, help="Unfused attention (s x s scores in HBM)."
     ),
+    "compile": Param(
+        type=bool,
+        default=False,
+        help="torch.compile: Inductor fuses the memory-bound ops between matmuls (and float8 "
+        "amax reductions).",
+    ),
     "storage_gbps": Param(
         type=float,
         default=0.0,

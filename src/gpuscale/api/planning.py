@@ -40,6 +40,7 @@ def _inputs(
     finetune: str,
     framework: str,
     profile: str | Path | None,
+    compile: bool,
 ) -> Inputs:
     return build_inputs(
         model=model,
@@ -55,6 +56,7 @@ def _inputs(
         finetune=finetune,
         framework=framework,
         profile_file=profile,
+        compile=compile,
     )
 
 
@@ -117,6 +119,7 @@ class PlanResult:
                 "tokens": workload.tokens,
                 "price_per_gpu_hour": workload.price_per_gpu_hour,
                 "precision": workload.training.precision,
+                "compile": workload.training.compile,
                 "finetune": workload.training.finetune,
                 "profile": self.inputs.profile.name,
                 "assumed": dict(self.assumed),
@@ -150,6 +153,7 @@ def plan(
     finetune: str = "full",
     framework: str = "generic",
     profile: str | Path | None = None,
+    compile: bool = False,
     objective: str = "throughput",
     top: int = 5,
     progress: Progress | None = None,
@@ -175,6 +179,7 @@ def plan(
         finetune,
         framework,
         profile,
+        compile,
     )
     workload, hardware = inputs.workload, inputs.hardware
     gpu_count(gpus, "gpus")
@@ -257,6 +262,7 @@ class ScaleResult:
                 "tokens": workload.tokens,
                 "price_per_gpu_hour": workload.price_per_gpu_hour,
                 "precision": workload.training.precision,
+                "compile": workload.training.compile,
                 "finetune": workload.training.finetune,
                 "profile": self.inputs.profile.name,
                 "assumed": dict(self.assumed),
@@ -291,6 +297,7 @@ def scale(
     finetune: str = "full",
     framework: str = "generic",
     profile: str | Path | None = None,
+    compile: bool = False,
     runs: int | None = None,
     progress: Progress | None = None,
 ) -> ScaleResult:
@@ -329,6 +336,7 @@ def scale(
         finetune,
         framework,
         profile,
+        compile,
     )
     workload, hardware = inputs.workload, inputs.hardware
     gpu_count(max_gpus, "max_gpus")

@@ -134,6 +134,8 @@ class EstimateResult:
     profile: str
     seq: int
     precision: str
+    compile: bool
+    """The run is priced under torch.compile (``--compile``)."""
     plan: Plan
     fits: bool
     memory_per_gpu_gib: float
@@ -175,6 +177,7 @@ class EstimateResult:
                 "profile": self.profile,
                 "seq": self.seq,
                 "precision": self.precision,
+                "compile": self.compile,
                 "plan": {
                     "tp": p.tp,
                     "pp": p.pp,
@@ -275,6 +278,7 @@ class TrainingRun:
     offload_optimizer: bool = False
     sequence_parallel: bool = True
     flash_attention: bool = True
+    compile: bool = False
     storage_gbps: float = 0.0
     checkpoint_every: int = 0
     checkpoint_gbps: float = 10.0
@@ -354,6 +358,7 @@ def _resolve(r: TrainingRun) -> RunInputs:
         finetune=cast(Finetune, r.finetune),
         lora_rank=rank,
         offload_optimizer=r.offload_optimizer,
+        compile=r.compile,
     )
     job = JobOptions(
         storage_gb_per_s_per_node=r.storage_gbps,
@@ -453,6 +458,7 @@ def estimate(
         profile=prof.name,
         seq=run.seq,
         precision=run.precision,
+        compile=run.compile,
         plan=plan,
         fits=row["fits"],
         memory_per_gpu_gib=row["memory_per_gpu_gib"],

@@ -124,7 +124,7 @@ PLANNER: list[str | Decorator] = [
         default=None,
         help="Sequence length [default: 4096 or the model's maximum if shorter].",
     ),
-    *("tokens", "price", "precision", "finetune", "framework", "profile"),
+    *("tokens", "price", "precision", "compile", "finetune", "framework", "profile"),
     flag("html", type=click.Path(dir_okay=False)),
 ]
 """``MODEL --gpu`` and everything that shapes the job, for ``plan`` and ``scale``."""

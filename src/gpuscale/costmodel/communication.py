@@ -14,7 +14,7 @@ from numpy.typing import ArrayLike
 
 from gpuscale.costmodel.collectives import LevelBandwidth, RingGroup, collective_time_s
 from gpuscale.costmodel.compute import BYTES, MicrobatchCompute
-from gpuscale.costmodel.model_states import lora_params
+from gpuscale.costmodel.model_states import block_linear_weights, lora_params
 from gpuscale.costmodel.params import embedding_params, layer_params, mlp_params, total_params
 from gpuscale.costmodel.pipeline import stage_layers
 from gpuscale.costmodel.profile import Profile
@@ -296,6 +296,13 @@ def communication(
     grad_word = profile.const("grad_reduce_bytes")
     grad_bytes = params * trainable * grad_word
     weight_bytes = params * word
+    if training.fp8_all_gather and not training.is_lora:
+        # FSDP float8 all-gather (torchao enable_fsdp_float8_all_gather; torchtitan
+        # docs/float8.md): each rank casts its shard of the blocks' linear weights to float8
+        # before the ZeRO-3 gather, which moves (and copies out) 1 byte per such weight; the
+        # same share memory.py keeps gathered in 1 byte.
+        share = block_linear_weights(m) / max(layer_params(m), 1)
+        weight_bytes = weight_bytes * (share * BYTES["fp8"] + (1.0 - share) * word) / word
     dp_group = dp * cp
     dp_per_node = _per_node(tp, dp_group, gpn)
     edp_group = np.maximum(dp_group // ep, 1)

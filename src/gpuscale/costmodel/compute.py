@@ -13,6 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuscale.costmodel.flops import Gemm, attention_core_flops, layer_gemms, lm_head_gemm
+from gpuscale.costmodel.fusion import (
+    compiled_passes,
+    torchao_tensorwise_casts,
+    transformer_engine_casts,
+)
 from gpuscale.costmodel.lora_compute import lora_adapter_s
 from gpuscale.costmodel.model_states import nf4_bytes_per_param
 from gpuscale.costmodel.pipeline import stage_layers
@@ -94,11 +99,13 @@ def gemm_time(
     profile: Profile,
     launch_s: float,
     weight_bytes: float | None = None,
+    te_cast: bool = True,
 ) -> np.ndarray:
     """Time of ``g``: roofline of its math at ``precision`` and of its traffic (activations in
     and out, and weights stored at ``weight_bytes`` per element: fewer for weight-only int8/int4
     serving). FP8 training adds the cast of the input (Micikevicius et al. 2022,
-    arXiv:2209.05433, Sec. 3)."""
+    arXiv:2209.05433, Sec. 3) as Transformer Engine runs it, unless ``te_cast`` is off (the
+    caller prices another recipe's casts: :func:`float8_cast_s`)."""
     peak = device.peak(precision) * 1e12
     curve = profile.gemm_curve(device.id, device.generation, precision)
     math = g.flops / (peak * curve(g.flops))
@@ -109,7 +116,7 @@ def gemm_time(
     hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
     memory = (in_bytes * g.tokens * g.k + out_bytes * g.tokens * g.n + w_bytes * g.k * g.n) / hbm
     time = np.maximum(np.maximum(math, memory), launch_s)
-    if low and weight_bytes is None:
+    if low and weight_bytes is None and te_cast:
         # Transformer Engine's fused cast-transpose reads the 16-bit input once and writes it in
         # the low precision twice (as is, and transposed for the weight-gradient GEMM): 2 + 1 + 1
         # bytes per element for FP8 (block scales included for MXFP8/NVFP4); backward (2x this
@@ -117,6 +124,45 @@ def gemm_time(
         # cached across a step's micro-batches (TE ``is_first_microbatch``).
         time = time + (2.0 + 2.0 * in_bytes) * g.tokens * g.k / hbm
     return time * g.count
+
+
+def low_precision_cast_s(
+    gemms: list[Gemm], training: Training, profile: Profile, hbm: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Forward and backward seconds of the casts that feed low-precision ``gemms``
+    (costmodel/fusion.py): of each distinct input (the fused QKV and gate/up GEMMs share theirs,
+    as Transformer Engine's fused modules and torch.compile's common-subexpression elimination
+    share the cast), of the output gradient and of the weight; Transformer Engine's fused
+    cast-transpose, or torchao's tensorwise casts where the profile runs them
+    (``fp8_torchao_tensorwise``)."""
+    if training.precision not in LOW_PRECISIONS:
+        return np.zeros(1), np.zeros(1)
+    if training.precision == "fp8" and profile.const("fp8_torchao_tensorwise") > 0:
+        casts = torchao_tensorwise_casts(
+            compiled=training.compile, fp8_all_gather=training.fp8_all_gather
+        )
+    else:
+        casts = transformer_engine_casts(BYTES[training.precision])
+    fwd = sum(
+        (
+            (casts.input_forward * g.tokens * g.k + casts.weight_forward * g.k * g.n) * g.count
+            for g in gemms
+        ),
+        start=np.zeros(1),
+    )
+    bwd = sum(
+        (
+            (
+                casts.input_backward * g.tokens * g.k
+                + casts.grad_output * g.tokens * g.n
+                + casts.weight_backward * g.k * g.n
+            )
+            * g.count
+            for g in gemms
+        ),
+        start=np.zeros(1),
+    )
+    return fwd / hbm, bwd / hbm
 
 
 def microbatch_compute(
@@ -165,10 +211,14 @@ def layer_compute(
     # Linear layers run at the training precision (FP8 with Transformer Engine recipes);
     # everything else stays in 16-bit (Micikevicius et al. 2022, arXiv:2209.05433, Sec. 4).
     gemms = layer_gemms(m, tokens, tp, plans.ep)
+    hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
     gemm_fwd = sum(
-        (gemm_time(g, training.precision, device, profile, launch_s) for g in gemms),
+        (gemm_time(g, training.precision, device, profile, launch_s, te_cast=False) for g in gemms),
         start=np.zeros(len(plans)),
     )
+    # FP8/MXFP8/NVFP4 casts, forward and backward (the backward casts the output gradient, not
+    # the input again: its transposed copy was written in forward).
+    cast_fwd, cast_bwd = low_precision_cast_s(gemms, training, profile, hbm)
     # Frozen base weights (LoRA/QLoRA) need no weight gradient: backward is the input gradient
     # only (Hu et al. 2021, Sec. 4.2). QLoRA dequantizes every NF4 weight to 16-bit before each
     # use, forward and backward (Dettmers et al. 2023, Sec. 3, "computation data type").
@@ -184,7 +234,6 @@ def layer_compute(
     gemm_fwd = gemm_fwd + dequant
 
     attn_flops = attention_core_flops(m, tokens, seq, tp, causal_skip=training.flash_attention)
-    hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
     if training.flash_attention:
         # Ring attention splits each sequence into 2*cp load-balanced chunks and runs one kernel
         # per chunk pair (Megatron-Core/Transformer Engine context parallelism).
@@ -260,31 +309,38 @@ def layer_compute(
     # A padding-free attention path copies Q, K, V and the output through gather/scatter kernels
     # around a variable-length kernel (``attention_unpad_*``; flash-attn bert_padding.py).
     unpad = 1.0 if training.flash_attention else 0.0
+    hidden_passes = profile.const("elementwise_hidden_passes")
+    ffn_passes = profile.const("elementwise_ffn_passes")
+    kernels = profile.const("elementwise_kernels_per_layer")
+    if training.compile:
+        # torch.compile fuses the block's memory-bound ops (costmodel/fusion.py); a stack whose
+        # own kernels are already as fused keeps its count.
+        fused = compiled_passes(m.kv_width / m.hidden_size)
+        hidden_passes = min(hidden_passes, fused.hidden)
+        ffn_passes = min(ffn_passes, fused.ffn)
+        kernels = min(kernels, fused.kernels)
     elementwise_bytes = (
         word
         * tokens
         * (
-            profile.const("elementwise_hidden_passes") * m.hidden_size / sp
-            + profile.const("elementwise_ffn_passes") * expert_width / tp
+            hidden_passes * m.hidden_size / sp
+            + ffn_passes * expert_width / tp
             + unpad * profile.const("attention_unpad_hidden_passes") * m.hidden_size / tp
         )
     )
     elementwise_fwd = (
         elementwise_bytes / hbm
-        + (
-            profile.const("elementwise_kernels_per_layer")
-            + unpad * profile.const("attention_unpad_kernels")
-        )
-        * launch_s
+        + (kernels + unpad * profile.const("attention_unpad_kernels")) * launch_s
     )
 
     # LoRA adapters: skinny GEMMs plus scaling and add over the output (costmodel/lora_compute).
     lora_fwd, lora_bwd = lora_adapter_s(m, device, training, plans, profile, tokens)
-    layer_fwd = gemm_fwd + attn_fwd + elementwise_fwd + lora_fwd
+    layer_fwd = gemm_fwd + cast_fwd + attn_fwd + elementwise_fwd + lora_fwd
     # Backward: input and weight gradients (2x GEMM FLOPs), elementwise ~2x forward traffic.
     layer_bwd = (
         gemm_bwd_factor * (gemm_fwd - dequant)
         + dequant
+        + cast_bwd
         + attn_bwd
         + 2.0 * elementwise_fwd
         + lora_bwd
@@ -304,7 +360,7 @@ def layer_compute(
     # Sec. 5); frameworks whose "selective" also re-runs some matmuls (torchtitan's layer/op SAC)
     # say what fraction of the rest of the layer they redo.
     selective = attn_recompute + profile.const("selective_recompute_layer_fraction") * (
-        gemm_fwd + elementwise_fwd
+        gemm_fwd + cast_fwd + elementwise_fwd
     )
     recompute = np.where(
         plans.recompute == RECOMPUTE_CODE["full"],

@@ -80,6 +80,7 @@ CONSTANTS: dict[str, Check] = {
     "cp_kv_all_gather": SHARE,
     "cp_comm_waits_for_attention_kernel": SHARE,
     "tp_fp8_all_gather": SHARE,
+    "fp8_torchao_tensorwise": SHARE,
     "tp_overlap_exposed_in_forward": SHARE,
     "zero2_unit_collectives": SHARE,
     "cuda_launch_blocking": SHARE,

@@ -65,6 +65,7 @@ def build_inputs(
     finetune: str,
     framework: str,
     profile_file: str | Path | None,
+    compile: bool = False,
 ) -> Inputs:
     """Planner inputs from what the user gave; what they left out is chosen and recorded in
     ``assumed``. ``gpu`` and ``inter`` must be catalog entries (the planner names them by id);
@@ -103,6 +104,7 @@ def build_inputs(
         seq_len=seq,
         precision=cast(TrainPrecision, precision),
         finetune=cast(Finetune, finetune),
+        compile=compile,
     )
     workload = Workload(
         model=spec, training=training, global_batch=gbs, tokens=budget, price_per_gpu_hour=price

@@ -139,6 +139,11 @@ class Training:
     """Under tensor + sequence parallelism, each column-parallel linear keeps the all-gathered
     (full-sequence) input autograd saved (DTensor ``SequenceParallel`` -> ``ColwiseParallel``,
     torchtitan); Megatron keeps the sequence shard and gathers again in backward."""
+    compile: bool = False
+    """The model runs under ``torch.compile`` (TorchInductor): the memory-bound ops between two
+    matmuls fuse into one generated kernel each, and float8 amax reductions fuse into the
+    kernels that produce their tensors (costmodel/fusion.py). A stack whose kernels are already
+    fused (Megatron/Transformer Engine) gains nothing from it."""
     fp8_all_gather: bool = False
     """FSDP gathers the linear weights in float8 (torchao ``enable_fsdp_float8_all_gather``):
     1 byte per gathered weight instead of 2."""

@@ -332,6 +332,7 @@ def _plan_and_training(
     sharding = row["sharding"]
     framework = FRAMEWORK_BY_SOURCE[source]
     overrides: dict[str, dict[str, float]] = {}
+    compiled = False
     if "ZeRO-3" in sharding and "DeepSpeed" in sharding:
         # ZeRO-3 shipped in DeepSpeed v0.3.13 (March 2021); the SC21 paper's runs (arXiv v1
         # April 2021) used a release of that year, before _all_gather_base (v0.5.5).
@@ -380,10 +381,10 @@ def _plan_and_training(
             overrides.setdefault("overlap", {})["tp"] = _ASYNC_TP_OVERLAP
             notes.append("AsyncTP: TP overlap of the loop decomposition (Wang et al. 2023)")
         if "torch.compile" in row["notes"]:
-            limits.append(
-                "torch.compile kernel fusion is not modelled: predicted with the eager "
-                "torchtitan profile"
-            )
+            # The row names the technique; torchtitan compiles each TransformerBlock
+            # (parallelize_llama.apply_compile): Inductor's fused kernels (costmodel/fusion.py).
+            compiled = True
+            notes.append("torch.compile: each block's memory-bound ops fused by Inductor")
     if source == "megascale" and "Megatron-LM baseline" in row["model"]:
         # MegaScale's baseline is Megatron-LM @285068c8 (2023-01-11), which has none of the
         # Megatron-Core overlap flags the megatron profile assumes: the distributed optimizer
@@ -450,8 +451,15 @@ def _plan_and_training(
     )
     text = row["precision"].lower()
     precision = "fp8" if ("fp8" in text or "float8" in text) else "bf16"
+    fp8_gather = False
     if "float8" in text:
         notes.append("torchao Float8 linears (tensorwise scaling) modelled as FP8 matmuls")
+        if source == "torchtitan-paper":
+            # torchtitan docs/float8.md (2024) launches Float8 with
+            # --float8.enable_fsdp_float8_all_gather and
+            # --float8.precompute_float8_dynamic_scale_for_fsdp.
+            fp8_gather = True
+            notes.append("FSDP float8 all-gather with precomputed scales (torchtitan float8.md)")
     if not text.strip() or text.strip() == "not stated":
         notes.append("precision not stated: bf16 mixed precision")
     if "mp mode default" in text:
@@ -506,6 +514,8 @@ def _plan_and_training(
         precision=precision,  # type: ignore[arg-type]
         flash_attention=not legacy,
         dropout=dropout,
+        compile=compiled,
+        fp8_all_gather=fp8_gather,
     )
     return plan, training, framework, overrides
 
