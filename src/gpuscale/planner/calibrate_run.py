@@ -6,7 +6,8 @@ measurement exactly; a peak memory, when given, fits one memory parameter separa
 
 - **The quantities** (:data:`QUANTITIES`), each a named term of the cost model with a physical
   range and a prior spread ``sigma`` (how far, in log scale, that quantity typically differs
-  between stacks on the same GPU; the reasons are written next to each value):
+  between stacks on the same GPU: the log SD of published figures of several stacks on one GPU,
+  ``catalog/data/calibration_priors.yaml``, :data:`SIGMA`):
   ``compute`` (the sustained tensor-core rate: every GEMM efficiency curve of this GPU at the
   run's precision and the fused-attention efficiency, scaled together), ``attention`` (the fused
   attention kernel alone), ``memory_bound`` (achieved HBM bandwidth of the memory-bound kernels:
@@ -37,9 +38,10 @@ measurement exactly; a peak memory, when given, fits one memory parameter separa
 - ``rule="empirical"``: the posterior rule with the spreads the caller gives (``spreads=``),
   e.g. estimated from other stacks' measured runs by
   :func:`gpuscale.planner.calibrate_prior.empirical_spreads`. Not the default:
-  ``benchmarks/calibrate_prior.py`` (held out by source) moves the one-run benchmark only from
-  5.16% to 5.03%, and the spread it estimates for the network between nodes (1.33 in log scale)
-  is one missed run's doing, not a physical spread (docs/benchmarks.md, branch ``calib-prior``).
+  ``benchmarks/calibrate_prior.py`` (held out by source) gives 5.06% against the posterior's
+  5.07% with the sourced spreads (5.03% against 5.16% with the spreads before them), and the
+  spread it estimates for the network between nodes (1.32 in log scale) is one missed run's
+  doing, not a physical spread (docs/benchmarks.md, branches ``calib-prior``, ``calib-spreads``).
 - **Identifiability.** For every quantity the value that would reproduce the run alone and its
   ``z`` are reported; every quantity whose ``z`` is within :data:`AMBIGUOUS_Z` of the smallest is
   "also consistent with this run" (``identifiable`` false): one run cannot separate them, which
