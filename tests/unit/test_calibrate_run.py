@@ -108,10 +108,21 @@ def test_recovers_a_known_compute_efficiency_exactly(tmp_path: Path) -> None:
         ),
     )
     measured_step, _ = predict(run, truth)
-    cal = calibrate_run(run, Measured(step_s=measured_step), generic, rule="smallest_move")
-    assert cal.rule == "smallest_move" and len(cal.throughput) == 1
+    cal = calibrate_run(run, Measured(step_s=measured_step), generic, only="compute")
+    assert cal.rule == "only" and len(cal.throughput) == 1
     assert cal.main.name == "compute"
-    assert "smallest move relative to its prior spread" in cal.main.why
+    # the step depends on the tensor-core rate more than on anything else
+    elasticity = {c.name: c.elasticity for c in cal.candidates}
+    assert max(elasticity, key=lambda n: elasticity[n]) == "compute"
+    # Under the winner-takes-all rule the quantity moved is the one whose own fit is the
+    # smallest move in prior spreads. A 15% slower GEMM rate is 2.9 spreads of the GEMM rate's
+    # cross-stack spread (0.056, catalog/data/calibration_priors.yaml), so a quantity with a
+    # wider spread can explain the same step with less surprise.
+    smallest = calibrate_run(run, Measured(step_s=measured_step), generic, rule="smallest_move")
+    z = {c.name: c.z for c in smallest.candidates if c.z is not None}
+    assert smallest.main.name == min(z, key=lambda n: z[n])
+    assert "smallest move relative to its prior spread" in smallest.main.why
+    assert smallest.predicted_step_s_after == pytest.approx(measured_step, rel=1e-12)
     assert cal.main.before == max(hopper.efficiency)
     assert cal.main.after == pytest.approx(max(hopper.efficiency) * truth_scale, rel=1e-9)
     assert cal.main.share == 1.0

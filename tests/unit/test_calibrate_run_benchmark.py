@@ -83,7 +83,8 @@ def test_megatron_2021_calibration_runs_carry_their_stacks_error(
     sign'), so one run improves the rest: regression bounds on the figures measured then."""
     picked = [c for c in cases if c.framework == "megatron-lm-2021"]
     groups, _ = bench.evaluate(picked, tmp_path)
-    bounds = {"narayanan21": 0.025, "korthikanti22": 0.045}
+    # narayanan21 2.1%, korthikanti22 2.7% with the sourced prior spreads (3.2% before them)
+    bounds = {"narayanan21": 0.025, "korthikanti22": 0.03}
     assert {g["source"] for g in groups} == set(bounds)
     for g in groups:
         before = [r["error_before"] for r in g["rows"]]

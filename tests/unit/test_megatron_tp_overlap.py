@@ -109,8 +109,9 @@ def bench() -> ModuleType:
 
 
 # Calibrated MAPE (%) of each Megatron-Core H100 source on its smallest run, measured with the
-# TE-counted TP overlap (before it: megatron 12.8, nemo2407 3.3).
-CALIBRATED_BOUNDS = {"megatron": 10.5, "nemo2407": 3.0}
+# TE-counted TP overlap (before it: megatron 12.8, nemo2407 3.3) and the prior spreads of
+# catalog/data/calibration_priors.yaml (before them: megatron 10.3, nemo2407 2.4; now 9.2, 2.3).
+CALIBRATED_BOUNDS = {"megatron": 9.5, "nemo2407": 2.5}
 
 
 @pytest.mark.parametrize("source", sorted(CALIBRATED_BOUNDS))

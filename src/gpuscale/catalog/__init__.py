@@ -55,6 +55,13 @@ def models() -> dict[str, ModelSpec]:
 
 
 @cache
+def calibration_priors() -> dict[str, Any]:
+    """Per quantity of ``calibrate run``, the stacks' published figures its prior spread is
+    computed from (``calibration_priors.yaml``, each with its source and arithmetic)."""
+    return _load("calibration_priors.yaml")
+
+
+@cache
 def validation_bands() -> dict[str, Any]:
     """Error bands per validation regime, written by ``benchmarks/validate.py --write-bands``."""
     return _load("validation_bands.yaml")
@@ -247,6 +254,7 @@ def cluster(
 __all__ = [
     "DEFAULT_INTER",
     "InputError",
+    "calibration_priors",
     "check_node",
     "cluster",
     "default_gpus_per_node",

@@ -2,8 +2,9 @@
 
 :func:`gpuscale.planner.calibrate_run.calibrate_run` splits a run's log-throughput gap over the
 quantities in proportion to ``elasticity x sigma^2``. The sourced :data:`~gpuscale.planner.
-calibrate_run.SIGMA` says how far each quantity differs between stacks from datasheets and
-papers; this module asks the measured runs of *other* stacks instead.
+calibrate_run.SIGMA` says how far each quantity differs between stacks from published
+per-stack benchmarks (``catalog/data/calibration_priors.yaml``); this module asks the measured
+runs of *other* stacks instead.
 
 The model (a hierarchical, random-effects one): stack ``s`` differs from the profile by
 ``x_s = ln(speed factors)``, one per quantity, ``x_sk ~ N(0, v_k)`` independently; each of its runs

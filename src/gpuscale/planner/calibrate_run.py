@@ -6,7 +6,8 @@ measurement exactly; a peak memory, when given, fits one memory parameter separa
 
 - **The quantities** (:data:`QUANTITIES`), each a named term of the cost model with a physical
   range and a prior spread ``sigma`` (how far, in log scale, that quantity typically differs
-  between stacks on the same GPU; the reasons are written next to each value):
+  between stacks on the same GPU: the log SD of published figures of several stacks on one GPU,
+  ``catalog/data/calibration_priors.yaml``, :data:`SIGMA`):
   ``compute`` (the sustained tensor-core rate: every GEMM efficiency curve of this GPU at the
   run's precision and the fused-attention efficiency, scaled together), ``attention`` (the fused
   attention kernel alone), ``memory_bound`` (achieved HBM bandwidth of the memory-bound kernels:
@@ -37,9 +38,10 @@ measurement exactly; a peak memory, when given, fits one memory parameter separa
 - ``rule="empirical"``: the posterior rule with the spreads the caller gives (``spreads=``),
   e.g. estimated from other stacks' measured runs by
   :func:`gpuscale.planner.calibrate_prior.empirical_spreads`. Not the default:
-  ``benchmarks/calibrate_prior.py`` (held out by source) moves the one-run benchmark only from
-  5.16% to 5.03%, and the spread it estimates for the network between nodes (1.33 in log scale)
-  is one missed run's doing, not a physical spread (docs/benchmarks.md, branch ``calib-prior``).
+  ``benchmarks/calibrate_prior.py`` (held out by source) gives 5.06% against the posterior's
+  5.07% with the sourced spreads (5.03% against 5.16% with the spreads before them), and the
+  spread it estimates for the network between nodes (1.32 in log scale) is one missed run's
+  doing, not a physical spread (docs/benchmarks.md, branches ``calib-prior``, ``calib-spreads``).
 - **Identifiability.** For every quantity the value that would reproduce the run alone and its
   ``z`` are reported; every quantity whose ``z`` is within :data:`AMBIGUOUS_Z` of the smallest is
   "also consistent with this run" (``identifiable`` false): one run cannot separate them, which
@@ -71,6 +73,7 @@ from typing import Any
 from gpuscale.costmodel.profile import PROFILE_SCHEMA_VERSION, GemmCurve, LinkCalibration, Profile
 from gpuscale.costmodel.step import GIB, estimate_plan
 from gpuscale.errors import InputError
+from gpuscale.planner.calibrate_spreads import sourced_spreads
 from gpuscale.specs import Cluster, JobOptions, ModelSpec, Plan, Training
 from gpuscale.specs.training import LOW_PRECISIONS
 
@@ -124,31 +127,17 @@ mostly a tensor term the model misses or over-counts, which will not carry to ot
 overhead factor (benchmarks/calibrate_run_memory.py: one run's reserve carried to its source's
 other peaks moves them from 9.6% to 11.0% mean error)."""
 
-SIGMA: dict[str, float] = {
-    # GEMM curves come from cuBLAS microbenchmarks of the same GPU; what differs between stacks
-    # is kernel choice and the clock sustained under the power cap: large bf16 GEMMs reach
-    # 600-750 of H100 SXM's 989 TFLOP/s and 230-280 of A100's 312 (generic.yaml sources): ~10%.
-    "compute": 0.10,
-    # FlashAttention-2, FlashAttention-3 and cuDNN reach 370, 648 and 600 TFLOP/s forward on H100
-    # at hdim 128 (Shah et al. 2024, arXiv:2407.08608, Fig. 5-6): a 1.75x spread, ln(1.75)/2.
-    "attention": 0.28,
-    # How much of the non-GEMM work is fused differs by stack (eager PyTorch vs Megatron's fused
-    # kernels vs torch.compile): the HBM passes per token differ up to 2x (Korthikanti et al.
-    # 2022, Table 2 vs the unfused count; torchtitan paper Sec. 3.2, compile): ln(2)/2.
-    "memory_bound": 0.35,
-    # Per-kernel host time: ~2 us (CUDA graphs, C++ launch) to ~20 us (Python eager dispatch
-    # per op, PyTorch performance tuning guide): a 10x spread, ln(10)/2.
-    "host": 1.15,
-    # Achieved/rated bandwidth between nodes: 0.92 in a quiet nccl-tests run (IB NDR) down to
-    # ~half under congestion on shared RoCE fabrics at thousands of GPUs (Jiang et al. 2024,
-    # MegaScale, Sec. 3.4 and 6): a factor of ~2, ln(2)/2.
-    "inter": 0.35,
-    # NVLink busbw is stable across systems: 232 of 300 GB/s on 8xA100 and ~370 of 450 on 8xH100
-    # (data/validation/published_collectives.csv): ~15%.
-    "intra": 0.15,
-}
+SIGMA: dict[str, float] = sourced_spreads()
 """Prior spread (log scale, one standard deviation) of each quantity between stacks on the same
-hardware: the yardstick for "which single quantity explains the run with the least surprise"."""
+hardware: the yardstick for "which single quantity explains the run with the least surprise".
+Computed by :func:`gpuscale.planner.calibrate_spreads.sourced_spreads` from the published
+per-stack figures of ``catalog/data/calibration_priors.yaml`` (each quantity's groups, source,
+why that measurement, and arithmetic there): the pooled within-group sample SD of their logs.
+compute 0.056 (cuBLAS vs Inductor Triton bf16 GEMMs on A100), attention 0.30 (FlashAttention-2
+vs -3 vs cuDNN on H100), memory_bound 0.44 (Megatron vs torch vs Liger norms, SwiGLU and loss
+on H100), host 1.38 (CUDA graphs vs C++ vs Python eager launch), inter 0.49 (quiet NDR vs
+congested RoCE), intra 0.18 (NVLS vs ring all-reduce on 8x H100). Before these sources the
+values were 0.10 / 0.28 / 0.35 / 1.15 / 0.35 / 0.15, ranges read as +/-1 SD."""
 
 QUANTITIES: tuple[str, ...] = tuple(SIGMA)
 """The throughput quantities the fit may move (``only=`` accepts these)."""
