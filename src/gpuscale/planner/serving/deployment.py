@@ -457,13 +457,20 @@ def kv_transfer_s(
     pipeline domain, and for MLA, whose latent is replicated on every attention-TP rank, only
     ``min(prefill, decode)`` attention-TP ranks send); a sender's connections are served in turn
     (``formatOutput``). So a sender carries ``decode_atp x per-rank KV / senders`` bytes, and a
-    receiver its own per-rank KV; the slower of the two sets the time."""
+    receiver its own per-rank KV; the slower of the two sets the time.
+
+    Under pipeline parallelism a rank holds, sends and receives only its own stage's layers
+    (``targetIRanks`` pairs a rank with the peer stages whose layers overlap its own,
+    ``mDomainPPSize``, ``cacheSplitConcat.cu``; ``computeSendOffsetRatio`` sends each peer only
+    the sender's layers it needs, ``cacheFormatter.cpp``): the prefill stages send at once, a
+    sender carries ``1 / prefill_pp`` of the layers and a receiver ``1 / decode_pp``."""
     p_atp = prefill.par.attention_tp
     d_atp = decode.par.attention_tp
-    # Per-rank KV on the decode side (MLA: the whole latent; GQA: its heads, at least one).
+    # KV of every layer one decode attention-TP rank keeps (MLA: the whole latent; GQA: its
+    # heads, at least one); a stage holds its share of the layers (kv_bytes_per_token's 1/pp).
     need = kv_bytes_per_token(model, Parallelism(tp=d_atp, pp=1), kv_dtype) * tokens
     senders = min(p_atp, d_atp) if model.is_mla else p_atp
-    busiest = max(d_atp * need / senders, need)
+    busiest = max(d_atp * need / prefill.par.pp / senders, need / decode.par.pp)
     levels = LevelBandwidth.of(cluster, profile)
     if prefill.gpus + decode.gpus <= cluster.gpus_per_node:
         bw = levels.intra_gb_per_s * 1e9
