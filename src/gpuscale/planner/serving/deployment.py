@@ -187,7 +187,12 @@ def kv_pool(
     working set of one full token budget, and the CUDA context (vLLM ``determine_num_available
     _blocks`` profiles exactly these; TRT-LLM takes a fraction of the free memory after load)."""
     mem = cluster.device.memory_bytes
-    weights = weight_bytes_per_gpu(model, par, fmt)
+    # Experts as the engine allocates them (padded for vLLM's Marlin MXFP4 kernel), as the
+    # iteration model computes them.
+    dims = _iteration_model(
+        model, cluster, par, fmt, kv_dtype, profile, eng, speculation
+    ).moe_expert_dims()
+    weights = weight_bytes_per_gpu(model, par, fmt, dims)
     per_token = kv_bytes_per_token(model, par, kv_dtype)
     if speculation is not None:
         # The draft module's blocks are stored and cache their own KV (DeepSeek-V3's MTP module:
@@ -201,7 +206,9 @@ def kv_pool(
         single = dataclasses.replace(par, pp=1)
         # The embedding and head are shared with the main model (already counted).
         tables = (1 if model.tied_embeddings else 2) * model.vocab_size * model.hidden_size
-        block = weight_bytes_per_gpu(one, single, fmt) - tables * SIXTEEN_BIT / par.attention_tp
+        block = (
+            weight_bytes_per_gpu(one, single, fmt, dims) - tables * SIXTEEN_BIT / par.attention_tp
+        )
         # eh_proj (2h -> h), split over the attention ranks like the other projections.
         proj = 2.0 * model.hidden_size**2 * fmt.weight_bytes / par.attention_tp
         weights += speculation.draft_layers * (block + proj)
