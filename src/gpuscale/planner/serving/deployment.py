@@ -501,21 +501,28 @@ def kv_transfer_wait_s(service_s: float, rate_per_group: np.ndarray) -> np.ndarr
     return wait
 
 
-def decode_admission_s(iteration_s: np.ndarray, hand_off_s: np.ndarray) -> np.ndarray:
-    """From a prompt's hand-off to the decode worker until it returns the first token.
+def decode_admission_s(
+    iteration_s: np.ndarray, hand_off_s: np.ndarray, eng: EngineProfile
+) -> np.ndarray:
+    """From a prompt's prefill end to the decode worker's first token, by the engine's own
+    admission (``EngineProfile.disagg_kv_transfer``, sources in ``serving_engines.yaml``).
 
-    TensorRT-LLM's decode executor takes new requests at the start of an iteration (half an
-    iteration's wait on average), starts their KV transfer right after scheduling it
-    (``_prepare_disagg_gen_init`` -> ``request_and_receive_async``), checks the transfers at
-    the start of each later iteration (``_check_disagg_gen_transfer_status``) and returns the
-    context phase's first token when a completed request is scheduled
-    (``_handle_first_token_response``; ``_torch/pyexecutor/py_executor.py``). The transfer
-    thus runs beside the decode iterations and costs whole iterations: one if it ends within
-    the first, ``ceil(hand_off / T)`` otherwise. (vLLM's decode scheduler likewise polls
-    finished receives each step, ``WAITING_FOR_REMOTE_KVS``.)"""
+    ``decode_pull`` (TensorRT-LLM, vLLM): the decode scheduler takes the request at the start
+    of an iteration (half an iteration's wait on average) and starts the transfer then; the
+    transfer runs beside the decode iterations and is found complete at an iteration boundary,
+    so it costs whole iterations: one if it ends within the first, ``ceil(hand_off / T)``
+    otherwise. ``prefill_push`` (SGLang): the prefill worker sends into slots the decode worker
+    preallocated, as soon as its forward ends; the decode worker finds it at its next poll,
+    one per iteration (half an iteration after the hand-off on average). Then
+    ``disagg_first_token_iterations`` more iterations to the first token (vLLM recomputes the
+    last prompt token; TensorRT-LLM and SGLang return the prefill's token)."""
     t = np.asarray(iteration_s, dtype=float)
-    steps = np.maximum(1.0, np.ceil(np.asarray(hand_off_s, dtype=float) / t))
-    return t * (0.5 + steps)
+    hand_off = np.asarray(hand_off_s, dtype=float)
+    after = t * eng.disagg_first_token_iterations
+    if eng.disagg_kv_transfer == "prefill_push":
+        return hand_off + 0.5 * t + after
+    steps = np.maximum(1.0, np.ceil(hand_off / t))
+    return t * (0.5 + steps) + after
 
 
 def prefill_burst_s(
@@ -735,7 +742,7 @@ def predict_disaggregated(
         dc = load_curve(it_d, eng_d, decode_work, kv_d, x_grid=x_total / decode.ranks)
         transfer_wait = kv_transfer_wait_s(transfer, x_total / prefill.ranks)
         hand_off = transfer + np.where(np.isfinite(transfer_wait), transfer_wait, 0.0)
-        decode_wait = decode_admission_s(dc.iteration_s, hand_off)
+        decode_wait = decode_admission_s(dc.iteration_s, hand_off, eng_d)
         ttft = pc.ttft_s + decode_wait
         ok = pc.feasible & dc.feasible & np.isfinite(transfer_wait)
         return _Curves(pc, dc, transfer_wait, decode_wait, ttft, ttft + steps * dc.tpot_s, ok)
