@@ -163,7 +163,7 @@ def test_padding_costs_the_experts_math_and_weight_read() -> None:
 def test_padded_experts_are_counted_in_the_memory_before_the_kv_pool() -> None:
     # vLLM allocates Marlin MXFP4 experts padded (Mxfp4MoEMethod.create_weights), so the weights
     # left before the KV pool are the padded ones: gpt-oss-120b on one H100 stores
-    # 36 layers x 128 experts x 3 x (3072 x 2944 - 2880 x 2880) MXFP4 weights more, ~4.7 GB.
+    # 36 layers x 128 experts x 3 x (3072 x 2944 - 2880 x 2880) MXFP4 weights more, ~5.5 GB.
     from gpuscale.planner.serving.deployment import kv_pool
     from gpuscale.planner.serving.steady_state import Workload
 
