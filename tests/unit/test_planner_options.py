@@ -134,6 +134,8 @@ SCALE = ("scale", "llama3.1-8b", "--gpu", "h100-sxm", "--max-gpus", "64")
         (["--tokens", "1e400"], "--tokens '1e400' is not a finite count"),
         (["--tokens", "0.5"], "--tokens 0.5 is less than one global batch; accepted: at least"),
         (["--tokens", "1M", "--gbs", "512"], "at least 512 x 4096 = 2,097,152 tokens"),
+        (["--tokens", "1e40"], "--tokens 1e+40 is more than any training run; accepted: at most"),
+        (["--tokens", "1001T"], "accepted: at most 1e+15 (1000T"),
     ],
 )
 def test_bad_input_is_one_line_before_any_search(

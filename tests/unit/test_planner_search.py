@@ -8,7 +8,14 @@ from gpuscale import catalog
 from gpuscale.costmodel.profile import load_profile
 from gpuscale.errors import InputError
 from gpuscale.planner import defaults
-from gpuscale.planner.search import Hardware, Workload, gpu_counts, search, search_count
+from gpuscale.planner.search import (
+    MAX_TRAIN_TOKENS,
+    Hardware,
+    Workload,
+    gpu_counts,
+    search,
+    search_count,
+)
 from gpuscale.planner.words import bottleneck
 from gpuscale.specs import Training
 
@@ -143,5 +150,9 @@ def test_workload_rejects_non_finite_and_sub_batch_budgets() -> None:
     with pytest.raises(InputError, match="less than one global batch"):
         Workload(model=spec, training=training, global_batch=512, tokens=512 * 4096 - 1)
     Workload(model=spec, training=training, global_batch=512, tokens=512 * 4096)
+    Workload(model=spec, training=training, global_batch=512, tokens=MAX_TRAIN_TOKENS)
+    with pytest.raises(InputError, match="more than any training run; accepted: at most") as info:
+        Workload(model=spec, training=training, global_batch=512, tokens=1e40)
+    assert info.value.field == "tokens"
     with pytest.raises(InputError, match="--price must be a finite number"):
         Workload(model=spec, training=training, global_batch=1, tokens=1e9, price_per_gpu_hour=-1)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from gpuscale import catalog
 from gpuscale.api import infer
+from gpuscale.catalog.serving_engines import engine
 from gpuscale.costmodel.collectives import LevelBandwidth
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.costmodel.serving.iteration import Parallelism, kv_bytes_per_token
@@ -180,8 +181,50 @@ def test_saturated_decode_fills_its_slots() -> None:
 
 
 def test_decode_admission_counts_whole_iterations() -> None:
-    # fetched at an iteration start (half an iteration's wait), the transfer checked at each
-    # later start: a hand-off shorter than an iteration costs one, a longer one ceil(S / T)
+    # TensorRT-LLM: fetched at an iteration start (half an iteration's wait), the transfer
+    # checked at each later start: a hand-off shorter than an iteration costs one, a longer
+    # one ceil(S / T); the context's token is returned on admission
     t = np.array([0.02, 0.02, 0.02, 0.02])
     s = np.array([0.0, 0.006, 0.02, 0.045])
-    assert decode_admission_s(t, s) == pytest.approx([0.03, 0.03, 0.03, 0.07])
+    trt = engine("tensorrt-llm")
+    assert decode_admission_s(t, s, trt) == pytest.approx([0.03, 0.03, 0.03, 0.07])
+
+
+def test_decode_admission_is_each_engines_own() -> None:
+    t = np.array([0.02, 0.02, 0.02, 0.02])
+    s = np.array([0.0, 0.006, 0.02, 0.045])
+    # vLLM pulls like TensorRT-LLM, then recomputes the last prompt token: one more iteration
+    vllm = engine("vllm")
+    assert decode_admission_s(t, s, vllm) == pytest.approx([0.05, 0.05, 0.05, 0.09])
+    # SGLang: the prefill pushes into preallocated slots as soon as it ends; the decode finds
+    # it at its next per-iteration poll and streams the prefill's token: no whole iterations
+    sglang = engine("sglang")
+    assert decode_admission_s(t, s, sglang) == pytest.approx(s + 0.01)
+    assert {e.disagg_kv_transfer for e in (engine("tensorrt-llm"), vllm, sglang)} == {
+        "decode_pull",
+        "prefill_push",
+    }
+
+
+def test_pipeline_stages_send_and_receive_only_their_own_layers() -> None:
+    # Llama-3.1-70B, TP8 prefill to TP8 decode (over the NICs): a PP2 prefill worker's two stages send their
+    # halves of the layers at once (half the bytes per sender); a PP2 decode worker's ranks each
+    # receive half. PP2 -> PP1: the PP1 receiver takes every layer (from both stages) and bounds
+    # the time, as before.
+    spec = catalog.model("meta-llama/Llama-3.1-70B")
+    cluster = catalog.cluster("h100-sxm", 32)
+    bw, lat = _nic(cluster)
+    whole = kv_bytes_per_token(spec, Parallelism(tp=1, pp=1), "bf16") * TOKENS
+
+    def pool(tp: int, pp: int) -> Pool:
+        return Pool(workers=1, par=Parallelism(tp=tp, pp=pp, ep=1))
+
+    flat = kv_transfer_s(spec, cluster, pool(8, 1), pool(8, 1), "bf16", PROFILE, TOKENS)
+    staged = kv_transfer_s(spec, cluster, pool(8, 2), pool(8, 2), "bf16", PROFILE, TOKENS)
+    to_flat = kv_transfer_s(spec, cluster, pool(8, 2), pool(8, 1), "bf16", PROFILE, TOKENS)
+    from_flat = kv_transfer_s(spec, cluster, pool(8, 1), pool(8, 2), "bf16", PROFILE, TOKENS)
+    assert flat == pytest.approx(lat + whole / 8 / bw)
+    assert staged == pytest.approx(lat + whole / 8 / 2 / bw)
+    assert to_flat == pytest.approx(flat)
+    # one PP1 sender feeds both decode stages: it still carries all its layers
+    assert from_flat == pytest.approx(flat)

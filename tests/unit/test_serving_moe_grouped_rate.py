@@ -158,3 +158,34 @@ def test_padding_costs_the_experts_math_and_weight_read() -> None:
     assert 1.03 < ratio < 1.09
     # Decode at 64 requests streams every touched expert's padded weights.
     assert _decode(padded, 64.0) > _decode(unpadded, 64.0)
+
+
+def test_padded_experts_are_counted_in_the_memory_before_the_kv_pool() -> None:
+    # vLLM allocates Marlin MXFP4 experts padded (Mxfp4MoEMethod.create_weights), so the weights
+    # left before the KV pool are the padded ones: gpt-oss-120b on one H100 stores
+    # 36 layers x 128 experts x 3 x (3072 x 2944 - 2880 x 2880) MXFP4 weights more, ~5.5 GB.
+    from gpuscale.planner.serving.deployment import kv_pool
+    from gpuscale.planner.serving.steady_state import Workload
+
+    padded = _model("gpt-oss-120b", "vllm", "mxfp4", gpu="h100-sxm")
+    base = padded.profile
+    exact = dataclasses.replace(
+        base,
+        constants={
+            **base.constants,
+            "moe_marlin_mxfp4_hidden_align": 1.0,
+            "moe_marlin_mxfp4_intermediate_align": 1.0,
+        },
+    )
+    m, cl, par, fmt = padded.model, padded.cluster, padded.par, padded.fmt
+    eng, work = engine("vllm"), Workload(input_len=1024.0, output_len=1024.0)
+    kv_p, w_p, _ = kv_pool(m, cl, par, fmt, "bf16", base, eng, work)
+    kv_e, w_e, _ = kv_pool(m, cl, par, fmt, "bf16", exact, eng, work)
+    extra = m.num_layers * m.num_experts * 3 * (3072 * 2944 - 2880 * 2880) * fmt.weight_bytes
+    assert (w_p - w_e) * 2**30 == pytest.approx(extra, rel=1e-9)
+    assert kv_p < kv_e
+    # Blackwell computes MXFP4 natively (no Marlin): weights as stored.
+    b200 = _model("gpt-oss-120b", "vllm", "mxfp4", gpu="b200")
+    _, w_b, _ = kv_pool(m, b200.cluster, par, fmt, "bf16", base, eng, work)
+    _, w_b_exact, _ = kv_pool(m, b200.cluster, par, fmt, "bf16", exact, eng, work)
+    assert w_b == pytest.approx(w_b_exact)

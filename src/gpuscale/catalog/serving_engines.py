@@ -14,6 +14,7 @@ from gpuscale.errors import InputError, unknown
 from gpuscale.specs import Device
 
 KvPolicy = Literal["reserve", "on_demand"]
+DisaggKvTransfer = Literal["decode_pull", "prefill_push"]
 PrefillPolicy = Literal["mixed", "prefill_first"]
 
 ENGINE_ALIASES = {
@@ -76,6 +77,17 @@ class EngineProfile:
     prefill_worker_overlap: bool | None = None
     """The overlap scheduler on a disaggregated prefill (context) worker; None: as
     ``overlap_scheduler``."""
+    disagg_kv_transfer: DisaggKvTransfer
+    """When a disaggregated decode worker gets a prompt's KV: ``decode_pull``, the decode
+    scheduler admits the request at an iteration start and starts the transfer then, checking
+    it at each later iteration (TensorRT-LLM, vLLM); ``prefill_push``, the decode worker
+    preallocated the slots when the request arrived and the prefill worker sends as soon as
+    its forward ends, the decode polling for completion at each iteration (SGLang). Sources in
+    ``serving_engines.yaml``."""
+    disagg_first_token_iterations: int
+    """Decode iterations from the transfer found complete to the first token: 0 where the
+    prefill's token is returned on admission (TensorRT-LLM, SGLang), 1 where the decode worker
+    recomputes the last prompt token to sample it (vLLM)."""
     iteration_overhead_us: float
     per_sequence_overhead_us: float
     request_overhead_ms: float

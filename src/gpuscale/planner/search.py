@@ -87,6 +87,12 @@ class Hardware:
         )
 
 
+MAX_TRAIN_TOKENS = 1e15
+"""Most tokens a plan trains on: ~28x the largest published pretraining budget (Qwen3, 36T
+tokens, arXiv:2505.09388 Sec. 3), so a larger one is a typo; --tokens 1e40 was priced as a
+10^25-GPU-hour run."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Workload:
     """What is trained: the model, the per-step shape, and how many tokens in all."""
@@ -109,11 +115,19 @@ class Workload:
         require(
             math.isfinite(self.tokens),
             f"--tokens must be a finite count, got {self.tokens:g}; accepted: e.g. 15T or 2.5e12",
+            field="tokens",
         )
         require(
             self.tokens >= batch_tokens,
             f"--tokens {self.tokens:g} is less than one global batch; accepted: at least "
             f"{self.global_batch} x {self.training.seq_len} = {batch_tokens:,} tokens",
+            field="tokens",
+        )
+        require(
+            self.tokens <= MAX_TRAIN_TOKENS,
+            f"--tokens {self.tokens:g} is more than any training run; accepted: at most "
+            f"{MAX_TRAIN_TOKENS:g} (1000T, ~28x the largest published budget, Qwen3's 36T)",
+            field="tokens",
         )
         price = self.price_per_gpu_hour
         require(

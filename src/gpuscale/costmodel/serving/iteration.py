@@ -108,9 +108,18 @@ def window_bytes_per_sequence(model: ModelSpec, par: Parallelism, kv_dtype: str)
     )
 
 
-def weight_bytes_per_gpu(model: ModelSpec, par: Parallelism, fmt: WeightFormat) -> float:
+def weight_bytes_per_gpu(
+    model: ModelSpec,
+    par: Parallelism,
+    fmt: WeightFormat,
+    expert_dims: tuple[float, float] | None = None,
+) -> float:
     """Weights one GPU stores: linear layers in the serving format, embeddings and the head in
-    16 bits (engines keep them unquantized), experts sharded ``ep``-way and ``moe_tp``-way."""
+    16 bits (engines keep them unquantized), experts sharded ``ep``-way and ``moe_tp``-way.
+    ``expert_dims``: (hidden, intermediate per ``moe_tp`` rank) of one expert as the engine
+    allocates it (``IterationModel.moe_expert_dims``: vLLM's Marlin MXFP4 experts are created
+    padded, ``Mxfp4MoEMethod.create_weights``, vllm v0.18.0 quantization/mxfp4.py); ``None``,
+    the model's own."""
     w = fmt.weight_bytes
     # Token-mixer parameters averaged over the layers: MLA with its indexer, GQA with its output
     # gate, Gated DeltaNet layers of hybrids (costmodel/params.py).
@@ -121,8 +130,9 @@ def weight_bytes_per_gpu(model: ModelSpec, par: Parallelism, fmt: WeightFormat) 
     dense_scale = dense_mlp_weight_bytes(model, fmt) / w
     if model.is_moe:
         moe_layers = model.num_layers - model.dense_layers
-        experts = model.num_experts / par.ep * mats * model.hidden_size * model.ffn_hidden_size
-        experts /= par.moe_tp
+        if expert_dims is None:
+            expert_dims = (float(model.hidden_size), model.ffn_hidden_size / par.moe_tp)
+        experts = model.num_experts / par.ep * mats * expert_dims[0] * expert_dims[1]
         shared = model.shared_experts * mats * model.hidden_size * model.ffn_hidden_size
         shared /= par.attention_tp
         router = model.hidden_size * model.num_experts

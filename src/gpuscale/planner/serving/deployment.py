@@ -187,7 +187,12 @@ def kv_pool(
     working set of one full token budget, and the CUDA context (vLLM ``determine_num_available
     _blocks`` profiles exactly these; TRT-LLM takes a fraction of the free memory after load)."""
     mem = cluster.device.memory_bytes
-    weights = weight_bytes_per_gpu(model, par, fmt)
+    # Experts as the engine allocates them (padded for vLLM's Marlin MXFP4 kernel), as the
+    # iteration model computes them.
+    dims = _iteration_model(
+        model, cluster, par, fmt, kv_dtype, profile, eng, speculation
+    ).moe_expert_dims()
+    weights = weight_bytes_per_gpu(model, par, fmt, dims)
     per_token = kv_bytes_per_token(model, par, kv_dtype)
     if speculation is not None:
         # The draft module's blocks are stored and cache their own KV (DeepSeek-V3's MTP module:
@@ -201,7 +206,9 @@ def kv_pool(
         single = dataclasses.replace(par, pp=1)
         # The embedding and head are shared with the main model (already counted).
         tables = (1 if model.tied_embeddings else 2) * model.vocab_size * model.hidden_size
-        block = weight_bytes_per_gpu(one, single, fmt) - tables * SIXTEEN_BIT / par.attention_tp
+        block = (
+            weight_bytes_per_gpu(one, single, fmt, dims) - tables * SIXTEEN_BIT / par.attention_tp
+        )
         # eh_proj (2h -> h), split over the attention ranks like the other projections.
         proj = 2.0 * model.hidden_size**2 * fmt.weight_bytes / par.attention_tp
         weights += speculation.draft_layers * (block + proj)
@@ -457,13 +464,20 @@ def kv_transfer_s(
     pipeline domain, and for MLA, whose latent is replicated on every attention-TP rank, only
     ``min(prefill, decode)`` attention-TP ranks send); a sender's connections are served in turn
     (``formatOutput``). So a sender carries ``decode_atp x per-rank KV / senders`` bytes, and a
-    receiver its own per-rank KV; the slower of the two sets the time."""
+    receiver its own per-rank KV; the slower of the two sets the time.
+
+    Under pipeline parallelism a rank holds, sends and receives only its own stage's layers
+    (``targetIRanks`` pairs a rank with the peer stages whose layers overlap its own,
+    ``mDomainPPSize``, ``cacheSplitConcat.cu``; ``computeSendOffsetRatio`` sends each peer only
+    the sender's layers it needs, ``cacheFormatter.cpp``): the prefill stages send at once, a
+    sender carries ``1 / prefill_pp`` of the layers and a receiver ``1 / decode_pp``."""
     p_atp = prefill.par.attention_tp
     d_atp = decode.par.attention_tp
-    # Per-rank KV on the decode side (MLA: the whole latent; GQA: its heads, at least one).
+    # KV of every layer one decode attention-TP rank keeps (MLA: the whole latent; GQA: its
+    # heads, at least one); a stage holds its share of the layers (kv_bytes_per_token's 1/pp).
     need = kv_bytes_per_token(model, Parallelism(tp=d_atp, pp=1), kv_dtype) * tokens
     senders = min(p_atp, d_atp) if model.is_mla else p_atp
-    busiest = max(d_atp * need / senders, need)
+    busiest = max(d_atp * need / prefill.par.pp / senders, need / decode.par.pp)
     levels = LevelBandwidth.of(cluster, profile)
     if prefill.gpus + decode.gpus <= cluster.gpus_per_node:
         bw = levels.intra_gb_per_s * 1e9
@@ -487,21 +501,28 @@ def kv_transfer_wait_s(service_s: float, rate_per_group: np.ndarray) -> np.ndarr
     return wait
 
 
-def decode_admission_s(iteration_s: np.ndarray, hand_off_s: np.ndarray) -> np.ndarray:
-    """From a prompt's hand-off to the decode worker until it returns the first token.
+def decode_admission_s(
+    iteration_s: np.ndarray, hand_off_s: np.ndarray, eng: EngineProfile
+) -> np.ndarray:
+    """From a prompt's prefill end to the decode worker's first token, by the engine's own
+    admission (``EngineProfile.disagg_kv_transfer``, sources in ``serving_engines.yaml``).
 
-    TensorRT-LLM's decode executor takes new requests at the start of an iteration (half an
-    iteration's wait on average), starts their KV transfer right after scheduling it
-    (``_prepare_disagg_gen_init`` -> ``request_and_receive_async``), checks the transfers at
-    the start of each later iteration (``_check_disagg_gen_transfer_status``) and returns the
-    context phase's first token when a completed request is scheduled
-    (``_handle_first_token_response``; ``_torch/pyexecutor/py_executor.py``). The transfer
-    thus runs beside the decode iterations and costs whole iterations: one if it ends within
-    the first, ``ceil(hand_off / T)`` otherwise. (vLLM's decode scheduler likewise polls
-    finished receives each step, ``WAITING_FOR_REMOTE_KVS``.)"""
+    ``decode_pull`` (TensorRT-LLM, vLLM): the decode scheduler takes the request at the start
+    of an iteration (half an iteration's wait on average) and starts the transfer then; the
+    transfer runs beside the decode iterations and is found complete at an iteration boundary,
+    so it costs whole iterations: one if it ends within the first, ``ceil(hand_off / T)``
+    otherwise. ``prefill_push`` (SGLang): the prefill worker sends into slots the decode worker
+    preallocated, as soon as its forward ends; the decode worker finds it at its next poll,
+    one per iteration (half an iteration after the hand-off on average). Then
+    ``disagg_first_token_iterations`` more iterations to the first token (vLLM recomputes the
+    last prompt token; TensorRT-LLM and SGLang return the prefill's token)."""
     t = np.asarray(iteration_s, dtype=float)
-    steps = np.maximum(1.0, np.ceil(np.asarray(hand_off_s, dtype=float) / t))
-    return t * (0.5 + steps)
+    hand_off = np.asarray(hand_off_s, dtype=float)
+    after = t * eng.disagg_first_token_iterations
+    if eng.disagg_kv_transfer == "prefill_push":
+        return hand_off + 0.5 * t + after
+    steps = np.maximum(1.0, np.ceil(hand_off / t))
+    return t * (0.5 + steps) + after
 
 
 def prefill_burst_s(
@@ -721,7 +742,7 @@ def predict_disaggregated(
         dc = load_curve(it_d, eng_d, decode_work, kv_d, x_grid=x_total / decode.ranks)
         transfer_wait = kv_transfer_wait_s(transfer, x_total / prefill.ranks)
         hand_off = transfer + np.where(np.isfinite(transfer_wait), transfer_wait, 0.0)
-        decode_wait = decode_admission_s(dc.iteration_s, hand_off)
+        decode_wait = decode_admission_s(dc.iteration_s, hand_off, eng_d)
         ttft = pc.ttft_s + decode_wait
         ok = pc.feasible & dc.feasible & np.isfinite(transfer_wait)
         return _Curves(pc, dc, transfer_wait, decode_wait, ttft, ttft + steps * dc.tpot_s, ok)

@@ -274,7 +274,7 @@ def walk(
             dc = load_curve(it_d, eng, dwork, kv, x_grid=x_tot / dec.ranks)
             queued = kv_transfer_wait_s(transfer, x_tot / pre.ranks)
             hand_off = transfer + np.where(np.isfinite(queued), queued, 0.0)
-            ttft = pc.ttft_s + decode_admission_s(dc.iteration_s, hand_off)
+            ttft = pc.ttft_s + decode_admission_s(dc.iteration_s, hand_off, eng)
             feasible = pc.feasible & dc.feasible & np.isfinite(queued)
             return feasible, ttft + 0.49 * pc.iteration_s, dc.iteration_s, ttft + steps * dc.tpot_s
 
