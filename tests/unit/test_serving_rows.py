@@ -539,8 +539,17 @@ def test_distinct_counts_a_measurement_repeated_in_later_exports_once() -> None:
         first, ttft_ms=ttft, raw={**first.raw, "silicon_ttft_ms": str(ttft)}
     )
     assert len(distinct([first, changed])) == 2
-    moved = dataclasses.replace(first, raw={**first.raw, "id": "copy", "silicon_data_source": "x"})
-    assert distinct([first, moved]) == [first]
+    # ``first`` is AIConfigurator's db-dump copy: another dump copy of it goes in file order,
+    # a publication of it stands in its place whatever the order.
+    assert first.raw["silicon_data_source"].startswith("db-dump/")
+    again = dataclasses.replace(
+        first, raw={**first.raw, "id": "copy", "silicon_data_source": "db-dump/x"}
+    )
+    assert distinct([first, again]) == [first] and distinct([again, first]) == [again]
+    published = dataclasses.replace(
+        first, raw={**first.raw, "id": "copy", "silicon_data_source": "source_file=x.csv"}
+    )
+    assert distinct([first, published]) == [published] == distinct([published, first])
 
 
 def _export(**kw: str) -> dict[str, str]:

@@ -42,6 +42,7 @@ import json
 import math
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -1172,7 +1173,7 @@ DB_DUMP_R1 = "dsr1_"
 
 def served_model(row: ServingRow) -> str:
     """The model the row ran (the dump's DeepSeek-V3 label read as R1, :data:`DB_DUMP_R1`)."""
-    if row.raw["silicon_data_source"].startswith("db-dump/") and row.id.startswith(DB_DUMP_R1):
+    if row.raw["silicon_data_source"].startswith(DB_DUMP) and row.id.startswith(DB_DUMP_R1):
         return "deepseek-ai/DeepSeek-R1"
     return row.raw["model_path"]
 
@@ -1200,54 +1201,72 @@ def same_measurement(a: ServingRow, b: ServingRow) -> bool:
     )
 
 
+RECORD_RANK = {STATED: 0, TWIN: 1}
+"""Of one run's records, the better attested deployment first: a row that names its workers,
+then its export twin, then a reading of the configuration (any other class)."""
+
+
+def record_preference(row: ServingRow) -> tuple[int, bool]:
+    """Sort key of one run's records, best first: :data:`RECORD_RANK`, then the publication over
+    AIConfigurator's db-dump copy of it (:data:`DB_DUMP`)."""
+    return RECORD_RANK.get(row.kind, len(RECORD_RANK)), row.raw["silicon_data_source"].startswith(
+        DB_DUMP
+    )
+
+
+def same_run(rows: Sequence[ServingRow]) -> list[list[ServingRow]]:
+    """The expressible ``rows`` grouped by run: the records of one deployment
+    (:func:`deployment_key`) with the same TTFT and TPOT (:func:`same_measurement`), each group
+    best attested first (:func:`record_preference`; ties in the order of ``rows``), the groups in
+    the order their first record appears. Rows that are not expressible have no known deployment
+    and are left out. The one rule :func:`distinct` and ``serving_noise.runs`` count runs by."""
+    found: dict[str, list[list[ServingRow]]] = defaultdict(list)
+    for row in rows:
+        if not row.expressible:
+            continue
+        here = found[deployment_key(row)]
+        group = next((g for g in here if same_measurement(g[0], row)), None)
+        if group is None:
+            here.append([row])
+        else:
+            group.append(row)
+    return [sorted(g, key=record_preference) for here in found.values() for g in here]
+
+
 def distinct(rows: list[ServingRow]) -> list[ServingRow]:
     """``rows`` with each measurement once. Dropped: a row that agrees with a kept one on every
     column but its provenance (:data:`PROVENANCE`: the InferenceX exports of 2026-03-25 and
     2026-04-06 and AIConfigurator's db-dump repeat earlier runs to the last digit); a rounded
     copy (``ServingRow.copy_of``: two gap-analysis files repeat the 2026-04-06 export to
-    0.01 ms); and an expressible row whose deployment (:func:`deployment_key`) and TTFT/TPOT
-    equal a kept row's although its columns are written differently (the db-dump labels R1 runs
-    V3, the 2026-04-06 export writes ``tp_size`` as TP x EP, the last bit of a float differs).
-    An error statistic that counted each copy would weigh those runs twice."""
+    0.01 ms); and an expressible row that records a run another row records better
+    (:func:`same_run`: the same deployment and TTFT/TPOT although the columns are written
+    differently: the db-dump labels R1 runs V3, the 2026-04-06 export writes ``tp_size`` as
+    TP x EP, the last bit of a float differs). An error statistic that counted each copy would
+    weigh those runs twice."""
     by_columns = distinct_columns(rows)
-    # Of one measurement's records keep the one whose deployment is best attested (a row that
-    # names its workers over its export twin over a configuration reading), then the
-    # publication over AIConfigurator's db-dump copy of it, then the first in file order.
-    rank = {STATED: 0, TWIN: 1}
-
-    def preference(row: ServingRow) -> tuple[int, bool]:
-        return rank.get(row.kind, 2), row.raw["silicon_data_source"].startswith("db-dump/")
-
-    runs: dict[str, list[list[ServingRow]]] = defaultdict(list)
-    for row in by_columns:
-        if not row.expressible:
-            continue
-        found = runs[deployment_key(row)]
-        same = next((run for run in found if same_measurement(run[0], row)), None)
-        if same is None:
-            found.append([row])
-        else:
-            same.append(row)
-    dropped = {
-        id(row)
-        for found in runs.values()
-        for run in found
-        for row in sorted(run, key=preference)[1:]
-    }
+    dropped = {id(row) for group in same_run(by_columns) for row in group[1:]}
     return [row for row in by_columns if id(row) not in dropped]
 
 
 def distinct_columns(rows: list[ServingRow]) -> list[ServingRow]:
-    """``rows`` without the rows that repeat a kept one in every column but their provenance,
-    and without rounded copies of a kept row (the first two rules of :func:`distinct`)."""
-    seen: set[tuple[tuple[str, str], ...]] = set()
+    """``rows`` without the rows that repeat another in every column but their provenance, and
+    without rounded copies of a kept row (the first two rules of :func:`distinct`). Of rows
+    that repeat each other the best attested stands (:func:`record_preference`: the publication
+    over the db-dump's copy), whatever their order in ``rows``; the order of ``rows`` is kept."""
     ids = {row.id for row in rows}
-    out = []
-    for row in rows:
+    best: dict[tuple[tuple[str, str], ...], tuple[tuple[int, bool], int]] = {}
+    keys: list[tuple[tuple[str, str], ...] | None] = []
+    for i, row in enumerate(rows):
         if row.copy_of in ids:
-            continue  # a rounded copy of a row that is counted (``rounded_copies``)
+            keys.append(None)  # a rounded copy of a row that is counted (``rounded_copies``)
+            continue
         key = tuple(sorted((k, v) for k, v in row.raw.items() if k not in PROVENANCE))
-        if key not in seen:
-            seen.add(key)
-            out.append(row)
-    return out
+        keys.append(key)
+        rank = (record_preference(row), i)
+        if key not in best or rank < best[key]:
+            best[key] = rank
+    return [
+        row
+        for i, (row, key) in enumerate(zip(rows, keys, strict=True))
+        if key and best[key][1] == i
+    ]
