@@ -695,6 +695,10 @@ def test_public_minimax_rows_read_with_the_expert_split_they_ran() -> None:
         # the dump's rows written with the GPUs already (moe 1 x 8) are read as recorded
         (("8", "1", "1", "8"), (8, 1, 8)),
         (("8", "1", "8", "1"), (8, 1, 1)),
+        # expert TP 2 x EP 4 on the node's 8 GPUs is a possible writing of 8 GPUs, not TP x EP
+        # (which would put 8 x 4 = 32 GPUs in a one-node engine): read as recorded
+        (("8", "1", "2", "4"), (8, 1, 4)),
+        (("4", "2", "2", "4"), (8, 2, 4)),
     ],
 )
 def test_db_dump_tp_times_ep_reads_back_to_one_node(

@@ -109,13 +109,24 @@ def parallelism(r: dict[str, str], prefix: str = "") -> dict[str, int]:
     launch = re.search(r"_tp(\d+)_ep(\d+)_", r["id"])
     flags = (int(launch.group(1)), int(launch.group(2))) if launch else None
     moe_tp = _int(r[f"{prefix}moe_tp_size"])
-    if flags is None and r["silicon_data_source"].startswith(DB_DUMP) and moe_tp > 1:
+    gpu = SYSTEMS.get(r["system"])
+    node = catalog.default_gpus_per_node(gpu) if gpu else 0
+    if (
+        flags is None
+        and r["silicon_data_source"].startswith(DB_DUMP)
+        and moe_tp > 1
+        and node
+        and tp * dp > node
+    ):
         # AIConfigurator's dump of InferenceX's database writes a launch as the 2026-04-06
         # export does (moe_tp x moe_ep = TP x EP, tp_size x attention_dp the same product) but
         # its ids carry no launch flags: moe_tp is the launch's TP. Its config 181 (TensorRT-LLM
         # DeepSeek-R1 H200, 2025-12-15: tp_size 64, moe 8 x 8) ran InferenceX's
         # `dsr1-fp8-h200-trt` entry of .github/configs/nvidia-master.yaml at f6a9d0b6a,
-        # `{ tp: 8, ep: 8 }` on one 8-GPU H200 node (`multinode: false`).
+        # `{ tp: 8, ep: 8 }` on one 8-GPU H200 node (`multinode: false`). Only where the
+        # product exceeds one node, as no aggregated engine of the dump's does: within a node,
+        # moe_tp x moe_ep = tp_size x attention_dp is also how expert TP x EP writes its GPUs
+        # (moe 2 x 4 on 8 GPUs).
         flags = (moe_tp, ep)
     if not prefix and flags and ep > 1:
         gpus, launch_ep = flags
