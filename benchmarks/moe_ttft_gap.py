@@ -56,6 +56,7 @@ from gpuscale.validation.serving_rows import (
     ServingRow,
     distinct,
     load,
+    measured_day,
     served_model,
 )
 from validate_serving import ROWS, predict
@@ -125,7 +126,7 @@ def _arch(model_path: str) -> str:
 
 def deployment(row: ServingRow) -> tuple[str, ...]:
     r, kw = row.raw, row.kwargs
-    day = r["silicon_data_source"].split("measured=")[1][:10]
+    day = measured_day(r) or "-"
     return (
         row.engine,
         r["backend_version"] or "-",

@@ -32,7 +32,13 @@ from numpy.typing import ArrayLike
 
 from gpuscale import catalog
 from gpuscale.errors import InputError
-from gpuscale.validation.serving_rows import ServingRow, deployment_key, same_run
+from gpuscale.validation.serving_rows import (
+    ServingRow,
+    deployment_key,
+    measured_day,
+    same_run,
+    source_fields,
+)
 
 METRICS = ("ttft", "tpot")
 CLIENT_ONLY = ("num_requests",)
@@ -80,21 +86,12 @@ class Run:
         return self.row.ttft_ms if metric == "ttft" else self.row.tpot_ms
 
 
-def _source_fields(row: ServingRow) -> dict[str, str]:
-    out = {}
-    for part in row.raw["silicon_data_source"].split(";"):
-        key, _, value = part.strip().partition("=")
-        out[key] = value
-    return out
-
-
 def campaign(row: ServingRow) -> tuple[str, str]:
     """(source family, campaign) of ``row``: the measured day where the row states one, else its
     source file (AIConfigurator's undated aiperf files, the gap-analysis copies)."""
-    src = _source_fields(row)
-    path = src.get("source_file", "")
+    path = source_fields(row.raw).get("source_file", "")
     family = "AIConfigurator" if "aic-auto-gap-analysis" in path else "InferenceX"
-    day = src.get("measured", "")[:10]
+    day = measured_day(row.raw)
     return family, f"{family}:{day or path}"
 
 

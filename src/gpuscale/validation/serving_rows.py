@@ -147,7 +147,8 @@ def parallelism(r: dict[str, str], prefix: str = "") -> dict[str, int]:
     return {"tp": tp * dp, "attention_dp": dp, "ep": ep}
 
 
-def _source_fields(r: dict[str, str]) -> dict[str, str]:
+def source_fields(r: dict[str, str]) -> dict[str, str]:
+    """The ``key=value`` fields of the row's ``silicon_data_source`` (``;``-separated)."""
     out = {}
     for part in r["silicon_data_source"].split(";"):
         key, _, value = part.strip().partition("=")
@@ -155,9 +156,9 @@ def _source_fields(r: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def _measured_day(r: dict[str, str]) -> str:
+def measured_day(r: dict[str, str]) -> str:
     """The row's measurement day, ``YYYY-MM-DD`` from ``measured=`` (empty when not stated)."""
-    return _source_fields(r).get("measured", "")[:10]
+    return source_fields(r).get("measured", "")[:10]
 
 
 def concurrency(r: dict[str, str]) -> int | None:
@@ -168,7 +169,7 @@ def concurrency(r: dict[str, str]) -> int | None:
     reads concurrency = batch_size x attention_dp_size (``aic-core/.../sdk/backends/
     base_backend.py`` line 712, ``global_bs = bs * model.config.attention_dp_size``), and the
     rows agree (e.g. DeepSeek-R1 TP8 attention-DP 8 at silicon_concurrency 256: batch 32)."""
-    src = _source_fields(r)
+    src = source_fields(r)
     if "silicon_concurrency" in src:
         return int(src["silicon_concurrency"])
     if r["batch_size"]:
@@ -254,7 +255,7 @@ script (``CLIENT_CAP``)."""
 
 def client_cap_only(r: dict[str, str]) -> bool:
     """True when the row's concurrency is the client's cap, not the engine's load (``CLIENT_CAP``)."""
-    day = _measured_day(r)
+    day = measured_day(r)
     return (
         r["mode"] == "agg"
         and r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
@@ -326,7 +327,7 @@ improve the performance, by default they are all zeros"); the other shapes get n
 
 
 def _inferencex_llama70b(r: dict[str, str]) -> bool:
-    day = _measured_day(r)
+    day = measured_day(r)
     return (
         r["mode"] == "agg"
         and r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
@@ -377,7 +378,7 @@ def _dsr1_trt_script_dp(r: dict[str, str], conc: int) -> bool:
 
 def _inferencex_trt(r: dict[str, str], models: tuple[str, ...]) -> str:
     """The run day of an aggregated InferenceX TensorRT-LLM H200 row of ``models``, else ''."""
-    day = _measured_day(r)
+    day = measured_day(r)
     ok = (
         r["mode"] == "agg"
         and r["backend"] == "trtllm"
@@ -522,7 +523,7 @@ gpt-oss scripts (``gptoss_fp4_h{100,200}.sh`` at cec542a9a) keep the defaults.""
 
 
 def _launch(r: dict[str, str]) -> Launch | None:
-    day = _measured_day(r)
+    day = measured_day(r)
     if r["mode"] != "agg" or not r["silicon_data_source"].startswith(INFERENCEX_SOURCES):
         return None
     for launch in INFERENCEX_LAUNCHES:
@@ -1008,7 +1009,7 @@ def read_rows(
             kw.update(parallelism(r), pp=_int(r["pp_size"]))
             kw.update(launch_options(r, kw))
             spec_kw, spec_note, spec_reason = (
-                speculative_reading(r, _measured_day(r), kw, sweeps or [])
+                speculative_reading(r, measured_day(r), kw, sweeps or [])
                 if r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
                 else ({}, "", "")
             )
