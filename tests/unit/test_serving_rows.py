@@ -784,3 +784,23 @@ def test_inferencex_dsr1_trt_runs_before_the_config_chose_attention_dp_by_script
     (row,) = read_rows([r])
     assert (row.kwargs["tp"], row.kwargs["ep"], row.kwargs["attention_dp"]) == (8, 8, dp)
     assert ("adp_balance_timeout_iters" in row.kwargs) == (dp > 1)
+
+
+_FIELD_KEY = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12)
+_FIELD_VALUE = st.text(
+    alphabet=st.characters(blacklist_characters=";", blacklist_categories=("Z", "C")),
+    max_size=20,
+)
+
+
+@given(st.dictionaries(_FIELD_KEY, _FIELD_VALUE, max_size=6), st.dates())
+def test_source_fields_read_back_what_was_written(fields: dict[str, str], day: object) -> None:
+    from gpuscale.validation.serving_rows import measured_day, source_fields
+
+    stamp = f"{day}T07:59:49.000Z"
+    fields = {k: v for k, v in fields.items() if k != "measured"}
+    written = "; ".join(f"{k}={v}" for k, v in {**fields, "measured": stamp}.items())
+    r = {"silicon_data_source": written}
+    assert source_fields(r) == {**fields, "measured": stamp}
+    assert measured_day(r) == str(day)
+    assert measured_day({"silicon_data_source": "db-dump/2026-04-27; config_id=1"}) == ""
