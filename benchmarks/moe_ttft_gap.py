@@ -51,10 +51,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpuscale import catalog
-from gpuscale.validation.serving_rows import INFERENCEX_SOURCES, ServingRow, distinct, load
+from gpuscale.validation.serving_rows import (
+    INFERENCEX_SOURCES,
+    ServingRow,
+    distinct,
+    load,
+    measured_day,
+    served_model,
+)
 from validate_serving import ROWS, predict
 from warmup_split import warmup
 
+ENGINES = ("sglang", "trtllm", "vllm")
+"""The engines of the rows (``ServingRow.engine``)."""
 MIN_GAP = 40.0
 """A deployment whose constant is at least this many ms is judged by the checks (below it the
 model fits within the rows' run-to-run noise)."""
@@ -117,11 +126,11 @@ def _arch(model_path: str) -> str:
 
 def deployment(row: ServingRow) -> tuple[str, ...]:
     r, kw = row.raw, row.kwargs
-    day = r["silicon_data_source"].split("measured=")[1][:10]
+    day = measured_day(r) or "-"
     return (
         row.engine,
         r["backend_version"] or "-",
-        _family(r["model_path"]),
+        _family(served_model(row)),
         r["system"].split("_")[0],
         f"tp{kw.get('tp', 1)} ep{kw.get('ep', 1)} dp{kw.get('attention_dp', 1)}",
         day,
@@ -131,23 +140,18 @@ def deployment(row: ServingRow) -> tuple[str, ...]:
 
 def runs(engines: set[str], model: str, arch: str) -> list[Run]:
     out: list[Run] = []
-    seen: set[tuple[object, ...]] = set()
+    # ``distinct`` counts a run once however its records write it (the db-dump's DeepSeek-V3
+    # label for R1 runs, the export's TP x EP tp_size).
     for row in distinct(load(ROWS)):
         r = row.raw
         if row.mode != "agg" or not row.expressible or row.engine not in engines:
             continue
         if not r["silicon_data_source"].startswith(INFERENCEX_SOURCES):
             continue
-        if not re.search(model, r["model_path"]):
+        if not re.search(model, served_model(row)):
             continue
-        if arch != "all" and _arch(r["model_path"]) != arch:
+        if arch != "all" and _arch(served_model(row)) != arch:
             continue
-        # DeepSeek-R1 and -V3 rows of AIConfigurator's db-dump repeat the export's runs under
-        # the other name: one measurement, counted once.
-        key = (row.engine, repr(sorted(row.kwargs.items())), row.ttft_ms, row.tpot_ms)
-        if key in seen:
-            continue
-        seen.add(key)
         o = predict(row)
         out.append(
             Run(
@@ -340,7 +344,14 @@ def main() -> None:
     ap.add_argument("--model", default=".", help="regex on the rows' model_path")
     ap.add_argument("--arch", default="all", choices=("moe", "dense", "all"))
     args = ap.parse_args()
-    rs = runs(set(args.engines.split(",")), args.model, args.arch)
+    engines = set(args.engines.split(","))
+    if unknown := sorted(engines - set(ENGINES)):
+        ap.error(f"--engines: unknown {', '.join(unknown)}; accepted: {', '.join(ENGINES)}")
+    try:
+        re.compile(args.model)
+    except re.error as err:
+        ap.error(f"--model {args.model!r} is not a regular expression ({err})")
+    rs = runs(engines, args.model, args.arch)
     if not rs:
         print("no aggregated InferenceX rows match")
         return

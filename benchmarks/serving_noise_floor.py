@@ -5,8 +5,9 @@ mean TTFT and mean TPOT separately, per engine and aggregated / disaggregated:
 
 1. **Repeats**: the same deployment (everything the model is told: engine and version, GPU,
    model, formats, parallelism, launch settings, lengths, concurrency, MTP) measured in more than
-   one run. Rows that record the same TTFT and TPOT to the last digit are one run exported twice
-   and counted once (``serving_noise.runs``). Per group: the mean ``|y / geometric mean - 1|``,
+   one run. Rows of one deployment that record the same TTFT and TPOT to the last digit are one
+   run recorded twice and counted once (``serving_noise.runs``, the rule of
+   ``serving_rows.distinct``). Per group: the mean ``|y / geometric mean - 1|``,
    the mean ``|ln(y_i / y_j)|`` over pairs, and the floor: the least mean ``|v - y| / y`` any
    single answer ``v`` makes on the group (what a perfect deterministic model still misses).
 2. **Order**: closed-loop sweeps of one deployment in one campaign (source and measured day):
@@ -41,7 +42,7 @@ from gpuscale.validation.serving_noise import (
     spread,
     sweeps,
 )
-from gpuscale.validation.serving_rows import distinct, load, served_model
+from gpuscale.validation.serving_rows import distinct, distinct_columns, load, served_model
 from validate_serving import ROWS, predict
 
 THRESHOLDS = (0.10, 0.25)
@@ -227,14 +228,18 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     ap.add_argument("--worst", type=int, default=3, help="widest repeat groups listed per metric")
     args = ap.parse_args()
+    if args.worst < 0:
+        ap.error(f"--worst {args.worst}: the number of groups listed must be 0 or more")
     copies = load(ROWS)
     rows = distinct(copies)
-    found = runs(rows)
-    twins = sum(len(r.rows) - 1 for r in found)
+    # The rows before the run-level fold, so that the fold is counted here; ``runs`` folds them
+    # by the rule ``distinct`` does (``serving_rows.same_run``) and keeps the same record.
+    found = runs(distinct_columns(copies))
+    folded = sum(len(r.rows) - 1 for r in found)
     print(
         f"rows: {len(copies)}, distinct (validate_serving): {len(rows)}, expressible: "
-        f"{sum(r.expressible for r in rows)}, runs: {len(found)} ({twins} more rows record a run "
-        "of the same deployment to the last digit and are folded into it)"
+        f"{sum(r.expressible for r in rows)}, runs: {len(found)} ({folded} more rows record a "
+        "run of the same deployment to the last digit in other words and are folded into it)"
     )
     doc = {
         "rows": len(copies),

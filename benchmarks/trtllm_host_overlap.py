@@ -26,6 +26,7 @@ gap-analysis rows (``gap_rows.gap_rows``) it prints:
 
 from __future__ import annotations
 
+import argparse
 import statistics
 from collections import defaultdict
 
@@ -124,6 +125,8 @@ def host_lines(lines: Lines) -> dict[tuple[str, int], tuple[str, str, float]]:
 
 
 def main() -> None:
+    # No options: --help prints the docstring's first line, anything else exits 2.
+    argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0]).parse_args()
     lines = grid_lines()
     slopes = marginal_slopes(lines)
     print("marginal decode time per running request (TPOT slope over C), median over ISL and")

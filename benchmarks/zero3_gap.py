@@ -52,7 +52,8 @@ def _row(case: Case) -> dict[str, float]:
     est = estimate_batch(case.model, case.cluster, case.training, plans, profile)
     m, n = case.model, case.plan.num_gpus
     layers = float(m.num_layers)
-    ring = RingGroup.of(LevelBandwidth.of(case.cluster, profile), n, min(n, 8))
+    gpn = case.cluster.gpus_per_node
+    ring = RingGroup.of(LevelBandwidth.of(case.cluster, profile), n, min(n, gpn))
     hbm = case.cluster.pace_device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
     weight_bytes = float(params_per_gpu(m, plans)[0]) * 2.0
     gathers = layers * profile.const("zero3_gathers_per_layer")

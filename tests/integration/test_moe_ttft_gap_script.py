@@ -62,6 +62,26 @@ def test_gpt_oss_gap_grows_with_tp_on_trtllm_and_the_dense_control_has_none() ->
 
 
 def test_no_matching_rows_says_so() -> None:
-    out = run_benchmark("moe_ttft_gap", "--engines", "tgi")
+    out = run_benchmark("moe_ttft_gap", "--engines", "trtllm", "--model", "no-such-model")
     assert out.returncode == 0, out.stderr
     assert "no aggregated InferenceX rows match" in out.stdout
+
+
+def test_the_model_filter_reads_the_db_dump_r1_runs_as_r1() -> None:
+    # AIConfigurator's db-dump labels InferenceX's DeepSeek-R1 runs DeepSeek-V3
+    # (serving_rows.served_model): config 181 (2025-12-15) is an R1 deployment.
+    out = run_benchmark("moe_ttft_gap", "--engines", "trtllm", "--model", "DeepSeek-R1$")
+    assert out.returncode == 0, out.stderr
+    assert "== trtllm 1.1.0rc2.post2 DeepSeek h200 tp8 ep8 dp1 measured 2025-12-15" in out.stdout
+    out = run_benchmark("moe_ttft_gap", "--engines", "trtllm", "--model", "DeepSeek-V3$")
+    assert "no aggregated InferenceX rows match" in out.stdout
+
+
+def test_bad_filters_are_one_line_and_exit_2() -> None:
+    for args, said in (
+        (("--engines", "trtllm,tgi"), "--engines: unknown tgi; accepted: sglang, trtllm, vllm"),
+        (("--model", "DeepSeek-(R1"), "--model 'DeepSeek-(R1' is not a regular expression"),
+    ):
+        out = run_benchmark("moe_ttft_gap", *args)
+        assert out.returncode == 2, out.stderr
+        assert said in out.stderr and "Traceback" not in out.stderr

@@ -33,3 +33,10 @@ def test_noise_floor_figures_are_consistent() -> None:
             # far below the serving target: the floor does not excuse a 20% error
             assert f["monotone_bound"] < 0.2
     assert doc["table"]["all/agg/all"]["ttft"]["monotone_bound"] > 0
+
+
+def test_a_negative_worst_is_one_line_and_exit_2() -> None:
+    out = run_benchmark("serving_noise_floor", "--no-model", "--worst", "-1")
+    assert out.returncode == 2
+    assert "--worst -1: the number of groups listed must be 0 or more" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -39,3 +39,9 @@ def test_host_overlap_slopes_floor_at_the_host_line_and_are_not_added() -> None:
         # Hidden behind the GPU (overlap scheduler): max(GPU, host) within 15%, the sum far over.
         assert abs(max_rule / measured - 1.0) < 0.15
         assert sum_rule > 1.4 * measured
+
+
+def test_the_script_takes_no_options() -> None:
+    out = run_benchmark("trtllm_host_overlap", "--tp", "8")
+    assert out.returncode == 2
+    assert "unrecognized arguments: --tp 8" in out.stderr and "Traceback" not in out.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -20,7 +21,15 @@ from gpuscale.validation.serving_noise import (
     spread,
     sweeps,
 )
-from gpuscale.validation.serving_rows import STATED, ServingRow, distinct, load
+from gpuscale.validation.serving_rows import (
+    RECIPE,
+    STATED,
+    TWIN,
+    ServingRow,
+    distinct,
+    distinct_columns,
+    load,
+)
 
 
 def _serving_row(
@@ -143,6 +152,35 @@ def test_dump_deepseek_v3_rows_are_the_r1_runs_they_repeat() -> None:
         "dsr1_h200", "db-dump/2026-04-27; x=1", 50.0, 5.0, model="deepseek-ai/DeepSeek-V3"
     )
     assert len(runs([export, dump])) == 1
+
+
+def test_of_one_runs_records_the_best_attested_stands_whatever_the_order() -> None:
+    """``distinct`` and ``runs`` keep the same record of a run, by kind (stated over twin over a
+    configuration reading), then the publication over the db-dump copy, never by file order."""
+    src = "source_file=2026-04-06.csv; measured=2026-02-14T00:00:00Z"
+    stated = _serving_row("stated", "db-dump/2026-04-27; x=1", 50.0, 5.0)
+    twin = dataclasses.replace(_serving_row("twin", src, 50.0, 5.0), kind=TWIN)
+    recipe = dataclasses.replace(_serving_row("recipe", src, 50.0, 5.0), kind=RECIPE)
+    export = _serving_row("export", src, 50.0, 5.0)
+    dump = _serving_row("dump", "db-dump/2026-04-27; x=2", 50.0, 5.0)
+    for records, best in (((stated, twin, recipe), "stated"), ((twin, recipe), "twin")):
+        for order in itertools.permutations(records):
+            assert [r.id for r in distinct(list(order))] == [best]
+            (run,) = runs(order)
+            assert run.row.id == best and len(run.rows) == len(records)
+    for order in itertools.permutations((dump, export)):
+        assert [r.id for r in distinct(list(order))] == ["export"]
+        assert runs(order)[0].row.id == "export"
+
+
+def test_runs_and_distinct_count_the_public_rows_by_one_rule() -> None:
+    rows = load(DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv")
+    kept = [r for r in distinct(rows) if r.expressible]
+    found = runs(distinct_columns(rows))
+    # one run per row distinct keeps, and the same record stands for it
+    assert sorted(id(r.row) for r in found) == sorted(id(r) for r in kept)
+    assert sum(len(r.rows) - 1 for r in found) == len(distinct_columns(rows)) - len(distinct(rows))
+    assert len(runs(kept)) == len(kept)
 
 
 def test_falls_count_adjacent_drops_past_each_threshold() -> None:

@@ -539,8 +539,17 @@ def test_distinct_counts_a_measurement_repeated_in_later_exports_once() -> None:
         first, ttft_ms=ttft, raw={**first.raw, "silicon_ttft_ms": str(ttft)}
     )
     assert len(distinct([first, changed])) == 2
-    moved = dataclasses.replace(first, raw={**first.raw, "id": "copy", "silicon_data_source": "x"})
-    assert distinct([first, moved]) == [first]
+    # ``first`` is AIConfigurator's db-dump copy: another dump copy of it goes in file order,
+    # a publication of it stands in its place whatever the order.
+    assert first.raw["silicon_data_source"].startswith("db-dump/")
+    again = dataclasses.replace(
+        first, raw={**first.raw, "id": "copy", "silicon_data_source": "db-dump/x"}
+    )
+    assert distinct([first, again]) == [first] and distinct([again, first]) == [again]
+    published = dataclasses.replace(
+        first, raw={**first.raw, "id": "copy", "silicon_data_source": "source_file=x.csv"}
+    )
+    assert distinct([first, published]) == [published] == distinct([published, first])
 
 
 def _export(**kw: str) -> dict[str, str]:
@@ -686,6 +695,10 @@ def test_public_minimax_rows_read_with_the_expert_split_they_ran() -> None:
         # the dump's rows written with the GPUs already (moe 1 x 8) are read as recorded
         (("8", "1", "1", "8"), (8, 1, 8)),
         (("8", "1", "8", "1"), (8, 1, 1)),
+        # expert TP 2 x EP 4 on the node's 8 GPUs is a possible writing of 8 GPUs, not TP x EP
+        # (which would put 8 x 4 = 32 GPUs in a one-node engine): read as recorded
+        (("8", "1", "2", "4"), (8, 1, 4)),
+        (("4", "2", "2", "4"), (8, 2, 4)),
     ],
 )
 def test_db_dump_tp_times_ep_reads_back_to_one_node(
@@ -771,3 +784,23 @@ def test_inferencex_dsr1_trt_runs_before_the_config_chose_attention_dp_by_script
     (row,) = read_rows([r])
     assert (row.kwargs["tp"], row.kwargs["ep"], row.kwargs["attention_dp"]) == (8, 8, dp)
     assert ("adp_balance_timeout_iters" in row.kwargs) == (dp > 1)
+
+
+_FIELD_KEY = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12)
+_FIELD_VALUE = st.text(
+    alphabet=st.characters(blacklist_characters=";", blacklist_categories=("Z", "C")),
+    max_size=20,
+)
+
+
+@given(st.dictionaries(_FIELD_KEY, _FIELD_VALUE, max_size=6), st.dates())
+def test_source_fields_read_back_what_was_written(fields: dict[str, str], day: object) -> None:
+    from gpuscale.validation.serving_rows import measured_day, source_fields
+
+    stamp = f"{day}T07:59:49.000Z"
+    fields = {k: v for k, v in fields.items() if k != "measured"}
+    written = "; ".join(f"{k}={v}" for k, v in {**fields, "measured": stamp}.items())
+    r = {"silicon_data_source": written}
+    assert source_fields(r) == {**fields, "measured": stamp}
+    assert measured_day(r) == str(day)
+    assert measured_day({"silicon_data_source": "db-dump/2026-04-27; config_id=1"}) == ""

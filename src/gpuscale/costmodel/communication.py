@@ -19,11 +19,7 @@ from gpuscale.costmodel.params import embedding_params, layer_params, mlp_params
 from gpuscale.costmodel.pipeline import stage_layers
 from gpuscale.costmodel.profile import Profile
 from gpuscale.costmodel.ring_attention import GRAD_KV_BYTES, ring_shapes
-from gpuscale.costmodel.zero3_persistent import (
-    final_norm_sizes,
-    persistent_tensor_sizes,
-    shard_copies,
-)
+from gpuscale.costmodel.zero3_persistent import post_step_gather
 from gpuscale.specs import Cluster, ModelSpec, PlanBatch, Training
 from gpuscale.specs.plan import RECOMPUTE_CODE
 
@@ -419,15 +415,13 @@ def communication(
     # blocking all-gather whose Python loop copies each rank's shard out on its own
     # (``zero3_param_persistence_threshold``; see costmodel/zero3_persistent.py): once per step,
     # one iteration and one copy launch per (tensor, rank), on the host in series like the
-    # list views above (``zero3_host_us_per_rank``). The final norm is counted on every rank.
+    # list views above (``zero3_host_us_per_rank``). Sizes are the rank's TP/EP slices, as
+    # DeepSpeed compares them; the final norm is counted on every rank.
     threshold = profile.const("zero3_param_persistence_threshold")
-    persistent = persistent_tensor_sizes(m, threshold)
-    if persistent.size and bool(np.any((zero == 3) & (dp_group > 1))):
-        final = final_norm_sizes(m, threshold)
-        copies = layers * shard_copies(persistent, dp_group) + shard_copies(final, dp_group)
-        gathered = (layers * persistent.sum() + final.sum()) * word
+    if threshold > 0 and bool(np.any((zero == 3) & (dp_group > 1))):
+        copies, gathered = post_step_gather(m, threshold, layers, tp, ep, dp_group)
         post_step = copies * profile.const("zero3_host_us_per_rank") * 1e-6 + dp_ring.time_s(
-            "all_gather", gathered
+            "all_gather", gathered * word
         )
         dp_step = dp_step + np.where((zero == 3) & (dp_group > 1), post_step, 0.0)
 

@@ -19,42 +19,70 @@ import numpy as np
 from gpuscale.specs import ModelSpec
 
 
-def persistent_tensor_sizes(m: ModelSpec, threshold: float) -> np.ndarray:
-    """Element counts of one transformer layer's tensors below ``threshold`` elements: the
-    linear biases (Megatron GPT: query_key_value, dense, dense_h_to_4h, dense_4h_to_h;
-    megatron/model/transformer.py) and the two norms' scale (and shift for LayerNorm). Empty
-    when ``threshold`` is 0 (no persistent parameters modelled)."""
-    if threshold <= 0:
-        return np.zeros(0)
+def layer_tensors(
+    m: ModelSpec, tp: np.ndarray, ep: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """One transformer layer's small tensors on one rank, per plan: (elements of one tensor,
+    tensors of that size), one pair per kind. DeepSpeed compares a parameter's own ``ds_numel``,
+    the rank's Megatron tensor-parallel slice (``zero.Init`` wraps the model that
+    ``megatron/model/transformer.py`` builds for its TP rank): the ColumnParallelLinear biases
+    (query_key_value, dense_h_to_4h) hold ``1/tp`` of their width, the RowParallelLinear biases
+    (dense, dense_4h_to_h) and the norms all of it; a rank holds ``num_experts / ep`` experts."""
+    tp = np.asarray(tp, dtype=float)
+    one = np.ones_like(tp)
     h = m.hidden_size
-    ffn_out = m.ffn_hidden_size * (2 if m.mlp == "gated" else 1)
-    experts = m.num_experts if m.is_moe else 1
-    tensors: list[int] = []
+    kinds: list[tuple[np.ndarray, np.ndarray]] = []
     if m.qkv_bias:
-        tensors.append(h + 2 * m.kv_width)
+        # query_key_value's output width, as params.attention_params counts it
+        q_out = m.q_width * (2 if m.attention_output_gate else 1)
+        kinds.append(((q_out + 2 * m.kv_width) / tp, one))
     if m.linear_bias:
-        tensors += [h] + [ffn_out, h] * experts
-    sizes = np.concatenate(
-        [np.asarray(tensors, dtype=float), np.tile(final_norm_sizes(m, np.inf), 2)]
-    )
-    return sizes[sizes < threshold]
+        ffn_out = m.ffn_hidden_size * (2 if m.mlp == "gated" else 1)
+        experts = np.maximum(m.num_experts / np.asarray(ep, dtype=float), 1.0) if m.is_moe else one
+        kinds += [(h * one, one), (ffn_out / tp, experts), (h * one, experts)]
+    # the layer's two norms: scale, and shift for LayerNorm
+    kinds.append((h * one, 2.0 * norm_tensors(m) * one))
+    return kinds
 
 
-def final_norm_sizes(m: ModelSpec, threshold: float) -> np.ndarray:
-    """The final norm's tensors below ``threshold`` elements (scale, and shift for LayerNorm)."""
-    sizes = np.full(1 if m.norm == "rmsnorm" else 2, float(m.hidden_size))
-    return sizes[sizes < threshold] if threshold > 0 else np.zeros(0)
+def norm_tensors(m: ModelSpec) -> int:
+    """Tensors of one norm: RMSNorm a scale, LayerNorm a scale and a shift."""
+    return 1 if m.norm == "rmsnorm" else 2
+
+
+def post_step_gather(
+    m: ModelSpec,
+    threshold: float,
+    layers: np.ndarray,
+    tp: np.ndarray,
+    ep: np.ndarray,
+    ranks: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per plan: (copies, elements) of ``_post_step``'s gather on one rank: the copy launches
+    of ``_allgather_params``' loop (:func:`shard_copies`) and the elements it gathers, over the
+    tensors of ``layers`` layers (:func:`layer_tensors`) and the final norm that have fewer than
+    ``threshold`` elements (``persistent_parameters``: ``ds_numel < threshold``, strictly). The
+    final norm is counted on every rank. Zeros when ``threshold`` is 0 (none modelled)."""
+    layers = np.asarray(layers, dtype=float)
+    copies = np.zeros_like(layers)
+    elements = np.zeros_like(layers)
+    if threshold <= 0:
+        return copies, elements
+    final = (float(m.hidden_size) * np.ones_like(layers), norm_tensors(m) * np.ones_like(layers))
+    for (size, count), times in [*((k, layers) for k in layer_tensors(m, tp, ep)), (final, 1.0)]:
+        held = np.where(size < threshold, count * times, 0.0)
+        copies = copies + held * shard_copies(size, ranks)
+        elements = elements + held * size
+    return copies, elements
 
 
 def shard_copies(sizes: np.ndarray, ranks: np.ndarray) -> np.ndarray:
-    """Copies ``_allgather_params`` launches for tensors of ``sizes`` elements over groups of
-    ``ranks``: each tensor is padded to a multiple of the group and split into shards of
-    ``ceil(size / ranks)`` (``Init._aligned_size``, ``_partition_param``), and the loop copies
-    the shards that start inside the tensor, ``ceil(size / shard)`` of them (at most ``ranks``).
-    Returns the sum over ``sizes`` for every group size in ``ranks``."""
-    n = np.maximum(np.asarray(ranks, dtype=float), 1.0)[:, None]
-    s = np.asarray(sizes, dtype=float)[None, :]
-    if s.size == 0:
-        return np.zeros(n.shape[0])
+    """Copies ``_allgather_params`` launches for one tensor of ``sizes`` elements over a group
+    of ``ranks`` (elementwise): the tensor is padded to a multiple of the group and split into
+    shards of ``ceil(size / ranks)`` (``Init._aligned_size``, ``_partition_param``), and the
+    loop copies the shards that start inside the tensor, ``ceil(size / shard)`` of them (at
+    most ``ranks``)."""
+    n = np.maximum(np.asarray(ranks, dtype=float), 1.0)
+    s = np.asarray(sizes, dtype=float)
     shard = np.ceil(s / n)
-    return np.minimum(n, np.ceil(s / shard)).sum(axis=1)
+    return np.minimum(n, np.ceil(s / shard))

@@ -13,9 +13,9 @@ Two limits on the mean absolute relative error ``|predicted - measured| / measur
   not make the mean TTFT or TPOT shorter (more load on the same engine). A model that respects
   that errs on a concurrency sweep by at least the best non-decreasing fit (:func:`monotone_fit`); repeats are ties at one concurrency.
 
-The same run exported twice is one measurement, not a repeat: rows that
-:func:`serving_rows.distinct` keeps but that record the same TTFT and TPOT to the last digit
-(:data:`serving_rows.TWIN_RTOL`) in one deployment group are folded into one :class:`Run`.
+The same run recorded twice is one measurement, not a repeat: rows of one deployment that
+record the same TTFT and TPOT to the last digit (:data:`serving_rows.TWIN_RTOL`) are one
+:class:`Run` (:func:`serving_rows.same_run`, the rule :func:`serving_rows.distinct` counts by).
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ from gpuscale.errors import InputError
 from gpuscale.validation.serving_rows import (
     ServingRow,
     deployment_key,
-    same_measurement,
+    measured_day,
+    same_run,
+    source_fields,
 )
 
 METRICS = ("ttft", "tpot")
@@ -47,7 +49,7 @@ the concurrency of a sweep while the engine stays the same."""
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Run:
-    """One measurement: the rows that record it (twins exported twice), the first standing."""
+    """One measurement: the rows that record it, the best attested first and standing for it."""
 
     rows: tuple[ServingRow, ...]
     deployment: str
@@ -84,21 +86,12 @@ class Run:
         return self.row.ttft_ms if metric == "ttft" else self.row.tpot_ms
 
 
-def _source_fields(row: ServingRow) -> dict[str, str]:
-    out = {}
-    for part in row.raw["silicon_data_source"].split(";"):
-        key, _, value = part.strip().partition("=")
-        out[key] = value
-    return out
-
-
 def campaign(row: ServingRow) -> tuple[str, str]:
     """(source family, campaign) of ``row``: the measured day where the row states one, else its
     source file (AIConfigurator's undated aiperf files, the gap-analysis copies)."""
-    src = _source_fields(row)
-    path = src.get("source_file", "")
+    path = source_fields(row.raw).get("source_file", "")
     family = "AIConfigurator" if "aic-auto-gap-analysis" in path else "InferenceX"
-    day = src.get("measured", "")[:10]
+    day = measured_day(row.raw)
     return family, f"{family}:{day or path}"
 
 
@@ -110,33 +103,23 @@ def _arch(row: ServingRow) -> str:
 
 
 def runs(rows: Sequence[ServingRow]) -> list[Run]:
-    """The expressible ``rows`` (``serving_rows.distinct`` ones) as measurements: rows of one
-    deployment that record the same TTFT and TPOT are one run. A row that is not expressible has
-    no known deployment and is left out."""
-    groups: dict[str, list[list[ServingRow]]] = defaultdict(list)
-    for row in rows:
-        if not row.expressible:
-            continue
-        runs_here = groups[deployment_key(row)]
-        twin = next((run for run in runs_here if same_measurement(run[0], row)), None)
-        if twin is None:
-            runs_here.append([row])
-        else:
-            twin.append(row)
+    """The expressible ``rows`` as measurements: the records of one run (``serving_rows.same_run``,
+    the rule ``serving_rows.distinct`` keeps one record of each run by) are one :class:`Run`, its
+    best attested record first. A row that is not expressible has no known deployment and is left
+    out."""
     out = []
-    for key, found in groups.items():
-        for same in found:
-            family, where = campaign(same[0])
-            out.append(
-                Run(
-                    rows=tuple(same),
-                    deployment=key,
-                    sweep=deployment_key(same[0], ("concurrency", *CLIENT_ONLY)),
-                    campaign=where,
-                    source=family,
-                    arch=_arch(same[0]),
-                )
+    for same in same_run(rows):
+        family, where = campaign(same[0])
+        out.append(
+            Run(
+                rows=tuple(same),
+                deployment=deployment_key(same[0]),
+                sweep=deployment_key(same[0], ("concurrency", *CLIENT_ONLY)),
+                campaign=where,
+                source=family,
+                arch=_arch(same[0]),
             )
+        )
     return out
 
 

@@ -42,6 +42,7 @@ import json
 import math
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -108,13 +109,24 @@ def parallelism(r: dict[str, str], prefix: str = "") -> dict[str, int]:
     launch = re.search(r"_tp(\d+)_ep(\d+)_", r["id"])
     flags = (int(launch.group(1)), int(launch.group(2))) if launch else None
     moe_tp = _int(r[f"{prefix}moe_tp_size"])
-    if flags is None and r["silicon_data_source"].startswith(DB_DUMP) and moe_tp > 1:
+    gpu = SYSTEMS.get(r["system"])
+    node = catalog.default_gpus_per_node(gpu) if gpu else 0
+    if (
+        flags is None
+        and r["silicon_data_source"].startswith(DB_DUMP)
+        and moe_tp > 1
+        and node
+        and tp * dp > node
+    ):
         # AIConfigurator's dump of InferenceX's database writes a launch as the 2026-04-06
         # export does (moe_tp x moe_ep = TP x EP, tp_size x attention_dp the same product) but
         # its ids carry no launch flags: moe_tp is the launch's TP. Its config 181 (TensorRT-LLM
         # DeepSeek-R1 H200, 2025-12-15: tp_size 64, moe 8 x 8) ran InferenceX's
         # `dsr1-fp8-h200-trt` entry of .github/configs/nvidia-master.yaml at f6a9d0b6a,
-        # `{ tp: 8, ep: 8 }` on one 8-GPU H200 node (`multinode: false`).
+        # `{ tp: 8, ep: 8 }` on one 8-GPU H200 node (`multinode: false`). Only where the
+        # product exceeds one node, as no aggregated engine of the dump's does: within a node,
+        # moe_tp x moe_ep = tp_size x attention_dp is also how expert TP x EP writes its GPUs
+        # (moe 2 x 4 on 8 GPUs).
         flags = (moe_tp, ep)
     if not prefix and flags and ep > 1:
         gpus, launch_ep = flags
@@ -135,7 +147,8 @@ def parallelism(r: dict[str, str], prefix: str = "") -> dict[str, int]:
     return {"tp": tp * dp, "attention_dp": dp, "ep": ep}
 
 
-def _source_fields(r: dict[str, str]) -> dict[str, str]:
+def source_fields(r: dict[str, str]) -> dict[str, str]:
+    """The ``key=value`` fields of the row's ``silicon_data_source`` (``;``-separated)."""
     out = {}
     for part in r["silicon_data_source"].split(";"):
         key, _, value = part.strip().partition("=")
@@ -143,9 +156,9 @@ def _source_fields(r: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def _measured_day(r: dict[str, str]) -> str:
+def measured_day(r: dict[str, str]) -> str:
     """The row's measurement day, ``YYYY-MM-DD`` from ``measured=`` (empty when not stated)."""
-    return _source_fields(r).get("measured", "")[:10]
+    return source_fields(r).get("measured", "")[:10]
 
 
 def concurrency(r: dict[str, str]) -> int | None:
@@ -156,7 +169,7 @@ def concurrency(r: dict[str, str]) -> int | None:
     reads concurrency = batch_size x attention_dp_size (``aic-core/.../sdk/backends/
     base_backend.py`` line 712, ``global_bs = bs * model.config.attention_dp_size``), and the
     rows agree (e.g. DeepSeek-R1 TP8 attention-DP 8 at silicon_concurrency 256: batch 32)."""
-    src = _source_fields(r)
+    src = source_fields(r)
     if "silicon_concurrency" in src:
         return int(src["silicon_concurrency"])
     if r["batch_size"]:
@@ -242,7 +255,7 @@ script (``CLIENT_CAP``)."""
 
 def client_cap_only(r: dict[str, str]) -> bool:
     """True when the row's concurrency is the client's cap, not the engine's load (``CLIENT_CAP``)."""
-    day = _measured_day(r)
+    day = measured_day(r)
     return (
         r["mode"] == "agg"
         and r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
@@ -314,7 +327,7 @@ improve the performance, by default they are all zeros"); the other shapes get n
 
 
 def _inferencex_llama70b(r: dict[str, str]) -> bool:
-    day = _measured_day(r)
+    day = measured_day(r)
     return (
         r["mode"] == "agg"
         and r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
@@ -365,7 +378,7 @@ def _dsr1_trt_script_dp(r: dict[str, str], conc: int) -> bool:
 
 def _inferencex_trt(r: dict[str, str], models: tuple[str, ...]) -> str:
     """The run day of an aggregated InferenceX TensorRT-LLM H200 row of ``models``, else ''."""
-    day = _measured_day(r)
+    day = measured_day(r)
     ok = (
         r["mode"] == "agg"
         and r["backend"] == "trtllm"
@@ -510,7 +523,7 @@ gpt-oss scripts (``gptoss_fp4_h{100,200}.sh`` at cec542a9a) keep the defaults.""
 
 
 def _launch(r: dict[str, str]) -> Launch | None:
-    day = _measured_day(r)
+    day = measured_day(r)
     if r["mode"] != "agg" or not r["silicon_data_source"].startswith(INFERENCEX_SOURCES):
         return None
     for launch in INFERENCEX_LAUNCHES:
@@ -996,7 +1009,7 @@ def read_rows(
             kw.update(parallelism(r), pp=_int(r["pp_size"]))
             kw.update(launch_options(r, kw))
             spec_kw, spec_note, spec_reason = (
-                speculative_reading(r, _measured_day(r), kw, sweeps or [])
+                speculative_reading(r, measured_day(r), kw, sweeps or [])
                 if r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
                 else ({}, "", "")
             )
@@ -1172,7 +1185,7 @@ DB_DUMP_R1 = "dsr1_"
 
 def served_model(row: ServingRow) -> str:
     """The model the row ran (the dump's DeepSeek-V3 label read as R1, :data:`DB_DUMP_R1`)."""
-    if row.raw["silicon_data_source"].startswith("db-dump/") and row.id.startswith(DB_DUMP_R1):
+    if row.raw["silicon_data_source"].startswith(DB_DUMP) and row.id.startswith(DB_DUMP_R1):
         return "deepseek-ai/DeepSeek-R1"
     return row.raw["model_path"]
 
@@ -1200,54 +1213,72 @@ def same_measurement(a: ServingRow, b: ServingRow) -> bool:
     )
 
 
+RECORD_RANK = {STATED: 0, TWIN: 1}
+"""Of one run's records, the better attested deployment first: a row that names its workers,
+then its export twin, then a reading of the configuration (any other class)."""
+
+
+def record_preference(row: ServingRow) -> tuple[int, bool]:
+    """Sort key of one run's records, best first: :data:`RECORD_RANK`, then the publication over
+    AIConfigurator's db-dump copy of it (:data:`DB_DUMP`)."""
+    return RECORD_RANK.get(row.kind, len(RECORD_RANK)), row.raw["silicon_data_source"].startswith(
+        DB_DUMP
+    )
+
+
+def same_run(rows: Sequence[ServingRow]) -> list[list[ServingRow]]:
+    """The expressible ``rows`` grouped by run: the records of one deployment
+    (:func:`deployment_key`) with the same TTFT and TPOT (:func:`same_measurement`), each group
+    best attested first (:func:`record_preference`; ties in the order of ``rows``), the groups in
+    the order their first record appears. Rows that are not expressible have no known deployment
+    and are left out. The one rule :func:`distinct` and ``serving_noise.runs`` count runs by."""
+    found: dict[str, list[list[ServingRow]]] = defaultdict(list)
+    for row in rows:
+        if not row.expressible:
+            continue
+        here = found[deployment_key(row)]
+        group = next((g for g in here if same_measurement(g[0], row)), None)
+        if group is None:
+            here.append([row])
+        else:
+            group.append(row)
+    return [sorted(g, key=record_preference) for here in found.values() for g in here]
+
+
 def distinct(rows: list[ServingRow]) -> list[ServingRow]:
     """``rows`` with each measurement once. Dropped: a row that agrees with a kept one on every
     column but its provenance (:data:`PROVENANCE`: the InferenceX exports of 2026-03-25 and
     2026-04-06 and AIConfigurator's db-dump repeat earlier runs to the last digit); a rounded
     copy (``ServingRow.copy_of``: two gap-analysis files repeat the 2026-04-06 export to
-    0.01 ms); and an expressible row whose deployment (:func:`deployment_key`) and TTFT/TPOT
-    equal a kept row's although its columns are written differently (the db-dump labels R1 runs
-    V3, the 2026-04-06 export writes ``tp_size`` as TP x EP, the last bit of a float differs).
-    An error statistic that counted each copy would weigh those runs twice."""
+    0.01 ms); and an expressible row that records a run another row records better
+    (:func:`same_run`: the same deployment and TTFT/TPOT although the columns are written
+    differently: the db-dump labels R1 runs V3, the 2026-04-06 export writes ``tp_size`` as
+    TP x EP, the last bit of a float differs). An error statistic that counted each copy would
+    weigh those runs twice."""
     by_columns = distinct_columns(rows)
-    # Of one measurement's records keep the one whose deployment is best attested (a row that
-    # names its workers over its export twin over a configuration reading), then the
-    # publication over AIConfigurator's db-dump copy of it, then the first in file order.
-    rank = {STATED: 0, TWIN: 1}
-
-    def preference(row: ServingRow) -> tuple[int, bool]:
-        return rank.get(row.kind, 2), row.raw["silicon_data_source"].startswith("db-dump/")
-
-    runs: dict[str, list[list[ServingRow]]] = defaultdict(list)
-    for row in by_columns:
-        if not row.expressible:
-            continue
-        found = runs[deployment_key(row)]
-        same = next((run for run in found if same_measurement(run[0], row)), None)
-        if same is None:
-            found.append([row])
-        else:
-            same.append(row)
-    dropped = {
-        id(row)
-        for found in runs.values()
-        for run in found
-        for row in sorted(run, key=preference)[1:]
-    }
+    dropped = {id(row) for group in same_run(by_columns) for row in group[1:]}
     return [row for row in by_columns if id(row) not in dropped]
 
 
 def distinct_columns(rows: list[ServingRow]) -> list[ServingRow]:
-    """``rows`` without the rows that repeat a kept one in every column but their provenance,
-    and without rounded copies of a kept row (the first two rules of :func:`distinct`)."""
-    seen: set[tuple[tuple[str, str], ...]] = set()
+    """``rows`` without the rows that repeat another in every column but their provenance, and
+    without rounded copies of a kept row (the first two rules of :func:`distinct`). Of rows
+    that repeat each other the best attested stands (:func:`record_preference`: the publication
+    over the db-dump's copy), whatever their order in ``rows``; the order of ``rows`` is kept."""
     ids = {row.id for row in rows}
-    out = []
-    for row in rows:
+    best: dict[tuple[tuple[str, str], ...], tuple[tuple[int, bool], int]] = {}
+    keys: list[tuple[tuple[str, str], ...] | None] = []
+    for i, row in enumerate(rows):
         if row.copy_of in ids:
-            continue  # a rounded copy of a row that is counted (``rounded_copies``)
+            keys.append(None)  # a rounded copy of a row that is counted (``rounded_copies``)
+            continue
         key = tuple(sorted((k, v) for k, v in row.raw.items() if k not in PROVENANCE))
-        if key not in seen:
-            seen.add(key)
-            out.append(row)
-    return out
+        keys.append(key)
+        rank = (record_preference(row), i)
+        if key not in best or rank < best[key]:
+            best[key] = rank
+    return [
+        row
+        for i, (row, key) in enumerate(zip(rows, keys, strict=True))
+        if key and best[key][1] == i
+    ]
