@@ -19,7 +19,7 @@ from gpuscale import catalog
 from gpuscale.api.serving import served_format
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import load_profile_for
-from gpuscale.planner.serving.search import candidates, walk
+from gpuscale.planner.serving.search import SearchContext, candidates, walk
 from gpuscale.planner.serving.steady_state import Workload
 
 PROBLEMS: list[tuple[str, str, int, dict[str, Any]]] = [
@@ -51,12 +51,23 @@ def main() -> None:
         ttft, tpot = kw["slo"][0] / 1e3, kw["slo"][1] / 1e3
         cluster = catalog.cluster(gpu, gpus)
         cands = candidates(spec, gpus, catalog.DEFAULT_GPUS_PER_NODE)
+        ctx = SearchContext(
+            model=spec,
+            cluster=cluster,
+            fmt=fmt,
+            kv_dtype=kv,
+            profile=prof,
+            eng=eng,
+            work=work,
+            slo_ttft_s=ttft,
+            slo_tpot_s=tpot,
+        )
         n = bad = 0
         multi = [0, 0]
         worst = 0.0
         for c in cands:
             for resolve in (False, True):
-                w = walk(c, spec, cluster, fmt, kv, prof, eng, work, ttft, tpot, resolve)
+                w = walk(c, ctx, resolve)
                 if w is None or not w.feasible.any():
                     continue
                 n += 1

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,27 @@ from gpuscale.validation import DATA_DIR as VALIDATION_DATA
 settings.register_profile("repeatable", derandomize=True, print_blob=True)
 settings.register_profile("explore", derandomize=False, max_examples=1000, print_blob=True)
 settings.load_profile(os.environ.get("GPUSCALE_HYPOTHESIS", "repeatable"))
+
+# Child processes (the several hundred CLI runs and benchmark scripts the tests start) share one
+# bytecode cache for the session, in a temporary folder: where PYTHONDONTWRITEBYTECODE is set,
+# as in many containers, each would otherwise compile every gpuscale module again (a fifth of a
+# short command's run). Nothing is written next to the sources; the folder goes at the end.
+_BYTECODE: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+        _BYTECODE.append(tempfile.mkdtemp(prefix="gpuscale-test-bytecode-"))
+        os.environ["PYTHONPYCACHEPREFIX"] = _BYTECODE[0]
+        del os.environ["PYTHONDONTWRITEBYTECODE"]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for folder in _BYTECODE:
+        os.environ.pop("PYTHONPYCACHEPREFIX", None)
+        os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+        shutil.rmtree(folder, ignore_errors=True)
+
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"

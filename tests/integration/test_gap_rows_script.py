@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import re
+import subprocess
+
+import pytest
 
 from tests.integration.benchmark_scripts import run_benchmark
+
+
+@pytest.fixture(scope="module")
+def gap_rows() -> subprocess.CompletedProcess[str]:
+    """One run of the script (no arguments) for every test here: it reads only the data."""
+    return run_benchmark("gap_rows")
+
 
 HEAVY = re.compile(r"^\s+(\S+)\s+OSL\s+(\d+)\s+n=\s*(\d+)\s+([\d.]+)\s+([\d.]+)$")
 
 
-def test_gap_rows_print_the_measured_and_modelled_load_ratios() -> None:
-    out = run_benchmark("gap_rows")
+def test_gap_rows_print_the_measured_and_modelled_load_ratios(
+    gap_rows: subprocess.CompletedProcess[str],
+) -> None:
+    out = gap_rows
     assert out.returncode == 0, out.stderr
     heavy = out.stdout.split("heavy load:")[1].split("TPOT measured")[0]
     rows = [m for m in map(HEAVY.match, heavy.splitlines()) if m]
@@ -30,8 +42,10 @@ WAITING = re.compile(
 )
 
 
-def test_gap_rows_waiting_reads_one_request_for_llama_and_a_share_of_c_for_qwen() -> None:
-    out = run_benchmark("gap_rows")
+def test_gap_rows_waiting_reads_one_request_for_llama_and_a_share_of_c_for_qwen(
+    gap_rows: subprocess.CompletedProcess[str],
+) -> None:
+    out = gap_rows
     assert out.returncode == 0, out.stderr
     block = out.stdout.split("waiting:")[1].split("held per completion:")[0]
     rows = {(m.group(1), int(m.group(2))): m for m in map(WAITING.match, block.splitlines()) if m}
@@ -49,9 +63,11 @@ HELD = re.compile(r"^\s+(\S+)\s+C\s+(\d+)\s+n=\s*(\d+)\s+(-?[\d.]+)\s+(-?[\d.]+)
 CEILING = re.compile(r"^\s+(\S+)\s+TP\s+(\d+)\s+OSL\s+(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)$")
 
 
-def test_gap_rows_hold_per_completion_and_output_ceiling() -> None:
+def test_gap_rows_hold_per_completion_and_output_ceiling(
+    gap_rows: subprocess.CompletedProcess[str],
+) -> None:
     """Branch ``trt-dense``: the two measured signatures docs/benchmarks.md quotes."""
-    out = run_benchmark("gap_rows")
+    out = gap_rows
     assert out.returncode == 0, out.stderr
     held_block = out.stdout.split("held per completion:")[1].split("output ceiling")[0]
     held = {

@@ -130,10 +130,21 @@ def test_meeting_the_slo_changes_once_along_each_walk(
     work = Workload(input_len=1024.0, output_len=1024.0)
     ttft, tpot = kw["slo_ttft_ms"] / 1e3, kw["slo_tpot_ms"] / 1e3
     prof = load_profile_for(eng.cost_profile)
+    ctx = ps.SearchContext(
+        model=spec,
+        cluster=cluster,
+        fmt=fmt,
+        kv_dtype=kv,
+        profile=prof,
+        eng=eng,
+        work=work,
+        slo_ttft_s=ttft,
+        slo_tpot_s=tpot,
+    )
     walks = 0
     for c in cands:
         for resolve in (False, True):
-            w = ps.walk(c, spec, cluster, fmt, kv, prof, eng, work, ttft, tpot, resolve)
+            w = ps.walk(c, ctx, resolve)
             if w is None:
                 continue
             meets = (w.feasible & (w.ttft99 <= ttft) & (w.tpot99 <= tpot)).astype(int)

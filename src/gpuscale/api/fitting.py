@@ -30,14 +30,13 @@ from gpuscale.planner.fit import (
 )
 from gpuscale.specs import Device, ModelSpec, Plan, PlanBatch
 from gpuscale.specs.plan import Recompute
-from gpuscale.specs.training import ALL_LINEAR, LORA_TARGETS, Inference, Training
+from gpuscale.specs.training import ALL_LINEAR, LORA_TARGETS, OFFLOADS, Inference, Training
 from gpuscale.specs.units import GIB
 from gpuscale.specs.validity import check_cp, check_pipeline, check_pp, check_tp
 
 __all__ = ["FitResult", "fit"]
 
 DEFAULT_GPU = "h100-sxm"
-OFFLOADS = ("none", "optimizer", "params")
 
 TRAIN_PARTS: dict[str, str] = {
     "weights": "weights",

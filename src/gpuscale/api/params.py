@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuscale import catalog
-from gpuscale.api.cluster import DEFAULT_MODEL, EVENTS, ORDERS, POLICIES, SYNTHETIC
-from gpuscale.api.fitting import OFFLOADS
 from gpuscale.api.training import DEFAULT_LORA_RANK
+from gpuscale.cluster.choices import DEFAULT_MODEL, EVENTS, ORDERS, POLICIES, SYNTHETIC
 from gpuscale.costmodel.profile import profile_names
 from gpuscale.measure.bench_setup import CPU_SIZES, GPU_SIZES
 from gpuscale.specs.plan import RECOMPUTE_CHOICES
@@ -27,6 +26,7 @@ from gpuscale.specs.training import (
     KV_DTYPES,
     LORA_TARGETS,
     LOSSES,
+    OFFLOADS,
     OPTIMIZERS,
     PRECISIONS,
     WEIGHT_DTYPES,

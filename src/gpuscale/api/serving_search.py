@@ -14,6 +14,7 @@ from gpuscale.planner.serving.search import (
     RESOLVED_PLACES,
     Candidate,
     Scored,
+    SearchContext,
     candidates,
     rank,
     scorer,
@@ -161,7 +162,18 @@ def search(
     tpot = (slo_tpot_ms or 1e12) / 1e3
     cluster = catalog.cluster(gpu, gpus, gpus_per_node=gpus_per_node, inter=inter)
     cands = candidates(spec, gpus, cluster.gpus_per_node, disagg=disaggregated)
-    one = scorer(spec, cluster, fmt, kv_dtype, prof, eng, work, ttft, tpot)
+    ctx = SearchContext(
+        model=spec,
+        cluster=cluster,
+        fmt=fmt,
+        kv_dtype=kv_dtype,
+        profile=prof,
+        eng=eng,
+        work=work,
+        slo_ttft_s=ttft,
+        slo_tpot_s=tpot,
+    )
+    one = scorer(ctx)
     require(
         resolved_places is None or resolved_places >= 0,
         f"resolved_places must be >= 0 or None, got {resolved_places}",

@@ -12,9 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from gpuscale import files
+from gpuscale import files, shipped_yaml
 from gpuscale.errors import InputError, require, unknown
 from gpuscale.specs import Cluster, Device, Link, ModelSpec
 
@@ -28,7 +26,7 @@ its catalog entry names none, and the least node :func:`check_node` accepts on N
 
 def _load(name: str) -> dict[str, Any]:
     text = resources.files("gpuscale.catalog").joinpath("data").joinpath(name).read_text()
-    data = yaml.safe_load(text)
+    data = shipped_yaml.load(text)
     if not isinstance(data, dict):
         raise RuntimeError(f"catalog file {name} is not a mapping")
     return data

@@ -8,8 +8,7 @@ from functools import cache
 from importlib import resources
 from typing import Literal
 
-import yaml
-
+from gpuscale import shipped_yaml
 from gpuscale.errors import InputError, unknown
 from gpuscale.specs import Device
 
@@ -144,7 +143,7 @@ class EngineProfile:
 @cache
 def engines() -> dict[str, EngineProfile]:
     text = resources.files("gpuscale.catalog").joinpath("data/serving_engines.yaml").read_text()
-    data = yaml.safe_load(text)
+    data = shipped_yaml.load(text)
     out = {}
     for k, v in data["engines"].items():
         fields = dict(v)

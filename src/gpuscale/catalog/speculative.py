@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-import yaml
+from gpuscale import shipped_yaml
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -26,7 +26,7 @@ class DraftModule:
 def _table() -> dict[str, DraftModule]:
     text = resources.files("gpuscale.catalog").joinpath("data/speculative.yaml").read_text()
     out: dict[str, DraftModule] = {}
-    for method, entries in yaml.safe_load(text).items():
+    for method, entries in shipped_yaml.load(text).items():
         for name, e in entries.items():
             module = DraftModule(
                 name=name,

@@ -18,7 +18,6 @@ from rich.markup import escape
 
 from gpuscale import files
 from gpuscale.api._json import document as versioned
-from gpuscale.api.measure import reporting_rank
 from gpuscale.errors import InputError
 from gpuscale.report.html import Section, result_sections, write_report
 from gpuscale.report.progress import lazy_progress_bar
@@ -161,6 +160,9 @@ def command_line() -> str:
 
 def bench_bar(label: str) -> AbstractContextManager[Callable[[int, int], None]]:
     """The progress bar of a benchmark: on stderr from its first update; one per torchrun job."""
+    # Imported here: the measurement layer is only loaded by the commands that benchmark.
+    from gpuscale.api.measure import reporting_rank
+
     return lazy_progress_bar(label, err_console, show=reporting_rank())
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuscale import catalog
+from gpuscale.cluster.choices import EVENTS as EVENTS
 from gpuscale.costmodel.params import total_params
 from gpuscale.costmodel.profile import Profile, load_profile
 from gpuscale.costmodel.step import estimate_batch
@@ -28,7 +29,6 @@ from gpuscale.planner.enumerate import enumerate_plans
 from gpuscale.planner.words import describe
 from gpuscale.specs import Cluster, ModelSpec, Plan, PlanBatch, Training
 
-EVENTS: tuple[str, ...] = ("inter", "intra", "node-loss")
 CHECKPOINT_BYTES_PER_PARAM = 14.0
 """bf16 weights (2) + fp32 master weights and two Adam moments (12): ZeRO paper Sec. 3.1."""
 

@@ -12,11 +12,10 @@ from typing import Protocol
 
 import numpy as np
 
+from gpuscale.cluster.choices import POLICIES as POLICIES
 from gpuscale.cluster.slowdown import Shape
 from gpuscale.cluster.spec import ClusterSpec
 from gpuscale.errors import InputError
-
-POLICIES: tuple[str, ...] = ("first-fit", "random", "topology")
 
 
 @dataclass(frozen=True, slots=True)

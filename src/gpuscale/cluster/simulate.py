@@ -16,20 +16,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpuscale.cluster.choices import ORDERS as ORDERS
 from gpuscale.cluster.placement import Allocation, ClusterState, make_policy
 from gpuscale.cluster.slowdown import SpeedModel
 from gpuscale.cluster.spec import NETWORK_LEVELS
 from gpuscale.cluster.trace import Trace
 from gpuscale.errors import InputError, require
-
-ORDERS: tuple[str, ...] = ("fifo", "sjf", "las")
-"""Queue orders. ``las``: discretized two-dimensional least attained service (Gu et al.,
-"Tiresias", NSDI 2019, Sec. 4.1) with two queues, as the Pollux artifact's Tiresias baseline
-runs it (``simulator/tiresias.py``): new jobs join queue 0, a job whose attained service (GPUs x
-run time) reaches ``las_threshold_gpu_s`` moves to the end of queue 1; at every event the jobs
-are walked queue 0 then queue 1, each in order, and run while their GPUs fit in the cluster's
-(jobs that do not fit are skipped, not waited for); a running job left out is preempted and
-resumes later from where it stopped, paying ``preempt_restart_s``."""
 
 LAS_THRESHOLD_GPU_S = 16 * 3600.0
 """Queue-0 limit of attained service: 16 GPU-hours (Pollux artifact ``tiresias.py``,

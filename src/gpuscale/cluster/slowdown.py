@@ -22,6 +22,7 @@ from typing import Protocol
 import numpy as np
 
 from gpuscale import catalog
+from gpuscale.cluster.choices import DEFAULT_MODEL as DEFAULT_MODEL
 from gpuscale.cluster.spec import ClusterSpec, NodeType
 from gpuscale.costmodel.profile import Profile, load_profile
 from gpuscale.costmodel.step import estimate_batch, estimate_plan
@@ -30,11 +31,6 @@ from gpuscale.planner import defaults
 from gpuscale.planner.enumerate import SearchSpace, enumerate_plans
 from gpuscale.planner.search import Hardware, Workload, search_count
 from gpuscale.specs import Cluster, Plan, Training
-
-DEFAULT_MODEL = "bert-large"
-"""Model assumed for trace rows that name none (Philly's 2017 jobs were CNNs, LSTMs and early
-Transformers of 10^7-10^8 parameters, Jeon et al. ATC'19 Sec. 2; BERT-large, 340M, is the
-nearest catalog model, and the Pollux/Sia placement tables include BERT)."""
 
 
 def largest_divisor_at_most(n: int, cap: int) -> int:

@@ -14,12 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
-from gpuscale import files
+from gpuscale import files, shipped_yaml
+from gpuscale.cluster.choices import SYNTHETIC as SYNTHETIC
 from gpuscale.errors import InputError, require
-
-SYNTHETIC: tuple[str, ...] = ("philly",)
 
 # Bounds a row must lie in: the largest public training clusters hold ~10^5 GPUs (Meta's 24k-GPU
 # Llama 3 clusters, xAI's 10^5), so a job of more than 2^20 GPUs is a typo, not a job; a run of
@@ -180,7 +178,7 @@ def write_trace(trace: Trace, path: str | Path) -> None:
 def philly_statistics() -> dict[str, Any]:
     """The published Philly statistics the generator matches (``cluster/data/philly.yaml``)."""
     text = resources.files("gpuscale.cluster").joinpath("data").joinpath("philly.yaml").read_text()
-    data = yaml.safe_load(text)
+    data = shipped_yaml.load(text)
     if not isinstance(data, dict):
         raise RuntimeError("cluster/data/philly.yaml is not a mapping")
     return data

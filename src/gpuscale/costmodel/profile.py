@@ -36,7 +36,7 @@ Schema (``schema_version: 1``)::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from gpuscale import files
+from gpuscale import files, shipped_yaml
 from gpuscale.costmodel.profile_schema import validate_profile
 from gpuscale.errors import InputError, require, unknown
 
@@ -238,6 +238,7 @@ def _read_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
             .read_text()
         )
         where = f"profile '{name_or_path}'"
+        parse: Callable[[str], Any] = shipped_yaml.load
     elif path.suffix in (".yaml", ".yml") or files.exists(path) or "/" in name_or_path:
         text = files.read_text(
             path,
@@ -248,10 +249,11 @@ def _read_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
             f"file or a built-in profile ({', '.join(_builtin_names())})",
         )
         where = str(path)
+        parse = yaml.safe_load  # a user's file: PyYAML's own errors (gpuscale.shipped_yaml)
     else:
         raise unknown("profile", name_or_path, _builtin_names())
     try:
-        data = yaml.safe_load(text)
+        data = parse(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" (line {mark.line + 1})" if mark is not None else ""

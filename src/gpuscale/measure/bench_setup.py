@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuscale.errors import InputError, require
-from gpuscale.measure.collectives_bench import ELEMENT_BYTES, actual_size
 
 GPU_SIZES = "8:128M"
 CPU_SIZES = "8:4M"
@@ -49,6 +48,9 @@ def rank_buffer_bytes(op: str, size: int, dtype: str, ranks: int) -> int:
     """Bytes of the tensors one rank allocates for ``op`` at ``size``
     (:func:`gpuscale.measure.collectives_bench._make_op`: one buffer for all_reduce and
     broadcast, send and receive buffers for send_recv, input and output for the others)."""
+    # Imported here: every command's flags read this module's defaults (GPU_SIZES, CPU_SIZES).
+    from gpuscale.measure.collectives_bench import ELEMENT_BYTES, actual_size
+
     elem = ELEMENT_BYTES[dtype]
     _, count = actual_size(op, size, elem, ranks)
     if op in ("all_reduce", "broadcast"):

@@ -42,32 +42,44 @@ Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` after each GPU count is searched."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True, init=False)
 class Hardware:
     """Where the job runs: a catalog GPU, the node shape and the fabric between nodes."""
 
     gpu: str
-    inter: str = catalog.DEFAULT_INTER
-    gpus_per_node: int = None  # type: ignore[assignment]  # resolved in __post_init__
-    """Left out: the GPU's NVLink domain, :func:`gpuscale.catalog.default_gpus_per_node`."""
-    nics_per_node: int | None = None
+    inter: str
+    gpus_per_node: int
+    """The GPUs of one NVLink/PCIe node; left out, the GPU's NVLink domain
+    (:func:`gpuscale.catalog.default_gpus_per_node`)."""
+    nics_per_node: int | None
     """``None``: one NIC per GPU (rail-optimized) on RDMA fabrics, one per node on TCP Ethernet."""
 
-    def __post_init__(self) -> None:
-        catalog.gpu(self.gpu)
-        # Frozen: the default is resolved once, here, so every reader sees an int.
-        node = catalog.node_size(self.gpu, self.gpus_per_node)
-        object.__setattr__(self, "gpus_per_node", node)
-        catalog.link(self.inter)
+    def __init__(
+        self,
+        *,
+        gpu: str,
+        inter: str = catalog.DEFAULT_INTER,
+        gpus_per_node: int | None = None,
+        nics_per_node: int | None = None,
+    ) -> None:
+        # Written out (the dataclass's own __init__ would keep a None): the node size is
+        # resolved once, here, so every reader sees an int.
+        catalog.gpu(gpu)
+        node = catalog.node_size(gpu, gpus_per_node)
+        catalog.link(inter)
+        require(node >= 1, f"--gpus-per-node must be a positive integer, got {node}")
         require(
-            self.gpus_per_node >= 1,
-            f"--gpus-per-node must be a positive integer, got {self.gpus_per_node}",
-        )
-        require(
-            self.nics_per_node is None or self.nics_per_node >= 1,
-            f"--nics-per-node must be a positive integer, got {self.nics_per_node}; "
+            nics_per_node is None or nics_per_node >= 1,
+            f"--nics-per-node must be a positive integer, got {nics_per_node}; "
             "leave it out for the fabric's default (one per GPU on RDMA, one per node on Ethernet)",
         )
+        for name, value in (
+            ("gpu", gpu),
+            ("inter", inter),
+            ("gpus_per_node", node),
+            ("nics_per_node", nics_per_node),
+        ):
+            object.__setattr__(self, name, value)
 
     def cluster(self, num_gpus: int) -> Cluster:
         return catalog.cluster(

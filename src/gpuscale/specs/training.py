@@ -29,6 +29,10 @@ ALL_LINEAR: tuple[LoraTarget, ...] = ("q", "k", "v", "o", "gate", "up", "down")
 Loss = Literal["standard", "chunked", "fused", "compiled"]
 LOSSES: tuple[str, ...] = ("standard", "chunked", "fused", "compiled")
 
+OFFLOADS: tuple[str, ...] = ("none", "optimizer", "params")
+"""What lives in host memory: nothing, the optimizer state (``offload_optimizer``), or the
+optimizer state and the parameters (``offload_params``)."""
+
 SelectivePolicy = Literal["attention", "op", "layer"]
 SELECTIVE_POLICIES: tuple[str, ...] = ("attention", "op", "layer")
 

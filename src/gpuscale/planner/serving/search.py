@@ -205,19 +205,23 @@ def _p99(
     return np.maximum(dec_only + (m + Z99 * np.sqrt(m)) * extra / max(steps, 1.0), t)
 
 
-def walk(
-    cand: Candidate,
-    model: ModelSpec,
-    cluster: Cluster,
-    fmt: WeightFormat,
-    kv_dtype: str,
-    profile: Profile,
-    eng: EngineProfile,
-    work: Workload,
-    slo_ttft_s: float,
-    slo_tpot_s: float,
-    resolve: bool = False,
-) -> Walk | None:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchContext:
+    """What every candidate of one search is priced against, built once per search: the
+    model, where it runs, the engine with its profile, the workload and the SLO."""
+
+    model: ModelSpec
+    cluster: Cluster
+    fmt: WeightFormat
+    kv_dtype: str
+    profile: Profile
+    eng: EngineProfile
+    work: Workload
+    slo_ttft_s: float
+    slo_tpot_s: float
+
+
+def walk(cand: Candidate, ctx: SearchContext, resolve: bool = False) -> Walk | None:
     """The candidate's load curve with its p99 TTFT and p99 TPOT (one load curve per
     candidate, vectorized; the closed-loop simulation is for single predictions), or None
     when a request's KV cache does not fit.
@@ -229,6 +233,9 @@ def walk(
     SLO does. Without, the edge is read off the grid and the candidate carries the bound of
     its next grid load. ``refine_edge`` refines between the last grid load that meets both and
     the next, so were a p99 not monotone in the load, the crossing resolved is the last one."""
+    model, cluster, fmt, kv_dtype = ctx.model, ctx.cluster, ctx.fmt, ctx.kv_dtype
+    profile, eng, work = ctx.profile, ctx.eng, ctx.work
+    slo_ttft_s, slo_tpot_s = ctx.slo_ttft_s, ctx.slo_tpot_s
     steps = max(work.output_len - 1.0, 1.0)
     if cand.mode == "aggregated":
         kv, _, _ = kv_pool(model, cluster, cand.par, fmt, kv_dtype, profile, eng, work)
@@ -301,28 +308,15 @@ def walk(
     )
 
 
-def score(
-    cand: Candidate,
-    model: ModelSpec,
-    cluster: Cluster,
-    fmt: WeightFormat,
-    kv_dtype: str,
-    profile: Profile,
-    eng: EngineProfile,
-    work: Workload,
-    slo_ttft_s: float,
-    slo_tpot_s: float,
-    resolve: bool = False,
-) -> Scored | None:
+def score(cand: Candidate, ctx: SearchContext, resolve: bool = False) -> Scored | None:
     """The candidate's goodput: the highest load of its :func:`walk` that is feasible and
     meets both p99 targets, with its bound (the next grid load) when read off the grid."""
-    w = walk(
-        cand, model, cluster, fmt, kv_dtype, profile, eng, work, slo_ttft_s, slo_tpot_s, resolve
-    )
+    w = walk(cand, ctx, resolve)
     if w is None:
         return None
     x, feasible, ttft99, tpot99, e2e = w.x, w.feasible, w.ttft99, w.tpot99, w.e2e
     ranks, growth = w.ranks, w.growth
+    slo_ttft_s, slo_tpot_s, work = ctx.slo_ttft_s, ctx.slo_tpot_s, ctx.work
     ok = feasible & (ttft99 <= slo_ttft_s) & (tpot99 <= slo_tpot_s)
     if not ok.any():
         return None
@@ -359,23 +353,11 @@ Scorer = Callable[[Candidate, bool], "Scored | None"]
 """``score`` with the problem bound: (candidate, resolve the edge) -> scored or None."""
 
 
-def scorer(
-    model: ModelSpec,
-    cluster: Cluster,
-    fmt: WeightFormat,
-    kv_dtype: str,
-    profile: Profile,
-    eng: EngineProfile,
-    work: Workload,
-    slo_ttft_s: float,
-    slo_tpot_s: float,
-) -> Scorer:
-    """:func:`score` for one model, cluster, engine, workload and SLO."""
+def scorer(ctx: SearchContext) -> Scorer:
+    """:func:`score` for one search's model, cluster, engine, workload and SLO."""
 
     def one(cand: Candidate, resolve: bool) -> Scored | None:
-        return score(
-            cand, model, cluster, fmt, kv_dtype, profile, eng, work, slo_ttft_s, slo_tpot_s, resolve
-        )
+        return score(cand, ctx, resolve)
 
     return one
 
