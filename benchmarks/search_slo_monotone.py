@@ -16,11 +16,8 @@ from typing import Any
 import numpy as np
 
 from gpuscale import catalog
-from gpuscale.api.serving import served_format
-from gpuscale.catalog.serving_engines import engine as engine_profile
-from gpuscale.costmodel.profile import load_profile_for
-from gpuscale.planner.serving.search import SearchContext, candidates, walk
-from gpuscale.planner.serving.steady_state import Workload
+from gpuscale.api.serving_search import search_context
+from gpuscale.planner.serving.search import candidates, walk
 
 PROBLEMS: list[tuple[str, str, int, dict[str, Any]]] = [
     ("llama3.1-70b", "h200-sxm", 8, {"engine": "vllm", "weights": "fp8", "slo": (2000, 50)}),
@@ -43,25 +40,18 @@ def _falls(v: np.ndarray) -> float:
 def main() -> None:
     for model, gpu, gpus, kw in PROBLEMS:
         spec = catalog.model(model)
-        eng = engine_profile(kw["engine"]).for_device(catalog.gpu(gpu))
-        prof = load_profile_for(eng.cost_profile)
-        fmt = served_format(model, kw["weights"])
-        kv = eng.kv_dtype_low_precision if fmt.weight_bytes < 2.0 else "bf16"
-        work = Workload(input_len=1024.0, output_len=1024.0)
-        ttft, tpot = kw["slo"][0] / 1e3, kw["slo"][1] / 1e3
-        cluster = catalog.cluster(gpu, gpus)
-        cands = candidates(spec, gpus, catalog.DEFAULT_GPUS_PER_NODE)
-        ctx = SearchContext(
-            model=spec,
-            cluster=cluster,
-            fmt=fmt,
-            kv_dtype=kv,
-            profile=prof,
-            eng=eng,
-            work=work,
-            slo_ttft_s=ttft,
-            slo_tpot_s=tpot,
+        ctx = search_context(
+            spec,
+            model=model,
+            gpu=gpu,
+            gpus=gpus,
+            engine=kw["engine"],
+            weights=kw["weights"],
+            slo_ttft_ms=kw["slo"][0],
+            slo_tpot_ms=kw["slo"][1],
         )
+        ttft, tpot = ctx.slo_ttft_s, ctx.slo_tpot_s
+        cands = candidates(spec, gpus, ctx.cluster.gpus_per_node)
         n = bad = 0
         multi = [0, 0]
         worst = 0.0

@@ -116,31 +116,10 @@ def test_meeting_the_slo_changes_once_along_each_walk(
     load and fail past it: along every candidate's walk, on the grid and resolved, it changes
     at most once (it starts true where the candidate meets the SLO at all)."""
     from gpuscale import catalog
-    from gpuscale.api.serving import served_format
-    from gpuscale.catalog.serving_engines import engine as engine_profile
-    from gpuscale.costmodel.profile import load_profile_for
-    from gpuscale.planner.serving.steady_state import Workload
 
     _, cands, _ = _search(monkeypatch, 0, model, kw)
-    spec = catalog.model(model)
-    eng = engine_profile(kw.get("engine", "vllm")).for_device(catalog.gpu(kw["gpu"]))
-    fmt = served_format(model, kw.get("weights", "auto"))
-    kv = eng.kv_dtype_low_precision if fmt.weight_bytes < 2.0 else "bf16"
-    cluster = catalog.cluster(kw["gpu"], kw["gpus"])
-    work = Workload(input_len=1024.0, output_len=1024.0)
-    ttft, tpot = kw["slo_ttft_ms"] / 1e3, kw["slo_tpot_ms"] / 1e3
-    prof = load_profile_for(eng.cost_profile)
-    ctx = ps.SearchContext(
-        model=spec,
-        cluster=cluster,
-        fmt=fmt,
-        kv_dtype=kv,
-        profile=prof,
-        eng=eng,
-        work=work,
-        slo_ttft_s=ttft,
-        slo_tpot_s=tpot,
-    )
+    ctx = ss.search_context(catalog.model(model), model=model, **kw)
+    ttft, tpot = ctx.slo_ttft_s, ctx.slo_tpot_s
     walks = 0
     for c in cands:
         for resolve in (False, True):

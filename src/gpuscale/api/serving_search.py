@@ -115,6 +115,43 @@ class SearchResult:
         return text
 
 
+def search_context(
+    spec: ModelSpec,
+    *,
+    model: str | ModelSpec,
+    gpu: str,
+    gpus: int,
+    engine: str = "vllm",
+    weights: str = "auto",
+    kv_dtype: str = "auto",
+    input_len: int = 1024,
+    output_len: int = 1024,
+    slo_ttft_ms: float | None = None,
+    slo_tpot_ms: float | None = None,
+    gpus_per_node: int | None = None,
+    inter: str = catalog.DEFAULT_INTER,
+) -> SearchContext:
+    """What every candidate of one search is priced against: the engine as it starts on
+    ``gpu``, its cost profile, the served weight and KV formats, the workload, the cluster and
+    the SLO targets in seconds (no target: unbounded). One rule for :func:`search` and for
+    the checks that walk candidates themselves."""
+    # The engine's scheduler defaults depend on the GPU it starts on (vLLM: smaller
+    # budget and running cap below 70 GiB and on A100; serving_engines.yaml).
+    eng = engine_profile(engine).for_device(catalog.gpu(gpu))
+    fmt = served_format(model, weights, spec)
+    return SearchContext(
+        model=spec,
+        cluster=catalog.cluster(gpu, gpus, gpus_per_node=gpus_per_node, inter=inter),
+        fmt=fmt,
+        kv_dtype=served_kv_dtype(model, weights, fmt, eng, kv_dtype, spec),
+        profile=load_profile_for(eng.cost_profile),
+        eng=eng,
+        work=Workload(input_len=float(input_len), output_len=float(output_len)),
+        slo_ttft_s=(slo_ttft_ms or 1e12) / 1e3,
+        slo_tpot_s=(slo_tpot_ms or 1e12) / 1e3,
+    )
+
+
 def search(
     model: str | ModelSpec,
     *,
@@ -151,28 +188,22 @@ def search(
         slo_tpot_ms is None or slo_tpot_ms > 0, "--slo-tpot-ms must be > 0", field="slo_tpot_ms"
     )
     require(price is None or price > 0, "--price must be > 0 ($ per GPU-hour)", field="price")
-    # The engine's scheduler defaults depend on the GPU it starts on (vLLM: smaller
-    # budget and running cap below 70 GiB and on A100; serving_engines.yaml).
-    eng = engine_profile(engine).for_device(catalog.gpu(gpu))
-    prof = load_profile_for(eng.cost_profile)
-    fmt = served_format(model, weights, spec)
-    kv_dtype = served_kv_dtype(model, weights, fmt, eng, kv_dtype, spec)
-    work = Workload(input_len=float(input_len), output_len=float(output_len))
-    ttft = (slo_ttft_ms or 1e12) / 1e3
-    tpot = (slo_tpot_ms or 1e12) / 1e3
-    cluster = catalog.cluster(gpu, gpus, gpus_per_node=gpus_per_node, inter=inter)
-    cands = candidates(spec, gpus, cluster.gpus_per_node, disagg=disaggregated)
-    ctx = SearchContext(
-        model=spec,
-        cluster=cluster,
-        fmt=fmt,
+    ctx = search_context(
+        spec,
+        model=model,
+        gpu=gpu,
+        gpus=gpus,
+        engine=engine,
+        weights=weights,
         kv_dtype=kv_dtype,
-        profile=prof,
-        eng=eng,
-        work=work,
-        slo_ttft_s=ttft,
-        slo_tpot_s=tpot,
+        input_len=input_len,
+        output_len=output_len,
+        slo_ttft_ms=slo_ttft_ms,
+        slo_tpot_ms=slo_tpot_ms,
+        gpus_per_node=gpus_per_node,
+        inter=inter,
     )
+    cands = candidates(spec, gpus, ctx.cluster.gpus_per_node, disagg=disaggregated)
     one = scorer(ctx)
     require(
         resolved_places is None or resolved_places >= 0,
@@ -190,7 +221,7 @@ def search(
         model=spec.name,
         gpu=gpu,
         gpus=gpus,
-        engine=eng.name,
+        engine=ctx.eng.name,
         slo_ttft_ms=slo_ttft_ms or float("inf"),
         slo_tpot_ms=slo_tpot_ms or float("inf"),
         price_per_gpu_hour=price,
