@@ -64,7 +64,7 @@ def gap_rows() -> list[ServingRow]:
     ]
 
 
-def _predict(r: ServingRow) -> dict[str, float]:
+def predict_row(r: ServingRow) -> dict[str, float]:
     out: dict[str, float] = infer(r.raw["model_path"], **r.kwargs).to_dict()["options"][0]
     return out
 
@@ -130,13 +130,13 @@ def main() -> None:
             light[(model, osl)].append(by_c[cs[0]].ttft_ms / by_c[cs[1]].ttft_ms)
         if 64 in by_c and 128 in by_c:
             lo, hi = by_c[64], by_c[128]
-            pred = [_predict(x) for x in (lo, hi)]
+            pred = [predict_row(x) for x in (lo, hi)]
             heavy[(model, osl)].append(
                 (hi.ttft_ms / lo.ttft_ms, pred[1]["ttft_ms"] / pred[0]["ttft_ms"])
             )
         if 128 in by_c and cs[0] < 128:
             first, last = by_c[cs[0]], by_c[128]
-            gap = [x.tpot_ms - _predict(x)["tpot_ms"] for x in (first, last)]
+            gap = [x.tpot_ms - predict_row(x)["tpot_ms"] for x in (first, last)]
             excess[(model, _tp)].append((gap[1] - gap[0]) / (128 - cs[0]))
 
     print("light load: measured TTFT(lowest C) / TTFT(next C), median over TP and ISL")
@@ -183,7 +183,7 @@ def _extra(groups: dict[tuple[str, str, str, str], dict[int, ServingRow]]) -> No
         if isl != "1024" or 128 not in by_c:
             continue
         r = by_c[128]
-        o = _predict(r)
+        o = predict_row(r)
         print(
             f"  {model:32s} TP {tp:>2s} OSL {osl:>4s}  {output_tokens_per_s(r):7.0f}"
             f"  {o['output_tokens_per_s']:7.0f}   {decoding_requests(r):6.1f}"

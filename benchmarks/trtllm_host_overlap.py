@@ -32,7 +32,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from gap_rows import _predict, decoding_requests, gap_rows
+from gap_rows import decoding_requests, gap_rows, predict_row
 from gpuscale.validation.serving_rows import ServingRow
 
 MODELS = ("Llama-3.1-8B-Instruct", "Qwen3-32B")
@@ -58,7 +58,7 @@ def grid_lines() -> Lines:
         if model not in MODELS:
             continue
         key = (model, int(r.raw["tp_size"]), r.raw["isl"], r.raw["osl"])
-        lines[key].append((r, _predict(r)))
+        lines[key].append((r, predict_row(r)))
     for v in lines.values():
         v.sort(key=lambda rp: rp[0].concurrency)
     return lines

@@ -27,8 +27,8 @@ from importlib import resources
 from typing import Literal
 
 import numpy as np
-import yaml
 
+from gpuscale import shipped_yaml
 from gpuscale.costmodel.profile import Profile, load_profile
 from gpuscale.validation.published_runs import Case, predict
 
@@ -82,7 +82,7 @@ def _raw_bases() -> dict[str, tuple[str | None, dict[str, dict[str, float]]]]:
     for entry in folder.iterdir():
         if not entry.name.endswith(".yaml"):
             continue
-        data = yaml.safe_load(entry.read_text()) or {}
+        data = shipped_yaml.load(entry.read_text()) or {}
         sections = {s: dict(data.get(s) or {}) for s in ("constants", "overlap")}
         out[entry.name.removesuffix(".yaml")] = (data.get("base"), sections)
     return out
