@@ -309,28 +309,29 @@ def layer_compute(
     # A padding-free attention path copies Q, K, V and the output through gather/scatter kernels
     # around a variable-length kernel (``attention_unpad_*``; flash-attn bert_padding.py).
     unpad = 1.0 if training.flash_attention else 0.0
-    hidden_passes = profile.const("elementwise_hidden_passes")
-    ffn_passes = profile.const("elementwise_ffn_passes")
-    kernels = profile.const("elementwise_kernels_per_layer")
+
+    def block_s(hidden_passes: float, ffn_passes: float, kernels: float) -> np.ndarray:
+        return (
+            word * tokens * (hidden_passes * m.hidden_size / sp + ffn_passes * expert_width / tp)
+        ) / hbm + kernels * launch_s
+
+    elementwise_fwd = block_s(
+        profile.const("elementwise_hidden_passes"),
+        profile.const("elementwise_ffn_passes"),
+        profile.const("elementwise_kernels_per_layer"),
+    )
     if training.compile:
         # torch.compile fuses the block's memory-bound ops (costmodel/fusion.py); a stack whose
-        # own kernels are already as fused keeps its count.
+        # own kernels take less time keeps them. The block is one stack's or Inductor's, never
+        # a mix of the two counts (Megatron's moves fewer hidden-width bytes, Inductor's fewer
+        # MLP-width bytes and kernels).
         fused = compiled_passes(m.kv_width / m.hidden_size)
-        hidden_passes = min(hidden_passes, fused.hidden)
-        ffn_passes = min(ffn_passes, fused.ffn)
-        kernels = min(kernels, fused.kernels)
-    elementwise_bytes = (
-        word
-        * tokens
-        * (
-            hidden_passes * m.hidden_size / sp
-            + ffn_passes * expert_width / tp
-            + unpad * profile.const("attention_unpad_hidden_passes") * m.hidden_size / tp
+        elementwise_fwd = np.minimum(
+            elementwise_fwd, block_s(fused.hidden, fused.ffn, fused.kernels)
         )
-    )
-    elementwise_fwd = (
-        elementwise_bytes / hbm
-        + (kernels + unpad * profile.const("attention_unpad_kernels")) * launch_s
+    elementwise_fwd = elementwise_fwd + unpad * (
+        word * tokens * profile.const("attention_unpad_hidden_passes") * m.hidden_size / tp / hbm
+        + profile.const("attention_unpad_kernels") * launch_s
     )
 
     # LoRA adapters: skinny GEMMs plus scaling and add over the output (costmodel/lora_compute).
