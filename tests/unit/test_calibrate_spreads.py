@@ -5,6 +5,7 @@ figures agrees with what the code computes from them."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -51,9 +52,13 @@ def test_a_groups_level_does_not_count_only_the_spread_between_its_stacks(
         ([], "at least two"),
         ([{"a": 1.0, "b": 0.0}], "positive"),
         ([{"a": 1.0, "b": -2.0}], "positive"),
+        ([{"a": 1.0, "b": float("nan")}], "positive"),
+        ([{"a": 1.0, "b": float("inf")}], "finite"),
+        ([{"a": 1.0, "b": "12 TFLOPS"}], "number"),
+        ([{"a": 1.0, "b": True}], "number"),
     ],
 )
-def test_a_spread_needs_two_positive_figures(groups: list[dict[str, float]], match: str) -> None:
+def test_a_spread_needs_two_positive_figures(groups: list[dict[str, Any]], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         pooled_log_sd(groups)
 

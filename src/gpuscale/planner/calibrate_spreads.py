@@ -24,8 +24,10 @@ def pooled_log_sd(groups: Iterable[Mapping[str, float]]) -> float:
     squares, freedom = 0.0, 0
     for group in groups:
         values = list(group.values())
-        if any(not v > 0 for v in values):
-            raise ValueError(f"a spread needs positive figures, got {values}")
+        if any(isinstance(v, bool) or not isinstance(v, int | float) for v in values):
+            raise ValueError(f"a spread needs each figure as a number, got {values}")
+        if any(not (v > 0 and math.isfinite(v)) for v in values):
+            raise ValueError(f"a spread needs positive finite figures, got {values}")
         logs = [math.log(v) for v in values]
         mean = sum(logs) / len(logs)
         squares += sum((x - mean) ** 2 for x in logs)
