@@ -26,11 +26,15 @@ settings.load_profile(os.environ.get("GPUSCALE_HYPOTHESIS", "repeatable"))
 # as in many containers, each would otherwise compile every gpuscale module again (a fifth of a
 # short command's run). Nothing is written next to the sources; the folder goes at the end.
 _BYTECODE: list[str] = []
+_DONT_WRITE: list[str] = []
+"""The value of PYTHONDONTWRITEBYTECODE the session found, put back at its end."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+    dont_write = os.environ.get("PYTHONDONTWRITEBYTECODE")
+    if dont_write and not os.environ.get("PYTHONPYCACHEPREFIX"):
         _BYTECODE.append(tempfile.mkdtemp(prefix="gpuscale-test-bytecode-"))
+        _DONT_WRITE[:] = [dont_write]
         os.environ["PYTHONPYCACHEPREFIX"] = _BYTECODE[0]
         del os.environ["PYTHONDONTWRITEBYTECODE"]
 
@@ -38,7 +42,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     for folder in _BYTECODE:
         os.environ.pop("PYTHONPYCACHEPREFIX", None)
-        os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+        os.environ["PYTHONDONTWRITEBYTECODE"] = _DONT_WRITE[0] if _DONT_WRITE else "1"
         shutil.rmtree(folder, ignore_errors=True)
 
 
