@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from gpuscale import catalog
-from gpuscale.costmodel.compute import layer_compute
+from gpuscale.costmodel.compute import layer_compute, low_precision_cast_s
+from gpuscale.costmodel.flops import layer_gemms
 from gpuscale.costmodel.fusion import (
     COMPILED_BACKWARD,
     COMPILED_FORWARD,
@@ -71,6 +72,29 @@ def test_compiled_casts_fuse_the_amax_into_the_producer() -> None:
     gathered = torchao_tensorwise_casts(compiled=True, fp8_all_gather=True)
     assert gathered.weight_forward == 0.0 and compiled.weight_forward == 5.0
     assert gathered.weight_backward == compiled.weight_backward == 2.0
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_eager_float8_casts_the_input_of_each_separate_linear(compiled: bool) -> None:
+    # torchtitan's Llama has separate wq/wk/wv and w1/w3 Float8Linear modules: in eager each
+    # casts (and saves the transposed copy of) the same input itself; compiled, AOTAutograd's
+    # common-subexpression elimination leaves one cast of each input.
+    m = catalog.model("llama3.1-8b")
+    tokens, h, f = 4096.0, float(m.hidden_size), float(m.ffn_hidden_size)
+    gemms = layer_gemms(m, np.array([tokens]), np.array([1.0]))
+    training = Training(seq_len=4096, precision="fp8", compile=compiled, fp8_all_gather=True)
+    fwd, bwd = low_precision_cast_s(gemms, training, load_profile("torchtitan"), 1.0, m)
+    casts = torchao_tensorwise_casts(compiled=compiled, fp8_all_gather=True)
+    shared = 1.0 if compiled else 3.0, 1.0 if compiled else 2.0
+    inputs = tokens * (shared[0] * h + m.q_width + shared[1] * h + f)
+    assert float(fwd[0]) == pytest.approx(casts.input_forward * inputs)
+    weights = sum(float(g.k[0] * g.n[0]) for g in gemms)
+    outputs = tokens * sum(float(g.n[0]) for g in gemms)
+    assert float(bwd[0]) == pytest.approx(
+        casts.input_backward * inputs
+        + casts.grad_output * outputs
+        + casts.weight_backward * weights
+    )
 
 
 def test_transformer_engine_casts_the_output_gradient_once_in_backward() -> None:

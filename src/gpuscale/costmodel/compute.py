@@ -127,25 +127,37 @@ def gemm_time(
 
 
 def low_precision_cast_s(
-    gemms: list[Gemm], training: Training, profile: Profile, hbm: float
+    gemms: list[Gemm], training: Training, profile: Profile, hbm: float, m: ModelSpec
 ) -> tuple[np.ndarray, np.ndarray]:
     """Forward and backward seconds of the casts that feed low-precision ``gemms``
     (costmodel/fusion.py): of each distinct input (the fused QKV and gate/up GEMMs share theirs,
     as Transformer Engine's fused modules and torch.compile's common-subexpression elimination
-    share the cast), of the output gradient and of the weight; Transformer Engine's fused
+    share the cast; eager torchao casts it once per separate linear), of the output gradient and
+    of the weight; Transformer Engine's fused
     cast-transpose, or torchao's tensorwise casts where the profile runs them
     (``fp8_torchao_tensorwise``)."""
     if training.precision not in LOW_PRECISIONS:
         return np.zeros(1), np.zeros(1)
+    separate = {"qkv": 1.0, "mlp_up": 1.0}
     if training.precision == "fp8" and profile.const("fp8_torchao_tensorwise") > 0:
         casts = torchao_tensorwise_casts(
             compiled=training.compile, fp8_all_gather=training.fp8_all_gather
         )
+        if not training.compile:
+            # Eager: each of torchtitan's separate wq/wk/wv and w1/w3 Float8Linear modules
+            # casts the shared input and saves its own transposed copy
+            # (torchtitan/models/llama3/model.py, torchao float8_linear.py).
+            gated = m.mlp == "gated" and not m.is_moe
+            separate = {"qkv": 3.0, "mlp_up": 2.0 if gated else 1.0}
     else:
         casts = transformer_engine_casts(BYTES[training.precision])
     fwd = sum(
         (
-            (casts.input_forward * g.tokens * g.k + casts.weight_forward * g.k * g.n) * g.count
+            (
+                casts.input_forward * separate.get(g.name, 1.0) * g.tokens * g.k
+                + casts.weight_forward * g.k * g.n
+            )
+            * g.count
             for g in gemms
         ),
         start=np.zeros(1),
@@ -153,7 +165,7 @@ def low_precision_cast_s(
     bwd = sum(
         (
             (
-                casts.input_backward * g.tokens * g.k
+                casts.input_backward * separate.get(g.name, 1.0) * g.tokens * g.k
                 + casts.grad_output * g.tokens * g.n
                 + casts.weight_backward * g.k * g.n
             )
@@ -218,7 +230,7 @@ def layer_compute(
     )
     # FP8/MXFP8/NVFP4 casts, forward and backward (the backward casts the output gradient, not
     # the input again: its transposed copy was written in forward).
-    cast_fwd, cast_bwd = low_precision_cast_s(gemms, training, profile, hbm)
+    cast_fwd, cast_bwd = low_precision_cast_s(gemms, training, profile, hbm, m)
     # Frozen base weights (LoRA/QLoRA) need no weight gradient: backward is the input gradient
     # only (Hu et al. 2021, Sec. 4.2). QLoRA dequantizes every NF4 weight to 16-bit before each
     # use, forward and backward (Dettmers et al. 2023, Sec. 3, "computation data type").
