@@ -61,6 +61,14 @@ STATED, TWIN, NOT_EXPRESSIBLE = "stated", "twin", "not expressible"
 TWIN_RTOL = 1e-9
 """Twins are the same measurement written twice, so their TTFT and TPOT agree to the digit."""
 
+LATENCIES = ("silicon_ttft_ms", "silicon_tpot_ms")
+
+
+def same_latencies(a: dict[str, str], b: dict[str, str]) -> bool:
+    """Two rows record the same TTFT and TPOT to the last digit (:data:`TWIN_RTOL`): the test
+    every rule that folds records of one run into one measurement uses."""
+    return all(math.isclose(float(a[k]), float(b[k]), rel_tol=TWIN_RTOL) for k in LATENCIES)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServingRow:
@@ -738,13 +746,6 @@ def _key(r: dict[str, str], conc: int) -> tuple[str, ...]:
     return (r["backend"], r["system"], r["isl"], r["osl"], str(conc))
 
 
-def _same(a: dict[str, str], b: dict[str, str]) -> bool:
-    return all(
-        abs(float(a[k]) - float(b[k])) <= TWIN_RTOL * abs(float(b[k]))
-        for k in ("silicon_ttft_ms", "silicon_tpot_ms")
-    )
-
-
 RECIPES_FILE = "inferencex_disagg_recipes.csv"
 """The deployments InferenceX's configuration ran for DeepSeek-R1 FP8 disaggregated on H100/H200
 (SOURCES.md there): one line per search-space entry of ``.github/configs/nvidia-master.yaml`` at
@@ -1037,7 +1038,7 @@ def read_rows(
             kw.update(cap)
             notes.extend(why)
         else:
-            twins = [n for n in named[_key(r, conc)] if _same(n, r)]
+            twins = [n for n in named[_key(r, conc)] if same_latencies(n, r)]
             if len(twins) == 1:
                 kind = TWIN
                 kw.update(_disagg_kwargs(twins[0]))
@@ -1085,7 +1086,6 @@ def read_rows(
     return _as_originals(out)
 
 
-LATENCIES = ("silicon_ttft_ms", "silicon_tpot_ms")
 COPY_KEY = ("backend", "backend_version", "model_path", "system", "mode", "isl", "osl")
 """Columns a rounded copy shares with its original, besides the client's concurrency."""
 
@@ -1131,12 +1131,7 @@ def rounded_copies(raw: list[dict[str, str]]) -> dict[int, int]:
             ]
             # Originals repeated to the last digit (the exports carry the same run twice, at
             # most a float's last bit apart) are one measurement: the first stands for it.
-            first = [float(raw[found[0]][k]) for k in LATENCIES] if found else []
-            if found and all(
-                math.isclose(float(raw[j][k]), v, rel_tol=TWIN_RTOL)
-                for j in found
-                for k, v in zip(LATENCIES, first, strict=True)
-            ):
+            if found and all(same_latencies(raw[j], raw[found[0]]) for j in found):
                 out[i] = found[0]
     return out
 
@@ -1207,7 +1202,8 @@ def deployment_key(row: ServingRow, drop: tuple[str, ...] = ()) -> str:
 
 
 def same_measurement(a: ServingRow, b: ServingRow) -> bool:
-    """Two records of one deployment with the same TTFT and TPOT (:data:`TWIN_RTOL`)."""
+    """Two records of one deployment with the same TTFT and TPOT (:data:`TWIN_RTOL`; the
+    rows' typed figures, as :func:`same_latencies` compares raw columns)."""
     return math.isclose(a.ttft_ms, b.ttft_ms, rel_tol=TWIN_RTOL) and math.isclose(
         a.tpot_ms, b.tpot_ms, rel_tol=TWIN_RTOL
     )
