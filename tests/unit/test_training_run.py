@@ -65,3 +65,39 @@ def test_signatures_list_every_field_of_the_run_with_its_default(func: object) -
         expected = inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default
         assert params[f.name].default == expected, f.name
     assert next(iter(params)) == "model"
+
+
+BOOL_FIELDS = [
+    f.name for f in dataclasses.fields(TrainingRun) if f.init and f.type in ("bool", bool)
+]
+
+
+def test_every_bool_field_is_found() -> None:
+    # the list the next test walks is the dataclass's, so a new bool field is checked too
+    assert {"compile", "flash_attention", "sequence_parallel", "offload_optimizer"} <= set(
+        BOOL_FIELDS
+    )
+
+
+@pytest.mark.parametrize("name", BOOL_FIELDS)
+@pytest.mark.parametrize("value", ["yes", "no", 1, 0, None, 1.0])
+def test_a_bool_field_takes_true_or_false_only(name: str, value: object) -> None:
+    base = {"model": "llama3.1-8b", "gpu": "h100-sxm", "gpus": 8}
+    with pytest.raises(InputError) as err:
+        TrainingRun(**base, **{name: value})
+    assert err.value.field == name
+    message = str(err.value)
+    assert "\n" not in message and name in message and "True or False" in message
+    assert repr(value) in message
+    # the same check when a built run is changed, and through the API functions
+    run = TrainingRun(**base)
+    with pytest.raises(InputError):
+        dataclasses.replace(run, **{name: value})
+    with pytest.raises(InputError) as err:
+        api.estimate(run, **{name: value})
+    assert err.value.field == name
+    split = ("embedding_as_layer", "loss_as_layer")
+    for ok in (True, False):  # tp and pp > 1, where every one of them means something
+        # both counted as layers or neither: 32 + 1 layers do not split over 2 stages
+        both = dict.fromkeys(split, ok) if name in split else {name: ok}
+        assert getattr(TrainingRun(**base, tp=2, pp=2, **both), name) is ok

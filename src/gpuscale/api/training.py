@@ -107,6 +107,22 @@ def _positive(**values: int) -> None:
         )
 
 
+def _booleans(run: object) -> None:
+    """Refuse a bool field of the input dataclass ``run`` holding anything but True or False:
+    a truthy ``compile="no"`` would otherwise be priced as compiled. The one check of every
+    such field, found from the annotations, so a new one is checked too."""
+    for f in dataclass_fields(cast(Any, run)):
+        if not f.init or f.type not in ("bool", bool):
+            continue
+        value = getattr(run, f.name)
+        require(
+            isinstance(value, bool),
+            f"{f.name} must be True or False, got {value!r} ({type(value).__name__}); "
+            "accepted: a bool",
+            field=f.name,
+        )
+
+
 def lora_rank_for(model: ModelSpec, finetune: str, lora_rank: int | None) -> int:
     """The adapter rank to use: refused without adapters, checked against the model."""
     if finetune == "full":
@@ -286,6 +302,7 @@ class TrainingRun:
     """The specs the cost model takes, with the defaults chosen (set when built)."""
 
     def __post_init__(self) -> None:
+        _booleans(self)
         object.__setattr__(self, "specs", _resolve(self))
 
 
