@@ -150,3 +150,22 @@ def test_the_output_says_why_and_fit_forces_a_quantity(gpuscale: Gpuscale) -> No
     assert refused.returncode == 2
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gpuscale: --fit: cannot fit 'inter'")
+
+
+def test_json_echoes_the_run_it_calibrated_on_as_estimate_does(gpuscale: Gpuscale) -> None:
+    """The document says which run it was fitted to: the inputs estimate's --json echoes, with
+    the same keys and values (the plan whole, the assumed batch), and the table names them."""
+    flags = [*RUN, "--pp", "2", "--recompute", "selective", "--compile", "--framework", "megatron"]
+    estimated = json.loads(gpuscale("estimate", *flags, "--json").stdout)
+    measured = ["--measured-tokens-per-s", str(0.9 * estimated["tokens_per_s"])]
+    proc = gpuscale("calibrate", "run", *flags, *measured, "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    inputs = ("model", "gpu", "gpus", "gpus_per_node", "inter", "framework", "seq", "precision")
+    for key in (*inputs, "compile", "plan", "assumed"):
+        assert doc[key] == estimated[key], key
+    assert doc["plan"]["tp"] == 2 and doc["plan"]["pp"] == 2 and doc["plan"]["dp"] == 4
+    assert doc["plan"]["recompute"] == "selective" and doc["compile"] is True
+    assert doc["start_profile"] == estimated["profile"] == "megatron"
+    table = " ".join(gpuscale("calibrate", "run", *flags, *measured).stdout.split())
+    assert "tp=2 pp=2 dp=4" in table and "recompute=selective" in table

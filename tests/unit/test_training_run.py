@@ -101,3 +101,18 @@ def test_a_bool_field_takes_true_or_false_only(name: str, value: object) -> None
         # both counted as layers or neither: 32 + 1 layers do not split over 2 stages
         both = dict.fromkeys(split, ok) if name in split else {name: ok}
         assert getattr(TrainingRun(**base, tp=2, pp=2, **both), name) is ok
+
+
+def test_calibrate_run_echoes_the_run_as_estimate_does() -> None:
+    run = TrainingRun(model="llama3.1-8b", **RUN, compile=True, seq=2048)
+    estimated = api.estimate(run, framework="megatron")
+    calibrated = api.calibrate_run(
+        run, framework="megatron", measured_tokens_per_s=0.9 * estimated.tokens_per_s
+    )
+    doc, expected = calibrated.to_dict(), estimated.to_dict()
+    echoed = ("model", "gpu", "gpus", "gpus_per_node", "inter", "framework", "seq", "precision")
+    for key in (*echoed, "compile", "plan", "assumed"):
+        assert doc[key] == expected[key], key
+    assert calibrated.plan == estimated.plan == run.specs.plan
+    assert doc["start_profile"] == expected["profile"]
+    assert doc["finetune"] == run.finetune

@@ -17,7 +17,13 @@ from typing import Any
 import yaml
 
 from gpuscale import SCHEMA_VERSION, files
-from gpuscale.api.training import ModelArg, TrainingRun, takes_training_run, training_run
+from gpuscale.api.training import (
+    ModelArg,
+    TrainingRun,
+    plan_document,
+    takes_training_run,
+    training_run,
+)
 from gpuscale.costmodel.profile import load_profile, load_profile_for
 from gpuscale.errors import InputError, require
 from gpuscale.planner import calibrate_run as library
@@ -29,6 +35,7 @@ from gpuscale.planner.calibrate_run import (
     predict,
     profile_document,
 )
+from gpuscale.specs import Plan
 
 __all__ = ["QUANTITIES", "CalibrateRunResult", "calibrate_run", "profile_yaml"]
 
@@ -40,7 +47,18 @@ class CalibrateRunResult:
     model: str
     gpu: str
     gpus: int
+    gpus_per_node: int
+    inter: str
     framework: str
+    start_profile: str
+    """Name of the profile the fit started from: ``framework``'s, or the ``profile=`` file laid
+    over it (what ``estimate`` reports as ``profile``)."""
+    seq: int
+    precision: str
+    finetune: str
+    compile: bool
+    plan: Plan
+    """The run's parallel plan, the defaults chosen (``assumed``) filled in."""
     measured_tokens_per_s: float
     measured_step_s: float
     measured_memory_gib: float | None
@@ -119,7 +137,15 @@ class CalibrateRunResult:
             "model": self.model,
             "gpu": self.gpu,
             "gpus": self.gpus,
+            "gpus_per_node": self.gpus_per_node,
+            "inter": self.inter,
             "framework": self.framework,
+            "start_profile": self.start_profile,
+            "seq": self.seq,
+            "precision": self.precision,
+            "finetune": self.finetune,
+            "compile": self.compile,
+            "plan": plan_document(self.plan),
             "measured_tokens_per_s": self.measured_tokens_per_s,
             "measured_step_s": self.measured_step_s,
             "measured_memory_gib": self.measured_memory_gib,
@@ -303,7 +329,15 @@ def calibrate_run(
         model=run.model.name,
         gpu=device.id,
         gpus=run.cluster.num_gpus,
+        gpus_per_node=run.cluster.gpus_per_node,
+        inter=run.cluster.inter.id,
         framework=framework,
+        start_profile=start.name,
+        seq=run.training.seq_len,
+        precision=run.training.precision,
+        finetune=run.training.finetune,
+        compile=run.training.compile,
+        plan=run.plan,
         measured_tokens_per_s=run.tokens_per_step / step_s,
         measured_step_s=step_s,
         measured_memory_gib=memory,

@@ -137,6 +137,29 @@ def lora_rank_for(model: ModelSpec, finetune: str, lora_rank: int | None) -> int
     return rank
 
 
+def plan_document(p: Plan) -> dict[str, Any]:
+    """The ``plan`` object of a ``--json`` document, in the flag names of :class:`TrainingRun`
+    (``mbs``, ``gbs``, ``embedding_as_layer``): the one spelling of a plan that ``estimate`` and
+    ``calibrate run`` echo."""
+    return {
+        "tp": p.tp,
+        "pp": p.pp,
+        "dp": p.dp,
+        "cp": p.cp,
+        "vp": p.vp,
+        "ep": p.ep,
+        "mbs": p.micro_batch,
+        "gbs": p.global_batch,
+        "recompute": p.recompute,
+        "zero": p.zero,
+        "sequence_parallel": p.sequence_parallel,
+        "first_stage_layers": p.first_stage_layers,
+        "last_stage_layers": p.last_stage_layers,
+        "embedding_as_layer": p.embedding_in_split,
+        "loss_as_layer": p.loss_in_split,
+    }
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class EstimateResult:
     """One predicted training step (``gpuscale estimate --json``)."""
@@ -181,7 +204,6 @@ class EstimateResult:
         return self.band.warnings
 
     def to_dict(self) -> dict[str, Any]:
-        p = self.plan
         return document(
             {
                 "model": self.model,
@@ -194,23 +216,7 @@ class EstimateResult:
                 "seq": self.seq,
                 "precision": self.precision,
                 "compile": self.compile,
-                "plan": {
-                    "tp": p.tp,
-                    "pp": p.pp,
-                    "dp": p.dp,
-                    "cp": p.cp,
-                    "vp": p.vp,
-                    "ep": p.ep,
-                    "mbs": p.micro_batch,
-                    "gbs": p.global_batch,
-                    "recompute": p.recompute,
-                    "zero": p.zero,
-                    "sequence_parallel": p.sequence_parallel,
-                    "first_stage_layers": p.first_stage_layers,
-                    "last_stage_layers": p.last_stage_layers,
-                    "embedding_as_layer": p.embedding_in_split,
-                    "loss_as_layer": p.loss_in_split,
-                },
+                "plan": plan_document(self.plan),
                 "assumed": dict(self.assumed),
                 "fits": self.fits,
                 "memory_per_gpu_gib": self.memory_per_gpu_gib,

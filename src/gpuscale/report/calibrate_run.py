@@ -4,19 +4,17 @@ sensitivities, and the fitted values."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.table import Table
+
+from gpuscale.report.estimate import run_title
 
 
 class CalibratedRun(Protocol):
     """What the renderer reads of :class:`gpuscale.api.calibrate_run.CalibrateRunResult`."""
 
-    @property
-    def model(self) -> str: ...
-    @property
-    def gpu(self) -> str: ...
     @property
     def gpus(self) -> int: ...
     @property
@@ -41,12 +39,13 @@ class CalibratedRun(Protocol):
     def explanation(self) -> Sequence[str]: ...
     @property
     def written(self) -> str | None: ...
+    def to_dict(self) -> dict[str, Any]: ...
 
 
 def print_calibrated_run(console: Console, r: CalibratedRun) -> None:
     per_gpu = 1.0 / r.gpus
     table = Table(
-        title=f"{r.model} on {r.gpus} x {r.gpu}, {r.framework}: calibrated to one run",
+        title=f"{run_title(r.to_dict())}: calibrated to one run",
         title_justify="left",
     )
     table.add_column("")

@@ -25,14 +25,20 @@ def parts_table(parts_s: Mapping[str, float], step_s: float, title: str) -> Tabl
     return table
 
 
-def print_estimate(console: Console, doc: Mapping[str, Any], parts_s: Mapping[str, float]) -> None:
-    """The table and the lines under it, from the ``--json`` document of ``estimate``."""
+def run_title(doc: Mapping[str, Any]) -> str:
+    """The run of a ``--json`` document that echoes one (``estimate``, ``calibrate run``): the
+    model, the cluster, the plan and the framework, in one title."""
     p = doc["plan"]
-    title = (
+    return (
         f"{doc['model']} on {doc['gpus']} x {doc['gpu']} ({doc['inter']}), "
         f"tp={p['tp']} pp={p['pp']} dp={p['dp']} cp={p['cp']} vp={p['vp']} mbs={p['mbs']} "
         f"gbs={p['gbs']} recompute={p['recompute']} zero={p['zero']}, {doc['framework']}"
     )
+
+
+def print_estimate(console: Console, doc: Mapping[str, Any], parts_s: Mapping[str, float]) -> None:
+    """The table and the lines under it, from the ``--json`` document of ``estimate``."""
+    title = run_title(doc)
     for why in doc["assumed"].values():
         console.print(f"assumed     {why}", highlight=False)
     console.print(parts_table(parts_s, doc["step_time_s"], title))
