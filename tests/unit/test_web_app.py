@@ -16,6 +16,7 @@ import pytest
 
 from gpuscale import api
 from gpuscale.api.export import TARGETS
+from gpuscale.api.page import model_from_config_text
 from gpuscale.api.serving_search import search
 from gpuscale.errors import InputError
 from gpuscale.web import answers
@@ -145,7 +146,7 @@ def test_pasted_config_is_read_in_memory(client: Any, monkeypatch: pytest.Monkey
     form = {**TRAIN, "gpus": "8", "config": json.dumps(LLAMA_CONFIG)}
     status, page = _post(client, "/", form)
     assert status == 200, _by_id(page, "error")
-    spec = api.page.model_from_config_text(json.dumps(LLAMA_CONFIG))
+    spec = model_from_config_text(json.dumps(LLAMA_CONFIG))
     planned = api.plan(spec, gpu="h100-sxm", gpus=8, inter="ib-ndr400")
     verdict = planned.to_dict()["verdict"]
     assert _by_id(page, "verdict") == f"{verdict['choice']}: {verdict['reason']}"
@@ -243,7 +244,7 @@ def test_serving_takes_a_pasted_config(client: Any) -> None:
     form = {"gpu": "h100-sxm", "gpus": "4", "concurrency": "8", "config": json.dumps(LLAMA_CONFIG)}
     status, page = _post(client, "/serving", form)
     assert status == 200, _by_id(page, "error")
-    spec = api.page.model_from_config_text(json.dumps(LLAMA_CONFIG))
+    spec = model_from_config_text(json.dumps(LLAMA_CONFIG))
     assert (
         _by_id(page, "verdict")
         == api.infer(spec, gpu="h100-sxm", concurrency=8).to_dict()["verdict"]

@@ -11,20 +11,14 @@ import zipfile
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpuscale.api import (
-    FitResult,
-    LoadSweepResult,
-    PlanResult,
-    ScaleResult,
-    ServingResult,
-    export_plan,
-    fit,
-    infer_sweep,
-)
-from gpuscale.api import plan as api_plan
-from gpuscale.api import scale as api_scale
-from gpuscale.api.export import TARGETS, ExportResult
+from gpuscale.api.export import TARGETS, ExportResult, export_plan
+from gpuscale.api.fitting import FitResult, fit
+from gpuscale.api.planning import PlanResult, ScaleResult
+from gpuscale.api.planning import plan as api_plan
+from gpuscale.api.planning import scale as api_scale
+from gpuscale.api.serving import ServingResult
 from gpuscale.api.serving_search import SearchResult, search
+from gpuscale.api.serving_sweep import LoadSweepResult, infer_sweep
 from gpuscale.errors import InputError
 from gpuscale.report.html import Section, render, result_sections
 from gpuscale.specs import ModelSpec

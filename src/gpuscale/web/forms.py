@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 
-from gpuscale.api import catalog_listing
+from gpuscale.api.catalog import catalog_listing
 from gpuscale.api.page import DEFAULT_FABRIC, model_from_config_text, network_fabrics
 from gpuscale.errors import InputError, require, unknown
 from gpuscale.specs import ModelSpec
