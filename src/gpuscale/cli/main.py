@@ -15,25 +15,77 @@ import click
 from gpuscale import __version__
 from gpuscale.errors import InputError, RunFailure
 
-# Each module defines ``command``: a click command or group. Imported lazily so that
-# ``gpuscale fit`` never pays for torch-backed commands.
-COMMAND_MODULES: dict[str, str] = {
-    "advise-comm": "gpuscale.cli.advise_comm",
-    "bench": "gpuscale.cli.bench",
-    "calibrate": "gpuscale.cli.calibrate",
-    "catalog": "gpuscale.cli.catalog_cmd",
-    "cluster": "gpuscale.cli.cluster",
-    "doctor": "gpuscale.cli.doctor",
-    "import": "gpuscale.cli.import_cmd",
-    "estimate": "gpuscale.cli.estimate",
-    "export": "gpuscale.cli.export",
-    "fit": "gpuscale.cli.fit",
-    "infer": "gpuscale.cli.infer",
-    "plan": "gpuscale.cli.plan",
-    "scale": "gpuscale.cli.scale",
-    "serve": "gpuscale.cli.serve",
-    "trace": "gpuscale.cli.trace",
+COMMANDS: dict[str, tuple[str, str]] = {
+    "advise-comm": (
+        "gpuscale.cli.advise_comm",
+        "Which DDP communication hook of gpuscale.runtime pays off for MODEL trained "
+        "data-parallel on GPUS GPUs over the INTER fabric, and by how much.",
+    ),
+    "bench": (
+        "gpuscale.cli.bench",
+        "Measure collectives and matmuls with real torch.distributed and torch.",
+    ),
+    "calibrate": (
+        "gpuscale.cli.calibrate",
+        "Fit a calibration profile (per-level latency and bandwidth, GEMM efficiency curve) "
+        "from the collective and matmul benchmarks, run now or read with --from.",
+    ),
+    "catalog": (
+        "gpuscale.cli.catalog_cmd",
+        "List catalog entries: gpus (default), links (fabrics) or models.",
+    ),
+    "cluster": (
+        "gpuscale.cli.cluster",
+        "Placement on a shared cluster: trace-driven simulation, synthetic traces, topology "
+        "exports.",
+    ),
+    "doctor": (
+        "gpuscale.cli.doctor",
+        "Check torch/CUDA/NCCL, GPUs, NVLink/PCIe, NCCL_* and network settings, and run a "
+        "short all-reduce and matmul.",
+    ),
+    "estimate": (
+        "gpuscale.cli.estimate",
+        "Predict one training step of MODEL on a cluster under one parallel plan.",
+    ),
+    "export": (
+        "gpuscale.cli.export",
+        "Write the plan as torchtitan, Megatron-LM, DeepSpeed, accelerate, Slurm, Kueue or "
+        "Volcano files.",
+    ),
+    "fit": (
+        "gpuscale.cli.fit",
+        "Does MODEL (catalog id or config.json) fit on --gpu? Memory breakdown per GPU, "
+        "verdict, and the smallest set-up that fits.",
+    ),
+    "import": ("gpuscale.cli.import_cmd", "Import measurements made by other tools."),
+    "infer": (
+        "gpuscale.cli.infer",
+        "Time to first token, time per output token and throughput of serving MODEL.",
+    ),
+    "plan": (
+        "gpuscale.cli.plan",
+        "Search every parallel plan of MODEL on --gpus GPUs and rank what fits.",
+    ),
+    "scale": ("gpuscale.cli.scale", "Best plan of MODEL at 1, 2, 4, ..."),
+    "serve": (
+        "gpuscale.cli.serve",
+        "A local web page: pick a model, GPU, fabric and GPU count (or a serving load) and see "
+        "the verdict, the top plans, the curves and the memory, with the report and every "
+        "export.",
+    ),
+    "trace": (
+        "gpuscale.cli.trace",
+        "Analyze PyTorch profiler traces: where the step time goes and why.",
+    ),
 }
+"""Each command: the module that defines it (as ``command``, a click command or group) and its
+short help, the first sentence of its docstring (held equal by tests/integration/
+test_cli_help.py). Modules are imported on first use and ``gpuscale --help`` lists the commands
+from this table alone, so neither pays for another command's imports (the cluster simulator,
+plotly, torch-backed benchmarks)."""
+
+COMMAND_MODULES: dict[str, str] = {name: module for name, (module, _) in COMMANDS.items()}
 
 # Two-word commands whose first word is a command of its own: ``gpuscale calibrate run`` lives
 # in its own module while ``gpuscale calibrate --from ...`` keeps working as before.
@@ -56,6 +108,17 @@ class _LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         module = COMMAND_MODULES.get(cmd_name)
         return None if module is None else _load(module)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands and their short help, from :data:`COMMANDS` (no command is loaded),
+        shortened to the terminal's width as click shortens a command's own help."""
+        limit = formatter.width - 6 - max(map(len, COMMANDS))  # click's Group.format_commands
+        rows = [
+            (name, click.Command(name, help=short).get_short_help_str(limit))
+            for name, (_, short) in sorted(COMMANDS.items())
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
