@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from gpuscale import catalog
 from gpuscale.api._json import document
-from gpuscale.api.training import GpuArg, ModelArg, lora_rank_for
+from gpuscale.api.training import GpuArg, ModelArg, lora_rank_for, takes_booleans
 from gpuscale.costmodel.inference_memory import inference_memory
 from gpuscale.costmodel.memory import training_memory
 from gpuscale.costmodel.params import total_params
@@ -205,6 +205,7 @@ class FitResult:
         return [memory_figure(self)]
 
 
+@takes_booleans
 def fit(
     model: ModelArg,
     *,

@@ -10,7 +10,14 @@ from typing import Any
 
 from gpuscale import catalog
 from gpuscale.api._json import document
-from gpuscale.api.training import MAX_GPUS, FabricArg, GpuArg, ModelArg, gpu_count
+from gpuscale.api.training import (
+    MAX_GPUS,
+    FabricArg,
+    GpuArg,
+    ModelArg,
+    gpu_count,
+    takes_booleans,
+)
 from gpuscale.errors import require
 from gpuscale.planner import search as planner_search
 from gpuscale.planner.inputs import Inputs, build_inputs
@@ -137,6 +144,7 @@ class PlanResult:
         return render.plan_figures(self.ranked)
 
 
+@takes_booleans
 def plan(
     model: ModelArg,
     *,
@@ -281,6 +289,7 @@ class ScaleResult:
         return render.scale_figures(self.curves, self.inputs.workload)
 
 
+@takes_booleans
 def scale(
     model: ModelArg,
     *,

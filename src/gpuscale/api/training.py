@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Callable, Mapping
@@ -23,6 +24,8 @@ from gpuscale.specs import Cluster, Device, JobOptions, Link, ModelSpec, Plan, T
 from gpuscale.specs.plan import Recompute
 from gpuscale.specs.training import Finetune, TrainPrecision
 from gpuscale.specs.validity import check_lora_rank, check_plan
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 ModelArg = str | Path | ModelSpec
 """A catalog model id, a Hugging Face ``config.json`` (or its folder), or a :class:`ModelSpec`."""
@@ -107,20 +110,44 @@ def _positive(**values: int) -> None:
         )
 
 
-def _booleans(run: object) -> None:
-    """Refuse a bool field of the input dataclass ``run`` holding anything but True or False:
-    a truthy ``compile="no"`` would otherwise be priced as compiled. The one check of every
-    such field, found from the annotations, so a new one is checked too."""
-    for f in dataclass_fields(cast(Any, run)):
-        if not f.init or f.type not in ("bool", bool):
-            continue
-        value = getattr(run, f.name)
+def check_booleans(values: Mapping[str, Any]) -> None:
+    """Refuse an on/off argument holding anything but True or False: a truthy ``compile="no"``
+    would otherwise be priced as compiled. The one check of every bool field of
+    :class:`TrainingRun` and bool argument of an answer (:func:`takes_booleans`)."""
+    for name, value in values.items():
         require(
             isinstance(value, bool),
-            f"{f.name} must be True or False, got {value!r} ({type(value).__name__}); "
+            f"{name} must be True or False, got {value!r} ({type(value).__name__}); "
             "accepted: a bool",
-            field=f.name,
+            field=name,
         )
+
+
+def _is_bool(annotation: Any) -> bool:
+    return annotation in ("bool", bool)  # a string under ``from __future__ import annotations``
+
+
+def _bool_fields(run: object) -> dict[str, Any]:
+    """The bool fields of the input dataclass ``run``, from its annotations (so a new one is
+    checked too)."""
+    return {
+        f.name: getattr(run, f.name)
+        for f in dataclass_fields(cast(Any, run))
+        if f.init and _is_bool(f.type)
+    }
+
+
+def takes_booleans(func: F) -> F:
+    """``func`` with its bool keyword arguments checked by :func:`check_booleans` on each
+    call (from its annotations, as :class:`TrainingRun`'s fields are)."""
+    names = [p.name for p in inspect.signature(func).parameters.values() if _is_bool(p.annotation)]
+
+    @functools.wraps(func)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        check_booleans({name: kwargs[name] for name in names if name in kwargs})
+        return func(*args, **kwargs)
+
+    return cast(F, checked)
 
 
 def lora_rank_for(model: ModelSpec, finetune: str, lora_rank: int | None) -> int:
@@ -308,7 +335,7 @@ class TrainingRun:
     """The specs the cost model takes, with the defaults chosen (set when built)."""
 
     def __post_init__(self) -> None:
-        _booleans(self)
+        check_booleans(_bool_fields(self))
         object.__setattr__(self, "specs", _resolve(self))
 
 
@@ -391,9 +418,6 @@ def _resolve(r: TrainingRun) -> RunInputs:
     return RunInputs(
         model=spec, cluster=cluster, training=training, plan=plan, job=job, assumed=assumed
     )
-
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def training_run(model: ModelArg | TrainingRun, fields: Mapping[str, Any]) -> TrainingRun:
