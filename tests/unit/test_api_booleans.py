@@ -50,3 +50,36 @@ def test_an_on_off_argument_takes_true_or_false_only(
     assert err.value.field == name
     message = str(err.value)
     assert "\n" not in message and name in message and "True or False" in message
+
+
+THROUGH_TRAINING_RUN = {"estimate", "calibrate_run"}  # tests/unit/test_training_run.py
+
+
+def _answers_with_on_off_arguments() -> dict[str, Callable[..., Any]]:
+    found = {}
+    for name in api.__all__:
+        value = getattr(api, name)
+        if callable(value) and not isinstance(value, type) and _bool_arguments(value):
+            found[name] = value
+    return found
+
+
+def test_every_answer_checks_its_on_off_arguments_before_it_runs() -> None:
+    """Each answer with a bool argument, given a wrong one and placeholders for what it
+    requires: refused for the bool, before anything else is read or run."""
+    answers = _answers_with_on_off_arguments()
+    assert {"plan", "scale", "fit", "doctor", "cluster_simulate", "bench_collectives"} <= set(
+        answers
+    )
+    for name, func in answers.items():
+        if name in THROUGH_TRAINING_RUN:
+            continue
+        required = [
+            p
+            for p in inspect.signature(func).parameters.values()
+            if p.default is p.empty and p.kind is not p.KEYWORD_ONLY
+        ]
+        for argument in _bool_arguments(func):
+            with pytest.raises(InputError) as err:
+                func(*[None] * len(required), **{argument: "no"})
+            assert err.value.field == argument, (name, argument)

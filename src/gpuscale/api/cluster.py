@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale import SCHEMA_VERSION, catalog
+from gpuscale.api._booleans import takes_booleans
 from gpuscale.api.training import gpu_count
 from gpuscale.cluster.adapt import EVENTS, Adaptation, Timeline, adapt, cluster_of
 from gpuscale.cluster.export import FORMATS, check_node_prefix, export
@@ -111,6 +112,7 @@ def _seed(seed: int) -> None:
     require(seed >= 0, f"--seed must be a whole number >= 0, got {seed}", field="seed")
 
 
+@takes_booleans
 def cluster_simulate(
     cluster: str | Path | ClusterSpec,
     trace: str | Path | Trace,

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from gpuscale import catalog
+from gpuscale.api._booleans import takes_booleans
 from gpuscale.api._json import document
-from gpuscale.api.training import GpuArg, ModelArg, lora_rank_for, takes_booleans
+from gpuscale.api.training import GpuArg, ModelArg, lora_rank_for
 from gpuscale.costmodel.inference_memory import inference_memory
 from gpuscale.costmodel.memory import training_memory
 from gpuscale.costmodel.params import total_params

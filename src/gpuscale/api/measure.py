@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale import files
+from gpuscale.api._booleans import takes_booleans
 from gpuscale.api._json import document
 from gpuscale.costmodel.collectives import OPS
 from gpuscale.costmodel.profile import profile_names
@@ -240,6 +241,7 @@ def calibrate_runs(
     return calibrate_measurements(m, **kwargs)
 
 
+@takes_booleans
 def import_nccl_tests(
     logs: Sequence[PathArg],
     *,
@@ -517,6 +519,7 @@ class MatmulResult:
         return matmul_figures(self.run)
 
 
+@takes_booleans
 def bench_collectives(
     *,
     ops: str | Sequence[str] = ",".join(OPS),
@@ -615,6 +618,7 @@ class DoctorResult:
         return []
 
 
+@takes_booleans
 def doctor(
     *, bench: bool = True, timeout: float = 60.0, on_step: Callable[[str], None] | None = None
 ) -> DoctorResult:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale import catalog
+from gpuscale.api._booleans import takes_booleans
 from gpuscale.api._json import document
 from gpuscale.api.training import (
     MAX_GPUS,
@@ -16,7 +17,6 @@ from gpuscale.api.training import (
     GpuArg,
     ModelArg,
     gpu_count,
-    takes_booleans,
 )
 from gpuscale.errors import require
 from gpuscale.planner import search as planner_search

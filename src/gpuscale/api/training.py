@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import inspect
 import math
 from collections.abc import Callable, Mapping
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from gpuscale import catalog
+from gpuscale.api._booleans import bool_fields, check_booleans
 from gpuscale.api._json import document
 from gpuscale.costmodel.profile import load_profile_for, profile_names
 from gpuscale.costmodel.step import estimate_plan
@@ -108,46 +108,6 @@ def _positive(**values: int) -> None:
             f"--{name.replace('_', '-')} must be a positive integer, got {value!r}",
             field=name,
         )
-
-
-def check_booleans(values: Mapping[str, Any]) -> None:
-    """Refuse an on/off argument holding anything but True or False: a truthy ``compile="no"``
-    would otherwise be priced as compiled. The one check of every bool field of
-    :class:`TrainingRun` and bool argument of an answer (:func:`takes_booleans`)."""
-    for name, value in values.items():
-        require(
-            isinstance(value, bool),
-            f"{name} must be True or False, got {value!r} ({type(value).__name__}); "
-            "accepted: a bool",
-            field=name,
-        )
-
-
-def _is_bool(annotation: Any) -> bool:
-    return annotation in ("bool", bool)  # a string under ``from __future__ import annotations``
-
-
-def _bool_fields(run: object) -> dict[str, Any]:
-    """The bool fields of the input dataclass ``run``, from its annotations (so a new one is
-    checked too)."""
-    return {
-        f.name: getattr(run, f.name)
-        for f in dataclass_fields(cast(Any, run))
-        if f.init and _is_bool(f.type)
-    }
-
-
-def takes_booleans(func: F) -> F:
-    """``func`` with its bool keyword arguments checked by :func:`check_booleans` on each
-    call (from its annotations, as :class:`TrainingRun`'s fields are)."""
-    names = [p.name for p in inspect.signature(func).parameters.values() if _is_bool(p.annotation)]
-
-    @functools.wraps(func)
-    def checked(*args: Any, **kwargs: Any) -> Any:
-        check_booleans({name: kwargs[name] for name in names if name in kwargs})
-        return func(*args, **kwargs)
-
-    return cast(F, checked)
 
 
 def lora_rank_for(model: ModelSpec, finetune: str, lora_rank: int | None) -> int:
@@ -335,7 +295,7 @@ class TrainingRun:
     """The specs the cost model takes, with the defaults chosen (set when built)."""
 
     def __post_init__(self) -> None:
-        check_booleans(_bool_fields(self))
+        check_booleans(bool_fields(self))
         object.__setattr__(self, "specs", _resolve(self))
 
 
