@@ -17,8 +17,8 @@ engine runs decode iterations of the others: ``hold = TTFT - a / (C - 1) - b``, 
 
 A request waiting behind other prompts (a burst, prompts batched by the token budget) would
 carry their prefill in its TTFT window and take it out of its decode span: ``a / (C - 1)`` far
-below one prompt's prefill. Qwen3-32B reads 0.7-1.1 of it at C = 8-64 on every TP, so its
-wait is spent beside the others' decodes, not behind their prompts.
+below one prompt's prefill. Qwen3-32B reads 0.52-1.14 of it (median 0.95) at C = 8-64 on
+every TP, so its wait is spent beside the others' decodes, not behind their prompts.
 
 **Same campaign, another engine.** The same fit on the campaign's vLLM 0.12.0 Qwen3-32B H100
 grid (OSL 128/512/1024, run months later with another scheduler: chunked prefill, no overlap)
