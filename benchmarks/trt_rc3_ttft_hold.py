@@ -20,6 +20,10 @@ carry their prefill in its TTFT window and take it out of its decode span: ``a /
 below one prompt's prefill. Qwen3-32B reads 0.52-1.14 of it (median 0.95) at C = 8-64 on
 every TP, so its wait is spent beside the others' decodes, not behind their prompts.
 
+**The model through the same fit** (Qwen3-32B, C <= 32): the model's own TTFT and TPOT, as
+shipped and with the generator launch, decomposed like the measurement: where the model puts
+the wait (a per-prompt figure well below one prompt: behind other prompts).
+
 **Same campaign, another engine.** The same fit on the campaign's vLLM 0.12.0 Qwen3-32B H100
 grid (OSL 128/512/1024, run months later with another scheduler: chunked prefill, no overlap)
 gives the hold in milliseconds beside TensorRT-LLM's at the same TP, ISL and C: an engine
@@ -262,6 +266,7 @@ def main() -> None:
         " held iteration"
     )
     summary: dict[tuple[str, int], list[float]] = defaultdict(list)
+    share: dict[str, list[float]] = defaultdict(list)
     for key in sorted(groups, key=lambda k: (k[0], k[3], k[1], k[2])):
         model, tp, isl, c = key
         if c > HOLD_MAX_C:
@@ -278,6 +283,7 @@ def main() -> None:
         )
         if c <= 32:
             summary[(model, isl)].append(h.iterations)
+            share[model].append(h.hold_ms / fit.ttft_ms)
     print("hold in decode iterations at C = 8-32, median (range) over TP and C")
     for (model, isl), v in sorted(summary.items()):
         mid = statistics.median(v)
@@ -285,9 +291,48 @@ def main() -> None:
             f"  {model:22s} ISL {isl:4d}  n={len(v):2d}  {mid:5.1f} ({min(v):5.1f}..{max(v):5.1f})"
             f"  ISL/it {isl / mid:6.1f}"
         )
+    print("hold / measured TTFT at C = 8-32, median (range) over TP, ISL and C")
+    for model, v in sorted(share.items()):
+        print(
+            f"  {model:22s} n={len(v):2d}  {statistics.median(v):4.2f} ({min(v):4.2f}..{max(v):4.2f})"
+        )
+    model_through_fit(groups)
     cross_engine(groups)
     if args.readings:
         readings(rows)
+
+
+def model_through_fit(groups: dict[Key, dict[int, ServingRow]]) -> None:
+    """The same fit on the model's own TTFT and TPOT (Qwen3-32B, C <= 32): where the model
+    puts the wait, as shipped and with the generator launch, beside the measurement."""
+    found: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
+    for key, by_osl in sorted(groups.items()):
+        model, _tp, isl, c = key
+        if model != "Qwen3-32B" or c > 32:
+            continue
+        alone = one_prompt_ms(by_osl[FIT_OSL[0]])
+        cases: dict[str, list[tuple[int, float, float]]] = {
+            "measured": [(o, by_osl[o].ttft_ms, by_osl[o].tpot_ms) for o in FIT_OSL]
+        }
+        for name, generator in (("model as shipped", False), ("model, generator launch", True)):
+            pts = []
+            for o in FIT_OSL:
+                r = by_osl[o]
+                kw = dict(r.kwargs)
+                if generator:
+                    kw["engine_options"] = generator_options(r)
+                p = infer(r.raw["model_path"], **kw).to_dict()["options"][0]
+                pts.append((o, p["ttft_ms"], p["tpot_ms"]))
+            cases[name] = pts
+        for name, pts in cases.items():
+            fit = span_fit(pts)
+            h = hold(fit, c, isl)
+            found[name].append((h.prompt_prefill_ms / alone, h.iterations, h.hold_ms / fit.ttft_ms))
+    print("Qwen3-32B C = 8-32 through the same fit, medians: prompt in a span / one prompt (well")
+    print("below 1: prompts in the wait), hold (decode iterations), hold / TTFT")
+    for name, v in found.items():
+        med = [statistics.median(x[i] for x in v) for i in range(3)]
+        print(f"  {name:24s} n={len(v):2d}  {med[0]:4.2f}  {med[1]:5.1f}  {med[2]:4.2f}")
 
 
 def cross_engine(trt: dict[Key, dict[int, ServingRow]]) -> None:
