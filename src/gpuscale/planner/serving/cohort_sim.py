@@ -45,6 +45,15 @@ ends when they do, and it is what the steady state's fallback adds for the bench
 round (``deployment._with_start_burst``), so it must not give up where the full run does."""
 
 
+def successor_delay_iterations(eng: EngineProfile) -> int:
+    """Iterations a closed-loop client's next request skips after the iteration that completed
+    its predecessor: one under an overlap scheduler (the host has already prepared the next
+    iteration when the request arrives, as for any arrival: the engine profile's source),
+    none otherwise. One place for the rule, so that a diagnostic can read the rows with
+    another (benchmarks/trt_rc3_ttft_hold.py)."""
+    return 1 if eng.overlap_scheduler else 0
+
+
 @dataclass(slots=True, eq=False)
 class _Cohort:
     size: float
@@ -129,7 +138,7 @@ def simulate(
     budget = float(eng.max_num_batched_tokens)
     cap = max(float(min(max_running, eng.max_num_seqs)), 1.0)
     clock = _Clock(it, work, min(cap, float(concurrency)) + 1, budget)
-    delay_its = 1 if eng.overlap_scheduler else 0
+    delay_its = successor_delay_iterations(eng)
     overhead = eng.request_overhead_ms * 1e-3
     cohorts: list[_Cohort] = [_Cohort(size=float(concurrency), arrival=0.0, ready_at_iteration=0)]
     now = 0.0
