@@ -35,6 +35,7 @@ per-iteration terms (diagnostic only; nothing here is read by the model):
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
@@ -44,12 +45,17 @@ from typing import Any
 import numpy as np
 
 from gpuscale import catalog
-from gpuscale.api.serving import infer, served_format, served_kv_dtype
+from gpuscale.api.serving import _engine_options, infer, served_format, served_kv_dtype
 from gpuscale.catalog.serving_engines import engine
 from gpuscale.costmodel.params import active_params, embedding_params
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.costmodel.serving.formats import gemm_precision
-from gpuscale.costmodel.serving.iteration import IterationModel, Parallelism, expert_load
+from gpuscale.costmodel.serving.iteration import (
+    IterationModel,
+    Parallelism,
+    expert_load,
+    weight_bytes_per_gpu,
+)
 from gpuscale.planner.serving.cohort_sim import BENCHMARK_ROUNDS
 from gpuscale.planner.serving.deployment import _iteration_model
 from gpuscale.validation import DATA_DIR
@@ -86,6 +92,8 @@ def iteration_for(row: ServingRow) -> IterationModel:
     spec = catalog.model(model)
     device = catalog.gpu(kw["gpu"])
     eng = engine(kw["engine"]).for_device(device)
+    if kw.get("engine_options"):
+        eng = dataclasses.replace(eng, **_engine_options(kw["engine_options"], eng.name))
     fmt = served_format(model, kw["weights"], spec)
     kv = served_kv_dtype(model, kw["weights"], fmt, eng, kw.get("kv_dtype", "auto"), spec)
     prof = load_profile_for(eng.cost_profile, None)
@@ -185,6 +193,24 @@ def aiperf_repeat_share(
     if strategy == "random":
         return float(np.mean(1.0 - (1.0 - 1.0 / entries) ** j))
     raise ValueError(f"strategy {strategy!r}: accepted shuffle, random")
+
+
+def weights_read_ms(it: IterationModel) -> float:
+    """Milliseconds to read every weight one GPU holds once, at the profile's HBM efficiency:
+    what a decode step costs if it touches every expert whatever the tokens."""
+    dev = it.cluster.device
+    hbm = dev.hbm_bandwidth_gb_per_s * 1e9 * it.profile.hbm_efficiency
+    return weight_bytes_per_gpu(it.model, it.par, it.fmt) / hbm * 1e3
+
+
+def fit_per_gpu(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """Least squares of ``tpot = a + b / gpus`` over (gpus, measured TPOT ms) points: the part
+    of a step that does not shrink with the GPUs (``a``, ms) and the part that does (``b``,
+    ms x GPU). Diagnostic only: nothing fitted here is read by the model."""
+    x = np.array([1.0 / g for g, _ in points])
+    y = np.array([t for _, t in points])
+    b, a = np.polyfit(x, y, 1)
+    return float(a), float(b)
 
 
 def signed(pred: float, meas: float) -> float:
@@ -302,7 +328,7 @@ def main() -> None:
             layouts[(kw["tp"], kw["attention_dp"], kw["ep"])].append(row)
     print(
         f"{'tp':>3} {'dp':>3} {'ep':>3} {'C':>7} {'tpot':>13} {'decode':>13} {'growth':>7}"
-        f" {'model':>6} {'experts':>9}"
+        f" {'model':>6} {'experts':>9} {'all weights':>12}"
     )
     for (tp, dp, ep), group in sorted(layouts.items()):
         group.sort(key=lambda x: x.concurrency)
@@ -321,8 +347,17 @@ def main() -> None:
             f"{tp:>3} {dp:>3} {ep:>3} {lo.concurrency:>3}-{hi.concurrency:<3}"
             f" {meas[0]:6.1f}-{meas[1]:<6.1f} {steps[0]:6.1f}-{steps[1]:<6.1f}"
             f" {meas[1] / meas[0]:7.2f} {steps[1] / steps[0]:6.2f}"
-            f" {touched[0]:4.0f}-{touched[1]:<4.0f}"
+            f" {touched[0]:4.0f}-{touched[1]:<4.0f} {weights_read_ms(it):12.1f}"
         )
+    moe_rows = [r for group in layouts.values() for r in group]
+    a, b = fit_per_gpu([(its[id(r)].par.gpus, float(r.raw["silicon_tpot_ms"])) for r in moe_rows])
+    it0 = its[id(moe_rows[0])]
+    full = weight_bytes_per_gpu(it0.model, it0.par, it0.fmt) * it0.par.gpus
+    print(
+        f"measured TPOT ~ {a:.1f} ms + {b:.1f} ms x GPU / GPUs over the {len(moe_rows)} rows; "
+        f"all weights ({full / 1e9:.0f} GB) over {b:.1f} ms read at "
+        f"{full / (b * 1e-3) / 1e12:.2f} TB/s per GPU"
+    )
 
 
 if __name__ == "__main__":
