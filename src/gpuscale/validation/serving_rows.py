@@ -633,9 +633,11 @@ VLLM_DEEPGEMM_MOE_WORST_CASE = frozenset({"0.12.0"})
 """vLLM versions whose block-FP8 MoE on Hopper runs DeepGEMM at every batch size and computes
 the worst-case contiguous layout (engine option ``deepgemm_moe_worst_case``; the code path is
 ``IterationModel.moe_worst_case_tail_rows``, read in the vLLM 0.12.0 wheel). It needs DeepGEMM
-in the image: Dynamo's vLLM runtime installs it with vLLM 0.12.0 (``container/deps/vllm/
-install_vllm.sh``, ``VLLM_VER="0.12.0"``: "3. DeepGEMM", vLLM's ``tools/install_deepgemm.sh``),
-the image of AIConfigurator's Dynamo 0.8.0 runs (``AIC_GENERATOR_VERSIONS``). Other versions are
+in the image: Dynamo's vLLM runtime build installs it after vLLM (``container/deps/vllm/
+install_vllm.sh``: a stored copy pinning ``VLLM_VER="0.12.0"`` lists "3. DeepGEMM" and runs
+vLLM's ``tools/install_deepgemm.sh``, as ai-dynamo/dynamo 0271c32's version at vLLM 0.19 still
+does), the image of AIConfigurator's Dynamo 0.8.0 runs (``AIC_GENERATOR_VERSIONS``). Other
+versions are
 not read: vLLM 0.16 and 0.18 pick other MoE kernels on Hopper (``profiles/vllm.yaml``)."""
 
 
