@@ -637,8 +637,8 @@ in the image: Dynamo's vLLM runtime build installs it after vLLM (``container/de
 install_vllm.sh``: a stored copy pinning ``VLLM_VER="0.12.0"`` lists "3. DeepGEMM" and runs
 vLLM's ``tools/install_deepgemm.sh``, as ai-dynamo/dynamo 0271c32's version at vLLM 0.19 still
 does), the image of AIConfigurator's Dynamo 0.8.0 runs (``AIC_GENERATOR_VERSIONS``). Other
-versions are
-not read: vLLM 0.16 and 0.18 pick other MoE kernels on Hopper (``profiles/vllm.yaml``)."""
+versions are not read: vLLM 0.16 and 0.18 pick other MoE kernels on Hopper
+(``profiles/vllm.yaml``)."""
 
 
 def engine_version_options(r: dict[str, str]) -> dict[str, Any]:
