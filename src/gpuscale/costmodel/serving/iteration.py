@@ -598,7 +598,9 @@ class IterationModel:
         ``M x top-k + local_experts x (align - 1)`` rounded up to ``align`` (deep_gemm_utils.
         py), and ``deepgemm_moe_permute`` zero-fills the expert ids of the blocks past the real
         segments (``expert_ids_init = torch.zeros if maybe_has_empty_blocks``), so DeepGEMM's
-        contiguous GEMM computes them as expert 0's rows (it skips only negative ids).
+        contiguous GEMM computes them as expert 0's rows (its scheduler skips a block only
+        when ``grouped_layout`` is negative: ``is_computation_valid``, deep_gemm/include/
+        deep_gemm/common/scheduler.cuh).
         ``align`` is DeepGEMM's ``get_mk_alignment_for_contiguous_layout()``, 128. The tail is
         that layout less the rows :meth:`moe_padded_rows` already counts."""
         a = self.moe_worst_case_align
