@@ -103,6 +103,7 @@ class EngineOption:
 
 TRT_ONLY = ("tensorrt-llm",)
 SGLANG_ONLY = ("sglang",)
+VLLM_ONLY = ("vllm",)
 MAX_SCHEDULER_SLOTS = 2**24
 """Upper bound on token budgets, running requests and held iterations: far above any engine's
 setting (TensorRT-LLM's default max_batch_size is 2,048, max_num_tokens 8,192), low enough that
@@ -150,6 +151,7 @@ ENGINE_OPTIONS: dict[str, EngineOption] = {
         kind=int, low=1, high=MAX_SCHEDULER_SLOTS, engines=SGLANG_ONLY
     ),
     "mixed_chunk": EngineOption(kind=bool, engines=SGLANG_ONLY),
+    "deepgemm_moe_worst_case": EngineOption(kind=bool, engines=VLLM_ONLY),
 }
 """Scheduler settings of the engine profile a launch may override (``infer(engine_options=)``):
 TensorRT-LLM ``max_num_tokens``/``max_batch_size``/``enable_chunked_prefill``/
@@ -160,7 +162,9 @@ TensorRT-LLM ``max_num_tokens``/``max_batch_size``/``enable_chunked_prefill``/
 ``--mem-fraction-static``/``--max-prefill-tokens``/``--enable-mixed-chunk`` (``mixed_chunk``:
 prompt chunks share iterations with the running decodes instead of running ahead of them).
 The batch-wait and attention-DP balance settings exist only in TensorRT-LLM's PyTorch executor
-(``PyExecutor``); the last two only in SGLang."""
+(``PyExecutor``); ``max_prefill_tokens`` and ``mixed_chunk`` only in SGLang;
+``deepgemm_moe_worst_case`` (vLLM 0.12's DeepGEMM MoE computing its worst-case layout at every
+batch size, ``EngineProfile.deepgemm_moe_worst_case``) only in vLLM."""
 
 
 def _engine_options(options: Mapping[str, Any], engine: str) -> dict[str, Any]:

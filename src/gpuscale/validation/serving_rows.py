@@ -629,6 +629,26 @@ AIC_TRT_FREE_MEMORY_FRACTION = 0.80
 1.2.0rc6.post1 templates (c46a56b02)."""
 
 
+VLLM_DEEPGEMM_MOE_WORST_CASE = frozenset({"0.12.0"})
+"""vLLM versions whose block-FP8 MoE on Hopper runs DeepGEMM at every batch size and computes
+the worst-case contiguous layout (engine option ``deepgemm_moe_worst_case``; the code path is
+``IterationModel.moe_worst_case_tail_rows``, read in the vLLM 0.12.0 wheel). It needs DeepGEMM
+in the image: Dynamo's vLLM runtime build installs it after vLLM (``container/deps/vllm/
+install_vllm.sh``: a stored copy pinning ``VLLM_VER="0.12.0"`` lists "3. DeepGEMM" and runs
+vLLM's ``tools/install_deepgemm.sh``, as ai-dynamo/dynamo 0271c32's version at vLLM 0.19 still
+does), the image of AIConfigurator's Dynamo 0.8.0 runs (``AIC_GENERATOR_VERSIONS``). Other
+versions are not read: vLLM 0.16 and 0.18 pick other MoE kernels on Hopper
+(``profiles/vllm.yaml``)."""
+
+
+def engine_version_options(r: dict[str, str]) -> dict[str, Any]:
+    """Engine options that follow from the row's engine version alone (every row of it, any
+    source, aggregated or disaggregated): ``VLLM_DEEPGEMM_MOE_WORST_CASE``."""
+    if r["backend"] == "vllm" and r["backend_version"] in VLLM_DEEPGEMM_MOE_WORST_CASE:
+        return {"deepgemm_moe_worst_case": True}
+    return {}
+
+
 def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
     """Engine options of an aggregated row's launch that differ from the engine defaults, as
     the launch script of its source states them: AIConfigurator's generator for its
@@ -1067,6 +1087,10 @@ def read_rows(
             for read in (kw, guess):
                 if read:
                     read.update(disagg_kv_dtype(r))
+        if version_opts := engine_version_options(r):
+            for read in (kw, guess):
+                if read:
+                    read["engine_options"] = {**(read.get("engine_options") or {}), **version_opts}
         out.append(
             ServingRow(
                 id=r["id"],

@@ -214,6 +214,10 @@ class IterationModel:
     eager_prefill_host_s_per_kernel: float = 0.0
     """Host seconds per kernel of one forward when an iteration carrying prompt tokens runs
     eagerly (no CUDA graph); 0 where such iterations replay graphs (``eager_prefill_floor_s``)."""
+    moe_worst_case_align: float = 0.0
+    """Rows per block of a grouped expert GEMM that computes its worst-case contiguous layout
+    whatever the routing (vLLM 0.12's DeepGEMM MoE, :meth:`moe_worst_case_tail_rows`); 0 where
+    the engine computes only the touched experts' rows."""
     speculation: Speculation | None = None
     """Speculative decoding: each decoding request verifies ``draft_tokens + 1`` positions per
     iteration, and the draft module runs ``draft_tokens`` times (:meth:`draft_s`)."""
@@ -270,6 +274,7 @@ class IterationModel:
             precision: str = prec,
             w_bytes: float = wb,
             grouped: bool = False,
+            extra_rows: np.ndarray | float = 0.0,
         ) -> np.ndarray:
             c = np.asarray(count, dtype=float) * ones
             # The expert GEMMs stay grouped kernels when a rank holds one expert (EP = experts).
@@ -282,12 +287,14 @@ class IterationModel:
             # math runs on each expert's rows padded to the kernel's tile (``moe_padded_rows``)
             # and, for weight-only experts on Hopper, at most the engine's mixed-input kernel's
             # share of the best 16-bit rate (``moe_weight_only_hopper_rate``).
-            flops = 2.0 * self.moe_padded_rows(tok) * c * n * k
+            # ``extra_rows``: rows the kernel computes beyond the experts' own (a worst-case
+            # layout's tail, ``moe_worst_case_tail_rows``), in the same launch.
+            flops = 2.0 * (self.moe_padded_rows(tok) * c + extra_rows) * n * k
             math = flops / (peak * np.minimum(curve(flops), moe_ceiling))
             # The engine's grouped kernel, measured whole, bounds the useful FLOPs' rate
             # (``moe_grouped_rate``; infinite where its profile measured none).
             math = np.maximum(math, 2.0 * tok * c * n * k / self.moe_grouped_rate(tok))
-            act = 2.0 * tok * c * (n + k)
+            act = 2.0 * (tok * c + extra_rows) * (n + k)
             return np.maximum(np.maximum(math, (act + c * n * k * wb) / hbm), launch)
 
         h = float(m.hidden_size)
@@ -348,9 +355,14 @@ class IterationModel:
             he, f = self.moe_expert_dims()
             touched, pairs = expert_load(group_tokens, m.num_experts, m.experts_per_token, par.ep)
             per_expert = pairs / touched
-            moe = gemm(per_expert, mats_up * f, he, touched, grouped=True) + gemm(
-                per_expert, he, f, touched, grouped=True
+            # vLLM 0.12's DeepGEMM MoE also computes its worst-case layout's tail blocks.
+            tail = self.moe_worst_case_tail_rows(group_tokens, touched, per_expert)
+            moe = gemm(per_expert, mats_up * f, he, touched, grouped=True, extra_rows=tail) + gemm(
+                per_expert, he, f, touched, grouped=True, extra_rows=tail
             )
+            # Then silu-and-mul (reads 2f, writes f 16-bit values) and the per-token-group FP8
+            # quantization (reads f of them, writes f bytes) run over the tail rows too.
+            moe = moe + 9.0 * tail * f / hbm
             moe = moe + gemm(tokens, float(m.num_experts), h)  # router
             # Routing and token shuffling around the expert GEMMs are kernels of their own,
             # each reading or writing the tokens' top-k copies of the hidden state; how many
@@ -567,6 +579,46 @@ class IterationModel:
             h = float(np.ceil(h / ah) * ah)
             f = float(np.ceil(f / af) * af)
         return h, f
+
+    def moe_worst_case_tail_rows(
+        self, group_tokens: np.ndarray, touched: np.ndarray, per_expert: np.ndarray
+    ) -> np.ndarray:
+        """Rows the grouped expert GEMMs compute beyond the touched experts' own (padded) rows
+        when the engine lays the tokens out for the worst case (``moe_worst_case_align`` > 0).
+
+        vLLM 0.12.0 (read in its wheel): block-FP8 experts on Hopper take the DeepGEMM backend
+        when the MoE tensor-parallel size is below 8 (``get_fp8_moe_backend``, quantization/
+        fp8.py: VLLM_USE_DEEP_GEMM and VLLM_MOE_USE_DEEP_GEMM default 1, "DeepGEMM MoE is
+        disabled by default when TP size is >= 8"), and ``fused_experts`` runs it for every
+        batch size once E8M0 scales are used (``is_deep_gemm_e8m0_used()``, true on Hopper by
+        VLLM_USE_DEEP_GEMM_E8M0 default 1, short-circuits ``_valid_deep_gemm``'s M >= 128 and
+        N > 512 checks; fused_moe/fused_moe.py). ``DeepGemmExperts.apply`` sizes both grouped
+        GEMMs, the activation and the FP8 re-quantization at ``compute_aligned_M`` rows: with no
+        per-expert counts on the host (``MoEPrepareAndFinalizeNoEP`` passes none) that is
+        ``M x top-k + local_experts x (align - 1)`` rounded up to ``align`` (deep_gemm_utils.
+        py), and ``deepgemm_moe_permute`` zero-fills the expert ids of the blocks past the real
+        segments (``expert_ids_init = torch.zeros if maybe_has_empty_blocks``), so DeepGEMM's
+        contiguous GEMM computes them as expert 0's rows (its scheduler skips a block only
+        when ``grouped_layout`` is negative: ``is_computation_valid``, deep_gemm/include/
+        deep_gemm/common/scheduler.cuh).
+        ``align`` is DeepGEMM's ``get_mk_alignment_for_contiguous_layout()``, 128. The tail is
+        that layout less the rows :meth:`moe_padded_rows` already counts."""
+        a = self.moe_worst_case_align
+        m, dev = self.model, self.cluster.device
+        g = np.asarray(group_tokens, dtype=float)
+        deepgemm = (
+            a > 0.0
+            and m.is_moe
+            and self.fmt.name == "fp8_block"
+            and dev.generation == "hopper"
+            and self.par.moe_tp < 8
+        )
+        if not deepgemm:
+            return np.zeros_like(g)
+        local = m.num_experts / self.par.ep
+        rows = np.ceil((g * m.experts_per_token + local * (a - 1.0)) / a) * a
+        counted = self.moe_padded_rows(per_expert) * np.asarray(touched, dtype=float)
+        return np.maximum(rows - counted, 0.0)
 
     def moe_padded_rows(self, per_expert: np.ndarray) -> np.ndarray:
         """Rows one expert's GEMM computes for ``per_expert`` tokens on average: its tokens

@@ -167,6 +167,9 @@ def _iteration_model(
         eager_prefill_host_s_per_kernel=(
             0.0 if eng.prefill_cuda_graph else eng.eager_host_us_per_kernel * 1e-6
         ),
+        moe_worst_case_align=(
+            profile.const("deepgemm_contiguous_align") if eng.deepgemm_moe_worst_case else 0.0
+        ),
     )
 
 
