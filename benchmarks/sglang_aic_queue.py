@@ -260,6 +260,26 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"refuted {sum(v.launch_refuted for v in vs):2}  "
             f"beyond {sum(v.unexplained and not v.launch_refuted for v in vs):2}"
         )
+    by_model: dict[tuple[str, str], list[Verdict]] = defaultdict(list)
+    for key, vs in groups.items():
+        by_model[key[:2]].extend(vs)
+    print("\nrank correlation of the waiting beyond the model's (Lq - Lq mod) with tok/s and C")
+    for key, vs in sorted(by_model.items()):
+        if len(vs) < 8:
+            continue
+        excess = [v.measured.waiting - v.model_waiting for v in vs]
+        print(
+            f"  {key[0]:12} {key[1]:12} n={len(vs):3} "
+            f"tok/s {spearman(excess, [v.measured.tokens_per_s for v in vs]):+.2f}  "
+            f"C {spearman(excess, [v.measured.concurrency for v in vs]):+.2f}"
+        )
+
+
+def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+    """Rank correlation (ties broken by order; the figures here have none that matter)."""
+    ra = np.argsort(np.argsort(np.asarray(a, dtype=float))).astype(float)
+    rb = np.argsort(np.argsort(np.asarray(b, dtype=float))).astype(float)
+    return float(np.corrcoef(ra, rb)[0, 1])
 
 
 if __name__ == "__main__":

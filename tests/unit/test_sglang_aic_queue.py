@@ -109,3 +109,8 @@ def test_no_slot_queue_on_the_gap_rows(bench: ModuleType) -> None:
     for row in bench.gap_rows(bench.load(bench.ROWS)):
         assert int(row.raw["batch_size"]) == row.concurrency
         assert "max_num_seqs" not in row.kwargs.get("engine_options", {})
+
+
+def test_rank_correlation(bench: ModuleType) -> None:
+    assert bench.spearman([1.0, 2.0, 3.0], [10.0, 40.0, 90.0]) == pytest.approx(1.0)
+    assert bench.spearman([1.0, 2.0, 3.0], [9.0, 4.0, 1.0]) == pytest.approx(-1.0)
