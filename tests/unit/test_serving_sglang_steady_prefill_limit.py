@@ -11,6 +11,8 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gpuscale import catalog
 from gpuscale.catalog.serving_engines import EngineProfile, engine
@@ -118,3 +120,37 @@ def test_default_limit_never_binds_in_the_steady_state() -> None:
         b = load_curve(_it(free), free, work, KV_TOKENS)
         np.testing.assert_array_equal(a.feasible, b.feasible)
         np.testing.assert_allclose(a.ttft_s, b.ttft_s)
+
+
+def _add_one_req_replay(limit: int, isl: int, running: int, mixed: bool) -> int:
+    """SGLang 0.5.x get_new_batch_prefill + PrefillAdder.add_one_req, literally: rem_input_tokens
+    starts at the limit less the mixed decodes; the first request is always added, a later one
+    is refused once its prompt reaches what is left, and budget_state stops the batch at <= 0."""
+    left = limit - (running if mixed else 0)
+    added = 0
+    while True:
+        if added and isl >= left:
+            break
+        added += 1
+        left -= isl
+        if left <= 0:
+            break
+    return added
+
+
+@given(
+    limit=st.integers(1, 40_000),
+    isl=st.integers(1, 9_000),
+    running=st.integers(0, 4_096),
+    mixed=st.booleans(),
+)
+def test_prefill_batch_prompts_is_the_rule_replayed(
+    limit: int, isl: int, running: int, mixed: bool
+) -> None:
+    eng = dataclasses.replace(
+        engine("sglang"),
+        max_prefill_tokens=limit,
+        prefill_policy="mixed" if mixed else "prefill_first",
+    )
+    got = prefill_batch_prompts(eng, np.array([float(running)]), float(isl))[0]
+    assert got == _add_one_req_replay(limit, isl, running, mixed)
