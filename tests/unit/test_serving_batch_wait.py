@@ -201,6 +201,9 @@ def test_every_inferencex_launch_applies_to_its_rows_only() -> None:
     dsr1 = [r for r in rows if r.engine == "sglang" and "DeepSeek" in r.raw["model_path"]]
     assert len(dsr1) == 45
     assert all(r.kwargs["engine_options"]["max_num_batched_tokens"] == 32768 for r in dsr1)
+    # and --max-prefill-tokens 32768 (dsr1_fp8_h200.sh), not ServerArgs' 16384, which split a
+    # burst of 1k prompts into prefill batches of 16 instead of 35.
+    assert all(r.kwargs["engine_options"]["max_prefill_tokens"] == 32768 for r in dsr1)
 
 
 def test_inferencex_tensorrt_llm_moe_rows_carry_their_launch_scripts() -> None:

@@ -423,8 +423,16 @@ INFERENCEX_LAUNCHES = (
         models=("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"),
         first="2026-03-06",
         last="2026-03-25",
-        # --max-running-requests 512 (1k/1k) or 256 never binds at the rows' C <= 64.
-        options={"max_num_batched_tokens": 32768, "memory_fraction": 0.82},
+        # --max-running-requests 512 (1k/1k) or 256 never binds at the rows' C <= 64. With
+        # --disable-radix-cache and the client's --ignore-eos SGLang 0.5.x admits through
+        # PrefillAdder.add_one_req_ignore_eos (no rem_input_tokens check before a request,
+        # budget_state after it), so the crossing request runs; the model's 0.5.x rule
+        # (cohort_sim) starts at most one prompt fewer per batch, ~3% of the limit at 1k.
+        options={
+            "max_num_batched_tokens": 32768,
+            "max_prefill_tokens": 32768,
+            "memory_fraction": 0.82,
+        },
         source="benchmarks/single_node/dsr1_fp8_h200.sh at 41aff0afc (2026-03-06), unchanged "
         "to 12ba0ae07: --chunked-prefill-size 32768 --max-prefill-tokens 32768 "
         "--mem-fraction-static 0.82 --disable-radix-cache",

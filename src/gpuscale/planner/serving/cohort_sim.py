@@ -30,7 +30,15 @@ BENCHMARK_ROUNDS = 20
 --num-requests 20*C --warmup-request-count 2*C``, and aiperf waits for every warm-up response
 before the profiling phase starts (aiperf docs/tutorials/warmup.md, "Grace Period"), so the
 measured requests start from a drained engine with a burst of ``C`` and the burst is part of
-the mean."""
+the mean. The count is the template's from 1cc3526b4 (2026-04-01, ``BENCH_MULTI_ROUND``
+default 20); from its first version (f90534bc2, 2026-02-11) to then it was ``50*C``, and the
+eval pipeline of the Dynamo 0.8.0 templates' own commit (c46a56b02, 2026-01-23,
+``eval/benchmarks/genai_perf_runner.py``) ran ``--request-count 10*C --warmup-request-count
+2*C --num-dataset-entries 12*C``. None of the three is recorded for a gap-analysis row; the 10
+of that eval runner, tried on the rows of the generator's engine versions, moved SGLang
+0.5.6.post2 Llama-3.1-8B TTFT 75.0 -> 62.3% but vLLM 0.12.0 Llama-3.1-8B 58.6 -> 109.8% and
+TensorRT-LLM 1.2.0rc6.post1 Qwen3-32B 18.5 -> 25.5% (docs/benchmarks.md, branch
+``sglang-aic``), so nothing ties those rows to it either."""
 
 SIMULATED_ROUNDS = 4
 """Rounds simulated event by event: the burst, full-load rounds, and the final round (the

@@ -187,6 +187,28 @@ def _chunk_tokens(
     return np.full_like(n, new_tokens)
 
 
+def prefill_batch_prompts(eng: EngineProfile, n: np.ndarray, new_tokens: float) -> np.ndarray:
+    """Whole prompts of ``new_tokens`` one prefill batch may start beside ``n`` decodes under
+    SGLang's ``--max-prefill-tokens`` (``eng.max_prefill_tokens``; ``inf`` without one).
+
+    SGLang 0.5.x (v0.5.6.post2 ``managers/schedule_policy.py``): ``PrefillAdder`` starts
+    ``rem_input_tokens`` at the limit less the mixed decode tokens (``scheduler.py``
+    ``get_new_batch_prefill`` passes ``running_bs`` when ``--enable-mixed-chunk`` is on, else
+    0), and ``add_one_req`` refuses a request whose whole prompt reaches what is left unless it
+    is the batch's first (``real_input_tokens >= self.rem_input_tokens and
+    len(self.can_run_list) != 0``). So the first prompt always starts and a later one only
+    while it is below what is left: ``max(1, ceil(left / ISL) - 1)`` with ``left`` the limit
+    less the mixed decodes, the rule :func:`cohort_sim.simulate` applies per iteration. The
+    steady state reads it as a capacity: at most this many prompts start per iteration."""
+    decodes = np.asarray(n, dtype=float)
+    if eng.max_prefill_tokens is None or new_tokens <= 0.0:
+        return np.full_like(decodes, np.inf)
+    # The mixed decode tokens are the running requests (``running_bs``), one each.
+    mixed = decodes if eng.prefill_policy != "prefill_first" else np.zeros_like(decodes)
+    left = float(eng.max_prefill_tokens) - mixed
+    return np.maximum(np.ceil(left / new_tokens) - 1.0, 1.0)
+
+
 def iteration_mix(
     it: IterationModel,
     eng: EngineProfile,
@@ -374,6 +396,10 @@ def load_curve(
     running = n + x * t * (k_p + held)
     room = np.maximum(budget - n * it.queries, 1.0)  # what the budget leaves beside the decodes
     fits_budget = p <= room if eng.chunked_prefill else p <= max(budget, new_tokens)
+    # SGLang's --max-prefill-tokens: at most ``prefill_batch_prompts`` prompts start per
+    # iteration (one prefill batch each), the first whole or budget-chunked.
+    if eng.max_prefill_tokens is not None and new_tokens > 0.0:
+        fits_budget &= p <= prefill_batch_prompts(eng, n, new_tokens) * new_tokens
     # Past the top of x(n) more running requests buy no throughput: the engine is saturated.
     rising = np.concatenate([[True], np.diff(x) > 0])
     # Feasible loads are a prefix of the grid: past the first load the engine cannot carry (a
