@@ -378,6 +378,13 @@ class IterationModel:
             # quantizes W8A8 FP8 inputs outside the GEMM (``moe_activation_quant_kernels``).
             glue = self.moe_glue_kernels(prec)
             moe = moe + glue * launch
+            # Four passes over the routed tokens' top-k copies of the hidden state. Not derived
+            # from the kernels: of the glue kernels only the top-k reduction (vLLM/SGLang
+            # moe_sum) reads such a copy, and TensorRT-LLM's CUTLASS MoE moves two (its permuted
+            # input, expandInputRows; the second GEMM's output read back in finalizeMoeRouting)
+            # beside the GEMMs' own activation traffic. The light-load prefill slopes do not
+            # support the smaller counts (benchmarks/moe_prefill_audit.py, docs/benchmarks.md
+            # "MoE prefill, term by term"); kept until the routed gather and scatter are measured.
             moe = moe + 4.0 * group_tokens / par.attention_dp * m.experts_per_token * h * 2.0 / hbm
             if m.shared_experts:
                 sf = m.shared_experts * float(m.ffn_hidden_size) / t_a
