@@ -371,9 +371,8 @@ class IterationModel:
                 per_expert, he, f, touched, grouped=True
             )
             moe = gemm(tokens, float(m.num_experts), h)  # router
-            # Routing and token shuffling around the expert GEMMs are kernels of their own,
-            # each reading or writing the tokens' top-k copies of the hidden state; how many
-            # the engine launches is counted in its profile (``moe_glue_kernels``), plus one
+            # Routing and token shuffling around the expert GEMMs are kernels of their own; how
+            # many the engine launches is counted in its profile (``moe_glue_kernels``), plus one
             # activation-quantization kernel before each grouped GEMM where the engine
             # quantizes W8A8 FP8 inputs outside the GEMM (``moe_activation_quant_kernels``).
             glue = self.moe_glue_kernels(prec)
