@@ -72,8 +72,10 @@ def test_fp8_and_marlin_scale_the_same_kernel_curve() -> None:
     assert marlin / bf16 == pytest.approx(0.667)
 
 
+# TensorRT-LLM's gpt-oss MXFP4 experts on Hopper have their own curve now
+# (tests/unit/test_serving_trtllm_mxfp4.py); on Blackwell they are native FP4, without one.
 @pytest.mark.parametrize(
-    ("eng_name", "gpu"), [("tensorrt-llm", "h200-sxm"), ("sglang", "h200-sxm"), ("vllm", "b200")]
+    ("eng_name", "gpu"), [("tensorrt-llm", "b200"), ("sglang", "h200-sxm"), ("vllm", "b200")]
 )
 def test_no_measured_kernel_no_ceiling(eng_name: str, gpu: str) -> None:
     it = _model("gpt-oss-120b", eng_name, "mxfp4", gpu=gpu)
@@ -132,9 +134,11 @@ def test_marlin_mxfp4_experts_are_padded_to_the_kernels_alignment() -> None:
     # to 128; gpt-oss-120b's 2,880 / 2,880 become 3,072 / 2,944 on one GPU, 3,072 / 384 at TP8.
     assert _model("gpt-oss-120b", "vllm", "mxfp4").moe_expert_dims() == (3072.0, 2944.0)
     assert _model("gpt-oss-120b", "vllm", "mxfp4", tp=8).moe_expert_dims() == (3072.0, 384.0)
+    # TensorRT-LLM's Triton MXFP4 method pads both to 128 (test_serving_trtllm_mxfp4.py).
+    assert _model("gpt-oss-120b", "tensorrt-llm", "mxfp4").moe_expert_dims() == (2944.0, 2944.0)
     # Other engines' kernels, other formats (Kimi's INT4 Marlin path needs no padding: it
     # falls back to another kernel where the shape does not divide) and Blackwell: as stored.
-    assert _model("gpt-oss-120b", "tensorrt-llm", "mxfp4").moe_expert_dims() == (2880.0, 2880.0)
+    assert _model("gpt-oss-120b", "sglang", "mxfp4").moe_expert_dims() == (2880.0, 2880.0)
     assert _model("gpt-oss-120b", "vllm", "mxfp4", gpu="b200").moe_expert_dims() == (2880.0, 2880.0)
     assert _model("qwen3-30b-a3b", "vllm", "int4_wo").moe_expert_dims() == (2048.0, 768.0)
 

@@ -247,6 +247,25 @@ class IterationModel:
         """Seconds of one iteration on one attention rank: ``n_decode`` decoding sequences of
         mean context ``decode_context`` and ``prefill_tokens`` prompt tokens whose queries
         attend to ``prefill_context`` keys on average (half the prompt for a causal prefill)."""
+        parts = self.parts_s(n_decode, decode_context, prefill_tokens, prefill_context)
+        return parts["total"]
+
+    def parts_s(
+        self,
+        n_decode: np.ndarray,
+        decode_context: np.ndarray,
+        prefill_tokens: np.ndarray,
+        prefill_context: np.ndarray,
+    ) -> dict[str, np.ndarray]:
+        """:meth:`time_s` term by term, in seconds of the whole forward (all layers, all
+        stages): ``projections`` (token-mixer GEMMs), ``attention`` (attention kernels),
+        ``experts`` (the two grouped expert GEMMs), ``moe_other`` (router, routing/permute glue,
+        its memory passes, shared experts), ``dense_mlp`` (dense-layer or dense-model MLPs),
+        ``elementwise``, ``kernel_gaps`` (per-kernel dispatch gaps), ``communication``,
+        ``head``, ``pipeline_hops``; ``gpu`` is their pipelined sum, ``host_floor`` the eager
+        launch floor where it binds (``total`` takes the larger of ``gpu`` and the floor per
+        stage), ``draft`` the speculative module, ``overhead`` the engine's per-iteration and
+        per-sequence host time, ``total`` what :meth:`time_s` returns."""
         m, par, dev = self.model, self.par, self.cluster.device
         n_d = np.asarray(n_decode, dtype=float)
         # A speculative verification puts each request's last token and its drafts through
@@ -357,30 +376,40 @@ class IterationModel:
             per_expert = pairs / touched
             # vLLM 0.12's DeepGEMM MoE also computes its worst-case layout's tail blocks.
             tail = self.moe_worst_case_tail_rows(group_tokens, touched, per_expert)
-            moe = gemm(per_expert, mats_up * f, he, touched, grouped=True, extra_rows=tail) + gemm(
-                per_expert, he, f, touched, grouped=True, extra_rows=tail
-            )
+            experts = gemm(
+                per_expert, mats_up * f, he, touched, grouped=True, extra_rows=tail
+            ) + gemm(per_expert, he, f, touched, grouped=True, extra_rows=tail)
             # Then silu-and-mul (reads 2f, writes f 16-bit values) and the per-token-group FP8
             # quantization (reads f of them, writes f bytes) run over the tail rows too.
-            moe = moe + 9.0 * tail * f / hbm
-            moe = moe + gemm(tokens, float(m.num_experts), h)  # router
-            # Routing and token shuffling around the expert GEMMs are kernels of their own,
-            # each reading or writing the tokens' top-k copies of the hidden state; how many
-            # the engine launches is counted in its profile (``moe_glue_kernels``), plus one
+            experts = experts + 9.0 * tail * f / hbm
+            moe = gemm(tokens, float(m.num_experts), h)  # router
+            # Routing and token shuffling around the expert GEMMs are kernels of their own; how
+            # many the engine launches is counted in its profile (``moe_glue_kernels``), plus one
             # activation-quantization kernel before each grouped GEMM where the engine
             # quantizes W8A8 FP8 inputs outside the GEMM (``moe_activation_quant_kernels``).
             glue = self.moe_glue_kernels(prec)
             moe = moe + glue * launch
+            # Four passes over the routed tokens' top-k copies of the hidden state. Not derived
+            # from the kernels: of the glue kernels only the top-k reduction (vLLM/SGLang
+            # moe_sum) reads such a copy, and TensorRT-LLM's CUTLASS MoE moves two (its permuted
+            # input, expandInputRows; the second GEMM's output read back in finalizeMoeRouting)
+            # beside the GEMMs' own activation traffic. The light-load prefill slopes do not
+            # support the smaller counts (benchmarks/moe_prefill_audit.py, docs/benchmarks.md
+            # "MoE prefill, term by term"); kept until the routed gather and scatter are measured.
             moe = moe + 4.0 * group_tokens / par.attention_dp * m.experts_per_token * h * 2.0 / hbm
             if m.shared_experts:
                 sf = m.shared_experts * float(m.ffn_hidden_size) / t_a
                 moe = moe + gemm(tokens, mats_up * sf, h, 1.0, pd, wd)
                 moe = moe + gemm(tokens, h, sf, 1.0, pd, wd)
-            mlp_total = m.dense_layers * dense_mlp + (m.num_layers - m.dense_layers) * moe
             moe_layers = m.num_layers - m.dense_layers
+            experts_total = moe_layers * experts
+            moe_other = moe_layers * moe
+            dense_total = m.dense_layers * dense_mlp
         else:
-            mlp_total = m.num_layers * dense_mlp
             moe_layers = 0
+            experts_total = np.zeros_like(tokens)
+            moe_other = np.zeros_like(tokens)
+            dense_total = m.num_layers * dense_mlp
 
         # Memory-bound elementwise kernels (norms, residuals, rotary, activation).
         ffn_width = (m.ffn_hidden_size * m.experts_per_token) / par.moe_tp if m.is_moe else dense_f
@@ -396,8 +425,16 @@ class IterationModel:
         )
 
         comm = self._communication(tokens, moe_layers)
-        layers = m.num_layers * (proj + elementwise) + attn + mlp_total
-        layers = layers + self.serial_kernels(prec) * self._gap_s()
+        gaps = self.serial_kernels(prec) * self._gap_s() * ones
+        layers = (
+            m.num_layers * proj
+            + m.num_layers * elementwise
+            + attn
+            + experts_total
+            + moe_other
+            + dense_total
+            + gaps
+        )
         per_stage = layers / par.pp + comm / par.pp
 
         # LM head on the sequences that emit a token this iteration (decodes; prefills whose
@@ -413,18 +450,40 @@ class IterationModel:
         head = gemm_time(g_head, dev.half_precision, dev, self.profile, launch, SIXTEEN_BIT)
         levels = LevelBandwidth.of(self.cluster, self.profile)
         hop = collective_time_s("send_recv", tokens * h * SIXTEEN_BIT, 2, 1, levels)
+        gpu_stage = per_stage
+        floor_stage = np.zeros_like(per_stage)
         if self.eager_prefill_host_s_per_kernel > 0.0:
             # An eager forward cannot finish before its host has launched every kernel: the
             # launches run ahead of the GPU asynchronously (PyTorch's CUDA stream semantics), so
             # a prompt-carrying iteration lasts max(host launches, GPU work) per stage.
             eager = np.asarray(prefill_tokens, dtype=float) * ones > 0.0
             floor = self.eager_prefill_floor_s() / par.pp
+            floor_stage = np.where(eager, floor, 0.0)
             per_stage = np.where(eager, np.maximum(per_stage, floor), per_stage)
         # Pipeline stages run one after another for one batch (no micro-batch overlap assumed).
-        total = per_stage * par.pp + (par.pp - 1) * hop + head
+        hops = (par.pp - 1) * hop
+        total = per_stage * par.pp + hops + head
         running = n_d + np.minimum(np.asarray(prefill_tokens, dtype=float), 1.0)
-        total = total + self.draft_s(n_decode, decode_context, prefill_tokens, prefill_context)
-        return total + self.iteration_overhead_s + self.per_sequence_overhead_s * running
+        draft = self.draft_s(n_decode, decode_context, prefill_tokens, prefill_context)
+        overhead = self.iteration_overhead_s + self.per_sequence_overhead_s * running
+        total = total + draft + overhead
+        return {
+            "projections": m.num_layers * proj * ones,
+            "attention": attn * ones,
+            "experts": experts_total * ones,
+            "moe_other": moe_other * ones,
+            "dense_mlp": dense_total * ones,
+            "elementwise": m.num_layers * elementwise * ones,
+            "kernel_gaps": gaps,
+            "communication": comm * ones,
+            "head": head * ones,
+            "pipeline_hops": hops * ones,
+            "gpu": gpu_stage * par.pp + hops + head,
+            "host_floor": floor_stage * par.pp,
+            "draft": draft * ones,
+            "overhead": overhead * ones,
+            "total": total,
+        }
 
     def draft_model(self, queries: int) -> IterationModel:
         """One pass of the draft module as an iteration model: one transformer block of the
