@@ -29,23 +29,44 @@ slots bind) re-priced at the measured TPOT, to first order ``queue x measured / 
 bound by the slots or not) with their medians, and the disaggregated TTFT error with and without that
 re-pricing.
 
-    PYTHONPATH=src python benchmarks/disagg_decode_slots.py
+Last, with ``--allgather``, a what-if on the context side (not shipped): TensorRT-LLM's
+CUTLASS MoE, which every InferenceX TensorRT-LLM recipe selects (``moe_config.backend:
+CUTLASS``), runs under attention DP as an all-gather of every rank's hidden states before the
+experts and a reduce-scatter of their output after (``fused_moe_cutlass.py``
+``forward_chunk``/``reducescatter_or_allreduce`` at 000a01de: DeepSeek's FP8 block-scale inputs
+are gathered in BF16 and quantized inside ``fused_moe``; the all-to-all path needs MNNVL, which
+Hopper lacks), where the model prices a DeepEP all-to-all of each token's top-k copies. The
+what-if prices those TensorRT-LLM MoE layers as the gather and scatter of the whole
+attention-DP group's tokens in BF16 (:func:`allgather_moe`) and prints the TTFT/TPOT errors of
+the TensorRT-LLM rows, disaggregated and aggregated, with and without it.
+
+    PYTHONPATH=src python benchmarks/disagg_decode_slots.py [--allgather]
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from disagg_ttft_parts import PARTS
+from gpuscale.costmodel.collectives import LevelBandwidth, collective_time_s
+from gpuscale.costmodel.serving.iteration import IterationModel
 from gpuscale.validation.serving_rows import ServingRow, distinct, load
 from validate_serving import ROWS, predict
+
+BF16 = 2.0
+FP8 = 1.0
 
 SLOT_BOUND = 0.9
 """Measured occupancy from which a run is read as bound by its decode slots (a reading of the
@@ -215,5 +236,94 @@ def main() -> None:
     )
 
 
+_orig_comm = IterationModel._communication
+
+
+def allgather_moe(self: IterationModel, tokens: np.ndarray, moe_layers: int) -> np.ndarray:
+    """The iteration's collectives with each attention-DP MoE layer priced as TensorRT-LLM's
+    CUTLASS module runs it: an all-gather of the group's hidden states in BF16 before the
+    experts and a reduce-scatter of the BF16 output after (``fused_moe_cutlass.py`` at
+    000a01de), in place of the model's all-to-all of top-k copies (FP8 out, BF16 back)."""
+    out = _orig_comm(self, tokens, moe_layers)
+    m, par, c = self.model, self.par, self.cluster
+    if not moe_layers or par.attention_dp <= 1:
+        return out
+    levels = LevelBandwidth.of(c, self.profile)
+    per_node = min(par.tp, c.gpus_per_node)
+    h = float(m.hidden_size)
+    a2a = collective_time_s(
+        "all_to_all", tokens * m.experts_per_token * h * (FP8 + BF16), par.tp, per_node, levels
+    )
+    # nccl-tests size the all-gather / reduce-scatter by the whole buffer: every rank's tokens.
+    buffer = tokens * par.attention_dp * h * BF16
+    gather = collective_time_s("all_gather", buffer, par.tp, per_node, levels)
+    scatter = collective_time_s("reduce_scatter", buffer, par.tp, per_node, levels)
+    return np.asarray(out + moe_layers * (gather + scatter - a2a))
+
+
+@contextmanager
+def _communication(comm: Callable[..., np.ndarray]) -> Iterator[None]:
+    IterationModel._communication = comm  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        IterationModel._communication = _orig_comm  # type: ignore[method-assign]
+
+
+def what_if_allgather() -> dict[str, tuple[tuple[float, float], tuple[float, float], int]]:
+    """TensorRT-LLM DeepSeek rows' TTFT and TPOT mean |error| in % without and with
+    :func:`allgather_moe`, per mode and attention DP (of the engine; of the context and the
+    decode workers): name -> ((TTFT plain, TTFT what-if), (TPOT plain, TPOT what-if), runs);
+    the printout adds the medians."""
+    rows = [
+        r
+        for r in distinct(load(ROWS))
+        if r.expressible and r.raw["backend"] == "trtllm" and "DeepSeek" in r.raw["model_path"]
+    ]
+    plain = [predict(r) for r in rows]
+    with _communication(allgather_moe):
+        again = [predict(r) for r in rows]
+    groups: dict[str, list[int]] = defaultdict(list)
+
+    def dp(width: Any) -> str:
+        return "adp" if int(width or 1) > 1 else "tp"
+
+    for i, row in enumerate(rows):
+        kw = row.kwargs
+        if row.raw["mode"] == "agg":
+            name = f"agg    engine {dp(kw.get('attention_dp'))}"
+        else:
+            name = (
+                f"disagg ctx {dp(kw['prefill_attention_dp'])} gen {dp(kw['decode_attention_dp'])}"
+            )
+        groups[name].append(i)
+    out = {}
+    for name, idx in sorted(groups.items()):
+        t0 = _err([(rows[i].ttft_ms, plain[i]["ttft_ms"]) for i in idx])
+        t1 = _err([(rows[i].ttft_ms, again[i]["ttft_ms"]) for i in idx])
+        p0 = _err([(rows[i].tpot_ms, plain[i]["tpot_ms"]) for i in idx])
+        p1 = _err([(rows[i].tpot_ms, again[i]["tpot_ms"]) for i in idx])
+        print(
+            f"  trtllm DeepSeek {name:21} n={len(idx):4}  TTFT {t0[0]:5.1f} / {t0[1]:5.1f}% -> "
+            f"{t1[0]:5.1f} / {t1[1]:5.1f}%   TPOT {p0[0]:5.1f} / {p0[1]:5.1f}% -> "
+            f"{p1[0]:5.1f} / {p1[1]:5.1f}%"
+        )
+        out[name] = ((t0[0], t1[0]), (p0[0], p1[0]), len(idx))
+    return out
+
+
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--allgather",
+        action="store_true",
+        help="also print the what-if of TensorRT-LLM's all-gather/reduce-scatter MoE",
+    )
+    args = parser.parse_args()
     main()
+    if args.allgather:
+        print(
+            "\nwhat-if (not shipped): TensorRT-LLM attention-DP MoE layers as all-gather + "
+            "reduce-scatter in BF16 (mean / median |error|):"
+        )
+        what_if_allgather()

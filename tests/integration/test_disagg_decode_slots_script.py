@@ -28,3 +28,19 @@ def test_script_prints_every_run_and_the_bound_runs_summary() -> None:
     assert int(summary.group(1)) >= 10
     assert float(summary.group(4)) < float(summary.group(2))
     assert "by group" in proc.stdout
+
+
+WHAT_IF = re.compile(
+    r"trtllm DeepSeek (agg|disagg) .*n=\s*(\d+)\s+TTFT\s+([\d.]+) /\s+[\d.]+% ->\s+([\d.]+) /"
+)
+
+
+def test_allgather_what_if_prints_both_modes() -> None:
+    proc = run_benchmark("disagg_decode_slots", "--allgather")
+    assert proc.returncode == 0, proc.stderr
+    lines = [m for line in proc.stdout.splitlines() if (m := WHAT_IF.search(line))]
+    assert {m.group(1) for m in lines} == {"agg", "disagg"}
+    assert sum(int(m.group(2)) for m in lines if m.group(1) == "disagg") >= 60
+    # the what-if moves the TensorRT-LLM TTFT by a few points, not by the 2x of the miss
+    for m in lines:
+        assert abs(float(m.group(4)) - float(m.group(3))) < 10.0

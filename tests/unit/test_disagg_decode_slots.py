@@ -10,9 +10,18 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+from gpuscale import catalog
+from gpuscale.catalog.serving_engines import engine
+from gpuscale.costmodel.collectives import LevelBandwidth, collective_time_s
+from gpuscale.costmodel.profile import load_profile
+from gpuscale.costmodel.serving.formats import weight_format
+from gpuscale.costmodel.serving.iteration import IterationModel, Parallelism
+from gpuscale.planner.serving.deployment import _iteration_model
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "disagg_decode_slots.py"
 
@@ -133,3 +142,36 @@ def test_repricing_leaves_runs_without_a_slot_queue_alone(found: list[object]) -
     for r in found:
         if r.queue_ms == 0.0 or r.occ_model < bench.SLOT_BOUND:
             assert r.repriced_ttft_ms == r.model_ttft_ms
+
+
+def _it(attention_dp: int) -> IterationModel:
+    eng = engine("tensorrt-llm")
+    par = Parallelism(tp=8, ep=8, attention_dp=attention_dp)
+    return _iteration_model(
+        catalog.model("deepseek-r1"),
+        catalog.cluster("h200-sxm", 8),
+        par,
+        weight_format("fp8"),
+        "fp8",
+        load_profile(eng.cost_profile),
+        eng,
+    )
+
+
+def test_allgather_what_if_prices_the_gathered_buffer() -> None:
+    """The what-if swaps the all-to-all of top-k copies for an all-gather and a reduce-scatter
+    of the whole group's BF16 hidden states, on attention-DP MoE layers only."""
+    tokens = np.array([922.0 * 8])
+    tp_it = _it(1)
+    assert bench.allgather_moe(tp_it, tokens, 58) == pytest.approx(tp_it._communication(tokens, 58))
+    it = _it(8)
+    levels = LevelBandwidth.of(it.cluster, it.profile)
+    h = float(it.model.hidden_size)
+    a2a = collective_time_s("all_to_all", tokens * 8 * h * 3.0, 8, 8, levels)
+    buffer = tokens * 8 * h * 2.0
+    ag = collective_time_s("all_gather", buffer, 8, 8, levels)
+    rs = collective_time_s("reduce_scatter", buffer, 8, 8, levels)
+    want = it._communication(tokens, 58) + 58 * (ag + rs - a2a)
+    assert bench.allgather_moe(it, tokens, 58) == pytest.approx(want)
+    # eight ranks, top-8: the gathered BF16 buffer moves 4R/3k = 4/3 the all-to-all's bytes
+    assert float((ag + rs)[0]) > float(a2a[0])
