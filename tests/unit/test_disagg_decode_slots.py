@@ -106,7 +106,8 @@ def test_h200_1k_runs_never_wait_for_a_decode_slot(found: list[object]) -> None:
     """The brief's reading (requests queue for a decode slot at 1k/1k) is refuted by the
     recipes: outside the four min-latency ``c1_...`` runs (one slot per decode worker) every
     H200 TensorRT-LLM 1k/1k run has at most a quarter as many clients as slots, and at most a
-    quarter of the slots is ever in use, yet its TTFT is 1.7-4.1x the model's."""
+    quarter of the slots is ever in use, yet its TTFT is at least 1.5x the model's (median
+    2.4x)."""
     runs = _h200_trt_1k(found)
     free = [r for r in runs if r.row.concurrency <= r.slots]
     c1 = [r for r in runs if r.row.concurrency > r.slots]
@@ -115,7 +116,7 @@ def test_h200_1k_runs_never_wait_for_a_decode_slot(found: list[object]) -> None:
     assert max(r.row.concurrency / r.slots for r in free) <= 0.25
     assert max(r.occ_measured for r in free) <= 0.25
     assert all(r.queue_ms == 0.0 for r in free)
-    assert min(r.row.ttft_ms / r.model_ttft_ms for r in free) >= 1.7
+    assert min(r.row.ttft_ms / r.model_ttft_ms for r in free) >= 1.5
     assert statistics.median(r.row.ttft_ms / r.model_ttft_ms for r in free) >= 2.3
 
 
@@ -129,12 +130,13 @@ def test_h100_runs_all_have_more_clients_than_slots(found: list[object]) -> None
 
 def test_slot_bound_runs_miss_ttft_by_their_tpot(found: list[object]) -> None:
     """Where the measured slots are full the TTFT is the wait for a slot: priced at the
-    measured TPOT the model's queue cuts those runs' TTFT error by more than half."""
+    measured TPOT the model's queue cuts those runs' TTFT error by 40% (mean) and by more than
+    half (median)."""
     bound = [r for r in found if r.bound]
     assert len(bound) == 17
     plain = bench._err([(r.row.ttft_ms, r.model_ttft_ms) for r in bound])
     again = bench._err([(r.row.ttft_ms, r.repriced_ttft_ms) for r in bound])
-    assert again[0] < 0.5 * plain[0]
+    assert again[0] < 0.6 * plain[0]
     assert again[1] < 0.5 * plain[1]
 
 
