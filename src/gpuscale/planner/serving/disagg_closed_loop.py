@@ -16,10 +16,11 @@ deployment's own iteration times and nothing fitted (the closed-loop simulation 
 aggregated fixed-length rows already use, ``cohort_sim``, for this stage).
 
 What is followed, per request: its arrival (the client's previous request on that slot ends),
-the wait for and the prefill iteration that takes it (prompts packed onto the least-loaded
-attention-DP rank up to the per-rank token budget and prompt cap, TensorRT-LLM's
-``_schedule_attention_dp_requests`` balance; an iteration lasts as long as its fullest rank,
-every rank stepping together), the KV hand-off and decode admission (``admission_s``, from the
+the wait for and the prefill iteration that takes it (prompts dealt round the attention-DP
+ranks in turn up to the per-rank token budget and prompt cap: on an iteration that starts empty
+TensorRT-LLM's ``_schedule_attention_dp_requests`` balance, a heap on each rank's load, gives
+every rank its turn; an iteration lasts as long as its fullest rank, every rank stepping
+together), the KV hand-off and decode admission (``admission_s``, from the
 steady state), a wait for a free decode slot when all are held, and its decode, ``(OSL - 1) x
 TPOT``. Lengths are the client's distribution at deterministic, evenly spread quantiles
 (golden-ratio sequence), so a prediction is reproducible.
@@ -30,6 +31,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from statistics import NormalDist
 
 import numpy as np
@@ -41,6 +43,14 @@ SILVER = 2.0**0.5 - 1.0
 """A second irrational step, for the output lengths, so they do not follow the prompts'."""
 
 
+@cache
+def _normal_quantiles() -> tuple[np.ndarray, np.ndarray]:
+    """The standard normal quantile function on a 4,097-point table, for interpolation."""
+    table_u = np.linspace(1e-6, 1.0 - 1e-6, 4097)
+    dist = NormalDist()
+    return table_u, np.array([dist.inv_cdf(float(v)) for v in table_u])
+
+
 def client_lengths(mean: float, cv: float, count: int, step: float) -> np.ndarray:
     """``count`` lengths of the client's distribution (lognormal of mean ``mean`` and
     coefficient of variation ``cv``, as ``steady_state.Workload`` reads a client) at the
@@ -48,10 +58,7 @@ def client_lengths(mean: float, cv: float, count: int, step: float) -> np.ndarra
     u = np.mod((np.arange(count) + 0.5) * step, 1.0)
     if cv <= 0.0:
         return np.full(count, float(mean))
-    # the normal quantile function on a fine table (to 1e-4 of a standard deviation)
-    table_u = np.linspace(1e-6, 1.0 - 1e-6, 4097)
-    dist = NormalDist()
-    table_z = np.array([dist.inv_cdf(float(v)) for v in table_u])
+    table_u, table_z = _normal_quantiles()
     z = np.interp(u, table_u, table_z)
     s2 = float(np.log1p(cv * cv))
     # lognormal_factor(cv, z), vectorized: exp(-s^2/2 + s z)
