@@ -3,7 +3,9 @@
 For every distinct disaggregated run of the public serving data with a deployment (stated, twin
 or recipe rows), prints the measured and modelled mean TTFT and the model's parts (prefill
 workers, decode admission with the KV hand-off inside it, the benchmark's start-up burst, the
-queue for a decode slot: the ``TTFT parts`` note of ``planner/serving/deployment.predict_disaggregated``). The
+queue for a decode slot: the ``TTFT parts`` note of ``planner/serving/deployment.predict_disaggregated``;
+for a closed loop whose lengths vary, followed request by request, the burst is inside the
+prefill workers' part and the queue is the followed wait for a slot). The
 last column is the measured/modelled TTFT of the same engine, GPU, model family and prompt
 length served *aggregated* at concurrency <= 64 (median over those rows): when a
 disaggregated run misses by the same factor as its engine does without disaggregation, the

@@ -27,10 +27,11 @@ def _errors(kinds: tuple[str, ...]) -> tuple[list[float], list[float]]:
 def test_stated_and_twin_rows_within_the_recorded_error() -> None:
     ttft, tpot = _errors((STATED, TWIN))
     assert len(ttft) == 90
-    # 37.1% / 10.2% mean (branch disagg-ttft: the capacity resolved between grid throughputs
+    # 36.1% / 10.2% mean (branch disagg-ttft: the capacity resolved between grid throughputs
     # exposes the H100 decode-slot rows' TPOT miss; branch grid-cap resolves it to 1e-6, not
-    # 0.5%: 36.9% -> 37.1%); the bound leaves room for other cost terms
-    assert statistics.fmean(ttft) < 0.40
+    # 0.5%: 36.9% -> 37.1%; branch disagg-ttft of 2026-12-02 follows the sa-bench closed loop
+    # request by request: 36.9% -> 36.1%); the bound leaves room for other cost terms
+    assert statistics.fmean(ttft) < 0.38
     assert statistics.fmean(tpot) < 0.15
 
 

@@ -99,7 +99,7 @@ def test_rounds_follow_the_client_when_lengths_vary() -> None:
     assert benchmark_rounds(varied, Client(concurrency=36, num_requests=10)) == 1
 
 
-def _sa_bench(conc: int, num_requests: int) -> float:
+def _sa_bench(conc: int, num_requests: int, output_len: int = 230) -> float:
     return float(
         infer(
             "llama3.1-70b",
@@ -107,7 +107,7 @@ def _sa_bench(conc: int, num_requests: int) -> float:
             engine="tensorrt-llm",
             weights="fp8",
             input_len=3686,
-            output_len=230,
+            output_len=output_len,
             input_cv=0.064,
             output_cv=0.064,
             concurrency=conc,
@@ -121,8 +121,17 @@ def _sa_bench(conc: int, num_requests: int) -> float:
 
 
 def test_a_short_benchmark_weighs_its_burst_more() -> None:
-    # 5 rounds (sa-bench) against 20: the same burst, four times the weight in the mean.
-    assert _sa_bench(32, 5 * 32) > _sa_bench(32, 20 * 32)
+    # 5 rounds (sa-bench) against 20: the same burst, four times the weight in the mean, where
+    # the prefill worker keeps up after it (long outputs: 2,300 tokens a request).
+    assert _sa_bench(32, 5 * 32, 2300) > _sa_bench(32, 20 * 32, 2300)
+
+
+def test_a_saturated_prefill_queues_every_round() -> None:
+    # 230-token outputs: the prefill worker is the bottleneck, so from a drained start the
+    # queue builds over the rounds to the steady one (C / capacity less the decode); a longer
+    # benchmark weighs the steady queue more, not less (closed loop followed request by
+    # request, ``disagg_closed_loop``).
+    assert _sa_bench(32, 20 * 32) > _sa_bench(32, 5 * 32)
 
 
 def test_prompts_batched_in_one_iteration_finish_together() -> None:

@@ -243,18 +243,14 @@ def _disagg(conc: int, n: int, cv: float = 0.1) -> dict:
 def test_disaggregated_p99_carries_the_prefill_burst() -> None:
     # 8 prompts at once on one prefill worker that takes two 4k prompts per iteration: the
     # last pair waits for three iterations before it, and with N = 10 C the p99 falls inside
-    # the burst; the mean is the same mixture's (a tenth of the burst's waits).
+    # the burst. Lengths vary, so the closed loop is followed request by request
+    # (``disagg_closed_loop``) and the percentiles are its requests'.
     o = _disagg(8, 80)
-    assert any("start-up burst" in x for x in o["notes"]) and not o["saturated"]
+    assert any("closed loop followed" in x for x in o["notes"]) and not o["saturated"]
     assert o["ttft_ms_p50"] <= o["ttft_ms_p90"] <= o["ttft_ms_p99"]
     assert o["e2e_s_p50"] <= o["e2e_s_p90"] <= o["e2e_s_p99"]
     assert o["ttft_ms_p50"] < o["ttft_ms"] < o["ttft_ms_p99"] / 2.0
-    # N >> C: the steady spread (one prefill iteration) around the steady mean
-    many = _disagg(8, 8 * 100_000)
-    assert many["ttft_ms_p50"] == pytest.approx(many["ttft_ms"], rel=1e-3)
-    assert many["ttft_ms_p99"] < o["ttft_ms_p99"] / 2.0
-    # the burst's mean is unchanged: its share times its mean wait, as before
-    assert o["ttft_ms"] - many["ttft_ms"] == pytest.approx(
-        float(next(x for x in o["notes"] if "start-up burst" in x).split("+")[1].split()[0]),
-        abs=1.0,
-    )
+    # N >> C: the burst is a smaller share, of the mean and of the tail
+    many = _disagg(8, 8 * 1000)
+    assert many["ttft_ms"] < o["ttft_ms"]
+    assert many["ttft_ms_p99"] < o["ttft_ms_p99"] / 1.5

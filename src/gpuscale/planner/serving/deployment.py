@@ -26,6 +26,14 @@ from gpuscale.planner.serving.cohort_sim import (
     CohortResult,
     simulate_ranks,
 )
+from gpuscale.planner.serving.disagg_closed_loop import (
+    GOLDEN,
+    SILVER,
+    ClosedLoopTTFT,
+    PrefillStage,
+    client_lengths,
+    simulate,
+)
 from gpuscale.planner.serving.steady_state import (
     GRID,
     LEVELS,
@@ -549,9 +557,13 @@ def prefill_burst_s(
     ends: iteration ``j`` ends at ``j k / capacity``, so the mean completion is
     ``sum_j k (j k) / (n capacity)`` (the last iteration holding the remainder), and the burst
     adds that less one prompt's own prefill, ``1 / capacity``. With one prompt per iteration
-    this is ``(n - 1) / (2 capacity)``. Later rounds do not repeat it: every request decodes the
-    same number of steps at the same pace, so the sub-cohorts the prefill split the burst into
-    come back spaced by the time it took to prefill them, and each finds the rank free."""
+    this is ``(n - 1) / (2 capacity)``. Later rounds do not repeat it when every request
+    decodes the same number of steps at the same pace: the sub-cohorts the prefill split the
+    burst into come back spaced by the time it took to prefill them, and each finds the rank
+    free. With lengths that vary they do not (the returns overtake each other and re-bunch),
+    so ``predict_disaggregated`` follows such a closed loop request by request instead
+    (:func:`closed_loop_ttft`); this reading stays for fixed lengths, where the simulation
+    gives it back (tests/unit/test_serving_disagg_closed_loop.py)."""
     if capacity_per_rank <= 0.0 or not np.isfinite(capacity_per_rank) or ranks <= 0:
         return 0.0
     n = concurrency / ranks
@@ -692,6 +704,62 @@ def _open_loop_stages(
     )
 
 
+def closed_loop_ttft(
+    it_p: IterationModel,
+    eng_p: EngineProfile,
+    prefill: Pool,
+    work: Workload,
+    client: Client,
+    admission_s: float,
+    decode_slots: float,
+    tpot_s: float,
+) -> ClosedLoopTTFT:
+    """A closed-loop client's requests through the prefill workers and the decode slots
+    (``disagg_closed_loop.simulate``). The prefill iteration is the model's
+    (``IterationModel.time_s`` over the fullest rank's prompt tokens, each prompt's attention
+    over half its own length, as ``prefill_curve`` prices it); a rank takes prompts up to its
+    token budget and, where the deployment caps it, its prompt count; the request's own work
+    (``request_overhead_ms``) and, under an overlap scheduler, one more iteration follow the
+    iteration before the first token leaves. Lengths: the client's distribution
+    (``Workload`` mean and coefficient of variation), prompts and outputs at independent,
+    evenly spread quantiles."""
+    n = max(int(client.num_requests), int(client.concurrency or 1))
+    keep = 1.0 - work.prefix_hit
+    ins = client_lengths(work.input_len, work.input_cv, n, GOLDEN) * keep
+    outs = client_lengths(work.output_len, work.output_cv, n, SILVER)
+    budget = float(eng_p.max_num_batched_tokens)
+    top = max(budget, float(ins.max()))
+    grid = np.geomspace(1.0, top, GRID)
+    zeros = np.zeros_like(grid)
+    half = np.full_like(grid, work.input_len / 2.0)
+    t_grid = it_p.time_s(zeros, zeros, grid, half)
+    t_grid = np.asarray(t_grid, dtype=float)
+    overhead = eng_p.request_overhead_ms * 1e-3
+    overlap = eng_p.overlap_scheduler
+
+    def iteration_s(tokens: float) -> float:
+        return float(np.interp(tokens, grid, t_grid))
+
+    stage = PrefillStage(
+        workers=prefill.workers,
+        ranks=prefill.par.attention_dp,
+        rank_tokens=budget,
+        rank_prompts=prefill.max_batch or eng_p.max_num_seqs,
+        iteration_s=iteration_s,
+        done_after_s=overhead,
+        overlap=overlap,
+    )
+    return simulate(
+        concurrency=int(client.concurrency or 1),
+        input_lens=ins,
+        output_lens=outs,
+        prefill=stage,
+        admission_s=admission_s,
+        decode_slots=decode_slots,
+        tpot_s=tpot_s,
+    )
+
+
 def predict_disaggregated(
     model: ModelSpec,
     cluster: Cluster,
@@ -822,9 +890,28 @@ def predict_disaggregated(
 
     tpot = at(dc.tpot_s)
     t_ttft = at(ttft) + queue + burst
+    prefill_part = at(pc.ttft_s)
+    sim: ClosedLoopTTFT | None = None
+    if client.request_rate is None and not work.fixed:
+        # A closed loop whose lengths vary: its rounds re-bunch at the prefill workers
+        # (``disagg_closed_loop``); follow the requests with the stages' own times.
+        slots = decode.ranks * min(
+            float(eng_d.max_num_seqs), kv_capacity_requests(kv_d, decode_work, eng_d)
+        )
+        sim = closed_loop_ttft(it_p, eng_p, prefill, work, client, at(decode_wait), slots, tpot)
+        t_ttft = sim.mean_ttft_s
+        prefill_part = float(np.mean(sim.prefill_s))
+        queue = float(np.mean(sim.slot_wait_s))
+        burst = 0.0
+        notes = [n for n in notes if not n.startswith("start-up burst")]
+        notes.append(
+            f"closed loop followed request by request ({len(sim.ttft_s)} requests of "
+            f"{client.concurrency} clients, lengths varying): its rounds re-bunch at the "
+            "prefill workers"
+        )
     hand_off = transfer + at(np.where(np.isfinite(transfer_wait), transfer_wait, 0.0))
     notes.append(
-        f"TTFT parts: prefill workers {at(pc.ttft_s) * 1e3:.0f} ms, decode admission "
+        f"TTFT parts: prefill workers {prefill_part * 1e3:.0f} ms, decode admission "
         f"{at(decode_wait) * 1e3:.0f} ms (the KV hand-off, {hand_off * 1e3:.1f} ms, runs inside "
         f"it), client burst {burst * 1e3:.0f} ms, queue {queue * 1e3:.0f} ms"
     )
@@ -863,7 +950,13 @@ def predict_disaggregated(
     for q in PERCENTILES:
         pct[f"ttft_p{q}"] = t_ttft - 0.5 * spread + q / 100.0 * spread
         pct[f"e2e_p{q}"] = pct[f"ttft_p{q}"] + steps * pct[f"tpot_p{q}"]
-    if waits is not None and burst > 0.0:
+    if sim is not None:
+        qs = np.array(PERCENTILES, dtype=float) / 100.0
+        ttft_q = np.quantile(sim.ttft_s, qs)
+        for i, q in enumerate(PERCENTILES):
+            pct[f"ttft_p{q}"] = float(ttft_q[i])
+            pct[f"e2e_p{q}"] = pct[f"ttft_p{q}"] + steps * pct[f"tpot_p{q}"]
+    elif waits is not None and burst > 0.0:
         # The burst is in the mean above; the percentiles are of the same mixture: 1 - 1/rounds
         # of the requests around the steady TTFT, 1/rounds after their burst waits.
         steady = t_ttft - burst

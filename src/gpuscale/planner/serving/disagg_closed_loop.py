@@ -1,0 +1,177 @@
+"""A closed-loop client against a disaggregated deployment, request by request: the prefill
+workers' iterations, the decode workers' slots, and each request's own lengths.
+
+Why a simulation and not the steady state plus a one-time burst. A closed-loop benchmark
+(sa-bench, the client of InferenceX's disaggregated runs: ``--max-concurrency C --num-prompts
+5C`` after a separate warm-up, lengths uniform over [0.8 L, L]; srt-slurm
+``src/srtctl/benchmarks/scripts/sa-bench/bench.sh``) starts with ``C`` prompts at once on a
+drained deployment. With every request of one length, the sub-cohorts the prefill workers
+split that burst into come back spaced by the time it took to prefill them, and each finds the
+workers free: the burst is paid once (``deployment.prefill_burst_s``). With lengths that vary,
+each request comes back after its own decode time, so the cohort's returns overtake each
+other and re-bunch: every later round reaches the prefill workers as a wave at about their
+capacity, not as a steady stream, and queues again. Neither the steady state (a stream at the
+mean rate) nor the one-time burst prices that; following the requests does, with the
+deployment's own iteration times and nothing fitted (the closed-loop simulation the
+aggregated fixed-length rows already use, ``cohort_sim``, for this stage).
+
+What is followed, per request: its arrival (the client's previous request on that slot ends),
+the wait for and the prefill iteration that takes it (prompts dealt round the attention-DP
+ranks in turn up to the per-rank token budget and prompt cap: on an iteration that starts empty
+TensorRT-LLM's ``_schedule_attention_dp_requests`` balance, a heap on each rank's load, gives
+every rank its turn; an iteration lasts as long as its fullest rank, every rank stepping
+together), the KV hand-off and decode admission (``admission_s``, from the
+steady state), a wait for a free decode slot when all are held, and its decode, ``(OSL - 1) x
+TPOT``. Lengths are the client's distribution at deterministic, evenly spread quantiles
+(golden-ratio sequence), so a prediction is reproducible.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from statistics import NormalDist
+
+import numpy as np
+
+GOLDEN = (5.0**0.5 - 1.0) / 2.0
+"""Additive recurrence ``frac(i x g)`` with ``g`` the golden ratio's fraction: the evenly
+spread quantile sequence (Kuipers & Niederreiter, Uniform Distribution of Sequences, Ch. 1)."""
+SILVER = 2.0**0.5 - 1.0
+"""A second irrational step, for the output lengths, so they do not follow the prompts'."""
+
+
+@cache
+def _normal_quantiles() -> tuple[np.ndarray, np.ndarray]:
+    """The standard normal quantile function on a 4,097-point table, for interpolation."""
+    table_u = np.linspace(1e-6, 1.0 - 1e-6, 4097)
+    dist = NormalDist()
+    return table_u, np.array([dist.inv_cdf(float(v)) for v in table_u])
+
+
+def client_lengths(mean: float, cv: float, count: int, step: float) -> np.ndarray:
+    """``count`` lengths of the client's distribution (lognormal of mean ``mean`` and
+    coefficient of variation ``cv``, as ``steady_state.Workload`` reads a client) at the
+    quantiles ``frac((i + 1/2) x step)``."""
+    u = np.mod((np.arange(count) + 0.5) * step, 1.0)
+    if cv <= 0.0:
+        return np.full(count, float(mean))
+    table_u, table_z = _normal_quantiles()
+    z = np.interp(u, table_u, table_z)
+    s2 = float(np.log1p(cv * cv))
+    # lognormal_factor(cv, z), vectorized: exp(-s^2/2 + s z)
+    return mean * np.exp(-s2 / 2.0 + np.sqrt(s2) * z)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClosedLoopTTFT:
+    """Per measured request (seconds): TTFT and its parts."""
+
+    ttft_s: np.ndarray
+    prefill_s: np.ndarray
+    """Arrival to the end of its prefill iteration (the wait for it included)."""
+    slot_wait_s: np.ndarray
+    """Wait for a free decode slot after the hand-off."""
+
+    @property
+    def mean_ttft_s(self) -> float:
+        return float(np.mean(self.ttft_s))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrefillStage:
+    """The prefill workers as the scheduler sees them."""
+
+    workers: int
+    ranks: int
+    """Attention-DP ranks per worker (1 without attention DP)."""
+    rank_tokens: float
+    """Prompt tokens one rank takes into one iteration (its token budget)."""
+    rank_prompts: int
+    """Prompts one rank takes into one iteration (its batch cap)."""
+    iteration_s: Callable[[float], float]
+    """Seconds of an iteration whose fullest rank carries this many prompt tokens."""
+    done_after_s: float = 0.0
+    """From the iteration's end to the prompt's first token leaving the worker (the request's
+    own work)."""
+    overlap: bool = False
+    """An overlap scheduler returns an iteration's tokens after the next iteration: one more
+    iteration's time before the first token leaves (``prefill_curve``'s ``delay``)."""
+
+
+def simulate(
+    *,
+    concurrency: int,
+    input_lens: np.ndarray,
+    output_lens: np.ndarray,
+    prefill: PrefillStage,
+    admission_s: float,
+    decode_slots: float,
+    tpot_s: float,
+) -> ClosedLoopTTFT:
+    """Follow ``len(input_lens)`` requests of a closed loop of ``concurrency`` clients, all
+    sent at once at time 0 on a drained deployment, each client sending its next request
+    when its previous one ends, through ``prefill`` and ``decode_slots`` decode slots held
+    ``(OSL - 1) x tpot_s`` each after ``admission_s``.
+
+    Iteration by iteration: the waiting prompts, first come first served, go round the ranks (one each in turn, the balance of an empty iteration)
+    while each rank has room for the next under its prompt cap and token budget (a rank's first
+    prompt always fits: no chunking); the first prompt with no room ends the intake. The
+    iteration lasts as long as its fullest rank. Iterations are followed in the order they
+    start (the earliest free worker next); a finished prompt takes the earliest free decode
+    slot (with several prefill workers two iterations' prompts can reach the slots out of
+    time order: less than one iteration, and only while every slot is held); a request beyond
+    the free slots waits for the earliest one its predecessors free."""
+    n = len(input_lens)
+    ins = np.maximum(np.asarray(input_lens, dtype=float), 1.0).tolist()
+    decode_time = (np.maximum(np.asarray(output_lens, dtype=float) - 1.0, 0.0) * tpot_s).tolist()
+    conc = max(min(int(concurrency), n), 1)
+    ranks = max(int(prefill.ranks), 1)
+    cap = max(int(prefill.rank_prompts), 1)
+    budget = float(prefill.rank_tokens)
+    most = ranks * cap
+    waiting: list[tuple[float, int]] = [(0.0, i) for i in range(conc)]  # a heap: (arrival, id)
+    sent = conc
+    free = [0.0] * max(int(prefill.workers), 1)
+    binding = bool(np.isfinite(decode_slots) and decode_slots < conc)
+    slots: list[float] = [0.0] * max(int(decode_slots), 1) if binding else []
+    arrival = [0.0] * n
+    ttft = [0.0] * n
+    pre = [0.0] * n
+    wait = [0.0] * n
+    pop, push = heapq.heappop, heapq.heappush
+    while waiting:
+        w = min(range(len(free)), key=free.__getitem__)
+        start = max(free[w], waiting[0][0])
+        load = [0.0] * ranks
+        taken: list[int] = []
+        while waiting and waiting[0][0] <= start and len(taken) < most:
+            i = waiting[0][1]
+            r = len(taken) % ranks
+            if len(taken) >= ranks and load[r] + ins[i] > budget:
+                break
+            pop(waiting)
+            load[r] += ins[i]
+            taken.append(i)
+        span = prefill.iteration_s(max(load))
+        end = start + span
+        free[w] = end
+        done = end + prefill.done_after_s + (span if prefill.overlap else 0.0)
+        ready = done + admission_s
+        for i in taken:
+            admit = max(ready, pop(slots)) if binding else ready
+            finish = admit + decode_time[i]
+            if binding:
+                push(slots, finish)
+            pre[i] = done - arrival[i]
+            wait[i] = admit - ready
+            ttft[i] = admit - arrival[i]
+            if sent < n:
+                arrival[sent] = finish
+                push(waiting, (finish, sent))
+                sent += 1
+    return ClosedLoopTTFT(
+        ttft_s=np.array(ttft), prefill_s=np.array(pre), slot_wait_s=np.array(wait)
+    )
