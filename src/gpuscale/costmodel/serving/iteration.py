@@ -586,11 +586,13 @@ class IterationModel:
         """Rows the grouped expert GEMMs compute beyond the touched experts' own (padded) rows
         when the engine lays the tokens out for the worst case (``moe_worst_case_align`` > 0).
 
-        vLLM 0.12.0 (read in its wheel): block-FP8 experts on Hopper take the DeepGEMM backend
-        when the MoE tensor-parallel size is below 8 (``get_fp8_moe_backend``, quantization/
-        fp8.py: VLLM_USE_DEEP_GEMM and VLLM_MOE_USE_DEEP_GEMM default 1, "DeepGEMM MoE is
-        disabled by default when TP size is >= 8"), and ``fused_experts`` runs it for every
-        batch size once E8M0 scales are used (``is_deep_gemm_e8m0_used()``, true on Hopper by
+        vLLM 0.12.0 (read in its wheel): block-FP8 experts take the DeepGEMM backend when the
+        MoE tensor-parallel size is below 8 (``get_fp8_moe_backend``, quantization/fp8.py:
+        VLLM_USE_DEEP_GEMM and VLLM_MOE_USE_DEEP_GEMM default 1, "DeepGEMM MoE is disabled by
+        default when TP size is >= 8") on a GPU of compute capability exactly 9.0 or 10.0
+        (``is_deep_gemm_supported``, utils/deep_gemm.py: Hopper, B200/GB200; not B300/GB300 at
+        10.3), and ``fused_experts`` runs it for every batch size once E8M0 scales are used
+        (``is_deep_gemm_e8m0_used()``, true on those GPUs by
         VLLM_USE_DEEP_GEMM_E8M0 default 1, short-circuits ``_valid_deep_gemm``'s M >= 128 and
         N > 512 checks; fused_moe/fused_moe.py). ``DeepGemmExperts.apply`` sizes both grouped
         GEMMs, the activation and the FP8 re-quantization at ``compute_aligned_M`` rows: with no
@@ -610,7 +612,7 @@ class IterationModel:
             a > 0.0
             and m.is_moe
             and self.fmt.name == "fp8_block"
-            and dev.generation == "hopper"
+            and dev.compute_capability in (9.0, 10.0)
             and self.par.moe_tp < 8
         )
         if not deepgemm:
