@@ -74,6 +74,22 @@ def test_the_layout_is_vllms_compute_aligned_m() -> None:
     assert _tail(it, 4.0) > 15_000
 
 
+def test_each_chunk_of_the_batch_lays_out_its_own_tail() -> None:
+    """``FusedMoEModularKernel`` runs the tokens in chunks of VLLM_FUSED_MOE_CHUNK_SIZE (16,384
+    by default, vLLM 0.12.0 envs.py; ``_chunk_info``, ``DeepGemmExperts.supports_chunking()``
+    is True), each through its own ``compute_aligned_M``: a prompt batch gathered over four
+    attention-DP ranks (4 x 8,192 tokens) lays out two tails."""
+    it = _it()
+    assert it.moe_worst_case_chunk_tokens == 16384
+
+    def layout(tokens: int) -> int:
+        return math.ceil((tokens * 8 + 128 * 127) / 128) * 128
+
+    for tokens, chunks in ((16384, [16384]), (32768, [16384, 16384]), (20000, [16384, 3616])):
+        expected = sum(layout(c) for c in chunks) - _counted(it, float(tokens))
+        assert _tail(it, float(tokens)) == pytest.approx(expected), tokens
+
+
 def test_expert_parallel_ranks_lay_out_their_local_experts() -> None:
     """With --enable-expert-parallel the MoE TP size is 1 and a rank holds E / EP experts:
     TP2 EP2 lays out half the rows of TP2 on twice the intermediate width."""

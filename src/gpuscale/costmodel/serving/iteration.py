@@ -18,6 +18,7 @@ arrays of equal shape (vectorized over load points).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -218,6 +219,9 @@ class IterationModel:
     """Rows per block of a grouped expert GEMM that computes its worst-case contiguous layout
     whatever the routing (vLLM 0.12's DeepGEMM MoE, :meth:`moe_worst_case_tail_rows`); 0 where
     the engine computes only the touched experts' rows."""
+    moe_worst_case_chunk_tokens: float = math.inf
+    """Tokens per chunk the engine runs that layout over, each chunk with its own tail (vLLM's
+    ``FusedMoEModularKernel._chunk_info``: VLLM_FUSED_MOE_CHUNK_SIZE); inf: one chunk."""
     speculation: Speculation | None = None
     """Speculative decoding: each decoding request verifies ``draft_tokens + 1`` positions per
     iteration, and the draft module runs ``draft_tokens`` times (:meth:`draft_s`)."""
@@ -603,7 +607,9 @@ class IterationModel:
         contiguous GEMM computes them as expert 0's rows (its scheduler skips a block only
         when ``grouped_layout`` is negative: ``is_computation_valid``, deep_gemm/include/
         deep_gemm/common/scheduler.cuh).
-        ``align`` is DeepGEMM's ``get_mk_alignment_for_contiguous_layout()``, 128. The tail is
+        ``align`` is DeepGEMM's ``get_mk_alignment_for_contiguous_layout()``, 128. The modular
+        kernel runs M in chunks of ``moe_worst_case_chunk_tokens`` tokens (``_chunk_info``;
+        ``DeepGemmExperts.supports_chunking()`` is True), each laid out on its own. The tail is
         that layout less the rows :meth:`moe_padded_rows` already counts."""
         a = self.moe_worst_case_align
         m, dev = self.model, self.cluster.device
@@ -618,7 +624,16 @@ class IterationModel:
         if not deepgemm:
             return np.zeros_like(g)
         local = m.num_experts / self.par.ep
-        rows = np.ceil((g * m.experts_per_token + local * (a - 1.0)) / a) * a
+
+        def layout(tokens: np.ndarray) -> np.ndarray:
+            return np.ceil((tokens * m.experts_per_token + local * (a - 1.0)) / a) * a
+
+        rows = layout(g)
+        chunk = self.moe_worst_case_chunk_tokens
+        if math.isfinite(chunk):
+            full = np.floor(g / chunk)
+            rest = g - full * chunk
+            rows = full * layout(np.full_like(g, chunk)) + np.where(rest > 0.0, layout(rest), 0.0)
         counted = self.moe_padded_rows(per_expert) * np.asarray(touched, dtype=float)
         return np.maximum(rows - counted, 0.0)
 
