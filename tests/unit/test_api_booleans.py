@@ -4,10 +4,14 @@ its bool fields (tests/unit/test_training_run.py)."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import json
+import pkgutil
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 
 from gpuscale import api
@@ -83,3 +87,54 @@ def test_every_answer_checks_its_on_off_arguments_before_it_runs() -> None:
             with pytest.raises(InputError) as err:
                 func(*[None] * len(required), **{argument: "no"})
             assert err.value.field == argument, (name, argument)
+
+
+def _api_functions_with_on_off_arguments() -> dict[str, Callable[..., Any]]:
+    """Every public function of every ``gpuscale.api`` module, re-exported or not (the CLI and
+    the web page call ``api.serving_search.search`` by its module)."""
+    found = {}
+    for info in pkgutil.iter_modules(api.__path__):
+        module = importlib.import_module(f"gpuscale.api.{info.name}")
+        for name, value in vars(module).items():
+            if (
+                not name.startswith("_")
+                and inspect.isfunction(value)
+                and value.__module__ == module.__name__
+                and _bool_arguments(value)
+            ):
+                found[f"{info.name}.{name}"] = value
+    return found
+
+
+def test_every_api_function_checks_its_on_off_arguments() -> None:
+    functions = _api_functions_with_on_off_arguments()
+    assert "serving_search.search" in functions
+    for name, func in functions.items():
+        if name.split(".")[1] in THROUGH_TRAINING_RUN:
+            continue
+        required = {
+            p.name: None
+            for p in inspect.signature(func).parameters.values()
+            if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        }
+        for argument in _bool_arguments(func):
+            with pytest.raises(InputError) as err:
+                func(**{**required, argument: "no"})
+            assert err.value.field == argument, (name, argument)
+
+
+def test_a_numpy_bool_is_a_bool() -> None:
+    """``numpy.bool_`` (a sweep built with numpy, a pandas column) is True or False: taken, and
+    answered as the Python bool, so the ``--json`` document stays plain JSON."""
+    run = api.TrainingRun(
+        model="llama3.1-8b", gpu="h100-sxm", gpus=8, compile=np.True_, flash_attention=np.False_
+    )
+    assert run.compile is True and run.flash_attention is False
+    python = api.TrainingRun(
+        model="llama3.1-8b", gpu="h100-sxm", gpus=8, compile=True, flash_attention=False
+    )
+    assert api.estimate(run).to_dict() == api.estimate(python).to_dict()
+    json.dumps(api.estimate(run).to_dict())
+    fitted = api.fit("llama3.1-8b", gpu="h100-sxm", flash_attention=np.False_).to_dict()
+    assert fitted == api.fit("llama3.1-8b", gpu="h100-sxm", flash_attention=False).to_dict()
+    json.dumps(fitted)

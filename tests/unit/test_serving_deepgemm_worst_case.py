@@ -2,7 +2,8 @@
 ``M x top-k + local experts x 127`` rows rounded to 128 (``compute_aligned_M`` with no host
 counts; the blocks past the real segments get expert id 0 and are computed). The serving
 model adds those rows to the grouped expert GEMMs' math (one launch: the roofline of the whole
-kernel), on block-FP8 experts on Hopper below MoE TP 8, for the vLLM 0.12.0 rows only."""
+kernel), on block-FP8 experts on Hopper or B200/GB200 below MoE TP 8, for the vLLM 0.12.0 rows
+only."""
 
 from __future__ import annotations
 
@@ -73,6 +74,22 @@ def test_the_layout_is_vllms_compute_aligned_m() -> None:
     assert _tail(it, 4.0) > 15_000
 
 
+def test_each_chunk_of_the_batch_lays_out_its_own_tail() -> None:
+    """``FusedMoEModularKernel`` runs the tokens in chunks of VLLM_FUSED_MOE_CHUNK_SIZE (16,384
+    by default, vLLM 0.12.0 envs.py; ``_chunk_info``, ``DeepGemmExperts.supports_chunking()``
+    is True), each through its own ``compute_aligned_M``: a prompt batch gathered over four
+    attention-DP ranks (4 x 8,192 tokens) lays out two tails."""
+    it = _it()
+    assert it.moe_worst_case_chunk_tokens == 16384
+
+    def layout(tokens: int) -> int:
+        return math.ceil((tokens * 8 + 128 * 127) / 128) * 128
+
+    for tokens, chunks in ((16384, [16384]), (32768, [16384, 16384]), (20000, [16384, 3616])):
+        expected = sum(layout(c) for c in chunks) - _counted(it, float(tokens))
+        assert _tail(it, float(tokens)) == pytest.approx(expected), tokens
+
+
 def test_expert_parallel_ranks_lay_out_their_local_experts() -> None:
     """With --enable-expert-parallel the MoE TP size is 1 and a rank holds E / EP experts:
     TP2 EP2 lays out half the rows of TP2 on twice the intermediate width."""
@@ -94,12 +111,26 @@ def _counted(it: IterationModel, tokens: float) -> float:
     [
         ({"worst_case": False}, "other vLLM versions"),
         ({"weights": "fp8"}, "per-tensor FP8 experts take another backend"),
-        ({"gpu": "b200", "tp": 2}, "not Hopper"),
+        ({"gpu": "b300", "tp": 2}, "B300 is 10.3: DeepGEMM wants 9.0 or 10.0 exactly"),
+        ({"gpu": "gb300", "tp": 2}, "GB300 is 10.3 too"),
+        ({"gpu": "a100-sxm-80gb", "tp": 2}, "no FP8: Marlin"),
         ({"tp": 8}, "DeepGEMM MoE is off by default at MoE TP >= 8"),
     ],
 )
 def test_only_where_vllm_picks_deepgemm(kw: dict, why: str) -> None:
     assert _tail(_it(**kw), 4.0) == 0.0, why
+
+
+@pytest.mark.parametrize("gpu", ["h100-sxm", "h200-sxm", "b200", "gb200"])
+def test_hopper_and_b200_both_run_deepgemm(gpu: str) -> None:
+    """vLLM 0.12.0 ``is_deep_gemm_supported()`` is true on capability 9.0 or 10.0 exactly, and
+    ``fused_experts`` says so for B200: "on B200, we use DeepGemm for all cases because they only
+    support E8M0 scale" (fused_moe/fused_moe.py). FlashInfer's FP8 MoE is off by default
+    (VLLM_USE_FLASHINFER_MOE_FP8 = 0), so ``get_fp8_moe_backend`` reaches DeepGEMM on both."""
+    it = _it(gpu=gpu)
+    assert _tail(it, 4.0) == pytest.approx(
+        math.ceil((4 * 8 + 128 * 127) / 128) * 128 - _counted(it, 4.0)
+    )
 
 
 def test_decode_step_is_flat_in_the_batch_with_it() -> None:

@@ -10,21 +10,27 @@ from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any, TypeVar, cast
 
+import numpy as np
+
 from gpuscale.errors import require
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def check_booleans(values: Mapping[str, Any]) -> None:
-    """Refuse a value of ``values`` (argument -> value) that is not True or False, naming the
-    argument (``field``)."""
+def check_booleans(values: Mapping[str, Any]) -> dict[str, bool]:
+    """``values`` (argument -> value) as Python bools: a value that is not True or False is
+    refused, naming the argument (``field``); a numpy bool (a sweep built with numpy, a pandas
+    column) is True or False and comes back as the Python one, so answers stay plain JSON."""
+    out = {}
     for name, value in values.items():
         require(
-            isinstance(value, bool),
+            isinstance(value, (bool, np.bool_)),
             f"{name} must be True or False, got {value!r} ({type(value).__name__}); "
             "accepted: a bool",
             field=name,
         )
+        out[name] = bool(value)
+    return out
 
 
 def _is_bool(annotation: Any) -> bool:
@@ -41,7 +47,7 @@ def bool_fields(obj: object) -> dict[str, Any]:
 
 def takes_booleans(func: F) -> F:
     """``func`` with its bool keyword-only arguments (from its annotations) checked by
-    :func:`check_booleans` on each call, before it runs."""
+    :func:`check_booleans` on each call, before it runs, and passed on as Python bools."""
     params = inspect.signature(func).parameters.values()
     names = [p.name for p in params if _is_bool(p.annotation)]
     positional = [p.name for p in params if _is_bool(p.annotation) and p.kind != p.KEYWORD_ONLY]
@@ -50,7 +56,7 @@ def takes_booleans(func: F) -> F:
 
     @functools.wraps(func)
     def checked(*args: Any, **kwargs: Any) -> Any:
-        check_booleans({name: kwargs[name] for name in names if name in kwargs})
+        kwargs.update(check_booleans({name: kwargs[name] for name in names if name in kwargs}))
         return func(*args, **kwargs)
 
     return cast(F, checked)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuscale import catalog
+from gpuscale.api._booleans import takes_booleans
 from gpuscale.api.serving import check_lengths, served_format, served_kv_dtype
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import load_profile_for
@@ -152,6 +153,7 @@ def search_context(
     )
 
 
+@takes_booleans
 def search(
     model: str | ModelSpec,
     *,

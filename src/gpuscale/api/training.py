@@ -295,7 +295,8 @@ class TrainingRun:
     """The specs the cost model takes, with the defaults chosen (set when built)."""
 
     def __post_init__(self) -> None:
-        check_booleans(bool_fields(self))
+        for name, value in check_booleans(bool_fields(self)).items():
+            object.__setattr__(self, name, value)  # a numpy bool kept as the Python one
         object.__setattr__(self, "specs", _resolve(self))
 
 

@@ -123,10 +123,11 @@ class EngineProfile:
     ``swa_full_tokens_ratio`` of the full-attention pool (``set_num_token_hybrid``). Sources in
     ``serving_engines.yaml``."""
     deepgemm_moe_worst_case: bool = False
-    """vLLM 0.12's DeepGEMM MoE: block-FP8 experts on Hopper (MoE tensor parallelism below 8)
-    computed at the worst-case contiguous layout, ``M x top-k + local experts x 127`` rows, at
-    every batch size (``IterationModel.moe_worst_case_tail_rows``). A version's behaviour, set
-    per row by ``serving_rows.engine_version_options``; False in the profile (later vLLM versions pick
+    """vLLM 0.12's DeepGEMM MoE: block-FP8 experts on Hopper or B200/GB200 (compute capability
+    9.0 or 10.0; MoE tensor parallelism below 8) computed at the worst-case contiguous layout,
+    ``M x top-k + local experts x 127`` rows, at every batch size
+    (``IterationModel.moe_worst_case_tail_rows``). A version's behaviour, set per row by
+    ``serving_rows.engine_version_options``; False in the profile (later vLLM versions pick
     other MoE kernels, ``profiles/vllm.yaml``)."""
     max_prefill_tokens: int | None = None
     """SGLang ``--max-prefill-tokens``: the new prompt tokens one prefill batch may start, a

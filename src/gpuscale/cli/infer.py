@@ -26,6 +26,18 @@ from gpuscale.errors import InputError, quoted, require
 from gpuscale.report.serving import print_search, print_serving, print_static, print_sweep
 from gpuscale.specs.training import KV_DTYPES, WEIGHT_DTYPES
 
+
+def _engine_only() -> str:
+    """The engine options some engines lack, with the engines that have them, from
+    :data:`ENGINE_OPTIONS` (the table the API checks against)."""
+    every = {e for o in ENGINE_OPTIONS.values() for e in o.engines}
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for name, o in ENGINE_OPTIONS.items():
+        if set(o.engines) != every:
+            groups.setdefault(o.engines, []).append(name)
+    return "; ".join(f"{', '.join(names)}: {' / '.join(e)} only" for e, names in groups.items())
+
+
 LOAD = ("concurrency", "request_rate", "prefill_workers", "decode_workers")
 """Options that ask for the serving model under load (any one of them)."""
 
@@ -115,7 +127,7 @@ CONCURRENCY = flag(
         str,
         help="Under load: scheduler settings of the launch, NAME=VALUE,... (repeatable): "
         + ", ".join(ENGINE_OPTIONS)
-        + " (batch_wait_* and adp_balance_timeout_iters: tensorrt-llm only).",
+        + f" ({_engine_only()}).",
         multiple=True,
     ),
     CONCURRENCY,

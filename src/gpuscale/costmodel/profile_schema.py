@@ -39,6 +39,7 @@ CONSTANTS: dict[str, Check] = {
     "moe_marlin_mxfp4_hidden_align": AT_LEAST_ONE,
     "moe_marlin_mxfp4_intermediate_align": AT_LEAST_ONE,
     "deepgemm_contiguous_align": AT_LEAST_ONE,
+    "fused_moe_chunk_tokens": AT_LEAST_ONE,
     "elementwise_hidden_passes": NON_NEGATIVE,
     "elementwise_ffn_passes": NON_NEGATIVE,
     "elementwise_kernels_per_layer": NON_NEGATIVE,

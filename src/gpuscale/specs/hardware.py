@@ -39,6 +39,10 @@ class Device:
     """GPUs joined at ``intra_bandwidth`` by one NVLink/xGMI fabric: 8 in an HGX/OAM node, 72 in
     a GB200/GB300 NVL72 rack, 4 for H200 NVL bridged cards. The default node size of a cluster,
     so TP/EP groups up to this size run at NVLink speed."""
+    compute_capability: float | None = None
+    """CUDA compute capability, major.minor (9.0 Hopper, 10.0 B200/GB200, 10.3 B300/GB300); None
+    where CUDA does not run (AMD) or unknown. Engines select kernels by its exact value (vLLM's
+    ``current_platform.is_device_capability(100)`` is true on a B200, false on a B300)."""
 
     def __post_init__(self) -> None:
         require(self.memory_gib > 0, f"GPU '{self.id}': memory_gib must be > 0")

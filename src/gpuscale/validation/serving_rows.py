@@ -638,8 +638,8 @@ AIC_TRT_FREE_MEMORY_FRACTION = 0.80
 
 
 VLLM_DEEPGEMM_MOE_WORST_CASE = frozenset({"0.12.0"})
-"""vLLM versions whose block-FP8 MoE on Hopper runs DeepGEMM at every batch size and computes
-the worst-case contiguous layout (engine option ``deepgemm_moe_worst_case``; the code path is
+"""vLLM versions whose block-FP8 MoE on Hopper (and B200/GB200) runs DeepGEMM at every batch
+size and computes the worst-case contiguous layout (engine option ``deepgemm_moe_worst_case``; the code path is
 ``IterationModel.moe_worst_case_tail_rows``, read in the vLLM 0.12.0 wheel). It needs DeepGEMM
 in the image: Dynamo's vLLM runtime build installs it after vLLM (``container/deps/vllm/
 install_vllm.sh``: a stored copy pinning ``VLLM_VER="0.12.0"`` lists "3. DeepGEMM" and runs

@@ -18,6 +18,7 @@ arrays of equal shape (vectorized over load points).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -218,6 +219,9 @@ class IterationModel:
     """Rows per block of a grouped expert GEMM that computes its worst-case contiguous layout
     whatever the routing (vLLM 0.12's DeepGEMM MoE, :meth:`moe_worst_case_tail_rows`); 0 where
     the engine computes only the touched experts' rows."""
+    moe_worst_case_chunk_tokens: float = math.inf
+    """Tokens per chunk the engine runs that layout over, each chunk with its own tail (vLLM's
+    ``FusedMoEModularKernel._chunk_info``: VLLM_FUSED_MOE_CHUNK_SIZE); inf: one chunk."""
     speculation: Speculation | None = None
     """Speculative decoding: each decoding request verifies ``draft_tokens + 1`` positions per
     iteration, and the draft module runs ``draft_tokens`` times (:meth:`draft_s`)."""
@@ -645,11 +649,13 @@ class IterationModel:
         """Rows the grouped expert GEMMs compute beyond the touched experts' own (padded) rows
         when the engine lays the tokens out for the worst case (``moe_worst_case_align`` > 0).
 
-        vLLM 0.12.0 (read in its wheel): block-FP8 experts on Hopper take the DeepGEMM backend
-        when the MoE tensor-parallel size is below 8 (``get_fp8_moe_backend``, quantization/
-        fp8.py: VLLM_USE_DEEP_GEMM and VLLM_MOE_USE_DEEP_GEMM default 1, "DeepGEMM MoE is
-        disabled by default when TP size is >= 8"), and ``fused_experts`` runs it for every
-        batch size once E8M0 scales are used (``is_deep_gemm_e8m0_used()``, true on Hopper by
+        vLLM 0.12.0 (read in its wheel): block-FP8 experts take the DeepGEMM backend when the
+        MoE tensor-parallel size is below 8 (``get_fp8_moe_backend``, quantization/fp8.py:
+        VLLM_USE_DEEP_GEMM and VLLM_MOE_USE_DEEP_GEMM default 1, "DeepGEMM MoE is disabled by
+        default when TP size is >= 8") on a GPU of compute capability exactly 9.0 or 10.0
+        (``is_deep_gemm_supported``, utils/deep_gemm.py: Hopper, B200/GB200; not B300/GB300 at
+        10.3), and ``fused_experts`` runs it for every batch size once E8M0 scales are used
+        (``is_deep_gemm_e8m0_used()``, true on those GPUs by
         VLLM_USE_DEEP_GEMM_E8M0 default 1, short-circuits ``_valid_deep_gemm``'s M >= 128 and
         N > 512 checks; fused_moe/fused_moe.py). ``DeepGemmExperts.apply`` sizes both grouped
         GEMMs, the activation and the FP8 re-quantization at ``compute_aligned_M`` rows: with no
@@ -660,7 +666,9 @@ class IterationModel:
         contiguous GEMM computes them as expert 0's rows (its scheduler skips a block only
         when ``grouped_layout`` is negative: ``is_computation_valid``, deep_gemm/include/
         deep_gemm/common/scheduler.cuh).
-        ``align`` is DeepGEMM's ``get_mk_alignment_for_contiguous_layout()``, 128. The tail is
+        ``align`` is DeepGEMM's ``get_mk_alignment_for_contiguous_layout()``, 128. The modular
+        kernel runs M in chunks of ``moe_worst_case_chunk_tokens`` tokens (``_chunk_info``;
+        ``DeepGemmExperts.supports_chunking()`` is True), each laid out on its own. The tail is
         that layout less the rows :meth:`moe_padded_rows` already counts."""
         a = self.moe_worst_case_align
         m, dev = self.model, self.cluster.device
@@ -669,13 +677,22 @@ class IterationModel:
             a > 0.0
             and m.is_moe
             and self.fmt.name == "fp8_block"
-            and dev.generation == "hopper"
+            and dev.compute_capability in (9.0, 10.0)
             and self.par.moe_tp < 8
         )
         if not deepgemm:
             return np.zeros_like(g)
         local = m.num_experts / self.par.ep
-        rows = np.ceil((g * m.experts_per_token + local * (a - 1.0)) / a) * a
+
+        def layout(tokens: np.ndarray) -> np.ndarray:
+            return np.ceil((tokens * m.experts_per_token + local * (a - 1.0)) / a) * a
+
+        rows = layout(g)
+        chunk = self.moe_worst_case_chunk_tokens
+        if math.isfinite(chunk):
+            full = np.floor(g / chunk)
+            rest = g - full * chunk
+            rows = full * layout(np.full_like(g, chunk)) + np.where(rest > 0.0, layout(rest), 0.0)
         counted = self.moe_padded_rows(per_expert) * np.asarray(touched, dtype=float)
         return np.maximum(rows - counted, 0.0)
 

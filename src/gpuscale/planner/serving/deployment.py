@@ -178,6 +178,7 @@ def _iteration_model(
         moe_worst_case_align=(
             profile.const("deepgemm_contiguous_align") if eng.deepgemm_moe_worst_case else 0.0
         ),
+        moe_worst_case_chunk_tokens=profile.const("fused_moe_chunk_tokens"),
     )
 
 
