@@ -285,9 +285,11 @@ def uniform_lengths(length: int, ratio: float) -> tuple[float, float]:
 def client_lengths(r: dict[str, str]) -> dict[str, Any]:
     """The prompt and output lengths the row's benchmark client sent.
 
-    AIConfigurator's own runs (aiperf, ``benchmark/bench_run.sh.j2``) send fixed lengths:
-    ``--isl-stddev``/``--osl-stddev`` default to 0 (``generator/config/deployment_config.yaml``)
-    with ``ignore_eos``. The aggregated rows of the InferenceX exports ran InferenceX's client,
+    AIConfigurator's own clients send fixed lengths with ``ignore_eos``: its eval runner
+    (``eval/benchmarks/genai_perf_runner.py``, 2025-08 to 2026-03) passes
+    ``--synthetic-input-tokens-stddev 0 --output-tokens-stddev 0``, its generator's
+    ``benchmark/bench_run.sh.j2`` ``--isl-stddev``/``--osl-stddev``, 0 by default
+    (``generator/config/deployment_config.yaml``). The aggregated rows of the InferenceX exports ran InferenceX's client,
     whose lengths are uniform over [0.8 L, L] (``INFERENCEX_RANGE_RATIO``); their mean is below
     the row's ``isl``/``osl`` and they differ per request, so a closed loop's requests do not
     stay in lockstep cohorts."""
