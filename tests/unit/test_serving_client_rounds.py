@@ -8,10 +8,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpuscale.planner.serving.cohort_sim import BENCHMARK_ROUNDS
+from gpuscale import catalog
+from gpuscale.catalog.serving_engines import engine
+from gpuscale.costmodel.profile import load_profile
+from gpuscale.costmodel.serving.formats import weight_format
+from gpuscale.costmodel.serving.iteration import Parallelism
+from gpuscale.planner.serving.cohort_sim import BENCHMARK_ROUNDS, simulate_ranks
 from gpuscale.planner.serving.deployment import (
     DEFAULT_REQUESTS,
     Client,
+    _iteration_model,
     benchmark_rounds,
     measured_requests,
 )
@@ -110,3 +116,22 @@ def test_rounds_are_the_stated_requests_over_the_concurrency(conc: int, n: int, 
     work = Workload(input_len=512, output_len=64, input_cv=cv)
     rounds = benchmark_rounds(work, Client(concurrency=conc, num_requests=n))
     assert rounds == pytest.approx(max(n, conc) / conc)
+
+
+@pytest.mark.parametrize("rounds", [1, 2, 3, 4, 10, 20, 50])
+def test_the_simulation_weights_the_stated_rounds(rounds: int) -> None:
+    # Every measured request counts once: the weights add up to rounds x C over the ranks, the
+    # short runs (fewer rounds than the four simulated) simulated whole.
+    eng = engine("vllm")
+    it = _iteration_model(
+        catalog.model("llama3.1-8b"),
+        catalog.cluster("h100-sxm", 1),
+        Parallelism(),
+        weight_format("bf16"),
+        "bf16",
+        load_profile(eng.cost_profile),
+        eng,
+    )
+    sim = simulate_ranks(it, eng, FIXED, 11, 2, max_running=1e9, rounds=rounds)
+    assert sim is not None
+    assert sim.weight.sum() == pytest.approx(rounds * 11)
