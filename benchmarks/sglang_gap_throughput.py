@@ -1,6 +1,6 @@
 """How many prompts per iteration the SGLang 0.5.6.post2 Llama-3.1-8B gap-analysis rows ran.
 
-Closed loop with fixed lengths (AIConfigurator's aiperf runs, ``cohort_sim.BENCHMARK_ROUNDS``):
+Closed loop with fixed lengths (AIConfigurator's benchmark client, ``serving_rows.client_requests``):
 every client always has one request in the system, so by Little's law the engine completes
 ``C / E2E`` requests per second, ``E2E = TTFT + (OSL - 1) TPOT`` from the row's own means. With
 ``--enable-mixed-chunk`` every iteration steps every running decode once (SGLang scheduler

@@ -21,10 +21,12 @@ per-iteration terms (diagnostic only; nothing here is read by the model):
   ai-dynamo/aiperf ``aiperf/common/config/config_defaults.py``), drawn at random with
   replacement (``DatasetManager._return_any_conversation``, aiperf db4f6397, 2025-10) or in
   shuffled passes (``DATASET_SAMPLING_STRATEGY = SHUFFLE`` in later aiperf); vLLM V1 caches
-  prefixes by default. The share of the measured requests (after ``2 C`` warm-up, ``20 C``
-  measured: ``cohort_sim.BENCHMARK_ROUNDS``) whose prompt was sent before, under each, and the
-  model's KV pool over the 100 prompts' footprint (whether a repeat can still be cached). The
-  rows do not record the client, so this is what would settle it, not a reading.
+  prefixes by default. The share of the measured requests (after ``2 C`` warm-up, the count
+  the row states: ``serving_rows.client_requests``, ``10 C`` for these rows, the eval runner of
+  their date, which also passes ``--num-dataset-entries 12*C``, :data:`EVAL_DATASET_ROUNDS`)
+  whose prompt was sent before, under each, and the model's KV pool over the dataset's
+  prompts' footprint (whether a repeat can still be cached). The rows do not record the
+  client's arguments, so this is what would settle it, not a reading.
 - **slices** of the Qwen3-32B rows: mean signed TTFT and TPOT error per prompt length and
   concurrency.
 - **MoE decode** of the Qwen3-235B-A22B-FP8 rows: measured TPOT per layout against the model's
@@ -59,13 +61,33 @@ from gpuscale.costmodel.serving.iteration import (
 from gpuscale.planner.serving.cohort_sim import BENCHMARK_ROUNDS
 from gpuscale.planner.serving.deployment import _iteration_model
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.serving_rows import AIC_GAP_SOURCE, ServingRow, load
+from gpuscale.validation.serving_rows import (
+    AIC_CLIENT_ERAS,
+    AIC_GAP_SOURCE,
+    ServingRow,
+    aic_client_rounds,
+    load,
+)
 
 ROWS = DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv"
 AIPERF_DATASET_ENTRIES = 100
 """aiperf ``InputDefaults.NUM_DATASET_ENTRIES`` (``aiperf/common/config/config_defaults.py``)."""
 WARMUP_ROUNDS = 2
-"""``--warmup-request-count $((C * 2))`` (AIConfigurator ``benchmark/bench_run.sh.j2``)."""
+"""``--warmup-request-count 2*C``: AIConfigurator's eval runner (``eval/benchmarks/
+genai_perf_runner.py``, 2025-08 to 2026-03) and its generator's ``benchmark/bench_run.sh.j2``."""
+EVAL_DATASET_ROUNDS = 12
+"""The eval runner's ``--num-dataset-entries 12*C`` (at 961028348 and c46a56b02): one prompt per
+warm-up and measured request (``2*C + 10*C``)."""
+
+
+def client_of(row: ServingRow) -> tuple[float, int]:
+    """Measured rounds and dataset entries of the row's client: the count it states
+    (``serving_rows.aic_client_rounds``) and, for the eval runner's 10 rounds, its ``12*C``
+    entries; else aiperf's defaults (:data:`BENCHMARK_ROUNDS`, 100 entries)."""
+    rounds = aic_client_rounds(row.raw)
+    if rounds == AIC_CLIENT_ERAS[0][1]:
+        return float(rounds), EVAL_DATASET_ROUNDS * row.concurrency
+    return float(rounds or BENCHMARK_ROUNDS), AIPERF_DATASET_ENTRIES
 
 
 def vllm_gap_rows(path: Path = ROWS) -> list[ServingRow]:
@@ -179,14 +201,14 @@ def aiperf_repeat_share(
     strategy: str,
     entries: int = AIPERF_DATASET_ENTRIES,
     warmup_rounds: int = WARMUP_ROUNDS,
-    rounds: int = BENCHMARK_ROUNDS,
+    rounds: float = BENCHMARK_ROUNDS,
 ) -> float:
     """Share of the measured requests whose prompt an earlier request (warm-up included) sent.
 
     ``shuffle``: passes over a permutation of the ``entries`` prompts, so request ``j`` (0-based)
     repeats from ``j = entries`` on; ``random``: each request draws an entry uniformly with
     replacement, so request ``j`` repeats with probability ``1 - (1 - 1/entries)^j``."""
-    first, last = warmup_rounds * concurrency, (warmup_rounds + rounds) * concurrency
+    first, last = warmup_rounds * concurrency, round((warmup_rounds + rounds) * concurrency)
     j = np.arange(first, last, dtype=float)
     if strategy == "shuffle":
         return float(np.mean(j >= entries))
@@ -259,20 +281,21 @@ def main() -> None:
         f"interleaved prompt than its GEMMs take at that rate: {len(short)} of {len(floor_rows)}"
     )
 
-    print("\n== Client reuse (aiperf 100 entries; 2C warm-up, 20C measured) ==")
+    print("\n== Client reuse (the row's client: 2C warm-up, its stated rounds and entries) ==")
     print(
         f"{'model':20} {'tp':>3} {'isl':>5} {'osl':>5} {'C':>4} {'shuffle':>8} {'random':>7}"
-        f" {'pool/100 prompts':>17} {'ttft err':>9} {'tpot err':>9}"
+        f" {'pool/prompts':>13} {'ttft err':>9} {'tpot err':>9}"
     )
     for row in floor_rows:
         r, o = row.raw, preds[id(row)]
-        foot = AIPERF_DATASET_ENTRIES * (int(r["isl"]) + int(r["osl"]))
+        rounds, entries = client_of(row)
+        foot = entries * (int(r["isl"]) + int(r["osl"]))
+        shuffle = aiperf_repeat_share(row.concurrency, "shuffle", entries, rounds=rounds)
+        random = aiperf_repeat_share(row.concurrency, "random", entries, rounds=rounds)
         print(
             f"{r['model_path'].split('/')[-1][:20]:20} {r['tp_size']:>3} {r['isl']:>5}"
-            f" {r['osl']:>5} {row.concurrency:>4}"
-            f" {aiperf_repeat_share(row.concurrency, 'shuffle'):8.2f}"
-            f" {aiperf_repeat_share(row.concurrency, 'random'):7.2f}"
-            f" {o['kv_cache_tokens_per_rank'] / foot:17.2f}"
+            f" {r['osl']:>5} {row.concurrency:>4} {shuffle:8.2f} {random:7.2f}"
+            f" {o['kv_cache_tokens_per_rank'] / foot:13.2f}"
             f" {signed(o['ttft_ms'], float(r['silicon_ttft_ms'])):+9.0%}"
             f" {signed(o['tpot_ms'], float(r['silicon_tpot_ms'])):+9.0%}"
         )
@@ -283,10 +306,11 @@ def main() -> None:
         if row in floor_rows:
             continue
         r, o = row.raw, preds[id(row)]
-        foot = AIPERF_DATASET_ENTRIES * (int(r["isl"]) + int(r["osl"]))
+        rounds, entries = client_of(row)
+        foot = entries * (int(r["isl"]) + int(r["osl"]))
         summary[(r["model_path"].split("/")[-1], r["isl"])].append(
             (
-                aiperf_repeat_share(row.concurrency, "shuffle"),
+                aiperf_repeat_share(row.concurrency, "shuffle", entries, rounds=rounds),
                 o["kv_cache_tokens_per_rank"] / foot,
                 signed(o["ttft_ms"], float(r["silicon_ttft_ms"])),
                 signed(o["tpot_ms"], float(r["silicon_tpot_ms"])),
@@ -296,7 +320,7 @@ def main() -> None:
         mean = [statistics.mean(v[i] for v in vals) for i in range(4)]
         print(
             f"{name[:20]:20} isl {isl:>5} rows {len(vals):3} shuffle {mean[0]:5.2f}"
-            f" pool/100 prompts {mean[1]:6.2f} ttft err {mean[2]:+5.0%} tpot err {mean[3]:+5.0%}"
+            f" pool/prompts {mean[1]:6.2f} ttft err {mean[2]:+5.0%} tpot err {mean[3]:+5.0%}"
         )
 
     print("\n== Qwen3-32B (16-bit) slices: mean signed error, TTFT / TPOT ==")

@@ -90,10 +90,13 @@ def test_burst_counts_once_per_round_of_the_client() -> None:
 
 
 def test_rounds_follow_the_client_when_lengths_vary() -> None:
-    # Fixed lengths: aiperf's 20 rounds. Random lengths: num_requests / concurrency.
+    # A stated count: num_requests / concurrency, fixed lengths or not. Unstated: fixed lengths
+    # measure BENCHMARK_ROUNDS rounds (aiperf's 20*C), random lengths 1000 requests.
     fixed = Workload(input_len=1024, output_len=1024)
     varied = Workload(input_len=922, output_len=922, input_cv=0.064, output_cv=0.064)
-    assert benchmark_rounds(fixed, Client(concurrency=36, num_requests=180)) == BENCHMARK_ROUNDS
+    assert benchmark_rounds(fixed, Client(concurrency=36, num_requests=180)) == 5
+    assert benchmark_rounds(fixed, Client(concurrency=36)) == BENCHMARK_ROUNDS
+    assert benchmark_rounds(varied, Client(concurrency=36)) == pytest.approx(1000 / 36)
     assert benchmark_rounds(varied, Client(concurrency=36, num_requests=180)) == 5
     # fewer requests than the concurrency: the burst is all there is
     assert benchmark_rounds(varied, Client(concurrency=36, num_requests=10)) == 1

@@ -75,8 +75,28 @@ def test_burst_share_is_c_over_n() -> None:
     )
 
 
-def test_fixed_lengths_keep_the_cohort_simulation() -> None:
-    # num_requests does not enter a fixed-length closed loop (BENCHMARK_ROUNDS rounds simulated)
-    a = infer("llama3.1-8b", concurrency=8, num_requests=80, **KW).to_dict()["options"][0]
-    b = infer("llama3.1-8b", concurrency=8, num_requests=8000, **KW).to_dict()["options"][0]
-    assert a["ttft_ms"] == b["ttft_ms"]
+def _fixed(conc: int, n: int | None) -> dict:
+    req = {} if n is None else {"num_requests": n}
+    return infer("llama3.1-8b", concurrency=conc, **req, **KW).to_dict()["options"][0]
+
+
+def test_fixed_lengths_take_the_stated_count() -> None:
+    # A fixed-length closed loop is simulated round by round; the client's count sets how many
+    # rounds the start burst is averaged over. C = 64 prompts of 1024 tokens take 8 budget
+    # iterations, so the burst's TTFT is far above a later round's.
+    ttft = [_fixed(64, n * 64)["ttft_ms"] for n in (2, 10, 20, 1000)]
+    assert ttft == sorted(ttft, reverse=True) and ttft[0] > 2 * ttft[-1]
+    # C = 8 prompts fit one iteration: every round is the burst's, the count changes nothing.
+    assert _fixed(8, 80)["ttft_ms"] == pytest.approx(_fixed(8, 8000)["ttft_ms"], rel=1e-9)
+
+
+def test_fixed_lengths_unstated_count_is_twenty_rounds() -> None:
+    # The user default is unchanged: aiperf's 20*C (cohort_sim.BENCHMARK_ROUNDS), echoed.
+    unstated, twenty = _fixed(64, None), _fixed(64, 20 * 64)
+    assert unstated["ttft_ms"] == twenty["ttft_ms"]
+    assert unstated["tpot_ms"] == twenty["tpot_ms"]
+    echo = infer("llama3.1-8b", concurrency=64, **KW).to_dict()["client"]
+    assert echo["num_requests"] == 20 * 64
+    # random lengths and the open loop keep their 1000 requests
+    varied = infer("llama3.1-8b", concurrency=64, input_cv=0.1, **KW).to_dict()["client"]
+    assert varied["num_requests"] == 1000

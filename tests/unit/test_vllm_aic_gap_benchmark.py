@@ -108,6 +108,12 @@ def test_repeat_share_shuffle_is_exact(bench: ModuleType) -> None:
     assert bench.aiperf_repeat_share(64, "shuffle") == 1.0
     with pytest.raises(ValueError):
         bench.aiperf_repeat_share(8, "sequential")
+    # The eval runner of the rows' date: 12*C entries for 2*C warm-up + 10*C measured, no repeat.
+    assert bench.aiperf_repeat_share(8, "shuffle", 96, rounds=10) == 0.0
+
+
+def test_the_rows_client_is_the_eval_runner(bench: ModuleType, rows: list) -> None:
+    assert {bench.client_of(row) == (10.0, 12 * row.concurrency) for row in rows} == {True}
 
 
 @given(st.integers(min_value=1, max_value=512))

@@ -224,9 +224,9 @@ PARAMS: dict[str, Param] = {
     "request_rate": Param(type=float, help="Open loop: Poisson arrivals, requests/s."),
     "num_requests": Param(
         type=int,
-        default=1000,
-        help="Requests in the benchmark (open loop; closed loop with random lengths: the first "
-        "C are a burst).",
+        help="Requests the benchmark measures after its warm-up (closed loop: the first C are a "
+        "burst on a drained engine). Default: 20 x concurrency for a closed loop with fixed "
+        "lengths (AIConfigurator's aiperf command), else 1000.",
     ),
     "prefix_hit": Param(
         type=float, default=0.0, help="Share of each prompt served from the prefix cache."

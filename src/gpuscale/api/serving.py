@@ -23,6 +23,7 @@ from gpuscale.planner.serving.deployment import (
     Client,
     Pool,
     Prediction,
+    measured_requests,
     predict_aggregated,
     predict_disaggregated,
 )
@@ -286,7 +287,7 @@ def infer(
     output_len: int = 1024,
     concurrency: int | None = None,
     request_rate: float | None = None,
-    num_requests: int = 1000,
+    num_requests: int | None = None,
     prefix_hit: float = 0.0,
     input_cv: float = 0.0,
     output_cv: float = 0.0,
@@ -319,10 +320,12 @@ def infer(
     ``tp`` counts all GPUs of one pipeline stage; ``attention_dp`` of them run attention on
     separate request groups, ``ep`` shards the experts. Give ``prefill_workers`` and
     ``decode_workers`` for disaggregated serving. Closed loop with ``concurrency`` (the means
-    of a benchmark of 20 rounds of ``concurrency`` requests that starts with a burst on a
-    drained engine, as aiperf runs it; with random lengths, ``input_cv``/``output_cv`` > 0, the
-    staggered steady state with the first ``concurrency`` of ``num_requests`` requests arriving
-    as one burst); open loop (Poisson) with ``request_rate`` requests/s.
+    of a benchmark of ``num_requests`` measured requests that starts with a burst of
+    ``concurrency`` on a drained engine, as aiperf runs it after its warm-up; with random
+    lengths, ``input_cv``/``output_cv`` > 0, the staggered steady state with the first
+    ``concurrency`` requests arriving as one burst); open loop (Poisson) with ``request_rate``
+    requests/s. ``num_requests`` unstated: 20 x ``concurrency`` for a closed loop with fixed
+    lengths (AIConfigurator's aiperf command), else 1000 (``deployment.measured_requests``).
     ``adp_balance_timeout_iters`` > 0 turns on TensorRT-LLM's attention-DP context balancing
     (``attention_dp_config: {enable_balance: true, timeout_iters: N}``). ``engine_options``
     overrides the engine's scheduler defaults as a launch sets them (:data:`ENGINE_OPTIONS`).
@@ -346,17 +349,7 @@ def infer(
             f"--request-rate must be a finite number of requests/s > 0, got {request_rate}",
             field="request_rate",
         )
-    # The open-loop wait replays the whole run (``steady_state.finite_run_wait``).
     check_requests(num_requests, "num_requests")
-    if request_rate is not None:
-        run_s = num_requests / request_rate
-        require(
-            run_s <= MAX_RUN_SECONDS,
-            f"--request-rate {request_rate:g}: {num_requests:,} requests would arrive over "
-            f"{run_s:.3g} s, more than 10^9 s (~32 years); accepted: at least "
-            f"{num_requests / MAX_RUN_SECONDS:g} requests/s for --num-requests {num_requests}",
-            field="request_rate",
-        )
     require(0.0 <= prefix_hit < 1.0, "--prefix-hit must be in [0, 1)", field="prefix_hit")
     require(replicas >= 1, f"--replicas must be >= 1, got {replicas}", field="replicas")
     # The engine's scheduler defaults depend on the GPU it starts on (vLLM: smaller
@@ -392,6 +385,17 @@ def infer(
         output_cv=output_cv,
     )
     client = Client(concurrency=concurrency, request_rate=request_rate, num_requests=num_requests)
+    measured = measured_requests(work, client)
+    if request_rate is not None:
+        # The open-loop wait replays the whole run (``steady_state.finite_run_wait``).
+        run_s = measured / request_rate
+        require(
+            run_s <= MAX_RUN_SECONDS,
+            f"--request-rate {request_rate:g}: {measured:,} requests would arrive over "
+            f"{run_s:.3g} s, more than 10^9 s (~32 years); accepted: at least "
+            f"{measured / MAX_RUN_SECONDS:g} requests/s for --num-requests {measured}",
+            field="request_rate",
+        )
     disagg = prefill_workers is not None or decode_workers is not None
     # One deployment at a time: the other one's layout would be ignored without a word.
     if disagg:
@@ -503,7 +507,7 @@ def infer(
         client={
             "concurrency": concurrency,
             "request_rate": request_rate,
-            "num_requests": num_requests,
+            "num_requests": measured,
         },
         deployment=deployment,
         prediction=pred,

@@ -62,7 +62,7 @@ class Run:
     has none, its source file)."""
     source: str
     """``InferenceX`` (its exports, AIConfigurator's dump of them and the gap-analysis copies)
-    or ``AIConfigurator`` (its own aiperf runs)."""
+    or ``AIConfigurator`` (its own genai-perf/aiperf runs)."""
     arch: str
     """``dense`` or ``moe`` (catalog), ``?`` when the catalog does not know the model."""
 
@@ -88,7 +88,7 @@ class Run:
 
 def campaign(row: ServingRow) -> tuple[str, str]:
     """(source family, campaign) of ``row``: the measured day where the row states one, else its
-    source file (AIConfigurator's undated aiperf files, the gap-analysis copies)."""
+    source file (AIConfigurator's undated genai-perf/aiperf files, the gap-analysis copies)."""
     path = source_fields(row.raw).get("source_file", "")
     family = "AIConfigurator" if "aic-auto-gap-analysis" in path else "InferenceX"
     day = measured_day(row.raw)

@@ -285,9 +285,11 @@ def uniform_lengths(length: int, ratio: float) -> tuple[float, float]:
 def client_lengths(r: dict[str, str]) -> dict[str, Any]:
     """The prompt and output lengths the row's benchmark client sent.
 
-    AIConfigurator's own runs (aiperf, ``benchmark/bench_run.sh.j2``) send fixed lengths:
-    ``--isl-stddev``/``--osl-stddev`` default to 0 (``generator/config/deployment_config.yaml``)
-    with ``ignore_eos``. The aggregated rows of the InferenceX exports ran InferenceX's client,
+    AIConfigurator's own clients send fixed lengths with ``ignore_eos``: its eval runner
+    (``eval/benchmarks/genai_perf_runner.py``, 2025-08 to 2026-03) passes
+    ``--synthetic-input-tokens-stddev 0 --output-tokens-stddev 0``, its generator's
+    ``benchmark/bench_run.sh.j2`` ``--isl-stddev``/``--osl-stddev``, 0 by default
+    (``generator/config/deployment_config.yaml``). The aggregated rows of the InferenceX exports ran InferenceX's client,
     whose lengths are uniform over [0.8 L, L] (``INFERENCEX_RANGE_RATIO``); their mean is below
     the row's ``isl``/``osl`` and they differ per request, so a closed loop's requests do not
     stay in lockstep cohorts."""
@@ -300,13 +302,16 @@ def client_lengths(r: dict[str, str]) -> dict[str, Any]:
 
 
 def client_requests(r: dict[str, str], conc: int) -> dict[str, Any]:
-    """Requests the row's client measured, for a closed loop whose lengths vary (the first
-    ``conc`` of them are the start burst): InferenceX's scripts pass ``--num-prompts
-    $((CONC * 10))`` (e.g. ``benchmarks/*.sh`` ``run_benchmark_serving``). AIConfigurator's
-    fixed-length runs are simulated round by round (``cohort_sim.BENCHMARK_ROUNDS``)."""
-    if "input_cv" not in client_lengths(r):
-        return {}
-    return {"num_requests": (SA_BENCH_ROUNDS if sa_bench(r) else INFERENCEX_ROUNDS) * conc}
+    """Requests the row's client measured after its warm-up (the first ``conc`` of them are the
+    start burst), where its source states them: InferenceX's scripts pass ``--num-prompts
+    $((CONC * 10))`` (e.g. ``benchmarks/*.sh`` ``run_benchmark_serving``), sa-bench ``5*C``;
+    AIConfigurator's gap-analysis rows the count of the client of their date
+    (``aic_client_rounds``). Otherwise none: the client's default
+    (``deployment.measured_requests``)."""
+    if "input_cv" in client_lengths(r):
+        return {"num_requests": (SA_BENCH_ROUNDS if sa_bench(r) else INFERENCEX_ROUNDS) * conc}
+    rounds = aic_client_rounds(r)
+    return {} if rounds is None else {"num_requests": rounds * conc}
 
 
 INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS = 60
@@ -635,6 +640,58 @@ matching" (``sdk/inference_session.py``). The gap-analysis tool that picked one 
 AIC_TRT_FREE_MEMORY_FRACTION = 0.80
 """``kv_cache_config.free_gpu_memory_fraction`` default of the generator's TensorRT-LLM 1.2.0rc5/
 1.2.0rc6.post1 templates (c46a56b02)."""
+
+
+AIC_CLIENT_ERAS: tuple[tuple[str, int | None], ...] = (
+    ("2025-08-19", 10),
+    ("2026-02-11", None),
+    ("2026-03-03", 50),
+    ("2026-04-01", 20),
+)
+"""Rounds of ``C`` requests AIConfigurator's published benchmark client measured, from each
+first day (UTC author dates in ai-dynamo/aiconfigurator) to the next; every one after a warm-up
+of ``2*C`` that drains first (``cohort_sim.BENCHMARK_ROUNDS``):
+
+- 10: the eval pipeline's runner (``src/aiconfigurator/eval/benchmarks/genai_perf_runner.py``,
+  f188ca45c 2025-08-19, in 961028348 "automation eval" 2025-08-22: genai-perf ``--concurrency C
+  --request-count 10*C --warmup-request-count 2*C --num-dataset-entries 12*C``, fixed lengths;
+  aiperf from 4361371a6, 2025-10-14, same counts; unchanged at c46a56b02, 2026-01-23);
+- None: from f90534bc2 (2026-02-11) the generator's ``benchmark/bench_run.sh.j2`` (``aiperf
+  --num-requests 50*C``) existed beside that runner: a run of those days is not tied to one;
+- 50: the eval module removed (c0c44d911, 2026-03-03), the generator's template alone
+  (``BENCH_MULTI_ROUND`` default 50 at 2fc13d121, 2026-03-17);
+- 20: ``BENCH_MULTI_ROUND`` default 20 from 1cc3526b4 (2026-04-01) to 095f58a51."""
+AIC_EVAL_ERA_VERSIONS = frozenset(
+    {("trtllm", "1.0.0rc3"), ("sglang", "0.5.1.post1"), *AIC_GENERATOR_VERSIONS}
+)
+"""Engine versions whose gap-analysis rows record no ``measured=`` day but ran in the eval
+runner's era (``AIC_CLIENT_ERAS``, 10 rounds). The Dynamo 0.8.0 versions
+(``AIC_GENERATOR_VERSIONS``): the campaign's dated rows of exactly these versions ran on
+2026-01-23/25, the day the launch of those rows is read at too (``aic_generator_launch``).
+TensorRT-LLM 1.0.0rc3 and SGLang 0.5.1.post1: versions of August-September 2025, in
+AIConfigurator's database from its first commit (efcae124c, 2025-08-11; TensorRT-LLM 1.0.0rc3
+templates) and from dfbae5c66 (2025-09-18, SGLang 0.5.1.post1 data); older than the versions of
+every Dynamo release in AIConfigurator's Dynamo matrix (``generator/facts/runtimes/dynamo.yaml``
+at 095f58a51: from 0.6.0, TensorRT-LLM 1.1.0rc5 and SGLang 0.5.3.post2). SGLang 0.5.8.post1
+(database from 2026-02-09) and later versions are not placed: their days may fall after the
+generator's template appeared."""
+
+
+def aic_client_rounds(r: dict[str, str]) -> int | None:
+    """Rounds of ``C`` requests an AIConfigurator gap-analysis row's client measured: by its
+    ``measured=`` day, else by its engine version's era (``AIC_CLIENT_ERAS``,
+    ``AIC_EVAL_ERA_VERSIONS``); None when neither places it."""
+    if AIC_GAP_SOURCE not in r["silicon_data_source"]:
+        return None
+    day = measured_day(r)
+    if not day:
+        era = (r["backend"], r["backend_version"]) in AIC_EVAL_ERA_VERSIONS
+        return AIC_CLIENT_ERAS[0][1] if era else None
+    rounds: int | None = None
+    for first, count in AIC_CLIENT_ERAS:
+        if day >= first:
+            rounds = count
+    return rounds
 
 
 VLLM_DEEPGEMM_MOE_WORST_CASE = frozenset({"0.12.0"})

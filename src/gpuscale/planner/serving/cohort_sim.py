@@ -10,7 +10,8 @@ and how the cohorts drift apart or bunch over later cycles. Each cohort is one r
 cycle costs a few events per cohort, and decode-only stretches are jumped over in one step
 (their length is known: until the next cohort finishes). A benchmark's warm-up requests
 drain before its measured phase, which starts with a burst of ``C`` from an idle engine; the
-measured phase is :data:`BENCHMARK_ROUNDS` rounds, the burst included.
+measured phase is ``rounds`` rounds (the client's requests over its concurrency; unstated:
+:data:`BENCHMARK_ROUNDS`), the burst included.
 """
 
 from __future__ import annotations
@@ -25,20 +26,17 @@ from gpuscale.costmodel.serving.iteration import IterationModel
 from gpuscale.planner.serving.steady_state import Workload, weighted_quantiles
 
 BENCHMARK_ROUNDS = 20
-"""Rounds of ``concurrency`` requests a closed-loop benchmark measures: AIConfigurator's runs
-(aiconfigurator generator ``benchmark/bench_run.sh.j2``) call ``aiperf profile --concurrency C
---num-requests 20*C --warmup-request-count 2*C``, and aiperf waits for every warm-up response
-before the profiling phase starts (aiperf docs/tutorials/warmup.md, "Grace Period"), so the
-measured requests start from a drained engine with a burst of ``C`` and the burst is part of
-the mean. The count is the template's from 1cc3526b4 (2026-04-01, ``BENCH_MULTI_ROUND``
-default 20); from its first version (f90534bc2, 2026-02-11) to then it was ``50*C``, and the
-eval pipeline of the Dynamo 0.8.0 templates' own commit (c46a56b02, 2026-01-23,
-``eval/benchmarks/genai_perf_runner.py``) ran ``--request-count 10*C --warmup-request-count
-2*C --num-dataset-entries 12*C``. None of the three is recorded for a gap-analysis row; the 10
-of that eval runner, tried on the rows of the generator's engine versions, moved SGLang
-0.5.6.post2 Llama-3.1-8B TTFT 75.0 -> 62.3% but vLLM 0.12.0 Llama-3.1-8B 58.6 -> 109.8% and
-TensorRT-LLM 1.2.0rc6.post1 Qwen3-32B 18.5 -> 25.5% (docs/benchmarks.md, branch
-``sglang-aic``), so nothing ties those rows to it either."""
+"""Rounds of ``concurrency`` requests a closed-loop benchmark with fixed lengths measures when
+its client states no count (``deployment.measured_requests``): today's AIConfigurator generator
+(``benchmark/bench_run.sh.j2``, ``BENCH_MULTI_ROUND`` default 20 from 1cc3526b4, 2026-04-01, to
+095f58a51) calls ``aiperf profile --concurrency C --num-requests 20*C --warmup-request-count
+2*C``. A run of a stated count takes its own: AIConfigurator's eval runner measured ``10*C``
+from 2025-08-19 to its removal on 2026-03-03, the generator's template ``50*C`` from 2026-02-11
+to 2026-04-01 (``validation.serving_rows.AIC_CLIENT_ERAS``). Either client waits for every
+warm-up response before its measured phase (aiperf docs/tutorials/warmup.md, "Grace Period";
+genai-perf's perf_analyzer ``ConcurrencyManager::PerformWarmup`` joins its warm-up workers,
+``LoadManager::WaitForWarmupAndCleanup``), so the measured requests start from a drained
+engine with a burst of ``C`` and the burst is part of the mean."""
 
 SIMULATED_ROUNDS = 4
 """Rounds simulated event by event: the burst, full-load rounds, and the final round (the
@@ -132,12 +130,14 @@ def simulate(
     max_running: float,
     warmup_cycles: int = 0,
     measured_cycles: int = SIMULATED_ROUNDS,
-    rounds: int = BENCHMARK_ROUNDS,
+    rounds: float = BENCHMARK_ROUNDS,
     max_cohorts: int | None = MAX_COHORTS,
 ) -> CohortResult | None:
     """Simulate ``concurrency`` closed-loop clients on one rank; ``None`` when the load breaks
     into more than ``max_cohorts`` cohorts (then it is staggered and the steady state holds;
-    ``None``: no limit, for a single round)."""
+    ``None``: no limit, for a single round). ``rounds``: the rounds the benchmark measures; a
+    run shorter than ``measured_cycles`` rounds is simulated whole."""
+    measured_cycles = max(1, min(measured_cycles, int(np.ceil(rounds - 1e-9))))
     isl = work.input_len * (1.0 - work.prefix_hit)
     osl = max(round(work.output_len), 1)
     # Tokens a decode iteration emits per request and budget tokens it takes (1 and 1, or the
@@ -325,7 +325,7 @@ def simulate(
                 tpot = (now - c.first_token) / max(osl - 1, 1)
                 # The last full-load round stands for the rounds not simulated; the final round
                 # is the benchmark's tail, where no new requests follow (see SIMULATED_ROUNDS).
-                stand_in = c.cycle == total_cycles - 2
+                stand_in = measured_cycles > 2 and c.cycle == total_cycles - 2
                 weight = c.size * (max(rounds - measured_cycles, 0) + 1 if stand_in else 1)
                 samples.append((ttft, tpot, e2e, weight))
                 done_requests += c.size
@@ -371,6 +371,7 @@ def simulate_ranks(
     ranks: int,
     max_running: float,
     burst_only: bool = False,
+    rounds: float = BENCHMARK_ROUNDS,
 ) -> CohortResult | None:
     """Closed loop of ``concurrency`` clients over ``ranks`` attention ranks (replicas x
     attention-DP groups). A load-balancing router spreads the requests evenly (SGLang's DP
@@ -379,7 +380,8 @@ def simulate_ranks(
     by how many ranks it stands for. Per-rank figures in the result are averages over all ranks
     (an idle rank counts with no requests), so ``requests_per_s * ranks`` is the total.
     ``burst_only``: only the benchmark's first round, the burst of ``concurrency`` requests on a
-    drained engine (one measured round, no successors)."""
+    drained engine (one measured round, no successors); else ``rounds`` measured rounds (each
+    rank holds its share of the requests and of the concurrency: the same rounds)."""
     lo, extra = divmod(int(concurrency), int(ranks))
     parts: list[tuple[CohortResult, int]] = []
     for load, count in ((lo, ranks - extra), (lo + 1, extra)):
@@ -391,7 +393,7 @@ def simulate_ranks(
                 it, eng, work, load, max_running, measured_cycles=1, rounds=1, max_cohorts=None
             )
         else:
-            sim = simulate(it, eng, work, load, max_running)
+            sim = simulate(it, eng, work, load, max_running, rounds=rounds)
         if sim is None:
             return None
         parts.append((sim, count))

@@ -63,14 +63,20 @@ GIB = float(2**30)
 SIXTEEN_BIT = 2.0
 
 
+DEFAULT_REQUESTS = 1000
+"""Requests a benchmark measures when its client states no count and is not a fixed-length
+closed loop (:func:`measured_requests`): ``vllm bench serve --num-prompts`` defaults to 1000."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Client:
     """``concurrency`` requests kept in flight (closed loop) or Poisson arrivals at
-    ``request_rate`` requests/s (open loop) for a benchmark of ``num_requests`` requests."""
+    ``request_rate`` requests/s (open loop) for a benchmark of ``num_requests`` measured
+    requests (after its warm-up); ``None``: the client's default, :func:`measured_requests`."""
 
     concurrency: int | None = None
     request_rate: float | None = None
-    num_requests: int = 1000
+    num_requests: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -291,7 +297,7 @@ def predict_aggregated(
     if client.request_rate is not None:
         # Each of the ``ranks`` engines (replicas, attention-DP ranks) sees its share of the
         # run's requests, and its queue builds from those alone.
-        share = max(1, round(client.num_requests / ranks))
+        share = max(1, round(measured_requests(work, client) / ranks))
         point = open_loop(curve, client.request_rate / ranks, kv_tokens, work, share)
     else:
         point = closed_loop(curve, conc, kv_tokens, work)
@@ -301,7 +307,9 @@ def predict_aggregated(
         # fixed-length load the scheduler splits into more cohorts than the simulation follows
         # (``simulate_ranks`` gives None); either way the benchmark's first round is a burst.
         if work.fixed:
-            sim = simulate_ranks(it, eng, work, int(client.concurrency or 1), ranks, cap)
+            conc_all = int(client.concurrency or 1)
+            rounds = benchmark_rounds(work, client)
+            sim = simulate_ranks(it, eng, work, conc_all, ranks, cap, rounds=rounds)
         if sim is None:
             steady = point
             point, burst = _with_start_burst(point, it, eng, work, client, ranks, cap)
@@ -335,7 +343,7 @@ def _with_start_burst(
     stagger the later rounds, but the first ``C`` of the ``num_requests`` measured requests
     arrive together: their TTFT is the burst's, simulated as one lockstep round at the mean
     lengths; the rest see the steady state. Mean TTFT = (C x burst + (N - C) x steady) / N,
-    with N from :func:`benchmark_rounds` (fixed lengths: :data:`BENCHMARK_ROUNDS` rounds). The
+    with N the requests measured (:func:`benchmark_rounds` x C, :func:`measured_requests`). The
     burst's requests get their first tokens as the token budget takes their prompts in (the
     k-th of a split burst waits for the prompts before it): its TTFT distribution is the
     simulated round's cohorts, each weighted by its requests."""
@@ -547,9 +555,9 @@ def prefill_burst_s(
     """Mean TTFT a closed-loop benchmark's start-up burst adds at the prefill workers.
 
     The measured phase starts with ``concurrency`` prompts at once on a drained deployment and
-    is ``rounds`` rounds long: :data:`BENCHMARK_ROUNDS` for aiperf (``--num-requests 20*C``
-    after a drained warm-up; ``cohort_sim``), ``num_requests / concurrency`` for a client whose
-    lengths vary (:func:`benchmark_rounds`; srt-slurm's sa-bench measures ``5*C`` prompts). The
+    is ``rounds`` rounds long: :func:`benchmark_rounds`, the client's measured requests over
+    its concurrency (srt-slurm's sa-bench measures ``5*C`` prompts; a fixed-length client that
+    states no count, :data:`BENCHMARK_ROUNDS`), after a drained warm-up (``cohort_sim``). The
     burst splits evenly over the prefill ranks (round robin), and each rank drains its ``n``
     prompts at its capacity in iterations of ``per_iteration`` whole prompts (the token budget
     over the prompt length: a prefill worker batches to its budget, DistServe, Zhong et al.
@@ -596,18 +604,30 @@ def prefill_burst_waits(
     return np.maximum(done - 1.0 / capacity_per_rank, 0.0), count
 
 
-def benchmark_rounds(work: Workload, client: Client) -> float:
-    """Rounds of ``concurrency`` requests a closed-loop benchmark measures, the burst included.
+def measured_requests(work: Workload, client: Client) -> int:
+    """Requests the benchmark measures: the client's ``num_requests`` when it states one (e.g.
+    InferenceX's ``--num-prompts $((CONC * 10))``, AIConfigurator's eval runner's
+    ``--request-count 10*C``: ``validation.serving_rows.client_requests``). Unstated: a
+    closed loop with fixed lengths measures :data:`BENCHMARK_ROUNDS` rounds of ``concurrency``
+    (today's aiperf command of AIConfigurator's generator), any other client
+    :data:`DEFAULT_REQUESTS`. The one rule the cohort simulation, the start burst and the
+    disaggregated prefill burst read (through :func:`benchmark_rounds`), and the open-loop
+    queue."""
+    if client.num_requests is not None:
+        return int(client.num_requests)
+    if work.fixed and client.request_rate is None:
+        return BENCHMARK_ROUNDS * int(client.concurrency or 1)
+    return DEFAULT_REQUESTS
 
-    Fixed lengths: :data:`BENCHMARK_ROUNDS` (aiperf, as the cohort simulation reads it). Random
-    lengths: the client's ``num_requests / concurrency``, as ``_with_start_burst`` reads it for
-    aggregated engines (e.g. sa-bench, the client of InferenceX's multi-node disaggregated runs,
-    passes ``--num-prompts $((concurrency * 5))``: srt-slurm
-    ``src/srtctl/benchmarks/scripts/sa-bench/bench.sh``)."""
+
+def benchmark_rounds(work: Workload, client: Client) -> float:
+    """Rounds of ``concurrency`` requests a closed-loop benchmark measures, the burst included:
+    :func:`measured_requests` over the concurrency, at least one (e.g. sa-bench, the client of
+    InferenceX's multi-node disaggregated runs, passes ``--num-prompts $((concurrency * 5))``:
+    srt-slurm ``src/srtctl/benchmarks/scripts/sa-bench/bench.sh``; a fixed-length client that
+    states nothing, :data:`BENCHMARK_ROUNDS`)."""
     conc = float(client.concurrency or 1)
-    if work.fixed:
-        return float(BENCHMARK_ROUNDS)
-    return max(float(client.num_requests), conc) / conc
+    return max(float(measured_requests(work, client)), conc) / conc
 
 
 class Stage(NamedTuple):
@@ -862,7 +882,8 @@ def predict_disaggregated(
         stages = _open_loop_stages(
             it_p, eng_p, it_d, eng_d, prefill, decode, work, decode_work, kv_d, probe, edge
         )
-        queue, bottleneck = disaggregated_open_wait(rate, cap, stages, client.num_requests)
+        n_open = measured_requests(work, client)
+        queue, bottleneck = disaggregated_open_wait(rate, cap, stages, n_open)
         saturated = rate >= cap
         notes.append(
             f"open-loop queue at the {bottleneck.name} workers ({bottleneck.slots:.1f} slots, "
