@@ -5,6 +5,7 @@ closed loops with varying lengths in ``predict_disaggregated``."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -207,3 +208,25 @@ def test_the_loaded_1k_row_waits_longer_than_its_one_time_burst() -> None:
     assert varying["options"][0]["ttft_ms"] > 1.05 * fixed["options"][0]["ttft_ms"]
     # the decode side is the same reading either way
     assert varying["options"][0]["tpot_ms"] == pytest.approx(fixed["options"][0]["tpot_ms"])
+
+
+def test_a_user_client_that_states_no_request_count_is_followed_too() -> None:
+    """A user's varying-length closed loop names no request count (``num_requests=None``): the
+    followed loop measures the default count (``deployment.measured_requests``), as when that
+    count is stated, instead of failing on the missing one."""
+    kw: dict[str, Any] = dict(
+        gpu="h200-sxm",
+        engine="tensorrt-llm",
+        input_len=1024,
+        output_len=1024,
+        concurrency=64,
+        input_cv=0.1,
+        output_cv=0.1,
+        prefill_workers=1,
+        prefill_tp=8,
+        decode_workers=1,
+        decode_tp=8,
+    )
+    unstated = infer("deepseek-r1", **kw).to_dict()["options"][0]
+    stated = infer("deepseek-r1", num_requests=1000, **kw).to_dict()["options"][0]
+    assert unstated["ttft_ms"] == pytest.approx(stated["ttft_ms"])

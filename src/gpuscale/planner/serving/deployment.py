@@ -744,7 +744,7 @@ def closed_loop_ttft(
     iteration before the first token leaves. Lengths: the client's distribution
     (``Workload`` mean and coefficient of variation), prompts and outputs at independent,
     evenly spread quantiles."""
-    n = max(int(client.num_requests), int(client.concurrency or 1))
+    n = max(measured_requests(work, client), int(client.concurrency or 1))
     keep = 1.0 - work.prefix_hit
     ins = client_lengths(work.input_len, work.input_cv, n, GOLDEN) * keep
     outs = client_lengths(work.output_len, work.output_cv, n, SILVER)
