@@ -15,6 +15,7 @@ from gpuscale.specs import Device
 KvPolicy = Literal["reserve", "on_demand"]
 DisaggKvTransfer = Literal["decode_pull", "prefill_push"]
 PrefillPolicy = Literal["mixed", "prefill_first"]
+MoeDpCommunication = Literal["all_to_all", "gather_scatter"]
 
 ENGINE_ALIASES = {
     "trtllm": "tensorrt-llm",
@@ -128,6 +129,15 @@ class EngineProfile:
     every batch size (``IterationModel.moe_worst_case_tail_rows``). A version's behaviour, set
     per row by ``serving_rows.engine_version_options``; False in the profile (later vLLM versions pick
     other MoE kernels, ``profiles/vllm.yaml``)."""
+    moe_dp_communication: MoeDpCommunication = "all_to_all"
+    """How the MoE layers move tokens between attention-DP ranks and the expert-parallel
+    group. ``all_to_all``: each token's top-k copies are dispatched to the experts' ranks and
+    combined back (DeepEP, DeepSeek-V3 arXiv:2412.19437 Sec. 3.4). ``gather_scatter``: every
+    rank all-gathers the whole group's 16-bit hidden states, runs its experts over the rows
+    routed to them, and reduce-scatters the 16-bit output (TensorRT-LLM's CUTLASS MoE where
+    the GPUs have no multi-node NVLink fabric; sources in ``serving_engines.yaml``), in which
+    case the all-to-all is kept only where the NVLink domain spans nodes (NVL72 racks,
+    ``IterationModel.moe_gather_scatter``)."""
     max_prefill_tokens: int | None = None
     """SGLang ``--max-prefill-tokens``: the new prompt tokens one prefill batch may start, a
     soft limit counted after the mixed decodes (``PrefillAdder``: requests are added while what

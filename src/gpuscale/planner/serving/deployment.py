@@ -178,6 +178,7 @@ def _iteration_model(
         moe_worst_case_align=(
             profile.const("deepgemm_contiguous_align") if eng.deepgemm_moe_worst_case else 0.0
         ),
+        moe_gather_scatter=eng.moe_dp_communication == "gather_scatter",
     )
 
 
