@@ -134,7 +134,7 @@ def test_balanced_release_is_capped_by_the_token_budget() -> None:
 def test_trtllm_attention_dp_rows_closer() -> None:
     """The nine aggregated TensorRT-LLM DeepSeek rows with attention DP (InferenceX,
     enable_balance with timeout_iters 60): mean |error| TTFT 56.3% and TPOT 24.6% with each
-    rank alone (branch adp, after the gather/scatter); 37.3% and 16.8% with the ranks in step."""
+    rank alone (branch adp, after the gather/scatter); 37.2% and 16.9% with the ranks in step."""
     spec = importlib.util.spec_from_file_location("validate_serving_adp", VALIDATE)
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
