@@ -157,3 +157,31 @@ def test_trtllm_attention_dp_rows_closer() -> None:
     )
     assert ttft < 0.40
     assert tpot < 0.18
+
+
+def _replay(rate: float, ranks: int, timeout: float, cycles: int, seed: int) -> tuple[float, float]:
+    """The balance rule on simulated arrivals (as ``test_serving_adp_balance._replay``): per rank
+    a Poisson stream, a release when every rank has a prompt or the timeout has passed. Mean
+    cycle length and mean largest count of prompts a rank holds at the release."""
+    rng = np.random.default_rng(seed)
+    first = rng.exponential(1.0 / rate, size=(cycles, ranks))
+    release = np.minimum(first.max(axis=1), timeout)
+    counts = np.zeros((cycles, ranks))
+    for i in range(ranks):
+        arrived = first[:, i] <= release
+        span = np.where(arrived, release - first[:, i], 0.0)
+        counts[:, i] = arrived + rng.poisson(rate * span)
+    return float(release.mean()), float(counts.max(axis=1).mean())
+
+
+@pytest.mark.parametrize(
+    ("rate", "ranks"), [(1 / 140, 8), (1 / 70, 8), (0.05, 8), (0.2, 8), (0.05, 16)]
+)
+def test_release_cycle_and_fullest_rank_match_a_replay_of_the_rule(rate: float, ranks: int) -> None:
+    """The fullest rank's count at a release read as the largest of ``ranks`` Poisson counts of
+    mean ``rate x E[F]``: within 2% of the replayed rule, timeout-bound to arrival-bound."""
+    cycle, fullest = _replay(rate, ranks, 60.0, 200_000, seed=ranks)
+    got_cycle = float(balance_cycle_iterations(np.array([rate]), ranks, 60.0)[0])
+    got = float(expected_max_poisson(np.array([rate * got_cycle]), ranks)[0])
+    assert got_cycle == pytest.approx(cycle, rel=0.01)
+    assert got == pytest.approx(fullest, rel=0.02)
