@@ -1,6 +1,7 @@
 """MoE communication under attention DP per engine (``EngineProfile.moe_dp_communication``):
 TensorRT-LLM's CUTLASS MoE gathers and scatters the group's BF16 hidden states unless the
-NVLink domain spans nodes; the other engines keep the all-to-all of top-k copies."""
+NVLink domain spans nodes; vLLM 0.12's default backend gathers and scatters everywhere; SGLang
+keeps the all-to-all of top-k copies."""
 
 from __future__ import annotations
 
@@ -20,12 +21,14 @@ from gpuscale.planner.serving.deployment import _iteration_model
 TOKENS = np.array([1.0, 64.0, 922.0 * 8])
 
 
-def _it(name: str, gpu: str = "h200-sxm", attention_dp: int = 8) -> IterationModel:
+def _it(
+    name: str, gpu: str = "h200-sxm", attention_dp: int = 8, tp: int = 8, ep: int = 8
+) -> IterationModel:
     eng = engine(name)
     return _iteration_model(
         catalog.model("deepseek-r1"),
         catalog.cluster(gpu, 8),
-        Parallelism(tp=8, ep=8, attention_dp=attention_dp),
+        Parallelism(tp=tp, ep=ep, attention_dp=attention_dp),
         weight_format("fp8"),
         "fp8",
         load_profile(eng.cost_profile),
@@ -45,8 +48,8 @@ def _moe(it: IterationModel, tokens: np.ndarray, gathered: bool) -> np.ndarray:
 
 
 def test_profiles_name_the_communication() -> None:
-    assert engine("tensorrt-llm").moe_dp_communication == "gather_scatter"
-    assert engine("vllm").moe_dp_communication == "all_to_all"
+    assert engine("tensorrt-llm").moe_dp_communication == "gather_scatter_without_mnnvl"
+    assert engine("vllm").moe_dp_communication == "gather_scatter"
     assert engine("sglang").moe_dp_communication == "all_to_all"
 
 
@@ -61,17 +64,36 @@ def test_trtllm_on_hopper_gathers_the_whole_group_in_bf16() -> None:
 
 
 def test_nvl72_keeps_the_all_to_all() -> None:
-    """MNNVL racks take CutlassFusedMoE's all-to-all (select_alltoall_method_type)."""
+    """MNNVL racks take CutlassFusedMoE's all-to-all (select_alltoall_method_type); vLLM's
+    default backend has no such switch."""
     it = _it("tensorrt-llm", gpu="gb200")
     assert it.moe_gather_scatter and it.moe_all_to_all()
     plain = dataclasses.replace(it, moe_gather_scatter=False)
     assert it._communication(TOKENS, 58) == pytest.approx(plain._communication(TOKENS, 58))
+    assert not _it("vllm", gpu="gb200").moe_all_to_all()
 
 
-@pytest.mark.parametrize("name", ["vllm", "sglang"])
-def test_other_engines_unchanged(name: str) -> None:
-    it = _it(name)
-    assert it.moe_all_to_all()
+def test_sglang_unchanged() -> None:
+    assert _it("sglang").moe_all_to_all()
+
+
+def test_vllm_gathers_over_the_dp_group_and_reduces_over_its_tp_ranks() -> None:
+    """TP2 x DP2 with the experts over all four GPUs (no expert parallelism, the vLLM rows'
+    launch): all-gather and reduce-scatter of the two DP ranks' BF16 hidden states, then the
+    all-reduce over the two attention-TP ranks, per MoE layer."""
+    it = _it("vllm", tp=4, ep=1, attention_dp=2)
+    assert not it.moe_all_to_all()
+    levels = LevelBandwidth.of(it.cluster, it.profile)
+    h = float(it.model.hidden_size)
+    buffer = TOKENS * 2 * h * 2.0
+    moe = collective_time_s("all_gather", buffer, 2, 2, levels) + collective_time_s(
+        "reduce_scatter", buffer, 2, 2, levels
+    )
+    ar = collective_time_s("all_reduce", TOKENS * h * 2.0, 2, 2, levels)
+    moe_layers = it.model.num_layers - it.model.dense_layers
+    dense = it.model.num_layers - moe_layers
+    want = (it.model.num_layers + dense) * ar + moe_layers * (moe + ar)
+    assert it._communication(TOKENS, moe_layers) == pytest.approx(want)
 
 
 def test_without_attention_dp_nothing_changes() -> None:

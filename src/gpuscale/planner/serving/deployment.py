@@ -178,7 +178,8 @@ def _iteration_model(
         moe_worst_case_align=(
             profile.const("deepgemm_contiguous_align") if eng.deepgemm_moe_worst_case else 0.0
         ),
-        moe_gather_scatter=eng.moe_dp_communication == "gather_scatter",
+        moe_gather_scatter=eng.moe_dp_communication != "all_to_all",
+        moe_all_to_all_on_mnnvl=eng.moe_dp_communication == "gather_scatter_without_mnnvl",
     )
 
 
