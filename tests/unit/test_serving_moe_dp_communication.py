@@ -1,7 +1,7 @@
 """MoE communication under attention DP per engine (``EngineProfile.moe_dp_communication``):
 TensorRT-LLM's CUTLASS MoE gathers and scatters the group's BF16 hidden states unless the
-NVLink domain spans nodes; vLLM 0.12's default backend gathers and scatters everywhere; SGLang
-keeps the all-to-all of top-k copies."""
+NVLink domain spans nodes; vLLM 0.12's default backend and SGLang 0.5.8's DP attention
+(``moe_a2a_backend`` none) gather and scatter everywhere."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def _moe(it: IterationModel, tokens: np.ndarray, gathered: bool) -> np.ndarray:
 def test_profiles_name_the_communication() -> None:
     assert engine("tensorrt-llm").moe_dp_communication == "gather_scatter_without_mnnvl"
     assert engine("vllm").moe_dp_communication == "gather_scatter"
-    assert engine("sglang").moe_dp_communication == "all_to_all"
+    assert engine("sglang").moe_dp_communication == "gather_scatter"
 
 
 def test_trtllm_on_hopper_gathers_the_whole_group_in_bf16() -> None:
@@ -73,8 +73,16 @@ def test_nvl72_keeps_the_all_to_all() -> None:
     assert not _it("vllm", gpu="gb200").moe_all_to_all()
 
 
-def test_sglang_unchanged() -> None:
-    assert _it("sglang").moe_all_to_all()
+def test_sglang_decode_gathers_like_trtllm_on_hopper() -> None:
+    """TP8 with DP attention 8: SGLang's MAX_LEN gather and reduce-scatter price as
+    TensorRT-LLM's gather on an HGX node."""
+    sgl, trt = _it("sglang"), _it("tensorrt-llm")
+    assert not sgl.moe_all_to_all()
+    plain_s = dataclasses.replace(sgl, moe_gather_scatter=False)
+    plain_t = dataclasses.replace(trt, moe_gather_scatter=False)
+    got = sgl._communication(TOKENS, 58) - plain_s._communication(TOKENS, 58)
+    want = trt._communication(TOKENS, 58) - plain_t._communication(TOKENS, 58)
+    assert got == pytest.approx(want)
 
 
 def test_vllm_gathers_over_the_dp_group_and_reduces_over_its_tp_ranks() -> None:

@@ -134,7 +134,8 @@ class EngineProfile:
     top-k copies are dispatched to the experts' ranks and combined back (DeepEP, DeepSeek-V3
     arXiv:2412.19437 Sec. 3.4). ``gather_scatter``: every rank all-gathers the DP group's
     16-bit hidden states, runs its experts' share over them, and reduce-scatters the 16-bit
-    output (vLLM 0.12's default ``allgather_reducescatter``). ``gather_scatter_without_mnnvl``:
+    output (vLLM 0.12's default ``allgather_reducescatter``; SGLang 0.5.8's DP attention without
+DeepEP). ``gather_scatter_without_mnnvl``:
     so unless the NVLink domain spans nodes (NVL72 racks), where the engine takes an
     all-to-all (TensorRT-LLM's CUTLASS MoE). Sources in ``serving_engines.yaml``;
     ``IterationModel.moe_all_to_all``."""

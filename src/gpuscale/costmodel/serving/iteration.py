@@ -221,7 +221,8 @@ class IterationModel:
     moe_gather_scatter: bool = False
     """The engine's MoE layers under attention DP all-gather the DP group's 16-bit hidden
     states and reduce-scatter the output (TensorRT-LLM's CUTLASS MoE, vLLM 0.12's default
-    backend; ``EngineProfile.moe_dp_communication``); False: the all-to-all of top-k copies."""
+    backend, SGLang 0.5.8 without DeepEP; ``EngineProfile.moe_dp_communication``); False: the
+    all-to-all of top-k copies."""
     moe_all_to_all_on_mnnvl: bool = False
     """With ``moe_gather_scatter``: the engine takes the all-to-all instead where the NVLink
     domain spans nodes (TensorRT-LLM, :meth:`moe_all_to_all`)."""
@@ -833,7 +834,9 @@ class IterationModel:
             # CUTLASS MoE without multi-node NVLink: ``fused_moe_cutlass.py`` forward_chunk /
             # reducescatter_or_allreduce at 000a01de; vLLM 0.12's default
             # ``allgather_reducescatter``: ``AgRsAll2AllManager.dispatch`` all_gatherv and
-            # ``combine`` reduce_scatterv over the DP group). Sized by the whole group's buffer
+            # ``combine`` reduce_scatterv over the DP group; SGLang 0.5.8 DP attention with
+            # ``moe_a2a_backend`` none in a CUDA-graph batch: ``_dp_gather_via_all_gather`` and
+            # ``dp_reduce_scatter_tensor``, padded to the fullest rank). Sized by the whole group's buffer
             # (nccl-tests convention); a DP group's ranks sit ``attention_tp`` GPUs apart.
             r = par.attention_dp
             near = min(r, max(c.gpus_per_node // t_a, 1))
