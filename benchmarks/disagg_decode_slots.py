@@ -29,16 +29,16 @@ slots bind) re-priced at the measured TPOT, to first order ``queue x measured / 
 bound by the slots or not) with their medians, and the disaggregated TTFT error with and without that
 re-pricing.
 
-Last, with ``--allgather``, a what-if on the context side (not shipped): TensorRT-LLM's
-CUTLASS MoE, which every InferenceX TensorRT-LLM recipe selects (``moe_config.backend:
-CUTLASS``), runs under attention DP as an all-gather of every rank's hidden states before the
-experts and a reduce-scatter of their output after (``fused_moe_cutlass.py``
-``forward_chunk``/``reducescatter_or_allreduce`` at 000a01de: DeepSeek's FP8 block-scale inputs
-are gathered in BF16 and quantized inside ``fused_moe``; the all-to-all path needs MNNVL, which
-Hopper lacks), where the model prices a DeepEP all-to-all of each token's top-k copies. The
-what-if prices those TensorRT-LLM MoE layers as the gather and scatter of the whole
-attention-DP group's tokens in BF16 (:func:`allgather_moe`) and prints the TTFT/TPOT errors of
-the TensorRT-LLM rows, disaggregated and aggregated, with and without it.
+Last, with ``--allgather``, the TensorRT-LLM MoE communication under attention DP before and
+after it was shipped (branch ``adp``): TensorRT-LLM's CUTLASS MoE, which every InferenceX
+TensorRT-LLM recipe selects (``moe_config.backend: CUTLASS``), runs under attention DP as an
+all-gather of every rank's hidden states before the experts and a reduce-scatter of their
+output after (``fused_moe_cutlass.py`` ``forward_chunk``/``reducescatter_or_allreduce`` at
+000a01de: DeepSeek's FP8 block-scale inputs are gathered in BF16 and quantized inside
+``fused_moe``; the all-to-all path needs MNNVL, which Hopper lacks). The model now prices it so
+(``IterationModel.moe_gather_scatter``); the comparison prices those layers as the all-to-all
+of each token's top-k copies the model used before (:func:`alltoall_moe`) and prints the
+TTFT/TPOT errors of the TensorRT-LLM rows, disaggregated and aggregated, with both.
 
     PYTHONPATH=src python benchmarks/disagg_decode_slots.py [--allgather]
 """
@@ -46,6 +46,7 @@ the TensorRT-LLM rows, disaggregated and aggregated, with and without it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 from collections import defaultdict
@@ -60,13 +61,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from disagg_ttft_parts import PARTS
-from gpuscale.costmodel.collectives import LevelBandwidth, collective_time_s
 from gpuscale.costmodel.serving.iteration import IterationModel
 from gpuscale.validation.serving_rows import ServingRow, distinct, load
 from validate_serving import ROWS, predict
-
-BF16 = 2.0
-FP8 = 1.0
 
 SLOT_BOUND = 0.9
 """Measured occupancy from which a run is read as bound by its decode slots (a reading of the
@@ -239,26 +236,13 @@ def main() -> None:
 _orig_comm = IterationModel._communication
 
 
-def allgather_moe(self: IterationModel, tokens: np.ndarray, moe_layers: int) -> np.ndarray:
-    """The iteration's collectives with each attention-DP MoE layer priced as TensorRT-LLM's
-    CUTLASS module runs it: an all-gather of the group's hidden states in BF16 before the
-    experts and a reduce-scatter of the BF16 output after (``fused_moe_cutlass.py`` at
-    000a01de), in place of the model's all-to-all of top-k copies (FP8 out, BF16 back)."""
-    out = _orig_comm(self, tokens, moe_layers)
-    m, par, c = self.model, self.par, self.cluster
-    if not moe_layers or par.attention_dp <= 1:
-        return out
-    levels = LevelBandwidth.of(c, self.profile)
-    per_node = min(par.tp, c.gpus_per_node)
-    h = float(m.hidden_size)
-    a2a = collective_time_s(
-        "all_to_all", tokens * m.experts_per_token * h * (FP8 + BF16), par.tp, per_node, levels
+def alltoall_moe(self: IterationModel, tokens: np.ndarray, moe_layers: int) -> np.ndarray:
+    """The iteration's collectives with each attention-DP MoE layer priced as the all-to-all of
+    each token's top-k copies (FP8 out, BF16 back) the model used for every engine before the
+    gather/scatter of TensorRT-LLM's CUTLASS MoE was shipped."""
+    return np.asarray(
+        _orig_comm(dataclasses.replace(self, moe_gather_scatter=False), tokens, moe_layers)
     )
-    # nccl-tests size the all-gather / reduce-scatter by the whole buffer: every rank's tokens.
-    buffer = tokens * par.attention_dp * h * BF16
-    gather = collective_time_s("all_gather", buffer, par.tp, per_node, levels)
-    scatter = collective_time_s("reduce_scatter", buffer, par.tp, per_node, levels)
-    return np.asarray(out + moe_layers * (gather + scatter - a2a))
 
 
 @contextmanager
@@ -271,8 +255,8 @@ def _communication(comm: Callable[..., np.ndarray]) -> Iterator[None]:
 
 
 def what_if_allgather() -> dict[str, tuple[tuple[float, float], tuple[float, float], int]]:
-    """TensorRT-LLM DeepSeek rows' TTFT and TPOT mean |error| in % without and with
-    :func:`allgather_moe`, per mode and attention DP (of the engine; of the context and the
+    """TensorRT-LLM DeepSeek rows' TTFT and TPOT mean |error| in % with the all-to-all
+    (:func:`alltoall_moe`) and with the shipped gather/scatter, per mode and attention DP (of the engine; of the context and the
     decode workers): name -> ((TTFT plain, TTFT what-if), (TPOT plain, TPOT what-if), runs);
     the printout adds the medians."""
     rows = [
@@ -280,9 +264,9 @@ def what_if_allgather() -> dict[str, tuple[tuple[float, float], tuple[float, flo
         for r in distinct(load(ROWS))
         if r.expressible and r.raw["backend"] == "trtllm" and "DeepSeek" in r.raw["model_path"]
     ]
-    plain = [predict(r) for r in rows]
-    with _communication(allgather_moe):
-        again = [predict(r) for r in rows]
+    with _communication(alltoall_moe):
+        plain = [predict(r) for r in rows]
+    again = [predict(r) for r in rows]
     groups: dict[str, list[int]] = defaultdict(list)
 
     def dp(width: Any) -> str:
@@ -317,13 +301,13 @@ if __name__ == "__main__":
     parser.add_argument(
         "--allgather",
         action="store_true",
-        help="also print the what-if of TensorRT-LLM's all-gather/reduce-scatter MoE",
+        help="also print TensorRT-LLM's all-gather/reduce-scatter MoE against the all-to-all",
     )
     args = parser.parse_args()
     main()
     if args.allgather:
         print(
-            "\nwhat-if (not shipped): TensorRT-LLM attention-DP MoE layers as all-gather + "
-            "reduce-scatter in BF16 (mean / median |error|):"
+            "\nTensorRT-LLM attention-DP MoE layers, all-to-all of top-k copies (before) -> "
+            "all-gather + reduce-scatter in BF16 (shipped) (mean / median |error|):"
         )
         what_if_allgather()

@@ -106,8 +106,8 @@ def test_h200_1k_runs_never_wait_for_a_decode_slot(found: list[object]) -> None:
     """The brief's reading (requests queue for a decode slot at 1k/1k) is refuted by the
     recipes: outside the four min-latency ``c1_...`` runs (one slot per decode worker) every
     H200 TensorRT-LLM 1k/1k run has at most a quarter as many clients as slots, and at most a
-    quarter of the slots is ever in use, yet its TTFT is at least 1.5x the model's (median
-    2.4x)."""
+    quarter of the slots is ever in use, yet its TTFT is at least 1.4x the model's (median
+    2.2x; 1.5x / 2.4x before the TensorRT-LLM MoE gather/scatter was priced, branch adp)."""
     runs = _h200_trt_1k(found)
     free = [r for r in runs if r.row.concurrency <= r.slots]
     c1 = [r for r in runs if r.row.concurrency > r.slots]
@@ -116,8 +116,8 @@ def test_h200_1k_runs_never_wait_for_a_decode_slot(found: list[object]) -> None:
     assert max(r.row.concurrency / r.slots for r in free) <= 0.25
     assert max(r.occ_measured for r in free) <= 0.25
     assert all(r.queue_ms == 0.0 for r in free)
-    assert min(r.row.ttft_ms / r.model_ttft_ms for r in free) >= 1.5
-    assert statistics.median(r.row.ttft_ms / r.model_ttft_ms for r in free) >= 2.3
+    assert min(r.row.ttft_ms / r.model_ttft_ms for r in free) >= 1.4
+    assert statistics.median(r.row.ttft_ms / r.model_ttft_ms for r in free) >= 2.1
 
 
 def test_h100_runs_all_have_more_clients_than_slots(found: list[object]) -> None:
@@ -160,20 +160,22 @@ def _it(attention_dp: int) -> IterationModel:
     )
 
 
-def test_allgather_what_if_prices_the_gathered_buffer() -> None:
-    """The what-if swaps the all-to-all of top-k copies for an all-gather and a reduce-scatter
-    of the whole group's BF16 hidden states, on attention-DP MoE layers only."""
+def test_trtllm_gathers_and_scatters_where_the_comparison_prices_an_all_to_all() -> None:
+    """The shipped TensorRT-LLM MoE communication under attention DP is an all-gather and a
+    reduce-scatter of the whole group's BF16 hidden states; the comparison swaps it back for
+    the all-to-all of top-k copies, on attention-DP MoE layers only."""
     tokens = np.array([922.0 * 8])
     tp_it = _it(1)
-    assert bench.allgather_moe(tp_it, tokens, 58) == pytest.approx(tp_it._communication(tokens, 58))
+    assert bench.alltoall_moe(tp_it, tokens, 58) == pytest.approx(tp_it._communication(tokens, 58))
     it = _it(8)
+    assert it.moe_gather_scatter and not it.moe_all_to_all()
     levels = LevelBandwidth.of(it.cluster, it.profile)
     h = float(it.model.hidden_size)
     a2a = collective_time_s("all_to_all", tokens * 8 * h * 3.0, 8, 8, levels)
     buffer = tokens * 8 * h * 2.0
     ag = collective_time_s("all_gather", buffer, 8, 8, levels)
     rs = collective_time_s("reduce_scatter", buffer, 8, 8, levels)
-    want = it._communication(tokens, 58) + 58 * (ag + rs - a2a)
-    assert bench.allgather_moe(it, tokens, 58) == pytest.approx(want)
+    want = bench.alltoall_moe(it, tokens, 58) + 58 * (ag + rs - a2a)
+    assert it._communication(tokens, 58) == pytest.approx(want)
     # eight ranks, top-8: the gathered BF16 buffer moves 4R/3k = 4/3 the all-to-all's bytes
     assert float((ag + rs)[0]) > float(a2a[0])

@@ -15,6 +15,7 @@ from gpuscale.specs import Device
 KvPolicy = Literal["reserve", "on_demand"]
 DisaggKvTransfer = Literal["decode_pull", "prefill_push"]
 PrefillPolicy = Literal["mixed", "prefill_first"]
+MoeDpCommunication = Literal["all_to_all", "gather_scatter", "gather_scatter_without_mnnvl"]
 
 ENGINE_ALIASES = {
     "trtllm": "tensorrt-llm",
@@ -129,6 +130,16 @@ class EngineProfile:
     (``IterationModel.moe_worst_case_tail_rows``). A version's behaviour, set per row by
     ``serving_rows.engine_version_options``; False in the profile (later vLLM versions pick
     other MoE kernels, ``profiles/vllm.yaml``)."""
+    moe_dp_communication: MoeDpCommunication = "all_to_all"
+    """How the MoE layers move tokens between attention-DP ranks. ``all_to_all``: each token's
+    top-k copies are dispatched to the experts' ranks and combined back (DeepEP, DeepSeek-V3
+    arXiv:2412.19437 Sec. 3.4). ``gather_scatter``: every rank all-gathers the DP group's
+    16-bit hidden states, runs its experts' share over them, and reduce-scatters the 16-bit
+    output (vLLM 0.12's default ``allgather_reducescatter``; SGLang 0.5.8's DP attention without
+DeepEP). ``gather_scatter_without_mnnvl``:
+    so unless the NVLink domain spans nodes (NVL72 racks), where the engine takes an
+    all-to-all (TensorRT-LLM's CUTLASS MoE). Sources in ``serving_engines.yaml``;
+    ``IterationModel.moe_all_to_all``."""
     max_prefill_tokens: int | None = None
     """SGLang ``--max-prefill-tokens``: the new prompt tokens one prefill batch may start, a
     soft limit counted after the mixed decodes (``PrefillAdder``: requests are added while what

@@ -222,6 +222,14 @@ class IterationModel:
     moe_worst_case_chunk_tokens: float = math.inf
     """Tokens per chunk the engine runs that layout over, each chunk with its own tail (vLLM's
     ``FusedMoEModularKernel._chunk_info``: VLLM_FUSED_MOE_CHUNK_SIZE); inf: one chunk."""
+    moe_gather_scatter: bool = False
+    """The engine's MoE layers under attention DP all-gather the DP group's 16-bit hidden
+    states and reduce-scatter the output (TensorRT-LLM's CUTLASS MoE, vLLM 0.12's default
+    backend, SGLang 0.5.8 without DeepEP; ``EngineProfile.moe_dp_communication``); False: the
+    all-to-all of top-k copies."""
+    moe_all_to_all_on_mnnvl: bool = False
+    """With ``moe_gather_scatter``: the engine takes the all-to-all instead where the NVLink
+    domain spans nodes (TensorRT-LLM, :meth:`moe_all_to_all`)."""
     speculation: Speculation | None = None
     """Speculative decoding: each decoding request verifies ``draft_tokens + 1`` positions per
     iteration, and the draft module runs ``draft_tokens`` times (:meth:`draft_s`)."""
@@ -810,6 +818,17 @@ class IterationModel:
             )
         return decode + prefill + linear + attn_layers * launch * 2
 
+    def moe_all_to_all(self) -> bool:
+        """Whether the MoE layers under attention DP run an all-to-all of top-k copies: always
+        unless the engine gathers and scatters (``moe_gather_scatter``); then only where the
+        engine switches to an all-to-all on multi-node NVLink (``moe_all_to_all_on_mnnvl``)
+        and the NVLink domain spans more than one 8-GPU node (GB200/GB300 NVL72): TensorRT-LLM's
+        ``CutlassFusedMoE.select_alltoall_method_type`` returns ``NotEnabled`` unless
+        ``MnnvlMemory.supports_mnnvl()`` (fabric memory handles of a multi-node NVLink rack)."""
+        if not self.moe_gather_scatter:
+            return True
+        return self.moe_all_to_all_on_mnnvl and self.cluster.device.nvlink_domain_gpus > 8
+
     def _communication(self, tokens: np.ndarray, moe_layers: int) -> np.ndarray:
         """Per-iteration collectives summed over all layers (before dividing by stages)."""
         m, par, c = self.model, self.par, self.cluster
@@ -826,7 +845,28 @@ class IterationModel:
             )
             dense_ar = m.num_layers - moe_layers if par.attention_dp > 1 else m.num_layers
             out = out + (m.num_layers + dense_ar) * ar
-        if moe_layers and par.attention_dp > 1:
+        if moe_layers and par.attention_dp > 1 and not self.moe_all_to_all():
+            # All-gather of every attention-DP rank's 16-bit hidden states before the experts,
+            # reduce-scatter of the 16-bit output after, over the DP group (TensorRT-LLM's
+            # CUTLASS MoE without multi-node NVLink: ``fused_moe_cutlass.py`` forward_chunk /
+            # reducescatter_or_allreduce at 000a01de; vLLM 0.12's default
+            # ``allgather_reducescatter``: ``AgRsAll2AllManager.dispatch`` all_gatherv and
+            # ``combine`` reduce_scatterv over the DP group; SGLang 0.5.8 DP attention with
+            # ``moe_a2a_backend`` none in a CUDA-graph batch: ``_dp_gather_via_all_gather`` and
+            # ``dp_reduce_scatter_tensor``, padded to the fullest rank). Sized by the whole group's buffer
+            # (nccl-tests convention); a DP group's ranks sit ``attention_tp`` GPUs apart.
+            r = par.attention_dp
+            near = min(r, max(c.gpus_per_node // t_a, 1))
+            buffer = tokens * r * h * SIXTEEN_BIT
+            gather = collective_time_s("all_gather", buffer, r, near, levels)
+            scatter = collective_time_s("reduce_scatter", buffer, r, near, levels)
+            out = out + moe_layers * (gather + scatter)
+            if t_a > 1:
+                # The experts are split over the attention-TP ranks too: their partial outputs
+                # are all-reduced there after the scatter (vLLM ``FusedMoE.forward_impl``,
+                # ``maybe_all_reduce_tensor_model_parallel``).
+                out = out + moe_layers * ar
+        elif moe_layers and par.attention_dp > 1:
             # Expert parallelism with DP attention: dispatch in FP8 and combine in BF16 all-to-all
             # of each token's top-k copies (DeepEP, DeepSeek-V3 arXiv:2412.19437 Sec. 3.4).
             bytes_out = tokens * m.experts_per_token * h

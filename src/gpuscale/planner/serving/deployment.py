@@ -185,6 +185,8 @@ def _iteration_model(
             profile.const("deepgemm_contiguous_align") if eng.deepgemm_moe_worst_case else 0.0
         ),
         moe_worst_case_chunk_tokens=profile.const("fused_moe_chunk_tokens"),
+        moe_gather_scatter=eng.moe_dp_communication != "all_to_all",
+        moe_all_to_all_on_mnnvl=eng.moe_dp_communication == "gather_scatter_without_mnnvl",
     )
 
 

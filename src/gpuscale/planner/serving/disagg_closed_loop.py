@@ -99,6 +99,9 @@ class PrefillStage:
     overlap: bool = False
     """An overlap scheduler returns an iteration's tokens after the next iteration: one more
     iteration's time before the first token leaves (``prefill_curve``'s ``delay``)."""
+    on_iteration: Callable[[list[float]], None] | None = None
+    """Called with each iteration's prompt tokens per rank (diagnostics,
+    ``benchmarks/adp_prefill_ranks.py``); None in predictions."""
 
 
 def simulate(
@@ -155,6 +158,8 @@ def simulate(
             pop(waiting)
             load[r] += ins[i]
             taken.append(i)
+        if prefill.on_iteration is not None:
+            prefill.on_iteration(load)
         span = prefill.iteration_s(max(load))
         end = start + span
         free[w] = end

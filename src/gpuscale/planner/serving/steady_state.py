@@ -25,6 +25,7 @@ import numpy as np
 
 from gpuscale.catalog.serving_engines import EngineProfile
 from gpuscale.costmodel.serving.iteration import IterationModel
+from gpuscale.planner.serving.adp_lockstep import lockstep_mix
 
 GRID = 96
 Z = {50: 0.0, 90: 1.2816, 99: 2.3263}
@@ -321,6 +322,24 @@ def batch_wait(
     return np.where(m > 0, held, 0.0), 1.0 + q.sum(axis=1)
 
 
+def _ranks_mix(
+    it: IterationModel,
+    eng: EngineProfile,
+    n: np.ndarray,
+    ctx: np.ndarray,
+    p: np.ndarray,
+    half: np.ndarray,
+    new_tokens: float,
+    batch: np.ndarray | float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`iteration_mix` of one rank, with the attention-DP ranks of an MoE engine in step
+    (``adp_lockstep.lockstep_mix``: an iteration lasts as long as its fullest rank)."""
+    t, own, dec_only = iteration_mix(it, eng, n, ctx, p, half, new_tokens, batch)
+    a = p / max(new_tokens, 1.0)
+    t, own = lockstep_mix(it, eng, n, ctx, half, new_tokens, a, t, own, dec_only)
+    return t, own, dec_only
+
+
 def _batch_waiting(
     eng: EngineProfile, n: np.ndarray, decode_steps: float, prompt_len: float, ranks: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -372,7 +391,7 @@ def load_curve(
     p = n * (new_tokens + _recompute_tokens(n, work, eng, kv_tokens)) / decode_steps
     ranks = it.par.attention_dp
     held, batch = _batch_waiting(eng, n, decode_steps, isl, ranks)
-    t, own, dec_only = iteration_mix(it, eng, n, ctx, p, half, new_tokens, batch)
+    t, own, dec_only = _ranks_mix(it, eng, n, ctx, p, half, new_tokens, batch)
     x = n / (decode_steps * t)
     if x_grid is not None:
         x_mono = np.maximum.accumulate(x)
@@ -383,7 +402,7 @@ def load_curve(
         ctx = np.full_like(n, isl + osl / 2.0)
         half = np.full_like(n, isl / 2.0)
         held, batch = _batch_waiting(eng, n, decode_steps, isl, ranks)
-        t, own, dec_only = iteration_mix(it, eng, n, ctx, p, half, new_tokens, batch)
+        t, own, dec_only = _ranks_mix(it, eng, n, ctx, p, half, new_tokens, batch)
         x = np.asarray(x_grid, dtype=float)
         beyond = over
     else:
