@@ -713,12 +713,15 @@ def closed_loop_ttft(
     admission_s: float,
     decode_slots: float,
     tpot_s: float,
+    rank_tokens: float,
 ) -> ClosedLoopTTFT:
     """A closed-loop client's requests through the prefill workers and the decode slots
     (``disagg_closed_loop.simulate``). The prefill iteration is the model's
     (``IterationModel.time_s`` over the fullest rank's prompt tokens, each prompt's attention
-    over half its own length, as ``prefill_curve`` prices it); a rank takes prompts up to its
-    token budget and, where the deployment caps it, its prompt count; the request's own work
+    over half the mean prompt, as ``prefill_curve`` prices it); a rank takes prompts up to its
+    token budget ``rank_tokens`` (the engine's own, ``max_num_tokens``: not ``eng_p``'s, which
+    folds a prompt cap into tokens at the mean prompt for the steady state) and, where the
+    deployment caps it, its prompt count; the request's own work
     (``request_overhead_ms``) and, under an overlap scheduler, one more iteration follow the
     iteration before the first token leaves. Lengths: the client's distribution
     (``Workload`` mean and coefficient of variation), prompts and outputs at independent,
@@ -727,7 +730,7 @@ def closed_loop_ttft(
     keep = 1.0 - work.prefix_hit
     ins = client_lengths(work.input_len, work.input_cv, n, GOLDEN) * keep
     outs = client_lengths(work.output_len, work.output_cv, n, SILVER)
-    budget = float(eng_p.max_num_batched_tokens)
+    budget = float(rank_tokens)
     top = max(budget, float(ins.max()))
     grid = np.geomspace(1.0, top, GRID)
     zeros = np.zeros_like(grid)
@@ -898,7 +901,10 @@ def predict_disaggregated(
         slots = decode.ranks * min(
             float(eng_d.max_num_seqs), kv_capacity_requests(kv_d, decode_work, eng_d)
         )
-        sim = closed_loop_ttft(it_p, eng_p, prefill, work, client, at(decode_wait), slots, tpot)
+        sim = closed_loop_ttft(
+            it_p, eng_p, prefill, work, client, at(decode_wait), slots, tpot,
+            rank_tokens=float(eng.max_num_batched_tokens),
+        )  # fmt: skip
         t_ttft = sim.mean_ttft_s
         prefill_part = float(np.mean(sim.prefill_s))
         queue = float(np.mean(sim.slot_wait_s))
