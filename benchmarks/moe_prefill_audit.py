@@ -104,12 +104,14 @@ def prompt_parts_ms(it: IterationModel, tokens: float) -> dict[str, float]:
 
 def expert_flops(it: IterationModel, tokens: float) -> float:
     """Useful FLOPs of the grouped expert GEMMs of one prompt of ``tokens`` tokens on the busiest
-    rank, as the model counts them (routed pairs x 2 x 3 matrices x the experts' stored dims)."""
+    rank, as the model counts them (routed pairs x 2 x the three matrices at the experts' stored
+    dims: gate and up over ``moe_expert_dims``' hidden, down out to ``moe_expert_out_hidden``)."""
     m, par = it.model, it.par
     he, f = it.moe_expert_dims()
-    mats = 3.0 if m.mlp == "gated" else 2.0
+    mats_up = 2.0 if m.mlp == "gated" else 1.0
     pairs = tokens * par.attention_dp * m.experts_per_token / par.ep
-    return 2.0 * pairs * mats * he * f * (m.num_layers - m.dense_layers)
+    per_pair = (mats_up * he + it.moe_expert_out_hidden()) * f
+    return 2.0 * pairs * per_pair * (m.num_layers - m.dense_layers)
 
 
 # Copies of the routed tokens' hidden state a MoE layer moves outside its two grouped GEMMs

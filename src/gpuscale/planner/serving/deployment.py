@@ -200,10 +200,9 @@ def kv_pool(
     mem = cluster.device.memory_bytes
     # Experts as the engine allocates them (padded for vLLM's Marlin MXFP4 kernel), as the
     # iteration model computes them.
-    dims = _iteration_model(
-        model, cluster, par, fmt, kv_dtype, profile, eng, speculation
-    ).moe_expert_dims()
-    weights = weight_bytes_per_gpu(model, par, fmt, dims)
+    it = _iteration_model(model, cluster, par, fmt, kv_dtype, profile, eng, speculation)
+    dims, h_out = it.moe_expert_dims(), it.moe_expert_out_hidden()
+    weights = weight_bytes_per_gpu(model, par, fmt, dims, h_out)
     per_token = kv_bytes_per_token(model, par, kv_dtype)
     if speculation is not None:
         # The draft module's blocks are stored and cache their own KV (DeepSeek-V3's MTP module:
@@ -218,7 +217,8 @@ def kv_pool(
         # The embedding and head are shared with the main model (already counted).
         tables = (1 if model.tied_embeddings else 2) * model.vocab_size * model.hidden_size
         block = (
-            weight_bytes_per_gpu(one, single, fmt, dims) - tables * SIXTEEN_BIT / par.attention_tp
+            weight_bytes_per_gpu(one, single, fmt, dims, h_out)
+            - tables * SIXTEEN_BIT / par.attention_tp
         )
         # eh_proj (2h -> h), split over the attention ranks like the other projections.
         proj = 2.0 * model.hidden_size**2 * fmt.weight_bytes / par.attention_tp
