@@ -42,7 +42,11 @@ from gpuscale.api.serving import infer, served_format, served_kv_dtype
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import load_profile
 from gpuscale.costmodel.serving.formats import gemm_precision
-from gpuscale.costmodel.serving.iteration import IterationModel, Parallelism
+from gpuscale.costmodel.serving.iteration import (
+    MOE_ROUTED_COPY_PASSES,
+    IterationModel,
+    Parallelism,
+)
 from gpuscale.errors import InputError
 from gpuscale.planner.serving.deployment import _iteration_model
 from gpuscale.validation import DATA_DIR
@@ -116,14 +120,14 @@ def expert_flops(it: IterationModel, tokens: float) -> float:
 
 # Copies of the routed tokens' hidden state a MoE layer moves outside its two grouped GEMMs
 # (whose own activation reads and writes ``IterationModel`` prices with each GEMM). The model
-# charges 4 (``iteration.py``: "topk_softmax, moe_align_block_size, silu_and_mul, moe_sum, each
+# charges ``MOE_ROUTED_COPY_PASSES`` (4; ``iteration.py``: "topk_softmax, moe_align_block_size, silu_and_mul, moe_sum, each
 # reading or writing the tokens' top-k copies"); by the kernels, only one of those four touches
 # a hidden-width top-k copy: vLLM's and SGLang's fused_moe gather rows inside the first GEMM
 # and reduce the top-k outputs in moe_sum / moe_sum_reduce (one read of tokens x top-k x
 # hidden; top-k softmax reads logits, the alignment token ids, act_and_mul the intermediate
 # width), and TensorRT-LLM's CUTLASS fused MoE writes a permuted copy (expandInputRows) and reads
 # the second GEMM's output back in finalizeMoeRouting (two).
-MODEL_COPY_PASSES = 4.0
+MODEL_COPY_PASSES = MOE_ROUTED_COPY_PASSES
 ENGINE_COPY_PASSES = {"vllm": 1.0, "sglang": 1.0, "trtllm": 2.0}
 
 

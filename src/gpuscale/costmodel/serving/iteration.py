@@ -35,6 +35,12 @@ from gpuscale.specs import Cluster, ModelSpec
 
 SIXTEEN_BIT = 2.0
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp32": 4.0}
+MOE_ROUTED_COPY_PASSES = 4.0
+"""Memory passes over the routed tokens' top-k copies of the hidden state a MoE layer makes
+outside its grouped GEMMs. UNSOURCED (see :meth:`IterationModel.parts_s`'s ``moe_other``): by
+the kernels one (vLLM/SGLang ``moe_sum``) or two (TensorRT-LLM CUTLASS ``expandInputRows``,
+``finalizeMoeRouting``); kept at 4 until the routed gather and scatter are measured
+(benchmarks/moe_prefill_audit.py reads this constant)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -395,14 +401,15 @@ class IterationModel:
             # quantizes W8A8 FP8 inputs outside the GEMM (``moe_activation_quant_kernels``).
             glue = self.moe_glue_kernels(prec)
             moe = moe + glue * launch
-            # Four passes over the routed tokens' top-k copies of the hidden state. Not derived
+            # ``MOE_ROUTED_COPY_PASSES`` (four) passes over the routed tokens' top-k copies of the hidden state. Not derived
             # from the kernels: of the glue kernels only the top-k reduction (vLLM/SGLang
             # moe_sum) reads such a copy, and TensorRT-LLM's CUTLASS MoE moves two (its permuted
             # input, expandInputRows; the second GEMM's output read back in finalizeMoeRouting)
             # beside the GEMMs' own activation traffic. The light-load prefill slopes do not
             # support the smaller counts (benchmarks/moe_prefill_audit.py, docs/benchmarks.md
             # "MoE prefill, term by term"); kept until the routed gather and scatter are measured.
-            moe = moe + 4.0 * group_tokens / par.attention_dp * m.experts_per_token * h * 2.0 / hbm
+            copies = group_tokens / par.attention_dp * m.experts_per_token * h * SIXTEEN_BIT
+            moe = moe + MOE_ROUTED_COPY_PASSES * copies / hbm
             if m.shared_experts:
                 sf = m.shared_experts * float(m.ffn_hidden_size) / t_a
                 moe = moe + gemm(tokens, mats_up * sf, h, 1.0, pd, wd)
