@@ -4,6 +4,7 @@ closed loops with varying lengths in ``predict_disaggregated``."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -15,6 +16,7 @@ from gpuscale.planner.serving.deployment import prefill_burst_s
 from gpuscale.planner.serving.disagg_closed_loop import (
     GOLDEN,
     SILVER,
+    ClosedLoopTTFT,
     PrefillStage,
     client_lengths,
     simulate,
@@ -230,3 +232,47 @@ def test_a_user_client_that_states_no_request_count_is_followed_too() -> None:
     unstated = infer("deepseek-r1", **kw).to_dict()["options"][0]
     stated = infer("deepseek-r1", num_requests=1000, **kw).to_dict()["options"][0]
     assert unstated["ttft_ms"] == pytest.approx(stated["ttft_ms"])
+
+
+def test_a_prefill_batch_cap_counts_prompts_not_mean_tokens(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``prefill_batch`` caps the prompts of a context iteration (TensorRT-LLM
+    ``max_batch_size``); the token budget stays the engine's (``max_num_tokens``). The steady
+    state reads the cap as ``prefill_batch x mean ISL`` tokens, a fluid reading; followed
+    prompt by prompt, that budget refused the second of two prompts whenever the pair was
+    above twice the mean (half the iterations), though the engine runs both."""
+    import gpuscale.planner.serving.deployment as deployment
+
+    stages: list[PrefillStage] = []
+    real = deployment.simulate
+
+    def spy(**kw: Any) -> ClosedLoopTTFT:
+        stages.append(kw["prefill"])
+        return real(**kw)
+
+    monkeypatch.setattr(deployment, "simulate", spy)
+    kw = {**KW, "prefill_attention_dp": 1, "prefill_ep": 1, "prefill_batch": 2}
+    infer("deepseek-r1", **kw, input_cv=0.0645, output_cv=0.0645)
+    (stage,) = stages
+    assert stage.rank_prompts == 2
+    # TensorRT-LLM's max_num_tokens default (8,192), not 2 x 922.
+    assert stage.rank_tokens == 8192.0
+    # Two prompts of 900-1,000 tokens fit it: every full iteration holds both.
+    held: list[float] = []
+
+    def iteration_s(tokens: float) -> float:
+        held.append(tokens)
+        return 0.1
+
+    lens = client_lengths(922.0, 0.0645, 40, GOLDEN)
+    simulate(
+        concurrency=40,
+        input_lens=lens,
+        output_lens=_fixed(40, 2.0),
+        prefill=dataclasses.replace(stage, iteration_s=iteration_s),
+        admission_s=0.0,
+        decode_slots=np.inf,
+        tpot_s=0.0,
+    )
+    assert len(held) == 20

@@ -207,10 +207,9 @@ def kv_pool(
     mem = cluster.device.memory_bytes
     # Experts as the engine allocates them (padded for vLLM's Marlin MXFP4 kernel), as the
     # iteration model computes them.
-    dims = _iteration_model(
-        model, cluster, par, fmt, kv_dtype, profile, eng, speculation
-    ).moe_expert_dims()
-    weights = weight_bytes_per_gpu(model, par, fmt, dims)
+    it = _iteration_model(model, cluster, par, fmt, kv_dtype, profile, eng, speculation)
+    dims, h_out = it.moe_expert_dims(), it.moe_expert_out_hidden()
+    weights = weight_bytes_per_gpu(model, par, fmt, dims, h_out)
     per_token = kv_bytes_per_token(model, par, kv_dtype)
     if speculation is not None:
         # The draft module's blocks are stored and cache their own KV (DeepSeek-V3's MTP module:
@@ -225,7 +224,8 @@ def kv_pool(
         # The embedding and head are shared with the main model (already counted).
         tables = (1 if model.tied_embeddings else 2) * model.vocab_size * model.hidden_size
         block = (
-            weight_bytes_per_gpu(one, single, fmt, dims) - tables * SIXTEEN_BIT / par.attention_tp
+            weight_bytes_per_gpu(one, single, fmt, dims, h_out)
+            - tables * SIXTEEN_BIT / par.attention_tp
         )
         # eh_proj (2h -> h), split over the attention ranks like the other projections.
         proj = 2.0 * model.hidden_size**2 * fmt.weight_bytes / par.attention_tp
@@ -734,12 +734,15 @@ def closed_loop_ttft(
     admission_s: float,
     decode_slots: float,
     tpot_s: float,
+    rank_tokens: float,
 ) -> ClosedLoopTTFT:
     """A closed-loop client's requests through the prefill workers and the decode slots
     (``disagg_closed_loop.simulate``). The prefill iteration is the model's
     (``IterationModel.time_s`` over the fullest rank's prompt tokens, each prompt's attention
-    over half its own length, as ``prefill_curve`` prices it); a rank takes prompts up to its
-    token budget and, where the deployment caps it, its prompt count; the request's own work
+    over half the mean prompt, as ``prefill_curve`` prices it); a rank takes prompts up to its
+    token budget ``rank_tokens`` (the engine's own, ``max_num_tokens``: not ``eng_p``'s, which
+    folds a prompt cap into tokens at the mean prompt for the steady state) and, where the
+    deployment caps it, its prompt count; the request's own work
     (``request_overhead_ms``) and, under an overlap scheduler, one more iteration follow the
     iteration before the first token leaves. Lengths: the client's distribution
     (``Workload`` mean and coefficient of variation), prompts and outputs at independent,
@@ -748,7 +751,7 @@ def closed_loop_ttft(
     keep = 1.0 - work.prefix_hit
     ins = client_lengths(work.input_len, work.input_cv, n, GOLDEN) * keep
     outs = client_lengths(work.output_len, work.output_cv, n, SILVER)
-    budget = float(eng_p.max_num_batched_tokens)
+    budget = float(rank_tokens)
     top = max(budget, float(ins.max()))
     grid = np.geomspace(1.0, top, GRID)
     zeros = np.zeros_like(grid)
@@ -920,7 +923,10 @@ def predict_disaggregated(
         slots = decode.ranks * min(
             float(eng_d.max_num_seqs), kv_capacity_requests(kv_d, decode_work, eng_d)
         )
-        sim = closed_loop_ttft(it_p, eng_p, prefill, work, client, at(decode_wait), slots, tpot)
+        sim = closed_loop_ttft(
+            it_p, eng_p, prefill, work, client, at(decode_wait), slots, tpot,
+            rank_tokens=float(eng.max_num_batched_tokens),
+        )  # fmt: skip
         t_ttft = sim.mean_ttft_s
         prefill_part = float(np.mean(sim.prefill_s))
         queue = float(np.mean(sim.slot_wait_s))
