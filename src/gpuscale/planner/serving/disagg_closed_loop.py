@@ -58,8 +58,8 @@ SILVER = 2.0**0.5 - 1.0
 SETTLE_ROUNDS = 24
 """Rounds followed of a longer run: the burst, 22 full-load rounds, the tail. The re-bunched
 waves of a loaded prefill stage decay over about ten rounds (DeepSeek-R1 1k/1k on H200, one
-attention-DP 8 context worker, C = 576, CV 0.0645: round means 3,862, 421, 386, 302, 260, 245
-ms, ..., 223 at round 11, 219 +- 3 after; ``benchmarks/disagg_loop_cost.py``), so the last
+attention-DP 8 context worker, C = 576, CV 0.0645: round means 3,861, 444, 378, 345, 272, 264
+ms, ..., 221 at round 10, 216-224 after; ``benchmarks/disagg_loop_cost.py``), so the last
 half of the full-load rounds (12-22) stands for the rest. Fixed lengths with a decode slot for
 each client and one prefill worker repeat every round after the burst (the sub-cohorts the token
 budget split it into return together and meet the same iterations): there the stand-in is
