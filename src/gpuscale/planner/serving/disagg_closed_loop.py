@@ -6,14 +6,15 @@ Why a simulation and not the steady state plus a one-time burst. A closed-loop b
 5C`` after a separate warm-up, lengths uniform over [0.8 L, L]; srt-slurm
 ``src/srtctl/benchmarks/scripts/sa-bench/bench.sh``) starts with ``C`` prompts at once on a
 drained deployment. With every request of one length, the sub-cohorts the prefill workers
-split that burst into come back spaced by the time it took to prefill them, and each finds the
-workers free: the burst is paid once (``deployment.prefill_burst_s``). With lengths that vary,
-each request comes back after its own decode time, so the cohort's returns overtake each
-other and re-bunch: every later round reaches the prefill workers as a wave at about their
-capacity, not as a steady stream, and queues again. Neither the steady state (a stream at the
-mean rate) nor the one-time burst prices that; following the requests does, with the
-deployment's own iteration times and nothing fitted (the closed-loop simulation the
-aggregated fixed-length rows already use, ``cohort_sim``, for this stage).
+split that burst into come back together, spaced by the time it took to prefill them, and each
+is one iteration again every round (as many prompts as the budget took, not the near-empty
+iteration of a steady stream). With lengths that vary, each request comes back after its own
+decode time, so the cohort's returns overtake each other and re-bunch: every later round
+reaches the prefill workers as a wave at about their capacity, not as a steady stream, and
+queues again. Neither the steady state (a stream at the mean rate) nor a one-time burst prices
+either; following the requests does, with the deployment's own iteration times and nothing
+fitted (the closed-loop simulation the aggregated fixed-length rows already use,
+``cohort_sim``, for this stage).
 
 What is followed, per request: its arrival (the client's previous request on that slot ends),
 the wait for and the prefill iteration that takes it (prompts dealt round the attention-DP
