@@ -42,7 +42,11 @@ from gpuscale.api.serving import infer, served_format, served_kv_dtype
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import load_profile
 from gpuscale.costmodel.serving.formats import gemm_precision
-from gpuscale.costmodel.serving.iteration import IterationModel, Parallelism
+from gpuscale.costmodel.serving.iteration import (
+    MOE_ROUTED_COPY_PASSES,
+    IterationModel,
+    Parallelism,
+)
 from gpuscale.errors import InputError
 from gpuscale.planner.serving.deployment import _iteration_model
 from gpuscale.validation import DATA_DIR
@@ -104,24 +108,26 @@ def prompt_parts_ms(it: IterationModel, tokens: float) -> dict[str, float]:
 
 def expert_flops(it: IterationModel, tokens: float) -> float:
     """Useful FLOPs of the grouped expert GEMMs of one prompt of ``tokens`` tokens on the busiest
-    rank, as the model counts them (routed pairs x 2 x 3 matrices x the experts' stored dims)."""
+    rank, as the model counts them (routed pairs x 2 x the three matrices at the experts' stored
+    dims: gate and up over ``moe_expert_dims``' hidden, down out to ``moe_expert_out_hidden``)."""
     m, par = it.model, it.par
     he, f = it.moe_expert_dims()
-    mats = 3.0 if m.mlp == "gated" else 2.0
+    mats_up = 2.0 if m.mlp == "gated" else 1.0
     pairs = tokens * par.attention_dp * m.experts_per_token / par.ep
-    return 2.0 * pairs * mats * he * f * (m.num_layers - m.dense_layers)
+    per_pair = (mats_up * he + it.moe_expert_out_hidden()) * f
+    return 2.0 * pairs * per_pair * (m.num_layers - m.dense_layers)
 
 
 # Copies of the routed tokens' hidden state a MoE layer moves outside its two grouped GEMMs
 # (whose own activation reads and writes ``IterationModel`` prices with each GEMM). The model
-# charges 4 (``iteration.py``: "topk_softmax, moe_align_block_size, silu_and_mul, moe_sum, each
+# charges ``MOE_ROUTED_COPY_PASSES`` (4; ``iteration.py``: "topk_softmax, moe_align_block_size, silu_and_mul, moe_sum, each
 # reading or writing the tokens' top-k copies"); by the kernels, only one of those four touches
 # a hidden-width top-k copy: vLLM's and SGLang's fused_moe gather rows inside the first GEMM
 # and reduce the top-k outputs in moe_sum / moe_sum_reduce (one read of tokens x top-k x
 # hidden; top-k softmax reads logits, the alignment token ids, act_and_mul the intermediate
 # width), and TensorRT-LLM's CUTLASS fused MoE writes a permuted copy (expandInputRows) and reads
 # the second GEMM's output back in finalizeMoeRouting (two).
-MODEL_COPY_PASSES = 4.0
+MODEL_COPY_PASSES = MOE_ROUTED_COPY_PASSES
 ENGINE_COPY_PASSES = {"vllm": 1.0, "sglang": 1.0, "trtllm": 2.0}
 
 

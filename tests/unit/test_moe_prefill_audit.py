@@ -83,5 +83,15 @@ def test_expert_flops_count_the_padded_experts(bench: ModuleType) -> None:
     one = [r for r in rows if r.kwargs["tp"] == 1] or rows
     it = bench.iteration_model(one[0])
     he, f = it.moe_expert_dims()
-    expected = 2.0 * 1000.0 * 4 / it.par.ep * 3.0 * he * f * 36
+    # gate and up over K = he, down out to N = 3,072 (TensorRT-LLM's n_alignment on Hopper)
+    assert it.moe_expert_out_hidden() == 3072.0
+    expected = 2.0 * 1000.0 * 4 / it.par.ep * (2.0 * he + 3072.0) * f * 36
     assert bench.expert_flops(it, 1000.0) == pytest.approx(expected)
+
+
+def test_the_audit_reads_the_models_copy_passes(bench: ModuleType) -> None:
+    # The audit prices "the model's" copy passes: the model's own constant, not a second 4.0
+    # that would silently disagree once the model's count changes.
+    from gpuscale.costmodel.serving import iteration
+
+    assert bench.MODEL_COPY_PASSES is iteration.MOE_ROUTED_COPY_PASSES

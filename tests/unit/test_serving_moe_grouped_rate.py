@@ -152,6 +152,7 @@ def test_padding_costs_the_experts_math_and_weight_read() -> None:
             **base.constants,
             "moe_marlin_mxfp4_hidden_align": 1.0,
             "moe_marlin_mxfp4_intermediate_align": 1.0,
+            "moe_marlin_mxfp4_hidden_out_align": 1.0,
         },
     )
     unpadded = _model("gpt-oss-120b", "vllm", "mxfp4", profile=exact)
@@ -179,6 +180,7 @@ def test_padded_experts_are_counted_in_the_memory_before_the_kv_pool() -> None:
             **base.constants,
             "moe_marlin_mxfp4_hidden_align": 1.0,
             "moe_marlin_mxfp4_intermediate_align": 1.0,
+            "moe_marlin_mxfp4_hidden_out_align": 1.0,
         },
     )
     m, cl, par, fmt = padded.model, padded.cluster, padded.par, padded.fmt

@@ -28,6 +28,7 @@ from gpuscale.planner.serving.steady_state import (
     load_curve,
     needs_capacity,
     prefill_batch_prompts,
+    prompts_under_prefill_limit,
     resolve_capacity,
 )
 
@@ -154,3 +155,46 @@ def test_prefill_batch_prompts_is_the_rule_replayed(
     )
     got = prefill_batch_prompts(eng, np.array([float(running)]), float(isl))[0]
     assert got == _add_one_req_replay(limit, isl, running, mixed)
+
+
+def test_the_cohort_simulation_reads_the_one_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One rule in one place: the cohort simulation asks ``prompts_under_prefill_limit`` (the
+    # steady state's rule) how many prompts start, so changing it there changes the burst.
+    import gpuscale.planner.serving.cohort_sim as cohort_sim
+
+    eng = dataclasses.replace(engine("sglang"), max_prefill_tokens=3001)
+    work = Workload(input_len=1000, output_len=64)
+
+    def first_group() -> float:
+        sim = simulate(_it(eng), eng, work, 6, 1e9, 0, 1, 1)
+        assert sim is not None
+        return float(sim.weight[np.argmin(sim.ttft_s)])
+
+    assert first_group() == 3.0
+
+    def one_each(left: object, prompt_tokens: float, *, first: bool) -> np.ndarray:
+        return np.asarray(1.0 if first else 0.0)
+
+    monkeypatch.setattr(cohort_sim, "prompts_under_prefill_limit", one_each)
+    assert first_group() == 1.0
+
+
+@given(
+    left=st.integers(-5_000, 50_000),
+    prompt=st.integers(1, 9_000),
+    first=st.booleans(),
+)
+def test_prompts_under_the_limit_are_add_one_req_replayed(
+    left: int, prompt: int, first: bool
+) -> None:
+    # add_one_req, literally: a prompt is refused once it reaches what is left, unless the
+    # batch is empty; budget_state stops the batch at <= 0.
+    added, rest = 0, left
+    while True:
+        if (added or not first) and prompt >= rest:
+            break
+        added += 1
+        rest -= prompt
+        if rest <= 0:
+            break
+    assert float(prompts_under_prefill_limit(float(left), float(prompt), first=first)) == added

@@ -56,7 +56,8 @@ def test_grouped_rate_is_the_triton_curve_at_the_bf16_peak() -> None:
     assert curve is not None
     he, f = it.moe_expert_dims()
     rows = np.array([32.0, 256.0, 4096.0])
-    flops = 2.0 * rows * 3.0 * he * f
+    # gate and up (K = 2,944) and down (N = 3,072) of one expert
+    flops = 2.0 * rows * (2.0 * he + it.moe_expert_out_hidden()) * f
     bf16 = it.cluster.device.peak("bf16") * 1e12
     np.testing.assert_allclose(it.moe_grouped_rate(rows), curve(flops) * bf16, rtol=1e-12)
     # wgmma after the in-register decode: no Ampere mma.sync share, unlike vLLM's Marlin.
@@ -104,3 +105,34 @@ def test_other_formats_and_engines_are_untouched() -> None:
     prof = load_profile("tensorrt-llm")
     assert prof.moe_gemm_precise("h200-sxm", "hopper", "fp8_block") is not None
     assert prof.moe_gemm_precise("h200-sxm", "hopper", "bf16") is None
+
+
+def test_the_down_gemm_output_is_padded_to_the_n_alignment() -> None:
+    # w2 is (experts, pad(f_rank, 128) / 2, pad(hidden, n_alignment = 256)) and matmul_ogs
+    # computes every column of it before _maybe_remove_padding slices the output back to 2,880:
+    # the down GEMM's N is 3,072, where the up GEMM's K is 2,944.
+    assert _it().moe_expert_out_hidden() == 3072.0
+    assert _it(tp=8).moe_expert_out_hidden() == 3072.0
+    # vLLM's Marlin pads the hidden size once, to 256, for both GEMMs; Blackwell: as stored.
+    assert _it(eng="vllm").moe_expert_out_hidden() == 3072.0
+    assert _it(gpu="b200").moe_expert_out_hidden() == 2880.0
+
+
+def test_the_padded_down_projection_is_stored_and_computed() -> None:
+    from gpuscale.planner.serving.deployment import kv_pool
+    from gpuscale.planner.serving.steady_state import Workload
+
+    it = _it(gpu="h100-sxm")
+    short = dataclasses.replace(
+        it.profile,
+        constants={**it.profile.constants, "moe_marlin_mxfp4_hidden_out_align": 128.0},
+    )
+    m, cl, par, fmt = it.model, it.cluster, it.par, it.fmt
+    eng, work = engine("tensorrt-llm"), Workload(input_len=1024.0, output_len=1024.0)
+    _, w_256, _ = kv_pool(m, cl, par, fmt, "bf16", it.profile, eng, work)
+    _, w_128, _ = kv_pool(m, cl, par, fmt, "bf16", short, eng, work)
+    # 36 layers x 128 experts x 2,944 x (3,072 - 2,944) MXFP4 values more on one GPU.
+    extra = m.num_layers * m.num_experts * 2944 * (3072 - 2944) * fmt.weight_bytes
+    assert (w_256 - w_128) * 2**30 == pytest.approx(extra, rel=1e-9)
+    # and the 8k prefill computes them
+    assert _prefill_ms(it, 8192.0) > _prefill_ms(dataclasses.replace(it, profile=short), 8192.0)

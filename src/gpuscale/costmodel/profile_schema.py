@@ -38,6 +38,7 @@ CONSTANTS: dict[str, Check] = {
     "moe_fp8_over_bf16_rate": AT_LEAST_ONE,
     "moe_marlin_mxfp4_hidden_align": AT_LEAST_ONE,
     "moe_marlin_mxfp4_intermediate_align": AT_LEAST_ONE,
+    "moe_marlin_mxfp4_hidden_out_align": AT_LEAST_ONE,
     "deepgemm_contiguous_align": AT_LEAST_ONE,
     "fused_moe_chunk_tokens": AT_LEAST_ONE,
     "elementwise_hidden_passes": NON_NEGATIVE,

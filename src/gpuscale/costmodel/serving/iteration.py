@@ -36,6 +36,12 @@ from gpuscale.specs import Cluster, ModelSpec
 
 SIXTEEN_BIT = 2.0
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp32": 4.0}
+MOE_ROUTED_COPY_PASSES = 4.0
+"""Memory passes over the routed tokens' top-k copies of the hidden state a MoE layer makes
+outside its grouped GEMMs. UNSOURCED (see :meth:`IterationModel.parts_s`'s ``moe_other``): by
+the kernels one (vLLM/SGLang ``moe_sum``) or two (TensorRT-LLM CUTLASS ``expandInputRows``,
+``finalizeMoeRouting``); kept at 4 until the routed gather and scatter are measured
+(benchmarks/moe_prefill_audit.py reads this constant)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,13 +120,15 @@ def weight_bytes_per_gpu(
     par: Parallelism,
     fmt: WeightFormat,
     expert_dims: tuple[float, float] | None = None,
+    expert_out_hidden: float | None = None,
 ) -> float:
     """Weights one GPU stores: linear layers in the serving format, embeddings and the head in
     16 bits (engines keep them unquantized), experts sharded ``ep``-way and ``moe_tp``-way.
     ``expert_dims``: (hidden, intermediate per ``moe_tp`` rank) of one expert as the engine
     allocates it (``IterationModel.moe_expert_dims``: vLLM's Marlin MXFP4 experts are created
     padded, ``Mxfp4MoEMethod.create_weights``, vllm v0.18.0 quantization/mxfp4.py); ``None``,
-    the model's own."""
+    the model's own. ``expert_out_hidden``: the down projection's output width as allocated
+    (``IterationModel.moe_expert_out_hidden``); ``None``, the hidden width of ``expert_dims``."""
     w = fmt.weight_bytes
     # Token-mixer parameters averaged over the layers: MLA with its indexer, GQA with its output
     # gate, Gated DeltaNet layers of hybrids (costmodel/params.py).
@@ -133,7 +141,10 @@ def weight_bytes_per_gpu(
         moe_layers = model.num_layers - model.dense_layers
         if expert_dims is None:
             expert_dims = (float(model.hidden_size), model.ffn_hidden_size / par.moe_tp)
-        experts = model.num_experts / par.ep * mats * expert_dims[0] * expert_dims[1]
+        h_out = expert_dims[0] if expert_out_hidden is None else expert_out_hidden
+        # The up (and gate) projections read the hidden width, the down projection writes it.
+        per_expert = ((mats - 1.0) * expert_dims[0] + h_out) * expert_dims[1]
+        experts = model.num_experts / par.ep * per_expert
         shared = model.shared_experts * mats * model.hidden_size * model.ffn_hidden_size
         shared /= par.attention_tp
         router = model.hidden_size * model.num_experts
@@ -388,9 +399,10 @@ class IterationModel:
             per_expert = pairs / touched
             # vLLM 0.12's DeepGEMM MoE also computes its worst-case layout's tail blocks.
             tail = self.moe_worst_case_tail_rows(group_tokens, touched, per_expert)
+            he_out = self.moe_expert_out_hidden()
             experts = gemm(
                 per_expert, mats_up * f, he, touched, grouped=True, extra_rows=tail
-            ) + gemm(per_expert, he, f, touched, grouped=True, extra_rows=tail)
+            ) + gemm(per_expert, he_out, f, touched, grouped=True, extra_rows=tail)
             # Then silu-and-mul (reads 2f, writes f 16-bit values) and the per-token-group FP8
             # quantization (reads f of them, writes f bytes) run over the tail rows too.
             experts = experts + 9.0 * tail * f / hbm
@@ -401,14 +413,15 @@ class IterationModel:
             # quantizes W8A8 FP8 inputs outside the GEMM (``moe_activation_quant_kernels``).
             glue = self.moe_glue_kernels(prec)
             moe = moe + glue * launch
-            # Four passes over the routed tokens' top-k copies of the hidden state. Not derived
+            # ``MOE_ROUTED_COPY_PASSES`` (four) passes over the routed tokens' top-k copies of the hidden state. Not derived
             # from the kernels: of the glue kernels only the top-k reduction (vLLM/SGLang
             # moe_sum) reads such a copy, and TensorRT-LLM's CUTLASS MoE moves two (its permuted
             # input, expandInputRows; the second GEMM's output read back in finalizeMoeRouting)
             # beside the GEMMs' own activation traffic. The light-load prefill slopes do not
             # support the smaller counts (benchmarks/moe_prefill_audit.py, docs/benchmarks.md
             # "MoE prefill, term by term"); kept until the routed gather and scatter are measured.
-            moe = moe + 4.0 * group_tokens / par.attention_dp * m.experts_per_token * h * 2.0 / hbm
+            copies = group_tokens / par.attention_dp * m.experts_per_token * h * SIXTEEN_BIT
+            moe = moe + MOE_ROUTED_COPY_PASSES * copies / hbm
             if m.shared_experts:
                 sf = m.shared_experts * float(m.ffn_hidden_size) / t_a
                 moe = moe + gemm(tokens, mats_up * sf, h, 1.0, pd, wd)
@@ -613,9 +626,9 @@ class IterationModel:
         x = np.asarray(per_expert, dtype=float)
         m, dev = self.model, self.cluster.device
         prec = gemm_precision(self.fmt, dev)
-        mats = 3.0 if m.mlp == "gated" else 2.0
+        mats_up = 2.0 if m.mlp == "gated" else 1.0
         he, f = self.moe_expert_dims()
-        expert_flops = 2.0 * x * mats * he * f
+        expert_flops = 2.0 * x * (mats_up * he + self.moe_expert_out_hidden()) * f
         # Keyed by the stored format, not the math precision: per-tensor FP8 runs another kernel
         # than block FP8 (DeepGEMM), though both compute in FP8.
         precise = self.profile.moe_gemm_precise(dev.id, dev.generation, self.fmt.name)
@@ -650,6 +663,25 @@ class IterationModel:
             h = float(np.ceil(h / ah) * ah)
             f = float(np.ceil(f / af) * af)
         return h, f
+
+    def moe_expert_out_hidden(self) -> float:
+        """Output width of one expert's down projection as the engine's MoE kernel stores and
+        computes it (:meth:`moe_expert_dims` gives the up projections' input width). Where the
+        kernel pads the hidden size once (vLLM's Marlin MXFP4: 256) both are the same; the
+        TensorRT-LLM Triton MXFP4 method pads the down projection's N to its ``n_alignment``
+        (256, twice ``k_alignment``: ``w2_weight_shape`` ends in ``get_padded_size(hidden_size,
+        n_alignment)``, and ``matmul_ogs`` computes those columns before
+        ``_maybe_remove_padding`` slices them off; tensorrt_llm/_torch/modules/fused_moe/
+        fused_moe_triton.py): gpt-oss-120b's 2,880 is 3,072 there, 2,944 for the up GEMM's K.
+        Profile constant ``moe_marlin_mxfp4_hidden_out_align`` (1 elsewhere), read where
+        :meth:`moe_expert_dims` pads."""
+        m, dev = self.model, self.cluster.device
+        h = float(m.hidden_size)
+        weight_only = gemm_precision(self.fmt, dev) == dev.half_precision
+        if self.fmt.name == "mxfp4" and weight_only:
+            a = self.profile.const("moe_marlin_mxfp4_hidden_out_align")
+            h = float(np.ceil(h / a) * a)
+        return h
 
     def moe_worst_case_tail_rows(
         self, group_tokens: np.ndarray, touched: np.ndarray, per_expert: np.ndarray

@@ -23,7 +23,11 @@ import numpy as np
 
 from gpuscale.catalog.serving_engines import EngineProfile
 from gpuscale.costmodel.serving.iteration import IterationModel
-from gpuscale.planner.serving.steady_state import Workload, weighted_quantiles
+from gpuscale.planner.serving.steady_state import (
+    Workload,
+    prompts_under_prefill_limit,
+    weighted_quantiles,
+)
 
 BENCHMARK_ROUNDS = 20
 """Rounds of ``concurrency`` requests a closed-loop benchmark with fixed lengths measures when
@@ -226,9 +230,8 @@ def simulate(
                 # (mixed decodes may have taken all of it), and add_one_req refuses only when
                 # can_run_list is not empty.
                 break
-            starts = float(np.ceil(soft / rem))  # requests the soft limit still lets start
-            if np.isfinite(soft):
-                starts = max(starts - 1.0, 0.0 if p_tokens > 0.0 else 1.0)
+            # Requests the soft limit still lets start (inf without one).
+            starts = float(prompts_under_prefill_limit(soft, rem, first=p_tokens == 0.0))
             need = c.size * rem
             if need <= left + 1e-9 and c.size <= starts:
                 left -= need

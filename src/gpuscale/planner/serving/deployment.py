@@ -4,6 +4,7 @@ ranks) or disaggregated prefill and decode workers, predicted from the steady-st
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -33,17 +34,16 @@ from gpuscale.planner.serving.disagg_closed_loop import (
     PrefillStage,
     client_lengths,
     simulate,
+    simulated_requests,
 )
 from gpuscale.planner.serving.steady_state import (
     GRID,
-    LEVELS,
     PERCENTILES,
     LoadCurve,
     OperatingPoint,
     PrefillCurve,
     StartBurst,
     Workload,
-    burst_mixture_quantiles,
     closed_loop,
     finite_run_wait,
     kv_capacity_requests,
@@ -54,7 +54,6 @@ from gpuscale.planner.serving.steady_state import (
     prefill_curve,
     refine_edge,
     resolve_capacity,
-    steady_tables,
     weighted_quantiles,
 )
 from gpuscale.specs import Cluster, ModelSpec
@@ -209,10 +208,9 @@ def kv_pool(
     mem = cluster.device.memory_bytes
     # Experts as the engine allocates them (padded for vLLM's Marlin MXFP4 kernel), as the
     # iteration model computes them.
-    dims = _iteration_model(
-        model, cluster, par, fmt, kv_dtype, profile, eng, speculation
-    ).moe_expert_dims()
-    weights = weight_bytes_per_gpu(model, par, fmt, dims)
+    it = _iteration_model(model, cluster, par, fmt, kv_dtype, profile, eng, speculation)
+    dims, h_out = it.moe_expert_dims(), it.moe_expert_out_hidden()
+    weights = weight_bytes_per_gpu(model, par, fmt, dims, h_out)
     per_token = kv_bytes_per_token(model, par, kv_dtype)
     if speculation is not None:
         # The draft module's blocks are stored and cache their own KV (DeepSeek-V3's MTP module:
@@ -227,7 +225,8 @@ def kv_pool(
         # The embedding and head are shared with the main model (already counted).
         tables = (1 if model.tied_embeddings else 2) * model.vocab_size * model.hidden_size
         block = (
-            weight_bytes_per_gpu(one, single, fmt, dims) - tables * SIXTEEN_BIT / par.attention_tp
+            weight_bytes_per_gpu(one, single, fmt, dims, h_out)
+            - tables * SIXTEEN_BIT / par.attention_tp
         )
         # eh_proj (2h -> h), split over the attention ranks like the other projections.
         proj = 2.0 * model.hidden_size**2 * fmt.weight_bytes / par.attention_tp
@@ -547,74 +546,15 @@ def decode_admission_s(
     return t * (0.5 + steps) + after
 
 
-def prefill_burst_s(
-    concurrency: float,
-    ranks: int,
-    capacity_per_rank: float,
-    rounds: float = BENCHMARK_ROUNDS,
-    per_iteration: float = 1.0,
-) -> float:
-    """Mean TTFT a closed-loop benchmark's start-up burst adds at the prefill workers.
-
-    The measured phase starts with ``concurrency`` prompts at once on a drained deployment and
-    is ``rounds`` rounds long: :func:`benchmark_rounds`, the client's measured requests over
-    its concurrency (srt-slurm's sa-bench measures ``5*C`` prompts; a fixed-length client that
-    states no count, :data:`BENCHMARK_ROUNDS`), after a drained warm-up (``cohort_sim``). The
-    burst splits evenly over the prefill ranks (round robin), and each rank drains its ``n``
-    prompts at its capacity in iterations of ``per_iteration`` whole prompts (the token budget
-    over the prompt length: a prefill worker batches to its budget, DistServe, Zhong et al.
-    OSDI'24 Sec. 3; the InferenceX TensorRT-LLM recipes run ``enable_chunked_prefill: false``
-    with ``max_num_tokens`` 8192-16640). The prompts of one iteration finish together when it
-    ends: iteration ``j`` ends at ``j k / capacity``, so the mean completion is
-    ``sum_j k (j k) / (n capacity)`` (the last iteration holding the remainder), and the burst
-    adds that less one prompt's own prefill, ``1 / capacity``. With one prompt per iteration
-    this is ``(n - 1) / (2 capacity)``. Later rounds do not repeat it when every request
-    decodes the same number of steps at the same pace: the sub-cohorts the prefill split the
-    burst into come back spaced by the time it took to prefill them, and each finds the rank
-    free. With lengths that vary they do not (the returns overtake each other and re-bunch),
-    so ``predict_disaggregated`` follows such a closed loop request by request instead
-    (:func:`closed_loop_ttft`); this reading stays for fixed lengths, where the simulation
-    gives it back (tests/unit/test_serving_disagg_closed_loop.py)."""
-    if capacity_per_rank <= 0.0 or not np.isfinite(capacity_per_rank) or ranks <= 0:
-        return 0.0
-    n = concurrency / ranks
-    if n <= 1.0:
-        return 0.0
-    k = float(max(int(per_iteration), 1))
-    full = float(np.ceil(n / k)) - 1.0
-    last = n - full * k
-    done = (k * k * full * (full + 1.0) / 2.0 + last * n) / (n * capacity_per_rank)
-    return max(done - 1.0 / capacity_per_rank, 0.0) / max(rounds, 1.0)
-
-
-def prefill_burst_waits(
-    concurrency: float, ranks: int, capacity_per_rank: float, per_iteration: float = 1.0
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """What each request of the start-up burst waits beyond its own prefill at its prefill
-    rank (:func:`prefill_burst_s` request by request): iteration ``j`` of ``k`` prompts ends at
-    ``j k / capacity``, the last one holding the remainder; (waits, requests per wait) on one
-    rank (every rank holds the same share), or None where :func:`prefill_burst_s` adds nothing."""
-    if capacity_per_rank <= 0.0 or not np.isfinite(capacity_per_rank) or ranks <= 0:
-        return None
-    n = concurrency / ranks
-    if n <= 1.0:
-        return None
-    k = float(max(int(per_iteration), 1))
-    full = int(np.ceil(n / k)) - 1
-    done = np.append(np.arange(1, full + 1) * k, n) / capacity_per_rank
-    count = np.append(np.full(full, k), n - full * k)
-    return np.maximum(done - 1.0 / capacity_per_rank, 0.0), count
-
-
 def measured_requests(work: Workload, client: Client) -> int:
     """Requests the benchmark measures: the client's ``num_requests`` when it states one (e.g.
     InferenceX's ``--num-prompts $((CONC * 10))``, AIConfigurator's eval runner's
     ``--request-count 10*C``: ``validation.serving_rows.client_requests``). Unstated: a
     closed loop with fixed lengths measures :data:`BENCHMARK_ROUNDS` rounds of ``concurrency``
     (today's aiperf command of AIConfigurator's generator), any other client
-    :data:`DEFAULT_REQUESTS`. The one rule the cohort simulation, the start burst and the
-    disaggregated prefill burst read (through :func:`benchmark_rounds`), and the open-loop
-    queue."""
+    :data:`DEFAULT_REQUESTS`. The one rule the cohort simulation and the start burst read
+    (through :func:`benchmark_rounds`), the disaggregated closed loop (:func:`closed_loop_ttft`)
+    and the open-loop queue."""
     if client.num_requests is not None:
         return int(client.num_requests)
     if work.fixed and client.request_rate is None:
@@ -736,32 +676,47 @@ def closed_loop_ttft(
     admission_s: float,
     decode_slots: float,
     tpot_s: float,
+    rank_tokens: float,
 ) -> ClosedLoopTTFT:
     """A closed-loop client's requests through the prefill workers and the decode slots
     (``disagg_closed_loop.simulate``). The prefill iteration is the model's
     (``IterationModel.time_s`` over the fullest rank's prompt tokens, each prompt's attention
-    over half its own length, as ``prefill_curve`` prices it); a rank takes prompts up to its
-    token budget and, where the deployment caps it, its prompt count; the request's own work
+    over half the mean prompt, as ``prefill_curve`` prices it); a rank takes prompts up to its
+    token budget ``rank_tokens`` (the engine's own, ``max_num_tokens``: not ``eng_p``'s, which
+    folds a prompt cap into tokens at the mean prompt for the steady state) and, where the
+    deployment caps it, its prompt count; the request's own work
     (``request_overhead_ms``) and, under an overlap scheduler, one more iteration follow the
     iteration before the first token leaves. Lengths: the client's distribution
     (``Workload`` mean and coefficient of variation), prompts and outputs at independent,
-    evenly spread quantiles."""
-    n = max(measured_requests(work, client), int(client.concurrency or 1))
+    evenly spread quantiles, the first round's spread over the whole distribution; fixed
+    lengths are the limit of no spread. A long run is followed for its first rounds and tail
+    only (``disagg_closed_loop.simulated_requests``), weighted to its measured count."""
+    conc = int(client.concurrency or 1)
+    measured = max(measured_requests(work, client), conc)
+    n = simulated_requests(conc, measured)
     keep = 1.0 - work.prefix_hit
-    ins = client_lengths(work.input_len, work.input_cv, n, GOLDEN) * keep
-    outs = client_lengths(work.output_len, work.output_cv, n, SILVER)
-    budget = float(eng_p.max_num_batched_tokens)
+    ins = client_lengths(work.input_len, work.input_cv, n, GOLDEN, burst=conc) * keep
+    outs = client_lengths(work.output_len, work.output_cv, n, SILVER, burst=conc)
+    budget = float(rank_tokens)
     top = max(budget, float(ins.max()))
     grid = np.geomspace(1.0, top, GRID)
     zeros = np.zeros_like(grid)
     half = np.full_like(grid, work.input_len / 2.0)
-    t_grid = it_p.time_s(zeros, zeros, grid, half)
-    t_grid = np.asarray(t_grid, dtype=float)
+    t_grid = np.asarray(it_p.time_s(zeros, zeros, grid, half), dtype=float)
     overhead = eng_p.request_overhead_ms * 1e-3
     overlap = eng_p.overlap_scheduler
+    xs, ts = grid.tolist(), t_grid.tolist()
+    last = len(xs) - 1
 
     def iteration_s(tokens: float) -> float:
-        return float(np.interp(tokens, grid, t_grid))
+        # np.interp's rule (clamped at the ends) on lists: called once an iteration, where
+        # numpy's per-call overhead was a fifth of the simulation's time.
+        j = bisect_right(xs, tokens) - 1
+        if j < 0:
+            return ts[0]
+        if j >= last:
+            return ts[last]
+        return ts[j] + (ts[j + 1] - ts[j]) / (xs[j + 1] - xs[j]) * (tokens - xs[j])
 
     stage = PrefillStage(
         workers=prefill.workers,
@@ -773,13 +728,14 @@ def closed_loop_ttft(
         overlap=overlap,
     )
     return simulate(
-        concurrency=int(client.concurrency or 1),
+        concurrency=conc,
         input_lens=ins,
         output_lens=outs,
         prefill=stage,
         admission_s=admission_s,
         decode_slots=decode_slots,
         tpot_s=tpot_s,
+        num_requests=measured,
     )
 
 
@@ -871,9 +827,7 @@ def predict_disaggregated(
         idx = np.array([0])
     top = int(idx[-1])
     idx = idx[idx <= top]
-    burst = 0.0
-    rounds = 1.0
-    waits: tuple[np.ndarray, np.ndarray] | None = None
+    sim: ClosedLoopTTFT | None = None
     if client.request_rate is not None:
         rate = float(client.request_rate)
         cap = float(x_total[top])
@@ -896,48 +850,48 @@ def predict_disaggregated(
         in_flight = x_total * e2e
         if conc <= in_flight[top]:
             x = float(np.interp(conc, in_flight[idx], x_total[idx]))
-            queue = 0.0
         else:
             x = float(x_total[top])
-            queue = conc / x - float(e2e[top])
-        saturated = queue > 0
-        new_tokens = max(work.input_len * (1.0 - work.prefix_hit), 1.0)
-        rounds = benchmark_rounds(work, client)
-        per_iteration = eng_p.max_num_batched_tokens // new_tokens
-        burst = prefill_burst_s(conc, prefill.ranks, pc.capacity, rounds, per_iteration)
-        waits = prefill_burst_waits(conc, prefill.ranks, pc.capacity, per_iteration)
-        if burst > 0.0:
-            notes.append(f"start-up burst at the prefill workers: +{burst * 1e3:.0f} ms mean TTFT")
+        saturated = conc > in_flight[top]
 
     def at(a: np.ndarray) -> float:
         return float(np.interp(x, x_total, a))
 
     tpot = at(dc.tpot_s)
-    t_ttft = at(ttft) + queue + burst
-    prefill_part = at(pc.ttft_s)
-    sim: ClosedLoopTTFT | None = None
-    if client.request_rate is None and not work.fixed:
-        # A closed loop whose lengths vary: its rounds re-bunch at the prefill workers
-        # (``disagg_closed_loop``); follow the requests with the stages' own times.
+    if client.request_rate is None:
+        # Every closed loop, fixed lengths or not (the limit of no spread): its start-up burst
+        # and rounds at the prefill workers (which re-bunch when lengths vary) and its decode
+        # slots, request by request with the stages' own times (``disagg_closed_loop``).
         slots = decode.ranks * min(
             float(eng_d.max_num_seqs), kv_capacity_requests(kv_d, decode_work, eng_d)
         )
-        sim = closed_loop_ttft(it_p, eng_p, prefill, work, client, at(decode_wait), slots, tpot)
+        sim = closed_loop_ttft(
+            it_p, eng_p, prefill, work, client, at(decode_wait), slots, tpot,
+            rank_tokens=float(eng.max_num_batched_tokens),
+        )  # fmt: skip
         t_ttft = sim.mean_ttft_s
-        prefill_part = float(np.mean(sim.prefill_s))
-        queue = float(np.mean(sim.slot_wait_s))
-        burst = 0.0
-        notes = [n for n in notes if not n.startswith("start-up burst")]
-        notes.append(
-            f"closed loop followed request by request ({len(sim.ttft_s)} requests of "
-            f"{client.concurrency} clients, lengths varying): its rounds re-bunch at the "
-            "prefill workers"
+        prefill_part = sim.mean_prefill_s
+        queue = sim.mean_slot_wait_s
+        followed = len(sim.ttft_s)
+        lengths = "fixed lengths" if work.fixed else "lengths varying"
+        rest = (
+            "" if followed >= sim.requests else ", the last full-load rounds standing for the rest"
         )
+        notes.append(
+            f"closed loop followed request by request ({followed} of {sim.requests:.0f} "
+            f"requests of {client.concurrency} clients, {lengths}): the burst of its first "
+            f"round and the rounds after it at the prefill workers{rest}"
+        )
+    else:
+        t_ttft = at(ttft) + queue
+        prefill_part = at(pc.ttft_s)
     hand_off = transfer + at(np.where(np.isfinite(transfer_wait), transfer_wait, 0.0))
+    # The start-up burst is inside the prefill part (followed closed loop) or absent (open
+    # loop); the note keeps its field for the scripts that read it.
     notes.append(
         f"TTFT parts: prefill workers {prefill_part * 1e3:.0f} ms, decode admission "
         f"{at(decode_wait) * 1e3:.0f} ms (the KV hand-off, {hand_off * 1e3:.1f} ms, runs inside "
-        f"it), client burst {burst * 1e3:.0f} ms, queue {queue * 1e3:.0f} ms"
+        f"it), client burst 0 ms, queue {queue * 1e3:.0f} ms"
     )
     point = OperatingPoint(
         x=x,
@@ -970,29 +924,12 @@ def predict_disaggregated(
         notes,
     )
     pct = dict(pred.pct)
-    spread = at(pc.iteration_s)
-    for q in PERCENTILES:
-        pct[f"ttft_p{q}"] = t_ttft - 0.5 * spread + q / 100.0 * spread
-        pct[f"e2e_p{q}"] = pct[f"ttft_p{q}"] + steps * pct[f"tpot_p{q}"]
     if sim is not None:
-        qs = np.array(PERCENTILES, dtype=float) / 100.0
-        ttft_q = np.quantile(sim.ttft_s, qs)
-        for i, q in enumerate(PERCENTILES):
-            pct[f"ttft_p{q}"] = float(ttft_q[i])
-            pct[f"e2e_p{q}"] = pct[f"ttft_p{q}"] + steps * pct[f"tpot_p{q}"]
-    elif waits is not None and burst > 0.0:
-        # The burst is in the mean above; the percentiles are of the same mixture: 1 - 1/rounds
-        # of the requests around the steady TTFT, 1/rounds after their burst waits.
-        steady = t_ttft - burst
-        _, tpot_table, _ = steady_tables(point, work, point.x * point.iteration_s)
-        mix = StartBurst(ttft_s=steady + waits[0], weight=waits[1], share=1.0 / max(rounds, 1.0))
-        ttft_q, e2e_q = burst_mixture_quantiles(
-            steady + (LEVELS - 0.5) * spread,
-            steps * tpot_table,
-            mix,
-            np.array(PERCENTILES, dtype=float) / 100.0,
-        )
-        for i, q in enumerate(PERCENTILES):
-            pct[f"ttft_p{q}"] = float(ttft_q[i])
-            pct[f"e2e_p{q}"] = float(e2e_q[i])
+        ttft_q = weighted_quantiles(sim.ttft_s, sim.weight, np.array(PERCENTILES) / 100.0)
+    else:
+        spread = at(pc.iteration_s)
+        ttft_q = t_ttft - 0.5 * spread + np.array(PERCENTILES) / 100.0 * spread
+    for i, q in enumerate(PERCENTILES):
+        pct[f"ttft_p{q}"] = float(ttft_q[i])
+        pct[f"e2e_p{q}"] = pct[f"ttft_p{q}"] + steps * pct[f"tpot_p{q}"]
     return Prediction(**{**{f: getattr(pred, f) for f in pred.__slots__}, "pct": pct})

@@ -6,14 +6,15 @@ Why a simulation and not the steady state plus a one-time burst. A closed-loop b
 5C`` after a separate warm-up, lengths uniform over [0.8 L, L]; srt-slurm
 ``src/srtctl/benchmarks/scripts/sa-bench/bench.sh``) starts with ``C`` prompts at once on a
 drained deployment. With every request of one length, the sub-cohorts the prefill workers
-split that burst into come back spaced by the time it took to prefill them, and each finds the
-workers free: the burst is paid once (``deployment.prefill_burst_s``). With lengths that vary,
-each request comes back after its own decode time, so the cohort's returns overtake each
-other and re-bunch: every later round reaches the prefill workers as a wave at about their
-capacity, not as a steady stream, and queues again. Neither the steady state (a stream at the
-mean rate) nor the one-time burst prices that; following the requests does, with the
-deployment's own iteration times and nothing fitted (the closed-loop simulation the
-aggregated fixed-length rows already use, ``cohort_sim``, for this stage).
+split that burst into come back together, spaced by the time it took to prefill them, and each
+is one iteration again every round (as many prompts as the budget took, not the near-empty
+iteration of a steady stream). With lengths that vary, each request comes back after its own
+decode time, so the cohort's returns overtake each other and re-bunch: every later round
+reaches the prefill workers as a wave at about their capacity, not as a steady stream, and
+queues again. Neither the steady state (a stream at the mean rate) nor a one-time burst prices
+either; following the requests does, with the deployment's own iteration times and nothing
+fitted (the closed-loop simulation the aggregated fixed-length rows already use,
+``cohort_sim``, for this stage).
 
 What is followed, per request: its arrival (the client's previous request on that slot ends),
 the wait for and the prefill iteration that takes it (prompts dealt round the attention-DP
@@ -22,8 +23,21 @@ TensorRT-LLM's ``_schedule_attention_dp_requests`` balance, a heap on each rank'
 every rank its turn; an iteration lasts as long as its fullest rank, every rank stepping
 together), the KV hand-off and decode admission (``admission_s``, from the
 steady state), a wait for a free decode slot when all are held, and its decode, ``(OSL - 1) x
-TPOT``. Lengths are the client's distribution at deterministic, evenly spread quantiles
-(golden-ratio sequence), so a prediction is reproducible.
+TPOT``. Lengths are the client's distribution in whole tokens at deterministic, evenly spread
+quantiles (golden-ratio sequence), so a prediction is reproducible.
+
+Fixed lengths are the same simulation, its limit as the spread goes to zero: the requests of a
+sub-cohort end their decode at the same instant and come back together, as the aggregated
+fixed-length reading (``cohort_sim``) moves them (a burst of ``C`` on a drained deployment,
+split by the token budget, cohorts that return together). Whole-token lengths make the limit
+exact: below half a token of spread every request has the mean's length.
+
+Cost. A long run is not followed to its end: the burst, enough full-load rounds for the loop
+to settle, and the final round (the tail, whose requests have no successors) are followed, and
+the last half of the full-load rounds stands for the rounds not followed (the rule of
+``cohort_sim.SIMULATED_ROUNDS``): exact for a pattern that repeats every round (fixed lengths,
+where the decode slots do not bind), and a cost that does not grow with the run
+(:func:`simulated_requests`).
 """
 
 from __future__ import annotations
@@ -42,6 +56,22 @@ spread quantile sequence (Kuipers & Niederreiter, Uniform Distribution of Sequen
 SILVER = 2.0**0.5 - 1.0
 """A second irrational step, for the output lengths, so they do not follow the prompts'."""
 
+SETTLE_ROUNDS = 24
+"""Rounds followed of a longer run: the burst, 22 full-load rounds, the tail. The re-bunched
+waves of a loaded prefill stage decay over about ten rounds (DeepSeek-R1 1k/1k on H200, one
+attention-DP 8 context worker, C = 576, CV 0.0645: round means 3,861, 444, 378, 345, 272, 264
+ms, ..., 221 at round 10, 216-224 after; ``benchmarks/disagg_loop_cost.py``), so the last
+half of the full-load rounds (12-22) stands for the rest. Fixed lengths with a decode slot for
+each client and one prefill worker repeat every round after the burst (the sub-cohorts the token
+budget split it into return together and meet the same iterations): there the stand-in is
+exact. Where the decode slots bind, fixed lengths cycle over ``slots / gcd(C, slots)`` rounds
+(7 clients, 2 slots: two rounds, their means 5% apart), and several prefill workers that a
+short decode keeps busy deal the returning cohorts differently from round to round: the
+eleven stand-in rounds average such cycles (tests/unit/test_serving_disagg_closed_loop.py)."""
+WINDOW_REQUESTS = 2048
+"""Fewest requests in the stand-in half: with few clients a round is a few requests, too few to
+stand for the length distribution, so more rounds are followed."""
+
 
 @cache
 def _normal_quantiles() -> tuple[np.ndarray, np.ndarray]:
@@ -51,33 +81,66 @@ def _normal_quantiles() -> tuple[np.ndarray, np.ndarray]:
     return table_u, np.array([dist.inv_cdf(float(v)) for v in table_u])
 
 
-def client_lengths(mean: float, cv: float, count: int, step: float) -> np.ndarray:
+def simulated_requests(concurrency: int, num_requests: int) -> int:
+    """Requests :func:`simulate` follows for a benchmark of ``num_requests``: all of them when
+    the run is short, else :data:`SETTLE_ROUNDS` whole rounds of ``concurrency`` (more with
+    few clients, for :data:`WINDOW_REQUESTS` in the stand-in half). The bound does not grow
+    with ``num_requests``."""
+    conc = max(int(concurrency), 1)
+    rounds = max(SETTLE_ROUNDS, 2 * -(-WINDOW_REQUESTS // conc) + 2)
+    return max(min(int(num_requests), rounds * conc), 1)
+
+
+def client_lengths(mean: float, cv: float, count: int, step: float, burst: int = 0) -> np.ndarray:
     """``count`` lengths of the client's distribution (lognormal of mean ``mean`` and
-    coefficient of variation ``cv``, as ``steady_state.Workload`` reads a client) at the
-    quantiles ``frac((i + 1/2) x step)``."""
+    coefficient of variation ``cv``, as ``steady_state.Workload`` reads a client) in whole
+    tokens, at least one (a client sends token counts: sa-bench's random dataset draws
+    integers), at the quantiles ``frac((i + 1/2) x step)``. The first ``burst`` (the requests
+    sent at once) are put at the evenly spread quantiles ``(j + 1/2) / burst`` in the order of
+    the sequence, so that the first round stands for the distribution however few its requests
+    (one: the median), not for the sequence's first terms (the 31st percentile first)."""
     u = np.mod((np.arange(count) + 0.5) * step, 1.0)
+    head = min(max(int(burst), 0), count)
+    if head:
+        order = np.argsort(np.argsort(u[:head], kind="stable"), kind="stable")
+        u[:head] = (order + 0.5) / head
     if cv <= 0.0:
-        return np.full(count, float(mean))
+        return np.full(count, max(float(np.rint(mean)), 1.0))
     table_u, table_z = _normal_quantiles()
     z = np.interp(u, table_u, table_z)
     s2 = float(np.log1p(cv * cv))
-    # lognormal_factor(cv, z), vectorized: exp(-s^2/2 + s z)
-    return mean * np.exp(-s2 / 2.0 + np.sqrt(s2) * z)
+    # lognormal_factor(cv, z), vectorized: exp(-s^2/2 + s z), to whole tokens
+    return np.maximum(np.rint(mean * np.exp(-s2 / 2.0 + np.sqrt(s2) * z)), 1.0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClosedLoopTTFT:
-    """Per measured request (seconds): TTFT and its parts."""
+    """Per followed request (seconds): TTFT and its parts, and how many measured requests each
+    stands for (``weight``: one, more in the stand-in rounds of a long run; the weights add up
+    to the measured count)."""
 
     ttft_s: np.ndarray
     prefill_s: np.ndarray
     """Arrival to the end of its prefill iteration (the wait for it included)."""
     slot_wait_s: np.ndarray
     """Wait for a free decode slot after the hand-off."""
+    weight: np.ndarray
+
+    @property
+    def requests(self) -> float:
+        return float(np.sum(self.weight))
 
     @property
     def mean_ttft_s(self) -> float:
-        return float(np.mean(self.ttft_s))
+        return float(np.average(self.ttft_s, weights=self.weight))
+
+    @property
+    def mean_prefill_s(self) -> float:
+        return float(np.average(self.prefill_s, weights=self.weight))
+
+    @property
+    def mean_slot_wait_s(self) -> float:
+        return float(np.average(self.slot_wait_s, weights=self.weight))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,14 +176,18 @@ def simulate(
     admission_s: float,
     decode_slots: float,
     tpot_s: float,
+    num_requests: int | None = None,
 ) -> ClosedLoopTTFT:
     """Follow ``len(input_lens)`` requests of a closed loop of ``concurrency`` clients, all
     sent at once at time 0 on a drained deployment, each client sending its next request
     when its previous one ends, through ``prefill`` and ``decode_slots`` decode slots held
-    ``(OSL - 1) x tpot_s`` each after ``admission_s``.
+    ``(OSL - 1) x tpot_s`` each after ``admission_s``. ``num_requests``: the benchmark's
+    measured count when more than are followed (``None``: as many); the followed requests are
+    then whole rounds (the burst, full-load rounds, the tail) and the last half of the
+    full-load rounds stands for the requests not followed (:func:`_weights`).
 
-    Iteration by iteration: the waiting prompts, first come first served, go round the ranks (one each in turn, the balance of an empty iteration)
-    while each rank has room for the next under its prompt cap and token budget (a rank's first
+    Iteration by iteration: the waiting prompts, first come first served, go round the ranks
+    (one each in turn, the balance of an empty iteration) while each rank has room for the next under its prompt cap and token budget (a rank's first
     prompt always fits: no chunking); the first prompt with no room ends the intake. The
     iteration lasts as long as its fullest rank. Iterations are followed in the order they
     start (the earliest free worker next); a finished prompt takes the earliest free decode
@@ -178,5 +245,30 @@ def simulate(
                 push(waiting, (finish, sent))
                 sent += 1
     return ClosedLoopTTFT(
-        ttft_s=np.array(ttft), prefill_s=np.array(pre), slot_wait_s=np.array(wait)
+        ttft_s=np.array(ttft),
+        prefill_s=np.array(pre),
+        slot_wait_s=np.array(wait),
+        weight=_weights(n, conc, n if num_requests is None else int(num_requests)),
     )
+
+
+def _weights(followed: int, concurrency: int, measured: int) -> np.ndarray:
+    """How many measured requests each followed one stands for: one each, and the ``measured -
+    followed`` not followed spread evenly over the last half of the full-load rounds (rounds 1
+    to ``R - 2`` of the ``R`` followed, sent in order; round ``R - 1`` is the tail). With a
+    pattern that repeats every round this is the whole run's mean exactly."""
+    weight = np.ones(followed)
+    rest = measured - followed
+    if rest <= 0:
+        return weight
+    rounds = followed // concurrency
+    if rounds < 3 or rounds * concurrency != followed:
+        raise ValueError(
+            f"a run longer than the requests followed needs whole rounds, one full-load round "
+            f"at least ({followed} requests of {concurrency} clients)"
+        )
+    full = rounds - 2
+    lo = (rounds - 1 - (full + 1) // 2) * concurrency
+    hi = (rounds - 1) * concurrency
+    weight[lo:hi] += rest / (hi - lo)
+    return weight

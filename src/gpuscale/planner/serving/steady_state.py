@@ -207,7 +207,21 @@ def prefill_batch_prompts(eng: EngineProfile, n: np.ndarray, new_tokens: float) 
     # The mixed decode tokens are the running requests (``running_bs``), one each.
     mixed = decodes if eng.prefill_policy != "prefill_first" else np.zeros_like(decodes)
     left = float(eng.max_prefill_tokens) - mixed
-    return np.maximum(np.ceil(left / new_tokens) - 1.0, 1.0)
+    return prompts_under_prefill_limit(left, new_tokens, first=True)
+
+
+def prompts_under_prefill_limit(
+    left: np.ndarray | float, prompt_tokens: float, *, first: bool
+) -> np.ndarray:
+    """Prompts of ``prompt_tokens`` (still to prefill) that SGLang 0.5.x's ``add_one_req``
+    starts while ``left`` tokens of ``--max-prefill-tokens`` remain (``rem_input_tokens``): it
+    refuses a prompt that reaches what is left unless the batch is empty (``first``), so the
+    ``k``-th starts only while ``k x prompt < left``: ``ceil(left / prompt) - 1``, at least 1 for
+    an empty batch, 0 after. ``inf`` where there is no limit. The one rule of the steady state
+    (:func:`prefill_batch_prompts`) and of ``cohort_sim.simulate`` (per cohort, ``left`` what
+    the batch's earlier prompts leave)."""
+    x = np.ceil(np.asarray(left, dtype=float) / prompt_tokens) - 1.0
+    return np.maximum(x, 1.0 if first else 0.0)
 
 
 def iteration_mix(
