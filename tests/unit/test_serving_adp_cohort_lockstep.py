@@ -92,3 +92,31 @@ def test_replicas_of_an_attention_dp_engine_step_apart() -> None:
     assert both is not None and one_engine is not None
     for field in ("ttft_s", "tpot_s"):
         assert _mean(both, field) == pytest.approx(_mean(one_engine, field), rel=1e-12)
+
+
+def test_the_8k_c64_adp_rows_read_the_scripts_budget_without_chunking() -> None:
+    """The aggregated TensorRT-LLM DeepSeek 8k/1k C = 64 ADP rows of 2025 ran
+    ``dsr1_fp8_h200_trt_slurm.sh``: ``--max_num_tokens=$(( (CONC+ISL+64+63)/64*64 ))`` = 8,320
+    (no 8192 floor before 2026-01-28, which would not bind anyway), no
+    ``enable_chunked_prefill`` (the LLM API default, False): one 6.6-8.2k prompt per rank and
+    iteration."""
+    from gpuscale.validation import DATA_DIR
+    from gpuscale.validation.serving_rows import distinct, load, measured_day
+
+    rows = [
+        r
+        for r in distinct(load(DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv"))
+        if r.expressible
+        and r.raw["backend"] == "trtllm"
+        and r.raw["mode"] == "agg"
+        and r.raw["model_path"].startswith("deepseek-ai/")
+        and (r.raw["isl"], r.raw["osl"], r.concurrency) == ("8192", "1024", 64)
+        and r.kwargs.get("attention_dp", 1) == 8
+        and measured_day(r.raw) < "2026-01-01"
+    ]
+    assert len(rows) == 2
+    for r in rows:
+        opts = r.kwargs["engine_options"]
+        assert opts["max_num_batched_tokens"] == (64 + 8192 + 64 + 63) // 64 * 64 == 8320
+        assert "chunked_prefill" not in opts
+    assert engine("tensorrt-llm").chunked_prefill is False
