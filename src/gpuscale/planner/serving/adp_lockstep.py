@@ -39,6 +39,32 @@ import numpy as np
 from gpuscale.catalog.serving_engines import EngineProfile
 from gpuscale.costmodel.serving.iteration import IterationModel
 
+DUMMY_DECODE_TOKENS = 1
+"""Tokens of the dummy forward an idle rank runs while another rank of its group has work:
+vLLM 0.12.0 ``DPEngineCoreProc.run_busy_loop`` calls ``execute_dummy_batch`` when its own step
+executed nothing while the group is running, and the worker runs ``_dummy_run(1,
+uniform_decode=True)`` (``v1/worker/gpu_worker.py``), a one-token decode; TensorRT-LLM's
+``_pad_attention_dp_dummy_request`` adds one generation request."""
+
+
+def in_step(it: IterationModel) -> bool:
+    """Whether the attention-DP ranks of one engine step together: more than one rank and an
+    MoE model (the gather/scatter or all-to-all of every MoE layer spans the ranks; a dense
+    model's DP ranks share nothing per layer)."""
+    return it.par.attention_dp > 1 and it.model.is_moe
+
+
+def step_time_s(rank_times_s: list[float | None], dummy_s: float) -> float:
+    """One iteration of ranks in step: as long as its fullest rank's own iteration, an idle rank
+    (``None``) taking part with the dummy forward (:data:`DUMMY_DECODE_TOKENS`). vLLM 0.12.0
+    also pads every rank's batch to the largest across the group under CUDA graphs
+    (``coordinate_batch_across_dp``, ``num_tokens_across_dp`` = the max when
+    ``allow_dp_padding``, ``v1/worker/dp_utils.py``), so no rank ends before the fullest one.
+    The one rule of the ranks in step: :func:`lockstep_mix` takes its expectation over the
+    steady state's per-rank mix, ``cohort_sim`` applies it per simulated iteration."""
+    return max([dummy_s if t is None else t for t in rank_times_s])
+
+
 POISSON_TERMS = 512
 """Terms of the Poisson distributions summed: far past any cycle's mean count here (a rank
 receives at most a few prompts per iteration for at most ``timeout_iters`` iterations)."""
@@ -98,10 +124,12 @@ def lockstep_mix(
     without prompts."""
     ranks = it.par.attention_dp
     a = np.asarray(prompts_per_iteration, dtype=float)
-    if ranks <= 1 or not it.model.is_moe or new_tokens <= 0.0:
+    if not in_step(it) or new_tokens <= 0.0:
         return mean, with_prompt
     # A rank's share of prompt-carrying iterations, as ``iteration_mix`` weighs them.
     share = np.clip((mean - decode_only) / np.maximum(with_prompt - decode_only, 1e-30), 0.0, 1.0)
+    # ``step_time_s`` in expectation: the common iteration carries a prompt (and lasts as long
+    # as a prompt-carrying rank's) unless no rank's does.
     free = (1.0 - (1.0 - share) ** ranks) * (with_prompt - decode_only) + decode_only
     if eng.adp_balance_timeout_iters <= 0:
         return np.asarray(free), with_prompt

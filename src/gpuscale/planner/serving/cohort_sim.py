@@ -23,6 +23,7 @@ import numpy as np
 
 from gpuscale.catalog.serving_engines import EngineProfile
 from gpuscale.costmodel.serving.iteration import IterationModel
+from gpuscale.planner.serving.adp_lockstep import DUMMY_DECODE_TOKENS, in_step, step_time_s
 from gpuscale.planner.serving.steady_state import (
     Workload,
     prompts_under_prefill_limit,
@@ -126,50 +127,40 @@ class _Clock:
         )
 
 
-def simulate(
-    it: IterationModel,
-    eng: EngineProfile,
-    work: Workload,
-    concurrency: int,
-    max_running: float,
-    warmup_cycles: int = 0,
-    measured_cycles: int = SIMULATED_ROUNDS,
-    rounds: float = BENCHMARK_ROUNDS,
-    max_cohorts: int | None = MAX_COHORTS,
-) -> CohortResult | None:
-    """Simulate ``concurrency`` closed-loop clients on one rank; ``None`` when the load breaks
-    into more than ``max_cohorts`` cohorts (then it is staggered and the steady state holds;
-    ``None``: no limit, for a single round). ``rounds``: the rounds the benchmark measures; a
-    run shorter than ``measured_cycles`` rounds is simulated whole."""
-    measured_cycles = max(1, min(measured_cycles, int(np.ceil(rounds - 1e-9))))
-    isl = work.input_len * (1.0 - work.prefix_hit)
-    osl = max(round(work.output_len), 1)
-    # Tokens a decode iteration emits per request and budget tokens it takes (1 and 1, or the
-    # expected accepted length and k + 1 under speculative decoding).
-    per_it, queries = it.tokens_per_iteration, it.queries
-    budget = float(eng.max_num_batched_tokens)
-    cap = max(float(min(max_running, eng.max_num_seqs)), 1.0)
-    clock = _Clock(it, work, min(cap, float(concurrency)) + 1, budget)
-    delay_its = successor_delay_iterations(eng)
-    overhead = eng.request_overhead_ms * 1e-3
-    cohorts: list[_Cohort] = [_Cohort(size=float(concurrency), arrival=0.0, ready_at_iteration=0)]
-    now = 0.0
-    iteration = 0
-    samples: list[tuple[float, float, float, float]] = []
-    done_requests = 0.0
-    t_start_measure = -1.0
-    total_cycles = warmup_cycles + measured_cycles
-    busy_time = 0.0
-    iters = 0
-    decode_time = 0.0
-    decode_iters = 0
-    running_area = 0.0
-    guard = 0
-    dirty = False
-    while cohorts:
-        guard += 1
-        if guard > 200_000 or (max_cohorts is not None and len(cohorts) > max_cohorts):
-            return None
+NO_LIMIT = 1 << 40
+"""A rank with nothing to run and nothing waiting puts no limit on a decode-only jump."""
+
+
+class _Rank:
+    """One simulated rank (one kind of rank: ranks of the same load move alike): its cohorts,
+    its scheduler's choice for the next iteration (:meth:`plan`) and its samples."""
+
+    def __init__(self, load: int, ctx: _Setup) -> None:
+        self.load = load
+        self.x = ctx
+        self.cohorts: list[_Cohort] = [_Cohort(size=float(load), arrival=0.0, ready_at_iteration=0)]
+        self.samples: list[tuple[float, float, float, float]] = []
+        self.running_area = 0.0
+        self.dirty = False
+        # The plan of the iteration being run (set by ``plan``).
+        self.running = 0.0
+        self.n_dec_now = 0.0
+        self.p_tokens = 0.0
+        self.decoding: list[_Cohort] = []
+        self.finished_prefill: list[_Cohort] = []
+        self.steps: int | None = None
+        """Decode-only iterations this rank can be jumped over (``None``: it has a prompt to
+        schedule now); for an idle rank, how long until a waiting request may be scheduled
+        (:data:`NO_LIMIT` when it has none)."""
+
+    def idle(self) -> bool:
+        return not self.finished_prefill and self.p_tokens == 0.0 and self.n_dec_now == 0.0
+
+    def plan(self, iteration: int) -> None:
+        """Admit and allocate this iteration's batch (the engine's scheduler)."""
+        x = self.x
+        eng, cap, budget, isl, queries = x.eng, x.cap, x.budget, x.isl, x.queries
+        cohorts = self.cohorts
         running = sum(c.size for c in cohorts if c.admitted)
         # Admission: FIFO while the running slots (max_num_seqs, KV pages) allow; split a cohort
         # that only partly fits.
@@ -188,7 +179,7 @@ def simulate(
                 )
                 c.size = float(np.floor(room))
                 cohorts.insert(idx + 1, rest)
-                dirty = True
+                self.dirty = True
             c.admitted = True
             running += c.size
         decoding = [c for c in cohorts if c.admitted and c.first_token >= 0.0]
@@ -260,7 +251,7 @@ def simulate(
                 )
                 c.size -= whole
                 cohorts.insert(cohorts.index(c), part)
-                dirty = True
+                self.dirty = True
                 used = whole * rem
                 left = max(left - used, 0.0)
                 soft -= used
@@ -271,94 +262,227 @@ def simulate(
                 p_tokens += left
                 left = 0.0
             break
-        if not finished_prefill and p_tokens == 0.0 and n_dec_now == 0.0:
-            # Nothing runnable (requests not yet visible to the scheduler): idle one iteration.
-            iteration += 1
-            now += clock(0.0, 0.0)
-            continue
-        # Decode-only stretch: jump to the next completion (or arrival becoming schedulable).
-        # Waiting cohorts that cannot be admitted (no slot or KV pages) stay waiting until a
-        # completion frees room, so they do not stop the jump.
+        self.running, self.n_dec_now, self.p_tokens = running, n_dec_now, p_tokens
+        self.decoding, self.finished_prefill = decoding, finished_prefill
+        # Decode-only stretch: it can be jumped to the next completion (or arrival becoming
+        # schedulable). Waiting cohorts that cannot be admitted (no slot or KV pages) stay
+        # waiting until a completion frees room, so they do not stop the jump.
         free = cap - running >= 1.0
         waiting_ready = [c for c in cohorts if not c.admitted]
         pending = bool(prefilling) or (
             free and any(c.ready_at_iteration <= iteration for c in waiting_ready)
         )
-        if not pending and n_dec_now > 0:
-            steps = min(int(np.ceil((osl - c.generated) / per_it - 1e-9)) for c in decoding)
-            if free:
-                soon = [c.ready_at_iteration - iteration for c in waiting_ready]
-                steps = min([steps, *soon])
-            steps = max(steps, 1)
-            dt = clock(n_dec_now, 0.0)
+        self.steps = None
+        if not pending:
+            soon = [c.ready_at_iteration - iteration for c in waiting_ready] if free else []
+            osl, per_it = x.osl, x.per_it
+            ends = [int(np.ceil((osl - c.generated) / per_it - 1e-9)) for c in decoding]
+            self.steps = max(min([*ends, *soon]), 1) if ends or soon else NO_LIMIT
+
+    def decode_steps(self, steps: int, dt: float) -> None:
+        """``steps`` decode-only iterations of ``dt`` each."""
+        self.running_area += steps * dt * self.running
+        for c in self.decoding:
+            c.generated += steps * self.x.per_it
+
+    def one_iteration(self, now: float, dt: float) -> None:
+        """The planned iteration, ending at ``now``."""
+        self.running_area += dt * self.running
+        if self.n_dec_now > 0:
+            for c in self.decoding:
+                c.generated += self.x.per_it
+        for c in self.finished_prefill:
+            c.done_tokens = self.x.isl
+            c.first_token = now
+            c.generated = 1
+
+    def complete(self, now: float, iteration: int) -> None:
+        """Completions: record, and the clients send their next requests at once."""
+        x = self.x
+        osl = x.osl
+        cohorts = self.cohorts
+        for c in [c for c in cohorts if c.first_token >= 0.0 and c.generated >= osl - 1e-9]:
+            cohorts.remove(c)
+            if c.cycle >= x.warmup_cycles:
+                ttft = c.first_token - c.arrival + x.overhead
+                e2e = now - c.arrival + x.overhead
+                tpot = (now - c.first_token) / max(osl - 1, 1)
+                # The last full-load round stands for the rounds not simulated; the final round
+                # is the benchmark's tail, where no new requests follow (see SIMULATED_ROUNDS).
+                stand_in = x.measured_cycles > 2 and c.cycle == x.total_cycles - 2
+                weight = c.size * (max(x.rounds - x.measured_cycles, 0) + 1 if stand_in else 1)
+                self.samples.append((ttft, tpot, e2e, weight))
+            if c.cycle + 1 < x.total_cycles:
+                self.dirty = True
+                cohorts.append(
+                    _Cohort(
+                        size=c.size,
+                        arrival=now,
+                        ready_at_iteration=iteration + x.delay_its,
+                        cycle=c.cycle + 1,
+                    )
+                )
+        if self.dirty:
+            # Only new or split cohorts can have caught up with a neighbour's state.
+            _merge(cohorts)
+            self.dirty = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Setup:
+    """What every rank of one simulation shares: the engine's limits and the benchmark."""
+
+    eng: EngineProfile
+    cap: float
+    budget: float
+    isl: float
+    osl: int
+    per_it: float
+    queries: float
+    delay_its: int
+    overhead: float
+    warmup_cycles: int
+    measured_cycles: int
+    total_cycles: int
+    rounds: float
+
+
+def simulate(
+    it: IterationModel,
+    eng: EngineProfile,
+    work: Workload,
+    concurrency: int,
+    max_running: float,
+    warmup_cycles: int = 0,
+    measured_cycles: int = SIMULATED_ROUNDS,
+    rounds: float = BENCHMARK_ROUNDS,
+    max_cohorts: int | None = MAX_COHORTS,
+) -> CohortResult | None:
+    """Simulate ``concurrency`` closed-loop clients on one rank; ``None`` when the load breaks
+    into more than ``max_cohorts`` cohorts (then it is staggered and the steady state holds;
+    ``None``: no limit, for a single round). ``rounds``: the rounds the benchmark measures; a
+    run shorter than ``measured_cycles`` rounds is simulated whole."""
+    return simulate_in_step(
+        it, eng, work, [(concurrency, 1)], max_running, warmup_cycles, measured_cycles, rounds,
+        max_cohorts,
+    )  # fmt: skip
+
+
+def simulate_in_step(
+    it: IterationModel,
+    eng: EngineProfile,
+    work: Workload,
+    loads: list[tuple[int, int]],
+    max_running: float,
+    warmup_cycles: int = 0,
+    measured_cycles: int = SIMULATED_ROUNDS,
+    rounds: float = BENCHMARK_ROUNDS,
+    max_cohorts: int | None = MAX_COHORTS,
+) -> CohortResult | None:
+    """Ranks that step together, ``loads`` = (clients, ranks) per kind of rank (ranks of one
+    kind move alike): each rank's scheduler fills its own batch, and every iteration lasts as
+    long as the fullest rank's (``adp_lockstep.step_time_s``; a rank with nothing to run takes
+    part with the dummy forward). One kind of one rank is a rank on its own (:func:`simulate`).
+    Per-rank figures in the result are averages over the ranks (a rank without clients counts
+    with none); the samples are weighted by the ranks they stand for."""
+    measured_cycles = max(1, min(measured_cycles, int(np.ceil(rounds - 1e-9))))
+    ranks_total = sum(count for _, count in loads)
+    active = [(load, count) for load, count in loads if load >= 1 and count >= 1]
+    if not active:
+        return None
+    biggest = max(load for load, _ in active)
+    cap = max(float(min(max_running, eng.max_num_seqs)), 1.0)
+    budget = float(eng.max_num_batched_tokens)
+    clock = _Clock(it, work, min(cap, float(biggest)) + 1, budget)
+    setup = _Setup(
+        eng=eng,
+        cap=cap,
+        budget=budget,
+        isl=work.input_len * (1.0 - work.prefix_hit),
+        osl=max(round(work.output_len), 1),
+        # Tokens a decode iteration emits per request and budget tokens it takes (1 and 1, or
+        # the expected accepted length and k + 1 under speculative decoding).
+        per_it=it.tokens_per_iteration,
+        queries=it.queries,
+        delay_its=successor_delay_iterations(eng),
+        overhead=eng.request_overhead_ms * 1e-3,
+        warmup_cycles=warmup_cycles,
+        measured_cycles=measured_cycles,
+        total_cycles=warmup_cycles + measured_cycles,
+        rounds=rounds,
+    )
+    rank_list = [_Rank(load, setup) for load, _ in active]
+    idle_ranks = ranks_total > sum(count for _, count in active)
+    dummy = clock(float(DUMMY_DECODE_TOKENS), 0.0)
+    now = 0.0
+    iteration = 0
+    busy_time = 0.0
+    iters = 0
+    decode_time = 0.0
+    decode_iters = 0
+    guard = 0
+    while any(r.cohorts for r in rank_list):
+        guard += 1
+        if guard > 200_000 or (
+            max_cohorts is not None and any(len(r.cohorts) > max_cohorts for r in rank_list)
+        ):
+            return None
+        for r in rank_list:
+            r.plan(iteration)
+        if all(r.idle() for r in rank_list):
+            # Nothing runnable (requests not yet visible to the scheduler): idle one iteration.
+            iteration += 1
+            now += clock(0.0, 0.0)
+            continue
+        # A rank with nothing of its own runs the dummy (so does a rank without clients).
+        times: list[float | None] = [None if r.idle() else clock(r.n_dec_now, r.p_tokens)
+                                     for r in rank_list]  # fmt: skip
+        if idle_ranks:
+            times.append(None)
+        if all(r.steps is not None for r in rank_list):
+            # Decode-only (or idle) on every rank: jump to the first completion or arrival.
+            steps = min(r.steps for r in rank_list if r.steps is not None)
+            dt = step_time_s(times, dummy)
             now += steps * dt
             iteration += steps
             iters += steps
             busy_time += steps * dt
             decode_time += steps * dt
             decode_iters += steps
-            running_area += steps * dt * running
-            for c in decoding:
-                c.generated += steps * per_it
+            for r in rank_list:
+                r.decode_steps(steps, dt)
         else:
-            dt = clock(n_dec_now, p_tokens)
+            dt = step_time_s(times, dummy)
             now += dt
             iteration += 1
             iters += 1
             busy_time += dt
-            running_area += dt * running
-            if p_tokens == 0.0:
+            if all(r.p_tokens == 0.0 for r in rank_list):
                 decode_time += dt
                 decode_iters += 1
-            if n_dec_now > 0:
-                for c in decoding:
-                    c.generated += per_it
-            for c in finished_prefill:
-                c.done_tokens = isl
-                c.first_token = now
-                c.generated = 1
-        # Completions: record, and the clients send their next requests at once.
-        for c in [c for c in cohorts if c.first_token >= 0.0 and c.generated >= osl - 1e-9]:
-            cohorts.remove(c)
-            if c.cycle >= warmup_cycles:
-                if t_start_measure < 0:
-                    t_start_measure = c.arrival
-                ttft = c.first_token - c.arrival + overhead
-                e2e = now - c.arrival + overhead
-                tpot = (now - c.first_token) / max(osl - 1, 1)
-                # The last full-load round stands for the rounds not simulated; the final round
-                # is the benchmark's tail, where no new requests follow (see SIMULATED_ROUNDS).
-                stand_in = measured_cycles > 2 and c.cycle == total_cycles - 2
-                weight = c.size * (max(rounds - measured_cycles, 0) + 1 if stand_in else 1)
-                samples.append((ttft, tpot, e2e, weight))
-                done_requests += c.size
-            if c.cycle + 1 < total_cycles:
-                dirty = True
-                cohorts.append(
-                    _Cohort(
-                        size=c.size,
-                        arrival=now,
-                        ready_at_iteration=iteration + delay_its,
-                        cycle=c.cycle + 1,
-                    )
-                )
-        if dirty:
-            # Only new or split cohorts can have caught up with a neighbour's state.
-            _merge(cohorts)
-            dirty = False
-    if not samples:
+            for r in rank_list:
+                r.one_iteration(now, dt)
+        for r in rank_list:
+            r.complete(now, iteration)
+    parts = [(np.array(r.samples), r.load, count)
+             for r, (_, count) in zip(rank_list, active, strict=True)]  # fmt: skip
+    if any(arr.size == 0 for arr, _, _ in parts):
         return None
-    arr = np.array(samples)
     # Closed loop: every client always has one request in the system, so Little's law gives
-    # the throughput exactly from the mean time in system.
-    mean_e2e = float(np.average(arr[:, 2], weights=arr[:, 3]))
+    # each rank's throughput exactly from its mean time in system.
+    throughput = sum(
+        load / max(float(np.average(arr[:, 2], weights=arr[:, 3])), 1e-12) * count
+        for arr, load, count in parts
+    )
+    running = sum(r.running_area * count for r, (_, count) in zip(rank_list, active, strict=True))
+    one = len(parts) == 1 and parts[0][2] == 1
     return CohortResult(
-        ttft_s=arr[:, 0],
-        tpot_s=arr[:, 1],
-        e2e_s=arr[:, 2],
-        weight=arr[:, 3],
-        requests_per_s=concurrency / max(mean_e2e, 1e-12),
-        mean_running=running_area / max(busy_time, 1e-12),
+        ttft_s=np.concatenate([arr[:, 0] for arr, _, _ in parts]),
+        tpot_s=np.concatenate([arr[:, 1] for arr, _, _ in parts]),
+        e2e_s=np.concatenate([arr[:, 2] for arr, _, _ in parts]),
+        weight=np.concatenate([arr[:, 3] * (1 if one else count) for arr, _, count in parts]),
+        requests_per_s=throughput / ranks_total,
+        mean_running=running / max(busy_time, 1e-12) / ranks_total,
         mean_iteration_s=busy_time / max(iters, 1),
         mean_decode_iteration_s=decode_time / max(decode_iters, 1)
         if decode_iters
@@ -379,27 +503,36 @@ def simulate_ranks(
     """Closed loop of ``concurrency`` clients over ``ranks`` attention ranks (replicas x
     attention-DP groups). A load-balancing router spreads the requests evenly (SGLang's DP
     attention controller round robin, vLLM's DP load balancer, Dynamo's router), so a rank holds
-    ``floor(C / ranks)`` of them or one more; each kind of rank is simulated once and weighted
-    by how many ranks it stands for. Per-rank figures in the result are averages over all ranks
+    ``floor(C / ranks)`` of them or one more, the ranks with one more spread over the replicas
+    as evenly. Ranks apart (replicas, a dense model's DP ranks) are simulated once per kind and
+    weighted by how many ranks each stands for; the attention-DP ranks of one MoE engine step
+    together (``adp_lockstep.in_step``), so each kind of engine is simulated with its ranks in
+    step (:func:`simulate_in_step`). Per-rank figures in the result are averages over all ranks
     (an idle rank counts with no requests), so ``requests_per_s * ranks`` is the total.
     ``burst_only``: only the benchmark's first round, the burst of ``concurrency`` requests on a
     drained engine (one measured round, no successors); else ``rounds`` measured rounds (each
     rank holds its share of the requests and of the concurrency: the same rounds)."""
     lo, extra = divmod(int(concurrency), int(ranks))
+    group = it.par.attention_dp if in_step(it) and ranks % it.par.attention_dp == 0 else 1
+    engines = ranks // group
+    # Engines by how many of their ranks hold one more client: extra // engines or one more.
+    each, more = divmod(extra, engines)
+    kinds = [(each, engines - more), (each + 1, more)]
+    # ``burst_only``: one round, at most ``load`` cohorts, finite; no cohort limit (MAX_COHORTS).
+    cycles, length = (1, 1.0) if burst_only else (SIMULATED_ROUNDS, rounds)
+    limit = None if burst_only else MAX_COHORTS
     parts: list[tuple[CohortResult, int]] = []
-    for load, count in ((lo, ranks - extra), (lo + 1, extra)):
-        if load < 1 or count == 0:
+    for plus, count in kinds:
+        if count == 0 or (lo == 0 and plus == 0):
             continue
-        if burst_only:
-            # One round: at most ``load`` cohorts, finite; no cohort limit (MAX_COHORTS).
-            sim = simulate(
-                it, eng, work, load, max_running, measured_cycles=1, rounds=1, max_cohorts=None
-            )
-        else:
-            sim = simulate(it, eng, work, load, max_running, rounds=rounds)
+        loads = [(load, n) for load, n in ((lo, group - plus), (lo + 1, plus)) if n > 0]
+        sim = simulate_in_step(
+            it, eng, work, loads, max_running, measured_cycles=cycles, rounds=length,
+            max_cohorts=limit,
+        )  # fmt: skip
         if sim is None:
             return None
-        parts.append((sim, count))
+        parts.append((sim, count * group))
     if len(parts) == 1 and parts[0][1] == ranks:
         return parts[0][0]
     if not parts:
