@@ -138,3 +138,21 @@ def test_a_numpy_bool_is_a_bool() -> None:
     fitted = api.fit("llama3.1-8b", gpu="h100-sxm", flash_attention=np.False_).to_dict()
     assert fitted == api.fit("llama3.1-8b", gpu="h100-sxm", flash_attention=False).to_dict()
     json.dumps(fitted)
+
+
+def test_an_engine_option_takes_a_numpy_bool_as_its_bool() -> None:
+    """Engine options read on/off values through the same rule (``_booleans.is_bool``): a
+    numpy bool is the bool it holds, and a string is still refused."""
+    from gpuscale.api.serving import infer
+    from gpuscale.errors import InputError
+
+    kw: dict[str, Any] = dict(
+        gpu="h200-sxm", engine="vllm", input_len=1024, output_len=128, concurrency=8, tp=2
+    )
+    numpy_on = infer(
+        "Qwen/Qwen3-235B-A22B-FP8", engine_options={"deepgemm_moe_worst_case": np.True_}, **kw
+    )
+    on = infer("Qwen/Qwen3-235B-A22B-FP8", engine_options={"deepgemm_moe_worst_case": True}, **kw)
+    assert numpy_on.to_dict()["options"][0]["tpot_ms"] == on.to_dict()["options"][0]["tpot_ms"]
+    with pytest.raises(InputError):
+        infer("Qwen/Qwen3-235B-A22B-FP8", engine_options={"deepgemm_moe_worst_case": "yes"}, **kw)

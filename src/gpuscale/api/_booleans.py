@@ -17,6 +17,12 @@ from gpuscale.errors import require
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def is_bool(value: Any) -> bool:
+    """``value`` is True or False: a Python bool or a numpy one (a sweep built with numpy, a
+    pandas column); ``"no"``, 0 and None are not."""
+    return isinstance(value, (bool, np.bool_))
+
+
 def check_booleans(values: Mapping[str, Any]) -> dict[str, bool]:
     """``values`` (argument -> value) as Python bools: a value that is not True or False is
     refused, naming the argument (``field``); a numpy bool (a sweep built with numpy, a pandas
@@ -24,7 +30,7 @@ def check_booleans(values: Mapping[str, Any]) -> dict[str, bool]:
     out = {}
     for name, value in values.items():
         require(
-            isinstance(value, (bool, np.bool_)),
+            is_bool(value),
             f"{name} must be True or False, got {value!r} ({type(value).__name__}); "
             "accepted: a bool",
             field=name,

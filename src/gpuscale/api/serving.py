@@ -11,6 +11,7 @@ from functools import cache
 from typing import Any
 
 from gpuscale import catalog
+from gpuscale.api._booleans import is_bool
 from gpuscale.api.speculative import speculation as speculation_of
 from gpuscale.api.training import MAX_GPUS
 from gpuscale.catalog.serving_engines import EngineProfile, kv_cache_dtype
@@ -184,7 +185,7 @@ def _engine_options(options: Mapping[str, Any], engine: str) -> dict[str, Any]:
             field="engine_options",
         )
         if opt.kind is bool:
-            ok = isinstance(value, bool)
+            ok = is_bool(value)
         elif opt.kind is int:
             ok = (
                 isinstance(value, int) or (isinstance(value, float) and value.is_integer())
