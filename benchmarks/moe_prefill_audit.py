@@ -43,6 +43,7 @@ from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import load_profile
 from gpuscale.costmodel.serving.formats import gemm_precision
 from gpuscale.costmodel.serving.iteration import (
+    GPU_TERMS,
     MOE_ROUTED_COPY_PASSES,
     IterationModel,
     Parallelism,
@@ -55,18 +56,6 @@ from gpuscale.validation.serving_rows import ServingRow, load
 ROWS = DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv"
 # The parts of ``IterationModel.parts_s`` shown on their own; the rest is summed as "rest".
 SHOWN = ("projections", "attention", "experts", "moe_other", "communication")
-GPU_TERMS = (
-    "projections",
-    "attention",
-    "experts",
-    "moe_other",
-    "dense_mlp",
-    "elementwise",
-    "kernel_gaps",
-    "communication",
-    "head",
-    "pipeline_hops",
-)
 
 
 def line_fit(xs: list[float], ys: list[float]) -> tuple[float, float]:

@@ -12,21 +12,8 @@ from gpuscale import catalog
 from gpuscale.catalog.serving_engines import engine
 from gpuscale.costmodel.profile import load_profile
 from gpuscale.costmodel.serving.formats import weight_format
-from gpuscale.costmodel.serving.iteration import IterationModel, Parallelism
+from gpuscale.costmodel.serving.iteration import GPU_TERMS, IterationModel, Parallelism
 from gpuscale.planner.serving.deployment import _iteration_model
-
-GPU_TERMS = (
-    "projections",
-    "attention",
-    "experts",
-    "moe_other",
-    "dense_mlp",
-    "elementwise",
-    "kernel_gaps",
-    "communication",
-    "head",
-    "pipeline_hops",
-)
 
 
 def _it(model: str, eng: str, weights: str, tp: int = 8, pp: int = 1, ep: int = 1):
@@ -69,6 +56,7 @@ def test_parts_add_up_to_time(
     )
     assert parts["total"] == total
     # The GPU terms make the pipelined GPU time: each stage holds 1/pp of the layer terms.
+    assert set(parts) == {*GPU_TERMS, "gpu", "host_floor", "draft", "overhead", "total"}
     layer_terms = sum(parts[k] for k in GPU_TERMS if k not in ("head", "pipeline_hops"))
     assert parts["gpu"] == pytest.approx(layer_terms + parts["head"] + parts["pipeline_hops"])
     busy = max(parts["gpu"], parts["host_floor"] + parts["head"] + parts["pipeline_hops"])

@@ -36,6 +36,20 @@ from gpuscale.specs import Cluster, ModelSpec
 
 SIXTEEN_BIT = 2.0
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp32": 4.0}
+GPU_TERMS = (
+    "projections",
+    "attention",
+    "experts",
+    "moe_other",
+    "dense_mlp",
+    "elementwise",
+    "kernel_gaps",
+    "communication",
+    "head",
+    "pipeline_hops",
+)
+"""The terms of :meth:`IterationModel.parts_s` whose pipelined sum is its ``gpu`` part (the
+layer terms run once per stage, ``head`` and ``pipeline_hops`` once per forward)."""
 MOE_ROUTED_COPY_PASSES = 4.0
 """Memory passes over the routed tokens' top-k copies of the hidden state a MoE layer makes
 outside its grouped GEMMs. UNSOURCED (see :meth:`IterationModel.parts_s`'s ``moe_other``): by
