@@ -403,6 +403,9 @@ def test_api_writes_a_profile_that_loads_and_moves_estimates_the_measured_way(
     assert doc["schema_version"] == 1
     assert doc["fit"]["fitted"][0]["parameter"] == "compute"
     assert doc["fit"]["run"]["gpus"] == 16
+    # The written run spells its plan as the --json echo does (replayable: the pipeline split too).
+    plan = result.to_dict()["plan"]
+    assert {k: doc["fit"]["run"][k] for k in plan} == plan
     assert doc["measured_on"]["device"] == "h100-sxm"
     load_profile.cache_clear()
     calibrated = load_profile_for("generic", str(out))

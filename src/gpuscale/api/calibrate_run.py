@@ -359,8 +359,9 @@ def calibrate_run(
 
 
 def _describe(run: Run, framework: str, profile: str | None) -> dict[str, Any]:
-    """The run in estimate's flag names, so the ``fit:`` block can be replayed."""
-    p, t, c = run.plan, run.training, run.cluster
+    """The run in estimate's flag names, so the ``fit:`` block can be replayed; the plan in
+    the one spelling ``estimate`` and ``calibrate run`` echo (:func:`plan_document`)."""
+    t, c = run.training, run.cluster
     return {
         "model": run.model.name,
         "gpu": c.device.id,
@@ -368,17 +369,8 @@ def _describe(run: Run, framework: str, profile: str | None) -> dict[str, Any]:
         "gpus_per_node": c.gpus_per_node,
         "inter": c.inter.id,
         "nics_per_node": c.nics_per_node,
-        "tp": p.tp,
-        "pp": p.pp,
-        "dp": p.dp,
-        "cp": p.cp,
-        "vp": p.vp,
-        "ep": p.ep,
-        "mbs": p.micro_batch,
-        "gbs": p.global_batch,
+        **plan_document(run.plan),
         "seq": t.seq_len,
-        "recompute": p.recompute,
-        "zero": p.zero,
         "precision": t.precision,
         "finetune": t.finetune,
         "framework": framework,
