@@ -3,7 +3,7 @@ published rates, as quoted in docs/benchmarks.md."""
 
 from __future__ import annotations
 
-from tests.integration.benchmark_scripts import run_benchmark
+from tests.benchmark_scripts import run_benchmark
 
 
 def test_every_published_layout_comes_back_and_the_dense_curve_is_compared() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tests.integration.benchmark_scripts import run_benchmark
+from tests.benchmark_scripts import run_benchmark
 
 
 def test_script_prints_one_reading_and_a_bounded_cost() -> None:

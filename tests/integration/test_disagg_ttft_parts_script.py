@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tests.integration.benchmark_scripts import run_benchmark
+from tests.benchmark_scripts import run_benchmark
 
 ROW = re.compile(
     r"^(trtllm|sglang)\s+\S+\s+\d+\s+\d+\s+\S+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+) \|"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from tests.integration.benchmark_scripts import run_benchmark
+from tests.benchmark_scripts import run_benchmark
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

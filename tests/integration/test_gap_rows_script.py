@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.integration.benchmark_scripts import run_benchmark
+from tests.benchmark_scripts import run_benchmark
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ benchmark_moe.py points quoted in docs/benchmarks.md."""
 
 from __future__ import annotations
 
-from tests.integration.benchmark_scripts import run_benchmark
+from tests.benchmark_scripts import run_benchmark
 
 
 def test_every_published_point_is_priced_and_the_curve_points_come_back() -> None:

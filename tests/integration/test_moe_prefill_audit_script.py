@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tests.integration.benchmark_scripts import run_benchmark
+from tests.benchmark_scripts import run_benchmark
 
 
 def _row(text: str, pattern: str) -> list[float]:

@@ -3,7 +3,7 @@ docs/benchmarks.md quotes runs from a clone and prints its four readings."""
 
 from __future__ import annotations
 
-from tests.integration.benchmark_scripts import run_benchmark
+from tests.benchmark_scripts import run_benchmark
 
 
 def test_probe_prints_every_reading_for_sglang_deepseek() -> None:

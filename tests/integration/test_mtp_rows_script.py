@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tests.integration.benchmark_scripts import run_benchmark
+from tests.benchmark_scripts import run_benchmark
 
 LINE = re.compile(
     r"^(.+?) (before|after)\s+n=\s*(\d+)\s+TTFT\s+([\d.]+) /\s+([\d.]+)%\s+TPOT\s+([\d.]+) /"

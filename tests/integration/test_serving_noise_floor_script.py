@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.integration.benchmark_scripts import run_benchmark
+from tests.benchmark_scripts import run_benchmark
 
 
 def test_noise_floor_figures_are_consistent() -> None:

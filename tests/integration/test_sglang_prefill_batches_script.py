@@ -7,7 +7,7 @@ import re
 import statistics
 import sys
 
-from tests.integration.benchmark_scripts import ROOT, run_benchmark
+from tests.benchmark_scripts import ROOT, run_benchmark
 
 ROW = re.compile(
     r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+) \|\s+(\d+) x (\d+)\s+tok\s+(\d+)\s+([\d.]+) \|"

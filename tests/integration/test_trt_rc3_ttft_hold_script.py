@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import statistics
 
-from tests.integration.benchmark_scripts import run_benchmark
+from tests.benchmark_scripts import run_benchmark
 
 SUMMARY = re.compile(
     r"^\s+(\S+)\s+ISL\s+(\d+)\s+n=\s*(\d+)\s+([\d.]+) \(\s*([\d.]+)\.\.\s*([\d.]+)\)"

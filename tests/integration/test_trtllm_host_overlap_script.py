@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tests.integration.benchmark_scripts import run_benchmark
+from tests.benchmark_scripts import run_benchmark
 
 MEDIAN = re.compile(r"^\s+(\S+)\s+TP (\d)\s+([\d.]+)\s+([\d.]+)\s+n=(\d+)$")
 LINE = re.compile(

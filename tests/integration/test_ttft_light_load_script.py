@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from tests.integration.benchmark_scripts import run_benchmark
+from tests.benchmark_scripts import run_benchmark
 
 ROW = re.compile(r"meas\s+([\d.]+)\s+pred\s+([\d.]+)\s+alone\s+([\d.]+)\s+ratio\s+([\d.]+)")
 

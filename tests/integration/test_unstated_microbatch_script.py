@@ -8,7 +8,7 @@ import subprocess
 from gpuscale.costmodel.profile import load_profile
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.published_runs import cases, load_all, predict
-from tests.integration.benchmark_scripts import run_benchmark
+from tests.benchmark_scripts import run_benchmark
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

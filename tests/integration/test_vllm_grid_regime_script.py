@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tests.integration.benchmark_scripts import run_benchmark
+from tests.benchmark_scripts import run_benchmark
 
 GRID = re.compile(r"^\s*(1024|4096)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s")
 BY_TP = re.compile(r"^ISL\s+(\d+) TP(\d) +alone +[\d.]+ +(.*)$")

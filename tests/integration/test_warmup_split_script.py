@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.integration.benchmark_scripts import run_benchmark
+from tests.benchmark_scripts import run_benchmark
 
 
 def test_warmup_split_prints_each_warmup_class() -> None:

@@ -10,7 +10,7 @@ import pytest
 from gpuscale.costmodel.profile import load_profile
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.published_runs import load_all, predict, to_case
-from tests.integration.benchmark_scripts import run_benchmark
+from tests.benchmark_scripts import run_benchmark
 
 ROWS = [f"narayanan21-t2-0{i}" for i in range(1, 7)]
 

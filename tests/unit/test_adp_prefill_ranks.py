@@ -3,8 +3,6 @@ model's closed loop deals them (figures quoted in docs/benchmarks.md, branch adp
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -12,17 +10,13 @@ import pytest
 
 from gpuscale.planner.serving import deployment
 from gpuscale.validation.serving_rows import distinct, load
+from tests.benchmark_scripts import load_benchmark
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "adp_prefill_ranks.py"
 
 
 def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("adp_prefill_ranks_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark(SCRIPT, "adp_prefill_ranks_benchmark")
 
 
 bench = _module()

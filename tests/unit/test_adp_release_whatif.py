@@ -4,7 +4,6 @@ shipped)."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -12,17 +11,14 @@ import numpy as np
 from gpuscale.catalog.serving_engines import engine
 from gpuscale.planner.serving.adp_lockstep import lockstep_mix
 from gpuscale.planner.serving.steady_state import iteration_mix
+from tests.benchmark_scripts import load_benchmark
 from tests.unit.test_serving_adp_lockstep import _it
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "adp_release_whatif.py"
 
 
 def _bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("adp_release_whatif", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark(SCRIPT, "adp_release_whatif")
 
 
 def _mix(eng, prompt: float, rate: float):  # type: ignore[no-untyped-def]

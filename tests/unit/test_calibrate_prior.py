@@ -7,7 +7,6 @@ held-out protocol of benchmarks/calibrate_prior.py never reads the stack (or sou
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 from types import ModuleType
@@ -29,6 +28,7 @@ from gpuscale.planner.calibrate_run import (
     run_elasticities,
 )
 from gpuscale.specs import Plan, Training
+from tests.benchmark_scripts import load_benchmark
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "calibrate_prior.py"
 
@@ -163,11 +163,7 @@ def test_run_elasticities_cover_every_quantity() -> None:
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("calibrate_prior_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark(SCRIPT, "calibrate_prior_benchmark")
 
 
 @pytest.mark.parametrize("hold_out", ["source", "stack"])

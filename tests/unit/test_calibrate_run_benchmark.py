@@ -4,7 +4,6 @@ express, and a row that is the calibration run in another metric is not predicte
 
 from __future__ import annotations
 
-import importlib.util
 import random
 from pathlib import Path
 from types import ModuleType
@@ -13,17 +12,14 @@ from typing import Any
 import pytest
 
 from gpuscale.validation import DATA_DIR
+from tests.benchmark_scripts import load_benchmark
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "calibrate_run.py"
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("calibrate_run_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark(SCRIPT, "calibrate_run_benchmark")
 
 
 @pytest.fixture(scope="module")

@@ -5,23 +5,20 @@ reserve moves."""
 
 from __future__ import annotations
 
-import importlib.util
 import random
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from tests.benchmark_scripts import load_benchmark
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "calibrate_run_memory.py"
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("calibrate_run_memory_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark(SCRIPT, "calibrate_run_memory_benchmark")
 
 
 def test_groups_calibrate_only_counters_that_hold_the_reserve(bench: ModuleType) -> None:

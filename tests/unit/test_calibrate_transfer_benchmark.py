@@ -3,23 +3,20 @@ single-quantity fits (first order), so it can only match or beat each of them.""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
 
+from tests.benchmark_scripts import load_benchmark
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "calibrate_transfer.py"
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("calibrate_transfer_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark(SCRIPT, "calibrate_transfer_benchmark")
 
 
 def test_the_simplex_grid_sums_to_one_and_holds_the_corners(bench: ModuleType) -> None:

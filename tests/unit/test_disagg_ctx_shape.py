@@ -3,7 +3,6 @@ scan, and the figures docs/benchmarks.md quotes from them (section of branch dis
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -11,17 +10,14 @@ from typing import Any
 import pytest
 
 from gpuscale.planner.serving import deployment
+from tests.benchmark_scripts import load_benchmark
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "disagg_ctx_shape.py"
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("disagg_ctx_shape_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark(SCRIPT, "disagg_ctx_shape_benchmark")
 
 
 def _run(bench: ModuleType, isl: str, concurrency: int, mode: str = "disagg") -> Any:

@@ -4,9 +4,7 @@ docs/benchmarks.md quotes from it (section of branch disagg-ttft, 2026-12-02).""
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -22,18 +20,13 @@ from gpuscale.costmodel.profile import load_profile
 from gpuscale.costmodel.serving.formats import weight_format
 from gpuscale.costmodel.serving.iteration import IterationModel, Parallelism
 from gpuscale.planner.serving.deployment import _iteration_model
+from tests.benchmark_scripts import load_benchmark
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "disagg_decode_slots.py"
 
 
 def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("disagg_decode_slots_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # dataclasses resolve the module's annotations through sys.modules
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark(SCRIPT, "disagg_decode_slots_benchmark")
 
 
 bench = _module()

@@ -15,6 +15,7 @@ from gpuscale.costmodel.profile import Profile, load_profile
 from gpuscale.costmodel.step import estimate_plan
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.published_runs import Case, cases, load_all, with_overrides
+from tests.benchmark_scripts import load_benchmark
 
 # TransformerEngine v1.8 initialize_ub defaults (Megatron-Core 0.8 passes no config): per layer
 # 2 forward all-gathers and 2 backward all-gathers by ring exchange, 2 backward reduce-scatters
@@ -99,13 +100,8 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "calibrate_run.py"
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    import importlib.util
 
-    spec = importlib.util.spec_from_file_location("calibrate_run_benchmark_tp", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark(SCRIPT, "calibrate_run_benchmark_tp")
 
 
 # Calibrated MAPE (%) of each Megatron-Core H100 source on its smallest run, measured with the

@@ -3,24 +3,19 @@ reads from the validation rows."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.benchmark_scripts import load_benchmark
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "moe_prefill_audit.py"
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("moe_prefill_audit_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # frozen dataclasses resolve annotations through it
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark(SCRIPT, "moe_prefill_audit_benchmark")
 
 
 def _audit(bench: ModuleType, meas_slope: float, gpu_slope: float, experts_hi: float) -> object:

@@ -4,7 +4,6 @@ as its fullest rank, with TensorRT-LLM's balanced releases or without them."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import statistics
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from gpuscale.planner.serving.adp_lockstep import (
 from gpuscale.planner.serving.deployment import _iteration_model
 from gpuscale.planner.serving.steady_state import iteration_mix
 from gpuscale.validation.serving_rows import distinct, load
+from tests.benchmark_scripts import load_benchmark
 
 VALIDATE = Path(__file__).resolve().parents[2] / "benchmarks" / "validate_serving.py"
 
@@ -135,10 +135,7 @@ def test_trtllm_attention_dp_rows_closer() -> None:
     """The nine aggregated TensorRT-LLM DeepSeek rows with attention DP (InferenceX,
     enable_balance with timeout_iters 60): mean |error| TTFT 56.3% and TPOT 24.6% with each
     rank alone (branch adp, after the gather/scatter); 37.2% and 16.9% with the ranks in step."""
-    spec = importlib.util.spec_from_file_location("validate_serving_adp", VALIDATE)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark(VALIDATE, "validate_serving_adp")
     rows = [
         r
         for r in distinct(load(bench.ROWS))

@@ -3,25 +3,19 @@ rule replayed request by request, and which gap rows the generator's launch cann
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.benchmark_scripts import load_benchmark
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "sglang_aic_queue.py"
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sglang_aic_queue_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # its frozen dataclasses resolve their annotations through sys.modules
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark(SCRIPT, "sglang_aic_queue_benchmark")
 
 
 def test_littles_law_on_a_rows_means(bench: ModuleType) -> None:

@@ -4,7 +4,6 @@ for a closed-loop successor's delay in the cohort simulation it reads the rows w
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -19,6 +18,7 @@ from gpuscale.costmodel.serving.iteration import Parallelism
 from gpuscale.planner.serving import cohort_sim
 from gpuscale.planner.serving.deployment import _iteration_model
 from gpuscale.planner.serving.steady_state import Workload
+from tests.benchmark_scripts import load_benchmark
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "trt_rc3_ttft_hold.py"
 
@@ -26,13 +26,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "trt_rc3_ttft_hold
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
     sys.path.insert(0, str(SCRIPT.parent))  # the script imports gap_rows from its folder
-    spec = importlib.util.spec_from_file_location("trt_rc3_ttft_hold_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # its frozen dataclasses resolve their annotations through sys.modules
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark(SCRIPT, "trt_rc3_ttft_hold_benchmark")
 
 
 def _loop(prompt_ms: float, decode_ms: float, c: int, hold_its: float, osl: int) -> tuple:

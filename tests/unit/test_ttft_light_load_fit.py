@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
@@ -10,16 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.benchmark_scripts import load_benchmark
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "ttft_light_load.py"
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ttft_light_load_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark(SCRIPT, "ttft_light_load_benchmark")
 
 
 def test_two_points_give_the_line_through_them(bench: ModuleType) -> None:

@@ -4,8 +4,6 @@ iteration, and the client-reuse shares follow aiperf's dataset sampling."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -15,18 +13,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.benchmark_scripts import load_benchmark
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "vllm_aic_gap.py"
 
 
 @cache
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("vllm_aic_gap_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # Its dataclasses resolve their annotations through the module's entry.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark(SCRIPT, "vllm_aic_gap_benchmark")
 
 
 @pytest.fixture(scope="module")
