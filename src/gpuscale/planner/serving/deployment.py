@@ -262,6 +262,60 @@ def kv_pool(
     return kv_tokens, weights / GIB, used / GIB
 
 
+class EngineCurve(NamedTuple):
+    """What an aggregated deployment's prediction reads for a client, before the client's own
+    load: its engines' iteration model, KV pool and load curve (:func:`engine_curve`)."""
+
+    it: IterationModel
+    eng: EngineProfile
+    work: Workload
+    kv_tokens: float
+    mem_gib: float
+    ranks: int
+    gpus: int
+    fits: bool
+    notes: tuple[str, ...]
+    curve: LoadCurve
+
+
+def engine_curve(
+    model: ModelSpec,
+    cluster: Cluster,
+    par: Parallelism,
+    replicas: int,
+    fmt: WeightFormat,
+    kv_dtype: str,
+    profile: Profile,
+    eng: EngineProfile,
+    work: Workload,
+    client: Client,
+    speculation: Speculation | None = None,
+) -> EngineCurve:
+    """The part of :func:`predict_aggregated` the client's load does not change: the load curve
+    with its capacity resolved where ``client`` needs it (any open loop, a closed loop past the
+    grid's top point). For an open loop it is the same at every rate, so the SLO search reads
+    one deployment at many rates through :func:`engine_prediction` without rebuilding it."""
+    it = _iteration_model(model, cluster, par, fmt, kv_dtype, profile, eng, speculation)
+    kv_tokens, _, mem_gib = kv_pool(
+        model, cluster, par, fmt, kv_dtype, profile, eng, work, speculation
+    )
+    ranks = replicas * par.attention_dp
+    fits = kv_tokens >= work.input_len + work.output_len
+    notes: tuple[str, ...] = ()
+    if not fits:
+        notes = ("weights leave no room for one request's KV cache on this parallelism",)
+        kv_tokens = max(kv_tokens, work.input_len + work.output_len)
+    curve = load_curve(it, eng, work, kv_tokens)
+    conc = float(client.concurrency or 1) / ranks
+    rate = None if client.request_rate is None else client.request_rate / ranks
+    if needs_capacity(curve, conc, rate):
+        curve = resolve_capacity(it, eng, work, kv_tokens, curve)
+    return EngineCurve(
+        it=it, eng=eng, work=work, kv_tokens=kv_tokens, mem_gib=mem_gib, ranks=ranks,
+        gpus=replicas * par.gpus, fits=fits, notes=notes, curve=curve,
+    )  # fmt: skip
+
+
 def predict_aggregated(
     model: ModelSpec,
     cluster: Cluster,
@@ -277,22 +331,17 @@ def predict_aggregated(
 ) -> Prediction:
     """``replicas`` engine instances of ``par``, each with ``attention_dp`` request groups;
     ``speculation``: speculative decoding with a draft module."""
-    it = _iteration_model(model, cluster, par, fmt, kv_dtype, profile, eng, speculation)
-    kv_tokens, _, mem_gib = kv_pool(
-        model, cluster, par, fmt, kv_dtype, profile, eng, work, speculation
+    built = engine_curve(
+        model, cluster, par, replicas, fmt, kv_dtype, profile, eng, work, client, speculation
     )
-    ranks = replicas * par.attention_dp
-    gpus = replicas * par.gpus
-    fits = kv_tokens >= work.input_len + work.output_len
-    notes: list[str] = []
-    if not fits:
-        notes.append("weights leave no room for one request's KV cache on this parallelism")
-        kv_tokens = max(kv_tokens, work.input_len + work.output_len)
-    curve = load_curve(it, eng, work, kv_tokens)
-    conc = float(client.concurrency or 1) / ranks
-    rate = None if client.request_rate is None else client.request_rate / ranks
-    if needs_capacity(curve, conc, rate):
-        curve = resolve_capacity(it, eng, work, kv_tokens, curve)
+    return engine_prediction(built, client)
+
+
+def engine_prediction(built: EngineCurve, client: Client) -> Prediction:
+    """:func:`predict_aggregated` of the deployment ``built`` (:func:`engine_curve` for this
+    client, or for any open loop when ``client`` is one)."""
+    it, eng, work, kv_tokens, mem_gib, ranks, gpus, fits, notes_, curve = built
+    notes = list(notes_)
     steady: OperatingPoint | None = None
     burst: StartBurst | None = None
     if client.request_rate is not None:
@@ -301,6 +350,7 @@ def predict_aggregated(
         share = max(1, round(measured_requests(work, client) / ranks))
         point = open_loop(curve, client.request_rate / ranks, kv_tokens, work, share)
     else:
+        conc = float(client.concurrency or 1) / ranks
         point = closed_loop(curve, conc, kv_tokens, work)
         sim = None
         cap = kv_capacity_requests(kv_tokens, work, eng)
@@ -739,22 +789,10 @@ def closed_loop_ttft(
     )
 
 
-def predict_disaggregated(
-    model: ModelSpec,
-    cluster: Cluster,
-    prefill: Pool,
-    decode: Pool,
-    fmt: WeightFormat,
-    kv_dtype: str,
-    profile: Profile,
-    eng: EngineProfile,
-    work: Workload,
-    client: Client,
-    speculation: Speculation | None = None,
-) -> Prediction:
-    """Prefill workers hand each prompt's KV cache to decode workers (DistServe, Splitwise).
-    ``speculation`` runs on both pools: the decode workers verify and draft, the prefill
-    workers run the draft module over the prompt (TensorRT-LLM's context phase, tech blog 2)."""
+def disaggregated_engines(
+    eng: EngineProfile, prefill: Pool, decode: Pool, work: Workload
+) -> tuple[EngineProfile, EngineProfile]:
+    """The engine as the prefill workers and as the decode workers run it."""
     # A decode worker pre-allocates the KV pages of every request it accepts before the transfer
     # (SGLang PD disaggregation "decode pre-allocation"; Dynamo/NIXL target buffers), so it
     # admits against its pool rather than preempting later.
@@ -771,6 +809,73 @@ def predict_disaggregated(
         )
     if decode.max_batch is not None:
         eng_d = dataclasses.replace(eng_d, max_num_seqs=min(eng.max_num_seqs, decode.max_batch))
+    return eng_p, eng_d
+
+
+class DisaggregatedCurves(NamedTuple):
+    """What a disaggregated deployment's prediction reads for a client, before the client's own
+    load (:func:`disaggregated_curves`)."""
+
+    prefill: Pool
+    decode: Pool
+    eng: EngineProfile
+    eng_p: EngineProfile
+    eng_d: EngineProfile
+    it_p: IterationModel
+    it_d: IterationModel
+    work: Workload
+    decode_work: Workload
+    kv_d: float
+    mem_gib: float
+    fits: bool
+    transfer_s: float
+    x_total: np.ndarray
+    curves: _Curves
+    stages: tuple[Stage, Stage] | None
+    """An open loop's admission stages at their capacities; None for a closed loop."""
+
+
+def predict_disaggregated(
+    model: ModelSpec,
+    cluster: Cluster,
+    prefill: Pool,
+    decode: Pool,
+    fmt: WeightFormat,
+    kv_dtype: str,
+    profile: Profile,
+    eng: EngineProfile,
+    work: Workload,
+    client: Client,
+    speculation: Speculation | None = None,
+) -> Prediction:
+    """Prefill workers hand each prompt's KV cache to decode workers (DistServe, Splitwise).
+    ``speculation`` runs on both pools: the decode workers verify and draft, the prefill
+    workers run the draft module over the prompt (TensorRT-LLM's context phase, tech blog 2)."""
+    built = disaggregated_curves(
+        model, cluster, prefill, decode, fmt, kv_dtype, profile, eng, work, client, speculation
+    )
+    return disaggregated_prediction(built, client)
+
+
+def disaggregated_curves(
+    model: ModelSpec,
+    cluster: Cluster,
+    prefill: Pool,
+    decode: Pool,
+    fmt: WeightFormat,
+    kv_dtype: str,
+    profile: Profile,
+    eng: EngineProfile,
+    work: Workload,
+    client: Client,
+    speculation: Speculation | None = None,
+) -> DisaggregatedCurves:
+    """The part of :func:`predict_disaggregated` the client's load does not change: both pools'
+    curves over the deployment's load, its capacity resolved where ``client`` reaches it (any
+    open loop; a closed loop past the grid's top point), and an open loop's stages. For an open
+    loop it is the same at every rate, so the SLO search reads one deployment at many rates
+    through :func:`disaggregated_prediction` without rebuilding it."""
+    eng_p, eng_d = disaggregated_engines(eng, prefill, decode, work)
     it_p = _iteration_model(model, cluster, prefill.par, fmt, kv_dtype, profile, eng, speculation)
     it_d = _iteration_model(model, cluster, decode.par, fmt, kv_dtype, profile, eng, speculation)
     kv_d, _, mem_d = kv_pool(
@@ -817,6 +922,31 @@ def predict_disaggregated(
             fine = refine_edge(x_total, cv.ok, lambda xs: curves(xs).ok)
             x_total = np.unique(np.concatenate([x_total, fine]))
             cv = curves(x_total)
+    stages: tuple[Stage, Stage] | None = None
+    if client.request_rate is not None:
+        ok_at = np.flatnonzero(cv.ok)
+        top = int(ok_at[-1]) if ok_at.size else 0
+        cap = float(x_total[top])
+        # The decode workers bind where they turn infeasible right past the resolved edge.
+        binds = top + 1 < x_total.size and not cv.dc.feasible[top + 1]
+        edge = (cap / decode.ranks, float(cv.dc.running[top])) if binds else None
+        stages = _open_loop_stages(
+            it_p, eng_p, it_d, eng_d, prefill, decode, work, decode_work, kv_d, probe, edge
+        )
+    return DisaggregatedCurves(
+        prefill=prefill, decode=decode, eng=eng, eng_p=eng_p, eng_d=eng_d, it_p=it_p, it_d=it_d,
+        work=work, decode_work=decode_work, kv_d=kv_d, mem_gib=max(mem_p, mem_d), fits=fits,
+        transfer_s=transfer, x_total=x_total, curves=cv, stages=stages,
+    )  # fmt: skip
+
+
+def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Prediction:
+    """:func:`predict_disaggregated` of the deployment ``built`` (:func:`disaggregated_curves`
+    for this client, or for any open loop when ``client`` is one)."""
+    prefill, decode, eng, eng_p, eng_d, it_p, it_d = built[:7]
+    work, decode_work, kv_d, mem_gib, fits, transfer, x_total, cv, stages = built[7:]
+    assert (stages is None) == (client.request_rate is None), "built for another kind of client"
+    steps = max(work.output_len - 1.0, 0.0)
     pc, dc, transfer_wait, decode_wait, ttft, e2e, ok = cv
     idx = np.flatnonzero(ok)
     notes = [f"KV transfer {transfer * 1e3:.2f} ms per request"]
@@ -832,12 +962,7 @@ def predict_disaggregated(
         rate = float(client.request_rate)
         cap = float(x_total[top])
         x = min(rate, cap)
-        # The decode workers bind where they turn infeasible right past the resolved edge.
-        binds = top + 1 < x_total.size and not dc.feasible[top + 1]
-        edge = (cap / decode.ranks, float(dc.running[top])) if binds else None
-        stages = _open_loop_stages(
-            it_p, eng_p, it_d, eng_d, prefill, decode, work, decode_work, kv_d, probe, edge
-        )
+        assert stages is not None
         n_open = measured_requests(work, client)
         queue, bottleneck = disaggregated_open_wait(rate, cap, stages, n_open)
         saturated = rate >= cap
@@ -915,7 +1040,7 @@ def predict_disaggregated(
         "disaggregated",
         prefill.gpus + decode.gpus,
         fits,
-        max(mem_p, mem_d),
+        mem_gib,
         kv_d,
         point,
         1,
