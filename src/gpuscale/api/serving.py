@@ -29,7 +29,7 @@ from gpuscale.planner.serving.deployment import (
     predict_disaggregated,
 )
 from gpuscale.planner.serving.steady_state import Workload
-from gpuscale.specs import ModelSpec
+from gpuscale.specs import Cluster, ModelSpec
 
 SCHEMA_VERSION = 1
 
@@ -449,9 +449,7 @@ def infer(
             par=_par(spec, decode_tp, 1, decode_ep, decode_attention_dp, "decode_"),
         )
         _deployment_size(p_pool.gpus + d_pool.gpus, "prefill_workers")
-        cluster = catalog.cluster(
-            gpu, p_pool.gpus + d_pool.gpus, gpus_per_node=gpus_per_node, inter=inter
-        )
+        cluster = deployment_cluster(gpu, p_pool.gpus + d_pool.gpus, gpus_per_node, inter)
         pred = predict_disaggregated(
             spec, cluster, p_pool, d_pool, fmt, kv_dtype, prof, eng, work, client, spec_dec
         )
@@ -470,9 +468,7 @@ def infer(
     else:
         par = _par(spec, tp, pp, ep, attention_dp, "")
         _deployment_size(par.gpus * replicas, "replicas")
-        cluster = catalog.cluster(
-            gpu, par.gpus * replicas, gpus_per_node=gpus_per_node, inter=inter
-        )
+        cluster = deployment_cluster(gpu, par.gpus * replicas, gpus_per_node, inter)
         pred = predict_aggregated(
             spec, cluster, par, replicas, fmt, kv_dtype, prof, eng, work, client, spec_dec
         )
@@ -513,6 +509,16 @@ def infer(
         deployment=deployment,
         prediction=pred,
     )
+
+
+def deployment_cluster(gpu: str, gpus: int, gpus_per_node: int | None, inter: str) -> Cluster:
+    """The nodes a deployment of ``gpus`` GPUs runs on: whole nodes once it spans several (a
+    deployment may leave GPUs of its last node idle, as 1 prefill + 7 decode single-GPU workers
+    on two 8-GPU nodes: the SLO search proposes such splits). The prediction reads the node
+    size and links, not the count (its GPUs are its workers')."""
+    per_node = catalog.node_size(catalog.gpu(gpu), gpus_per_node)
+    nodes = gpus if gpus <= per_node else -(-gpus // per_node) * per_node
+    return catalog.cluster(gpu, nodes, gpus_per_node=gpus_per_node, inter=inter)
 
 
 def _deployment_size(gpus: int, field: str) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuscale import catalog
@@ -17,6 +17,7 @@ from gpuscale.planner.serving.search import (
     Scored,
     SearchContext,
     candidates,
+    pricer,
     rank,
     scorer,
 )
@@ -40,6 +41,12 @@ class SearchResult:
     resolved: int = 0
     """Candidates whose edge (capacity or SLO crossing) was resolved (the rest read it off the
     grid)."""
+    priced: int = 0
+    """Candidates priced by ``infer``'s own prediction (``planner.serving.search.price``)."""
+    infer_args: dict[str, Any] = field(default_factory=dict)
+    """The search's own arguments that ``gpuscale.api.infer`` takes too (gpu, engine, weights,
+    lengths...): with an exact option's ``infer`` entry, ``infer(model, **those)`` gives that
+    option's figures."""
 
     def _option(self, s: Scored) -> dict[str, Any]:
         c = s.cand
@@ -55,7 +62,16 @@ class SearchResult:
             "requests_per_s": s.requests_per_s,
             "capacity_resolved": s.capacity_resolved,
             "limit": s.limit,
+            "exact": s.exact,
         }
+        if s.exact:
+            # ``gpuscale.api.infer`` arguments that give these figures: this deployment under
+            # Poisson arrivals.
+            o["infer"] = {
+                **self.infer_args,
+                **deployment_args(c),
+                "request_rate": s.requests_per_s,
+            }
         if self.price_per_gpu_hour is not None:
             o["tokens_per_dollar"] = (
                 s.goodput_tokens_per_s * 3600 / (c.gpus * self.price_per_gpu_hour)
@@ -72,6 +88,7 @@ class SearchResult:
             "slo": {"ttft_ms_p99": self.slo_ttft_ms, "tpot_ms_p99": self.slo_tpot_ms},
             "evaluated": self.evaluated,
             "resolved": self.resolved,
+            "priced": self.priced,
             "options": [self._option(s) for s in self.ranked],
             "explanation": self.explanation(),
         }
@@ -90,8 +107,9 @@ class SearchResult:
         text = (
             f"winner: {w['label']} ({w['mode']}, {w['gpus']} GPUs) serves "
             f"{w['goodput_tokens_per_s_per_gpu']:,.0f} output tok/s per GPU within the SLO at "
-            f"concurrency {w['concurrency']} (TTFT p99 {w['ttft_ms_p99']:.0f} ms, TPOT p99 "
-            f"{w['tpot_ms_p99']:.1f} ms)."
+            f"{w['requests_per_s']:.3g} requests/s, Poisson arrivals (TTFT p99 "
+            f"{w['ttft_ms_p99']:.0f} ms, TPOT p99 {w['tpot_ms_p99']:.1f} ms, {w['concurrency']} "
+            "requests in flight on average: infer --request-rate)."
         )
         if "tokens_per_dollar" in w:
             text += (
@@ -116,6 +134,20 @@ class SearchResult:
         return text
 
 
+def deployment_args(c: Candidate) -> dict[str, int]:
+    """``gpuscale.api.infer``'s layout arguments for a searched deployment."""
+    if c.prefill is not None and c.decode is not None:
+        p, d = c.prefill.par, c.decode.par
+        return {
+            "prefill_workers": c.prefill.workers, "prefill_tp": p.tp, "prefill_ep": p.ep,
+            "prefill_attention_dp": p.attention_dp, "decode_workers": c.decode.workers,
+            "decode_tp": d.tp, "decode_ep": d.ep, "decode_attention_dp": d.attention_dp,
+        }  # fmt: skip
+    q = c.par
+    return {"tp": q.tp, "pp": q.pp, "ep": q.ep, "attention_dp": q.attention_dp,
+            "replicas": c.replicas}  # fmt: skip
+
+
 def search_context(
     spec: ModelSpec,
     *,
@@ -131,6 +163,8 @@ def search_context(
     slo_tpot_ms: float | None = None,
     gpus_per_node: int | None = None,
     inter: str = catalog.DEFAULT_INTER,
+    input_cv: float = 0.0,
+    output_cv: float = 0.0,
 ) -> SearchContext:
     """What every candidate of one search is priced against: the engine as it starts on
     ``gpu``, its cost profile, the served weight and KV formats, the workload, the cluster and
@@ -147,7 +181,12 @@ def search_context(
         kv_dtype=served_kv_dtype(model, weights, fmt, eng, kv_dtype, spec),
         profile=load_profile_for(eng.cost_profile),
         eng=eng,
-        work=Workload(input_len=float(input_len), output_len=float(output_len)),
+        work=Workload(
+            input_len=float(input_len),
+            output_len=float(output_len),
+            input_cv=input_cv,
+            output_cv=output_cv,
+        ),
         slo_ttft_s=(slo_ttft_ms or 1e12) / 1e3,
         slo_tpot_s=(slo_tpot_ms or 1e12) / 1e3,
     )
@@ -171,6 +210,8 @@ def search(
     inter: str = catalog.DEFAULT_INTER,
     disaggregated: bool = True,
     resolved_places: int | None = RESOLVED_PLACES,
+    input_cv: float = 0.0,
+    output_cv: float = 0.0,
 ) -> SearchResult:
     """Every deployment of ``model`` on at most ``gpus`` GPUs, ranked by goodput per GPU (or per
     dollar with ``price`` $/GPU-hour) under p99 TTFT/TPOT targets (no target: unbounded).
@@ -190,6 +231,8 @@ def search(
         slo_tpot_ms is None or slo_tpot_ms > 0, "--slo-tpot-ms must be > 0", field="slo_tpot_ms"
     )
     require(price is None or price > 0, "--price must be > 0 ($ per GPU-hour)", field="price")
+    for name, cv in (("input_cv", input_cv), ("output_cv", output_cv)):
+        require(0.0 <= cv <= 10.0, f"--{name.replace('_', '-')} must be in [0, 10]", field=name)
     ctx = search_context(
         spec,
         model=model,
@@ -204,6 +247,8 @@ def search(
         slo_tpot_ms=slo_tpot_ms,
         gpus_per_node=gpus_per_node,
         inter=inter,
+        input_cv=input_cv,
+        output_cv=output_cv,
     )
     cands = candidates(spec, gpus, ctx.cluster.gpus_per_node, disagg=disaggregated)
     one = scorer(ctx)
@@ -212,13 +257,18 @@ def search(
         f"resolved_places must be >= 0 or None, got {resolved_places}",
         field="resolved_places",
     )
-    resolves = [0]
+    resolves = [0, 0]
+    exact = pricer(ctx)
 
     def counted(cand: Candidate, resolve: bool) -> Scored | None:
         resolves[0] += resolve
         return one(cand, resolve)
 
-    scored = rank(cands, counted, resolved_places)
+    def priced(screened: Scored) -> Scored | None:
+        resolves[1] += 1
+        return exact(screened)
+
+    scored = rank(cands, counted, resolved_places, priced)
     return SearchResult(
         model=spec.name,
         gpu=gpu,
@@ -230,4 +280,17 @@ def search(
         ranked=scored,
         evaluated=len(cands),
         resolved=resolves[0],
+        priced=resolves[1],
+        infer_args={
+            "gpu": gpu,
+            "engine": engine,
+            "weights": weights,
+            "kv_dtype": kv_dtype,
+            "input_len": input_len,
+            "output_len": output_len,
+            "input_cv": input_cv,
+            "output_cv": output_cv,
+            "gpus_per_node": gpus_per_node,
+            "inter": inter,
+        },
     )

@@ -35,14 +35,22 @@ from gpuscale.costmodel.profile import Profile
 from gpuscale.costmodel.serving.formats import WeightFormat
 from gpuscale.costmodel.serving.iteration import Parallelism
 from gpuscale.planner.serving.deployment import (
+    Client,
     Pool,
+    Prediction,
     _iteration_model,
     decode_admission_s,
+    disaggregated_curves,
+    disaggregated_engines,
+    disaggregated_prediction,
+    engine_curve,
+    engine_prediction,
     kv_pool,
     kv_transfer_s,
     kv_transfer_wait_s,
 )
 from gpuscale.planner.serving.steady_state import (
+    GRID,
     LoadCurve,
     Workload,
     Z,
@@ -90,6 +98,9 @@ class Scored:
     """What ends the walk up the load: ``capacity`` (running slots, KV cache, token budget or
     the throughput's peak), or the p99 targets the next load misses: ``ttft``, ``tpot`` or
     ``ttft+tpot``."""
+    exact: bool = False
+    """The figures are ``infer``'s for this deployment under Poisson arrivals at
+    ``requests_per_s`` (:func:`price`); False: the pre-screen's steady state (:func:`score`)."""
 
     @property
     def per_gpu(self) -> float:
@@ -271,23 +282,27 @@ def walk(cand: Candidate, ctx: SearchContext, resolve: bool = False) -> Walk | N
             return None
         it_p = _iteration_model(model, cluster, pre.par, fmt, kv_dtype, profile, eng)
         it_d = _iteration_model(model, cluster, dec.par, fmt, kv_dtype, profile, eng)
+        # The pools' own engine settings, as ``predict_disaggregated`` runs them (prefill
+        # workers' overlap, decode workers admitting against pre-allocated KV pages).
+        eng_p, eng_d = disaggregated_engines(eng, pre, dec, work)
         dwork = Workload(input_len=work.input_len, output_len=work.output_len, prefix_hit=1.0)
-        probe = load_curve(it_d, eng, dwork, kv)
+        probe = load_curve(it_d, eng_d, dwork, kv)
         transfer = kv_transfer_s(model, cluster, pre, dec, kv_dtype, profile, work.input_len)
 
         def curves(x_tot: np.ndarray) -> tuple[np.ndarray, ...]:
             """(feasible, TTFT p99, TPOT p99, e2e) at the deployment's loads ``x_tot``."""
-            pc = prefill_curve(it_p, eng, work, x_tot / pre.ranks)
-            dc = load_curve(it_d, eng, dwork, kv, x_grid=x_tot / dec.ranks)
+            pc = prefill_curve(it_p, eng_p, work, x_tot / pre.ranks)
+            dc = load_curve(it_d, eng_d, dwork, kv, x_grid=x_tot / dec.ranks)
             queued = kv_transfer_wait_s(transfer, x_tot / pre.ranks)
             hand_off = transfer + np.where(np.isfinite(queued), queued, 0.0)
-            ttft = pc.ttft_s + decode_admission_s(dc.iteration_s, hand_off, eng)
+            ttft = pc.ttft_s + decode_admission_s(dc.iteration_s, hand_off, eng_d)
             feasible = pc.feasible & dc.feasible & np.isfinite(queued)
             return feasible, ttft + 0.49 * pc.iteration_s, dc.iteration_s, ttft + steps * dc.tpot_s
 
-        x = np.geomspace(
-            float(probe.x.max()) * dec.ranks * 1e-4, float(probe.x.max()) * dec.ranks, 64
-        )
+        # ``predict_disaggregated``'s own grid of loads: the exact price (:func:`price`) reads
+        # its curves between these points, so the next one past the edge bounds it too.
+        x_hi = float(probe.x.max()) * dec.ranks
+        x = np.geomspace(x_hi * 1e-5, x_hi * 4.0, GRID)
         feasible, ttft99, tpot99, e2e = curves(x)
         if resolve:
 
@@ -349,8 +364,127 @@ def score(cand: Candidate, ctx: SearchContext, resolve: bool = False) -> Scored 
     )
 
 
+RATE_TOLERANCE = 1e-6
+"""Relative width to which :func:`price` resolves the highest rate within the SLO (the width
+``steady_state.refine_edge`` resolves a capacity to)."""
+STEP_DOWN = 0.85
+"""Factor :func:`price` steps the rate by from the pre-screen's edge until the SLO holds (about
+a grid step of the load curves, ``steady_state.GRID``)."""
+
+
+def open_loop_reader(cand: Candidate, ctx: SearchContext) -> Callable[[float], Prediction] | None:
+    """``infer``'s prediction of the deployment under Poisson arrivals at a rate (requests/s),
+    as a function of the rate, or None when a request's KV cache does not fit. The functions
+    ``infer --request-rate`` calls (``deployment.predict_aggregated`` and
+    ``predict_disaggregated``), with their load-independent part (``engine_curve``,
+    ``disaggregated_curves``: the same at every rate of an open loop) built once."""
+    model, cluster, fmt, kv_dtype = ctx.model, ctx.cluster, ctx.fmt, ctx.kv_dtype
+    profile, eng, work = ctx.profile, ctx.eng, ctx.work
+    any_rate = Client(request_rate=1.0)
+    if cand.prefill is not None and cand.decode is not None:
+        pre, dec = cand.prefill, cand.decode
+        split = disaggregated_curves(
+            model, cluster, pre, dec, fmt, kv_dtype, profile, eng, work, any_rate
+        )
+        if not split.fits:
+            return None
+        return lambda rate: disaggregated_prediction(split, Client(request_rate=rate))
+    engines = engine_curve(
+        model, cluster, cand.par, cand.replicas, fmt, kv_dtype, profile, eng, work, any_rate
+    )
+    if not engines.fits:
+        return None
+    return lambda rate: engine_prediction(engines, Client(request_rate=rate))
+
+
+def price(screened: Scored, ctx: SearchContext) -> Scored | None:
+    """The candidate priced by ``infer``'s own prediction under Poisson arrivals (DistServe's
+    goodput is a request rate: Zhong et al. OSDI'24, Sec. 2.2): the highest rate, up to the
+    deployment's capacity, whose p99 TTFT and p99 TPOT meet the targets, with ``infer``'s
+    figures at that rate, so the search reports what ``infer --request-rate`` prints for it.
+
+    ``screened`` is the pre-screen's grid reading (:func:`score`): the SLO holds in its steady
+    state at ``requests_per_s`` and fails (or the capacity ends) at its bound, the next load of
+    the grid ``infer`` itself reads its curves on (``load_curve``'s decode batches; the
+    disaggregated grid of ``predict_disaggregated``). ``infer`` takes the steady state at that
+    load and adds an open loop's admission queue (``steady_state.open_loop``,
+    ``deployment.disaggregated_open_wait``), so its p99s there are at least as high: its edge
+    lies below the bound, and the bound ranks candidates for pricing. From the grid reading
+    the rate steps down by :data:`STEP_DOWN` until the SLO holds, and the crossing is resolved
+    by bisection to :data:`RATE_TOLERANCE`. A closed loop at the same mean number in flight is
+    another benchmark: its first round is a burst of every client at once (``infer
+    --concurrency``), whose p99 TTFT no sustained service sees."""
+    read = open_loop_reader(screened.cand, ctx)
+    if read is None:
+        return None
+    slo_ttft_s, slo_tpot_s, osl = ctx.slo_ttft_s, ctx.slo_tpot_s, ctx.work.output_len
+
+    def meets(p: Prediction) -> bool:
+        return p.pct["ttft_p99"] <= slo_ttft_s and p.pct["tpot_p99"] <= slo_tpot_s
+
+    # Past its capacity an open loop serves the capacity (``open_loop``), here read at a rate
+    # far past any deployment's.
+    cap = read(1e9).requests_per_s
+    bound = max(screened.goodput_bound_tokens_per_s, screened.goodput_tokens_per_s) / osl
+    hi = min(bound, cap)
+    p_hi = read(hi)
+    lo, p_lo = 0.0, None
+    if meets(p_hi):
+        # At the bound already (the capacity, or were a p99 not monotone in the load): up.
+        lo, p_lo = hi, p_hi
+        while lo < cap:
+            hi = min(lo / STEP_DOWN, cap)
+            p_hi = read(hi)
+            if not meets(p_hi):
+                break
+            lo, p_lo = hi, p_hi
+    else:
+        r = min(screened.requests_per_s, hi * STEP_DOWN)
+        while r > hi * RATE_TOLERANCE:
+            p = read(r)
+            if meets(p):
+                lo, p_lo = r, p
+                break
+            hi, p_hi = r, p
+            r *= STEP_DOWN
+    if p_lo is None:
+        return None
+    limit = "capacity"
+    if lo < cap:
+        while hi - lo > RATE_TOLERANCE * lo:
+            mid = 0.5 * (lo + hi)
+            p = read(mid)
+            if meets(p):
+                lo, p_lo = mid, p
+            else:
+                hi, p_hi = mid, p
+        missed = [
+            n
+            for n, key, t in (("ttft", "ttft_p99", slo_ttft_s), ("tpot", "tpot_p99", slo_tpot_s))
+            if p_hi.pct[key] > t
+        ]
+        limit = "+".join(missed) or "capacity"
+    return Scored(
+        cand=screened.cand,
+        # Requests in flight on average (Little's law), not a closed loop's clients.
+        concurrency=max(1, round(p_lo.requests_per_s * p_lo.e2e_s)),
+        goodput_tokens_per_s=p_lo.output_tokens_per_s,
+        ttft_p99_s=p_lo.pct["ttft_p99"],
+        tpot_p99_s=p_lo.pct["tpot_p99"],
+        requests_per_s=p_lo.requests_per_s,
+        capacity_resolved=True,
+        goodput_bound_tokens_per_s=p_lo.output_tokens_per_s,
+        limit=limit,
+        exact=True,
+    )
+
+
 Scorer = Callable[[Candidate, bool], "Scored | None"]
 """``score`` with the problem bound: (candidate, resolve the edge) -> scored or None."""
+
+
+Pricer = Callable[[Scored], "Scored | None"]
+"""``price`` with the problem bound: a screened candidate, its edge resolved -> exact."""
 
 
 def scorer(ctx: SearchContext) -> Scorer:
@@ -362,34 +496,63 @@ def scorer(ctx: SearchContext) -> Scorer:
     return one
 
 
-def rank(cands: Sequence[Candidate], score_one: Scorer, keep: int | None) -> list[Scored]:
+def pricer(ctx: SearchContext) -> Pricer:
+    """:func:`price` for one search's model, cluster, engine, workload and SLO."""
+
+    def one(screened: Scored) -> Scored | None:
+        return price(screened, ctx)
+
+    return one
+
+
+def rank(
+    cands: Sequence[Candidate], score_one: Scorer, keep: int | None, price_one: Pricer | None = None
+) -> list[Scored]:
     """The candidates that meet the SLO, best goodput per GPU first (ties in candidate order).
 
-    ``keep=None`` resolves every candidate's edge (the definition). Otherwise each is
-    scored on the grid, where its goodput lies between the grid's value and its bound, and
-    they are taken best bound first: one whose edge is open is resolved and put back at
-    its resolved goodput, one whose goodput is final takes the next place (nothing left can
-    beat it), until ``keep`` places are final; the rest follow at their grid goodput, each at
-    most the last final one's, marked ``capacity_resolved=False``. The first ``keep`` places
-    and their figures equal the definition's."""
+    Each candidate is read on the pre-screen's grid first, where its goodput is bounded by
+    the next grid load; its final goodput is its exact price with ``price_one`` (``infer``'s
+    prediction, :func:`price`), else the pre-screen's resolved edge; both lie below that
+    bound. ``keep=None`` takes every candidate to its final goodput (the definition).
+    Otherwise they are taken best bound first: one not final is taken on and put back at its
+    final goodput, one final takes the next place (nothing left can beat it), until ``keep``
+    places are final; the rest follow at their grid goodput, each at most the last final
+    one's, marked ``capacity_resolved=False`` / ``exact=False``. The first ``keep`` places and
+    their figures equal the definition's."""
+
+    def final(s: Scored) -> bool:
+        return s.exact if price_one is not None else s.capacity_resolved
+
+    def onward(s: Scored) -> Scored | None:
+        if price_one is not None:
+            return price_one(s)
+        return score_one(s.cand, True)
+
     if keep is None:
-        full = [s for c in cands if (s := score_one(c, True)) is not None]
+        full = []
+        for c in cands:
+            s = score_one(c, price_one is None)
+            if s is not None and not final(s):
+                s = onward(s)
+            if s is not None:
+                full.append(s)
         return sorted(full, key=lambda s: -s.per_gpu)
     heap: list[tuple[float, int, int, Scored]] = []
     for k, c in enumerate(cands):
         s = score_one(c, False)
         if s is not None:
-            heap.append((-s.bound_per_gpu, int(s.capacity_resolved), k, s))
+            heap.append((-s.bound_per_gpu, int(final(s)), k, s))
     heapq.heapify(heap)
     out: list[Scored] = []
     while heap and len(out) < keep:
-        _, final, k, s = heapq.heappop(heap)
-        if final:
+        _, done, k, s = heapq.heappop(heap)
+        if done:
             out.append(s)
             continue
-        # An open edge pops before a final goodput of the same bound, so ties keep their order.
-        r = score_one(s.cand, True)
+        # One not yet final pops before a final goodput of the same bound, so ties keep their
+        # order.
+        r = onward(s)
         if r is not None:
-            heapq.heappush(heap, (-r.per_gpu, 1, k, r))
+            heapq.heappush(heap, (-r.bound_per_gpu, int(final(r)), k, r))
     rest = sorted(heap, key=lambda e: (-e[3].per_gpu, e[2]))
     return out + [e[3] for e in rest]
