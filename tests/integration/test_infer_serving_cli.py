@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 SERVING_KEYS = {
     "mode", "gpus", "fits", "memory_per_gpu_gib", "kv_cache_tokens_per_rank",
     "ttft_ms", "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99",
@@ -153,3 +155,42 @@ def test_an_engine_refuses_a_kv_dtype_it_cannot_store(gpuscale) -> None:
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "accepted: auto, bf16, fp16, fp32, fp8" in proc.stderr
+
+
+def test_search_winner_is_what_infer_prints_for_it(gpuscale) -> None:
+    # The search prices the places it shows with infer's own prediction under Poisson arrivals:
+    # `infer --request-rate R` of the winner's layout prints the winner's figures.
+    proc = gpuscale(
+        "infer", "llama3.1-70b", "--gpu", "h100-sxm", "--gpus", "8", "--weights", "fp8",
+        "--input", "1024", "--output", "1024", "--slo-ttft-ms", "500", "--slo-tpot-ms", "30",
+        "--search", "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    top = doc["options"][0]
+    assert top["exact"] and top["mode"] == "disaggregated"
+    args = top["infer"]
+    layout = [
+        f"--{k.replace('_', '-')}={v}"
+        for k, v in args.items()
+        if k.startswith(("prefill_", "decode_")) and v is not None
+    ]
+    proc = gpuscale(
+        "infer", "llama3.1-70b", "--gpu", "h100-sxm", "--weights", "fp8", "--input", "1024",
+        "--output", "1024", f"--request-rate={args['request_rate']!r}", *layout, "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)["options"][0]
+    for key, theirs in (
+        ("ttft_ms_p99", "ttft_ms_p99"),
+        ("tpot_ms_p99", "tpot_ms_p99"),
+        ("goodput_tokens_per_s", "output_tokens_per_s"),
+    ):
+        assert top[key] == pytest.approx(got[theirs], rel=1e-12), key
+    # The human table and verdict say the load is a request rate.
+    proc = gpuscale(
+        "infer", "llama3.1-70b", "--gpu", "h100-sxm", "--gpus", "8", "--weights", "fp8",
+        "--slo-ttft-ms", "500", "--slo-tpot-ms", "30", "--search", "--input-cv", "0.3",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "req/s" in proc.stdout and "requests/s of Poisson arrivals" in proc.stdout

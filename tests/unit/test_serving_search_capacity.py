@@ -19,7 +19,7 @@ from gpuscale.api import infer
 from gpuscale.api import serving_search as ss
 from gpuscale.costmodel.serving.iteration import Parallelism
 from gpuscale.planner.serving import search as ps
-from gpuscale.planner.serving.search import Candidate, Scored, Scorer, rank
+from gpuscale.planner.serving.search import Candidate, Pricer, Scored, Scorer, rank
 
 CASES: list[tuple[str, dict[str, Any]]] = [
     # capacity-bound disaggregated deployments overtake the grid's winner here
@@ -40,12 +40,14 @@ CASES: list[tuple[str, dict[str, Any]]] = [
 def _search(
     monkeypatch: pytest.MonkeyPatch, places: int | None, model: str, kw: dict[str, Any]
 ) -> tuple[ss.SearchResult, list[Candidate], Scorer]:
-    """The API search with ``places`` resolved (None: every candidate), and its scorer."""
+    """The API search with ``places`` final (None: every candidate), and its scorer."""
     seen: dict[str, Any] = {}
 
-    def spy(cands: list[Candidate], scorer: Scorer, keep: int | None) -> list[Scored]:
-        seen.update(cands=cands, scorer=scorer)
-        return rank(cands, scorer, keep)
+    def spy(
+        cands: list[Candidate], scorer: Scorer, keep: int | None, price_one: Pricer | None = None
+    ) -> list[Scored]:
+        seen.update(cands=cands, scorer=scorer, pricer=price_one)
+        return rank(cands, scorer, keep, price_one)
 
     with monkeypatch.context() as m:
         m.setattr(ss, "rank", spy)
@@ -89,14 +91,16 @@ def test_pruned_search_equals_resolving_every_candidate(
             assert _figures(grid) == pytest.approx(_figures(exact), rel=1e-12), c.label
 
 
-def test_resolving_moves_goodput_and_the_winner(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Not vacuous: on the first case the grid's winner is an aggregated engine that the
-    capacity-bound disaggregated deployments overtake by more than 10% once resolved."""
+def test_resolving_moves_goodput_off_the_grid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not vacuous: on the first case a deployment the capacity stops is read off the grid
+    more than 4% below its priced goodput, and every shown place moves."""
     model, kw = CASES[0]
     grid, _, _ = _search(monkeypatch, 0, model, kw)
     resolved, _, _ = _search(monkeypatch, ss.RESOLVED_PLACES, model, kw)
-    assert grid.ranked[0].cand.label != resolved.ranked[0].cand.label
-    assert resolved.ranked[0].per_gpu > 1.1 * grid.ranked[0].per_gpu
+    on_grid = {s.cand.label: s.per_gpu for s in grid.ranked}
+    shown = resolved.ranked[:4]
+    assert all(s.per_gpu != on_grid[s.cand.label] for s in shown)
+    assert any(s.limit == "capacity" and s.per_gpu > 1.04 * on_grid[s.cand.label] for s in shown)
 
 
 @pytest.mark.parametrize(
@@ -151,7 +155,7 @@ def test_verdict_names_the_resolved_winner_and_runner_up() -> None:
     why["ttft+tpot"] = "its TTFT and TPOT p99s"
     assert why[u.limit] in text.split("Runner-up:")[1]
     doc = r.to_dict()
-    assert doc["options"][0]["capacity_resolved"] and doc["options"][1]["capacity_resolved"]
+    assert doc["options"][0]["exact"] and doc["options"][1]["exact"]
 
 
 def _fake(n: int, rng: np.random.Generator) -> tuple[list[Candidate], Scorer, list[int]]:
@@ -225,9 +229,11 @@ def test_resolved_places_is_checked_and_reported() -> None:
     with pytest.raises(InputError, match="resolved_places"):
         ss.search("llama3.1-8b", gpu="h100-sxm", gpus=2, resolved_places=-1)
     doc = ss.search("llama3.1-8b", gpu="h100-sxm", gpus=2, resolved_places=None).to_dict()
-    assert doc["resolved"] == doc["evaluated"]
-    assert all(o["capacity_resolved"] for o in doc["options"])
-    assert ss.search("llama3.1-8b", gpu="h100-sxm", gpus=2, resolved_places=0).resolved == 0
+    assert doc["priced"] == len(doc["options"]) <= doc["evaluated"]
+    assert all(o["capacity_resolved"] and o["exact"] for o in doc["options"])
+    grid = ss.search("llama3.1-8b", gpu="h100-sxm", gpus=2, resolved_places=0)
+    assert grid.resolved == grid.priced == 0
+    assert not any(s.exact for s in grid.ranked)
 
 
 def test_limit_names_what_ends_the_walk() -> None:

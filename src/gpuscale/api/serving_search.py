@@ -107,9 +107,10 @@ class SearchResult:
         text = (
             f"winner: {w['label']} ({w['mode']}, {w['gpus']} GPUs) serves "
             f"{w['goodput_tokens_per_s_per_gpu']:,.0f} output tok/s per GPU within the SLO at "
-            f"{w['requests_per_s']:.3g} requests/s, Poisson arrivals (TTFT p99 "
+            f"{w['requests_per_s']:.3g} requests/s of Poisson arrivals (TTFT p99 "
             f"{w['ttft_ms_p99']:.0f} ms, TPOT p99 {w['tpot_ms_p99']:.1f} ms, {w['concurrency']} "
-            "requests in flight on average: infer --request-rate)."
+            "requests in flight on average; infer --request-rate of this deployment prices it "
+            "the same)."
         )
         if "tokens_per_dollar" in w:
             text += (

@@ -52,6 +52,9 @@ UNDER_LOAD = (
 )
 """Options only the serving model under load takes."""
 
+SPREAD = ("input_cv", "output_cv")
+"""The spread of request lengths: under load and in the search."""
+
 SEARCHED = ("gpus", "slo_ttft_ms", "slo_tpot_ms", "price")
 """Options only ``--search`` takes."""
 
@@ -68,10 +71,10 @@ NOT_TAKEN: dict[str, tuple[tuple[str, ...], str]] = {
         "--search takes --gpus, --slo-*, --price)",
     ),
     "search": (
-        (*UNDER_LOAD, "tp", "batch", "profile"),
+        (*(k for k in UNDER_LOAD if k not in SPREAD), "tp", "batch", "profile"),
         "--search chooses the layout and the load itself; it takes --gpus, --slo-ttft-ms, "
         "--slo-tpot-ms, --price, --engine, --weights, --kv-dtype, --input, --output, "
-        "--gpus-per-node and --inter",
+        "--input-cv, --output-cv, --gpus-per-node and --inter",
     ),
 }
 """What each question does not take, and why: a flag it would ignore is refused instead."""
@@ -182,7 +185,8 @@ def command(model: str, as_json: bool, html_path: str | None, **o: Any) -> None:
         require(
             searched["gpus"] is not None, "--search needs --gpus N (GPUs available)", field="gpus"
         )
-        result = api_search(model, engine=engine or "vllm", **common, **searched)
+        spread = {k: o[k] for k in SPREAD}
+        result = api_search(model, engine=engine or "vllm", **common, **searched, **spread)
         render = print_search
     elif any(o[k] is not None for k in LOAD):
         o["engine_options"] = engine_options or None

@@ -115,18 +115,21 @@ def print_sweep(console: Console, doc: Mapping[str, Any]) -> None:
 
 
 def print_search(console: Console, doc: Mapping[str, Any]) -> None:
-    """The SLO search's document (``SearchResult.to_dict()``): the best deployments, those
-    whose edge (capacity or SLO crossing) the search resolved."""
+    """The SLO search's document (``SearchResult.to_dict()``): the best deployments, priced as
+    ``infer --request-rate`` prices them (Poisson arrivals at the rate shown; in flight: the
+    mean number of requests in flight at that rate)."""
     table = Table(
         title=f"{doc['model']} on up to {doc['gpus']} x {doc['gpu']}: best deployments",
         title_justify="left",
     )
-    for col in ("deployment", "GPUs", "conc.", "TTFT p99 ms", "TPOT p99 ms", "goodput tok/s/GPU"):
+    cols = ("deployment", "GPUs", "req/s", "in flight", "TTFT p99 ms", "TPOT p99 ms")
+    for col in (*cols, "goodput tok/s/GPU"):
         table.add_column(col, justify="right")
     for o in doc["options"][:RESOLVED_PLACES]:
         table.add_row(
             o["label"],
             str(o["gpus"]),
+            f"{o['requests_per_s']:.3g}",
             str(o["concurrency"]),
             f"{o['ttft_ms_p99']:.0f}",
             f"{o['tpot_ms_p99']:.1f}",
