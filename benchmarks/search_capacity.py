@@ -1,6 +1,6 @@
-"""The SLO search with its edge (the capacity, or the SLO crossing where a p99 target stops the
-walk first) read off the grid, resolved where it can reach the shown places (the default), and
-resolved for every candidate: CPU time, candidates resolved, winner and runner-up.
+"""The SLO search read off the grid, final where it can reach the shown places (the default), and
+final for every candidate: CPU time, candidates resolved and priced by infer's own prediction
+(``planner.serving.search.price``; 0 before branch search-agree), winner and runner-up.
 
 PYTHONPATH=src python benchmarks/search_capacity.py
 """
@@ -52,7 +52,8 @@ def main() -> None:
             dt = time.process_time() - t
             print(
                 f"{model} {gpus:2d} GPUs {name:6s}: {r.evaluated:4d} deployments, "
-                f"{r.resolved:4d} resolved, CPU {dt:.2f} s; winner {_top(r, 0)}; "
+                f"{r.resolved:4d} resolved, {getattr(r, 'priced', 0):4d} priced, CPU {dt:.2f} s; "
+                f"winner {_top(r, 0)}; "
                 f"runner-up {_top(r, 1)} tok/s/GPU"
             )
 

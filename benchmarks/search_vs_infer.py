@@ -27,6 +27,12 @@ CASES: list[tuple[str, dict[str, Any]]] = [
                       "slo_tpot_ms": 30}),
     ("gpt-oss-120b", {"gpu": "h200-sxm", "gpus": 8, "engine": "tensorrt-llm",
                       "slo_ttft_ms": 1000, "slo_tpot_ms": 20}),
+    # attention-DP engines, aggregated
+    ("deepseek-r1", {"gpu": "h200-sxm", "gpus": 8, "engine": "tensorrt-llm",
+                     "slo_ttft_ms": 2000, "slo_tpot_ms": 100}),
+    # varying lengths (the search takes them since branch search-agree)
+    ("llama3.1-70b", {"gpu": "h200-sxm", "gpus": 8, "weights": "fp8", "slo_ttft_ms": 2000,
+                      "slo_tpot_ms": 50, "input_cv": 0.5, "output_cv": 0.5}),
 ]  # fmt: skip
 
 
@@ -46,7 +52,10 @@ def deployment(c: Candidate) -> dict[str, int]:
 
 def main() -> None:
     for model, kw in CASES:
-        r = search(model, **kw)
+        try:
+            r = search(model, **kw)
+        except TypeError:  # a search without input_cv/output_cv (before search-agree)
+            continue
         print(f"\n{model} on {kw['gpus']} x {kw['gpu']}, {kw.get('engine', 'vllm')}, SLO "
               f"{kw['slo_ttft_ms']}/{kw['slo_tpot_ms']} ms")  # fmt: skip
         keys = ("gpu", "engine", "weights", "input_len", "output_len", "input_cv", "output_cv")

@@ -217,10 +217,13 @@ def search(
     """Every deployment of ``model`` on at most ``gpus`` GPUs, ranked by goodput per GPU (or per
     dollar with ``price`` $/GPU-hour) under p99 TTFT/TPOT targets (no target: unbounded).
 
-    The first ``resolved_places`` places have their edge resolved, the capacity as single
-    predictions do or the SLO crossing, whichever ends the walk (None: every candidate,
-    slower; 0: read off the load grid, up to a 15% step low); the pruned ranking equals
-    resolving every candidate on those places."""
+    The first ``resolved_places`` places are priced by ``infer``'s own prediction under
+    Poisson arrivals at their goodput's rate (each option's ``infer`` entry: those arguments,
+    with this call's, give its figures), the SLO crossing or the capacity resolved, whichever
+    ends the walk up the rate (None: every candidate, slower; 0: the vectorized pre-screen's
+    grid reading only, without the open loop's queue); the pruned ranking equals pricing every
+    candidate on those places. ``input_cv``/``output_cv`` spread the request lengths as
+    ``infer``'s do."""
     spec = model if isinstance(model, ModelSpec) else catalog.model(model)
     check_lengths(spec, input_len, output_len)
     require(gpus >= 1, f"--gpus must be >= 1, got {gpus}", field="gpus")

@@ -2,25 +2,29 @@
 
 Goodput is the output-token rate of requests that meet the SLO (DistServe, Zhong et al.
 OSDI'24, Sec. 2.2): for each candidate (TP x PP x EP x attention-DP x replicas, aggregated or
-disaggregated) the load curve is walked up to the highest throughput whose p99 TTFT and p99
-TPOT stay inside the targets; that throughput, divided by the GPUs used, ranks the candidates.
+disaggregated) the highest Poisson request rate whose p99 TTFT and p99 TPOT stay inside the
+targets; that throughput, divided by the GPUs used, ranks the candidates.
 
-The p99 here is the steady state's, a sustained service's: at every load point it equals
-:func:`steady_state.percentiles` without a start burst (fixed lengths; checked in
-``tests/unit/test_serving_p99_mix.py``). A closed-loop benchmark of the winner (``infer``
-with ``--concurrency``) also counts its first round, a burst on a drained engine, in its
-percentiles, so its reported p99 TTFT can sit above the SLO the search met.
+Two readings of a candidate, one rule for what is reported. The pre-screen (:func:`walk`,
+:func:`score`) is vectorized: the steady state along the candidate's load curve, without the
+open loop's admission queue. The places the search reports are priced by :func:`price` with
+the functions ``infer --request-rate`` itself calls (``deployment.predict_aggregated`` /
+``predict_disaggregated``, their load-independent part built once per candidate), so the
+figures it prints for a deployment are the ones ``infer`` prints for that deployment at that
+rate (``tests/unit/test_serving_search_agrees_with_infer.py``). A closed-loop benchmark at
+the same mean number in flight (``infer --concurrency``) is another load: its first round is a
+burst of every client on a drained engine, which its p99 TTFT counts.
 
-Whatever ends that walk, the capacity or a p99 crossing its target, the edge lies between the
-last grid load that meets both (and the capacity) and the next (a 15% step), and is resolved by
-the steady state's own rule (``steady_state.resolve_capacity`` / ``refine_edge``, with the SLO
-as a further condition: the p99s grow with the load, checked on the grid by
-``benchmarks/search_slo_monotone.py``). That costs about two curves more per candidate, so
-:func:`rank` resolves best-first, only the candidates whose grid bound (the next grid load)
-could still reach the places shown; the answer equals resolving every candidate
-(tests/unit/test_serving_search_capacity.py, tests/unit/test_serving_search_slo.py), as the
-training planner's ``step_time_floor_s`` pruning equals pricing every plan.
-"""
+The pre-screen's grid reading bounds the price: the SLO (or the capacity) fails at its next
+grid load, a load of the very grid ``infer`` reads its curves on, where ``infer``'s p99s are at
+least the steady state's (it adds the queue). :func:`rank` takes the candidates best bound
+first and prices only those whose bound could still reach the places shown; the answer equals
+pricing every candidate (tests/unit/test_serving_search_capacity.py,
+tests/unit/test_serving_search_slo.py), as the training planner's ``step_time_floor_s`` pruning
+equals pricing every plan. Without pricing (``rank`` with no pricer) the pre-screen's edge is
+resolved by the steady state's own rule (``steady_state.resolve_capacity`` / ``refine_edge``,
+with the SLO as a further condition; the p99s grow with the load, checked on the grid by
+``benchmarks/search_slo_monotone.py``)."""
 
 from __future__ import annotations
 
@@ -130,9 +134,10 @@ class Walk:
 
 Z99 = Z[99]
 RESOLVED_PLACES = 8
-"""Places of the ranking whose goodput comes from the resolved edge by default: the rows
-the human table shows (``report.serving.print_search``); the explanation names the first two.
-Later options carry the grid's lower bound (``capacity_resolved`` false)."""
+"""Places of the ranking priced by ``infer``'s own prediction by default (:func:`price`): the
+rows the human table shows (``report.serving.print_search``); the explanation names the first
+two. Later options carry the pre-screen's grid reading (``exact`` and ``capacity_resolved``
+false)."""
 
 
 def _degrees(limit: int) -> list[int]:
