@@ -5,7 +5,10 @@ Where the capacity, not the SLO, ends a candidate's walk up its load curve, its 
 grid sits up to a grid step (15%) below the capacity (``steady_state.resolve_capacity``). The
 search resolves best-first: a candidate is resolved only while the bound of its next grid load
 could still reach a shown place (``planner/serving/search.py``, :func:`rank`). The reference
-resolves every candidate; the two must agree on the shown places and their figures.
+resolves every candidate; the two must agree on the shown places and their figures. Since branch
+search-agree the shown places are priced by ``infer``'s own prediction (``search.price``) rather
+than the pre-screen's resolved edge, under the same best-first rule; the pre-screen's grid,
+resolved and bound readings are still checked candidate by candidate here.
 """
 
 from __future__ import annotations
