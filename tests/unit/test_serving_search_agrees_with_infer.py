@@ -141,3 +141,13 @@ def test_infer_takes_a_split_that_leaves_gpus_of_its_last_node_idle() -> None:
     kw = {"gpu": "h200-sxm", "weights": "fp8", "request_rate": 5.0, "prefill_workers": 1}
     o = infer("llama3.1-70b", **kw, decode_workers=7, decode_tp=2).to_dict()["options"][0]
     assert o["gpus"] == 15 and o["fits"]
+
+
+def test_the_verdict_says_which_reading_it_quotes() -> None:
+    kw: dict[str, Any] = {"gpu": "h100-sxm", "gpus": 2, "slo_ttft_ms": 500, "slo_tpot_ms": 30}
+    assert "infer --request-rate of this deployment prices it the same" in (
+        ss.search("llama3.1-8b", **kw).explanation()
+    )
+    grid = ss.search("llama3.1-8b", resolved_places=0, **kw)
+    assert not grid.ranked[0].exact and "pre-screen's steady state" in grid.explanation()
+    assert "infer" not in grid.to_dict()["options"][0]

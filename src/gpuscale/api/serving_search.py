@@ -109,8 +109,12 @@ class SearchResult:
             f"{w['goodput_tokens_per_s_per_gpu']:,.0f} output tok/s per GPU within the SLO at "
             f"{w['requests_per_s']:.3g} requests/s of Poisson arrivals (TTFT p99 "
             f"{w['ttft_ms_p99']:.0f} ms, TPOT p99 {w['tpot_ms_p99']:.1f} ms, {w['concurrency']} "
-            "requests in flight on average; infer --request-rate of this deployment prices it "
-            "the same)."
+            "requests in flight on average; "
+            + (
+                "infer --request-rate of this deployment prices it the same)."
+                if w["exact"]
+                else "the pre-screen's steady state, without the open loop's queue)."
+            )
         )
         if "tokens_per_dollar" in w:
             text += (
