@@ -2,9 +2,10 @@
 
 The aggregated TensorRT-LLM 1.0.0rc3 rows of ``aiconfigurator_silicon_hopper.csv`` whose
 ``silicon_data_source`` is ``source_file=.../aic-auto-gap-analysis/...`` record no launch
-settings, image, date or client (docs/benchmarks.md, "AIConfigurator gap-analysis rows"). This
-script prints the two signatures in their measured TTFT that a launch setting would have to
-explain, next to the serving model's reading (``gpuscale.api.infer`` with the row's kwargs):
+settings, image, date or client (docs/investigations/serving-gap-analysis-rows.md,
+"AIConfigurator gap-analysis rows"). This script prints the two signatures in their measured TTFT
+that a launch setting would have to explain, next to the serving model's reading
+(``gpuscale.api.infer`` with the row's kwargs):
 
 - light load: measured TTFT at the lowest concurrency over TTFT at the next one, per output
   length (a closed loop of C requests on an engine that admits them all has TTFT rising with C;

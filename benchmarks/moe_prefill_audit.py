@@ -20,7 +20,8 @@ concurrency) with two or more prompt lengths this prints
   factor near 1 says the prefill rate is priced right; a share far below what the engine's
   grouped kernel sustains in published kernel benchmarks says the excess is not the experts.
 
-It changes nothing in the model (docs/benchmarks.md, "MoE prefill, term by term").
+It changes nothing in the model (docs/investigations/serving-moe-prefill.md, "MoE prefill, term
+by term").
 
     PYTHONPATH=src python benchmarks/moe_prefill_audit.py [--engine E] [--model REGEX]
         [--max-concurrency 4]

@@ -1,6 +1,7 @@
 """TensorRT-LLM 1.0.0rc3 gap rows: where their TTFT is spent, and what the sourced launch
-readings do to it (diagnostic only, docs/benchmarks.md "TensorRT-LLM 1.0.0rc3 gap rows: a TTFT
-hold beside the decodes, shared with the campaign's vLLM rows", branch ``aic-trt10``).
+readings do to it (diagnostic only, docs/investigations/serving-gap-analysis-rows.md
+"TensorRT-LLM 1.0.0rc3 gap rows: a TTFT hold beside the decodes, shared with the campaign's vLLM
+rows", branch ``aic-trt10``).
 
 **Span fit (measured figures only).** For one (model, TP, ISL, C) of the grid, the three output
 lengths 128/256/512 give a request's decode span ``D = (OSL - 1) x TPOT`` three times. In a

@@ -1,8 +1,8 @@
 """TensorRT-LLM 1.0.0rc3 gap rows: the per-request host cost they imply, and how it combines.
 
-Diagnostic only, nothing here changes the model (docs/benchmarks.md, "TensorRT-LLM 1.0.0rc3:
-the per-iteration host cost", branch ``trt-host``). For the aggregated TensorRT-LLM 1.0.0rc3
-gap-analysis rows (``gap_rows.gap_rows``) it prints:
+Diagnostic only, nothing here changes the model (docs/investigations/serving-gap-analysis-rows.md,
+"TensorRT-LLM 1.0.0rc3: the per-iteration host cost", branch ``trt-host``). For the aggregated
+TensorRT-LLM 1.0.0rc3 gap-analysis rows (``gap_rows.gap_rows``) it prints:
 
 - marginal decode time: the least-squares slope of TPOT against the requests decoding, over the
   concurrencies of one (model, TP, ISL, OSL) grid line, measured (requests decoding by Little's

@@ -21,8 +21,8 @@ per engine and architecture and then per deployment:
   row), at every concurrency, with the model's TTFT for one request on the same prefill and
   decode workers.
 
-It changes nothing in the model; the figures are the evidence for docs/benchmarks.md
-("TTFT at light load").
+It changes nothing in the model; the figures are the evidence for
+docs/investigations/serving-moe-prefill.md ("Serving TTFT at light load").
 
     PYTHONPATH=src python benchmarks/ttft_light_load.py [--max-concurrency 4] [--tp-scaling]
         [--isl-scaling] [--excess] [--disagg]

@@ -12,8 +12,9 @@ by what the benchmark sent before measuring (data/validation/serving/SOURCES.md)
 - ``other``: AIConfigurator's own runs (another client).
 
 Kernels built at first use (Triton specializations, DeepGEMM JIT) are met by the first measured
-wave after no or a one-length warm-up and by the warm-up under sa-bench; docs/benchmarks.md,
-"TensorRT-LLM MoE rows: the MTP sweeps among them, and the gap that stays".
+wave after no or a one-length warm-up and by the warm-up under sa-bench;
+docs/investigations/serving-moe-prefill.md, "TensorRT-LLM MoE rows: the MTP sweeps among them, and
+the gap that stays".
 
     PYTHONPATH=src python benchmarks/warmup_split.py
 """

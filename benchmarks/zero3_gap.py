@@ -8,8 +8,9 @@ Prints, per row: the measured and predicted step, the gap in seconds, and the mo
 (compute; the weight all-gathers split into ring latency, list-view host time, bandwidth and
 copy passes; the gradient reduce-scatters; the post-step persistent gather; peak memory). Then
 the weight bytes each GPU moves per measured second, and, per candidate mechanism, the seconds it
-would add (+) or hide (-) on each row, from the model's own terms (docs/benchmarks.md, "DeepSpeed
-ZeRO-3 on GPT-530B: what the remaining gap is not"). Nothing here is fitted to the rows.
+would add (+) or hide (-) on each row, from the model's own terms
+(docs/investigations/training-throughput.md, "DeepSpeed ZeRO-3 on GPT-530B: what the remaining gap
+is not"). Nothing here is fitted to the rows.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""benchmarks/cohort_regime.py: the regime fingerprint quoted in docs/benchmarks.md."""
+"""benchmarks/cohort_regime.py: the regime fingerprint quoted in
+docs/investigations/serving-gap-analysis-rows.md."""
 
 from __future__ import annotations
 

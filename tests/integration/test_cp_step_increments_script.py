@@ -1,5 +1,5 @@
 """benchmarks/cp_step_increments.py and ring_step_kernels.py: the per-ring-step figures quoted in
-docs/benchmarks.md ("The 8B ring's step cost, step by step", branch tt-cp2)."""
+docs/investigations/training-throughput.md ("The 8B ring's cost per step", branch tt-cp2)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """benchmarks/deepgemm_moe_rate.py: TensorRT-LLM's grouped-kernel ceiling against DeepGEMM's
-published rates, as quoted in docs/benchmarks.md."""
+published rates, as quoted in docs/investigations/serving-moe-kernels.md."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """benchmarks/disagg_decode_slots.py run as a script: every run printed, the groups, and the
-TTFT error with the decode-slot queue re-priced (figures quoted in docs/benchmarks.md)."""
+TTFT error with the decode-slot queue re-priced (figures quoted in
+docs/investigations/serving-disaggregated.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """benchmarks/disagg_loop_cost.py: the disaggregated closed loop's continuity at fixed lengths
-and its cost against the run's length, as quoted in docs/benchmarks.md."""
+and its cost against the run's length, as quoted in
+docs/investigations/serving-disaggregated.md."""
 
 from __future__ import annotations
 

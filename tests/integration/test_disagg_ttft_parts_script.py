@@ -1,4 +1,5 @@
-"""benchmarks/disagg_ttft_parts.py: the disaggregated TTFT parts quoted in docs/benchmarks.md."""
+"""benchmarks/disagg_ttft_parts.py: the disaggregated TTFT parts quoted in
+docs/investigations/serving-disaggregated.md ("Disaggregated TTFT: the KV hand-off")."""
 
 from __future__ import annotations
 

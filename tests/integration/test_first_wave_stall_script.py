@@ -1,6 +1,7 @@
-"""benchmarks/first_wave_stall.py: the diagnostic the "first-wave stall" section of
-docs/benchmarks.md quotes runs from a clone, reads the SGLang DeepSeek-R1 H200 rows against the
-published InferenceX P99s of the same deployment, and leaves the model unchanged."""
+"""benchmarks/first_wave_stall.py: the diagnostic the "TTFT tails: a one-off stall of the first
+measured wave?" section of docs/investigations/serving-rows-and-clients.md quotes runs from a
+clone, reads the SGLang DeepSeek-R1 H200 rows against the published InferenceX P99s of the same
+deployment, and leaves the model unchanged."""
 
 from __future__ import annotations
 

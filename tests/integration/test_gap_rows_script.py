@@ -1,4 +1,5 @@
-"""benchmarks/gap_rows.py: the gap-analysis signatures quoted in docs/benchmarks.md."""
+"""benchmarks/gap_rows.py: the gap-analysis signatures quoted in
+docs/investigations/serving-gap-analysis-rows.md."""
 
 from __future__ import annotations
 
@@ -66,7 +67,8 @@ CEILING = re.compile(r"^\s+(\S+)\s+TP\s+(\d+)\s+OSL\s+(\d+)\s+(\d+)\s+(\d+)\s+([
 def test_gap_rows_hold_per_completion_and_output_ceiling(
     gap_rows: subprocess.CompletedProcess[str],
 ) -> None:
-    """Branch ``trt-dense``: the two measured signatures docs/benchmarks.md quotes."""
+    """Branch ``trt-dense``: the two measured signatures
+    docs/investigations/serving-gap-analysis-rows.md quotes."""
     out = gap_rows
     assert out.returncode == 0, out.stderr
     held_block = out.stdout.split("held per completion:")[1].split("output ceiling")[0]

@@ -1,5 +1,5 @@
 """benchmarks/moe_grouped_kernels.py: the grouped-kernel ceiling against the published
-benchmark_moe.py points quoted in docs/benchmarks.md."""
+benchmark_moe.py points quoted in docs/investigations/serving-moe-kernels.md."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """benchmarks/moe_prefill_audit.py: the MoE prefill term by term against the light-load rows,
-quoted in docs/benchmarks.md ("MoE prefill, term by term")."""
+quoted in docs/investigations/serving-moe-prefill.md ("MoE prefill, term by term")."""
 
 from __future__ import annotations
 

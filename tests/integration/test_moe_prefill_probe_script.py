@@ -1,5 +1,6 @@
-"""benchmarks/moe_prefill_probe.py: the diagnostic the "MoE TTFT gap" section of
-docs/benchmarks.md quotes runs from a clone and prints its four readings."""
+"""benchmarks/moe_prefill_probe.py: the diagnostic the "MoE TTFT gap: engine time or not"
+section of docs/investigations/serving-moe-prefill.md quotes runs from a clone and prints its
+four readings."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """benchmarks/moe_ttft_gap.py: the MoE TTFT gap per deployment and the readings it rules out,
-quoted in docs/benchmarks.md (branch moe-ttft); run from a clone against its own ``src``."""
+quoted in docs/investigations/serving-moe-prefill.md (branch moe-ttft); run from a clone against
+its own ``src``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""benchmarks/mtp_rows.py: the MTP rows' figures quoted in docs/benchmarks.md (branch `mtp`)."""
+"""benchmarks/mtp_rows.py: the MTP rows' figures quoted in
+docs/investigations/serving-rows-and-clients.md (branch `mtp`)."""
 
 from __future__ import annotations
 

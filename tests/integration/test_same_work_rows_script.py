@@ -1,4 +1,5 @@
-"""benchmarks/same_work_rows.py: the same-work comparison quoted in docs/benchmarks.md."""
+"""benchmarks/same_work_rows.py: the same-work comparison quoted in
+docs/investigations/training-calibration.md."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """benchmarks/sglang_prefill_batches.py: SGLang 0.5.x prefill batches of the gap-analysis
-bursts and the prefill time they imply (figures quoted in docs/benchmarks.md)."""
+bursts and the prefill time they imply (figures quoted in
+docs/investigations/serving-moe-prefill.md)."""
 
 from __future__ import annotations
 

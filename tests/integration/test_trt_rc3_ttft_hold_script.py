@@ -1,4 +1,5 @@
-"""benchmarks/trt_rc3_ttft_hold.py: the TTFT-hold signatures docs/benchmarks.md quotes
+"""benchmarks/trt_rc3_ttft_hold.py: the TTFT-hold signatures
+docs/investigations/serving-gap-analysis-rows.md quotes
 (branch ``aic-trt10``)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""benchmarks/trtllm_host_overlap.py: the host-cost signatures docs/benchmarks.md quotes
+"""benchmarks/trtllm_host_overlap.py: the host-cost signatures
+docs/investigations/serving-gap-analysis-rows.md quotes
 (branch ``trt-host``)."""
 
 from __future__ import annotations

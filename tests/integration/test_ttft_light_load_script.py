@@ -1,4 +1,5 @@
-"""benchmarks/ttft_light_load.py: the light-load TTFT breakdown quoted in docs/benchmarks.md."""
+"""benchmarks/ttft_light_load.py: the light-load TTFT breakdown quoted in
+docs/investigations/serving-moe-prefill.md ("Serving TTFT at light load")."""
 
 from __future__ import annotations
 

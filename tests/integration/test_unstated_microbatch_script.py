@@ -1,4 +1,5 @@
-"""benchmarks/unstated_microbatch.py: the micro-batch sensitivity quoted in docs/benchmarks.md."""
+"""benchmarks/unstated_microbatch.py: the micro-batch sensitivity quoted in
+docs/investigations/training-throughput.md ("Megatron README H100 rows")."""
 
 from __future__ import annotations
 

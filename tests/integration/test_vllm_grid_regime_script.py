@@ -1,5 +1,6 @@
 """benchmarks/vllm_grid_regime.py: the vLLM 0.12 Qwen3-32B grid figures quoted in
-docs/benchmarks.md ("vLLM rows: ... the regime of the Qwen3-32B grid")."""
+docs/investigations/serving-gap-analysis-rows.md ("vLLM rows: ... the regime of the Qwen3-32B
+grid")."""
 
 from __future__ import annotations
 

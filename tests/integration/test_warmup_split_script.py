@@ -1,4 +1,5 @@
-"""benchmarks/warmup_split.py: the MoE TTFT miss by client warm-up quoted in docs/benchmarks.md."""
+"""benchmarks/warmup_split.py: the MoE TTFT miss by client warm-up quoted in
+docs/investigations/serving-moe-prefill.md."""
 
 from __future__ import annotations
 

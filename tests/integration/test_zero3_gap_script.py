@@ -1,4 +1,5 @@
-"""benchmarks/zero3_gap.py: the figures docs/benchmarks.md quotes ("DeepSpeed ZeRO-3 on
+"""benchmarks/zero3_gap.py: the figures docs/investigations/training-throughput.md quotes
+("DeepSpeed ZeRO-3 on
 GPT-530B: what the remaining gap is not", branch zero3-rows)."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """benchmarks/adp_prefill_ranks.py: the context servers' prompts per attention-DP rank as the
-model's closed loop deals them (figures quoted in docs/benchmarks.md, branch adp)."""
+model's closed loop deals them (figures quoted in docs/investigations/serving-moe-kernels.md,
+branch adp)."""
 
 from __future__ import annotations
 

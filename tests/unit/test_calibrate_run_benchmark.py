@@ -75,8 +75,9 @@ def test_megatron_2021_calibration_runs_carry_their_stacks_error(
 ) -> None:
     """The SC21/MLSys'23 Megatron stacks' calibration runs (1.7B on 32 GPUs, 22B on 8) err with
     the sign of their stacks' other rows once fp16 gradients, Megatron's cross-entropy and the
-    attention dropout kernel are counted (docs/benchmarks.md, 'The calibration run's error
-    sign'), so one run improves the rest: regression bounds on the figures measured then."""
+    attention dropout kernel are counted (docs/investigations/training-calibration.md, 'The
+    calibration run's error sign'), so one run improves the rest: regression bounds on the
+    figures measured then."""
     picked = [c for c in cases if c.framework == "megatron-lm-2021"]
     groups, _ = bench.evaluate(picked, tmp_path)
     # narayanan21 2.1%, korthikanti22 2.7% with the sourced prior spreads (3.2% before them)

@@ -81,7 +81,8 @@ def test_every_quantity_has_its_sourced_spread_and_the_rule_uses_it() -> None:
 
 def test_the_sourced_spreads_keep_the_direction_the_stacks_show() -> None:
     """The published figures order the quantities as the held-out empirical-Bayes estimate of
-    docs/benchmarks.md does (branch calib-prior, not used to set them): the GEMM rate varies
+    docs/investigations/training-calibration.md does (branch calib-prior, not used to set
+    them): the GEMM rate varies
     least between stacks, the memory-bound kernels more than attention, the host floor most."""
     s = sourced_spreads()
     assert s["compute"] < s["intra"] < s["attention"] < s["memory_bound"] < s["host"]

@@ -1,5 +1,6 @@
 """benchmarks/disagg_ctx_shape.py: the factor on the context servers' iteration, the host-floor
-scan, and the figures docs/benchmarks.md quotes from them (section of branch disagg-ctx)."""
+scan, and the figures docs/investigations/serving-disaggregated.md quotes from them (section of
+branch disagg-ctx)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """benchmarks/disagg_decode_slots.py: the decode workers' slots against the client's
 concurrency, Little's law on the measured disaggregated rows, and the figures
-docs/benchmarks.md quotes from it (section of branch disagg-ttft, 2026-12-02)."""
+docs/investigations/serving-disaggregated.md quotes from it (section of branch disagg-ttft,
+2026-12-02)."""
 
 from __future__ import annotations
 

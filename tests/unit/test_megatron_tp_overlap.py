@@ -1,5 +1,6 @@
 """Megatron-Core's --tp-comm-overlap as Transformer Engine's userbuffers run it by default
-(docs/benchmarks.md, 'Megatron H100: the TP overlap Transformer Engine runs'): of a layer's
+(docs/investigations/training-throughput.md, 'Megatron H100: the TP overlap Transformer Engine
+runs'): of a layer's
 four all-gathers and four reduce-scatters only the last of the four chunks of each forward
 row-parallel reduce-scatter waits after its GEMM."""
 

@@ -1,5 +1,6 @@
 """Disaggregated rows of the public serving data with a stated or twin deployment: the error
-bound the figures in docs/benchmarks.md ("Disaggregated rows: the client and the recipes")
+bound the figures in docs/investigations/serving-disaggregated.md ("Disaggregated rows: the
+client and the recipes")
 quote. Before the sa-bench client and the recipes' decode caps the mean TTFT error was 61%."""
 
 from __future__ import annotations

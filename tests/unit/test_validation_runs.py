@@ -288,7 +288,8 @@ def report(validation_dir: Path) -> loso.LosoReport:
 # not met yet; docs/benchmarks.md says where. bloom176b went from 0.2% to 8.9% with the physics
 # merge, and that is not a regression: BLOOM splits 70 layers over 12 stages with the embedding
 # and head counted as layers, and the old model matched only by accident (6 layers *and* the head
-# on every stage); with the real uneven split the middle ranks set the pace (docs/benchmarks.md).
+# on every stage); with the real uneven split the middle ranks set the pace
+# (docs/investigations/training-throughput.md, "Physics for the regimes of issue 9").
 # megascale (14.0% -> 14.1%) and llmfoundry-h100 (15.5% -> 15.8%) got slightly worse.
 # narayanan21 went from 40.8% to 6.7% (= in-sample) and overall from 14.9% to 10.6% when the
 # fitted ZeRO-3 efficiency gave way to DeepSpeed 2021's collectives (deepspeed-2021.yaml).

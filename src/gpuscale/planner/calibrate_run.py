@@ -41,7 +41,8 @@ measurement exactly; a peak memory, when given, fits one memory parameter separa
   ``benchmarks/calibrate_prior.py`` (held out by source) gives 5.06% against the posterior's
   5.07% with the sourced spreads (5.03% against 5.16% with the spreads before them), and the
   spread it estimates for the network between nodes (1.32 in log scale) is one missed run's
-  doing, not a physical spread (docs/benchmarks.md, branches ``calib-prior``, ``calib-spreads``).
+  doing, not a physical spread (docs/investigations/training-calibration.md, branches
+  ``calib-prior``, ``calib-spreads``).
 - **Identifiability.** For every quantity the value that would reproduce the run alone and its
   ``z`` are reported; every quantity whose ``z`` is within :data:`AMBIGUOUS_Z` of the smallest is
   "also consistent with this run" (``identifiable`` false): one run cannot separate them, which

@@ -572,7 +572,8 @@ AIC_GENERATOR_VERSIONS = frozenset(
 c46a56b02 "add dynamo 0.8.0 backend template", 2026-01-23: ``backend_templates/sglang/
 cli_args.0.5.6.post2.j2``, ``vllm/cli_args.0.12.0.j2``, ``trtllm/extra_engine_args.1.2.0rc5``
 and ``1.2.0rc6.post1.yaml.j2``); the gap-analysis rows that carry a job id at these versions ran
-Dynamo 0.8.0 images on 2026-01-23/25 (docs/benchmarks.md, "AIConfigurator gap-analysis rows")."""
+Dynamo 0.8.0 images on 2026-01-23/25 (docs/investigations/serving-gap-analysis-rows.md,
+"AIConfigurator gap-analysis rows")."""
 AIC_PREFILL_SLACK = 1500
 """The generator's agg rules (``generator/rule_plugin/{sglang,trtllm}.rule`` from c46a56b02 to
 the benchmark copies of 71bb3d00e): SGLang ``max_prefill_tokens = isl + 1500``, TensorRT-LLM
@@ -593,10 +594,10 @@ def aic_generator_launch(r: dict[str, str], concurrency: int) -> dict[str, Any]:
     template's defaults ``enable_chunked_prefill: false``, ``free_gpu_memory_fraction: 0.80``;
     vLLM's 0.12.0 template passes no token budget. The rows record neither launch nor image:
     this is the generator's launch for the row's engine version and batch, not a recorded one
-    (docs/benchmarks.md, "Gap-analysis rows: the generator's launch"). A cap at or above the
-    client's ``concurrency`` is left out: a closed loop never holds more requests than it
-    sends. Read from the row's source, engine, version, lengths, batch and concurrency only,
-    never from its measured latency."""
+    (docs/investigations/serving-gap-analysis-rows.md, "Gap-analysis rows: the generator's
+    launch"). A cap at or above the client's ``concurrency`` is left out: a closed loop never
+    holds more requests than it sends. Read from the row's source, engine, version, lengths,
+    batch and concurrency only, never from its measured latency."""
     version = (r["backend"], r["backend_version"])
     if (
         r["mode"] != "agg"

@@ -432,8 +432,9 @@ class IterationModel:
             # moe_sum) reads such a copy, and TensorRT-LLM's CUTLASS MoE moves two (its permuted
             # input, expandInputRows; the second GEMM's output read back in finalizeMoeRouting)
             # beside the GEMMs' own activation traffic. The light-load prefill slopes do not
-            # support the smaller counts (benchmarks/moe_prefill_audit.py, docs/benchmarks.md
-            # "MoE prefill, term by term"); kept until the routed gather and scatter are measured.
+            # support the smaller counts (benchmarks/moe_prefill_audit.py,
+            # docs/investigations/serving-moe-prefill.md "MoE prefill, term by term"); kept
+            # until the routed gather and scatter are measured.
             copies = group_tokens / par.attention_dp * m.experts_per_token * h * SIXTEEN_BIT
             moe = moe + MOE_ROUTED_COPY_PASSES * copies / hbm
             if m.shared_experts:
