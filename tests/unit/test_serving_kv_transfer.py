@@ -66,7 +66,10 @@ def test_gqa_heads_split_over_the_senders_and_the_receivers() -> None:
     cluster = catalog.cluster("h100-sxm", 16)
     bw, lat = _nic(cluster)
     whole = kv_bytes_per_token(spec, Parallelism(tp=1, pp=1), "bf16") * TOKENS
-    p4, d4 = _pool(1, 4, ep=1), _pool(3, 4, ep=1)
+    # two TP4 workers of each kind fill a node each: every hand-off crosses nodes (one TP4
+    # prefill beside three TP4 decode workers would share a node with one of them:
+    # test_serving_placement.py)
+    p4, d4 = _pool(2, 4, ep=1), _pool(2, 4, ep=1)
     p8, d2 = _pool(1, 8, ep=1), _pool(4, 2, ep=1)
     four = kv_transfer_s(spec, cluster, p4, d4, "bf16", PROFILE, TOKENS)
     eight_two = kv_transfer_s(spec, cluster, p8, d2, "bf16", PROFILE, TOKENS)

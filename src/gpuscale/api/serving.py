@@ -25,9 +25,11 @@ from gpuscale.planner.serving.deployment import (
     Pool,
     Prediction,
     measured_requests,
+    pools_placement,
     predict_aggregated,
     predict_disaggregated,
 )
+from gpuscale.planner.serving.placement import Group, Placement, place
 from gpuscale.planner.serving.steady_state import Workload
 from gpuscale.specs import Cluster, ModelSpec
 
@@ -210,8 +212,10 @@ def _verdict(o: dict[str, Any]) -> str:
             "cache after the weights; add GPUs (--tp/--ep), quantize (--weights) or shorten requests"
         )
     state = "saturated (queueing)" if o["saturated"] else "below saturation"
+    nodes = o.get("nodes", 1)
+    where = f" ({nodes} nodes of {o['gpus_per_node']})" if nodes > 1 else ""
     return (
-        f"{o['mode']} on {o['gpus']} GPUs: TTFT {o['ttft_ms']:.0f} ms mean "
+        f"{o['mode']} on {o['gpus']} GPUs{where}: TTFT {o['ttft_ms']:.0f} ms mean "
         f"(p99 {o['ttft_ms_p99']:.0f}), TPOT {o['tpot_ms']:.1f} ms, "
         f"{o['output_tokens_per_s']:,.0f} output tok/s ({o['output_tokens_per_s_per_gpu']:,.0f}"
         f"/GPU), {state}, KV cache {o['kv_cache_occupancy']:.0%} full"
@@ -449,7 +453,9 @@ def infer(
             par=_par(spec, decode_tp, 1, decode_ep, decode_attention_dp, "decode_"),
         )
         _deployment_size(p_pool.gpus + d_pool.gpus, "prefill_workers")
-        cluster = deployment_cluster(gpu, p_pool.gpus + d_pool.gpus, gpus_per_node, inter)
+        per_node = catalog.node_size(catalog.gpu(gpu), gpus_per_node)
+        placed = pools_placement(p_pool, d_pool, per_node)
+        cluster = deployment_cluster(gpu, placed, gpus_per_node, inter)
         pred = predict_disaggregated(
             spec, cluster, p_pool, d_pool, fmt, kv_dtype, prof, eng, work, client, spec_dec
         )
@@ -464,11 +470,18 @@ def infer(
             "decode_attention_dp": decode_attention_dp,
             "prefill_batch": prefill_batch,
             "decode_batch": decode_batch,
+            **_nodes(placed),
+            "prefill_nodes": placed.nodes_of("prefill"),
+            "decode_nodes": placed.nodes_of("decode"),
+            "kv_transfer_within_node_share": placed.same_node_share("prefill", "decode"),
         }
     else:
         par = _par(spec, tp, pp, ep, attention_dp, "")
         _deployment_size(par.gpus * replicas, "replicas")
-        cluster = deployment_cluster(gpu, par.gpus * replicas, gpus_per_node, inter)
+        per_node = catalog.node_size(catalog.gpu(gpu), gpus_per_node)
+        group = Group(pool="replica", workers=replicas, tp=par.tp, pp=par.pp, field="tp")
+        placed = place([group], per_node)
+        cluster = deployment_cluster(gpu, placed, gpus_per_node, inter)
         pred = predict_aggregated(
             spec, cluster, par, replicas, fmt, kv_dtype, prof, eng, work, client, spec_dec
         )
@@ -478,6 +491,7 @@ def infer(
             "ep": ep,
             "attention_dp": attention_dp,
             "replicas": replicas,
+            **_nodes(placed),
         }
     if spec_dec is not None:
         deployment.update(spec_dec.row())
@@ -511,14 +525,23 @@ def infer(
     )
 
 
-def deployment_cluster(gpu: str, gpus: int, gpus_per_node: int | None, inter: str) -> Cluster:
-    """The nodes a deployment of ``gpus`` GPUs runs on: whole nodes once it spans several (a
-    deployment may leave GPUs of its last node idle, as 1 prefill + 7 decode single-GPU workers
-    on two 8-GPU nodes: the SLO search proposes such splits). The prediction reads the node
-    size and links, not the count (its GPUs are its workers')."""
-    per_node = catalog.node_size(catalog.gpu(gpu), gpus_per_node)
-    nodes = gpus if gpus <= per_node else -(-gpus // per_node) * per_node
-    return catalog.cluster(gpu, nodes, gpus_per_node=gpus_per_node, inter=inter)
+def deployment_cluster(
+    gpu: str, placed: Placement, gpus_per_node: int | None, inter: str
+) -> Cluster:
+    """The nodes that hold a deployment's workers (``planner.serving.placement.place``: a worker
+    no larger than a node inside one, small workers sharing nodes, a larger one over whole
+    nodes), whole once it spans several. The prediction reads the node size and links, not the
+    count: its GPUs are its workers' (``placed.gpus``), and every per-GPU figure divides by
+    those; the rest of a last node stays free for other work."""
+    per_node = placed.gpus_per_node
+    gpus = placed.gpus if placed.nodes <= 1 else placed.nodes * per_node
+    return catalog.cluster(gpu, gpus, gpus_per_node=gpus_per_node, inter=inter)
+
+
+def _nodes(placed: Placement) -> dict[str, int]:
+    """The ``--json`` fields of a deployment's placement: nodes that hold its workers, GPUs to
+    a node (the GPUs used are the option's ``gpus``; per-GPU figures divide by them)."""
+    return {"nodes": placed.nodes, "gpus_per_node": placed.gpus_per_node}
 
 
 def _deployment_size(gpus: int, field: str) -> None:

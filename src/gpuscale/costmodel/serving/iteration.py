@@ -58,6 +58,18 @@ the kernels one (vLLM/SGLang ``moe_sum``) or two (TensorRT-LLM CUTLASS ``expandI
 (benchmarks/moe_prefill_audit.py reads this constant)."""
 
 
+def crossing_hops(tp: int, pp: int, gpus_per_node: int) -> int:
+    """Pipeline hops of one worker that cross a node boundary. Its stages of ``tp`` GPUs lie in
+    order on its nodes (a worker no larger than a node inside one; a larger one over whole
+    nodes, ``planner/serving/placement.py``), so stage ``i`` starts on node
+    ``i * tp // gpus_per_node``."""
+    if tp * pp <= gpus_per_node:
+        return 0
+    return sum(
+        1 for i in range(pp - 1) if (i * tp) // gpus_per_node != (i + 1) * tp // gpus_per_node
+    )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Parallelism:
     """How one engine instance splits the model over its ``tp * pp`` GPUs."""
@@ -489,7 +501,13 @@ class IterationModel:
         g_head = Gemm("head", emit * ones, m.vocab_size / t_a * ones, h * ones, ones)
         head = gemm_time(g_head, dev.half_precision, dev, self.profile, launch, SIXTEEN_BIT)
         levels = LevelBandwidth.of(self.cluster, self.profile)
-        hop = collective_time_s("send_recv", tokens * h * SIXTEEN_BIT, 2, 1, levels)
+        # A stage hands its activations to the next over NVLink when both sit in one node,
+        # else over the NIC: the worker's stages lie in order on its nodes
+        # (``planner/serving/placement.py``), so ``crossing_hops`` of them cross a boundary.
+        act = tokens * h * SIXTEEN_BIT
+        far = crossing_hops(par.tp, par.pp, self.cluster.gpus_per_node)
+        hop_far = collective_time_s("send_recv", act, 2, 1, levels)
+        hop_near = collective_time_s("send_recv", act, 2, 2, levels)
         gpu_stage = per_stage
         floor_stage = np.zeros_like(per_stage)
         if self.eager_prefill_host_s_per_kernel > 0.0:
@@ -501,7 +519,7 @@ class IterationModel:
             floor_stage = np.where(eager, floor, 0.0)
             per_stage = np.where(eager, np.maximum(per_stage, floor), per_stage)
         # Pipeline stages run one after another for one batch (no micro-batch overlap assumed).
-        hops = (par.pp - 1) * hop
+        hops = far * hop_far + (par.pp - 1 - far) * hop_near
         total = per_stage * par.pp + hops + head
         running = n_d + np.minimum(np.asarray(prefill_tokens, dtype=float), 1.0)
         draft = self.draft_s(n_decode, decode_context, prefill_tokens, prefill_context)

@@ -36,6 +36,7 @@ from gpuscale.planner.serving.disagg_closed_loop import (
     simulate,
     simulated_requests,
 )
+from gpuscale.planner.serving.placement import Group, Placement, place
 from gpuscale.planner.serving.steady_state import (
     GRID,
     PERCENTILES,
@@ -524,9 +525,10 @@ def kv_transfer_s(
     tokens: float,
 ) -> float:
     """Seconds to move one prompt's KV cache from its prefill attention group to its decode
-    attention group, over the busiest sending GPU's own link: NVLink when both pools fit in one
-    node, else that GPU's NICs (NIXL/UCX RDMA in Dynamo; Mooncake, Qin et al. 2024,
-    arXiv:2407.00079 Sec. 4).
+    attention group, over the busiest sending GPU's own link: NVLink when the prefill and the
+    decode worker share a node, else that GPU's NICs (NIXL/UCX RDMA in Dynamo; Mooncake, Qin et
+    al. 2024, arXiv:2407.00079 Sec. 4); the mean over the pairs of workers a request may pass
+    through as the pools are placed (:func:`pools_placement`).
 
     Only the ranks that hold the request send, each through its own NIC, not the whole worker's:
     with attention DP one rank holds a request's cache. TensorRT-LLM's cache formatter sends
@@ -550,13 +552,29 @@ def kv_transfer_s(
     senders = min(p_atp, d_atp) if model.is_mla else p_atp
     busiest = max(d_atp * need / prefill.par.pp / senders, need / decode.par.pp)
     levels = LevelBandwidth.of(cluster, profile)
-    if prefill.gpus + decode.gpus <= cluster.gpus_per_node:
-        bw = levels.intra_gb_per_s * 1e9
-        lat = levels.intra_latency_us * 1e-6
-    else:
-        bw = levels.nic_gb_per_s * 1e9 * levels.nics_per_gpu
-        lat = levels.inter_latency_us * 1e-6
-    return lat + busiest / bw
+    near = levels.intra_latency_us * 1e-6 + busiest / (levels.intra_gb_per_s * 1e9)
+    far = levels.inter_latency_us * 1e-6 + busiest / (
+        levels.nic_gb_per_s * 1e9 * levels.nics_per_gpu
+    )
+    # The pair of workers a request passes through shares a node that often (the placement of
+    # both pools, ``placement.place``): all of them when the deployment fits one node.
+    share = pools_placement(prefill, decode, cluster.gpus_per_node).same_node_share(
+        "prefill", "decode"
+    )
+    return share * near + (1.0 - share) * far
+
+
+def pools_placement(prefill: Pool, decode: Pool, gpus_per_node: int) -> Placement:
+    """The workers of a disaggregated deployment on ``gpus_per_node``-GPU nodes."""
+    return place(
+        [
+            Group(pool="prefill", workers=prefill.workers, tp=prefill.par.tp, pp=prefill.par.pp,
+                  field="prefill_tp"),
+            Group(pool="decode", workers=decode.workers, tp=decode.par.tp, pp=decode.par.pp,
+                  field="decode_tp"),
+        ],
+        gpus_per_node,
+    )  # fmt: skip
 
 
 def kv_transfer_wait_s(service_s: float, rate_per_group: np.ndarray) -> np.ndarray:

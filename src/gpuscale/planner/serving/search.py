@@ -52,7 +52,9 @@ from gpuscale.planner.serving.deployment import (
     kv_pool,
     kv_transfer_s,
     kv_transfer_wait_s,
+    pools_placement,
 )
+from gpuscale.planner.serving.placement import placeable
 from gpuscale.planner.serving.steady_state import (
     GRID,
     LoadCurve,
@@ -172,11 +174,39 @@ def label(par: Parallelism) -> str:
     return "-".join(parts)
 
 
+def _nodes(gpus: int, per_node: int) -> int:
+    return max(1, -(-gpus // per_node))
+
+
+def _replicas(par: Parallelism, gpus: int, per_node: int) -> int:
+    """Most replicas of ``par`` the search's nodes hold (``placement.place``): a replica no
+    larger than a node inside one, a larger one over whole nodes."""
+    if not placeable(par.tp, par.pp, per_node):
+        return 0
+    if par.gpus > per_node:
+        return gpus // par.gpus
+    if gpus <= per_node:
+        return gpus // par.gpus
+    return _nodes(gpus, per_node) * (per_node // par.gpus)
+
+
+def _split_fits(pre: Pool, dec: Pool, gpus: int, per_node: int) -> bool:
+    """The split's workers, as ``infer`` places them, fit the search's nodes."""
+    if not (
+        placeable(pre.par.tp, pre.par.pp, per_node) and placeable(dec.par.tp, dec.par.pp, per_node)
+    ):
+        return False
+    return pools_placement(pre, dec, per_node).nodes <= _nodes(gpus, per_node)
+
+
 def candidates(model: ModelSpec, gpus: int, per_node: int, disagg: bool = True) -> list[Candidate]:
+    """The deployments the search walks on ``gpus`` GPUs of ``per_node``-GPU nodes: every
+    engine layout as replicas, and prefill/decode splits, each placed as ``infer`` places it
+    (``placement.place``) within the search's nodes."""
     out: list[Candidate] = []
     pars = list(_engine_pars(model, gpus, per_node))
     for par in pars:
-        reps = gpus // par.gpus
+        reps = _replicas(par, gpus, per_node)
         if reps >= 1:
             out.append(
                 Candidate(label=f"{reps} x {label(par)}", mode="aggregated", par=par, replicas=reps)
@@ -191,15 +221,22 @@ def candidates(model: ModelSpec, gpus: int, per_node: int, disagg: bool = True) 
                 for n_p in steps_p:
                     left = gpus - n_p * pp_.gpus
                     n_d = left // dp_.gpus
+                    pre = Pool(workers=n_p, par=pp_)
+                    # as many decode workers as the nodes hold beside the prefill pool
+                    while n_d >= max(n_p, 1) and not _split_fits(
+                        pre, Pool(workers=n_d, par=dp_), gpus, per_node
+                    ):
+                        n_d -= 1
                     if n_d < 1 or n_d < n_p:
                         continue
+                    dec = Pool(workers=n_d, par=dp_)
                     out.append(
                         Candidate(
                             label=f"{n_p} x {label(pp_)} prefill + {n_d} x {label(dp_)} decode",
                             mode="disaggregated",
                             par=dp_,
-                            prefill=Pool(workers=n_p, par=pp_),
-                            decode=Pool(workers=n_d, par=dp_),
+                            prefill=pre,
+                            decode=dec,
                         )
                     )
     return out
