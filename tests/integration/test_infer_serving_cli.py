@@ -14,7 +14,7 @@ SERVING_KEYS = {
     "requests_per_s", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
     "kv_cache_occupancy", "preemptions_per_request", "running_requests_per_rank",
     "queue_wait_ms", "saturated", "iteration_ms", "gemm_precision", "weight_only", "notes",
-    "tp", "pp", "ep", "attention_dp", "replicas",
+    "tp", "pp", "ep", "attention_dp", "replicas", "nodes", "gpus_per_node",
 }  # fmt: skip
 
 

@@ -967,7 +967,17 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
     steps = max(work.output_len - 1.0, 0.0)
     pc, dc, transfer_wait, decode_wait, ttft, e2e, ok = cv
     idx = np.flatnonzero(ok)
-    notes = [f"KV transfer {transfer * 1e3:.2f} ms per request"]
+    share = pools_placement(prefill, decode, it_p.cluster.gpus_per_node).same_node_share(
+        "prefill", "decode"
+    )
+    link = (
+        "over NVLink (both pools in one node)"
+        if share == 1.0
+        else "over the NIC (the pools on different nodes)"
+        if share == 0.0
+        else f"({share:.0%} of prefill/decode worker pairs share a node: NVLink; the rest the NIC)"
+    )
+    notes = [f"KV transfer {transfer * 1e3:.2f} ms per request {link}"]
     if not idx.size:
         # No steady state even at the lightest load (a pool cannot hold one request's work in
         # its budget or cache): evaluate the lightest load point and say so.
