@@ -2,14 +2,14 @@
 
 A worker (one engine instance: ``tp x pp`` GPUs) no larger than a node lies inside one node, and
 several small workers share a node; a larger worker spans whole nodes, each pipeline stage
-inside one node or over whole nodes. That is how the engines start one: vLLM and SGLang place a
-multi-node worker's ranks ``--nnodes`` x GPUs-per-node (SGLang ``server_args.py`` ``nnodes``,
-``tp_size`` split evenly over nodes; vLLM ``--data-parallel-size-local`` / Ray placement groups of
-whole bundles), and a disaggregated recipe starts each small worker on ``CUDA_VISIBLE_DEVICES``
-of one node (Dynamo's SGLang/TensorRT-LLM disaggregation examples, InferenceX's multi-node
-DeepSeek-R1 recipes: 1-3 TP4 prefill workers beside a TP8/DP-attention decode pool on 8-GPU
-nodes). Workers are packed first-fit by decreasing size (prefill before decode at equal size),
-which fills nodes exactly when every size divides the node, as power-of-two degrees do.
+inside one node or over whole nodes. That is how the engines start one: SGLang's multi-node
+launch gives every node ``tp_size // nnodes`` ranks of a worker and each pipeline stage
+``nnodes / pp_size`` whole nodes (``sglang/srt/entrypoints/engine.py`` ``_launch_subprocesses``,
+``tp_size_per_node``, ``nnodes_per_pp_rank``), and a disaggregated recipe starts each small
+worker on GPUs of one node (Dynamo's SGLang/TensorRT-LLM disaggregation examples, InferenceX's
+multi-node DeepSeek-R1 recipes: 1-3 TP4 prefill workers beside a TP8/DP-attention decode pool on
+8-GPU nodes). Workers are packed first-fit by decreasing size (prefill before decode at equal
+size), which fills nodes exactly when every size divides the node, as power-of-two degrees do.
 
 The deployment occupies the nodes that hold its workers; its GPU count is its workers' (the rest
 of its last node stays free for other work), and per-GPU figures divide by the GPUs used.
