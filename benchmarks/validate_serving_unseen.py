@@ -63,6 +63,11 @@ COMPARISONS = {
 measured mean and median, and the model's p50 against the measured median."""
 
 
+TAIL_RATIO = 10.0
+"""A record whose measured p99 TTFT exceeds this many times its median has a few requests that
+waited far longer than the rest (``ttft_tail``): a mean over them is set by those few."""
+
+
 def _bucket(c: int) -> str:
     lo = 0
     for edge in _CONC_EDGES:
@@ -127,6 +132,18 @@ def stats(pairs: list[tuple[dict[str, float], dict[str, float]]]) -> dict[str, A
             if rel
             else None
         )
+    if pairs:
+        out["ttft_tail"] = {
+            "measured_mean_over_median": round(
+                statistics.median(m["ttft_ms"] / m["ttft_ms_p50"] for _, m in pairs), 2
+            ),
+            "model_mean_over_p50": round(
+                statistics.median(p["ttft_ms"] / p["ttft_ms_p50"] for p, _ in pairs), 2
+            ),
+            "p99_over_median_above_10": sum(
+                m["ttft_ms_p99"] > TAIL_RATIO * m["ttft_ms_p50"] for _, m in pairs
+            ),
+        }
     return out
 
 
@@ -204,11 +221,14 @@ def _line(name: str, s: dict[str, Any]) -> str:
             return "      -      -      -"
         return f"{c['mean_abs_pct']:6.1f} {c['median_abs_pct']:6.1f} {c['median_bias_pct']:+6.1f}"
 
+    tail = s["ttft_tail"]
     hw, eng, mode, *rest = name.split("|")
     label = f"{hw:>13} {eng:>7} {mode:>6}" + (f" {rest[0]}" if rest else "")
     return (
         f"{label:<40} n={s['n']:4d} | {cell(s['ttft_vs_mean'])} | {cell(s['ttft_vs_median'])} | "
         f"{cell(s['ttft_p50_vs_median'])} | {cell(s['tpot_vs_mean'])} | {cell(s['tpot_vs_median'])}"
+        f" | {tail['measured_mean_over_median']:5.2f} {tail['model_mean_over_p50']:5.2f} "
+        f"{tail['p99_over_median_above_10']:4d}"
     )
 
 
@@ -235,9 +255,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(
         f"{'hardware engine mode':<40}        | TTFT vs mean         | TTFT vs median       |"
-        " TTFT p50 vs median  | TPOT vs mean         | TPOT vs median"
+        " TTFT p50 vs median  | TPOT vs mean         | TPOT vs median       | TTFT tail"
     )
-    print(f"{'':<40}        " + "| mean|e| med|e|  bias " * 5)
+    print(
+        f"{'':<40}        "
+        + "| mean|e| med|e|  bias " * 5
+        + f"| mean/med (measured, model), p99>{TAIL_RATIO:g}x med"
+    )
     for name, s in out["groups"].items():
         print(_line(name, s))
     print("H100/H200 seen/unseen:", out["hopper_seen"])
