@@ -15,7 +15,8 @@ Groups: hardware x engine x mode, each mode and all; ``--by`` adds a split of ea
 hardware x engine x mode by concurrency (bucketed), lengths, precision, spec, framework, tp or
 date (month). H100/H200 records are also reported apart as ``seen`` (the same deployment,
 lengths, concurrency and day is an InferenceX row of ``aiconfigurator_silicon_hopper.csv``,
-which the model was built against) and ``unseen``.
+which the model was built against) and ``unseen``; the records on every other GPU are grouped
+as ``not-hopper``: hardware the model was never checked on.
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ COMPARISONS = {
 measured mean and median, and the model's p50 against the measured median."""
 
 
+NEW_HARDWARE = "not-hopper"
+"""Group of the records on hardware other than H100/H200, which none of the project's serving
+data covers."""
 TAIL_RATIO = 10.0
 """A record whose measured p99 TTFT exceeds this many times its median has a few requests that
 waited far longer than the rest (``ttft_tail``): a mean over them is set by those few."""
@@ -94,6 +98,11 @@ def breakdown(row: ApiRow, key: str) -> str:
     if key == "month":
         return rec["date"][:7]
     raise ValueError(key)
+
+
+def _natural(key: str) -> tuple[Any, ...]:
+    """Sort labels with their numbers as numbers (c5-16 before c17-64)."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", key))
 
 
 def _by_keys(value: str) -> list[str]:
@@ -191,6 +200,9 @@ def run(by: list[str], limit: int = 0) -> dict[str, Any]:
             seen_counts[tag] += 1
             seen_counts["seen_identical_measurement"] += exact
             names += [f"hopper-{tag}|all|{row.mode}", f"hopper-{tag}|all|all"]
+        else:
+            # Hardware the model was never checked on (the project's data is H100/H200 only).
+            names += [f"{NEW_HARDWARE}|all|{row.mode}", f"{NEW_HARDWARE}|all|all"]
         for name in names:
             groups[name].append(pair)
     wall = time.perf_counter() - t0
@@ -209,7 +221,7 @@ def run(by: list[str], limit: int = 0) -> dict[str, Any]:
         "not_expressible": dict(not_expressible.most_common()),
         "refused_by_infer": dict(refused.most_common()),
         "hopper_seen": dict(seen_counts),
-        "groups": {k: stats(v) for k, v in sorted(groups.items())},
+        "groups": {k: stats(groups[k]) for k in sorted(groups, key=_natural)},
         "predictions": len(cache),
         "wall_s": round(wall, 1),
     }

@@ -55,6 +55,7 @@ def test_json_counts_add_up_and_groups_have_every_comparison() -> None:
     assert seen.get("seen_identical_measurement", 0) <= seen.get("seen", 0)
     tagged = sum(groups.get(f"hopper-{t}|all|all", {"n": 0})["n"] for t in ("seen", "unseen"))
     assert tagged == hopper
+    assert groups["not-hopper|all|all"]["n"] == res["predicted"] - hopper
 
 
 def test_text_table_and_bad_key() -> None:
