@@ -38,6 +38,7 @@ from gpuscale.validation.inferencex_sweeps import Sweeps, speculative_reading
 from gpuscale.validation.serving_rows import (
     DB_DUMP,
     ENGINES,
+    INFERENCEX_SOURCES,
     Recipes,
     ServingRow,
     _candidates,
@@ -588,9 +589,7 @@ def seen_index(rows: Sequence[ServingRow]) -> dict[str, list[ServingRow]]:
     for row in rows:
         r = row.raw
         day = measured_day(r)
-        if not day or not r["silicon_data_source"].startswith(
-            ("source_file=2026-03-25.csv", "source_file=2026-04-06.csv", DB_DUMP)
-        ):
+        if not day or not r["silicon_data_source"].startswith(INFERENCEX_SOURCES):
             continue
         key = _seen_key(
             r["system"], r["backend"], r["mode"], r["isl"], r["osl"], row.concurrency, day
