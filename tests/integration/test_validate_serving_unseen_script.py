@@ -4,9 +4,10 @@ docs/benchmarks.md, and the counts that add up to the records."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.inferencex_api import API_FILE, load_records
+from gpuscale.validation.inferencex_api import API_FILE, load_records, write_records
 from tests.benchmark_scripts import run_benchmark
 
 COMPARISONS = (
@@ -68,3 +69,21 @@ def test_text_table_and_bad_key() -> None:
     bad = run_benchmark("validate_serving_unseen", "--by", "colour")
     assert bad.returncode == 2
     assert "unknown --by key colour" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_merge_script_regenerates_the_csv_from_parts(tmp_path: Path) -> None:
+    records = load_records(DATA_DIR / "serving" / API_FILE)
+    # Split where a page starts (a page's records are one transcriber's, in page order).
+    half = next(
+        i
+        for i in range(len(records) // 2, len(records))
+        if records[i]["page_offset"] != records[i - 1]["page_offset"]
+    )
+    one, two, out = tmp_path / "part1.csv", tmp_path / "part2.csv", tmp_path / "merged.csv"
+    # Two parts given in the wrong order, one record copied twice: the merge is the data.
+    write_records(records[half:], one)
+    write_records([*records[:half], records[0]], two)
+    res = run_benchmark("inferencex_api_merge", str(one), str(two), "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    assert f"{len(records) + 1} records in 2 parts, {len(records)} distinct" in res.stdout
+    assert out.read_text() == (DATA_DIR / "serving" / API_FILE).read_text()
