@@ -10,6 +10,7 @@ and, as a diagnostic, its MEDIAN (the model's figure is a mean; if it tracks the
 better, a tail pulls the measured mean) and the model's own p50 against the measured median.
 
     PYTHONPATH=src python benchmarks/validate_serving_unseen.py [--json] [--by KEY[,KEY...]]
+        [--rows-csv PATH]
 
 Groups: hardware x engine x mode, each mode and all; ``--by`` adds a split of each
 hardware x engine x mode by concurrency (bucketed), lengths, precision, spec, framework, tp or
@@ -22,12 +23,14 @@ as ``not-hopper``: hardware the model was never checked on.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import re
 import statistics
 import sys
 import time
 from collections import Counter, defaultdict
+from pathlib import Path
 from typing import Any
 
 from gpuscale.api.serving import infer
@@ -156,6 +159,48 @@ def stats(pairs: list[tuple[dict[str, float], dict[str, float]]]) -> dict[str, A
     return out
 
 
+ROW_FIELDS = (
+    "id",
+    "hardware",
+    "engine",
+    "mode",
+    "concurrency",
+    "date",
+    "kind",
+    "reason",
+    "seen",
+    "ttft_ms",
+    "ttft_ms_p50",
+    "ttft_ms_p99",
+    "tpot_ms",
+    "tpot_ms_p50",
+    "model_ttft_ms",
+    "model_ttft_ms_p50",
+    "model_tpot_ms",
+)
+"""Columns of ``--rows-csv``: one line per measurement, measured and modelled side by side."""
+
+
+def _row_line(
+    row: ApiRow, pred: dict[str, float] | None, why: str = "", tag: str = "", kind: str = ""
+) -> dict[str, Any]:
+    line: dict[str, Any] = {
+        "id": row.id,
+        "hardware": row.hardware,
+        "engine": row.engine,
+        "mode": row.mode,
+        "concurrency": row.concurrency,
+        "date": row.record["date"],
+        "kind": kind or row.kind,
+        "reason": why,
+        "seen": tag,
+        **{k: round(row.measured[k], 3) for k in ROW_FIELDS if k in row.measured},
+    }
+    for k in ("ttft_ms", "ttft_ms_p50", "tpot_ms"):
+        line[f"model_{k}"] = round(pred[k], 3) if pred else ""
+    return line
+
+
 def run(by: list[str], limit: int = 0) -> dict[str, Any]:
     t0 = time.perf_counter()
     records = load_records(RECORDS)
@@ -170,10 +215,12 @@ def run(by: list[str], limit: int = 0) -> dict[str, Any]:
     refused: Counter[str] = Counter()
     groups: dict[str, list[tuple[dict[str, float], dict[str, float]]]] = defaultdict(list)
     cache: dict[str, dict[str, float] | InputError] = {}
-    seen_counts: Counter[str] = Counter()
+    seen_counts: Counter[str] = Counter(seen=0, unseen=0, seen_identical_measurement=0)
+    lines: list[dict[str, Any]] = []
     for row in distinct:
         if not row.expressible:
             not_expressible[reason_class(row.reason)] += 1
+            lines.append(_row_line(row, None, row.reason))
             continue
         key = json.dumps([row.model, row.kwargs], sort_keys=True)
         if key not in cache:
@@ -187,6 +234,7 @@ def run(by: list[str], limit: int = 0) -> dict[str, Any]:
         pred = cache[key]
         if isinstance(pred, InputError):
             refused[refusal(pred)] += 1
+            lines.append(_row_line(row, None, f"{pred}", kind="refused by infer"))
             continue
         pair = (pred, row.measured)
         hem = f"{row.hardware}|{row.engine}|{row.mode}"
@@ -194,6 +242,7 @@ def run(by: list[str], limit: int = 0) -> dict[str, Any]:
         names.append(f"all|{row.engine}|{row.mode}")
         if by:
             names.append(hem + "|" + ",".join(f"{k}={breakdown(row, k)}" for k in by))
+        tag = ""
         if row.hardware in ("h100", "h200"):
             same, exact = seen(row, index)
             tag = "seen" if same else "unseen"
@@ -205,6 +254,7 @@ def run(by: list[str], limit: int = 0) -> dict[str, Any]:
             names += [f"{NEW_HARDWARE}|all|{row.mode}", f"{NEW_HARDWARE}|all|all"]
         for name in names:
             groups[name].append(pair)
+        lines.append(_row_line(row, pred, tag=tag))
     wall = time.perf_counter() - t0
     expressible = sum(r.expressible for r in distinct)
     return {
@@ -224,6 +274,7 @@ def run(by: list[str], limit: int = 0) -> dict[str, Any]:
         "groups": {k: stats(groups[k]) for k in sorted(groups, key=_natural)},
         "predictions": len(cache),
         "wall_s": round(wall, 1),
+        "rows": lines,
     }
 
 
@@ -254,8 +305,19 @@ def main(argv: list[str] | None = None) -> None:
         help=f"also split each hardware x engine x mode by (comma-separated): {', '.join(BY_KEYS)}",
     )
     ap.add_argument("--limit", type=int, default=0, help="every k-th measurement, about N of them")
+    ap.add_argument(
+        "--rows-csv",
+        type=Path,
+        help="also write one line per measurement (measured and modelled, or why not) here",
+    )
     args = ap.parse_args(argv)
     out = run(args.by, args.limit)
+    lines = out.pop("rows")
+    if args.rows_csv:
+        with args.rows_csv.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=ROW_FIELDS, lineterminator="\n")
+            w.writeheader()
+            w.writerows(lines)
     if args.json:
         json.dump(out, sys.stdout, indent=1)
         print()

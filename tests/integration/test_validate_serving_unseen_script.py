@@ -3,6 +3,7 @@ docs/benchmarks.md, and the counts that add up to the records."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -59,13 +60,25 @@ def test_json_counts_add_up_and_groups_have_every_comparison() -> None:
     assert groups["not-hopper|all|all"]["n"] == res["predicted"] - hopper
 
 
-def test_text_table_and_bad_key() -> None:
-    out = run_benchmark("validate_serving_unseen", "--limit", "60")
+def test_text_table_rows_csv_and_bad_key(tmp_path: Path) -> None:
+    rows_csv = tmp_path / "rows.csv"
+    out = run_benchmark("validate_serving_unseen", "--limit", "60", "--rows-csv", str(rows_csv))
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("records: ")
     assert any(line.split()[:3] == ["all", "all", "all"] for line in lines)
     assert "not expressible:" in lines
+    with rows_csv.open() as f:
+        rows = list(csv.DictReader(f))
+    measured = int(lines[0].split("measurements: ")[1].split(",")[0])
+    assert len(rows) == measured
+    kinds = {r["kind"] for r in rows}
+    assert "expressible" in kinds and "not expressible" in kinds
+    for r in rows:
+        # A prediction exactly where the record was predicted; a reason everywhere else.
+        assert (r["model_ttft_ms"] != "") == (r["kind"] == "expressible"), r
+        assert (r["reason"] == "") == (r["kind"] == "expressible"), r
+        assert float(r["ttft_ms_p50"]) <= float(r["ttft_ms_p99"]) * 1.001
     bad = run_benchmark("validate_serving_unseen", "--by", "colour")
     assert bad.returncode == 2
     assert "unknown --by key colour" in bad.stderr and "Traceback" not in bad.stderr
