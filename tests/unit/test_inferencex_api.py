@@ -7,7 +7,7 @@ import csv
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscale.errors import InputError
@@ -399,17 +399,21 @@ def test_every_record_of_the_csv_reads() -> None:
 NAMES = st.sampled_from
 
 
+@settings(max_examples=300)
 @given(
-    hardware=NAMES(["mi355x", "mi300x", "b200", "gb200", "h100", "h200", "tpu7", ""]),
-    framework=NAMES(["sglang", "vllm", "trt", "dynamo-trt", "mori-sglang", "atom", "x"]),
-    precision=NAMES(["fp4", "fp8", "bf16"]),
-    spec=NAMES(["none", "mtp", "eagle"]),
+    # Mostly names the reader knows, some it must refuse.
+    hardware=NAMES(["mi355x", "mi300x", "b200", "b300", "gb200", "gb300", "h100", "h200", "tpu7"]),
+    framework=NAMES(
+        ["sglang", "trt", "dynamo-trt", "dynamo-sglang", "mori-sglang", "vllm", "atom"]
+    ),
+    precision=NAMES(["fp4", "fp8", "fp8", "bf16"]),
+    spec=NAMES(["none", "none", "none", "mtp", "eagle"]),
     disagg=st.booleans(),
     tp=st.sampled_from([1, 2, 4, 8, 16]),
     ep=st.sampled_from([1, 4, 8, 16]),
     dp=st.booleans(),
     workers=st.integers(0, 6),
-    total=st.integers(1, 64),
+    total=st.one_of(st.just(0), st.integers(1, 64)),
     conc=st.integers(1, 4096),
     isl=st.sampled_from(["1024", "8192"]),
 )
@@ -436,6 +440,8 @@ def test_any_record_maps_or_gives_one_reason(
         isl=isl,
         conc=str(conc),
     )
+    # 0: the GPU total the labels state (tp x workers), else a drawn one.
+    total = total or tp * max(workers, 1)
     for p in ("prefill", "decode"):
         rec.update(
             {
