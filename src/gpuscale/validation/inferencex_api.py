@@ -1,0 +1,632 @@
+"""Read InferenceX's published DeepSeek-R1 benchmark records into ``gpuscale.api.infer`` arguments.
+
+The records (``data/validation/serving/inferencex_api_dsr1.csv``, SOURCES.md there) are the
+InferenceX app's API snapshot ``packages/app/cypress/fixtures/api/benchmarks.json``
+(SemiAnalysisAI/InferenceX-app at :data:`APP_COMMIT`): one measured benchmark of InferenceX's
+workflow each, on MI300X/MI325X/MI355X, H100/H200, B200/B300 and GB200/GB300, aggregated and
+disaggregated, with and without MTP. They are a held-out set: none of them was used to build or
+tune the model, and this module never chooses a reading by a record's measured latency.
+
+Each record states its deployment outright (``spec_method``, ``disagg``, per stage ``tp``,
+``ep``, ``dp_attention`` and, disaggregated, the worker counts), so what the InferenceX CSV
+exports leave out (``gpuscale.validation.serving_rows``: the ``twin``/``recipe`` classes) is
+not guessed here. The rest is read with the rules ``serving_rows`` already applies to InferenceX
+runs, called on the record written in that module's row schema (:func:`as_serving_row`):
+the client's lengths and request count (``client_lengths``, ``client_requests``: uniform over
+[0.8 L, L], 10 x C requests; sa-bench's 5 x C for disaggregated runs), the single-node launch
+options of its InferenceX scripts (``launch_options``: TensorRT-LLM attention-DP balancing, the
+H200 DeepSeek-R1 TensorRT-LLM and SGLang scripts by date), the H200 TensorRT-LLM MTP sweeps
+(``inferencex_sweeps.speculative_reading``), the disaggregated recipes' decode caps, prefill
+attention DP and KV dtype (``_decode_cap``, ``disagg_kv_dtype``) and engine-version options
+(``engine_version_options``). A record that cannot be expressed gets a one-line reason
+(:data:`NOT_EXPRESSIBLE` and :attr:`ApiRow.reason`).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuscale import catalog
+from gpuscale.errors import InputError
+from gpuscale.validation.inferencex_sweeps import Sweeps, speculative_reading
+from gpuscale.validation.serving_rows import (
+    DB_DUMP,
+    ENGINES,
+    INFERENCEX_SOURCES,
+    Recipes,
+    ServingRow,
+    _candidates,
+    _decode_cap,
+    client_lengths,
+    client_requests,
+    concurrency,
+    disagg_kv_dtype,
+    engine_version_options,
+    entry_draft_tokens,
+    launch_options,
+    measured_day,
+    parallelism,
+)
+
+API_FILE = "inferencex_api_dsr1.csv"
+APP_REPO = "SemiAnalysisAI/InferenceX-app"
+APP_PATH = "packages/app/cypress/fixtures/api/benchmarks.json"
+APP_COMMIT = "3a600f1d9ce155536d52e2f58f744f27a301aac9"
+
+COLUMNS = [
+    "page_offset",
+    "hardware",
+    "framework",
+    "model",
+    "precision",
+    "spec_method",
+    "disagg",
+    "is_multinode",
+    "prefill_tp",
+    "prefill_ep",
+    "prefill_dp_attention",
+    "prefill_num_workers",
+    "decode_tp",
+    "decode_ep",
+    "decode_dp_attention",
+    "decode_num_workers",
+    "num_prefill_gpu",
+    "num_decode_gpu",
+    "isl",
+    "osl",
+    "conc",
+    "image",
+    "date",
+    "run_url",
+    "mean_ttft",
+    "median_ttft",
+    "p99_ttft",
+    "mean_tpot",
+    "median_tpot",
+    "p99_tpot",
+    "mean_itl",
+    "median_itl",
+    "mean_e2el",
+    "median_e2el",
+    "tput_per_gpu",
+    "output_tput_per_gpu",
+    "input_tput_per_gpu",
+]
+"""The CSV's columns: the JSON record's fields, its ``metrics`` (seconds; throughput in tokens/s
+per GPU) and ``page_offset``, the character offset of the 16,000-character page of the JSON file
+in which the record starts (where it was copied from; not part of the record)."""
+PROVENANCE = ("page_offset",)
+MEASUREMENT = ("run_url", "date", "image")
+"""Fields that say which run measured a record, not what was deployed or measured."""
+
+HARDWARE = {
+    "h100": "h100-sxm",
+    "h200": "h200-sxm",
+    "b200": "b200",
+    "b300": "b300",
+    "gb200": "gb200",
+    "gb300": "gb300",
+    "mi300x": "mi300x",
+    "mi325x": "mi325x",
+    "mi355x": "mi355x",
+}
+"""InferenceX hardware ids -> catalog GPU ids (InferenceX's H100/H200 runners are SXM nodes:
+``runners/launch_h100-*.sh``/``launch_h200-*.sh`` run DGX/HGX H100 and H200; the
+``serving_rows`` rows call them ``h100_sxm``/``h200_sxm``)."""
+ROW_SYSTEMS = {"h100": "h100_sxm", "h200": "h200_sxm"}
+"""InferenceX hardware ids written as ``serving_rows``' ``system`` (its rules and the recipes
+table key on these); other hardware keeps its InferenceX id, which no such rule names."""
+
+FRAMEWORKS = {
+    "sglang": "sglang",
+    "vllm": "vllm",
+    "trt": "trtllm",
+    "dynamo-sglang": "sglang",
+    "dynamo-trt": "trtllm",
+    "dynamo-vllm": "vllm",
+    "mori-sglang": "sglang",
+    "sglang-disagg": "sglang",
+}
+"""InferenceX frameworks -> the engine that ran the model (``serving_rows`` backend names; the
+``dynamo-*`` frameworks are NVIDIA Dynamo serving that engine's workers, ``mori-sglang`` SGLang
+with AMD's MoRI transfer and all-to-all). Any other framework (e.g. AMD's ATOM) has no engine
+profile."""
+
+MODELS = {"dsr1": "deepseek-ai/DeepSeek-R1"}
+"""InferenceX model ids -> the model served (InferenceX's ``dsr1`` entries serve
+``deepseek-ai/DeepSeek-R1-0528`` or its FP4 quantizations: one architecture, ``deepseek-r1``)."""
+
+FP4 = {"nvidia": "nvfp4", "amd": "mxfp4"}
+"""InferenceX ``precision: fp4`` by vendor: the NVIDIA runs serve ``nvidia/DeepSeek-R1-0528-FP4``
+(NVFP4, ModelOpt), the AMD runs ``amd/DeepSeek-R1-0528-MXFP4`` (OCP MXFP4, Quark)."""
+
+SOURCE_TAG = f"{DB_DUMP}inferencex-app-api@{APP_COMMIT[:9]}"
+"""``silicon_data_source`` of a record written as a ``serving_rows`` row: the app's API serves
+InferenceX's results database, the database AIConfigurator's ``db-dump/`` rows copy
+(``serving_rows.INFERENCEX_SOURCES``), so ``serving_rows`` treats it as a run of InferenceX's
+workflow and client."""
+
+EXPRESSIBLE, NOT_EXPRESSIBLE = "expressible", "not expressible"
+
+MS = 1e3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiRow:
+    """One record and the deployment it is read as."""
+
+    id: str
+    hardware: str
+    framework: str
+    engine: str
+    """``serving_rows`` backend name (``trtllm``, ``vllm``, ``sglang``) or the framework when
+    there is none."""
+    mode: str
+    """``agg`` or ``disagg``."""
+    kind: str
+    reason: str = ""
+    """Why the record is not expressible (one line), empty otherwise."""
+    model: str = ""
+    concurrency: int
+    measured: dict[str, float]
+    """``ttft_ms``/``ttft_ms_p50``/``ttft_ms_p99``/``tpot_ms``/``tpot_ms_p50``/``tpot_ms_p99``:
+    the record's mean, median and p99 (seconds x 1000)."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """The keyword arguments of ``gpuscale.api.infer`` (with ``model``) that express it."""
+    assumptions: tuple[str, ...] = ()
+    record: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def expressible(self) -> bool:
+        return self.kind == EXPRESSIBLE
+
+
+def load_records(path: Path) -> list[dict[str, str]]:
+    """The CSV's records, each a dict of :data:`COLUMNS`."""
+    with path.open() as f:
+        reader = csv.DictReader(f)
+        if list(reader.fieldnames or []) != COLUMNS:
+            raise InputError(
+                f"{path}: columns {reader.fieldnames} are not the InferenceX API columns "
+                f"({', '.join(COLUMNS)})",
+                field="path",
+            )
+        return list(reader)
+
+
+def record_key(rec: dict[str, str], drop: Sequence[str] = PROVENANCE) -> tuple[str, ...]:
+    """The record's fields but ``drop``, in :data:`COLUMNS` order."""
+    return tuple(rec[c] for c in COLUMNS if c not in drop)
+
+
+def dedupe(records: Iterable[dict[str, str]]) -> list[dict[str, str]]:
+    """``records`` with each identical record once (identical in every field but where it was
+    copied from, :data:`PROVENANCE`), the first kept, in order."""
+    seen: set[tuple[str, ...]] = set()
+    out = []
+    for rec in records:
+        key = record_key(rec)
+        if key not in seen:
+            seen.add(key)
+            out.append(rec)
+    return out
+
+
+def merge_parts(parts: Sequence[Path]) -> list[dict[str, str]]:
+    """The records of the transcribed ``parts``, identical ones once (:func:`dedupe`), ordered
+    by where they start in the JSON file (``page_offset``; within a page in the parts' order)."""
+    rows = [rec for p in parts for rec in load_records(p)]
+    rows = sorted(rows, key=lambda r: int(r["page_offset"]))
+    return dedupe(rows)
+
+
+def write_records(records: Sequence[dict[str, str]], path: Path) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(records)
+
+
+def run_id(rec: dict[str, str]) -> str:
+    """The GitHub Actions run id of the record (``run_url`` is ``<run id>/<attempt>``)."""
+    return rec["run_url"].split("/")[0]
+
+
+def record_id(rec: dict[str, str]) -> str:
+    """A readable id: hardware, framework, precision, spec, mode, per-stage parallelism,
+    lengths, concurrency and run."""
+    mode = "disagg" if rec["disagg"] == "true" else "agg"
+
+    def stage(p: str) -> str:
+        dp = "dp" if rec[f"{p}_dp_attention"] == "true" else ""
+        workers = f"{rec[f'{p}_num_workers']}x" if mode == "disagg" else ""
+        return f"{workers}tp{rec[f'{p}_tp']}ep{rec[f'{p}_ep']}{dp}"
+
+    par = stage("decode") if mode == "agg" else f"{stage('prefill')}-{stage('decode')}"
+    return (
+        f"{rec['model']}_{rec['hardware']}_{rec['framework']}_{rec['precision']}_"
+        f"{rec['spec_method']}_{mode}_{par}_{rec['isl']}x{rec['osl']}_c{rec['conc']}_"
+        f"run{rec['run_url']}"
+    )
+
+
+def measured(rec: dict[str, str]) -> dict[str, float]:
+    """The record's TTFT and TPOT in ms: mean, median (``_p50``) and p99."""
+    out = {}
+    for what in ("ttft", "tpot"):
+        out[f"{what}_ms"] = float(rec[f"mean_{what}"]) * MS
+        out[f"{what}_ms_p50"] = float(rec[f"median_{what}"]) * MS
+        out[f"{what}_ms_p99"] = float(rec[f"p99_{what}"]) * MS
+    return out
+
+
+IMAGE_VERSION = re.compile(r":v?(\d+\.\d+\.\d+(?:\.post\d+|rc\d+(?:\.post\d+)?)?)")
+
+
+def engine_version(rec: dict[str, str], engine: str) -> str:
+    """The engine version the record's image tag names (``vllm/vllm-openai:v0.12.0`` ->
+    ``0.12.0``; ``lmsysorg/sglang:v0.5.9-cu130`` -> ``0.5.9``), empty when the image is not
+    stated or is not the engine's own (Dynamo runtime images carry Dynamo's version)."""
+    image = rec["image"]
+    own = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt"}.get(engine, engine)
+    if not image or own not in image.split(":")[0].lower() or "dynamo" in image.lower():
+        return ""
+    hit = IMAGE_VERSION.search(image)
+    return hit.group(1) if hit else ""
+
+
+def as_serving_row(rec: dict[str, str], engine: str, model: str) -> dict[str, str]:
+    """The record in ``serving_rows``' raw row schema, with the fields its InferenceX rules
+    read: engine, version, model, system, mode, lengths, per-stage parallelism as AIConfigurator
+    writes it (``tp_size`` x ``attention_dp_size`` GPUs, ``moe_ep_size``), the concurrency and
+    the run day in ``silicon_data_source`` (:data:`SOURCE_TAG`). Latency columns are left
+    empty: no rule may read them."""
+    mode = "disagg" if rec["disagg"] == "true" else "agg"
+    row = {
+        "id": record_id(rec),
+        "silicon_data_source": (
+            f"{SOURCE_TAG}; silicon_concurrency={rec['conc']}; measured={rec['date']}; "
+            f"workflow_run_id={run_id(rec)}; {rec['image']}"
+        ),
+        "backend": engine,
+        "backend_version": engine_version(rec, engine),
+        "model_path": model,
+        "system": ROW_SYSTEMS.get(rec["hardware"], rec["hardware"]),
+        "precision": rec["precision"],
+        "mode": mode,
+        "isl": rec["isl"],
+        "osl": rec["osl"],
+        "gemm_quant_mode": "",
+        "moe_quant_mode": "",
+        "batch_size": "",
+        "pp_size": "1",
+        "silicon_ttft_ms": "",
+        "silicon_tpot_ms": "",
+    }
+    stages = (
+        (("", "decode"),) if mode == "agg" else (("prefill_", "prefill"), ("decode_", "decode"))
+    )
+    for prefix in ("", "prefill_", "decode_"):
+        for col in ("tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size"):
+            row.setdefault(f"{prefix}{col}", "")
+        row.setdefault(f"{prefix}batch_size", "")
+    for prefix, p in stages:
+        gpus, dp = int(rec[f"{p}_tp"]), rec[f"{p}_dp_attention"] == "true"
+        # AIConfigurator writes an attention-DP engine as tp_size 1 x attention_dp_size GPUs.
+        row[f"{prefix}tp_size"] = "1" if dp else str(gpus)
+        row[f"{prefix}attention_dp_size"] = str(gpus) if dp else "1"
+        row[f"{prefix}moe_tp_size"] = str(max(gpus // int(rec[f"{p}_ep"]), 1))
+        row[f"{prefix}moe_ep_size"] = rec[f"{p}_ep"]
+        row[f"{prefix}pp_size"] = "1"
+    if mode == "disagg":
+        row["prefill_num_workers"] = rec["prefill_num_workers"]
+        row["decode_num_workers"] = rec["decode_num_workers"]
+    else:
+        row["prefill_num_workers"] = row["decode_num_workers"] = ""
+    return row
+
+
+def _stage(rec: dict[str, str], p: str) -> dict[str, int]:
+    """A stage's parallelism as its labels state it: ``tp`` GPUs, ``ep``, and attention DP over
+    all of them where ``dp_attention`` is true."""
+    gpus = int(rec[f"{p}_tp"])
+    return {
+        "tp": gpus,
+        "ep": int(rec[f"{p}_ep"]),
+        "attention_dp": gpus if rec[f"{p}_dp_attention"] == "true" else 1,
+    }
+
+
+def worker_gpus(rec: dict[str, str], p: str) -> int | None:
+    """GPUs per worker of a disaggregated stage from the record's GPU total
+    (``num_{p}_gpu`` / ``{p}_num_workers``), None when that does not divide."""
+    workers, total = int(rec[f"{p}_num_workers"]), int(rec[f"num_{p}_gpu"])
+    return total // workers if workers > 0 and total % workers == 0 else None
+
+
+def disagg_stage(rec: dict[str, str], p: str) -> tuple[dict[str, int] | None, str]:
+    """A disaggregated stage's per-worker parallelism, and a note (or, with None, the reason it
+    is not known).
+
+    The labels are the deployment where the ``tp`` label is the worker's GPUs
+    (:func:`worker_gpus`). Some records label a worker of G GPUs ``tp: 1`` (e.g. MI355X
+    ``mori-sglang`` with ``ep: 8`` on 8 GPUs, GB200 ``dynamo-sglang`` with ``ep: 1`` on 4-48 GPUs):
+    where the ``ep`` label spans the worker's G GPUs, the worker is read as G GPUs with that EP
+    (attention DP over all G where ``dp_attention``); otherwise the labels do not say how the G
+    GPUs are used."""
+    gpus = worker_gpus(rec, p)
+    st = _stage(rec, p)
+    if gpus is None:
+        return None, (
+            f"{p} GPU total {rec[f'num_{p}_gpu']} is not a multiple of its "
+            f"{rec[f'{p}_num_workers']} workers"
+        )
+    if st["tp"] == gpus:
+        return st, ""
+    if st["ep"] == gpus:
+        dp = gpus if rec[f"{p}_dp_attention"] == "true" else 1
+        note = (
+            f"{p} labelled tp {st['tp']} ep {st['ep']} on {gpus} GPUs per worker "
+            f"(num_{p}_gpu / workers): read as {gpus} GPUs, EP {gpus}, attention DP {dp}"
+        )
+        return {"tp": gpus, "ep": gpus, "attention_dp": dp}, note
+    return None, (
+        f"{p} labels (tp {st['tp']}, ep {st['ep']}) do not account for the worker's {gpus} GPUs "
+        f"(num_{p}_gpu / {p}_num_workers), so its TP/EP/attention-DP split is unknown"
+    )
+
+
+def _refuse(rec: dict[str, str], engine: str, mode: str, reason: str) -> ApiRow:
+    return ApiRow(
+        id=record_id(rec),
+        hardware=rec["hardware"],
+        framework=rec["framework"],
+        engine=engine,
+        mode=mode,
+        kind=NOT_EXPRESSIBLE,
+        reason=reason,
+        model=MODELS.get(rec["model"], ""),
+        concurrency=int(rec["conc"]),
+        measured=measured(rec),
+        record=rec,
+    )
+
+
+MTP_UNKNOWN = (
+    "MTP with a draft count not on file: the project has read it only for InferenceX's H200 "
+    "TensorRT-LLM aggregated sweeps of 2026-01-14/28 (inferencex_agg_sweeps.csv) and the "
+    "H100/H200 disaggregated recipes (inferencex_disagg_recipes.csv)"
+)
+
+
+def _disagg_mtp(
+    raw: dict[str, str], conc: int, kw: dict[str, Any], recipes: Recipes
+) -> dict[str, Any] | None:
+    """Draft tokens of a disaggregated MTP record: the one MTP entry of the recipes table at its
+    engine, system, lengths and concurrency with its worker counts and per-stage parallelism,
+    whose draft count is on file (``entry_draft_tokens``); None otherwise."""
+    hits = [
+        e
+        for e in _candidates(raw, conc, recipes)
+        if e["spec"] == "mtp"
+        and all(
+            int(e[k]) == kw[k]
+            for k in (
+                "prefill_workers",
+                "prefill_tp",
+                "prefill_ep",
+                "decode_workers",
+                "decode_tp",
+                "decode_ep",
+                "decode_attention_dp",
+            )
+        )
+    ]
+    drafts = {entry_draft_tokens(e) for e in hits}
+    if len(drafts) != 1 or None in drafts:
+        return None
+    (n,) = drafts
+    out: dict[str, Any] = {"speculative": "mtp", "draft_tokens": n}
+    batches = {e["decode_max_batch"] for e in hits}
+    if len(batches) == 1 and (b := batches.pop()):
+        out["decode_batch"] = int(b)
+    return out
+
+
+def read_record(
+    rec: dict[str, str], recipes: Recipes | None = None, sweeps: Sweeps | None = None
+) -> ApiRow:
+    """Record ``rec`` read as the deployment it ran, or marked not expressible with a reason."""
+    mode = "disagg" if rec["disagg"] == "true" else "agg"
+    engine = FRAMEWORKS.get(rec["framework"], rec["framework"])
+    if rec["model"] not in MODELS:
+        return _refuse(rec, engine, mode, f"model {rec['model']!r} is not DeepSeek-R1 (dsr1)")
+    model = MODELS[rec["model"]]
+    if rec["hardware"] not in HARDWARE:
+        return _refuse(rec, engine, mode, f"hardware {rec['hardware']!r} is not in the catalog")
+    if rec["framework"] not in FRAMEWORKS:
+        return _refuse(
+            rec, engine, mode, f"framework {rec['framework']!r}: no engine profile for it"
+        )
+    gpu = HARDWARE[rec["hardware"]]
+    if rec["precision"] == "fp8":
+        weights = catalog.checkpoint_weights(model) or "fp8"
+    elif rec["precision"] == "fp4":
+        weights = FP4[catalog.gpu(gpu).vendor]
+    else:
+        return _refuse(rec, engine, mode, f"precision {rec['precision']!r} not read")
+    if rec["spec_method"] not in ("none", "mtp"):
+        return _refuse(
+            rec, engine, mode, f"speculative method {rec['spec_method']!r} is not modelled"
+        )
+    raw = as_serving_row(rec, engine, model)
+    conc = concurrency(raw)
+    assert conc is not None  # as_serving_row states silicon_concurrency
+    kw: dict[str, Any] = {
+        "gpu": gpu,
+        "engine": ENGINES[engine],
+        "weights": weights,
+        **client_lengths(raw),
+        "concurrency": conc,
+        **client_requests(raw, conc),
+    }
+    notes: list[str] = []
+    if mode == "agg":
+        if _stage(rec, "prefill") != _stage(rec, "decode"):
+            return _refuse(
+                rec, engine, mode, "aggregated record whose prefill and decode parallelism differ"
+            )
+        # An aggregated engine's GPUs are its TP label: InferenceX counts GPU_COUNT = TP x PP x
+        # PCP (benchmark-tmpl.yml; SOURCES.md). The records' num_decode_gpu is TP x EP on some
+        # single-node TensorRT-LLM runs (64 for TP8 EP8), as the 2026-04-06 export writes them.
+        kw.update(_stage(rec, "decode"), pp=1)
+        kw.update(launch_options(raw, kw))
+        if rec["spec_method"] == "mtp":
+            spec_kw, note, refused = speculative_reading(
+                raw, measured_day(raw), kw, list(sweeps or [])
+            )
+            if refused or not spec_kw:
+                return _refuse(rec, engine, mode, MTP_UNKNOWN)
+            tokens = spec_kw.pop("max_num_batched_tokens")
+            kw.update(spec_kw)
+            opts = dict(kw.get("engine_options") or {})
+            opts["max_num_batched_tokens"] = max(tokens, opts.get("max_num_batched_tokens", 0))
+            kw["engine_options"] = opts
+            notes.append(note)
+    else:
+        if int(rec["prefill_num_workers"]) < 1 or int(rec["decode_num_workers"]) < 1:
+            return _refuse(rec, engine, mode, "disaggregated record without worker counts")
+        (p, p_note), (d, d_note) = disagg_stage(rec, "prefill"), disagg_stage(rec, "decode")
+        if p is None or d is None:
+            return _refuse(rec, engine, mode, p_note if p is None else d_note)
+        notes.extend(n for n in (p_note, d_note) if n)
+        kw.update(
+            prefill_workers=int(rec["prefill_num_workers"]),
+            prefill_tp=p["tp"],
+            prefill_ep=p["ep"],
+            prefill_attention_dp=p["attention_dp"],
+            decode_workers=int(rec["decode_num_workers"]),
+            decode_tp=d["tp"],
+            decode_ep=d["ep"],
+            decode_attention_dp=d["attention_dp"],
+        )
+        if rec["spec_method"] == "mtp":
+            spec = _disagg_mtp(raw, conc, kw, list(recipes or []))
+            if spec is None:
+                return _refuse(rec, engine, mode, MTP_UNKNOWN)
+            kw.update(spec)
+            notes.append(f"MTP, {spec['draft_tokens']} draft tokens (inferencex_disagg_recipes)")
+        else:
+            cap, why = _decode_cap(raw, conc, kw, list(recipes or []))
+            kw.update(cap)
+            notes.extend(why)
+        kw.update(disagg_kv_dtype(raw))
+    if catalog.gpu(gpu).vendor == "nvidia" and (opts := engine_version_options(raw)):
+        # The vLLM DeepGEMM option is a CUDA kernel library's (deepseek-ai/DeepGEMM: Hopper
+        # and Blackwell); ROCm builds of vLLM have no DeepGEMM.
+        kw["engine_options"] = {**(kw.get("engine_options") or {}), **opts}
+    return ApiRow(
+        id=record_id(rec),
+        hardware=rec["hardware"],
+        framework=rec["framework"],
+        engine=engine,
+        mode=mode,
+        kind=EXPRESSIBLE,
+        model=model,
+        concurrency=conc,
+        measured=measured(rec),
+        kwargs=kw,
+        assumptions=tuple(notes),
+        record=rec,
+    )
+
+
+def read_records(
+    records: Sequence[dict[str, str]],
+    recipes: Recipes | None = None,
+    sweeps: Sweeps | None = None,
+) -> list[ApiRow]:
+    return [read_record(r, recipes, sweeps) for r in records]
+
+
+def same_measurement(a: dict[str, str], b: dict[str, str]) -> bool:
+    """Two records of one deployment, lengths and concurrency whose every metric agrees to the
+    digit: one measurement recorded twice (e.g. under two runs' ids)."""
+    return record_key(a, (*PROVENANCE, *MEASUREMENT)) == record_key(b, (*PROVENANCE, *MEASUREMENT))
+
+
+def distinct_measurements(rows: Sequence[ApiRow]) -> list[ApiRow]:
+    """``rows`` with each measurement once (:func:`same_measurement`; the first kept)."""
+    seen: set[tuple[str, ...]] = set()
+    out = []
+    for row in rows:
+        key = record_key(row.record, (*PROVENANCE, *MEASUREMENT))
+        if key not in seen:
+            seen.add(key)
+            out.append(row)
+    return out
+
+
+SEEN_TTFT_RTOL = 1e-6
+"""A record and a row of the project's data that agree on the mean TTFT and TPOT to this
+relative tolerance are the same measurement (the API stores seconds, the CSV ms)."""
+
+
+def _seen_key(system: str, engine: str, mode: str, isl: str, osl: str, conc: int, day: str) -> str:
+    return f"{system}|{engine}|{mode}|{isl}x{osl}|c{conc}|{day}"
+
+
+def seen_index(rows: Sequence[ServingRow]) -> dict[str, list[ServingRow]]:
+    """The InferenceX rows of the project's H100/H200 data (``serving_rows.load``) by system,
+    engine, mode, lengths, concurrency and run day."""
+    out: dict[str, list[ServingRow]] = {}
+    for row in rows:
+        r = row.raw
+        day = measured_day(r)
+        if not day or not r["silicon_data_source"].startswith(INFERENCEX_SOURCES):
+            continue
+        key = _seen_key(
+            r["system"], r["backend"], r["mode"], r["isl"], r["osl"], row.concurrency, day
+        )
+        out.setdefault(key, []).append(row)
+    return out
+
+
+def _deployment(row: ServingRow) -> tuple[int, ...]:
+    """What every InferenceX record of the project's data states reliably about its deployment:
+    aggregated, the GPUs and attention-DP width (``serving_rows.parallelism``); disaggregated,
+    the prefill TP and EP labels (``serving_rows.EXPORT_RELIABLE``)."""
+    r = row.raw
+    if r["mode"] == "agg":
+        p = parallelism(r)
+        return (p["tp"], p["attention_dp"] > 1)
+    return (int(r["prefill_tp_size"] or 0), int(r["prefill_moe_ep_size"] or 1))
+
+
+def seen(row: ApiRow, index: dict[str, list[ServingRow]]) -> tuple[bool, bool]:
+    """(same deployment, lengths, concurrency and day are in the project's H100/H200 data;
+    one of those rows records the same mean TTFT and TPOT, :data:`SEEN_TTFT_RTOL`)."""
+    rec = row.record
+    system = ROW_SYSTEMS.get(rec["hardware"])
+    if system is None:
+        return False, False
+    key = _seen_key(
+        system, row.engine, row.mode, rec["isl"], rec["osl"], int(rec["conc"]), rec["date"]
+    )
+    if row.mode == "agg":
+        mine: tuple[int, ...] = (int(rec["decode_tp"]), rec["decode_dp_attention"] == "true")
+    else:
+        mine = (int(rec["prefill_tp"]), int(rec["prefill_ep"]))
+    same = [r for r in index.get(key, []) if _deployment(r) == mine]
+    exact = any(
+        math.isclose(r.ttft_ms, row.measured["ttft_ms"], rel_tol=SEEN_TTFT_RTOL)
+        and math.isclose(r.tpot_ms, row.measured["tpot_ms"], rel_tol=SEEN_TTFT_RTOL)
+        for r in same
+    )
+    return bool(same), exact

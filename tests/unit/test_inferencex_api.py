@@ -1,0 +1,471 @@
+"""gpuscale.validation.inferencex_api: InferenceX's published DeepSeek-R1 records read into
+``gpuscale.api.infer`` arguments, or marked not expressible with a reason."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuscale.errors import InputError
+from gpuscale.validation import DATA_DIR
+from gpuscale.validation.inferencex_api import (
+    API_FILE,
+    COLUMNS,
+    MTP_UNKNOWN,
+    NOT_EXPRESSIBLE,
+    dedupe,
+    distinct_measurements,
+    engine_version,
+    load_records,
+    merge_parts,
+    read_record,
+    read_records,
+    seen,
+    seen_index,
+    write_records,
+)
+from gpuscale.validation.inferencex_sweeps import SWEEPS_FILE, load_sweeps
+from gpuscale.validation.serving_rows import (
+    INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS,
+    RECIPES_FILE,
+    load,
+    load_recipes,
+    uniform_lengths,
+)
+
+SERVING = DATA_DIR / "serving"
+RECIPES = load_recipes(SERVING / RECIPES_FILE)
+SWEEPS = load_sweeps(SERVING / SWEEPS_FILE)
+
+
+def _rec(**kw: str) -> dict[str, str]:
+    """A record as the CSV holds it: MI355X SGLang FP4 TP4 aggregated 1k/1k at 4 by default."""
+    r = dict.fromkeys(COLUMNS, "")
+    r.update(
+        page_offset="0",
+        hardware="mi355x",
+        framework="sglang",
+        model="dsr1",
+        precision="fp4",
+        spec_method="none",
+        disagg="false",
+        is_multinode="false",
+        prefill_tp="4",
+        prefill_ep="1",
+        prefill_dp_attention="false",
+        prefill_num_workers="0",
+        decode_tp="4",
+        decode_ep="1",
+        decode_dp_attention="false",
+        decode_num_workers="0",
+        num_prefill_gpu="4",
+        num_decode_gpu="4",
+        isl="1024",
+        osl="1024",
+        conc="4",
+        image="lmsysorg/sglang:v0.5.9-rocm700-mi35x",
+        date="2026-02-27",
+        run_url="22469096331/1",
+        mean_ttft="0.14774119136855007",
+        median_ttft="0.10738262953236699",
+        p99_ttft="0.5353527302853761",
+        mean_tpot="0.010644555535103583",
+        median_tpot="0.01064601337724555",
+        p99_tpot="0.011019807103644934",
+        mean_itl="0.010648039572855027",
+        median_itl="0.010386066511273384",
+        mean_e2el="9.909064922039397",
+        median_e2el="9.95336338551715",
+        tput_per_gpu="180.65719659379948",
+    )
+    r.update(kw)
+    return r
+
+
+def _agg(**kw: str) -> dict[str, str]:
+    """An aggregated record whose prefill and decode labels are the same ``tp``/``ep``/``dp``."""
+    tp, ep, dp = kw.pop("tp", "4"), kw.pop("ep", "1"), kw.pop("dp", "false")
+    labels = {
+        "prefill_tp": tp,
+        "decode_tp": tp,
+        "prefill_ep": ep,
+        "decode_ep": ep,
+        "prefill_dp_attention": dp,
+        "decode_dp_attention": dp,
+        "num_prefill_gpu": tp,
+        "num_decode_gpu": tp,
+    }
+    return _rec(**{**labels, **kw})
+
+
+def _disagg(**kw: str) -> dict[str, str]:
+    """B200 Dynamo TensorRT-LLM: 1 prefill worker TP4 EP4 attention DP, 2 decode workers TP8."""
+    base = {
+        "hardware": "b200",
+        "framework": "dynamo-trt",
+        "disagg": "true",
+        "is_multinode": "true",
+        "prefill_tp": "4",
+        "prefill_ep": "4",
+        "prefill_dp_attention": "true",
+        "prefill_num_workers": "1",
+        "decode_tp": "8",
+        "decode_ep": "8",
+        "decode_dp_attention": "false",
+        "decode_num_workers": "2",
+        "num_prefill_gpu": "4",
+        "num_decode_gpu": "16",
+        "conc": "64",
+        "image": "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post2",
+        "date": "2026-03-23",
+    }
+    base.update(kw)
+    return _rec(**base)
+
+
+def test_aggregated_amd_fp4_is_mxfp4_with_inferencex_client() -> None:
+    row = read_record(_agg())
+    assert row.expressible and row.mode == "agg" and row.engine == "sglang"
+    kw = row.kwargs
+    (im, icv) = uniform_lengths(1024, 0.8)
+    assert kw["gpu"] == "mi355x" and kw["engine"] == "sglang" and kw["weights"] == "mxfp4"
+    assert (kw["input_len"], kw["output_len"]) == (round(im), round(im)) == (922, 922)
+    assert kw["input_cv"] == pytest.approx(icv)
+    assert kw["concurrency"] == 4 and kw["num_requests"] == 40
+    assert (kw["tp"], kw["ep"], kw["attention_dp"], kw["pp"]) == (4, 1, 1, 1)
+    assert row.measured["ttft_ms"] == pytest.approx(147.74119136855007)
+    assert row.measured["ttft_ms_p50"] == pytest.approx(107.38262953236699)
+    assert row.measured["tpot_ms_p99"] == pytest.approx(11.019807103644934)
+
+
+@pytest.mark.parametrize(
+    ("hardware", "precision", "gpu", "weights"),
+    [
+        ("b200", "fp4", "b200", "nvfp4"),
+        ("gb300", "fp4", "gb300", "nvfp4"),
+        ("mi325x", "fp8", "mi325x", "fp8_block"),
+        ("h100", "fp8", "h100-sxm", "fp8_block"),
+        ("h200", "fp8", "h200-sxm", "fp8_block"),
+        ("mi355x", "fp4", "mi355x", "mxfp4"),
+    ],
+)
+def test_hardware_and_precision_names(
+    hardware: str, precision: str, gpu: str, weights: str
+) -> None:
+    row = read_record(_agg(hardware=hardware, precision=precision, tp="8"))
+    assert (row.kwargs["gpu"], row.kwargs["weights"]) == (gpu, weights)
+
+
+def test_attention_dp_spans_the_engine_and_trt_balances_it() -> None:
+    row = read_record(
+        _agg(hardware="b200", framework="trt", tp="8", ep="8", dp="true", image="", conc="256")
+    )
+    kw = row.kwargs
+    assert (kw["engine"], kw["tp"], kw["ep"], kw["attention_dp"]) == ("tensorrt-llm", 8, 8, 8)
+    # serving_rows.launch_options: InferenceX launches TensorRT-LLM attention DP balanced.
+    assert kw["adp_balance_timeout_iters"] == INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS
+    plain = read_record(_agg(hardware="b200", framework="trt", tp="8", ep="8", image=""))
+    assert "adp_balance_timeout_iters" not in plain.kwargs
+
+
+def test_aggregated_gpus_are_the_tp_label_not_the_tp_x_ep_total() -> None:
+    row = read_record(
+        _agg(hardware="h200", framework="trt", precision="fp8", tp="8", ep="8", num_decode_gpu="64")
+    )
+    assert (row.kwargs["tp"], row.kwargs["ep"]) == (8, 8)
+
+
+def test_h200_sglang_launch_of_its_script_date() -> None:
+    rec = _agg(hardware="h200", precision="fp8", tp="8", date="2026-03-10")
+    opts = read_record(rec).kwargs["engine_options"]
+    # serving_rows.INFERENCEX_LAUNCHES: dsr1_fp8_h200.sh from 41aff0afc (2026-03-06)
+    assert opts["memory_fraction"] == 0.82 and opts["max_num_batched_tokens"] == 32768
+    before = read_record({**rec, "date": "2026-02-01"})
+    assert "engine_options" not in before.kwargs
+
+
+def test_h200_trt_mtp_reads_the_swept_script_else_not_expressible() -> None:
+    rec = _agg(
+        hardware="h200",
+        framework="trt",
+        precision="fp8",
+        spec_method="mtp",
+        tp="8",
+        ep="8",
+        date="2026-01-14",
+    )
+    row = read_record(rec, sweeps=SWEEPS)
+    assert row.expressible, row.reason
+    assert row.kwargs["speculative"] == "mtp" and row.kwargs["draft_tokens"] == 3
+    assert row.kwargs["engine_options"]["max_num_batched_tokens"] > 0
+    later = read_record({**rec, "date": "2026-03-01"}, sweeps=SWEEPS)
+    assert not later.expressible and later.reason == MTP_UNKNOWN
+    other_gpu = read_record({**rec, "hardware": "b200"}, sweeps=SWEEPS)
+    assert other_gpu.reason == MTP_UNKNOWN
+
+
+def test_disaggregated_workers_client_and_kv() -> None:
+    row = read_record(_disagg(), RECIPES)
+    assert row.expressible and row.mode == "disagg" and row.engine == "trtllm"
+    kw = row.kwargs
+    assert (kw["prefill_workers"], kw["prefill_tp"], kw["prefill_ep"]) == (1, 4, 4)
+    assert kw["prefill_attention_dp"] == 4
+    assert (kw["decode_workers"], kw["decode_tp"], kw["decode_ep"]) == (2, 8, 8)
+    assert kw["decode_attention_dp"] == 1
+    # sa-bench: 5 rounds of C (serving_rows.SA_BENCH_ROUNDS); recipes' FP8 KV for TensorRT-LLM.
+    assert kw["num_requests"] == 5 * 64 and kw["kv_dtype"] == "fp8"
+    assert "tp" not in kw and kw["weights"] == "nvfp4"
+
+
+def test_disaggregated_mtp_draft_count_from_the_recipes_table() -> None:
+    e = next(e for e in RECIPES if e["spec"] == "mtp" and e["draft_tokens"])
+    dp = {p: "true" if int(e[f"{p}_attention_dp"]) > 1 else "false" for p in ("prefill", "decode")}
+    rec = _disagg(
+        hardware=e["system"].split("_")[0],
+        framework="dynamo-trt" if e["backend"] == "trtllm" else "dynamo-sglang",
+        precision="fp8",
+        spec_method="mtp",
+        prefill_tp=e["prefill_tp"],
+        prefill_ep=e["prefill_ep"],
+        prefill_dp_attention=dp["prefill"],
+        prefill_num_workers=e["prefill_workers"],
+        num_prefill_gpu=str(int(e["prefill_tp"]) * int(e["prefill_workers"])),
+        decode_tp=e["decode_tp"],
+        decode_ep=e["decode_ep"],
+        decode_dp_attention=dp["decode"],
+        decode_num_workers=e["decode_workers"],
+        num_decode_gpu=str(int(e["decode_tp"]) * int(e["decode_workers"])),
+        isl=e["isl"],
+        osl=e["osl"],
+        conc=e["concurrency"],
+    )
+    row = read_record(rec, RECIPES)
+    assert row.expressible, row.reason
+    assert row.kwargs["speculative"] == "mtp"
+    assert row.kwargs["draft_tokens"] == int(e["draft_tokens"])
+    assert read_record(rec).reason == MTP_UNKNOWN  # without the table
+
+
+def test_tp_one_label_on_a_wider_worker() -> None:
+    # MI355X mori-sglang: "tp 1, ep 8, dp" on 8 GPUs per worker is a DEP8 worker.
+    rec = _disagg(
+        hardware="mi355x",
+        framework="mori-sglang",
+        precision="fp8",
+        prefill_tp="1",
+        prefill_ep="8",
+        prefill_dp_attention="true",
+        prefill_num_workers="1",
+        num_prefill_gpu="8",
+        decode_tp="1",
+        decode_ep="8",
+        decode_dp_attention="false",
+        decode_num_workers="2",
+        num_decode_gpu="16",
+    )
+    row = read_record(rec)
+    kw = row.kwargs
+    assert (kw["prefill_tp"], kw["prefill_ep"], kw["prefill_attention_dp"]) == (8, 8, 8)
+    assert (kw["decode_tp"], kw["decode_ep"], kw["decode_attention_dp"]) == (8, 8, 1)
+    assert any("read as 8 GPUs" in a for a in row.assumptions)
+    # GB200 dynamo-sglang "tp 1, ep 1, dp" on 8 GPUs: the labels do not say how.
+    unknown = read_record({**rec, "prefill_ep": "1"})
+    assert not unknown.expressible
+    assert "do not account for the worker's 8 GPUs" in unknown.reason
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"model": "gptoss"}, "model 'gptoss' is not DeepSeek-R1"),
+        ({"hardware": "tpu7"}, "hardware 'tpu7' is not in the catalog"),
+        ({"framework": "atom"}, "framework 'atom': no engine profile"),
+        ({"precision": "int4"}, "precision 'int4' not read"),
+        ({"spec_method": "eagle3"}, "speculative method 'eagle3' is not modelled"),
+        ({"spec_method": "mtp"}, MTP_UNKNOWN),
+        ({"prefill_tp": "8", "num_prefill_gpu": "8"}, "prefill and decode parallelism differ"),
+    ],
+)
+def test_not_expressible_aggregated(change: dict[str, str], reason: str) -> None:
+    row = read_record(_agg(**change), RECIPES, SWEEPS)
+    assert row.kind == NOT_EXPRESSIBLE and not row.kwargs
+    assert reason in row.reason and "\n" not in row.reason
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"decode_num_workers": "0"}, "without worker counts"),
+        ({"num_decode_gpu": "17"}, "decode GPU total 17 is not a multiple of its 2 workers"),
+        ({"num_prefill_gpu": "8"}, "prefill labels (tp 4, ep 4) do not account"),
+        ({"spec_method": "mtp"}, MTP_UNKNOWN),
+    ],
+)
+def test_not_expressible_disaggregated(change: dict[str, str], reason: str) -> None:
+    row = read_record(_disagg(**change), RECIPES, SWEEPS)
+    assert row.kind == NOT_EXPRESSIBLE and not row.kwargs
+    assert reason in row.reason
+
+
+@pytest.mark.parametrize(
+    ("image", "engine", "version"),
+    [
+        ("vllm/vllm-openai:v0.12.0", "vllm", "0.12.0"),
+        ("lmsysorg/sglang:v0.5.8.post1-cu130-runtime", "sglang", "0.5.8.post1"),
+        ("nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post1", "trtllm", "1.2.0rc6.post1"),
+        ("nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post2", "trtllm", ""),
+        ("rocm/sgl-dev:sglang-0.5.8-rocm700-mi35x-mori-0210", "sglang", ""),
+        ("", "vllm", ""),
+    ],
+)
+def test_engine_version_from_image(image: str, engine: str, version: str) -> None:
+    assert engine_version(_rec(image=image), engine) == version
+
+
+def test_vllm_deepgemm_option_only_on_nvidia() -> None:
+    nv = _agg(hardware="h200", framework="vllm", precision="fp8", tp="8")
+    nv["image"] = "vllm/vllm-openai:v0.12.0"
+    assert read_record(nv).kwargs["engine_options"]["deepgemm_moe_worst_case"] is True
+    amd = {**nv, "hardware": "mi355x"}
+    assert "engine_options" not in read_record(amd).kwargs
+
+
+def test_dedupe_keeps_one_of_identical_records_only() -> None:
+    a = _rec()
+    b = {**a, "page_offset": "16000"}  # the same record copied from another page
+    c = {**a, "mean_ttft": "0.2"}  # one figure differs: another record
+    assert dedupe([a, b, c]) == [a, c]
+
+
+def test_merge_parts_orders_by_page_and_dedupes(tmp_path: Path) -> None:
+    one, two = tmp_path / "part1.csv", tmp_path / "part2.csv"
+    late, early = _rec(page_offset="32000", conc="8"), _rec(page_offset="0")
+    write_records([late], one)
+    write_records([early, {**late, "page_offset": "16000"}], two)
+    merged = merge_parts([one, two])
+    assert [r["page_offset"] for r in merged] == ["0", "16000"]
+    out = tmp_path / "merged.csv"
+    write_records(merged, out)
+    assert load_records(out) == merged
+
+
+def test_wrong_header_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    with bad.open("w", newline="") as f:
+        csv.writer(f).writerow(["hardware", "conc"])
+    with pytest.raises(InputError, match="not the InferenceX API columns"):
+        load_records(bad)
+
+
+def test_one_measurement_under_two_runs_counts_once() -> None:
+    a = read_record(_rec())
+    b = read_record(_rec(run_url="1/1", date="2026-01-01", page_offset="9"))
+    c = read_record(_rec(mean_ttft="0.3"))
+    assert [r.record for r in distinct_measurements([a, b, c])] == [a.record, c.record]
+
+
+def test_seen_matches_the_projects_hopper_rows() -> None:
+    records = load_records(SERVING / API_FILE)
+    index = seen_index(load(SERVING / "aiconfigurator_silicon_hopper.csv"))
+    hopper = [
+        r
+        for r in read_records(records, RECIPES, SWEEPS)
+        if r.expressible and r.hardware in ("h100", "h200")
+    ]
+    assert hopper
+    marks = [seen(r, index) for r in hopper]
+    # Most H100/H200 records are the very measurements the project's data carries.
+    assert sum(exact for _, exact in marks) > len(hopper) / 2
+    assert all(same for same, exact in marks if exact)
+    row = next(r for r, (_, exact) in zip(hopper, marks, strict=True) if exact)
+    moved = read_record({**row.record, "date": "2020-01-01"}, RECIPES, SWEEPS)
+    assert seen(moved, index) == (False, False)
+    other = read_record({**row.record, "hardware": "b200"}, RECIPES, SWEEPS)
+    assert seen(other, index) == (False, False)
+
+
+def test_every_record_of_the_csv_reads() -> None:
+    records = load_records(SERVING / API_FILE)
+    rows = read_records(records, RECIPES, SWEEPS)
+    assert len(rows) == len(records) == len(dedupe(records))
+    assert all(r.kwargs if r.expressible else r.reason for r in rows)
+    assert sum(r.expressible for r in rows) > len(rows) / 2
+
+
+NAMES = st.sampled_from
+
+
+@settings(max_examples=300)
+@given(
+    # Mostly names the reader knows, some it must refuse.
+    hardware=NAMES(["mi355x", "mi300x", "b200", "b300", "gb200", "gb300", "h100", "h200", "tpu7"]),
+    framework=NAMES(
+        ["sglang", "trt", "dynamo-trt", "dynamo-sglang", "mori-sglang", "vllm", "atom"]
+    ),
+    precision=NAMES(["fp4", "fp8", "fp8", "bf16"]),
+    spec=NAMES(["none", "none", "none", "mtp", "eagle"]),
+    disagg=st.booleans(),
+    tp=st.sampled_from([1, 2, 4, 8, 16]),
+    ep=st.sampled_from([1, 4, 8, 16]),
+    dp=st.booleans(),
+    workers=st.integers(0, 6),
+    total=st.one_of(st.just(0), st.integers(1, 64)),
+    conc=st.integers(1, 4096),
+    isl=st.sampled_from(["1024", "8192"]),
+)
+def test_any_record_maps_or_gives_one_reason(
+    hardware: str,
+    framework: str,
+    precision: str,
+    spec: str,
+    disagg: bool,
+    tp: int,
+    ep: int,
+    dp: bool,
+    workers: int,
+    total: int,
+    conc: int,
+    isl: str,
+) -> None:
+    rec = _rec(
+        hardware=hardware,
+        framework=framework,
+        precision=precision,
+        spec_method=spec,
+        disagg="true" if disagg else "false",
+        isl=isl,
+        conc=str(conc),
+    )
+    # 0: the GPU total the labels state (tp x workers), else a drawn one.
+    total = total or tp * max(workers, 1)
+    for p in ("prefill", "decode"):
+        rec.update(
+            {
+                f"{p}_tp": str(tp),
+                f"{p}_ep": str(ep),
+                f"{p}_dp_attention": "true" if dp else "false",
+                f"{p}_num_workers": str(workers if disagg else 0),
+                f"num_{p}_gpu": str(total),
+            }
+        )
+    row = read_record(rec, RECIPES, SWEEPS)
+    if row.expressible:
+        kw = row.kwargs
+        assert (
+            kw["concurrency"] == conc
+            and kw["gpu"]
+            and kw["weights"] in ("nvfp4", "mxfp4", "fp8_block")
+        )
+        if disagg:
+            gpus = kw["prefill_tp"] * kw["prefill_workers"]
+            assert gpus == total and kw["decode_tp"] * kw["decode_workers"] == total
+            assert kw["prefill_attention_dp"] in (1, kw["prefill_tp"])
+        else:
+            assert (kw["tp"], kw["ep"]) == (tp, ep)
+            assert kw["attention_dp"] == (tp if dp else 1)
+    else:
+        assert row.reason and "\n" not in row.reason and not row.kwargs
