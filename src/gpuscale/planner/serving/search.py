@@ -481,8 +481,17 @@ def price(screened: Scored, ctx: SearchContext) -> Scored | None:
                 break
             lo, p_lo = hi, p_hi
     else:
+        # The lightest rate priced, fixed before the step down (it moved with each step, so a
+        # candidate missing the SLO at every rate was stepped down without end). Missed there,
+        # the SLO is missed at every rate (the p99s rise with the rate): the idle engine's own
+        # p99s, as with varying lengths, whose long prompts the pre-screen does not carry.
+        floor = hi * RATE_TOLERANCE
+        p_floor = read(floor)
+        if not meets(p_floor):
+            return None
+        lo, p_lo = floor, p_floor
         r = min(screened.requests_per_s, hi * STEP_DOWN)
-        while r > hi * RATE_TOLERANCE:
+        while r > floor:
             p = read(r)
             if meets(p):
                 lo, p_lo = r, p

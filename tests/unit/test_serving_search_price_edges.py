@@ -1,0 +1,71 @@
+"""Edges of the SLO search's exact pricing (``planner.serving.search.price``) found in review.
+
+A candidate can pass the vectorized pre-screen yet miss the SLO under ``infer``'s open loop at
+every rate: with varying lengths (``input_cv``) the open loop's p99 TTFT carries the long
+prompts the pre-screen's steady state does not. Pricing then stepped the rate down without end
+(its floor moved with each step; at a subnormal rate ``r * 0.85 == r``): the search hung."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuscale import catalog
+from gpuscale.api import serving_search as ss
+from gpuscale.planner.serving import search as ps
+
+LONG_PROMPTS: dict[str, Any] = {
+    "gpu": "h100-sxm", "gpus": 8, "input_len": 8192, "output_len": 256, "slo_ttft_ms": 400,
+    "slo_tpot_ms": 15, "input_cv": 1.0, "output_cv": 1.0,
+}  # fmt: skip
+READS = 200
+"""Most open-loop predictions one candidate's price may take (a bisection to 1e-6 of a rate
+takes about 25, the step down from the grid's edge to 1e-6 of it about 85)."""
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count ``price``'s open-loop reads per candidate; fail past :data:`READS`."""
+    counts: list[int] = []
+    reader = ps.open_loop_reader
+
+    def counting(cand: ps.Candidate, ctx: ps.SearchContext) -> Any:
+        read = reader(cand, ctx)
+        if read is None:
+            return None
+        counts.append(0)
+
+        def one(rate: float) -> Any:
+            counts[-1] += 1
+            assert counts[-1] <= READS, f"{cand.label}: {READS} reads, last at {rate:g} req/s"
+            return read(rate)
+
+        return one
+
+    monkeypatch.setattr(ps, "open_loop_reader", counting)
+    return counts
+
+
+def test_a_candidate_infer_never_admits_is_dropped_in_few_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ctx = ss.search_context(catalog.model("llama3.1-8b"), model="llama3.1-8b", **LONG_PROMPTS)
+    cand = next(c for c in ps.candidates(ctx.model, 8, 8) if c.label == "2 x TP4")
+    screened = ps.score(cand, ctx, False)
+    assert screened is not None  # the pre-screen admits it
+    counts = _counted(monkeypatch)
+    assert ps.price(screened, ctx) is None
+    # the capacity, the grid's bound and the lightest rate: the idle engine's p99s miss
+    assert counts == [3]
+
+
+def test_the_search_ends_and_its_places_are_what_infer_prints(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counts = _counted(monkeypatch)
+    r = ss.search("llama3.1-8b", **LONG_PROMPTS)
+    assert counts and max(counts) <= READS
+    for o in r.to_dict()["options"]:
+        if o["exact"]:
+            assert o["ttft_ms_p99"] <= LONG_PROMPTS["slo_ttft_ms"]
+            assert o["tpot_ms_p99"] <= LONG_PROMPTS["slo_tpot_ms"]
