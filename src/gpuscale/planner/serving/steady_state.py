@@ -793,14 +793,19 @@ def _steady(
     floor = p.decode_only_s / per_it
     if m > 0:
         tpot = floor + np.maximum(m + z * np.sqrt(m), 0.0) * extra / steps
+        spread_mean = floor + m * extra / steps
     else:
         tpot = np.full_like(u, p.tpot_s)
-    # Above the median a request's TPOT is at least the mean TPOT: with attention-DP ranks in
-    # lockstep every iteration lasts as long as the fullest rank's (``adp_lockstep``), which the
-    # mean (``p.tpot_s``) carries and this rank's own decode-only iteration does not, so the
-    # spread above would put the p99 below the mean (DeepSeek-R1, 2 x TP8-EP8-DP-attn8 on H200:
-    # 43 ms p99 at a 69 ms mean).
-    tpot = np.where(u > 0.5, np.maximum(tpot, max(floor, p.tpot_s)), tpot)
+        spread_mean = p.tpot_s
+    tpot = np.where(u > 0.5, np.maximum(tpot, floor), tpot)
+    # With attention-DP ranks in lockstep every iteration lasts as long as the fullest rank's
+    # (``adp_lockstep.lockstep_mix``): the mean TPOT (``p.tpot_s``) carries that excess, this
+    # rank's own decode-only and prefill iterations (the spread above) do not. A request's TPOT
+    # averages its iterations, each with the excess, so the excess shifts every quantile (the
+    # spread's mean is then the mean TPOT; without lockstep the two agree and nothing moves).
+    # Flooring only the quantiles above the median at the mean left the median 31% under the
+    # mean and p90 = p99 = the mean (DeepSeek-R1, TP8-EP8-DP-attn8 on H200 at 4 requests/s).
+    tpot = tpot + max(p.tpot_s - spread_mean, 0.0)
     decode = np.maximum(steps * _lognormal(work.output_cv, z), 0.0) * tpot
     return ttft, tpot, decode
 
