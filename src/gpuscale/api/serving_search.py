@@ -38,9 +38,6 @@ class SearchResult:
     price_per_gpu_hour: float | None
     ranked: list[Scored]
     evaluated: int
-    resolved: int = 0
-    """Candidates whose edge (capacity or SLO crossing) was resolved (the rest read it off the
-    grid)."""
     priced: int = 0
     """Candidates priced by ``infer``'s own prediction (``planner.serving.search.price``)."""
     infer_args: dict[str, Any] = field(default_factory=dict)
@@ -87,7 +84,6 @@ class SearchResult:
             "engine": self.engine,
             "slo": {"ttft_ms_p99": self.slo_ttft_ms, "tpot_ms_p99": self.slo_tpot_ms},
             "evaluated": self.evaluated,
-            "resolved": self.resolved,
             "priced": self.priced,
             "options": [self._option(s) for s in self.ranked],
             "explanation": self.explanation(),
@@ -265,18 +261,16 @@ def search(
         f"resolved_places must be >= 0 or None, got {resolved_places}",
         field="resolved_places",
     )
-    resolves = [0, 0]
+    # The places are priced (``price``), never the pre-screen's edge resolved: no count of
+    # resolved edges, which read 0 on every search.
+    prices = [0]
     exact = pricer(ctx)
 
-    def counted(cand: Candidate, resolve: bool) -> Scored | None:
-        resolves[0] += resolve
-        return one(cand, resolve)
-
     def priced(screened: Scored) -> Scored | None:
-        resolves[1] += 1
+        prices[0] += 1
         return exact(screened)
 
-    scored = rank(cands, counted, resolved_places, priced)
+    scored = rank(cands, one, resolved_places, priced)
     return SearchResult(
         model=spec.name,
         gpu=gpu,
@@ -287,8 +281,7 @@ def search(
         price_per_gpu_hour=price,
         ranked=scored,
         evaluated=len(cands),
-        resolved=resolves[0],
-        priced=resolves[1],
+        priced=prices[0],
         infer_args={
             "gpu": gpu,
             "engine": engine,
