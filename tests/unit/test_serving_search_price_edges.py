@@ -85,3 +85,15 @@ def test_attention_dp_tpot_quantiles_keep_their_spread_about_the_lockstep_mean()
             o = infer("deepseek-r1", engine=engine, **kw, **load).to_dict()["options"][0]
             assert o["tpot_ms_p50"] == pytest.approx(o["tpot_ms"], rel=0.02), (engine, load)
             assert o["tpot_ms"] < o["tpot_ms_p90"] < o["tpot_ms_p99"], (engine, load)
+
+
+def test_no_place_names_only_the_targets_given() -> None:
+    """With no place, the verdict names the targets that were given, in their own precision,
+    and without a target it says the model does not fit: it read "TTFT p99 <= inf ms and TPOT
+    p99 <= inf ms: relax the SLO" for a 405B model on two GPUs, and "TPOT p99 <= 0 ms" for a
+    0.4 ms target."""
+    big = ss.search("llama3.1-405b", gpu="h100-sxm", gpus=2).explanation()
+    assert "inf" not in big and "relax the SLO" not in big
+    assert "holds one request" in big and "2 x h100-sxm" in big
+    tight = ss.search("llama3.1-8b", gpu="h100-sxm", gpus=1, slo_tpot_ms=0.4).explanation()
+    assert "TPOT p99 <= 0.4 ms" in tight and "TTFT" not in tight and "inf" not in tight

@@ -94,10 +94,21 @@ class SearchResult:
 
     def explanation(self) -> str:
         if not self.ranked:
+            # Only the targets given (an unset one is infinite), each as given.
+            targets = [
+                f"{name} p99 <= {ms:g} ms"
+                for name, ms in (("TTFT", self.slo_ttft_ms), ("TPOT", self.slo_tpot_ms))
+                if ms < float("inf")
+            ]
+            if not targets:
+                return (
+                    f"no deployment of {self.model} on up to {self.gpus} x {self.gpu} holds one "
+                    "request: the weights leave no room for one request's KV cache; add GPUs, "
+                    "quantize (--weights) or shorten requests"
+                )
             return (
-                f"no deployment on {self.gpus} x {self.gpu} meets TTFT p99 <= {self.slo_ttft_ms:.0f}"
-                f" ms and TPOT p99 <= {self.slo_tpot_ms:.0f} ms: relax the SLO, add GPUs or "
-                "quantize (--weights)"
+                f"no deployment on {self.gpus} x {self.gpu} meets {' and '.join(targets)}: "
+                "relax the SLO, add GPUs or quantize (--weights)"
             )
         w = self._option(self.ranked[0])
         text = (
