@@ -798,13 +798,15 @@ def _steady(
         tpot = np.full_like(u, p.tpot_s)
         spread_mean = p.tpot_s
     tpot = np.where(u > 0.5, np.maximum(tpot, floor), tpot)
-    # With attention-DP ranks in lockstep every iteration lasts as long as the fullest rank's
-    # (``adp_lockstep.lockstep_mix``): the mean TPOT (``p.tpot_s``) carries that excess, this
-    # rank's own decode-only and prefill iterations (the spread above) do not. A request's TPOT
-    # averages its iterations, each with the excess, so the excess shifts every quantile (the
-    # spread's mean is then the mean TPOT; without lockstep the two agree and nothing moves).
-    # Flooring only the quantiles above the median at the mean left the median 31% under the
-    # mean and p90 = p99 = the mean (DeepSeek-R1, TP8-EP8-DP-attn8 on H200 at 4 requests/s).
+    # Every request shares the iterations it runs in, so the mean of the requests' TPOTs is the
+    # mean iteration per token (``p.tpot_s``); the spread above is centred lower where the mean
+    # carries what this rank's own decode-only and prefill iterations do not: with attention-DP
+    # ranks in lockstep every iteration lasts as long as the fullest rank's
+    # (``adp_lockstep.lockstep_mix``; 5-33% for DeepSeek-R1 TP8-EP8-DP-attn8), and near the
+    # capacity iterations carrying several prompts (1.5%, Llama-3.1-70B FP8 on one H200 at 15
+    # req/s). Each of a request's iterations carries its share of that excess, so it shifts every
+    # quantile. Flooring only the quantiles above the median at the mean left the median 31%
+    # under the mean and p90 = p99 = the mean (DeepSeek-R1 TP8-EP8-DP-attn8, H200, 4 req/s).
     tpot = tpot + max(p.tpot_s - spread_mean, 0.0)
     decode = np.maximum(steps * _lognormal(work.output_cv, z), 0.0) * tpot
     return ttft, tpot, decode
