@@ -108,3 +108,20 @@ def test_tpot_median_is_the_mean_near_capacity_without_attention_dp() -> None:
     o = infer("llama3.1-70b", request_rate=15.043, **kw).to_dict()["options"][0]
     assert o["tpot_ms_p50"] == pytest.approx(o["tpot_ms"], rel=1e-3)
     assert o["tpot_ms"] < o["tpot_ms_p90"] < o["tpot_ms_p99"]
+
+
+def test_a_search_over_part_of_a_node_runs_as_infer_runs_its_deployments() -> None:
+    """``infer`` runs a deployment on the whole nodes that hold it (15 GPUs on two 8-GPU
+    nodes; ``api.serving.deployment_cluster``), and the search proposes such splits; yet
+    ``--gpus 12`` was refused ("must be a multiple of --gpus-per-node"). Now 12 GPUs are
+    searched on two nodes, every place within 12, each what ``infer`` prints for it."""
+    kw: dict[str, Any] = {"gpu": "h100-sxm", "weights": "fp8", "slo_ttft_ms": 500,
+                          "slo_tpot_ms": 30}  # fmt: skip
+    r = ss.search("llama3.1-70b", gpus=12, **kw)
+    doc = r.to_dict()
+    assert doc["options"] and all(o["gpus"] <= 12 for o in doc["options"])
+    assert any(o["gpus"] > 8 for o in doc["options"])
+    for o in doc["options"][:2]:
+        got = infer("llama3.1-70b", **o["infer"]).to_dict()["options"][0]
+        assert got["ttft_ms_p99"] == pytest.approx(o["ttft_ms_p99"], rel=1e-12)
+        assert got["output_tokens_per_s"] == pytest.approx(o["goodput_tokens_per_s"], rel=1e-12)

@@ -7,7 +7,11 @@ from typing import Any
 
 from gpuscale import catalog
 from gpuscale.api._booleans import takes_booleans
-from gpuscale.api.serving import check_lengths, served_format, served_kv_dtype
+from gpuscale.api.serving import (
+    check_lengths,
+    served_format,
+    served_kv_dtype,
+)
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.errors import require
@@ -160,6 +164,12 @@ def deployment_args(c: Candidate) -> dict[str, int]:
             "replicas": c.replicas}  # fmt: skip
 
 
+def whole_nodes(gpu: str, gpus: int, gpus_per_node: int | None) -> int:
+    """GPUs of the whole nodes that hold ``gpus`` (``gpus`` itself within one node)."""
+    per_node = catalog.node_size(catalog.gpu(gpu), gpus_per_node)
+    return gpus if gpus <= per_node else -(-gpus // per_node) * per_node
+
+
 def search_context(
     spec: ModelSpec,
     *,
@@ -188,7 +198,11 @@ def search_context(
     fmt = served_format(model, weights, spec)
     return SearchContext(
         model=spec,
-        cluster=catalog.cluster(gpu, gpus, gpus_per_node=gpus_per_node, inter=inter),
+        # On whole nodes, as ``infer`` runs each deployment it reports (12 GPUs: two 8-GPU
+        # nodes, of which the candidates use at most 12).
+        cluster=catalog.cluster(
+            gpu, whole_nodes(gpu, gpus, gpus_per_node), gpus_per_node=gpus_per_node, inter=inter
+        ),
         fmt=fmt,
         kv_dtype=served_kv_dtype(model, weights, fmt, eng, kv_dtype, spec),
         profile=load_profile_for(eng.cost_profile),

@@ -187,7 +187,8 @@ def _replicas(par: Parallelism, gpus: int, per_node: int) -> int:
         return gpus // par.gpus
     if gpus <= per_node:
         return gpus // par.gpus
-    return _nodes(gpus, per_node) * (per_node // par.gpus)
+    # Within the GPUs asked too: 12 GPUs on two 8-GPU nodes hold 12 TP1 replicas, not 16.
+    return min(gpus // par.gpus, _nodes(gpus, per_node) * (per_node // par.gpus))
 
 
 def _split_fits(pre: Pool, dec: Pool, gpus: int, per_node: int) -> bool:
