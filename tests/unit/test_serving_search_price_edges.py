@@ -125,3 +125,39 @@ def test_a_search_over_part_of_a_node_runs_as_infer_runs_its_deployments() -> No
         got = infer("llama3.1-70b", **o["infer"]).to_dict()["options"][0]
         assert got["ttft_ms_p99"] == pytest.approx(o["ttft_ms_p99"], rel=1e-12)
         assert got["output_tokens_per_s"] == pytest.approx(o["goodput_tokens_per_s"], rel=1e-12)
+
+
+HARDWARE: list[tuple[str, dict[str, Any]]] = [
+    ("llama3.1-8b", {"gpu": "a100-sxm-80gb", "gpus": 4, "slo_ttft_ms": 300, "slo_tpot_ms": 20}),
+    ("llama3.1-70b", {"gpu": "b200", "gpus": 8, "weights": "fp8", "slo_ttft_ms": 500,
+                      "slo_tpot_ms": 20}),
+    ("llama3.1-70b", {"gpu": "mi300x", "gpus": 8, "slo_ttft_ms": 1000, "slo_tpot_ms": 40,
+                      "input_cv": 0.5, "output_cv": 0.5}),
+    ("deepseek-r1", {"gpu": "gb200", "gpus": 16, "engine": "tensorrt-llm", "slo_ttft_ms": 2000,
+                     "slo_tpot_ms": 50}),
+    ("llama3.1-70b", {"gpu": "h200-sxm", "gpus": 16, "weights": "fp8", "gpus_per_node": 4,
+                      "slo_ttft_ms": 500, "slo_tpot_ms": 30, "price": 3.5}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("model", "kw"), HARDWARE, ids=[f"{m}-{k['gpu']}-{k['gpus']}" for m, k in HARDWARE]
+)
+def test_every_priced_place_is_what_its_infer_entry_prints(model: str, kw: dict[str, Any]) -> None:
+    """Not only the winner and the runner-up on H100/H200: every exact place of searches on
+    A100, B200, MI300X, GB200 and 4-GPU nodes, aggregated and disaggregated, with varying
+    lengths and a price, is what ``infer(model, **option["infer"])`` prints, within the SLO."""
+    doc = ss.search(model, **kw).to_dict()
+    exact = [o for o in doc["options"] if o["exact"]]
+    assert len(exact) >= 2
+    for o in exact:
+        got = infer(model, **o["infer"]).to_dict()["options"][0]
+        for mine, theirs in (("ttft_ms_p99", "ttft_ms_p99"), ("tpot_ms_p99", "tpot_ms_p99"),
+                             ("goodput_tokens_per_s", "output_tokens_per_s"),
+                             ("requests_per_s", "requests_per_s")):  # fmt: skip
+            assert o[mine] == pytest.approx(got[theirs], rel=1e-12), (o["label"], mine)
+        assert got["gpus"] == o["gpus"] and got["fits"]
+        assert got["ttft_ms_p99"] <= kw["slo_ttft_ms"] and got["tpot_ms_p99"] <= kw["slo_tpot_ms"]
+        if "price" in kw:
+            per_dollar = o["goodput_tokens_per_s"] * 3600 / (o["gpus"] * kw["price"])
+            assert o["tokens_per_dollar"] == pytest.approx(per_dollar, rel=1e-12)
