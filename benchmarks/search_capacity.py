@@ -1,5 +1,5 @@
 """The SLO search read off the grid, final where it can reach the shown places (the default), and
-final for every candidate: CPU time, candidates resolved and priced by infer's own prediction
+final for every candidate: CPU time, candidates priced by infer's own prediction
 (``planner.serving.search.price``; 0 before branch search-agree), winner and runner-up.
 
 PYTHONPATH=src python benchmarks/search_capacity.py
@@ -52,7 +52,7 @@ def main() -> None:
             dt = time.process_time() - t
             print(
                 f"{model} {gpus:2d} GPUs {name:6s}: {r.evaluated:4d} deployments, "
-                f"{r.resolved:4d} resolved, {getattr(r, 'priced', 0):4d} priced, CPU {dt:.2f} s; "
+                f"{getattr(r, 'priced', 0):4d} priced, CPU {dt:.2f} s; "
                 f"winner {_top(r, 0)}; "
                 f"runner-up {_top(r, 1)} tok/s/GPU"
             )

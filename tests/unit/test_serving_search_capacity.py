@@ -235,8 +235,12 @@ def test_resolved_places_is_checked_and_reported() -> None:
     assert doc["priced"] == len(doc["options"]) <= doc["evaluated"]
     assert all(o["capacity_resolved"] and o["exact"] for o in doc["options"])
     grid = ss.search("llama3.1-8b", gpu="h100-sxm", gpus=2, resolved_places=0)
-    assert grid.resolved == grid.priced == 0
+    assert grid.priced == 0
     assert not any(s.exact for s in grid.ranked)
+    # The search prices its places instead of resolving the pre-screen's edge: a count of
+    # resolved edges read 0 on every search, beside the places it priced.
+    shown = ss.search("llama3.1-8b", gpu="h100-sxm", gpus=2).to_dict()
+    assert shown["priced"] >= 1 and "resolved" not in shown and "resolved" not in doc
 
 
 def test_limit_names_what_ends_the_walk() -> None:

@@ -249,3 +249,21 @@ def test_serving_takes_a_pasted_config(client: Any) -> None:
         _by_id(page, "verdict")
         == api.infer(spec, gpu="h100-sxm", concurrency=8).to_dict()["verdict"]
     )
+
+
+def test_serving_deployments_table_names_the_load_as_the_search_prices_it(client: Any) -> None:
+    """The search prices its places under Poisson arrivals (``planner.serving.search.price``):
+    the page's table shows the request rate and the mean number in flight, as the CLI table
+    does (``report.serving.print_search``: req/s, in flight), never a closed loop's
+    "concurrency"."""
+    form = {"model": "llama3.1-8b", "gpu": "h100-sxm", "gpus": "2", "concurrency": "8"}
+    status, page = _post(client, "/serving", {**form, "slo_ttft_ms": "500", "slo_tpot_ms": "30"})
+    assert status == 200
+    table = page.split('<table id="deployments">')[1].split("</table>")[0]
+    heads = re.findall(r"<th>(.*?)</th>", table)
+    assert "req/s" in heads and "in flight" in heads and "concurrency" not in heads
+    best = search("llama3.1-8b", gpu="h100-sxm", gpus=2, slo_ttft_ms=500, slo_tpot_ms=30)
+    top = best.to_dict()["options"][0]
+    row = re.findall(r"<td[^>]*>(.*?)</td>", table.split("<tbody>")[1])[: len(heads)]
+    cells = dict(zip(heads, row, strict=True))
+    assert cells["in flight"] == str(top["concurrency"])

@@ -7,7 +7,11 @@ from typing import Any
 
 from gpuscale import catalog
 from gpuscale.api._booleans import takes_booleans
-from gpuscale.api.serving import check_lengths, served_format, served_kv_dtype
+from gpuscale.api.serving import (
+    check_lengths,
+    served_format,
+    served_kv_dtype,
+)
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.errors import require
@@ -38,9 +42,6 @@ class SearchResult:
     price_per_gpu_hour: float | None
     ranked: list[Scored]
     evaluated: int
-    resolved: int = 0
-    """Candidates whose edge (capacity or SLO crossing) was resolved (the rest read it off the
-    grid)."""
     priced: int = 0
     """Candidates priced by ``infer``'s own prediction (``planner.serving.search.price``)."""
     infer_args: dict[str, Any] = field(default_factory=dict)
@@ -87,7 +88,6 @@ class SearchResult:
             "engine": self.engine,
             "slo": {"ttft_ms_p99": self.slo_ttft_ms, "tpot_ms_p99": self.slo_tpot_ms},
             "evaluated": self.evaluated,
-            "resolved": self.resolved,
             "priced": self.priced,
             "options": [self._option(s) for s in self.ranked],
             "explanation": self.explanation(),
@@ -98,10 +98,21 @@ class SearchResult:
 
     def explanation(self) -> str:
         if not self.ranked:
+            # Only the targets given (an unset one is infinite), each as given.
+            targets = [
+                f"{name} p99 <= {ms:g} ms"
+                for name, ms in (("TTFT", self.slo_ttft_ms), ("TPOT", self.slo_tpot_ms))
+                if ms < float("inf")
+            ]
+            if not targets:
+                return (
+                    f"no deployment of {self.model} on up to {self.gpus} x {self.gpu} holds one "
+                    "request: the weights leave no room for one request's KV cache; add GPUs, "
+                    "quantize (--weights) or shorten requests"
+                )
             return (
-                f"no deployment on {self.gpus} x {self.gpu} meets TTFT p99 <= {self.slo_ttft_ms:.0f}"
-                f" ms and TPOT p99 <= {self.slo_tpot_ms:.0f} ms: relax the SLO, add GPUs or "
-                "quantize (--weights)"
+                f"no deployment on {self.gpus} x {self.gpu} meets {' and '.join(targets)}: "
+                "relax the SLO, add GPUs or quantize (--weights)"
             )
         w = self._option(self.ranked[0])
         text = (
@@ -153,6 +164,12 @@ def deployment_args(c: Candidate) -> dict[str, int]:
             "replicas": c.replicas}  # fmt: skip
 
 
+def whole_nodes(gpu: str, gpus: int, gpus_per_node: int | None) -> int:
+    """GPUs of the whole nodes that hold ``gpus`` (``gpus`` itself within one node)."""
+    per_node = catalog.node_size(catalog.gpu(gpu), gpus_per_node)
+    return gpus if gpus <= per_node else -(-gpus // per_node) * per_node
+
+
 def search_context(
     spec: ModelSpec,
     *,
@@ -181,7 +198,11 @@ def search_context(
     fmt = served_format(model, weights, spec)
     return SearchContext(
         model=spec,
-        cluster=catalog.cluster(gpu, gpus, gpus_per_node=gpus_per_node, inter=inter),
+        # On whole nodes, as ``infer`` runs each deployment it reports (12 GPUs: two 8-GPU
+        # nodes, of which the candidates use at most 12).
+        cluster=catalog.cluster(
+            gpu, whole_nodes(gpu, gpus, gpus_per_node), gpus_per_node=gpus_per_node, inter=inter
+        ),
         fmt=fmt,
         kv_dtype=served_kv_dtype(model, weights, fmt, eng, kv_dtype, spec),
         profile=load_profile_for(eng.cost_profile),
@@ -265,18 +286,16 @@ def search(
         f"resolved_places must be >= 0 or None, got {resolved_places}",
         field="resolved_places",
     )
-    resolves = [0, 0]
+    # The places are priced (``price``), never the pre-screen's edge resolved: no count of
+    # resolved edges, which read 0 on every search.
+    prices = [0]
     exact = pricer(ctx)
 
-    def counted(cand: Candidate, resolve: bool) -> Scored | None:
-        resolves[0] += resolve
-        return one(cand, resolve)
-
     def priced(screened: Scored) -> Scored | None:
-        resolves[1] += 1
+        prices[0] += 1
         return exact(screened)
 
-    scored = rank(cands, counted, resolved_places, priced)
+    scored = rank(cands, one, resolved_places, priced)
     return SearchResult(
         model=spec.name,
         gpu=gpu,
@@ -287,8 +306,7 @@ def search(
         price_per_gpu_hour=price,
         ranked=scored,
         evaluated=len(cands),
-        resolved=resolves[0],
-        priced=resolves[1],
+        priced=prices[0],
         infer_args={
             "gpu": gpu,
             "engine": engine,

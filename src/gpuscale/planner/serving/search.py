@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -187,7 +188,8 @@ def _replicas(par: Parallelism, gpus: int, per_node: int) -> int:
         return gpus // par.gpus
     if gpus <= per_node:
         return gpus // par.gpus
-    return _nodes(gpus, per_node) * (per_node // par.gpus)
+    # Within the GPUs asked too: 12 GPUs on two 8-GPU nodes hold 12 TP1 replicas, not 16.
+    return min(gpus // par.gpus, _nodes(gpus, per_node) * (per_node // par.gpus))
 
 
 def _split_fits(pre: Pool, dec: Pool, gpus: int, per_node: int) -> bool:
@@ -272,6 +274,32 @@ class SearchContext:
     work: Workload
     slo_ttft_s: float
     slo_tpot_s: float
+    pools: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    """A disaggregated pool's own readings, by its parallelism and cap (:func:`_decode_pool`,
+    :func:`_prefill_pool`): the same in every split that holds it."""
+
+
+def _decode_pool(dec: Pool, eng_d: EngineProfile, ctx: SearchContext) -> tuple[Any, ...]:
+    """A decode pool's KV room, iteration model, load curve and that curve per rank on the
+    grid :func:`walk` reads (``predict_disaggregated``'s own grid, divided by the pool's
+    ranks): none depends on the worker count, so a search builds them once per parallelism
+    (90% of a search's time on 1,055 candidates went to rebuilding them)."""
+    key = ("decode", dec.par, dec.max_batch)
+    if key not in ctx.pools:
+        model, cluster, fmt, kv_dtype = ctx.model, ctx.cluster, ctx.fmt, ctx.kv_dtype
+        work = ctx.work
+        kv, _, _ = kv_pool(model, cluster, dec.par, fmt, kv_dtype, ctx.profile, ctx.eng, work)
+        if kv < work.input_len + work.output_len:
+            ctx.pools[key] = None
+            return (None,)
+        it_d = _iteration_model(model, cluster, dec.par, fmt, kv_dtype, ctx.profile, ctx.eng)
+        dwork = Workload(input_len=work.input_len, output_len=work.output_len, prefix_hit=1.0)
+        probe = load_curve(it_d, eng_d, dwork, kv)
+        top = float(probe.x.max())
+        x_rank = np.geomspace(top * 1e-5, top * 4.0, GRID)
+        dc = load_curve(it_d, eng_d, dwork, kv, x_grid=x_rank)
+        ctx.pools[key] = (kv, it_d, dwork, top, dc)
+    return ctx.pools[key] or (None,)
 
 
 def walk(cand: Candidate, ctx: SearchContext, resolve: bool = False) -> Walk | None:
@@ -316,25 +344,24 @@ def walk(cand: Candidate, ctx: SearchContext, resolve: bool = False) -> Walk | N
     else:
         assert cand.prefill is not None and cand.decode is not None
         pre, dec = cand.prefill, cand.decode
-        kv, _, _ = kv_pool(model, cluster, dec.par, fmt, kv_dtype, profile, eng, work)
-        if kv < work.input_len + work.output_len:
+        # The pools' own engine settings, as ``predict_disaggregated`` runs them (prefill
+        # workers' overlap, decode workers admitting against pre-allocated KV pages).
+        eng_p, eng_d = disaggregated_engines(eng, pre, dec, work)
+        decode_side = _decode_pool(dec, eng_d, ctx)
+        if decode_side[0] is None:
             return None
+        kv, it_d, dwork, top, on_grid = decode_side
         kv_p, _, _ = kv_pool(model, cluster, pre.par, fmt, kv_dtype, profile, eng, work)
         if kv_p < work.input_len:
             return None
         it_p = _iteration_model(model, cluster, pre.par, fmt, kv_dtype, profile, eng)
-        it_d = _iteration_model(model, cluster, dec.par, fmt, kv_dtype, profile, eng)
-        # The pools' own engine settings, as ``predict_disaggregated`` runs them (prefill
-        # workers' overlap, decode workers admitting against pre-allocated KV pages).
-        eng_p, eng_d = disaggregated_engines(eng, pre, dec, work)
-        dwork = Workload(input_len=work.input_len, output_len=work.output_len, prefix_hit=1.0)
-        probe = load_curve(it_d, eng_d, dwork, kv)
         transfer = kv_transfer_s(model, cluster, pre, dec, kv_dtype, profile, work.input_len)
 
-        def curves(x_tot: np.ndarray) -> tuple[np.ndarray, ...]:
-            """(feasible, TTFT p99, TPOT p99, e2e) at the deployment's loads ``x_tot``."""
+        def curves(x_tot: np.ndarray, grid: bool = False) -> tuple[np.ndarray, ...]:
+            """(feasible, TTFT p99, TPOT p99, e2e) at the deployment's loads ``x_tot`` (the
+            grid's: the decode pool's curve built once)."""
             pc = prefill_curve(it_p, eng_p, work, x_tot / pre.ranks)
-            dc = load_curve(it_d, eng_d, dwork, kv, x_grid=x_tot / dec.ranks)
+            dc = on_grid if grid else load_curve(it_d, eng_d, dwork, kv, x_grid=x_tot / dec.ranks)
             queued = kv_transfer_wait_s(transfer, x_tot / pre.ranks)
             hand_off = transfer + np.where(np.isfinite(queued), queued, 0.0)
             ttft = pc.ttft_s + decode_admission_s(dc.iteration_s, hand_off, eng_d)
@@ -343,9 +370,9 @@ def walk(cand: Candidate, ctx: SearchContext, resolve: bool = False) -> Walk | N
 
         # ``predict_disaggregated``'s own grid of loads: the exact price (:func:`price`) reads
         # its curves between these points, so the next one past the edge bounds it too.
-        x_hi = float(probe.x.max()) * dec.ranks
+        x_hi = top * dec.ranks
         x = np.geomspace(x_hi * 1e-5, x_hi * 4.0, GRID)
-        feasible, ttft99, tpot99, e2e = curves(x)
+        feasible, ttft99, tpot99, e2e = curves(x, grid=True)
         if resolve:
 
             def meets_at(xs: np.ndarray) -> np.ndarray:
@@ -481,8 +508,17 @@ def price(screened: Scored, ctx: SearchContext) -> Scored | None:
                 break
             lo, p_lo = hi, p_hi
     else:
+        # The lightest rate priced, fixed before the step down (it moved with each step, so a
+        # candidate missing the SLO at every rate was stepped down without end). Missed there,
+        # the SLO is missed at every rate (the p99s rise with the rate): the idle engine's own
+        # p99s, as with varying lengths, whose long prompts the pre-screen does not carry.
+        floor = hi * RATE_TOLERANCE
+        p_floor = read(floor)
+        if not meets(p_floor):
+            return None
+        lo, p_lo = floor, p_floor
         r = min(screened.requests_per_s, hi * STEP_DOWN)
-        while r > hi * RATE_TOLERANCE:
+        while r > floor:
             p = read(r)
             if meets(p):
                 lo, p_lo = r, p
