@@ -48,7 +48,12 @@ from gpuscale.validation.inferencex_api import (
     seen,
     seen_index,
 )
-from gpuscale.validation.inferencex_sweeps import SWEEPS_FILE, load_sweeps
+from gpuscale.validation.inferencex_sweeps import (
+    SCRIPTS_FILE,
+    SWEEPS_FILE,
+    load_scripts,
+    load_sweeps,
+)
 from gpuscale.validation.serving_rows import RECIPES_FILE, load, load_recipes
 
 SERVING = DATA_DIR / "serving"
@@ -205,7 +210,10 @@ def run(by: list[str], limit: int = 0) -> dict[str, Any]:
     t0 = time.perf_counter()
     records = load_records(RECORDS)
     rows = read_records(
-        records, load_recipes(SERVING / RECIPES_FILE), load_sweeps(SERVING / SWEEPS_FILE)
+        records,
+        load_recipes(SERVING / RECIPES_FILE),
+        load_sweeps(SERVING / SWEEPS_FILE),
+        load_scripts(SERVING / SCRIPTS_FILE),
     )
     distinct = distinct_measurements(rows)
     if limit:

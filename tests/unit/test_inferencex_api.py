@@ -28,7 +28,12 @@ from gpuscale.validation.inferencex_api import (
     seen_index,
     write_records,
 )
-from gpuscale.validation.inferencex_sweeps import SWEEPS_FILE, load_sweeps
+from gpuscale.validation.inferencex_sweeps import (
+    SCRIPTS_FILE,
+    SWEEPS_FILE,
+    load_scripts,
+    load_sweeps,
+)
 from gpuscale.validation.serving_rows import (
     INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS,
     RECIPES_FILE,
@@ -469,3 +474,87 @@ def test_any_record_maps_or_gives_one_reason(
             assert kw["attention_dp"] == (tp if dp else 1)
     else:
         assert row.reason and "\n" not in row.reason and not row.kwargs
+
+
+SCRIPTS = load_scripts(SERVING / SCRIPTS_FILE)
+
+
+@pytest.mark.parametrize(
+    ("change", "drafts", "script"),
+    [
+        # dsr1_fp4_b200_trt_mtp_slurm.sh at bf3456727: MTP=3, MTP=1 with DP_ATTENTION.
+        (
+            {"precision": "fp4", "date": "2026-01-14"},
+            3,
+            "dsr1_fp4_b200_trt_mtp_slurm.sh@bf3456727",
+        ),
+        (
+            {"precision": "fp4", "date": "2026-01-14", "dp": "true"},
+            1,
+            "dsr1_fp4_b200_trt_mtp_slurm.sh@bf3456727",
+        ),
+        # The boundary day of #632 (5d517074c): both versions in force, both MTP=3.
+        (
+            {"precision": "fp8", "date": "2026-02-05"},
+            3,
+            "dsr1_fp8_b200_trt_mtp.sh@5d517074c",
+        ),
+        (
+            {"precision": "fp8", "date": "2026-02-05", "dp": "true"},
+            1,
+            "dsr1_fp8_b200_trt_mtp.sh@b30c3398a",
+        ),
+        # SGLang: --speculative-num-steps 2 (--speculative-num-draft-tokens 3, topk 1).
+        (
+            {"framework": "sglang", "precision": "fp8", "date": "2026-03-25"},
+            2,
+            "single_node/dsr1_fp8_b200_mtp.sh@64c20b6b5",
+        ),
+        (
+            {"hardware": "b300", "framework": "sglang", "precision": "fp8", "date": "2026-04-17"},
+            2,
+            "single_node/dsr1_fp8_b300_mtp.sh@f8543f9d1",
+        ),
+    ],
+)
+def test_single_node_mtp_draft_count_from_the_launch_script_table(
+    change: dict[str, str], drafts: int, script: str
+) -> None:
+    base = {"hardware": "b200", "framework": "trt", "spec_method": "mtp", "tp": "8", "ep": "8"}
+    row = read_record(_agg(**{**base, **change}), RECIPES, SWEEPS, SCRIPTS)
+    assert row.expressible, row.reason
+    assert row.kwargs["speculative"] == "mtp" and row.kwargs["draft_tokens"] == drafts
+    assert any(script in n for n in row.assumptions)
+    # Without the table, or outside the dates a read version was on main, it stays unknown.
+    assert read_record(row.record, RECIPES, SWEEPS).reason == MTP_UNKNOWN
+    for day in ("2025-12-01", "2026-06-01"):
+        assert read_record({**row.record, "date": day}, RECIPES, SWEEPS, SCRIPTS).reason == (
+            MTP_UNKNOWN
+        )
+
+
+def test_sglang_mtp_script_without_a_dp_branch_leaves_attention_dp_unknown() -> None:
+    rec = _agg(
+        hardware="b200", framework="sglang", precision="fp8", spec_method="mtp", tp="8", ep="8"
+    )
+    rec = {**rec, "date": "2026-03-25"}
+    assert read_record(rec, RECIPES, SWEEPS, SCRIPTS).expressible
+    dp = {**rec, "prefill_dp_attention": "true", "decode_dp_attention": "true"}
+    assert read_record(dp, RECIPES, SWEEPS, SCRIPTS).reason == MTP_UNKNOWN
+
+
+def test_script_versions_that_disagree_on_a_day_leave_it_unknown() -> None:
+    line = next(s for s in SCRIPTS if s["system"] == "b200" and s["backend"] == "trtllm")
+    other = {**line, "draft_tokens": "2", "commit": "0000000"}
+    rec = _agg(
+        hardware="b200",
+        framework="trt",
+        precision=line["precision"],
+        spec_method="mtp",
+        tp="8",
+        ep="8",
+        date=line["from_day"],
+        dp=line["attention_dp"],
+    )
+    row = read_record(rec, RECIPES, SWEEPS, [line, other])
+    assert not row.expressible and "different draft counts ([2, 3])" in row.reason

@@ -157,3 +157,46 @@ def test_public_rows_of_the_mtp_runs() -> None:
         r for r in rows if r.concurrency == 4 and r.raw["osl"] == "1024" and r.raw["isl"] == "1024"
     ]
     assert {round(r.tpot_ms, 2) for r in c4} == {8.58}
+
+
+def test_scripts_table_lines_are_sourced_and_one_count_per_day() -> None:
+    from gpuscale.validation.inferencex_sweeps import SCRIPTS_FILE, load_scripts
+
+    lines = load_scripts(SERVING / SCRIPTS_FILE)
+    assert lines
+    for s in lines:
+        assert s["script"].startswith("benchmarks/") and s["script"].endswith(".sh")
+        assert len(s["commit"]) >= 9 and int(s["commit"], 16) >= 0
+        assert s["from_day"] <= s["to_day"] and s["attention_dp"] in ("true", "false")
+        assert int(s["draft_tokens"]) >= 1
+    # Versions that overlap on a boundary day give one count there (else the reader refuses).
+    for a in lines:
+        for b in lines:
+            same = ("system", "backend", "model", "precision", "attention_dp")
+            overlap = a["from_day"] <= b["to_day"] and b["from_day"] <= a["to_day"]
+            if all(a[k] == b[k] for k in same) and overlap:
+                assert a["draft_tokens"] == b["draft_tokens"]
+
+
+def test_script_draft_tokens_by_day_and_attention_dp() -> None:
+    from gpuscale.validation.inferencex_sweeps import (
+        SCRIPTS_FILE,
+        load_scripts,
+        script_draft_tokens,
+    )
+
+    lines = load_scripts(SERVING / SCRIPTS_FILE)
+    r = {
+        "system": "b200",
+        "backend": "trtllm",
+        "model_path": "deepseek-ai/DeepSeek-R1",
+        "precision": "fp8",
+    }
+    kw = {"tp": 8, "ep": 8, "attention_dp": 1, "concurrency": 64}
+    assert script_draft_tokens(r, "2026-01-14", kw, lines)[0]["draft_tokens"] == 3
+    assert script_draft_tokens(r, "2026-01-14", {**kw, "attention_dp": 8}, lines)[0] == {
+        "speculative": "mtp",
+        "draft_tokens": 1,
+    }
+    assert script_draft_tokens(r, "2026-01-13", kw, lines) == ({}, "", "")
+    assert script_draft_tokens({**r, "system": "h200_sxm"}, "2026-01-14", kw, lines) == ({}, "", "")

@@ -16,7 +16,8 @@ the client's lengths and request count (``client_lengths``, ``client_requests``:
 [0.8 L, L], 10 x C requests; sa-bench's 5 x C for disaggregated runs), the single-node launch
 options of its InferenceX scripts (``launch_options``: TensorRT-LLM attention-DP balancing, the
 H200 DeepSeek-R1 TensorRT-LLM and SGLang scripts by date), the H200 TensorRT-LLM MTP sweeps
-(``inferencex_sweeps.speculative_reading``), the disaggregated recipes' decode caps, prefill
+(``inferencex_sweeps.speculative_reading``), the draft counts of the single-node MTP launch
+scripts for records that state MTP (``inferencex_sweeps.script_draft_tokens``), the disaggregated recipes' decode caps, prefill
 attention DP and KV dtype (``_decode_cap``, ``disagg_kv_dtype``) and engine-version options
 (``engine_version_options``). A record that cannot be expressed gets a one-line reason
 (:data:`NOT_EXPRESSIBLE` and :attr:`ApiRow.reason`).
@@ -34,7 +35,12 @@ from typing import Any
 
 from gpuscale import catalog
 from gpuscale.errors import InputError
-from gpuscale.validation.inferencex_sweeps import Sweeps, speculative_reading
+from gpuscale.validation.inferencex_sweeps import (
+    Scripts,
+    Sweeps,
+    script_draft_tokens,
+    speculative_reading,
+)
 from gpuscale.validation.serving_rows import (
     DB_DUMP,
     ENGINES,
@@ -400,8 +406,9 @@ def _refuse(rec: dict[str, str], engine: str, mode: str, reason: str) -> ApiRow:
 
 MTP_UNKNOWN = (
     "MTP with a draft count not on file: the project has read it only for InferenceX's H200 "
-    "TensorRT-LLM aggregated sweeps of 2026-01-14/28 (inferencex_agg_sweeps.csv) and the "
-    "H100/H200 disaggregated recipes (inferencex_disagg_recipes.csv)"
+    "TensorRT-LLM aggregated sweeps of 2026-01-14/28 (inferencex_agg_sweeps.csv), the B200/B300 "
+    "single-node launch scripts (inferencex_mtp_scripts.csv) and the H100/H200 disaggregated "
+    "recipes (inferencex_disagg_recipes.csv)"
 )
 
 
@@ -440,9 +447,14 @@ def _disagg_mtp(
 
 
 def read_record(
-    rec: dict[str, str], recipes: Recipes | None = None, sweeps: Sweeps | None = None
+    rec: dict[str, str],
+    recipes: Recipes | None = None,
+    sweeps: Sweeps | None = None,
+    scripts: Scripts | None = None,
 ) -> ApiRow:
-    """Record ``rec`` read as the deployment it ran, or marked not expressible with a reason."""
+    """Record ``rec`` read as the deployment it ran, or marked not expressible with a reason.
+    ``scripts`` (``inferencex_sweeps.load_scripts``) gives the draft count of an aggregated MTP
+    record that no sweep of ``sweeps`` covers."""
     mode = "disagg" if rec["disagg"] == "true" else "agg"
     engine = FRAMEWORKS.get(rec["framework"], rec["framework"])
     if rec["model"] not in MODELS:
@@ -488,16 +500,24 @@ def read_record(
         kw.update(_stage(rec, "decode"), pp=1)
         kw.update(launch_options(raw, kw))
         if rec["spec_method"] == "mtp":
-            spec_kw, note, refused = speculative_reading(
-                raw, measured_day(raw), kw, list(sweeps or [])
-            )
-            if refused or not spec_kw:
+            day = measured_day(raw)
+            spec_kw, note, refused = speculative_reading(raw, day, kw, list(sweeps or []))
+            if refused:
                 return _refuse(rec, engine, mode, MTP_UNKNOWN)
-            tokens = spec_kw.pop("max_num_batched_tokens")
+            if not spec_kw:
+                spec_kw, note, refused = script_draft_tokens(raw, day, kw, list(scripts or []))
+                if refused:
+                    return _refuse(rec, engine, mode, refused)
+                if not spec_kw:
+                    return _refuse(rec, engine, mode, MTP_UNKNOWN)
+            # The sweeps' H200 script states its token budget; the scripts table does not read
+            # one (the engine's own budget then applies).
+            tokens = spec_kw.pop("max_num_batched_tokens", None)
             kw.update(spec_kw)
-            opts = dict(kw.get("engine_options") or {})
-            opts["max_num_batched_tokens"] = max(tokens, opts.get("max_num_batched_tokens", 0))
-            kw["engine_options"] = opts
+            if tokens is not None:
+                opts = dict(kw.get("engine_options") or {})
+                opts["max_num_batched_tokens"] = max(tokens, opts.get("max_num_batched_tokens", 0))
+                kw["engine_options"] = opts
             notes.append(note)
     else:
         if int(rec["prefill_num_workers"]) < 1 or int(rec["decode_num_workers"]) < 1:
@@ -551,8 +571,9 @@ def read_records(
     records: Sequence[dict[str, str]],
     recipes: Recipes | None = None,
     sweeps: Sweeps | None = None,
+    scripts: Scripts | None = None,
 ) -> list[ApiRow]:
-    return [read_record(r, recipes, sweeps) for r in records]
+    return [read_record(r, recipes, sweeps, scripts) for r in records]
 
 
 def same_measurement(a: dict[str, str], b: dict[str, str]) -> bool:

@@ -131,3 +131,52 @@ def speculative_reading(
         note,
         "",
     )
+
+
+SCRIPTS_FILE = "inferencex_mtp_scripts.csv"
+"""Draft counts of InferenceX's single-node DeepSeek-R1 MTP launch scripts, per script version
+(path, commit), day range and attention-DP branch (SOURCES.md)."""
+
+Scripts = list[dict[str, str]]
+
+
+def load_scripts(path: Path) -> Scripts:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def script_draft_tokens(
+    r: dict[str, str], day: str, kw: dict[str, Any], scripts: Scripts
+) -> tuple[dict[str, Any], str, str]:
+    """Draft tokens of aggregated row ``r``, known to have run MTP (a record that states
+    ``spec_method: mtp``; the exports of ``serving_rows`` do not), measured on ``day`` and read
+    as ``kw``: (keyword arguments to add, the note saying which script versions set it, or the
+    reason it is not known); nothing when no line is on file for it. The lines of ``scripts``
+    for the row's GPU, engine, model and precision in force on ``day`` (``from_day`` <= day <=
+    ``to_day``) at its attention-DP branch must all give one count; lines that disagree leave
+    it unknown. Read from the row's source, day and deployment only, never from its measured
+    latency."""
+    adp = "true" if kw.get("attention_dp", 1) > 1 else "false"
+    hits = [
+        s
+        for s in scripts
+        if (s["system"], s["backend"], s["model"], s["precision"])
+        == (r["system"], r["backend"], r["model_path"], r["precision"])
+        and s["from_day"] <= day <= s["to_day"]
+        and s["attention_dp"] == adp
+    ]
+    versions = ", ".join(sorted({f"{s['script']}@{s['commit']}" for s in hits}))
+    counts = {int(s["draft_tokens"]) for s in hits}
+    if not hits:
+        return {}, "", ""
+    if len(counts) != 1:
+        return (
+            {},
+            "",
+            f"not expressible: the launch scripts in force on {day} ({versions}) set "
+            f"different draft counts ({sorted(counts)}), and the record's time of day is not "
+            "stated",
+        )
+    (n,) = counts
+    note = f"speculative decoding: MTP, {n} draft tokens ({versions}; {SCRIPTS_FILE})"
+    return {"speculative": "mtp", "draft_tokens": n}, note, ""
