@@ -13,8 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuscale.api.serving import infer
-from gpuscale.api.serving_search import search
-from gpuscale.planner.serving.search import Candidate
+from gpuscale.api.serving_search import deployment_args, search
 
 CASES: list[tuple[str, dict[str, Any]]] = [
     ("deepseek-r1", {"gpu": "h200-sxm", "gpus": 16, "engine": "sglang", "slo_ttft_ms": 2000,
@@ -36,20 +35,6 @@ CASES: list[tuple[str, dict[str, Any]]] = [
 ]  # fmt: skip
 
 
-def deployment(c: Candidate) -> dict[str, int]:
-    """``infer``'s arguments for the candidate's layout."""
-    if c.prefill is not None and c.decode is not None:
-        p, d = c.prefill.par, c.decode.par
-        return {
-            "prefill_workers": c.prefill.workers, "prefill_tp": p.tp, "prefill_ep": p.ep,
-            "prefill_attention_dp": p.attention_dp, "decode_workers": c.decode.workers,
-            "decode_tp": d.tp, "decode_ep": d.ep, "decode_attention_dp": d.attention_dp,
-        }  # fmt: skip
-    q = c.par
-    return {"tp": q.tp, "pp": q.pp, "ep": q.ep, "attention_dp": q.attention_dp,
-            "replicas": c.replicas}  # fmt: skip
-
-
 def main() -> None:
     for model, kw in CASES:
         try:
@@ -62,7 +47,7 @@ def main() -> None:
         common = {k: kw[k] for k in keys if k in kw}
         for place, s in zip(("winner", "runner-up"), r.ranked[:2], strict=False):
             o = r.to_dict()["options"][r.ranked.index(s)]
-            dep = deployment(s.cand)
+            dep = deployment_args(s.cand)
             rate = o["requests_per_s"]
             po = infer(model, request_rate=rate, **common, **dep).to_dict()["options"][0]
             pc = infer(model, concurrency=o["concurrency"], **common, **dep).to_dict()["options"][0]
