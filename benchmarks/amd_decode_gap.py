@@ -92,7 +92,8 @@ def dense_fp8_gemms(m: ModelSpec, tp: int) -> list[tuple[str, int, int, int]]:
     """(name, N, K, calls per step) of the dense block-FP8 GEMMs of one TP decode step of an
     MLA MoE model, as SGLang's DeepSeek-V2 model lays them out: the fused q_a + kv_a projection
     (replicated: ``fused_qkv_a_proj_with_mqa``), q_b and o_proj column/row split over TP, the
-    shared expert's gate_up and down and the dense layers' MLP, each split over TP."""
+    shared expert's gate_up and down (unless the engine fuses the shared expert into the MoE)
+    and the dense layers' MLP, each split over TP."""
     heads = m.num_heads // tp
     qk = m.qk_nope_head_dim + m.qk_rope_head_dim
     moe_layers = m.num_layers - m.dense_layers
@@ -245,7 +246,7 @@ def main(argv: list[str] | None = None) -> None:
     print("v0.1.10.post3's Triton gemm_a8w8_blockscale tuning; MI300X: generic-tile floor per call")
     print("(whole 128x128x128 tiles at the CU's share of the FP8 peak) and the weight read at HBM")
     print("  name               N      K calls gfx950 gfx942  workgroups  floor us  weights us")
-    floor = weights = 0.0
+    floor = weights = shared = 0.0
     for name, n, k, calls in dense_fp8_gemms(spec, 8):
         t950 = "tuned" if (n, k) in AITER_TUNED_SHAPES["gfx950"] else "-"
         t942 = "tuned" if (n, k) in AITER_TUNED_SHAPES["gfx942"] else "-"
@@ -253,6 +254,8 @@ def main(argv: list[str] | None = None) -> None:
         w = n * k / hbm  # one byte per FP8 weight
         floor += calls * f
         weights += calls * w
+        if name.startswith("shared"):
+            shared += calls * f
         print(
             f"  {name:15s} {n:6d} {k:6d} {calls:5d} {t950:>6} {t942:>6}"
             f"  {generic_workgroups(64, n):5d}/{COMPUTE_UNITS['gfx942']}"
@@ -260,7 +263,11 @@ def main(argv: list[str] | None = None) -> None:
         )
     print(
         f"  per step: generic-tile floor {floor * 1e3:.1f} ms against {weights * 1e3:.1f} ms of"
-        " weight reads at the full HBM rate"
+        " weight reads at the full HBM rate;"
+    )
+    print(
+        f"  {(floor - shared) * 1e3:.1f} ms without the shared expert's two GEMMs (SGLang can"
+        " fuse the shared expert into the MoE kernel; not read for this build)"
     )
 
 
