@@ -412,6 +412,39 @@ MTP_UNKNOWN = (
 )
 
 
+NVL72_SGLANG_DEEPEP: dict[tuple[str, str], tuple[str, str, str]] = {
+    ("gb200", "fp4"): ("2026-02-08", "2026-02-13", "decode_moe_a2a_deepep"),
+    ("gb200", "fp8"): ("2026-02-09", "2026-02-13", "moe_a2a_deepep"),
+    ("gb300", "fp8"): ("2026-02-09", "2026-02-13", "moe_a2a_deepep"),
+    ("gb300", "fp4"): ("2026-02-12", "2026-02-13", "decode_moe_a2a_deepep"),
+}
+"""(hardware, precision) of InferenceX's Dynamo-SGLang DeepSeek-R1 runs -> (first and last day
+read, engine option) of the srt-slurm recipes they launch: ``.github/configs/nvidia-master.yaml``
+names ``CONFIG_FILE=recipes/gb{200,300}-fp{4,8}/...`` from 2767db504 (#633, GB200 FP4,
+2026-02-08), 37f353be2 (#635, GB200/GB300 FP8, 2026-02-09) and 3282fdeba (#636, GB300 FP4,
+2026-02-12), unchanged to d25c4e75b (2026-02-13); ``runners/launch_gb{200,300}-nv.sh`` check
+out ishandhanani/srt-slurm ``sa-submission-q1-2026`` (read from the fork carrying it,
+connorcarpenter15/srt-slurm at 5a156f6b5; SOURCES.md). Every recipe of those entries whose
+decode worker runs attention DP launches it with ``moe-a2a-backend: deepep``, ``deepep-mode:
+low_latency`` (read: gb200-fp4/{1k1k,8k1k}/{mid-curve,max-tpt}, gb300-fp4/{1k1k,8k1k}/{mid_curve,
+max_tpt}, gb200-fp8/1k1k/{mid-curve,max-tpt,ultra-tpt}, gb200-fp8/8k1k/{mid-curve,max_tpt},
+gb300-fp8/{1k1k,8k1k}/stp/{mid,max}); the FP8 recipes' DEP8 prefill workers run ``deepep-mode:
+normal`` too (``moe_a2a_deepep``: every worker), the FP4 recipes' prefill workers (DEP4 or TP4)
+set no ``moe-a2a-backend`` (SGLang's default ``none``: ``decode_moe_a2a_deepep``)."""
+
+
+def nvl72_deepep(rec: dict[str, str], raw: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
+    """The DeepEP engine option of a GB200/GB300 Dynamo-SGLang record whose decode workers run
+    attention DP (:data:`NVL72_SGLANG_DEEPEP`), or nothing."""
+    entry = NVL72_SGLANG_DEEPEP.get((rec["hardware"], rec["precision"]))
+    if rec["framework"] != "dynamo-sglang" or entry is None or kw["decode_attention_dp"] <= 1:
+        return {}
+    first, last, option = entry
+    if not first <= measured_day(raw) <= last:
+        return {}
+    return {option: True}
+
+
 def _disagg_mtp(
     raw: dict[str, str], conc: int, kw: dict[str, Any], recipes: Recipes
 ) -> dict[str, Any] | None:
@@ -547,6 +580,9 @@ def read_record(
             kw.update(cap)
             notes.extend(why)
         kw.update(disagg_kv_dtype(raw))
+        if deepep := nvl72_deepep(rec, raw, kw):
+            kw["engine_options"] = {**(kw.get("engine_options") or {}), **deepep}
+            notes.append(f"{', '.join(deepep)} (NVL72_SGLANG_DEEPEP)")
     if catalog.gpu(gpu).vendor == "nvidia" and (opts := engine_version_options(raw)):
         # The vLLM DeepGEMM option is a CUDA kernel library's (deepseek-ai/DeepGEMM: Hopper
         # and Blackwell); ROCm builds of vLLM have no DeepGEMM.
