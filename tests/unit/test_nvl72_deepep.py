@@ -71,17 +71,25 @@ def test_recipes_deepep_read_per_precision_and_decode_layout() -> None:
     fp4 = read_record(_rec(**WIDE))
     assert fp4.expressible
     assert fp4.kwargs["engine_options"] == {"decode_moe_a2a_deepep": True}
+    # Every recipe read stores the KV cache in FP8 (kv-cache-dtype fp8_e4m3).
+    assert fp4.kwargs["kv_dtype"] == "fp8"
     # FP8 recipes run DeepEP on their DEP8 prefill workers too (deepep-mode normal).
     fp8 = read_record(_rec(**{**WIDE, "precision": "fp8", "date": "2026-02-09"}))
     assert fp8.kwargs["engine_options"] == {"moe_a2a_deepep": True}
     # A TP decode worker has no attention-DP group to move tokens over: nothing is read.
     tp = read_record(
-        _rec(**{**WIDE, "decode_tp": "4", "decode_ep": "1", "decode_dp_attention": "false"})
+        _rec(
+            **WIDE
+            | {"decode_tp": "4", "decode_ep": "1", "decode_dp_attention": "false"}
+            | {"num_decode_gpu": "4"}
+        )
     )
-    assert "engine_options" not in tp.kwargs
+    assert tp.expressible
+    assert "engine_options" not in tp.kwargs and tp.kwargs["kv_dtype"] == "fp8"
     # Outside the days whose recipes were read, and for other engines, nothing is read.
     for change in ({"date": "2026-02-11"}, {"date": "2026-03-01"}, {"hardware": "b200"}):
-        assert "engine_options" not in read_record(_rec(**{**WIDE, **change})).kwargs
+        other = read_record(_rec(**{**WIDE, **change})).kwargs
+        assert "engine_options" not in other and "kv_dtype" not in other
 
 
 def test_decode_only_deepep_reaches_the_decode_engine_alone() -> None:

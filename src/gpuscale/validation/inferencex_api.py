@@ -430,19 +430,27 @@ low_latency`` (read: gb200-fp4/{1k1k,8k1k}/{mid-curve,max-tpt}, gb300-fp4/{1k1k,
 max_tpt}, gb200-fp8/1k1k/{mid-curve,max-tpt,ultra-tpt}, gb200-fp8/8k1k/{mid-curve,max_tpt},
 gb300-fp8/{1k1k,8k1k}/stp/{mid,max}); the FP8 recipes' DEP8 prefill workers run ``deepep-mode:
 normal`` too (``moe_a2a_deepep``: every worker), the FP4 recipes' prefill workers (DEP4 or TP4)
-set no ``moe-a2a-backend`` (SGLang's default ``none``: ``decode_moe_a2a_deepep``)."""
+set no ``moe-a2a-backend`` (SGLang's default ``none``: ``decode_moe_a2a_deepep``). Every one of
+these recipes, and the TP4/TP8 ``low-latency`` ones of the same entries (gb200-fp{4,8}/{1k1k,
+8k1k}/low-latency, gb300-fp8/{1k1k,8k1k}/stp/low-latency, gb300-fp4/{1k1k,8k1k}/low_latency),
+stores the KV cache as ``kv-cache-dtype: fp8_e4m3`` on its decode workers (and on the prefill
+workers of those read whole), where SGLang's ``auto`` keeps the checkpoints' 16-bit KV."""
 
 
-def nvl72_deepep(rec: dict[str, str], raw: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
-    """The DeepEP engine option of a GB200/GB300 Dynamo-SGLang record whose decode workers run
-    attention DP (:data:`NVL72_SGLANG_DEEPEP`), or nothing."""
+def nvl72_recipe(rec: dict[str, str], raw: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
+    """What the srt-slurm recipe of a GB200/GB300 Dynamo-SGLang record launches and the record
+    does not state (:data:`NVL72_SGLANG_DEEPEP`): the FP8 KV cache, and the DeepEP engine option
+    where its decode workers run attention DP; nothing outside the days read."""
     entry = NVL72_SGLANG_DEEPEP.get((rec["hardware"], rec["precision"]))
-    if rec["framework"] != "dynamo-sglang" or entry is None or kw["decode_attention_dp"] <= 1:
+    if rec["framework"] != "dynamo-sglang" or entry is None:
         return {}
     first, last, option = entry
     if not first <= measured_day(raw) <= last:
         return {}
-    return {option: True}
+    out: dict[str, Any] = {"kv_dtype": "fp8"}
+    if kw["decode_attention_dp"] > 1:
+        out["engine_options"] = {option: True}
+    return out
 
 
 def _disagg_mtp(
@@ -580,9 +588,12 @@ def read_record(
             kw.update(cap)
             notes.extend(why)
         kw.update(disagg_kv_dtype(raw))
-        if deepep := nvl72_deepep(rec, raw, kw):
-            kw["engine_options"] = {**(kw.get("engine_options") or {}), **deepep}
-            notes.append(f"{', '.join(deepep)} (NVL72_SGLANG_DEEPEP)")
+        if launch := nvl72_recipe(rec, raw, kw):
+            deepep = launch.pop("engine_options", {})
+            kw.update(launch)
+            if deepep:
+                kw["engine_options"] = {**(kw.get("engine_options") or {}), **deepep}
+            notes.append(f"FP8 KV, {', '.join(deepep) or 'no DeepEP'} (NVL72_SGLANG_DEEPEP)")
     if catalog.gpu(gpu).vendor == "nvidia" and (opts := engine_version_options(raw)):
         # The vLLM DeepGEMM option is a CUDA kernel library's (deepseek-ai/DeepGEMM: Hopper
         # and Blackwell); ROCm builds of vLLM have no DeepGEMM.
