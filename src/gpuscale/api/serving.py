@@ -156,6 +156,8 @@ ENGINE_OPTIONS: dict[str, EngineOption] = {
     ),
     "mixed_chunk": EngineOption(kind=bool, engines=SGLANG_ONLY),
     "deepgemm_moe_worst_case": EngineOption(kind=bool, engines=VLLM_ONLY),
+    "moe_a2a_deepep": EngineOption(kind=bool, engines=SGLANG_ONLY),
+    "decode_moe_a2a_deepep": EngineOption(kind=bool, engines=SGLANG_ONLY),
 }
 """Scheduler settings of the engine profile a launch may override (``infer(engine_options=)``):
 TensorRT-LLM ``max_num_tokens``/``max_batch_size``/``enable_chunked_prefill``/
@@ -168,7 +170,12 @@ prompt chunks share iterations with the running decodes instead of running ahead
 The batch-wait and attention-DP balance settings exist only in TensorRT-LLM's PyTorch executor
 (``PyExecutor``); ``max_prefill_tokens`` and ``mixed_chunk`` only in SGLang;
 ``deepgemm_moe_worst_case`` (vLLM 0.12's DeepGEMM MoE computing its worst-case layout at every
-batch size, ``EngineProfile.deepgemm_moe_worst_case``) only in vLLM."""
+batch size, ``EngineProfile.deepgemm_moe_worst_case``) only in vLLM. ``moe_a2a_deepep`` is
+SGLang's ``--moe-a2a-backend deepep`` on every worker: under attention DP the MoE layers dispatch
+and combine each token's top-k copies all-to-all (DeepEP) instead of the default all-gather /
+reduce-scatter of the DP group (``EngineProfile.moe_dp_communication``);
+``decode_moe_a2a_deepep`` sets it on a disaggregated deployment's decode workers only
+(``EngineProfile.decode_moe_dp_communication``)."""
 
 
 def _engine_options(options: Mapping[str, Any], engine: str) -> dict[str, Any]:
@@ -198,6 +205,13 @@ def _engine_options(options: Mapping[str, Any], engine: str) -> dict[str, Any]:
             ok = ok and opt.low < value <= opt.high
         require(ok, f"engine option {name} must be {opt.accepted()}", field="engine_options")
         out[name] = opt.kind(value)
+    # SGLang --moe-a2a-backend deepep: DeepEP's dispatch/combine all-to-all (server_args.py
+    # moe_a2a_backend; the default "none" gathers and scatters, serving_engines.yaml).
+    if out.pop("moe_a2a_deepep", False):
+        out["moe_dp_communication"] = "all_to_all"
+    if "decode_moe_a2a_deepep" in out:
+        deepep = out.pop("decode_moe_a2a_deepep")
+        out["decode_moe_dp_communication"] = "all_to_all" if deepep else "gather_scatter"
     if "mixed_chunk" in out:
         # SGLang --enable-mixed-chunk: the scheduler mixes the running decodes into each
         # prefill batch (ScheduleBatch.mix_with_running) instead of pausing them.
@@ -402,6 +416,12 @@ def infer(
             field="request_rate",
         )
     disagg = prefill_workers is not None or decode_workers is not None
+    require(
+        disagg or "decode_moe_a2a_deepep" not in (engine_options or {}),
+        "engine option decode_moe_a2a_deepep sets the decode workers of disaggregated serving; "
+        "give --prefill-workers and --decode-workers, or use moe_a2a_deepep",
+        field="engine_options",
+    )
     # One deployment at a time: the other one's layout would be ignored without a word.
     if disagg:
         given: dict[str, int | None] = {

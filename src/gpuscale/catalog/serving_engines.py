@@ -140,6 +140,11 @@ DeepEP). ``gather_scatter_without_mnnvl``:
     so unless the NVLink domain spans nodes (NVL72 racks), where the engine takes an
     all-to-all (TensorRT-LLM's CUTLASS MoE). Sources in ``serving_engines.yaml``;
     ``IterationModel.moe_all_to_all``."""
+    decode_moe_dp_communication: MoeDpCommunication | None = None
+    """The decode workers' own ``moe_dp_communication`` where a disaggregated launch sets it
+    apart from the prefill workers' (SGLang ``--moe-a2a-backend deepep`` on the decode workers
+    only, as InferenceX's GB200/GB300 FP4 recipes launch them; ``serving_engines.yaml``); None:
+    the engine's."""
     max_prefill_tokens: int | None = None
     """SGLang ``--max-prefill-tokens``: the new prompt tokens one prefill batch may start, a
     soft limit counted after the mixed decodes (``PrefillAdder``: requests are added while what

@@ -412,6 +412,47 @@ MTP_UNKNOWN = (
 )
 
 
+NVL72_SGLANG_DEEPEP: dict[tuple[str, str], tuple[str, str, str]] = {
+    ("gb200", "fp4"): ("2026-02-08", "2026-02-13", "decode_moe_a2a_deepep"),
+    ("gb200", "fp8"): ("2026-02-09", "2026-02-13", "moe_a2a_deepep"),
+    ("gb300", "fp8"): ("2026-02-09", "2026-02-13", "moe_a2a_deepep"),
+    ("gb300", "fp4"): ("2026-02-12", "2026-02-13", "decode_moe_a2a_deepep"),
+}
+"""(hardware, precision) of InferenceX's Dynamo-SGLang DeepSeek-R1 runs -> (first and last day
+read, engine option) of the srt-slurm recipes they launch: ``.github/configs/nvidia-master.yaml``
+names ``CONFIG_FILE=recipes/gb{200,300}-fp{4,8}/...`` from 2767db504 (#633, GB200 FP4,
+2026-02-08), 37f353be2 (#635, GB200/GB300 FP8, 2026-02-09) and 3282fdeba (#636, GB300 FP4,
+2026-02-12), unchanged to d25c4e75b (2026-02-13); ``runners/launch_gb{200,300}-nv.sh`` check
+out ishandhanani/srt-slurm ``sa-submission-q1-2026`` (read from the fork carrying it,
+connorcarpenter15/srt-slurm at 5a156f6b5; SOURCES.md). Every recipe of those entries whose
+decode worker runs attention DP launches it with ``moe-a2a-backend: deepep``, ``deepep-mode:
+low_latency`` (read: gb200-fp4/{1k1k,8k1k}/{mid-curve,max-tpt}, gb300-fp4/{1k1k,8k1k}/{mid_curve,
+max_tpt}, gb200-fp8/1k1k/{mid-curve,max-tpt,ultra-tpt}, gb200-fp8/8k1k/{mid-curve,max_tpt},
+gb300-fp8/{1k1k,8k1k}/stp/{mid,max}); the FP8 recipes' DEP8 prefill workers run ``deepep-mode:
+normal`` too (``moe_a2a_deepep``: every worker), the FP4 recipes' prefill workers (DEP4 or TP4)
+set no ``moe-a2a-backend`` (SGLang's default ``none``: ``decode_moe_a2a_deepep``). Every one of
+these recipes, and the TP4/TP8 ``low-latency`` ones of the same entries (gb200-fp{4,8}/{1k1k,
+8k1k}/low-latency, gb300-fp8/{1k1k,8k1k}/stp/low-latency, gb300-fp4/{1k1k,8k1k}/low_latency),
+stores the KV cache as ``kv-cache-dtype: fp8_e4m3`` on its decode workers (and on the prefill
+workers of those read whole), where SGLang's ``auto`` keeps the checkpoints' 16-bit KV."""
+
+
+def nvl72_recipe(rec: dict[str, str], raw: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
+    """What the srt-slurm recipe of a GB200/GB300 Dynamo-SGLang record launches and the record
+    does not state (:data:`NVL72_SGLANG_DEEPEP`): the FP8 KV cache, and the DeepEP engine option
+    where its decode workers run attention DP; nothing outside the days read."""
+    entry = NVL72_SGLANG_DEEPEP.get((rec["hardware"], rec["precision"]))
+    if rec["framework"] != "dynamo-sglang" or entry is None:
+        return {}
+    first, last, option = entry
+    if not first <= measured_day(raw) <= last:
+        return {}
+    out: dict[str, Any] = {"kv_dtype": "fp8"}
+    if kw["decode_attention_dp"] > 1:
+        out["engine_options"] = {option: True}
+    return out
+
+
 def _disagg_mtp(
     raw: dict[str, str], conc: int, kw: dict[str, Any], recipes: Recipes
 ) -> dict[str, Any] | None:
@@ -547,6 +588,12 @@ def read_record(
             kw.update(cap)
             notes.extend(why)
         kw.update(disagg_kv_dtype(raw))
+        if launch := nvl72_recipe(rec, raw, kw):
+            deepep = launch.pop("engine_options", {})
+            kw.update(launch)
+            if deepep:
+                kw["engine_options"] = {**(kw.get("engine_options") or {}), **deepep}
+            notes.append(f"FP8 KV, {', '.join(deepep) or 'no DeepEP'} (NVL72_SGLANG_DEEPEP)")
     if catalog.gpu(gpu).vendor == "nvidia" and (opts := engine_version_options(raw)):
         # The vLLM DeepGEMM option is a CUDA kernel library's (deepseek-ai/DeepGEMM: Hopper
         # and Blackwell); ROCm builds of vLLM have no DeepGEMM.

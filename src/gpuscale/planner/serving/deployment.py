@@ -820,6 +820,10 @@ def disaggregated_engines(
         overlap_p = eng.prefill_worker_overlap
     eng_p = dataclasses.replace(eng, overlap_scheduler=overlap_p)
     eng_d = dataclasses.replace(eng, kv_policy="reserve")
+    if eng.decode_moe_dp_communication is not None:
+        # A launch that sets the decode workers' MoE all-to-all apart (SGLang
+        # --moe-a2a-backend deepep on the decode workers only, EngineProfile).
+        eng_d = dataclasses.replace(eng_d, moe_dp_communication=eng.decode_moe_dp_communication)
     if prefill.max_batch is not None:
         tokens = max(int(prefill.max_batch * work.input_len), 1)
         eng_p = dataclasses.replace(
@@ -895,7 +899,7 @@ def disaggregated_curves(
     through :func:`disaggregated_prediction` without rebuilding it."""
     eng_p, eng_d = disaggregated_engines(eng, prefill, decode, work)
     it_p = _iteration_model(model, cluster, prefill.par, fmt, kv_dtype, profile, eng, speculation)
-    it_d = _iteration_model(model, cluster, decode.par, fmt, kv_dtype, profile, eng, speculation)
+    it_d = _iteration_model(model, cluster, decode.par, fmt, kv_dtype, profile, eng_d, speculation)
     kv_d, _, mem_d = kv_pool(
         model, cluster, decode.par, fmt, kv_dtype, profile, eng, work, speculation
     )

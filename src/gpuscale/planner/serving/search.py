@@ -292,7 +292,7 @@ def _decode_pool(dec: Pool, eng_d: EngineProfile, ctx: SearchContext) -> tuple[A
         if kv < work.input_len + work.output_len:
             ctx.pools[key] = None
             return (None,)
-        it_d = _iteration_model(model, cluster, dec.par, fmt, kv_dtype, ctx.profile, ctx.eng)
+        it_d = _iteration_model(model, cluster, dec.par, fmt, kv_dtype, ctx.profile, eng_d)
         dwork = Workload(input_len=work.input_len, output_len=work.output_len, prefix_hit=1.0)
         probe = load_curve(it_d, eng_d, dwork, kv)
         top = float(probe.x.max())
