@@ -73,6 +73,8 @@ def test_launch_flags_follow_the_scripts_concurrency_rule() -> None:
     }
     mtp = blackwell_sglang_launch(_rec(precision="fp8", spec_method="mtp", decode_tp="8"))
     assert (mtp["max_num_batched_tokens"], mtp["max_num_seqs"]) == (16384, 512)
+    assert mtp["overlap_scheduler"] is False  # SGLANG_ENABLE_SPEC_V2 set but not exported
+    assert "overlap_scheduler" not in blackwell_sglang_launch(_rec(precision="fp8"))
     assert "memory_fraction" not in mtp  # not read here
     # Other systems, engines, modes, and days before the scripts carried the flag: nothing.
     assert blackwell_sglang_launch(_rec(hardware="h200")) == {}

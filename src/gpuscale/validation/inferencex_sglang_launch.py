@@ -15,6 +15,16 @@ and passes ``--scheduler-recv-interval``; the token budget ``--chunked-prefill-s
 (FP4; FP8 with MTP), 32768 (FP8 TP8) or 8192 (FP8 TP4), ``--max-prefill-tokens`` the same where
 set (FP8; FP4 keeps the 16384 default), ``--max-running-requests`` 256 (FP4), 128 (FP8 TP8),
 32 (FP8 TP4) or 512 (MTP). The memory fraction the scripts also set is not read here.
+
+The MTP scripts (``dsr1_fp8_b200_mtp.sh`` e62c6acdf to ed5867f9e, ``dsr1_fp8_b300_mtp.sh``
+f8543f9d1) write ``SGLANG_ENABLE_SPEC_V2=1`` as a plain shell assignment on a line of its own,
+not exported and not in front of the ``python3 -m sglang.launch_server`` command, so the server
+does not see it (bash passes a command only exported variables and the assignments that precede
+it). SGLang 0.5.9 and 0.5.10.post1 (``environ.py``: ``SGLANG_ENABLE_SPEC_V2 = EnvBool(False)``;
+``server_args.py`` ``_handle_speculative_decoding``: EAGLE without it sets
+``disable_overlap_schedule = True``, "Overlap scheduler is disabled when spec v2 is off", read in
+the 0.5.9 and 0.5.10.post1 wheels) then run EAGLE without the overlap scheduler
+(engine option ``overlap_scheduler`` False).
 """
 
 from __future__ import annotations
@@ -53,6 +63,13 @@ def blackwell_sglang_launch(rec: dict[str, str]) -> dict[str, Any]:
         return {}
     if rec["spec_method"] == "mtp":
         budget, seqs = 16384, 512
+        return {
+            "recv_interval": high,
+            "max_num_batched_tokens": budget,
+            "max_prefill_tokens": budget,
+            "max_num_seqs": seqs,
+            "overlap_scheduler": False,
+        }
     elif tp == 8:
         budget, seqs = 32768, 128
     elif tp == 4:
