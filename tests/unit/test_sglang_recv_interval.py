@@ -35,6 +35,8 @@ def test_decode_only_engine_waits_half_the_window_less_the_iteration_in_flight()
     mean = np.array([0.11])  # half the iterations at 0.2 s, half at 0.02 s
     share = 0.5 * 0.02 / 0.11
     assert recv_wait(eng, mean, np.array([0.2]), dec)[0] == pytest.approx(share * 14.5 * 0.02)
+    # Prompts that cost nothing (all cached): the engine only decodes, every arrival waits.
+    assert recv_wait(eng, dec, dec, dec)[0] == pytest.approx(14.5 * 0.02)
 
 
 def test_one_poll_brings_the_window_arrivals_given_at_least_one() -> None:

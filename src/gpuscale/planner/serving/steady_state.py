@@ -416,8 +416,11 @@ def recv_wait(
     the mean ``T = (1 - f) T_dec + f T_own`` (:func:`iteration_mix`). 0 with an interval of 1."""
     if eng.recv_interval <= 1:
         return np.zeros_like(np.asarray(mean_s, dtype=float))
-    span = np.maximum(own_s - decode_only_s, 1e-15)
-    decode_share = np.clip((own_s - mean_s) / span, 0.0, 1.0)
+    span = np.asarray(own_s - decode_only_s, dtype=float)
+    # No prompt work in the prompt iterations (every prompt token cached): all decode time.
+    decode_share = np.where(
+        span > 1e-12, np.clip((own_s - mean_s) / np.maximum(span, 1e-12), 0.0, 1.0), 1.0
+    )
     in_decode = np.clip(decode_share * decode_only_s / np.maximum(mean_s, 1e-15), 0.0, 1.0)
     return np.asarray(in_decode * (eng.recv_interval - 1) / 2.0 * decode_only_s)
 
