@@ -155,6 +155,7 @@ ENGINE_OPTIONS: dict[str, EngineOption] = {
         kind=int, low=1, high=MAX_SCHEDULER_SLOTS, engines=SGLANG_ONLY
     ),
     "mixed_chunk": EngineOption(kind=bool, engines=SGLANG_ONLY),
+    "recv_interval": EngineOption(kind=int, low=1, high=MAX_SCHEDULER_SLOTS, engines=SGLANG_ONLY),
     "deepgemm_moe_worst_case": EngineOption(kind=bool, engines=VLLM_ONLY),
     "moe_a2a_deepep": EngineOption(kind=bool, engines=SGLANG_ONLY),
     "decode_moe_a2a_deepep": EngineOption(kind=bool, engines=SGLANG_ONLY),
@@ -166,9 +167,10 @@ TensorRT-LLM ``max_num_tokens``/``max_batch_size``/``enable_chunked_prefill``/
 ``--max-num-batched-tokens``/``--max-num-seqs``/``--gpu-memory-utilization``/
 ``--async-scheduling``, SGLang ``--chunked-prefill-size``/``--max-running-requests``/
 ``--mem-fraction-static``/``--max-prefill-tokens``/``--enable-mixed-chunk`` (``mixed_chunk``:
-prompt chunks share iterations with the running decodes instead of running ahead of them).
+prompt chunks share iterations with the running decodes instead of running ahead of them)/
+``--scheduler-recv-interval`` (``recv_interval``: decode batches between polls for new requests).
 The batch-wait and attention-DP balance settings exist only in TensorRT-LLM's PyTorch executor
-(``PyExecutor``); ``max_prefill_tokens`` and ``mixed_chunk`` only in SGLang;
+(``PyExecutor``); ``max_prefill_tokens``, ``mixed_chunk`` and ``recv_interval`` only in SGLang;
 ``deepgemm_moe_worst_case`` (vLLM 0.12's DeepGEMM MoE computing its worst-case layout at every
 batch size, ``EngineProfile.deepgemm_moe_worst_case``) only in vLLM. ``moe_a2a_deepep`` is
 SGLang's ``--moe-a2a-backend deepep`` on every worker: under attention DP the MoE layers dispatch

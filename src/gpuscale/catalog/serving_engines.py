@@ -115,6 +115,12 @@ class EngineProfile:
     (``PyExecutor._waiting_requests``; 0 = off, the engine default)."""
     batch_wait_max_tokens_ratio: float = 0.0
     """TensorRT-LLM ``batch_wait_max_tokens_ratio`` (0 = off, the engine default)."""
+    recv_interval: int = 1
+    """SGLang ``--scheduler-recv-interval``: the scheduler polls for new requests only after
+    this many decode (or speculative verify) batches since its last poll, and at once after a
+    prefill batch (``SchedulerRecvSkipper``: weight 1 per decode/verify batch, 1000 per other
+    batch, poll when the sum reaches the interval). 1 = every iteration, the engine default.
+    Sources in ``serving_engines.yaml``; ``steady_state.recv_wait``."""
     swa_tokens_per_full_token: float | None = None
     """Sliding-window KV the pool holds per token it holds for the full-attention layers.
     None: sliding-window layers keep only their window per request (vLLM's hybrid KV cache

@@ -35,6 +35,7 @@ from typing import Any
 
 from gpuscale import catalog
 from gpuscale.errors import InputError
+from gpuscale.validation.inferencex_sglang_launch import blackwell_sglang_launch
 from gpuscale.validation.inferencex_sweeps import (
     Scripts,
     Sweeps,
@@ -540,6 +541,9 @@ def read_record(
         # single-node TensorRT-LLM runs (64 for TP8 EP8), as the 2026-04-06 export writes them.
         kw.update(_stage(rec, "decode"), pp=1)
         kw.update(launch_options(raw, kw))
+        if sglang_bw := blackwell_sglang_launch(rec):
+            # The B200/B300 SGLang scripts' scheduler flags (inferencex_sglang_launch).
+            kw["engine_options"] = {**(kw.get("engine_options") or {}), **sglang_bw}
         if rec["spec_method"] == "mtp":
             day = measured_day(raw)
             spec_kw, note, refused = speculative_reading(raw, day, kw, list(sweeps or []))

@@ -148,6 +148,11 @@ class _Rank:
         self.p_tokens = 0.0
         self.decoding: list[_Cohort] = []
         self.finished_prefill: list[_Cohort] = []
+        # SGLang --scheduler-recv-interval: the iteration of the last poll for new requests
+        # (``poll_iteration``), and whether the iteration just run carried prompt tokens (the
+        # next loop then polls at once).
+        self.poll_anchor = 0
+        self.extend_ran = False
         self.steps: int | None = None
         """Decode-only iterations this rank can be jumped over (``None``: it has a prompt to
         schedule now); for an idle rank, how long until a waiting request may be scheduled
@@ -285,8 +290,19 @@ class _Rank:
         for c in self.decoding:
             c.generated += steps * self.x.per_it
 
+    def poll_iteration(self, iteration: int) -> int:
+        """The first iteration from ``iteration`` on whose scheduler loop polls for new
+        requests: every one without ``--scheduler-recv-interval``; with it, the loop after a
+        prompt-carrying iteration and every ``recv_interval`` decode iterations after the last
+        poll (``steady_state.recv_batch`` states the SGLang rule)."""
+        n = self.x.eng.recv_interval
+        if n <= 1 or iteration <= self.poll_anchor:
+            return iteration
+        return self.poll_anchor + -(-(iteration - self.poll_anchor) // n) * n
+
     def one_iteration(self, now: float, dt: float) -> None:
         """The planned iteration, ending at ``now``."""
+        self.extend_ran = self.p_tokens > 0.0
         self.running_area += dt * self.running
         if self.n_dec_now > 0:
             for c in self.decoding:
@@ -301,6 +317,10 @@ class _Rank:
         x = self.x
         osl = x.osl
         cohorts = self.cohorts
+        if self.extend_ran:
+            self.poll_anchor, self.extend_ran = iteration, False
+        # Requests sent now are seen at the next poll (the overlap scheduler's iteration after).
+        ready = self.poll_iteration(iteration) + x.delay_its
         for c in [c for c in cohorts if c.first_token >= 0.0 and c.generated >= osl - 1e-9]:
             cohorts.remove(c)
             if c.cycle >= x.warmup_cycles:
@@ -318,7 +338,7 @@ class _Rank:
                     _Cohort(
                         size=c.size,
                         arrival=now,
-                        ready_at_iteration=iteration + x.delay_its,
+                        ready_at_iteration=ready,
                         cycle=c.cycle + 1,
                     )
                 )

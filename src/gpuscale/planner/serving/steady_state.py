@@ -354,6 +354,15 @@ def _ranks_mix(
     return t, own, dec_only
 
 
+def _recv_packet(
+    eng: EngineProfile, n: np.ndarray, decode_steps: float, new_tokens: float
+) -> np.ndarray:
+    """:func:`recv_batch` as whole prompts of one prefill batch: at most what the chunk budget
+    (``max_num_batched_tokens``) takes in one iteration, and at least one prompt."""
+    fit = max(float(eng.max_num_batched_tokens) / max(new_tokens, 1.0), 1.0)
+    return np.clip(recv_batch(eng, n, decode_steps), 1.0, fit)
+
+
 def _batch_waiting(
     eng: EngineProfile, n: np.ndarray, decode_steps: float, prompt_len: float, ranks: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -369,6 +378,51 @@ def _batch_waiting(
     held, batch = batch_wait(n / decode_steps, float(timeout), need)
     busy = 1.0 - np.exp(-n)
     return busy * held, 1.0 + busy * (batch - 1.0)
+
+
+def recv_batch(eng: EngineProfile, n: np.ndarray, decode_steps: float) -> np.ndarray:
+    """Prompts one SGLang poll for new requests brings in, when it brings any, under
+    ``--scheduler-recv-interval`` (``eng.recv_interval``; 1 without one).
+
+    The scheduler polls after every prefill batch and otherwise after ``recv_interval`` decode
+    (or verify) batches (``SchedulerRecvSkipper.handle``, python/sglang/srt/managers/
+    scheduler_recv_skipper.py: counter += 1 per DECODE / TARGET_VERIFY batch, += 1000 per any
+    other, poll and reset when it reaches the interval; weights from ``environ.py``
+    ``SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_*`` since sgl-project/sglang PR #13855, the same
+    numbers hard-coded before). The prompts that arrived over a window of ``recv_interval``
+    decode iterations are received together and prefilled as one batch: with arrivals a
+    Poisson stream of ``n / decode_steps`` per iteration (Little's law), ``m`` per window, a
+    poll that finds any brings ``m / (1 - e^-m)`` (the mean of a Poisson count given it is at
+    least one)."""
+    m = np.asarray(n, dtype=float) / decode_steps * float(eng.recv_interval)
+    if eng.recv_interval <= 1:
+        return np.ones_like(m)
+    return np.where(m > 1e-9, m / -np.expm1(-np.maximum(m, 1e-9)), 1.0)
+
+
+def recv_wait(
+    eng: EngineProfile, mean_s: np.ndarray, own_s: np.ndarray, decode_only_s: np.ndarray
+) -> np.ndarray:
+    """Mean seconds a new request waits for SGLang's next poll beyond the iteration in flight,
+    under ``--scheduler-recv-interval`` (:func:`recv_batch` states the polling rule).
+
+    A request that arrives while the engine decodes waits for the end of the window of
+    ``recv_interval`` decode iterations the poll counter is in: the iteration in flight is the
+    j-th of the window with j uniform on 1..N (the window starts at the poll after a prefill
+    batch or at the previous poll), so (N - 1) / 2 decode iterations more than without the
+    interval. One that arrives during a prefill batch is polled right after it (no extra wait).
+    Arrivals see the time average (PASTA, Wolff 1982): the share of time in decode-only
+    iterations is ``(1 - f) T_dec / T`` with ``f`` the share of prompt-carrying iterations of
+    the mean ``T = (1 - f) T_dec + f T_own`` (:func:`iteration_mix`). 0 with an interval of 1."""
+    if eng.recv_interval <= 1:
+        return np.zeros_like(np.asarray(mean_s, dtype=float))
+    span = np.asarray(own_s - decode_only_s, dtype=float)
+    # No prompt work in the prompt iterations (every prompt token cached): all decode time.
+    decode_share = np.where(
+        span > 1e-12, np.clip((own_s - mean_s) / np.maximum(span, 1e-12), 0.0, 1.0), 1.0
+    )
+    in_decode = np.clip(decode_share * decode_only_s / np.maximum(mean_s, 1e-15), 0.0, 1.0)
+    return np.asarray(in_decode * (eng.recv_interval - 1) / 2.0 * decode_only_s)
 
 
 def load_curve(
@@ -405,6 +459,7 @@ def load_curve(
     p = n * (new_tokens + _recompute_tokens(n, work, eng, kv_tokens)) / decode_steps
     ranks = it.par.attention_dp
     held, batch = _batch_waiting(eng, n, decode_steps, isl, ranks)
+    batch = batch * _recv_packet(eng, n, decode_steps, new_tokens)
     t, own, dec_only = _ranks_mix(it, eng, n, ctx, p, half, new_tokens, batch)
     x = n / (decode_steps * t)
     if x_grid is not None:
@@ -416,6 +471,7 @@ def load_curve(
         ctx = np.full_like(n, isl + osl / 2.0)
         half = np.full_like(n, isl / 2.0)
         held, batch = _batch_waiting(eng, n, decode_steps, isl, ranks)
+        batch = batch * _recv_packet(eng, n, decode_steps, new_tokens)
         t, own, dec_only = _ranks_mix(it, eng, n, ctx, p, half, new_tokens, batch)
         x = np.asarray(x_grid, dtype=float)
         beyond = over
@@ -446,6 +502,9 @@ def load_curve(
     # iterations it waits through are the mean ``t``).
     ttft = delay + held * t + own + (k_p - 1.0) * np.maximum(own, t)
     ttft = ttft + eng.request_overhead_ms * 1e-3
+    # SGLang --scheduler-recv-interval: the wait for the next poll (not running yet: it holds
+    # no slot or KV pages, so ``running`` does not count it).
+    ttft = ttft + recv_wait(eng, t, own, dec_only)
     if eng.adp_balance_timeout_iters > 0 and ranks > 1:
         # The hold applies only while every rank has requests decoding; a rank's decoding
         # requests are taken as Poisson with mean n (requests spread evenly over the ranks).

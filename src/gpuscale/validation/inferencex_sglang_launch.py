@@ -1,0 +1,89 @@
+"""Scheduler flags of InferenceX's single-node SGLang DeepSeek-R1 launches on B200 and B300.
+
+Read from SemiAnalysisAI/InferenceX, every version of the scripts between the first record
+they cover and the last (``git log`` of each path; the flags below are the same at every commit
+named): ``benchmarks/dsr1_fp4_b200_docker.sh`` and ``dsr1_fp8_b200_docker.sh`` from 27f29acbe /
+6be2c6997 (2025-09-21/23) to 64af5a771 (2026-01-21), their ``_slurm.sh`` twins (c88a4c3d2
+2025-09-28 to 64af5a771), ``benchmarks/dsr1_fp{4,8}_b200.sh`` and ``dsr1_fp8_b200_mtp.sh``
+(b0c4ed21b 2026-01-22 to b30c3398a; e62c6acdf 2026-02-06), ``benchmarks/single_node/
+dsr1_fp{4,8}_b200{,_mtp}.sh`` (8d81e0bf4 2026-02-19 to ed5867f9e 2026-05-12) and
+``benchmarks/single_node/dsr1_fp4_b300.sh`` (9ebeafb4e, 2026-04-17: "reuses the existing DSR1
+FP4 B200 SGLang recipe as-is"), ``dsr1_fp8_b300.sh`` (5b302f147) and ``dsr1_fp8_b300_mtp.sh``
+(f8543f9d1), to ed5867f9e. Each sets ``SCHEDULER_RECV_INTERVAL=30`` when ``CONC >= 16`` and
+10 otherwise (the FP8 scripts' TP4 branch, 8k/1k only, from 1d29967c4 2026-01-13: always 10)
+and passes ``--scheduler-recv-interval``; the token budget ``--chunked-prefill-size`` is 16384
+(FP4; FP8 with MTP), 32768 (FP8 TP8) or 8192 (FP8 TP4), ``--max-prefill-tokens`` the same where
+set (FP8; FP4 keeps the 16384 default), ``--max-running-requests`` 256 (FP4), 128 (FP8 TP8),
+32 (FP8 TP4) or 512 (MTP). The memory fraction the scripts also set is not read here.
+
+The MTP scripts (``dsr1_fp8_b200_mtp.sh`` e62c6acdf to ed5867f9e, ``dsr1_fp8_b300_mtp.sh``
+f8543f9d1) write ``SGLANG_ENABLE_SPEC_V2=1`` as a plain shell assignment on a line of its own,
+not exported and not in front of the ``python3 -m sglang.launch_server`` command, so the server
+does not see it (bash passes a command only exported variables and the assignments that precede
+it). SGLang 0.5.9 and 0.5.10.post1 (``environ.py``: ``SGLANG_ENABLE_SPEC_V2 = EnvBool(False)``;
+``server_args.py`` ``_handle_speculative_decoding``: EAGLE without it sets
+``disable_overlap_schedule = True``, "Overlap scheduler is disabled when spec v2 is off", read in
+the 0.5.9 and 0.5.10.post1 wheels) then run EAGLE without the overlap scheduler
+(engine option ``overlap_scheduler`` False).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+RECV_INTERVAL_LOW = 10
+RECV_INTERVAL_HIGH = 30
+RECV_INTERVAL_FROM_CONC = 16
+"""``if [[ $CONC -ge 16 ]]; then SCHEDULER_RECV_INTERVAL=30 else SCHEDULER_RECV_INTERVAL=10``."""
+
+FIRST_DAY = {"b200": "2025-09-21", "b300": "2026-04-17"}
+"""First day each system's scripts carried the flags (27f29acbe; 9ebeafb4e)."""
+LAST_DAY = "2026-05-12"
+"""Last script version read (ed5867f9e); records after it are not read by this table."""
+
+
+def blackwell_sglang_launch(rec: dict[str, str]) -> dict[str, Any]:
+    """Engine options of an aggregated InferenceX SGLang DeepSeek-R1 record on B200/B300 as
+    its launch script states them (module docstring); empty for any other record. Read from
+    the record's system, precision, MTP, TP, concurrency and date only."""
+    system = rec["hardware"]
+    if (
+        system not in FIRST_DAY
+        or rec["framework"] != "sglang"
+        or rec["disagg"] == "true"
+        or rec["model"] != "dsr1"
+        or not FIRST_DAY[system] <= rec["date"] <= LAST_DAY
+    ):
+        return {}
+    tp, conc = int(rec["decode_tp"]), int(rec["conc"])
+    high = RECV_INTERVAL_HIGH if conc >= RECV_INTERVAL_FROM_CONC else RECV_INTERVAL_LOW
+    if rec["precision"] == "fp4" and rec["spec_method"] == "none":
+        return {"recv_interval": high, "max_num_batched_tokens": 16384, "max_num_seqs": 256}
+    if rec["precision"] != "fp8":
+        return {}
+    if rec["spec_method"] == "mtp":
+        budget, seqs = 16384, 512
+        return {
+            "recv_interval": high,
+            "max_num_batched_tokens": budget,
+            "max_prefill_tokens": budget,
+            "max_num_seqs": seqs,
+            "overlap_scheduler": False,
+        }
+    elif tp == 8:
+        budget, seqs = 32768, 128
+    elif tp == 4:
+        return {
+            "recv_interval": RECV_INTERVAL_LOW,
+            "max_num_batched_tokens": 8192,
+            "max_prefill_tokens": 8192,
+            "max_num_seqs": 32,
+        }
+    else:
+        return {}
+    return {
+        "recv_interval": high,
+        "max_num_batched_tokens": budget,
+        "max_prefill_tokens": budget,
+        "max_num_seqs": seqs,
+    }
