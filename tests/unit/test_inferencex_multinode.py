@@ -131,6 +131,53 @@ def test_sglang_and_mori_entries(change: dict[str, str], drafts: int) -> None:
     assert not why and kw["draft_tokens"] == drafts
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        # The srt-slurm recipe's benchmark section runs 5 where the entry's conc-list says 8
+        # (trtllm/b300-fp8/8k1k/mtp/ctx1_gen4_tp8_batch1_eplb0_mtp3_8.yaml).
+        {
+            "hardware": "b300",
+            "isl": "8192",
+            "prefill_tp": "4",
+            "prefill_ep": "1",
+            "num_prefill_gpu": "4",
+            "decode_ep": "1",
+            "decode_dp_attention": "false",
+            "conc": "5",
+            "date": "2026-02-12",
+        },
+        # GB200 2025-12, Dynamo's bench.sh: conc-list 18 x 3 decode workers.
+        {
+            "hardware": "gb200",
+            "precision": "fp4",
+            "isl": "8192",
+            "prefill_tp": "4",
+            "prefill_ep": "4",
+            "prefill_dp_attention": "false",
+            "num_prefill_gpu": "4",
+            "decode_num_workers": "3",
+            "decode_dp_attention": "false",
+            "num_decode_gpu": "24",
+            "conc": "54",
+            "date": "2025-12-19",
+        },
+    ],
+)
+def test_concurrency_the_launched_benchmark_runs(change: dict[str, str]) -> None:
+    rec = _record(**change)
+    kw, note, why = _drafts(rec)
+    assert not why and kw["draft_tokens"] == 3, why
+    line = next(
+        ln
+        for ln in LINES
+        if f"{ln['recipe']}@{ln['config_commit']}" in note
+        and (ln["isl"], ln["decode_workers"]) == (rec["isl"], rec["decode_num_workers"])
+    )
+    assert rec["conc"] not in line["concurrencies"].split()
+    assert rec["conc"] in line["run_concurrencies"].split()
+
+
 def test_no_entry_on_the_records_day_or_shape_gives_a_reason() -> None:
     for change in ({"date": "2026-01-05"}, {"conc": "1000"}, {"decode_num_workers": "3"}):
         kw, _, why = _drafts(_record(**change))

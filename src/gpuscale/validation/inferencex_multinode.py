@@ -10,8 +10,11 @@ count. :data:`MTP_RECIPES_FILE` holds every MTP entry version with the days it w
 and the draft count read from what it launches (SOURCES.md there).
 
 A record is read as an entry when the identifying fields agree: GPU, framework, precision,
-lengths, the record's concurrency in the entry's list, worker counts and ``tp``/``ep``/
-``dp_attention`` labels of both stages, and the record's run day within the entry's days on
+lengths, the record's concurrency in the entry's ``conc-list`` or among the concurrencies
+what it launches runs (``run_concurrencies``: the srt-slurm recipe's ``benchmark.concurrencies``,
+which sa-bench runs and which the H200 TensorRT-LLM recipes state as ``conc-list`` x decode
+workers; Dynamo's ``bench.sh``'s ``conc-list`` x decode workers), worker counts and
+``tp``/``ep``/``dp_attention`` labels of both stages, and the record's run day within the entry's days on
 ``main``. Every matching entry must give one draft count; entries that disagree, or whose
 recipe was not read, leave the record not expressible with the reason. Read from the record's
 stated fields and day only, never from its measured latency.
@@ -57,7 +60,7 @@ def _runs(line: dict[str, str], rec: dict[str, str], system: str) -> bool:
         (line["system"], line["framework"], line["precision"])
         == (system, rec["framework"], rec["precision"])
         and (line["isl"], line["osl"]) == (rec["isl"], rec["osl"])
-        and rec["conc"] in line["concurrencies"].split()
+        and rec["conc"] in (line["concurrencies"] + " " + line["run_concurrencies"]).split()
         and all(_line_stage(line, s) == _record_stage(rec, s) for s in ("prefill", "decode"))
         and line["from_day"] <= rec["date"] <= line["to_day"]
     )
