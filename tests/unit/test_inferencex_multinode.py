@@ -82,7 +82,8 @@ def _drafts(rec: dict[str, str], lines: list[dict[str, str]] = LINES) -> tuple:
 
 def test_a_record_reads_its_recipes_draft_count() -> None:
     kw, note, why = _drafts(_record())
-    assert not why and kw == {"speculative": "mtp", "draft_tokens": 3}
+    # ...and its decode cap: max_batch_size 256 per attention rank.
+    assert not why and kw == {"speculative": "mtp", "draft_tokens": 3, "decode_batch": 256}
     assert "ctx1_gen4_dep8_batch256_eplb0_mtp3_1024.yaml@d3f037578" in note
     row = read_record(_record(), RECIPES, mtp_recipes=LINES)
     assert row.expressible, row.reason

@@ -14,10 +14,12 @@ lengths, the record's concurrency in the entry's ``conc-list`` or among the conc
 what it launches runs (``run_concurrencies``: the srt-slurm recipe's ``benchmark.concurrencies``,
 which sa-bench runs and which the H200 TensorRT-LLM recipes state as ``conc-list`` x decode
 workers; Dynamo's ``bench.sh``'s ``conc-list`` x decode workers), worker counts and
-``tp``/``ep``/``dp_attention`` labels of both stages, and the record's run day within the entry's days on
-``main``. Every matching entry must give one draft count; entries that disagree, or whose
-recipe was not read, leave the record not expressible with the reason. Read from the record's
-stated fields and day only, never from its measured latency.
+``tp``/``ep``/``dp_attention`` labels of both stages, and the record's run day within the
+entry's days on ``main``. Every matching entry must give one draft count; entries that
+disagree, or whose recipe was not read, leave the record not expressible with the reason. Where
+the matching entries state one decode cap per attention rank (``decode_max_batch``), it is
+applied as ``decode_batch``, as for the H100/H200 recipes. Read from the record's stated fields
+and day only, never from its measured latency.
 """
 
 from __future__ import annotations
@@ -69,8 +71,8 @@ def _runs(line: dict[str, str], rec: dict[str, str], system: str) -> bool:
 def multinode_draft_tokens(
     rec: dict[str, str], system: str, lines: MtpRecipes
 ) -> tuple[dict[str, Any], str, str]:
-    """Draft tokens of disaggregated MTP record ``rec``: (keyword arguments to add, the note
-    naming the recipe, or the reason it stays not expressible). Nothing at all when the table
+    """Draft tokens (and decode cap, where stated) of disaggregated MTP record ``rec``: (keyword
+    arguments to add, the note naming the recipe, or the reason it stays not expressible). Nothing at all when the table
     has no line for the record's GPU, framework and precision (the caller's general reason
     applies)."""
     if not any(
@@ -105,5 +107,13 @@ def multinode_draft_tokens(
             f"day match its deployment with different draft counts ({', '.join(map(str, counts))})",
         )
     (n,) = counts
+    out: dict[str, Any] = {"speculative": "mtp", "draft_tokens": n}
     note = f"MTP, {n} draft tokens ({recipes}; {MTP_RECIPES_FILE})"
-    return {"speculative": "mtp", "draft_tokens": n}, note, ""
+    caps = {ln["decode_max_batch"] for ln in hits}
+    if len(caps) == 1 and (cap := caps.pop()):
+        # The decode engine admits at most this many requests per attention rank; the rest
+        # wait after their prefill, inside TTFT (as serving_rows._decode_cap reads the H100/H200
+        # recipes: TensorRT-LLM max_batch_size, SGLang max-running-requests / dp-size).
+        out["decode_batch"] = int(cap)
+        note += f"; decode cap {cap} per attention rank"
+    return out, note, ""
