@@ -48,6 +48,7 @@ from gpuscale.validation.inferencex_api import (
     seen,
     seen_index,
 )
+from gpuscale.validation.inferencex_multinode import MTP_RECIPES_FILE, load_mtp_recipes
 from gpuscale.validation.inferencex_sweeps import (
     SCRIPTS_FILE,
     SWEEPS_FILE,
@@ -214,6 +215,7 @@ def run(by: list[str], limit: int = 0) -> dict[str, Any]:
         load_recipes(SERVING / RECIPES_FILE),
         load_sweeps(SERVING / SWEEPS_FILE),
         load_scripts(SERVING / SCRIPTS_FILE),
+        load_mtp_recipes(SERVING / MTP_RECIPES_FILE),
     )
     distinct = distinct_measurements(rows)
     if limit:

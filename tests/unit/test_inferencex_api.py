@@ -28,6 +28,7 @@ from gpuscale.validation.inferencex_api import (
     seen_index,
     write_records,
 )
+from gpuscale.validation.inferencex_multinode import MTP_RECIPES_FILE, load_mtp_recipes
 from gpuscale.validation.inferencex_sweeps import (
     SCRIPTS_FILE,
     SWEEPS_FILE,
@@ -45,6 +46,8 @@ from gpuscale.validation.serving_rows import (
 SERVING = DATA_DIR / "serving"
 RECIPES = load_recipes(SERVING / RECIPES_FILE)
 SWEEPS = load_sweeps(SERVING / SWEEPS_FILE)
+SCRIPTS = load_scripts(SERVING / SCRIPTS_FILE)
+MTP_RECIPES = load_mtp_recipes(SERVING / MTP_RECIPES_FILE)
 
 
 def _rec(**kw: str) -> dict[str, str]:
@@ -457,7 +460,7 @@ def test_any_record_maps_or_gives_one_reason(
                 f"num_{p}_gpu": str(total),
             }
         )
-    row = read_record(rec, RECIPES, SWEEPS)
+    row = read_record(rec, RECIPES, SWEEPS, SCRIPTS, MTP_RECIPES)
     if row.expressible:
         kw = row.kwargs
         assert (
@@ -474,9 +477,6 @@ def test_any_record_maps_or_gives_one_reason(
             assert kw["attention_dp"] == (tp if dp else 1)
     else:
         assert row.reason and "\n" not in row.reason and not row.kwargs
-
-
-SCRIPTS = load_scripts(SERVING / SCRIPTS_FILE)
 
 
 @pytest.mark.parametrize(

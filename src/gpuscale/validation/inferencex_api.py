@@ -17,7 +17,9 @@ the client's lengths and request count (``client_lengths``, ``client_requests``:
 options of its InferenceX scripts (``launch_options``: TensorRT-LLM attention-DP balancing, the
 H200 DeepSeek-R1 TensorRT-LLM and SGLang scripts by date), the H200 TensorRT-LLM MTP sweeps
 (``inferencex_sweeps.speculative_reading``), the draft counts of the single-node MTP launch
-scripts for records that state MTP (``inferencex_sweeps.script_draft_tokens``), the disaggregated recipes' decode caps, prefill
+scripts for records that state MTP (``inferencex_sweeps.script_draft_tokens``), the draft counts
+of the multi-node MTP recipes (``inferencex_multinode.multinode_draft_tokens``), the
+disaggregated recipes' decode caps, prefill
 attention DP and KV dtype (``_decode_cap``, ``disagg_kv_dtype``) and engine-version options
 (``engine_version_options``). A record that cannot be expressed gets a one-line reason
 (:data:`NOT_EXPRESSIBLE` and :attr:`ApiRow.reason`).
@@ -36,6 +38,7 @@ from typing import Any
 from gpuscale import catalog
 from gpuscale.errors import InputError
 from gpuscale.validation.inferencex_sglang_launch import blackwell_sglang_launch
+from gpuscale.validation.inferencex_multinode import MtpRecipes, multinode_draft_tokens
 from gpuscale.validation.inferencex_sweeps import (
     Scripts,
     Sweeps,
@@ -408,8 +411,9 @@ def _refuse(rec: dict[str, str], engine: str, mode: str, reason: str) -> ApiRow:
 MTP_UNKNOWN = (
     "MTP with a draft count not on file: the project has read it only for InferenceX's H200 "
     "TensorRT-LLM aggregated sweeps of 2026-01-14/28 (inferencex_agg_sweeps.csv), the B200/B300 "
-    "single-node launch scripts (inferencex_mtp_scripts.csv) and the H100/H200 disaggregated "
-    "recipes (inferencex_disagg_recipes.csv)"
+    "single-node launch scripts (inferencex_mtp_scripts.csv), the H100/H200 disaggregated "
+    "recipes (inferencex_disagg_recipes.csv) and the multi-node MTP entries of InferenceX's "
+    "configuration (inferencex_disagg_mtp_recipes.csv)"
 )
 
 
@@ -493,10 +497,13 @@ def read_record(
     recipes: Recipes | None = None,
     sweeps: Sweeps | None = None,
     scripts: Scripts | None = None,
+    mtp_recipes: MtpRecipes | None = None,
 ) -> ApiRow:
     """Record ``rec`` read as the deployment it ran, or marked not expressible with a reason.
     ``scripts`` (``inferencex_sweeps.load_scripts``) gives the draft count of an aggregated MTP
-    record that no sweep of ``sweeps`` covers."""
+    record that no sweep of ``sweeps`` covers; ``mtp_recipes``
+    (``inferencex_multinode.load_mtp_recipes``) that of a disaggregated MTP record the H100/H200
+    recipes table ``recipes`` does not match."""
     mode = "disagg" if rec["disagg"] == "true" else "agg"
     engine = FRAMEWORKS.get(rec["framework"], rec["framework"])
     if rec["model"] not in MODELS:
@@ -583,10 +590,23 @@ def read_record(
         )
         if rec["spec_method"] == "mtp":
             spec = _disagg_mtp(raw, conc, kw, list(recipes or []))
-            if spec is None:
-                return _refuse(rec, engine, mode, MTP_UNKNOWN)
-            kw.update(spec)
-            notes.append(f"MTP, {spec['draft_tokens']} draft tokens (inferencex_disagg_recipes)")
+            if spec is not None:
+                kw.update(spec)
+                notes.append(
+                    f"MTP, {spec['draft_tokens']} draft tokens (inferencex_disagg_recipes)"
+                )
+            else:
+                # The entry the record ran, read from its stated fields and day; its decode
+                # caps are on file but not applied here.
+                spec_kw, note, refused = multinode_draft_tokens(
+                    rec, raw["system"], list(mtp_recipes or [])
+                )
+                if refused:
+                    return _refuse(rec, engine, mode, refused)
+                if not spec_kw:
+                    return _refuse(rec, engine, mode, MTP_UNKNOWN)
+                kw.update(spec_kw)
+                notes.append(note)
         else:
             cap, why = _decode_cap(raw, conc, kw, list(recipes or []))
             kw.update(cap)
@@ -623,8 +643,9 @@ def read_records(
     recipes: Recipes | None = None,
     sweeps: Sweeps | None = None,
     scripts: Scripts | None = None,
+    mtp_recipes: MtpRecipes | None = None,
 ) -> list[ApiRow]:
-    return [read_record(r, recipes, sweeps, scripts) for r in records]
+    return [read_record(r, recipes, sweeps, scripts, mtp_recipes) for r in records]
 
 
 def same_measurement(a: dict[str, str], b: dict[str, str]) -> bool:
