@@ -37,8 +37,8 @@ from typing import Any
 
 from gpuscale import catalog
 from gpuscale.errors import InputError
-from gpuscale.validation.inferencex_sglang_launch import blackwell_sglang_launch
 from gpuscale.validation.inferencex_multinode import MtpRecipes, multinode_draft_tokens
+from gpuscale.validation.inferencex_sglang_launch import blackwell_sglang_launch
 from gpuscale.validation.inferencex_sweeps import (
     Scripts,
     Sweeps,
