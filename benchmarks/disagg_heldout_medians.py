@@ -15,6 +15,9 @@ model's p50, and splits them by what the launch says about the decode slots (the
 2. Clients past the slots (C > slots, InferenceX runs many recipes at 1.05-1.5x them): the
    model's p50 with the recipe's cap and, for comparison, without it (the reading before the
    caps were on file): the median there is the wait for a slot.
+3. The spread: model / measured p99, p50 and mean TTFT (medians of the ratios) over every
+   record: whether the modelled start burst (the p99 of a closed loop's first round) is wider
+   or narrower than measured.
 
     PYTHONPATH=src python benchmarks/disagg_heldout_medians.py [--limit N]
 """
@@ -61,8 +64,10 @@ def slots(row: ApiRow) -> int | None:
     return int(kw["decode_batch"]) * int(kw["decode_attention_dp"]) * int(kw["decode_workers"])
 
 
-def p50(model: str, kw: dict[str, Any]) -> float:
-    return float(infer(model, **kw).to_dict()["options"][0]["ttft_ms_p50"])
+def ttft(model: str, kw: dict[str, Any]) -> dict[str, float]:
+    """The model's mean, p50 and p99 TTFT (ms)."""
+    o = infer(model, **kw).to_dict()["options"][0]
+    return {k: float(o[k]) for k in ("ttft_ms", "ttft_ms_p50", "ttft_ms_p99")}
 
 
 def _bias(pairs: list[tuple[float, float]]) -> str:
@@ -83,13 +88,24 @@ def main(argv: list[str] | None = None) -> None:
         todo = todo[:: max(len(todo) // args.limit, 1)]
     light: list[tuple[ApiRow, float]] = []
     past: list[tuple[ApiRow, int, float, float]] = []
+    ratios: list[tuple[float, float, float]] = []
     for row in todo:
         s = slots(row)
+        pred = ttft(row.model, row.kwargs)
+        m = row.measured
+        if m.get("ttft_ms_p99"):
+            ratios.append(
+                (
+                    pred["ttft_ms_p99"] / m["ttft_ms_p99"],
+                    pred["ttft_ms_p50"] / m["ttft_ms_p50"],
+                    pred["ttft_ms"] / m["ttft_ms"],
+                )
+            )
         if row.concurrency <= LIGHT and (s is None or row.concurrency <= s):
-            light.append((row, p50(row.model, row.kwargs)))
+            light.append((row, pred["ttft_ms_p50"]))
         elif s is not None and row.concurrency > s:
             free = {k: v for k, v in row.kwargs.items() if k != "decode_batch"}
-            past.append((row, s, p50(row.model, row.kwargs), p50(row.model, free)))
+            past.append((row, s, pred["ttft_ms_p50"], ttft(row.model, free)["ttft_ms_p50"]))
     print(f"1. light load (C <= {LIGHT}, no slot queue): measured median - model p50, ms")
     print(f"{'gpu':6} {'C':>4} {'isl':>5} {'meas p50':>8} {'model p50':>9} {'diff':>7}  record")
     diffs = []
@@ -120,6 +136,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"   {len(past)} records, model p50 vs measured median:")
         print(f"   with the cap    {_bias(capped_pairs)}")
         print(f"   without the cap {_bias(free_pairs)}")
+    print()
+    print("3. spread: model / measured TTFT, median over the records")
+    if ratios:
+        p99, mid, mean = (statistics.median(r[i] for r in ratios) for i in range(3))
+        print(f"   {len(ratios)} records: p99 {p99:.2f}  p50 {mid:.2f}  mean {mean:.2f}")
 
 
 if __name__ == "__main__":

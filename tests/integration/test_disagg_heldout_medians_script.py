@@ -22,3 +22,7 @@ def test_script_splits_light_load_from_the_slot_queue() -> None:
         # The queue for a slot is TTFT the model without the cap does not have.
         assert int(capped) > int(free)
     assert re.search(r"with the cap +\|e\| mean +[\d.]+% .*\n +without the cap", past)
+    spread = re.search(
+        r"3\. spread.*\n +(\d+) records: p99 ([\d.]+) +p50 ([\d.]+) +mean ([\d.]+)", out
+    )
+    assert spread and int(spread.group(1)) > 0
