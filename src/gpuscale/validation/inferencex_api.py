@@ -37,6 +37,7 @@ from typing import Any
 
 from gpuscale import catalog
 from gpuscale.errors import InputError
+from gpuscale.validation.inferencex_decode_caps import decode_cap, default_decode_caps
 from gpuscale.validation.inferencex_multinode import MtpRecipes, multinode_draft_tokens
 from gpuscale.validation.inferencex_sglang_launch import blackwell_sglang_launch
 from gpuscale.validation.inferencex_sweeps import (
@@ -609,6 +610,9 @@ def read_record(
                 notes.append(note)
         else:
             cap, why = _decode_cap(raw, conc, kw, list(recipes or []))
+            if not cap:
+                # B200/B300/GB200/GB300: the plain recipes' decode caps (inferencex_decode_caps).
+                cap, why = decode_cap(rec, default_decode_caps())
             kw.update(cap)
             notes.extend(why)
         kw.update(disagg_kv_dtype(raw))
