@@ -369,6 +369,9 @@ def infer(
         eng = dataclasses.replace(eng, adp_balance_timeout_iters=adp_balance_timeout_iters)
     if engine_options:
         eng = dataclasses.replace(eng, **_engine_options(engine_options, eng.name))
+        if "memory_fraction" in engine_options:
+            # A stated fraction (SGLang --mem-fraction-static) replaces the engine's own rule.
+            eng = dataclasses.replace(eng, static_memory_rule=None)
         # An engine without chunked prefill runs a whole prompt in one iteration: TensorRT-LLM
         # refuses a launch whose max_num_tokens is below the longest prompt it must admit.
         require(
