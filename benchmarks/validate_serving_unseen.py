@@ -48,6 +48,7 @@ from gpuscale.validation.inferencex_api import (
     seen,
     seen_index,
 )
+from gpuscale.validation.inferencex_memory import MEM_FRACTIONS_FILE, load_fractions
 from gpuscale.validation.inferencex_sweeps import (
     SCRIPTS_FILE,
     SWEEPS_FILE,
@@ -214,6 +215,7 @@ def run(by: list[str], limit: int = 0) -> dict[str, Any]:
         load_recipes(SERVING / RECIPES_FILE),
         load_sweeps(SERVING / SWEEPS_FILE),
         load_scripts(SERVING / SCRIPTS_FILE),
+        load_fractions(SERVING / MEM_FRACTIONS_FILE),
     )
     distinct = distinct_measurements(rows)
     if limit:

@@ -1,5 +1,6 @@
-"""SGLang's default memory fraction follows the GPU, TP, DP attention and MTP, and the MI355X
-prices FP4 GEMMs at its MXFP4 tensor rate.
+"""SGLang's default memory fraction follows the GPU, TP, DP attention and MTP; a stated
+``--mem-fraction-static`` (InferenceX's launches, ``inferencex_mem_fractions.csv``) wins over it;
+a default that leaves no KV room is refused with one clear line.
 
 Expected fractions are worked by hand from sglang/srt/server_args.py
 ``_handle_gpu_memory_settings`` (0.5.6.post2, 0.5.8.post1, 0.5.9 wheels): reserved MiB = 512 +
@@ -13,13 +14,22 @@ import dataclasses
 
 import pytest
 
-from gpuscale import catalog
+from gpuscale import api, catalog
 from gpuscale.catalog.serving_engines import engine, sglang_gpu_tier, sglang_mem_fraction_static
 from gpuscale.costmodel.profile import load_profile
-from gpuscale.costmodel.serving.formats import gemm_precision, is_weight_only, weight_format
+from gpuscale.costmodel.serving.formats import weight_format
 from gpuscale.costmodel.serving.iteration import Parallelism
+from gpuscale.errors import InputError
 from gpuscale.planner.serving.deployment import kv_pool
 from gpuscale.planner.serving.steady_state import Workload
+from gpuscale.validation import DATA_DIR
+from gpuscale.validation.inferencex_api import COLUMNS, read_record
+from gpuscale.validation.inferencex_memory import (
+    MEM_FRACTIONS_FILE,
+    load_fractions,
+    stated_fraction,
+)
+from gpuscale.validation.serving_rows import RECIPES_FILE, load_recipes
 
 H200_MIB = 143771.0  # nvidia-smi memory.total of an H200 SXM
 H100_MIB = 81559.0
@@ -97,14 +107,127 @@ def test_a_stated_fraction_replaces_the_rule_in_the_kv_pool() -> None:
     assert used_stated == pytest.approx(0.8 * mem, rel=1e-6)
 
 
-def test_mi355x_runs_fp4_gemms_at_its_dense_mxfp4_rate() -> None:
-    mi355x = catalog.gpu("mi355x")
-    # AMD Instinct MI355X data sheet: MXFP4 10 PF dense, twice the dense FP8 5,033.2 TFLOPS.
-    assert mi355x.peak("mxfp4") == pytest.approx(10066.4)
-    assert mi355x.peak("mxfp4") == pytest.approx(2 * mi355x.peak("fp8"))
-    fmt = weight_format("mxfp4")
-    assert gemm_precision(fmt, mi355x) == "mxfp4"
-    assert not is_weight_only(fmt, mi355x)
-    # NVIDIA keeps its NVFP4 rate; a GPU without FP4 stays weight-only.
-    assert gemm_precision(weight_format("nvfp4"), catalog.gpu("b200")) == "nvfp4"
-    assert is_weight_only(fmt, catalog.gpu("h200-sxm"))
+SERVING = DATA_DIR / "serving"
+FRACTIONS = load_fractions(SERVING / MEM_FRACTIONS_FILE)
+RECIPES = load_recipes(SERVING / RECIPES_FILE)
+
+
+def _fraction(**kw: object) -> float | None:
+    base: dict[str, object] = {"backend": "sglang", "model": "deepseek-ai/DeepSeek-R1"}
+    value, _, refused = stated_fraction(FRACTIONS, **{**base, **kw})  # type: ignore[arg-type]
+    assert not refused
+    return value
+
+
+def test_inferencex_scripts_state_their_fraction_by_gpu_tp_and_day() -> None:
+    # benchmarks/single_node/dsr1_fp8_b200.sh (1d29967c4 on): MEM_FRAC_STATIC=0.82 at TP 8,
+    # 0.95 at TP 4; before it one 0.82 for every TP.
+    at = {"system": "b200", "precision": "fp8", "stage": "agg"}
+    assert _fraction(**at, day="2026-03-25", tp=8) == 0.82
+    assert _fraction(**at, day="2026-03-25", tp=4) == 0.95
+    assert _fraction(**at, day="2025-11-18", tp=4) == 0.82
+    # The MTP script is its own line: 0.82 (dsr1_fp8_b200_mtp.sh).
+    assert _fraction(**at, day="2026-03-25", tp=8, spec="mtp") == 0.82
+    # FP4 0.85 (dsr1_fp4_b200.sh), AMD 0.8 (dsr1_fp8_mi355x.sh).
+    assert _fraction(system="b200", precision="fp4", stage="agg", day="2025-11-10", tp=4) == 0.85
+    assert _fraction(system="mi355x", precision="fp8", stage="agg", day="2026-05-03", tp=8) == 0.8
+    # MoRI-SGLang (amd_utils/models.yaml from 8d81e0bf4, 2026-02-19): decode 0.85, prefill 0.8;
+    # nothing on file before it.
+    mori = {"system": "mi355x", "precision": "fp4", "spec": "mtp"}
+    assert _fraction(**mori, stage="decode", day="2026-03-13") == 0.85
+    assert _fraction(**mori, stage="prefill", day="2026-03-13") == 0.8
+    assert _fraction(**mori, stage="decode", day="2026-02-13") is None
+    # A recipe by path: h100-fp8-1p1d-max-dep-mtp decode 0.85, prefill 0.6.
+    path = "recipes/h100/1k1k/mtp/h100-fp8-1p1d-max-dep-mtp.yaml"
+    assert _fraction(system="h100_sxm", stage="decode", day="2026-02-13", path=path) == 0.85
+    assert _fraction(system="h100_sxm", stage="prefill", day="2026-02-13", path=path) == 0.6
+
+
+def test_launches_that_disagree_leave_the_fraction_unknown() -> None:
+    line = {k: "" for k in FRACTIONS[0]}
+    line.update(
+        system="b200", backend="sglang", model="m", precision="fp8", spec="none", mode="agg",
+        stage="agg", from_day="2026-01-01", to_day="2026-01-31", path="a.sh", commit="c1",
+    )  # fmt: skip
+    table = [
+        {**line, "mem_fraction_static": "0.8"},
+        {**line, "mem_fraction_static": "0.9", "path": "b.sh", "from_day": "2026-01-31"},
+    ]
+    at = {"system": "b200", "backend": "sglang", "stage": "agg", "model": "m", "precision": "fp8"}
+    assert stated_fraction(table, **at, day="2026-01-15")[0] == 0.8
+    value, _, refused = stated_fraction(table, **at, day="2026-01-31")
+    assert value is None and "a.sh@c1, b.sh@c1" in refused and "[0.8, 0.9]" in refused
+
+
+def _record(**kw: str) -> dict[str, str]:
+    """An H100 Dynamo-SGLang MTP record of InferenceX's 2026-02-13 sweep (1k/1k at 64)."""
+    r = dict.fromkeys(COLUMNS, "")
+    r.update(
+        page_offset="0", hardware="h100", framework="dynamo-sglang", model="dsr1",
+        precision="fp8", spec_method="mtp", disagg="true", is_multinode="true",
+        prefill_tp="16", prefill_ep="1", prefill_dp_attention="false", prefill_num_workers="1",
+        decode_tp="16", decode_ep="16", decode_dp_attention="true", decode_num_workers="1",
+        num_prefill_gpu="16", num_decode_gpu="16", isl="1024", osl="1024", conc="64",
+        image="lmsysorg/sglang:v0.5.8-cu130", date="2026-02-13", run_url="1/1",
+    )  # fmt: skip
+    for k in ("mean_ttft", "median_ttft", "p99_ttft", "mean_tpot", "median_tpot", "p99_tpot"):
+        r[k] = "1"
+    r.update(kw)
+    return r
+
+
+def test_held_out_records_use_the_fraction_their_launch_stated() -> None:
+    # The entry's recipe (inferencex_disagg_recipes.csv) is h100-fp8-1p1d-max-dep-mtp: decode
+    # 0.85, the KV pool the model sizes.
+    row = read_record(_record(), RECIPES, fractions=FRACTIONS)
+    assert row.expressible and row.kwargs["engine_options"]["memory_fraction"] == 0.85
+    assert any("h100-fp8-1p1d-max-dep-mtp.yaml@616191ca7" in n for n in row.assumptions)
+    # Without the table SGLang's own rule applies (no option).
+    assert "engine_options" not in read_record(_record(), RECIPES).kwargs
+    # Aggregated B200 FP8 at TP 4: the script's 0.95.
+    agg = _record(
+        hardware="b200", framework="sglang", spec_method="none", disagg="false",
+        is_multinode="false", prefill_tp="4", prefill_ep="1", prefill_dp_attention="false",
+        decode_tp="4", decode_ep="1", decode_dp_attention="false", num_prefill_gpu="4",
+        num_decode_gpu="4", isl="8192", date="2026-03-25", image="lmsysorg/sglang:v0.5.9-cu130",
+    )  # fmt: skip
+    assert read_record(agg, fractions=FRACTIONS).kwargs["engine_options"] == {
+        "memory_fraction": 0.95
+    }
+
+
+H100_DEP16 = {
+    "gpu": "h100-sxm", "engine": "sglang", "input_len": 1024, "output_len": 1024,
+    "concurrency": 64, "prefill_workers": 1, "prefill_tp": 16, "decode_workers": 1,
+    "decode_tp": 16, "decode_ep": 16, "decode_attention_dp": 16, "speculative": "mtp",
+    "draft_tokens": 2,
+}  # fmt: skip
+
+
+def test_a_default_fraction_without_kv_room_is_refused_with_one_line() -> None:
+    # H100 TP16 DP16 with an EAGLE draft: reserved 512 + 1.5 x 8192 + 2 x 512 + 16 x 128
+    # + 4.5 x 512 x 16 + 2048 = 54,784 MiB of 81,559 -> 0.328, below the FP8 weights per GPU.
+    with pytest.raises(InputError) as err:
+        api.infer("deepseek-r1", **H100_DEP16)  # type: ignore[arg-type]
+    msg = str(err.value)
+    assert err.value.field == "engine_options" and "\n" not in msg
+    assert "default mem_fraction_static (0.328" in msg and "TP 16, attention DP 16, MTP" in msg
+    assert "decode worker" in msg and "memory_fraction=F" in msg
+    # Engines without the rule keep their single fraction and are not checked.
+    assert engine("vllm").static_memory_rule is None
+
+
+def test_a_stated_fraction_wins_over_the_default_rule() -> None:
+    res = api.infer(
+        "deepseek-r1",
+        **H100_DEP16,
+        engine_options={"memory_fraction": 0.85},  # type: ignore[arg-type]
+    )
+    assert res.prediction.fits and res.prediction.kv_tokens_per_rank > 2048
+
+
+def test_weights_that_fit_no_fraction_are_not_blamed_on_it() -> None:
+    # DeepSeek-R1 in BF16 (~1.3 TB) on 8 H200s: no fraction makes room, so the answer is the
+    # one every engine gives (fits false, the note says why), not the fraction's refusal.
+    res = api.infer("deepseek-r1", gpu="h200-sxm", engine="sglang", tp=8, concurrency=4)
+    assert not res.prediction.fits

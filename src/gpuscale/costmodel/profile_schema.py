@@ -116,7 +116,7 @@ TOP_LEVEL = (
     "constants",
 )
 TEXT_KEYS = ("name", "base", "description", "source")
-PRECISION_SUFFIXES = ("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4", "mxfp4")
+PRECISION_SUFFIXES = ("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4")
 EXTRA_DEVICE_KEYS = ("default", "cpu")
 LEVELS = ("intra", "inter")
 LINK_KINDS = ("nvlink", "xgmi", "pcie", "infiniband", "roce", "ethernet")

@@ -9,7 +9,7 @@ from typing import Literal
 from gpuscale.errors import InputError, require
 from gpuscale.specs.units import GIB
 
-Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4", "mxfp4"]
+Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4"]
 LinkKind = Literal["nvlink", "xgmi", "pcie", "infiniband", "roce", "ethernet"]
 
 

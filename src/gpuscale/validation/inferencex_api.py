@@ -35,6 +35,7 @@ from typing import Any
 
 from gpuscale import catalog
 from gpuscale.errors import InputError
+from gpuscale.validation.inferencex_memory import Fractions
 from gpuscale.validation.inferencex_sweeps import (
     Scripts,
     Sweeps,
@@ -58,6 +59,7 @@ from gpuscale.validation.serving_rows import (
     launch_options,
     measured_day,
     parallelism,
+    stated_memory,
 )
 
 API_FILE = "inferencex_api_dsr1.csv"
@@ -451,10 +453,13 @@ def read_record(
     recipes: Recipes | None = None,
     sweeps: Sweeps | None = None,
     scripts: Scripts | None = None,
+    fractions: Fractions | None = None,
 ) -> ApiRow:
     """Record ``rec`` read as the deployment it ran, or marked not expressible with a reason.
     ``scripts`` (``inferencex_sweeps.load_scripts``) gives the draft count of an aggregated MTP
-    record that no sweep of ``sweeps`` covers."""
+    record that no sweep of ``sweeps`` covers; ``fractions``
+    (``inferencex_memory.load_fractions``) the ``--mem-fraction-static`` its SGLang launch
+    stated (``serving_rows.stated_memory``)."""
     mode = "disagg" if rec["disagg"] == "true" else "agg"
     engine = FRAMEWORKS.get(rec["framework"], rec["framework"])
     if rec["model"] not in MODELS:
@@ -547,6 +552,12 @@ def read_record(
             kw.update(cap)
             notes.extend(why)
         kw.update(disagg_kv_dtype(raw))
+    mem_kw, mem_note, refused = stated_memory(raw, kw, list(recipes or []), list(fractions or []))
+    if refused:
+        return _refuse(rec, engine, mode, refused)
+    if mem_kw:
+        kw["engine_options"] = {**(kw.get("engine_options") or {}), **mem_kw}
+        notes.append(mem_note)
     if catalog.gpu(gpu).vendor == "nvidia" and (opts := engine_version_options(raw)):
         # The vLLM DeepGEMM option is a CUDA kernel library's (deepseek-ai/DeepGEMM: Hopper
         # and Blackwell); ROCm builds of vLLM have no DeepGEMM.
@@ -572,8 +583,9 @@ def read_records(
     recipes: Recipes | None = None,
     sweeps: Sweeps | None = None,
     scripts: Scripts | None = None,
+    fractions: Fractions | None = None,
 ) -> list[ApiRow]:
-    return [read_record(r, recipes, sweeps, scripts) for r in records]
+    return [read_record(r, recipes, sweeps, scripts, fractions) for r in records]
 
 
 def same_measurement(a: dict[str, str], b: dict[str, str]) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from gpuscale.errors import InputError
 from gpuscale.specs import Device
 
-FP4_KEYS = ("nvfp4", "mxfp4", "fp4")
+FP4_KEYS = ("nvfp4", "fp4")
 """Names a catalog GPU may carry for its FP4 tensor-core rate."""
 
 
