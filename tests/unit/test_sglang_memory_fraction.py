@@ -229,5 +229,7 @@ def test_a_stated_fraction_wins_over_the_default_rule() -> None:
 def test_weights_that_fit_no_fraction_are_not_blamed_on_it() -> None:
     # DeepSeek-R1 in BF16 (~1.3 TB) on 8 H200s: no fraction makes room, so the answer is the
     # one every engine gives (fits false, the note says why), not the fraction's refusal.
-    res = api.infer("deepseek-r1", gpu="h200-sxm", engine="sglang", tp=8, concurrency=4)
+    res = api.infer(
+        "deepseek-r1", gpu="h200-sxm", engine="sglang", weights="bf16", tp=8, concurrency=4
+    )
     assert not res.prediction.fits
