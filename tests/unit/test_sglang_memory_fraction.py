@@ -212,7 +212,7 @@ def test_a_default_fraction_without_kv_room_is_refused_with_one_line() -> None:
     msg = str(err.value)
     assert err.value.field == "engine_options" and "\n" not in msg
     assert "default mem_fraction_static (0.328" in msg and "TP 16, attention DP 16, MTP" in msg
-    assert "decode worker" in msg and "memory_fraction=F" in msg
+    assert "leaves the decode workers room" in msg and "memory_fraction=F" in msg
     # Engines without the rule keep their single fraction and are not checked.
     assert engine("vllm").static_memory_rule is None
 

@@ -462,8 +462,8 @@ def infer(
         placed = pools_placement(p_pool, d_pool, per_node)
         cluster = deployment_cluster(gpu, placed, gpus_per_node, inter)
         for stage, pool, need in (
-            ("prefill", p_pool, input_len),
-            ("decode", d_pool, input_len + output_len),
+            ("prefill workers", p_pool, input_len),
+            ("decode workers", d_pool, input_len + output_len),
         ):
             check_default_fraction(
                 spec, cluster, pool.par, fmt, kv_dtype, prof, eng, work, spec_dec, need, stage
@@ -577,9 +577,10 @@ def check_default_fraction(
         speculative=spec_dec is not None,
     )  # fmt: skip
     mtp = ", MTP" if spec_dec is not None else ""
+    who = {"sglang-0.5": "SGLang"}.get(eng.static_memory_rule, eng.name)
     raise InputError(
-        f"{eng.name}'s default mem_fraction_static ({frac:.3f} on {cluster.device.name} at TP "
-        f"{par.tp}, attention DP {par.attention_dp}{mtp}) leaves the {stage} worker room for "
+        f"{who}'s default mem_fraction_static ({frac:.3f} on {cluster.device.name} at TP "
+        f"{par.tp}, attention DP {par.attention_dp}{mtp}) leaves the {stage} room for "
         f"{max(kv, 0.0):,.0f} KV tokens per rank, less than one {need:,}-token request; "
         "state the launch's fraction: --engine-options memory_fraction=F (0 < F <= 1)",
         field="engine_options",
