@@ -465,7 +465,7 @@ def infer(
             ("prefill workers", p_pool, input_len),
             ("decode workers", d_pool, input_len + output_len),
         ):
-            check_default_fraction(
+            _check_default_fraction(
                 spec, cluster, pool.par, fmt, kv_dtype, prof, eng, work, spec_dec, need, stage
             )
         pred = predict_disaggregated(
@@ -494,7 +494,7 @@ def infer(
         group = Group(pool="replica", workers=replicas, tp=par.tp, pp=par.pp, field="tp")
         placed = place([group], per_node)
         cluster = deployment_cluster(gpu, placed, gpus_per_node, inter)
-        check_default_fraction(
+        _check_default_fraction(
             spec, cluster, par, fmt, kv_dtype, prof, eng, work, spec_dec,
             input_len + output_len, "engine",
         )  # fmt: skip
@@ -541,7 +541,7 @@ def infer(
     )
 
 
-def check_default_fraction(
+def _check_default_fraction(
     spec: ModelSpec,
     cluster: Cluster,
     par: Parallelism,

@@ -1086,33 +1086,30 @@ def stated_memory(
     (:data:`INFERENCEX_LAUNCHES`). Disaggregated: the decode workers' (the KV pool the
     model sizes), from the srt-slurm recipe of the one recipes-table entry that runs the
     record's deployment (:func:`disagg_recipe_entries`), else the launch files in
-    force on the day (MI355X MoRI-SGLang). Nothing where no launch on file states it: SGLang's
-    own rule then applies."""
+    force on the day (MI355X MoRI-SGLang). The prefill workers' own stated value is not
+    applied: one engine option serves both pools, and only the decode pool's KV cache enters
+    the prediction. Nothing where no launch on file states it: SGLang's own rule then applies."""
     if raw["backend"] != "sglang" or "memory_fraction" in (kw.get("engine_options") or {}):
         return {}, "", ""
     day = measured_day(raw)
     spec = "mtp" if kw.get("speculative") == "mtp" else "none"
-    system = raw["system"]
+    at: dict[str, Any] = {"system": raw["system"], "backend": "sglang", "day": day}
+    launch: dict[str, Any] = {
+        "model": raw["model_path"],
+        "precision": raw["precision"],
+        "spec": spec,
+    }
     if raw["mode"] == "agg":
-        value, note, refused = stated_fraction(
-            fractions, system=system, backend="sglang", day=day, stage="agg",
-            model=raw["model_path"],
-            precision=raw["precision"], spec=spec, tp=kw["tp"],
-        )  # fmt: skip
+        value, note, refused = stated_fraction(fractions, **at, stage="agg", **launch, tp=kw["tp"])
     else:
         paths = {e["recipe"] for e in disagg_recipe_entries(raw, kw["concurrency"], kw, recipes)}
         value, note, refused = None, "", ""
         if len(paths) == 1:
             value, note, refused = stated_fraction(
-                fractions, system=system, backend="sglang", day=day, stage="decode",
-                path=paths.pop(),
-            )  # fmt: skip
+                fractions, **at, stage="decode", path=paths.pop()
+            )
         if value is None and not refused:
-            value, note, refused = stated_fraction(
-                fractions, system=system, backend="sglang", day=day, stage="decode",
-                model=raw["model_path"],
-                precision=raw["precision"], spec=spec,
-            )  # fmt: skip
+            value, note, refused = stated_fraction(fractions, **at, stage="decode", **launch)
     if value is None:
         return {}, "", refused
     return {"memory_fraction": value}, note, ""
