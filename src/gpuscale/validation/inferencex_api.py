@@ -38,6 +38,7 @@ from typing import Any
 from gpuscale import catalog
 from gpuscale.errors import InputError
 from gpuscale.validation.inferencex_decode_caps import decode_cap, default_decode_caps
+from gpuscale.validation.inferencex_memory import Fractions
 from gpuscale.validation.inferencex_multinode import MtpRecipes, multinode_draft_tokens
 from gpuscale.validation.inferencex_sglang_launch import blackwell_sglang_launch
 from gpuscale.validation.inferencex_sweeps import (
@@ -63,6 +64,7 @@ from gpuscale.validation.serving_rows import (
     launch_options,
     measured_day,
     parallelism,
+    stated_memory,
 )
 
 API_FILE = "inferencex_api_dsr1.csv"
@@ -499,12 +501,14 @@ def read_record(
     sweeps: Sweeps | None = None,
     scripts: Scripts | None = None,
     mtp_recipes: MtpRecipes | None = None,
+    fractions: Fractions | None = None,
 ) -> ApiRow:
     """Record ``rec`` read as the deployment it ran, or marked not expressible with a reason.
     ``scripts`` (``inferencex_sweeps.load_scripts``) gives the draft count of an aggregated MTP
     record that no sweep of ``sweeps`` covers; ``mtp_recipes``
     (``inferencex_multinode.load_mtp_recipes``) that of a disaggregated MTP record the H100/H200
-    recipes table ``recipes`` does not match."""
+    recipes table ``recipes`` does not match; ``fractions`` (``inferencex_memory.load_fractions``)
+    the ``--mem-fraction-static`` its SGLang launch stated (``serving_rows.stated_memory``)."""
     mode = "disagg" if rec["disagg"] == "true" else "agg"
     engine = FRAMEWORKS.get(rec["framework"], rec["framework"])
     if rec["model"] not in MODELS:
@@ -622,6 +626,12 @@ def read_record(
             if deepep:
                 kw["engine_options"] = {**(kw.get("engine_options") or {}), **deepep}
             notes.append(f"FP8 KV, {', '.join(deepep) or 'no DeepEP'} (NVL72_SGLANG_DEEPEP)")
+    mem_kw, mem_note, refused = stated_memory(raw, kw, list(recipes or []), list(fractions or []))
+    if refused:
+        return _refuse(rec, engine, mode, refused)
+    if mem_kw:
+        kw["engine_options"] = {**(kw.get("engine_options") or {}), **mem_kw}
+        notes.append(mem_note)
     if catalog.gpu(gpu).vendor == "nvidia" and (opts := engine_version_options(raw)):
         # The vLLM DeepGEMM option is a CUDA kernel library's (deepseek-ai/DeepGEMM: Hopper
         # and Blackwell); ROCm builds of vLLM have no DeepGEMM.
@@ -648,8 +658,9 @@ def read_records(
     sweeps: Sweeps | None = None,
     scripts: Scripts | None = None,
     mtp_recipes: MtpRecipes | None = None,
+    fractions: Fractions | None = None,
 ) -> list[ApiRow]:
-    return [read_record(r, recipes, sweeps, scripts, mtp_recipes) for r in records]
+    return [read_record(r, recipes, sweeps, scripts, mtp_recipes, fractions) for r in records]
 
 
 def same_measurement(a: dict[str, str], b: dict[str, str]) -> bool:
