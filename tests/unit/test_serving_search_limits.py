@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from gpuscale import catalog
+from gpuscale.api import infer
 from gpuscale.api import serving_search as ss
 from gpuscale.planner.serving import search as ps
 from gpuscale.planner.serving.deployment import Prediction
@@ -142,3 +143,30 @@ def test_the_verdict_names_a_prefill_bound_runner_up_by_its_prefill() -> None:
     doc = r.to_dict()["options"]
     assert [o["capacity_limit"] for o in doc] == [s.capacity_limit for s in r.ranked]
     assert "prefill_throughput" in {o["capacity_limit"] for o in doc}
+
+
+def test_an_options_keys_say_mean_requests_in_flight() -> None:
+    """The mean number in flight at the option's Poisson rate is not a closed loop's clients:
+    ``mean_requests_in_flight``, not ``concurrency`` (the search's schema 2)."""
+    r = ss.search("llama3.1-8b", gpu="h100-sxm", gpus=1, input_len=128, output_len=128)
+    doc = r.to_dict()
+    assert doc["schema_version"] == 2
+    o = doc["options"][0]
+    assert set(o) == {
+        "label", "mode", "gpus", "mean_requests_in_flight", "ttft_ms_p99", "tpot_ms_p99",
+        "goodput_tokens_per_s", "goodput_tokens_per_s_per_gpu", "requests_per_s",
+        "capacity_resolved", "limit", "capacity_limit", "exact", "infer",
+    }  # fmt: skip
+    s = r.ranked[0]
+    assert (
+        o["mean_requests_in_flight"]
+        == s.mean_in_flight
+        == max(
+            1,
+            round(
+                s.requests_per_s
+                * infer("llama3.1-8b", **o["infer"]).to_dict()["options"][0]["e2e_s"]
+            ),
+        )
+    )
+    assert f"{s.mean_in_flight} requests in flight on average" in r.explanation()
