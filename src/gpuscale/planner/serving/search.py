@@ -23,8 +23,10 @@ pricing every candidate (tests/unit/test_serving_search_capacity.py,
 tests/unit/test_serving_search_slo.py), as the training planner's ``step_time_floor_s`` pruning
 equals pricing every plan. Without pricing (``rank`` with no pricer) the pre-screen's edge is
 resolved by the steady state's own rule (``steady_state.resolve_capacity`` / ``refine_edge``,
-with the SLO as a further condition; the p99s grow with the load, checked on the grid by
-``benchmarks/search_slo_monotone.py``)."""
+with the SLO as a further condition). Every reading takes the first load that misses the SLO
+(a load past one that misses is not reached within the SLO, were a p99 to fall again); the
+p99s' monotony in the load, of the pre-screen and of ``infer``'s open loop, is checked by
+``benchmarks/search_slo_monotone.py``."""
 
 from __future__ import annotations
 
@@ -324,8 +326,9 @@ def walk(cand: Candidate, ctx: SearchContext, resolve: bool = False) -> Walk | N
     engine, ``refine_edge`` over the deployment's load for a disaggregated one, as
     ``deployment.py`` does): the capacity where it ends the walk, the p99 crossing where the
     SLO does. Without, the edge is read off the grid and the candidate carries the bound of
-    its next grid load. ``refine_edge`` refines between the last grid load that meets both and
-    the next, so were a p99 not monotone in the load, the crossing resolved is the last one."""
+    its next grid load. The condition refined holds up to the first load that misses (its
+    running conjunction along the loads), so were a p99 not monotone in the load, the crossing
+    resolved is the first one, as :func:`score` and :func:`price` read theirs."""
     model, cluster, fmt, kv_dtype = ctx.model, ctx.cluster, ctx.fmt, ctx.kv_dtype
     profile, eng, work = ctx.profile, ctx.eng, ctx.work
     slo_ttft_s, slo_tpot_s = ctx.slo_ttft_s, ctx.slo_tpot_s
@@ -339,8 +342,9 @@ def walk(cand: Candidate, ctx: SearchContext, resolve: bool = False) -> Walk | N
         if resolve:
 
             def meets(cc: LoadCurve) -> np.ndarray:
+                # up to the first load that misses, as :func:`score` reads the walk
                 a, b = _engine_p99(cc, steps)
-                return (a <= slo_ttft_s) & (b <= slo_tpot_s)
+                return np.logical_and.accumulate((a <= slo_ttft_s) & (b <= slo_tpot_s))
 
             c = resolve_capacity(it, eng, work, kv, c, within=meets)
         ttft99, tpot99 = _engine_p99(c, steps)
@@ -393,9 +397,11 @@ def walk(cand: Candidate, ctx: SearchContext, resolve: bool = False) -> Walk | N
 
             def meets_at(xs: np.ndarray) -> np.ndarray:
                 f, a, b, _, _ = curves(xs)
-                return np.asarray(f & (a <= slo_ttft_s) & (b <= slo_tpot_s))
+                return np.logical_and.accumulate(f & (a <= slo_ttft_s) & (b <= slo_tpot_s))
 
-            met = feasible & (ttft99 <= slo_ttft_s) & (tpot99 <= slo_tpot_s)
+            met = np.logical_and.accumulate(
+                feasible & (ttft99 <= slo_ttft_s) & (tpot99 <= slo_tpot_s)
+            )
             fine = refine_edge(x, met, meets_at)
             if fine.size:
                 x = np.unique(np.concatenate([x, fine]))
@@ -462,10 +468,23 @@ STEP_DOWN = 0.85
 SCAN_FROM = 0.01
 """Lightest rate :func:`price` scans, as a share of the pre-screen's bound: below it the
 engine runs under 1% of the load it is priced at, its p99s the idle engine's, which the read
-at :data:`RATE_TOLERANCE` of the bound stands for (a scan from there takes three times the
-reads, 2.2 s more on an 8-GPU search)."""
-SCAN_STEPS = int(np.ceil(np.log(SCAN_FROM) / np.log(STEP_DOWN)))
-"""Rates :func:`price` scans from :data:`SCAN_FROM` of the bound up to it."""
+at :data:`RATE_TOLERANCE` of the bound stands for."""
+SCAN_FINE = 0.5
+"""Share of the bound above which :func:`price` scans rates :data:`STEP_DOWN` apart (the
+answer lies within a grid step below the bound, ``score``); below it, halving: 10 reads in all
+(0.85 apart all the way down took 29, and tripled the cost of pricing every candidate)."""
+
+
+def scan_rates(bound: float) -> list[float]:
+    """The rates :func:`price` scans, lightest first: :data:`STEP_DOWN` apart from the bound
+    down to :data:`SCAN_FINE` of it, then halving down to :data:`SCAN_FROM` of it."""
+    fine = [bound]
+    while fine[-1] * STEP_DOWN >= SCAN_FINE * bound:
+        fine.append(fine[-1] * STEP_DOWN)
+    coarse = [fine[-1] * 0.5]
+    while coarse[-1] * 0.5 >= SCAN_FROM * bound:
+        coarse.append(coarse[-1] * 0.5)
+    return coarse[::-1] + fine[::-1]
 
 
 def open_loop_reader(cand: Candidate, ctx: SearchContext) -> Callable[[float], Prediction] | None:
@@ -506,12 +525,13 @@ def price(screened: Scored, ctx: SearchContext) -> Scored | None:
     load and adds an open loop's admission queue (``steady_state.open_loop``,
     ``deployment.disaggregated_open_wait``), so its p99s there are at least as high: its edge
     lies below the bound, and the bound ranks candidates for pricing. The rates from
-    :data:`SCAN_FROM` of the bound up to it (and past it to the capacity while the SLO
-    holds) are scanned :data:`STEP_DOWN` apart up to the first that misses the SLO, and that
-    crossing is resolved by bisection to :data:`RATE_TOLERANCE`: the answer's scanned
-    neighbours below all meet the SLO, even where a p99 is not monotone in the rate. A closed loop at the same mean number in flight is
-    another benchmark: its first round is a burst of every client at once (``infer
-    --concurrency``), whose p99 TTFT no sustained service sees."""
+    :data:`SCAN_FROM` of the bound up to it (:func:`scan_rates`; past it to the capacity,
+    :data:`STEP_DOWN` apart, while the SLO holds) are scanned up to the first that misses the
+    SLO, and that crossing is resolved by bisection to :data:`RATE_TOLERANCE`: the answer's
+    scanned neighbours below all meet the SLO, even where a p99 is not monotone in the rate.
+    A closed loop at the same mean number in flight is another benchmark: its first round is
+    a burst of every client at once (``infer --concurrency``), whose p99 TTFT no sustained
+    service sees."""
     read = open_loop_reader(screened.cand, ctx)
     if read is None:
         return None
@@ -534,14 +554,14 @@ def price(screened: Scored, ctx: SearchContext) -> Scored | None:
     if not meets(p_floor):
         return None
     lo, p_lo = floor, p_floor
-    # Scan up from SCAN_FROM of the bound on rates STEP_DOWN apart to it, then past it to the
+    # Scan up from SCAN_FROM of the bound (``scan_rates``) to it, then past it to the
     # capacity, and stop at the first rate that misses: the bisection below then brackets the
     # first crossing, so no scanned rate below the answer misses the SLO, even where a p99
     # falls as the load rises (a kernel's efficiency step shortens the iteration at a larger
     # batch: ``benchmarks/search_slo_monotone.py``). Stepping down from the bound found a
     # crossing, not the first one.
     p_hi: Prediction | None = None
-    for r in [hi * STEP_DOWN**k for k in range(SCAN_STEPS - 1, -1, -1)]:
+    for r in scan_rates(hi):
         if r <= lo:
             continue
         p = read(r)
