@@ -465,25 +465,32 @@ RATE_TOLERANCE = 1e-6
 STEP_DOWN = 0.85
 """Ratio of neighbouring rates :func:`price` scans (about a grid step of the load curves,
 ``steady_state.GRID``)."""
+UNBOUNDED_S = 1e9
+"""A p99 target of this many seconds or more is none (``api.serving_search.search_context``
+gives 1e9 s for a target not given)."""
 SCAN_FROM = 0.01
 """Lightest rate :func:`price` scans, as a share of the pre-screen's bound: below it the
 engine runs under 1% of the load it is priced at, its p99s the idle engine's, which the read
 at :data:`RATE_TOLERANCE` of the bound stands for."""
 SCAN_FINE = 0.5
 """Share of the bound above which :func:`price` scans rates :data:`STEP_DOWN` apart (the
-answer lies within a grid step below the bound, ``score``); below it, halving: 10 reads in all
-(0.85 apart all the way down took 29, and tripled the cost of pricing every candidate)."""
+answer lies within a grid step below the bound, ``score``); below it, :data:`SCAN_COARSE`
+apart: 7 reads in all (0.85 apart all the way down took 29, and tripled the cost of pricing
+every candidate)."""
+SCAN_COARSE = 0.25
+"""Ratio of neighbouring rates :func:`price` scans below :data:`SCAN_FINE` of the bound."""
 
 
 def scan_rates(bound: float) -> list[float]:
     """The rates :func:`price` scans, lightest first: :data:`STEP_DOWN` apart from the bound
-    down to :data:`SCAN_FINE` of it, then halving down to :data:`SCAN_FROM` of it."""
+    down to :data:`SCAN_FINE` of it, then :data:`SCAN_COARSE` apart down to :data:`SCAN_FROM`
+    of it."""
     fine = [bound]
     while fine[-1] * STEP_DOWN >= SCAN_FINE * bound:
         fine.append(fine[-1] * STEP_DOWN)
-    coarse = [fine[-1] * 0.5]
-    while coarse[-1] * 0.5 >= SCAN_FROM * bound:
-        coarse.append(coarse[-1] * 0.5)
+    coarse = [fine[-1] * SCAN_COARSE]
+    while coarse[-1] * SCAN_COARSE >= SCAN_FROM * bound:
+        coarse.append(coarse[-1] * SCAN_COARSE)
     return coarse[::-1] + fine[::-1]
 
 
@@ -561,7 +568,10 @@ def price(screened: Scored, ctx: SearchContext) -> Scored | None:
     # batch: ``benchmarks/search_slo_monotone.py``). Stepping down from the bound found a
     # crossing, not the first one.
     p_hi: Prediction | None = None
-    for r in scan_rates(hi):
+    # Without a target nothing can miss: straight to the capacity (``search_context`` stands
+    # 1e9 s for a target not given).
+    targets = min(slo_ttft_s, slo_tpot_s) < UNBOUNDED_S
+    for r in scan_rates(hi) if targets else [hi]:
         if r <= lo:
             continue
         p = read(r)
