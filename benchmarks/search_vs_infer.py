@@ -2,7 +2,7 @@
 
 For each search, the winner and the runner-up: the search's p99 TTFT, p99 TPOT and goodput
 (output tok/s) beside ``gpuscale.api.infer`` of that deployment under a Poisson client at the
-search's request rate (``--request-rate``) and under a closed loop at its concurrency
+search's request rate (``--request-rate``) and under a closed loop at its mean number in flight
 (``--concurrency``).
 
 PYTHONPATH=src python benchmarks/search_vs_infer.py
@@ -50,13 +50,14 @@ def main() -> None:
             dep = deployment_args(s.cand)
             rate = o["requests_per_s"]
             po = infer(model, request_rate=rate, **common, **dep).to_dict()["options"][0]
-            pc = infer(model, concurrency=o["concurrency"], **common, **dep).to_dict()["options"][0]
+            in_flight = o["mean_requests_in_flight"]
+            pc = infer(model, concurrency=in_flight, **common, **dep).to_dict()["options"][0]
             print(f"  {place}: {s.cand.label} ({s.cand.mode})")
             print(f"    {'':26s} {'TTFT p99':>9s} {'TPOT p99':>9s} {'tok/s':>9s}")
             print(f"    {'search':26s} {o['ttft_ms_p99']:9.1f} {o['tpot_ms_p99']:9.2f} "
                   f"{o['goodput_tokens_per_s']:9.0f}")  # fmt: skip
             for name, p in ((f"infer --request-rate {rate:.3f}", po),
-                            (f"infer --concurrency {o['concurrency']}", pc)):  # fmt: skip
+                            (f"infer --concurrency {in_flight}", pc)):  # fmt: skip
                 print(f"    {name:26s} {p['ttft_ms_p99']:9.1f} {p['tpot_ms_p99']:9.2f} "
                       f"{p['output_tokens_per_s']:9.0f}")  # fmt: skip
 

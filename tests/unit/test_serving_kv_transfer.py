@@ -185,12 +185,30 @@ def test_saturated_decode_fills_its_slots() -> None:
 
 def test_decode_admission_counts_whole_iterations() -> None:
     # TensorRT-LLM: fetched at an iteration start (half an iteration's wait), the transfer
-    # checked at each later start: a hand-off shorter than an iteration costs one, a longer
-    # one ceil(S / T); the context's token is returned on admission
+    # checked at each later start: a hand-off ending within the first iteration costs one, a
+    # longer one ceil(S / T) for one request; over requests whose hand-off ends at a uniform
+    # phase of an iteration, max(1, S / T + 1/2) on average; the context's token is returned
+    # on admission
     t = np.array([0.02, 0.02, 0.02, 0.02])
     s = np.array([0.0, 0.006, 0.02, 0.045])
     trt = engine("tensorrt-llm")
-    assert decode_admission_s(t, s, trt) == pytest.approx([0.03, 0.03, 0.03, 0.07])
+    assert decode_admission_s(t, s, trt) == pytest.approx([0.03, 0.03, 0.04, 0.065])
+    # the mean of ceil over one iteration's width of hand-off, by quadrature
+    for hand_off in (0.0, 0.006, 0.013, 0.02, 0.031, 0.045):
+        u = hand_off + 0.02 * (np.arange(20000) + 0.5) / 20000 - 0.01
+        whole = np.maximum(1.0, np.ceil(u / 0.02)).mean()
+        got = decode_admission_s(np.array([0.02]), np.array([hand_off]), trt)[0]
+        assert got == pytest.approx(0.02 * (0.5 + whole), rel=1e-3)
+
+
+def test_decode_admission_rises_with_the_iteration() -> None:
+    # A longer mean iteration never shortens the admission (ceil of the means dropped a whole
+    # iteration where T outgrew the hand-off: 31 -> 21 ms on a DeepSeek-R1 split)
+    t = np.linspace(0.005, 0.05, 400)
+    trt = engine("tensorrt-llm")
+    for hand_off in (0.0, 0.0125, 0.03):
+        wait = decode_admission_s(t, np.full_like(t, hand_off), trt)
+        assert np.all(np.diff(wait) > 0.0)
 
 
 def test_decode_admission_is_each_engines_own() -> None:
@@ -198,7 +216,7 @@ def test_decode_admission_is_each_engines_own() -> None:
     s = np.array([0.0, 0.006, 0.02, 0.045])
     # vLLM pulls like TensorRT-LLM, then recomputes the last prompt token: one more iteration
     vllm = engine("vllm")
-    assert decode_admission_s(t, s, vllm) == pytest.approx([0.05, 0.05, 0.05, 0.09])
+    assert decode_admission_s(t, s, vllm) == pytest.approx([0.05, 0.05, 0.06, 0.085])
     # SGLang: the prefill pushes into preallocated slots as soon as it ends; the decode finds
     # it at its next per-iteration poll and streams the prefill's token: no whole iterations
     sglang = engine("sglang")

@@ -78,7 +78,7 @@ def test_winner_and_runner_up_are_what_infer_predicts(i: int) -> None:
         assert o["tpot_ms_p99"] == pytest.approx(got["tpot_ms_p99"], rel=1e-12), s.cand.label
         assert o["goodput_tokens_per_s"] == pytest.approx(got["output_tokens_per_s"], rel=1e-12)
         assert o["requests_per_s"] == pytest.approx(got["requests_per_s"], rel=1e-12)
-        assert o["concurrency"] == max(1, round(got["requests_per_s"] * got["e2e_s"]))
+        assert o["mean_requests_in_flight"] == max(1, round(got["requests_per_s"] * got["e2e_s"]))
         assert got["ttft_ms_p99"] <= kw["slo_ttft_ms"] and got["tpot_ms_p99"] <= kw["slo_tpot_ms"]
         # The option's own ``infer`` entry gives the same document.
         assert infer(model, **o["infer"]).to_dict()["options"][0] == got

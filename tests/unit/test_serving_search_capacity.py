@@ -59,7 +59,7 @@ def _search(
 
 
 def _figures(s: Scored) -> tuple[str, float, float, float, int]:
-    return (s.cand.label, s.goodput_tokens_per_s, s.ttft_p99_s, s.tpot_p99_s, s.concurrency)
+    return (s.cand.label, s.goodput_tokens_per_s, s.ttft_p99_s, s.tpot_p99_s, s.mean_in_flight)
 
 
 @pytest.mark.parametrize(("model", "kw"), CASES, ids=[f"{m}-{k['gpus']}" for m, k in CASES])
@@ -184,7 +184,7 @@ def _fake(n: int, rng: np.random.Generator) -> tuple[list[Candidate], Scorer, li
         value = exact[k] if done else grid[k]
         return Scored(
             cand=c,
-            concurrency=1,
+            mean_in_flight=1,
             goodput_tokens_per_s=float(value),
             ttft_p99_s=0.1,
             tpot_p99_s=0.01,

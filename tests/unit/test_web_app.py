@@ -266,4 +266,4 @@ def test_serving_deployments_table_names_the_load_as_the_search_prices_it(client
     top = best.to_dict()["options"][0]
     row = re.findall(r"<td[^>]*>(.*?)</td>", table.split("<tbody>")[1])[: len(heads)]
     cells = dict(zip(heads, row, strict=True))
-    assert cells["in flight"] == str(top["concurrency"])
+    assert cells["in flight"] == str(top["mean_requests_in_flight"])

@@ -28,7 +28,9 @@ from gpuscale.planner.serving.search import (
 from gpuscale.planner.serving.steady_state import Workload
 from gpuscale.specs import ModelSpec
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: an option's mean number of requests in flight is ``mean_requests_in_flight`` (was
+``concurrency``, which read as a closed loop's clients)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,7 +57,7 @@ class SearchResult:
             "label": c.label,
             "mode": c.mode,
             "gpus": c.gpus,
-            "concurrency": s.concurrency,
+            "mean_requests_in_flight": s.mean_in_flight,
             "ttft_ms_p99": s.ttft_p99_s * 1e3,
             "tpot_ms_p99": s.tpot_p99_s * 1e3,
             "goodput_tokens_per_s": s.goodput_tokens_per_s,
@@ -63,6 +65,7 @@ class SearchResult:
             "requests_per_s": s.requests_per_s,
             "capacity_resolved": s.capacity_resolved,
             "limit": s.limit,
+            "capacity_limit": s.capacity_limit,
             "exact": s.exact,
         }
         if s.exact:
@@ -119,7 +122,7 @@ class SearchResult:
             f"winner: {w['label']} ({w['mode']}, {w['gpus']} GPUs) serves "
             f"{w['goodput_tokens_per_s_per_gpu']:,.0f} output tok/s per GPU within the SLO at "
             f"{w['requests_per_s']:.3g} requests/s of Poisson arrivals (TTFT p99 "
-            f"{w['ttft_ms_p99']:.0f} ms, TPOT p99 {w['tpot_ms_p99']:.1f} ms, {w['concurrency']} "
+            f"{w['ttft_ms_p99']:.0f} ms, TPOT p99 {w['tpot_ms_p99']:.1f} ms, {w['mean_requests_in_flight']} "
             "requests in flight on average; "
             + (
                 "infer --request-rate of this deployment prices it the same)."
@@ -136,18 +139,46 @@ class SearchResult:
         if len(self.ranked) > 1:
             r = self._option(self.ranked[1])
             ratio = w["goodput_tokens_per_s_per_gpu"] / max(r["goodput_tokens_per_s_per_gpu"], 1e-9)
-            # What ends the runner-up's walk up the load (``Scored.limit``): the SLO crossing is
-            # resolved like the capacity, so its p99 sits on the target (within 1e-6 of the load).
-            why = {
-                "tpot": "its TPOT p99 reaches the target at that load",
-                "ttft": "its TTFT p99 reaches the target at that load",
-                "ttft+tpot": "its TTFT and TPOT p99s reach the targets at that load",
-            }.get(self.ranked[1].limit, "it runs out of batch (KV cache or running slots) first")
+            why = limit_words(self.ranked[1])
             text += (
                 f" Runner-up: {r['label']} at {r['goodput_tokens_per_s_per_gpu']:,.0f} tok/s per "
                 f"GPU ({ratio:.2f}x less): {why}."
             )
         return text
+
+
+SLO_WORDS = {
+    "tpot": "its TPOT p99 reaches the target at that load",
+    "ttft": "its TTFT p99 reaches the target at that load",
+    "ttft+tpot": "its TTFT and TPOT p99s reach the targets at that load",
+}
+CAPACITY_WORDS = {
+    "running_slots": "its engines' running slots (the cap on requests running at once) fill",
+    "kv_cache": "its KV cache fills",
+    "token_budget": "its prompts fill the token budget of its iterations (prefill throughput)",
+    "throughput_peak": "its throughput peaks (more running requests add none)",
+    "prefill_throughput": "its prefill workers run at their throughput",
+    "kv_transfer": "its KV transfers saturate the prefill workers' links",
+    "decode_running_slots": "its decode workers' running slots fill",
+    "decode_kv_cache": "its decode workers' KV cache fills",
+    "decode_token_budget": "its decode workers' iterations fill their token budget",
+    "decode_throughput_peak": "its decode workers' throughput peaks",
+}
+"""Words for ``Scored.capacity_limit``'s names (``steady_state.CAPACITY_LIMITS`` and the
+disaggregated ones of ``deployment.disaggregated_limit``)."""
+
+
+def limit_words(s: Scored) -> str:
+    """What ends the option's walk up the load, in words, as the search computed it
+    (``Scored.limit``): the p99 target(s) it reaches (the crossing is resolved, so the p99
+    sits on the target) or, at its capacity with the SLO still met, the limit that sets the
+    capacity (``Scored.capacity_limit``), never a guess."""
+    if s.limit in SLO_WORDS:
+        return SLO_WORDS[s.limit]
+    names = [CAPACITY_WORDS.get(n, n.replace("_", " ")) for n in s.capacity_limit.split("+") if n]
+    if not names:
+        return "it reaches its capacity within the SLO"
+    return f"it reaches its capacity within the SLO: {' and '.join(names)}"
 
 
 def deployment_args(c: Candidate) -> dict[str, int]:

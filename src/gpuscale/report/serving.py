@@ -130,7 +130,7 @@ def print_search(console: Console, doc: Mapping[str, Any]) -> None:
             o["label"],
             str(o["gpus"]),
             f"{o['requests_per_s']:.3g}",
-            str(o["concurrency"]),
+            str(o["mean_requests_in_flight"]),
             f"{o['ttft_ms_p99']:.0f}",
             f"{o['tpot_ms_p99']:.1f}",
             f"{o['goodput_tokens_per_s_per_gpu']:,.0f}",

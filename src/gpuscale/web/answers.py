@@ -152,7 +152,7 @@ SEARCH_COLUMNS: dict[str, str] = {
     # Priced under Poisson arrivals (``planner.serving.search.price``): the rate and the mean
     # number in flight, as the CLI's table (``report.serving.print_search``).
     "requests_per_s": "req/s",
-    "concurrency": "in flight",
+    "mean_requests_in_flight": "in flight",
     "ttft_ms_p99": "TTFT p99 (ms)",
     "tpot_ms_p99": "TPOT p99 (ms)",
     "goodput_tokens_per_s_per_gpu": "goodput tok/s/GPU",

@@ -45,9 +45,11 @@ from gpuscale.planner.serving.steady_state import (
     PrefillCurve,
     StartBurst,
     Workload,
+    capacity_limit,
     closed_loop,
     finite_run_wait,
     kv_capacity_requests,
+    limits_at,
     load_curve,
     needs_capacity,
     open_loop,
@@ -122,6 +124,11 @@ class Prediction:
     gemm_precision: str
     weight_only: bool
     notes: list[str] = field(default_factory=list)
+    capacity_limit: str = ""
+    """What ends the deployment's feasible loads at its capacity, as its curves compute it
+    (``steady_state.CAPACITY_LIMITS``; disaggregated: ``prefill_throughput``, ``kv_transfer``
+    or the decode workers' own, prefixed ``decode_``; several joined by ``+``). Not in
+    :meth:`row`: the SLO search names it."""
 
     def row(self) -> dict[str, Any]:
         return {
@@ -371,13 +378,15 @@ def engine_prediction(built: EngineCurve, client: Client) -> Prediction:
             steady = point
             point, burst = _with_start_burst(point, it, eng, work, client, ranks, cap)
         if sim is not None:
-            return _from_simulation(
+            pred = _from_simulation(
                 sim, point, gpus, fits, mem_gib, kv_tokens, ranks, work, it, notes, eng
             )
-    return _prediction(
+            return dataclasses.replace(pred, capacity_limit=capacity_limit(curve))
+    pred = _prediction(
         "aggregated", gpus, fits, mem_gib, kv_tokens, point, ranks, work, it, notes,
         steady=steady, burst=burst,
     )  # fmt: skip
+    return dataclasses.replace(pred, capacity_limit=capacity_limit(curve))
 
 
 def _with_start_burst(
@@ -605,7 +614,14 @@ def decode_admission_s(
     of an iteration (half an iteration's wait on average) and starts the transfer then; the
     transfer runs beside the decode iterations and is found complete at an iteration boundary,
     so it costs whole iterations: one if it ends within the first, ``ceil(hand_off / T)``
-    otherwise. ``prefill_push`` (SGLang): the prefill worker sends into slots the decode worker
+    otherwise, for one request. ``hand_off`` and ``T`` are means: a request's own transfer
+    wait (an M/D/1 wait, :func:`kv_transfer_wait_s`) and the iterations it waits through vary,
+    so its transfer ends at a phase of an iteration that is uniform over the requests, and the
+    mean count is ``ceil`` averaged over one iteration's width of hand-off, ``max(1, hand_off /
+    T + 1/2)`` (the mean residual of an interval at a uniform phase is half of it: Kleinrock,
+    Queueing Systems vol. 1, 1975, Sec. 5.2). ``ceil`` of the means instead drops a whole
+    iteration where the mean iteration outgrows the hand-off, so TTFT fell as the load rose
+    (``benchmarks/search_slo_monotone.py``). ``prefill_push`` (SGLang): the prefill worker sends into slots the decode worker
     preallocated, as soon as its forward ends; the decode worker finds it at its next poll,
     one per iteration (half an iteration after the hand-off on average). Then
     ``disagg_first_token_iterations`` more iterations to the first token (vLLM recomputes the
@@ -615,7 +631,7 @@ def decode_admission_s(
     after = t * eng.disagg_first_token_iterations
     if eng.disagg_kv_transfer == "prefill_push":
         return hand_off + 0.5 * t + after
-    steps = np.maximum(1.0, np.ceil(hand_off / t))
+    steps = np.maximum(1.0, hand_off / t + 0.5)
     return t * (0.5 + steps) + after
 
 
@@ -1094,4 +1110,24 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
     for i, q in enumerate(PERCENTILES):
         pct[f"ttft_p{q}"] = float(ttft_q[i])
         pct[f"e2e_p{q}"] = pct[f"ttft_p{q}"] + steps * pct[f"tpot_p{q}"]
-    return Prediction(**{**{f: getattr(pred, f) for f in pred.__slots__}, "pct": pct})
+    fields = {f: getattr(pred, f) for f in pred.__slots__}
+    limit = disaggregated_limit(cv.pc, cv.dc, cv.transfer_wait, cv.ok)
+    return Prediction(**{**fields, "pct": pct, "capacity_limit": limit})
+
+
+def disaggregated_limit(
+    pc: PrefillCurve, dc: LoadCurve, transfer_wait: np.ndarray, ok: np.ndarray
+) -> str:
+    """What ends a disaggregated deployment's feasible loads, at its first infeasible load:
+    the prefill workers' throughput (full token-budget iterations back to back), the KV
+    transfers' link, or the decode workers' own limit (``steady_state.capacity_limit``); ``""``
+    when every load is feasible."""
+    bad = np.flatnonzero(~ok)
+    if not bad.size:
+        return ""
+    i = int(bad[0])
+    names = ["prefill_throughput"] if not pc.feasible[i] else []
+    names += ["kv_transfer"] if not np.isfinite(transfer_wait[i]) else []
+    if not dc.feasible[i]:
+        names += [f"decode_{name}" for name in limits_at(dc, i)]
+    return "+".join(names)

@@ -23,8 +23,10 @@ pricing every candidate (tests/unit/test_serving_search_capacity.py,
 tests/unit/test_serving_search_slo.py), as the training planner's ``step_time_floor_s`` pruning
 equals pricing every plan. Without pricing (``rank`` with no pricer) the pre-screen's edge is
 resolved by the steady state's own rule (``steady_state.resolve_capacity`` / ``refine_edge``,
-with the SLO as a further condition; the p99s grow with the load, checked on the grid by
-``benchmarks/search_slo_monotone.py``)."""
+with the SLO as a further condition). Every reading takes the first load that misses the SLO
+(a load past one that misses is not reached within the SLO, were a p99 to fall again); the
+p99s' monotony in the load, of the pre-screen and of ``infer``'s open loop, is checked by
+``benchmarks/search_slo_monotone.py``."""
 
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ from gpuscale.planner.serving.deployment import (
     decode_admission_s,
     disaggregated_curves,
     disaggregated_engines,
+    disaggregated_limit,
     disaggregated_prediction,
     engine_curve,
     engine_prediction,
@@ -61,6 +64,7 @@ from gpuscale.planner.serving.steady_state import (
     LoadCurve,
     Workload,
     Z,
+    capacity_limit,
     load_curve,
     prefill_curve,
     refine_edge,
@@ -88,7 +92,9 @@ class Candidate:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Scored:
     cand: Candidate
-    concurrency: int
+    mean_in_flight: int
+    """Requests in flight on average at ``requests_per_s`` (Little's law), not a closed
+    loop's clients (the ``--json`` key ``mean_requests_in_flight``)."""
     goodput_tokens_per_s: float
     ttft_p99_s: float
     tpot_p99_s: float
@@ -102,9 +108,15 @@ class Scored:
     """Most the goodput can be once the edge is resolved (the goodput itself when
     ``capacity_resolved``)."""
     limit: str = "capacity"
-    """What ends the walk up the load: ``capacity`` (running slots, KV cache, token budget or
-    the throughput's peak), or the p99 targets the next load misses: ``ttft``, ``tpot`` or
+    """What ends the walk up the load: ``capacity`` (which limit sets it:
+    :attr:`capacity_limit`), or the p99 targets the next load misses: ``ttft``, ``tpot`` or
     ``ttft+tpot``."""
+    capacity_limit: str = ""
+    """What ends the deployment's feasible loads at its capacity, as its curves compute it
+    (``deployment.Prediction.capacity_limit``: ``running_slots``, ``kv_cache``,
+    ``token_budget``, ``throughput_peak``; disaggregated ``prefill_throughput``,
+    ``kv_transfer`` or ``decode_`` and the decode workers' own; ``+`` joins several). Set
+    whatever ends the walk; ``""`` where no load of the curve passes one."""
     exact: bool = False
     """The figures are ``infer``'s for this deployment under Poisson arrivals at
     ``requests_per_s`` (:func:`price`); False: the pre-screen's steady state (:func:`score`)."""
@@ -133,6 +145,8 @@ class Walk:
     e2e: np.ndarray
     ranks: int
     growth: np.ndarray
+    capacity_limit: str = ""
+    """What ends the feasible loads (:attr:`Scored.capacity_limit`)."""
 
 
 Z99 = Z[99]
@@ -312,8 +326,9 @@ def walk(cand: Candidate, ctx: SearchContext, resolve: bool = False) -> Walk | N
     engine, ``refine_edge`` over the deployment's load for a disaggregated one, as
     ``deployment.py`` does): the capacity where it ends the walk, the p99 crossing where the
     SLO does. Without, the edge is read off the grid and the candidate carries the bound of
-    its next grid load. ``refine_edge`` refines between the last grid load that meets both and
-    the next, so were a p99 not monotone in the load, the crossing resolved is the last one."""
+    its next grid load. The condition refined holds up to the first load that misses (its
+    running conjunction along the loads), so were a p99 not monotone in the load, the crossing
+    resolved is the first one, as :func:`score` and :func:`price` read theirs."""
     model, cluster, fmt, kv_dtype = ctx.model, ctx.cluster, ctx.fmt, ctx.kv_dtype
     profile, eng, work = ctx.profile, ctx.eng, ctx.work
     slo_ttft_s, slo_tpot_s = ctx.slo_ttft_s, ctx.slo_tpot_s
@@ -327,11 +342,13 @@ def walk(cand: Candidate, ctx: SearchContext, resolve: bool = False) -> Walk | N
         if resolve:
 
             def meets(cc: LoadCurve) -> np.ndarray:
+                # up to the first load that misses, as :func:`score` reads the walk
                 a, b = _engine_p99(cc, steps)
-                return (a <= slo_ttft_s) & (b <= slo_tpot_s)
+                return np.logical_and.accumulate((a <= slo_ttft_s) & (b <= slo_tpot_s))
 
             c = resolve_capacity(it, eng, work, kv, c, within=meets)
         ttft99, tpot99 = _engine_p99(c, steps)
+        limit = capacity_limit(c)
         ranks = cand.par.attention_dp * cand.replicas
         x, e2e, feasible = c.x, c.e2e_s, c.feasible
         # The capacity lies below the next grid batch n', where x = n / ((OSL-1) T(n))
@@ -357,39 +374,45 @@ def walk(cand: Candidate, ctx: SearchContext, resolve: bool = False) -> Walk | N
         it_p = _iteration_model(model, cluster, pre.par, fmt, kv_dtype, profile, eng)
         transfer = kv_transfer_s(model, cluster, pre, dec, kv_dtype, profile, work.input_len)
 
-        def curves(x_tot: np.ndarray, grid: bool = False) -> tuple[np.ndarray, ...]:
-            """(feasible, TTFT p99, TPOT p99, e2e) at the deployment's loads ``x_tot`` (the
-            grid's: the decode pool's curve built once)."""
+        def curves(x_tot: np.ndarray, grid: bool = False) -> tuple[Any, ...]:
+            """(feasible, TTFT p99, TPOT p99, e2e, what ends the feasible loads) at the
+            deployment's loads ``x_tot`` (the grid's: the decode pool's curve built once)."""
             pc = prefill_curve(it_p, eng_p, work, x_tot / pre.ranks)
             dc = on_grid if grid else load_curve(it_d, eng_d, dwork, kv, x_grid=x_tot / dec.ranks)
             queued = kv_transfer_wait_s(transfer, x_tot / pre.ranks)
             hand_off = transfer + np.where(np.isfinite(queued), queued, 0.0)
             ttft = pc.ttft_s + decode_admission_s(dc.iteration_s, hand_off, eng_d)
             feasible = pc.feasible & dc.feasible & np.isfinite(queued)
-            return feasible, ttft + 0.49 * pc.iteration_s, dc.iteration_s, ttft + steps * dc.tpot_s
+            return (
+                feasible, ttft + 0.49 * pc.iteration_s, dc.iteration_s, ttft + steps * dc.tpot_s,
+                disaggregated_limit(pc, dc, queued, feasible),
+            )  # fmt: skip
 
         # ``predict_disaggregated``'s own grid of loads: the exact price (:func:`price`) reads
         # its curves between these points, so the next one past the edge bounds it too.
         x_hi = top * dec.ranks
         x = np.geomspace(x_hi * 1e-5, x_hi * 4.0, GRID)
-        feasible, ttft99, tpot99, e2e = curves(x, grid=True)
+        feasible, ttft99, tpot99, e2e, limit = curves(x, grid=True)
         if resolve:
 
             def meets_at(xs: np.ndarray) -> np.ndarray:
-                f, a, b, _ = curves(xs)
-                return f & (a <= slo_ttft_s) & (b <= slo_tpot_s)
+                f, a, b, _, _ = curves(xs)
+                return np.logical_and.accumulate(f & (a <= slo_ttft_s) & (b <= slo_tpot_s))
 
-            met = feasible & (ttft99 <= slo_ttft_s) & (tpot99 <= slo_tpot_s)
+            met = np.logical_and.accumulate(
+                feasible & (ttft99 <= slo_ttft_s) & (tpot99 <= slo_tpot_s)
+            )
             fine = refine_edge(x, met, meets_at)
             if fine.size:
                 x = np.unique(np.concatenate([x, fine]))
-                feasible, ttft99, tpot99, e2e = curves(x)
+                feasible, ttft99, tpot99, e2e, limit = curves(x)
         ranks = 1
         # The edge lies below the next grid load.
         growth = x[1:] / x[:-1]
     return Walk(
-        x=x, feasible=feasible, ttft99=ttft99, tpot99=tpot99, e2e=e2e, ranks=ranks, growth=growth
-    )
+        x=x, feasible=feasible, ttft99=ttft99, tpot99=tpot99, e2e=e2e, ranks=ranks,
+        growth=growth, capacity_limit=limit,
+    )  # fmt: skip
 
 
 def score(cand: Candidate, ctx: SearchContext, resolve: bool = False) -> Scored | None:
@@ -401,7 +424,9 @@ def score(cand: Candidate, ctx: SearchContext, resolve: bool = False) -> Scored 
     x, feasible, ttft99, tpot99, e2e = w.x, w.feasible, w.ttft99, w.tpot99, w.e2e
     ranks, growth = w.ranks, w.growth
     slo_ttft_s, slo_tpot_s, work = ctx.slo_ttft_s, ctx.slo_tpot_s, ctx.work
-    ok = feasible & (ttft99 <= slo_ttft_s) & (tpot99 <= slo_tpot_s)
+    # Up to the first load that misses (as :func:`price` takes its first crossing): a load past
+    # one that misses is not served within the SLO on the way up.
+    ok = np.logical_and.accumulate(feasible & (ttft99 <= slo_ttft_s) & (tpot99 <= slo_tpot_s))
     if not ok.any():
         return None
     i = int(np.flatnonzero(ok)[-1])
@@ -422,7 +447,7 @@ def score(cand: Candidate, ctx: SearchContext, resolve: bool = False) -> Scored 
         limit = "+".join(missed) or "capacity"
     return Scored(
         cand=cand,
-        concurrency=max(1, round(rate * float(e2e[i]))),
+        mean_in_flight=max(1, round(rate * float(e2e[i]))),
         goodput_tokens_per_s=rate * work.output_len,
         ttft_p99_s=float(ttft99[i]),
         tpot_p99_s=float(tpot99[i]),
@@ -430,6 +455,7 @@ def score(cand: Candidate, ctx: SearchContext, resolve: bool = False) -> Scored 
         capacity_resolved=not open_edge,
         goodput_bound_tokens_per_s=bound * work.output_len,
         limit=limit,
+        capacity_limit=w.capacity_limit,
     )
 
 
@@ -437,8 +463,35 @@ RATE_TOLERANCE = 1e-6
 """Relative width to which :func:`price` resolves the highest rate within the SLO (the width
 ``steady_state.refine_edge`` resolves a capacity to)."""
 STEP_DOWN = 0.85
-"""Factor :func:`price` steps the rate by from the pre-screen's edge until the SLO holds (about
-a grid step of the load curves, ``steady_state.GRID``)."""
+"""Ratio of neighbouring rates :func:`price` scans (about a grid step of the load curves,
+``steady_state.GRID``)."""
+UNBOUNDED_S = 1e9
+"""A p99 target of this many seconds or more is none (``api.serving_search.search_context``
+gives 1e9 s for a target not given)."""
+SCAN_FROM = 0.01
+"""Lightest rate :func:`price` scans, as a share of the pre-screen's bound: below it the
+engine runs under 1% of the load it is priced at, its p99s the idle engine's, which the read
+at :data:`RATE_TOLERANCE` of the bound stands for."""
+SCAN_FINE = 0.5
+"""Share of the bound above which :func:`price` scans rates :data:`STEP_DOWN` apart (the
+answer lies within a grid step below the bound, ``score``); below it, :data:`SCAN_COARSE`
+apart: 7 reads in all (0.85 apart all the way down took 29, and tripled the cost of pricing
+every candidate)."""
+SCAN_COARSE = 0.25
+"""Ratio of neighbouring rates :func:`price` scans below :data:`SCAN_FINE` of the bound."""
+
+
+def scan_rates(bound: float) -> list[float]:
+    """The rates :func:`price` scans, lightest first: :data:`STEP_DOWN` apart from the bound
+    down to :data:`SCAN_FINE` of it, then :data:`SCAN_COARSE` apart down to :data:`SCAN_FROM`
+    of it."""
+    fine = [bound]
+    while fine[-1] * STEP_DOWN >= SCAN_FINE * bound:
+        fine.append(fine[-1] * STEP_DOWN)
+    coarse = [fine[-1] * SCAN_COARSE]
+    while coarse[-1] * SCAN_COARSE >= SCAN_FROM * bound:
+        coarse.append(coarse[-1] * SCAN_COARSE)
+    return coarse[::-1] + fine[::-1]
 
 
 def open_loop_reader(cand: Candidate, ctx: SearchContext) -> Callable[[float], Prediction] | None:
@@ -478,11 +531,14 @@ def price(screened: Scored, ctx: SearchContext) -> Scored | None:
     disaggregated grid of ``predict_disaggregated``). ``infer`` takes the steady state at that
     load and adds an open loop's admission queue (``steady_state.open_loop``,
     ``deployment.disaggregated_open_wait``), so its p99s there are at least as high: its edge
-    lies below the bound, and the bound ranks candidates for pricing. From the grid reading
-    the rate steps down by :data:`STEP_DOWN` until the SLO holds, and the crossing is resolved
-    by bisection to :data:`RATE_TOLERANCE`. A closed loop at the same mean number in flight is
-    another benchmark: its first round is a burst of every client at once (``infer
-    --concurrency``), whose p99 TTFT no sustained service sees."""
+    lies below the bound, and the bound ranks candidates for pricing. The rates from
+    :data:`SCAN_FROM` of the bound up to it (:func:`scan_rates`; past it to the capacity,
+    :data:`STEP_DOWN` apart, while the SLO holds) are scanned up to the first that misses the
+    SLO, and that crossing is resolved by bisection to :data:`RATE_TOLERANCE`: the answer's
+    scanned neighbours below all meet the SLO, even where a p99 is not monotone in the rate.
+    A closed loop at the same mean number in flight is another benchmark: its first round is
+    a burst of every client at once (``infer --concurrency``), whose p99 TTFT no sustained
+    service sees."""
     read = open_loop_reader(screened.cand, ctx)
     if read is None:
         return None
@@ -493,42 +549,46 @@ def price(screened: Scored, ctx: SearchContext) -> Scored | None:
 
     # Past its capacity an open loop serves the capacity (``open_loop``), here read at a rate
     # far past any deployment's.
-    cap = read(1e9).requests_per_s
+    at_cap = read(1e9)
+    cap = at_cap.requests_per_s
     bound = max(screened.goodput_bound_tokens_per_s, screened.goodput_tokens_per_s) / osl
     hi = min(bound, cap)
-    p_hi = read(hi)
-    lo, p_lo = 0.0, None
-    if meets(p_hi):
-        # At the bound already (the capacity, or were a p99 not monotone in the load): up.
-        lo, p_lo = hi, p_hi
-        while lo < cap:
-            hi = min(lo / STEP_DOWN, cap)
-            p_hi = read(hi)
-            if not meets(p_hi):
-                break
-            lo, p_lo = hi, p_hi
-    else:
-        # The lightest rate priced, fixed before the step down (it moved with each step, so a
-        # candidate missing the SLO at every rate was stepped down without end). Missed there,
-        # the SLO is missed at every rate (the p99s rise with the rate): the idle engine's own
-        # p99s, as with varying lengths, whose long prompts the pre-screen does not carry.
-        floor = hi * RATE_TOLERANCE
-        p_floor = read(floor)
-        if not meets(p_floor):
-            return None
-        lo, p_lo = floor, p_floor
-        r = min(screened.requests_per_s, hi * STEP_DOWN)
-        while r > floor:
-            p = read(r)
-            if meets(p):
-                lo, p_lo = r, p
-                break
-            hi, p_hi = r, p
-            r *= STEP_DOWN
-    if p_lo is None:
+    # The lightest rate priced: missed there, the SLO is missed at every rate the scan would
+    # reach (the idle engine's own p99s, as with varying lengths, whose long prompts the
+    # pre-screen does not carry): dropped in two reads.
+    floor = hi * RATE_TOLERANCE
+    p_floor = read(floor)
+    if not meets(p_floor):
         return None
+    lo, p_lo = floor, p_floor
+    # Scan up from SCAN_FROM of the bound (``scan_rates``) to it, then past it to the
+    # capacity, and stop at the first rate that misses: the bisection below then brackets the
+    # first crossing, so no scanned rate below the answer misses the SLO, even where a p99
+    # falls as the load rises (a kernel's efficiency step shortens the iteration at a larger
+    # batch: ``benchmarks/search_slo_monotone.py``). Stepping down from the bound found a
+    # crossing, not the first one.
+    p_hi: Prediction | None = None
+    # Without a target nothing can miss: straight to the capacity (``search_context`` stands
+    # 1e9 s for a target not given).
+    targets = min(slo_ttft_s, slo_tpot_s) < UNBOUNDED_S
+    for r in scan_rates(hi) if targets else [hi]:
+        if r <= lo:
+            continue
+        p = read(r)
+        if not meets(p):
+            hi, p_hi = r, p
+            break
+        lo, p_lo = r, p
+    while p_hi is None and lo < cap:
+        # Met at the bound (the capacity, or a p99 that falls past the pre-screen's edge): up.
+        r = min(lo / STEP_DOWN, cap)
+        p = read(r)
+        if not meets(p):
+            hi, p_hi = r, p
+        else:
+            lo, p_lo = r, p
     limit = "capacity"
-    if lo < cap:
+    if p_hi is not None:
         while hi - lo > RATE_TOLERANCE * lo:
             mid = 0.5 * (lo + hi)
             p = read(mid)
@@ -545,7 +605,7 @@ def price(screened: Scored, ctx: SearchContext) -> Scored | None:
     return Scored(
         cand=screened.cand,
         # Requests in flight on average (Little's law), not a closed loop's clients.
-        concurrency=max(1, round(p_lo.requests_per_s * p_lo.e2e_s)),
+        mean_in_flight=max(1, round(p_lo.requests_per_s * p_lo.e2e_s)),
         goodput_tokens_per_s=p_lo.output_tokens_per_s,
         ttft_p99_s=p_lo.pct["ttft_p99"],
         tpot_p99_s=p_lo.pct["tpot_p99"],
@@ -553,6 +613,7 @@ def price(screened: Scored, ctx: SearchContext) -> Scored | None:
         capacity_resolved=True,
         goodput_bound_tokens_per_s=p_lo.output_tokens_per_s,
         limit=limit,
+        capacity_limit=at_cap.capacity_limit,
         exact=True,
     )
 

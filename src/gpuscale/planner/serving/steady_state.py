@@ -16,7 +16,7 @@ client reaches it (:func:`resolve_capacity`), not read off the grid's last feasi
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from statistics import NormalDist
 from typing import Literal
@@ -126,6 +126,30 @@ class LoadCurve:
     tokens_per_iteration: float = 1.0
     """Output tokens one iteration emits per decoding request (speculative decoding: the
     expected accepted length, ``IterationModel.tokens_per_iteration``; else 1)."""
+    over: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
+    """At each load, the limits it passes: bit ``k`` for ``CAPACITY_LIMITS[k]``
+    (:func:`capacity_limit`)."""
+
+
+CAPACITY_LIMITS = ("running_slots", "kv_cache", "token_budget", "throughput_peak")
+"""What ends a load curve's feasible loads (:func:`load_curve`): the running requests reach
+the engine's running cap (``max_num_seqs``) or the requests the KV pool holds, whichever is
+smaller; the prompts fill the token budget beside the decodes (the prefill throughput); or
+the throughput peaks (more running requests buy none)."""
+
+
+def limits_at(curve: LoadCurve, i: int) -> list[str]:
+    """The names of :data:`CAPACITY_LIMITS` the load ``i`` of ``curve`` passes."""
+    bits = int(curve.over[i]) if curve.over.size else 0
+    return [name for k, name in enumerate(CAPACITY_LIMITS) if bits >> k & 1]
+
+
+def capacity_limit(curve: LoadCurve) -> str:
+    """What ends the curve's feasible loads, as computed at its first infeasible load (the
+    capacity's edge, resolved or on the grid): names of :data:`CAPACITY_LIMITS` joined by
+    ``+``, or ``""`` when every load of the curve is feasible."""
+    bad = np.flatnonzero(~curve.feasible)
+    return "+".join(limits_at(curve, int(bad[0]))) if bad.size else ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -495,6 +519,16 @@ def load_curve(
     # cap, the budget, or the top of x(n)) a later rise of x(n) is another branch, which the
     # operating point (``_point``, interpolating up to the first fall) never reads.
     feasible = np.logical_and.accumulate((running <= cap_req) & fits_budget & rising & ~beyond)
+    # Which limit each load passes (CAPACITY_LIMITS' bits): the smaller of the running cap and
+    # the KV pool's requests is the one ``running`` reaches.
+    full = running > cap_req
+    slots_bind = float(eng.max_num_seqs) <= kv_capacity_requests(kv_tokens, work, eng)
+    over = (
+        (full & slots_bind) * 1
+        + (full & (not slots_bind)) * 2
+        + ~fits_budget * 4
+        + (~rising | beyond) * 8
+    ).astype(np.int8)
     # A new request waits for the iteration in flight (half of one on average) and, with an
     # overlapped scheduler, for one more before its prefill starts.
     delay = t * (0.5 + (1.0 if eng.overlap_scheduler else 0.0))
@@ -527,6 +561,7 @@ def load_curve(
         tpot_s=tpot,
         e2e_s=e2e,
         tokens_per_iteration=per_iteration,
+        over=over,
     )
 
 
