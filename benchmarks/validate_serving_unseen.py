@@ -48,7 +48,11 @@ from gpuscale.validation.inferencex_api import (
     seen,
     seen_index,
 )
-from gpuscale.validation.inferencex_multinode import MTP_RECIPES_FILE, load_mtp_recipes
+from gpuscale.validation.inferencex_multinode import (
+    MTP_RECIPES_FILE,
+    PLAIN_RECIPES_FILE,
+    load_multinode_recipes,
+)
 from gpuscale.validation.inferencex_sweeps import (
     SCRIPTS_FILE,
     SWEEPS_FILE,
@@ -215,7 +219,8 @@ def run(by: list[str], limit: int = 0) -> dict[str, Any]:
         load_recipes(SERVING / RECIPES_FILE),
         load_sweeps(SERVING / SWEEPS_FILE),
         load_scripts(SERVING / SCRIPTS_FILE),
-        load_mtp_recipes(SERVING / MTP_RECIPES_FILE),
+        load_multinode_recipes(SERVING / MTP_RECIPES_FILE),
+        load_multinode_recipes(SERVING / PLAIN_RECIPES_FILE),
     )
     distinct = distinct_measurements(rows)
     if limit:

@@ -19,7 +19,8 @@ H200 DeepSeek-R1 TensorRT-LLM and SGLang scripts by date), the H200 TensorRT-LLM
 (``inferencex_sweeps.speculative_reading``), the draft counts of the single-node MTP launch
 scripts for records that state MTP (``inferencex_sweeps.script_draft_tokens``), the draft counts
 of the multi-node MTP recipes (``inferencex_multinode.multinode_draft_tokens``), the
-disaggregated recipes' decode caps, prefill
+disaggregated recipes' decode caps (``_decode_cap``; multi-node non-MTP entries
+``inferencex_multinode.multinode_decode_cap``), prefill
 attention DP and KV dtype (``_decode_cap``, ``disagg_kv_dtype``) and engine-version options
 (``engine_version_options``). A record that cannot be expressed gets a one-line reason
 (:data:`NOT_EXPRESSIBLE` and :attr:`ApiRow.reason`).
@@ -37,7 +38,12 @@ from typing import Any
 
 from gpuscale import catalog
 from gpuscale.errors import InputError
-from gpuscale.validation.inferencex_multinode import MtpRecipes, multinode_draft_tokens
+from gpuscale.validation.inferencex_multinode import (
+    MtpRecipes,
+    MultinodeRecipes,
+    multinode_decode_cap,
+    multinode_draft_tokens,
+)
 from gpuscale.validation.inferencex_sglang_launch import blackwell_sglang_launch
 from gpuscale.validation.inferencex_sweeps import (
     Scripts,
@@ -498,12 +504,15 @@ def read_record(
     sweeps: Sweeps | None = None,
     scripts: Scripts | None = None,
     mtp_recipes: MtpRecipes | None = None,
+    plain_recipes: MultinodeRecipes | None = None,
 ) -> ApiRow:
     """Record ``rec`` read as the deployment it ran, or marked not expressible with a reason.
     ``scripts`` (``inferencex_sweeps.load_scripts``) gives the draft count of an aggregated MTP
     record that no sweep of ``sweeps`` covers; ``mtp_recipes``
     (``inferencex_multinode.load_mtp_recipes``) that of a disaggregated MTP record the H100/H200
-    recipes table ``recipes`` does not match."""
+    recipes table ``recipes`` does not match; ``plain_recipes`` (``inferencex_multinode``'s
+    ``PLAIN_RECIPES_FILE``) the decode cap of a non-MTP disaggregated record that ``recipes``
+    gives none."""
     mode = "disagg" if rec["disagg"] == "true" else "agg"
     engine = FRAMEWORKS.get(rec["framework"], rec["framework"])
     if rec["model"] not in MODELS:
@@ -609,6 +618,11 @@ def read_record(
                 notes.append(note)
         else:
             cap, why = _decode_cap(raw, conc, kw, list(recipes or []))
+            if "decode_batch" not in cap:
+                # The multi-node entry the record ran, by the MTP entries' match rule.
+                more, note = multinode_decode_cap(rec, raw["system"], list(plain_recipes or []))
+                cap = {**cap, **more}
+                why = [*why, note] if note else why
             kw.update(cap)
             notes.extend(why)
         kw.update(disagg_kv_dtype(raw))
@@ -644,8 +658,9 @@ def read_records(
     sweeps: Sweeps | None = None,
     scripts: Scripts | None = None,
     mtp_recipes: MtpRecipes | None = None,
+    plain_recipes: MultinodeRecipes | None = None,
 ) -> list[ApiRow]:
-    return [read_record(r, recipes, sweeps, scripts, mtp_recipes) for r in records]
+    return [read_record(r, recipes, sweeps, scripts, mtp_recipes, plain_recipes) for r in records]
 
 
 def same_measurement(a: dict[str, str], b: dict[str, str]) -> bool:

@@ -1,4 +1,4 @@
-"""MTP draft counts of InferenceX's multi-node (disaggregated) DeepSeek-R1 recipes.
+"""MTP draft counts and decode caps of InferenceX's multi-node (disaggregated) DeepSeek-R1 recipes.
 
 A held-out record (``inferencex_api``) states ``spec_method: mtp`` and its deployment (per stage
 ``tp``, ``ep``, ``dp_attention`` and worker counts), not the draft count. InferenceX's
@@ -20,6 +20,13 @@ disagree, or whose recipe was not read, leave the record not expressible with th
 the matching entries state one decode cap per attention rank (``decode_max_batch``), it is
 applied as ``decode_batch``, as for the H100/H200 recipes. Read from the record's stated fields
 and day only, never from its measured latency.
+
+:data:`PLAIN_RECIPES_FILE` holds the non-MTP (``spec-decoding: none``) entry versions the same
+way, with the decode cap per attention rank read from what each launches (TensorRT-LLM
+``max_batch_size`` of the decode worker, SGLang ``max-running-requests`` / ``dp-size``).
+:func:`multinode_decode_cap` reads a non-MTP record's cap by the same match rule; the matching
+entries must state one cap, else none is applied and a note says why (the record stays
+expressible as without the table).
 """
 
 from __future__ import annotations
@@ -29,17 +36,23 @@ from pathlib import Path
 from typing import Any
 
 MTP_RECIPES_FILE = "inferencex_disagg_mtp_recipes.csv"
+PLAIN_RECIPES_FILE = "inferencex_disagg_plain_recipes.csv"
 
-MtpRecipes = list[dict[str, str]]
+MultinodeRecipes = list[dict[str, str]]
+MtpRecipes = MultinodeRecipes
 
 STAGE_FIELDS = ("workers", "tp", "ep", "dp_attn")
 """Per-stage columns of the table; the record's are ``{stage}_num_workers``, ``{stage}_tp``,
 ``{stage}_ep`` and ``{stage}_dp_attention``."""
 
 
-def load_mtp_recipes(path: Path) -> MtpRecipes:
+def load_multinode_recipes(path: Path) -> MultinodeRecipes:
+    """Either table (:data:`MTP_RECIPES_FILE`, :data:`PLAIN_RECIPES_FILE`): one dict per line."""
     with path.open() as f:
         return list(csv.DictReader(f))
+
+
+load_mtp_recipes = load_multinode_recipes
 
 
 def _record_stage(rec: dict[str, str], stage: str) -> tuple[str, ...]:
@@ -117,3 +130,34 @@ def multinode_draft_tokens(
         out["decode_batch"] = int(cap)
         note += f"; decode cap {cap} per attention rank"
     return out, note, ""
+
+
+def multinode_decode_cap(
+    rec: dict[str, str], system: str, lines: MultinodeRecipes
+) -> tuple[dict[str, Any], str]:
+    """Decode cap per attention rank of non-MTP disaggregated record ``rec`` (on ``system``,
+    ``serving_rows``' GPU name) from the entries of :data:`PLAIN_RECIPES_FILE` that ran it:
+    (``{"decode_batch": cap}`` or nothing, the note naming the recipe or why no cap applies).
+    No note where no entry matches; a record without a cap is read as without the table."""
+    hits = [ln for ln in lines if _runs(ln, rec, system)]
+    if not hits:
+        return {}, ""
+    unread = sorted({ln["cap_source"] for ln in hits if not ln["decode_max_batch"]})
+    if unread:
+        return {}, f"no decode cap: a matching entry's cap is not on file ({'; '.join(unread)})"
+    caps = sorted({int(ln["decode_max_batch"]) for ln in hits})
+    recipes = ", ".join(sorted({f"{ln['recipe']}@{ln['config_commit']}" for ln in hits}))
+    if len(caps) > 1:
+        return (
+            {},
+            "no decode cap: the entries of InferenceX's configuration (or versions of their "
+            "recipe) that match the record on its day state different caps "
+            f"({', '.join(map(str, caps))}: {recipes})",
+        )
+    (cap,) = caps
+    # The decode engine admits at most this many requests per attention rank; the rest wait
+    # after their prefill, inside TTFT (as for the MTP entries above and serving_rows._decode_cap).
+    return (
+        {"decode_batch": cap},
+        f"decode cap {cap} per attention rank ({recipes}; {PLAIN_RECIPES_FILE})",
+    )
