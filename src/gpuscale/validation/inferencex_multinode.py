@@ -23,7 +23,9 @@ and day only, never from its measured latency.
 
 :data:`PLAIN_RECIPES_FILE` holds the non-MTP (``spec-decoding: none``) entry versions the same
 way, with the decode cap per attention rank read from what each launches (TensorRT-LLM
-``max_batch_size`` of the decode worker, SGLang ``max-running-requests`` / ``dp-size``).
+``max_batch_size`` of the decode worker, SGLang ``max-running-requests`` / ``dp-size``), over
+every version of an srt-slurm recipe file in the public forks' histories: one line per distinct
+cap, so a record that versions with different caps match gets none.
 :func:`multinode_decode_cap` reads a non-MTP record's cap by the same match rule; the matching
 entries must state one cap, else none is applied and a note says why (the record stays
 expressible as without the table).
