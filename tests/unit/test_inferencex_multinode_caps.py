@@ -105,3 +105,20 @@ def test_table_lines_are_consistent() -> None:
             assert ln["run_concurrencies"]
         else:
             assert ln["cap_source"]
+
+
+def test_agrees_with_the_hopper_recipes_table_where_both_read() -> None:
+    """The H100/H200 records the recipes table caps (read from one configuration commit and the
+    recipe names) get the same cap from this table (every entry version, the recipes' files)."""
+    n = 0
+    for rec in RECORDS.values():
+        if rec["disagg"] != "true" or rec["spec_method"] != "none":
+            continue
+        if rec["hardware"] not in ("h100", "h200"):
+            continue
+        old = read_record(rec, RECIPES)
+        if not old.expressible or "decode_batch" not in old.kwargs:
+            continue
+        assert _cap(rec)[0] == {"decode_batch": old.kwargs["decode_batch"]}, rec
+        n += 1
+    assert n >= 40
