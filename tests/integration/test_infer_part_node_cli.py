@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import json
 
+# A TP4 FP8 worker holds 158 GiB of weights per GPU: SGLang's default mem_fraction_static on a
+# B200 (0.854) leaves it no KV room, so the launch states 0.95 as InferenceX's TP4 FP8 launches do
+# (inferencex_mem_fractions.csv: dsr1_fp8_b200.sh TP4 branch, gb200-fp8/1k1k/low-latency.yaml).
 R1 = ("infer", "deepseek-ai/DeepSeek-R1", "--gpu", "b200", "--engine", "sglang",
-      "--input", "1024", "--output", "1024", "--concurrency", "64")  # fmt: skip
+      "--input", "1024", "--output", "1024", "--concurrency", "64",
+      "--engine-options", "memory_fraction=0.95")  # fmt: skip
 DECODE = ("--decode-workers", "1", "--decode-tp", "8", "--decode-ep", "8",
           "--decode-attention-dp", "8")  # fmt: skip
 

@@ -466,7 +466,7 @@ def test_any_record_maps_or_gives_one_reason(
                 f"num_{p}_gpu": str(total),
             }
         )
-    row = read_record(rec, RECIPES, SWEEPS, SCRIPTS, MTP_RECIPES, PLAIN_RECIPES)
+    row = read_record(rec, RECIPES, SWEEPS, SCRIPTS, MTP_RECIPES, plain_recipes=PLAIN_RECIPES)
     if row.expressible:
         kw = row.kwargs
         assert (

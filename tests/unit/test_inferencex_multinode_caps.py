@@ -54,46 +54,55 @@ def _line(rec: dict[str, str]) -> dict[str, str]:
 
 def test_a_record_reads_its_recipes_decode_cap() -> None:
     rec = RECORDS[B300_TEP8_BATCH1]
-    kw, note = _cap(rec)
+    kw, notes = _cap(rec)
     assert kw == {"decode_batch": 1}
-    assert "ctx1_gen4_tep8_batch1_eplb0_mtp0.yaml@" in note and PLAIN_RECIPES_FILE in note
+    assert "ctx1_gen4_tep8_batch1_eplb0_mtp0.yaml@" in notes[0]
     row = read_record(rec, RECIPES, plain_recipes=LINES)
     assert row.expressible and row.kwargs["decode_batch"] == 1
     assert row.kwargs["concurrency"] > 1 * row.kwargs["decode_workers"]  # the cap binds
-    # Without the table the record reads as before: expressible, no cap.
-    plain = read_record(rec, RECIPES)
-    assert plain.expressible and "decode_batch" not in plain.kwargs
+    assert read_record(rec, RECIPES).kwargs == row.kwargs  # the project's table by default
 
 
 def test_sglang_cap_is_per_attention_rank() -> None:
     rec = RECORDS[B200_SGLANG_DEP8]
-    kw, note = _cap(rec)
+    kw, notes = _cap(rec)
     assert kw == {"decode_batch": 128}
-    assert "max-tpt-dep4-1p-dep8-1d.yaml" in note
+    assert "max-tpt-dep4-1p-dep8-1d.yaml" in notes[0]
+    # Only this table reads SGLang recipes: without it the record has no cap.
+    plain = read_record(rec, RECIPES, plain_recipes=[])
+    assert plain.expressible and "decode_batch" not in plain.kwargs
+    assert read_record(rec, RECIPES).kwargs["decode_batch"] == 128
 
 
 def test_disagreeing_entries_give_no_cap_and_say_so() -> None:
     rec = RECORDS[B300_TEP8_BATCH1]
     hit = _line(rec)
     other = {**hit, "decode_max_batch": "64", "recipe": "other.yaml"}
-    kw, note = _cap(rec, [hit, other])
-    assert kw == {} and "different caps (1, 64" in note
+    kw, notes = _cap(rec, [hit, other])
+    assert kw == {} and "different caps (1, 64" in notes[0]
     row = read_record(rec, RECIPES, plain_recipes=[hit, other])
     assert row.expressible and "decode_batch" not in row.kwargs
     assert any("different caps" in a for a in row.assumptions)
-    # The table's own case: two versions of one recipe file with different caps.
-    kw, note = _cap(RECORDS[B300_FP8_C12])
-    assert kw == {} and "different caps (1, 64" in note
+    # The table's own case: two versions of one recipe file with different caps (the name's
+    # cap, inferencex_decode_caps, is one of them).
+    kw, notes = _cap(RECORDS[B300_FP8_C12])
+    assert kw == {} and "different caps (1, 64" in notes[0]
+    assert "decode_batch" not in read_record(RECORDS[B300_FP8_C12], RECIPES).kwargs
 
 
 def test_unread_cap_or_no_match() -> None:
     rec = RECORDS[B300_TEP8_BATCH1]
     hit = _line(rec)
-    kw, note = _cap(rec, [{**hit, "decode_max_batch": "", "cap_source": "launcher not read"}])
-    assert kw == {} and "not on file (launcher not read)" in note
-    # Another day, concurrency or decode worker count: no entry, no note.
-    for change in ({"date": "2025-01-01"}, {"conc": "7"}, {"decode_num_workers": "5"}):
-        assert _cap({**rec, **change}, [hit]) == ({}, "")
+    kw, notes = _cap(rec, [{**hit, "decode_max_batch": "", "cap_source": "launcher not read"}])
+    assert kw == {} and "not on file (launcher not read)" in notes[0]
+    # Another day, concurrency or decode worker count, or an MTP record: no entry, no note.
+    for change in (
+        {"date": "2025-01-01"},
+        {"conc": "7"},
+        {"decode_num_workers": "5"},
+        {"spec_method": "mtp"},
+    ):
+        assert _cap({**rec, **change}, [hit]) == ({}, [])
 
 
 def test_table_lines_are_consistent() -> None:

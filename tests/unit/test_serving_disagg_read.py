@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuscale.validation import DATA_DIR
+from gpuscale.validation.inferencex_memory import MEM_FRACTIONS_FILE, load_fractions
 from gpuscale.validation.serving_rows import (
     EXPORT_FIELDS,
     EXPORT_RELIABLE,
@@ -220,6 +221,8 @@ def test_public_rows_read_from_the_added_entries() -> None:
     assert sg.kind == RECIPE and sg.kwargs["draft_tokens"] == 2
     # bs128-1p1d-dep-mtp: max-running-requests 192 over 8 attention-DP ranks
     assert (sg.kwargs["decode_ep"], sg.kwargs["decode_batch"]) == (8, 24)
+    # and --mem-fraction-static 0.85 on its decode workers (inferencex_mem_fractions.csv)
+    assert sg.kwargs["engine_options"]["memory_fraction"] == 0.85
     h100 = [r for r in rows if re.match(r"2026_0[34]_\d\d_deepseek_r1_h100_sxm_sglang", r.id)]
     read = {r.concurrency for r in h100 if r.kind == RECIPE}
     assert read == {128}  # only 1p*-max-tp-mtp runs 128; below, TEP and DEP share every point
@@ -229,7 +232,14 @@ def test_public_rows_read_from_the_added_entries() -> None:
         if row.kind == RECIPE:
             for k in ("silicon_ttft_ms", "silicon_tpot_ms"):
                 r[k] = str(float(r[k]) * 1.37)
-    again = {r.id: r for r in read_rows(raw, load_recipes(ROWS.parent / RECIPES_FILE))}
+    again = {
+        r.id: r
+        for r in read_rows(
+            raw,
+            load_recipes(ROWS.parent / RECIPES_FILE),
+            fractions=load_fractions(ROWS.parent / MEM_FRACTIONS_FILE),
+        )
+    }
     assert all(again[r.id].kwargs == r.kwargs for r in rows if r.kind == RECIPE)
 
 

@@ -19,11 +19,13 @@ from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import Profile, load_profile_for
 from gpuscale.costmodel.serving.formats import FORMATS, WeightFormat, weight_format
 from gpuscale.costmodel.serving.iteration import Parallelism
+from gpuscale.costmodel.serving.speculative import Speculation
 from gpuscale.errors import InputError, require
 from gpuscale.planner.serving.deployment import (
     Client,
     Pool,
     Prediction,
+    kv_pool,
     measured_requests,
     pools_placement,
     predict_aggregated,
@@ -385,6 +387,9 @@ def infer(
         eng = dataclasses.replace(eng, adp_balance_timeout_iters=adp_balance_timeout_iters)
     if engine_options:
         eng = dataclasses.replace(eng, **_engine_options(engine_options, eng.name))
+        if "memory_fraction" in engine_options:
+            # A stated fraction (SGLang --mem-fraction-static) replaces the engine's own rule.
+            eng = dataclasses.replace(eng, static_memory_rule=None)
         # An engine without chunked prefill runs a whole prompt in one iteration: TensorRT-LLM
         # refuses a launch whose max_num_tokens is below the longest prompt it must admit.
         require(
@@ -478,6 +483,13 @@ def infer(
         per_node = catalog.node_size(catalog.gpu(gpu), gpus_per_node)
         placed = pools_placement(p_pool, d_pool, per_node)
         cluster = deployment_cluster(gpu, placed, gpus_per_node, inter)
+        for stage, pool, need in (
+            ("prefill workers", p_pool, input_len),
+            ("decode workers", d_pool, input_len + output_len),
+        ):
+            _check_default_fraction(
+                spec, cluster, pool.par, fmt, kv_dtype, prof, eng, work, spec_dec, need, stage
+            )
         pred = predict_disaggregated(
             spec, cluster, p_pool, d_pool, fmt, kv_dtype, prof, eng, work, client, spec_dec
         )
@@ -504,6 +516,10 @@ def infer(
         group = Group(pool="replica", workers=replicas, tp=par.tp, pp=par.pp, field="tp")
         placed = place([group], per_node)
         cluster = deployment_cluster(gpu, placed, gpus_per_node, inter)
+        _check_default_fraction(
+            spec, cluster, par, fmt, kv_dtype, prof, eng, work, spec_dec,
+            input_len + output_len, "engine",
+        )  # fmt: skip
         pred = predict_aggregated(
             spec, cluster, par, replicas, fmt, kv_dtype, prof, eng, work, client, spec_dec
         )
@@ -544,6 +560,52 @@ def infer(
         },
         deployment=deployment,
         prediction=pred,
+    )
+
+
+def _check_default_fraction(
+    spec: ModelSpec,
+    cluster: Cluster,
+    par: Parallelism,
+    fmt: WeightFormat,
+    kv_dtype: str,
+    prof: Profile,
+    eng: EngineProfile,
+    work: Workload,
+    spec_dec: Speculation | None,
+    need: int,
+    stage: str,
+) -> None:
+    """Refuse a launch whose engine-derived memory fraction (SGLang's ``mem_fraction_static``
+    rule, ``EngineProfile.static_memory_rule``) leaves a worker less KV cache than one request
+    of the run needs (``need`` tokens: the prompt on a prefill worker, prompt and output
+    elsewhere). SGLang itself stops at start-up when the pool is empty ("Not enough memory.
+    Please try to increase --mem-fraction-static", model_runner.py) and rejects a request longer
+    than the pool; showing such a deployment as a saturated engine would be an answer real
+    SGLang never gives. Launches that state the fraction (engine option ``memory_fraction``)
+    drop the rule and are not checked here, and so are deployments no fraction would fit."""
+    if eng.static_memory_rule is None:
+        return
+    kv, _, _ = kv_pool(spec, cluster, par, fmt, kv_dtype, prof, eng, work, spec_dec)
+    if kv >= need:
+        return
+    whole = dataclasses.replace(eng, memory_fraction=1.0, static_memory_rule=None)
+    if kv_pool(spec, cluster, par, fmt, kv_dtype, prof, whole, work, spec_dec)[0] < need:
+        # No fraction makes room: the weights themselves do not fit, which the prediction
+        # says as every engine's ("weights leave no room for one request's KV cache").
+        return
+    frac = eng.static_memory_fraction(
+        cluster.device, tp=par.tp, pp=par.pp, dp_attention=par.attention_dp,
+        speculative=spec_dec is not None,
+    )  # fmt: skip
+    mtp = ", MTP" if spec_dec is not None else ""
+    who = {"sglang-0.5": "SGLang"}.get(eng.static_memory_rule, eng.name)
+    raise InputError(
+        f"{who}'s default mem_fraction_static ({frac:.3f} on {cluster.device.name} at TP "
+        f"{par.tp}, attention DP {par.attention_dp}{mtp}) leaves the {stage} room for "
+        f"{max(kv, 0.0):,.0f} KV tokens per rank, less than one {need:,}-token request; "
+        "state the launch's fraction: --engine-options memory_fraction=F (0 < F <= 1)",
+        field="engine_options",
     )
 
 

@@ -56,6 +56,8 @@ class EngineProfile:
     """``reserve``: a request reserves prompt + output pages on admission (never preempted);
     ``on_demand``: pages are taken as tokens are generated; preempt and recompute when full."""
     memory_fraction: float
+    """The engine's memory fraction; for an engine with ``static_memory_rule`` it is only the
+    value the engine falls back to when it cannot read the GPU's memory (SGLang 0.88)."""
     kv_fraction_of_free: bool
     """True: the KV pool is ``memory_fraction`` of what is left after weights (TRT-LLM);
     False: weights + KV + activations fit in ``memory_fraction`` of the GPU (vLLM, SGLang)."""
@@ -157,8 +159,34 @@ DeepEP). ``gather_scatter_without_mnnvl``:
     is left of it is above zero, so the request that crosses it still runs whole, up to the
     chunk budget); None: no limit but the token budget (vLLM, TensorRT-LLM)."""
 
+    static_memory_rule: str | None = None
+    """``sglang-0.5``: the memory fraction follows the GPU's memory, TP, attention DP and
+    speculative decoding as SGLang 0.5.x derives ``mem_fraction_static``
+    (:func:`sglang_mem_fraction_static`); None: ``memory_fraction`` on every GPU. A launch that
+    states the fraction (engine option ``memory_fraction``) drops the rule."""
+
+    def static_memory_fraction(
+        self, device: Device, *, tp: int, pp: int, dp_attention: int, speculative: bool
+    ) -> float:
+        """The memory fraction the engine starts with on ``device`` for this parallel layout."""
+        if self.static_memory_rule is None:
+            return self.memory_fraction
+        return sglang_mem_fraction_static(
+            device.memory_bytes / 2**20,
+            tp=tp,
+            pp=pp,
+            dp_attention=dp_attention,
+            chunked_prefill_size=self.max_num_batched_tokens,
+            speculative=speculative,
+        )
+
     def for_device(self, device: Device) -> EngineProfile:
         """The profile as the engine configures itself on ``device`` (default flags)."""
+        if self.static_memory_rule is not None:
+            # SGLang picks its chunked-prefill size by the GPU's memory
+            # (_handle_gpu_memory_settings; see sglang_gpu_tier).
+            chunk, _ = sglang_gpu_tier(device.memory_bytes / 2**20, tp=1)
+            return dataclasses.replace(self, max_num_batched_tokens=chunk)
         small = self.small_gpu_defaults
         if small is None or not small.applies(device):
             return self
@@ -167,6 +195,54 @@ DeepEP). ``gather_scatter_without_mnnvl``:
             max_num_batched_tokens=small.max_num_batched_tokens,
             max_num_seqs=small.max_num_seqs,
         )
+
+
+def sglang_gpu_tier(gpu_mem_mib: float, *, tp: int) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda_graph_max_bs) SGLang 0.5.x defaults to on a GPU of
+    ``gpu_mem_mib`` (nvidia-smi / rocminfo total memory, MiB) at tensor parallelism ``tp``:
+    python/sglang/srt/server_args.py ``ServerArgs._handle_gpu_memory_settings``, identical in
+    the 0.5.6.post2, 0.5.8.post1 and 0.5.9 wheels (NPU tiers left out)."""
+    if gpu_mem_mib < 20 * 1024:  # T4, 4080
+        return 2048, 8
+    if gpu_mem_mib < 35 * 1024:  # A10, 4090, 5090
+        return 2048, 24 if tp < 4 else 80
+    if gpu_mem_mib < 60 * 1024:  # A100-40GB, L40
+        return 4096, 32 if tp < 4 else 160
+    if gpu_mem_mib < 160 * 1024:  # H100, A100-80GB, H20, H200
+        return 8192, 256 if tp < 4 else 512
+    return 16384, 512  # B200, MI300X and larger
+
+
+def sglang_mem_fraction_static(
+    gpu_mem_mib: float,
+    *,
+    tp: int,
+    pp: int = 1,
+    dp_attention: int = 1,
+    chunked_prefill_size: int,
+    speculative: bool = False,
+) -> float:
+    """SGLang 0.5.x's default ``mem_fraction_static`` = (GPU memory - reserved) / GPU memory,
+    the reservation (MiB) covering activations and CUDA-graph buffers outside weights + KV pool
+    (server_args.py ``_handle_gpu_memory_settings``, 0.5.6.post2 / 0.5.8.post1 / 0.5.9 wheels):
+    512 + 1.5 x max(chunked_prefill_size, 2048) + 2 x cuda_graph_max_bs + tp x pp / 8 x 1024;
+    with DP attention + 3 x cuda_graph_max_bs x dp_size, and + 1.5 x cuda_graph_max_bs x dp_size
+    when cuda_graph_max_bs > 300; at least 10 GiB on GPUs above 60 GiB; + 2 GiB for an EAGLE/MTP
+    draft. Rounded to 3 decimals as the source does. Not modelled: the opt-in piecewise CUDA
+    graphs' term, the STANDALONE draft's 6 GiB, the multimodal and ROCm aiter (x0.85 for
+    contexts above 8k) adjustments made after it."""
+    _, graph_bs = sglang_gpu_tier(gpu_mem_mib, tp=tp)
+    reserved = 512.0 + max(chunked_prefill_size, 2048) * 1.5 + graph_bs * 2.0
+    reserved += tp * pp / 8.0 * 1024.0
+    if dp_attention > 1:
+        reserved += graph_bs * dp_attention * 3.0
+        if graph_bs > 300:
+            reserved += graph_bs * dp_attention * 1.5
+    if gpu_mem_mib > 60 * 1024:
+        reserved = max(reserved, 10.0 * 1024.0)
+    if speculative:
+        reserved += 2.0 * 1024.0
+    return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
 
 
 @cache

@@ -38,9 +38,12 @@ from typing import Any
 
 from gpuscale import catalog
 from gpuscale.errors import InputError
+from gpuscale.validation.inferencex_decode_caps import default_decode_caps
+from gpuscale.validation.inferencex_memory import Fractions
 from gpuscale.validation.inferencex_multinode import (
     MtpRecipes,
     MultinodeRecipes,
+    default_plain_recipes,
     multinode_decode_cap,
     multinode_draft_tokens,
 )
@@ -68,6 +71,7 @@ from gpuscale.validation.serving_rows import (
     launch_options,
     measured_day,
     parallelism,
+    stated_memory,
 )
 
 API_FILE = "inferencex_api_dsr1.csv"
@@ -504,15 +508,18 @@ def read_record(
     sweeps: Sweeps | None = None,
     scripts: Scripts | None = None,
     mtp_recipes: MtpRecipes | None = None,
+    fractions: Fractions | None = None,
     plain_recipes: MultinodeRecipes | None = None,
 ) -> ApiRow:
     """Record ``rec`` read as the deployment it ran, or marked not expressible with a reason.
     ``scripts`` (``inferencex_sweeps.load_scripts``) gives the draft count of an aggregated MTP
     record that no sweep of ``sweeps`` covers; ``mtp_recipes``
     (``inferencex_multinode.load_mtp_recipes``) that of a disaggregated MTP record the H100/H200
-    recipes table ``recipes`` does not match; ``plain_recipes`` (``inferencex_multinode``'s
-    ``PLAIN_RECIPES_FILE``) the decode cap of a non-MTP disaggregated record that ``recipes``
-    gives none."""
+    recipes table ``recipes`` does not match; ``fractions`` (``inferencex_memory.load_fractions``)
+    the ``--mem-fraction-static`` its SGLang launch stated (``serving_rows.stated_memory``);
+    ``plain_recipes`` (``inferencex_multinode``'s ``PLAIN_RECIPES_FILE``; None: the project's,
+    ``[]``: none) the decode cap of a non-MTP disaggregated record that ``recipes`` gives none,
+    with ``inferencex_decode_caps``' table."""
     mode = "disagg" if rec["disagg"] == "true" else "agg"
     engine = FRAMEWORKS.get(rec["framework"], rec["framework"])
     if rec["model"] not in MODELS:
@@ -619,10 +626,14 @@ def read_record(
         else:
             cap, why = _decode_cap(raw, conc, kw, list(recipes or []))
             if "decode_batch" not in cap:
-                # The multi-node entry the record ran, by the MTP entries' match rule.
-                more, note = multinode_decode_cap(rec, raw["system"], list(plain_recipes or []))
-                cap = {**cap, **more}
-                why = [*why, note] if note else why
+                # The multi-node entry the record ran, by the one rule of the multi-node tables
+                # (inferencex_multinode.recipes_decode_cap): the TensorRT-LLM recipe names' caps
+                # (inferencex_decode_caps) and the recipe files' (PLAIN_RECIPES_FILE) must agree.
+                plain = default_plain_recipes() if plain_recipes is None else plain_recipes
+                more, more_why = multinode_decode_cap(
+                    rec, raw["system"], [*default_decode_caps(), *plain]
+                )
+                cap, why = {**cap, **more}, [*why, *more_why]
             kw.update(cap)
             notes.extend(why)
         kw.update(disagg_kv_dtype(raw))
@@ -632,6 +643,12 @@ def read_record(
             if deepep:
                 kw["engine_options"] = {**(kw.get("engine_options") or {}), **deepep}
             notes.append(f"FP8 KV, {', '.join(deepep) or 'no DeepEP'} (NVL72_SGLANG_DEEPEP)")
+    mem_kw, mem_note, refused = stated_memory(raw, kw, list(recipes or []), list(fractions or []))
+    if refused:
+        return _refuse(rec, engine, mode, refused)
+    if mem_kw:
+        kw["engine_options"] = {**(kw.get("engine_options") or {}), **mem_kw}
+        notes.append(mem_note)
     if catalog.gpu(gpu).vendor == "nvidia" and (opts := engine_version_options(raw)):
         # The vLLM DeepGEMM option is a CUDA kernel library's (deepseek-ai/DeepGEMM: Hopper
         # and Blackwell); ROCm builds of vLLM have no DeepGEMM.
@@ -658,9 +675,13 @@ def read_records(
     sweeps: Sweeps | None = None,
     scripts: Scripts | None = None,
     mtp_recipes: MtpRecipes | None = None,
+    fractions: Fractions | None = None,
     plain_recipes: MultinodeRecipes | None = None,
 ) -> list[ApiRow]:
-    return [read_record(r, recipes, sweeps, scripts, mtp_recipes, plain_recipes) for r in records]
+    return [
+        read_record(r, recipes, sweeps, scripts, mtp_recipes, fractions, plain_recipes)
+        for r in records
+    ]
 
 
 def same_measurement(a: dict[str, str], b: dict[str, str]) -> bool:

@@ -48,6 +48,12 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale import catalog
+from gpuscale.validation.inferencex_memory import (
+    MEM_FRACTIONS_FILE,
+    Fractions,
+    load_fractions,
+    stated_fraction,
+)
 from gpuscale.validation.inferencex_sweeps import (
     SWEEPS_FILE,
     Sweeps,
@@ -1053,6 +1059,62 @@ def recipe_draft_tokens(recipe: str) -> int | None:
     return int(hit.group(1)) if hit and int(hit.group(1)) > 0 else None
 
 
+def disagg_recipe_entries(
+    r: dict[str, str], conc: int, kw: dict[str, Any], recipes: Recipes
+) -> Recipes:
+    """The recipes-table entries that run disaggregated row ``r`` as read (``kw``): its engine,
+    system, lengths and concurrency (:func:`_candidates`), worker counts, per-stage TP and EP,
+    decode attention-DP width and speculative decoding (``mtp`` when ``kw`` runs it)."""
+    spec = "mtp" if kw.get("speculative") == "mtp" else "none"
+    fields = (
+        "prefill_workers", "prefill_tp", "prefill_ep", "decode_workers", "decode_tp",
+        "decode_ep", "decode_attention_dp",
+    )  # fmt: skip
+    return [
+        e
+        for e in _candidates(r, conc, recipes)
+        if e["spec"] == spec and all(k in kw and int(e[k]) == kw[k] for k in fields)
+    ]
+
+
+def stated_memory(
+    raw: dict[str, str], kw: dict[str, Any], recipes: Recipes, fractions: Fractions
+) -> tuple[dict[str, Any], str, str]:
+    """The SGLang ``--mem-fraction-static`` record ``raw`` (read as ``kw``) launched with, as
+    an engine option: (option, note, reason it is not known). Aggregated: the single-node
+    script's, by GPU, precision, MTP, TP and day, unless the launch options already state it
+    (:data:`INFERENCEX_LAUNCHES`). Disaggregated: the decode workers' (the KV pool the
+    model sizes), from the srt-slurm recipe of the one recipes-table entry that runs the
+    record's deployment (:func:`disagg_recipe_entries`), else the launch files in
+    force on the day (MI355X MoRI-SGLang). The prefill workers' own stated value is not
+    applied: one engine option serves both pools, and only the decode pool's KV cache enters
+    the prediction. Nothing where no launch on file states it: SGLang's own rule then applies."""
+    if raw["backend"] != "sglang" or "memory_fraction" in (kw.get("engine_options") or {}):
+        return {}, "", ""
+    day = measured_day(raw)
+    spec = "mtp" if kw.get("speculative") == "mtp" else "none"
+    at: dict[str, Any] = {"system": raw["system"], "backend": "sglang", "day": day}
+    launch: dict[str, Any] = {
+        "model": raw["model_path"],
+        "precision": raw["precision"],
+        "spec": spec,
+    }
+    if raw["mode"] == "agg":
+        value, note, refused = stated_fraction(fractions, **at, stage="agg", **launch, tp=kw["tp"])
+    else:
+        paths = {e["recipe"] for e in disagg_recipe_entries(raw, kw["concurrency"], kw, recipes)}
+        value, note, refused = None, "", ""
+        if len(paths) == 1:
+            value, note, refused = stated_fraction(
+                fractions, **at, stage="decode", path=paths.pop()
+            )
+        if value is None and not refused:
+            value, note, refused = stated_fraction(fractions, **at, stage="decode", **launch)
+    if value is None:
+        return {}, "", refused
+    return {"memory_fraction": value}, note, ""
+
+
 def entry_draft_tokens(e: dict[str, str]) -> int | None:
     """Draft tokens of an MTP entry (``draft_tokens`` in the recipes table), None for a plain
     entry or an MTP one whose recipe file was not read. TensorRT-LLM: the name's ``_mtpN``
@@ -1065,11 +1127,16 @@ def entry_draft_tokens(e: dict[str, str]) -> int | None:
 
 
 def read_rows(
-    raw: list[dict[str, str]], recipes: Recipes | None = None, sweeps: Sweeps | None = None
+    raw: list[dict[str, str]],
+    recipes: Recipes | None = None,
+    sweeps: Sweeps | None = None,
+    fractions: Fractions | None = None,
 ) -> list[ServingRow]:
     """Every raw row read as the deployment it ran, or marked not expressible; ``recipes``
     (:func:`load_recipes`) gives the decode engines' batch caps where a recipe states them,
-    ``sweeps`` (``inferencex_sweeps``) the aggregated InferenceX runs that swept MTP entries."""
+    ``sweeps`` (``inferencex_sweeps``) the aggregated InferenceX runs that swept MTP entries,
+    ``fractions`` (``inferencex_memory``) the ``--mem-fraction-static`` of InferenceX's SGLang
+    launches (:func:`stated_memory`)."""
     table: Recipes = recipes or []
     named: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
     for r in raw:
@@ -1153,6 +1220,13 @@ def read_rows(
             for read in (kw, guess):
                 if read:
                     read.update(disagg_kv_dtype(r))
+        if kw and r["silicon_data_source"].startswith(INFERENCEX_SOURCES):
+            mem_kw, mem_note, mem_refused = stated_memory(r, kw, table, fractions or [])
+            if mem_refused:
+                kind, kw, guess, reason = NOT_EXPRESSIBLE, {}, kw, mem_refused
+            elif mem_kw:
+                kw["engine_options"] = {**(kw.get("engine_options") or {}), **mem_kw}
+                notes.append(mem_note)
         if version_opts := engine_version_options(r):
             for read in (kw, guess):
                 if read:
@@ -1251,11 +1325,13 @@ def _as_originals(rows: list[ServingRow]) -> list[ServingRow]:
 
 def load(path: Path) -> list[ServingRow]:
     recipes, sweeps = path.parent / RECIPES_FILE, path.parent / SWEEPS_FILE
+    fractions = path.parent / MEM_FRACTIONS_FILE
     with path.open() as f:
         return read_rows(
             list(csv.DictReader(f)),
             load_recipes(recipes) if recipes.exists() else None,
             load_sweeps(sweeps) if sweeps.exists() else None,
+            load_fractions(fractions) if fractions.exists() else None,
         )
 
 

@@ -241,10 +241,15 @@ def kv_pool(
     activations = b * SIXTEEN_BIT * (4.0 * model.hidden_size + widest)
     activations += eng.max_num_seqs * model.vocab_size * 4.0 / par.attention_tp / 8.0
     context = profile.const("memory_cuda_context_gib") * GIB
+    # SGLang's default fraction follows the GPU and the layout (serving_engines.py).
+    frac = eng.static_memory_fraction(
+        cluster.device, tp=par.tp, pp=par.pp, dp_attention=par.attention_dp,
+        speculative=speculation is not None,
+    )  # fmt: skip
     if eng.kv_fraction_of_free:
-        kv_bytes = eng.memory_fraction * (mem - weights - activations - context)
+        kv_bytes = frac * (mem - weights - activations - context)
     else:
-        kv_bytes = eng.memory_fraction * mem - weights - activations - context
+        kv_bytes = frac * mem - weights - activations - context
     window = window_bytes_per_sequence(model, par, kv_dtype)
     ratio = eng.swa_tokens_per_full_token
     if ratio is not None and window > 0:

@@ -1,0 +1,234 @@
+"""SGLang's default memory fraction follows the GPU, TP, DP attention and MTP; a stated
+``--mem-fraction-static`` (InferenceX's launches, ``inferencex_mem_fractions.csv``) wins over it;
+a default that leaves no KV room is refused with one clear line.
+
+Expected fractions are worked by hand from sglang/srt/server_args.py
+``_handle_gpu_memory_settings`` (0.5.6.post2, 0.5.8.post1, 0.5.9 wheels): reserved MiB = 512 +
+1.5 x max(chunk, 2048) + 2 x cuda_graph_max_bs + tp x pp / 8 x 1024 (+ 4.5 x graph_bs x dp with
+DP attention and graph_bs > 300), at least 10 GiB above 60 GiB, + 2 GiB for an EAGLE draft;
+fraction = round((mem - reserved) / mem, 3)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gpuscale import api, catalog
+from gpuscale.catalog.serving_engines import engine, sglang_gpu_tier, sglang_mem_fraction_static
+from gpuscale.costmodel.profile import load_profile
+from gpuscale.costmodel.serving.formats import weight_format
+from gpuscale.costmodel.serving.iteration import Parallelism
+from gpuscale.errors import InputError
+from gpuscale.planner.serving.deployment import kv_pool
+from gpuscale.planner.serving.steady_state import Workload
+from gpuscale.validation import DATA_DIR
+from gpuscale.validation.inferencex_api import COLUMNS, read_record
+from gpuscale.validation.inferencex_memory import (
+    MEM_FRACTIONS_FILE,
+    load_fractions,
+    stated_fraction,
+)
+from gpuscale.validation.serving_rows import RECIPES_FILE, load_recipes
+
+H200_MIB = 143771.0  # nvidia-smi memory.total of an H200 SXM
+H100_MIB = 81559.0
+
+
+@pytest.mark.parametrize(
+    ("mem", "tp", "dp", "chunk", "spec", "expected"),
+    [
+        # 512 + 1.5 x 8192 + 2 x 512 + 1024 = 14848 -> 128923 / 143771
+        (H200_MIB, 8, 1, 8192, False, 0.897),
+        # 512 + 12288 + 2 x 256 + 128 = 13440 -> 130331 / 143771
+        (H200_MIB, 1, 1, 8192, False, 0.907),
+        # 14848 on 81559 MiB
+        (H100_MIB, 8, 1, 8192, False, 0.818),
+        # B200: 512 + 1.5 x 16384 + 1024 + 512 = 26624 -> 156735 / 183359
+        (183359.0, 4, 1, 16384, False, 0.855),
+        # DP attention 8: 14848 + 3 x 512 x 8 + 1.5 x 512 x 8 = 33280 -> 110491 / 143771
+        (H200_MIB, 8, 8, 8192, False, 0.769),
+        # EAGLE/MTP draft: 14848 + 2048 = 16896 -> 126875 / 143771
+        (H200_MIB, 8, 1, 8192, True, 0.882),
+        # 10 GiB floor above 60 GiB: 512 + 3072 + 512 + 128 = 4224 -> 10240 -> 71680 / 81920
+        (81920.0, 1, 1, 2048, False, 0.875),
+        # A100-40GB, no floor: 512 + 6144 + 64 + 128 = 6848 -> 34112 / 40960
+        (40960.0, 1, 1, 4096, False, 0.833),
+    ],
+)
+def test_sglang_fraction_matches_the_source_rule_worked_by_hand(
+    mem: float, tp: int, dp: int, chunk: int, spec: bool, expected: float
+) -> None:
+    got = sglang_mem_fraction_static(
+        mem, tp=tp, dp_attention=dp, chunked_prefill_size=chunk, speculative=spec
+    )
+    assert got == pytest.approx(expected, abs=1e-9)
+
+
+def test_sglang_chunk_and_graph_batch_tiers_follow_gpu_memory() -> None:
+    assert sglang_gpu_tier(40960.0, tp=8) == (4096, 160)
+    assert sglang_gpu_tier(H100_MIB, tp=2) == (8192, 256)
+    assert sglang_gpu_tier(H200_MIB, tp=8) == (8192, 512)
+    assert sglang_gpu_tier(183359.0, tp=1) == (16384, 512)
+
+
+def test_the_profile_picks_the_tier_chunk_and_fraction_per_gpu() -> None:
+    eng = engine("sglang")
+    h200, b200 = catalog.gpu("h200-sxm"), catalog.gpu("b200")
+    assert eng.for_device(h200).max_num_batched_tokens == 8192
+    assert eng.for_device(b200).max_num_batched_tokens == 16384
+    f_h200 = eng.for_device(h200).static_memory_fraction(
+        h200, tp=8, pp=1, dp_attention=1, speculative=False
+    )
+    f_b200 = eng.for_device(b200).static_memory_fraction(
+        b200, tp=4, pp=1, dp_attention=1, speculative=False
+    )
+    mib = b200.memory_bytes / 2**20
+    assert f_b200 == round((mib - (512 + 1.5 * 16384 + 1024 + 512)) / mib, 3)
+    assert f_h200 != f_b200
+    # Engines without the rule keep their single fraction.
+    vllm = engine("vllm")
+    assert vllm.static_memory_fraction(b200, tp=4, pp=1, dp_attention=1, speculative=False) == 0.9
+
+
+def test_a_stated_fraction_replaces_the_rule_in_the_kv_pool() -> None:
+    m = catalog.model("llama3.1-8b")
+    cl = catalog.cluster("h200-sxm", 1)
+    eng = engine("sglang").for_device(cl.device)
+    prof = load_profile(eng.cost_profile)
+    fmt = weight_format("bf16")
+    work = Workload(input_len=1024.0, output_len=512.0, input_cv=0.0, output_cv=0.0)
+    par = Parallelism()
+    _, _, used_rule = kv_pool(m, cl, par, fmt, "bf16", prof, eng, work)
+    stated = dataclasses.replace(eng, memory_fraction=0.8, static_memory_rule=None)
+    _, _, used_stated = kv_pool(m, cl, par, fmt, "bf16", prof, stated, work)
+    mem = cl.device.memory_gib
+    assert used_rule == pytest.approx(0.907 * mem, rel=1e-6)
+    assert used_stated == pytest.approx(0.8 * mem, rel=1e-6)
+
+
+SERVING = DATA_DIR / "serving"
+FRACTIONS = load_fractions(SERVING / MEM_FRACTIONS_FILE)
+RECIPES = load_recipes(SERVING / RECIPES_FILE)
+
+
+def _fraction(**kw: object) -> float | None:
+    base: dict[str, object] = {"backend": "sglang", "model": "deepseek-ai/DeepSeek-R1"}
+    value, _, refused = stated_fraction(FRACTIONS, **{**base, **kw})  # type: ignore[arg-type]
+    assert not refused
+    return value
+
+
+def test_inferencex_scripts_state_their_fraction_by_gpu_tp_and_day() -> None:
+    # benchmarks/single_node/dsr1_fp8_b200.sh (1d29967c4 on): MEM_FRAC_STATIC=0.82 at TP 8,
+    # 0.95 at TP 4; before it one 0.82 for every TP.
+    at = {"system": "b200", "precision": "fp8", "stage": "agg"}
+    assert _fraction(**at, day="2026-03-25", tp=8) == 0.82
+    assert _fraction(**at, day="2026-03-25", tp=4) == 0.95
+    assert _fraction(**at, day="2025-11-18", tp=4) == 0.82
+    # The MTP script is its own line: 0.82 (dsr1_fp8_b200_mtp.sh).
+    assert _fraction(**at, day="2026-03-25", tp=8, spec="mtp") == 0.82
+    # FP4 0.85 (dsr1_fp4_b200.sh), AMD 0.8 (dsr1_fp8_mi355x.sh).
+    assert _fraction(system="b200", precision="fp4", stage="agg", day="2025-11-10", tp=4) == 0.85
+    assert _fraction(system="mi355x", precision="fp8", stage="agg", day="2026-05-03", tp=8) == 0.8
+    # MoRI-SGLang (amd_utils/models.yaml from 8d81e0bf4, 2026-02-19): decode 0.85, prefill 0.8;
+    # nothing on file before it.
+    mori = {"system": "mi355x", "precision": "fp4", "spec": "mtp"}
+    assert _fraction(**mori, stage="decode", day="2026-03-13") == 0.85
+    assert _fraction(**mori, stage="prefill", day="2026-03-13") == 0.8
+    assert _fraction(**mori, stage="decode", day="2026-02-13") is None
+    # A recipe by path: h100-fp8-1p1d-max-dep-mtp decode 0.85, prefill 0.6.
+    path = "recipes/h100/1k1k/mtp/h100-fp8-1p1d-max-dep-mtp.yaml"
+    assert _fraction(system="h100_sxm", stage="decode", day="2026-02-13", path=path) == 0.85
+    assert _fraction(system="h100_sxm", stage="prefill", day="2026-02-13", path=path) == 0.6
+
+
+def test_launches_that_disagree_leave_the_fraction_unknown() -> None:
+    line = {k: "" for k in FRACTIONS[0]}
+    line.update(
+        system="b200", backend="sglang", model="m", precision="fp8", spec="none", mode="agg",
+        stage="agg", from_day="2026-01-01", to_day="2026-01-31", path="a.sh", commit="c1",
+    )  # fmt: skip
+    table = [
+        {**line, "mem_fraction_static": "0.8"},
+        {**line, "mem_fraction_static": "0.9", "path": "b.sh", "from_day": "2026-01-31"},
+    ]
+    at = {"system": "b200", "backend": "sglang", "stage": "agg", "model": "m", "precision": "fp8"}
+    assert stated_fraction(table, **at, day="2026-01-15")[0] == 0.8
+    value, _, refused = stated_fraction(table, **at, day="2026-01-31")
+    assert value is None and "a.sh@c1, b.sh@c1" in refused and "[0.8, 0.9]" in refused
+
+
+def _record(**kw: str) -> dict[str, str]:
+    """An H100 Dynamo-SGLang MTP record of InferenceX's 2026-02-13 sweep (1k/1k at 64)."""
+    r = dict.fromkeys(COLUMNS, "")
+    r.update(
+        page_offset="0", hardware="h100", framework="dynamo-sglang", model="dsr1",
+        precision="fp8", spec_method="mtp", disagg="true", is_multinode="true",
+        prefill_tp="16", prefill_ep="1", prefill_dp_attention="false", prefill_num_workers="1",
+        decode_tp="16", decode_ep="16", decode_dp_attention="true", decode_num_workers="1",
+        num_prefill_gpu="16", num_decode_gpu="16", isl="1024", osl="1024", conc="64",
+        image="lmsysorg/sglang:v0.5.8-cu130", date="2026-02-13", run_url="1/1",
+    )  # fmt: skip
+    for k in ("mean_ttft", "median_ttft", "p99_ttft", "mean_tpot", "median_tpot", "p99_tpot"):
+        r[k] = "1"
+    r.update(kw)
+    return r
+
+
+def test_held_out_records_use_the_fraction_their_launch_stated() -> None:
+    # The entry's recipe (inferencex_disagg_recipes.csv) is h100-fp8-1p1d-max-dep-mtp: decode
+    # 0.85, the KV pool the model sizes.
+    row = read_record(_record(), RECIPES, fractions=FRACTIONS)
+    assert row.expressible and row.kwargs["engine_options"]["memory_fraction"] == 0.85
+    assert any("h100-fp8-1p1d-max-dep-mtp.yaml@616191ca7" in n for n in row.assumptions)
+    # Without the table SGLang's own rule applies (no option).
+    assert "engine_options" not in read_record(_record(), RECIPES).kwargs
+    # Aggregated B200 FP8 at TP 4: the script's 0.95.
+    agg = _record(
+        hardware="b200", framework="sglang", spec_method="none", disagg="false",
+        is_multinode="false", prefill_tp="4", prefill_ep="1", prefill_dp_attention="false",
+        decode_tp="4", decode_ep="1", decode_dp_attention="false", num_prefill_gpu="4",
+        num_decode_gpu="4", isl="8192", date="2026-03-25", image="lmsysorg/sglang:v0.5.9-cu130",
+    )  # fmt: skip
+    # (The script's other launch options, inferencex_sglang_launch, ride along.)
+    assert read_record(agg, fractions=FRACTIONS).kwargs["engine_options"]["memory_fraction"] == 0.95
+
+
+H100_DEP16 = {
+    "gpu": "h100-sxm", "engine": "sglang", "input_len": 1024, "output_len": 1024,
+    "concurrency": 64, "prefill_workers": 1, "prefill_tp": 16, "decode_workers": 1,
+    "decode_tp": 16, "decode_ep": 16, "decode_attention_dp": 16, "speculative": "mtp",
+    "draft_tokens": 2,
+}  # fmt: skip
+
+
+def test_a_default_fraction_without_kv_room_is_refused_with_one_line() -> None:
+    # H100 TP16 DP16 with an EAGLE draft: reserved 512 + 1.5 x 8192 + 2 x 512 + 16 x 128
+    # + 4.5 x 512 x 16 + 2048 = 54,784 MiB of 81,559 -> 0.328, below the FP8 weights per GPU.
+    with pytest.raises(InputError) as err:
+        api.infer("deepseek-r1", **H100_DEP16)  # type: ignore[arg-type]
+    msg = str(err.value)
+    assert err.value.field == "engine_options" and "\n" not in msg
+    assert "default mem_fraction_static (0.328" in msg and "TP 16, attention DP 16, MTP" in msg
+    assert "leaves the decode workers room" in msg and "memory_fraction=F" in msg
+    # Engines without the rule keep their single fraction and are not checked.
+    assert engine("vllm").static_memory_rule is None
+
+
+def test_a_stated_fraction_wins_over_the_default_rule() -> None:
+    res = api.infer(
+        "deepseek-r1",
+        **H100_DEP16,
+        engine_options={"memory_fraction": 0.85},  # type: ignore[arg-type]
+    )
+    assert res.prediction.fits and res.prediction.kv_tokens_per_rank > 2048
+
+
+def test_weights_that_fit_no_fraction_are_not_blamed_on_it() -> None:
+    # DeepSeek-R1 in BF16 (~1.3 TB) on 8 H200s: no fraction makes room, so the answer is the
+    # one every engine gives (fits false, the note says why), not the fraction's refusal.
+    res = api.infer(
+        "deepseek-r1", gpu="h200-sxm", engine="sglang", weights="bf16", tp=8, concurrency=4
+    )
+    assert not res.prediction.fits
