@@ -15,7 +15,10 @@ InferenceX's configuration on those GPUs with the days it was on ``main`` and th
 read as an entry when GPU, framework, precision, lengths, the record's concurrency in the
 entry's list, worker counts and ``tp``/``ep``/``dp_attention`` labels of both stages and the
 record's run day within the entry's days on ``main`` agree, and every such entry gives one cap.
-Read from the record's stated fields and day only, never from its measured latency.
+Read from the record's stated fields and day only, never from its measured latency. The rule is
+the multi-node tables' one (``inferencex_multinode.recipes_decode_cap``); ``inferencex_api``
+reads this table together with ``inferencex_multinode.PLAIN_RECIPES_FILE`` (the recipe files'
+caps), so a name whose file states another cap gives none.
 
 The recipe name also states the decode workers' attention DP (``dep{N}``/``dp{N}``: attention DP
 over the N GPUs; ``tep{N}``/``tp{N}``: none). The configuration labelled some entries otherwise
