@@ -49,7 +49,11 @@ from gpuscale.validation.inferencex_api import (
     seen_index,
 )
 from gpuscale.validation.inferencex_memory import MEM_FRACTIONS_FILE, load_fractions
-from gpuscale.validation.inferencex_multinode import MTP_RECIPES_FILE, load_mtp_recipes
+from gpuscale.validation.inferencex_multinode import (
+    MTP_RECIPES_FILE,
+    PLAIN_RECIPES_FILE,
+    load_multinode_recipes,
+)
 from gpuscale.validation.inferencex_sweeps import (
     SCRIPTS_FILE,
     SWEEPS_FILE,
@@ -216,8 +220,9 @@ def run(by: list[str], limit: int = 0) -> dict[str, Any]:
         load_recipes(SERVING / RECIPES_FILE),
         load_sweeps(SERVING / SWEEPS_FILE),
         load_scripts(SERVING / SCRIPTS_FILE),
-        load_mtp_recipes(SERVING / MTP_RECIPES_FILE),
+        load_multinode_recipes(SERVING / MTP_RECIPES_FILE),
         load_fractions(SERVING / MEM_FRACTIONS_FILE),
+        load_multinode_recipes(SERVING / PLAIN_RECIPES_FILE),
     )
     distinct = distinct_measurements(rows)
     if limit:

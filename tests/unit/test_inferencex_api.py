@@ -28,7 +28,12 @@ from gpuscale.validation.inferencex_api import (
     seen_index,
     write_records,
 )
-from gpuscale.validation.inferencex_multinode import MTP_RECIPES_FILE, load_mtp_recipes
+from gpuscale.validation.inferencex_multinode import (
+    MTP_RECIPES_FILE,
+    PLAIN_RECIPES_FILE,
+    load_mtp_recipes,
+    load_multinode_recipes,
+)
 from gpuscale.validation.inferencex_sweeps import (
     SCRIPTS_FILE,
     SWEEPS_FILE,
@@ -48,6 +53,7 @@ RECIPES = load_recipes(SERVING / RECIPES_FILE)
 SWEEPS = load_sweeps(SERVING / SWEEPS_FILE)
 SCRIPTS = load_scripts(SERVING / SCRIPTS_FILE)
 MTP_RECIPES = load_mtp_recipes(SERVING / MTP_RECIPES_FILE)
+PLAIN_RECIPES = load_multinode_recipes(SERVING / PLAIN_RECIPES_FILE)
 
 
 def _rec(**kw: str) -> dict[str, str]:
@@ -460,7 +466,7 @@ def test_any_record_maps_or_gives_one_reason(
                 f"num_{p}_gpu": str(total),
             }
         )
-    row = read_record(rec, RECIPES, SWEEPS, SCRIPTS, MTP_RECIPES)
+    row = read_record(rec, RECIPES, SWEEPS, SCRIPTS, MTP_RECIPES, plain_recipes=PLAIN_RECIPES)
     if row.expressible:
         kw = row.kwargs
         assert (

@@ -19,7 +19,8 @@ H200 DeepSeek-R1 TensorRT-LLM and SGLang scripts by date), the H200 TensorRT-LLM
 (``inferencex_sweeps.speculative_reading``), the draft counts of the single-node MTP launch
 scripts for records that state MTP (``inferencex_sweeps.script_draft_tokens``), the draft counts
 of the multi-node MTP recipes (``inferencex_multinode.multinode_draft_tokens``), the
-disaggregated recipes' decode caps, prefill
+disaggregated recipes' decode caps (``_decode_cap``; multi-node non-MTP entries
+``inferencex_multinode.multinode_decode_cap``), prefill
 attention DP and KV dtype (``_decode_cap``, ``disagg_kv_dtype``) and engine-version options
 (``engine_version_options``). A record that cannot be expressed gets a one-line reason
 (:data:`NOT_EXPRESSIBLE` and :attr:`ApiRow.reason`).
@@ -37,9 +38,15 @@ from typing import Any
 
 from gpuscale import catalog
 from gpuscale.errors import InputError
-from gpuscale.validation.inferencex_decode_caps import decode_cap, default_decode_caps
+from gpuscale.validation.inferencex_decode_caps import default_decode_caps
 from gpuscale.validation.inferencex_memory import Fractions
-from gpuscale.validation.inferencex_multinode import MtpRecipes, multinode_draft_tokens
+from gpuscale.validation.inferencex_multinode import (
+    MtpRecipes,
+    MultinodeRecipes,
+    default_plain_recipes,
+    multinode_decode_cap,
+    multinode_draft_tokens,
+)
 from gpuscale.validation.inferencex_sglang_launch import blackwell_sglang_launch
 from gpuscale.validation.inferencex_sweeps import (
     Scripts,
@@ -502,13 +509,17 @@ def read_record(
     scripts: Scripts | None = None,
     mtp_recipes: MtpRecipes | None = None,
     fractions: Fractions | None = None,
+    plain_recipes: MultinodeRecipes | None = None,
 ) -> ApiRow:
     """Record ``rec`` read as the deployment it ran, or marked not expressible with a reason.
     ``scripts`` (``inferencex_sweeps.load_scripts``) gives the draft count of an aggregated MTP
     record that no sweep of ``sweeps`` covers; ``mtp_recipes``
     (``inferencex_multinode.load_mtp_recipes``) that of a disaggregated MTP record the H100/H200
     recipes table ``recipes`` does not match; ``fractions`` (``inferencex_memory.load_fractions``)
-    the ``--mem-fraction-static`` its SGLang launch stated (``serving_rows.stated_memory``)."""
+    the ``--mem-fraction-static`` its SGLang launch stated (``serving_rows.stated_memory``);
+    ``plain_recipes`` (``inferencex_multinode``'s ``PLAIN_RECIPES_FILE``; None: the project's,
+    ``[]``: none) the decode cap of a non-MTP disaggregated record that ``recipes`` gives none,
+    with ``inferencex_decode_caps``' table."""
     mode = "disagg" if rec["disagg"] == "true" else "agg"
     engine = FRAMEWORKS.get(rec["framework"], rec["framework"])
     if rec["model"] not in MODELS:
@@ -614,9 +625,15 @@ def read_record(
                 notes.append(note)
         else:
             cap, why = _decode_cap(raw, conc, kw, list(recipes or []))
-            if not cap:
-                # B200/B300/GB200/GB300: the plain recipes' decode caps (inferencex_decode_caps).
-                cap, why = decode_cap(rec, default_decode_caps())
+            if "decode_batch" not in cap:
+                # The multi-node entry the record ran, by the one rule of the multi-node tables
+                # (inferencex_multinode.recipes_decode_cap): the TensorRT-LLM recipe names' caps
+                # (inferencex_decode_caps) and the recipe files' (PLAIN_RECIPES_FILE) must agree.
+                plain = default_plain_recipes() if plain_recipes is None else plain_recipes
+                more, more_why = multinode_decode_cap(
+                    rec, raw["system"], [*default_decode_caps(), *plain]
+                )
+                cap, why = {**cap, **more}, [*why, *more_why]
             kw.update(cap)
             notes.extend(why)
         kw.update(disagg_kv_dtype(raw))
@@ -659,8 +676,12 @@ def read_records(
     scripts: Scripts | None = None,
     mtp_recipes: MtpRecipes | None = None,
     fractions: Fractions | None = None,
+    plain_recipes: MultinodeRecipes | None = None,
 ) -> list[ApiRow]:
-    return [read_record(r, recipes, sweeps, scripts, mtp_recipes, fractions) for r in records]
+    return [
+        read_record(r, recipes, sweeps, scripts, mtp_recipes, fractions, plain_recipes)
+        for r in records
+    ]
 
 
 def same_measurement(a: dict[str, str], b: dict[str, str]) -> bool:

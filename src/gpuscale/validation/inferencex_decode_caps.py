@@ -15,7 +15,10 @@ InferenceX's configuration on those GPUs with the days it was on ``main`` and th
 read as an entry when GPU, framework, precision, lengths, the record's concurrency in the
 entry's list, worker counts and ``tp``/``ep``/``dp_attention`` labels of both stages and the
 record's run day within the entry's days on ``main`` agree, and every such entry gives one cap.
-Read from the record's stated fields and day only, never from its measured latency.
+Read from the record's stated fields and day only, never from its measured latency. The rule is
+the multi-node tables' one (``inferencex_multinode.recipes_decode_cap``); ``inferencex_api``
+reads this table together with ``inferencex_multinode.PLAIN_RECIPES_FILE`` (the recipe files'
+caps), so a name whose file states another cap gives none.
 
 The recipe name also states the decode workers' attention DP (``dep{N}``/``dp{N}``: attention DP
 over the N GPUs; ``tep{N}``/``tp{N}``: none). The configuration labelled some entries otherwise
@@ -30,22 +33,16 @@ from __future__ import annotations
 
 import csv
 import functools
-import re
 from pathlib import Path
 from typing import Any
+
+from gpuscale.validation.inferencex_multinode import RECIPE_NAME, multinode_decode_cap
 
 DECODE_CAPS_FILE = "inferencex_disagg_decode_caps.csv"
 
 DecodeCaps = list[dict[str, str]]
 
-RECIPE_NAME = re.compile(r"ctx(\d+)_gen(\d+)_(dep|tep|dp|tp)(\d+)_batch(\d+)_")
-"""srt-slurm's TensorRT-LLM recipe names: prefill workers, decode workers, the decode worker's
-kind and GPUs (``dep``/``dp``: attention DP; ``tep``/``tp``: attention TP) and its
-``max_batch_size``."""
-
-STAGE_FIELDS = ("workers", "tp", "ep", "dp_attn")
-"""Per-stage columns of the table; the record's are ``{stage}_num_workers``, ``{stage}_tp``,
-``{stage}_ep`` and ``{stage}_dp_attention``."""
+__all__ = ["DECODE_CAPS_FILE", "RECIPE_NAME", "decode_cap", "default_decode_caps"]
 
 
 def load_decode_caps(path: Path) -> DecodeCaps:
@@ -61,48 +58,13 @@ def default_decode_caps() -> tuple[dict[str, str], ...]:
     return tuple(load_decode_caps(DATA_DIR / "serving" / DECODE_CAPS_FILE))
 
 
-def _runs(line: dict[str, str], rec: dict[str, str]) -> bool:
-    """Whether entry version ``line`` runs record ``rec`` on the record's day."""
-    return (
-        (line["system"], line["framework"], line["precision"], line["isl"], line["osl"])
-        == (rec["hardware"], rec["framework"], rec["precision"], rec["isl"], rec["osl"])
-        and rec["conc"] in line["concurrencies"].split()
-        and all(
-            tuple(line[f"{s}_{f}"] for f in STAGE_FIELDS)
-            == (
-                rec[f"{s}_num_workers"],
-                rec[f"{s}_tp"],
-                rec[f"{s}_ep"],
-                rec[f"{s}_dp_attention"],
-            )
-            for s in ("prefill", "decode")
-        )
-        and line["from_day"] <= rec["date"] <= line["to_day"]
-    )
-
-
 def decode_cap(
     rec: dict[str, str], caps: DecodeCaps | tuple[dict[str, str], ...]
 ) -> tuple[dict[str, Any], list[str]]:
-    """``{"decode_batch": B}`` and a note for a plain disaggregated record whose entries all
-    name one decode ``max_batch_size`` B; nothing where no entry runs it, an entry's recipe
-    name states no cap, or the entries disagree."""
-    if rec.get("spec_method", "none") not in ("", "none"):
-        return {}, []
-    hits = [line for line in caps if _runs(line, rec)]
-    batches = {line["decode_max_batch"] for line in hits}
-    if len(batches) != 1 or "" in batches:
-        return {}, []
-    (b,) = batches
-    names = sorted({line["recipe"].rsplit("/", 1)[-1] for line in hits})
-    out: dict[str, Any] = {"decode_batch": int(b)}
-    notes = [f"decode max_batch_size {b} from {', '.join(names)} ({DECODE_CAPS_FILE})"]
-    kinds = {m.group(3) in ("dep", "dp") for n in names if (m := RECIPE_NAME.search(n))}
-    if len(kinds) == 1 and kinds != {rec["decode_dp_attention"] == "true"}:
-        adp = kinds.pop()
-        out["decode_attention_dp"] = int(rec["decode_tp"]) if adp else 1
-        notes.append(
-            f"decode attention DP {out['decode_attention_dp']} (the recipe's name), not the "
-            f"record's dp_attention {rec['decode_dp_attention']} (InferenceX #919 relabelled it)"
-        )
-    return out, notes
+    """``{"decode_batch": B}`` (and the recipe name's decode attention DP where #919 relabelled
+    it) and notes for a plain disaggregated record whose entries all name one decode
+    ``max_batch_size`` B, by the multi-node tables' one rule
+    (``inferencex_multinode.recipes_decode_cap``); nothing where no entry runs it, an entry's
+    recipe name states no cap, or the entries disagree."""
+    cap, notes = multinode_decode_cap(rec, rec["hardware"], caps)
+    return (cap, notes) if cap else ({}, [])

@@ -1,4 +1,4 @@
-"""MTP draft counts of InferenceX's multi-node (disaggregated) DeepSeek-R1 recipes.
+"""MTP draft counts and decode caps of InferenceX's multi-node (disaggregated) DeepSeek-R1 recipes.
 
 A held-out record (``inferencex_api``) states ``spec_method: mtp`` and its deployment (per stage
 ``tp``, ``ep``, ``dp_attention`` and worker counts), not the draft count. InferenceX's
@@ -20,26 +20,52 @@ disagree, or whose recipe was not read, leave the record not expressible with th
 the matching entries state one decode cap per attention rank (``decode_max_batch``), it is
 applied as ``decode_batch``, as for the H100/H200 recipes. Read from the record's stated fields
 and day only, never from its measured latency.
+
+:data:`PLAIN_RECIPES_FILE` holds the non-MTP (``spec-decoding: none``) entry versions the same
+way, with the decode cap per attention rank read from what each launches (TensorRT-LLM
+``max_batch_size`` of the decode worker, SGLang ``max-running-requests`` / ``dp-size``), over
+every version of an srt-slurm recipe file in the public forks' histories: one line per distinct
+cap, so a record that versions with different caps match gets none.
+:func:`multinode_decode_cap` reads a non-MTP record's cap by the same match rule; the matching
+entries must state one cap, else none is applied and a note says why (the record stays
+expressible as without the table).
 """
 
 from __future__ import annotations
 
 import csv
+import functools
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 MTP_RECIPES_FILE = "inferencex_disagg_mtp_recipes.csv"
+PLAIN_RECIPES_FILE = "inferencex_disagg_plain_recipes.csv"
 
-MtpRecipes = list[dict[str, str]]
+MultinodeRecipes = list[dict[str, str]]
+MtpRecipes = MultinodeRecipes
 
 STAGE_FIELDS = ("workers", "tp", "ep", "dp_attn")
 """Per-stage columns of the table; the record's are ``{stage}_num_workers``, ``{stage}_tp``,
 ``{stage}_ep`` and ``{stage}_dp_attention``."""
 
 
-def load_mtp_recipes(path: Path) -> MtpRecipes:
+def load_multinode_recipes(path: Path) -> MultinodeRecipes:
+    """Either table (:data:`MTP_RECIPES_FILE`, :data:`PLAIN_RECIPES_FILE`): one dict per line."""
     with path.open() as f:
         return list(csv.DictReader(f))
+
+
+load_mtp_recipes = load_multinode_recipes
+
+
+@functools.cache
+def default_plain_recipes() -> tuple[dict[str, str], ...]:
+    """:data:`PLAIN_RECIPES_FILE` in the project's data (``gpuscale.validation.DATA_DIR``)."""
+    from gpuscale.validation import DATA_DIR
+
+    return tuple(load_multinode_recipes(DATA_DIR / "serving" / PLAIN_RECIPES_FILE))
 
 
 def _record_stage(rec: dict[str, str], stage: str) -> tuple[str, ...]:
@@ -55,14 +81,15 @@ def _line_stage(line: dict[str, str], stage: str) -> tuple[str, ...]:
     return tuple(line[f"{stage}_{f}"] for f in STAGE_FIELDS)
 
 
-def _runs(line: dict[str, str], rec: dict[str, str], system: str) -> bool:
+def entry_runs(line: dict[str, str], rec: dict[str, str], system: str) -> bool:
     """Whether entry version ``line`` runs record ``rec`` (on ``system``, ``serving_rows``'
-    GPU name) on its day."""
+    GPU name) on its day: the one match rule of the multi-node tables (this module's and
+    ``inferencex_decode_caps``'). ``run_concurrencies`` is optional (empty: ``conc-list`` only)."""
     return (
         (line["system"], line["framework"], line["precision"])
         == (system, rec["framework"], rec["precision"])
         and (line["isl"], line["osl"]) == (rec["isl"], rec["osl"])
-        and rec["conc"] in (line["concurrencies"] + " " + line["run_concurrencies"]).split()
+        and rec["conc"] in (line["concurrencies"] + " " + line.get("run_concurrencies", "")).split()
         and all(_line_stage(line, s) == _record_stage(rec, s) for s in ("prefill", "decode"))
         and line["from_day"] <= rec["date"] <= line["to_day"]
     )
@@ -81,7 +108,7 @@ def multinode_draft_tokens(
         for ln in lines
     ):
         return {}, "", ""
-    hits = [ln for ln in lines if _runs(ln, rec, system)]
+    hits = [ln for ln in lines if entry_runs(ln, rec, system)]
     if not hits:
         return (
             {},
@@ -109,11 +136,73 @@ def multinode_draft_tokens(
     (n,) = counts
     out: dict[str, Any] = {"speculative": "mtp", "draft_tokens": n}
     note = f"MTP, {n} draft tokens ({recipes}; {MTP_RECIPES_FILE})"
-    caps = {ln["decode_max_batch"] for ln in hits}
-    if len(caps) == 1 and (cap := caps.pop()):
-        # The decode engine admits at most this many requests per attention rank; the rest
-        # wait after their prefill, inside TTFT (as serving_rows._decode_cap reads the H100/H200
-        # recipes: TensorRT-LLM max_batch_size, SGLang max-running-requests / dp-size).
-        out["decode_batch"] = int(cap)
-        note += f"; decode cap {cap} per attention rank"
+    cap, cap_notes = recipes_decode_cap(rec, system, hits)
+    out.update(cap)
+    if cap_notes:
+        note += "; " + "; ".join(cap_notes)
     return out, note, ""
+
+
+RECIPE_NAME = re.compile(r"ctx(\d+)_gen(\d+)_(dep|tep|dp|tp)(\d+)_batch(\d+)_")
+"""srt-slurm's TensorRT-LLM recipe names: prefill workers, decode workers, the decode worker's
+kind and GPUs (``dep``/``dp``: attention DP; ``tep``/``tp``: attention TP) and its
+``max_batch_size``."""
+
+
+def recipes_decode_cap(
+    rec: dict[str, str], system: str, lines: Sequence[dict[str, str]]
+) -> tuple[dict[str, Any], list[str]]:
+    """The one rule for the multi-node recipes' decode cap per attention rank, MTP or not: the
+    lines of ``lines`` that run record ``rec`` (:func:`entry_runs`) must all state one
+    ``decode_max_batch``; it is applied as ``decode_batch``. A matching line without a cap, or
+    lines (entries, or versions of one recipe file) with different caps, give no cap and a
+    note; no matching line gives nothing.
+
+    Where the matching recipes' names state one decode kind (:data:`RECIPE_NAME`) other than the
+    record's ``dp_attention`` label, the name's is applied: InferenceX #919 ("Fix
+    nvidia-master.yaml metadata to align with recipe files", f316a0ef6, 2026-03-23) relabelled
+    such entries to their recipe files, and a record carries the label of its day (e.g.
+    ``gb200-fp4/8k1k/stp/ctx1_gen4_tep8_batch16`` was labelled decode ``dp-attn: true``; its recipe
+    runs ``enable_attention_dp: false``)."""
+    hits = [ln for ln in lines if entry_runs(ln, rec, system)]
+    if not hits:
+        return {}, []
+    unread = sorted(
+        {ln.get("cap_source") or ln["recipe"] for ln in hits if not ln["decode_max_batch"]}
+    )
+    if unread:
+        return {}, [f"no decode cap: a matching entry's cap is not on file ({'; '.join(unread)})"]
+    caps = sorted({int(ln["decode_max_batch"]) for ln in hits})
+    recipes = ", ".join(sorted({f"{ln['recipe']}@{ln['config_commit']}" for ln in hits}))
+    if len(caps) > 1:
+        return {}, [
+            "no decode cap: the entries of InferenceX's configuration (or versions of their "
+            "recipe) that match the record on its day state different caps "
+            f"({', '.join(map(str, caps))}: {recipes})"
+        ]
+    (cap,) = caps
+    # The decode engine admits at most this many requests per attention rank; the rest wait
+    # after their prefill, inside TTFT (as serving_rows._decode_cap reads the H100/H200 recipes:
+    # TensorRT-LLM max_batch_size, SGLang max-running-requests / dp-size).
+    out: dict[str, Any] = {"decode_batch": cap}
+    notes = [f"decode cap {cap} per attention rank ({recipes})"]
+    names = [ln["recipe"].rsplit("/", 1)[-1] for ln in hits]
+    kinds = {m.group(3) in ("dep", "dp") for n in names if (m := RECIPE_NAME.search(n))}
+    if len(kinds) == 1 and kinds != {rec["decode_dp_attention"] == "true"}:
+        adp = kinds.pop()
+        out["decode_attention_dp"] = int(rec["decode_tp"]) if adp else 1
+        notes.append(
+            f"decode attention DP {out['decode_attention_dp']} (the recipe's name), not the "
+            f"record's dp_attention {rec['decode_dp_attention']} (InferenceX #919 relabelled it)"
+        )
+    return out, notes
+
+
+def multinode_decode_cap(
+    rec: dict[str, str], system: str, lines: Sequence[dict[str, str]]
+) -> tuple[dict[str, Any], list[str]]:
+    """Decode cap of non-MTP disaggregated record ``rec`` (:func:`recipes_decode_cap` over
+    ``lines``, e.g. :data:`PLAIN_RECIPES_FILE` and ``inferencex_decode_caps``' table)."""
+    if rec.get("spec_method", "none") not in ("", "none"):
+        return {}, []
+    return recipes_decode_cap(rec, system, lines)
