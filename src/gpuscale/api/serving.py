@@ -429,6 +429,11 @@ def infer(
         "give --prefill-workers and --decode-workers, or use moe_a2a_deepep",
         field="engine_options",
     )
+    _check_deepep(
+        spec, engine_options or {},
+        {"prefill": prefill_attention_dp, "decode": decode_attention_dp} if disagg
+        else {"engine": attention_dp},
+    )  # fmt: skip
     # One deployment at a time: the other one's layout would be ignored without a word.
     if disagg:
         given: dict[str, int | None] = {
@@ -561,6 +566,33 @@ def infer(
         deployment=deployment,
         prediction=pred,
     )
+
+
+def _check_deepep(spec: ModelSpec, options: Mapping[str, Any], dp: Mapping[str, int]) -> None:
+    """Refuse a DeepEP option (``moe_a2a_deepep``, ``decode_moe_a2a_deepep``) the prediction
+    would ignore: it sets how the MoE layers exchange tokens under attention DP
+    (``EngineProfile.moe_dp_communication``, priced by ``IterationModel._communication`` only
+    for MoE layers with ``attention_dp`` > 1), so on a dense model, or on pools that run no
+    attention DP, it would give the default's figures under the option's name. ``dp``: the
+    attention DP of each pool (``engine``; or ``prefill`` and ``decode``)."""
+    for name, pools in (("moe_a2a_deepep", tuple(dp)), ("decode_moe_a2a_deepep", ("decode",))):
+        if not options.get(name):
+            continue
+        require(
+            spec.is_moe,
+            f"engine option {name} sets the MoE layers' all-to-all; {spec.name} has no "
+            "experts: leave it out",
+            field="engine_options",
+        )
+        flags = " or ".join(
+            "--attention-dp" if pool == "engine" else f"--{pool}-attention-dp" for pool in pools
+        )
+        require(
+            any(dp.get(pool, 1) > 1 for pool in pools),
+            f"engine option {name} sets the MoE all-to-all under attention DP, which this "
+            f"deployment does not run; give {flags} > 1, or leave it out",
+            field="engine_options",
+        )
 
 
 def _check_default_fraction(
