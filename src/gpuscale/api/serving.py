@@ -612,9 +612,11 @@ def _check_default_fraction(
     rule, ``EngineProfile.static_memory_rule``) leaves a worker less KV cache than one request
     of the run needs (``need`` tokens: the prompt on a prefill worker, prompt and output
     elsewhere). SGLang itself stops at start-up when the pool is empty ("Not enough memory.
-    Please try to increase --mem-fraction-static", model_runner.py) and rejects a request longer
-    than the pool; showing such a deployment as a saturated engine would be an answer real
-    SGLang never gives. Launches that state the fraction (engine option ``memory_fraction``)
+    Please try to increase --mem-fraction-static", model_runner.py), rejects a prompt longer
+    than the pool and cuts the output of one whose prompt fits to what is left of it
+    (scheduler.py: ``max_new_tokens = min(max_new_tokens, max_req_len - len(input) - 1)``,
+    ``max_req_len`` at most the pool's tokens): either way not the run asked for, and showing
+    it as a saturated engine would be an answer real SGLang never gives. Launches that state the fraction (engine option ``memory_fraction``)
     drop the rule and are not checked here, and so are deployments no fraction would fit."""
     if eng.static_memory_rule is None:
         return
