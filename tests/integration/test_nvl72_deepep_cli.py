@@ -13,3 +13,13 @@ def test_decode_deepep_on_an_aggregated_deployment_exits_2_with_one_line(gpuscal
     )  # fmt: skip
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "disaggregated" in proc.stderr
+
+
+def test_deepep_without_attention_dp_exits_2_with_one_line(gpuscale) -> None:
+    # Priced only under attention DP: without it the option would change no figure.
+    proc = gpuscale(
+        "infer", "deepseek-r1", "--gpu", "h200-sxm", "--engine", "sglang", "--concurrency", "64",
+        "--tp", "8", "--ep", "8", "--engine-options", "moe_a2a_deepep=true",
+    )  # fmt: skip
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "--attention-dp > 1" in proc.stderr

@@ -120,6 +120,22 @@ def test_deepep_options_refused_where_they_do_not_apply() -> None:
         infer("deepseek-r1", engine="sglang", engine_options={"decode_moe_a2a_deepep": True}, **kw)
     with pytest.raises(InputError, match="sglang"):
         infer("deepseek-r1", engine="vllm", engine_options={"moe_a2a_deepep": True}, **kw)
+    # The option prices the MoE exchange under attention DP only: on a dense model, or where
+    # no pool it applies to runs attention DP, it would be ignored, so it is refused.
+    on = {"moe_a2a_deepep": True}
+    with pytest.raises(InputError, match="no experts"):
+        infer("llama3.1-8b", engine="sglang", engine_options=on, gpu="h100-sxm", concurrency=8)
+    with pytest.raises(InputError, match="--attention-dp > 1"):
+        infer("deepseek-r1", engine="sglang", engine_options=on, **{**kw, "attention_dp": 1})
+    no_dp = {**DECODE, "prefill_attention_dp": 1, "decode_attention_dp": 1}
+    with pytest.raises(InputError, match="--prefill-attention-dp or --decode-attention-dp"):
+        infer("deepseek-r1", engine_options=on, **no_dp)
+    # Decode-only DeepEP with attention DP on the prefill workers alone.
+    with pytest.raises(InputError, match="--decode-attention-dp > 1"):
+        infer(
+            "deepseek-r1", engine_options={"decode_moe_a2a_deepep": True},
+            **{**DECODE, "decode_attention_dp": 1},
+        )  # fmt: skip
 
 
 def test_script_prints_the_step_both_ways() -> None:

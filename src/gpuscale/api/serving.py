@@ -429,6 +429,11 @@ def infer(
         "give --prefill-workers and --decode-workers, or use moe_a2a_deepep",
         field="engine_options",
     )
+    _check_deepep(
+        spec, engine_options or {},
+        {"prefill": prefill_attention_dp, "decode": decode_attention_dp} if disagg
+        else {"engine": attention_dp},
+    )  # fmt: skip
     # One deployment at a time: the other one's layout would be ignored without a word.
     if disagg:
         given: dict[str, int | None] = {
@@ -563,6 +568,33 @@ def infer(
     )
 
 
+def _check_deepep(spec: ModelSpec, options: Mapping[str, Any], dp: Mapping[str, int]) -> None:
+    """Refuse a DeepEP option (``moe_a2a_deepep``, ``decode_moe_a2a_deepep``) the prediction
+    would ignore: it sets how the MoE layers exchange tokens under attention DP
+    (``EngineProfile.moe_dp_communication``, priced by ``IterationModel._communication`` only
+    for MoE layers with ``attention_dp`` > 1), so on a dense model, or on pools that run no
+    attention DP, it would give the default's figures under the option's name. ``dp``: the
+    attention DP of each pool (``engine``; or ``prefill`` and ``decode``)."""
+    for name, pools in (("moe_a2a_deepep", tuple(dp)), ("decode_moe_a2a_deepep", ("decode",))):
+        if not options.get(name):
+            continue
+        require(
+            spec.is_moe,
+            f"engine option {name} sets the MoE layers' all-to-all; {spec.name} has no "
+            "experts: leave it out",
+            field="engine_options",
+        )
+        flags = " or ".join(
+            "--attention-dp" if pool == "engine" else f"--{pool}-attention-dp" for pool in pools
+        )
+        require(
+            any(dp.get(pool, 1) > 1 for pool in pools),
+            f"engine option {name} sets the MoE all-to-all under attention DP, which this "
+            f"deployment does not run; give {flags} > 1, or leave it out",
+            field="engine_options",
+        )
+
+
 def _check_default_fraction(
     spec: ModelSpec,
     cluster: Cluster,
@@ -580,9 +612,11 @@ def _check_default_fraction(
     rule, ``EngineProfile.static_memory_rule``) leaves a worker less KV cache than one request
     of the run needs (``need`` tokens: the prompt on a prefill worker, prompt and output
     elsewhere). SGLang itself stops at start-up when the pool is empty ("Not enough memory.
-    Please try to increase --mem-fraction-static", model_runner.py) and rejects a request longer
-    than the pool; showing such a deployment as a saturated engine would be an answer real
-    SGLang never gives. Launches that state the fraction (engine option ``memory_fraction``)
+    Please try to increase --mem-fraction-static", model_runner.py), rejects a prompt longer
+    than the pool and cuts the output of one whose prompt fits to what is left of it
+    (scheduler.py: ``max_new_tokens = min(max_new_tokens, max_req_len - len(input) - 1)``,
+    ``max_req_len`` at most the pool's tokens): either way not the run asked for, and showing
+    it as a saturated engine would be an answer real SGLang never gives. Launches that state the fraction (engine option ``memory_fraction``)
     drop the rule and are not checked here, and so are deployments no fraction would fit."""
     if eng.static_memory_rule is None:
         return
