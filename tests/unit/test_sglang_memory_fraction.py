@@ -103,8 +103,32 @@ def test_a_stated_fraction_replaces_the_rule_in_the_kv_pool() -> None:
     stated = dataclasses.replace(eng, memory_fraction=0.8, static_memory_rule=None)
     _, _, used_stated = kv_pool(m, cl, par, fmt, "bf16", prof, stated, work)
     mem = cl.device.memory_gib
-    assert used_rule == pytest.approx(0.907 * mem, rel=1e-6)
-    assert used_stated == pytest.approx(0.8 * mem, rel=1e-6)
+    # Weights, context and activations are the same: the fractions differ by their KV alone.
+    assert used_rule - used_stated == pytest.approx((0.907 - 0.8) * mem, rel=1e-6)
+
+
+def test_sglang_fraction_holds_weights_and_kv_the_activations_live_outside() -> None:
+    # SGLang sizes the pool as frac x total minus what loading left in use (ModelRunner
+    # profile_max_num_token); its default rule reserves the activations' room outside the
+    # fraction. vLLM's gpu_memory_utilization holds the profiled activation peak too.
+    m = catalog.model("llama3.1-8b")
+    cl = catalog.cluster("h200-sxm", 1)
+    work = Workload(input_len=1024.0, output_len=512.0, input_cv=0.0, output_cv=0.0)
+    fmt = weight_format("bf16")
+
+    def pool(name: str, budget: int) -> float:
+        # A stated fraction (the default rule itself reserves more room for a larger chunk).
+        eng = dataclasses.replace(
+            engine(name).for_device(cl.device), max_num_batched_tokens=budget,
+            memory_fraction=0.85, static_memory_rule=None,
+        )  # fmt: skip
+        kv, _, _ = kv_pool(
+            m, cl, Parallelism(), fmt, "bf16", load_profile(eng.cost_profile), eng, work
+        )
+        return kv
+
+    assert pool("sglang", 32768) == pytest.approx(pool("sglang", 2048), rel=1e-12)
+    assert pool("vllm", 32768) < pool("vllm", 2048)
 
 
 SERVING = DATA_DIR / "serving"

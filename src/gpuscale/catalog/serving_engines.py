@@ -16,6 +16,7 @@ KvPolicy = Literal["reserve", "on_demand"]
 DisaggKvTransfer = Literal["decode_pull", "prefill_push"]
 PrefillPolicy = Literal["mixed", "prefill_first"]
 MoeDpCommunication = Literal["all_to_all", "gather_scatter", "gather_scatter_without_mnnvl"]
+MemoryFractionOf = Literal["free_after_load", "weights_kv_activations", "weights_and_kv"]
 
 ENGINE_ALIASES = {
     "trtllm": "tensorrt-llm",
@@ -58,9 +59,13 @@ class EngineProfile:
     memory_fraction: float
     """The engine's memory fraction; for an engine with ``static_memory_rule`` it is only the
     value the engine falls back to when it cannot read the GPU's memory (SGLang 0.88)."""
-    kv_fraction_of_free: bool
-    """True: the KV pool is ``memory_fraction`` of what is left after weights (TRT-LLM);
-    False: weights + KV + activations fit in ``memory_fraction`` of the GPU (vLLM, SGLang)."""
+    memory_fraction_of: MemoryFractionOf
+    """What ``memory_fraction`` bounds. ``free_after_load``: the KV pool is that fraction of
+    what is left after weights, activations and context (TensorRT-LLM
+    ``free_gpu_memory_fraction``); ``weights_kv_activations``: weights + KV + the profiled
+    activation peak fit in it (vLLM ``gpu_memory_utilization``); ``weights_and_kv``: weights +
+    KV fit in it and the activations live in the rest (SGLang ``mem_fraction_static``, whose
+    default reserves 1.5 MiB per chunked-prefill token for them outside the fraction)."""
     prefill_policy: PrefillPolicy
     """``mixed``: prompt chunks share iterations with the running decodes (vLLM, TRT-LLM
     in-flight batching); ``prefill_first``: waiting prompts run as prefill-only batches ahead of

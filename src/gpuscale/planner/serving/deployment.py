@@ -212,7 +212,8 @@ def kv_pool(
 
     The pool is what the engine's memory fraction leaves after the weights, the activation
     working set of one full token budget, and the CUDA context (vLLM ``determine_num_available
-    _blocks`` profiles exactly these; TRT-LLM takes a fraction of the free memory after load)."""
+    _blocks`` profiles exactly these; TRT-LLM takes a fraction of the free memory after load;
+    SGLang's fraction holds weights and KV only, ``EngineProfile.memory_fraction_of``)."""
     mem = cluster.device.memory_bytes
     # Experts as the engine allocates them (padded for vLLM's Marlin MXFP4 kernel), as the
     # iteration model computes them.
@@ -253,10 +254,15 @@ def kv_pool(
         cluster.device, tp=par.tp, pp=par.pp, dp_attention=par.attention_dp,
         speculative=speculation is not None,
     )  # fmt: skip
-    if eng.kv_fraction_of_free:
+    if eng.memory_fraction_of == "free_after_load":
         kv_bytes = frac * (mem - weights - activations - context)
-    else:
+    elif eng.memory_fraction_of == "weights_kv_activations":
         kv_bytes = frac * mem - weights - activations - context
+    else:
+        # SGLang: the pool is frac x total minus what is in use after loading (weights, CUDA
+        # context); the activations run in the 1 - frac left over (ModelRunner
+        # profile_max_num_token: rest = available - total x (1 - mem_fraction_static)).
+        kv_bytes = frac * mem - weights - context
     window = window_bytes_per_sequence(model, par, kv_dtype)
     ratio = eng.swa_tokens_per_full_token
     if ratio is not None and window > 0:
