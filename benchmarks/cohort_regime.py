@@ -17,11 +17,12 @@ them), the requests the measured TTFT holds beyond the staggered steady state by
 options included: ``read``). Diagnostic only: nothing here changes the model, and the regime
 is never chosen from these figures. ::
 
-    PYTHONPATH=src python benchmarks/cohort_regime.py
+    PYTHONPATH=src python benchmarks/cohort_regime.py [--engine sglang|trtllm|vllm]
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 from collections import defaultdict
@@ -44,10 +45,18 @@ def _options(r: ServingRow, defaults: bool = True, **extra: Any) -> dict[str, An
     return out
 
 
-def cohort_rows() -> list[ServingRow]:
-    """Aggregated expressible rows read with fixed lengths (the cohort simulation's input)."""
+def cohort_rows(engine: str | None = None) -> list[ServingRow]:
+    """Aggregated expressible rows read with fixed lengths (the cohort simulation's input), of
+    one engine (the rows' ``backend``) or all."""
     rows = load(DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv")
-    return [r for r in rows if r.mode == "agg" and r.expressible and "input_cv" not in r.kwargs]
+    return [
+        r
+        for r in rows
+        if r.mode == "agg"
+        and r.expressible
+        and "input_cv" not in r.kwargs
+        and engine in (None, r.raw["backend"])
+    ]
 
 
 def readings(r: ServingRow) -> dict[str, float] | None:
@@ -76,8 +85,13 @@ def _abs_med(v: list[float]) -> float:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument(
+        "--engine", choices=("sglang", "trtllm", "vllm"), help="only this engine's rows"
+    )
+    args = ap.parse_args()
     groups: dict[tuple[str, ...], list[dict[str, float]]] = defaultdict(list)
-    for r in cohort_rows():
+    for r in cohort_rows(args.engine):
         got = readings(r)
         if got is None:
             continue
