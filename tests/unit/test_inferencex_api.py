@@ -31,7 +31,6 @@ from gpuscale.validation.inferencex_api import (
 from gpuscale.validation.inferencex_multinode import (
     MTP_RECIPES_FILE,
     PLAIN_RECIPES_FILE,
-    load_mtp_recipes,
     load_multinode_recipes,
 )
 from gpuscale.validation.inferencex_sweeps import (
@@ -52,7 +51,7 @@ SERVING = DATA_DIR / "serving"
 RECIPES = load_recipes(SERVING / RECIPES_FILE)
 SWEEPS = load_sweeps(SERVING / SWEEPS_FILE)
 SCRIPTS = load_scripts(SERVING / SCRIPTS_FILE)
-MTP_RECIPES = load_mtp_recipes(SERVING / MTP_RECIPES_FILE)
+MTP_RECIPES = load_multinode_recipes(SERVING / MTP_RECIPES_FILE)
 PLAIN_RECIPES = load_multinode_recipes(SERVING / PLAIN_RECIPES_FILE)
 
 

@@ -17,13 +17,13 @@ from gpuscale.validation.inferencex_api import (
 )
 from gpuscale.validation.inferencex_multinode import (
     MTP_RECIPES_FILE,
-    load_mtp_recipes,
+    load_multinode_recipes,
     multinode_draft_tokens,
 )
 from gpuscale.validation.serving_rows import RECIPES_FILE, load_recipes
 
 SERVING = DATA_DIR / "serving"
-LINES = load_mtp_recipes(SERVING / MTP_RECIPES_FILE)
+LINES = load_multinode_recipes(SERVING / MTP_RECIPES_FILE)
 RECIPES = load_recipes(SERVING / RECIPES_FILE)
 
 

@@ -41,7 +41,6 @@ from gpuscale.errors import InputError
 from gpuscale.validation.inferencex_decode_caps import default_decode_caps
 from gpuscale.validation.inferencex_memory import Fractions
 from gpuscale.validation.inferencex_multinode import (
-    MtpRecipes,
     MultinodeRecipes,
     default_plain_recipes,
     multinode_decode_cap,
@@ -507,19 +506,19 @@ def read_record(
     recipes: Recipes | None = None,
     sweeps: Sweeps | None = None,
     scripts: Scripts | None = None,
-    mtp_recipes: MtpRecipes | None = None,
+    mtp_recipes: MultinodeRecipes | None = None,
     fractions: Fractions | None = None,
     plain_recipes: MultinodeRecipes | None = None,
 ) -> ApiRow:
     """Record ``rec`` read as the deployment it ran, or marked not expressible with a reason.
     ``scripts`` (``inferencex_sweeps.load_scripts``) gives the draft count of an aggregated MTP
     record that no sweep of ``sweeps`` covers; ``mtp_recipes``
-    (``inferencex_multinode.load_mtp_recipes``) that of a disaggregated MTP record the H100/H200
-    recipes table ``recipes`` does not match; ``fractions`` (``inferencex_memory.load_fractions``)
-    the ``--mem-fraction-static`` its SGLang launch stated (``serving_rows.stated_memory``);
-    ``plain_recipes`` (``inferencex_multinode``'s ``PLAIN_RECIPES_FILE``; None: the project's,
-    ``[]``: none) the decode cap of a non-MTP disaggregated record that ``recipes`` gives none,
-    with ``inferencex_decode_caps``' table."""
+    (``inferencex_multinode.load_multinode_recipes`` of ``MTP_RECIPES_FILE``) that of a
+    disaggregated MTP record the H100/H200 recipes table ``recipes`` does not match;
+    ``fractions`` (``inferencex_memory.load_fractions``) the ``--mem-fraction-static`` its SGLang
+    launch stated (``serving_rows.stated_memory``); ``plain_recipes`` (``inferencex_multinode``'s
+    ``PLAIN_RECIPES_FILE``; None: the project's, ``[]``: none) the decode cap of a non-MTP
+    disaggregated record that ``recipes`` gives none, with ``inferencex_decode_caps``' table."""
     mode = "disagg" if rec["disagg"] == "true" else "agg"
     engine = FRAMEWORKS.get(rec["framework"], rec["framework"])
     if rec["model"] not in MODELS:
@@ -674,7 +673,7 @@ def read_records(
     recipes: Recipes | None = None,
     sweeps: Sweeps | None = None,
     scripts: Scripts | None = None,
-    mtp_recipes: MtpRecipes | None = None,
+    mtp_recipes: MultinodeRecipes | None = None,
     fractions: Fractions | None = None,
     plain_recipes: MultinodeRecipes | None = None,
 ) -> list[ApiRow]:

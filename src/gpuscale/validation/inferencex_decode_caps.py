@@ -31,23 +31,19 @@ record carries the label of its day, so the decode attention DP is taken from th
 
 from __future__ import annotations
 
-import csv
 import functools
-from pathlib import Path
 from typing import Any
 
-from gpuscale.validation.inferencex_multinode import RECIPE_NAME, multinode_decode_cap
+from gpuscale.validation.inferencex_multinode import (
+    RECIPE_NAME,
+    MultinodeRecipes,
+    load_multinode_recipes,
+    multinode_decode_cap,
+)
 
 DECODE_CAPS_FILE = "inferencex_disagg_decode_caps.csv"
 
-DecodeCaps = list[dict[str, str]]
-
 __all__ = ["DECODE_CAPS_FILE", "RECIPE_NAME", "decode_cap", "default_decode_caps"]
-
-
-def load_decode_caps(path: Path) -> DecodeCaps:
-    with path.open() as f:
-        return list(csv.DictReader(f))
 
 
 @functools.cache
@@ -55,11 +51,11 @@ def default_decode_caps() -> tuple[dict[str, str], ...]:
     """The table in the project's data (``gpuscale.validation.DATA_DIR``), read once."""
     from gpuscale.validation import DATA_DIR
 
-    return tuple(load_decode_caps(DATA_DIR / "serving" / DECODE_CAPS_FILE))
+    return tuple(load_multinode_recipes(DATA_DIR / "serving" / DECODE_CAPS_FILE))
 
 
 def decode_cap(
-    rec: dict[str, str], caps: DecodeCaps | tuple[dict[str, str], ...]
+    rec: dict[str, str], caps: MultinodeRecipes | tuple[dict[str, str], ...]
 ) -> tuple[dict[str, Any], list[str]]:
     """``{"decode_batch": B}`` (and the recipe name's decode attention DP where #919 relabelled
     it) and notes for a plain disaggregated record whose entries all name one decode

@@ -44,7 +44,6 @@ MTP_RECIPES_FILE = "inferencex_disagg_mtp_recipes.csv"
 PLAIN_RECIPES_FILE = "inferencex_disagg_plain_recipes.csv"
 
 MultinodeRecipes = list[dict[str, str]]
-MtpRecipes = MultinodeRecipes
 
 STAGE_FIELDS = ("workers", "tp", "ep", "dp_attn")
 """Per-stage columns of the table; the record's are ``{stage}_num_workers``, ``{stage}_tp``,
@@ -52,12 +51,10 @@ STAGE_FIELDS = ("workers", "tp", "ep", "dp_attn")
 
 
 def load_multinode_recipes(path: Path) -> MultinodeRecipes:
-    """Either table (:data:`MTP_RECIPES_FILE`, :data:`PLAIN_RECIPES_FILE`): one dict per line."""
+    """A multi-node recipes table (:data:`MTP_RECIPES_FILE`, :data:`PLAIN_RECIPES_FILE`,
+    ``inferencex_decode_caps.DECODE_CAPS_FILE``): one dict per line."""
     with path.open() as f:
         return list(csv.DictReader(f))
-
-
-load_mtp_recipes = load_multinode_recipes
 
 
 @functools.cache
@@ -96,12 +93,12 @@ def entry_runs(line: dict[str, str], rec: dict[str, str], system: str) -> bool:
 
 
 def multinode_draft_tokens(
-    rec: dict[str, str], system: str, lines: MtpRecipes
+    rec: dict[str, str], system: str, lines: MultinodeRecipes
 ) -> tuple[dict[str, Any], str, str]:
     """Draft tokens (and decode cap, where stated) of disaggregated MTP record ``rec``: (keyword
-    arguments to add, the note naming the recipe, or the reason it stays not expressible). Nothing at all when the table
-    has no line for the record's GPU, framework and precision (the caller's general reason
-    applies)."""
+    arguments to add, the note naming the recipe, or the reason it stays not expressible).
+    Nothing at all when the table has no line for the record's GPU, framework and precision (the
+    caller's general reason applies)."""
     if not any(
         (ln["system"], ln["framework"], ln["precision"])
         == (system, rec["framework"], rec["precision"])
