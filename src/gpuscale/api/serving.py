@@ -220,6 +220,9 @@ def _engine_options(options: Mapping[str, Any], engine: str) -> dict[str, Any]:
         # SGLang --enable-mixed-chunk: the scheduler mixes the running decodes into each
         # prefill batch (ScheduleBatch.mix_with_running) instead of pausing them.
         out["prefill_policy"] = "mixed" if out.pop("mixed_chunk") else "prefill_first"
+    if "memory_fraction" in out:
+        # A stated fraction (SGLang --mem-fraction-static) replaces the engine's own rule.
+        out["static_memory_rule"] = None
     return out
 
 
@@ -387,9 +390,6 @@ def infer(
         eng = dataclasses.replace(eng, adp_balance_timeout_iters=adp_balance_timeout_iters)
     if engine_options:
         eng = dataclasses.replace(eng, **_engine_options(engine_options, eng.name))
-        if "memory_fraction" in engine_options:
-            # A stated fraction (SGLang --mem-fraction-static) replaces the engine's own rule.
-            eng = dataclasses.replace(eng, static_memory_rule=None)
         # An engine without chunked prefill runs a whole prompt in one iteration: TensorRT-LLM
         # refuses a launch whose max_num_tokens is below the longest prompt it must admit.
         require(
@@ -616,8 +616,9 @@ def _check_default_fraction(
     than the pool and cuts the output of one whose prompt fits to what is left of it
     (scheduler.py: ``max_new_tokens = min(max_new_tokens, max_req_len - len(input) - 1)``,
     ``max_req_len`` at most the pool's tokens): either way not the run asked for, and showing
-    it as a saturated engine would be an answer real SGLang never gives. Launches that state the fraction (engine option ``memory_fraction``)
-    drop the rule and are not checked here, and so are deployments no fraction would fit."""
+    it as a saturated engine would be an answer real SGLang never gives. Launches that state the
+    fraction (engine option ``memory_fraction``) drop the rule and are not checked here, and so
+    are deployments no fraction would fit."""
     if eng.static_memory_rule is None:
         return
     kv, _, _ = kv_pool(spec, cluster, par, fmt, kv_dtype, prof, eng, work, spec_dec)

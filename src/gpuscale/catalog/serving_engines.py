@@ -17,6 +17,7 @@ DisaggKvTransfer = Literal["decode_pull", "prefill_push"]
 PrefillPolicy = Literal["mixed", "prefill_first"]
 MoeDpCommunication = Literal["all_to_all", "gather_scatter", "gather_scatter_without_mnnvl"]
 MemoryFractionOf = Literal["free_after_load", "weights_kv_activations", "weights_and_kv"]
+StaticMemoryRule = Literal["sglang-0.5"]
 
 ENGINE_ALIASES = {
     "trtllm": "tensorrt-llm",
@@ -164,7 +165,7 @@ DeepEP). ``gather_scatter_without_mnnvl``:
     is left of it is above zero, so the request that crosses it still runs whole, up to the
     chunk budget); None: no limit but the token budget (vLLM, TensorRT-LLM)."""
 
-    static_memory_rule: str | None = None
+    static_memory_rule: StaticMemoryRule | None = None
     """``sglang-0.5``: the memory fraction follows the GPU's memory, TP, attention DP and
     speculative decoding as SGLang 0.5.x derives ``mem_fraction_static``
     (:func:`sglang_mem_fraction_static`); None: ``memory_fraction`` on every GPU. A launch that
