@@ -627,9 +627,10 @@ def decode_admission_s(
     T + 1/2)`` (the mean residual of an interval at a uniform phase is half of it: Kleinrock,
     Queueing Systems vol. 1, 1975, Sec. 5.2). ``ceil`` of the means instead drops a whole
     iteration where the mean iteration outgrows the hand-off, so TTFT fell as the load rose
-    (``benchmarks/search_slo_monotone.py``). ``prefill_push`` (SGLang): the prefill worker sends into slots the decode worker
-    preallocated, as soon as its forward ends; the decode worker finds it at its next poll,
-    one per iteration (half an iteration after the hand-off on average). Then
+    (``benchmarks/search_slo_monotone.py``). ``prefill_push`` (SGLang): the prefill worker
+    sends into slots the decode worker preallocated, as soon as its forward ends; the decode
+    worker finds it at its next poll, one per iteration (half an iteration after the hand-off
+    on average). Then
     ``disagg_first_token_iterations`` more iterations to the first token (vLLM recomputes the
     last prompt token; TensorRT-LLM and SGLang return the prefill's token)."""
     t = np.asarray(iteration_s, dtype=float)
