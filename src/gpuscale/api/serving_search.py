@@ -17,6 +17,7 @@ from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.errors import require
 from gpuscale.planner.serving.search import (
     RESOLVED_PLACES,
+    UNBOUNDED_S,
     Candidate,
     Scored,
     SearchContext,
@@ -244,8 +245,9 @@ def search_context(
             input_cv=input_cv,
             output_cv=output_cv,
         ),
-        slo_ttft_s=(slo_ttft_ms or 1e12) / 1e3,
-        slo_tpot_s=(slo_tpot_ms or 1e12) / 1e3,
+        # A target not given: none (the planner's UNBOUNDED_S).
+        slo_ttft_s=slo_ttft_ms / 1e3 if slo_ttft_ms else UNBOUNDED_S,
+        slo_tpot_s=slo_tpot_ms / 1e3 if slo_tpot_ms else UNBOUNDED_S,
     )
 
 

@@ -466,8 +466,8 @@ STEP_DOWN = 0.85
 """Ratio of neighbouring rates :func:`price` scans (about a grid step of the load curves,
 ``steady_state.GRID``)."""
 UNBOUNDED_S = 1e9
-"""A p99 target of this many seconds or more is none (``api.serving_search.search_context``
-gives 1e9 s for a target not given)."""
+"""A p99 target of this many seconds or more is none: what ``api.serving_search.search_context``
+gives for a target not given."""
 SCAN_FROM = 0.01
 """Lightest rate :func:`price` scans, as a share of the pre-screen's bound: below it the
 engine runs under 1% of the load it is priced at, its p99s the idle engine's, which the read
@@ -568,8 +568,8 @@ def price(screened: Scored, ctx: SearchContext) -> Scored | None:
     # batch: ``benchmarks/search_slo_monotone.py``). Stepping down from the bound found a
     # crossing, not the first one.
     p_hi: Prediction | None = None
-    # Without a target nothing can miss: straight to the capacity (``search_context`` stands
-    # 1e9 s for a target not given).
+    # Without a target nothing can miss: straight to the capacity (``search_context`` gives
+    # UNBOUNDED_S for a target not given).
     targets = min(slo_ttft_s, slo_tpot_s) < UNBOUNDED_S
     for r in scan_rates(hi) if targets else [hi]:
         if r <= lo:
