@@ -61,6 +61,7 @@ from gpuscale.validation.serving_rows import (
     ServingRow,
     _candidates,
     _decode_cap,
+    add_engine_options,
     client_lengths,
     client_requests,
     concurrency,
@@ -565,7 +566,7 @@ def read_record(
         kw.update(launch_options(raw, kw))
         if sglang_bw := blackwell_sglang_launch(rec):
             # The B200/B300 SGLang scripts' scheduler flags (inferencex_sglang_launch).
-            kw["engine_options"] = {**(kw.get("engine_options") or {}), **sglang_bw}
+            add_engine_options(kw, sglang_bw)
         if rec["spec_method"] == "mtp":
             day = measured_day(raw)
             spec_kw, note, refused = speculative_reading(raw, day, kw, list(sweeps or []))
@@ -640,18 +641,18 @@ def read_record(
             deepep = launch.pop("engine_options", {})
             kw.update(launch)
             if deepep:
-                kw["engine_options"] = {**(kw.get("engine_options") or {}), **deepep}
+                add_engine_options(kw, deepep)
             notes.append(f"FP8 KV, {', '.join(deepep) or 'no DeepEP'} (NVL72_SGLANG_DEEPEP)")
     mem_kw, mem_note, refused = stated_memory(raw, kw, list(recipes or []), list(fractions or []))
     if refused:
         return _refuse(rec, engine, mode, refused)
     if mem_kw:
-        kw["engine_options"] = {**(kw.get("engine_options") or {}), **mem_kw}
+        add_engine_options(kw, mem_kw)
         notes.append(mem_note)
     if catalog.gpu(gpu).vendor == "nvidia" and (opts := engine_version_options(raw)):
         # The vLLM DeepGEMM option is a CUDA kernel library's (deepseek-ai/DeepGEMM: Hopper
         # and Blackwell); ROCm builds of vLLM have no DeepGEMM.
-        kw["engine_options"] = {**(kw.get("engine_options") or {}), **opts}
+        add_engine_options(kw, opts)
     return ApiRow(
         id=record_id(rec),
         hardware=rec["hardware"],

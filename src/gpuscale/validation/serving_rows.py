@@ -1059,6 +1059,11 @@ def recipe_draft_tokens(recipe: str) -> int | None:
     return int(hit.group(1)) if hit and int(hit.group(1)) > 0 else None
 
 
+def add_engine_options(kw: dict[str, Any], options: dict[str, Any]) -> None:
+    """Add launch ``options`` to the engine options of reading ``kw`` (later ones win)."""
+    kw["engine_options"] = {**(kw.get("engine_options") or {}), **options}
+
+
 def disagg_recipe_entries(
     r: dict[str, str], conc: int, kw: dict[str, Any], recipes: Recipes
 ) -> Recipes:
@@ -1225,7 +1230,7 @@ def read_rows(
             if mem_refused:
                 kind, kw, guess, reason = NOT_EXPRESSIBLE, {}, kw, mem_refused
             elif mem_kw:
-                kw["engine_options"] = {**(kw.get("engine_options") or {}), **mem_kw}
+                add_engine_options(kw, mem_kw)
                 notes.append(mem_note)
         if version_opts := engine_version_options(r):
             for read in (kw, guess):
