@@ -18,3 +18,14 @@ def test_default_fraction_without_kv_room_exits_2_with_one_line(gpuscale) -> Non
     assert len(lines) == 1 and "Traceback" not in proc.stderr
     assert "default mem_fraction_static (0.328" in lines[0]
     assert "--engine-options memory_fraction=F" in lines[0]
+
+
+def test_stated_fraction_without_kv_room_exits_2_with_one_line(gpuscale) -> None:
+    proc = gpuscale(
+        "infer", "llama3.1-70b", "--gpu", "h100-sxm", "--engine", "sglang", "--tp", "2",
+        "--concurrency", "4", "--engine-options", "memory_fraction=0.01",
+    )  # fmt: skip
+    assert proc.returncode == 2 and not proc.stdout
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert "memory_fraction=0.01 leaves the engine room for 0 KV tokens" in lines[0]

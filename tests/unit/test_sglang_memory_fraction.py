@@ -11,6 +11,7 @@ fraction = round((mem - reserved) / mem, 3)."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -255,4 +256,32 @@ def test_weights_that_fit_no_fraction_are_not_blamed_on_it() -> None:
     res = api.infer(
         "deepseek-r1", gpu="h200-sxm", engine="sglang", weights="bf16", tp=8, concurrency=4
     )
+    assert not res.prediction.fits
+
+
+@pytest.mark.parametrize("engine_name", ["sglang", "vllm"])
+def test_a_stated_fraction_without_kv_room_is_refused_naming_it(engine_name: str) -> None:
+    # Llama-3.1-70B BF16 on two H100s: ~70 GB of weights per GPU; 0.4 of the memory holds
+    # less than the weights, while the whole GPU leaves room for thousands of KV tokens. The
+    # engines stop at start-up (SGLang "increase --mem-fraction-static", vLLM "try increasing
+    # gpu_memory_utilization"); before, this was a prediction with `fits` false and the advice
+    # to add GPUs or quantize, which blamed the deployment for the launch's fraction.
+    kw: dict[str, Any] = {"gpu": "h100-sxm", "engine": engine_name, "tp": 2, "concurrency": 4}
+    with pytest.raises(InputError) as err:
+        api.infer("llama3.1-70b", **kw, engine_options={"memory_fraction": 0.4})
+    msg = str(err.value)
+    assert err.value.field == "engine_options" and "\n" not in msg
+    assert "memory_fraction=0.4 leaves the engine room for 0 KV tokens" in msg
+    assert "a larger fraction makes room" in msg
+    roomy = api.infer("llama3.1-70b", **kw, engine_options={"memory_fraction": 0.9})
+    assert roomy.prediction.fits
+
+
+def test_a_stated_fraction_is_not_blamed_when_no_fraction_fits() -> None:
+    # One H100 cannot hold Llama-3.1-70B's BF16 weights at any fraction: the prediction says
+    # so (fits false), not the fraction's refusal.
+    res = api.infer(
+        "llama3.1-70b", gpu="h100-sxm", engine="vllm", tp=1, concurrency=4,
+        engine_options={"memory_fraction": 0.4},
+    )  # fmt: skip
     assert not res.prediction.fits

@@ -388,6 +388,7 @@ def infer(
     )
     if adp_balance_timeout_iters:
         eng = dataclasses.replace(eng, adp_balance_timeout_iters=adp_balance_timeout_iters)
+    stated = "memory_fraction" in (engine_options or {})
     if engine_options:
         eng = dataclasses.replace(eng, **_engine_options(engine_options, eng.name))
         # An engine without chunked prefill runs a whole prompt in one iteration: TensorRT-LLM
@@ -492,9 +493,10 @@ def infer(
             ("prefill workers", p_pool, input_len),
             ("decode workers", d_pool, input_len + output_len),
         ):
-            _check_default_fraction(
-                spec, cluster, pool.par, fmt, kv_dtype, prof, eng, work, spec_dec, need, stage
-            )
+            _check_memory_fraction(
+                spec, cluster, pool.par, fmt, kv_dtype, prof, eng, work, spec_dec, need, stage,
+                stated,
+            )  # fmt: skip
         pred = predict_disaggregated(
             spec, cluster, p_pool, d_pool, fmt, kv_dtype, prof, eng, work, client, spec_dec
         )
@@ -521,9 +523,9 @@ def infer(
         group = Group(pool="replica", workers=replicas, tp=par.tp, pp=par.pp, field="tp")
         placed = place([group], per_node)
         cluster = deployment_cluster(gpu, placed, gpus_per_node, inter)
-        _check_default_fraction(
+        _check_memory_fraction(
             spec, cluster, par, fmt, kv_dtype, prof, eng, work, spec_dec,
-            input_len + output_len, "engine",
+            input_len + output_len, "engine", stated,
         )  # fmt: skip
         pred = predict_aggregated(
             spec, cluster, par, replicas, fmt, kv_dtype, prof, eng, work, client, spec_dec
@@ -595,7 +597,7 @@ def _check_deepep(spec: ModelSpec, options: Mapping[str, Any], dp: Mapping[str, 
         )
 
 
-def _check_default_fraction(
+def _check_memory_fraction(
     spec: ModelSpec,
     cluster: Cluster,
     par: Parallelism,
@@ -607,38 +609,49 @@ def _check_default_fraction(
     spec_dec: Speculation | None,
     need: int,
     stage: str,
+    stated: bool,
 ) -> None:
-    """Refuse a launch whose engine-derived memory fraction (SGLang's ``mem_fraction_static``
-    rule, ``EngineProfile.static_memory_rule``) leaves a worker less KV cache than one request
-    of the run needs (``need`` tokens: the prompt on a prefill worker, prompt and output
-    elsewhere). SGLang itself stops at start-up when the pool is empty ("Not enough memory.
-    Please try to increase --mem-fraction-static", model_runner.py), rejects a prompt longer
-    than the pool and cuts the output of one whose prompt fits to what is left of it
-    (scheduler.py: ``max_new_tokens = min(max_new_tokens, max_req_len - len(input) - 1)``,
-    ``max_req_len`` at most the pool's tokens): either way not the run asked for, and showing
-    it as a saturated engine would be an answer real SGLang never gives. Launches that state the
-    fraction (engine option ``memory_fraction``) drop the rule and are not checked here, and so
-    are deployments no fraction would fit."""
-    if eng.static_memory_rule is None:
+    """Refuse a launch whose memory fraction leaves a worker less KV cache than one request of
+    the run needs (``need`` tokens: the prompt on a prefill worker, prompt and output
+    elsewhere) where a larger fraction would make room: the fraction SGLang derives itself
+    (``EngineProfile.static_memory_rule``, its ``mem_fraction_static`` rule) or one the launch
+    states (engine option ``memory_fraction``, ``stated``). The engines stop at start-up rather
+    than serve such a run: SGLang with "Not enough memory. Please try to increase
+    --mem-fraction-static" (``model_runner.py``), vLLM when the KV cache holds less than one
+    sequence ("... larger than the maximum number of tokens that can be stored in KV cache ...
+    try increasing `gpu_memory_utilization`", ``v1/core/kv_cache_utils.py``); and a SGLang pool
+    shorter than a request rejects its prompt or cuts its output (scheduler.py:
+    ``max_new_tokens = min(max_new_tokens, max_req_len - len(input) - 1)``). Showing it as a
+    saturated engine would be an answer no engine gives. Deployments no fraction would fit are
+    left to the prediction, which says so as every engine's ("weights leave no room for one
+    request's KV cache")."""
+    if eng.static_memory_rule is None and not stated:
         return
     kv, _, _ = kv_pool(spec, cluster, par, fmt, kv_dtype, prof, eng, work, spec_dec)
     if kv >= need:
         return
     whole = dataclasses.replace(eng, memory_fraction=1.0, static_memory_rule=None)
     if kv_pool(spec, cluster, par, fmt, kv_dtype, prof, whole, work, spec_dec)[0] < need:
-        # No fraction makes room: the weights themselves do not fit, which the prediction
-        # says as every engine's ("weights leave no room for one request's KV cache").
         return
+    room = (
+        f"leaves the {stage} room for {max(kv, 0.0):,.0f} KV tokens per rank, less than one "
+        f"{need:,}-token request"
+    )
+    if stated:
+        raise InputError(
+            f"engine option memory_fraction={eng.memory_fraction:g} {room}; a larger fraction "
+            "makes room: --engine-options memory_fraction=F (0 < F <= 1)",
+            field="engine_options",
+        )
     frac = eng.static_memory_fraction(
         cluster.device, tp=par.tp, pp=par.pp, dp_attention=par.attention_dp,
         speculative=spec_dec is not None,
     )  # fmt: skip
     mtp = ", MTP" if spec_dec is not None else ""
-    who = {"sglang-0.5": "SGLang"}.get(eng.static_memory_rule, eng.name)
+    who = {"sglang-0.5": "SGLang"}.get(eng.static_memory_rule or "", eng.name)
     raise InputError(
         f"{who}'s default mem_fraction_static ({frac:.3f} on {cluster.device.name} at TP "
-        f"{par.tp}, attention DP {par.attention_dp}{mtp}) leaves the {stage} room for "
-        f"{max(kv, 0.0):,.0f} KV tokens per rank, less than one {need:,}-token request; "
+        f"{par.tp}, attention DP {par.attention_dp}{mtp}) {room}; "
         "state the launch's fraction: --engine-options memory_fraction=F (0 < F <= 1)",
         field="engine_options",
     )
