@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -138,14 +139,18 @@ class _Rank:
     its scheduler's choice for the next iteration (:meth:`plan`) and its samples.
 
     Decoding cohorts (a first token out) are most of a large burst's hundreds of cohorts, and
-    all they do is emit alike and finish: they are not visited per iteration. Their requests
+    all they do is emit alike and finish, so they are not visited per iteration (a visit per
+    cohort per iteration made one prediction cost up to ~0.3 s). ``cohorts`` keeps every
+    cohort in FIFO order (admission, prefill, completions and merges follow it); ``open`` is
+    that order restricted to the cohorts without a first token (waiting or prefilling), all
+    that admission and prefill look at. The decoding cohorts are grouped by the iteration that
+    gave them their first token (an *entry*: ``_Cohort.entry``, ``by_entry``); their requests
     are counted in ``n_dec`` (whole requests: sums of sizes are exact in any order), and the
-    tokens they have emitted are one array over the iterations they got their first token in
-    (``generated``, ``_Cohort.entry``), moved on by one vector add per iteration: the same
-    float additions, per element, as one per cohort. An earlier entry has had every addition a
-    later one has had, from the same 1 (rounding is monotone), so it is never behind: the
-    first live entry finishes first, and the finished are the entries before the first one
-    still short of the output length."""
+    tokens they have emitted are one array over the entries (``generated``), moved on by one
+    vector add per iteration: the same float additions, element by element, as one per
+    cohort. An earlier entry has had every addition a later one has had, from the same 1
+    (rounding is monotone), so it is never behind: the first live entry finishes first, and
+    the finished are the entries before the first one still short of the output length."""
 
     def __init__(self, load: int, ctx: _Setup) -> None:
         self.load = load
@@ -164,8 +169,13 @@ class _Rank:
         # next loop then polls at once).
         self.poll_anchor = 0
         self.extend_ran = False
+        self.open: list[_Cohort] = list(self.cohorts)
         self.n_dec = 0.0
         """Requests decoding (in the cohorts with a first token)."""
+        self.by_entry: dict[int, list[_Cohort]] = {}
+        self.shared: set[int] = set()
+        """The entries with two cohorts in the same state, the only decoding cohorts that may
+        merge: but for its entry's tokens, a decoding cohort's state no longer changes."""
         self.generated = np.zeros(64)
         """Tokens emitted per request by the cohorts of each entry (``_Cohort.entry``)."""
         self.first_live = 0
@@ -184,9 +194,8 @@ class _Rank:
         x = self.x
         eng, cap, budget, isl, queries = x.eng, x.cap, x.budget, x.isl, x.queries
         cohorts = self.cohorts
-        # The cohorts still to get a first token (waiting or prefilling), in FIFO order: the
-        # decoding ones are admitted and take no part in admission or prefill (``n_dec``).
-        open_ = [c for c in cohorts if c.first_token < 0.0]
+        # Decoding cohorts are admitted and take no part in admission or prefill (``n_dec``).
+        open_ = self.open
         n_dec = self.n_dec
         running = n_dec + sum(c.size for c in open_ if c.admitted)
         # Admission: FIFO while the running slots (max_num_seqs, KV pages) allow; split a cohort
@@ -284,6 +293,7 @@ class _Rank:
                 )
                 c.size -= whole
                 cohorts.insert(cohorts.index(c), part)
+                open_.insert(open_.index(c), part)
                 self.dirty = True
                 used = whole * rem
                 left = max(left - used, 0.0)
@@ -341,6 +351,10 @@ class _Rank:
                 c.first_token = now
                 c.entry = entry
                 self.n_dec += c.size
+            self.by_entry[entry] = list(self.finished_prefill)
+            if _has_twins(self.finished_prefill):
+                self.shared.add(entry)
+            self.open = [c for c in self.open if c.entry < 0]
 
     def _new_entry(self) -> int:
         """An entry for the cohorts getting their first token now (one token out)."""
@@ -360,7 +374,9 @@ class _Rank:
         while end < self.entries and self.generated[end] >= done:
             end += 1
         self.first_live = end
-        return [c for c in self.cohorts if lo <= c.entry < end]
+        finished = [c for e in range(lo, end) for c in self.by_entry.pop(e)]
+        self.shared.difference_update(range(lo, end))
+        return sorted(finished, key=self.cohorts.index)
 
     def complete(self, now: float, iteration: int) -> None:
         """Completions: record, and the clients send their next requests at once."""
@@ -385,18 +401,40 @@ class _Rank:
                 self.samples.append((ttft, tpot, e2e, weight))
             if c.cycle + 1 < x.total_cycles:
                 self.dirty = True
-                cohorts.append(
-                    _Cohort(
-                        size=c.size,
-                        arrival=now,
-                        ready_at_iteration=ready,
-                        cycle=c.cycle + 1,
-                    )
-                )
+                nxt = _Cohort(size=c.size, arrival=now, ready_at_iteration=ready, cycle=c.cycle + 1)
+                cohorts.append(nxt)
+                self.open.append(nxt)
         if self.dirty:
-            # Only new or split cohorts can have caught up with a neighbour's state.
-            _merge(cohorts, self.generated[: self.entries].tolist())
+            self._merge()
             self.dirty = False
+
+    def _merge(self) -> None:
+        """Neighbouring cohorts in the same state (same arrival, progress and cycle) are one
+        cohort. Two neighbours in the same state are both without a first token (then they
+        are neighbours in ``open`` too) or decoding cohorts of one entry (those of different
+        entries got their first tokens at different times: every iteration takes time), so
+        only those pairs are compared."""
+        cohorts = self.cohorts
+        pairs = [(a, b) for a, b in pairwise(self.open) if _same(a, b)]
+        for e in self.shared:
+            group = sorted(self.by_entry[e], key=cohorts.index)
+            pairs += [(a, b) for a, b in pairwise(group) if _same(a, b)]
+        # The later of two neighbours joins the earlier (and its run's first).
+        gone = {id(b) for a, b in pairs if cohorts[cohorts.index(a) + 1] is b}
+        if not gone:
+            return
+        out: list[_Cohort] = []
+        for c in cohorts:
+            if id(c) in gone:
+                out[-1].size += c.size
+            else:
+                out.append(c)
+        cohorts[:] = out
+        self.open = [c for c in self.open if id(c) not in gone]
+        for e in list(self.shared):
+            self.by_entry[e] = [c for c in self.by_entry[e] if id(c) not in gone]
+            if not _has_twins(self.by_entry[e]):
+                self.shared.discard(e)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -621,34 +659,23 @@ def simulate_ranks(
     )
 
 
-def _merge(cohorts: list[_Cohort], generated: list[float]) -> None:
-    """Neighbouring cohorts in the same state (same arrival, progress and cycle) are one cohort.
-    ``generated``: the rank's tokens emitted per entry (``_Rank.generated``)."""
-    # Neighbours whose first tokens came at different times differ (the common case: decoding
-    # cohorts): only the others need their whole state compared.
-    firsts = [c.first_token for c in cohorts]
-    same = {
-        i
-        for i, (a, b) in enumerate(zip(firsts, firsts[1:], strict=False), 1)
-        if a == b and _state(cohorts[i - 1], generated) == _state(cohorts[i], generated)
-    }
-    if not same:
-        return
-    out: list[_Cohort] = []
-    for i, c in enumerate(cohorts):
-        if i in same:
-            out[-1].size += c.size
-        else:
-            out.append(c)
-    cohorts[:] = out
+def _has_twins(group: list[_Cohort]) -> bool:
+    """Whether two of ``group`` are in the same state."""
+    return any(_same(a, b) for i, a in enumerate(group) for b in group[i + 1 :])
 
 
-def _state(c: _Cohort, generated: list[float]) -> tuple[object, ...]:
-    """What makes two cohorts one: everything but their size."""
-    tokens = generated[c.entry] if c.entry >= 0 else 0.0
+def _same(a: _Cohort, b: _Cohort) -> bool:
+    """Whether two cohorts are in the same state (all but their size): of one entry, they have
+    emitted the same tokens."""
     return (
-        c.admitted, c.arrival, c.done_tokens, tokens, c.first_token, c.cycle, c.ready_at_iteration,
-    )  # fmt: skip
+        a.admitted == b.admitted
+        and a.arrival == b.arrival
+        and a.done_tokens == b.done_tokens
+        and a.entry == b.entry
+        and a.first_token == b.first_token
+        and a.cycle == b.cycle
+        and a.ready_at_iteration == b.ready_at_iteration
+    )
 
 
 def weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
