@@ -661,7 +661,7 @@ def simulate_ranks(
 
 def _has_twins(group: list[_Cohort]) -> bool:
     """Whether two of ``group`` are in the same state."""
-    return any(_same(a, b) for i, a in enumerate(group) for b in group[i + 1 :])
+    return len(group) > 1 and any(_same(a, b) for i, a in enumerate(group) for b in group[i + 1 :])
 
 
 def _same(a: _Cohort, b: _Cohort) -> bool:
