@@ -16,8 +16,10 @@ measured phase is ``rounds`` rounds (the client's requests over its concurrency;
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -73,9 +75,10 @@ class _Cohort:
     admitted: bool = False
     done_tokens: float = 0.0
     """Prompt tokens prefilled per request."""
-    generated: float = 0.0
-    """Tokens emitted per request (speculative decoding adds the expected accepted length per
-    iteration, a fraction)."""
+    entry: int = -1
+    """Once decoding, the index of its tokens emitted per request in the rank's
+    ``_Rank.generated`` (``-1`` before its first token); the cohorts that got their first token
+    in one iteration share it (every decoding cohort emits alike from then on)."""
     first_token: float = -1.0
     cycle: int = 0
 
@@ -133,7 +136,21 @@ NO_LIMIT = 1 << 40
 
 class _Rank:
     """One simulated rank (one kind of rank: ranks of the same load move alike): its cohorts,
-    its scheduler's choice for the next iteration (:meth:`plan`) and its samples."""
+    its scheduler's choice for the next iteration (:meth:`plan`) and its samples.
+
+    Decoding cohorts (a first token out) are most of a large burst's hundreds of cohorts, and
+    all they do is emit alike and finish, so they are not visited per iteration (a visit per
+    cohort per iteration made one prediction cost up to ~0.3 s). ``cohorts`` keeps every
+    cohort in FIFO order (admission, prefill, completions and merges follow it); ``open`` is
+    that order restricted to the cohorts without a first token (waiting or prefilling), all
+    that admission and prefill look at. The decoding cohorts are grouped by the iteration that
+    gave them their first token (an *entry*: ``_Cohort.entry``, ``by_entry``); their requests
+    are counted in ``n_dec`` (whole requests: sums of sizes are exact in any order), and the
+    tokens they have emitted are one array over the entries (``generated``), moved on by one
+    vector add per iteration: the same float additions, element by element, as one per
+    cohort. An earlier entry has had every addition a later one has had, from the same 1
+    (rounding is monotone), so it is never behind: the first live entry finishes first, and
+    the finished are the entries before the first one still short of the output length."""
 
     def __init__(self, load: int, ctx: _Setup) -> None:
         self.load = load
@@ -146,13 +163,24 @@ class _Rank:
         self.running = 0.0
         self.n_dec_now = 0.0
         self.p_tokens = 0.0
-        self.decoding: list[_Cohort] = []
         self.finished_prefill: list[_Cohort] = []
         # SGLang --scheduler-recv-interval: the iteration of the last poll for new requests
         # (``poll_iteration``), and whether the iteration just run carried prompt tokens (the
         # next loop then polls at once).
         self.poll_anchor = 0
         self.extend_ran = False
+        self.open: list[_Cohort] = list(self.cohorts)
+        self.n_dec = 0.0
+        """Requests decoding (in the cohorts with a first token)."""
+        self.by_entry: dict[int, list[_Cohort]] = {}
+        self.shared: set[int] = set()
+        """The entries with two cohorts in the same state, the only decoding cohorts that may
+        merge: but for its entry's tokens, a decoding cohort's state no longer changes."""
+        self.generated = np.zeros(64)
+        """Tokens emitted per request by the cohorts of each entry (``_Cohort.entry``)."""
+        self.first_live = 0
+        """The first entry whose cohorts have not finished (entries before it are done)."""
+        self.entries = 0
         self.steps: int | None = None
         """Decode-only iterations this rank can be jumped over (``None``: it has a prompt to
         schedule now); for an idle rank, how long until a waiting request may be scheduled
@@ -166,10 +194,16 @@ class _Rank:
         x = self.x
         eng, cap, budget, isl, queries = x.eng, x.cap, x.budget, x.isl, x.queries
         cohorts = self.cohorts
-        running = sum(c.size for c in cohorts if c.admitted)
+        # Decoding cohorts are admitted and take no part in admission or prefill (``n_dec``).
+        open_ = self.open
+        n_dec = self.n_dec
+        running = n_dec + sum(c.size for c in open_ if c.admitted)
         # Admission: FIFO while the running slots (max_num_seqs, KV pages) allow; split a cohort
         # that only partly fits.
-        for idx, c in enumerate(cohorts):
+        idx = 0
+        while idx < len(open_):
+            c = open_[idx]
+            idx += 1
             if c.admitted or c.ready_at_iteration > iteration:
                 continue
             room = cap - running
@@ -177,19 +211,18 @@ class _Rank:
                 break
             if c.size > room:
                 rest = _Cohort(
-                    size=c.size - np.floor(room),
+                    size=c.size - math.floor(room),
                     arrival=c.arrival,
                     ready_at_iteration=c.ready_at_iteration,
                     cycle=c.cycle,
                 )
-                c.size = float(np.floor(room))
-                cohorts.insert(idx + 1, rest)
+                c.size = float(math.floor(room))
+                cohorts.insert(cohorts.index(c) + 1, rest)
+                open_.insert(idx, rest)
                 self.dirty = True
             c.admitted = True
             running += c.size
-        decoding = [c for c in cohorts if c.admitted and c.first_token >= 0.0]
-        prefilling = [c for c in cohorts if c.admitted and c.first_token < 0.0]
-        n_dec = sum(c.size for c in decoding)
+        prefilling = [c for c in open_ if c.admitted]
         prefill_first = eng.prefill_policy == "prefill_first" and prefilling
         if prefill_first:
             n_dec_now = 0.0
@@ -227,7 +260,11 @@ class _Rank:
                 # can_run_list is not empty.
                 break
             # Requests the soft limit still lets start (inf without one).
-            starts = float(prompts_under_prefill_limit(soft, rem, first=p_tokens == 0.0))
+            starts = (
+                math.inf
+                if soft == math.inf
+                else float(prompts_under_prefill_limit(soft, rem, first=p_tokens == 0.0))
+            )
             need = c.size * rem
             if need <= left + 1e-9 and c.size <= starts:
                 left -= need
@@ -235,7 +272,7 @@ class _Rank:
                 p_tokens += need
                 finished_prefill.append(c)
                 continue
-            whole = min(float(np.floor(left / rem)) if rem > 0 else 0.0, starts)
+            whole = min(float(math.floor(left / rem)) if rem > 0 else 0.0, starts)
             if whole < 1.0 and p_tokens == 0.0 and not eng.chunked_prefill:
                 whole = 1.0  # a prompt longer than the budget runs alone (TRT-LLM without chunking)
             if whole >= c.size:
@@ -256,6 +293,7 @@ class _Rank:
                 )
                 c.size -= whole
                 cohorts.insert(cohorts.index(c), part)
+                open_.insert(open_.index(c), part)
                 self.dirty = True
                 used = whole * rem
                 left = max(left - used, 0.0)
@@ -268,27 +306,27 @@ class _Rank:
                 left = 0.0
             break
         self.running, self.n_dec_now, self.p_tokens = running, n_dec_now, p_tokens
-        self.decoding, self.finished_prefill = decoding, finished_prefill
+        self.finished_prefill = finished_prefill
         # Decode-only stretch: it can be jumped to the next completion (or arrival becoming
         # schedulable). Waiting cohorts that cannot be admitted (no slot or KV pages) stay
         # waiting until a completion frees room, so they do not stop the jump.
         free = cap - running >= 1.0
-        waiting_ready = [c for c in cohorts if not c.admitted]
+        waiting_ready = [c for c in open_ if not c.admitted]
         pending = bool(prefilling) or (
             free and any(c.ready_at_iteration <= iteration for c in waiting_ready)
         )
         self.steps = None
         if not pending:
             soon = [c.ready_at_iteration - iteration for c in waiting_ready] if free else []
-            osl, per_it = x.osl, x.per_it
-            ends = [int(np.ceil((osl - c.generated) / per_it - 1e-9)) for c in decoding]
+            # The decoding cohort furthest along, the first live entry's, finishes first.
+            lead = self.generated[self.first_live] if n_dec > 0.0 else 0.0
+            ends = [math.ceil((x.osl - lead) / x.per_it - 1e-9)] if n_dec > 0.0 else []
             self.steps = max(min([*ends, *soon]), 1) if ends or soon else NO_LIMIT
 
     def decode_steps(self, steps: int, dt: float) -> None:
         """``steps`` decode-only iterations of ``dt`` each."""
         self.running_area += steps * dt * self.running
-        for c in self.decoding:
-            c.generated += steps * self.x.per_it
+        self.generated[self.first_live : self.entries] += steps * self.x.per_it
 
     def poll_iteration(self, iteration: int) -> int:
         """The first iteration from ``iteration`` on whose scheduler loop polls for new
@@ -305,12 +343,40 @@ class _Rank:
         self.extend_ran = self.p_tokens > 0.0
         self.running_area += dt * self.running
         if self.n_dec_now > 0:
-            for c in self.decoding:
-                c.generated += self.x.per_it
-        for c in self.finished_prefill:
-            c.done_tokens = self.x.isl
-            c.first_token = now
-            c.generated = 1
+            self.generated[self.first_live : self.entries] += self.x.per_it
+        if self.finished_prefill:
+            entry = self._new_entry()
+            for c in self.finished_prefill:
+                c.done_tokens = self.x.isl
+                c.first_token = now
+                c.entry = entry
+                self.n_dec += c.size
+            self.by_entry[entry] = list(self.finished_prefill)
+            if _has_twins(self.finished_prefill):
+                self.shared.add(entry)
+            self.open = [c for c in self.open if c.entry < 0]
+
+    def _new_entry(self) -> int:
+        """An entry for the cohorts getting their first token now (one token out)."""
+        if self.entries == len(self.generated):
+            self.generated = np.concatenate([self.generated, np.zeros(len(self.generated))])
+        self.generated[self.entries] = 1.0
+        self.entries += 1
+        return self.entries - 1
+
+    def _finished(self) -> list[_Cohort]:
+        """The decoding cohorts that have emitted their output (in FIFO order); their entries
+        are retired."""
+        done, lo = self.x.osl - 1e-9, self.first_live
+        if self.n_dec == 0.0 or self.generated[lo] < done:
+            return []
+        end = lo + 1
+        while end < self.entries and self.generated[end] >= done:
+            end += 1
+        self.first_live = end
+        finished = [c for e in range(lo, end) for c in self.by_entry.pop(e)]
+        self.shared.difference_update(range(lo, end))
+        return sorted(finished, key=self.cohorts.index)
 
     def complete(self, now: float, iteration: int) -> None:
         """Completions: record, and the clients send their next requests at once."""
@@ -321,8 +387,9 @@ class _Rank:
             self.poll_anchor, self.extend_ran = iteration, False
         # Requests sent now are seen at the next poll (the overlap scheduler's iteration after).
         ready = self.poll_iteration(iteration) + x.delay_its
-        for c in [c for c in cohorts if c.first_token >= 0.0 and c.generated >= osl - 1e-9]:
+        for c in self._finished():
             cohorts.remove(c)
+            self.n_dec -= c.size
             if c.cycle >= x.warmup_cycles:
                 ttft = c.first_token - c.arrival + x.overhead
                 e2e = now - c.arrival + x.overhead
@@ -334,18 +401,40 @@ class _Rank:
                 self.samples.append((ttft, tpot, e2e, weight))
             if c.cycle + 1 < x.total_cycles:
                 self.dirty = True
-                cohorts.append(
-                    _Cohort(
-                        size=c.size,
-                        arrival=now,
-                        ready_at_iteration=ready,
-                        cycle=c.cycle + 1,
-                    )
-                )
+                nxt = _Cohort(size=c.size, arrival=now, ready_at_iteration=ready, cycle=c.cycle + 1)
+                cohorts.append(nxt)
+                self.open.append(nxt)
         if self.dirty:
-            # Only new or split cohorts can have caught up with a neighbour's state.
-            _merge(cohorts)
+            self._merge()
             self.dirty = False
+
+    def _merge(self) -> None:
+        """Neighbouring cohorts in the same state (same arrival, progress and cycle) are one
+        cohort. Two neighbours in the same state are both without a first token (then they
+        are neighbours in ``open`` too) or decoding cohorts of one entry (those of different
+        entries got their first tokens at different times: every iteration takes time), so
+        only those pairs are compared."""
+        cohorts = self.cohorts
+        pairs = [(a, b) for a, b in pairwise(self.open) if _same(a, b)]
+        for e in self.shared:
+            group = sorted(self.by_entry[e], key=cohorts.index)
+            pairs += [(a, b) for a, b in pairwise(group) if _same(a, b)]
+        # The later of two neighbours joins the earlier (and its run's first).
+        gone = {id(b) for a, b in pairs if cohorts[cohorts.index(a) + 1] is b}
+        if not gone:
+            return
+        out: list[_Cohort] = []
+        for c in cohorts:
+            if id(c) in gone:
+                out[-1].size += c.size
+            else:
+                out.append(c)
+        cohorts[:] = out
+        self.open = [c for c in self.open if id(c) not in gone]
+        for e in list(self.shared):
+            self.by_entry[e] = [c for c in self.by_entry[e] if id(c) not in gone]
+            if not _has_twins(self.by_entry[e]):
+                self.shared.discard(e)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -570,22 +659,23 @@ def simulate_ranks(
     )
 
 
-def _merge(cohorts: list[_Cohort]) -> None:
-    """Cohorts in the same state (same arrival, progress and cycle) are one cohort."""
-    out: list[_Cohort] = []
-    last: tuple[object, ...] | None = None
-    for c in cohorts:
-        key = (
-            c.admitted, c.arrival, c.done_tokens, c.generated, c.first_token, c.cycle,
-            c.ready_at_iteration,
-        )  # fmt: skip
-        if key == last:
-            out[-1].size += c.size
-        else:
-            out.append(c)
-            last = key
-    if len(out) != len(cohorts):
-        cohorts[:] = out
+def _has_twins(group: list[_Cohort]) -> bool:
+    """Whether two of ``group`` are in the same state."""
+    return len(group) > 1 and any(_same(a, b) for i, a in enumerate(group) for b in group[i + 1 :])
+
+
+def _same(a: _Cohort, b: _Cohort) -> bool:
+    """Whether two cohorts are in the same state (all but their size): of one entry, they have
+    emitted the same tokens."""
+    return (
+        a.admitted == b.admitted
+        and a.arrival == b.arrival
+        and a.done_tokens == b.done_tokens
+        and a.entry == b.entry
+        and a.first_token == b.first_token
+        and a.cycle == b.cycle
+        and a.ready_at_iteration == b.ready_at_iteration
+    )
 
 
 def weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
