@@ -13,7 +13,8 @@ exports leave out (``gpuscale.validation.serving_rows``: the ``twin``/``recipe``
 not guessed here. The rest is read with the rules ``serving_rows`` already applies to InferenceX
 runs, called on the record written in that module's row schema (:func:`as_serving_row`):
 the client's lengths and request count (``client_lengths``, ``client_requests``: uniform over
-[0.8 L, L], 10 x C requests; sa-bench's 5 x C for disaggregated runs), the single-node launch
+[0.8 L, L], 10 x C requests; disaggregated, the count of the launch's client, ``serving_rows.
+disagg_client_rounds``: sa-bench's 5 x C, Dynamo's 8 x C, MoRI's 10 x C), the single-node launch
 options of its InferenceX scripts (``launch_options``: TensorRT-LLM attention-DP balancing, the
 H200 DeepSeek-R1 TensorRT-LLM and SGLang scripts by date), the H200 TensorRT-LLM MTP sweeps
 (``inferencex_sweeps.speculative_reading``), the draft counts of the single-node MTP launch
