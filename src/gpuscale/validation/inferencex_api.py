@@ -46,6 +46,7 @@ from gpuscale.validation.inferencex_multinode import (
     default_plain_recipes,
     multinode_decode_cap,
     multinode_draft_tokens,
+    multinode_recv_interval,
 )
 from gpuscale.validation.inferencex_sglang_launch import blackwell_sglang_launch
 from gpuscale.validation.inferencex_sweeps import (
@@ -644,6 +645,16 @@ def read_record(
             if deepep:
                 add_engine_options(kw, deepep)
             notes.append(f"FP8 KV, {', '.join(deepep) or 'no DeepEP'} (NVL72_SGLANG_DEEPEP)")
+        if engine == "sglang":
+            # The decode workers' --scheduler-recv-interval the record's srt-slurm recipe sets.
+            table = [*(default_plain_recipes() if plain_recipes is None else plain_recipes)]
+            recv, recv_note = multinode_recv_interval(
+                rec, raw["system"], [*table, *(mtp_recipes or [])]
+            )
+            if recv:
+                add_engine_options(kw, recv)
+            if recv_note:
+                notes.append(recv_note)
     mem_kw, mem_note, refused = stated_memory(raw, kw, list(recipes or []), list(fractions or []))
     if refused:
         return _refuse(rec, engine, mode, refused)
