@@ -41,6 +41,7 @@ from gpuscale import catalog
 from gpuscale.errors import InputError
 from gpuscale.validation.inferencex_decode_caps import default_decode_caps
 from gpuscale.validation.inferencex_memory import Fractions
+from gpuscale.validation.inferencex_mori_launch import mori_launch
 from gpuscale.validation.inferencex_multinode import (
     MultinodeRecipes,
     default_plain_recipes,
@@ -639,6 +640,15 @@ def read_record(
             kw.update(cap)
             notes.extend(why)
         kw.update(disagg_kv_dtype(raw))
+        mori, mori_note = mori_launch(rec, kw)
+        if mori:
+            # The MoRI launch's caps where no recipes table gave one (none states MI355X's).
+            for key in ("prefill_batch", "decode_batch"):
+                if key in mori and key not in kw:
+                    kw[key] = mori[key]
+            if "max_num_batched_tokens" in mori:
+                add_engine_options(kw, {"max_num_batched_tokens": mori["max_num_batched_tokens"]})
+            notes.append(mori_note)
         if launch := nvl72_recipe(rec, raw, kw):
             deepep = launch.pop("engine_options", {})
             kw.update(launch)
