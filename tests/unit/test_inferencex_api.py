@@ -563,3 +563,22 @@ def test_script_versions_that_disagree_on_a_day_leave_it_unknown() -> None:
     )
     row = read_record(rec, RECIPES, SWEEPS, [line, other])
     assert not row.expressible and "different draft counts ([2, 3])" in row.reason
+
+
+def test_disaggregated_client_request_count_by_launch() -> None:
+    """The measured requests of a disaggregated record follow its launch's client: GB200
+    Dynamo-TensorRT-LLM before srt-slurm (2026-01-31) ran Dynamo's ``bench.sh`` (8 x C),
+    MI355X MoRI-SGLang its launchers' ``bench.sh`` (10 x C), the rest sa-bench or Dynamo's
+    SGLang ``slurm_jobs`` client (5 x C)."""
+    gb200 = {"hardware": "gb200", "precision": "fp4", "prefill_dp_attention": "false"}
+    gb200 |= {"prefill_tp": "4", "prefill_ep": "4", "num_prefill_gpu": "4"}
+    dynamo = _disagg(**gb200, date="2025-12-19", conc="48")
+    assert read_record(dynamo).kwargs["num_requests"] == 8 * 48
+    srt = _disagg(**gb200, date="2026-01-31", conc="48")
+    assert read_record(srt).kwargs["num_requests"] == 5 * 48
+    sgl = _disagg(**gb200, framework="dynamo-sglang", date="2025-12-21", conc="48")
+    assert read_record(sgl).kwargs["num_requests"] == 5 * 48
+    mori = {"hardware": "mi355x", "framework": "mori-sglang", "conc": "32"}
+    mori |= {"prefill_tp": "8", "prefill_ep": "8", "num_prefill_gpu": "8"}
+    for day in ("2026-02-06", "2026-03-03"):
+        assert read_record(_disagg(**mori, date=day)).kwargs["num_requests"] == 10 * 32

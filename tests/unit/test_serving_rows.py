@@ -348,6 +348,18 @@ def test_client_lengths_by_source() -> None:
         assert client_lengths(d) == client_lengths(infx)
         assert client_requests(d, 36) == {"num_requests": 5 * 36}
     assert client_requests(infx, 36) == {"num_requests": 10 * 36}
+    # GB200 Dynamo-TensorRT-LLM before srt-slurm: Dynamo's bench.sh, MULTI_ROUND 8; MI355X
+    # MoRI-SGLang: its launchers' bench.sh, 10 x C (serving_rows.disagg_client_rounds).
+    dyn = {**disagg, "system": "gb200", "backend": "trtllm"}
+    day = "source_file=2026-04-06.csv; silicon_concurrency=36; measured={}"
+    assert client_requests({**dyn, "silicon_data_source": day.format("2025-12-19")}, 36) == {
+        "num_requests": 8 * 36
+    }
+    assert client_requests({**dyn, "silicon_data_source": day.format("2026-01-31")}, 36) == {
+        "num_requests": 5 * 36
+    }
+    mori = {**disagg, "system": "mi355x", "backend": "sglang"}
+    assert client_requests(mori, 36) == {"num_requests": 10 * 36}
     got = client_lengths(infx)
     assert (got["input_len"], got["output_len"]) == (round(921.5), round((6553 + 8192) / 2))
     assert 0.06 < got["input_cv"] < 0.07 and 0.06 < got["output_cv"] < 0.07

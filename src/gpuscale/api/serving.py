@@ -170,7 +170,8 @@ TensorRT-LLM ``max_num_tokens``/``max_batch_size``/``enable_chunked_prefill``/
 ``--async-scheduling``, SGLang ``--chunked-prefill-size``/``--max-running-requests``/
 ``--mem-fraction-static``/``--max-prefill-tokens``/``--enable-mixed-chunk`` (``mixed_chunk``:
 prompt chunks share iterations with the running decodes instead of running ahead of them)/
-``--scheduler-recv-interval`` (``recv_interval``: decode batches between polls for new requests).
+``--scheduler-recv-interval`` (``recv_interval``: decode batches between polls for new requests;
+disaggregated, the decode workers', whose poll the prefill of a new request waits for).
 The batch-wait and attention-DP balance settings exist only in TensorRT-LLM's PyTorch executor
 (``PyExecutor``); ``max_prefill_tokens``, ``mixed_chunk`` and ``recv_interval`` only in SGLang;
 ``deepgemm_moe_worst_case`` (vLLM 0.12's DeepGEMM MoE computing its worst-case layout at every

@@ -13,7 +13,8 @@ exports leave out (``gpuscale.validation.serving_rows``: the ``twin``/``recipe``
 not guessed here. The rest is read with the rules ``serving_rows`` already applies to InferenceX
 runs, called on the record written in that module's row schema (:func:`as_serving_row`):
 the client's lengths and request count (``client_lengths``, ``client_requests``: uniform over
-[0.8 L, L], 10 x C requests; sa-bench's 5 x C for disaggregated runs), the single-node launch
+[0.8 L, L], 10 x C requests; disaggregated, the count of the launch's client, ``serving_rows.
+disagg_client_rounds``: sa-bench's 5 x C, Dynamo's 8 x C, MoRI's 10 x C), the single-node launch
 options of its InferenceX scripts (``launch_options``: TensorRT-LLM attention-DP balancing, the
 H200 DeepSeek-R1 TensorRT-LLM and SGLang scripts by date), the H200 TensorRT-LLM MTP sweeps
 (``inferencex_sweeps.speculative_reading``), the draft counts of the single-node MTP launch
@@ -40,11 +41,13 @@ from gpuscale import catalog
 from gpuscale.errors import InputError
 from gpuscale.validation.inferencex_decode_caps import default_decode_caps
 from gpuscale.validation.inferencex_memory import Fractions
+from gpuscale.validation.inferencex_mori_launch import mori_launch
 from gpuscale.validation.inferencex_multinode import (
     MultinodeRecipes,
     default_plain_recipes,
     multinode_decode_cap,
     multinode_draft_tokens,
+    multinode_recv_interval,
 )
 from gpuscale.validation.inferencex_sglang_launch import blackwell_sglang_launch
 from gpuscale.validation.inferencex_sweeps import (
@@ -637,12 +640,31 @@ def read_record(
             kw.update(cap)
             notes.extend(why)
         kw.update(disagg_kv_dtype(raw))
+        mori, mori_note = mori_launch(rec, kw)
+        if mori:
+            # The MoRI launch's caps where no recipes table gave one (none states MI355X's).
+            for key in ("prefill_batch", "decode_batch"):
+                if key in mori and key not in kw:
+                    kw[key] = mori[key]
+            if "max_num_batched_tokens" in mori:
+                add_engine_options(kw, {"max_num_batched_tokens": mori["max_num_batched_tokens"]})
+            notes.append(mori_note)
         if launch := nvl72_recipe(rec, raw, kw):
             deepep = launch.pop("engine_options", {})
             kw.update(launch)
             if deepep:
                 add_engine_options(kw, deepep)
             notes.append(f"FP8 KV, {', '.join(deepep) or 'no DeepEP'} (NVL72_SGLANG_DEEPEP)")
+        if engine == "sglang":
+            # The decode workers' --scheduler-recv-interval the record's srt-slurm recipe sets.
+            table = [*(default_plain_recipes() if plain_recipes is None else plain_recipes)]
+            recv, recv_note = multinode_recv_interval(
+                rec, raw["system"], [*table, *(mtp_recipes or [])]
+            )
+            if recv:
+                add_engine_options(kw, recv)
+            if recv_note:
+                notes.append(recv_note)
     mem_kw, mem_note, refused = stated_memory(raw, kw, list(recipes or []), list(fractions or []))
     if refused:
         return _refuse(rec, engine, mode, refused)

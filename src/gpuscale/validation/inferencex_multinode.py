@@ -203,3 +203,52 @@ def multinode_decode_cap(
     if rec.get("spec_method", "none") not in ("", "none"):
         return {}, []
     return recipes_decode_cap(rec, system, lines)
+
+
+RECIPE_RECV_INTERVAL: dict[str, tuple[int, int]] = {
+    "recipes/gb200-fp4/1k1k/low-latency.yaml": (10, 10),
+    "recipes/gb200-fp4/8k1k/low-latency.yaml": (10, 10),
+    "recipes/gb200-fp8/1k1k/low-latency.yaml": (10, 10),
+    "recipes/gb200-fp8/8k1k/low-latency.yaml": (10, 10),
+    "recipes/gb300-fp4/1k1k/low_latency.yaml": (10, 10),
+    "recipes/gb300-fp4/8k1k/low_latency.yaml": (10, 10),
+    "recipes/gb300-fp8/1k1k/stp/low-latency.yaml": (10, 1),
+    "recipes/gb300-fp8/8k1k/stp/low-latency.yaml": (10, 1),
+}
+"""srt-slurm SGLang recipes -> ``scheduler-recv-interval`` of their (prefill, decode) workers
+(``sglang_config.prefill`` / ``.decode``; the GB300 FP8 decode ``scheduler-recv-interval: 1  #
+save mem``). Read over every version of the 105 SGLang recipe files the multi-node tables name
+(:data:`PLAIN_RECIPES_FILE`, :data:`MTP_RECIPES_FILE`, ``inferencex_disagg_recipes.csv``) in the
+histories of qiching/srt-slurm (at f0a303b90) and connorcarpenter15/srt-slurm (at 841154edb):
+these 8 set it, with these values in every version (2026-01-27 to 2026-03-03); no other sets it
+(SGLang's default 1). MI355X MoRI-SGLang launches set none (billishyahao/sglang_disagg, every
+version; InferenceX ``benchmarks/multi_node/amd_utils`` at 8d81e0bf4, 4706e7009, 4230b97ca)."""
+
+
+def multinode_recv_interval(
+    rec: dict[str, str], system: str, lines: Sequence[dict[str, str]]
+) -> tuple[dict[str, Any], str]:
+    """The decode workers' ``--scheduler-recv-interval`` of disaggregated SGLang record ``rec``
+    (engine options to add, and a note): the recipes of the entries of ``lines`` that run it
+    (:func:`entry_runs`) must all be read (:data:`RECIPE_RECV_INTERVAL`, or none set) and give
+    one decode value; an interval of 1 adds nothing. The prefill workers' value is not applied:
+    SGLang polls after every prefill batch (``SchedulerRecvSkipper``: a batch other than DECODE /
+    TARGET_VERIFY counts 1000) and within N loop turns when idle, so a prefill worker, which runs
+    no decode batches, takes a new request as it would with 1
+    (``steady_state.decode_poll_wait``)."""
+    hits = [ln for ln in lines if entry_runs(ln, rec, system)]
+    recipes = sorted({ln["recipe"] for ln in hits})
+    if not recipes or not all(r.startswith("recipes/") for r in recipes):
+        return {}, ""
+    values = sorted({RECIPE_RECV_INTERVAL.get(r, (1, 1))[1] for r in recipes})
+    if len(values) > 1:
+        return {}, (
+            "no receive interval: the matching recipes set different decode "
+            f"--scheduler-recv-interval ({', '.join(map(str, values))}: {', '.join(recipes)})"
+        )
+    (n,) = values
+    if n <= 1:
+        return {}, ""
+    return {"recv_interval": n}, (
+        f"decode --scheduler-recv-interval {n} ({', '.join(recipes)}; RECIPE_RECV_INTERVAL)"
+    )

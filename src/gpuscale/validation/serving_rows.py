@@ -235,8 +235,55 @@ $((concurrency * 5))`` with ``--request-rate inf --max-concurrency C --random-ra
 
 
 def sa_bench(r: dict[str, str]) -> bool:
-    """Whether the row is a disaggregated InferenceX run, measured by sa-bench."""
+    """Whether the row is a disaggregated InferenceX run, measured by sa-bench or a client of
+    the same lengths (``disagg_client_rounds`` gives the count of each)."""
     return r["mode"] == "disagg" and r["silicon_data_source"].startswith(INFERENCEX_SOURCES)
+
+
+DYNAMO_TRTLLM_SWEEP_ROUNDS = 8
+"""InferenceX's GB200 Dynamo-TensorRT-LLM runs before srt-slurm launched ai-dynamo/dynamo
+``release/0.5.1-rc0.20251105`` ``components/backends/trtllm/performance_sweeps/
+benchmark_disagg.slurm`` (SemiAnalysisAI/InferenceX ``runners/launch_gb200-nv.sh`` at 175fe5364,
+then ``benchmarks/dsr1_fp4_gb200_dynamo-trt_slurm.sh`` from 93e1b3ca1), which runs
+``scripts/bench.sh`` with ``MULTI_ROUND="${MULTI_ROUND:-8}"`` (InferenceX sets none; the
+default is 8 in every version of the file on Dynamo's ``main``, 86a4a58e4 2025-08-19 to
+cf433e682 2026-01-02, read in zinuga/dynamo). ``bench.sh`` (read at 0857f8c63) warms up with
+``multi_round`` prompts at ``--max-concurrency 1``, then measures ``--num-prompts
+$((concurrency * multi_round))`` at ``--max-concurrency $concurrency``, ``concurrency`` the
+``conc-list`` value x decode servers: eight rounds of C."""
+DYNAMO_TRTLLM_SWEEP_LAST_DAY = "2026-01-30"
+"""InferenceX 4e9a376bf (#510, merged 2026-01-31T04:24Z) moved GB200 Dynamo-TensorRT-LLM to
+``srtctl apply`` of srt-slurm recipes (sa-bench); the runs of earlier days used Dynamo's
+``bench.sh`` (:data:`DYNAMO_TRTLLM_SWEEP_ROUNDS`)."""
+MORI_BENCH_ROUNDS = 10
+"""InferenceX's MI355X MoRI-SGLang disaggregated runs (the only MI355X SGLang disaggregated
+framework, ``amd-master.yaml``): from 8d81e0bf4 (#666, 2026-02-19) InferenceX's own
+``benchmarks/multi_node/amd_utils/bench.sh`` measures ``--num-prompts $(( $max_concurrency *
+$num_prompts_multiplier ))`` with ``submit.sh``'s ``export BENCH_NUM_PROMPTS_MULTIPLIER=10``
+(same at 4706e7009 and 4230b97ca), after ``run_benchmark_serving``'s ``--num-warmups
+$((2 * max_concurrency))`` (``benchmarks/benchmark_lib.sh``). Before, the launch scripts cloned
+billishyahao/sglang_disagg, whose ``bench.sh`` has the same line (every public version,
+a309434 2025-12-19 to be693a3 2026-01-08), ``sglang_disagg_server.sh`` at the pinned
+14606ff7c passes ``BENCH_NUM_PROMPTS_MULTIPLIER`` (default 10), and ``submit_disagg.sh`` exports
+10 in every public version but two intermediate commits of 2026-01-06 (61d3ac2, fef2265: 1,
+back to 10 the same day). The pinned commits' ``submit_disagg.sh`` is not public."""
+
+
+def disagg_client_rounds(r: dict[str, str]) -> int:
+    """Rounds of C requests the client of a disaggregated InferenceX row measured, by the
+    client its launch ran: Dynamo's TensorRT-LLM ``bench.sh`` (GB200 to
+    :data:`DYNAMO_TRTLLM_SWEEP_LAST_DAY`), the MoRI launchers' ``bench.sh`` (MI355X SGLang) or
+    sa-bench (the srt-slurm recipes, :data:`SA_BENCH_ROUNDS`; Dynamo's SGLang ``slurm_jobs``
+    client of the GB200 Dynamo-SGLang runs of 2025-12, ``scripts/vllm/bench.sh``, also
+    measures ``num_prompts=$((concurrency * 5))`` in every version of the file, 4b3a2c1a5
+    2025-09-10 to b7107d008, the commit ``dsr1_fp{4,8}_gb200_dynamo-sglang_slurm.sh`` pin
+    from c040b5cf2)."""
+    system, backend, day = r["system"], r["backend"], measured_day(r)
+    if system == "gb200" and backend == "trtllm" and "" < day <= DYNAMO_TRTLLM_SWEEP_LAST_DAY:
+        return DYNAMO_TRTLLM_SWEEP_ROUNDS
+    if system == "mi355x" and backend == "sglang":
+        return MORI_BENCH_ROUNDS
+    return SA_BENCH_ROUNDS
 
 
 def disagg_kv_dtype(r: dict[str, str]) -> dict[str, Any]:
@@ -310,12 +357,14 @@ def client_lengths(r: dict[str, str]) -> dict[str, Any]:
 def client_requests(r: dict[str, str], conc: int) -> dict[str, Any]:
     """Requests the row's client measured after its warm-up (the first ``conc`` of them are the
     start burst), where its source states them: InferenceX's scripts pass ``--num-prompts
-    $((CONC * 10))`` (e.g. ``benchmarks/*.sh`` ``run_benchmark_serving``), sa-bench ``5*C``;
+    $((CONC * 10))`` (e.g. ``benchmarks/*.sh`` ``run_benchmark_serving``), disaggregated runs
+    the count of their launch's client (``disagg_client_rounds``: sa-bench ``5*C``);
     AIConfigurator's gap-analysis rows the count of the client of their date
     (``aic_client_rounds``). Otherwise none: the client's default
     (``deployment.measured_requests``)."""
     if "input_cv" in client_lengths(r):
-        return {"num_requests": (SA_BENCH_ROUNDS if sa_bench(r) else INFERENCEX_ROUNDS) * conc}
+        ix_rounds = disagg_client_rounds(r) if sa_bench(r) else INFERENCEX_ROUNDS
+        return {"num_requests": ix_rounds * conc}
     rounds = aic_client_rounds(r)
     return {} if rounds is None else {"num_requests": rounds * conc}
 

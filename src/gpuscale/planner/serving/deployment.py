@@ -47,6 +47,7 @@ from gpuscale.planner.serving.steady_state import (
     Workload,
     capacity_limit,
     closed_loop,
+    decode_poll_wait,
     finite_run_wait,
     kv_capacity_requests,
     limits_at,
@@ -723,6 +724,8 @@ class _Curves(NamedTuple):
     ttft: np.ndarray
     e2e: np.ndarray
     ok: np.ndarray
+    poll_wait: np.ndarray
+    """The decode workers' poll wait ahead of the prefill (``steady_state.decode_poll_wait``)."""
 
 
 def _open_loop_stages(
@@ -773,6 +776,7 @@ def closed_loop_ttft(
     decode_slots: float,
     tpot_s: float,
     rank_tokens: float,
+    poll_s: float = 0.0,
 ) -> ClosedLoopTTFT:
     """A closed-loop client's requests through the prefill workers and the decode slots
     (``disagg_closed_loop.simulate``). The prefill iteration is the model's
@@ -786,7 +790,10 @@ def closed_loop_ttft(
     (``Workload`` mean and coefficient of variation), prompts and outputs at independent,
     evenly spread quantiles, the first round's spread over the whole distribution; fixed
     lengths are the limit of no spread. A long run is followed for its first rounds and tail
-    only (``disagg_closed_loop.simulated_requests``), weighted to its measured count."""
+    only (``disagg_closed_loop.simulated_requests``), weighted to its measured count.
+    ``poll_s``: the decode workers' poll wait before a request's prefill may start
+    (``steady_state.decode_poll_wait``), for every request after the start burst, which finds
+    them idle."""
     conc = int(client.concurrency or 1)
     measured = max(measured_requests(work, client), conc)
     n = simulated_requests(conc, measured)
@@ -832,6 +839,7 @@ def closed_loop_ttft(
         decode_slots=decode_slots,
         tpot_s=tpot_s,
         num_requests=measured,
+        ready_after_s=poll_s,
     )
 
 
@@ -948,9 +956,13 @@ def disaggregated_curves(
         transfer_wait = kv_transfer_wait_s(transfer, x_total / prefill.ranks)
         hand_off = transfer + np.where(np.isfinite(transfer_wait), transfer_wait, 0.0)
         decode_wait = decode_admission_s(dc.iteration_s, hand_off, eng_d)
-        ttft = pc.ttft_s + decode_wait
+        # SGLang --scheduler-recv-interval on the decode workers: the prefill waits for the
+        # decode worker to take the request (decode_poll_wait).
+        poll = decode_poll_wait(eng_d, dc.decoding, dc.decode_only_s)
+        ttft = poll + pc.ttft_s + decode_wait
         ok = pc.feasible & dc.feasible & np.isfinite(transfer_wait)
-        return _Curves(pc, dc, transfer_wait, decode_wait, ttft, ttft + steps * dc.tpot_s, ok)
+        e2e = ttft + steps * dc.tpot_s
+        return _Curves(pc, dc, transfer_wait, decode_wait, ttft, e2e, ok, poll)
 
     x_total = np.geomspace(x_hi * 1e-5, x_hi * 4.0, GRID)
     cv = curves(x_total)
@@ -997,7 +1009,7 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
     work, decode_work, kv_d, mem_gib, fits, transfer, x_total, cv, stages = built[7:]
     assert (stages is None) == (client.request_rate is None), "built for another kind of client"
     steps = max(work.output_len - 1.0, 0.0)
-    pc, dc, transfer_wait, decode_wait, ttft, e2e, ok = cv
+    pc, dc, transfer_wait, decode_wait, ttft, e2e, ok, poll_wait = cv
     idx = np.flatnonzero(ok)
     share = pools_placement(prefill, decode, it_p.cluster.gpus_per_node).same_node_share(
         "prefill", "decode"
@@ -1052,7 +1064,7 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
         )
         sim = closed_loop_ttft(
             it_p, eng_p, prefill, work, client, at(decode_wait), slots, tpot,
-            rank_tokens=float(eng.max_num_batched_tokens),
+            rank_tokens=float(eng.max_num_batched_tokens), poll_s=at(poll_wait),
         )  # fmt: skip
         t_ttft = sim.mean_ttft_s
         prefill_part = sim.mean_prefill_s
@@ -1078,6 +1090,11 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
         f"{at(decode_wait) * 1e3:.0f} ms (the KV hand-off, {hand_off * 1e3:.1f} ms, runs inside "
         f"it), client burst 0 ms, queue {queue * 1e3:.0f} ms"
     )
+    if (poll_ms := at(poll_wait) * 1e3) > 0.0:
+        notes.append(
+            f"decode workers' receive interval {eng_d.recv_interval}: a request waits "
+            f"{poll_ms:.0f} ms for their poll before its prefill may start"
+        )
     point = OperatingPoint(
         x=x,
         queue_s=queue,

@@ -177,6 +177,7 @@ def simulate(
     decode_slots: float,
     tpot_s: float,
     num_requests: int | None = None,
+    ready_after_s: float = 0.0,
 ) -> ClosedLoopTTFT:
     """Follow ``len(input_lens)`` requests of a closed loop of ``concurrency`` clients, all
     sent at once at time 0 on a drained deployment, each client sending its next request
@@ -185,6 +186,8 @@ def simulate(
     measured count when more than are followed (``None``: as many); the followed requests are
     then whole rounds (the burst, full-load rounds, the tail) and the last half of the
     full-load rounds stands for the requests not followed (:func:`_weights`).
+    ``ready_after_s``: how long after it is sent a request of a later round (not the burst)
+    becomes ready for the prefill workers (a wait ahead of them, inside its TTFT).
 
     Iteration by iteration: the waiting prompts, first come first served, go round the ranks
     (one each in turn, the balance of an empty iteration) while each rank has room for the next under its prompt cap and token budget (a rank's first
@@ -242,7 +245,7 @@ def simulate(
             ttft[i] = admit - arrival[i]
             if sent < n:
                 arrival[sent] = finish
-                push(waiting, (finish, sent))
+                push(waiting, (finish + ready_after_s, sent))
                 sent += 1
     return ClosedLoopTTFT(
         ttft_s=np.array(ttft),

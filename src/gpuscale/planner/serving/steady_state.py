@@ -449,6 +449,35 @@ def recv_wait(
     return np.asarray(in_decode * (eng.recv_interval - 1) / 2.0 * decode_only_s)
 
 
+def decode_poll_wait(
+    eng: EngineProfile, decoding: np.ndarray, decode_only_s: np.ndarray
+) -> np.ndarray:
+    """Mean seconds a new request waits for a disaggregated SGLang decode worker's next poll
+    beyond the iteration in flight, under the decode worker's ``--scheduler-recv-interval``
+    (``eng.recv_interval``; 0 with 1), and with it the prefill worker's start on the prompt.
+
+    Why it delays the prefill: the decode scheduler takes a new request only when it polls
+    (``recv_requests`` returns nothing until ``SchedulerRecvSkipper.handle`` says so:
+    :func:`recv_batch`), and only then pre-allocates its KV pages and sends their addresses;
+    the prefill worker holds the request in its bootstrap queue until the decode side is ready
+    (sgl-project/sglang ``python/sglang/srt/disaggregation/prefill.py``: "Bootstrap Queue ...
+    requests whose bootstrap (handshake and preallocation) has not finished"; ``pop_bootstrapped``
+    keeps it while the sender polls ``KVPoll.Bootstrapping``, read at 000c2b942). Dynamo hands
+    the request to both workers at once (``components/src/dynamo/sglang/request_handlers/llm/
+    decode_handler.py``, the frontend's ``bootstrap_info``; ai-dynamo/dynamo at 3d7182b80), so
+    the decode worker's extra poll wait lies before the prefill. A busy decode worker runs DECODE
+    (or TARGET_VERIFY) batches, one counter step each, so the wait is :func:`recv_wait`'s
+    (N - 1) / 2 decode iterations; an idle one counts its empty loop turns (weight 1 for no
+    batch) and polls within N of them, which take no model time. A rank holding ``decoding``
+    requests on average is taken as busy with the chance that a Poisson count of that mean is
+    not zero, as the attention-DP hold reads its ranks (:func:`load_curve`)."""
+    n = np.asarray(decoding, dtype=float)
+    if eng.recv_interval <= 1:
+        return np.zeros_like(n)
+    busy = -np.expm1(-np.maximum(n, 0.0))
+    return np.asarray(busy * (eng.recv_interval - 1) / 2.0 * np.asarray(decode_only_s))
+
+
 def load_curve(
     it: IterationModel,
     eng: EngineProfile,

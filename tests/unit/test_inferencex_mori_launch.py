@@ -1,0 +1,120 @@
+"""inferencex_mori_launch: the MI355X MoRI-SGLang launches' per-rank prefill prompt caps, token
+budgets and decode running caps, by precision, day and image."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuscale.validation.inferencex_api import COLUMNS, read_record
+from gpuscale.validation.inferencex_mori_launch import LAUNCHES, mori_launch
+
+FP8 = "rocm/sgl-dev:sglang-0.5.8-rocm700-mi35x-mori-0210"
+FP4_0227_2 = "rocm/sgl-dev:sglang-0.5.9-rocm720-mi35x-mori-0227-2"
+FP4_0227_3 = "rocm/sgl-dev:sglang-0.5.9-rocm720-mi35x-mori-0227-3"
+
+
+def _rec(**kw: str) -> dict[str, str]:
+    rec = dict.fromkeys(COLUMNS, "")
+    rec.update(
+        page_offset="0",
+        hardware="mi355x",
+        framework="mori-sglang",
+        model="dsr1",
+        precision="fp8",
+        spec_method="none",
+        disagg="true",
+        is_multinode="true",
+        prefill_num_workers="1",
+        prefill_tp="8",
+        prefill_ep="8",
+        prefill_dp_attention="true",
+        num_prefill_gpu="8",
+        decode_num_workers="2",
+        decode_tp="8",
+        decode_ep="8",
+        decode_dp_attention="true",
+        num_decode_gpu="16",
+        isl="1024",
+        osl="1024",
+        conc="2048",
+        image=FP8,
+        date="2026-02-23",
+        run_url="1/1",
+    )
+    rec.update({k: "0.1" for k in COLUMNS if k.startswith(("mean_", "median_", "p99_"))})
+    rec.update(kw)
+    return rec
+
+
+def _kw(rec: dict[str, str]) -> dict[str, Any]:
+    def stage(p: str) -> dict[str, int]:
+        gpus = int(rec[f"{p}_tp"])
+        return {
+            f"{p}_tp": gpus,
+            f"{p}_ep": int(rec[f"{p}_ep"]),
+            f"{p}_attention_dp": gpus if rec[f"{p}_dp_attention"] == "true" else 1,
+        }
+
+    return {**stage("prefill"), **stage("decode")}
+
+
+def test_attention_dp_stages_split_the_launch_over_their_ranks() -> None:
+    rec = _rec()
+    got, note = mori_launch(rec, _kw(rec))
+    # Prefill --max-running-requests 24 and --chunked-prefill-size 16384 x TP over 8 ranks;
+    # decode --max-running-requests 160 x TP over 8 ranks.
+    assert got == {"prefill_batch": 3, "decode_batch": 160, "max_num_batched_tokens": 16384}
+    assert "InferenceX@8d81e0bf4" in note
+
+
+def test_without_attention_dp_the_worker_caps_and_max_prefill_tokens() -> None:
+    rec = _rec(
+        date="2026-02-16", prefill_ep="1", prefill_dp_attention="false", decode_dp_attention="false"
+    )
+    got, note = mori_launch(rec, _kw(rec))
+    # Prefill 128 prompts, chunk 262144 bounded by SGLang's --max-prefill-tokens 16384; decode
+    # with EP and no DP 256 (both sglang_disagg versions in force on 2026-02-16 agree).
+    assert got == {"prefill_batch": 128, "decode_batch": 256, "max_num_batched_tokens": 16384}
+    assert "953f7c512" in note and "14606ff7c" in note
+    no_ep = _rec(date="2026-02-16", decode_ep="1", decode_dp_attention="false")
+    assert mori_launch(no_ep, _kw(no_ep))[0]["decode_batch"] == 128
+
+
+def test_versions_that_disagree_on_a_day_leave_that_value_out() -> None:
+    # 953f7c512 (to 2026-02-16) runs 256 x TP on attention-DP decode, 14606ff7c 160 x TP.
+    rec = _rec(date="2026-02-16")
+    got, note = mori_launch(rec, _kw(rec))
+    assert "decode_batch" not in got and got["prefill_batch"] == 3
+    assert "decode_batch not applied" in note
+    assert mori_launch(_rec(date="2026-02-15"), _kw(rec))[0]["decode_batch"] == 256
+
+
+def test_fp4_versions_by_image() -> None:
+    rec = _rec(precision="fp4", date="2026-03-13", image=FP4_0227_3, prefill_tp="4")
+    rec.update(prefill_ep="4", num_prefill_gpu="4")
+    # 4230b97ca: MORI_MAX_DISPATCH_TOKENS_PREFILL x TP over 4 ranks; 24 over 4.
+    got = mori_launch(rec, _kw(rec))[0]
+    assert got["max_num_batched_tokens"] == 16384 and got["prefill_batch"] == 6
+    # 4706e7009 (image 0227-2, to 2026-03-13): a fixed 16384 over 4 ranks.
+    old = {**rec, "image": FP4_0227_2}
+    assert mori_launch(old, _kw(old))[0]["max_num_batched_tokens"] == 4096
+
+
+def test_unread_launches_and_other_records_get_nothing() -> None:
+    for rec in (
+        _rec(date="2026-02-12"),  # sglang_disagg 21c60a1f9: not public
+        _rec(precision="fp4", date="2026-02-13", image=FP4_0227_2),
+        _rec(image="rocm/sgl-dev:other"),
+        _rec(hardware="b200"),
+        _rec(framework="sglang-disagg"),
+    ):
+        assert mori_launch(rec, _kw(rec)) == ({}, "")
+    assert all(ln.first <= ln.last for ln in LAUNCHES)
+
+
+def test_held_out_record_gets_the_caps() -> None:
+    row = read_record(_rec())
+    assert row.expressible, row.reason
+    assert (row.kwargs["prefill_batch"], row.kwargs["decode_batch"]) == (3, 160)
+    assert row.kwargs["engine_options"]["max_num_batched_tokens"] == 16384
+    assert any(a.startswith("MoRI launch") for a in row.assumptions)
