@@ -41,7 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpuscale.planner.serving import deployment
 from gpuscale.planner.serving.disagg_closed_loop import PrefillStage
-from gpuscale.validation.serving_rows import ServingRow, distinct, load
+from gpuscale.validation.serving_rows import ServingRow, load
+from gpuscale.validation.serving_runs import distinct
 from validate_serving import ROWS, predict
 
 

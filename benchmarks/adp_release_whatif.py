@@ -64,7 +64,8 @@ def one_iteration_release(
 
 
 def main() -> None:
-    from gpuscale.validation.serving_rows import distinct, load
+    from gpuscale.validation.serving_rows import load
+    from gpuscale.validation.serving_runs import distinct
     from validate_serving import ROWS, predict
 
     rows = [

@@ -11,7 +11,7 @@ does not. TPOT is the fingerprint: it needs no client setting, only which regime
 For every aggregated row read with fixed lengths that the cohort simulation answers with the
 engine's default scheduler, this prints per engine, version, model and GPU the median TPOT and
 TTFT error (and median signed bias) under both readings with the engine defaults (the launch
-options of ``serving_rows.launch_options`` left out, so the fingerprint does not depend on
+options of ``serving_launches.launch_options`` left out, so the fingerprint does not depend on
 them), the requests the measured TTFT holds beyond the staggered steady state by Little's law
 (``gap_rows.waiting_requests``), and the model's reading of the rows as it stands (launch
 options included: ``read``). Diagnostic only: nothing here changes the model, and the regime

@@ -8,7 +8,7 @@ only once a decode worker has admitted it (the decode executor returns the conte
 token when it schedules the request, ``PyExecutor._handle_first_token_response``), so a
 request that finds every decode slot taken waits in TTFT. The slots are the recipe's decode
 ``max_batch_size`` per attention-DP rank times the ranks times the decode workers
-(``serving_rows._decode_cap``: data/validation/serving/inferencex_disagg_recipes.csv).
+(``serving_recipes._decode_cap``: data/validation/serving/inferencex_disagg_recipes.csv).
 
 Little's law on a closed loop of ``C`` clients (each either before its first token or
 decoding): ``C = lam (TTFT + D)`` with ``D = (OSL - 1) x TPOT`` the decode time, and the
@@ -62,7 +62,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from disagg_ttft_parts import PARTS
 from gpuscale.costmodel.serving.iteration import IterationModel
-from gpuscale.validation.serving_rows import ServingRow, distinct, load
+from gpuscale.validation.serving_rows import ServingRow, load
+from gpuscale.validation.serving_runs import distinct
 from validate_serving import ROWS, predict
 
 SLOT_BOUND = 0.9

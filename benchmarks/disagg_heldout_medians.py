@@ -36,7 +36,7 @@ from gpuscale.validation.inferencex_api import (
     load_records,
     read_records,
 )
-from gpuscale.validation.serving_rows import RECIPES_FILE, load_recipes
+from gpuscale.validation.serving_recipes import RECIPES_FILE, load_recipes
 
 SERVING = DATA_DIR / "serving"
 LIGHT = 16

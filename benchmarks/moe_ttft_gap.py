@@ -51,14 +51,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpuscale import catalog
-from gpuscale.validation.serving_rows import (
-    INFERENCEX_SOURCES,
-    ServingRow,
-    distinct,
-    load,
-    measured_day,
-    served_model,
-)
+from gpuscale.validation.serving_fields import INFERENCEX_SOURCES, measured_day
+from gpuscale.validation.serving_rows import ServingRow, load
+from gpuscale.validation.serving_runs import distinct, served_model
 from validate_serving import ROWS, predict
 from warmup_split import warmup
 
@@ -71,7 +66,8 @@ LIGHT = 16
 """Concurrency up to which a deployment's gap is read as its constant."""
 HIGH = (32, 64)
 ROUNDS = 10
-"""InferenceX's client sends ``--num-prompts $((CONC * 10))`` (``serving_rows.INFERENCEX_ROUNDS``)."""
+"""InferenceX's client sends ``--num-prompts $((CONC * 10))``
+(``serving_clients.INFERENCEX_ROUNDS``)."""
 
 STREAM_INTERVAL = {
     ("trtllm", "DeepSeek"): 10,

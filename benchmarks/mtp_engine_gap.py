@@ -52,7 +52,7 @@ from gpuscale.validation.inferencex_sweeps import (
     load_scripts,
     load_sweeps,
 )
-from gpuscale.validation.serving_rows import RECIPES_FILE, load_recipes
+from gpuscale.validation.serving_recipes import RECIPES_FILE, load_recipes
 
 SERVING = DATA_DIR / "serving"
 TWIN_FIELDS = (

@@ -2,7 +2,7 @@
 
 Every InferenceX row whose run is known to have swept an MTP configuration (aggregated:
 ``gpuscale.validation.inferencex_sweeps``; disaggregated: the one srt-slurm MTP recipe at the
-row's concurrency, ``serving_rows._from_config``) is predicted twice: as an MTP deployment
+row's concurrency, ``serving_recipes._from_config``) is predicted twice: as an MTP deployment
 (``speculative="mtp"`` with the configuration's draft count and the published acceptance) and
 as the same deployment without speculation (what the model could say before). Prints mean and
 median absolute relative error and median bias of mean TTFT and TPOT per engine and mode, and
@@ -20,7 +20,8 @@ from typing import Any
 
 from gpuscale.api.serving import infer
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.serving_rows import ServingRow, distinct, load
+from gpuscale.validation.serving_rows import ServingRow, load
+from gpuscale.validation.serving_runs import distinct
 
 ROWS = DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv"
 

@@ -47,7 +47,7 @@ from gpuscale.validation.inferencex_sweeps import (
     load_scripts,
     load_sweeps,
 )
-from gpuscale.validation.serving_rows import RECIPES_FILE, load_recipes
+from gpuscale.validation.serving_recipes import RECIPES_FILE, load_recipes
 
 SERVING = DATA_DIR / "serving"
 DEEPEP_OPTIONS = ("moe_a2a_deepep", "decode_moe_a2a_deepep")

@@ -7,7 +7,7 @@ mean TTFT and mean TPOT separately, per engine and aggregated / disaggregated:
    model, formats, parallelism, launch settings, lengths, concurrency, MTP) measured in more than
    one run. Rows of one deployment that record the same TTFT and TPOT to the last digit are one
    run recorded twice and counted once (``serving_noise.runs``, the rule of
-   ``serving_rows.distinct``). Per group: the mean ``|y / geometric mean - 1|``,
+   ``serving_runs.distinct``). Per group: the mean ``|y / geometric mean - 1|``,
    the mean ``|ln(y_i / y_j)|`` over pairs, and the floor: the least mean ``|v - y| / y`` any
    single answer ``v`` makes on the group (what a perfect deterministic model still misses).
 2. **Order**: closed-loop sweeps of one deployment in one campaign (source and measured day):
@@ -42,7 +42,8 @@ from gpuscale.validation.serving_noise import (
     spread,
     sweeps,
 )
-from gpuscale.validation.serving_rows import distinct, distinct_columns, load, served_model
+from gpuscale.validation.serving_rows import load
+from gpuscale.validation.serving_runs import distinct, distinct_columns, served_model
 from validate_serving import ROWS, predict
 
 THRESHOLDS = (0.10, 0.25)
@@ -233,7 +234,7 @@ def main() -> None:
     copies = load(ROWS)
     rows = distinct(copies)
     # The rows before the run-level fold, so that the fold is counted here; ``runs`` folds them
-    # by the rule ``distinct`` does (``serving_rows.same_run``) and keeps the same record.
+    # by the rule ``distinct`` does (``serving_runs.same_run``) and keeps the same record.
     found = runs(distinct_columns(copies))
     folded = sum(len(r.rows) - 1 for r in found)
     print(

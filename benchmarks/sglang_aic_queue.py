@@ -9,7 +9,7 @@ requests per second with ``E2E = TTFT + (OSL - 1) TPOT`` from the row's means, a
 cap ``R`` below ``C`` gives ``W/S = (C - R) / R`` (each surplus request waits a whole request).
 
 What SGLang 0.5.6.post2 (the rows' version; read in the PyPI wheel ``sglang==0.5.6.post2``) can
-hold back, under the launch the model reads for each row (``serving_rows.aic_generator_launch``
+hold back, under the launch the model reads for each row (``serving_launches.aic_generator_launch``
 for the Dynamo 0.8.0 versions, the engine profile otherwise):
 
 * a running slot: ``--max-running-requests`` is the row's ``batch_size``, which equals ``C`` on
@@ -55,7 +55,8 @@ from gpuscale.api import infer
 from gpuscale.catalog.serving_engines import EngineProfile, engine
 from gpuscale.planner.serving.steady_state import prefill_batch_prompts
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.serving_rows import AIC_GAP_SOURCE, ServingRow, load
+from gpuscale.validation.serving_fields import AIC_GAP_SOURCE
+from gpuscale.validation.serving_rows import ServingRow, load
 
 ROWS = DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv"
 INIT_NEW_TOKEN_RATIO = 0.7

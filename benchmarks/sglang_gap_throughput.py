@@ -1,7 +1,8 @@
 """How many prompts per iteration the SGLang 0.5.6.post2 Llama-3.1-8B gap-analysis rows ran.
 
-Closed loop with fixed lengths (AIConfigurator's benchmark client, ``serving_rows.client_requests``):
-every client always has one request in the system, so by Little's law the engine completes
+Closed loop with fixed lengths (AIConfigurator's benchmark client,
+``serving_clients.client_requests``): every client always has one request in the system, so by
+Little's law the engine completes
 ``C / E2E`` requests per second, ``E2E = TTFT + (OSL - 1) TPOT`` from the row's own means. With
 ``--enable-mixed-chunk`` every iteration steps every running decode once (SGLang scheduler
 ``get_next_batch_to_run``: one new prefill batch, mixed with the running batch), so a decoding
@@ -24,7 +25,8 @@ none, so a row above a bound is one that reading cannot produce at all.
 from __future__ import annotations
 
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.serving_rows import AIC_PREFILL_SLACK, load
+from gpuscale.validation.serving_launches import AIC_PREFILL_SLACK
+from gpuscale.validation.serving_rows import load
 
 ROWS = DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv"
 CHUNK = 8192

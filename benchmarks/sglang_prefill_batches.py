@@ -5,7 +5,7 @@ AIConfigurator's SGLang 0.5.6.post2 gap-analysis rows (``aiconfigurator_silicon_
 ``source_file=.../aic-auto-gap-analysis/...``) ran fixed lengths, so a round's ``C`` prompts
 arrive together on an engine with no decodes left, and the serving model reads them with
 AIConfigurator's generator launch (``--max-prefill-tokens isl + 1500``, radix cache on:
-``serving_rows.aic_generator_launch``). How many of those prompts share a prefill batch depends
+``serving_launches.aic_generator_launch``). How many of those prompts share a prefill batch depends
 on SGLang's ``PrefillAdder.add_one_req`` (``managers/schedule_policy.py``):
 
 - 0.5.x (the rows' version): a request whose prompt reaches what is left of the limit waits,
@@ -33,7 +33,9 @@ import sys
 
 from gpuscale.api.serving import infer
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.serving_rows import AIC_PREFILL_SLACK, distinct, load
+from gpuscale.validation.serving_launches import AIC_PREFILL_SLACK
+from gpuscale.validation.serving_rows import load
+from gpuscale.validation.serving_runs import distinct
 
 ROWS = DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv"
 

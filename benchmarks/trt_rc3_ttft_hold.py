@@ -61,12 +61,8 @@ from gpuscale.api.serving import infer
 from gpuscale.catalog.serving_engines import EngineProfile
 from gpuscale.planner.serving import cohort_sim, deployment
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.serving_rows import (
-    AIC_PREFILL_SLACK,
-    AIC_TRT_FREE_MEMORY_FRACTION,
-    ServingRow,
-    load,
-)
+from gpuscale.validation.serving_launches import AIC_PREFILL_SLACK, AIC_TRT_FREE_MEMORY_FRACTION
+from gpuscale.validation.serving_rows import ServingRow, load
 
 FIT_OSL = (128, 256, 512)
 """The grid's output lengths: a span fit needs all three."""

@@ -17,14 +17,15 @@ Each measurement counts once: 134 rows repeat an earlier row's deployment, load 
 TTFT/TPOT to the last digit (the InferenceX exports of 2026-03-25 and 2026-04-06 and
 AIConfigurator's db-dump carry the same runs), and 30 rows of two gap-analysis files repeat the
 2026-04-06 export to 0.01 ms (``serving_rows.rounded_copies``; read as those runs)
-(``serving_rows.distinct``); ``--every-copy`` counts each copy.
+(``serving_runs.distinct``); ``--every-copy`` counts each copy.
 
 Disaggregated rows whose worker counts are not stated (and that have no twin row naming them,
 nor a single entry of the InferenceX configuration they ran from)
 are not expressible: they are counted apart, never in the ``disagg`` figures; the ``disagg-guess``
 lines show them predicted with one worker of each kind, for comparison only. Aggregated rows whose
-recorded concurrency is the client's cap, not the engine's load (``serving_rows.client_cap_only``),
-are counted apart the same way, on ``agg-guess`` lines predicted as recorded.
+recorded concurrency is the client's cap, not the engine's load
+(``serving_clients.client_cap_only``), are counted apart the same way, on ``agg-guess`` lines
+predicted as recorded.
 """
 
 from __future__ import annotations
@@ -43,15 +44,9 @@ from gpuscale.costmodel.profile import load_profile
 from gpuscale.errors import InputError
 from gpuscale.specs.training import Inference
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.serving_rows import (
-    ENGINES,
-    NOT_EXPRESSIBLE,
-    SYSTEMS,
-    ServingRow,
-    distinct,
-    load,
-    parallelism,
-)
+from gpuscale.validation.serving_fields import ENGINES, SYSTEMS, parallelism
+from gpuscale.validation.serving_rows import NOT_EXPRESSIBLE, ServingRow, load
+from gpuscale.validation.serving_runs import distinct
 
 ROWS = DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv"
 STATIC_WEIGHTS = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "int4", "int4_wo": "int4", "": "bf16"}
@@ -173,7 +168,7 @@ def main() -> None:
         "--every-copy",
         action="store_true",
         help="count a measurement once per row that repeats it (by default each measurement once: "
-        "gpuscale.validation.serving_rows.distinct)",
+        "gpuscale.validation.serving_runs.distinct)",
     )
     ap.add_argument(
         "--classes",

@@ -60,7 +60,8 @@ from gpuscale.validation.inferencex_sweeps import (
     load_scripts,
     load_sweeps,
 )
-from gpuscale.validation.serving_rows import RECIPES_FILE, load, load_recipes
+from gpuscale.validation.serving_recipes import RECIPES_FILE, load_recipes
+from gpuscale.validation.serving_rows import load
 
 SERVING = DATA_DIR / "serving"
 RECORDS = SERVING / API_FILE

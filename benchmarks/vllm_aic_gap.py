@@ -22,7 +22,7 @@ per-iteration terms (diagnostic only; nothing here is read by the model):
   replacement (``DatasetManager._return_any_conversation``, aiperf db4f6397, 2025-10) or in
   shuffled passes (``DATASET_SAMPLING_STRATEGY = SHUFFLE`` in later aiperf); vLLM V1 caches
   prefixes by default. The share of the measured requests (after ``2 C`` warm-up, the count
-  the row states: ``serving_rows.client_requests``, ``10 C`` for these rows, the eval runner of
+  the row states: ``serving_clients.client_requests``, ``10 C`` for these rows, the eval runner of
   their date, which also passes ``--num-dataset-entries 12*C``, :data:`EVAL_DATASET_ROUNDS`)
   whose prompt was sent before, under each, and the model's KV pool over the dataset's
   prompts' footprint (whether a repeat can still be cached). The rows do not record the
@@ -61,13 +61,9 @@ from gpuscale.costmodel.serving.iteration import (
 from gpuscale.planner.serving.cohort_sim import BENCHMARK_ROUNDS
 from gpuscale.planner.serving.deployment import _iteration_model
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.serving_rows import (
-    AIC_CLIENT_ERAS,
-    AIC_GAP_SOURCE,
-    ServingRow,
-    aic_client_rounds,
-    load,
-)
+from gpuscale.validation.serving_clients import AIC_CLIENT_ERAS, aic_client_rounds
+from gpuscale.validation.serving_fields import AIC_GAP_SOURCE
+from gpuscale.validation.serving_rows import ServingRow, load
 
 ROWS = DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv"
 AIPERF_DATASET_ENTRIES = 100
@@ -82,7 +78,7 @@ warm-up and measured request (``2*C + 10*C``)."""
 
 def client_of(row: ServingRow) -> tuple[float, int]:
     """Measured rounds and dataset entries of the row's client: the count it states
-    (``serving_rows.aic_client_rounds``) and, for the eval runner's 10 rounds, its ``12*C``
+    (``serving_clients.aic_client_rounds``) and, for the eval runner's 10 rounds, its ``12*C``
     entries; else aiperf's defaults (:data:`BENCHMARK_ROUNDS`, 100 entries)."""
     rounds = aic_client_rounds(row.raw)
     if rounds == AIC_CLIENT_ERAS[0][1]:

@@ -34,7 +34,8 @@ from typing import Any
 
 from gpuscale.api.serving import MAX_NUM_REQUESTS, infer
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.serving_rows import ServingRow, distinct, load
+from gpuscale.validation.serving_rows import ServingRow, load
+from gpuscale.validation.serving_runs import distinct
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gap_rows import STAGGER_CV

@@ -29,13 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpuscale import catalog
-from gpuscale.validation.serving_rows import (
-    INFERENCEX_SOURCES,
-    ServingRow,
-    distinct,
-    load,
-    sa_bench,
-)
+from gpuscale.validation.serving_fields import INFERENCEX_SOURCES, sa_bench
+from gpuscale.validation.serving_rows import ServingRow, load
+from gpuscale.validation.serving_runs import distinct
 from validate_serving import ROWS, predict
 
 LIGHT = 64

@@ -24,7 +24,8 @@ def _num(pattern: str, text: str) -> float:
 def test_trtllm_deepseek_gap_is_neither_prefill_rate_nor_engine_time() -> None:
     out = run_benchmark("moe_ttft_gap", "--engines", "trtllm", "--model", "DeepSeek-R1$")
     assert out.returncode == 0, out.stderr
-    # the runs of 2025-11-02 launched --ep_size=$TP (serving_rows.INFERENCEX_TRT_EP_FROM_CONFIG)
+    # the runs of 2025-11-02 launched --ep_size=$TP
+    # (serving_launches.INFERENCEX_TRT_EP_FROM_CONFIG)
     block = _block(out.stdout, "== trtllm - DeepSeek h200 tp8 ep8 dp1 measured 2025-11-02")
     # ~150-220 ms a request at c <= 16, at 1k and at 8k prompts alike
     const = _num(r"const (\d+) ms", block)
@@ -70,7 +71,7 @@ def test_no_matching_rows_says_so() -> None:
 
 def test_the_model_filter_reads_the_db_dump_r1_runs_as_r1() -> None:
     # AIConfigurator's db-dump labels InferenceX's DeepSeek-R1 runs DeepSeek-V3
-    # (serving_rows.served_model): config 181 (2025-12-15) is an R1 deployment.
+    # (serving_runs.served_model): config 181 (2025-12-15) is an R1 deployment.
     out = run_benchmark("moe_ttft_gap", "--engines", "trtllm", "--model", "DeepSeek-R1$")
     assert out.returncode == 0, out.stderr
     assert "== trtllm 1.1.0rc2.post2 DeepSeek h200 tp8 ep8 dp1 measured 2025-12-15" in out.stdout

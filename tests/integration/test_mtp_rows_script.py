@@ -28,7 +28,7 @@ def test_mtp_rows_tpot_error_falls_with_speculation() -> None:
     # disaggregated SGLang (branch disagg-read: the H200 c1 MTP recipe at 13, and the SGLang
     # rows whose one entry is an MTP recipe whose file gives its draft steps). Each run counts
     # once: the gap-analysis and db-dump records of an InferenceX run are folded
-    # (``serving_rows.distinct``).
+    # (``serving_runs.distinct``).
     assert got[("all MTP rows", "after")][0] == 46
     assert got[("agg trtllm", "after")][0] == 22 and got[("disagg trtllm", "after")][0] == 20
     assert got[("disagg sglang", "after")][0] == 4

@@ -60,7 +60,7 @@ def test_excess_splits_ttft_into_a_prompt_independent_part_and_a_rate() -> None:
     # TensorRT-LLM and SGLang MoE deployments keep 150-500 ms of it, vLLM's dense Llama runs
     # under 50 ms on every TP; the docs quote this split.
     # (InferenceX's TensorRT-LLM DeepSeek-R1 runs of 2025-11-02 launched --ep_size=$TP:
-    # serving_rows.INFERENCEX_TRT_EP_FROM_CONFIG.)
+    # serving_launches.INFERENCEX_TRT_EP_FROM_CONFIG.)
     for key in (("sglang", "DeepSeek-R1", 8, 1), ("trtllm", "DeepSeek-R1", 8, 8)):
         assert 150.0 < float(by[key][8]) < 500.0, by[key]
     llama = [r for k, r in by.items() if k[0] == "vllm" and k[1] == "Llama-3.1-70B"]

@@ -10,7 +10,8 @@ from types import ModuleType
 import pytest
 
 from gpuscale.planner.serving import deployment
-from gpuscale.validation.serving_rows import distinct, load
+from gpuscale.validation.serving_rows import load
+from gpuscale.validation.serving_runs import distinct
 from tests.benchmark_scripts import load_benchmark
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "adp_prefill_ranks.py"

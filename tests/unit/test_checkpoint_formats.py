@@ -15,7 +15,8 @@ from gpuscale import catalog
 from gpuscale.catalog.hf_config import checkpoint_weights
 from gpuscale.costmodel.serving.formats import FORMATS, weight_format
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.serving_rows import read_rows, weights
+from gpuscale.validation.serving_fields import weights
+from gpuscale.validation.serving_rows import read_rows
 
 ROWS = DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv"
 

@@ -39,13 +39,10 @@ from gpuscale.validation.inferencex_sweeps import (
     load_scripts,
     load_sweeps,
 )
-from gpuscale.validation.serving_rows import (
-    INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS,
-    RECIPES_FILE,
-    load,
-    load_recipes,
-    uniform_lengths,
-)
+from gpuscale.validation.serving_clients import uniform_lengths
+from gpuscale.validation.serving_launches import INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS
+from gpuscale.validation.serving_recipes import RECIPES_FILE, load_recipes
+from gpuscale.validation.serving_rows import load
 
 SERVING = DATA_DIR / "serving"
 RECIPES = load_recipes(SERVING / RECIPES_FILE)
@@ -179,7 +176,7 @@ def test_attention_dp_spans_the_engine_and_trt_balances_it() -> None:
     )
     kw = row.kwargs
     assert (kw["engine"], kw["tp"], kw["ep"], kw["attention_dp"]) == ("tensorrt-llm", 8, 8, 8)
-    # serving_rows.launch_options: InferenceX launches TensorRT-LLM attention DP balanced.
+    # serving_launches.launch_options: InferenceX launches TensorRT-LLM attention DP balanced.
     assert kw["adp_balance_timeout_iters"] == INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS
     plain = read_record(_agg(hardware="b200", framework="trt", tp="8", ep="8", image=""))
     assert "adp_balance_timeout_iters" not in plain.kwargs
@@ -195,7 +192,7 @@ def test_aggregated_gpus_are_the_tp_label_not_the_tp_x_ep_total() -> None:
 def test_h200_sglang_launch_of_its_script_date() -> None:
     rec = _agg(hardware="h200", precision="fp8", tp="8", date="2026-03-10")
     opts = read_record(rec).kwargs["engine_options"]
-    # serving_rows.INFERENCEX_LAUNCHES: dsr1_fp8_h200.sh from 41aff0afc (2026-03-06)
+    # serving_launches.INFERENCEX_LAUNCHES: dsr1_fp8_h200.sh from 41aff0afc (2026-03-06)
     assert opts["memory_fraction"] == 0.82 and opts["max_num_batched_tokens"] == 32768
     before = read_record({**rec, "date": "2026-02-01"})
     assert "engine_options" not in before.kwargs
@@ -229,7 +226,7 @@ def test_disaggregated_workers_client_and_kv() -> None:
     assert kw["prefill_attention_dp"] == 4
     assert (kw["decode_workers"], kw["decode_tp"], kw["decode_ep"]) == (2, 8, 8)
     assert kw["decode_attention_dp"] == 1
-    # sa-bench: 5 rounds of C (serving_rows.SA_BENCH_ROUNDS); recipes' FP8 KV for TensorRT-LLM.
+    # sa-bench: 5 rounds of C (serving_clients.SA_BENCH_ROUNDS); recipes' FP8 KV for TensorRT-LLM.
     assert kw["num_requests"] == 5 * 64 and kw["kv_dtype"] == "fp8"
     assert "tp" not in kw and kw["weights"] == "nvfp4"
 

@@ -20,7 +20,7 @@ from gpuscale.validation.inferencex_multinode import (
     load_multinode_recipes,
     multinode_draft_tokens,
 )
-from gpuscale.validation.serving_rows import RECIPES_FILE, load_recipes
+from gpuscale.validation.serving_recipes import RECIPES_FILE, load_recipes
 
 SERVING = DATA_DIR / "serving"
 LINES = load_multinode_recipes(SERVING / MTP_RECIPES_FILE)

@@ -18,7 +18,7 @@ from gpuscale.validation.inferencex_multinode import (
     load_multinode_recipes,
     multinode_decode_cap,
 )
-from gpuscale.validation.serving_rows import RECIPES_FILE, load_recipes
+from gpuscale.validation.serving_recipes import RECIPES_FILE, load_recipes
 
 SERVING = DATA_DIR / "serving"
 LINES = load_multinode_recipes(SERVING / PLAIN_RECIPES_FILE)

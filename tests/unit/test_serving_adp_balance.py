@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from gpuscale.api import InputError, infer
 from gpuscale.planner.serving.steady_state import adp_balance_wait_s
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.serving_rows import INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS, load
+from gpuscale.validation.serving_launches import INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS
+from gpuscale.validation.serving_rows import load
 
 
 def _wait(rate: float, ranks: int, timeout: float) -> float:

@@ -101,7 +101,9 @@ def test_the_8k_c64_adp_rows_read_the_scripts_budget_without_chunking() -> None:
     ``enable_chunked_prefill`` (the LLM API default, False): one 6.6-8.2k prompt per rank and
     iteration."""
     from gpuscale.validation import DATA_DIR
-    from gpuscale.validation.serving_rows import distinct, load, measured_day
+    from gpuscale.validation.serving_fields import measured_day
+    from gpuscale.validation.serving_rows import load
+    from gpuscale.validation.serving_runs import distinct
 
     rows = [
         r

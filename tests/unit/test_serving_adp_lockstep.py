@@ -22,7 +22,8 @@ from gpuscale.planner.serving.adp_lockstep import (
 )
 from gpuscale.planner.serving.deployment import _iteration_model
 from gpuscale.planner.serving.steady_state import iteration_mix
-from gpuscale.validation.serving_rows import distinct, load
+from gpuscale.validation.serving_rows import load
+from gpuscale.validation.serving_runs import distinct
 from tests.benchmark_scripts import load_benchmark
 
 VALIDATE = Path(__file__).resolve().parents[2] / "benchmarks" / "validate_serving.py"

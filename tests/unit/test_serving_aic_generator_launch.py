@@ -1,17 +1,17 @@
 """AIConfigurator gap-analysis rows at Dynamo 0.8.0 engine versions read with the launch its
-generator writes (``serving_rows.aic_generator_launch``)."""
+generator writes (``serving_launches.aic_generator_launch``)."""
 
 from __future__ import annotations
 
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.serving_rows import (
-    AIC_GAP_SOURCE,
+from gpuscale.validation.serving_fields import AIC_GAP_SOURCE
+from gpuscale.validation.serving_launches import (
     AIC_GENERATOR_VERSIONS,
     AIC_PREFILL_SLACK,
     AIC_TRT_FREE_MEMORY_FRACTION,
     aic_generator_launch,
-    load,
 )
+from gpuscale.validation.serving_rows import load
 
 ROWS = DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv"
 

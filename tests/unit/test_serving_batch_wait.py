@@ -1,5 +1,5 @@
 """TensorRT-LLM's batch waiting (``batch_wait_timeout_iters`` / ``batch_wait_max_tokens_ratio``)
-and the launch settings of InferenceX's aggregated runs (``serving_rows.launch_options``)."""
+and the launch settings of InferenceX's aggregated runs (``serving_launches.launch_options``)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,15 @@ from hypothesis import strategies as st
 from gpuscale.api import InputError, infer
 from gpuscale.planner.serving.steady_state import batch_wait
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.serving_rows import (
+from gpuscale.validation.serving_launches import (
     AIC_GENERATOR_VERSIONS,
     INFERENCEX_DSR1_TRT_MEMORY_FRACTION,
     INFERENCEX_GPTOSS_TRT,
     INFERENCEX_LAUNCHES,
     INFERENCEX_LLAMA70B_TRT_BATCH_WAIT,
     INFERENCEX_LLAMA70B_TRT_MAX_NUM_TOKENS,
-    load,
-    read_rows,
 )
+from gpuscale.validation.serving_rows import load, read_rows
 
 ROWS = DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv"
 
@@ -157,7 +156,7 @@ def test_inferencex_llama70b_rows_carry_their_launch_scripts() -> None:
         assert r.kwargs["engine_options"] == {"overlap_scheduler": True}
     # Only rows whose launch was read get options: InferenceX rows of a launch script read, and
     # AIConfigurator gap-analysis rows at the Dynamo 0.8.0 engine versions its generator
-    # templated (serving_rows.aic_generator_launch). Rounded copies of InferenceX rows are read
+    # templated (serving_launches.aic_generator_launch). Rounded copies of InferenceX rows are read
     # as their originals (serving_rows.rounded_copies).
     others = [
         r for r in load(ROWS) if r not in rows and "engine_options" in r.kwargs and not r.copy_of

@@ -1,5 +1,5 @@
 """The benchmark length a fixed-length row states: AIConfigurator's client of the row's date
-(``serving_rows.aic_client_rounds``), read by the one rule of the model
+(``serving_clients.aic_client_rounds``), read by the one rule of the model
 (``deployment.measured_requests`` / ``benchmark_rounds``)."""
 
 from __future__ import annotations
@@ -23,13 +23,9 @@ from gpuscale.planner.serving.deployment import (
 )
 from gpuscale.planner.serving.steady_state import Workload
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.serving_rows import (
-    AIC_CLIENT_ERAS,
-    AIC_GAP_SOURCE,
-    aic_client_rounds,
-    client_requests,
-    load,
-)
+from gpuscale.validation.serving_clients import AIC_CLIENT_ERAS, aic_client_rounds, client_requests
+from gpuscale.validation.serving_fields import AIC_GAP_SOURCE
+from gpuscale.validation.serving_rows import load
 
 ROWS = DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv"
 FIXED = Workload(input_len=1024, output_len=128)

@@ -22,7 +22,8 @@ from gpuscale.costmodel.serving.iteration import IterationModel, Parallelism, ex
 from gpuscale.errors import InputError
 from gpuscale.planner.serving.deployment import _iteration_model
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.serving_rows import engine_version_options, load
+from gpuscale.validation.serving_launches import engine_version_options
+from gpuscale.validation.serving_rows import load
 
 QWEN = "Qwen/Qwen3-235B-A22B-FP8"
 

@@ -12,20 +12,17 @@ from hypothesis import strategies as st
 
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.inferencex_memory import MEM_FRACTIONS_FILE, load_fractions
-from gpuscale.validation.serving_rows import (
+from gpuscale.validation.serving_export_agreement import export_field_agreement
+from gpuscale.validation.serving_recipes import (
     EXPORT_FIELDS,
     EXPORT_RELIABLE,
-    NOT_EXPRESSIBLE,
-    RECIPE,
     RECIPES_FILE,
     _export_candidates,
     entry_draft_tokens,
-    export_field_agreement,
-    load,
     load_recipes,
-    read_rows,
     recipe_draft_tokens,
 )
+from gpuscale.validation.serving_rows import NOT_EXPRESSIBLE, RECIPE, load, read_rows
 
 from .test_serving_rows import _row
 

@@ -108,7 +108,7 @@ def test_wait_grows_with_load(service: float, rate: float) -> None:
 
 def _disagg(prefill_adp: int, concurrency: int = 36) -> dict[str, object]:
     # The H200 1k/1k recipe c4_ctx1_gen9_tep8_batch256 (srt-slurm), sa-bench lengths; the
-    # recipe's kv_cache_config dtype fp8 (serving_rows.disagg_kv_dtype).
+    # recipe's kv_cache_config dtype fp8 (serving_launches.disagg_kv_dtype).
     return infer(
         "deepseek-ai/DeepSeek-R1",
         gpu="h200-sxm",

@@ -21,15 +21,8 @@ from gpuscale.validation.serving_noise import (
     spread,
     sweeps,
 )
-from gpuscale.validation.serving_rows import (
-    RECIPE,
-    STATED,
-    TWIN,
-    ServingRow,
-    distinct,
-    distinct_columns,
-    load,
-)
+from gpuscale.validation.serving_rows import RECIPE, STATED, TWIN, ServingRow, load
+from gpuscale.validation.serving_runs import distinct, distinct_columns
 
 
 def _serving_row(

@@ -10,19 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.serving_rows import (
-    NOT_EXPRESSIBLE,
-    RECIPE,
-    RECIPES_FILE,
-    STATED,
-    TWIN,
-    client_lengths,
-    client_requests,
-    load,
-    load_recipes,
-    read_rows,
-    uniform_lengths,
-)
+from gpuscale.validation.serving_clients import client_lengths, client_requests, uniform_lengths
+from gpuscale.validation.serving_recipes import RECIPES_FILE, load_recipes
+from gpuscale.validation.serving_rows import NOT_EXPRESSIBLE, RECIPE, STATED, TWIN, load, read_rows
 
 ROWS = DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv"
 
@@ -349,7 +339,7 @@ def test_client_lengths_by_source() -> None:
         assert client_requests(d, 36) == {"num_requests": 5 * 36}
     assert client_requests(infx, 36) == {"num_requests": 10 * 36}
     # GB200 Dynamo-TensorRT-LLM before srt-slurm: Dynamo's bench.sh, MULTI_ROUND 8; MI355X
-    # MoRI-SGLang: its launchers' bench.sh, 10 x C (serving_rows.disagg_client_rounds).
+    # MoRI-SGLang: its launchers' bench.sh, 10 x C (serving_clients.disagg_client_rounds).
     dyn = {**disagg, "system": "gb200", "backend": "trtllm"}
     day = "source_file=2026-04-06.csv; silicon_concurrency=36; measured={}"
     assert client_requests({**dyn, "silicon_data_source": day.format("2025-12-19")}, 36) == {
@@ -511,13 +501,12 @@ def test_other_runs_keep_their_recorded_concurrency(change: dict[str, str]) -> N
 
 def test_distinct_counts_a_measurement_repeated_in_later_exports_once() -> None:
     from gpuscale.validation import DATA_DIR
-    from gpuscale.validation.serving_rows import (
+    from gpuscale.validation.serving_rows import ServingRow, load
+    from gpuscale.validation.serving_runs import (
         PROVENANCE,
-        ServingRow,
         deployment_key,
         distinct,
         distinct_columns,
-        load,
         same_measurement,
     )
 
@@ -601,7 +590,7 @@ def _gap_copy(**kw: str) -> dict[str, str]:
 
 
 def test_rounded_copy_is_read_as_its_original_and_counted_once() -> None:
-    from gpuscale.validation.serving_rows import distinct
+    from gpuscale.validation.serving_runs import distinct
 
     export, copy = read_rows([_export(), _gap_copy()])
     # Read as fixed lengths before: the copy's source names no client.
@@ -814,7 +803,7 @@ _FIELD_VALUE = st.text(
 
 @given(st.dictionaries(_FIELD_KEY, _FIELD_VALUE, max_size=6), st.dates())
 def test_source_fields_read_back_what_was_written(fields: dict[str, str], day: object) -> None:
-    from gpuscale.validation.serving_rows import measured_day, source_fields
+    from gpuscale.validation.serving_fields import measured_day, source_fields
 
     stamp = f"{day}T07:59:49.000Z"
     fields = {k: v for k, v in fields.items() if k != "measured"}

@@ -30,7 +30,7 @@ from gpuscale.validation.inferencex_memory import (
     load_fractions,
     stated_fraction,
 )
-from gpuscale.validation.serving_rows import RECIPES_FILE, load_recipes
+from gpuscale.validation.serving_recipes import RECIPES_FILE, load_recipes
 
 H200_MIB = 143771.0  # nvidia-smi memory.total of an H200 SXM
 H100_MIB = 81559.0

@@ -142,7 +142,7 @@ class EngineProfile:
     9.0 or 10.0; MoE tensor parallelism below 8) computed at the worst-case contiguous layout,
     ``M x top-k + local experts x 127`` rows, at every batch size
     (``IterationModel.moe_worst_case_tail_rows``). A version's behaviour, set per row by
-    ``serving_rows.engine_version_options``; False in the profile (later vLLM versions pick
+    ``serving_launches.engine_version_options``; False in the profile (later vLLM versions pick
     other MoE kernels, ``profiles/vllm.yaml``)."""
     moe_dp_communication: MoeDpCommunication = "all_to_all"
     """How the MoE layers move tokens between attention-DP ranks. ``all_to_all``: each token's

@@ -13,7 +13,7 @@ exports leave out (``gpuscale.validation.serving_rows``: the ``twin``/``recipe``
 not guessed here. The rest is read with the rules ``serving_rows`` already applies to InferenceX
 runs, called on the record written in that module's row schema (:func:`as_serving_row`):
 the client's lengths and request count (``client_lengths``, ``client_requests``: uniform over
-[0.8 L, L], 10 x C requests; disaggregated, the count of the launch's client, ``serving_rows.
+[0.8 L, L], 10 x C requests; disaggregated, the count of the launch's client, ``serving_clients.
 disagg_client_rounds``: sa-bench's 5 x C, Dynamo's 8 x C, MoRI's 10 x C), the single-node launch
 options of its InferenceX scripts (``launch_options``: TensorRT-LLM attention-DP balancing, the
 H200 DeepSeek-R1 TensorRT-LLM and SGLang scripts by date), the H200 TensorRT-LLM MTP sweeps
@@ -56,26 +56,29 @@ from gpuscale.validation.inferencex_sweeps import (
     script_draft_tokens,
     speculative_reading,
 )
-from gpuscale.validation.serving_rows import (
+from gpuscale.validation.serving_clients import client_lengths, client_requests
+from gpuscale.validation.serving_fields import (
     DB_DUMP,
     ENGINES,
     INFERENCEX_SOURCES,
-    Recipes,
-    ServingRow,
-    _candidates,
-    _decode_cap,
-    add_engine_options,
-    client_lengths,
-    client_requests,
     concurrency,
-    disagg_kv_dtype,
-    engine_version_options,
-    entry_draft_tokens,
-    launch_options,
     measured_day,
     parallelism,
+)
+from gpuscale.validation.serving_launches import (
+    add_engine_options,
+    disagg_kv_dtype,
+    engine_version_options,
+    launch_options,
     stated_memory,
 )
+from gpuscale.validation.serving_recipes import (
+    Recipes,
+    _candidates,
+    _decode_cap,
+    entry_draft_tokens,
+)
+from gpuscale.validation.serving_rows import ServingRow
 
 API_FILE = "inferencex_api_dsr1.csv"
 APP_REPO = "SemiAnalysisAI/InferenceX-app"
@@ -172,7 +175,7 @@ FP4 = {"nvidia": "nvfp4", "amd": "mxfp4"}
 SOURCE_TAG = f"{DB_DUMP}inferencex-app-api@{APP_COMMIT[:9]}"
 """``silicon_data_source`` of a record written as a ``serving_rows`` row: the app's API serves
 InferenceX's results database, the database AIConfigurator's ``db-dump/`` rows copy
-(``serving_rows.INFERENCEX_SOURCES``), so ``serving_rows`` treats it as a run of InferenceX's
+(``serving_fields.INFERENCEX_SOURCES``), so ``serving_rows`` treats it as a run of InferenceX's
 workflow and client."""
 
 EXPRESSIBLE, NOT_EXPRESSIBLE = "expressible", "not expressible"
@@ -520,9 +523,10 @@ def read_record(
     (``inferencex_multinode.load_multinode_recipes`` of ``MTP_RECIPES_FILE``) that of a
     disaggregated MTP record the H100/H200 recipes table ``recipes`` does not match;
     ``fractions`` (``inferencex_memory.load_fractions``) the ``--mem-fraction-static`` its SGLang
-    launch stated (``serving_rows.stated_memory``); ``plain_recipes`` (``inferencex_multinode``'s
-    ``PLAIN_RECIPES_FILE``; None: the project's, ``[]``: none) the decode cap of a non-MTP
-    disaggregated record that ``recipes`` gives none, with ``inferencex_decode_caps``' table."""
+    launch stated (``serving_launches.stated_memory``); ``plain_recipes``
+    (``inferencex_multinode``'s ``PLAIN_RECIPES_FILE``; None: the project's, ``[]``: none) the
+    decode cap of a non-MTP disaggregated record that ``recipes`` gives none, with
+    ``inferencex_decode_caps``' table."""
     mode = "disagg" if rec["disagg"] == "true" else "agg"
     engine = FRAMEWORKS.get(rec["framework"], rec["framework"])
     if rec["model"] not in MODELS:
@@ -751,8 +755,8 @@ def seen_index(rows: Sequence[ServingRow]) -> dict[str, list[ServingRow]]:
 
 def _deployment(row: ServingRow) -> tuple[int, ...]:
     """What every InferenceX record of the project's data states reliably about its deployment:
-    aggregated, the GPUs and attention-DP width (``serving_rows.parallelism``); disaggregated,
-    the prefill TP and EP labels (``serving_rows.EXPORT_RELIABLE``)."""
+    aggregated, the GPUs and attention-DP width (``serving_fields.parallelism``); disaggregated,
+    the prefill TP and EP labels (``serving_recipes.EXPORT_RELIABLE``)."""
     r = row.raw
     if r["mode"] == "agg":
         p = parallelism(r)

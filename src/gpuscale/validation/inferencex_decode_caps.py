@@ -4,7 +4,7 @@ B200, B300, GB200 and GB300.
 A held-out disaggregated record (``inferencex_api``) states its deployment (per stage workers,
 ``tp``, ``ep``, ``dp_attention``) but not the decode engines' ``max_batch_size``. A TensorRT-LLM
 decode worker holds at most that many requests per attention rank; the rest wait after their
-prefill, and the wait is part of TTFT (the rule ``serving_rows._decode_cap`` applies to the
+prefill, and the wait is part of TTFT (the rule ``serving_recipes._decode_cap`` applies to the
 H100/H200 rows). InferenceX ran most of these recipes at 1.05-1.5 times their decode slots (e.g.
 ``gb300-fp8/1k1k/stp/ctx2_gen1_dep16_batch128_eplb0_mtp0_2253``: 16 ranks x 128 = 2,048 slots
 for 2,253 clients), so without the cap every such record is read as one with no slot queue.
@@ -26,7 +26,7 @@ until InferenceX #919 ("Fix nvidia-master.yaml metadata to align with recipe fil
 f316a0ef6, 2026-03-23) relabelled them, e.g. ``gb200-fp4/8k1k/stp/ctx1_gen4_tep8_batch16`` was
 labelled decode ``dp-attn: true``; its recipe file runs ``enable_attention_dp: false``. A
 record carries the label of its day, so the decode attention DP is taken from the name, as
-``serving_rows._decode_cap`` takes the prefill's from the H200 recipes.
+``serving_recipes._decode_cap`` takes the prefill's from the H200 recipes.
 """
 
 from __future__ import annotations

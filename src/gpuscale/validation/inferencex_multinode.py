@@ -179,7 +179,7 @@ def recipes_decode_cap(
         ]
     (cap,) = caps
     # The decode engine admits at most this many requests per attention rank; the rest wait
-    # after their prefill, inside TTFT (as serving_rows._decode_cap reads the H100/H200 recipes:
+    # after their prefill, inside TTFT (as serving_recipes._decode_cap reads the H100/H200 recipes:
     # TensorRT-LLM max_batch_size, SGLang max-running-requests / dp-size).
     out: dict[str, Any] = {"decode_batch": cap}
     notes = [f"decode cap {cap} per attention rank ({recipes})"]

@@ -15,7 +15,7 @@ Two limits on the mean absolute relative error ``|predicted - measured| / measur
 
 The same run recorded twice is one measurement, not a repeat: rows of one deployment that
 record the same TTFT and TPOT to the last digit (:data:`serving_rows.TWIN_RTOL`) are one
-:class:`Run` (:func:`serving_rows.same_run`, the rule :func:`serving_rows.distinct` counts by).
+:class:`Run` (:func:`serving_runs.same_run`, the rule :func:`serving_runs.distinct` counts by).
 """
 
 from __future__ import annotations
@@ -32,18 +32,14 @@ from numpy.typing import ArrayLike
 
 from gpuscale import catalog
 from gpuscale.errors import InputError
-from gpuscale.validation.serving_rows import (
-    ServingRow,
-    deployment_key,
-    measured_day,
-    same_run,
-    source_fields,
-)
+from gpuscale.validation.serving_fields import measured_day, source_fields
+from gpuscale.validation.serving_rows import ServingRow
+from gpuscale.validation.serving_runs import deployment_key, same_run
 
 METRICS = ("ttft", "tpot")
 CLIENT_ONLY = ("num_requests",)
 """Keyword arguments that describe the benchmark client's length of run, not the deployment:
-InferenceX measures ``10 x C`` requests (``serving_rows.INFERENCEX_ROUNDS``), so it changes with
+InferenceX measures ``10 x C`` requests (``serving_clients.INFERENCEX_ROUNDS``), so it changes with
 the concurrency of a sweep while the engine stays the same."""
 
 
@@ -103,8 +99,8 @@ def _arch(row: ServingRow) -> str:
 
 
 def runs(rows: Sequence[ServingRow]) -> list[Run]:
-    """The expressible ``rows`` as measurements: the records of one run (``serving_rows.same_run``,
-    the rule ``serving_rows.distinct`` keeps one record of each run by) are one :class:`Run`, its
+    """The expressible ``rows`` as measurements: the records of one run (``serving_runs.same_run``,
+    the rule ``serving_runs.distinct`` keeps one record of each run by) are one :class:`Run`, its
     best attested record first. A row that is not expressible has no known deployment and is left
     out."""
     out = []

@@ -39,7 +39,7 @@ its client states no count (``deployment.measured_requests``): today's AIConfigu
 095f58a51) calls ``aiperf profile --concurrency C --num-requests 20*C --warmup-request-count
 2*C``. A run of a stated count takes its own: AIConfigurator's eval runner measured ``10*C``
 from 2025-08-19 to its removal on 2026-03-03, the generator's template ``50*C`` from 2026-02-11
-to 2026-04-01 (``validation.serving_rows.AIC_CLIENT_ERAS``). Either client waits for every
+to 2026-04-01 (``validation.serving_clients.AIC_CLIENT_ERAS``). Either client waits for every
 warm-up response before its measured phase (aiperf docs/tutorials/warmup.md, "Grace Period";
 genai-perf's perf_analyzer ``ConcurrencyManager::PerformWarmup`` joins its warm-up workers,
 ``LoadManager::WaitForWarmupAndCleanup``), so the measured requests start from a drained

@@ -646,7 +646,7 @@ def decode_admission_s(
 def measured_requests(work: Workload, client: Client) -> int:
     """Requests the benchmark measures: the client's ``num_requests`` when it states one (e.g.
     InferenceX's ``--num-prompts $((CONC * 10))``, AIConfigurator's eval runner's
-    ``--request-count 10*C``: ``validation.serving_rows.client_requests``). Unstated: a
+    ``--request-count 10*C``: ``validation.serving_clients.client_requests``). Unstated: a
     closed loop with fixed lengths measures :data:`BENCHMARK_ROUNDS` rounds of ``concurrency``
     (today's aiperf command of AIConfigurator's generator), any other client
     :data:`DEFAULT_REQUESTS`. The one rule the cohort simulation and the start burst read

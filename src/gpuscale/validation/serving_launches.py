@@ -1,0 +1,478 @@
+"""Engine options each measured serving row's launch set where they differ from the engine
+defaults: InferenceX's launch scripts (:data:`INFERENCEX_LAUNCHES` and its TensorRT-LLM and
+Llama-70B scripts), AIConfigurator's generator (:func:`aic_generator_launch`), the engine version
+alone (:func:`engine_version_options`), the KV-cache dtype of the disaggregated recipes
+(:func:`disagg_kv_dtype`) and the SGLang memory fraction a launch states
+(:func:`stated_memory`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpuscale.validation.inferencex_memory import (
+    Fractions,
+    stated_fraction,
+)
+from gpuscale.validation.serving_fields import (
+    AIC_GAP_SOURCE,
+    INFERENCEX_EXPORTS,
+    INFERENCEX_SOURCES,
+    _int,
+    measured_day,
+    sa_bench,
+)
+from gpuscale.validation.serving_recipes import (
+    Recipes,
+    disagg_recipe_entries,
+)
+
+
+def disagg_kv_dtype(r: dict[str, str]) -> dict[str, Any]:
+    """The KV-cache dtype a disaggregated InferenceX TensorRT-LLM row's srt-slurm recipe states:
+    every DeepSeek-R1 recipe of ``recipes/trtllm/{h100-fp8,h200}/`` (sa-submission-q1-2026;
+    read: h200/1k1k/stp/c128_ctx1_gen9_dep8_batch512, h200/8k1k/mtp/c4_ctx1_gen7_tep8_batch32,
+    h100-fp8/1k1k/mtp/ctx1_gen3_tep16_batch1, h100-fp8/8k1k/stp/ctx1_gen3_tep16_batch1) sets
+    ``kv_cache_config: dtype: fp8`` on both the prefill and the decode workers. Without it
+    TensorRT-LLM's ``auto`` would keep the FP8-block checkpoint's 16-bit KV."""
+    return {"kv_dtype": "fp8"} if sa_bench(r) and r["backend"] == "trtllm" else {}
+
+
+INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS = 60
+"""InferenceX launches TensorRT-LLM with attention DP as ``attention_dp_config:
+{batching_wait_iters: 0, enable_balance: true, timeout_iters: 60}`` (``benchmarks/
+dsr1_fp8_h200_trt.sh`` and ``dsr1_fp8_h200_trt_mtp.sh``, whenever ``DP_ATTENTION`` is true)."""
+
+
+INFERENCEX_LLAMA70B_LAST_DAY = "2025-10-29"
+"""InferenceX's Llama-70B launch scripts (``benchmarks/70b_fp8_{h100,h200}_{slurm,docker}.sh``,
+``70b_fp8_h200_trt_slurm.sh``; image ``release:1.1.0rc2.post2`` and ``vllm-openai:v0.10.2`` in
+``.github/workflows/70b-tmpl.yml``) were removed by b89047d5f "remove llama 70b" (#149) on
+2025-10-29; their content was unchanged since 1b563c858 (TensorRT-LLM, 2025-09-18), af4ccd03f
+(H100 vLLM, 2025-09-23) and eb282d8f6 (H200 vLLM, 2025-09-27). The rows (``measured=``
+2025-10-29) ran those scripts."""
+
+
+INFERENCEX_LLAMA70B_TRT_MAX_NUM_TOKENS = 16384
+"""``trtllm-serve ... --max_num_tokens 16384`` (``70b_fp8_h200_trt_slurm.sh``)."""
+
+
+INFERENCEX_LLAMA70B_TRT_BATCH_WAIT = {
+    "batch_wait_timeout_iters": 20,
+    "batch_wait_max_tokens_ratio": 0.9,
+}
+"""``70b_fp8_h200_trt_slurm.sh`` writes ``batch_wait_max_tokens_ratio: 0.9`` and
+``batch_wait_timeout_iters: 20`` into ``llama-config.yml`` when ``ISL == 1024 && OSL == 1024
+&& TP < 8`` ("For 1k/1k, use batch_wait_max_tokens_ratio and batch_wait_timeout_iters will
+improve the performance, by default they are all zeros"); the other shapes get neither."""
+
+
+def _inferencex_llama70b(r: dict[str, str]) -> bool:
+    day = measured_day(r)
+    return (
+        r["mode"] == "agg"
+        and r["silicon_data_source"].startswith(INFERENCEX_EXPORTS)
+        and r["model_path"] == "meta-llama/Llama-3.1-70B"
+        and "" < day <= INFERENCEX_LLAMA70B_LAST_DAY
+    )
+
+
+INFERENCEX_DSR1_TRT_MEMORY_FRACTION = 0.75
+"""``kv_cache_config: {dtype: fp8, free_gpu_memory_fraction: 0.75}`` in InferenceX's
+DeepSeek-R1 H200 TensorRT-LLM script (``benchmarks/dsr1_fp8_h200_trt_slurm.sh`` at e06929c70
+and 008b91a9d, the scripts of the 2025-11-02 and 2026-01-14 runs; ``dsr1_fp8_h200_trt.sh`` at
+d8cc89778, 2026-01-28)."""
+
+
+INFERENCEX_DSR1_TRT_FLOOR_FROM = "2026-01-28"
+"""The same scripts launch ``--max_num_tokens=$(( (CONC + ISL + 64 + 63) / 64 * 64 ))``: room
+for one prompt and the running decodes per iteration. From d8cc89778 (the 2026-01-28 runs) the
+script raises it to at least 8192 (``MAX_NUM_TOKENS > 8192 ? MAX_NUM_TOKENS : 8192``)."""
+
+
+INFERENCEX_TRT_EP_FROM_CONFIG = "2025-11-03"
+"""Until InferenceX #145 (17d5e204f, 2025-11-03, "candidate search space": the scripts take
+``EP_SIZE`` from the configuration entry), its H200 TensorRT-LLM scripts ran expert parallelism
+over all the engine's GPUs: ``dsr1_fp8_h200_trt_slurm.sh`` sets ``EP_SIZE="$TP"`` and launches
+``--tp_size=$TP --ep_size=$EP_SIZE``, ``gptoss_fp4_h200_trt_slurm.sh`` launches ``--ep_size=$TP
+... --tp_size=$TP`` (both at e06929c70, 2025-11-01; last changed by 9596d23d7, 2025-10-29). The
+exports write those runs (``measured=`` 2025-11-02) with ``moe_ep_size`` 1."""
+
+
+INFERENCEX_GPTOSS_TRT = {"max_num_batched_tokens": 20000, "memory_fraction": 0.85}
+"""InferenceX's gpt-oss H200 TensorRT-LLM script (``benchmarks/gptoss_fp4_h200_trt_slurm.sh`` at
+e06929c70 and f6a9d0b6a, ``gptoss_fp4_h200_trt.sh`` at d8cc89778: the 2025-11-02, 2025-12-15
+and 2026-01-28 runs): ``--max_num_tokens 20000``, ``free_gpu_memory_fraction: 0.85`` and
+``kv_cache_config dtype: auto``, which keeps the checkpoint's 16-bit KV cache (openai/
+gpt-oss-120b quantizes only its experts, MXFP4; no KV scales); ``--max_batch_size $CONC``
+(never binds)."""
+
+
+DEEPSEEK_TRT = ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")
+
+
+GPTOSS_TRT = ("openai/gpt-oss-120b",)
+
+
+def _dsr1_trt_script_dp(r: dict[str, str], conc: int) -> bool:
+    """Attention DP as ``dsr1_fp8_h200_trt_slurm.sh`` at e06929c70 chose it before the
+    configuration entry did (``INFERENCEX_TRT_EP_FROM_CONFIG``): ``DP_ATTENTION=true`` above
+    concurrency 64 at 1k prompts and above 32 at 8k/1k, with ``attention_dp_config:
+    {enable_balance: true, timeout_iters: 60}``."""
+    isl, osl = r["isl"], r["osl"]
+    if isl == "1024" and osl in ("1024", "8192"):
+        return conc > 64
+    return isl == "8192" and osl == "1024" and conc > 32
+
+
+def _inferencex_trt(r: dict[str, str], models: tuple[str, ...]) -> str:
+    """The run day of an aggregated InferenceX TensorRT-LLM H200 row of ``models``, else ''."""
+    day = measured_day(r)
+    ok = (
+        r["mode"] == "agg"
+        and r["backend"] == "trtllm"
+        and r["system"] == "h200_sxm"
+        and r["silicon_data_source"].startswith(INFERENCEX_SOURCES)
+        and r["model_path"] in models
+    )
+    return day if ok else ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Launch:
+    """Scheduler settings an InferenceX single-node script gave an engine, for the rows of
+    ``models`` on ``system`` measured from ``first`` to ``last`` (the script's content was the
+    same over those days: ``source`` names the file and commits)."""
+
+    engine: str
+    system: str
+    models: tuple[str, ...]
+    first: str
+    last: str
+    options: dict[str, Any]
+    kv_dtype: str | None = None
+    expert_parallel: bool = False
+    """vLLM ``--enable-expert-parallel``: the MoE layers' experts are split over all the engine's
+    GPUs (EP = TP x DP) instead of each expert over the TP ranks."""
+    source: str
+
+
+INFERENCEX_LAUNCHES = (
+    Launch(
+        engine="sglang",
+        system="h200_sxm",
+        models=("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"),
+        first="2026-03-06",
+        last="2026-03-25",
+        # --max-running-requests 512 (1k/1k) or 256 never binds at the rows' C <= 64. With
+        # --disable-radix-cache and the client's --ignore-eos SGLang 0.5.x admits through
+        # PrefillAdder.add_one_req_ignore_eos (no rem_input_tokens check before a request,
+        # budget_state after it), so the crossing request runs; the model's 0.5.x rule
+        # (cohort_sim) starts at most one prompt fewer per batch, ~3% of the limit at 1k.
+        options={
+            "max_num_batched_tokens": 32768,
+            "max_prefill_tokens": 32768,
+            "memory_fraction": 0.82,
+        },
+        source="benchmarks/single_node/dsr1_fp8_h200.sh at 41aff0afc (2026-03-06), unchanged "
+        "to 12ba0ae07: --chunked-prefill-size 32768 --max-prefill-tokens 32768 "
+        "--mem-fraction-static 0.82 --disable-radix-cache",
+    ),
+    Launch(
+        engine="sglang",
+        system="h200_sxm",
+        models=("Qwen/Qwen3.5-397B-A17B",),
+        first="2026-03-04",
+        last="2026-03-09",
+        options={"max_num_batched_tokens": 16384, "max_num_seqs": 128, "memory_fraction": 0.8},
+        kv_dtype="fp8",
+        source="benchmarks/single_node/qwen3.5_fp8_h200.sh at f65d6b4b1 (#855, 2026-03-04), "
+        "flags unchanged to f7135ac10: --chunked-prefill-size 16384 --max-running-requests "
+        "128 --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3 --disable-radix-cache",
+    ),
+    Launch(
+        engine="sglang",
+        system="h200_sxm",
+        models=("zhipuai/GLM-5",),
+        first="2026-03-18",
+        last="2026-03-19",
+        options={"memory_fraction": 0.85},
+        source="benchmarks/single_node/glm5_fp8_h200.sh at ebb48d4bc (#914, 2026-03-18): "
+        "--mem-fraction-static 0.85",
+    ),
+    Launch(
+        engine="vllm",
+        system="h200_sxm",
+        models=("MiniMaxAI/MiniMax-M2.5",),
+        first="2026-03-01",
+        last="2026-03-12",
+        options={"memory_fraction": 0.95},
+        source="benchmarks/single_node/minimaxm2.5_fp8_h200.sh at a36346339 and d8ae4d9ec "
+        "(2026-03-01) through 64c20b6b5 (2026-03-11): --gpu-memory-utilization 0.95, no expert "
+        "parallelism",
+    ),
+    Launch(
+        engine="vllm",
+        system="h200_sxm",
+        models=("MiniMaxAI/MiniMax-M2.5",),
+        first="2026-03-13",
+        last="2026-03-28",
+        options={"memory_fraction": 0.95},
+        expert_parallel=True,
+        source="benchmarks/single_node/minimaxm2.5_fp8_h200.sh from 5e2c705d3 (#869, merged "
+        "2026-03-13T19:12Z, squashing the PR branch's 4db963a28 'enable ep' and 1fcdea247 'fix ep "
+        "condition' of 2026-03-05) through 1d5cae141, 0f78cf4eb and 626932a11 "
+        '(2026-03-27): --gpu-memory-utilization 0.95 and, when [ "$EP_SIZE" -ge 1 ], '
+        "--enable-expert-parallel; the minimaxm2.5-fp8-h200-vllm search space names no ep "
+        "(.github/configs/nvidia-master.yaml: { tp: 8, conc-start: 4, conc-end: 128 }), so "
+        "utils/matrix_logic/generate_sweep_configs.py passes its default ep 1 (the rows' "
+        "moe_ep_size 1) and the condition holds: the TP8 runs split the experts over 8 GPUs "
+        "(-gt 1 only from 0949de54e, 2026-05-05)",
+    ),
+    Launch(
+        engine="vllm",
+        system="h100_sxm",
+        models=("MiniMaxAI/MiniMax-M2.5",),
+        first="2026-03-27",
+        last="2026-03-28",
+        options={"memory_fraction": 0.90, "max_num_seqs": 256},
+        source="benchmarks/single_node/minimaxm2.5_fp8_h100.sh at 1d5cae141, 0f78cf4eb and "
+        "626932a11 (2026-03-27): --gpu-memory-utilization 0.90 --max-num-seqs 256",
+    ),
+    Launch(
+        engine="vllm",
+        system="h200_sxm",
+        models=("moonshotai/Kimi-K2.5",),
+        first="2026-03-02",
+        last="2026-03-27",
+        options={"memory_fraction": 0.95},
+        source="benchmarks/single_node/kimik2.5_int4_h200.sh at 749096c4c (2026-03-02) and "
+        "79a42e20a (2026-03-27): --gpu-memory-utilization 0.95 (--max-num-seqs $CONC)",
+    ),
+    Launch(
+        engine="vllm",
+        system="h200_sxm",
+        models=("openai/gpt-oss-120b",),
+        first="2025-10-29",
+        last="2025-11-02",
+        options={"overlap_scheduler": True},
+        source="benchmarks/gptoss_fp4_h200_slurm.sh at 9596d23d7 (2025-10-29), unchanged to "
+        "e06929c70: config.yaml async-scheduling: true (max-num-batched-tokens 8192, "
+        "--gpu-memory-utilization 0.9: the defaults)",
+    ),
+    Launch(
+        engine="vllm",
+        system="h100_sxm",
+        models=("openai/gpt-oss-120b",),
+        first="2025-09-23",
+        last="2025-11-02",
+        options={"overlap_scheduler": True},
+        source="benchmarks/gptoss_fp4_h100_slurm.sh at af4ccd03f (2025-09-23), unchanged to "
+        "e06929c70: config.yaml async-scheduling: true",
+    ),
+)
+"""InferenceX's single-node launches of the aggregated SGLang and vLLM rows, where they differ
+from the engine profile (SemiAnalysisAI/InferenceX; the flags read at the commits named;
+SGLang ``--chunked-prefill-size`` is the token budget, ``--max-running-requests`` the running
+cap, ``--mem-fraction-static`` the memory fraction; vLLM ``--gpu-memory-utilization``,
+``--max-num-seqs``, ``async-scheduling``, ``--enable-expert-parallel``). The 2026-03-27 vLLM
+gpt-oss scripts (``gptoss_fp4_h{100,200}.sh`` at cec542a9a) keep the defaults."""
+
+
+def _launch(r: dict[str, str]) -> Launch | None:
+    day = measured_day(r)
+    if r["mode"] != "agg" or not r["silicon_data_source"].startswith(INFERENCEX_SOURCES):
+        return None
+    for launch in INFERENCEX_LAUNCHES:
+        if (
+            (r["backend"], r["system"]) == (launch.engine, launch.system)
+            and r["model_path"] in launch.models
+            and launch.first <= day <= launch.last
+        ):
+            return launch
+    return None
+
+
+AIC_GENERATOR_VERSIONS = frozenset(
+    {
+        ("sglang", "0.5.6.post2"),
+        ("vllm", "0.12.0"),
+        ("trtllm", "1.2.0rc5"),
+        ("trtllm", "1.2.0rc6.post1"),
+    }
+)
+"""Engine versions AIConfigurator's generator templated for Dynamo 0.8.0 (ai-dynamo/aiconfigurator
+c46a56b02 "add dynamo 0.8.0 backend template", 2026-01-23: ``backend_templates/sglang/
+cli_args.0.5.6.post2.j2``, ``vllm/cli_args.0.12.0.j2``, ``trtllm/extra_engine_args.1.2.0rc5``
+and ``1.2.0rc6.post1.yaml.j2``); the gap-analysis rows that carry a job id at these versions ran
+Dynamo 0.8.0 images on 2026-01-23/25 (docs/investigations/serving-gap-analysis-rows.md,
+"AIConfigurator gap-analysis rows")."""
+
+
+AIC_PREFILL_SLACK = 1500
+"""The generator's agg rules (``generator/rule_plugin/{sglang,trtllm}.rule`` from c46a56b02 to
+the benchmark copies of 71bb3d00e): SGLang ``max_prefill_tokens = isl + 1500``, TensorRT-LLM
+``max_num_tokens = max_batch_size + isl + 1500`` (rounded to blocks only from 1b41ea1b5,
+2026-01-29, after those runs)."""
+
+
+def aic_generator_launch(r: dict[str, str], concurrency: int) -> dict[str, Any]:
+    """Engine options of an aggregated AIConfigurator gap-analysis row at a Dynamo 0.8.0 engine
+    version: the launch AIConfigurator's generator writes for the configuration it simulated.
+
+    The row's ``batch_size`` is AIConfigurator's simulated batch, which the generator deploys
+    as the running cap (``backend_config_mapping.yaml``: max_batch_size -> SGLang
+    ``--max-running-requests``, vLLM ``--max-num-seqs``, TensorRT-LLM ``max_batch_size``). Its
+    agg rules (``rule_plugin/*.rule`` at c46a56b02) add, for SGLang, ``--enable-mixed-chunk``
+    (rule since 07a377923, 2026-01-19) and ``--max-prefill-tokens isl + 1500``; for
+    TensorRT-LLM ``max_num_tokens = batch + isl + 1500``, the overlap scheduler on, and the
+    template's defaults ``enable_chunked_prefill: false``, ``free_gpu_memory_fraction: 0.80``;
+    vLLM's 0.12.0 template passes no token budget. The rows record neither launch nor image:
+    this is the generator's launch for the row's engine version and batch, not a recorded one
+    (docs/investigations/serving-gap-analysis-rows.md, "Gap-analysis rows: the generator's
+    launch"). A cap at or above the client's ``concurrency`` is left out: a closed loop never
+    holds more requests than it sends. Read from the row's source, engine, version, lengths,
+    batch and concurrency only, never from its measured latency."""
+    version = (r["backend"], r["backend_version"])
+    if (
+        r["mode"] != "agg"
+        or AIC_GAP_SOURCE not in r["silicon_data_source"]
+        or version not in AIC_GENERATOR_VERSIONS
+    ):
+        return {}
+    opts: dict[str, Any] = {}
+    batch = _int(r["batch_size"], 0)
+    if 0 < batch < concurrency:
+        opts["max_num_seqs"] = batch
+    isl = int(r["isl"])
+    if r["backend"] == "sglang":
+        opts.update(mixed_chunk=True, max_prefill_tokens=isl + AIC_PREFILL_SLACK)
+    elif r["backend"] == "trtllm":
+        opts.update(chunked_prefill=False, memory_fraction=AIC_TRT_FREE_MEMORY_FRACTION)
+        if batch > 0:
+            opts["max_num_batched_tokens"] = batch + isl + AIC_PREFILL_SLACK
+    return opts
+
+
+AIC_TRT_FREE_MEMORY_FRACTION = 0.80
+"""``kv_cache_config.free_gpu_memory_fraction`` default of the generator's TensorRT-LLM 1.2.0rc5/
+1.2.0rc6.post1 templates (c46a56b02)."""
+
+
+VLLM_DEEPGEMM_MOE_WORST_CASE = frozenset({"0.12.0"})
+"""vLLM versions whose block-FP8 MoE on Hopper (and B200/GB200) runs DeepGEMM at every batch
+size and computes the worst-case contiguous layout (engine option ``deepgemm_moe_worst_case``; the code path is
+``IterationModel.moe_worst_case_tail_rows``, read in the vLLM 0.12.0 wheel). It needs DeepGEMM
+in the image: Dynamo's vLLM runtime build installs it after vLLM (``container/deps/vllm/
+install_vllm.sh``: a stored copy pinning ``VLLM_VER="0.12.0"`` lists "3. DeepGEMM" and runs
+vLLM's ``tools/install_deepgemm.sh``, as ai-dynamo/dynamo 0271c32's version at vLLM 0.19 still
+does), the image of AIConfigurator's Dynamo 0.8.0 runs (``AIC_GENERATOR_VERSIONS``). Other
+versions are not read: vLLM 0.16 and 0.18 pick other MoE kernels on Hopper
+(``profiles/vllm.yaml``)."""
+
+
+def engine_version_options(r: dict[str, str]) -> dict[str, Any]:
+    """Engine options that follow from the row's engine version alone (every row of it, any
+    source, aggregated or disaggregated): ``VLLM_DEEPGEMM_MOE_WORST_CASE``."""
+    if r["backend"] == "vllm" and r["backend_version"] in VLLM_DEEPGEMM_MOE_WORST_CASE:
+        return {"deepgemm_moe_worst_case": True}
+    return {}
+
+
+def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
+    """Engine options of an aggregated row's launch that differ from the engine defaults, as
+    the launch script of its source states them: AIConfigurator's generator for its
+    gap-analysis rows at Dynamo 0.8.0 engine versions (``aic_generator_launch``), InferenceX's
+    TensorRT-LLM attention-DP
+    context balancing, its DeepSeek-R1 and gpt-oss TensorRT-LLM scripts (with the expert
+    parallelism of the runs before ``INFERENCEX_TRT_EP_FROM_CONFIG``), and its Llama-70B
+    scripts (``INFERENCEX_LLAMA70B_LAST_DAY``). Read from the row's source, engine, model,
+    shape and date only, never from its measured latency."""
+    out: dict[str, Any] = {}
+    if aic := aic_generator_launch(r, kw["concurrency"]):
+        return {"engine_options": aic}
+    inferencex = r["silicon_data_source"].startswith(INFERENCEX_SOURCES)
+    if inferencex and r["backend"] == "trtllm" and kw.get("attention_dp", 1) > 1:
+        out["adp_balance_timeout_iters"] = INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS
+    day = _inferencex_trt(r, DEEPSEEK_TRT + GPTOSS_TRT)
+    if day and day < INFERENCEX_TRT_EP_FROM_CONFIG:
+        out["ep"] = kw["tp"]
+        if r["model_path"] in DEEPSEEK_TRT and _dsr1_trt_script_dp(r, kw["concurrency"]):
+            out["attention_dp"] = kw["tp"]
+            out["adp_balance_timeout_iters"] = INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS
+    if day and r["model_path"] in DEEPSEEK_TRT:
+        tokens = (kw["concurrency"] + int(r["isl"]) + 64 + 63) // 64 * 64
+        if day >= INFERENCEX_DSR1_TRT_FLOOR_FROM:
+            tokens = max(tokens, 8192)
+        dsr1 = {
+            "max_num_batched_tokens": tokens,
+            "memory_fraction": INFERENCEX_DSR1_TRT_MEMORY_FRACTION,
+        }
+        return {**out, "kv_dtype": "fp8", "engine_options": dsr1}
+    if day:
+        return {**out, "kv_dtype": "bf16", "engine_options": dict(INFERENCEX_GPTOSS_TRT)}
+    if launch := _launch(r):
+        kv = {"kv_dtype": launch.kv_dtype} if launch.kv_dtype else {}
+        # vLLM's expert-parallel group is the whole engine: TP x DP GPUs (``kw["tp"]``).
+        ep = {"ep": kw["tp"]} if launch.expert_parallel else {}
+        return {**out, **kv, **ep, "engine_options": dict(launch.options)}
+    if not _inferencex_llama70b(r):
+        return out
+    if r["backend"] == "trtllm":
+        # llama-config.yml: kv_cache_config dtype fp8 (the profile's FP8-checkpoint default),
+        # enable_block_reuse false (no prefix hits, as modelled); cuda_graph_config max 1024.
+        opts: dict[str, Any] = {"max_num_batched_tokens": INFERENCEX_LLAMA70B_TRT_MAX_NUM_TOKENS}
+        if r["isl"] == r["osl"] == "1024" and kw.get("tp", 1) < 8:
+            opts.update(INFERENCEX_LLAMA70B_TRT_BATCH_WAIT)
+        return {"kv_dtype": "fp8", "engine_options": opts}
+    if r["backend"] == "vllm":
+        # config.yaml of 70b_fp8_{h100,h200}_*.sh: "kv-cache-dtype: fp8" (vLLM's "auto" would
+        # keep the checkpoint's 16-bit KV), "async-scheduling: true" (the scheduler prepares
+        # step n+1 while step n runs), "no-enable-prefix-caching: true",
+        # "max-num-batched-tokens: 8192" (the default); --gpu-memory-utilization 0.9 (the
+        # default) and --max-num-seqs $CONC (the client's concurrency: never binds).
+        return {"kv_dtype": "fp8", "engine_options": {"overlap_scheduler": True}}
+    return {}
+
+
+def add_engine_options(kw: dict[str, Any], options: dict[str, Any]) -> None:
+    """Add launch ``options`` to the engine options of reading ``kw`` (later ones win)."""
+    kw["engine_options"] = {**(kw.get("engine_options") or {}), **options}
+
+
+def stated_memory(
+    raw: dict[str, str], kw: dict[str, Any], recipes: Recipes, fractions: Fractions
+) -> tuple[dict[str, Any], str, str]:
+    """The SGLang ``--mem-fraction-static`` record ``raw`` (read as ``kw``) launched with, as
+    an engine option: (option, note, reason it is not known). Aggregated: the single-node
+    script's, by GPU, precision, MTP, TP and day, unless the launch options already state it
+    (:data:`INFERENCEX_LAUNCHES`). Disaggregated: the decode workers' (the KV pool the
+    model sizes), from the srt-slurm recipe of the one recipes-table entry that runs the
+    record's deployment (:func:`disagg_recipe_entries`), else the launch files in
+    force on the day (MI355X MoRI-SGLang). The prefill workers' own stated value is not
+    applied: one engine option serves both pools, and only the decode pool's KV cache enters
+    the prediction. Nothing where no launch on file states it: SGLang's own rule then applies."""
+    if raw["backend"] != "sglang" or "memory_fraction" in (kw.get("engine_options") or {}):
+        return {}, "", ""
+    day = measured_day(raw)
+    spec = "mtp" if kw.get("speculative") == "mtp" else "none"
+    at: dict[str, Any] = {"system": raw["system"], "backend": "sglang", "day": day}
+    launch: dict[str, Any] = {
+        "model": raw["model_path"],
+        "precision": raw["precision"],
+        "spec": spec,
+    }
+    if raw["mode"] == "agg":
+        value, note, refused = stated_fraction(fractions, **at, stage="agg", **launch, tp=kw["tp"])
+    else:
+        paths = {e["recipe"] for e in disagg_recipe_entries(raw, kw["concurrency"], kw, recipes)}
+        value, note, refused = None, "", ""
+        if len(paths) == 1:
+            value, note, refused = stated_fraction(
+                fractions, **at, stage="decode", path=paths.pop()
+            )
+        if value is None and not refused:
+            value, note, refused = stated_fraction(fractions, **at, stage="decode", **launch)
+    if value is None:
+        return {}, "", refused
+    return {"memory_fraction": value}, note, ""
