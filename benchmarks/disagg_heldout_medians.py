@@ -36,6 +36,7 @@ from gpuscale.validation.inferencex_api import (
     load_records,
     read_records,
 )
+from gpuscale.validation.inferencex_tables import InferenceXTables
 from gpuscale.validation.serving_recipes import RECIPES_FILE, load_recipes
 
 SERVING = DATA_DIR / "serving"
@@ -45,7 +46,7 @@ LIGHT = 16
 
 def rows() -> list[ApiRow]:
     recs = load_records(SERVING / "inferencex_api_dsr1.csv")
-    out = read_records(recs, load_recipes(SERVING / RECIPES_FILE))
+    out = read_records(recs, InferenceXTables(recipes=load_recipes(SERVING / RECIPES_FILE)))
     return [
         r
         for r in distinct_measurements(out)

@@ -40,19 +40,7 @@ from gpuscale.validation.inferencex_api import (
     load_records,
     read_records,
 )
-from gpuscale.validation.inferencex_memory import MEM_FRACTIONS_FILE, load_fractions
-from gpuscale.validation.inferencex_multinode import (
-    MTP_RECIPES_FILE,
-    PLAIN_RECIPES_FILE,
-    load_multinode_recipes,
-)
-from gpuscale.validation.inferencex_sweeps import (
-    SCRIPTS_FILE,
-    SWEEPS_FILE,
-    load_scripts,
-    load_sweeps,
-)
-from gpuscale.validation.serving_recipes import RECIPES_FILE, load_recipes
+from gpuscale.validation.inferencex_tables import load_tables
 
 SERVING = DATA_DIR / "serving"
 TWIN_FIELDS = (
@@ -101,15 +89,7 @@ def group_of(row: ApiRow) -> str:
 
 
 def _rows() -> list[ApiRow]:
-    rows = read_records(
-        load_records(SERVING / API_FILE),
-        load_recipes(SERVING / RECIPES_FILE),
-        load_sweeps(SERVING / SWEEPS_FILE),
-        load_scripts(SERVING / SCRIPTS_FILE),
-        load_multinode_recipes(SERVING / MTP_RECIPES_FILE),
-        load_fractions(SERVING / MEM_FRACTIONS_FILE),
-        load_multinode_recipes(SERVING / PLAIN_RECIPES_FILE),
-    )
+    rows = read_records(load_records(SERVING / API_FILE), load_tables(SERVING))
     return [r for r in distinct_measurements(rows) if r.expressible]
 
 

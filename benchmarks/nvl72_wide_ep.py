@@ -47,6 +47,7 @@ from gpuscale.validation.inferencex_sweeps import (
     load_scripts,
     load_sweeps,
 )
+from gpuscale.validation.inferencex_tables import InferenceXTables
 from gpuscale.validation.serving_recipes import RECIPES_FILE, load_recipes
 
 SERVING = DATA_DIR / "serving"
@@ -59,9 +60,11 @@ def nvl72_rows(pattern: str = "") -> list[ApiRow]:
     records = load_records(SERVING / "inferencex_api_dsr1.csv")
     rows = read_records(
         records,
-        load_recipes(SERVING / RECIPES_FILE),
-        load_sweeps(SERVING / SWEEPS_FILE),
-        load_scripts(SERVING / SCRIPTS_FILE),
+        InferenceXTables(
+            recipes=load_recipes(SERVING / RECIPES_FILE),
+            sweeps=load_sweeps(SERVING / SWEEPS_FILE),
+            scripts=load_scripts(SERVING / SCRIPTS_FILE),
+        ),
     )
     return [
         r

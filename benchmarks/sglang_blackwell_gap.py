@@ -32,6 +32,7 @@ from gpuscale.api import infer
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.inferencex_api import load_records, read_records
 from gpuscale.validation.inferencex_sweeps import load_scripts
+from gpuscale.validation.inferencex_tables import InferenceXTables
 
 SERVING = DATA_DIR / "serving"
 LIGHT = 8
@@ -82,7 +83,7 @@ def rows(only: str) -> list[dict[str, Any]]:
     ]
     out = []
     scripts = load_scripts(SERVING / "inferencex_mtp_scripts.csv")
-    for row in read_records(records, scripts=scripts):
+    for row in read_records(records, InferenceXTables(scripts=scripts)):
         if not row.expressible or not re.search(only, row.id):
             continue
         o = infer(row.model, **row.kwargs).to_dict()["options"][0]

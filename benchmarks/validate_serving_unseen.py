@@ -48,19 +48,7 @@ from gpuscale.validation.inferencex_api import (
     seen,
     seen_index,
 )
-from gpuscale.validation.inferencex_memory import MEM_FRACTIONS_FILE, load_fractions
-from gpuscale.validation.inferencex_multinode import (
-    MTP_RECIPES_FILE,
-    PLAIN_RECIPES_FILE,
-    load_multinode_recipes,
-)
-from gpuscale.validation.inferencex_sweeps import (
-    SCRIPTS_FILE,
-    SWEEPS_FILE,
-    load_scripts,
-    load_sweeps,
-)
-from gpuscale.validation.serving_recipes import RECIPES_FILE, load_recipes
+from gpuscale.validation.inferencex_tables import load_tables
 from gpuscale.validation.serving_rows import load
 
 SERVING = DATA_DIR / "serving"
@@ -216,15 +204,7 @@ def _row_line(
 def run(by: list[str], limit: int = 0) -> dict[str, Any]:
     t0 = time.perf_counter()
     records = load_records(RECORDS)
-    rows = read_records(
-        records,
-        load_recipes(SERVING / RECIPES_FILE),
-        load_sweeps(SERVING / SWEEPS_FILE),
-        load_scripts(SERVING / SCRIPTS_FILE),
-        load_multinode_recipes(SERVING / MTP_RECIPES_FILE),
-        load_fractions(SERVING / MEM_FRACTIONS_FILE),
-        load_multinode_recipes(SERVING / PLAIN_RECIPES_FILE),
-    )
+    rows = read_records(records, load_tables(SERVING))
     distinct = distinct_measurements(rows)
     if limit:
         distinct = distinct[:: max(len(distinct) // limit, 1)]

@@ -28,6 +28,7 @@ from gpuscale.validation.inferencex_api import (
     seen_index,
     write_records,
 )
+from gpuscale.validation.inferencex_memory import MEM_FRACTIONS_FILE, load_fractions
 from gpuscale.validation.inferencex_multinode import (
     MTP_RECIPES_FILE,
     PLAIN_RECIPES_FILE,
@@ -39,6 +40,7 @@ from gpuscale.validation.inferencex_sweeps import (
     load_scripts,
     load_sweeps,
 )
+from gpuscale.validation.inferencex_tables import InferenceXTables, load_tables
 from gpuscale.validation.serving_clients import uniform_lengths
 from gpuscale.validation.serving_launches import INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS
 from gpuscale.validation.serving_recipes import RECIPES_FILE, load_recipes
@@ -208,18 +210,18 @@ def test_h200_trt_mtp_reads_the_swept_script_else_not_expressible() -> None:
         ep="8",
         date="2026-01-14",
     )
-    row = read_record(rec, sweeps=SWEEPS)
+    row = read_record(rec, InferenceXTables(sweeps=SWEEPS))
     assert row.expressible, row.reason
     assert row.kwargs["speculative"] == "mtp" and row.kwargs["draft_tokens"] == 3
     assert row.kwargs["engine_options"]["max_num_batched_tokens"] > 0
-    later = read_record({**rec, "date": "2026-03-01"}, sweeps=SWEEPS)
+    later = read_record({**rec, "date": "2026-03-01"}, InferenceXTables(sweeps=SWEEPS))
     assert not later.expressible and later.reason == MTP_UNKNOWN
-    other_gpu = read_record({**rec, "hardware": "b200"}, sweeps=SWEEPS)
+    other_gpu = read_record({**rec, "hardware": "b200"}, InferenceXTables(sweeps=SWEEPS))
     assert other_gpu.reason == MTP_UNKNOWN
 
 
 def test_disaggregated_workers_client_and_kv() -> None:
-    row = read_record(_disagg(), RECIPES)
+    row = read_record(_disagg(), InferenceXTables(recipes=RECIPES))
     assert row.expressible and row.mode == "disagg" and row.engine == "trtllm"
     kw = row.kwargs
     assert (kw["prefill_workers"], kw["prefill_tp"], kw["prefill_ep"]) == (1, 4, 4)
@@ -253,7 +255,7 @@ def test_disaggregated_mtp_draft_count_from_the_recipes_table() -> None:
         osl=e["osl"],
         conc=e["concurrency"],
     )
-    row = read_record(rec, RECIPES)
+    row = read_record(rec, InferenceXTables(recipes=RECIPES))
     assert row.expressible, row.reason
     assert row.kwargs["speculative"] == "mtp"
     assert row.kwargs["draft_tokens"] == int(e["draft_tokens"])
@@ -301,7 +303,7 @@ def test_tp_one_label_on_a_wider_worker() -> None:
     ],
 )
 def test_not_expressible_aggregated(change: dict[str, str], reason: str) -> None:
-    row = read_record(_agg(**change), RECIPES, SWEEPS)
+    row = read_record(_agg(**change), InferenceXTables(recipes=RECIPES, sweeps=SWEEPS))
     assert row.kind == NOT_EXPRESSIBLE and not row.kwargs
     assert reason in row.reason and "\n" not in row.reason
 
@@ -316,7 +318,7 @@ def test_not_expressible_aggregated(change: dict[str, str], reason: str) -> None
     ],
 )
 def test_not_expressible_disaggregated(change: dict[str, str], reason: str) -> None:
-    row = read_record(_disagg(**change), RECIPES, SWEEPS)
+    row = read_record(_disagg(**change), InferenceXTables(recipes=RECIPES, sweeps=SWEEPS))
     assert row.kind == NOT_EXPRESSIBLE and not row.kwargs
     assert reason in row.reason
 
@@ -383,7 +385,7 @@ def test_seen_matches_the_projects_hopper_rows() -> None:
     index = seen_index(load(SERVING / "aiconfigurator_silicon_hopper.csv"))
     hopper = [
         r
-        for r in read_records(records, RECIPES, SWEEPS)
+        for r in read_records(records, InferenceXTables(recipes=RECIPES, sweeps=SWEEPS))
         if r.expressible and r.hardware in ("h100", "h200")
     ]
     assert hopper
@@ -392,15 +394,19 @@ def test_seen_matches_the_projects_hopper_rows() -> None:
     assert sum(exact for _, exact in marks) > len(hopper) / 2
     assert all(same for same, exact in marks if exact)
     row = next(r for r, (_, exact) in zip(hopper, marks, strict=True) if exact)
-    moved = read_record({**row.record, "date": "2020-01-01"}, RECIPES, SWEEPS)
+    moved = read_record(
+        {**row.record, "date": "2020-01-01"}, InferenceXTables(recipes=RECIPES, sweeps=SWEEPS)
+    )
     assert seen(moved, index) == (False, False)
-    other = read_record({**row.record, "hardware": "b200"}, RECIPES, SWEEPS)
+    other = read_record(
+        {**row.record, "hardware": "b200"}, InferenceXTables(recipes=RECIPES, sweeps=SWEEPS)
+    )
     assert seen(other, index) == (False, False)
 
 
 def test_every_record_of_the_csv_reads() -> None:
     records = load_records(SERVING / API_FILE)
-    rows = read_records(records, RECIPES, SWEEPS)
+    rows = read_records(records, InferenceXTables(recipes=RECIPES, sweeps=SWEEPS))
     assert len(rows) == len(records) == len(dedupe(records))
     assert all(r.kwargs if r.expressible else r.reason for r in rows)
     assert sum(r.expressible for r in rows) > len(rows) / 2
@@ -462,7 +468,16 @@ def test_any_record_maps_or_gives_one_reason(
                 f"num_{p}_gpu": str(total),
             }
         )
-    row = read_record(rec, RECIPES, SWEEPS, SCRIPTS, MTP_RECIPES, plain_recipes=PLAIN_RECIPES)
+    row = read_record(
+        rec,
+        InferenceXTables(
+            recipes=RECIPES,
+            sweeps=SWEEPS,
+            scripts=SCRIPTS,
+            mtp_recipes=MTP_RECIPES,
+            plain_recipes=PLAIN_RECIPES,
+        ),
+    )
     if row.expressible:
         kw = row.kwargs
         assert (
@@ -523,16 +538,23 @@ def test_single_node_mtp_draft_count_from_the_launch_script_table(
     change: dict[str, str], drafts: int, script: str
 ) -> None:
     base = {"hardware": "b200", "framework": "trt", "spec_method": "mtp", "tp": "8", "ep": "8"}
-    row = read_record(_agg(**{**base, **change}), RECIPES, SWEEPS, SCRIPTS)
+    row = read_record(
+        _agg(**{**base, **change}),
+        InferenceXTables(recipes=RECIPES, sweeps=SWEEPS, scripts=SCRIPTS),
+    )
     assert row.expressible, row.reason
     assert row.kwargs["speculative"] == "mtp" and row.kwargs["draft_tokens"] == drafts
     assert any(script in n for n in row.assumptions)
     # Without the table, or outside the dates a read version was on main, it stays unknown.
-    assert read_record(row.record, RECIPES, SWEEPS).reason == MTP_UNKNOWN
+    assert (
+        read_record(row.record, InferenceXTables(recipes=RECIPES, sweeps=SWEEPS)).reason
+        == MTP_UNKNOWN
+    )
     for day in ("2025-12-01", "2026-06-01"):
-        assert read_record({**row.record, "date": day}, RECIPES, SWEEPS, SCRIPTS).reason == (
-            MTP_UNKNOWN
-        )
+        assert read_record(
+            {**row.record, "date": day},
+            InferenceXTables(recipes=RECIPES, sweeps=SWEEPS, scripts=SCRIPTS),
+        ).reason == (MTP_UNKNOWN)
 
 
 def test_sglang_mtp_script_without_a_dp_branch_leaves_attention_dp_unknown() -> None:
@@ -540,9 +562,14 @@ def test_sglang_mtp_script_without_a_dp_branch_leaves_attention_dp_unknown() -> 
         hardware="b200", framework="sglang", precision="fp8", spec_method="mtp", tp="8", ep="8"
     )
     rec = {**rec, "date": "2026-03-25"}
-    assert read_record(rec, RECIPES, SWEEPS, SCRIPTS).expressible
+    assert read_record(
+        rec, InferenceXTables(recipes=RECIPES, sweeps=SWEEPS, scripts=SCRIPTS)
+    ).expressible
     dp = {**rec, "prefill_dp_attention": "true", "decode_dp_attention": "true"}
-    assert read_record(dp, RECIPES, SWEEPS, SCRIPTS).reason == MTP_UNKNOWN
+    assert (
+        read_record(dp, InferenceXTables(recipes=RECIPES, sweeps=SWEEPS, scripts=SCRIPTS)).reason
+        == MTP_UNKNOWN
+    )
 
 
 def test_script_versions_that_disagree_on_a_day_leave_it_unknown() -> None:
@@ -558,7 +585,7 @@ def test_script_versions_that_disagree_on_a_day_leave_it_unknown() -> None:
         date=line["from_day"],
         dp=line["attention_dp"],
     )
-    row = read_record(rec, RECIPES, SWEEPS, [line, other])
+    row = read_record(rec, InferenceXTables(recipes=RECIPES, sweeps=SWEEPS, scripts=[line, other]))
     assert not row.expressible and "different draft counts ([2, 3])" in row.reason
 
 
@@ -579,3 +606,19 @@ def test_disaggregated_client_request_count_by_launch() -> None:
     mori |= {"prefill_tp": "8", "prefill_ep": "8", "num_prefill_gpu": "8"}
     for day in ("2026-02-06", "2026-03-03"):
         assert read_record(_disagg(**mori, date=day)).kwargs["num_requests"] == 10 * 32
+
+
+def test_load_tables_reads_each_table_from_its_own_file() -> None:
+    # One loader for every caller: each field holds the table of its own file (a swapped or
+    # missing file would give another table, or none).
+    tables = load_tables(SERVING)
+    assert tables == InferenceXTables(
+        recipes=RECIPES,
+        sweeps=SWEEPS,
+        scripts=SCRIPTS,
+        mtp_recipes=MTP_RECIPES,
+        fractions=load_fractions(SERVING / MEM_FRACTIONS_FILE),
+        plain_recipes=PLAIN_RECIPES,
+    )
+    assert all(getattr(tables, f) for f in ("recipes", "sweeps", "scripts", "fractions"))
+    assert tables.mtp_recipes and tables.plain_recipes

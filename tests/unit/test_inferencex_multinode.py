@@ -20,6 +20,7 @@ from gpuscale.validation.inferencex_multinode import (
     load_multinode_recipes,
     multinode_draft_tokens,
 )
+from gpuscale.validation.inferencex_tables import InferenceXTables
 from gpuscale.validation.serving_recipes import RECIPES_FILE, load_recipes
 
 SERVING = DATA_DIR / "serving"
@@ -85,12 +86,12 @@ def test_a_record_reads_its_recipes_draft_count() -> None:
     # ...and its decode cap: max_batch_size 256 per attention rank.
     assert not why and kw == {"speculative": "mtp", "draft_tokens": 3, "decode_batch": 256}
     assert "ctx1_gen4_dep8_batch256_eplb0_mtp3_1024.yaml@d3f037578" in note
-    row = read_record(_record(), RECIPES, mtp_recipes=LINES)
+    row = read_record(_record(), InferenceXTables(recipes=RECIPES, mtp_recipes=LINES))
     assert row.expressible, row.reason
     assert (row.kwargs["speculative"], row.kwargs["draft_tokens"]) == ("mtp", 3)
     assert (row.kwargs["decode_workers"], row.kwargs["decode_attention_dp"]) == (4, 8)
     # Without the table the record keeps the general reason.
-    assert read_record(_record(), RECIPES).reason == MTP_UNKNOWN
+    assert read_record(_record(), InferenceXTables(recipes=RECIPES)).reason == MTP_UNKNOWN
 
 
 @pytest.mark.parametrize(
@@ -192,7 +193,7 @@ def test_disagreeing_entries_leave_the_record_not_expressible() -> None:
     other = {**hit, "draft_tokens": "1", "recipe": "recipes/other.yaml"}
     kw, _, why = _drafts(_record(), [hit, other])
     assert not kw and "different draft counts (1, 3)" in why
-    row = read_record(_record(), RECIPES, mtp_recipes=[hit, other])
+    row = read_record(_record(), InferenceXTables(recipes=RECIPES, mtp_recipes=[hit, other]))
     assert not row.expressible and row.reason == why
 
 
@@ -235,7 +236,7 @@ def test_agrees_with_the_hopper_recipes_table_where_both_read() -> None:
     ]
     compared = 0
     for rec in records:
-        old = read_record(rec, RECIPES)
+        old = read_record(rec, InferenceXTables(recipes=RECIPES))
         kw, _, _ = _drafts(rec)
         if old.expressible and kw:
             compared += 1

@@ -18,6 +18,7 @@ from gpuscale.validation.inferencex_multinode import (
     load_multinode_recipes,
     multinode_decode_cap,
 )
+from gpuscale.validation.inferencex_tables import InferenceXTables
 from gpuscale.validation.serving_recipes import RECIPES_FILE, load_recipes
 
 SERVING = DATA_DIR / "serving"
@@ -57,10 +58,12 @@ def test_a_record_reads_its_recipes_decode_cap() -> None:
     kw, notes = _cap(rec)
     assert kw == {"decode_batch": 1}
     assert "ctx1_gen4_tep8_batch1_eplb0_mtp0.yaml@" in notes[0]
-    row = read_record(rec, RECIPES, plain_recipes=LINES)
+    row = read_record(rec, InferenceXTables(recipes=RECIPES, plain_recipes=LINES))
     assert row.expressible and row.kwargs["decode_batch"] == 1
     assert row.kwargs["concurrency"] > 1 * row.kwargs["decode_workers"]  # the cap binds
-    assert read_record(rec, RECIPES).kwargs == row.kwargs  # the project's table by default
+    assert (
+        read_record(rec, InferenceXTables(recipes=RECIPES)).kwargs == row.kwargs
+    )  # the project's table by default
 
 
 def test_sglang_cap_is_per_attention_rank() -> None:
@@ -69,9 +72,9 @@ def test_sglang_cap_is_per_attention_rank() -> None:
     assert kw == {"decode_batch": 128}
     assert "max-tpt-dep4-1p-dep8-1d.yaml" in notes[0]
     # Only this table reads SGLang recipes: without it the record has no cap.
-    plain = read_record(rec, RECIPES, plain_recipes=[])
+    plain = read_record(rec, InferenceXTables(recipes=RECIPES, plain_recipes=[]))
     assert plain.expressible and "decode_batch" not in plain.kwargs
-    assert read_record(rec, RECIPES).kwargs["decode_batch"] == 128
+    assert read_record(rec, InferenceXTables(recipes=RECIPES)).kwargs["decode_batch"] == 128
 
 
 def test_disagreeing_entries_give_no_cap_and_say_so() -> None:
@@ -80,14 +83,17 @@ def test_disagreeing_entries_give_no_cap_and_say_so() -> None:
     other = {**hit, "decode_max_batch": "64", "recipe": "other.yaml"}
     kw, notes = _cap(rec, [hit, other])
     assert kw == {} and "different caps (1, 64" in notes[0]
-    row = read_record(rec, RECIPES, plain_recipes=[hit, other])
+    row = read_record(rec, InferenceXTables(recipes=RECIPES, plain_recipes=[hit, other]))
     assert row.expressible and "decode_batch" not in row.kwargs
     assert any("different caps" in a for a in row.assumptions)
     # The table's own case: two versions of one recipe file with different caps (the name's
     # cap, inferencex_decode_caps, is one of them).
     kw, notes = _cap(RECORDS[B300_FP8_C12])
     assert kw == {} and "different caps (1, 64" in notes[0]
-    assert "decode_batch" not in read_record(RECORDS[B300_FP8_C12], RECIPES).kwargs
+    assert (
+        "decode_batch"
+        not in read_record(RECORDS[B300_FP8_C12], InferenceXTables(recipes=RECIPES)).kwargs
+    )
 
 
 def test_unread_cap_or_no_match() -> None:
@@ -125,7 +131,7 @@ def test_agrees_with_the_hopper_recipes_table_where_both_read() -> None:
             continue
         if rec["hardware"] not in ("h100", "h200"):
             continue
-        old = read_record(rec, RECIPES)
+        old = read_record(rec, InferenceXTables(recipes=RECIPES))
         if not old.expressible or "decode_batch" not in old.kwargs:
             continue
         assert _cap(rec)[0] == {"decode_batch": old.kwargs["decode_batch"]}, rec

@@ -30,6 +30,7 @@ from gpuscale.validation.inferencex_memory import (
     load_fractions,
     stated_fraction,
 )
+from gpuscale.validation.inferencex_tables import InferenceXTables
 from gpuscale.validation.serving_recipes import RECIPES_FILE, load_recipes
 
 H200_MIB = 143771.0  # nvidia-smi memory.total of an H200 SXM
@@ -204,11 +205,11 @@ def _record(**kw: str) -> dict[str, str]:
 def test_held_out_records_use_the_fraction_their_launch_stated() -> None:
     # The entry's recipe (inferencex_disagg_recipes.csv) is h100-fp8-1p1d-max-dep-mtp: decode
     # 0.85, the KV pool the model sizes.
-    row = read_record(_record(), RECIPES, fractions=FRACTIONS)
+    row = read_record(_record(), InferenceXTables(recipes=RECIPES, fractions=FRACTIONS))
     assert row.expressible and row.kwargs["engine_options"]["memory_fraction"] == 0.85
     assert any("h100-fp8-1p1d-max-dep-mtp.yaml@616191ca7" in n for n in row.assumptions)
     # Without the table SGLang's own rule applies (no option).
-    assert "engine_options" not in read_record(_record(), RECIPES).kwargs
+    assert "engine_options" not in read_record(_record(), InferenceXTables(recipes=RECIPES)).kwargs
     # Aggregated B200 FP8 at TP 4: the script's 0.95.
     agg = _record(
         hardware="b200", framework="sglang", spec_method="none", disagg="false",
@@ -217,7 +218,12 @@ def test_held_out_records_use_the_fraction_their_launch_stated() -> None:
         num_decode_gpu="4", isl="8192", date="2026-03-25", image="lmsysorg/sglang:v0.5.9-cu130",
     )  # fmt: skip
     # (The script's other launch options, inferencex_sglang_launch, ride along.)
-    assert read_record(agg, fractions=FRACTIONS).kwargs["engine_options"]["memory_fraction"] == 0.95
+    assert (
+        read_record(agg, InferenceXTables(fractions=FRACTIONS)).kwargs["engine_options"][
+            "memory_fraction"
+        ]
+        == 0.95
+    )
 
 
 H100_DEP16 = {

@@ -40,10 +40,8 @@ from typing import Any
 from gpuscale import catalog
 from gpuscale.errors import InputError
 from gpuscale.validation.inferencex_decode_caps import default_decode_caps
-from gpuscale.validation.inferencex_memory import Fractions
 from gpuscale.validation.inferencex_mori_launch import mori_launch
 from gpuscale.validation.inferencex_multinode import (
-    MultinodeRecipes,
     default_plain_recipes,
     multinode_decode_cap,
     multinode_draft_tokens,
@@ -51,11 +49,10 @@ from gpuscale.validation.inferencex_multinode import (
 )
 from gpuscale.validation.inferencex_sglang_launch import blackwell_sglang_launch
 from gpuscale.validation.inferencex_sweeps import (
-    Scripts,
-    Sweeps,
     script_draft_tokens,
     speculative_reading,
 )
+from gpuscale.validation.inferencex_tables import NO_TABLES, InferenceXTables
 from gpuscale.validation.serving_clients import client_lengths, client_requests
 from gpuscale.validation.serving_fields import (
     DB_DUMP,
@@ -508,24 +505,14 @@ def _disagg_mtp(
     return out
 
 
-def read_record(
-    rec: dict[str, str],
-    recipes: Recipes | None = None,
-    sweeps: Sweeps | None = None,
-    scripts: Scripts | None = None,
-    mtp_recipes: MultinodeRecipes | None = None,
-    fractions: Fractions | None = None,
-    plain_recipes: MultinodeRecipes | None = None,
-) -> ApiRow:
-    """Record ``rec`` read as the deployment it ran, or marked not expressible with a reason.
-    ``scripts`` (``inferencex_sweeps.load_scripts``) gives the draft count of an aggregated MTP
-    record that no sweep of ``sweeps`` covers; ``mtp_recipes``
-    (``inferencex_multinode.load_multinode_recipes`` of ``MTP_RECIPES_FILE``) that of a
+def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> ApiRow:
+    """Record ``rec`` read as the deployment it ran, or marked not expressible with a reason,
+    against ``tables`` (:class:`InferenceXTables`): ``scripts`` gives the draft count of an
+    aggregated MTP record that no sweep of ``sweeps`` covers; ``mtp_recipes`` that of a
     disaggregated MTP record the H100/H200 recipes table ``recipes`` does not match;
-    ``fractions`` (``inferencex_memory.load_fractions``) the ``--mem-fraction-static`` its SGLang
-    launch stated (``serving_launches.stated_memory``); ``plain_recipes``
-    (``inferencex_multinode``'s ``PLAIN_RECIPES_FILE``; None: the project's, ``[]``: none) the
-    decode cap of a non-MTP disaggregated record that ``recipes`` gives none, with
+    ``fractions`` the ``--mem-fraction-static`` its SGLang launch stated
+    (``serving_launches.stated_memory``); ``plain_recipes`` (None: the project's, ``[]``: none)
+    the decode cap of a non-MTP disaggregated record that ``recipes`` gives none, with
     ``inferencex_decode_caps``' table."""
     mode = "disagg" if rec["disagg"] == "true" else "agg"
     engine = FRAMEWORKS.get(rec["framework"], rec["framework"])
@@ -576,11 +563,13 @@ def read_record(
             add_engine_options(kw, sglang_bw)
         if rec["spec_method"] == "mtp":
             day = measured_day(raw)
-            spec_kw, note, refused = speculative_reading(raw, day, kw, list(sweeps or []))
+            spec_kw, note, refused = speculative_reading(raw, day, kw, list(tables.sweeps or []))
             if refused:
                 return _refuse(rec, engine, mode, MTP_UNKNOWN)
             if not spec_kw:
-                spec_kw, note, refused = script_draft_tokens(raw, day, kw, list(scripts or []))
+                spec_kw, note, refused = script_draft_tokens(
+                    raw, day, kw, list(tables.scripts or [])
+                )
                 if refused:
                     return _refuse(rec, engine, mode, refused)
                 if not spec_kw:
@@ -612,7 +601,7 @@ def read_record(
             decode_attention_dp=d["attention_dp"],
         )
         if rec["spec_method"] == "mtp":
-            spec = _disagg_mtp(raw, conc, kw, list(recipes or []))
+            spec = _disagg_mtp(raw, conc, kw, list(tables.recipes or []))
             if spec is not None:
                 kw.update(spec)
                 notes.append(
@@ -622,7 +611,7 @@ def read_record(
                 # The entry the record ran, read from its stated fields and day; its decode
                 # caps are on file but not applied here.
                 spec_kw, note, refused = multinode_draft_tokens(
-                    rec, raw["system"], list(mtp_recipes or [])
+                    rec, raw["system"], list(tables.mtp_recipes or [])
                 )
                 if refused:
                     return _refuse(rec, engine, mode, refused)
@@ -631,12 +620,16 @@ def read_record(
                 kw.update(spec_kw)
                 notes.append(note)
         else:
-            cap, why = _decode_cap(raw, conc, kw, list(recipes or []))
+            cap, why = _decode_cap(raw, conc, kw, list(tables.recipes or []))
             if "decode_batch" not in cap:
                 # The multi-node entry the record ran, by the one rule of the multi-node tables
                 # (inferencex_multinode.recipes_decode_cap): the TensorRT-LLM recipe names' caps
                 # (inferencex_decode_caps) and the recipe files' (PLAIN_RECIPES_FILE) must agree.
-                plain = default_plain_recipes() if plain_recipes is None else plain_recipes
+                plain = (
+                    default_plain_recipes()
+                    if tables.plain_recipes is None
+                    else tables.plain_recipes
+                )
                 more, more_why = multinode_decode_cap(
                     rec, raw["system"], [*default_decode_caps(), *plain]
                 )
@@ -661,15 +654,19 @@ def read_record(
             notes.append(f"FP8 KV, {', '.join(deepep) or 'no DeepEP'} (NVL72_SGLANG_DEEPEP)")
         if engine == "sglang":
             # The decode workers' --scheduler-recv-interval the record's srt-slurm recipe sets.
-            table = [*(default_plain_recipes() if plain_recipes is None else plain_recipes)]
+            table = [
+                *(default_plain_recipes() if tables.plain_recipes is None else tables.plain_recipes)
+            ]
             recv, recv_note = multinode_recv_interval(
-                rec, raw["system"], [*table, *(mtp_recipes or [])]
+                rec, raw["system"], [*table, *(tables.mtp_recipes or [])]
             )
             if recv:
                 add_engine_options(kw, recv)
             if recv_note:
                 notes.append(recv_note)
-    mem_kw, mem_note, refused = stated_memory(raw, kw, list(recipes or []), list(fractions or []))
+    mem_kw, mem_note, refused = stated_memory(
+        raw, kw, list(tables.recipes or []), list(tables.fractions or [])
+    )
     if refused:
         return _refuse(rec, engine, mode, refused)
     if mem_kw:
@@ -696,18 +693,9 @@ def read_record(
 
 
 def read_records(
-    records: Sequence[dict[str, str]],
-    recipes: Recipes | None = None,
-    sweeps: Sweeps | None = None,
-    scripts: Scripts | None = None,
-    mtp_recipes: MultinodeRecipes | None = None,
-    fractions: Fractions | None = None,
-    plain_recipes: MultinodeRecipes | None = None,
+    records: Sequence[dict[str, str]], tables: InferenceXTables = NO_TABLES
 ) -> list[ApiRow]:
-    return [
-        read_record(r, recipes, sweeps, scripts, mtp_recipes, fractions, plain_recipes)
-        for r in records
-    ]
+    return [read_record(r, tables) for r in records]
 
 
 def same_measurement(a: dict[str, str], b: dict[str, str]) -> bool:

@@ -1,0 +1,62 @@
+"""The tables an InferenceX record is read with (``inferencex_api.read_record``), bundled in one
+value and loaded once from the project's data (:func:`load_tables`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuscale.validation.inferencex_memory import MEM_FRACTIONS_FILE, Fractions, load_fractions
+from gpuscale.validation.inferencex_multinode import (
+    MTP_RECIPES_FILE,
+    PLAIN_RECIPES_FILE,
+    MultinodeRecipes,
+    load_multinode_recipes,
+)
+from gpuscale.validation.inferencex_sweeps import (
+    SCRIPTS_FILE,
+    SWEEPS_FILE,
+    Scripts,
+    Sweeps,
+    load_scripts,
+    load_sweeps,
+)
+from gpuscale.validation.serving_recipes import RECIPES_FILE, Recipes, load_recipes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InferenceXTables:
+    """What ``inferencex_api.read_record`` reads a record against, each table as its loader
+    returns it. None: no such table (the record is read without it), except ``plain_recipes``,
+    where None reads the project's table (``inferencex_multinode.default_plain_recipes``) and
+    ``[]`` none."""
+
+    recipes: Recipes | None = None
+    """H100/H200 disaggregated recipes (``serving_recipes.load_recipes``)."""
+    sweeps: Sweeps | None = None
+    """Aggregated sweeps that ran MTP entries (``inferencex_sweeps.load_sweeps``)."""
+    scripts: Scripts | None = None
+    """Draft counts of aggregated MTP scripts (``inferencex_sweeps.load_scripts``)."""
+    mtp_recipes: MultinodeRecipes | None = None
+    """Multi-node MTP recipes (``inferencex_multinode.load_multinode_recipes`` of
+    ``MTP_RECIPES_FILE``)."""
+    fractions: Fractions | None = None
+    """SGLang ``--mem-fraction-static`` of the launches (``inferencex_memory.load_fractions``)."""
+    plain_recipes: MultinodeRecipes | None = None
+    """Multi-node non-MTP recipes (``PLAIN_RECIPES_FILE``)."""
+
+
+NO_TABLES = InferenceXTables()
+"""A record read without any table (the project's plain recipes still apply)."""
+
+
+def load_tables(directory: Path) -> InferenceXTables:
+    """Every table of ``directory`` (the project's: ``gpuscale.validation.DATA_DIR / "serving"``)."""
+    return InferenceXTables(
+        recipes=load_recipes(directory / RECIPES_FILE),
+        sweeps=load_sweeps(directory / SWEEPS_FILE),
+        scripts=load_scripts(directory / SCRIPTS_FILE),
+        mtp_recipes=load_multinode_recipes(directory / MTP_RECIPES_FILE),
+        fractions=load_fractions(directory / MEM_FRACTIONS_FILE),
+        plain_recipes=load_multinode_recipes(directory / PLAIN_RECIPES_FILE),
+    )
