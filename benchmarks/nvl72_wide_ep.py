@@ -41,14 +41,7 @@ from gpuscale.validation.inferencex_api import (
     load_records,
     read_records,
 )
-from gpuscale.validation.inferencex_sweeps import (
-    SCRIPTS_FILE,
-    SWEEPS_FILE,
-    load_scripts,
-    load_sweeps,
-)
-from gpuscale.validation.inferencex_tables import InferenceXTables
-from gpuscale.validation.serving_recipes import RECIPES_FILE, load_recipes
+from gpuscale.validation.inferencex_tables import load_tables
 
 SERVING = DATA_DIR / "serving"
 DEEPEP_OPTIONS = ("moe_a2a_deepep", "decode_moe_a2a_deepep")
@@ -58,14 +51,9 @@ DEEPEP_OPTIONS = ("moe_a2a_deepep", "decode_moe_a2a_deepep")
 def nvl72_rows(pattern: str = "") -> list[ApiRow]:
     """The expressible GB200/GB300 SGLang disaggregated records whose id matches ``pattern``."""
     records = load_records(SERVING / "inferencex_api_dsr1.csv")
-    rows = read_records(
-        records,
-        InferenceXTables(
-            recipes=load_recipes(SERVING / RECIPES_FILE),
-            sweeps=load_sweeps(SERVING / SWEEPS_FILE),
-            scripts=load_scripts(SERVING / SCRIPTS_FILE),
-        ),
-    )
+    # Every table the held-out validation reads (validate_serving_unseen.py): without the
+    # launches' stated memory fractions SGLang's default rule refuses these workers.
+    rows = read_records(records, load_tables(SERVING))
     return [
         r
         for r in distinct_measurements(rows)

@@ -150,3 +150,13 @@ def test_script_prints_the_step_both_ways() -> None:
     for step in (step_a, step_d):
         parts = step["communication"] + step["experts"] + step["attention"] + step["rest"]
         assert parts == pytest.approx(step["total"])
+
+
+def test_script_reads_every_record_with_the_launches_tables() -> None:
+    # The script once read its records without the stated memory fractions and stopped on
+    # SGLang's default-fraction refusal: every expressible NVL72 SGLang record must be priced.
+    bench = load_benchmark(SCRIPT, "nvl72_wide_ep_benchmark")
+    rows = bench.nvl72_rows()
+    assert len(rows) >= 70
+    lines = bench.run(limit=0)
+    assert len(lines) == len(rows)
