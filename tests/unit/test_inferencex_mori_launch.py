@@ -1,5 +1,5 @@
-"""inferencex_mori_launch: the MI355X MoRI-SGLang launches' per-rank prefill prompt caps, token
-budgets and decode running caps, by precision, day and image."""
+"""inferencex_mori_launch: the MI355X MoRI-SGLang launches' per-rank prefill prompt caps and
+decode running caps and per-worker prefill chunks, by precision, day and image."""
 
 from __future__ import annotations
 
@@ -61,20 +61,22 @@ def _kw(rec: dict[str, str]) -> dict[str, Any]:
 def test_attention_dp_stages_split_the_launch_over_their_ranks() -> None:
     rec = _rec()
     got, note = mori_launch(rec, _kw(rec))
-    # Prefill --max-running-requests 24 and --chunked-prefill-size 16384 x TP over 8 ranks;
-    # decode --max-running-requests 160 x TP over 8 ranks.
-    assert got == {"prefill_batch": 3, "decode_batch": 160, "max_num_batched_tokens": 16384}
+    # Prefill --max-running-requests 24 over 8 ranks and --chunked-prefill-size 16384 x TP per
+    # worker (the model splits it, EngineProfile.per_attention_rank); decode
+    # --max-running-requests 160 x TP over 8 ranks.
+    assert got == {"prefill_batch": 3, "decode_batch": 160, "max_num_batched_tokens": 131072}
     assert "InferenceX@8d81e0bf4" in note
 
 
-def test_without_attention_dp_the_worker_caps_and_max_prefill_tokens() -> None:
+def test_without_attention_dp_the_worker_caps_and_chunk() -> None:
     rec = _rec(
         date="2026-02-16", prefill_ep="1", prefill_dp_attention="false", decode_dp_attention="false"
     )
     got, note = mori_launch(rec, _kw(rec))
-    # Prefill 128 prompts, chunk 262144 bounded by SGLang's --max-prefill-tokens 16384; decode
-    # with EP and no DP 256 (both sglang_disagg versions in force on 2026-02-16 agree).
-    assert got == {"prefill_batch": 128, "decode_batch": 256, "max_num_batched_tokens": 16384}
+    # Prefill 128 prompts and the chunk 262144 as launched (the model applies SGLang's
+    # --max-prefill-tokens 16384 next to it); decode with EP and no DP 256 (both sglang_disagg
+    # versions in force on 2026-02-16 agree).
+    assert got == {"prefill_batch": 128, "decode_batch": 256, "max_num_batched_tokens": 262144}
     assert "953f7c512" in note and "14606ff7c" in note
     no_ep = _rec(date="2026-02-16", decode_ep="1", decode_dp_attention="false")
     assert mori_launch(no_ep, _kw(no_ep))[0]["decode_batch"] == 128
@@ -92,12 +94,12 @@ def test_versions_that_disagree_on_a_day_leave_that_value_out() -> None:
 def test_fp4_versions_by_image() -> None:
     rec = _rec(precision="fp4", date="2026-03-13", image=FP4_0227_3, prefill_tp="4")
     rec.update(prefill_ep="4", num_prefill_gpu="4")
-    # 4230b97ca: MORI_MAX_DISPATCH_TOKENS_PREFILL x TP over 4 ranks; 24 over 4.
+    # 4230b97ca: MORI_MAX_DISPATCH_TOKENS_PREFILL x TP per worker; 24 over 4 ranks.
     got = mori_launch(rec, _kw(rec))[0]
-    assert got["max_num_batched_tokens"] == 16384 and got["prefill_batch"] == 6
-    # 4706e7009 (image 0227-2, to 2026-03-13): a fixed 16384 over 4 ranks.
+    assert got["max_num_batched_tokens"] == 65536 and got["prefill_batch"] == 6
+    # 4706e7009 (image 0227-2, to 2026-03-13): a fixed 16384 per worker.
     old = {**rec, "image": FP4_0227_2}
-    assert mori_launch(old, _kw(old))[0]["max_num_batched_tokens"] == 4096
+    assert mori_launch(old, _kw(old))[0]["max_num_batched_tokens"] == 16384
 
 
 def test_unread_launches_and_other_records_get_nothing() -> None:
@@ -116,5 +118,5 @@ def test_held_out_record_gets_the_caps() -> None:
     row = read_record(_rec())
     assert row.expressible, row.reason
     assert (row.kwargs["prefill_batch"], row.kwargs["decode_batch"]) == (3, 160)
-    assert row.kwargs["engine_options"]["max_num_batched_tokens"] == 16384
+    assert row.kwargs["engine_options"]["max_num_batched_tokens"] == 131072
     assert any(a.startswith("MoRI launch") for a in row.assumptions)

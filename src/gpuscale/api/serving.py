@@ -180,7 +180,9 @@ SGLang's ``--moe-a2a-backend deepep`` on every worker: under attention DP the Mo
 and combine each token's top-k copies all-to-all (DeepEP) instead of the default all-gather /
 reduce-scatter of the DP group (``EngineProfile.moe_dp_communication``);
 ``decode_moe_a2a_deepep`` sets it on a disaggregated deployment's decode workers only
-(``EngineProfile.decode_moe_dp_communication``)."""
+(``EngineProfile.decode_moe_dp_communication``). Values are the launch's, per engine: under
+attention DP SGLang gives each rank ``max_num_batched_tokens`` and ``max_num_seqs`` divided by
+the DP size (``EngineProfile.per_attention_rank``)."""
 
 
 def _engine_options(options: Mapping[str, Any], engine: str) -> dict[str, Any]:
@@ -221,6 +223,10 @@ def _engine_options(options: Mapping[str, Any], engine: str) -> dict[str, Any]:
         # SGLang --enable-mixed-chunk: the scheduler mixes the running decodes into each
         # prefill batch (ScheduleBatch.mix_with_running) instead of pausing them.
         out["prefill_policy"] = "mixed" if out.pop("mixed_chunk") else "prefill_first"
+    if "max_num_seqs" in out:
+        # A stated running cap (SGLang --max-running-requests), which SGLang splits over the
+        # attention-DP ranks where its default is each rank's own (per_attention_rank).
+        out["stated_running_cap"] = True
     if "memory_fraction" in out:
         # A stated fraction (SGLang --mem-fraction-static) replaces the engine's own rule.
         out["static_memory_rule"] = None

@@ -165,6 +165,19 @@ DeepEP). ``gather_scatter_without_mnnvl``:
     is left of it is above zero, so the request that crosses it still runs whole, up to the
     chunk budget); None: no limit but the token budget (vLLM, TensorRT-LLM)."""
 
+    attention_dp_split: bool = False
+    """Whether the engine divides its token budget (``max_num_batched_tokens``, default or
+    stated) and a stated running cap (``max_num_seqs`` with ``stated_running_cap``) by the
+    attention-DP size, each DP rank's scheduler taking its share (SGLang 0.5.x: server_args.py
+    ``_handle_data_parallelism`` ``chunked_prefill_size // dp_size``, tp_worker.py /
+    model_runner.py ``max_running_requests // dp_size``; sources in ``serving_engines.yaml``).
+    The profile's own values are the launch's, per engine; :meth:`per_attention_rank` gives a
+    rank's. False: every rank runs with the values as given (vLLM, TensorRT-LLM)."""
+    stated_running_cap: bool = False
+    """Whether ``max_num_seqs`` is a launch's stated cap (engine option ``max_num_seqs``:
+    SGLang ``--max-running-requests``, split over the DP ranks) rather than the engine's
+    default (SGLang's per-rank request pool, each rank's own)."""
+
     static_memory_rule: StaticMemoryRule | None = None
     """``sglang-0.5``: the memory fraction follows the GPU's memory, TP, attention DP and
     speculative decoding as SGLang 0.5.x derives ``mem_fraction_static``
@@ -184,6 +197,24 @@ DeepEP). ``gather_scatter_without_mnnvl``:
             dp_attention=dp_attention,
             chunked_prefill_size=self.max_num_batched_tokens,
             speculative=speculative,
+        )
+
+    def per_attention_rank(self, attention_dp: int) -> EngineProfile:
+        """The scheduler settings one of ``attention_dp`` attention-DP ranks runs with: for an
+        engine with ``attention_dp_split`` the token budget, and a stated running cap, floor-
+        divided by ``attention_dp`` (SGLang: ``self.chunked_prefill_size //
+        self.dp_size``, ``server_args.max_running_requests // dp_size``); the profile itself
+        otherwise. The result no longer splits, so a second call divides nothing more."""
+        if attention_dp <= 1 or not self.attention_dp_split:
+            return self
+        seqs = self.max_num_seqs
+        if self.stated_running_cap:
+            seqs = max(seqs // attention_dp, 1)
+        return dataclasses.replace(
+            self,
+            max_num_batched_tokens=max(self.max_num_batched_tokens // attention_dp, 1),
+            max_num_seqs=seqs,
+            attention_dp_split=False,
         )
 
     def for_device(self, device: Device) -> EngineProfile:

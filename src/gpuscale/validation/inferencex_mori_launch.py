@@ -36,17 +36,18 @@ SGLang then divides, with attention DP, ``chunked_prefill_size`` by ``dp_size``
 size is adjusted ...") and ``max_running_requests`` by ``dp_size`` (``model_runner.py``, as
 ``serving_rows`` reads the H100/H200 recipes' decode caps), and a prefill batch takes prompt
 tokens up to ``--max-prefill-tokens`` (default 16384, ``catalog`` SGLang profile) besides the
-chunk. So a record gets, per attention rank: the prefill prompt cap (``prefill_batch``), the
-decode running cap (``decode_batch``) and the prefill token budget (``max_num_batched_tokens``:
-the smaller of the chunk and ``max_prefill_tokens``).
+chunk. So a record gets the prefill prompt cap (``prefill_batch``) and the decode running cap
+(``decode_batch``) per attention rank, and the prefill ``--chunked-prefill-size`` as the
+launch states it, per worker (engine option ``max_num_batched_tokens``, which the model
+divides by the prefill's attention-DP size, ``EngineProfile.per_attention_rank``, and next to
+which it applies ``--max-prefill-tokens`` itself: ``steady_state.prefill_curve``,
+``disagg_closed_loop``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-
-from gpuscale.catalog.serving_engines import engine
 
 PREFILL_DP_RUNNING = 24
 PREFILL_RUNNING = 128
@@ -109,9 +110,8 @@ def _values(launch: MoriLaunch, kw: dict[str, Any], rec: dict[str, str]) -> dict
         running = PREFILL_DP_RUNNING
     else:
         chunk, running = launch.prefill_chunk, PREFILL_RUNNING
-    # SGLang splits both over the attention-DP ranks (dp-size = tp-size in these launches).
-    limit = engine("sglang").max_prefill_tokens
-    budget = chunk // p_dp if limit is None else min(chunk // p_dp, limit)
+    # SGLang splits the running caps over the attention-DP ranks (dp-size = tp-size in these
+    # launches); the chunk stays the launch's, split by the model (per_attention_rank).
     if d_dp > 1:
         decode = launch.decode_dp_graph_bs * int(kw["decode_tp"]) // d_dp
     elif rec["decode_ep"] != "1":
@@ -121,12 +121,12 @@ def _values(launch: MoriLaunch, kw: dict[str, Any], rec: dict[str, str]) -> dict
     return {
         "prefill_batch": max(running // p_dp, 1),
         "decode_batch": decode,
-        "max_num_batched_tokens": budget,
+        "max_num_batched_tokens": chunk,
     }
 
 
 def mori_launch(rec: dict[str, str], kw: dict[str, Any]) -> tuple[dict[str, int], str]:
-    """Per-rank caps and prefill budget of MoRI-SGLang record ``rec`` whose disaggregated
+    """Per-rank caps and per-worker prefill chunk of MoRI-SGLang record ``rec`` whose disaggregated
     deployment ``kw`` (``inferencex_api``'s reading of its stages) states, from the launch
     versions (:data:`LAUNCHES`) of its precision, day and image; each value only where every
     matching version gives the same. Empty for any other record or when no version read
@@ -147,8 +147,8 @@ def mori_launch(rec: dict[str, str], kw: dict[str, Any]) -> tuple[dict[str, int]
     left = sorted(set(per[0]) - set(out))
     sources = ", ".join(ln.source for ln in hits)
     note = (
-        f"MoRI launch ({sources}): prefill {out.get('prefill_batch', '-')} prompts and "
-        f"{out.get('max_num_batched_tokens', '-')} tokens per rank, decode cap "
+        f"MoRI launch ({sources}): prefill {out.get('prefill_batch', '-')} prompts per rank "
+        f"and a {out.get('max_num_batched_tokens', '-')}-token chunk per worker, decode cap "
         f"{out.get('decode_batch', '-')} per rank"
     )
     if left:

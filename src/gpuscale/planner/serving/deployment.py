@@ -4,6 +4,7 @@ ranks) or disaggregated prefill and decode workers, predicted from the steady-st
 from __future__ import annotations
 
 import dataclasses
+import math
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -319,6 +320,9 @@ def engine_curve(
     kv_tokens, _, mem_gib = kv_pool(
         model, cluster, par, fmt, kv_dtype, profile, eng, work, speculation
     )
+    # Each attention-DP rank schedules with its share of the engine's budget (SGLang,
+    # EngineProfile.per_attention_rank); the memory fraction above keeps the engine's own.
+    eng = eng.per_attention_rank(par.attention_dp)
     ranks = replicas * par.attention_dp
     fits = kv_tokens >= work.input_len + work.output_len
     notes: tuple[str, ...] = ()
@@ -826,6 +830,7 @@ def closed_loop_ttft(
         ranks=prefill.par.attention_dp,
         rank_tokens=budget,
         rank_prompts=prefill.max_batch or eng_p.max_num_seqs,
+        prompt_limit=math.inf if eng_p.max_prefill_tokens is None else eng_p.max_prefill_tokens,
         iteration_s=iteration_s,
         done_after_s=overhead,
         overlap=overlap,
@@ -854,8 +859,13 @@ def disaggregated_engines(
     overlap_p = eng.overlap_scheduler
     if eng.prefill_worker_overlap is not None:
         overlap_p = eng.prefill_worker_overlap
-    eng_p = dataclasses.replace(eng, overlap_scheduler=overlap_p)
-    eng_d = dataclasses.replace(eng, kv_policy="reserve")
+    # Each attention-DP rank of a pool schedules with its share of the engine's budget and
+    # stated running cap (SGLang, EngineProfile.per_attention_rank).
+    rank_p = eng.per_attention_rank(prefill.par.attention_dp)
+    eng_p = dataclasses.replace(rank_p, overlap_scheduler=overlap_p)
+    eng_d = dataclasses.replace(
+        eng.per_attention_rank(decode.par.attention_dp), kv_policy="reserve"
+    )
     if eng.decode_moe_dp_communication is not None:
         # A launch that sets the decode workers' MoE all-to-all apart (SGLang
         # --moe-a2a-backend deepep on the decode workers only, EngineProfile).
@@ -863,10 +873,10 @@ def disaggregated_engines(
     if prefill.max_batch is not None:
         tokens = max(int(prefill.max_batch * work.input_len), 1)
         eng_p = dataclasses.replace(
-            eng_p, max_num_batched_tokens=min(eng.max_num_batched_tokens, tokens)
+            eng_p, max_num_batched_tokens=min(rank_p.max_num_batched_tokens, tokens)
         )
     if decode.max_batch is not None:
-        eng_d = dataclasses.replace(eng_d, max_num_seqs=min(eng.max_num_seqs, decode.max_batch))
+        eng_d = dataclasses.replace(eng_d, max_num_seqs=min(eng_d.max_num_seqs, decode.max_batch))
     return eng_p, eng_d
 
 
@@ -1062,9 +1072,12 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
         slots = decode.ranks * min(
             float(eng_d.max_num_seqs), kv_capacity_requests(kv_d, decode_work, eng_d)
         )
+        # A prefill rank's own token budget (its share under SGLang's attention DP), not
+        # eng_p's, which folds the prompt cap into tokens.
+        rank_eng = eng.per_attention_rank(prefill.par.attention_dp)
         sim = closed_loop_ttft(
             it_p, eng_p, prefill, work, client, at(decode_wait), slots, tpot,
-            rank_tokens=float(eng.max_num_batched_tokens), poll_s=at(poll_wait),
+            rank_tokens=float(rank_eng.max_num_batched_tokens), poll_s=at(poll_wait),
         )  # fmt: skip
         t_ttft = sim.mean_ttft_s
         prefill_part = sim.mean_prefill_s

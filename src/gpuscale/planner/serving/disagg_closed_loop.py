@@ -154,6 +154,10 @@ class PrefillStage:
     """Prompt tokens one rank takes into one iteration (its token budget)."""
     rank_prompts: int
     """Prompts one rank takes into one iteration (its batch cap)."""
+    prompt_limit: float = float("inf")
+    """SGLang's ``--max-prefill-tokens`` (``EngineProfile.max_prefill_tokens``; ``inf``
+    without one): a rank's later prompt joins the iteration only while its tokens and the
+    rank's earlier ones stay below it (``steady_state.prompts_under_prefill_limit``)."""
     iteration_s: Callable[[float], float]
     """Seconds of an iteration whose fullest rank carries this many prompt tokens."""
     done_after_s: float = 0.0
@@ -190,7 +194,8 @@ def simulate(
     becomes ready for the prefill workers (a wait ahead of them, inside its TTFT).
 
     Iteration by iteration: the waiting prompts, first come first served, go round the ranks
-    (one each in turn, the balance of an empty iteration) while each rank has room for the next under its prompt cap and token budget (a rank's first
+    (one each in turn, the balance of an empty iteration) while each rank has room for the next
+    under its prompt cap, token budget and ``prompt_limit`` (a rank's first
     prompt always fits: no chunking); the first prompt with no room ends the intake. The
     iteration lasts as long as its fullest rank. Iterations are followed in the order they
     start (the earliest free worker next); a finished prompt takes the earliest free decode
@@ -204,6 +209,7 @@ def simulate(
     ranks = max(int(prefill.ranks), 1)
     cap = max(int(prefill.rank_prompts), 1)
     budget = float(prefill.rank_tokens)
+    limit = float(prefill.prompt_limit)
     most = ranks * cap
     waiting: list[tuple[float, int]] = [(0.0, i) for i in range(conc)]  # a heap: (arrival, id)
     sent = conc
@@ -223,7 +229,9 @@ def simulate(
         while waiting and waiting[0][0] <= start and len(taken) < most:
             i = waiting[0][1]
             r = len(taken) % ranks
-            if len(taken) >= ranks and load[r] + ins[i] > budget:
+            # SGLang's PrefillAdder.add_one_req refuses a prompt that reaches what is left of
+            # --max-prefill-tokens unless the batch is empty (prompts_under_prefill_limit).
+            if len(taken) >= ranks and (load[r] + ins[i] > budget or load[r] + ins[i] >= limit):
                 break
             pop(waiting)
             load[r] += ins[i]

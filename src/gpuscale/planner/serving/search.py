@@ -338,6 +338,8 @@ def walk(cand: Candidate, ctx: SearchContext, resolve: bool = False) -> Walk | N
         if kv < work.input_len + work.output_len:
             return None
         it = _iteration_model(model, cluster, cand.par, fmt, kv_dtype, profile, eng)
+        # A rank's share of the engine's budget, as ``engine_curve`` runs it.
+        eng = eng.per_attention_rank(cand.par.attention_dp)
         c = load_curve(it, eng, work, kv)
         if resolve:
 

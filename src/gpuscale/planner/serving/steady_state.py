@@ -1007,7 +1007,11 @@ def prefill_curve(
     """Parametrized by the prompt tokens ``b`` of one iteration: ``x = b / (ISL T(b))``; the
     curve is resampled at the throughputs ``x``."""
     new_tokens = max(work.input_len * (1.0 - work.prefix_hit), 1.0)
-    budget = max(float(eng.max_num_batched_tokens), new_tokens)
+    # SGLang's --max-prefill-tokens binds a prefill worker's batches too: its event loop builds
+    # them with the aggregated scheduler's get_new_batch_prefill / PrefillAdder (v0.5.1 and
+    # v0.5.9 disaggregation/prefill.py event_loop_*_disagg_prefill), no decodes beside them.
+    whole = float(prefill_batch_prompts(eng, np.zeros(1), new_tokens)[0]) * new_tokens
+    budget = max(min(float(eng.max_num_batched_tokens), whole), new_tokens)
     b = np.geomspace(new_tokens * 1e-3, budget, GRID)
     zeros = np.zeros_like(b)
     half = np.full_like(b, work.input_len / 2.0)
