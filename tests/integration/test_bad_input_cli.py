@@ -234,7 +234,7 @@ ESTIMATE = ("estimate", "llama3.1-8b", "--gpu", "h100-sxm")
         # A ZeroDivisionError traceback in the serving placement.
         (
             (*INFER, "--concurrency", "8", "--gpus-per-node", "0"),
-            "--gpus-per-node must be >= 1, got 0; accepted: the GPUs of one node",
+            "--gpus-per-node must be a positive integer, got 0; accepted: the GPUs of one node",
         ),
         # Each was launched as something else without a word: vLLM for an empty engine, the
         # last of two values, the defaults for an option naming no setting.

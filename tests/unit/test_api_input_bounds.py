@@ -173,7 +173,7 @@ def test_a_node_holds_at_least_one_gpu(per_node: int, call: Any, kwargs: dict[st
     # 0 GPUs per node ended in a ZeroDivisionError in the serving placement and the search;
     # -8 was named as a placement that does not fit "-8-GPU nodes".
     message = _refused("gpus_per_node", call, "llama3.1-8b", **kwargs, gpus_per_node=per_node)
-    assert message.startswith(f"--gpus-per-node must be >= 1, got {per_node}")
+    assert message.startswith(f"--gpus-per-node must be a positive integer, got {per_node}")
 
 
 def test_the_default_run_of_a_closed_loop_is_one_run_at_most() -> None:
@@ -224,3 +224,46 @@ def test_empty_or_unknown_names_are_refused_not_defaulted(
     call: Any, kwargs: dict[str, Any], field: str | None, expected: str
 ) -> None:
     assert expected in _refused(field, call, "llama3.1-8b", **kwargs)
+
+
+DISAGG: dict[str, Any] = {"prefill_workers": 1, "decode_workers": 1}
+
+
+@pytest.mark.parametrize(
+    ("call", "kwargs", "field"),
+    [
+        # Each was priced as given: 1.5 replicas as 1.5 GPUs, True as one client, 2.5 cut to 2.
+        (gpuscale.infer, {**LOAD, "replicas": 1.5}, "replicas"),
+        (gpuscale.infer, {**LOAD, "concurrency": True}, "concurrency"),
+        (gpuscale.infer, {**LOAD, "concurrency": 8.5}, "concurrency"),
+        (gpuscale.infer, {**LOAD, "num_requests": 2.5}, "num_requests"),
+        (gpuscale.infer, {**LOAD, "input_len": 128.5}, "input_len"),
+        (gpuscale.infer, {**LOAD, "tp": True}, "tp"),
+        (gpuscale.infer, {**LOAD, "gpus_per_node": 2.5}, "gpus_per_node"),
+        (
+            gpuscale.infer,
+            {**LOAD, "adp_balance_timeout_iters": 10**30},
+            "adp_balance_timeout_iters",
+        ),
+        (gpuscale.infer, {**LOAD, **DISAGG, "decode_workers": 1.5}, "decode_workers"),
+        (gpuscale.infer, {**LOAD, **DISAGG, "prefill_batch": 2.5}, "prefill_batch"),
+        (gpuscale.api.infer_sweep, {**LOAD, "concurrency": [1.5, 2]}, "concurrency"),
+        (gpuscale.infer_static, {"gpu": "h100-sxm", "tp": [2.5]}, "tp"),
+        (gpuscale.infer_static, {"gpu": "h100-sxm", "tp": []}, "tp"),
+        # a TypeError traceback
+        (serving_search, {"gpu": "h100-sxm", "gpus": 8.5}, "gpus"),
+    ],
+)
+def test_counts_are_whole_numbers(call: Any, kwargs: dict[str, Any], field: str) -> None:
+    _refused(field, call, "llama3.1-8b", **kwargs)
+
+
+def test_numpy_integers_are_whole_numbers() -> None:
+    # A sweep built with numpy passes numpy integers: they are counts like Python ints.
+    import numpy as np
+
+    result = gpuscale.infer(
+        "llama3.1-8b", **{**LOAD, "concurrency": np.int64(8)}, replicas=np.int64(2)
+    )
+    assert result.to_dict()["options"][0]["gpus"] == 2
+    assert gpuscale.infer_static("llama3.1-8b", gpu="h100-sxm", tp=[np.int64(2)]).to_dict()

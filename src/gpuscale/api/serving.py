@@ -20,7 +20,7 @@ from gpuscale.costmodel.profile import Profile, load_profile_for
 from gpuscale.costmodel.serving.formats import FORMATS, WeightFormat, weight_format
 from gpuscale.costmodel.serving.iteration import Parallelism
 from gpuscale.costmodel.serving.speculative import Speculation
-from gpuscale.errors import InputError, require
+from gpuscale.errors import InputError, is_whole, require
 from gpuscale.planner.serving.cohort_sim import BENCHMARK_ROUNDS
 from gpuscale.planner.serving.deployment import (
     Client,
@@ -135,9 +135,9 @@ def check_requests(value: int | None, name: str) -> None:
     max_num_seqs 1,024), so a larger count is a typo: 10^9 in flight was priced as an 8-hour
     queue. ``None``: not given."""
     require(
-        value is None or 1 <= value <= MAX_NUM_REQUESTS,
+        value is None or (is_whole(value) and 1 <= value <= MAX_NUM_REQUESTS),
         f"--{name.replace('_', '-')} must be 1 to {MAX_NUM_REQUESTS:,} requests (the most one "
-        f"benchmark run holds), got {value}",
+        f"benchmark run holds), got {value!r}",
         field=name,
     )
 
@@ -257,7 +257,11 @@ def check_lengths(spec: ModelSpec, input_len: int, output_len: int) -> None:
     context (an engine refuses a longer request: vLLM/SGLang ``max_model_len``, TensorRT-LLM
     ``max_seq_len``). One rule for the load model, its sweep, the search and the static table."""
     for name, value in (("input_len", input_len), ("output_len", output_len)):
-        require(value >= 1, f"--{name.split('_')[0]} must be >= 1, got {value}", field=name)
+        require(
+            is_whole(value) and value >= 1,
+            f"--{name.split('_')[0]} must be a whole number of tokens >= 1, got {value!r}",
+            field=name,
+        )
     if not spec.causal:
         return  # an encoder serves no requests: refused by check_decoder, or the static table
     require(
@@ -386,13 +390,19 @@ def infer(
         )
     check_requests(num_requests, "num_requests")
     require(0.0 <= prefix_hit < 1.0, "--prefix-hit must be in [0, 1)", field="prefix_hit")
-    require(replicas >= 1, f"--replicas must be >= 1, got {replicas}", field="replicas")
+    require(
+        is_whole(replicas) and replicas >= 1,
+        f"--replicas must be a whole number >= 1, got {replicas!r}",
+        field="replicas",
+    )
     # The engine's scheduler defaults depend on the GPU it starts on (vLLM: smaller
     # budget and running cap below 70 GiB and on A100; serving_engines.yaml).
     eng = engine_profile(engine).for_device(catalog.gpu(gpu))
-    require(
-        adp_balance_timeout_iters >= 0,
-        f"--adp-balance-timeout-iters must be >= 0, got {adp_balance_timeout_iters}",
+    require(  # the bound of the engine option of the same name (10^30 was taken)
+        is_whole(adp_balance_timeout_iters)
+        and 0 <= adp_balance_timeout_iters <= MAX_SCHEDULER_SLOTS,
+        f"--adp-balance-timeout-iters must be a whole number 0 to {MAX_SCHEDULER_SLOTS}, got "
+        f"{adp_balance_timeout_iters!r}",
         field="adp_balance_timeout_iters",
     )
     if adp_balance_timeout_iters:
@@ -488,11 +498,15 @@ def infer(
             field="prefill_workers",
         )
         assert prefill_workers is not None and decode_workers is not None  # for mypy
-        require(
-            prefill_workers >= 1 and decode_workers >= 1,
-            "worker counts must be >= 1",
-            field="prefill_workers",
-        )
+        for name, workers in (
+            ("prefill_workers", prefill_workers),
+            ("decode_workers", decode_workers),
+        ):
+            require(
+                is_whole(workers) and workers >= 1,
+                f"--{name.replace('_', '-')} must be a whole number >= 1, got {workers!r}",
+                field=name,
+            )
         for name, cap in (("prefill_batch", prefill_batch), ("decode_batch", decode_batch)):
             check_requests(cap, name)
         p_pool = Pool(

@@ -16,7 +16,7 @@ from gpuscale.api.serving import (
 )
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import load_profile_for
-from gpuscale.errors import require
+from gpuscale.errors import is_whole, require
 from gpuscale.planner.serving.search import (
     RESOLVED_PLACES,
     UNBOUNDED_S,
@@ -287,7 +287,11 @@ def search(
     spec = model if isinstance(model, ModelSpec) else catalog.model(model)
     check_decoder(spec)
     check_lengths(spec, input_len, output_len)
-    require(gpus >= 1, f"--gpus must be >= 1, got {gpus}", field="gpus")
+    require(
+        is_whole(gpus) and gpus >= 1,
+        f"--gpus must be a whole number >= 1, got {gpus!r}",
+        field="gpus",
+    )
     require(gpus <= 512, f"--gpus {gpus}: the search covers up to 512 GPUs", field="gpus")
     require(
         slo_ttft_ms is None or slo_ttft_ms > 0, "--slo-ttft-ms must be > 0", field="slo_ttft_ms"

@@ -14,7 +14,7 @@ from gpuscale.api.serving import check_lengths, check_requests, served_format
 from gpuscale.costmodel.inference import InferenceEstimate, estimate_inference
 from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.costmodel.serving.formats import FORMATS
-from gpuscale.errors import InputError, quoted, require
+from gpuscale.errors import InputError, is_whole, quoted, require
 from gpuscale.specs import ModelSpec
 from gpuscale.specs.training import KV_DTYPES, WEIGHT_DTYPES, Inference, KvDtype, WeightDtype
 
@@ -182,12 +182,16 @@ def _tp_list(tp: str | Sequence[int] | None, heads: int) -> list[int]:
                 f"--tp '{text}' must be comma-separated integers, e.g. 1,2,4,8", field="tp"
             ) from None
     else:
-        values, text = [int(v) for v in tp], ",".join(map(str, tp))
+        # 2.5 was cut to 2 and an empty list gave a table of no degree.
+        values, text = list(tp), ",".join(map(str, tp))
     require(
-        all(v >= 1 for v in values) and len(set(values)) == len(values),
+        bool(values)
+        and all(is_whole(v) and v >= 1 for v in values)
+        and len(set(values)) == len(values),
         f"--tp '{text}' needs distinct positive integers, e.g. 1,2,4,8",
         field="tp",
     )
+    values = [int(v) for v in values]  # numpy integers as Python ones, for the JSON
     bad = [v for v in values if heads % v]
     if bad and given:
         raise InputError(

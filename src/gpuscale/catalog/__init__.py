@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale import files, shipped_yaml
-from gpuscale.errors import InputError, require, unknown
+from gpuscale.errors import InputError, is_whole, require, unknown
 from gpuscale.specs import Cluster, Device, Link, ModelSpec
 
 DEFAULT_INTER = "ib-ndr400"
@@ -191,8 +191,9 @@ def node_size(device: str | Device, gpus_per_node: int | None) -> int:
     if gpus_per_node is None:
         return default_gpus_per_node(device)
     require(
-        gpus_per_node >= 1,
-        f"--gpus-per-node must be >= 1, got {gpus_per_node}; accepted: the GPUs of one node",
+        is_whole(gpus_per_node) and gpus_per_node >= 1,
+        f"--gpus-per-node must be a positive integer, got {gpus_per_node!r}; accepted: the GPUs "
+        "of one node",
         field="gpus_per_node",
     )
     return gpus_per_node
