@@ -7,6 +7,7 @@ by the files they pass is an :class:`InputError`, which the CLI prints as one li
 from __future__ import annotations
 
 import difflib
+import numbers
 from collections.abc import Iterable
 
 
@@ -62,3 +63,10 @@ def require(condition: bool, message: str, *, field: str | None = None) -> None:
     """Raise :class:`InputError` with ``message`` unless ``condition`` holds (never ``assert``)."""
     if not condition:
         raise InputError(message, field=field)
+
+
+def is_whole(value: object) -> bool:
+    """``value`` is a whole number: an int or a numpy integer (a sweep built with numpy), not a
+    bool and not a float (the API took ``replicas=1.5`` as 1.5 GPUs and ``concurrency=True``
+    as one client)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)

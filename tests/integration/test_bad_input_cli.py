@@ -231,6 +231,22 @@ ESTIMATE = ("estimate", "llama3.1-8b", "--gpu", "h100-sxm")
         ),
         # The help's vocabulary is the accepted one: one not in it is refused naming it.
         ((*INFER, "--concurrency", "8", "--weights", "int3"), "--weights 'int3' is not a known"),
+        # A ZeroDivisionError traceback in the serving placement.
+        (
+            (*INFER, "--concurrency", "8", "--gpus-per-node", "0"),
+            "--gpus-per-node must be a positive integer, got 0; accepted: the GPUs of one node",
+        ),
+        # Each was launched as something else without a word: vLLM for an empty engine, the
+        # last of two values, the defaults for an option naming no setting.
+        ((*INFER, "--concurrency", "8", "--engine", ""), "--engine: unknown engine ''"),
+        (
+            (*INFER, "--concurrency", "8", "--engine-options", "max_num_seqs=4,max-num-seqs=8"),
+            "--engine-options 'max_num_seqs' is given twice; accepted: each NAME once",
+        ),
+        (
+            (*INFER, "--concurrency", "8", "--engine-options", ","),
+            "--engine-options ',' names no setting; give NAME=VALUE",
+        ),
     ],
 )
 def test_leftover_bad_input_is_one_line_and_exit_code_2(

@@ -156,3 +156,114 @@ def test_requests_longer_than_the_context_are_refused_by_every_serving_question(
     )
     _refused("input_len", gpuscale.infer_static, "llama3.1-8b", gpu="h100-sxm", **long)
     _refused("input_len", serving_search, "llama3.1-8b", gpu="h100-sxm", gpus=8, **long)
+
+
+@pytest.mark.parametrize("per_node", [0, -8])
+@pytest.mark.parametrize(
+    ("call", "kwargs"),
+    [
+        (gpuscale.infer, LOAD),
+        (gpuscale.infer, {**LOAD, "prefill_workers": 1, "decode_workers": 1}),
+        (serving_search, {"gpu": "h100-sxm", "gpus": 8}),
+        (gpuscale.infer_static, {"gpu": "h100-sxm"}),
+    ],
+    ids=["aggregated", "disaggregated", "search", "static"],
+)
+def test_a_node_holds_at_least_one_gpu(per_node: int, call: Any, kwargs: dict[str, Any]) -> None:
+    # 0 GPUs per node ended in a ZeroDivisionError in the serving placement and the search;
+    # -8 was named as a placement that does not fit "-8-GPU nodes".
+    message = _refused("gpus_per_node", call, "llama3.1-8b", **kwargs, gpus_per_node=per_node)
+    assert message.startswith(f"--gpus-per-node must be a positive integer, got {per_node}")
+
+
+def test_the_default_run_of_a_closed_loop_is_one_run_at_most() -> None:
+    # 20 x concurrency measured requests by default: 20,000,000 at concurrency 10^6, past the
+    # 10^6 of a stated run; the disaggregated closed loop followed them for 87 s and 5.6 GB.
+    disagg = {"prefill_workers": 1, "decode_workers": 1}
+    for kwargs in ({"concurrency": 50_001}, {"concurrency": 10**6, **disagg}):
+        message = _refused("concurrency", gpuscale.infer, "llama3.1-8b", **{**LOAD, **kwargs})
+        assert "more than 1,000,000 (the most one benchmark run holds)" in message
+        assert "accepted: --num-requests up to 1,000,000, or --concurrency up to 50,000" in message
+    # a stated count, or the largest default, is priced
+    assert gpuscale.infer("llama3.1-8b", **{**LOAD, "concurrency": 50_001, "num_requests": 1000})
+    assert gpuscale.infer("llama3.1-8b", **{**LOAD, "concurrency": 50_000})
+
+
+def test_the_search_refuses_an_encoder() -> None:
+    # bert-large's deployments were ranked by output tokens/s, which an encoder never makes.
+    message = _refused("model", serving_search, "bert-large", gpu="h100-sxm", gpus=8)
+    assert message == "bert-large is an encoder; serving applies to decoders"
+    assert message == _refused("model", gpuscale.infer, "bert-large", **LOAD)
+
+
+@pytest.mark.parametrize(
+    ("call", "kwargs", "field", "expected"),
+    [
+        # "" was served as bf16, vLLM and the generic profile without a word.
+        (gpuscale.infer, {**LOAD, "weights": ""}, "weights", "--weights '' is not a known format"),
+        (serving_search, {"gpu": "h100-sxm", "gpus": 8, "weights": ""}, "weights", "'' is not"),
+        (gpuscale.infer, {**LOAD, "engine": ""}, "engine", "unknown engine ''"),
+        (gpuscale.infer_static, {"gpu": "h100-sxm", "engine": ""}, None, "unknown profile ''"),
+        # "bogus" was called a serving format.
+        (
+            gpuscale.infer_static,
+            {"gpu": "h100-sxm", "weights": "bogus"},
+            "weights",
+            "--weights 'bogus' is not a known format; the static-batch table (--batch) takes auto",
+        ),
+        # inf was taken: every option at 0 tokens per dollar.
+        (
+            serving_search,
+            {"gpu": "h100-sxm", "gpus": 8, "price": float("inf")},
+            "price",
+            "--price must be a finite number of USD per GPU-hour > 0, got inf",
+        ),
+    ],
+)
+def test_empty_or_unknown_names_are_refused_not_defaulted(
+    call: Any, kwargs: dict[str, Any], field: str | None, expected: str
+) -> None:
+    assert expected in _refused(field, call, "llama3.1-8b", **kwargs)
+
+
+DISAGG: dict[str, Any] = {"prefill_workers": 1, "decode_workers": 1}
+
+
+@pytest.mark.parametrize(
+    ("call", "kwargs", "field"),
+    [
+        # Each was priced as given: 1.5 replicas as 1.5 GPUs, True as one client, 2.5 cut to 2.
+        (gpuscale.infer, {**LOAD, "replicas": 1.5}, "replicas"),
+        (gpuscale.infer, {**LOAD, "concurrency": True}, "concurrency"),
+        (gpuscale.infer, {**LOAD, "concurrency": 8.5}, "concurrency"),
+        (gpuscale.infer, {**LOAD, "num_requests": 2.5}, "num_requests"),
+        (gpuscale.infer, {**LOAD, "input_len": 128.5}, "input_len"),
+        (gpuscale.infer, {**LOAD, "tp": True}, "tp"),
+        (gpuscale.infer, {**LOAD, "gpus_per_node": 2.5}, "gpus_per_node"),
+        (
+            gpuscale.infer,
+            {**LOAD, "adp_balance_timeout_iters": 10**30},
+            "adp_balance_timeout_iters",
+        ),
+        (gpuscale.infer, {**LOAD, **DISAGG, "decode_workers": 1.5}, "decode_workers"),
+        (gpuscale.infer, {**LOAD, **DISAGG, "prefill_batch": 2.5}, "prefill_batch"),
+        (gpuscale.api.infer_sweep, {**LOAD, "concurrency": [1.5, 2]}, "concurrency"),
+        (gpuscale.infer_static, {"gpu": "h100-sxm", "tp": [2.5]}, "tp"),
+        (gpuscale.infer_static, {"gpu": "h100-sxm", "tp": []}, "tp"),
+        # a TypeError traceback
+        (serving_search, {"gpu": "h100-sxm", "gpus": 8.5}, "gpus"),
+    ],
+)
+def test_counts_are_whole_numbers(call: Any, kwargs: dict[str, Any], field: str) -> None:
+    _refused(field, call, "llama3.1-8b", **kwargs)
+
+
+def test_numpy_integers_are_whole_numbers() -> None:
+    # A sweep built with numpy passes numpy integers: they are counts like Python ints.
+    import numpy as np
+
+    result = gpuscale.infer(
+        "llama3.1-8b", **{**LOAD, "concurrency": np.int64(8)}, replicas=np.int64(2)
+    )
+    assert result.to_dict()["options"][0]["gpus"] == 2
+    assert gpuscale.infer_static("llama3.1-8b", gpu="h100-sxm", tp=[np.int64(2)]).to_dict()

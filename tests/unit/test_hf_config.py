@@ -94,6 +94,26 @@ def test_bad_configs_are_one_line_input_errors(tmp_path: Path, content: str, fra
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("config", "key"),
+    [
+        ("deepseek-v3", "n_shared_experts"),
+        ("deepseek-v3", "first_k_dense_replace"),
+        ("gpt-oss-20b", "sliding_window"),
+    ],
+)
+@pytest.mark.parametrize("value", ["abc", [1], 1e400, 1.5, True, -1, 10**30])
+def test_counts_a_config_may_leave_out_are_whole_numbers(config: str, key: str, value: Any) -> None:
+    # int() of the raw value raised a TypeError/ValueError/OverflowError traceback on a string,
+    # a list or 1e400, truncated 1.5 to 1 and took 10^30 shared experts.
+    cfg = {**json.loads((CONFIGS / f"{config}.json").read_text()), key: value}
+    with pytest.raises(InputError, match=rf"'{key}' must be a whole number 0 to 16777216") as info:
+        model_from_config(cfg, config)
+    assert "\n" not in str(info.value)
+    for absent in (0, None):  # left out, null or 0: none of them
+        model_from_config({**cfg, key: absent}, config)
+
+
 def test_binary_and_missing_files_are_input_errors(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
     path.write_bytes(b"\xff\xfe\x00garbage")
@@ -135,6 +155,9 @@ KEYS = [
     "type_vocab_size",
     "text_config",
     "enable_bias",
+    "n_shared_experts",
+    "first_k_dense_replace",
+    "sliding_window",
 ]
 
 json_scalars = st.one_of(

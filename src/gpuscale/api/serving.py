@@ -20,7 +20,8 @@ from gpuscale.costmodel.profile import Profile, load_profile_for
 from gpuscale.costmodel.serving.formats import FORMATS, WeightFormat, weight_format
 from gpuscale.costmodel.serving.iteration import Parallelism
 from gpuscale.costmodel.serving.speculative import Speculation
-from gpuscale.errors import InputError, require
+from gpuscale.errors import InputError, is_whole, require
+from gpuscale.planner.serving.cohort_sim import BENCHMARK_ROUNDS
 from gpuscale.planner.serving.deployment import (
     Client,
     Pool,
@@ -115,8 +116,9 @@ MAX_SCHEDULER_SLOTS = 2**24
 setting (TensorRT-LLM's default max_batch_size is 2,048, max_num_tokens 8,192), low enough that
 every value stays an exact float."""
 MAX_NUM_REQUESTS = 1_000_000
-"""Most requests in one benchmark run (the open-loop wait replays every arrival); also the most
-in flight at once, which are requests of that run (:func:`check_requests`)."""
+"""Most requests in one benchmark run (the open-loop wait replays every arrival), stated or the
+client's default (``deployment.measured_requests``); also the most in flight at once, which are
+requests of that run (:func:`check_requests`)."""
 
 MAX_RUN_SECONDS = 1e9
 """Longest open-loop benchmark run, ``num_requests / request_rate`` seconds: 10^9 s (~32
@@ -133,9 +135,9 @@ def check_requests(value: int | None, name: str) -> None:
     max_num_seqs 1,024), so a larger count is a typo: 10^9 in flight was priced as an 8-hour
     queue. ``None``: not given."""
     require(
-        value is None or 1 <= value <= MAX_NUM_REQUESTS,
+        value is None or (is_whole(value) and 1 <= value <= MAX_NUM_REQUESTS),
         f"--{name.replace('_', '-')} must be 1 to {MAX_NUM_REQUESTS:,} requests (the most one "
-        f"benchmark run holds), got {value}",
+        f"benchmark run holds), got {value!r}",
         field=name,
     )
 
@@ -250,14 +252,25 @@ def _verdict(o: dict[str, Any]) -> str:
     )
 
 
+def check_decoder(spec: ModelSpec) -> None:
+    """Refuse an encoder (BERT): it generates no tokens, so there is no TTFT, TPOT or goodput
+    to price. The load model and the search share this rule (the search ranked deployments of
+    bert-large by output tokens/s); the static table refuses in its cost model's words."""
+    require(spec.causal, f"{spec.name} is an encoder; serving applies to decoders", field="model")
+
+
 def check_lengths(spec: ModelSpec, input_len: int, output_len: int) -> None:
     """Refuse requests the model cannot hold: each length >= 1, together at most its maximum
     context (an engine refuses a longer request: vLLM/SGLang ``max_model_len``, TensorRT-LLM
     ``max_seq_len``). One rule for the load model, its sweep, the search and the static table."""
     for name, value in (("input_len", input_len), ("output_len", output_len)):
-        require(value >= 1, f"--{name.split('_')[0]} must be >= 1, got {value}", field=name)
+        require(
+            is_whole(value) and value >= 1,
+            f"--{name.split('_')[0]} must be a whole number of tokens >= 1, got {value!r}",
+            field=name,
+        )
     if not spec.causal:
-        return  # an encoder serves no requests: each question refuses it in its own words
+        return  # an encoder serves no requests: refused by check_decoder, or the static table
     require(
         input_len + output_len <= spec.max_seq_len,
         f"--input {input_len} + --output {output_len} = {input_len + output_len:,} tokens exceed "
@@ -367,7 +380,7 @@ def infer(
     prefill workers run the module over the prompt); ``acceptance`` overrides the published
     per-token acceptance (:func:`gpuscale.api.speculative.speculation`)."""
     spec = model if isinstance(model, ModelSpec) else catalog.model(model)
-    require(spec.causal, f"{spec.name} is an encoder; serving applies to decoders", field="model")
+    check_decoder(spec)
     check_lengths(spec, input_len, output_len)
     spec_dec = speculation_of(spec, speculative, draft_tokens, acceptance)
     require(
@@ -384,13 +397,19 @@ def infer(
         )
     check_requests(num_requests, "num_requests")
     require(0.0 <= prefix_hit < 1.0, "--prefix-hit must be in [0, 1)", field="prefix_hit")
-    require(replicas >= 1, f"--replicas must be >= 1, got {replicas}", field="replicas")
+    require(
+        is_whole(replicas) and replicas >= 1,
+        f"--replicas must be a whole number >= 1, got {replicas!r}",
+        field="replicas",
+    )
     # The engine's scheduler defaults depend on the GPU it starts on (vLLM: smaller
     # budget and running cap below 70 GiB and on A100; serving_engines.yaml).
     eng = engine_profile(engine).for_device(catalog.gpu(gpu))
-    require(
-        adp_balance_timeout_iters >= 0,
-        f"--adp-balance-timeout-iters must be >= 0, got {adp_balance_timeout_iters}",
+    require(  # the bound of the engine option of the same name (10^30 was taken)
+        is_whole(adp_balance_timeout_iters)
+        and 0 <= adp_balance_timeout_iters <= MAX_SCHEDULER_SLOTS,
+        f"--adp-balance-timeout-iters must be a whole number 0 to {MAX_SCHEDULER_SLOTS}, got "
+        f"{adp_balance_timeout_iters!r}",
         field="adp_balance_timeout_iters",
     )
     if adp_balance_timeout_iters:
@@ -420,6 +439,18 @@ def infer(
     )
     client = Client(concurrency=concurrency, request_rate=request_rate, num_requests=num_requests)
     measured = measured_requests(work, client)
+    # The default of a fixed-length closed loop, 20 x concurrency, is a run too: past 10^6
+    # requests (concurrency > 50,000) it is refused as a stated one is, not followed request by
+    # request (the disaggregated closed loop took 87 s and 5.6 GB at concurrency 10^6).
+    if measured > MAX_NUM_REQUESTS:  # only the closed loop's default: a stated count is checked
+        raise InputError(
+            f"--concurrency {concurrency}: a closed-loop run of fixed lengths measures "
+            f"{BENCHMARK_ROUNDS} x {concurrency:,} = {measured:,} requests unless --num-requests "
+            f"says otherwise, more than {MAX_NUM_REQUESTS:,} (the most one benchmark run holds); "
+            f"accepted: --num-requests up to {MAX_NUM_REQUESTS:,}, or --concurrency up to "
+            f"{MAX_NUM_REQUESTS // BENCHMARK_ROUNDS:,}",
+            field="concurrency",
+        )
     if request_rate is not None:
         # The open-loop wait replays the whole run (``steady_state.finite_run_wait``).
         run_s = measured / request_rate
@@ -475,11 +506,15 @@ def infer(
             field="prefill_workers",
         )
         assert prefill_workers is not None and decode_workers is not None  # for mypy
-        require(
-            prefill_workers >= 1 and decode_workers >= 1,
-            "worker counts must be >= 1",
-            field="prefill_workers",
-        )
+        for name, workers in (
+            ("prefill_workers", prefill_workers),
+            ("decode_workers", decode_workers),
+        ):
+            require(
+                is_whole(workers) and workers >= 1,
+                f"--{name.replace('_', '-')} must be a whole number >= 1, got {workers!r}",
+                field=name,
+            )
         for name, cap in (("prefill_batch", prefill_batch), ("decode_batch", decode_batch)):
             check_requests(cap, name)
         p_pool = Pool(

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuscale import catalog
 from gpuscale.api._booleans import takes_booleans
 from gpuscale.api.serving import (
+    check_decoder,
     check_lengths,
     served_format,
     served_kv_dtype,
 )
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import load_profile_for
-from gpuscale.errors import require
+from gpuscale.errors import is_whole, require
 from gpuscale.planner.serving.search import (
     RESOLVED_PLACES,
     UNBOUNDED_S,
@@ -283,8 +285,13 @@ def search(
     candidate on those places. ``input_cv``/``output_cv`` spread the request lengths as
     ``infer``'s do."""
     spec = model if isinstance(model, ModelSpec) else catalog.model(model)
+    check_decoder(spec)
     check_lengths(spec, input_len, output_len)
-    require(gpus >= 1, f"--gpus must be >= 1, got {gpus}", field="gpus")
+    require(
+        is_whole(gpus) and gpus >= 1,
+        f"--gpus must be a whole number >= 1, got {gpus!r}",
+        field="gpus",
+    )
     require(gpus <= 512, f"--gpus {gpus}: the search covers up to 512 GPUs", field="gpus")
     require(
         slo_ttft_ms is None or slo_ttft_ms > 0, "--slo-ttft-ms must be > 0", field="slo_ttft_ms"
@@ -292,7 +299,13 @@ def search(
     require(
         slo_tpot_ms is None or slo_tpot_ms > 0, "--slo-tpot-ms must be > 0", field="slo_tpot_ms"
     )
-    require(price is None or price > 0, "--price must be > 0 ($ per GPU-hour)", field="price")
+    # inf was taken (every option at 0 tokens per dollar), as plan's rule does not
+    # (planner.search.Job: the same words).
+    require(
+        price is None or (math.isfinite(price) and price > 0),
+        f"--price must be a finite number of USD per GPU-hour > 0, got {price}",
+        field="price",
+    )
     for name, cv in (("input_cv", input_cv), ("output_cv", output_cv)):
         require(0.0 <= cv <= 10.0, f"--{name.replace('_', '-')} must be in [0, 10]", field=name)
     ctx = search_context(

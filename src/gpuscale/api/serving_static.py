@@ -13,7 +13,8 @@ from gpuscale.api._json import document
 from gpuscale.api.serving import check_lengths, check_requests, served_format
 from gpuscale.costmodel.inference import InferenceEstimate, estimate_inference
 from gpuscale.costmodel.profile import load_profile_for
-from gpuscale.errors import InputError, require
+from gpuscale.costmodel.serving.formats import FORMATS
+from gpuscale.errors import InputError, is_whole, quoted, require
 from gpuscale.specs import ModelSpec
 from gpuscale.specs.training import KV_DTYPES, WEIGHT_DTYPES, Inference, KvDtype, WeightDtype
 
@@ -114,13 +115,17 @@ def infer_static(
         stored = served_format(model, "auto", spec)
         bits = round(stored.weight_bytes * 8)
         weights = {8: "fp8" if stored.native == "fp8" else "int8", 4: "int4"}.get(bits, "bf16")
-    require(
-        weights in WEIGHT_DTYPES,
-        f"--weights {weights} is a serving format; the static-batch table (--batch) takes "
-        f"{', '.join(WEIGHT_DTYPES)}; give --concurrency for the serving model",
-        field="weights",
-    )
-    engine = engine or "generic"
+    if weights not in WEIGHT_DTYPES:
+        # A format only the serving model takes, or none at all ("bogus" was called a serving
+        # format).
+        what = "is a serving format" if weights in FORMATS else "is not a known format"
+        raise InputError(
+            f"--weights {quoted(weights)} {what}; the static-batch table (--batch) takes auto, "
+            f"{', '.join(WEIGHT_DTYPES)}; give --concurrency for the serving model "
+            f"({', '.join(FORMATS)})",
+            field="weights",
+        )
+    engine = "generic" if engine is None else engine  # "" is refused as a profile name
     kv_dtype = "bf16" if kv_dtype == "auto" else kv_dtype
     require(
         kv_dtype in KV_DTYPES,
@@ -177,12 +182,16 @@ def _tp_list(tp: str | Sequence[int] | None, heads: int) -> list[int]:
                 f"--tp '{text}' must be comma-separated integers, e.g. 1,2,4,8", field="tp"
             ) from None
     else:
-        values, text = [int(v) for v in tp], ",".join(map(str, tp))
+        # 2.5 was cut to 2 and an empty list gave a table of no degree.
+        values, text = list(tp), ",".join(map(str, tp))
     require(
-        all(v >= 1 for v in values) and len(set(values)) == len(values),
+        bool(values)
+        and all(is_whole(v) and v >= 1 for v in values)
+        and len(set(values)) == len(values),
         f"--tp '{text}' needs distinct positive integers, e.g. 1,2,4,8",
         field="tp",
     )
+    values = [int(v) for v in values]  # numpy integers as Python ones, for the JSON
     bad = [v for v in values if heads % v]
     if bad and given:
         raise InputError(

@@ -156,8 +156,8 @@ def infer_sweep(
             field=load,
         )
     if concurrency is not None:
-        for c in concurrency:  # every load refused before the first is priced
-            check_requests(int(c), "concurrency")
+        for c in concurrency:  # every load refused before the first is priced (1.5 was 1)
+            check_requests(c, "concurrency")
         points = tuple(infer(model, **deployment, concurrency=int(c)) for c in concurrency)
     else:
         points = tuple(infer(model, **deployment, request_rate=float(r)) for r in values)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale import files, shipped_yaml
-from gpuscale.errors import InputError, require, unknown
+from gpuscale.errors import InputError, is_whole, require, unknown
 from gpuscale.specs import Cluster, Device, Link, ModelSpec
 
 DEFAULT_INTER = "ib-ndr400"
@@ -185,8 +185,18 @@ def default_gpus_per_node(device: str | Device) -> int:
 
 
 def node_size(device: str | Device, gpus_per_node: int | None) -> int:
-    """``gpus_per_node`` as given, or :func:`default_gpus_per_node` when it is None."""
-    return default_gpus_per_node(device) if gpus_per_node is None else gpus_per_node
+    """``gpus_per_node`` as given, or :func:`default_gpus_per_node` when it is None. The one
+    check of a node size every command reads through here: a node holds at least one GPU (the
+    serving placement and the search divide by it; 0 ended in a ZeroDivisionError)."""
+    if gpus_per_node is None:
+        return default_gpus_per_node(device)
+    require(
+        is_whole(gpus_per_node) and gpus_per_node >= 1,
+        f"--gpus-per-node must be a positive integer, got {gpus_per_node!r}; accepted: the GPUs "
+        "of one node",
+        field="gpus_per_node",
+    )
+    return gpus_per_node
 
 
 def check_node(device: Device, gpus_per_node: int) -> None:
@@ -228,7 +238,6 @@ def cluster(
         f"accepted: {', '.join(k for k, v in links().items() if v.kind in NETWORK_KINDS)}",
     )
     per_node = node_size(device, gpus_per_node)
-    require(per_node >= 1, f"--gpus-per-node must be >= 1, got {per_node}", field="gpus_per_node")
     check_node(device, per_node)
     intra = link(device.intra_link)
     require(

@@ -61,6 +61,21 @@ def _int(cfg: Mapping[str, Any], where: str, *keys: str, default: int | None = N
     raise InputError(f"{where}: missing '{keys[0]}' (needed to size the model)")
 
 
+def _count(cfg: Mapping[str, Any], where: str, key: str) -> int:
+    """A count the config may leave out or set to 0 (shared experts, leading dense layers, a
+    sliding window): 0 when absent or null, else a whole number 0 to :data:`MAX_DIMENSION`
+    (``int()`` of the raw value raised a TypeError/ValueError/OverflowError traceback on a
+    string, a list or 1e400, and truncated 1.5 to 1)."""
+    value = cfg.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DIMENSION:
+        raise InputError(
+            f"{where}: '{key}' must be a whole number 0 to {MAX_DIMENSION}, got {value!r:.40}"
+        )
+    return value
+
+
 def _number(cfg: Mapping[str, Any], where: str, key: str, default: float) -> float:
     value = cfg.get(key, default)
     if value is None:
@@ -264,8 +279,8 @@ def _moe(
             qk_nope_head_dim=nope,
             v_head_dim=_int(cfg, name, "v_head_dim"),
             head_dim=rope + nope,
-            shared_experts=int(cfg.get("n_shared_experts") or 0),
-            dense_layers=min(int(cfg.get("first_k_dense_replace") or 0), layers),
+            shared_experts=_count(cfg, name, "n_shared_experts"),
+            dense_layers=min(_count(cfg, name, "first_k_dense_replace"), layers),
             dense_ffn_hidden_size=_int(cfg, name, "intermediate_size"),
             # Kimi-K2.5's INT4 checkpoint ignores ``re:.*self_attn.*`` (checkpoints.yaml); a
             # config without a quantization_config is a 16-bit or architecture-only copy.
@@ -291,7 +306,7 @@ def _moe(
         if model_type in HYBRID_LIKE:
             extra.update(_hybrid(cfg, name, model_type, layers))
     elif model_type == "gpt_oss":
-        window = int(cfg.get("sliding_window") or 0)
+        window = _count(cfg, name, "sliding_window")
         kinds = cfg.get("layer_types")
         sliding = (
             sum(1 for k in kinds if k == "sliding_attention")

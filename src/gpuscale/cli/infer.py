@@ -177,6 +177,9 @@ def command(model: str, as_json: bool, html_path: str | None, **o: Any) -> None:
         field="engine_options",
     )
     question = "search" if search else "load" if any(o[k] is not None for k in LOAD) else "static"
+    # The engine under load and in the search (``--engine ''`` is refused by name, not served
+    # as the default vllm).
+    under_load = "vllm" if engine is None else engine
     refused, why = NOT_TAKEN[question]
     typed = typed_options(ctx)
     for name in (n for n in refused if n in typed):
@@ -186,22 +189,18 @@ def command(model: str, as_json: bool, html_path: str | None, **o: Any) -> None:
             searched["gpus"] is not None, "--search needs --gpus N (GPUs available)", field="gpus"
         )
         spread = {k: o[k] for k in SPREAD}
-        result = api_search(model, engine=engine or "vllm", **common, **searched, **spread)
+        result = api_search(model, engine=under_load, **common, **searched, **spread)
         render = print_search
     elif any(o[k] is not None for k in LOAD):
         o["engine_options"] = engine_options or None
         tp = _single(tp) if typed_tp else 1
         loads = _loads(o.pop("concurrency"))
         if loads is not None and len(loads) > 1:
-            result = infer_sweep(
-                model, concurrency=loads, engine=engine or "vllm", tp=tp, **common, **o
-            )
+            result = infer_sweep(model, concurrency=loads, engine=under_load, tp=tp, **common, **o)
             render = print_sweep
         else:
             load = loads[0] if loads else None
-            result = api_infer(
-                model, engine=engine or "vllm", tp=tp, concurrency=load, **common, **o
-            )
+            result = api_infer(model, engine=under_load, tp=tp, concurrency=load, **common, **o)
             render = print_serving
     else:
         profile, tp = o["profile"], tp if typed_tp else None
@@ -220,6 +219,14 @@ def _engine_options(texts: tuple[str, ...]) -> dict[str, Any]:
     """``NAME=VALUE`` pairs (comma-separated, repeatable) as typed values (true/false, whole
     numbers, decimals); the names and ranges are checked by ``gpuscale.api.infer``."""
     out: dict[str, Any] = {}
+    for text in texts:
+        # An option with no pair in it (``--engine-options ''``) launched the defaults silently.
+        require(
+            any(text.split(",")),
+            f"--engine-options {quoted(text)} names no setting; give NAME=VALUE, e.g. "
+            "max_num_batched_tokens=16384",
+            field="engine_options",
+        )
     for item in (part for text in texts for part in text.split(",") if part):
         name, eq, text = item.partition("=")
         require(
@@ -241,7 +248,14 @@ def _engine_options(texts: tuple[str, ...]) -> dict[str, Any]:
                         f"--engine-options {quoted(item)}: VALUE must be true, false or a number",
                         field="engine_options",
                     ) from None
-        out[name.strip().replace("-", "_")] = value
+        key = name.strip().replace("-", "_")
+        # A name given twice kept its last value without a word (max_num_seqs=4,max_num_seqs=8).
+        require(
+            key not in out,
+            f"--engine-options {quoted(key)} is given twice; accepted: each NAME once",
+            field="engine_options",
+        )
+        out[key] = value
     return out
 
 

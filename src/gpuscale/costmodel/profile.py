@@ -239,7 +239,9 @@ def _read_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
         )
         where = f"profile '{name_or_path}'"
         parse: Callable[[str], Any] = shipped_yaml.load
-    elif path.suffix in (".yaml", ".yml") or files.exists(path) or "/" in name_or_path:
+    elif name_or_path.strip() and (
+        path.suffix in (".yaml", ".yml") or files.exists(path) or "/" in name_or_path
+    ):  # "" is Path("") = the current folder: an empty name is unknown, not a folder to read
         text = files.read_text(
             path,
             label="profile",

@@ -51,7 +51,8 @@ names: ``fp8``, ``fp8_block``, ``nvfp4``, ``int4_wo``; ``bf16`` when unquantized
 
 
 def weight_format(name: str) -> WeightFormat:
-    key = (name or "bf16").lower()
+    # No fallback for an empty name: ``--weights ''`` was served as bf16 without a word.
+    key = str(name).lower()
     if key not in FORMATS:
         raise InputError(
             f"--weights {name!r} is not a known format; accepted: {', '.join(FORMATS)}",

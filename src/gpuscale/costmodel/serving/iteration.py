@@ -82,9 +82,10 @@ class Parallelism:
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "ep", "attention_dp"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:  # True was 1
                 raise InputError(
-                    f"--{name.replace('_', '-')} must be >= 1, got {value}", field=name
+                    f"--{name.replace('_', '-')} must be a whole number >= 1, got {value!r}",
+                    field=name,
                 )
         if self.tp % self.attention_dp:
             raise InputError(
