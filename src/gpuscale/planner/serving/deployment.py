@@ -756,7 +756,8 @@ def _open_loop_stages(
     # At an infinite rate the curve reads its last point: the full-budget iteration.
     pc = prefill_curve(it_p, eng_p, work, np.array([np.inf]))
     cap_p = pc.capacity
-    slots_p = max(cap_p * float(pc.iteration_s[0]), 1.0) * prefill.ranks
+    # Little's law over a prompt's whole prefill: its chunks' iterations (pc.chunks).
+    slots_p = max(cap_p * float(pc.iteration_s[0]) * pc.chunks, 1.0) * prefill.ranks
     if edge is None:
         dc = resolve_capacity(it_d, eng_d, decode_work, kv_d, probe)
         ok = np.flatnonzero(dc.feasible)
@@ -831,6 +832,7 @@ def closed_loop_ttft(
         rank_tokens=budget,
         rank_prompts=prefill.max_batch or eng_p.max_num_seqs,
         prompt_limit=math.inf if eng_p.max_prefill_tokens is None else eng_p.max_prefill_tokens,
+        chunked=eng_p.chunked_prefill,
         iteration_s=iteration_s,
         done_after_s=overhead,
         overlap=overlap,

@@ -158,6 +158,12 @@ class PrefillStage:
     """SGLang's ``--max-prefill-tokens`` (``EngineProfile.max_prefill_tokens``; ``inf``
     without one): a rank's later prompt joins the iteration only while its tokens and the
     rank's earlier ones stay below it (``steady_state.prompts_under_prefill_limit``)."""
+    chunked: bool = False
+    """Chunked prefill (``EngineProfile.chunked_prefill``): a prompt longer than what is left of
+    its rank's budget takes what is left and carries the rest into the next iteration
+    (``steady_state._chunk_tokens``'s rule; SGLang v0.5.9 ``managers/schedule_policy.py``
+    ``PrefillAdder.add_one_req`` truncates it to ``rem_chunk_tokens``, ``add_chunked_req``
+    puts the rest first into the next batch). Without it a rank's first prompt runs whole."""
     iteration_s: Callable[[float], float]
     """Seconds of an iteration whose fullest rank carries this many prompt tokens."""
     done_after_s: float = 0.0
@@ -196,7 +202,9 @@ def simulate(
     Iteration by iteration: the waiting prompts, first come first served, go round the ranks
     (one each in turn, the balance of an empty iteration) while each rank has room for the next
     under its prompt cap, token budget and ``prompt_limit`` (a rank's first
-    prompt always fits: no chunking); the first prompt with no room ends the intake. The
+    prompt always fits: whole, or under chunked prefill a budget-sized chunk whose rest goes
+    back to the head of the queue; a later one is chunked into what is left of the budget);
+    the first prompt with no room ends the intake. The
     iteration lasts as long as its fullest rank. Iterations are followed in the order they
     start (the earliest free worker next); a finished prompt takes the earliest free decode
     slot (with several prefill workers two iterations' prompts can reach the slots out of
@@ -210,6 +218,8 @@ def simulate(
     cap = max(int(prefill.rank_prompts), 1)
     budget = float(prefill.rank_tokens)
     limit = float(prefill.prompt_limit)
+    chunked = bool(prefill.chunked)
+    left = list(ins)  # prompt tokens each request has still to prefill
     most = ranks * cap
     waiting: list[tuple[float, int]] = [(0.0, i) for i in range(conc)]  # a heap: (arrival, id)
     sent = conc
@@ -226,16 +236,27 @@ def simulate(
         start = max(free[w], waiting[0][0])
         load = [0.0] * ranks
         taken: list[int] = []
+        carried: list[tuple[float, int]] = []  # chunked prompts: back to the queue's head
         while waiting and waiting[0][0] <= start and len(taken) < most:
             i = waiting[0][1]
             r = len(taken) % ranks
+            need = left[i]
             # SGLang's PrefillAdder.add_one_req refuses a prompt that reaches what is left of
-            # --max-prefill-tokens unless the batch is empty (prompts_under_prefill_limit).
-            if len(taken) >= ranks and (load[r] + ins[i] > budget or load[r] + ins[i] >= limit):
+            # --max-prefill-tokens unless the batch is empty (prompts_under_prefill_limit);
+            # under chunked prefill it truncates one that passes the budget's rest instead.
+            room = budget - load[r]
+            too_big = room <= 0.0 if chunked else load[r] + need > budget
+            if len(taken) >= ranks and (too_big or load[r] + need >= limit):
                 break
-            pop(waiting)
-            load[r] += ins[i]
+            item = pop(waiting)
+            part = min(need, budget if len(taken) < ranks else room) if chunked else need
+            load[r] += part
+            left[i] = need - part
             taken.append(i)
+            if left[i] > 0.0:
+                carried.append(item)
+        for item in carried:
+            push(waiting, item)
         if prefill.on_iteration is not None:
             prefill.on_iteration(load)
         span = prefill.iteration_s(max(load))
@@ -244,6 +265,8 @@ def simulate(
         done = end + prefill.done_after_s + (span if prefill.overlap else 0.0)
         ready = done + admission_s
         for i in taken:
+            if left[i] > 0.0:
+                continue  # its prefill goes on in a later iteration
             admit = max(ready, pop(slots)) if binding else ready
             finish = admit + decode_time[i]
             if binding:

@@ -999,6 +999,9 @@ class PrefillCurve:
     feasible: np.ndarray
     capacity: float = float("inf")
     """Most requests/s the rank prefills: full token-budget iterations back to back."""
+    chunks: float = 1.0
+    """Iterations one prompt's prefill spans: 1, or ``ceil(prompt / budget)`` when chunked
+    prefill splits a prompt longer than the token budget (:func:`_chunk_tokens`)."""
 
 
 def prefill_curve(
@@ -1010,12 +1013,20 @@ def prefill_curve(
     # SGLang's --max-prefill-tokens binds a prefill worker's batches too: its event loop builds
     # them with the aggregated scheduler's get_new_batch_prefill / PrefillAdder (v0.5.1 and
     # v0.5.9 disaggregation/prefill.py event_loop_*_disagg_prefill), no decodes beside them.
+    # With chunked prefill a prompt longer than the budget runs as budget-sized chunks, one
+    # iteration each with its own fixed costs, as in the aggregated model (_chunk_tokens, the
+    # ``k_p`` of load_curve): SGLang's prefill workers build their batches with the same
+    # PrefillAdder, which truncates a prompt to ``rem_chunk_tokens`` and carries the rest as
+    # ``chunked_req`` into the next batch (v0.5.9 managers/schedule_policy.py add_one_req /
+    # add_chunked_req; disaggregation/prefill.py sends it with send_kv_chunk(last_chunk=False)).
+    chunk = float(_chunk_tokens(eng, np.zeros(1), new_tokens)[0])
+    chunks = float(np.ceil(new_tokens / chunk))
     whole = float(prefill_batch_prompts(eng, np.zeros(1), new_tokens)[0]) * new_tokens
-    budget = max(min(float(eng.max_num_batched_tokens), whole), new_tokens)
+    budget = max(min(float(eng.max_num_batched_tokens), whole), chunk)
     b = np.geomspace(new_tokens * 1e-3, budget, GRID)
     zeros = np.zeros_like(b)
     half = np.full_like(b, work.input_len / 2.0)
-    t_b = it.time_s(zeros, zeros, np.maximum(b, new_tokens), half)
+    t_b = it.time_s(zeros, zeros, np.maximum(b, chunk), half)
     x_b = np.maximum.accumulate(b / (new_tokens * t_b))
     xs = np.asarray(x, dtype=float)
     t = np.interp(xs, x_b, t_b)
@@ -1024,7 +1035,8 @@ def prefill_curve(
     return PrefillCurve(
         x=xs,
         iteration_s=t,
-        ttft_s=delay + t + eng.request_overhead_ms * 1e-3,
+        ttft_s=delay + chunks * t + eng.request_overhead_ms * 1e-3,
         feasible=feasible,
         capacity=float(x_b[-1]),
+        chunks=chunks,
     )
