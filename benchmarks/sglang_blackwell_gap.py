@@ -9,7 +9,8 @@ MTP, TP/EP, run day). Two readings:
 
 - ``prefill``: at light load (concurrency <= ``LIGHT``) TTFT is the waits plus one prompt's
   prefill, so the growth of the median TTFT from 1k to 8k prompts over the growth of the mean
-  prompt (the client draws lengths uniform in [0.8, 1] x ISL) is the time per prompt token:
+  prompt the server counted (the client draws lengths uniform in [0.8, 1] x ISL; the B300 runs'
+  server saw about 5 times that, ``validation.client_tokenizer``) is the time per prompt token:
   ``rate = d(tokens) / d(TTFT) / GPUs``, measured and modelled, per GPU;
 - ``acceptance``: TPOT = iteration / E, so with the model's iteration time the measured TPOT
   implies ``E_measured = E_model x TPOT_model / TPOT_measured`` (light load, where prefill
@@ -47,14 +48,14 @@ def mean_prompt(isl: int) -> float:
 
 
 def prefill_rate_per_gpu(
-    isl_lo: int, ttft_lo_s: float, isl_hi: int, ttft_hi_s: float, gpus: int
+    prompt_lo: float, ttft_lo_s: float, prompt_hi: float, ttft_hi_s: float, gpus: int
 ) -> float:
-    """Prompt tokens per second per GPU that the TTFT growth from ``isl_lo`` to ``isl_hi``
-    implies (``inf`` when TTFT does not grow)."""
+    """Prompt tokens per second per GPU that the TTFT growth from a mean prompt of
+    ``prompt_lo`` tokens to one of ``prompt_hi`` implies (``inf`` when TTFT does not grow)."""
     dt = ttft_hi_s - ttft_lo_s
     if dt <= 0.0:
         return float("inf")
-    return (mean_prompt(isl_hi) - mean_prompt(isl_lo)) / dt / gpus
+    return (prompt_hi - prompt_lo) / dt / gpus
 
 
 LINEAR = mean_prompt(8192) / mean_prompt(1024)
@@ -93,6 +94,9 @@ def rows(only: str) -> list[dict[str, Any]]:
                 "dep": (rec["hardware"], rec["precision"], rec["spec_method"],
                         f"tp{rec['decode_tp']}ep{rec['decode_ep']}", rec["date"]),
                 "isl": int(rec["isl"]),
+                # The mean prompt the server counted: the client's uniform draw, or what the
+                # server saw where the client's tokenizer differed (client_tokenizer).
+                "prompt": float(row.kwargs["input_len"]),
                 "conc": int(rec["conc"]),
                 "gpus": int(rec["decode_tp"]),
                 "ttft": (row.measured["ttft_ms_p50"], float(o["ttft_ms_p50"])),
@@ -129,11 +133,12 @@ def main(argv: list[str] | None = None) -> None:
             if isl != 1024 or hi is None:
                 continue
             g = lo["gpus"]
+            p_lo, p_hi = lo["prompt"], hi["prompt"]
             meas.append(
-                prefill_rate_per_gpu(1024, lo["ttft"][0] / 1e3, 8192, hi["ttft"][0] / 1e3, g)
+                prefill_rate_per_gpu(p_lo, lo["ttft"][0] / 1e3, p_hi, hi["ttft"][0] / 1e3, g)
             )
             mod.append(
-                prefill_rate_per_gpu(1024, lo["ttft"][1] / 1e3, 8192, hi["ttft"][1] / 1e3, g)
+                prefill_rate_per_gpu(p_lo, lo["ttft"][1] / 1e3, p_hi, hi["ttft"][1] / 1e3, g)
             )
         if meas:
             print(

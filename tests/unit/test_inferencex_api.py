@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from gpuscale.errors import InputError
 from gpuscale.validation import DATA_DIR
+from gpuscale.validation.client_tokenizer import CLIENT_TOKENS_FILE, load_server_prompts
 from gpuscale.validation.inferencex_api import (
     API_FILE,
     COLUMNS,
@@ -619,6 +620,8 @@ def test_load_tables_reads_each_table_from_its_own_file() -> None:
         mtp_recipes=MTP_RECIPES,
         fractions=load_fractions(SERVING / MEM_FRACTIONS_FILE),
         plain_recipes=PLAIN_RECIPES,
+        server_prompts=load_server_prompts(SERVING / CLIENT_TOKENS_FILE),
     )
     assert all(getattr(tables, f) for f in ("recipes", "sweeps", "scripts", "fractions"))
+    assert tables.server_prompts
     assert tables.mtp_recipes and tables.plain_recipes

@@ -19,8 +19,8 @@ def _bench():  # type: ignore[no-untyped-def]
 def test_prefill_rate_is_the_prompt_growth_over_the_ttft_growth() -> None:
     b = _bench()
     # Mean prompts 921.6 and 7372.8 tokens: 6451.2 more in 0.5 s on 4 GPUs.
-    assert b.prefill_rate_per_gpu(1024, 0.1, 8192, 0.6, 4) == pytest.approx(6451.2 / 0.5 / 4)
-    assert b.prefill_rate_per_gpu(1024, 0.3, 8192, 0.2, 4) == float("inf")
+    assert b.prefill_rate_per_gpu(921.6, 0.1, 7372.8, 0.6, 4) == pytest.approx(6451.2 / 0.5 / 4)
+    assert b.prefill_rate_per_gpu(921.6, 0.3, 7372.8, 0.2, 4) == float("inf")
 
 
 def test_gap_ratio_and_implied_acceptance() -> None:
@@ -38,5 +38,6 @@ def test_script_prints_the_readings_for_one_deployment(capsys: pytest.CaptureFix
     assert "b300 fp4 none tp4ep4 2026-04-17" in out
     rate = [line for line in out.splitlines() if line.startswith("  b300 fp4")]
     measured, modelled = (float(v) for v in rate[0].split()[-2:])
-    # The runs' 8k prompts take far longer than the model's prefill (the B300 diagnosis).
-    assert measured < modelled / 5.0
+    # Read at the prompts the server counted (about 5x the client's, client_tokenizer), the
+    # runs prefill faster than the model does, not five times slower as read at the ISL.
+    assert modelled < measured < 2.0 * modelled

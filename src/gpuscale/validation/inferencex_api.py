@@ -39,6 +39,7 @@ from typing import Any
 
 from gpuscale import catalog
 from gpuscale.errors import InputError
+from gpuscale.validation.client_tokenizer import default_server_prompts, server_prompt_lengths
 from gpuscale.validation.inferencex_decode_caps import default_decode_caps
 from gpuscale.validation.inferencex_mori_launch import mori_launch
 from gpuscale.validation.inferencex_multinode import (
@@ -513,7 +514,8 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
     ``fractions`` the ``--mem-fraction-static`` its SGLang launch stated
     (``serving_launches.stated_memory``); ``plain_recipes`` (None: the project's, ``[]``: none)
     the decode cap of a non-MTP disaggregated record that ``recipes`` gives none, with
-    ``inferencex_decode_caps``' table."""
+    ``inferencex_decode_caps``' table; ``server_prompts`` (None: the project's) the prompt
+    lengths the server counted where the client's tokenizer differed (``client_tokenizer``)."""
     mode = "disagg" if rec["disagg"] == "true" else "agg"
     engine = FRAMEWORKS.get(rec["framework"], rec["framework"])
     if rec["model"] not in MODELS:
@@ -548,6 +550,15 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
         **client_requests(raw, conc),
     }
     notes: list[str] = []
+    # Before the lengths are read anywhere else: every cap and budget below sees the prompts
+    # the server counted (client_tokenizer).
+    prompts = default_server_prompts() if tables.server_prompts is None else tables.server_prompts
+    lengths, note, refused = server_prompt_lengths(rec, prompts)
+    if refused:
+        return _refuse(rec, engine, mode, refused)
+    if lengths:
+        kw.update(lengths)
+        notes.append(note)
     if mode == "agg":
         if _stage(rec, "prefill") != _stage(rec, "decode"):
             return _refuse(

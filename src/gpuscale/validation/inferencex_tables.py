@@ -6,6 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuscale.validation.client_tokenizer import (
+    CLIENT_TOKENS_FILE,
+    ServerPrompts,
+    load_server_prompts,
+)
 from gpuscale.validation.inferencex_memory import MEM_FRACTIONS_FILE, Fractions, load_fractions
 from gpuscale.validation.inferencex_multinode import (
     MTP_RECIPES_FILE,
@@ -29,7 +34,7 @@ class InferenceXTables:
     """What ``inferencex_api.read_record`` reads a record against, each table as its loader
     returns it. None: no such table (the record is read without it), except ``plain_recipes``,
     where None reads the project's table (``inferencex_multinode.default_plain_recipes``) and
-    ``[]`` none."""
+    ``[]`` none; likewise ``server_prompts``."""
 
     recipes: Recipes | None = None
     """H100/H200 disaggregated recipes (``serving_recipes.load_recipes``)."""
@@ -44,6 +49,9 @@ class InferenceXTables:
     """SGLang ``--mem-fraction-static`` of the launches (``inferencex_memory.load_fractions``)."""
     plain_recipes: MultinodeRecipes | None = None
     """Multi-node non-MTP recipes (``PLAIN_RECIPES_FILE``)."""
+    server_prompts: ServerPrompts | None = None
+    """Prompt lengths the server counted where the client's tokenizer differed
+    (``client_tokenizer.load_server_prompts``; None: the project's)."""
 
 
 NO_TABLES = InferenceXTables()
@@ -59,4 +67,5 @@ def load_tables(directory: Path) -> InferenceXTables:
         mtp_recipes=load_multinode_recipes(directory / MTP_RECIPES_FILE),
         fractions=load_fractions(directory / MEM_FRACTIONS_FILE),
         plain_recipes=load_multinode_recipes(directory / PLAIN_RECIPES_FILE),
+        server_prompts=load_server_prompts(directory / CLIENT_TOKENS_FILE),
     )
