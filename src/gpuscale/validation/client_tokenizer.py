@@ -13,9 +13,13 @@ throughput regression (DeepSeek-R1 FP4 on B200: 1970 -> 425 tok/s)").
 
 A single-node record is affected when its client ran on transformers 5: the scripts run the
 client in the server's container (``benchmarks/benchmark_lib.sh`` ``run_benchmark_serving``
-after ``sglang.launch_server`` in the same script), and of the images on record only
-``lmsysorg/sglang:v0.5.10.post1-cu130`` ships transformers 5 (the sglang 0.5.10.post1 wheel's
-``Requires-Dist: transformers==5.3.0``; 0.5.9: 4.57.1). Such a record is predicted at the prompt
+after ``sglang.launch_server`` in the same script). The images' transformers, from the sglang
+wheels' ``Requires-Dist``: 4.57.1 for 0.5.5.post2, 0.5.6, 0.5.7, 0.5.8, 0.5.8.post1 and 0.5.9;
+5.0.0rc0 for 0.5.6.post1 (the MI355X MoRI-SGLang image of 2026-01-13), which still loads the
+``tokenizer.json`` pre-tokenizer (``benchmarks/client_tokenizer_mismatch.py`` on 5.0.0rc0:
+client and server agree to a token); 5.3.0 for 0.5.10.post1. TensorRT-LLM pins 4.57.1
+(``requirements.txt`` at 000867d9b, the 1.2 release candidates). So only
+``lmsysorg/sglang:v0.5.10.post1-cu130`` is affected. Such a record is predicted at the prompt
 lengths the server counted, from ``inferencex_client_tokens.csv``
 (``benchmarks/client_tokenizer_mismatch.py`` replays the client on transformers 5.3.0 with the
 DeepSeek-R1 tokenizer: about 5.1 times the stated ISL). The record's ``isl`` stays the client's
