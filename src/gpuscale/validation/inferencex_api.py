@@ -68,6 +68,7 @@ from gpuscale.validation.serving_launches import (
     disagg_kv_dtype,
     engine_version_options,
     launch_options,
+    stated_kv_cache_dtype,
     stated_memory,
 )
 from gpuscale.validation.serving_recipes import (
@@ -683,6 +684,12 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
     if mem_kw:
         add_engine_options(kw, mem_kw)
         notes.append(mem_note)
+    kv_kw, kv_note, refused = stated_kv_cache_dtype(raw, kw, list(tables.fractions or []))
+    if refused:
+        return _refuse(rec, engine, mode, refused)
+    if kv_kw:
+        kw.update(kv_kw)
+        notes.append(kv_note)
     if catalog.gpu(gpu).vendor == "nvidia" and (opts := engine_version_options(raw)):
         # The vLLM DeepGEMM option is a CUDA kernel library's (deepseek-ai/DeepGEMM: Hopper
         # and Blackwell); ROCm builds of vLLM have no DeepGEMM.

@@ -2,8 +2,8 @@
 defaults: InferenceX's launch scripts (:data:`INFERENCEX_LAUNCHES` and its TensorRT-LLM and
 Llama-70B scripts), AIConfigurator's generator (:func:`aic_generator_launch`), the engine version
 alone (:func:`engine_version_options`), the KV-cache dtype of the disaggregated recipes
-(:func:`disagg_kv_dtype`) and the SGLang memory fraction a launch states
-(:func:`stated_memory`)."""
+(:func:`disagg_kv_dtype`) and the SGLang memory fraction and KV-cache dtype a launch states
+(:func:`stated_memory`, :func:`stated_kv_cache_dtype`)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 from gpuscale.validation.inferencex_memory import (
     Fractions,
     stated_fraction,
+    stated_kv_cache,
 )
 from gpuscale.validation.serving_fields import (
     AIC_GAP_SOURCE,
@@ -476,3 +477,30 @@ def stated_memory(
     if value is None:
         return {}, "", refused
     return {"memory_fraction": value}, note, ""
+
+
+def stated_kv_cache_dtype(
+    raw: dict[str, str], kw: dict[str, Any], fractions: Fractions
+) -> tuple[dict[str, Any], str, str]:
+    """The ``--kv-cache-dtype`` an aggregated SGLang record ``raw`` (read as ``kw``) was
+    launched with, as the ``kv_dtype`` keyword: (keyword, note, reason it is not known). The
+    single-node script's, by GPU, model, precision, MTP, TP and day
+    (``inferencex_memory.stated_kv_cache``), unless the reading already states a KV dtype
+    (:data:`INFERENCEX_LAUNCHES`). Nothing for ``auto`` (the engine's own rule, as without a
+    launch on file) nor for disaggregated records (their recipes' KV dtype is read elsewhere:
+    :func:`disagg_kv_dtype`, ``inferencex_api.nvl72_recipe``)."""
+    if raw["backend"] != "sglang" or raw["mode"] != "agg" or "kv_dtype" in kw:
+        return {}, "", ""
+    value, note, refused = stated_kv_cache(
+        fractions,
+        system=raw["system"],
+        backend="sglang",
+        day=measured_day(raw),
+        model=raw["model_path"],
+        precision=raw["precision"],
+        spec="mtp" if kw.get("speculative") == "mtp" else "none",
+        tp=kw["tp"],
+    )
+    if value is None or value == "auto":
+        return {}, "", refused
+    return {"kv_dtype": value}, note, ""

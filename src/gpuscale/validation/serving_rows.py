@@ -78,6 +78,7 @@ from gpuscale.validation.serving_launches import (
     disagg_kv_dtype,
     engine_version_options,
     launch_options,
+    stated_kv_cache_dtype,
     stated_memory,
 )
 from gpuscale.validation.serving_recipes import (
@@ -225,7 +226,7 @@ def read_rows(
     (:func:`load_recipes`) gives the decode engines' batch caps where a recipe states them,
     ``sweeps`` (``inferencex_sweeps``) the aggregated InferenceX runs that swept MTP entries,
     ``fractions`` (``inferencex_memory``) the ``--mem-fraction-static`` of InferenceX's SGLang
-    launches (:func:`stated_memory`)."""
+    launches (:func:`stated_memory`) and their ``--kv-cache-dtype`` (:func:`stated_kv_cache_dtype`)."""
     table: Recipes = recipes or []
     named: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
     for r in raw:
@@ -311,11 +312,16 @@ def read_rows(
                     read.update(disagg_kv_dtype(r))
         if kw and r["silicon_data_source"].startswith(INFERENCEX_SOURCES):
             mem_kw, mem_note, mem_refused = stated_memory(r, kw, table, fractions or [])
-            if mem_refused:
-                kind, kw, guess, reason = NOT_EXPRESSIBLE, {}, kw, mem_refused
-            elif mem_kw:
-                add_engine_options(kw, mem_kw)
-                notes.append(mem_note)
+            kv_kw, kv_note, kv_refused = stated_kv_cache_dtype(r, kw, fractions or [])
+            if mem_refused or kv_refused:
+                kind, kw, guess, reason = NOT_EXPRESSIBLE, {}, kw, mem_refused or kv_refused
+            else:
+                if mem_kw:
+                    add_engine_options(kw, mem_kw)
+                    notes.append(mem_note)
+                if kv_kw:
+                    kw.update(kv_kw)
+                    notes.append(kv_note)
         if version_opts := engine_version_options(r):
             for read in (kw, guess):
                 if read:
