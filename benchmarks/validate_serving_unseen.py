@@ -7,7 +7,8 @@ held-out test. Each record is read into ``gpuscale.api.infer``'s arguments
 (``gpuscale.validation.inferencex_api``) or counted as not expressible with its reason; every
 expressible record is predicted once and compared with the record's measured MEAN TTFT/TPOT
 and, as a diagnostic, its MEDIAN (the model's figure is a mean; if it tracks the median much
-better, a tail pulls the measured mean) and the model's own p50 against the measured median.
+better, a tail pulls the measured mean) and the model's own p50 against the measured median;
+and the model's output tokens/s of the deployment against the client's.
 
     PYTHONPATH=src python benchmarks/validate_serving_unseen.py [--json] [--by KEY[,KEY...]]
         [--rows-csv PATH]
@@ -62,10 +63,18 @@ COMPARISONS = {
     "ttft_p50_vs_median": ("ttft_ms_p50", "ttft_ms_p50"),
     "tpot_vs_mean": ("tpot_ms", "tpot_ms"),
     "tpot_vs_median": ("tpot_ms", "tpot_ms_p50"),
+    "output_tps_vs_measured": ("output_tokens_per_s", "output_tokens_per_s"),
 }
 """Name -> (the model's figure, the record's measured figure): the model's mean against the
-measured mean and median, and the model's p50 against the measured median."""
+measured mean and median, the model's p50 against the measured median, and the model's output
+tokens/s against the client's (``inferencex_api.measured``; the records of 2025-10-06 have none,
+so that comparison counts its own n). The client's figure is its output tokens over the whole
+benchmark, the start burst and the drain of the last requests included; the model's is the
+operating point's, so a run's ramp shows as the model being faster (bias > 0 here)."""
 
+
+PREDICTED = ("ttft_ms", "ttft_ms_p50", "tpot_ms", "tpot_ms_p50", "output_tokens_per_s")
+"""The figures of ``infer``'s first option that the comparisons read."""
 
 NEW_HARDWARE = "not-hopper"
 """Group of the records on hardware other than H100/H200, which none of the project's serving
@@ -130,16 +139,18 @@ def refusal(exc: InputError) -> str:
 
 def stats(pairs: list[tuple[dict[str, float], dict[str, float]]]) -> dict[str, Any]:
     """n and, per comparison (:data:`COMPARISONS`), mean and median |relative error| and median
-    signed relative error (bias: > 0 the model is slower than measured), in percent."""
+    signed relative error (bias: > 0 the model is slower than measured; for throughput, faster),
+    in percent, over the pairs that have the measured figure (``n`` of its own)."""
     out: dict[str, Any] = {"n": len(pairs)}
     for name, (pk, mk) in COMPARISONS.items():
-        rel = [(p[pk] - m[mk]) / m[mk] for p, m in pairs]
+        rel = [(p[pk] - m[mk]) / m[mk] for p, m in pairs if mk in m]
         absd = [abs(e) for e in rel]
         out[name] = (
             {
                 "mean_abs_pct": round(100 * statistics.fmean(absd), 1),
                 "median_abs_pct": round(100 * statistics.median(absd), 1),
                 "median_bias_pct": round(100 * statistics.median(rel), 1),
+                "n": len(rel),
             }
             if rel
             else None
@@ -174,9 +185,11 @@ ROW_FIELDS = (
     "ttft_ms_p99",
     "tpot_ms",
     "tpot_ms_p50",
+    "output_tokens_per_s",
     "model_ttft_ms",
     "model_ttft_ms_p50",
     "model_tpot_ms",
+    "model_output_tokens_per_s",
 )
 """Columns of ``--rows-csv``: one line per measurement, measured and modelled side by side."""
 
@@ -196,7 +209,7 @@ def _row_line(
         "seen": tag,
         **{k: round(row.measured[k], 3) for k in ROW_FIELDS if k in row.measured},
     }
-    for k in ("ttft_ms", "ttft_ms_p50", "tpot_ms"):
+    for k in ("ttft_ms", "ttft_ms_p50", "tpot_ms", "output_tokens_per_s"):
         line[f"model_{k}"] = round(pred[k], 3) if pred else ""
     return line
 
@@ -224,9 +237,7 @@ def run(by: list[str], limit: int = 0) -> dict[str, Any]:
         if key not in cache:
             try:
                 o = infer(row.model, **row.kwargs).to_dict()["options"][0]
-                cache[key] = {
-                    k: float(o[k]) for k in ("ttft_ms", "ttft_ms_p50", "tpot_ms", "tpot_ms_p50")
-                }
+                cache[key] = {k: float(o[k]) for k in PREDICTED}
             except InputError as exc:
                 cache[key] = exc
         pred = cache[key]
@@ -288,6 +299,7 @@ def _line(name: str, s: dict[str, Any]) -> str:
     return (
         f"{label:<40} n={s['n']:4d} | {cell(s['ttft_vs_mean'])} | {cell(s['ttft_vs_median'])} | "
         f"{cell(s['ttft_p50_vs_median'])} | {cell(s['tpot_vs_mean'])} | {cell(s['tpot_vs_median'])}"
+        f" | {cell(s['output_tps_vs_measured'])}"
         f" | {tail['measured_mean_over_median']:5.2f} {tail['model_mean_over_p50']:5.2f} "
         f"{tail['p99_over_median_above_10']:4d}"
     )
@@ -327,11 +339,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(
         f"{'hardware engine mode':<40}        | TTFT vs mean         | TTFT vs median       |"
-        " TTFT p50 vs median  | TPOT vs mean         | TPOT vs median       | TTFT tail"
+        " TTFT p50 vs median  | TPOT vs mean         | TPOT vs median       | output tok/s"
+        "         | TTFT tail"
     )
     print(
         f"{'':<40}        "
-        + "| mean|e| med|e|  bias " * 5
+        + "| mean|e| med|e|  bias " * 6
         + f"| mean/med (measured, model), p99>{TAIL_RATIO:g}x med"
     )
     for name, s in out["groups"].items():

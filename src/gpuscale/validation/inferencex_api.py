@@ -282,12 +282,21 @@ def record_id(rec: dict[str, str]) -> str:
 
 
 def measured(rec: dict[str, str]) -> dict[str, float]:
-    """The record's TTFT and TPOT in ms: mean, median (``_p50``) and p99."""
+    """The record's TTFT and TPOT in ms: mean, median (``_p50``) and p99; and, where the record
+    states it, the client's output tokens/s of the whole deployment (``output_tokens_per_s``).
+    InferenceX divides the client's ``output_throughput`` (output tokens over the benchmark's
+    duration) by the decode GPUs of a disaggregated run and by TP on one node
+    (``utils/process_result.py``: ``/ decode_gpus`` from 450d834a9, 2025-11-05, through
+    93e1b3ca1 and 0f630e1cb; ``/ tp_size`` from b13bcafec, 2025-10-15, on), so the same count
+    multiplies it back; the records of 2025-10-06 predate the field."""
     out = {}
     for what in ("ttft", "tpot"):
         out[f"{what}_ms"] = float(rec[f"mean_{what}"]) * MS
         out[f"{what}_ms_p50"] = float(rec[f"median_{what}"]) * MS
         out[f"{what}_ms_p99"] = float(rec[f"p99_{what}"]) * MS
+    if rec["output_tput_per_gpu"]:
+        gpus = int(rec["num_decode_gpu"] if rec["disagg"] == "true" else rec["decode_tp"])
+        out["output_tokens_per_s"] = float(rec["output_tput_per_gpu"]) * gpus
     return out
 
 
