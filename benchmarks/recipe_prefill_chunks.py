@@ -1,5 +1,5 @@
 """Regenerate ``data/validation/serving/inferencex_disagg_prefill_chunks.csv``: the prefill
-stage's ``chunked-prefill-size`` and ``max-prefill-tokens`` of every SGLang srt-slurm recipe the
+stage's ``chunked-prefill-size``, ``max-prefill-tokens`` and ``mem-fraction-static`` of every SGLang srt-slurm recipe the
 multi-node tables name, read over every version of the file in two forks' histories.
 
 InferenceX's Dynamo-SGLang multi-node entries launch srt-slurm recipes (``CONFIG_FILE=recipes/
@@ -47,6 +47,7 @@ TABLES = (
 KEYS = {
     "chunked_prefill_size": ("chunked-prefill-size", "chunked_prefill_size"),
     "max_prefill_tokens": ("max-prefill-tokens", "max_prefill_tokens"),
+    "mem_fraction_static": ("mem-fraction-static", "mem_fraction_static"),
 }
 """The SGLang flags read, as a recipe may spell them (srt-slurm passes each key as ``--key``)."""
 
@@ -67,7 +68,7 @@ def _stated(stage: Mapping[str, Any], names: Iterable[str]) -> str:
         if name in stage:
             value = stage[name]
             values = value if isinstance(value, list) else [value]
-            return " ".join(str(int(v)) for v in values)
+            return " ".join(str(v) for v in values)
     return ""
 
 
@@ -85,10 +86,14 @@ def _prefill_stages(doc: Any) -> list[Mapping[str, Any]]:
     return out
 
 
-def prefill_values(text: str) -> tuple[str, str] | None:
-    """(chunked-prefill-size, max-prefill-tokens) of a recipe's prefill stage, as written (a
-    later section's value overriding the base's; lists kept whole, space-separated; empty: not
-    stated); None where the recipe has no prefill stage (an aggregated recipe)."""
+def prefill_values(text: str) -> tuple[str, str, str] | None:
+    """(chunked-prefill-size, max-prefill-tokens, mem-fraction-static) of a recipe's prefill
+    stage, as written (a later section's value overriding the base's; lists kept whole,
+    space-separated; empty: not stated); None where the recipe has no prefill stage (an
+    aggregated recipe). The fraction is read because SGLang derives its own from the chunk
+    where none is stated (``server_args.py`` ``_handle_gpu_memory_settings``), so a prefill
+    chunk applied without the stage's stated fraction would size its memory by a rule the
+    launch did not run."""
     stages = _prefill_stages(yaml.safe_load(text))
     if not stages:
         return None
@@ -97,7 +102,7 @@ def prefill_values(text: str) -> tuple[str, str] | None:
         for key, names in KEYS.items():
             if value := _stated(stage, names):
                 got[key] = value
-    return got["chunked_prefill_size"], got["max_prefill_tokens"]
+    return got["chunked_prefill_size"], got["max_prefill_tokens"], got["mem_fraction_static"]
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -123,7 +128,7 @@ def table(mirrors: Path, paths: Iterable[str]) -> list[dict[str, str]]:
     """The table's lines for ``paths`` read from the forks under ``mirrors``."""
     rows = []
     for path in paths:
-        seen: dict[tuple[str, str] | None, dict[str, Any]] = {}
+        seen: dict[tuple[str, str, str] | None, dict[str, Any]] = {}
         for fork in FORKS:
             repo = mirrors / fork.replace("/", "+") / "repo"
             for commit, day, text in versions(repo, path):
@@ -134,13 +139,14 @@ def table(mirrors: Path, paths: Iterable[str]) -> list[dict[str, str]]:
         spans = {v: sorted(e["commits"].values()) for v, e in seen.items()}
         for value in sorted(seen, key=lambda v: (spans[v][0], spans[v][-1])):
             entry, days = seen[value], spans[value]
-            chunk, limit = ("", "") if value is None else value
+            chunk, limit, fraction = ("", "", "") if value is None else value
             rows.append(
                 {
                     "recipe": path,
                     "prefill_stage": "no" if value is None else "yes",
                     "chunked_prefill_size": chunk,
                     "max_prefill_tokens": limit,
+                    "mem_fraction_static": fraction,
                     "versions": str(len(entry["commits"])),
                     "first_day": days[0],
                     "last_day": days[-1],

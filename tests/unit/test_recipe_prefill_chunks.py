@@ -63,7 +63,10 @@ def _record(prefix: str) -> dict[str, str]:
 
 
 def test_table_reads_the_b200_stp_recipe_as_32768() -> None:
-    assert recipe_prefill_values(B200_STP, "2026-03-10", CHUNKS) == (("32768", "32768"), "")
+    assert recipe_prefill_values(B200_STP, "2026-03-10", CHUNKS) == (
+        ("32768", "32768", "0.85"),
+        "",
+    )
     # Every SGLang recipe path the multi-node tables name is on file, the two aggregated H200
     # files without a prefill stage.
     script = load_benchmark(SCRIPT, "recipe_prefill_chunks")
@@ -80,6 +83,7 @@ def test_b200_record_reads_its_recipes_prefill_chunk() -> None:
     opts = row.kwargs["engine_options"]
     assert opts["prefill_max_num_batched_tokens"] == 32768
     assert opts["prefill_max_prefill_tokens"] == 32768
+    assert opts["prefill_memory_fraction"] == 0.85
     assert any("prefill --chunked-prefill-size 32768" in n for n in row.assumptions)
 
 
@@ -113,6 +117,10 @@ def test_prefill_rank_engine_splits_the_prefill_chunk_alone() -> None:
     assert eng_p.max_num_batched_tokens == 8192
     assert eng_d.max_num_batched_tokens == engine("sglang").max_num_batched_tokens
     assert eng_d.max_prefill_tokens == engine("sglang").max_prefill_tokens
+    # A stated prefill fraction replaces SGLang's rule (which derives it from the chunk) there.
+    stated = prefill_worker_engine(dataclasses.replace(eng, prefill_memory_fraction=0.6))
+    assert (stated.memory_fraction, stated.static_memory_rule) == (0.6, None)
+    assert eng_d.static_memory_rule == engine("sglang").static_memory_rule
     # --chunked-prefill-size -1: no chunking, each batch bounded by the undivided limit.
     off = dataclasses.replace(engine("sglang"), prefill_chunked_prefill=False)
     rank_off = prefill_rank_engine(off, prefill)
@@ -153,10 +161,14 @@ def test_record_whose_recipes_disagree_gets_no_option_and_a_note() -> None:
     assert rec["date"] == "2026-02-07"
     opts, note = multinode_prefill_chunk(rec, "h200_sxm", [*PLAIN, *MTP], CHUNKS)
     assert opts == {}
-    assert "different prefill" in note and "(262144, 65536), (65536, 65536)" in note
+    assert "different prefill" in note and "(262144, 65536, 0.75), (65536, 65536, 0.82)" in note
     # Its own kind's entries agree.
     opts, _ = multinode_prefill_chunk(rec, "h200_sxm", PLAIN, CHUNKS)
-    assert opts == {"prefill_max_num_batched_tokens": 262144, "prefill_max_prefill_tokens": 65536}
+    assert opts == {
+        "prefill_max_num_batched_tokens": 262144,
+        "prefill_max_prefill_tokens": 65536,
+        "prefill_memory_fraction": 0.75,
+    }
     row = read_record(rec)
     assert row.kwargs["engine_options"]["prefill_max_num_batched_tokens"] == 262144
 
@@ -169,9 +181,11 @@ def test_changed_recipe_is_read_only_where_the_day_decides() -> None:
     value, why = recipe_prefill_values(mtp, "2026-02-05", CHUNKS)
     assert value is None and "does not decide" in why
     assert recipe_prefill_values(mtp, "2026-02-04", CHUNKS)[0] is None
-    assert recipe_prefill_values(mtp, "2026-02-20", CHUNKS)[0] == ("65536", "65536")
+    assert recipe_prefill_values(mtp, "2026-02-20", CHUNKS)[0] == ("65536", "65536", "0.82")
     low = "recipes/gb200-fp8/8k1k/low-latency.yaml"
-    assert recipe_prefill_values(low, "2026-02-10", CHUNKS)[0] == ("24576", "")
+    # Its prefill fraction changed on 2026-02-04 (0.95 -> 0.8): that day decides nothing.
+    assert recipe_prefill_values(low, "2026-02-10", CHUNKS)[0] == ("24576", "", "0.8")
+    assert recipe_prefill_values(low, "2026-02-04", CHUNKS)[0] is None
     value, why = recipe_prefill_values(low, "2026-04-09", CHUNKS)
     assert value is None and "sweep" in why
 
@@ -182,8 +196,10 @@ backend:
     prefill:
       max-prefill-tokens: 8192
       chunked-prefill-size: -1
+      mem-fraction-static: 0.7
     decode:
       chunked-prefill-size: 786432
+      mem-fraction-static: 0.85
 """
 SWEEP_YAML = """
 base:
@@ -191,6 +207,7 @@ base:
     sglang_config:
       prefill:
         chunked-prefill-size: 16384
+        mem-fraction-static: 0.6
 zip_override_a:
   backend:
     sglang_config:
@@ -202,12 +219,11 @@ zip_override_a:
 
 def test_regen_script_reads_the_prefill_stage_of_a_yaml() -> None:
     script = load_benchmark(SCRIPT, "recipe_prefill_chunks")
-    assert script.prefill_values(PLAIN_YAML) == ("-1", "8192")  # the decode stage's left out
-    assert script.prefill_values(SWEEP_YAML) == ("8192 16384", "8192 16384")
-    assert script.prefill_values("backend:\n  sglang_config:\n    prefill:\n      tp: 8\n") == (
-        "",
-        "",
-    )
+    # The decode stage's values are left out.
+    assert script.prefill_values(PLAIN_YAML) == ("-1", "8192", "0.7")
+    assert script.prefill_values(SWEEP_YAML) == ("8192 16384", "8192 16384", "0.6")
+    bare = "backend:\n  sglang_config:\n    prefill:\n      tp: 8\n"
+    assert script.prefill_values(bare) == ("", "", "")
     assert script.prefill_values("backend:\n  sglang_config:\n    aggregated: {}\n") is None
 
 
@@ -220,5 +236,9 @@ def test_minus_one_reads_as_chunking_off() -> None:
     }  # fmt: skip
     table = [{**ln, "chunked_prefill_size": "-1"} for ln in CHUNKS if ln["recipe"] == recipe]
     opts, note = multinode_prefill_chunk(rec, "b200", PLAIN, table)
-    assert opts == {"prefill_chunked_prefill": False, "prefill_max_prefill_tokens": 32768}
+    assert opts == {
+        "prefill_chunked_prefill": False,
+        "prefill_max_prefill_tokens": 32768,
+        "prefill_memory_fraction": 0.85,
+    }
     assert "--chunked-prefill-size -1" in note

@@ -170,6 +170,7 @@ ENGINE_OPTIONS: dict[str, EngineOption] = {
     "prefill_max_prefill_tokens": EngineOption(
         kind=int, low=1, high=MAX_SCHEDULER_SLOTS, engines=SGLANG_ONLY
     ),
+    "prefill_memory_fraction": EngineOption(kind=float, low=0.0, high=1.0, engines=SGLANG_ONLY),
     "prefill_chunked_prefill": EngineOption(kind=bool, engines=SGLANG_ONLY),
 }
 """Scheduler settings of the engine profile a launch may override (``infer(engine_options=)``):
@@ -193,9 +194,9 @@ reduce-scatter of the DP group (``EngineProfile.moe_dp_communication``);
 (``EngineProfile.decode_moe_dp_communication``). The other way round, ``prefill_*`` set a
 disaggregated deployment's prefill workers only, as SGLang launches them apart (srt-slurm
 recipes' ``sglang_config.prefill``): ``prefill_max_num_batched_tokens`` their
-``--chunked-prefill-size``, ``prefill_max_prefill_tokens`` their ``--max-prefill-tokens``,
-``prefill_chunked_prefill`` false their ``--chunked-prefill-size -1`` (no chunking: each batch
-bounded by the prefill limit; ``deployment.prefill_worker_engine``). Values are the launch's, per
+``--chunked-prefill-size``, ``prefill_max_prefill_tokens`` their ``--max-prefill-tokens``, ``prefill_memory_fraction``
+their ``--mem-fraction-static``, ``prefill_chunked_prefill`` false their ``--chunked-prefill-size
+-1`` (no chunking: each batch bounded by the prefill limit; ``deployment.prefill_worker_engine``). Values are the launch's, per
 engine: under attention DP SGLang gives each rank ``max_num_batched_tokens`` and
 ``max_num_seqs`` divided by the DP size (``EngineProfile.per_attention_rank``)."""
 
@@ -203,6 +204,7 @@ STAGE_OPTIONS: dict[str, tuple[str, str]] = {
     "decode_moe_a2a_deepep": ("decode", "moe_a2a_deepep"),
     "prefill_max_num_batched_tokens": ("prefill", "max_num_batched_tokens"),
     "prefill_max_prefill_tokens": ("prefill", "max_prefill_tokens"),
+    "prefill_memory_fraction": ("prefill", "memory_fraction"),
     "prefill_chunked_prefill": ("prefill", "chunked_prefill"),
 }
 """Engine options that set one pool of a disaggregated deployment -> (the pool, the option of
@@ -578,10 +580,12 @@ def infer(
             ("decode workers", d_pool, input_len + output_len),
         ):
             # The prefill workers with their own chunk and limit (prefill_worker_engine).
-            pool_eng = prefill_worker_engine(eng) if pool is p_pool else eng
+            prefill = pool is p_pool
+            pool_eng = prefill_worker_engine(eng) if prefill else eng
+            own = prefill and eng.prefill_memory_fraction is not None
             _check_memory_fraction(
                 spec, cluster, pool.par, fmt, kv_dtype, prof, pool_eng, work, spec_dec, need,
-                stage, stated,
+                stage, stated or own, "prefill_memory_fraction" if own else "memory_fraction",
             )  # fmt: skip
         pred = predict_disaggregated(
             spec, cluster, p_pool, d_pool, fmt, kv_dtype, prof, eng, work, client, spec_dec
@@ -696,6 +700,7 @@ def _check_memory_fraction(
     need: int,
     stage: str,
     stated: bool,
+    option: str = "memory_fraction",
 ) -> None:
     """Refuse a launch whose memory fraction leaves a worker less KV cache than one request of
     the run needs (``need`` tokens: the prompt on a prefill worker, prompt and output
@@ -725,8 +730,8 @@ def _check_memory_fraction(
     )
     if stated:
         raise InputError(
-            f"engine option memory_fraction={eng.memory_fraction:g} {room}; a larger fraction "
-            "makes room: --engine-options memory_fraction=F (0 < F <= 1)",
+            f"engine option {option}={eng.memory_fraction:g} {room}; a larger fraction "
+            f"makes room: --engine-options {option}=F (0 < F <= 1)",
             field="engine_options",
         )
     frac = eng.static_memory_fraction(

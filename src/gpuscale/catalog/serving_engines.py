@@ -173,6 +173,11 @@ DeepEP). ``gather_scatter_without_mnnvl``:
     prefill_max_prefill_tokens: int | None = None
     """The prefill workers' own ``max_prefill_tokens`` (SGLang ``--max-prefill-tokens`` of the
     prefill workers); None: the engine's."""
+    prefill_memory_fraction: float | None = None
+    """The prefill workers' own stated memory fraction (SGLang ``--mem-fraction-static`` of the
+    prefill workers), which replaces the engine's rule there as ``memory_fraction`` does
+    everywhere; None: the engine's (a fraction stated for every worker, or its rule, which
+    SGLang derives from the chunk: ``sglang_mem_fraction_static``)."""
     prefill_chunked_prefill: bool | None = None
     """False: the prefill workers run without chunked prefill (SGLang ``--chunked-prefill-size
     -1``: ``scheduler.py`` ``init_chunked_prefill`` turns a size <= 0 into None, and

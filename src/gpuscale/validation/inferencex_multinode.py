@@ -49,6 +49,7 @@ PREFILL_CHUNKS_COLUMNS = (
     "prefill_stage",
     "chunked_prefill_size",
     "max_prefill_tokens",
+    "mem_fraction_static",
     "versions",
     "first_day",
     "last_day",
@@ -291,15 +292,16 @@ def multinode_recv_interval(
 
 def recipe_prefill_values(
     recipe: str, day: str, table: Sequence[dict[str, str]]
-) -> tuple[tuple[str, str] | None, str]:
-    """((chunked-prefill-size, max-prefill-tokens) as written, or None; why not) of ``recipe``'s
-    prefill stage on ``day``, from :data:`PREFILL_CHUNKS_FILE`. A file with one value in every
-    version read gives it. A file whose value changed (one line per value) gives the value in
-    force on ``day``, the value of its latest version committed on or before it, only where the
-    day decides it: a day before every version read, or a boundary day (the day a value's
-    first version was committed, when the one before may still have run), or values whose
-    versions interleave, leave it unread. A sweep version (several values, space-separated) is
-    unread too."""
+) -> tuple[tuple[str, str, str] | None, str]:
+    """((chunked-prefill-size, max-prefill-tokens, mem-fraction-static) as written, or None; why
+    not) of ``recipe``'s prefill stage on ``day``, from :data:`PREFILL_CHUNKS_FILE`. A file with
+    one value in every version read gives it. A file whose value changed (one line per value)
+    gives the value in force on ``day``, the value of its latest version committed on or before
+    it (InferenceX's runners clone the srt-slurm branch when they launch), only where the day
+    decides it: a day before every version read, a boundary day (the day a value's first
+    version was committed, when the one before may still have run), or values whose versions
+    interleave, leave it unread. A sweep version (several values, space-separated) is unread
+    too."""
     lines = [ln for ln in table if ln["recipe"] == recipe and ln["prefill_stage"] == "yes"]
     if not lines:
         return None, f"{recipe}: prefill stage not on file ({PREFILL_CHUNKS_FILE})"
@@ -309,9 +311,7 @@ def recipe_prefill_values(
         started = [ln for ln in order if ln["first_day"] <= day]
         if interleave or not started or started[-1]["first_day"] == day:
             values = "; ".join(
-                f"({ln['chunked_prefill_size'] or '-'}, {ln['max_prefill_tokens'] or '-'}) "
-                f"{ln['first_day']} to {ln['last_day']}"
-                for ln in order
+                f"{_shown(_value(ln))} {ln['first_day']} to {ln['last_day']}" for ln in order
             )
             return (
                 None,
@@ -319,10 +319,18 @@ def recipe_prefill_values(
             )
         lines = started[-1:]
     (line,) = lines
-    value = (line["chunked_prefill_size"], line["max_prefill_tokens"])
+    value = _value(line)
     if any(" " in v for v in value):
-        return None, f"{recipe}: a sweep version ({value[0]} / {value[1]})"
+        return None, f"{recipe}: a sweep version {_shown(value)}"
     return value, ""
+
+
+def _value(line: dict[str, str]) -> tuple[str, str, str]:
+    return line["chunked_prefill_size"], line["max_prefill_tokens"], line["mem_fraction_static"]
+
+
+def _shown(value: tuple[str, ...]) -> str:
+    return "(" + ", ".join(v or "-" for v in value) + ")"
 
 
 def multinode_prefill_chunk(
@@ -331,15 +339,17 @@ def multinode_prefill_chunk(
     lines: Sequence[dict[str, str]],
     table: Sequence[dict[str, str]],
 ) -> tuple[dict[str, Any], str]:
-    """The prefill workers' ``--chunked-prefill-size`` and ``--max-prefill-tokens`` of
-    disaggregated SGLang record ``rec`` (engine options to add, and a note), as its srt-slurm
-    recipe states them for the prefill stage apart from the decode stage (``sglang_config.
-    prefill``; :data:`PREFILL_CHUNKS_FILE`): the recipes of the entries of ``lines`` that run it
-    (:func:`srt_slurm_recipes`, as :func:`multinode_recv_interval` reads them) must all be read
-    (:func:`recipe_prefill_values` on the record's day) and agree; otherwise nothing is applied
-    and the note says why. Options: ``prefill_max_num_batched_tokens`` (a size > 0),
-    ``prefill_chunked_prefill`` false (-1, chunking off), ``prefill_max_prefill_tokens``; a
-    flag the recipe does not state keeps SGLang's default."""
+    """The prefill workers' ``--chunked-prefill-size``, ``--max-prefill-tokens`` and
+    ``--mem-fraction-static`` of disaggregated SGLang record ``rec`` (engine options to add,
+    and a note), as its srt-slurm recipe states them for the prefill stage apart from the decode
+    stage (``sglang_config.prefill``; :data:`PREFILL_CHUNKS_FILE`): the recipes of the entries
+    of ``lines`` that run it (:func:`srt_slurm_recipes`, as :func:`multinode_recv_interval`
+    reads them) must all be read (:func:`recipe_prefill_values` on the record's day) and agree;
+    otherwise nothing is applied and the note says why. Options:
+    ``prefill_max_num_batched_tokens`` (a size > 0), ``prefill_chunked_prefill`` false (-1,
+    chunking off), ``prefill_max_prefill_tokens``, ``prefill_memory_fraction`` (read with the
+    chunk: where none is stated SGLang derives the fraction from the chunk); a flag the recipe
+    does not state keeps SGLang's default."""
     recipes = srt_slurm_recipes(rec, system, lines)
     if not recipes:
         return {}, ""
@@ -353,12 +363,12 @@ def multinode_prefill_chunk(
     if unread:
         return {}, "no prefill chunk: " + "; ".join(unread)
     if len(values) > 1:
-        shown = ", ".join(f"({c or '-'}, {m or '-'})" for c, m in sorted(values))
+        shown = ", ".join(_shown(v) for v in sorted(values))
         return {}, (
-            "no prefill chunk: the matching recipes state different prefill "
-            f"(chunked-prefill-size, max-prefill-tokens): {shown} ({', '.join(recipes)})"
+            "no prefill chunk: the matching recipes state different prefill (chunked-prefill-"
+            f"size, max-prefill-tokens, mem-fraction-static): {shown} ({', '.join(recipes)})"
         )
-    ((chunk, limit),) = values
+    ((chunk, limit, fraction),) = values
     out: dict[str, Any] = {}
     if chunk:
         if int(chunk) > 0:
@@ -367,9 +377,12 @@ def multinode_prefill_chunk(
             out["prefill_chunked_prefill"] = False
     if limit:
         out["prefill_max_prefill_tokens"] = int(limit)
+    if fraction:
+        out["prefill_memory_fraction"] = float(fraction)
     if not out:
         return {}, ""
     return out, (
         f"prefill --chunked-prefill-size {chunk or 'default'}, --max-prefill-tokens "
-        f"{limit or 'default'} ({', '.join(recipes)}; {PREFILL_CHUNKS_FILE})"
+        f"{limit or 'default'}, --mem-fraction-static {fraction or 'default'} "
+        f"({', '.join(recipes)}; {PREFILL_CHUNKS_FILE})"
     )

@@ -853,8 +853,9 @@ def closed_loop_ttft(
 def prefill_worker_engine(eng: EngineProfile) -> EngineProfile:
     """The engine as a disaggregated deployment's prefill workers start it: the launch's
     prefill-only settings (``EngineProfile.prefill_max_num_batched_tokens``,
-    ``prefill_max_prefill_tokens``, ``prefill_chunked_prefill``: SGLang flags of the prefill
-    workers, which srt-slurm recipes state apart from the decode workers') over the engine's.
+    ``prefill_max_prefill_tokens``, ``prefill_memory_fraction``, ``prefill_chunked_prefill``:
+    SGLang flags of the prefill workers, which srt-slurm recipes state apart from the decode
+    workers') over the engine's.
     Without chunked prefill SGLang bounds a prefill batch by ``--max-prefill-tokens`` alone
     (v0.5.9 ``scheduler.py`` ``init_chunked_prefill``: a size <= 0 is None;
     ``schedule_policy.py`` ``PrefillAdder``: ``rem_chunk_tokens`` None, the batch's first
@@ -867,6 +868,9 @@ def prefill_worker_engine(eng: EngineProfile) -> EngineProfile:
         changes["max_num_batched_tokens"] = eng.prefill_max_num_batched_tokens
     if eng.prefill_max_prefill_tokens is not None:
         changes["max_prefill_tokens"] = eng.prefill_max_prefill_tokens
+    if eng.prefill_memory_fraction is not None:
+        # A stated fraction replaces SGLang's rule (as engine option memory_fraction does).
+        changes.update(memory_fraction=eng.prefill_memory_fraction, static_memory_rule=None)
     if eng.prefill_chunked_prefill is not None:
         changes["chunked_prefill"] = eng.prefill_chunked_prefill
         limit = changes.get("max_prefill_tokens", eng.max_prefill_tokens)
