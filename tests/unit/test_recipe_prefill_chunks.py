@@ -34,6 +34,7 @@ from gpuscale.validation.inferencex_multinode import (
     multinode_prefill_chunk,
     recipe_prefill_values,
 )
+from gpuscale.validation.serving_rows import load
 from tests.benchmark_scripts import load_benchmark
 
 SERVING = DATA_DIR / "serving"
@@ -242,3 +243,22 @@ def test_minus_one_reads_as_chunking_off() -> None:
         "prefill_memory_fraction": 0.85,
     }
     assert "--chunked-prefill-size -1" in note
+
+
+def test_serving_rows_read_the_same_recipes_prefill_stage() -> None:
+    """The H100/H200 SGLang disaggregated rows (``serving_rows``), matched to their recipes by
+    ``serving_recipes.disagg_recipe_entries``, read the prefill stage as the held-out records
+    do: the H100 recipes' (2048, 2048, 0.6) beside the decode stage's fraction."""
+    rows = [
+        r
+        for r in load(SERVING / "aiconfigurator_silicon_hopper.csv")
+        if r.mode == "disagg" and r.engine == "sglang" and r.expressible
+    ]
+    h100 = [r for r in rows if r.raw["system"] == "h100_sxm"]
+    assert h100
+    for r in h100:
+        opts = r.kwargs["engine_options"]
+        assert opts["prefill_max_num_batched_tokens"] == 2048
+        assert opts["prefill_max_prefill_tokens"] == 2048
+        assert opts["prefill_memory_fraction"] == 0.6
+        assert opts["memory_fraction"] == 0.9  # the decode stage's, both pools otherwise

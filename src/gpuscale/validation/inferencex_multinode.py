@@ -350,12 +350,21 @@ def multinode_prefill_chunk(
     chunking off), ``prefill_max_prefill_tokens``, ``prefill_memory_fraction`` (read with the
     chunk: where none is stated SGLang derives the fraction from the chunk); a flag the recipe
     does not state keeps SGLang's default."""
-    recipes = srt_slurm_recipes(rec, system, lines)
+    return recipes_prefill_chunk(srt_slurm_recipes(rec, system, lines), rec["date"], table)
+
+
+def recipes_prefill_chunk(
+    recipes: Sequence[str], day: str, table: Sequence[dict[str, str]]
+) -> tuple[dict[str, Any], str]:
+    """The one rule of :func:`multinode_prefill_chunk` (the held-out records) and of
+    ``serving_rows.read_rows`` (the H100/H200 rows, whose entries ``serving_recipes.
+    disagg_recipe_entries`` matches): the prefill-stage values of every recipe in ``recipes``,
+    read on ``day``, must be read and agree; (engine options, note). Nothing for no recipes."""
     if not recipes:
         return {}, ""
     values, unread = set(), []
     for recipe in recipes:
-        value, why = recipe_prefill_values(recipe, rec["date"], table)
+        value, why = recipe_prefill_values(recipe, day, table)
         if value is None:
             unread.append(why)
         else:
