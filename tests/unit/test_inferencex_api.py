@@ -33,6 +33,7 @@ from gpuscale.validation.inferencex_memory import MEM_FRACTIONS_FILE, load_fract
 from gpuscale.validation.inferencex_multinode import (
     MTP_RECIPES_FILE,
     PLAIN_RECIPES_FILE,
+    PREFILL_CHUNKS_FILE,
     load_multinode_recipes,
 )
 from gpuscale.validation.inferencex_sweeps import (
@@ -621,7 +622,9 @@ def test_load_tables_reads_each_table_from_its_own_file() -> None:
         fractions=load_fractions(SERVING / MEM_FRACTIONS_FILE),
         plain_recipes=PLAIN_RECIPES,
         server_prompts=load_server_prompts(SERVING / CLIENT_TOKENS_FILE),
+        prefill_chunks=load_multinode_recipes(SERVING / PREFILL_CHUNKS_FILE),
     )
+    assert tables.prefill_chunks
     assert all(getattr(tables, f) for f in ("recipes", "sweeps", "scripts", "fractions"))
     assert tables.server_prompts
     assert tables.mtp_recipes and tables.plain_recipes

@@ -67,15 +67,23 @@ def _tpot(**options: bool) -> float:
     return float(out.to_dict()["options"][0]["tpot_ms"])
 
 
+def _deepep(kwargs: dict[str, object]) -> dict[str, object]:
+    """The DeepEP options of a reading (the recipes' other flags, e.g. the prefill workers'
+    chunk, are read apart: test_recipe_prefill_chunks.py)."""
+    opts = kwargs.get("engine_options") or {}
+    assert isinstance(opts, dict)
+    return {k: v for k, v in opts.items() if "deepep" in k}
+
+
 def test_recipes_deepep_read_per_precision_and_decode_layout() -> None:
     fp4 = read_record(_rec(**WIDE))
     assert fp4.expressible
-    assert fp4.kwargs["engine_options"] == {"decode_moe_a2a_deepep": True}
+    assert _deepep(fp4.kwargs) == {"decode_moe_a2a_deepep": True}
     # Every recipe read stores the KV cache in FP8 (kv-cache-dtype fp8_e4m3).
     assert fp4.kwargs["kv_dtype"] == "fp8"
     # FP8 recipes run DeepEP on their DEP8 prefill workers too (deepep-mode normal).
     fp8 = read_record(_rec(**{**WIDE, "precision": "fp8", "date": "2026-02-09"}))
-    assert fp8.kwargs["engine_options"] == {"moe_a2a_deepep": True}
+    assert _deepep(fp8.kwargs) == {"moe_a2a_deepep": True}
     # A TP decode worker has no attention-DP group to move tokens over: nothing is read.
     tp = read_record(
         _rec(
@@ -85,11 +93,11 @@ def test_recipes_deepep_read_per_precision_and_decode_layout() -> None:
         )
     )
     assert tp.expressible
-    assert "engine_options" not in tp.kwargs and tp.kwargs["kv_dtype"] == "fp8"
+    assert not _deepep(tp.kwargs) and tp.kwargs["kv_dtype"] == "fp8"
     # Outside the days whose recipes were read, and for other engines, nothing is read.
     for change in ({"date": "2026-02-11"}, {"date": "2026-03-01"}, {"hardware": "b200"}):
         other = read_record(_rec(**{**WIDE, **change})).kwargs
-        assert "engine_options" not in other and "kv_dtype" not in other
+        assert not _deepep(other) and "kv_dtype" not in other
 
 
 def test_decode_only_deepep_reaches_the_decode_engine_alone() -> None:

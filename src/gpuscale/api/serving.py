@@ -31,6 +31,7 @@ from gpuscale.planner.serving.deployment import (
     pools_placement,
     predict_aggregated,
     predict_disaggregated,
+    prefill_worker_engine,
 )
 from gpuscale.planner.serving.placement import Group, Placement, place
 from gpuscale.planner.serving.steady_state import Workload
@@ -163,6 +164,14 @@ ENGINE_OPTIONS: dict[str, EngineOption] = {
     "deepgemm_moe_worst_case": EngineOption(kind=bool, engines=VLLM_ONLY),
     "moe_a2a_deepep": EngineOption(kind=bool, engines=SGLANG_ONLY),
     "decode_moe_a2a_deepep": EngineOption(kind=bool, engines=SGLANG_ONLY),
+    "prefill_max_num_batched_tokens": EngineOption(
+        kind=int, low=1, high=MAX_SCHEDULER_SLOTS, engines=SGLANG_ONLY
+    ),
+    "prefill_max_prefill_tokens": EngineOption(
+        kind=int, low=1, high=MAX_SCHEDULER_SLOTS, engines=SGLANG_ONLY
+    ),
+    "prefill_memory_fraction": EngineOption(kind=float, low=0.0, high=1.0, engines=SGLANG_ONLY),
+    "prefill_chunked_prefill": EngineOption(kind=bool, engines=SGLANG_ONLY),
 }
 """Scheduler settings of the engine profile a launch may override (``infer(engine_options=)``):
 TensorRT-LLM ``max_num_tokens``/``max_batch_size``/``enable_chunked_prefill``/
@@ -182,9 +191,49 @@ SGLang's ``--moe-a2a-backend deepep`` on every worker: under attention DP the Mo
 and combine each token's top-k copies all-to-all (DeepEP) instead of the default all-gather /
 reduce-scatter of the DP group (``EngineProfile.moe_dp_communication``);
 ``decode_moe_a2a_deepep`` sets it on a disaggregated deployment's decode workers only
-(``EngineProfile.decode_moe_dp_communication``). Values are the launch's, per engine: under
-attention DP SGLang gives each rank ``max_num_batched_tokens`` and ``max_num_seqs`` divided by
-the DP size (``EngineProfile.per_attention_rank``)."""
+(``EngineProfile.decode_moe_dp_communication``). The other way round, ``prefill_*`` set a
+disaggregated deployment's prefill workers only, as SGLang launches them apart (srt-slurm
+recipes' ``sglang_config.prefill``): ``prefill_max_num_batched_tokens`` their
+``--chunked-prefill-size``, ``prefill_max_prefill_tokens`` their ``--max-prefill-tokens``, ``prefill_memory_fraction``
+their ``--mem-fraction-static``, ``prefill_chunked_prefill`` false their ``--chunked-prefill-size
+-1`` (no chunking: each batch bounded by the prefill limit; ``deployment.prefill_worker_engine``). Values are the launch's, per
+engine: under attention DP SGLang gives each rank ``max_num_batched_tokens`` and
+``max_num_seqs`` divided by the DP size (``EngineProfile.per_attention_rank``)."""
+
+STAGE_OPTIONS: dict[str, tuple[str, str]] = {
+    "decode_moe_a2a_deepep": ("decode", "moe_a2a_deepep"),
+    "prefill_max_num_batched_tokens": ("prefill", "max_num_batched_tokens"),
+    "prefill_max_prefill_tokens": ("prefill", "max_prefill_tokens"),
+    "prefill_memory_fraction": ("prefill", "memory_fraction"),
+    "prefill_chunked_prefill": ("prefill", "chunked_prefill"),
+}
+"""Engine options that set one pool of a disaggregated deployment -> (the pool, the option of
+every worker): refused for aggregated serving (:func:`check_stage_options`)."""
+
+
+def check_stage_options(options: Mapping[str, Any], disagg: bool) -> None:
+    """Refuse, in one line, the options of :data:`STAGE_OPTIONS` without a disaggregated
+    deployment (an aggregated engine has no prefill or decode workers to set apart), and
+    ``prefill_chunked_prefill`` false beside ``prefill_max_num_batched_tokens`` (SGLang's one
+    flag: ``--chunked-prefill-size -1`` turns chunking off, a size turns it on)."""
+    given = [name for name in STAGE_OPTIONS if name in options]
+    if not disagg and given:
+        pools = sorted({STAGE_OPTIONS[n][0] for n in given})
+        instead = ", ".join(STAGE_OPTIONS[n][1] for n in given)
+        raise InputError(
+            f"engine option{'s' if len(given) > 1 else ''} {', '.join(given)} set the "
+            f"{' and '.join(pools)} workers of disaggregated serving; give --prefill-workers "
+            f"and --decode-workers, or use {instead}",
+            field="engine_options",
+        )
+    require(
+        options.get("prefill_chunked_prefill", True)
+        or "prefill_max_num_batched_tokens" not in options,
+        "engine options prefill_chunked_prefill false and prefill_max_num_batched_tokens "
+        "contradict each other (SGLang --chunked-prefill-size -1 turns the prefill workers' "
+        "chunking off); give one",
+        field="engine_options",
+    )
 
 
 def _engine_options(options: Mapping[str, Any], engine: str) -> dict[str, Any]:
@@ -462,12 +511,7 @@ def infer(
             field="request_rate",
         )
     disagg = prefill_workers is not None or decode_workers is not None
-    require(
-        disagg or "decode_moe_a2a_deepep" not in (engine_options or {}),
-        "engine option decode_moe_a2a_deepep sets the decode workers of disaggregated serving; "
-        "give --prefill-workers and --decode-workers, or use moe_a2a_deepep",
-        field="engine_options",
-    )
+    check_stage_options(engine_options or {}, disagg)
     _check_deepep(
         spec, engine_options or {},
         {"prefill": prefill_attention_dp, "decode": decode_attention_dp} if disagg
@@ -535,9 +579,13 @@ def infer(
             ("prefill workers", p_pool, input_len),
             ("decode workers", d_pool, input_len + output_len),
         ):
+            # The prefill workers with their own chunk and limit (prefill_worker_engine).
+            prefill = pool is p_pool
+            pool_eng = prefill_worker_engine(eng) if prefill else eng
+            own = prefill and eng.prefill_memory_fraction is not None
             _check_memory_fraction(
-                spec, cluster, pool.par, fmt, kv_dtype, prof, eng, work, spec_dec, need, stage,
-                stated,
+                spec, cluster, pool.par, fmt, kv_dtype, prof, pool_eng, work, spec_dec, need,
+                stage, stated or own, "prefill_memory_fraction" if own else "memory_fraction",
             )  # fmt: skip
         pred = predict_disaggregated(
             spec, cluster, p_pool, d_pool, fmt, kv_dtype, prof, eng, work, client, spec_dec
@@ -652,6 +700,7 @@ def _check_memory_fraction(
     need: int,
     stage: str,
     stated: bool,
+    option: str = "memory_fraction",
 ) -> None:
     """Refuse a launch whose memory fraction leaves a worker less KV cache than one request of
     the run needs (``need`` tokens: the prompt on a prefill worker, prompt and output
@@ -681,8 +730,8 @@ def _check_memory_fraction(
     )
     if stated:
         raise InputError(
-            f"engine option memory_fraction={eng.memory_fraction:g} {room}; a larger fraction "
-            "makes room: --engine-options memory_fraction=F (0 < F <= 1)",
+            f"engine option {option}={eng.memory_fraction:g} {room}; a larger fraction "
+            f"makes room: --engine-options {option}=F (0 < F <= 1)",
             field="engine_options",
         )
     frac = eng.static_memory_fraction(

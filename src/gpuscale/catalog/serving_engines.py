@@ -164,6 +164,25 @@ DeepEP). ``gather_scatter_without_mnnvl``:
     soft limit counted after the mixed decodes (``PrefillAdder``: requests are added while what
     is left of it is above zero, so the request that crosses it still runs whole, up to the
     chunk budget); None: no limit but the token budget (vLLM, TensorRT-LLM)."""
+    prefill_max_num_batched_tokens: int | None = None
+    """A disaggregated launch's prefill workers' own token budget, apart from the decode
+    workers' (SGLang ``--chunked-prefill-size`` of the prefill workers: srt-slurm recipes state
+    ``sglang_config.prefill`` and ``.decode`` flags apart), split over their attention-DP ranks
+    as ``max_num_batched_tokens`` is; None: the engine's. ``planner.serving.deployment.
+    prefill_worker_engine`` applies the ``prefill_*`` settings."""
+    prefill_max_prefill_tokens: int | None = None
+    """The prefill workers' own ``max_prefill_tokens`` (SGLang ``--max-prefill-tokens`` of the
+    prefill workers); None: the engine's."""
+    prefill_memory_fraction: float | None = None
+    """The prefill workers' own stated memory fraction (SGLang ``--mem-fraction-static`` of the
+    prefill workers), which replaces the engine's rule there as ``memory_fraction`` does
+    everywhere; None: the engine's (a fraction stated for every worker, or its rule, which
+    SGLang derives from the chunk: ``sglang_mem_fraction_static``)."""
+    prefill_chunked_prefill: bool | None = None
+    """False: the prefill workers run without chunked prefill (SGLang ``--chunked-prefill-size
+    -1``: ``scheduler.py`` ``init_chunked_prefill`` turns a size <= 0 into None, and
+    ``PrefillAdder`` then bounds a batch by ``--max-prefill-tokens`` alone, its first prompt
+    whole; v0.5.9); None: the engine's."""
 
     attention_dp_split: bool = False
     """Whether the engine divides its token budget (``max_num_batched_tokens``, default or

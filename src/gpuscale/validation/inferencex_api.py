@@ -44,8 +44,10 @@ from gpuscale.validation.inferencex_decode_caps import default_decode_caps
 from gpuscale.validation.inferencex_mori_launch import mori_launch
 from gpuscale.validation.inferencex_multinode import (
     default_plain_recipes,
+    default_prefill_chunks,
     multinode_decode_cap,
     multinode_draft_tokens,
+    multinode_prefill_chunk,
     multinode_recv_interval,
 )
 from gpuscale.validation.inferencex_sglang_launch import blackwell_sglang_launch
@@ -675,16 +677,29 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
             notes.append(f"FP8 KV, {', '.join(deepep) or 'no DeepEP'} (NVL72_SGLANG_DEEPEP)")
         if engine == "sglang":
             # The decode workers' --scheduler-recv-interval the record's srt-slurm recipe sets.
-            table = [
-                *(default_plain_recipes() if tables.plain_recipes is None else tables.plain_recipes)
-            ]
-            recv, recv_note = multinode_recv_interval(
-                rec, raw["system"], [*table, *(tables.mtp_recipes or [])]
+            # The entries of the record's kind: the MTP table's for an MTP record, the plain
+            # table's otherwise (an MTP entry of the same deployment launches another recipe,
+            # e.g. h200/1k1k/bs256-1p6d-dep-mtp.yaml beside bs256-1p6d-dep.yaml).
+            plain = (
+                default_plain_recipes() if tables.plain_recipes is None else tables.plain_recipes
             )
+            mtp = rec["spec_method"] == "mtp"
+            entries = list(tables.mtp_recipes or []) if mtp else list(plain)
+            recv, recv_note = multinode_recv_interval(rec, raw["system"], entries)
             if recv:
                 add_engine_options(kw, recv)
             if recv_note:
                 notes.append(recv_note)
+            # The prefill workers' own --chunked-prefill-size / --max-prefill-tokens the same
+            # recipes state (sglang_config.prefill), apart from the decode workers'.
+            chunks = (
+                default_prefill_chunks() if tables.prefill_chunks is None else tables.prefill_chunks
+            )
+            chunk, chunk_note = multinode_prefill_chunk(rec, raw["system"], entries, chunks)
+            if chunk:
+                add_engine_options(kw, chunk)
+            if chunk_note:
+                notes.append(chunk_note)
     mem_kw, mem_note, refused = stated_memory(
         raw, kw, list(tables.recipes or []), list(tables.fractions or [])
     )

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import itertools
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,8 +43,23 @@ from typing import Any
 
 MTP_RECIPES_FILE = "inferencex_disagg_mtp_recipes.csv"
 PLAIN_RECIPES_FILE = "inferencex_disagg_plain_recipes.csv"
+PREFILL_CHUNKS_FILE = "inferencex_disagg_prefill_chunks.csv"
+PREFILL_CHUNKS_COLUMNS = (
+    "recipe",
+    "prefill_stage",
+    "chunked_prefill_size",
+    "max_prefill_tokens",
+    "mem_fraction_static",
+    "versions",
+    "first_day",
+    "last_day",
+    "repo",
+)
+"""Columns of :data:`PREFILL_CHUNKS_FILE` (``benchmarks/recipe_prefill_chunks.py`` writes it;
+SOURCES.md)."""
 
 MultinodeRecipes = list[dict[str, str]]
+PrefillChunks = list[dict[str, str]]
 
 STAGE_FIELDS = ("workers", "tp", "ep", "dp_attn")
 """Per-stage columns of the table; the record's are ``{stage}_num_workers``, ``{stage}_tp``,
@@ -63,6 +79,14 @@ def default_plain_recipes() -> tuple[dict[str, str], ...]:
     from gpuscale.validation import DATA_DIR
 
     return tuple(load_multinode_recipes(DATA_DIR / "serving" / PLAIN_RECIPES_FILE))
+
+
+@functools.cache
+def default_prefill_chunks() -> tuple[dict[str, str], ...]:
+    """:data:`PREFILL_CHUNKS_FILE` in the project's data (``gpuscale.validation.DATA_DIR``)."""
+    from gpuscale.validation import DATA_DIR
+
+    return tuple(load_multinode_recipes(DATA_DIR / "serving" / PREFILL_CHUNKS_FILE))
 
 
 def _record_stage(rec: dict[str, str], stage: str) -> tuple[str, ...]:
@@ -225,6 +249,19 @@ these 8 set it, with these values in every version (2026-01-27 to 2026-03-03); n
 version; InferenceX ``benchmarks/multi_node/amd_utils`` at 8d81e0bf4, 4706e7009, 4230b97ca)."""
 
 
+def srt_slurm_recipes(
+    rec: dict[str, str], system: str, lines: Sequence[dict[str, str]]
+) -> list[str]:
+    """The srt-slurm recipe files the entries of ``lines`` that run record ``rec`` launch
+    (:func:`entry_runs`), sorted; empty where none runs it or one launches no recipe file (a
+    ``DECODE_MTP_SIZE`` setting of InferenceX's or Dynamo's own scripts): the recipes a reading
+    of their flags must all cover."""
+    recipes = sorted({ln["recipe"] for ln in lines if entry_runs(ln, rec, system)})
+    if not all(r.startswith("recipes/") for r in recipes):
+        return []
+    return recipes
+
+
 def multinode_recv_interval(
     rec: dict[str, str], system: str, lines: Sequence[dict[str, str]]
 ) -> tuple[dict[str, Any], str]:
@@ -236,9 +273,8 @@ def multinode_recv_interval(
     TARGET_VERIFY counts 1000) and within N loop turns when idle, so a prefill worker, which runs
     no decode batches, takes a new request as it would with 1
     (``steady_state.decode_poll_wait``)."""
-    hits = [ln for ln in lines if entry_runs(ln, rec, system)]
-    recipes = sorted({ln["recipe"] for ln in hits})
-    if not recipes or not all(r.startswith("recipes/") for r in recipes):
+    recipes = srt_slurm_recipes(rec, system, lines)
+    if not recipes:
         return {}, ""
     values = sorted({RECIPE_RECV_INTERVAL.get(r, (1, 1))[1] for r in recipes})
     if len(values) > 1:
@@ -251,4 +287,111 @@ def multinode_recv_interval(
         return {}, ""
     return {"recv_interval": n}, (
         f"decode --scheduler-recv-interval {n} ({', '.join(recipes)}; RECIPE_RECV_INTERVAL)"
+    )
+
+
+def recipe_prefill_values(
+    recipe: str, day: str, table: Sequence[dict[str, str]]
+) -> tuple[tuple[str, str, str] | None, str]:
+    """((chunked-prefill-size, max-prefill-tokens, mem-fraction-static) as written, or None; why
+    not) of ``recipe``'s prefill stage on ``day``, from :data:`PREFILL_CHUNKS_FILE`. A file with
+    one value in every version read gives it. A file whose value changed (one line per value)
+    gives the value in force on ``day``, the value of its latest version committed on or before
+    it (InferenceX's runners clone the srt-slurm branch when they launch), only where the day
+    decides it: a day before every version read, a boundary day (the day a value's first
+    version was committed, when the one before may still have run), or values whose versions
+    interleave, leave it unread. A sweep version (several values, space-separated) is unread
+    too."""
+    lines = [ln for ln in table if ln["recipe"] == recipe and ln["prefill_stage"] == "yes"]
+    if not lines:
+        return None, f"{recipe}: prefill stage not on file ({PREFILL_CHUNKS_FILE})"
+    if len(lines) > 1:
+        order = sorted(lines, key=lambda ln: (ln["first_day"], ln["last_day"]))
+        interleave = any(a["last_day"] > b["first_day"] for a, b in itertools.pairwise(order))
+        started = [ln for ln in order if ln["first_day"] <= day]
+        if interleave or not started or started[-1]["first_day"] == day:
+            values = "; ".join(
+                f"{_shown(_value(ln))} {ln['first_day']} to {ln['last_day']}" for ln in order
+            )
+            return (
+                None,
+                f"{recipe}: its versions' values changed and {day} does not decide ({values})",
+            )
+        lines = started[-1:]
+    (line,) = lines
+    value = _value(line)
+    if any(" " in v for v in value):
+        return None, f"{recipe}: a sweep version {_shown(value)}"
+    return value, ""
+
+
+def _value(line: dict[str, str]) -> tuple[str, str, str]:
+    return line["chunked_prefill_size"], line["max_prefill_tokens"], line["mem_fraction_static"]
+
+
+def _shown(value: tuple[str, ...]) -> str:
+    return "(" + ", ".join(v or "-" for v in value) + ")"
+
+
+def multinode_prefill_chunk(
+    rec: dict[str, str],
+    system: str,
+    lines: Sequence[dict[str, str]],
+    table: Sequence[dict[str, str]],
+) -> tuple[dict[str, Any], str]:
+    """The prefill workers' ``--chunked-prefill-size``, ``--max-prefill-tokens`` and
+    ``--mem-fraction-static`` of disaggregated SGLang record ``rec`` (engine options to add,
+    and a note), as its srt-slurm recipe states them for the prefill stage apart from the decode
+    stage (``sglang_config.prefill``; :data:`PREFILL_CHUNKS_FILE`): the recipes of the entries
+    of ``lines`` that run it (:func:`srt_slurm_recipes`, as :func:`multinode_recv_interval`
+    reads them) must all be read (:func:`recipe_prefill_values` on the record's day) and agree;
+    otherwise nothing is applied and the note says why. Options:
+    ``prefill_max_num_batched_tokens`` (a size > 0), ``prefill_chunked_prefill`` false (-1,
+    chunking off), ``prefill_max_prefill_tokens``, ``prefill_memory_fraction`` (read with the
+    chunk: where none is stated SGLang derives the fraction from the chunk); a flag the recipe
+    does not state keeps SGLang's default."""
+    return recipes_prefill_chunk(srt_slurm_recipes(rec, system, lines), rec["date"], table)
+
+
+def recipes_prefill_chunk(
+    recipes: Sequence[str], day: str, table: Sequence[dict[str, str]]
+) -> tuple[dict[str, Any], str]:
+    """The one rule of :func:`multinode_prefill_chunk` (the held-out records) and of
+    ``serving_rows.read_rows`` (the H100/H200 rows, whose entries ``serving_recipes.
+    disagg_recipe_entries`` matches): the prefill-stage values of every recipe in ``recipes``,
+    read on ``day``, must be read and agree; (engine options, note). Nothing for no recipes."""
+    if not recipes:
+        return {}, ""
+    values, unread = set(), []
+    for recipe in recipes:
+        value, why = recipe_prefill_values(recipe, day, table)
+        if value is None:
+            unread.append(why)
+        else:
+            values.add(value)
+    if unread:
+        return {}, "no prefill chunk: " + "; ".join(unread)
+    if len(values) > 1:
+        shown = ", ".join(_shown(v) for v in sorted(values))
+        return {}, (
+            "no prefill chunk: the matching recipes state different prefill (chunked-prefill-"
+            f"size, max-prefill-tokens, mem-fraction-static): {shown} ({', '.join(recipes)})"
+        )
+    ((chunk, limit, fraction),) = values
+    out: dict[str, Any] = {}
+    if chunk:
+        if int(chunk) > 0:
+            out["prefill_max_num_batched_tokens"] = int(chunk)
+        else:
+            out["prefill_chunked_prefill"] = False
+    if limit:
+        out["prefill_max_prefill_tokens"] = int(limit)
+    if fraction:
+        out["prefill_memory_fraction"] = float(fraction)
+    if not out:
+        return {}, ""
+    return out, (
+        f"prefill --chunked-prefill-size {chunk or 'default'}, --max-prefill-tokens "
+        f"{limit or 'default'}, --mem-fraction-static {fraction or 'default'} "
+        f"({', '.join(recipes)}; {PREFILL_CHUNKS_FILE})"
     )

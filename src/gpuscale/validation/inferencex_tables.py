@@ -15,7 +15,9 @@ from gpuscale.validation.inferencex_memory import MEM_FRACTIONS_FILE, Fractions,
 from gpuscale.validation.inferencex_multinode import (
     MTP_RECIPES_FILE,
     PLAIN_RECIPES_FILE,
+    PREFILL_CHUNKS_FILE,
     MultinodeRecipes,
+    PrefillChunks,
     load_multinode_recipes,
 )
 from gpuscale.validation.inferencex_sweeps import (
@@ -34,7 +36,7 @@ class InferenceXTables:
     """What ``inferencex_api.read_record`` reads a record against, each table as its loader
     returns it. None: no such table (the record is read without it), except ``plain_recipes``,
     where None reads the project's table (``inferencex_multinode.default_plain_recipes``) and
-    ``[]`` none; likewise ``server_prompts``."""
+    ``[]`` none; likewise ``server_prompts`` and ``prefill_chunks``."""
 
     recipes: Recipes | None = None
     """H100/H200 disaggregated recipes (``serving_recipes.load_recipes``)."""
@@ -52,6 +54,9 @@ class InferenceXTables:
     server_prompts: ServerPrompts | None = None
     """Prompt lengths the server counted where the client's tokenizer differed
     (``client_tokenizer.load_server_prompts``; None: the project's)."""
+    prefill_chunks: PrefillChunks | None = None
+    """The srt-slurm SGLang recipes' prefill-stage ``chunked-prefill-size`` and
+    ``max-prefill-tokens`` (``PREFILL_CHUNKS_FILE``; None: the project's, ``[]``: none)."""
 
 
 NO_TABLES = InferenceXTables()
@@ -68,4 +73,5 @@ def load_tables(directory: Path) -> InferenceXTables:
         fractions=load_fractions(directory / MEM_FRACTIONS_FILE),
         plain_recipes=load_multinode_recipes(directory / PLAIN_RECIPES_FILE),
         server_prompts=load_server_prompts(directory / CLIENT_TOKENS_FILE),
+        prefill_chunks=load_multinode_recipes(directory / PREFILL_CHUNKS_FILE),
     )

@@ -450,9 +450,11 @@ def stated_memory(
     (:data:`INFERENCEX_LAUNCHES`). Disaggregated: the decode workers' (the KV pool the
     model sizes), from the srt-slurm recipe of the one recipes-table entry that runs the
     record's deployment (:func:`disagg_recipe_entries`), else the launch files in
-    force on the day (MI355X MoRI-SGLang). The prefill workers' own stated value is not
-    applied: one engine option serves both pools, and only the decode pool's KV cache enters
-    the prediction. Nothing where no launch on file states it: SGLang's own rule then applies."""
+    force on the day (MI355X MoRI-SGLang). It serves both pools; the prefill workers' own
+    stated value is read with their chunk, where the table of the recipes' prefill stages holds
+    it (engine option ``prefill_memory_fraction``, ``inferencex_multinode.
+    recipes_prefill_chunk``). Nothing where no launch on file states it: SGLang's own rule then
+    applies."""
     if raw["backend"] != "sglang" or "memory_fraction" in (kw.get("engine_options") or {}):
         return {}, "", ""
     day = measured_day(raw)

@@ -49,6 +49,11 @@ from gpuscale.validation.inferencex_memory import (
     Fractions,
     load_fractions,
 )
+from gpuscale.validation.inferencex_multinode import (
+    PrefillChunks,
+    default_prefill_chunks,
+    recipes_prefill_chunk,
+)
 from gpuscale.validation.inferencex_sweeps import (
     SWEEPS_FILE,
     Sweeps,
@@ -86,6 +91,7 @@ from gpuscale.validation.serving_recipes import (
     Recipes,
     _decode_cap,
     _from_config,
+    disagg_recipe_entries,
     load_recipes,
 )
 
@@ -221,12 +227,15 @@ def read_rows(
     recipes: Recipes | None = None,
     sweeps: Sweeps | None = None,
     fractions: Fractions | None = None,
+    prefill_chunks: PrefillChunks | None = None,
 ) -> list[ServingRow]:
     """Every raw row read as the deployment it ran, or marked not expressible; ``recipes``
     (:func:`load_recipes`) gives the decode engines' batch caps where a recipe states them,
     ``sweeps`` (``inferencex_sweeps``) the aggregated InferenceX runs that swept MTP entries,
     ``fractions`` (``inferencex_memory``) the ``--mem-fraction-static`` of InferenceX's SGLang
-    launches (:func:`stated_memory`) and their ``--kv-cache-dtype`` (:func:`stated_kv_cache_dtype`)."""
+    launches (:func:`stated_memory`) and their ``--kv-cache-dtype`` (:func:`stated_kv_cache_dtype`),
+    ``prefill_chunks`` (None: the project's) the SGLang recipes' prefill-stage chunk, prompt
+    limit and fraction (``inferencex_multinode.recipes_prefill_chunk``)."""
     table: Recipes = recipes or []
     named: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
     for r in raw:
@@ -322,6 +331,18 @@ def read_rows(
                 if kv_kw:
                     kw.update(kv_kw)
                     notes.append(kv_note)
+        inferencex = r["silicon_data_source"].startswith(INFERENCEX_SOURCES)
+        if kw and inferencex and r["mode"] == "disagg" and r["backend"] == "sglang":
+            # The prefill workers' own chunk, prompt limit and fraction the entries' srt-slurm
+            # recipes state (sglang_config.prefill), read as for the held-out records.
+            paths = {e["recipe"] for e in disagg_recipe_entries(r, conc, kw, table)}
+            if paths and all(p.startswith("recipes/") for p in paths):
+                chunks = default_prefill_chunks() if prefill_chunks is None else prefill_chunks
+                chunk, chunk_note = recipes_prefill_chunk(sorted(paths), measured_day(r), chunks)
+                if chunk:
+                    add_engine_options(kw, chunk)
+                if chunk_note:
+                    notes.append(chunk_note)
         if version_opts := engine_version_options(r):
             for read in (kw, guess):
                 if read:

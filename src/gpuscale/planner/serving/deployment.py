@@ -850,6 +850,55 @@ def closed_loop_ttft(
     )
 
 
+def prefill_worker_engine(eng: EngineProfile) -> EngineProfile:
+    """The engine as a disaggregated deployment's prefill workers start it: the launch's
+    prefill-only settings (``EngineProfile.prefill_max_num_batched_tokens``,
+    ``prefill_max_prefill_tokens``, ``prefill_memory_fraction``, ``prefill_chunked_prefill``:
+    SGLang flags of the prefill workers, which srt-slurm recipes state apart from the decode
+    workers') over the engine's.
+    Without chunked prefill SGLang bounds a prefill batch by ``--max-prefill-tokens`` alone
+    (v0.5.9 ``scheduler.py`` ``init_chunked_prefill``: a size <= 0 is None;
+    ``schedule_policy.py`` ``PrefillAdder``: ``rem_chunk_tokens`` None, the batch's first
+    prompt whole) and reserves activation memory for it (``server_args.py``
+    ``_handle_gpu_memory_settings``: ``max_prefill_tokens`` where ``chunked_prefill_size <=
+    0``), so the worker's token budget becomes that limit. The worker's whole budget: its
+    attention-DP ranks' share is :func:`prefill_rank_engine`'s."""
+    changes: dict[str, Any] = {}
+    if eng.prefill_max_num_batched_tokens is not None:
+        changes["max_num_batched_tokens"] = eng.prefill_max_num_batched_tokens
+    if eng.prefill_max_prefill_tokens is not None:
+        changes["max_prefill_tokens"] = eng.prefill_max_prefill_tokens
+    if eng.prefill_memory_fraction is not None:
+        # A stated fraction replaces SGLang's rule (as engine option memory_fraction does).
+        changes.update(memory_fraction=eng.prefill_memory_fraction, static_memory_rule=None)
+    if eng.prefill_chunked_prefill is not None:
+        changes["chunked_prefill"] = eng.prefill_chunked_prefill
+        limit = changes.get("max_prefill_tokens", eng.max_prefill_tokens)
+        if not eng.prefill_chunked_prefill and limit is not None:
+            changes["max_num_batched_tokens"] = limit
+    return dataclasses.replace(eng, **changes) if changes else eng
+
+
+def prefill_rank_engine(eng: EngineProfile, prefill: Pool) -> EngineProfile:
+    """The scheduler settings one attention-DP rank of ``prefill``'s workers runs with: the
+    prefill worker's engine (:func:`prefill_worker_engine`), its token budget and stated running
+    cap split over the ranks (SGLang, ``EngineProfile.per_attention_rank``), and the prefill
+    workers' own overlap setting (TensorRT-LLM context servers run without it). The one reading
+    of the prefill ranks' chunk and prompt limit: the steady state's prefill curve and open-loop
+    stages (through :func:`disaggregated_engines`) and the closed loop's TTFT
+    (:func:`disaggregated_prediction`) read it. Without chunked prefill the budget is the worker's
+    ``--max-prefill-tokens``, which SGLang does not divide (``scheduler.py``
+    ``self.max_prefill_tokens = server_args.max_prefill_tokens``; ``-1 // dp_size`` stays
+    -1)."""
+    worker = prefill_worker_engine(eng)
+    rank = worker.per_attention_rank(prefill.par.attention_dp)
+    if eng.prefill_chunked_prefill is False:
+        rank = dataclasses.replace(rank, max_num_batched_tokens=worker.max_num_batched_tokens)
+    if eng.prefill_worker_overlap is not None:
+        rank = dataclasses.replace(rank, overlap_scheduler=eng.prefill_worker_overlap)
+    return rank
+
+
 def disaggregated_engines(
     eng: EngineProfile, prefill: Pool, decode: Pool, work: Workload
 ) -> tuple[EngineProfile, EngineProfile]:
@@ -857,14 +906,10 @@ def disaggregated_engines(
     # A decode worker pre-allocates the KV pages of every request it accepts before the transfer
     # (SGLang PD disaggregation "decode pre-allocation"; Dynamo/NIXL target buffers), so it
     # admits against its pool rather than preempting later.
-    # A prefill worker's own overlap setting (TensorRT-LLM context servers run without it).
-    overlap_p = eng.overlap_scheduler
-    if eng.prefill_worker_overlap is not None:
-        overlap_p = eng.prefill_worker_overlap
     # Each attention-DP rank of a pool schedules with its share of the engine's budget and
-    # stated running cap (SGLang, EngineProfile.per_attention_rank).
-    rank_p = eng.per_attention_rank(prefill.par.attention_dp)
-    eng_p = dataclasses.replace(rank_p, overlap_scheduler=overlap_p)
+    # stated running cap (SGLang, EngineProfile.per_attention_rank); the prefill ranks with the
+    # prefill workers' own settings.
+    eng_p = prefill_rank_engine(eng, prefill)
     eng_d = dataclasses.replace(
         eng.per_attention_rank(decode.par.attention_dp), kv_policy="reserve"
     )
@@ -875,7 +920,7 @@ def disaggregated_engines(
     if prefill.max_batch is not None:
         tokens = max(int(prefill.max_batch * work.input_len), 1)
         eng_p = dataclasses.replace(
-            eng_p, max_num_batched_tokens=min(rank_p.max_num_batched_tokens, tokens)
+            eng_p, max_num_batched_tokens=min(eng_p.max_num_batched_tokens, tokens)
         )
     if decode.max_batch is not None:
         eng_d = dataclasses.replace(eng_d, max_num_seqs=min(eng_d.max_num_seqs, decode.max_batch))
@@ -946,13 +991,14 @@ def disaggregated_curves(
     loop it is the same at every rate, so the SLO search reads one deployment at many rates
     through :func:`disaggregated_prediction` without rebuilding it."""
     eng_p, eng_d = disaggregated_engines(eng, prefill, decode, work)
-    it_p = _iteration_model(model, cluster, prefill.par, fmt, kv_dtype, profile, eng, speculation)
+    eng_w = prefill_worker_engine(eng)
+    it_p = _iteration_model(model, cluster, prefill.par, fmt, kv_dtype, profile, eng_w, speculation)
     it_d = _iteration_model(model, cluster, decode.par, fmt, kv_dtype, profile, eng_d, speculation)
     kv_d, _, mem_d = kv_pool(
         model, cluster, decode.par, fmt, kv_dtype, profile, eng, work, speculation
     )
     _, _, mem_p = kv_pool(
-        model, cluster, prefill.par, fmt, kv_dtype, profile, eng, work, speculation
+        model, cluster, prefill.par, fmt, kv_dtype, profile, eng_w, work, speculation
     )
     fits = kv_d >= work.input_len + work.output_len
     kv_d = max(kv_d, work.input_len + work.output_len)
@@ -1074,9 +1120,9 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
         slots = decode.ranks * min(
             float(eng_d.max_num_seqs), kv_capacity_requests(kv_d, decode_work, eng_d)
         )
-        # A prefill rank's own token budget (its share under SGLang's attention DP), not
-        # eng_p's, which folds the prompt cap into tokens.
-        rank_eng = eng.per_attention_rank(prefill.par.attention_dp)
+        # A prefill rank's own token budget (its share under SGLang's attention DP, the prefill
+        # workers' own chunk), not eng_p's, which folds the prompt cap into tokens.
+        rank_eng = prefill_rank_engine(eng, prefill)
         sim = closed_loop_ttft(
             it_p, eng_p, prefill, work, client, at(decode_wait), slots, tpot,
             rank_tokens=float(rank_eng.max_num_batched_tokens), poll_s=at(poll_wait),

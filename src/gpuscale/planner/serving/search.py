@@ -57,6 +57,7 @@ from gpuscale.planner.serving.deployment import (
     kv_transfer_s,
     kv_transfer_wait_s,
     pools_placement,
+    prefill_worker_engine,
 )
 from gpuscale.planner.serving.placement import placeable
 from gpuscale.planner.serving.steady_state import (
@@ -370,10 +371,12 @@ def walk(cand: Candidate, ctx: SearchContext, resolve: bool = False) -> Walk | N
         if decode_side[0] is None:
             return None
         kv, it_d, dwork, top, on_grid = decode_side
-        kv_p, _, _ = kv_pool(model, cluster, pre.par, fmt, kv_dtype, profile, eng, work)
+        # The prefill workers as they start (their own chunk and limit, prefill_worker_engine).
+        eng_w = prefill_worker_engine(eng)
+        kv_p, _, _ = kv_pool(model, cluster, pre.par, fmt, kv_dtype, profile, eng_w, work)
         if kv_p < work.input_len:
             return None
-        it_p = _iteration_model(model, cluster, pre.par, fmt, kv_dtype, profile, eng)
+        it_p = _iteration_model(model, cluster, pre.par, fmt, kv_dtype, profile, eng_w)
         transfer = kv_transfer_s(model, cluster, pre, dec, kv_dtype, profile, work.input_len)
 
         def curves(x_tot: np.ndarray, grid: bool = False) -> tuple[Any, ...]:

@@ -1,0 +1,175 @@
+"""Regenerate ``data/validation/serving/inferencex_disagg_prefill_chunks.csv``: the prefill
+stage's ``chunked-prefill-size``, ``max-prefill-tokens`` and ``mem-fraction-static`` of every SGLang srt-slurm recipe the
+multi-node tables name, read over every version of the file in two forks' histories.
+
+InferenceX's Dynamo-SGLang multi-node entries launch srt-slurm recipes (``CONFIG_FILE=recipes/
+...``, branch ``sa-submission-q1-2026`` of ishandhanani/srt-slurm, whose history is public only
+through forks that carry its commits: qiching/srt-slurm and connorcarpenter15/srt-slurm;
+``SOURCES.md``). Each recipe states its prefill workers' own SGLang flags under
+``backend.sglang_config.prefill`` (``base.backend...`` in the later sweep layout), apart from the
+decode workers'. This script reads, for every SGLang recipe path in
+``inferencex_disagg_plain_recipes.csv``, ``inferencex_disagg_mtp_recipes.csv`` and
+``inferencex_disagg_recipes.csv``, every commit that touches it in both forks (``git log --all
+-- PATH``; a commit that deletes it is skipped), and writes one line per (recipe, value): the
+prefill ``chunked-prefill-size`` and ``max-prefill-tokens`` (empty: not stated, SGLang's default;
+several values separated by spaces: a sweep version, ``zip_override_*`` lists), the versions
+(distinct commits) that state it, the first and last of their committer days, and the forks
+holding them. A file with more than one line changed its value across versions.
+
+Mirrors: the ``fetch`` tool's bare repositories under ``/work/.mirror/<owner>+srt-slurm/repo``.
+
+    PYTHONPATH=src python benchmarks/recipe_prefill_chunks.py [--mirrors /work/.mirror] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import subprocess
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuscale.validation import DATA_DIR
+from gpuscale.validation.inferencex_multinode import PREFILL_CHUNKS_COLUMNS, PREFILL_CHUNKS_FILE
+
+SERVING = DATA_DIR / "serving"
+FORKS = ("qiching/srt-slurm", "connorcarpenter15/srt-slurm")
+"""The forks whose histories carry the ``sa-submission-q1-2026`` commits (SOURCES.md)."""
+TABLES = (
+    ("inferencex_disagg_plain_recipes.csv", "framework"),
+    ("inferencex_disagg_mtp_recipes.csv", "framework"),
+    ("inferencex_disagg_recipes.csv", "backend"),
+)
+"""The multi-node tables and the column that names each line's engine."""
+KEYS = {
+    "chunked_prefill_size": ("chunked-prefill-size", "chunked_prefill_size"),
+    "max_prefill_tokens": ("max-prefill-tokens", "max_prefill_tokens"),
+    "mem_fraction_static": ("mem-fraction-static", "mem_fraction_static"),
+}
+"""The SGLang flags read, as a recipe may spell them (srt-slurm passes each key as ``--key``)."""
+
+
+def sglang_recipes(directory: Path = SERVING) -> list[str]:
+    """The srt-slurm recipe paths of the SGLang lines of the multi-node tables."""
+    out: set[str] = set()
+    for name, column in TABLES:
+        with (directory / name).open(newline="") as f:
+            for line in csv.DictReader(f):
+                if "sglang" in line[column] and line["recipe"].startswith("recipes/"):
+                    out.add(line["recipe"])
+    return sorted(out)
+
+
+def _stated(stage: Mapping[str, Any], names: Iterable[str]) -> str:
+    for name in names:
+        if name in stage:
+            value = stage[name]
+            values = value if isinstance(value, list) else [value]
+            return " ".join(str(v) for v in values)
+    return ""
+
+
+def _prefill_stages(doc: Any) -> list[Mapping[str, Any]]:
+    """Every ``sglang_config.prefill`` mapping of a recipe: the plain layout's, or the sweep
+    layout's ``base`` and each ``zip_override_*`` / ``override_*`` section's."""
+    if not isinstance(doc, dict):
+        return []
+    out = []
+    sections = [doc] + [v for k, v in doc.items() if k == "base" or "override" in k]
+    for sec in sections:
+        stage = ((sec or {}).get("backend") or {}).get("sglang_config", {}) or {}
+        if isinstance(stage, dict) and isinstance(stage.get("prefill"), dict):
+            out.append(stage["prefill"])
+    return out
+
+
+def prefill_values(text: str) -> tuple[str, str, str] | None:
+    """(chunked-prefill-size, max-prefill-tokens, mem-fraction-static) of a recipe's prefill
+    stage, as written (a later section's value overriding the base's; lists kept whole,
+    space-separated; empty: not stated); None where the recipe has no prefill stage (an
+    aggregated recipe). The fraction is read because SGLang derives its own from the chunk
+    where none is stated (``server_args.py`` ``_handle_gpu_memory_settings``), so a prefill
+    chunk applied without the stage's stated fraction would size its memory by a rule the
+    launch did not run."""
+    stages = _prefill_stages(yaml.safe_load(text))
+    if not stages:
+        return None
+    got = {key: "" for key in KEYS}
+    for stage in stages:
+        for key, names in KEYS.items():
+            if value := _stated(stage, names):
+                got[key] = value
+    return got["chunked_prefill_size"], got["max_prefill_tokens"], got["mem_fraction_static"]
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=False
+    )
+
+
+def versions(repo: Path, path: str) -> list[tuple[str, str, str]]:
+    """(commit, committer day, file text) of every commit of ``repo`` touching ``path`` that
+    holds it."""
+    log = _git(repo, "log", "--all", "--format=%H %cs", "--", path).stdout.split("\n")
+    out = []
+    for line in filter(None, log):
+        commit, day = line.split()
+        shown = _git(repo, "show", f"{commit}:{path}")
+        if shown.returncode == 0:
+            out.append((commit, day, shown.stdout))
+    return out
+
+
+def table(mirrors: Path, paths: Iterable[str]) -> list[dict[str, str]]:
+    """The table's lines for ``paths`` read from the forks under ``mirrors``."""
+    rows = []
+    for path in paths:
+        seen: dict[tuple[str, str, str] | None, dict[str, Any]] = {}
+        for fork in FORKS:
+            repo = mirrors / fork.replace("/", "+") / "repo"
+            for commit, day, text in versions(repo, path):
+                value = prefill_values(text)
+                entry = seen.setdefault(value, {"commits": {}, "forks": set()})
+                entry["commits"][commit] = day
+                entry["forks"].add(fork)
+        spans = {v: sorted(e["commits"].values()) for v, e in seen.items()}
+        for value in sorted(seen, key=lambda v: (spans[v][0], spans[v][-1])):
+            entry, days = seen[value], spans[value]
+            chunk, limit, fraction = ("", "", "") if value is None else value
+            rows.append(
+                {
+                    "recipe": path,
+                    "prefill_stage": "no" if value is None else "yes",
+                    "chunked_prefill_size": chunk,
+                    "max_prefill_tokens": limit,
+                    "mem_fraction_static": fraction,
+                    "versions": str(len(entry["commits"])),
+                    "first_day": days[0],
+                    "last_day": days[-1],
+                    "repo": " ".join(f for f in FORKS if f in entry["forks"]),
+                }
+            )
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
+    ap.add_argument("--out", type=Path, default=SERVING / PREFILL_CHUNKS_FILE)
+    args = ap.parse_args()
+    rows = table(args.mirrors, sglang_recipes())
+    with args.out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=PREFILL_CHUNKS_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    files = {r["recipe"] for r in rows}
+    changed = sorted(p for p in files if sum(r["recipe"] == p for r in rows) > 1)
+    print(f"{len(rows)} lines, {len(files)} files; changed across versions: {', '.join(changed)}")
+
+
+if __name__ == "__main__":
+    main()
