@@ -208,10 +208,10 @@ STAGE_OPTIONS: dict[str, tuple[str, str]] = {
     "prefill_chunked_prefill": ("prefill", "chunked_prefill"),
 }
 """Engine options that set one pool of a disaggregated deployment -> (the pool, the option of
-every worker): refused for aggregated serving (:func:`check_stage_options`)."""
+every worker): refused for aggregated serving (:func:`_check_stage_options`)."""
 
 
-def check_stage_options(options: Mapping[str, Any], disagg: bool) -> None:
+def _check_stage_options(options: Mapping[str, Any], disagg: bool) -> None:
     """Refuse, in one line, the options of :data:`STAGE_OPTIONS` without a disaggregated
     deployment (an aggregated engine has no prefill or decode workers to set apart), and
     ``prefill_chunked_prefill`` false beside ``prefill_max_num_batched_tokens`` (SGLang's one
@@ -511,7 +511,7 @@ def infer(
             field="request_rate",
         )
     disagg = prefill_workers is not None or decode_workers is not None
-    check_stage_options(engine_options or {}, disagg)
+    _check_stage_options(engine_options or {}, disagg)
     _check_deepep(
         spec, engine_options or {},
         {"prefill": prefill_attention_dp, "decode": decode_attention_dp} if disagg
