@@ -37,7 +37,7 @@ import csv
 import functools
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -249,17 +249,20 @@ these 8 set it, with these values in every version (2026-01-27 to 2026-03-03); n
 version; InferenceX ``benchmarks/multi_node/amd_utils`` at 8d81e0bf4, 4706e7009, 4230b97ca)."""
 
 
+def recipe_files(recipes: Iterable[str]) -> list[str]:
+    """``recipes`` sorted, each once, where every one is an srt-slurm recipe file
+    (``recipes/...``); empty where one is not (a ``DECODE_MTP_SIZE`` setting of InferenceX's or
+    Dynamo's own scripts): the recipes a reading of their flags must all cover."""
+    files = sorted(set(recipes))
+    return files if all(r.startswith("recipes/") for r in files) else []
+
+
 def srt_slurm_recipes(
     rec: dict[str, str], system: str, lines: Sequence[dict[str, str]]
 ) -> list[str]:
-    """The srt-slurm recipe files the entries of ``lines`` that run record ``rec`` launch
-    (:func:`entry_runs`), sorted; empty where none runs it or one launches no recipe file (a
-    ``DECODE_MTP_SIZE`` setting of InferenceX's or Dynamo's own scripts): the recipes a reading
-    of their flags must all cover."""
-    recipes = sorted({ln["recipe"] for ln in lines if entry_runs(ln, rec, system)})
-    if not all(r.startswith("recipes/") for r in recipes):
-        return []
-    return recipes
+    """The srt-slurm recipe files (:func:`recipe_files`) the entries of ``lines`` that run
+    record ``rec`` launch (:func:`entry_runs`)."""
+    return recipe_files(ln["recipe"] for ln in lines if entry_runs(ln, rec, system))
 
 
 def multinode_recv_interval(

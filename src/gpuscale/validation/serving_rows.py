@@ -52,6 +52,7 @@ from gpuscale.validation.inferencex_memory import (
 from gpuscale.validation.inferencex_multinode import (
     PrefillChunks,
     default_prefill_chunks,
+    recipe_files,
     recipes_prefill_chunk,
 )
 from gpuscale.validation.inferencex_sweeps import (
@@ -335,14 +336,13 @@ def read_rows(
         if kw and inferencex and r["mode"] == "disagg" and r["backend"] == "sglang":
             # The prefill workers' own chunk, prompt limit and fraction the entries' srt-slurm
             # recipes state (sglang_config.prefill), read as for the held-out records.
-            paths = {e["recipe"] for e in disagg_recipe_entries(r, conc, kw, table)}
-            if paths and all(p.startswith("recipes/") for p in paths):
-                chunks = default_prefill_chunks() if prefill_chunks is None else prefill_chunks
-                chunk, chunk_note = recipes_prefill_chunk(sorted(paths), measured_day(r), chunks)
-                if chunk:
-                    add_engine_options(kw, chunk)
-                if chunk_note:
-                    notes.append(chunk_note)
+            paths = recipe_files(e["recipe"] for e in disagg_recipe_entries(r, conc, kw, table))
+            chunks = default_prefill_chunks() if prefill_chunks is None else prefill_chunks
+            chunk, chunk_note = recipes_prefill_chunk(paths, measured_day(r), chunks)
+            if chunk:
+                add_engine_options(kw, chunk)
+            if chunk_note:
+                notes.append(chunk_note)
         if version_opts := engine_version_options(r):
             for read in (kw, guess):
                 if read:
