@@ -9,10 +9,10 @@ import re
 
 import click
 
-from gpuscale.api.serving import ENGINE_OPTIONS
+from gpuscale.api.serving import ENGINE_OPTIONS, ENGINES
 from gpuscale.cli.infer import command
 
-EVERY_ENGINE = ("tensorrt-llm", "vllm", "sglang")
+EVERY_ENGINE = ENGINES
 
 
 def _engine_options_help() -> str:

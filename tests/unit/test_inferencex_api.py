@@ -297,7 +297,7 @@ def test_tp_one_label_on_a_wider_worker() -> None:
     [
         ({"model": "gptoss"}, "model 'gptoss' is not DeepSeek-R1"),
         ({"hardware": "tpu7"}, "hardware 'tpu7' is not in the catalog"),
-        ({"framework": "atom"}, "framework 'atom': no engine profile"),
+        ({"framework": "tgi"}, "framework 'tgi': no engine profile"),
         ({"precision": "int4"}, "precision 'int4' not read"),
         ({"spec_method": "eagle3"}, "speculative method 'eagle3' is not modelled"),
         ({"spec_method": "mtp"}, MTP_UNKNOWN),
@@ -422,7 +422,7 @@ NAMES = st.sampled_from
     # Mostly names the reader knows, some it must refuse.
     hardware=NAMES(["mi355x", "mi300x", "b200", "b300", "gb200", "gb300", "h100", "h200", "tpu7"]),
     framework=NAMES(
-        ["sglang", "trt", "dynamo-trt", "dynamo-sglang", "mori-sglang", "vllm", "atom"]
+        ["sglang", "trt", "dynamo-trt", "dynamo-sglang", "mori-sglang", "vllm", "atom", "tgi"]
     ),
     precision=NAMES(["fp4", "fp8", "fp8", "bf16"]),
     spec=NAMES(["none", "none", "none", "mtp", "eagle"]),
@@ -628,3 +628,58 @@ def test_load_tables_reads_each_table_from_its_own_file() -> None:
     assert all(getattr(tables, f) for f in ("recipes", "sweeps", "scripts", "fractions"))
     assert tables.server_prompts
     assert tables.mtp_recipes and tables.plain_recipes
+
+
+def _atom(**kw: str) -> dict[str, str]:
+    """An InferenceX ATOM record: MI355X, its own image and date."""
+    base = {
+        "framework": "atom",
+        "image": "rocm/atom:rocm7.2.0-ubuntu24.04-pytorch2.9-atom0.1.1",
+        "date": "2026-02-25",
+        "tp": "8",
+    }
+    return _agg(**{**base, **kw})
+
+
+def test_atom_records_read_as_the_atom_engine_with_the_scripts_fp8_kv_cache() -> None:
+    tables = InferenceXTables(recipes=RECIPES, sweeps=SWEEPS, scripts=SCRIPTS)
+    row = read_record(_atom(), tables)
+    assert row.expressible, row.reason
+    assert row.engine == "atom" and row.kwargs["engine"] == "atom"
+    # Every ATOM launch script states --kv_cache_dtype fp8 (ATOM's default is bf16).
+    assert row.kwargs["kv_dtype"] == "fp8"
+    assert "speculative" not in row.kwargs
+    # Disaggregated ATOM is not modelled: such a record has no deployment to read.
+    disagg = read_record(
+        {**_atom(), "disagg": "true", "prefill_num_workers": "1", "decode_num_workers": "1"},
+        tables,
+    )
+    assert not disagg.expressible
+
+
+@pytest.mark.parametrize(
+    ("change", "drafts"),
+    [
+        # --method mtp alone: ATOM's --num-speculative-tokens default, 1.
+        ({"precision": "fp8", "date": "2026-02-11"}, 1),
+        ({"precision": "fp4", "date": "2026-02-25"}, 1),
+        ({"precision": "fp8", "date": "2026-03-30"}, 1),
+        # 1aa6aa7db (#984): --num-speculative-tokens 3, alone on main from 2026-04-02.
+        ({"precision": "fp8", "date": "2026-04-02"}, 3),
+    ],
+)
+def test_atom_mtp_draft_count_from_its_launch_scripts(change: dict[str, str], drafts: int) -> None:
+    tables = InferenceXTables(recipes=RECIPES, sweeps=SWEEPS, scripts=SCRIPTS)
+    row = read_record(_atom(spec_method="mtp", **change), tables)
+    assert row.expressible, row.reason
+    assert row.kwargs["speculative"] == "mtp" and row.kwargs["draft_tokens"] == drafts
+
+
+def test_atom_mtp_on_the_day_its_draft_count_changed_is_not_expressible() -> None:
+    # 2026-04-01: 9c24d280a (1 draft token) and 1aa6aa7db (3) were both on main that day.
+    row = read_record(
+        _atom(spec_method="mtp", precision="fp8", date="2026-04-01"),
+        InferenceXTables(recipes=RECIPES, sweeps=SWEEPS, scripts=SCRIPTS),
+    )
+    assert not row.expressible
+    assert "different draft counts ([1, 3])" in row.reason

@@ -169,13 +169,14 @@ def test_scripts_table_lines_are_sourced_and_one_count_per_day() -> None:
         assert len(s["commit"]) >= 9 and int(s["commit"], 16) >= 0
         assert s["from_day"] <= s["to_day"] and s["attention_dp"] in ("true", "false")
         assert int(s["draft_tokens"]) >= 1
-    # Versions that overlap on a boundary day give one count there (else the reader refuses).
+    # Versions of one script overlap on their boundary day only, where the reader refuses a
+    # record if their counts differ (ATOM FP8 on 2026-04-01: 1 and 3).
     for a in lines:
         for b in lines:
             same = ("system", "backend", "model", "precision", "attention_dp")
             overlap = a["from_day"] <= b["to_day"] and b["from_day"] <= a["to_day"]
-            if all(a[k] == b[k] for k in same) and overlap:
-                assert a["draft_tokens"] == b["draft_tokens"]
+            if a is not b and all(a[k] == b[k] for k in same) and overlap:
+                assert a["to_day"] == b["from_day"] or b["to_day"] == a["from_day"], (a, b)
 
 
 def test_script_draft_tokens_by_day_and_attention_dp() -> None:

@@ -53,7 +53,9 @@ def _capacity(ctx: ps.SearchContext, cand: ps.Candidate) -> Prediction:
     [
         ("vllm", 128, 128, "running_slots", "running slots"),
         ("tensorrt-llm", 128, 128, "kv_cache", "KV cache fills"),
-        ("tensorrt-llm", 16384, 16, "token_budget", "token budget"),
+        # Prefill-bound: long prompts in chunks of the token budget (TensorRT-LLM, unchunked,
+        # refuses a prompt above its budget: check_prompt_budget).
+        ("vllm", 16384, 16, "token_budget", "token budget"),
     ],
 )
 def test_an_engine_names_the_limit_that_sets_its_capacity(

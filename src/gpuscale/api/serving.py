@@ -1,5 +1,6 @@
 """``gpuscale.api.infer`` under load: a continuously batching engine (TensorRT-LLM, vLLM,
-SGLang) serving a closed-loop or Poisson client, aggregated or disaggregated."""
+SGLang, AMD's ATOM) serving a closed-loop or Poisson client, aggregated or disaggregated (ATOM
+aggregated only)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from gpuscale.api.speculative import speculation as speculation_of
 from gpuscale.api.training import MAX_GPUS
 from gpuscale.catalog.serving_engines import EngineProfile, kv_cache_dtype
 from gpuscale.catalog.serving_engines import engine as engine_profile
+from gpuscale.catalog.serving_engines import engines as serving_engines
 from gpuscale.costmodel.profile import Profile, load_profile_for
 from gpuscale.costmodel.serving.formats import FORMATS, WeightFormat, weight_format
 from gpuscale.costmodel.serving.iteration import Parallelism
@@ -91,6 +93,10 @@ class ServingResult:
         return [fig]
 
 
+ENGINES: tuple[str, ...] = tuple(serving_engines())
+"""The serving engines with a profile (``catalog/data/serving_engines.yaml``), in its order."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EngineOption:
     """One scheduler setting a launch may override: its type, accepted range and the engines
@@ -99,7 +105,7 @@ class EngineOption:
     kind: type
     low: float = 0.0
     high: float = 0.0
-    engines: tuple[str, ...] = ("tensorrt-llm", "vllm", "sglang")
+    engines: tuple[str, ...] = ENGINES
 
     def accepted(self) -> str:
         if self.kind is bool:
@@ -109,6 +115,10 @@ class EngineOption:
         return f"a number in ({self.low:g}, {self.high:g}]"
 
 
+CHUNKING = ("tensorrt-llm", "vllm", "sglang")
+"""The engines with a chunked-prefill switch and an overlap-scheduler switch (ATOM has
+neither: its scheduler takes prompts whole, its output is always deferred one iteration;
+``serving_engines.yaml``)."""
 TRT_ONLY = ("tensorrt-llm",)
 SGLANG_ONLY = ("sglang",)
 VLLM_ONLY = ("vllm",)
@@ -146,9 +156,9 @@ def check_requests(value: int | None, name: str) -> None:
 ENGINE_OPTIONS: dict[str, EngineOption] = {
     "max_num_batched_tokens": EngineOption(kind=int, low=1, high=MAX_SCHEDULER_SLOTS),
     "max_num_seqs": EngineOption(kind=int, low=1, high=MAX_SCHEDULER_SLOTS),
-    "chunked_prefill": EngineOption(kind=bool),
+    "chunked_prefill": EngineOption(kind=bool, engines=CHUNKING),
     "memory_fraction": EngineOption(kind=float, low=0.0, high=1.0),
-    "overlap_scheduler": EngineOption(kind=bool),
+    "overlap_scheduler": EngineOption(kind=bool, engines=CHUNKING),
     "batch_wait_timeout_iters": EngineOption(
         kind=int, low=0, high=MAX_SCHEDULER_SLOTS, engines=TRT_ONLY
     ),
@@ -298,6 +308,21 @@ def _verdict(o: dict[str, Any]) -> str:
         f"(p99 {o['ttft_ms_p99']:.0f}), TPOT {o['tpot_ms']:.1f} ms, "
         f"{o['output_tokens_per_s']:,.0f} output tok/s ({o['output_tokens_per_s_per_gpu']:,.0f}"
         f"/GPU), {state}, KV cache {o['kv_cache_occupancy']:.0%} full"
+    )
+
+
+def check_prompt_budget(eng: EngineProfile, input_len: int) -> None:
+    """Refuse a prompt an engine without chunked prefill cannot schedule: it runs a whole
+    prompt in one iteration, so TensorRT-LLM refuses a launch whose max_num_tokens is below
+    the longest prompt it must admit, and ATOM's scheduler never takes a prompt above its
+    budget (``Scheduler.schedule`` stops before it, every iteration)."""
+    require(
+        eng.chunked_prefill or eng.max_num_batched_tokens >= input_len,
+        f"{eng.name}'s max_num_batched_tokens {eng.max_num_batched_tokens} is below the "
+        f"{input_len}-token prompt and chunked_prefill is off: raise it (--engine-options "
+        f"max_num_batched_tokens=N)"
+        + (" or turn chunking on (chunked_prefill=true)" if eng.name in CHUNKING else ""),
+        field="engine_options",
     )
 
 
@@ -466,14 +491,7 @@ def infer(
     stated = "memory_fraction" in (engine_options or {})
     if engine_options:
         eng = dataclasses.replace(eng, **_engine_options(engine_options, eng.name))
-        # An engine without chunked prefill runs a whole prompt in one iteration: TensorRT-LLM
-        # refuses a launch whose max_num_tokens is below the longest prompt it must admit.
-        require(
-            eng.chunked_prefill or eng.max_num_batched_tokens >= input_len,
-            f"engine option max_num_batched_tokens {eng.max_num_batched_tokens} is below the "
-            f"{input_len}-token prompt and chunked_prefill is off: raise it or turn chunking on",
-            field="engine_options",
-        )
+    check_prompt_budget(eng, input_len)
     fmt = served_format(model, weights, spec)
     kv_dtype = served_kv_dtype(model, weights, fmt, eng, kv_dtype, spec)
     prof = _profile(eng.cost_profile, profile)
@@ -545,6 +563,13 @@ def infer(
         )
     if disagg:
         require(
+            eng.disaggregated,
+            f"engine {eng.name} is modelled aggregated only (its disaggregated KV hand-off was "
+            f"not read); accepted for disaggregated serving: "
+            f"{', '.join(n for n, e in serving_engines().items() if e.disaggregated)}",
+            field="engine",
+        )
+        require(
             prefill_workers is not None and decode_workers is not None,
             "disaggregated serving needs both --prefill-workers and --decode-workers",
             field="prefill_workers",
@@ -571,6 +596,8 @@ def infer(
             workers=decode_workers,
             par=_par(spec, decode_tp, 1, decode_ep, decode_attention_dp, "decode_"),
         )
+        _check_layout(eng, p_pool.par, "prefill_")
+        _check_layout(eng, d_pool.par, "decode_")
         _deployment_size(p_pool.gpus + d_pool.gpus, "prefill_workers")
         per_node = catalog.node_size(catalog.gpu(gpu), gpus_per_node)
         placed = pools_placement(p_pool, d_pool, per_node)
@@ -608,6 +635,7 @@ def infer(
         }
     else:
         par = _par(spec, tp, pp, ep, attention_dp, "")
+        _check_layout(eng, par, "")
         _deployment_size(par.gpus * replicas, "replicas")
         per_node = catalog.node_size(catalog.gpu(gpu), gpus_per_node)
         group = Group(pool="replica", workers=replicas, tp=par.tp, pp=par.pp, field="tp")
@@ -780,6 +808,14 @@ def _deployment_size(gpus: int, field: str) -> None:
 def _profile(name: str, overlay: str | None) -> Profile:
     # Profiles are immutable; parsing the YAML costs more than a whole prediction.
     return load_profile_for(name, overlay)
+
+
+def _check_layout(eng: EngineProfile, par: Parallelism, prefix: str) -> None:
+    """Refuse, in one line, a layout the engine cannot run (``EngineProfile.layout_refusal``)."""
+    why = eng.layout_refusal(tp=par.tp, pp=par.pp, attention_dp=par.attention_dp)
+    require(
+        why is None, str(why).replace("--", f"--{prefix.replace('_', '-')}"), field=f"{prefix}tp"
+    )
 
 
 def _par(spec: ModelSpec, tp: int, pp: int, ep: int, attention_dp: int, prefix: str) -> Parallelism:

@@ -11,11 +11,13 @@ from gpuscale.api._booleans import takes_booleans
 from gpuscale.api.serving import (
     check_decoder,
     check_lengths,
+    check_prompt_budget,
     served_format,
     served_kv_dtype,
 )
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import load_profile_for
+from gpuscale.costmodel.serving.iteration import Parallelism
 from gpuscale.errors import is_whole, require
 from gpuscale.planner.serving.search import (
     RESOLVED_PLACES,
@@ -204,6 +206,13 @@ def whole_nodes(gpu: str, gpus: int, gpus_per_node: int | None) -> int:
     return gpus if gpus <= per_node else -(-gpus // per_node) * per_node
 
 
+def _layouts(c: Candidate) -> tuple[Parallelism, ...]:
+    """The engine instances' layouts of a candidate: its pools' for a disaggregated one."""
+    if c.prefill is not None and c.decode is not None:
+        return (c.prefill.par, c.decode.par)
+    return (c.par,)
+
+
 def search_context(
     spec: ModelSpec,
     *,
@@ -229,6 +238,7 @@ def search_context(
     # The engine's scheduler defaults depend on the GPU it starts on (vLLM: smaller
     # budget and running cap below 70 GiB and on A100; serving_engines.yaml).
     eng = engine_profile(engine).for_device(catalog.gpu(gpu))
+    check_prompt_budget(eng, input_len)
     fmt = served_format(model, weights, spec)
     return SearchContext(
         model=spec,
@@ -325,7 +335,19 @@ def search(
         input_cv=input_cv,
         output_cv=output_cv,
     )
-    cands = candidates(spec, gpus, ctx.cluster.gpus_per_node, disagg=disaggregated)
+    # Only layouts the engine can run: none disaggregated for an engine modelled aggregated only
+    # (EngineProfile.disaggregated), none past its tensor-parallel cap or pipelined where it has
+    # no pipeline stages (EngineProfile.layout_refusal).
+    cands = [
+        c
+        for c in candidates(
+            spec, gpus, ctx.cluster.gpus_per_node, disagg=disaggregated and ctx.eng.disaggregated
+        )
+        if all(
+            ctx.eng.layout_refusal(tp=p.tp, pp=p.pp, attention_dp=p.attention_dp) is None
+            for p in _layouts(c)
+        )
+    ]
     one = scorer(ctx)
     require(
         resolved_places is None or resolved_places >= 0,

@@ -85,13 +85,14 @@ class EngineProfile:
     prefill_worker_overlap: bool | None = None
     """The overlap scheduler on a disaggregated prefill (context) worker; None: as
     ``overlap_scheduler``."""
-    disagg_kv_transfer: DisaggKvTransfer
+    disagg_kv_transfer: DisaggKvTransfer | None
     """When a disaggregated decode worker gets a prompt's KV: ``decode_pull``, the decode
     scheduler admits the request at an iteration start and starts the transfer then, checking
     it at each later iteration (TensorRT-LLM, vLLM); ``prefill_push``, the decode worker
     preallocated the slots when the request arrived and the prefill worker sends as soon as
     its forward ends, the decode polling for completion at each iteration (SGLang). Sources in
-    ``serving_engines.yaml``."""
+    ``serving_engines.yaml``. None: the engine's hand-off was not read, so it is served
+    aggregated only (:attr:`disaggregated`)."""
     disagg_first_token_iterations: int
     """Decode iterations from the transfer found complete to the first token: 0 where the
     prefill's token is returned on admission (TensorRT-LLM, SGLang), 1 where the decode worker
@@ -197,11 +198,37 @@ DeepEP). ``gather_scatter_without_mnnvl``:
     SGLang ``--max-running-requests``, split over the DP ranks) rather than the engine's
     default (SGLang's per-rank request pool, each rank's own)."""
 
+    max_tensor_parallel: int | None = None
+    """Most GPUs one tensor-parallel group may span (an attention group: ``tp / attention_dp``
+    in :class:`~gpuscale.costmodel.serving.iteration.Parallelism`'s terms); None: no cap
+    (ATOM asserts ``1 <= tensor_parallel_size <= 8``; sources in ``serving_engines.yaml``)."""
+    pipeline_parallel: bool = True
+    """Whether the engine can split layers into pipeline stages (ATOM has no such flag)."""
+
     static_memory_rule: StaticMemoryRule | None = None
     """``sglang-0.5``: the memory fraction follows the GPU's memory, TP, attention DP and
     speculative decoding as SGLang 0.5.x derives ``mem_fraction_static``
     (:func:`sglang_mem_fraction_static`); None: ``memory_fraction`` on every GPU. A launch that
     states the fraction (engine option ``memory_fraction``) drops the rule."""
+
+    def layout_refusal(self, *, tp: int, pp: int, attention_dp: int) -> str | None:
+        """Why the engine cannot run one instance over this layout (``tp`` GPUs per pipeline
+        stage, ``attention_dp`` attention groups among them), or None when it can."""
+        if pp > 1 and not self.pipeline_parallel:
+            return f"engine {self.name} has no pipeline parallelism; accepted: --pp 1"
+        cap = self.max_tensor_parallel
+        if cap is not None and tp // attention_dp > cap:
+            return (
+                f"engine {self.name} runs at most {cap}-way tensor parallelism per attention "
+                f"group, got {tp // attention_dp} (--tp {tp} / --attention-dp {attention_dp}); "
+                f"accepted: --tp at most {cap} x --attention-dp"
+            )
+        return None
+
+    @property
+    def disaggregated(self) -> bool:
+        """Whether the profile models the engine's disaggregated serving (its KV hand-off)."""
+        return self.disagg_kv_transfer is not None
 
     def static_memory_fraction(
         self, device: Device, *, tp: int, pp: int, dp_attention: int, speculative: bool

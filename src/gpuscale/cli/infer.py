@@ -8,7 +8,7 @@ import click
 from click.core import ParameterSource
 
 from gpuscale.api import profile_names
-from gpuscale.api.serving import ENGINE_OPTIONS, WEIGHT_FORMATS
+from gpuscale.api.serving import ENGINE_OPTIONS, ENGINES, WEIGHT_FORMATS
 from gpuscale.api.serving import infer as api_infer
 from gpuscale.api.serving_search import search as api_search
 from gpuscale.api.serving_static import infer_static
@@ -121,7 +121,8 @@ CONCURRENCY = flag(
     ),
     opt(
         "--engine",
-        help="Serving engine under load: tensorrt-llm, vllm, sglang (default vllm); for the "
+        help=f"Serving engine under load: {', '.join(ENGINES)} (default vllm; atom "
+        "aggregated only); for the "
         f"static-batch table any profile: {', '.join(profile_names())} (default generic).",
     ),
     flag("profile", type=str, help="Calibration profile YAML overlay."),
@@ -157,7 +158,7 @@ def command(model: str, as_json: bool, html_path: str | None, **o: Any) -> None:
     """Time to first token, time per output token and throughput of serving MODEL.
 
     Under load (--concurrency C or --request-rate R): a continuously batching engine
-    (--engine tensorrt-llm|vllm|sglang) with its scheduler, KV cache and queueing, aggregated
+    (--engine tensorrt-llm|vllm|sglang|atom) with its scheduler, KV cache and queueing, aggregated
     (--tp/--pp/--ep/--attention-dp/--replicas) or disaggregated (--prefill-workers ...
     --decode-workers ...). With --search: the deployment on --gpus GPUs with the most goodput
     under --slo-ttft-ms/--slo-tpot-ms. Otherwise a static batch (--batch) per TP degree."""

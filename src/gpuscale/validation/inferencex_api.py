@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale import catalog
+from gpuscale.catalog.serving_engines import engine as serving_engine
 from gpuscale.errors import InputError
 from gpuscale.validation.client_tokenizer import default_server_prompts, server_prompt_lengths
 from gpuscale.validation.inferencex_decode_caps import default_decode_caps
@@ -159,11 +160,12 @@ FRAMEWORKS = {
     "dynamo-vllm": "vllm",
     "mori-sglang": "sglang",
     "sglang-disagg": "sglang",
+    "atom": "atom",
 }
 """InferenceX frameworks -> the engine that ran the model (``serving_rows`` backend names; the
 ``dynamo-*`` frameworks are NVIDIA Dynamo serving that engine's workers, ``mori-sglang`` SGLang
-with AMD's MoRI transfer and all-to-all). Any other framework (e.g. AMD's ATOM) has no engine
-profile."""
+with AMD's MoRI transfer and all-to-all, ``atom`` AMD's ATOM, aggregated only). Any other
+framework has no engine profile."""
 
 MODELS = {"dsr1": "deepseek-ai/DeepSeek-R1"}
 """InferenceX model ids -> the model served (InferenceX's ``dsr1`` entries serve
@@ -538,6 +540,10 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
     if rec["framework"] not in FRAMEWORKS:
         return _refuse(
             rec, engine, mode, f"framework {rec['framework']!r}: no engine profile for it"
+        )
+    if mode == "disagg" and not serving_engine(ENGINES[engine]).disaggregated:
+        return _refuse(
+            rec, engine, mode, f"framework {rec['framework']!r}: modelled aggregated only"
         )
     gpu = HARDWARE[rec["hardware"]]
     if rec["precision"] == "fp8":

@@ -12,7 +12,7 @@ from gpuscale import catalog
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm"}
 
 
-ENGINES = {"trtllm": "tensorrt-llm", "vllm": "vllm", "sglang": "sglang"}
+ENGINES = {"trtllm": "tensorrt-llm", "vllm": "vllm", "sglang": "sglang", "atom": "atom"}
 
 
 def _int(v: str | None, default: int = 1) -> int:

@@ -109,6 +109,15 @@ gpt-oss-120b quantizes only its experts, MXFP4; no KV scales); ``--max_batch_siz
 (never binds)."""
 
 
+INFERENCEX_ATOM_KV_DTYPE = "fp8"
+"""KV-cache dtype of InferenceX's ATOM launches: every version of its DeepSeek-R1 MI355X ATOM
+scripts from the first (``benchmarks/dsr1_fp{4,8}_mi355x_atom_slurm.sh``, cc35702b3 /
+2be3de60f, 2026-01-14) to those of 2026-04-01 (``benchmarks/single_node/
+dsr1_fp{4,8}_mi355x_atom[_mtp].sh``, 1aa6aa7db), MTP or not, starts ``atom.entrypoints.
+openai_server ... --kv_cache_dtype fp8`` (ATOM's default is bf16); the other flags they state
+(``--block-size 16``, ``--max-model-len 10240`` off 1k/1k, ``--enable-expert-parallel`` only
+when EP > 1, ``--method mtp``) are ATOM's defaults, a context cap that does not bind, or read
+elsewhere (``inferencex_mtp_scripts.csv``)."""
 DEEPSEEK_TRT = ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")
 
 
@@ -395,6 +404,8 @@ def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
     inferencex = r["silicon_data_source"].startswith(INFERENCEX_SOURCES)
     if inferencex and r["backend"] == "trtllm" and kw.get("attention_dp", 1) > 1:
         out["adp_balance_timeout_iters"] = INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS
+    if inferencex and r["backend"] == "atom":
+        return {**out, "kv_dtype": INFERENCEX_ATOM_KV_DTYPE}
     day = _inferencex_trt(r, DEEPSEEK_TRT + GPTOSS_TRT)
     if day and day < INFERENCEX_TRT_EP_FROM_CONFIG:
         out["ep"] = kw["tp"]

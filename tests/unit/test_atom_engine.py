@@ -1,0 +1,108 @@
+"""AMD's ATOM as a serving engine (``serving_engines.yaml`` ``atom``): prompts taken whole
+within its token budget, no pipeline stages, at most 8-way tensor parallelism per attention
+group, no chunked-prefill or overlap switch, and aggregated only (its disaggregated hand-off is
+not read). ``infer`` refuses what ATOM cannot run in one line; the SLO search never offers it."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuscale.api.serving import ENGINES, infer
+from gpuscale.api.serving_search import search
+from gpuscale.catalog.serving_engines import engine
+from gpuscale.errors import InputError
+
+R1 = "deepseek-ai/DeepSeek-R1"
+BASE = {
+    "gpu": "mi355x",
+    "engine": "atom",
+    "weights": "fp8_block",
+    "kv_dtype": "fp8",
+    "input_len": 1024,
+    "output_len": 256,
+    "concurrency": 16,
+}
+
+
+def test_atom_is_an_engine_of_the_catalog_and_of_the_api() -> None:
+    assert "atom" in ENGINES
+    eng = engine("atom")
+    assert not eng.disaggregated and not eng.chunked_prefill and not eng.pipeline_parallel
+    assert all(engine(e).disaggregated for e in ("tensorrt-llm", "vllm", "sglang"))
+
+
+def test_atom_aggregated_prediction() -> None:
+    o = infer(R1, tp=8, **BASE).to_dict()["options"][0]
+    assert o["gpus"] == 8 and o["ttft_ms"] > 0 and o["tpot_ms"] > 0
+    # The decode step of one engine is the same whichever scheduler feeds it: ATOM and SGLang
+    # share the kernel profile, so at one layout and load their TPOT agree to a few percent.
+    sglang = infer(R1, tp=8, **{**BASE, "engine": "sglang"}).to_dict()["options"][0]
+    assert o["tpot_ms"] == pytest.approx(sglang["tpot_ms"], rel=0.1)
+
+
+@pytest.mark.parametrize(
+    ("layout", "words"),
+    [
+        ({"tp": 16}, "at most 8-way tensor parallelism per attention group, got 16"),
+        ({"tp": 8, "pp": 2}, "engine atom has no pipeline parallelism; accepted: --pp 1"),
+        (
+            {"prefill_workers": 1, "decode_workers": 1, "prefill_tp": 8, "decode_tp": 8},
+            "engine atom is modelled aggregated only",
+        ),
+        ({"tp": 8, "engine_options": {"chunked_prefill": True}}, "not atom's"),
+        ({"tp": 8, "engine_options": {"overlap_scheduler": False}}, "not atom's"),
+        ({"tp": 8, "engine_options": {"max_prefill_tokens": 4096}}, "not atom's"),
+        ({"tp": 8, "input_len": 20000}, "below the 20000-token prompt"),
+    ],
+)
+def test_what_atom_cannot_run_is_refused_in_one_line(layout: dict, words: str) -> None:
+    with pytest.raises(InputError) as err:
+        infer(R1, **{**BASE, **layout})
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_atom_accepts_what_it_can_run() -> None:
+    # 16 GPUs as two 8-way attention groups (data-parallel attention, experts over all 16),
+    # and a stated budget that takes the long prompt whole.
+    infer(R1, **{**BASE, "tp": 16, "attention_dp": 2, "ep": 16})
+    infer(
+        R1,
+        **{
+            **BASE,
+            "tp": 8,
+            "input_len": 20000,
+            "engine_options": {"max_num_batched_tokens": 20000},
+        },
+    )
+
+
+def test_an_unchunked_engine_refuses_a_prompt_above_its_default_budget() -> None:
+    # TensorRT-LLM without chunked prefill: "The sum of prompt length ... should not exceed
+    # max_num_tokens" (tensorrt_llm/llmapi/llm.py _check_arguments); vLLM chunks it.
+    kw = {**BASE, "engine": "tensorrt-llm", "gpu": "h200-sxm", "tp": 8, "input_len": 10000}
+    with pytest.raises(InputError, match="tensorrt-llm's max_num_batched_tokens 8192"):
+        infer(R1, **kw)
+    infer(R1, **{**kw, "engine": "vllm"})
+
+
+def test_the_search_offers_atom_only_layouts_it_can_run() -> None:
+    r = search(
+        R1, gpu="mi355x", gpus=16, engine="atom", weights="fp8_block",
+        input_len=1024, output_len=1024, slo_ttft_ms=2000, slo_tpot_ms=50,
+    )  # fmt: skip
+    assert r.ranked
+    for s in r.ranked:
+        c = s.cand
+        assert c.mode != "disaggregated" and c.prefill is None
+        assert c.par.pp == 1 and c.par.tp // c.par.attention_dp <= 8
+    # The same search on SGLang does offer layouts ATOM cannot run.
+    sg = search(
+        R1, gpu="mi355x", gpus=16, engine="sglang", weights="fp8_block",
+        input_len=1024, output_len=1024, slo_ttft_ms=2000, slo_tpot_ms=50,
+    )  # fmt: skip
+    assert any(
+        s.cand.prefill is not None or s.cand.par.tp // s.cand.par.attention_dp > 8
+        for s in sg.ranked
+    )
+    with pytest.raises(InputError, match="below the 20000-token prompt"):
+        search(R1, gpu="mi355x", gpus=8, engine="atom", input_len=20000, output_len=16)
