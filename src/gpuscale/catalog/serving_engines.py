@@ -93,10 +93,10 @@ class EngineProfile:
     its forward ends, the decode polling for completion at each iteration (SGLang). Sources in
     ``serving_engines.yaml``. None: the engine's hand-off was not read, so it is served
     aggregated only (:attr:`disaggregated`)."""
-    disagg_first_token_iterations: int
+    disagg_first_token_iterations: int | None
     """Decode iterations from the transfer found complete to the first token: 0 where the
     prefill's token is returned on admission (TensorRT-LLM, SGLang), 1 where the decode worker
-    recomputes the last prompt token to sample it (vLLM)."""
+    recomputes the last prompt token to sample it (vLLM); None with ``disagg_kv_transfer``."""
     iteration_overhead_us: float
     per_sequence_overhead_us: float
     request_overhead_ms: float

@@ -638,6 +638,8 @@ def decode_admission_s(
     on average). Then
     ``disagg_first_token_iterations`` more iterations to the first token (vLLM recomputes the
     last prompt token; TensorRT-LLM and SGLang return the prefill's token)."""
+    # Only engines whose hand-off was read serve disaggregated (api.serving refuses the rest).
+    assert eng.disagg_kv_transfer is not None and eng.disagg_first_token_iterations is not None
     t = np.asarray(iteration_s, dtype=float)
     hand_off = np.asarray(hand_off_s, dtype=float)
     after = t * eng.disagg_first_token_iterations
