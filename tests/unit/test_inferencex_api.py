@@ -675,11 +675,22 @@ def test_atom_mtp_draft_count_from_its_launch_scripts(change: dict[str, str], dr
     assert row.kwargs["speculative"] == "mtp" and row.kwargs["draft_tokens"] == drafts
 
 
-def test_atom_mtp_on_the_day_its_draft_count_changed_is_not_expressible() -> None:
-    # 2026-04-01: 9c24d280a (1 draft token) and 1aa6aa7db (3) were both on main that day.
+def test_atom_mtp_on_the_day_its_draft_count_changed_reads_the_image() -> None:
+    # 2026-04-01: 9c24d280a (1 draft token, its configuration pinning atom0.1.1 throughout) and
+    # 1aa6aa7db (3; it moved the image to atom0.1.2, back and forth that day) were both on main.
+    tables = InferenceXTables(recipes=RECIPES, sweeps=SWEEPS, scripts=SCRIPTS)
+    new = "rocm/atom:rocm7.2.1-ubuntu24.04-pytorch2.9.1-atom0.1.2"
     row = read_record(
-        _atom(spec_method="mtp", precision="fp8", date="2026-04-01"),
-        InferenceXTables(recipes=RECIPES, sweeps=SWEEPS, scripts=SCRIPTS),
+        _atom(spec_method="mtp", precision="fp8", date="2026-04-01", image=new), tables
     )
-    assert not row.expressible
-    assert "different draft counts ([1, 3])" in row.reason
+    assert row.expressible, row.reason
+    assert row.kwargs["draft_tokens"] == 3 and any("1aa6aa7db" in n for n in row.assumptions)
+    # An atom0.1.1 run that day may have launched either version: not read.
+    old = read_record(_atom(spec_method="mtp", precision="fp8", date="2026-04-01"), tables)
+    assert not old.expressible
+    assert "different draft counts ([1, 3])" in old.reason
+    # An image that names no release (a dated nightly) matches every line of its day.
+    nightly = "rocm/atom:rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260511"
+    assert not read_record(
+        _atom(spec_method="mtp", precision="fp8", date="2026-04-01", image=nightly), tables
+    ).expressible

@@ -305,6 +305,10 @@ def measured(rec: dict[str, str]) -> dict[str, float]:
 
 
 IMAGE_VERSION = re.compile(r":v?(\d+\.\d+\.\d+(?:\.post\d+|rc\d+(?:\.post\d+)?)?)")
+ATOM_IMAGE_VERSION = re.compile(r"[-_]atom(\d+\.\d+\.\d+)(?:[-_]|$)")
+"""ATOM's images name the release after the ROCm and PyTorch ones
+(``rocm/atom:rocm7.2.1-ubuntu24.04-pytorch2.9.1-atom0.1.2``); a dated nightly
+(``..._atom20260511``) names none."""
 
 
 def engine_version(rec: dict[str, str], engine: str) -> str:
@@ -315,7 +319,7 @@ def engine_version(rec: dict[str, str], engine: str) -> str:
     own = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt"}.get(engine, engine)
     if not image or own not in image.split(":")[0].lower() or "dynamo" in image.lower():
         return ""
-    hit = IMAGE_VERSION.search(image)
+    hit = (ATOM_IMAGE_VERSION if engine == "atom" else IMAGE_VERSION).search(image)
     return hit.group(1) if hit else ""
 
 

@@ -154,9 +154,12 @@ def script_draft_tokens(
     reason it is not known); nothing when no line is on file for it. The lines of ``scripts``
     for the row's GPU, engine, model and precision in force on ``day`` (``from_day`` <= day <=
     ``to_day``) at its attention-DP branch must all give one count; lines that disagree leave
-    it unknown. Read from the row's source, day and deployment only, never from its measured
-    latency."""
+    it unknown. A line that names the ``engine_version`` its configuration's image pinned over
+    the whole of its days applies only to rows of that version (or of an unknown one): on a day
+    two versions share, the row's image tells which launched it. Read from the row's source,
+    day, image and deployment only, never from its measured latency."""
     adp = "true" if kw.get("attention_dp", 1) > 1 else "false"
+    version = r.get("backend_version", "")
     hits = [
         s
         for s in scripts
@@ -164,6 +167,7 @@ def script_draft_tokens(
         == (r["system"], r["backend"], r["model_path"], r["precision"])
         and s["from_day"] <= day <= s["to_day"]
         and s["attention_dp"] == adp
+        and (not s.get("engine_version") or not version or s["engine_version"] == version)
     ]
     versions = ", ".join(sorted({f"{s['script']}@{s['commit']}" for s in hits}))
     counts = {int(s["draft_tokens"]) for s in hits}
