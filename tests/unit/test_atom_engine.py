@@ -106,3 +106,15 @@ def test_the_search_offers_atom_only_layouts_it_can_run() -> None:
     )
     with pytest.raises(InputError, match="below the 20000-token prompt"):
         search(R1, gpu="mi355x", gpus=8, engine="atom", input_len=20000, output_len=16)
+
+
+def test_atom_keeps_sliding_window_layers_at_full_length() -> None:
+    # ATOM sizes a KV block over every layer (model_runner.py block_bytes): gpt-oss's
+    # sliding-window half holds the whole context, so the pool holds about half the tokens
+    # vLLM's per-window manager holds in the same memory rule (both: 0.9 of total memory for
+    # weights, KV and the activation peak).
+    kw = {"gpu": "mi355x", "tp": 1, "input_len": 8192, "output_len": 1024, "concurrency": 64}
+    atom = infer("openai/gpt-oss-120b", engine="atom", **kw).to_dict()["options"][0]
+    vllm = infer("openai/gpt-oss-120b", engine="vllm", **kw).to_dict()["options"][0]
+    ratio = atom["kv_cache_tokens_per_rank"] / vllm["kv_cache_tokens_per_rank"]
+    assert 0.45 < ratio < 0.6
