@@ -21,7 +21,7 @@ def test_atom_aggregated_answers_in_json(gpuscale) -> None:
 
 def test_what_atom_cannot_run_exits_2_with_one_line(gpuscale) -> None:
     for bad, words in (
-        (("--tp", "16"), "at most 8-way tensor parallelism"),
+        (("--tp", "16"), "within one node of 8 GPUs"),
         (("--tp", "8", "--pp", "2"), "no pipeline parallelism"),
         (
             ("--prefill-workers", "1", "--decode-workers", "1", "--prefill-tp", "8",

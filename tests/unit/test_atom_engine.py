@@ -43,8 +43,17 @@ def test_atom_aggregated_prediction() -> None:
 @pytest.mark.parametrize(
     ("layout", "words"),
     [
-        ({"tp": 16}, "at most 8-way tensor parallelism per attention group, got 16"),
+        # On a (hypothetical) 16-GPU node: within the node, but past ATOM's TP assert.
+        (
+            {"tp": 16, "gpus_per_node": 16},
+            "at most 8-way tensor parallelism per attention group, got 16",
+        ),
         ({"tp": 8, "pp": 2}, "engine atom has no pipeline parallelism; accepted: --pp 1"),
+        # Attention DP and EP over part of the instance: ATOM has no such split.
+        ({"tp": 8, "attention_dp": 2}, "accepted: --attention-dp 1 or 8"),
+        ({"tp": 8, "ep": 4}, "accepted: --ep 1 or 8"),
+        # 16 attention-DP ranks would span two nodes; ATOM's DP group meets on 127.0.0.1.
+        ({"tp": 16, "attention_dp": 16, "ep": 16}, "runs one instance within one node of 8 GPUs"),
         (
             {"prefill_workers": 1, "decode_workers": 1, "prefill_tp": 8, "decode_tp": 8},
             "engine atom is modelled aggregated only",
@@ -62,9 +71,9 @@ def test_what_atom_cannot_run_is_refused_in_one_line(layout: dict, words: str) -
 
 
 def test_atom_accepts_what_it_can_run() -> None:
-    # 16 GPUs as two 8-way attention groups (data-parallel attention, experts over all 16),
+    # One node's 8 GPUs as 8 attention-DP ranks with experts over all 8, twice (replicas),
     # and a stated budget that takes the long prompt whole.
-    infer(R1, **{**BASE, "tp": 16, "attention_dp": 2, "ep": 16})
+    infer(R1, **{**BASE, "tp": 8, "attention_dp": 8, "ep": 8, "replicas": 2})
     infer(
         R1,
         **{
@@ -94,18 +103,18 @@ def test_the_search_offers_atom_only_layouts_it_can_run() -> None:
     for s in r.ranked:
         c = s.cand
         assert c.mode != "disaggregated" and c.prefill is None
-        assert c.par.pp == 1 and c.par.tp // c.par.attention_dp <= 8
+        assert c.par.pp == 1 and c.par.tp <= 8
     # The same search on SGLang does offer layouts ATOM cannot run.
     sg = search(
         R1, gpu="mi355x", gpus=16, engine="sglang", weights="fp8_block",
         input_len=1024, output_len=1024, slo_ttft_ms=2000, slo_tpot_ms=50,
     )  # fmt: skip
-    assert any(
-        s.cand.prefill is not None or s.cand.par.tp // s.cand.par.attention_dp > 8
-        for s in sg.ranked
-    )
-    with pytest.raises(InputError, match="below the 20000-token prompt"):
+    assert any(s.cand.prefill is not None or s.cand.par.tp > 8 for s in sg.ranked)
+    # The search takes no engine options: its remedy names what it can do instead.
+    with pytest.raises(InputError, match="below the 20000-token prompt") as err:
         search(R1, gpu="mi355x", gpus=8, engine="atom", input_len=20000, output_len=16)
+    assert "search an engine that chunks prompts (vllm, sglang)" in str(err.value)
+    assert "--engine-options max_num_batched_tokens" in str(err.value)
 
 
 def test_atom_keeps_sliding_window_layers_at_full_length() -> None:
@@ -118,3 +127,17 @@ def test_atom_keeps_sliding_window_layers_at_full_length() -> None:
     vllm = infer("openai/gpt-oss-120b", engine="vllm", **kw).to_dict()["options"][0]
     ratio = atom["kv_cache_tokens_per_rank"] / vllm["kv_cache_tokens_per_rank"]
     assert 0.45 < ratio < 0.6
+
+
+def test_atom_auto_kv_is_its_bf16_default_whatever_the_checkpoint() -> None:
+    # A ModelOpt FP8 checkpoint declares an FP8 KV cache; TensorRT-LLM, vLLM and SGLang follow
+    # it under "auto", ATOM keeps its --kv_cache_dtype default (bf16).
+    kw = {"gpu": "mi355x", "tp": 1, "input_len": 1024, "output_len": 128, "concurrency": 4}
+    model = "nvidia/Llama-3.1-70B-Instruct-FP8"
+
+    def tokens(engine: str, kv: str) -> float:
+        o = infer(model, engine=engine, kv_dtype=kv, **kw).to_dict()["options"][0]
+        return o["kv_cache_tokens_per_rank"]
+
+    assert tokens("atom", "auto") == tokens("atom", "bf16") < 0.6 * tokens("atom", "fp8")
+    assert tokens("sglang", "auto") == tokens("sglang", "fp8")

@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, Literal
 
 from gpuscale import catalog
 from gpuscale.api._booleans import is_bool
@@ -311,18 +311,29 @@ def _verdict(o: dict[str, Any]) -> str:
     )
 
 
-def check_prompt_budget(eng: EngineProfile, input_len: int) -> None:
+def check_prompt_budget(
+    eng: EngineProfile, input_len: int, *, caller: Literal["infer", "search"] = "infer"
+) -> None:
     """Refuse a prompt an engine without chunked prefill cannot schedule: it runs a whole
     prompt in one iteration, so TensorRT-LLM refuses a launch whose max_num_tokens is below
     the longest prompt it must admit, and ATOM's scheduler never takes a prompt above its
-    budget (``Scheduler.schedule`` stops before it, every iteration)."""
+    budget (``Scheduler.schedule`` stops before it, every iteration). ``caller``: ``infer``
+    takes engine options, the search does not; the remedy names what the caller can do."""
+    if caller == "infer":
+        remedy = "raise it (--engine-options max_num_batched_tokens=N)" + (
+            " or turn chunking on (chunked_prefill=true)" if eng.name in CHUNKING else ""
+        )
+    else:
+        chunking = ", ".join(n for n, e in serving_engines().items() if e.chunked_prefill)
+        remedy = (
+            f"search an engine that chunks prompts ({chunking}), or price a launch with a "
+            "larger budget under load (infer --engine-options max_num_batched_tokens=N)"
+        )
     require(
         eng.chunked_prefill or eng.max_num_batched_tokens >= input_len,
         f"{eng.name}'s max_num_batched_tokens {eng.max_num_batched_tokens} is below the "
-        f"{input_len}-token prompt and chunked_prefill is off: raise it (--engine-options "
-        f"max_num_batched_tokens=N)"
-        + (" or turn chunking on (chunked_prefill=true)" if eng.name in CHUNKING else ""),
-        field="engine_options",
+        f"{input_len}-token prompt and chunked_prefill is off: {remedy}",
+        field="engine_options" if caller == "infer" else "input_len",
     )
 
 
@@ -596,10 +607,10 @@ def infer(
             workers=decode_workers,
             par=_par(spec, decode_tp, 1, decode_ep, decode_attention_dp, "decode_"),
         )
-        _check_layout(eng, p_pool.par, "prefill_")
-        _check_layout(eng, d_pool.par, "decode_")
-        _deployment_size(p_pool.gpus + d_pool.gpus, "prefill_workers")
         per_node = catalog.node_size(catalog.gpu(gpu), gpus_per_node)
+        _check_layout(eng, p_pool.par, per_node, "prefill_")
+        _check_layout(eng, d_pool.par, per_node, "decode_")
+        _deployment_size(p_pool.gpus + d_pool.gpus, "prefill_workers")
         placed = pools_placement(p_pool, d_pool, per_node)
         cluster = deployment_cluster(gpu, placed, gpus_per_node, inter)
         for stage, pool, need in (
@@ -635,9 +646,9 @@ def infer(
         }
     else:
         par = _par(spec, tp, pp, ep, attention_dp, "")
-        _check_layout(eng, par, "")
-        _deployment_size(par.gpus * replicas, "replicas")
         per_node = catalog.node_size(catalog.gpu(gpu), gpus_per_node)
+        _check_layout(eng, par, per_node, "")
+        _deployment_size(par.gpus * replicas, "replicas")
         group = Group(pool="replica", workers=replicas, tp=par.tp, pp=par.pp, field="tp")
         placed = place([group], per_node)
         cluster = deployment_cluster(gpu, placed, gpus_per_node, inter)
@@ -810,9 +821,11 @@ def _profile(name: str, overlay: str | None) -> Profile:
     return load_profile_for(name, overlay)
 
 
-def _check_layout(eng: EngineProfile, par: Parallelism, prefix: str) -> None:
+def _check_layout(eng: EngineProfile, par: Parallelism, per_node: int, prefix: str) -> None:
     """Refuse, in one line, a layout the engine cannot run (``EngineProfile.layout_refusal``)."""
-    why = eng.layout_refusal(tp=par.tp, pp=par.pp, attention_dp=par.attention_dp)
+    why = eng.layout_refusal(
+        tp=par.tp, pp=par.pp, ep=par.ep, attention_dp=par.attention_dp, gpus_per_node=per_node
+    )
     require(
         why is None, str(why).replace("--", f"--{prefix.replace('_', '-')}"), field=f"{prefix}tp"
     )

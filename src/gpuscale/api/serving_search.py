@@ -238,7 +238,7 @@ def search_context(
     # The engine's scheduler defaults depend on the GPU it starts on (vLLM: smaller
     # budget and running cap below 70 GiB and on A100; serving_engines.yaml).
     eng = engine_profile(engine).for_device(catalog.gpu(gpu))
-    check_prompt_budget(eng, input_len)
+    check_prompt_budget(eng, input_len, caller="search")
     fmt = served_format(model, weights, spec)
     return SearchContext(
         model=spec,
@@ -344,7 +344,14 @@ def search(
             spec, gpus, ctx.cluster.gpus_per_node, disagg=disaggregated and ctx.eng.disaggregated
         )
         if all(
-            ctx.eng.layout_refusal(tp=p.tp, pp=p.pp, attention_dp=p.attention_dp) is None
+            ctx.eng.layout_refusal(
+                tp=p.tp,
+                pp=p.pp,
+                ep=p.ep,
+                attention_dp=p.attention_dp,
+                gpus_per_node=ctx.cluster.gpus_per_node,
+            )
+            is None
             for p in _layouts(c)
         )
     ]

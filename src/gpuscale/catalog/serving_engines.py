@@ -77,6 +77,10 @@ class EngineProfile:
     serves a TensorRT Model Optimizer checkpoint, whose KV is FP8 by default; vLLM and SGLang
     quantize online and keep the model's 16-bit KV. A published checkpoint served as stored
     follows its own quantization config instead (:func:`kv_cache_dtype`)."""
+    checkpoint_kv: bool = True
+    """Whether ``auto`` takes the KV dtype the served checkpoint declares (TensorRT-LLM, vLLM,
+    SGLang); False: the engine's own default whatever the checkpoint (ATOM: ``--kv_cache_dtype``
+    default bf16, no read of ``kv_cache_quant_algo``; ``serving_engines.yaml``)."""
     kv_dtypes: tuple[str, ...]
     """The KV-cache storage dtypes the engine accepts (its ``auto`` and ``--kv-cache-dtype``
     values read as storage widths; ``serving_engines.yaml``)."""
@@ -204,6 +208,13 @@ DeepEP). ``gather_scatter_without_mnnvl``:
     (ATOM asserts ``1 <= tensor_parallel_size <= 8``; sources in ``serving_engines.yaml``)."""
     pipeline_parallel: bool = True
     """Whether the engine can split layers into pipeline stages (ATOM has no such flag)."""
+    whole_instance_splits: bool = False
+    """Whether attention data parallelism and expert parallelism each span all of an instance's
+    GPUs or none (ATOM: ``--enable-dp-attention`` makes every rank its own attention group,
+    ``--enable-expert-parallel`` puts the experts over every rank; ``serving_engines.yaml``)."""
+    single_node: bool = False
+    """Whether one engine instance (its tensor- and data-parallel ranks) must fit in one node
+    (ATOM: its data-parallel group meets on 127.0.0.1; sources in ``serving_engines.yaml``)."""
 
     static_memory_rule: StaticMemoryRule | None = None
     """``sglang-0.5``: the memory fraction follows the GPU's memory, TP, attention DP and
@@ -211,11 +222,27 @@ DeepEP). ``gather_scatter_without_mnnvl``:
     (:func:`sglang_mem_fraction_static`); None: ``memory_fraction`` on every GPU. A launch that
     states the fraction (engine option ``memory_fraction``) drops the rule."""
 
-    def layout_refusal(self, *, tp: int, pp: int, attention_dp: int) -> str | None:
+    def layout_refusal(
+        self, *, tp: int, pp: int, ep: int, attention_dp: int, gpus_per_node: int
+    ) -> str | None:
         """Why the engine cannot run one instance over this layout (``tp`` GPUs per pipeline
-        stage, ``attention_dp`` attention groups among them), or None when it can."""
+        stage, ``attention_dp`` attention groups and ``ep``-way experts among them, on nodes of
+        ``gpus_per_node``), or None when it can."""
         if pp > 1 and not self.pipeline_parallel:
             return f"engine {self.name} has no pipeline parallelism; accepted: --pp 1"
+        if self.whole_instance_splits:
+            for flag, value in (("--attention-dp", attention_dp), ("--ep", ep)):
+                if value not in (1, tp):
+                    return (
+                        f"engine {self.name} splits attention and experts over all of an "
+                        f"instance's GPUs or none, got {flag} {value} with --tp {tp}; "
+                        f"accepted: {flag} 1 or {tp}"
+                    )
+        if self.single_node and tp * pp > gpus_per_node:
+            return (
+                f"engine {self.name} runs one instance within one node of {gpus_per_node} GPUs, "
+                f"got --tp {tp}; accepted: --tp at most {gpus_per_node} (more GPUs as --replicas)"
+            )
         cap = self.max_tensor_parallel
         if cap is not None and tp // attention_dp > cap:
             return (
@@ -350,10 +377,11 @@ def kv_cache_dtype(
     engine's accepted values when it cannot store it. ``auto``: the KV dtype the served
     checkpoint declares (``checkpoint_kv``: TensorRT-LLM ``validate_and_set_kv_cache_quant``
     "Using checkpoint KV quantization", SGLang ``configure_kv_cache_dtype``, vLLM PR #30785),
-    else the model's 16-bit dtype; for weights the launch quantizes itself (``requantized``),
-    the engine's ``kv_dtype_low_precision``."""
+    else the model's 16-bit dtype; for weights the launch quantizes itself (``requantized``), or
+    an engine that reads no checkpoint KV dtype (``checkpoint_kv`` False), the engine's
+    ``kv_dtype_low_precision``."""
     if requested == "auto":
-        if requantized:
+        if requantized or not eng.checkpoint_kv:
             return eng.kv_dtype_low_precision
         return checkpoint_kv or "bf16"
     if requested not in eng.kv_dtypes:
