@@ -29,6 +29,7 @@ def test_what_atom_cannot_run_exits_2_with_one_line(gpuscale) -> None:
             "modelled aggregated only",
         ),
         (("--tp", "8", "--engine-options", "chunked_prefill=true"), "not atom's"),
+        (("--tp", "8", "--gpu", "h200-sxm"), "engine atom runs on AMD GPUs, not on h200-sxm"),
     ):  # fmt: skip
         proc = gpuscale(*ATOM, *bad)
         assert proc.returncode == 2, bad

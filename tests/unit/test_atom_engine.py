@@ -141,3 +141,25 @@ def test_atom_auto_kv_is_its_bf16_default_whatever_the_checkpoint() -> None:
 
     assert tokens("atom", "auto") == tokens("atom", "bf16") < 0.6 * tokens("atom", "fp8")
     assert tokens("sglang", "auto") == tokens("sglang", "fp8")
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu", "accepted"),
+    [
+        ("atom", "h200-sxm", "accepted: tensorrt-llm, vllm, sglang"),
+        ("tensorrt-llm", "mi355x", "accepted: vllm, sglang, atom"),
+    ],
+)
+def test_an_engine_is_refused_on_a_vendor_it_does_not_run_on(
+    name: str, gpu: str, accepted: str
+) -> None:
+    # ATOM is built on ROCm and AITER, TensorRT-LLM on CUDA (serving_engines.yaml vendors):
+    # refused by infer and by the search, naming the engines that do run there.
+    kw = {"input_len": 1024, "output_len": 128}
+    with pytest.raises(InputError, match=accepted) as err:
+        infer("llama3.1-8b", gpu=gpu, engine=name, concurrency=4, **kw)
+    assert err.value.field == "engine"
+    with pytest.raises(InputError, match=accepted):
+        search("llama3.1-8b", gpu=gpu, gpus=8, engine=name, **kw)
+    for other in ("vllm", "sglang"):  # both run on NVIDIA and AMD GPUs
+        infer("llama3.1-8b", gpu=gpu, engine=other, concurrency=4, **kw)

@@ -4,17 +4,13 @@ otherwise be priced as compiled."""
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import fields
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import numpy as np
 
 from gpuscale.errors import require
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def is_bool(value: Any) -> bool:
@@ -49,20 +45,3 @@ def bool_fields(obj: object) -> dict[str, Any]:
     return {
         f.name: getattr(obj, f.name) for f in fields(cast(Any, obj)) if f.init and _is_bool(f.type)
     }
-
-
-def takes_booleans(func: F) -> F:
-    """``func`` with its bool keyword-only arguments (from its annotations) checked by
-    :func:`check_booleans` on each call, before it runs, and passed on as Python bools."""
-    params = inspect.signature(func).parameters.values()
-    names = [p.name for p in params if _is_bool(p.annotation)]
-    positional = [p.name for p in params if _is_bool(p.annotation) and p.kind != p.KEYWORD_ONLY]
-    if positional:  # only keywords are checked, so a bool must be one
-        raise TypeError(f"{func.__qualname__}: make {', '.join(positional)} keyword-only")
-
-    @functools.wraps(func)
-    def checked(*args: Any, **kwargs: Any) -> Any:
-        kwargs.update(check_booleans({name: kwargs[name] for name in names if name in kwargs}))
-        return func(*args, **kwargs)
-
-    return cast(F, checked)

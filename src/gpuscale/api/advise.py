@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from gpuscale import catalog
+from gpuscale.api._arguments import checks_arguments
 from gpuscale.api._json import document
 from gpuscale.api.training import FabricArg, GpuArg, ModelArg, gpu_count
 from gpuscale.costmodel.grad_sync import HookOptions
@@ -91,6 +92,7 @@ class AdviseCommResult:
         return [hooks_figure(self.advice, self.model)]
 
 
+@checks_arguments
 def advise_comm(
     model: ModelArg,
     *,

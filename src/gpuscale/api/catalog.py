@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuscale import catalog
+from gpuscale.api._arguments import checks_arguments
 from gpuscale.api._json import document
 from gpuscale.costmodel.params import total_params
 from gpuscale.errors import InputError
@@ -64,6 +65,7 @@ class CatalogListing:
         return []
 
 
+@checks_arguments
 def catalog_listing(kind: str = "gpus") -> CatalogListing:
     """List the catalog's ``gpus`` (default), ``links`` (fabrics) or ``models``."""
     if kind == "gpus":

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale import SCHEMA_VERSION, catalog
-from gpuscale.api._booleans import takes_booleans
+from gpuscale.api._arguments import checks_arguments
 from gpuscale.api.training import gpu_count
 from gpuscale.cluster.adapt import EVENTS, Adaptation, Timeline, adapt, cluster_of
 from gpuscale.cluster.export import FORMATS, check_node_prefix, export
@@ -112,7 +112,7 @@ def _seed(seed: int) -> None:
     require(seed >= 0, f"--seed must be a whole number >= 0, got {seed}", field="seed")
 
 
-@takes_booleans
+@checks_arguments
 def cluster_simulate(
     cluster: str | Path | ClusterSpec,
     trace: str | Path | Trace,
@@ -177,6 +177,7 @@ that ``cluster simulate --trace`` still reads under its 64 MiB file cap (10^12 j
 for 7 TiB)."""
 
 
+@checks_arguments
 def cluster_trace(
     *, synthetic: str = "philly", jobs: int, seed: int = 0, load_gpus: float | None = None
 ) -> Trace:
@@ -215,6 +216,7 @@ class ClusterExport:
         return []
 
 
+@checks_arguments
 def cluster_export(
     cluster: str | Path | ClusterSpec, *, format: str, node_prefix: str = "node"
 ) -> ClusterExport:
@@ -291,6 +293,7 @@ class AdaptResult:
         return [fig]
 
 
+@checks_arguments
 def cluster_adapt(
     model: str,
     *,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale import SCHEMA_VERSION, files
+from gpuscale.api._arguments import checks_arguments
 from gpuscale.cluster.export import export as topology
 from gpuscale.cluster.export import node_names
 from gpuscale.cluster.spec import ClusterSpec, load_cluster
@@ -190,6 +191,7 @@ def _exported(
     return Export(target=result.target, files=(*result.files, *extra), notes=(*result.notes, note))
 
 
+@checks_arguments
 def export_plan(
     source: str | os.PathLike[str] | dict[str, Any] | TrainingJob,
     *,

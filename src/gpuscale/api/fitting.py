@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from gpuscale import catalog
-from gpuscale.api._booleans import takes_booleans
+from gpuscale.api._arguments import checks_arguments
 from gpuscale.api._json import document
 from gpuscale.api.training import GpuArg, ModelArg, lora_rank_for
 from gpuscale.costmodel.inference_memory import inference_memory
@@ -206,7 +206,7 @@ class FitResult:
         return [memory_figure(self)]
 
 
-@takes_booleans
+@checks_arguments
 def fit(
     model: ModelArg,
     *,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale import files
-from gpuscale.api._booleans import takes_booleans
+from gpuscale.api._arguments import checks_arguments
 from gpuscale.api._json import document
 from gpuscale.costmodel.collectives import OPS
 from gpuscale.costmodel.profile import profile_names
@@ -157,6 +157,7 @@ def check_calibration_inputs(
     return catalog.gpu(gpu).id if gpu else None
 
 
+@checks_arguments
 def calibrate(
     sources: Sequence[PathArg],
     *,
@@ -241,7 +242,7 @@ def calibrate_runs(
     return calibrate_measurements(m, **kwargs)
 
 
-@takes_booleans
+@checks_arguments
 def import_nccl_tests(
     logs: Sequence[PathArg],
     *,
@@ -444,6 +445,7 @@ def prediction(plan: PathArg | None) -> Prediction | None:
     )
 
 
+@checks_arguments
 def analyze_trace(
     paths: Sequence[PathArg],
     *,
@@ -519,7 +521,7 @@ class MatmulResult:
         return matmul_figures(self.run)
 
 
-@takes_booleans
+@checks_arguments
 def bench_collectives(
     *,
     ops: str | Sequence[str] = ",".join(OPS),
@@ -561,6 +563,7 @@ def bench_collectives(
     return None if run is None else CollectivesResult(run=run)
 
 
+@checks_arguments
 def bench_matmul(
     *,
     shapes: str | None = None,
@@ -618,7 +621,7 @@ class DoctorResult:
         return []
 
 
-@takes_booleans
+@checks_arguments
 def doctor(
     *, bench: bool = True, timeout: float = 60.0, on_step: Callable[[str], None] | None = None
 ) -> DoctorResult:

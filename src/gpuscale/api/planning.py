@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale import catalog
-from gpuscale.api._booleans import takes_booleans
+from gpuscale.api._arguments import checks_arguments
 from gpuscale.api._json import document
 from gpuscale.api.training import (
     MAX_GPUS,
@@ -144,7 +144,7 @@ class PlanResult:
         return render.plan_figures(self.ranked)
 
 
-@takes_booleans
+@checks_arguments
 def plan(
     model: ModelArg,
     *,
@@ -289,7 +289,7 @@ class ScaleResult:
         return render.scale_figures(self.curves, self.inputs.workload)
 
 
-@takes_booleans
+@checks_arguments
 def scale(
     model: ModelArg,
     *,

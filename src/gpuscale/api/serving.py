@@ -12,6 +12,7 @@ from functools import cache
 from typing import Any, Literal
 
 from gpuscale import catalog
+from gpuscale.api._arguments import checks_arguments
 from gpuscale.api._booleans import is_bool
 from gpuscale.api.speculative import speculation as speculation_of
 from gpuscale.api.training import MAX_GPUS
@@ -407,6 +408,7 @@ def served_kv_dtype(
     )
 
 
+@checks_arguments
 def infer(
     model: str | ModelSpec,
     *,

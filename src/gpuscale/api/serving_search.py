@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuscale import catalog
-from gpuscale.api._booleans import takes_booleans
+from gpuscale.api._arguments import checks_arguments
 from gpuscale.api.serving import (
     check_decoder,
     check_lengths,
@@ -263,7 +263,7 @@ def search_context(
     )
 
 
-@takes_booleans
+@checks_arguments
 def search(
     model: str | ModelSpec,
     *,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from gpuscale import catalog
+from gpuscale.api._arguments import checks_arguments
 from gpuscale.api._json import document
 from gpuscale.api.serving import check_lengths, check_requests, served_format
 from gpuscale.costmodel.inference import InferenceEstimate, estimate_inference
@@ -86,6 +87,7 @@ class StaticServingResult:
         return [fig]
 
 
+@checks_arguments
 def infer_static(
     model: str | ModelSpec,
     *,

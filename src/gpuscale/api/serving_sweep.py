@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpuscale.api._arguments import checks_arguments
 from gpuscale.api.serving import ServingResult, check_requests, infer
 from gpuscale.errors import InputError, require
 from gpuscale.specs import ModelSpec
@@ -128,6 +129,7 @@ def _verdict(load: str, rows: list[dict[str, Any]], knee: dict[str, Any]) -> str
     )
 
 
+@checks_arguments
 def infer_sweep(
     model: str | ModelSpec,
     *,

@@ -46,6 +46,8 @@ class EngineProfile:
     name: str
     cost_profile: str
     """The kernel-efficiency profile (catalog/data/profiles) the engine's kernels follow."""
+    vendors: tuple[str, ...]
+    """The GPU vendors whose devices the engine runs on (``serving_engines.yaml``)."""
     max_num_batched_tokens: int
     """Token budget of one iteration (prefill chunks + decodes)."""
     max_num_seqs: int
@@ -291,7 +293,15 @@ DeepEP). ``gather_scatter_without_mnnvl``:
         )
 
     def for_device(self, device: Device) -> EngineProfile:
-        """The profile as the engine configures itself on ``device`` (default flags)."""
+        """The profile as the engine configures itself on ``device`` (default flags); a device
+        of a vendor the engine does not run on is refused."""
+        if device.vendor not in self.vendors:
+            raise InputError(
+                f"engine {self.name} runs on {' and '.join(v.upper() for v in self.vendors)} "
+                f"GPUs, not on {device.id} ({device.vendor.upper()}); accepted: "
+                + ", ".join(n for n, e in engines().items() if device.vendor in e.vendors),
+                field="engine",
+            )
         if self.static_memory_rule is not None:
             # SGLang picks its chunked-prefill size by the GPU's memory
             # (_handle_gpu_memory_settings; see sglang_gpu_tier).
@@ -366,6 +376,7 @@ def engines() -> dict[str, EngineProfile]:
         if small is not None:
             small = SmallGpuDefaults(**{**small, "also_for": tuple(small.get("also_for", ()))})
         fields["kv_dtypes"] = tuple(fields["kv_dtypes"])
+        fields["vendors"] = tuple(fields["vendors"])
         out[k] = EngineProfile(name=k, small_gpu_defaults=small, **fields)
     return out
 
