@@ -203,7 +203,14 @@ def test_the_search_refuses_an_encoder() -> None:
         (gpuscale.infer, {**LOAD, "weights": ""}, "weights", "--weights '' is not a known format"),
         (serving_search, {"gpu": "h100-sxm", "gpus": 8, "weights": ""}, "weights", "'' is not"),
         (gpuscale.infer, {**LOAD, "engine": ""}, "engine", "unknown engine ''"),
-        (gpuscale.infer_static, {"gpu": "h100-sxm", "engine": ""}, None, "unknown profile ''"),
+        (
+            gpuscale.infer_static,
+            {"gpu": "h100-sxm", "engine": ""},
+            "engine",
+            "--engine '' unknown to the static-batch table; accepted: atom, deepspeed",
+        ),
+        # A serving engine is its kernel profile (ATOM's is SGLang's): "unknown profile 'atom'".
+        (gpuscale.infer_static, {"gpu": "mi355x", "engine": "atomm"}, "engine", "accepted: atom"),
         # "bogus" was called a serving format.
         (
             gpuscale.infer_static,

@@ -163,3 +163,58 @@ def test_an_engine_is_refused_on_a_vendor_it_does_not_run_on(
         search("llama3.1-8b", gpu=gpu, gpus=8, engine=name, **kw)
     for other in ("vllm", "sglang"):  # both run on NVIDIA and AMD GPUs
         infer("llama3.1-8b", gpu=gpu, engine=other, concurrency=4, **kw)
+
+
+def test_atom_computes_shared_prefixes_again_unless_prefix_caching_is_on() -> None:
+    # ATOM's --enable_prefix_caching is off by default: a client's shared prefix is computed in
+    # every prompt, and the answer says so; turned on, the hit shortens the prefill.
+    kw = {**BASE, "tp": 8, "input_len": 4096}
+    plain = infer(R1, **kw)
+    hit = infer(R1, prefix_hit=0.5, **kw)
+    on = infer(R1, prefix_hit=0.5, engine_options={"prefix_caching": True}, **kw)
+
+    def ttft(r: object) -> float:
+        return r.to_dict()["options"][0]["ttft_ms"]  # type: ignore[attr-defined]
+
+    assert ttft(hit) == ttft(plain) and ttft(on) < 0.8 * ttft(plain)
+    assert any("--prefix-hit 0.5 not applied" in n for n in hit.prediction.notes)
+    assert not any("prefix" in n for n in on.prediction.notes)
+    # The same switch turns another engine's default reuse off.
+    sg = {**kw, "engine": "sglang"}
+    off = infer(R1, prefix_hit=0.5, engine_options={"prefix_caching": False}, **sg)
+    assert ttft(off) == ttft(infer(R1, **sg))
+    assert ttft(infer(R1, prefix_hit=0.5, **sg)) < 0.8 * ttft(off)
+    assert any("(engine option prefix_caching=false)" in n for n in off.prediction.notes)
+
+
+def test_atom_takes_at_most_four_draft_tokens() -> None:
+    # Config.__post_init__ raises above 4 (ATOM from 2026-02-25 on, v0.1.2 included).
+    kw = {**BASE, "tp": 8, "speculative": "mtp"}
+    infer(R1, draft_tokens=4, **kw)
+    with pytest.raises(InputError, match="accepted: --draft-tokens 1 to 4") as err:
+        infer(R1, draft_tokens=5, **kw)
+    assert err.value.field == "draft_tokens"
+    infer(R1, draft_tokens=5, **{**kw, "engine": "sglang"})
+
+
+def test_atom_moe_exchanges_all_to_all_only_with_expert_parallelism() -> None:
+    # moe.py: MoRI's all-to-all kernels "when expert parallel is enabled"; without EP the DP
+    # group's hidden states are all-gathered and the output reduce-scattered.
+    atom = engine("atom")
+    assert atom.moe_gathers(1) and not atom.moe_gathers(8)
+    assert engine("sglang").moe_gathers(1) and engine("sglang").moe_gathers(8)
+    kw = {**BASE, "tp": 8, "attention_dp": 8, "concurrency": 64}
+    gathered = infer(R1, ep=1, **kw).to_dict()["options"][0]
+    exchanged = infer(R1, ep=8, **kw).to_dict()["options"][0]
+    assert gathered["tpot_ms"] != exchanged["tpot_ms"]
+
+
+def test_the_static_batch_table_takes_atom_as_its_kernel_profile() -> None:
+    # It was "unknown profile 'atom'": the static table prices a cost profile, and ATOM's is
+    # SGLang's (serving_engines.yaml), so the two tables agree but for the engine's name.
+    from gpuscale.api import infer_static
+
+    atom = infer_static("llama3.1-8b", gpu="mi355x", engine="atom").to_dict()
+    sglang = infer_static("llama3.1-8b", gpu="mi355x", engine="sglang").to_dict()
+    assert atom.pop("engine") == "atom" and sglang.pop("engine") == "sglang"
+    assert atom == sglang

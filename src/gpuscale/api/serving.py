@@ -157,6 +157,7 @@ def check_requests(value: int | None, name: str) -> None:
 ENGINE_OPTIONS: dict[str, EngineOption] = {
     "max_num_batched_tokens": EngineOption(kind=int, low=1, high=MAX_SCHEDULER_SLOTS),
     "max_num_seqs": EngineOption(kind=int, low=1, high=MAX_SCHEDULER_SLOTS),
+    "prefix_caching": EngineOption(kind=bool),
     "chunked_prefill": EngineOption(kind=bool, engines=CHUNKING),
     "memory_fraction": EngineOption(kind=float, low=0.0, high=1.0),
     "overlap_scheduler": EngineOption(kind=bool, engines=CHUNKING),
@@ -189,7 +190,9 @@ TensorRT-LLM ``max_num_tokens``/``max_batch_size``/``enable_chunked_prefill``/
 ``free_gpu_memory_fraction``/``disable_overlap_scheduler``/``batch_wait_*``/
 ``attention_dp_config.timeout_iters`` (with ``enable_balance``), vLLM
 ``--max-num-batched-tokens``/``--max-num-seqs``/``--gpu-memory-utilization``/
-``--async-scheduling``, SGLang ``--chunked-prefill-size``/``--max-running-requests``/
+``--async-scheduling``, ``prefix_caching`` every engine's prefix reuse (TensorRT-LLM
+``enable_block_reuse``, vLLM ``--enable-prefix-caching``, SGLang ``--disable-radix-cache`` off,
+ATOM ``--enable_prefix_caching``), SGLang ``--chunked-prefill-size``/``--max-running-requests``/
 ``--mem-fraction-static``/``--max-prefill-tokens``/``--enable-mixed-chunk`` (``mixed_chunk``:
 prompt chunks share iterations with the running decodes instead of running ahead of them)/
 ``--scheduler-recv-interval`` (``recv_interval``: decode batches between polls for new requests;
@@ -505,6 +508,14 @@ def infer(
     if engine_options:
         eng = dataclasses.replace(eng, **_engine_options(engine_options, eng.name))
     check_prompt_budget(eng, input_len)
+    if eng.max_draft_tokens is not None and spec_dec is not None:
+        require(
+            spec_dec.draft_tokens <= eng.max_draft_tokens,
+            f"--draft-tokens {spec_dec.draft_tokens}: engine {eng.name} takes at most "
+            f"{eng.max_draft_tokens} speculative tokens; accepted: --draft-tokens 1 to "
+            f"{eng.max_draft_tokens}",
+            field="draft_tokens",
+        )
     fmt = served_format(model, weights, spec)
     kv_dtype = served_kv_dtype(model, weights, fmt, eng, kv_dtype, spec)
     prof = _profile(eng.cost_profile, profile)
@@ -513,7 +524,8 @@ def infer(
     work = Workload(
         input_len=float(input_len),
         output_len=float(output_len),
-        prefix_hit=prefix_hit,
+        # An engine without prefix caching computes the shared prefix again in every prompt.
+        prefix_hit=prefix_hit if eng.prefix_caching else 0.0,
         input_cv=input_cv,
         output_cv=output_cv,
     )
@@ -675,6 +687,16 @@ def infer(
             f"speculative decoding ({spec_dec.method}, {spec_dec.draft_tokens} draft tokens): "
             f"per-token acceptance {spec_dec.acceptance:.3f} ({spec_dec.source}), "
             f"{spec_dec.tokens_per_iteration:.2f} tokens per decode iteration"
+        )
+    if prefix_hit and not eng.prefix_caching:
+        why = (
+            "by default; engine option prefix_caching=true turns it on"
+            if (engine_options or {}).get("prefix_caching") is None
+            else "(engine option prefix_caching=false)"
+        )
+        pred.notes.append(
+            f"--prefix-hit {prefix_hit:g} not applied: engine {eng.name} computes every prompt "
+            f"in full, without prefix caching {why}"
         )
     if weights == "auto":
         # Say what "auto" chose, so a 16-bit answer for a quantized repository is never silent.

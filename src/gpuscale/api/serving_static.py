@@ -12,8 +12,9 @@ from gpuscale import catalog
 from gpuscale.api._arguments import checks_arguments
 from gpuscale.api._json import document
 from gpuscale.api.serving import check_lengths, check_requests, served_format
+from gpuscale.catalog.serving_engines import engines as serving_engines
 from gpuscale.costmodel.inference import InferenceEstimate, estimate_inference
-from gpuscale.costmodel.profile import load_profile_for
+from gpuscale.costmodel.profile import load_profile_for, profile_names
 from gpuscale.costmodel.serving.formats import FORMATS
 from gpuscale.errors import InputError, is_whole, quoted, require
 from gpuscale.specs import ModelSpec
@@ -108,8 +109,9 @@ def infer_static(
     that do not divide the heads; a named degree that does not is an error).
 
     ``weights`` "auto" is the checkpoint's stored width (``served_format``), ``kv_dtype``
-    "auto" is bf16; ``engine`` (default "generic") is any cost profile, with
-    ``profile`` a calibration YAML laid over it."""
+    "auto" is bf16; ``engine`` (default "generic") is any cost profile or a serving engine
+    (its kernel profile: ATOM's is SGLang's, ``serving_engines.yaml``), with ``profile`` a
+    calibration YAML laid over it."""
     spec = model if isinstance(model, ModelSpec) else catalog.model(model)
     if weights == "auto":
         # The static table's nearest dtype to the checkpoint's stored format (its 8- or 4-bit
@@ -136,7 +138,15 @@ def infer_static(
     )
     check_requests(batch, "batch")
     check_lengths(spec, input_len, output_len)
-    prof = load_profile_for(engine, profile)
+    engines = serving_engines()
+    known = sorted(set(profile_names()) | set(engines))
+    require(
+        engine in known,
+        f"--engine {quoted(engine)} unknown to the static-batch table; accepted: "
+        + ", ".join(known),
+        field="engine",
+    )
+    prof = load_profile_for(engines[engine].cost_profile if engine in engines else engine, profile)
     inference = Inference(
         weight_dtype=cast("WeightDtype", weights),  # checked against WEIGHT_DTYPES above
         kv_dtype=cast("KvDtype", kv_dtype),  # checked against KV_DTYPES above

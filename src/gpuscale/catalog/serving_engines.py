@@ -15,7 +15,9 @@ from gpuscale.specs import Device
 KvPolicy = Literal["reserve", "on_demand"]
 DisaggKvTransfer = Literal["decode_pull", "prefill_push"]
 PrefillPolicy = Literal["mixed", "prefill_first"]
-MoeDpCommunication = Literal["all_to_all", "gather_scatter", "gather_scatter_without_mnnvl"]
+MoeDpCommunication = Literal[
+    "all_to_all", "gather_scatter", "gather_scatter_without_mnnvl", "all_to_all_with_ep"
+]
 MemoryFractionOf = Literal["free_after_load", "weights_kv_activations", "weights_and_kv"]
 StaticMemoryRule = Literal["sglang-0.5"]
 
@@ -157,9 +159,11 @@ class EngineProfile:
     arXiv:2412.19437 Sec. 3.4). ``gather_scatter``: every rank all-gathers the DP group's
     16-bit hidden states, runs its experts' share over them, and reduce-scatters the 16-bit
     output (vLLM 0.12's default ``allgather_reducescatter``; SGLang 0.5.8's DP attention without
-DeepEP). ``gather_scatter_without_mnnvl``:
-    so unless the NVLink domain spans nodes (NVL72 racks), where the engine takes an
-    all-to-all (TensorRT-LLM's CUTLASS MoE). Sources in ``serving_engines.yaml``;
+DeepEP). ``gather_scatter_without_mnnvl``: gather and scatter
+    unless the NVLink domain spans nodes (NVL72 racks), where the engine takes an all-to-all
+    (TensorRT-LLM's CUTLASS MoE). ``all_to_all_with_ep``: the all-to-all where the experts are
+    expert-parallel, gather and scatter where they are tensor-parallel over the DP group (ATOM's
+    MoRI kernels only "when expert parallel is enabled"). Sources in ``serving_engines.yaml``;
     ``IterationModel.moe_all_to_all``."""
     decode_moe_dp_communication: MoeDpCommunication | None = None
     """The decode workers' own ``moe_dp_communication`` where a disaggregated launch sets it
@@ -210,6 +214,14 @@ DeepEP). ``gather_scatter_without_mnnvl``:
     (ATOM asserts ``1 <= tensor_parallel_size <= 8``; sources in ``serving_engines.yaml``)."""
     pipeline_parallel: bool = True
     """Whether the engine can split layers into pipeline stages (ATOM has no such flag)."""
+    prefix_caching: bool = True
+    """Whether the engine reuses the KV of a prompt prefix it already holds by default
+    (TensorRT-LLM ``KvCacheConfig.enable_block_reuse``, vLLM ``enable_prefix_caching``, SGLang's
+    radix cache: on; ATOM ``--enable_prefix_caching``: off; ``serving_engines.yaml``). Off, a
+    client's shared prefixes are computed again in every prompt."""
+    max_draft_tokens: int | None = None
+    """Most speculative draft tokens per step the engine accepts (ATOM raises above 4;
+    ``serving_engines.yaml``); None: no engine limit below the API's."""
     whole_instance_splits: bool = False
     """Whether attention data parallelism and expert parallelism each span all of an instance's
     GPUs or none (ATOM: ``--enable-dp-attention`` makes every rank its own attention group,
@@ -291,6 +303,14 @@ DeepEP). ``gather_scatter_without_mnnvl``:
             max_num_seqs=seqs,
             attention_dp_split=False,
         )
+
+    def moe_gathers(self, ep: int) -> bool:
+        """Whether the MoE layers of an instance with ``ep``-way experts gather and scatter the
+        attention-DP group's hidden states rather than exchange top-k copies all-to-all
+        (:attr:`moe_dp_communication`)."""
+        if self.moe_dp_communication == "all_to_all_with_ep":
+            return ep == 1
+        return self.moe_dp_communication != "all_to_all"
 
     def for_device(self, device: Device) -> EngineProfile:
         """The profile as the engine configures itself on ``device`` (default flags); a device

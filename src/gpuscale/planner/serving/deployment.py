@@ -194,7 +194,7 @@ def _iteration_model(
             profile.const("deepgemm_contiguous_align") if eng.deepgemm_moe_worst_case else 0.0
         ),
         moe_worst_case_chunk_tokens=profile.const("fused_moe_chunk_tokens"),
-        moe_gather_scatter=eng.moe_dp_communication != "all_to_all",
+        moe_gather_scatter=eng.moe_gathers(par.ep),
         moe_all_to_all_on_mnnvl=eng.moe_dp_communication == "gather_scatter_without_mnnvl",
     )
 
