@@ -33,7 +33,7 @@ def _typed_arguments(func: Callable[..., Any]) -> list[str]:
     return [p.name for p in inspect.signature(func).parameters.values() if _kind(p.annotation)]
 
 
-PLACEHOLDER: dict[str, Any] = {"str": "x", "float": 1.0}
+PLACEHOLDER: dict[str, Any] = {"str": "x", "float": 1.0, "int": 1}
 
 CASES = [
     pytest.param(func, argument, id=f"{name}-{argument}")
@@ -43,7 +43,7 @@ CASES = [
 
 
 def test_the_answers_have_typed_arguments() -> None:
-    assert {"gpu", "engine", "engine_options", "input_cv", "request_rate"} <= set(
+    assert {"gpu", "engine", "engine_options", "input_cv", "request_rate", "tp"} <= set(
         _typed_arguments(api.infer)
     )
     assert len(CASES) > 60
@@ -75,6 +75,8 @@ def test_what_the_serving_answer_was_given_wrong() -> None:
         ({"engine_options": ["max_num_seqs"]}, "engine_options must be a mapping"),
         ({"input_cv": None}, "input_cv must be a number, got None"),
         ({"request_rate": "3", "concurrency": None}, "request_rate must be a number, got '3'"),
+        ({"concurrency": 4.0}, "concurrency must be a whole number, got 4.0"),
+        ({"tp": True}, "tp must be a whole number, got True"),
     ):
         with pytest.raises(InputError, match=words):
             api.infer("llama3.1-8b", **{**kw, **bad})
@@ -85,3 +87,22 @@ def test_numpy_numbers_and_none_where_accepted_are_taken() -> None:
     plain = api.infer("llama3.1-8b", input_cv=0.5, **kw).to_dict()
     numpy = api.infer("llama3.1-8b", input_cv=np.float32(0.5), profile=None, **kw).to_dict()
     assert numpy == plain
+
+
+def test_a_count_given_as_none_beside_deepep_options_is_refused_by_name() -> None:
+    """``decode_attention_dp=None`` with DeepEP options failed comparing None with 1."""
+    with pytest.raises(InputError, match="decode_attention_dp must be a whole number, got None"):
+        api.infer(
+            "deepseek-r1", gpu="h200-sxm", engine="sglang", input_len=1024, output_len=64,
+            concurrency=64, prefill_workers=1, prefill_tp=8, decode_workers=1, decode_tp=8,
+            decode_attention_dp=None,  # type: ignore[arg-type]
+            engine_options={"decode_moe_a2a_deepep": True},
+        )  # fmt: skip
+
+
+def test_numpy_counts_are_passed_on_as_ints() -> None:
+    result = api.infer(
+        "llama3.1-8b", gpu="h100-sxm", input_len=np.int64(128), output_len=np.int32(16),
+        concurrency=np.int64(4),
+    )  # fmt: skip
+    assert type(result.to_dict()["client"]["concurrency"]) is int

@@ -223,7 +223,26 @@ def test_the_search_refuses_an_encoder() -> None:
             serving_search,
             {"gpu": "h100-sxm", "gpus": 8, "price": float("inf")},
             "price",
-            "--price must be a finite number of USD per GPU-hour > 0, got inf",
+            "--price must be a finite number of USD per GPU-hour, got inf",
+        ),
+        # A subnormal price made tokens per dollar overflow to inf.
+        (
+            serving_search,
+            {"gpu": "h100-sxm", "gpus": 8, "price": 1e-310},
+            "price",
+            "--price must be a finite number of USD per GPU-hour, got 1e-310; accepted: 0.0001",
+        ),
+        (
+            serving_search,
+            {"gpu": "h100-sxm", "gpus": 8, "slo_ttft_ms": float("inf")},
+            "slo_ttft_ms",
+            "--slo-ttft-ms must be a finite number of milliseconds > 0, got inf",
+        ),
+        (
+            serving_search,
+            {"gpu": "h100-sxm", "gpus": 8, "resolved_places": "1"},
+            "resolved_places",
+            "resolved_places must be a whole number, got '1'",
         ),
     ],
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 
 import gpuscale
@@ -68,6 +69,13 @@ def test_open_loop_sweep() -> None:
         ({"concurrency": [8, 4]}, "concurrency", "ascending"),
         ({"concurrency": [4, 4]}, "concurrency", "distinct"),
         ({"concurrency": [0, 4]}, "concurrency", "1 to 1,000,000"),
+        # A string, one number, a None or a nested list failed deep inside the sweep.
+        ({"concurrency": "1,2,4"}, "concurrency", "a list of whole numbers, e.g. [1, 8, 64]"),
+        ({"concurrency": 5}, "concurrency", "concurrency must be a list of whole numbers"),
+        ({"concurrency": [None]}, "concurrency", "got [None]"),
+        ({"concurrency": [[1]]}, "concurrency", "a list of whole numbers"),
+        ({"concurrency": [1.5]}, "concurrency", "a list of whole numbers"),
+        ({"request_rate": 3.0}, "request_rate", "request_rate must be a list of numbers"),
     ],
 )
 def test_bad_loads_are_one_line(kwargs: dict, field: str, words: str) -> None:
@@ -76,6 +84,16 @@ def test_bad_loads_are_one_line(kwargs: dict, field: str, words: str) -> None:
     assert err.value.field == field
     assert words in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_numpy_loads_are_a_list_of_loads() -> None:
+    """A numpy array of loads failed on its truth value (``request_rate or ()``)."""
+    doc = gpuscale.infer_sweep(
+        "llama3.1-8b", request_rate=np.array([1.0, 4.0]), **DEPLOYMENT
+    ).to_dict()
+    assert [p["request_rate"] for p in doc["points"]] == [1.0, 4.0]
+    doc = gpuscale.infer_sweep("llama3.1-8b", concurrency=np.arange(1, 3), **DEPLOYMENT).to_dict()
+    assert [p["concurrency"] for p in doc["points"]] == [1, 2]
 
 
 def test_a_curve_still_rising_says_so() -> None:

@@ -23,11 +23,17 @@ def test_named_degree_that_does_not_divide_is_an_error_on_tp() -> None:
     assert err.value.field == "tp"
 
 
-@pytest.mark.parametrize("tp", ["1,x", "2,2", "0"])
-def test_bad_degree_text_is_an_error_on_tp(tp: str) -> None:
+@pytest.mark.parametrize("tp", ["1,x", "2,2", "0", 0, 2.5, True, {"tp": 2}, None.__class__])
+def test_bad_degree_text_is_an_error_on_tp(tp: object) -> None:
     with pytest.raises(InputError) as err:
         infer_static("llama2-7b", gpu="h100-sxm", tp=tp)
     assert err.value.field == "tp"
+
+
+def test_one_degree_may_be_a_number() -> None:
+    """``tp=8`` failed as 'int' object is not iterable."""
+    doc = infer_static("llama2-7b", gpu="h100-sxm", tp=8).to_dict()
+    assert [row["tp"] for row in doc["options"]] == [8]
 
 
 def test_serving_only_format_is_refused_on_weights() -> None:

@@ -5,6 +5,7 @@ closed loops with varying lengths in ``predict_disaggregated``."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from statistics import NormalDist
 from typing import Any
@@ -560,3 +561,69 @@ def test_a_long_run_costs_what_a_settled_one_does(monkeypatch: pytest.MonkeyPatc
     )
     settled = 1e3 * float(np.mean(direct.ttft_s[30 * conc : 59 * conc]))
     assert ttft_e6 == pytest.approx(settled, rel=0.03)
+
+
+def _chunked_stage(t: float, budget: float, workers: int, calls: list[float]) -> PrefillStage:
+    def iteration_s(tokens: float) -> float:
+        calls.append(tokens)
+        return t
+
+    return PrefillStage(
+        workers=workers, ranks=1, rank_tokens=budget, rank_prompts=8, chunked=True,
+        iteration_s=iteration_s,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("prompt", "budget"), [(1000.0, 1.0), (1000.0, 7.0), (64.0, 64.0)])
+def test_a_chunked_prompt_takes_one_iteration_a_chunk_priced_at_once(
+    prompt: float, budget: float
+) -> None:
+    """A prompt of ``L`` tokens under a budget of ``b`` takes ``ceil(L / b)`` iterations; the
+    full-budget ones repeat exactly, so they are priced at once (a 1-token budget was a
+    thousand iterations a prompt, and a large closed loop ran for a minute)."""
+    calls: list[float] = []
+    sim = simulate(
+        concurrency=1,
+        input_lens=_fixed(3, prompt),
+        output_lens=_fixed(3, 1.0),
+        prefill=_chunked_stage(0.01, budget, 1, calls),
+        admission_s=0.0,
+        decode_slots=np.inf,
+        tpot_s=0.01,
+    )
+    chunks = int(np.ceil(prompt / budget))
+    assert sim.ttft_s == pytest.approx(np.full(3, chunks * 0.01))
+    assert len(calls) <= 3 * 2  # the first chunk and the last, per prompt
+
+
+def test_a_chunked_prompt_stays_on_its_prefill_worker() -> None:
+    """Its chunks run one after another on the worker that took it (SGLang's chunked_req
+    leads that worker's next batch): a second, idle worker ran the next chunk beside the first,
+    and a three-chunk prompt came out in two iterations' time."""
+    calls: list[float] = []
+    sim = simulate(
+        concurrency=1,
+        input_lens=_fixed(1, 300.0),
+        output_lens=_fixed(1, 1.0),
+        prefill=_chunked_stage(0.01, 100.0, 2, calls),
+        admission_s=0.0,
+        decode_slots=np.inf,
+        tpot_s=0.01,
+    )
+    assert sim.ttft_s[0] == pytest.approx(0.03)
+
+
+def test_very_many_clients_are_followed_for_fewer_rounds() -> None:
+    assert simulated_requests(50_000, 10**9) == 4 * 50_000
+    assert simulated_requests(10**6, 10**9) == 3 * 10**6  # three rounds at least
+    assert simulated_requests(8_000, 10**9) == SETTLE_ROUNDS * 8_000
+
+
+def test_a_disaggregated_closed_loop_answer_is_json() -> None:
+    """``saturated`` was a numpy bool, which json.dumps refuses."""
+    result = infer(
+        "llama3.1-8b", gpu="h100-sxm", engine="sglang", input_len=1024, output_len=64,
+        concurrency=512, prefill_workers=1, decode_workers=1, decode_batch=16,
+    )  # fmt: skip
+    doc = json.loads(json.dumps(result.to_dict()))
+    assert doc["options"][0]["saturated"] is True

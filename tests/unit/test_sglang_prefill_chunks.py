@@ -73,15 +73,12 @@ def test_prefill_curve_runs_a_long_prompt_as_budget_sized_chunks() -> None:
 
 
 def _run(chunked: bool, lens: list[float], budget: float = 2048.0) -> list[float]:
+    """The prompt tokens of each prefill iteration (``on_iteration``: every iteration, the
+    repeated full-budget ones the simulation prices at once included)."""
     calls: list[float] = []
-
-    def iteration_s(tokens: float) -> float:
-        calls.append(tokens)
-        return 0.1
-
     stage = PrefillStage(
-        workers=1, ranks=1, rank_tokens=budget, rank_prompts=64, iteration_s=iteration_s,
-        chunked=chunked,
+        workers=1, ranks=1, rank_tokens=budget, rank_prompts=64, iteration_s=lambda _: 0.1,
+        chunked=chunked, on_iteration=lambda load: calls.append(max(load)),
     )  # fmt: skip
     simulate(
         concurrency=len(lens),

@@ -31,6 +31,7 @@ from gpuscale.planner.serving.search import (
     scorer,
 )
 from gpuscale.planner.serving.steady_state import Workload
+from gpuscale.price import check_price
 from gpuscale.specs import ModelSpec
 
 SCHEMA_VERSION = 2
@@ -303,19 +304,15 @@ def search(
         field="gpus",
     )
     require(gpus <= 512, f"--gpus {gpus}: the search covers up to 512 GPUs", field="gpus")
-    require(
-        slo_ttft_ms is None or slo_ttft_ms > 0, "--slo-ttft-ms must be > 0", field="slo_ttft_ms"
-    )
-    require(
-        slo_tpot_ms is None or slo_tpot_ms > 0, "--slo-tpot-ms must be > 0", field="slo_tpot_ms"
-    )
-    # inf was taken (every option at 0 tokens per dollar), as plan's rule does not
-    # (planner.search.Job: the same words).
-    require(
-        price is None or (math.isfinite(price) and price > 0),
-        f"--price must be a finite number of USD per GPU-hour > 0, got {price}",
-        field="price",
-    )
+    for name, target in (("slo_ttft_ms", slo_ttft_ms), ("slo_tpot_ms", slo_tpot_ms)):
+        # inf was taken as a target; no target is the flag left out (None).
+        require(
+            target is None or (math.isfinite(target) and target > 0),
+            f"--{name.replace('_', '-')} must be a finite number of milliseconds > 0, got "
+            f"{target}; leave it out for no target",
+            field=name,
+        )
+    check_price(price)  # plan's rule (planner.search.Job)
     for name, cv in (("input_cv", input_cv), ("output_cv", output_cv)):
         require(0.0 <= cv <= 10.0, f"--{name.replace('_', '-')} must be in [0, 10]", field=name)
     ctx = search_context(

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+import numpy as np
+
 from gpuscale import catalog
 from gpuscale.api._arguments import checks_arguments
 from gpuscale.api._json import document
@@ -93,7 +95,7 @@ def infer_static(
     model: str | ModelSpec,
     *,
     gpu: str,
-    tp: str | Sequence[int] | None = None,
+    tp: int | str | Sequence[int] | None = None,
     gpus_per_node: int | None = None,
     inter: str = catalog.DEFAULT_INTER,
     batch: int = 1,
@@ -179,7 +181,7 @@ def infer_static(
     )
 
 
-def _tp_list(tp: str | Sequence[int] | None, heads: int) -> list[int]:
+def _tp_list(tp: int | str | Sequence[int] | None, heads: int) -> list[int]:
     """The TP degrees to compare. Degrees that do not divide the heads are an error when the
     user named them, and are left out of the default list."""
     given = tp is not None
@@ -193,9 +195,17 @@ def _tp_list(tp: str | Sequence[int] | None, heads: int) -> list[int]:
             raise InputError(
                 f"--tp '{text}' must be comma-separated integers, e.g. 1,2,4,8", field="tp"
             ) from None
-    else:
+    elif is_whole(tp):  # one degree (tp=8 failed as 'int' object is not iterable)
+        values, text = [cast(int, tp)], str(tp)
+    elif isinstance(tp, (list, tuple, np.ndarray)):
         # 2.5 was cut to 2 and an empty list gave a table of no degree.
         values, text = list(tp), ",".join(map(str, tp))
+    else:
+        raise InputError(
+            f"--tp must be a whole number, a list of them or comma-separated text, got {tp!r}; "
+            "accepted: e.g. 8, [1, 2, 4, 8] or '1,2,4,8'",
+            field="tp",
+        )
     require(
         bool(values)
         and all(is_whole(v) and v >= 1 for v in values)

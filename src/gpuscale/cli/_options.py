@@ -88,7 +88,7 @@ def _flag(name: str, p: Param) -> dict[str, Any]:
 
 API_CHECKED = ("price", "timeout", "topk_ratio")
 """Numbers the API checks itself, in words that name the unit (``--price must be a finite number
-of USD per GPU-hour > 0``), so the flag takes any float."""
+of USD per GPU-hour ...; accepted: 0.0001 to 10000``), so the flag takes any float."""
 
 
 FLAGS: dict[str, dict[str, Any]] = {

@@ -33,6 +33,7 @@ from gpuscale.costmodel.uncertainty import band_for
 from gpuscale.errors import InputError, require
 from gpuscale.planner.enumerate import PlanRuns, SearchSpace, enumerate_runs
 from gpuscale.planner.words import PART_NAMES, bottleneck, describe, gpus, pct
+from gpuscale.price import check_price
 from gpuscale.specs import Cluster, ModelSpec, Plan, PlanBatch, Training
 from gpuscale.specs.units import GIB
 
@@ -140,11 +141,7 @@ class Workload:
             f"{MAX_TRAIN_TOKENS:g} (1000T, ~28x the largest published budget, Qwen3's 36T)",
             field="tokens",
         )
-        price = self.price_per_gpu_hour
-        require(
-            price is None or (math.isfinite(price) and price > 0),
-            f"--price must be a finite number of USD per GPU-hour > 0, got {price}",
-        )
+        check_price(self.price_per_gpu_hour)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -458,7 +458,7 @@ def _from_simulation(
         for q, v in zip(PERCENTILES, weighted_quantiles(values, w, qs), strict=True):
             pct[f"{name}_p{q}"] = float(v)
     cap = min(float(eng.max_num_seqs), kv_capacity_requests(kv_tokens, work, eng))
-    saturated = sim.mean_running >= 0.98 * cap
+    saturated = bool(sim.mean_running >= 0.98 * cap)
     if saturated:
         notes.append(
             "saturated: requests queue for a running slot or KV pages; the wait is in TTFT"
@@ -1109,7 +1109,7 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
             x = float(np.interp(conc, in_flight[idx], x_total[idx]))
         else:
             x = float(x_total[top])
-        saturated = conc > in_flight[top]
+        saturated = bool(conc > in_flight[top])
 
     def at(a: np.ndarray) -> float:
         return float(np.interp(x, x_total, a))

@@ -504,7 +504,13 @@ def load_curve(
     budget = float(eng.max_num_batched_tokens)
     cap_req = min(float(eng.max_num_seqs), kv_capacity_requests(kv_tokens, work, eng))
     if n_grid is None:
-        n = np.geomspace(1e-4, max(cap_req, 1.0) * 1.5, GRID)
+        # The lightest load carries a thousandth of an iteration's prompt tokens at most: with
+        # a prompt many times the budget, or one output token (no decode: ``decode_steps`` is
+        # a token's thousandth, its prompts are all there is), a fixed 1e-4 decodes was past
+        # the budget already, and no load was feasible.
+        most = budget if eng.chunked_prefill else max(budget, new_tokens)  # fits_budget's
+        lightest = 1e-3 * most * decode_steps / max(new_tokens, 1.0)
+        n = np.geomspace(min(1e-4, lightest), max(cap_req, 1.0) * 1.5, GRID)
     else:
         n = np.asarray(n_grid, dtype=float)
     ctx = np.full_like(n, isl + osl / 2.0)
@@ -574,7 +580,10 @@ def load_curve(
         all_busy = (1.0 - np.exp(-n)) ** ranks
         hold = adp_balance_wait_s(x, ranks, eng.adp_balance_timeout_iters * t)
         ttft = ttft + all_busy * hold
-    tpot = t / per_iteration
+    # TPOT is the time between output tokens after the first: a request of one output token
+    # has none (vLLM's benchmark_serving leaves it out of the TPOT mean; the cohort model
+    # reads 0 too), not the iteration time.
+    tpot = t / per_iteration if osl > 1.0 else np.zeros_like(t)
     e2e = ttft + max(osl - 1.0, 0.0) * tpot
     return LoadCurve(
         x=x,
@@ -905,6 +914,11 @@ def _steady(
     iterations in proportion, compute-bound); a request's TPOT averages its OSL-1 iterations,
     of which a Poisson number (mean = others' prompts arriving meanwhile) carry a prefill. The
     terms are taken at the same level (comonotone)."""
+    if work.output_len <= 1.0:  # no token after the first: no TPOT, no decode (load_curve)
+        none = np.zeros_like(u)
+        ttft = p.ttft_s + (u - 0.5) * p.iteration_s
+        ttft = ttft + p.own_prefill_s * p.prefill_iterations * (_lognormal(work.input_cv, z) - 1.0)
+        return ttft, none, none
     steps = max(work.output_len - 1.0, 1.0)
     # Speculative decoding: a request's decode spans steps / E iterations of E tokens each.
     per_it = p.tokens_per_iteration
