@@ -10,7 +10,8 @@ EP8 attention-DP 8 context worker, nine TP8 EP8 generation workers, decode batch
    rounds the re-bunched waves take to settle (``SETTLE_ROUNDS``);
 3. against the run's length (``num_requests`` up to the accepted 10^6): mean TTFT, requests and
    prefill iterations followed (counted), seconds per prediction;
-4. seconds per prediction over the validation set's disaggregated rows.
+4. seconds per prediction over the validation set's disaggregated rows;
+5. the edge loads a fuzz found slow: requests and prefill iterations followed, seconds.
 
     PYTHONPATH=src python benchmarks/disagg_loop_cost.py
 """
@@ -58,6 +59,38 @@ mean 0.9 L."""
 
 def _followed(conc: int, num_requests: int, cv: float) -> tuple[float, int, int, float]:
     """(mean TTFT ms, requests followed, prefill iterations followed, seconds)."""
+    return _counted(
+        "deepseek-r1",
+        {**KW, "concurrency": conc, "num_requests": num_requests, "input_cv": cv, "output_cv": cv},
+    )
+
+
+EDGES: dict[str, tuple[str, dict[str, Any]]] = {
+    # A one-token budget: every 1,024-token prompt is 1,024 chunks on one TP16 prefill worker.
+    "budget 1 token, 1024/1, C 512": (
+        "deepseek-r1",
+        dict(
+            gpu="gb200", engine="sglang", weights="int8_wo", input_len=1024, output_len=1,
+            concurrency=512, prefill_workers=4, prefill_tp=16, decode_workers=1, decode_tp=4,
+            engine_options={"max_num_batched_tokens": 1},
+        ),
+    ),
+    # 50,000 clients, 83k-token prompts in 11 chunks each.
+    "83k/8.3k, C 50,000": (
+        "gpt-oss-120b",
+        dict(
+            gpu="h100-pcie", engine="vllm", weights="fp8", input_len=83378, output_len=8300,
+            concurrency=50000, prefill_workers=1, decode_workers=2, decode_batch=512,
+            decode_tp=4, decode_ep=4, decode_attention_dp=4,
+        ),
+    ),
+}  # fmt: skip
+"""Loads a fuzz of the API found running for a minute (2026-12-03): 12.6M and 13M prefill
+iterations followed one by one."""
+
+
+def _counted(model: str, kw: dict[str, Any]) -> tuple[float, int, int, float]:
+    """(mean TTFT ms, requests followed, prefill iterations priced, seconds) of one answer."""
     seen: list[int] = []
     calls = [0]
     real = deployment.simulate
@@ -76,14 +109,7 @@ def _followed(conc: int, num_requests: int, cv: float) -> tuple[float, int, int,
     deployment.simulate = spy  # type: ignore[assignment]
     try:
         t = time.perf_counter()
-        out = infer(
-            "deepseek-r1",
-            **KW,
-            concurrency=conc,
-            num_requests=num_requests,
-            input_cv=cv,
-            output_cv=cv,
-        ).to_dict()["options"][0]
+        out = infer(model, **kw).to_dict()["options"][0]
         dt = time.perf_counter() - t
     finally:
         deployment.simulate = real  # type: ignore[assignment]
@@ -151,6 +177,13 @@ def main() -> None:
         f"4. disaggregated validation rows ({len(times)}): mean {1e3 * statistics.mean(times):.0f} "
         f"ms, median {1e3 * statistics.median(times):.0f} ms, max {1e3 * times[-1]:.0f} ms"
     )
+    print()
+    print("5. edge loads: repeated full-budget chunks priced at once, many clients followed for")
+    print("   fewer rounds (MOST_FOLLOWED)")
+    print(f"   {'load':<30} {'TTFT s':>10} {'followed':>9} {'iterations':>10} {'s':>6}")
+    for name, (model, kw) in EDGES.items():
+        ttft, followed, iterations, dt = _counted(model, kw)
+        print(f"   {name:<30} {ttft / 1e3:10.1f} {followed:9d} {iterations:10d} {dt:6.2f}")
 
 
 if __name__ == "__main__":

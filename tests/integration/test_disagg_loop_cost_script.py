@@ -31,3 +31,12 @@ def test_script_prints_one_reading_and_a_bounded_cost() -> None:
     assert runs[10**6][1:] == runs[10**5][1:] == runs[24 * 576][1:]
     assert abs(runs[10**6][0] - runs[10**5][0]) < abs(runs[10**5][0] - runs[24 * 576][0])
     assert re.search(r"4\. disaggregated validation rows \(\d+\): mean \d+ ms", out)
+    # The edge loads: at most MOST_FOLLOWED requests and no more iterations than two a request
+    # (a first chunk, a last), where 12-13 million were followed one by one.
+    edges = re.findall(
+        r"^\s+(budget 1 token.*|83k.*?)\s+([\d.]+)\s+(\d+)\s+(\d+)\s+[\d.]+$", out, re.M
+    )
+    assert len(edges) == 2
+    for _, _, followed, iterations in edges:
+        assert int(followed) <= 200_000
+        assert int(iterations) <= 2 * int(followed)
