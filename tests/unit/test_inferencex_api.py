@@ -186,6 +186,57 @@ def test_attention_dp_spans_the_engine_and_trt_balances_it() -> None:
     assert "adp_balance_timeout_iters" not in plain.kwargs
 
 
+@pytest.mark.parametrize(
+    ("date", "conc", "isl", "tokens"),
+    [
+        ("2025-12-15", "4", "1024", 1152),  # (CONC + ISL + 64 + 63) / 64 * 64: one prompt
+        ("2026-01-14", "64", "8192", 8320),
+        ("2026-01-29", "4", "1024", 8192),  # 64af5a771 (2026-01-21): at least 8192
+        ("2026-02-06", "4", "8192", 8320),  # above the floor: the formula
+    ],
+)
+def test_b200_trt_deepseek_launch_of_its_script_date(
+    date: str, conc: str, isl: str, tokens: int
+) -> None:
+    """serving_launches.INFERENCEX_DSR1_B200_TRT_FLOOR_FROM: the DeepSeek-R1 B200 TensorRT-LLM
+    scripts' token budget, KV dtype and memory fraction, FP8 and FP4 alike."""
+    for precision in ("fp8", "fp4"):
+        rec = _agg(
+            hardware="b200", framework="trt", precision=precision, tp="8", ep="8", image="",
+            date=date, conc=conc, isl=isl,
+        )  # fmt: skip
+        kw = read_record(rec).kwargs
+        assert kw["engine_options"] == {"max_num_batched_tokens": tokens, "memory_fraction": 0.8}
+        assert kw["kv_dtype"] == "fp8"
+        assert (kw["tp"], kw["ep"], kw["attention_dp"]) == (8, 8, 1)  # as the record states
+
+
+@pytest.mark.parametrize(
+    ("precision", "tp", "conc", "isl", "osl", "ep", "dp"),
+    [
+        ("fp8", "8", "4", "1024", "1024", 8, 1),  # EP_SIZE="$TP" whatever the record says
+        ("fp8", "8", "64", "1024", "1024", 8, 8),  # DP above 32 at 1k/1k
+        ("fp8", "8", "64", "8192", "1024", 8, 1),  # above 64 at 8k/1k
+        ("fp4", "8", "8", "1024", "1024", 1, 1),
+        ("fp4", "8", "16", "1024", "1024", 8, 1),  # EP above 8 on TP8 1k/1k
+        ("fp4", "4", "16", "1024", "1024", 1, 1),  # above 32 on TP4
+        ("fp4", "4", "256", "1024", "8192", 4, 4),  # DP from 256 at 1k prompts
+        ("fp4", "8", "64", "8192", "1024", 8, 8),  # EP and DP together at 8k/1k
+    ],
+)
+def test_b200_trt_deepseek_layout_before_the_configuration_entry(
+    precision: str, tp: str, conc: str, isl: str, osl: str, ep: int, dp: int
+) -> None:
+    """Runs before InferenceX #145 (2025-11-03): the B200 scripts chose EP and attention DP."""
+    rec = _agg(
+        hardware="b200", framework="trt", precision=precision, tp=tp, ep="1", image="",
+        date="2025-11-02", conc=conc, isl=isl, osl=osl,
+    )  # fmt: skip
+    kw = read_record(rec).kwargs
+    assert (kw["ep"], kw["attention_dp"]) == (ep, dp)
+    assert ("adp_balance_timeout_iters" in kw) == (dp > 1)
+
+
 def test_aggregated_gpus_are_the_tp_label_not_the_tp_x_ep_total() -> None:
     row = read_record(
         _agg(hardware="h200", framework="trt", precision="fp8", tp="8", ep="8", num_decode_gpu="64")

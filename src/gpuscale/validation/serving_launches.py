@@ -124,6 +124,62 @@ DEEPSEEK_TRT = ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")
 GPTOSS_TRT = ("openai/gpt-oss-120b",)
 
 
+INFERENCEX_DSR1_B200_TRT_FLOOR_FROM = "2026-01-21"
+"""InferenceX's DeepSeek-R1 B200 TensorRT-LLM scripts (``benchmarks/dsr1_fp{8,4}_b200_trt_slurm.sh``
+from 9596d23d7, 2025-10-29, to 2ee1e0018, 2026-01-12) launch ``--max_num_tokens=$(( (CONC + ISL
++ 64 + 63) / 64 * 64 ))``, room for one prompt beside the running decodes, as the H200 scripts
+do; 64af5a771 (2026-01-21) raises it to at least 8192 in both, and every later version
+(b0c4ed21b ``dsr1_fp{8,4}_b200_trt.sh``, ec7bafaae, 6eecc0e66) keeps that. Their
+``kv_cache_config`` states ``dtype: fp8`` and ``free_gpu_memory_fraction: 0.8``
+(:data:`INFERENCEX_DSR1_B200_TRT_MEMORY_FRACTION`) for FP8 and FP4 checkpoints alike. Not read:
+the MoE backend (DEEPGEMM, TRTLLM, CUTLASS: kernels the model does not tell apart), and from
+ec7bafaae (2026-01-29) the FP8 script's variants (a fraction of 0.7 at 1k/8k from concurrency
+256 and 0.75 at 8k/1k on TP4, ``batch_wait_timeout_iters`` at 1k/1k from concurrency 64)."""
+INFERENCEX_DSR1_B200_TRT_MEMORY_FRACTION = 0.8
+
+
+def _dsr1_b200_trt_script_layout(r: dict[str, str], conc: int, tp: int) -> dict[str, int]:
+    """Expert parallelism and attention DP as the DeepSeek-R1 B200 TensorRT-LLM scripts at
+    9596d23d7 (2025-10-29, in force until the configuration entry chose them,
+    ``INFERENCEX_TRT_EP_FROM_CONFIG``) set them from the shape and concurrency.
+    ``dsr1_fp8_b200_trt_slurm.sh``: ``EP_SIZE="$TP"``, ``DP_ATTENTION=true`` above concurrency
+    32 at 1k/1k and above 64 at 1k/8k and 8k/1k. ``dsr1_fp4_b200_trt_slurm.sh``, on TP4 and TP8
+    only (else EP 1, no DP): EP 1 unless above concurrency 32 (TP4, every shape; TP8 at 8k/1k),
+    8 (TP8 1k/1k) or 16 (TP8 1k/8k), then EP = TP; attention DP from concurrency 256 at 1k
+    prompts, and with EP at 8k/1k. Under attention DP both append ``attention_dp_config: {enable_balance: true, timeout_iters:
+    60}``."""
+    shape = (r["isl"], r["osl"])
+    shapes = (("1024", "1024"), ("1024", "8192"), ("8192", "1024"))
+    if r["precision"] == "fp8":
+        ep = tp
+        dp_above = dict(zip(shapes, (32, 64, 64), strict=True))
+        dp = shape in dp_above and conc > dp_above[shape]
+    elif tp in (4, 8) and shape in shapes:  # another TP or shape keeps EP 1, no DP
+        ep_above = dict(zip(shapes, (8, 16, 32) if tp == 8 else (32, 32, 32), strict=True))
+        ep = tp if conc > ep_above[shape] else 1
+        dp = conc >= 256 if shape != shapes[2] else conc > 32
+    else:
+        ep, dp = 1, False
+    out = {"ep": ep}
+    if dp:
+        out.update(attention_dp=tp, adp_balance_timeout_iters=INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS)
+    return out
+
+
+def _dsr1_trt_budget(
+    r: dict[str, str], conc: int, floored: bool, memory_fraction: float
+) -> dict[str, Any]:
+    """KV dtype and engine options of an InferenceX DeepSeek-R1 TensorRT-LLM launch (H200 and
+    B200 scripts alike): ``--max_num_tokens=$(( (CONC + ISL + 64 + 63) / 64 * 64 ))``, at least
+    8192 once the script floors it (``floored``), ``kv_cache_config: {dtype: fp8,
+    free_gpu_memory_fraction: memory_fraction}``."""
+    tokens = (conc + int(r["isl"]) + 64 + 63) // 64 * 64
+    if floored:
+        tokens = max(tokens, 8192)
+    options = {"max_num_batched_tokens": tokens, "memory_fraction": memory_fraction}
+    return {"kv_dtype": "fp8", "engine_options": options}
+
+
 def _dsr1_trt_script_dp(r: dict[str, str], conc: int) -> bool:
     """Attention DP as ``dsr1_fp8_h200_trt_slurm.sh`` at e06929c70 chose it before the
     configuration entry did (``INFERENCEX_TRT_EP_FROM_CONFIG``): ``DP_ATTENTION=true`` above
@@ -135,13 +191,14 @@ def _dsr1_trt_script_dp(r: dict[str, str], conc: int) -> bool:
     return isl == "8192" and osl == "1024" and conc > 32
 
 
-def _inferencex_trt(r: dict[str, str], models: tuple[str, ...]) -> str:
-    """The run day of an aggregated InferenceX TensorRT-LLM H200 row of ``models``, else ''."""
+def _inferencex_trt(r: dict[str, str], models: tuple[str, ...], system: str = "h200_sxm") -> str:
+    """The run day of an aggregated InferenceX TensorRT-LLM row of ``models`` on ``system``,
+    else ''."""
     day = measured_day(r)
     ok = (
         r["mode"] == "agg"
         and r["backend"] == "trtllm"
-        and r["system"] == "h200_sxm"
+        and r["system"] == system
         and r["silicon_data_source"].startswith(INFERENCEX_SOURCES)
         and r["model_path"] in models
     )
@@ -413,16 +470,25 @@ def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
             out["attention_dp"] = kw["tp"]
             out["adp_balance_timeout_iters"] = INFERENCEX_ADP_BALANCE_TIMEOUT_ITERS
     if day and r["model_path"] in DEEPSEEK_TRT:
-        tokens = (kw["concurrency"] + int(r["isl"]) + 64 + 63) // 64 * 64
-        if day >= INFERENCEX_DSR1_TRT_FLOOR_FROM:
-            tokens = max(tokens, 8192)
-        dsr1 = {
-            "max_num_batched_tokens": tokens,
-            "memory_fraction": INFERENCEX_DSR1_TRT_MEMORY_FRACTION,
-        }
-        return {**out, "kv_dtype": "fp8", "engine_options": dsr1}
+        return {
+            **out,
+            **_dsr1_trt_budget(
+                r, kw["concurrency"], day >= INFERENCEX_DSR1_TRT_FLOOR_FROM,
+                INFERENCEX_DSR1_TRT_MEMORY_FRACTION,
+            ),
+        }  # fmt: skip
     if day:
         return {**out, "kv_dtype": "bf16", "engine_options": dict(INFERENCEX_GPTOSS_TRT)}
+    if b200 := _inferencex_trt(r, DEEPSEEK_TRT, system="b200"):
+        if b200 < INFERENCEX_TRT_EP_FROM_CONFIG:
+            out.update(_dsr1_b200_trt_script_layout(r, kw["concurrency"], kw["tp"]))
+        return {
+            **out,
+            **_dsr1_trt_budget(
+                r, kw["concurrency"], b200 >= INFERENCEX_DSR1_B200_TRT_FLOOR_FROM,
+                INFERENCEX_DSR1_B200_TRT_MEMORY_FRACTION,
+            ),
+        }  # fmt: skip
     if launch := _launch(r):
         kv = {"kv_dtype": launch.kv_dtype} if launch.kv_dtype else {}
         # vLLM's expert-parallel group is the whole engine: TP x DP GPUs (``kw["tp"]``).
