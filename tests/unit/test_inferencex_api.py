@@ -212,6 +212,32 @@ def test_b200_trt_deepseek_launch_of_its_script_date(
 
 
 @pytest.mark.parametrize(
+    ("tp", "conc", "isl", "osl", "options"),
+    [
+        ("8", "4", "1024", "1024", {"memory_fraction": 0.8}),
+        ("8", "64", "1024", "1024", {"memory_fraction": 0.8, "batch_wait_timeout_iters": 40,
+                                     "batch_wait_max_tokens_ratio": 0.8}),
+        ("8", "256", "1024", "8192", {"memory_fraction": 0.7}),
+        ("4", "4", "8192", "1024", {"memory_fraction": 0.75}),
+    ],
+)  # fmt: skip
+def test_b200_trt_fp8_script_of_2026_01_29(
+    tp: str, conc: str, isl: str, osl: str, options: dict[str, float]
+) -> None:
+    """ec7bafaae's FP8 script (serving_launches.INFERENCEX_DSR1_B200_FP8_TRT_FROM): its memory
+    fractions and batch waiting by shape; the FP4 script and earlier days keep 0.8, no wait."""
+    rec = _agg(
+        hardware="b200", framework="trt", precision="fp8", tp=tp, ep="1", image="",
+        date="2026-02-05", conc=conc, isl=isl, osl=osl,
+    )  # fmt: skip
+    opts = read_record(rec).kwargs["engine_options"]
+    assert {k: v for k, v in opts.items() if k != "max_num_batched_tokens"} == options
+    for other in ({"precision": "fp4"}, {"date": "2026-01-14"}):
+        opts = read_record({**rec, **other}).kwargs["engine_options"]
+        assert opts["memory_fraction"] == 0.8 and "batch_wait_timeout_iters" not in opts
+
+
+@pytest.mark.parametrize(
     ("precision", "tp", "conc", "isl", "osl", "ep", "dp"),
     [
         ("fp8", "8", "4", "1024", "1024", 8, 1),  # EP_SIZE="$TP" whatever the record says

@@ -132,10 +132,34 @@ do; 64af5a771 (2026-01-21) raises it to at least 8192 in both, and every later v
 (b0c4ed21b ``dsr1_fp{8,4}_b200_trt.sh``, ec7bafaae, 6eecc0e66) keeps that. Their
 ``kv_cache_config`` states ``dtype: fp8`` and ``free_gpu_memory_fraction: 0.8``
 (:data:`INFERENCEX_DSR1_B200_TRT_MEMORY_FRACTION`) for FP8 and FP4 checkpoints alike. Not read:
-the MoE backend (DEEPGEMM, TRTLLM, CUTLASS: kernels the model does not tell apart), and from
-ec7bafaae (2026-01-29) the FP8 script's variants (a fraction of 0.7 at 1k/8k from concurrency
-256 and 0.75 at 8k/1k on TP4, ``batch_wait_timeout_iters`` at 1k/1k from concurrency 64)."""
+the MoE backend (DEEPGEMM, TRTLLM, CUTLASS: kernels the model does not tell apart). The FP8
+script's own variants from 2026-01-29: :data:`INFERENCEX_DSR1_B200_FP8_TRT_FROM`."""
 INFERENCEX_DSR1_B200_TRT_MEMORY_FRACTION = 0.8
+INFERENCEX_DSR1_B200_FP8_TRT_FROM = "2026-01-29"
+"""InferenceX #594 (ec7bafaae, 2026-01-29) rewrote ``benchmarks/dsr1_fp8_b200_trt.sh``, in
+force until 8d81e0bf4 (2026-02-19) only moved it: ``KV_CACHE_FREE_MEM_FRACTION`` 0.8, 0.7 at
+1k/8k from concurrency 256 and 0.75 at 8k/1k on TP4; ``DELAY_BATCHING`` at 1k/1k from
+concurrency 64, which appends ``batch_wait_timeout_iters: 40`` and
+``batch_wait_max_tokens_ratio: 0.8`` (:func:`_dsr1_b200_fp8_trt_variants`). The same change set
+the configuration entry's EP to 1 (``{ tp: 8, ep: 1 }`` in ``nvidia-master.yaml``): the
+records of that day state ``ep1``, the run of the new script. Not read: its MoE backend and
+piecewise CUDA graphs of the prefill (``PIECEWISE_CUDA_GRAPHS`` from concurrency 64 at 1k/1k
+and 8k/1k, 128 at 1k/8k), which the engine profile does not switch."""
+
+
+def _dsr1_b200_fp8_trt_variants(r: dict[str, str], conc: int, tp: int) -> dict[str, Any]:
+    """Memory fraction and batch waiting of ``dsr1_fp8_b200_trt.sh`` at ec7bafaae
+    (:data:`INFERENCEX_DSR1_B200_FP8_TRT_FROM`)."""
+    shape = (r["isl"], r["osl"])
+    fraction = INFERENCEX_DSR1_B200_TRT_MEMORY_FRACTION
+    if shape == ("1024", "8192") and conc >= 256:
+        fraction = 0.7
+    elif shape == ("8192", "1024") and tp == 4:
+        fraction = 0.75
+    out: dict[str, Any] = {"memory_fraction": fraction}
+    if shape == ("1024", "1024") and conc >= 64:
+        out.update(batch_wait_timeout_iters=40, batch_wait_max_tokens_ratio=0.8)
+    return out
 
 
 def _dsr1_b200_trt_script_layout(r: dict[str, str], conc: int, tp: int) -> dict[str, int]:
@@ -482,13 +506,15 @@ def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:
     if b200 := _inferencex_trt(r, DEEPSEEK_TRT, system="b200"):
         if b200 < INFERENCEX_TRT_EP_FROM_CONFIG:
             out.update(_dsr1_b200_trt_script_layout(r, kw["concurrency"], kw["tp"]))
-        return {
-            **out,
-            **_dsr1_trt_budget(
-                r, kw["concurrency"], b200 >= INFERENCEX_DSR1_B200_TRT_FLOOR_FROM,
-                INFERENCEX_DSR1_B200_TRT_MEMORY_FRACTION,
-            ),
-        }  # fmt: skip
+        b200_launch = _dsr1_trt_budget(
+            r, kw["concurrency"], b200 >= INFERENCEX_DSR1_B200_TRT_FLOOR_FROM,
+            INFERENCEX_DSR1_B200_TRT_MEMORY_FRACTION,
+        )  # fmt: skip
+        if r["precision"] == "fp8" and b200 >= INFERENCEX_DSR1_B200_FP8_TRT_FROM:
+            b200_launch["engine_options"].update(
+                _dsr1_b200_fp8_trt_variants(r, kw["concurrency"], kw["tp"])
+            )
+        return {**out, **b200_launch}
     if launch := _launch(r):
         kv = {"kv_dtype": launch.kv_dtype} if launch.kv_dtype else {}
         # vLLM's expert-parallel group is the whole engine: TP x DP GPUs (``kw["tp"]``).
