@@ -263,6 +263,23 @@ def test_b200_trt_deepseek_layout_before_the_configuration_entry(
     assert ("adp_balance_timeout_iters" in kw) == (dp > 1)
 
 
+@pytest.mark.parametrize(
+    ("precision", "date", "tp", "ep"),
+    [
+        ("fp4", "2025-11-02", "8", 8),  # --enable-ep-moe: EP = TP, the record says 1
+        ("fp4", "2025-11-10", "4", 4),
+        ("fp4", "2025-11-18", "4", 1),  # after #204 the record states what ran
+        ("fp8", "2025-11-10", "8", 1),  # only the FP4 script had the flag
+    ],
+)
+def test_b200_sglang_fp4_expert_parallel_of_enable_ep_moe(
+    precision: str, date: str, tp: str, ep: int
+) -> None:
+    """inferencex_sglang_launch.EP_MOE_LAST_DAY."""
+    rec = _agg(hardware="b200", framework="sglang", precision=precision, tp=tp, date=date)
+    assert read_record(rec).kwargs["ep"] == ep
+
+
 def test_aggregated_gpus_are_the_tp_label_not_the_tp_x_ep_total() -> None:
     row = read_record(
         _agg(hardware="h200", framework="trt", precision="fp8", tp="8", ep="8", num_decode_gpu="64")

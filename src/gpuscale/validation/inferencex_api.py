@@ -51,7 +51,10 @@ from gpuscale.validation.inferencex_multinode import (
     multinode_prefill_chunk,
     multinode_recv_interval,
 )
-from gpuscale.validation.inferencex_sglang_launch import blackwell_sglang_launch
+from gpuscale.validation.inferencex_sglang_launch import (
+    blackwell_sglang_expert_parallel,
+    blackwell_sglang_launch,
+)
 from gpuscale.validation.inferencex_sweeps import (
     script_draft_tokens,
     speculative_reading,
@@ -591,6 +594,8 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
         # single-node TensorRT-LLM runs (64 for TP8 EP8), as the 2026-04-06 export writes them.
         kw.update(_stage(rec, "decode"), pp=1)
         kw.update(launch_options(raw, kw))
+        if ep := blackwell_sglang_expert_parallel(rec):
+            kw["ep"] = ep  # --enable-ep-moe (inferencex_sglang_launch.EP_MOE_LAST_DAY)
         if sglang_bw := blackwell_sglang_launch(rec):
             # The B200/B300 SGLang scripts' scheduler flags (inferencex_sglang_launch).
             add_engine_options(kw, sglang_bw)

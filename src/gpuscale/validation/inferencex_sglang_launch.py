@@ -36,6 +36,16 @@ RECV_INTERVAL_HIGH = 30
 RECV_INTERVAL_FROM_CONC = 16
 """``if [[ $CONC -ge 16 ]]; then SCHEDULER_RECV_INTERVAL=30 else SCHEDULER_RECV_INTERVAL=10``."""
 
+EP_MOE_LAST_DAY = "2025-11-10"
+"""``benchmarks/dsr1_fp4_b200_docker.sh`` (every version from 27f29acbe, 2025-09-21, to
+d8fe8f73e~1) launches ``--enable-ep-moe``, which SGLang 0.5.3rc0/rc1 turns into ``ep_size = tp_size``: expert
+parallelism over the whole engine, while the configuration entry had no ``ep`` and the records
+say EP 1. InferenceX #204 (d8fe8f73e, 2025-11-10 14:55 -0500, "fix deprecated flags: replace
+--enable-ep-moe with --ep-size 8 ... Add ep: 4 for tp=4 entries in dsr1-fp4-b200-sglang
+config") kept that parallelism and wrote it into the entry (``{ tp: 4, ep: 4 }``, ``{ tp: 8,
+ep: 8 }``), so later records state it. No other InferenceX script had the flag. The records of
+2025-11-10 still say EP 1, the entry before #204: the old script's run."""
+
 FIRST_DAY = {"b200": "2025-09-21", "b300": "2026-04-17"}
 """First day each system's scripts carried the flags (27f29acbe; 9ebeafb4e)."""
 LAST_DAY = "2026-05-12"
@@ -87,3 +97,19 @@ def blackwell_sglang_launch(rec: dict[str, str]) -> dict[str, Any]:
         "max_prefill_tokens": budget,
         "max_num_seqs": seqs,
     }
+
+
+def blackwell_sglang_expert_parallel(rec: dict[str, str]) -> int | None:
+    """The expert-parallel size an aggregated InferenceX B200 SGLang DeepSeek-R1 FP4 record ran
+    with where its launch script set it and the record does not say (:data:`EP_MOE_LAST_DAY`):
+    its TP; None for any other record."""
+    if (
+        rec["hardware"] != "b200"
+        or rec["framework"] != "sglang"
+        or rec["disagg"] == "true"
+        or rec["model"] != "dsr1"
+        or rec["precision"] != "fp4"
+        or not FIRST_DAY["b200"] <= rec["date"] <= EP_MOE_LAST_DAY
+    ):
+        return None
+    return int(rec["decode_tp"])
