@@ -211,10 +211,11 @@ def simulate(
     Iteration by iteration: the waiting prompts, first come first served, go round the ranks
     (one each in turn, the balance of an empty iteration) while each rank has room for the next
     under its prompt cap, token budget and ``prompt_limit`` (a rank's first
-    prompt always fits: whole, or under chunked prefill a budget-sized chunk whose rest goes
-    back to the head of the queue; a later one is chunked into what is left of the budget);
-    the first prompt with no room ends the intake. The
-    iteration lasts as long as its fullest rank. Iterations are followed in the order they
+    prompt always fits: whole, or under chunked prefill a budget-sized chunk whose rest stays
+    on that worker and leads its next iteration; a later one is chunked into what is left of
+    the budget); the first prompt with no room ends the intake. The iteration lasts as long as
+    its fullest rank, and a run of iterations that repeat it exactly (every rank full with a
+    held prompt that still needs a whole budget) is priced at once. Iterations are followed in the order they
     start (the earliest free worker next); a finished prompt takes the earliest free decode
     slot (with several prefill workers two iterations' prompts can reach the slots out of
     time order: less than one iteration, and only while every slot is held); a request beyond
