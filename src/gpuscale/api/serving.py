@@ -20,7 +20,12 @@ from gpuscale.catalog.serving_engines import EngineProfile, kv_cache_dtype
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.catalog.serving_engines import engines as serving_engines
 from gpuscale.costmodel.profile import Profile, load_profile_for
-from gpuscale.costmodel.serving.formats import FORMATS, WeightFormat, weight_format
+from gpuscale.costmodel.serving.formats import (
+    FORMATS,
+    WeightFormat,
+    check_runs_on,
+    weight_format,
+)
 from gpuscale.costmodel.serving.iteration import Parallelism
 from gpuscale.costmodel.serving.speculative import Speculation
 from gpuscale.errors import InputError, is_whole, require
@@ -517,6 +522,7 @@ def infer(
             field="draft_tokens",
         )
     fmt = served_format(model, weights, spec)
+    check_runs_on(fmt, catalog.gpu(gpu), gpu)
     kv_dtype = served_kv_dtype(model, weights, fmt, eng, kv_dtype, spec)
     prof = _profile(eng.cost_profile, profile)
     for name, cv in (("input_cv", input_cv), ("output_cv", output_cv)):

@@ -17,6 +17,7 @@ from gpuscale.api.serving import (
 )
 from gpuscale.catalog.serving_engines import engine as engine_profile
 from gpuscale.costmodel.profile import load_profile_for
+from gpuscale.costmodel.serving.formats import check_runs_on
 from gpuscale.costmodel.serving.iteration import Parallelism
 from gpuscale.errors import is_whole, require
 from gpuscale.planner.serving.search import (
@@ -241,6 +242,7 @@ def search_context(
     eng = engine_profile(engine).for_device(catalog.gpu(gpu))
     check_prompt_budget(eng, input_len, caller="search")
     fmt = served_format(model, weights, spec)
+    check_runs_on(fmt, catalog.gpu(gpu), gpu)
     return SearchContext(
         model=spec,
         # On whole nodes, as ``infer`` runs each deployment it reports (12 GPUs: two 8-GPU

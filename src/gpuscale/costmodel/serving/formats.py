@@ -75,3 +75,27 @@ def gemm_precision(fmt: WeightFormat, device: Device) -> str:
 
 def is_weight_only(fmt: WeightFormat, device: Device) -> bool:
     return fmt.native != "bf16" and gemm_precision(fmt, device) == device.half_precision
+
+
+LOW_PRECISION_MIN_COMPUTE_CAPABILITY = 7.5
+"""Least NVIDIA compute capability whose GPUs run a checkpoint below 16 bits other than INT4:
+vLLM's quantization support table (docs "Quantization: Supported Hardware", the same from v0.8
+to v0.15) gives Volta (SM 7.0) none of AWQ, Marlin (GPTQ/AWQ/FP8), INT8 W8A8 or FP8 W8A8, and
+its FP8 page: "FP8 models will run on compute capability >= 7.5 (Turing) as weight-only W8A16,
+utilizing FP8 Marlin". INT4 stays (GPTQ runs on Volta in the same table)."""
+INT4_KEYS = ("int4_wo", "int4")
+
+
+def check_runs_on(fmt: WeightFormat, device: Device, device_name: str) -> None:
+    """Refuse a format no serving kernel runs on ``device`` (an FP8, FP4 or INT8 checkpoint on
+    a Volta GPU: :data:`LOW_PRECISION_MIN_COMPUTE_CAPABILITY`); it was priced as a weight-only
+    GEMM there."""
+    cc = device.compute_capability
+    low = fmt.weight_bytes < 2.0 and fmt.name not in INT4_KEYS
+    if low and cc is not None and cc < LOW_PRECISION_MIN_COMPUTE_CAPABILITY:
+        raise InputError(
+            f"--weights {fmt.name}: no serving kernel runs it on {device_name} (compute "
+            f"capability {cc:.1f}; FP8, FP4 and INT8 need {LOW_PRECISION_MIN_COMPUTE_CAPABILITY}"
+            f" or later); accepted there: bf16, fp16, {', '.join(INT4_KEYS)}",
+            field="weights",
+        )
