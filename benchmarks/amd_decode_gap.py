@@ -46,6 +46,7 @@ from gpuscale.planner.serving.deployment import _iteration_model
 from gpuscale.specs.model import ModelSpec
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.inferencex_api import ApiRow, load_records, read_record
+from gpuscale.validation.inferencex_tables import load_tables
 
 RECORDS = DATA_DIR / "serving" / "inferencex_api_dsr1.csv"
 AMD = ("mi300x", "mi325x", "mi355x")
@@ -162,12 +163,16 @@ def iteration_model(row: ApiRow) -> IterationModel:
 def amd_rows(hardware: tuple[str, ...]) -> list[ApiRow]:
     """The expressible aggregated SGLang records without speculation on ``hardware``."""
     out = []
+    # The launches' tables (the memory fraction each script states), as the held-out reading
+    # has them: SGLang's own fraction rule leaves no KV room beside the scripts' 131072-196608
+    # token chunk (inferencex_sglang_launch.amd_sglang_budget).
+    tables = load_tables(DATA_DIR / "serving")
     for rec in load_records(RECORDS):
         if rec["hardware"] not in hardware or rec["framework"] != "sglang":
             continue
         if rec["disagg"] != "false" or rec["spec_method"] != "none":
             continue
-        row = read_record(rec)
+        row = read_record(rec, tables)
         if row.expressible:
             out.append(row)
     return out

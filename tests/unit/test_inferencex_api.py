@@ -280,6 +280,29 @@ def test_b200_sglang_fp4_expert_parallel_of_enable_ep_moe(
     assert read_record(rec).kwargs["ep"] == ep
 
 
+@pytest.mark.parametrize(
+    ("hardware", "precision", "date", "conc", "isl", "budget"),
+    [
+        ("mi355x", "fp4", "2026-02-27", "4", "1024", 196608),
+        ("mi355x", "fp4", "2025-10-06", "64", "8192", 32768),  # FP4 8k/1k above 32
+        ("mi355x", "fp8", "2026-05-03", "64", "8192", 196608),
+        ("mi300x", "fp8", "2026-02-27", "4", "1024", 131072),  # from 32772c579
+        ("mi325x", "fp8", "2026-01-14", "4", "1024", 196608),
+    ],
+)
+def test_amd_sglang_token_budget_of_its_script(
+    hardware: str, precision: str, date: str, conc: str, isl: str, budget: int
+) -> None:
+    """inferencex_sglang_launch.amd_sglang_budget: --chunked-prefill-size and
+    --max-prefill-tokens as the MI3xx scripts set them (SGLang's 16384 had been read)."""
+    rec = _agg(
+        hardware=hardware, precision=precision, tp="8", date=date, conc=conc, isl=isl,
+        osl="1024",
+    )  # fmt: skip
+    opts = read_record(rec).kwargs["engine_options"]
+    assert opts["max_num_batched_tokens"] == opts["max_prefill_tokens"] == budget
+
+
 def test_aggregated_gpus_are_the_tp_label_not_the_tp_x_ep_total() -> None:
     row = read_record(
         _agg(hardware="h200", framework="trt", precision="fp8", tp="8", ep="8", num_decode_gpu="64")

@@ -52,6 +52,7 @@ from gpuscale.validation.inferencex_multinode import (
     multinode_recv_interval,
 )
 from gpuscale.validation.inferencex_sglang_launch import (
+    amd_sglang_budget,
     blackwell_sglang_expert_parallel,
     blackwell_sglang_launch,
 )
@@ -596,6 +597,8 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
         kw.update(launch_options(raw, kw))
         if ep := blackwell_sglang_expert_parallel(rec):
             kw["ep"] = ep  # --enable-ep-moe (inferencex_sglang_launch.EP_MOE_LAST_DAY)
+        if amd := amd_sglang_budget(rec):
+            add_engine_options(kw, amd)  # inferencex_sglang_launch.amd_sglang_budget
         if sglang_bw := blackwell_sglang_launch(rec):
             # The B200/B300 SGLang scripts' scheduler flags (inferencex_sglang_launch).
             add_engine_options(kw, sglang_bw)

@@ -113,3 +113,39 @@ def blackwell_sglang_expert_parallel(rec: dict[str, str]) -> int | None:
     ):
         return None
     return int(rec["decode_tp"])
+
+
+AMD_BUDGET_FIRST_DAY = "2025-09-20"
+"""First day of the AMD DeepSeek-R1 SGLang scripts read by :func:`amd_sglang_budget`
+(``benchmarks/dsr1_fp{4,8}_mi355x_docker.sh`` b99db2e85, ``dsr1_fp8_mi3{0,2}5x_docker.sh``
+c2be17947, 2025-09-20)."""
+AMD_MI3X_BUDGET_FROM = "2026-01-22"
+"""``dsr1_fp8_mi300x.sh`` and ``dsr1_fp8_mi325x.sh`` set 131072 from 32772c579 (2026-01-22) on
+(196608 before), through ``benchmarks/single_node/`` to ed5867f9e (2026-05-12)."""
+
+
+def amd_sglang_budget(rec: dict[str, str]) -> dict[str, Any]:
+    """The token budget an aggregated InferenceX SGLang DeepSeek-R1 record on MI300X, MI325X or
+    MI355X ran with: its script's ``--chunked-prefill-size`` and ``--max-prefill-tokens``, the
+    same number, in every version from the first (:data:`AMD_BUDGET_FIRST_DAY`) to ed5867f9e
+    (2026-05-12): 196608 on MI355X (FP4: 32768 at 8k/1k above concurrency 32, ``if [[ "$ISL" ==
+    "8192" && "$OSL" == "1024" ]]; then if [[ "$CONC" -gt "32" ]]; then PREFILL_SIZE=32768``),
+    and on MI300X/MI325X 196608, then 131072 (:data:`AMD_MI3X_BUDGET_FROM`). SGLang's default
+    (16384) had been read. Empty for any other record."""
+    system = rec["hardware"]
+    if (
+        system not in ("mi300x", "mi325x", "mi355x")
+        or rec["framework"] != "sglang"
+        or rec["disagg"] == "true"
+        or rec["model"] != "dsr1"
+        or rec["spec_method"] != "none"  # the MTP scripts are not read here
+        or not AMD_BUDGET_FIRST_DAY <= rec["date"] <= LAST_DAY
+    ):
+        return {}
+    if system == "mi355x":
+        shape = (rec["isl"], rec["osl"])
+        small = rec["precision"] == "fp4" and shape == ("8192", "1024") and int(rec["conc"]) > 32
+        budget = 32768 if small else 196608
+    else:
+        budget = 131072 if rec["date"] >= AMD_MI3X_BUDGET_FROM else 196608
+    return {"max_num_batched_tokens": budget, "max_prefill_tokens": budget}
