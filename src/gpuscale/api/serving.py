@@ -522,7 +522,7 @@ def infer(
             field="draft_tokens",
         )
     fmt = served_format(model, weights, spec)
-    check_runs_on(fmt, catalog.gpu(gpu), gpu)
+    check_runs_on(fmt, catalog.gpu(gpu))
     kv_dtype = served_kv_dtype(model, weights, fmt, eng, kv_dtype, spec)
     prof = _profile(eng.cost_profile, profile)
     for name, cv in (("input_cv", input_cv), ("output_cv", output_cv)):

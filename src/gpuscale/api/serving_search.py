@@ -242,7 +242,7 @@ def search_context(
     eng = engine_profile(engine).for_device(catalog.gpu(gpu))
     check_prompt_budget(eng, input_len, caller="search")
     fmt = served_format(model, weights, spec)
-    check_runs_on(fmt, catalog.gpu(gpu), gpu)
+    check_runs_on(fmt, catalog.gpu(gpu))
     return SearchContext(
         model=spec,
         # On whole nodes, as ``infer`` runs each deployment it reports (12 GPUs: two 8-GPU

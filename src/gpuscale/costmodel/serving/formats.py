@@ -86,7 +86,7 @@ utilizing FP8 Marlin". INT4 stays (GPTQ runs on Volta in the same table)."""
 INT4_KEYS = ("int4_wo", "int4")
 
 
-def check_runs_on(fmt: WeightFormat, device: Device, device_name: str) -> None:
+def check_runs_on(fmt: WeightFormat, device: Device) -> None:
     """Refuse a format no serving kernel runs on ``device`` (an FP8, FP4 or INT8 checkpoint on
     a Volta GPU: :data:`LOW_PRECISION_MIN_COMPUTE_CAPABILITY`); it was priced as a weight-only
     GEMM there."""
@@ -94,7 +94,7 @@ def check_runs_on(fmt: WeightFormat, device: Device, device_name: str) -> None:
     low = fmt.weight_bytes < 2.0 and fmt.name not in INT4_KEYS
     if low and cc is not None and cc < LOW_PRECISION_MIN_COMPUTE_CAPABILITY:
         raise InputError(
-            f"--weights {fmt.name}: no serving kernel runs it on {device_name} (compute "
+            f"--weights {fmt.name}: no serving kernel runs it on {device.id} (compute "
             f"capability {cc:.1f}; FP8, FP4 and INT8 need {LOW_PRECISION_MIN_COMPUTE_CAPABILITY}"
             f" or later); accepted there: bf16, fp16, {', '.join(INT4_KEYS)}",
             field="weights",

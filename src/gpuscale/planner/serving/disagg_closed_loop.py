@@ -215,8 +215,8 @@ def simulate(
     on that worker and leads its next iteration; a later one is chunked into what is left of
     the budget); the first prompt with no room ends the intake. The iteration lasts as long as
     its fullest rank, and a run of iterations that repeat it exactly (every rank full with a
-    held prompt that still needs a whole budget) is priced at once. Iterations are followed in the order they
-    start (the earliest free worker next); a finished prompt takes the earliest free decode
+    held prompt that still needs a whole budget) is priced at once. Iterations are followed in
+    the order they start (the earliest free worker next); a finished prompt takes the earliest free decode
     slot (with several prefill workers two iterations' prompts can reach the slots out of
     time order: less than one iteration, and only while every slot is held); a request beyond
     the free slots waits for the earliest one its predecessors free."""

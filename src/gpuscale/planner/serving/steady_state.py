@@ -914,19 +914,16 @@ def _steady(
     iterations in proportion, compute-bound); a request's TPOT averages its OSL-1 iterations,
     of which a Poisson number (mean = others' prompts arriving meanwhile) carry a prefill. The
     terms are taken at the same level (comonotone)."""
+    own = p.own_prefill_s * p.prefill_iterations
+    ttft = p.ttft_s + (u - 0.5) * p.iteration_s + own * (_lognormal(work.input_cv, z) - 1.0)
     if work.output_len <= 1.0:  # no token after the first: no TPOT, no decode (load_curve)
-        none = np.zeros_like(u)
-        ttft = p.ttft_s + (u - 0.5) * p.iteration_s
-        ttft = ttft + p.own_prefill_s * p.prefill_iterations * (_lognormal(work.input_cv, z) - 1.0)
-        return ttft, none, none
+        return ttft, np.zeros_like(u), np.zeros_like(u)
     steps = max(work.output_len - 1.0, 1.0)
     # Speculative decoding: a request's decode spans steps / E iterations of E tokens each.
     per_it = p.tokens_per_iteration
     iterations = steps / per_it
     extra = max(p.own_prefill_s - p.decode_only_s, 0.0)
     m = max(rate_per_iteration * iterations, 0.0)
-    own = p.own_prefill_s * p.prefill_iterations
-    ttft = p.ttft_s + (u - 0.5) * p.iteration_s + own * (_lognormal(work.input_cv, z) - 1.0)
     floor = p.decode_only_s / per_it
     if m > 0:
         tpot = floor + np.maximum(m + z * np.sqrt(m), 0.0) * extra / steps
