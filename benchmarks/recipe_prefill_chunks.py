@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import csv
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -124,21 +124,40 @@ def versions(repo: Path, path: str) -> list[tuple[str, str, str]]:
     return out
 
 
+def versioned_values(
+    mirrors: Path, path: str, parse: Callable[[str], Any]
+) -> list[tuple[Any, dict[str, str]]]:
+    """``parse`` of every version of ``path`` in the forks under ``mirrors``: one (value, line
+    fields) per distinct value, in the order of its first version's day; the fields are
+    ``versions`` (distinct commits stating it), ``first_day``, ``last_day`` and ``repo`` (the
+    forks holding them)."""
+    seen: dict[Any, dict[str, Any]] = {}
+    for fork in FORKS:
+        repo = mirrors / fork.replace("/", "+") / "repo"
+        for commit, day, text in versions(repo, path):
+            entry = seen.setdefault(parse(text), {"commits": {}, "forks": set()})
+            entry["commits"][commit] = day
+            entry["forks"].add(fork)
+    spans = {v: sorted(e["commits"].values()) for v, e in seen.items()}
+    return [
+        (
+            value,
+            {
+                "versions": str(len(seen[value]["commits"])),
+                "first_day": spans[value][0],
+                "last_day": spans[value][-1],
+                "repo": " ".join(f for f in FORKS if f in seen[value]["forks"]),
+            },
+        )
+        for value in sorted(seen, key=lambda v: (spans[v][0], spans[v][-1]))
+    ]
+
+
 def table(mirrors: Path, paths: Iterable[str]) -> list[dict[str, str]]:
     """The table's lines for ``paths`` read from the forks under ``mirrors``."""
     rows = []
     for path in paths:
-        seen: dict[tuple[str, str, str] | None, dict[str, Any]] = {}
-        for fork in FORKS:
-            repo = mirrors / fork.replace("/", "+") / "repo"
-            for commit, day, text in versions(repo, path):
-                value = prefill_values(text)
-                entry = seen.setdefault(value, {"commits": {}, "forks": set()})
-                entry["commits"][commit] = day
-                entry["forks"].add(fork)
-        spans = {v: sorted(e["commits"].values()) for v, e in seen.items()}
-        for value in sorted(seen, key=lambda v: (spans[v][0], spans[v][-1])):
-            entry, days = seen[value], spans[value]
+        for value, span in versioned_values(mirrors, path, prefill_values):
             chunk, limit, fraction = ("", "", "") if value is None else value
             rows.append(
                 {
@@ -147,13 +166,22 @@ def table(mirrors: Path, paths: Iterable[str]) -> list[dict[str, str]]:
                     "chunked_prefill_size": chunk,
                     "max_prefill_tokens": limit,
                     "mem_fraction_static": fraction,
-                    "versions": str(len(entry["commits"])),
-                    "first_day": days[0],
-                    "last_day": days[-1],
-                    "repo": " ".join(f for f in FORKS if f in entry["forks"]),
+                    **span,
                 }
             )
     return rows
+
+
+def write_table(rows: list[dict[str, str]], out: Path, columns: Sequence[str]) -> None:
+    """Write ``rows`` to ``out`` and print how many lines and files, and which files changed
+    their value across versions."""
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(columns), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    files = {r["recipe"] for r in rows}
+    changed = sorted(p for p in files if sum(r["recipe"] == p for r in rows) > 1)
+    print(f"{len(rows)} lines, {len(files)} files; changed across versions: {', '.join(changed)}")
 
 
 def main() -> None:
@@ -161,14 +189,7 @@ def main() -> None:
     ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
     ap.add_argument("--out", type=Path, default=SERVING / PREFILL_CHUNKS_FILE)
     args = ap.parse_args()
-    rows = table(args.mirrors, sglang_recipes())
-    with args.out.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=PREFILL_CHUNKS_COLUMNS, lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
-    files = {r["recipe"] for r in rows}
-    changed = sorted(p for p in files if sum(r["recipe"] == p for r in rows) > 1)
-    print(f"{len(rows)} lines, {len(files)} files; changed across versions: {', '.join(changed)}")
+    write_table(table(args.mirrors, sglang_recipes()), args.out, PREFILL_CHUNKS_COLUMNS)
 
 
 if __name__ == "__main__":

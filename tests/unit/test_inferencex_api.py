@@ -31,6 +31,7 @@ from gpuscale.validation.inferencex_api import (
 )
 from gpuscale.validation.inferencex_memory import MEM_FRACTIONS_FILE, load_fractions
 from gpuscale.validation.inferencex_multinode import (
+    FRONTENDS_FILE,
     MTP_RECIPES_FILE,
     PLAIN_RECIPES_FILE,
     PREFILL_CHUNKS_FILE,
@@ -740,8 +741,9 @@ def test_load_tables_reads_each_table_from_its_own_file() -> None:
         plain_recipes=PLAIN_RECIPES,
         server_prompts=load_server_prompts(SERVING / CLIENT_TOKENS_FILE),
         prefill_chunks=load_multinode_recipes(SERVING / PREFILL_CHUNKS_FILE),
+        frontends=load_multinode_recipes(SERVING / FRONTENDS_FILE),
     )
-    assert tables.prefill_chunks
+    assert tables.prefill_chunks and tables.frontends
     assert all(getattr(tables, f) for f in ("recipes", "sweeps", "scripts", "fractions"))
     assert tables.server_prompts
     assert tables.mtp_recipes and tables.plain_recipes

@@ -63,9 +63,15 @@ def test_attention_dp_stages_split_the_launch_over_their_ranks() -> None:
     got, note = mori_launch(rec, _kw(rec))
     # Prefill --max-running-requests 24 over 8 ranks and --chunked-prefill-size 16384 x TP per
     # worker (the model splits it, EngineProfile.per_attention_rank); decode
-    # --max-running-requests 160 x TP over 8 ranks.
-    assert got == {"prefill_batch": 3, "decode_batch": 160, "max_num_batched_tokens": 131072}
-    assert "InferenceX@8d81e0bf4" in note
+    # --max-running-requests 160 x TP over 8 ranks; the router deals decode workers at random
+    # (sglang_router --decode-policy random).
+    assert got == {
+        "prefill_batch": 3,
+        "decode_batch": 160,
+        "max_num_batched_tokens": 131072,
+        "decode_routing": "random",
+    }
+    assert "InferenceX@8d81e0bf4" in note and "picked at random" in note
 
 
 def test_without_attention_dp_the_worker_caps_and_chunk() -> None:
@@ -76,8 +82,10 @@ def test_without_attention_dp_the_worker_caps_and_chunk() -> None:
     # Prefill 128 prompts and the chunk 262144 as launched (the model applies SGLang's
     # --max-prefill-tokens 16384 next to it); decode with EP and no DP 256 (both sglang_disagg
     # versions in force on 2026-02-16 agree).
+    # Their router is not read: no routing, and the note says so.
     assert got == {"prefill_batch": 128, "decode_batch": 256, "max_num_batched_tokens": 262144}
-    assert "953f7c512" in note and "14606ff7c" in note
+    assert "953f7c512" in note and "14606ff7c" in note and "router not read" in note
+    assert "decode_routing not applied" not in note
     no_ep = _rec(date="2026-02-16", decode_ep="1", decode_dp_attention="false")
     assert mori_launch(no_ep, _kw(no_ep))[0]["decode_batch"] == 128
 

@@ -20,6 +20,7 @@ from gpuscale.api.training import DEFAULT_LORA_RANK
 from gpuscale.cluster.choices import DEFAULT_MODEL, EVENTS, ORDERS, POLICIES, SYNTHETIC
 from gpuscale.costmodel.profile import profile_names
 from gpuscale.measure.bench_setup import CPU_SIZES, GPU_SIZES
+from gpuscale.planner.serving.disagg_closed_loop import ROUTINGS
 from gpuscale.specs.plan import RECOMPUTE_CHOICES
 from gpuscale.specs.training import (
     FINETUNES,
@@ -247,6 +248,12 @@ PARAMS: dict[str, Param] = {
     "replicas": Param(type=int, default=1, help="Engine instances behind a load balancer."),
     **_worker("prefill", "prompts"),
     **_worker("decode", "requests"),
+    "decode_routing": Param(
+        choices=ROUTINGS,
+        default="least-loaded",
+        help="Disaggregated: how the router picks a decode worker: one with a free slot, "
+        "in turn (Dynamo's default frontend), or at random (several frontends).",
+    ),
     # a shared cluster over time (cluster_simulate, cluster_trace, cluster_adapt)
     "seed": Param(type=int, default=0, help="Seed of the random draws (same seed, same answer)."),
     "policy": Param(

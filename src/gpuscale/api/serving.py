@@ -41,6 +41,7 @@ from gpuscale.planner.serving.deployment import (
     predict_disaggregated,
     prefill_worker_engine,
 )
+from gpuscale.planner.serving.disagg_closed_loop import ROUTINGS
 from gpuscale.planner.serving.placement import Group, Placement, place
 from gpuscale.planner.serving.steady_state import Workload
 from gpuscale.specs import Cluster, ModelSpec
@@ -447,6 +448,7 @@ def infer(
     decode_ep: int = 1,
     decode_attention_dp: int = 1,
     decode_batch: int | None = None,
+    decode_routing: str = "least-loaded",
     gpus_per_node: int | None = None,
     inter: str = catalog.DEFAULT_INTER,
     profile: str | None = None,
@@ -467,6 +469,10 @@ def infer(
     ``concurrency`` requests arriving as one burst); open loop (Poisson) with ``request_rate``
     requests/s. ``num_requests`` unstated: 20 x ``concurrency`` for a closed loop with fixed
     lengths (AIConfigurator's aiperf command), else 1000 (``deployment.measured_requests``).
+    ``decode_routing`` (disaggregated): how the router picks a decode worker for a request:
+    one with a free slot (``least-loaded``), each in turn (``round-robin``, Dynamo's frontend
+    default), or at random (``random``: several frontends behind a load balancer); a blind
+    router makes a request wait on a busy worker while another has a free slot.
     ``adp_balance_timeout_iters`` > 0 turns on TensorRT-LLM's attention-DP context balancing
     (``attention_dp_config: {enable_balance: true, timeout_iters: N}``). ``engine_options``
     overrides the engine's scheduler defaults as a launch sets them (:data:`ENGINE_OPTIONS`).
@@ -592,6 +598,12 @@ def infer(
             f"--{name.replace('_', '-')} {setting} applies only to {stray} serving; {words}",
             field=name,
         )
+    require(
+        disagg or decode_routing == "least-loaded",
+        f"--decode-routing {decode_routing} applies only to disaggregated serving; give "
+        "--prefill-workers and --decode-workers too",
+        field="decode_routing",
+    )
     if disagg:
         require(
             eng.disaggregated,
@@ -622,8 +634,14 @@ def infer(
             workers=prefill_workers,
             par=_par(spec, prefill_tp, 1, prefill_ep, prefill_attention_dp, "prefill_"),
         )
+        require(
+            decode_routing in ROUTINGS,
+            f"--decode-routing {decode_routing!r}: accepted {', '.join(ROUTINGS)}",
+            field="decode_routing",
+        )
         d_pool = Pool(
             max_batch=decode_batch,
+            routing=decode_routing,
             workers=decode_workers,
             par=_par(spec, decode_tp, 1, decode_ep, decode_attention_dp, "decode_"),
         )
@@ -659,6 +677,7 @@ def infer(
             "decode_attention_dp": decode_attention_dp,
             "prefill_batch": prefill_batch,
             "decode_batch": decode_batch,
+            "decode_routing": decode_routing,
             **_nodes(placed),
             "prefill_nodes": placed.nodes_of("prefill"),
             "decode_nodes": placed.nodes_of("decode"),

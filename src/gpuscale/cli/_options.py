@@ -152,6 +152,7 @@ SERVING: list[str | Decorator] = [
     flag("pp", help="Pipeline stages per engine."),
     *("ep", "attention_dp", "replicas"),
     *(f"{stage}_{what}" for stage in ("prefill", "decode") for what in WORKER),
+    "decode_routing",
 ]
 """A serving engine under load: the request stream, the aggregated layout and the disaggregated
 prefill/decode split."""

@@ -49,6 +49,7 @@ UNDER_LOAD = (
     *SPECULATIVE,
     *("pp", "ep", "attention_dp", "replicas"),
     *(f"{stage}_{what}" for stage in ("prefill", "decode") for what in WORKER),
+    "decode_routing",
 )
 """Options only the serving model under load takes."""
 

@@ -44,12 +44,16 @@ from gpuscale.validation.client_tokenizer import default_server_prompts, server_
 from gpuscale.validation.inferencex_decode_caps import default_decode_caps
 from gpuscale.validation.inferencex_mori_launch import mori_launch
 from gpuscale.validation.inferencex_multinode import (
+    default_frontends,
     default_plain_recipes,
     default_prefill_chunks,
+    entry_runs,
     multinode_decode_cap,
     multinode_draft_tokens,
     multinode_prefill_chunk,
     multinode_recv_interval,
+    recipe_files,
+    recipes_decode_routing,
 )
 from gpuscale.validation.inferencex_sglang_launch import (
     amd_sglang_budget,
@@ -494,6 +498,31 @@ def nvl72_recipe(rec: dict[str, str], raw: dict[str, str], kw: dict[str, Any]) -
     return out
 
 
+def _record_recipes(
+    rec: dict[str, str],
+    raw: dict[str, str],
+    conc: int,
+    kw: dict[str, Any],
+    tables: InferenceXTables,
+) -> list[str]:
+    """The srt-slurm recipe files a disaggregated record ran (``recipe_files``: none where an
+    entry launches no recipe file): the multi-node tables' entries that run it (the MTP table
+    for an MTP record; the plain and decode-caps tables otherwise) and the H100/H200 recipes
+    table's entries of its kind, workers and decode attention DP."""
+    mtp = rec["spec_method"] == "mtp"
+    plain = default_plain_recipes() if tables.plain_recipes is None else tables.plain_recipes
+    lines = list(tables.mtp_recipes or []) if mtp else [*plain, *default_decode_caps()]
+    found = [ln["recipe"] for ln in lines if entry_runs(ln, rec, raw["system"])]
+    found += [
+        e["recipe"]
+        for e in _candidates(raw, conc, list(tables.recipes or []))
+        if e["spec"] == ("mtp" if mtp else "none")
+        and (int(e["prefill_workers"]), int(e["decode_workers"]), int(e["decode_attention_dp"]))
+        == (kw["prefill_workers"], kw["decode_workers"], kw["decode_attention_dp"])
+    ]
+    return recipe_files(found)
+
+
 def _disagg_mtp(
     raw: dict[str, str], conc: int, kw: dict[str, Any], recipes: Recipes
 ) -> dict[str, Any] | None:
@@ -678,10 +707,19 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
             kw.update(cap)
             notes.extend(why)
         kw.update(disagg_kv_dtype(raw))
+        # The router in front of the decode workers: the Dynamo frontends the record's srt-slurm
+        # recipes start (inferencex_multinode.recipes_decode_routing).
+        frontends = default_frontends() if tables.frontends is None else tables.frontends
+        routing, routing_note = recipes_decode_routing(
+            _record_recipes(rec, raw, conc, kw, tables), rec["date"], frontends
+        )
+        kw.update(routing)
+        if routing_note:
+            notes.append(routing_note)
         mori, mori_note = mori_launch(rec, kw)
         if mori:
             # The MoRI launch's caps where no recipes table gave one (none states MI355X's).
-            for key in ("prefill_batch", "decode_batch"):
+            for key in ("prefill_batch", "decode_batch", "decode_routing"):
                 if key in mori and key not in kw:
                     kw[key] = mori[key]
             if "max_num_batched_tokens" in mori:

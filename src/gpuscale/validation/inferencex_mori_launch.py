@@ -77,6 +77,12 @@ class MoriLaunch:
     decode_dp_graph_bs: int
     """End of the decode CUDA-graph batch range with attention DP: ``--max-running-requests`` is
     this x ``DECODE_TP_SIZE``."""
+    decode_routing: str | None = None
+    """How the launch's router picks a decode worker (``infer``'s ``decode_routing``): the
+    InferenceX ``amd_utils/server.sh`` versions start ``sglang_router.launch_router
+    --pd-disaggregation --policy random --prefill-policy random --decode-policy random``
+    (read at 8d81e0bf4, 4706e7009, 4230b97ca); None: not read (the sglang_disagg commits are not
+    in the snapshot read)."""
 
 
 FP8_0210 = "rocm/sgl-dev:sglang-0.5.8-rocm700-mi35x-mori-0210"
@@ -86,19 +92,19 @@ LAUNCHES: tuple[MoriLaunch, ...] = (
     MoriLaunch("fp8", "2026-02-16", "2026-02-19", FP8_0210, "sglang_disagg@14606ff7c", None,
                262144, 160),
     MoriLaunch("fp8", "2026-02-19", "2026-03-03", FP8_0210, "InferenceX@8d81e0bf4 amd_utils",
-               None, 262144, 160),
+               None, 262144, 160, "random"),
     MoriLaunch("fp8", "2026-03-03", "2026-04-19",
                "rocm/sgl-dev:sglang-0.5.9-rocm720-mi35x-mori-0227-2",
-               "InferenceX@4706e7009 amd_utils", None, 262144, 160),
+               "InferenceX@4706e7009 amd_utils", None, 262144, 160, "random"),
     MoriLaunch("fp4", "2026-02-19", "2026-03-03",
                "rocm/sgl-dev:sglang-0.5.7-rocm700-mi35x-mori-fp4-0122",
-               "InferenceX@8d81e0bf4 amd_utils", 16384, 16384, 160),
+               "InferenceX@8d81e0bf4 amd_utils", 16384, 16384, 160, "random"),
     MoriLaunch("fp4", "2026-03-03", "2026-03-13",
                "rocm/sgl-dev:sglang-0.5.9-rocm720-mi35x-mori-0227-2",
-               "InferenceX@4706e7009 amd_utils", 16384, 16384, 160),
+               "InferenceX@4706e7009 amd_utils", 16384, 16384, 160, "random"),
     MoriLaunch("fp4", "2026-03-13", "2026-04-19",
                "rocm/sgl-dev:sglang-0.5.9-rocm720-mi35x-mori-0227-3",
-               "InferenceX@4230b97ca amd_utils", None, 16384, 160),
+               "InferenceX@4230b97ca amd_utils", None, 16384, 160, "random"),
 )  # fmt: skip
 """The versions read (module docstring), with the entry's image at each commit."""
 
@@ -125,7 +131,7 @@ def _values(launch: MoriLaunch, kw: dict[str, Any], rec: dict[str, str]) -> dict
     }
 
 
-def mori_launch(rec: dict[str, str], kw: dict[str, Any]) -> tuple[dict[str, int], str]:
+def mori_launch(rec: dict[str, str], kw: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """Per-rank caps and per-worker prefill chunk of MoRI-SGLang record ``rec`` whose disaggregated
     deployment ``kw`` (``inferencex_api``'s reading of its stages) states, from the launch
     versions (:data:`LAUNCHES`) of its precision, day and image; each value only where every
@@ -142,14 +148,18 @@ def mori_launch(rec: dict[str, str], kw: dict[str, Any]) -> tuple[dict[str, int]
     ]
     if not hits:
         return {}, ""
-    per = [_values(ln, kw, rec) for ln in hits]
-    out = {k: v for k, v in per[0].items() if all(p[k] == v for p in per)}
-    left = sorted(set(per[0]) - set(out))
+    per: list[dict[str, Any]] = [
+        {**_values(ln, kw, rec), "decode_routing": ln.decode_routing} for ln in hits
+    ]
+    agree = {k: v for k, v in per[0].items() if all(p[k] == v for p in per)}
+    out = {k: v for k, v in agree.items() if v is not None}
+    left = sorted(set(per[0]) - set(agree))
     sources = ", ".join(ln.source for ln in hits)
     note = (
         f"MoRI launch ({sources}): prefill {out.get('prefill_batch', '-')} prompts per rank "
         f"and a {out.get('max_num_batched_tokens', '-')}-token chunk per worker, decode cap "
-        f"{out.get('decode_batch', '-')} per rank"
+        f"{out.get('decode_batch', '-')} per rank, decode workers picked "
+        f"{'at random' if out.get('decode_routing') == 'random' else 'by a router not read'}"
     )
     if left:
         note += f"; {', '.join(left)} not applied: the versions in force that day differ"

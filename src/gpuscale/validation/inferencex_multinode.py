@@ -37,7 +37,7 @@ import csv
 import functools
 import itertools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,23 @@ PREFILL_CHUNKS_COLUMNS = (
     "repo",
 )
 """Columns of :data:`PREFILL_CHUNKS_FILE` (``benchmarks/recipe_prefill_chunks.py`` writes it;
+SOURCES.md)."""
+
+FRONTENDS_FILE = "inferencex_disagg_frontends.csv"
+FRONTENDS_COLUMNS = (
+    "recipe",
+    "frontend_type",
+    "multiple",
+    "additional",
+    "worker_nodes",
+    "frontends",
+    "router_args",
+    "versions",
+    "first_day",
+    "last_day",
+    "repo",
+)
+"""Columns of :data:`FRONTENDS_FILE` (``benchmarks/recipe_frontends.py`` writes it;
 SOURCES.md)."""
 
 MultinodeRecipes = list[dict[str, str]]
@@ -87,6 +104,14 @@ def default_prefill_chunks() -> tuple[dict[str, str], ...]:
     from gpuscale.validation import DATA_DIR
 
     return tuple(load_multinode_recipes(DATA_DIR / "serving" / PREFILL_CHUNKS_FILE))
+
+
+@functools.cache
+def default_frontends() -> tuple[dict[str, str], ...]:
+    """:data:`FRONTENDS_FILE` in the project's data (``gpuscale.validation.DATA_DIR``)."""
+    from gpuscale.validation import DATA_DIR
+
+    return tuple(load_multinode_recipes(DATA_DIR / "serving" / FRONTENDS_FILE))
 
 
 def _record_stage(rec: dict[str, str], stage: str) -> tuple[str, ...]:
@@ -308,24 +333,78 @@ def recipe_prefill_values(
     lines = [ln for ln in table if ln["recipe"] == recipe and ln["prefill_stage"] == "yes"]
     if not lines:
         return None, f"{recipe}: prefill stage not on file ({PREFILL_CHUNKS_FILE})"
-    if len(lines) > 1:
-        order = sorted(lines, key=lambda ln: (ln["first_day"], ln["last_day"]))
-        interleave = any(a["last_day"] > b["first_day"] for a, b in itertools.pairwise(order))
-        started = [ln for ln in order if ln["first_day"] <= day]
-        if interleave or not started or started[-1]["first_day"] == day:
-            values = "; ".join(
-                f"{_shown(_value(ln))} {ln['first_day']} to {ln['last_day']}" for ln in order
-            )
-            return (
-                None,
-                f"{recipe}: its versions' values changed and {day} does not decide ({values})",
-            )
-        lines = started[-1:]
-    (line,) = lines
+    line, why = _in_force(recipe, lines, day, lambda ln: _shown(_value(ln)))
+    if line is None:
+        return None, why
     value = _value(line)
     if any(" " in v for v in value):
         return None, f"{recipe}: a sweep version {_shown(value)}"
     return value, ""
+
+
+def _in_force(
+    recipe: str,
+    lines: Sequence[dict[str, str]],
+    day: str,
+    shown: Callable[[dict[str, str]], str],
+) -> tuple[dict[str, str] | None, str]:
+    """The line of ``recipe``'s versions (one line per value, with ``first_day``/``last_day``)
+    in force on ``day``: the only one, or the value of its latest version committed on or
+    before the day (InferenceX's runners clone the srt-slurm branch when they launch), only
+    where the day decides it: a day before every version, a boundary day (the day a value's
+    first version was committed, when the one before may still have run), or values whose
+    versions interleave, leave it unread (None and why)."""
+    if len(lines) == 1:
+        return lines[0], ""
+    order = sorted(lines, key=lambda ln: (ln["first_day"], ln["last_day"]))
+    interleave = any(a["last_day"] > b["first_day"] for a, b in itertools.pairwise(order))
+    started = [ln for ln in order if ln["first_day"] <= day]
+    if interleave or not started or started[-1]["first_day"] == day:
+        values = "; ".join(f"{shown(ln)} {ln['first_day']} to {ln['last_day']}" for ln in order)
+        return None, f"{recipe}: its versions' values changed and {day} does not decide ({values})"
+    return started[-1], ""
+
+
+def recipes_decode_routing(
+    recipes: Sequence[str], day: str, table: Sequence[dict[str, str]]
+) -> tuple[dict[str, Any], str]:
+    """How the record's requests reach its decode workers (``decode_routing``, and a note),
+    from the Dynamo frontends its srt-slurm recipes start (:data:`FRONTENDS_FILE`, read on
+    ``day`` by the rule of :func:`_in_force`; every recipe read, one count): one frontend
+    without router arguments deals them in turn (Dynamo's default ``--router-mode
+    round-robin``); several behind nginx, each with its own turn and met in no set order,
+    deal them as at random. Nothing for no recipes, a recipe not read, counts that differ, or
+    router arguments (none of the tables' recipes states any)."""
+    if not recipes:
+        return {}, ""
+    counts, unread = set(), []
+    for recipe in recipes:
+        lines = [ln for ln in table if ln["recipe"] == recipe]
+        if not lines:
+            unread.append(f"{recipe}: not on file ({FRONTENDS_FILE})")
+            continue
+        line, why = _in_force(recipe, lines, day, lambda ln: f"{ln['frontends']} frontends")
+        if line is None:
+            unread.append(why)
+        elif line["frontend_type"] != "dynamo" or line["router_args"]:
+            unread.append(f"{recipe}: frontend {line['frontend_type']} {line['router_args']}")
+        else:
+            counts.add(int(line["frontends"]))
+    if unread:
+        return {}, "decode routing not read: " + "; ".join(unread)
+    if len(counts) > 1:
+        return {}, (
+            f"decode routing not read: the matching recipes start {sorted(counts)} Dynamo "
+            f"frontends ({', '.join(recipes)})"
+        )
+    (n,) = counts
+    routing = "round-robin" if n == 1 else "random"
+    how = (
+        "one Dynamo frontend, round-robin over the decode workers"
+        if n == 1
+        else f"{n} Dynamo frontends behind nginx, each round-robin: the decode worker as at random"
+    )
+    return {"decode_routing": routing}, f"{how} ({', '.join(recipes)}; {FRONTENDS_FILE})"
 
 
 def _value(line: dict[str, str]) -> tuple[str, str, str]:

@@ -13,6 +13,7 @@ from gpuscale.validation.client_tokenizer import (
 )
 from gpuscale.validation.inferencex_memory import MEM_FRACTIONS_FILE, Fractions, load_fractions
 from gpuscale.validation.inferencex_multinode import (
+    FRONTENDS_FILE,
     MTP_RECIPES_FILE,
     PLAIN_RECIPES_FILE,
     PREFILL_CHUNKS_FILE,
@@ -36,7 +37,7 @@ class InferenceXTables:
     """What ``inferencex_api.read_record`` reads a record against, each table as its loader
     returns it. None: no such table (the record is read without it), except ``plain_recipes``,
     where None reads the project's table (``inferencex_multinode.default_plain_recipes``) and
-    ``[]`` none; likewise ``server_prompts`` and ``prefill_chunks``."""
+    ``[]`` none; likewise ``server_prompts``, ``prefill_chunks`` and ``frontends``."""
 
     recipes: Recipes | None = None
     """H100/H200 disaggregated recipes (``serving_recipes.load_recipes``)."""
@@ -57,6 +58,9 @@ class InferenceXTables:
     prefill_chunks: PrefillChunks | None = None
     """The srt-slurm SGLang recipes' prefill-stage ``chunked-prefill-size`` and
     ``max-prefill-tokens`` (``PREFILL_CHUNKS_FILE``; None: the project's, ``[]``: none)."""
+    frontends: PrefillChunks | None = None
+    """The Dynamo frontends each srt-slurm recipe starts (``FRONTENDS_FILE``; None: the
+    project's, ``[]``: none)."""
 
 
 NO_TABLES = InferenceXTables()
@@ -74,4 +78,5 @@ def load_tables(directory: Path) -> InferenceXTables:
         plain_recipes=load_multinode_recipes(directory / PLAIN_RECIPES_FILE),
         server_prompts=load_server_prompts(directory / CLIENT_TOKENS_FILE),
         prefill_chunks=load_multinode_recipes(directory / PREFILL_CHUNKS_FILE),
+        frontends=load_multinode_recipes(directory / FRONTENDS_FILE),
     )

@@ -51,8 +51,10 @@ from gpuscale.validation.inferencex_memory import (
 )
 from gpuscale.validation.inferencex_multinode import (
     PrefillChunks,
+    default_frontends,
     default_prefill_chunks,
     recipe_files,
+    recipes_decode_routing,
     recipes_prefill_chunk,
 )
 from gpuscale.validation.inferencex_sweeps import (
@@ -343,6 +345,16 @@ def read_rows(
                 add_engine_options(kw, chunk)
             if chunk_note:
                 notes.append(chunk_note)
+        if kw and inferencex and r["mode"] == "disagg":
+            # The router in front of the decode workers: the Dynamo frontends the entries'
+            # srt-slurm recipes start, read as for the held-out records.
+            paths = recipe_files(e["recipe"] for e in disagg_recipe_entries(r, conc, kw, table))
+            routing, routing_note = recipes_decode_routing(
+                paths, measured_day(r), default_frontends()
+            )
+            kw.update(routing)
+            if routing_note:
+                notes.append(routing_note)
         if version_opts := engine_version_options(r):
             for read in (kw, guess):
                 if read:

@@ -92,6 +92,9 @@ class Pool:
     max_batch: int | None = None
     """Most requests one worker batches (prefill: prompts per iteration; decode: running
     requests), when the deployment caps it below the engine default."""
+    routing: str = "least-loaded"
+    """How the router in front of these workers picks one for a request
+    (``disagg_closed_loop.ROUTINGS``); read for the decode workers of a closed loop."""
 
     @property
     def gpus(self) -> int:
@@ -682,6 +685,9 @@ class Stage(NamedTuple):
     name: str
     slots: float
     capacity: float
+    workers: int = 1
+    routing: str = "least-loaded"
+    """How the router picks one of the stage's ``workers`` (``disagg_closed_loop.ROUTINGS``)."""
 
 
 def disaggregated_open_wait(
@@ -699,8 +705,8 @@ def disaggregated_open_wait(
     is the stage of the lowest own capacity (prefill workers: prompts of one full token-budget
     iteration per rank; decode workers: running requests at their capacity, admitted against
     their pre-allocated KV pages). A stage's slots over all its ranks form one queue: the router
-    sends a request to any rank with a free slot (the least wait; a random split across ranks
-    would wait more). Why the bottleneck alone: in a tandem of single-server stations with
+    sends a request to any rank with a free slot (the least wait), unless the stage's
+    ``routing`` says otherwise (``finite_run_wait``: each worker its own queue). Why the bottleneck alone: in a tandem of single-server stations with
     constant service times the total wait is that of the slowest station fed the original
     arrivals (Friedman 1965, "Reduction methods for tandem queuing systems", Oper. Res.
     13(1)). With several slots per stage that is not exact, so the other stage is a queue too,
@@ -713,6 +719,8 @@ def disaggregated_open_wait(
             st.slots,
             st.slots / (capacity if st is bottleneck else st.capacity),
             num_requests,
+            st.workers,
+            st.routing,
         )
         for st in stages
         if st.capacity > 0.0 and np.isfinite(st.capacity)
@@ -768,7 +776,11 @@ def _open_loop_stages(
     return (
         Stage(name="prefill", slots=slots_p, capacity=cap_p * prefill.ranks),
         Stage(
-            name="decode", slots=max(edge[1], 1.0) * decode.ranks, capacity=edge[0] * decode.ranks
+            name="decode",
+            slots=max(edge[1], 1.0) * decode.ranks,
+            capacity=edge[0] * decode.ranks,
+            workers=decode.workers,
+            routing=decode.routing,
         ),
     )
 
@@ -784,6 +796,7 @@ def closed_loop_ttft(
     tpot_s: float,
     rank_tokens: float,
     poll_s: float = 0.0,
+    decode: Pool | None = None,
 ) -> ClosedLoopTTFT:
     """A closed-loop client's requests through the prefill workers and the decode slots
     (``disagg_closed_loop.simulate``). The prefill iteration is the model's
@@ -849,6 +862,8 @@ def closed_loop_ttft(
         tpot_s=tpot_s,
         num_requests=measured,
         ready_after_s=poll_s,
+        decode_workers=1 if decode is None else decode.workers,
+        routing="least-loaded" if decode is None else decode.routing,
     )
 
 
@@ -1128,15 +1143,24 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
         sim = closed_loop_ttft(
             it_p, eng_p, prefill, work, client, at(decode_wait), slots, tpot,
             rank_tokens=float(rank_eng.max_num_batched_tokens), poll_s=at(poll_wait),
+            decode=decode,
         )  # fmt: skip
         t_ttft = sim.mean_ttft_s
         prefill_part = sim.mean_prefill_s
         queue = sim.mean_slot_wait_s
-        followed = len(sim.ttft_s)
+        followed = len(sim.ttft_s) // sim.runs
         lengths = "fixed lengths" if work.fixed else "lengths varying"
         rest = (
             "" if followed >= sim.requests else ", the last full-load rounds standing for the rest"
         )
+        if sim.runs > 1:
+            rest += f"; the mean of {sim.runs} random deals to the decode workers"
+        if decode.routing != "least-loaded" and decode.workers > 1:
+            how = "in turn" if decode.routing == "round-robin" else "at random"
+            notes.append(
+                f"decode workers picked {how} ({decode.routing}), blind to their load: a "
+                f"request waits {queue * 1e3:.0f} ms on average for a slot on its worker"
+            )
         notes.append(
             f"closed loop followed request by request ({followed} of {sim.requests:.0f} "
             f"requests of {client.concurrency} clients, {lengths}): the burst of its first "
@@ -1158,8 +1182,13 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
             f"decode workers' receive interval {eng_d.recv_interval}: a request waits "
             f"{poll_ms:.0f} ms for their poll before its prefill may start"
         )
+    served = x
+    if client.request_rate is None and decode.routing != "least-loaded":
+        # Requests held on a busy worker while another has a free slot: the loop's clients
+        # spend that wait too, so it completes C / E2E requests a second (Little's law).
+        served = min(x, float(client.concurrency or 1) / (t_ttft + steps * tpot))
     point = OperatingPoint(
-        x=x,
+        x=served,
         queue_s=queue,
         iteration_s=at(dc.iteration_s),
         decode_only_s=at(dc.decode_only_s),

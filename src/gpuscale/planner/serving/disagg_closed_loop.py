@@ -73,6 +73,15 @@ WINDOW_REQUESTS = 2048
 """Fewest requests in the stand-in half: with few clients a round is a few requests, too few to
 stand for the length distribution, so more rounds are followed."""
 
+ROUTINGS = ("least-loaded", "round-robin", "random")
+"""How requests reach the decode workers: to one with a free slot (``least-loaded``: a pooled
+queue), in turn (``round-robin``: Dynamo's frontend default, ``--router-mode round-robin``), or
+at random (``random``: several frontends behind a load balancer, each with its own turn)."""
+REPLICA_REQUESTS = 2048
+"""Fewest requests followed over the deals of a random routing (several runs, their mean)."""
+MOST_REPLICAS = 16
+"""Most runs of a random routing."""
+
 MOST_FOLLOWED = 200_000
 """Most requests followed where :data:`SETTLE_ROUNDS` rounds of the clients would be more (a
 closed loop of over 8,333 clients): fewer rounds then, three at least (the burst, one
@@ -134,6 +143,8 @@ class ClosedLoopTTFT:
     slot_wait_s: np.ndarray
     """Wait for a free decode slot after the hand-off."""
     weight: np.ndarray
+    runs: int = 1
+    """Runs followed (several deals of a random routing), their requests one after another."""
 
     @property
     def requests(self) -> float:
@@ -197,6 +208,8 @@ def simulate(
     tpot_s: float,
     num_requests: int | None = None,
     ready_after_s: float = 0.0,
+    decode_workers: int = 1,
+    routing: str = "least-loaded",
 ) -> ClosedLoopTTFT:
     """Follow ``len(input_lens)`` requests of a closed loop of ``concurrency`` clients, all
     sent at once at time 0 on a drained deployment, each client sending its next request
@@ -219,7 +232,63 @@ def simulate(
     the order they start (the earliest free worker next); a finished prompt takes the earliest free decode
     slot (with several prefill workers two iterations' prompts can reach the slots out of
     time order: less than one iteration, and only while every slot is held); a request beyond
-    the free slots waits for the earliest one its predecessors free."""
+    the free slots waits for the earliest one its predecessors free.
+
+    ``decode_workers`` and ``routing`` (:data:`ROUTINGS`): the slots are ``decode_workers``
+    workers' and the router sends a finished prompt to one of them: to any free slot
+    (``least-loaded``, one pool), to each worker in turn in the order prompts finish
+    (``round-robin``), or to one at random (``random``); then it waits for a slot of that
+    worker even while another has one free. A random routing is followed over several deals
+    (seeded: the same answer every call) and their mean taken."""
+    if routing not in ROUTINGS:
+        raise ValueError(f"routing {routing!r}: one of {', '.join(ROUTINGS)}")
+    workers = max(int(decode_workers), 1)
+    per_worker = decode_slots / workers
+    binds = bool(np.isfinite(per_worker) and per_worker < concurrency)
+    if routing == "least-loaded" or workers == 1 or not binds:
+        runs: list[np.random.Generator | None] = [None]
+    else:
+        # A random deal is a sample, not the expectation: the mean of several deals (at
+        # least REPLICA_REQUESTS requests in all) stands for it; round robin is one deal.
+        reps = max(1, min(MOST_REPLICAS, math.ceil(REPLICA_REQUESTS / max(len(input_lens), 1))))
+        runs = [np.random.default_rng(seed) for seed in range(reps if routing == "random" else 1)]
+    parts = [
+        _follow(
+            concurrency=concurrency, input_lens=input_lens, output_lens=output_lens,
+            prefill=prefill, admission_s=admission_s, decode_slots=decode_slots,
+            tpot_s=tpot_s, ready_after_s=ready_after_s, decode_workers=workers,
+            routing=routing if rng is not None else "least-loaded", rng=rng,
+        )
+        for rng in runs
+    ]  # fmt: skip
+    weight = _weights(
+        len(input_lens), max(min(int(concurrency), len(input_lens)), 1),
+        len(input_lens) if num_requests is None else int(num_requests),
+    )  # fmt: skip
+    return ClosedLoopTTFT(
+        ttft_s=np.concatenate([p[0] for p in parts]),
+        prefill_s=np.concatenate([p[1] for p in parts]),
+        slot_wait_s=np.concatenate([p[2] for p in parts]),
+        weight=np.tile(weight / len(parts), len(parts)),
+        runs=len(parts),
+    )
+
+
+def _follow(
+    *,
+    concurrency: int,
+    input_lens: np.ndarray,
+    output_lens: np.ndarray,
+    prefill: PrefillStage,
+    admission_s: float,
+    decode_slots: float,
+    tpot_s: float,
+    ready_after_s: float,
+    decode_workers: int,
+    routing: str,
+    rng: np.random.Generator | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One run of :func:`simulate`: TTFT, prefill part and decode-slot wait per request."""
     n = len(input_lens)
     ins = np.maximum(np.asarray(input_lens, dtype=float), 1.0).tolist()
     decode_time = (np.maximum(np.asarray(output_lens, dtype=float) - 1.0, 0.0) * tpot_s).tolist()
@@ -234,8 +303,15 @@ def simulate(
     waiting: list[tuple[float, int]] = [(0.0, i) for i in range(conc)]  # a heap: (arrival, id)
     sent = conc
     free = [0.0] * max(int(prefill.workers), 1)
-    binding = bool(np.isfinite(decode_slots) and decode_slots < conc)
-    slots: list[float] = [0.0] * max(int(decode_slots), 1) if binding else []
+    pooled = routing == "least-loaded"
+    # The decode slots: one pool (a router that sends a request to a worker with a free slot)
+    # or each worker's own (a router blind to the workers' load: the request waits on the
+    # worker it was sent to while another may have a free slot).
+    per = decode_slots if pooled else decode_slots / decode_workers
+    binding = bool(np.isfinite(per) and per < conc)
+    pools = 1 if pooled else decode_workers
+    slots: list[list[float]] = [[0.0] * max(int(per), 1) if binding else [] for _ in range(pools)]
+    dealt = 0
     arrival = [0.0] * n
     ttft = [0.0] * n
     pre = [0.0] * n
@@ -296,10 +372,18 @@ def simulate(
         for i in taken:
             if left[i] > 0.0:
                 continue  # its prefill goes on in a later iteration
-            admit = max(ready, pop(slots)) if binding else ready
+            if pooled:
+                pool = slots[0]
+            elif routing == "round-robin":
+                pool = slots[dealt % decode_workers]
+            else:
+                assert rng is not None
+                pool = slots[int(rng.integers(decode_workers))]
+            dealt += 1
+            admit = max(ready, pop(pool)) if binding else ready
             finish = admit + decode_time[i]
             if binding:
-                push(slots, finish)
+                push(pool, finish)
             pre[i] = done - arrival[i]
             wait[i] = admit - ready
             ttft[i] = admit - arrival[i]
@@ -307,12 +391,7 @@ def simulate(
                 arrival[sent] = finish
                 push(waiting, (finish + ready_after_s, sent))
                 sent += 1
-    return ClosedLoopTTFT(
-        ttft_s=np.array(ttft),
-        prefill_s=np.array(pre),
-        slot_wait_s=np.array(wait),
-        weight=_weights(n, conc, n if num_requests is None else int(num_requests)),
-    )
+    return np.array(ttft), np.array(pre), np.array(wait)
 
 
 def _weights(followed: int, concurrency: int, measured: int) -> np.ndarray:

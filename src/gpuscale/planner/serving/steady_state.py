@@ -717,9 +717,23 @@ def _fifo_wait(arrivals: np.ndarray, servers: int, service_s: float) -> float:
     return float(np.maximum(wait, 0.0).mean())  # no rounding below zero
 
 
-def finite_run_wait(rate: float, servers: float, service_s: float, num_requests: int) -> float:
+def finite_run_wait(
+    rate: float,
+    servers: float,
+    service_s: float,
+    num_requests: int,
+    workers: int = 1,
+    routing: str = "least-loaded",
+) -> float:
     """Mean admission wait (s) of a benchmark of ``num_requests`` Poisson arrivals at ``rate``
     requests/s to ``servers`` FIFO slots each held ``service_s``, the engine empty at the start.
+
+    ``workers`` and ``routing``: the slots are ``workers`` engines' and the router sends a
+    request to any free slot (``least-loaded``: one queue), to each engine in turn
+    (``round-robin``: an engine meets every ``workers``-th arrival of the stream, Erlang
+    gaps), or to one at random (``random``: an engine meets a Poisson stream at ``rate /
+    workers``, Cinlar's splitting of a Poisson process); then each engine is its own queue of
+    ``servers / workers`` slots.
 
     Exact for that queue (:func:`_fifo_wait`), averaged over :data:`FINITE_RUN_REPLICATIONS`
     runs of fixed arrivals scaled by ``1 / rate`` (common random numbers: a higher rate only
@@ -729,7 +743,14 @@ def finite_run_wait(rate: float, servers: float, service_s: float, num_requests:
     jump between the two. A fractional slot count interpolates between its floor and ceiling."""
     if num_requests < 1 or rate <= 0.0:
         return 0.0
+    engines = max(int(workers), 1)
+    if routing == "random" and engines > 1:
+        return finite_run_wait(
+            rate / engines, servers / engines, service_s, max(num_requests // engines, 1)
+        )
     a = _unit_arrivals(int(num_requests)) / rate
+    if routing == "round-robin" and engines > 1:
+        a, servers = a[:, ::engines], servers / engines
     c = max(float(servers), 1.0)
     lo = int(np.floor(c))
     frac = c - lo

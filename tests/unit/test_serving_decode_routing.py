@@ -1,0 +1,242 @@
+"""How requests reach the decode workers of a disaggregated deployment: a router that looks for
+a free slot, one that deals in turn (Dynamo's default frontend), or one that deals at random
+(several frontends behind nginx); and the launches' frontends read from the srt-slurm recipes."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuscale.api.serving import infer
+from gpuscale.errors import InputError
+from gpuscale.planner.serving.disagg_closed_loop import ROUTINGS, PrefillStage, simulate
+from gpuscale.planner.serving.steady_state import finite_run_wait
+from gpuscale.validation import DATA_DIR
+from gpuscale.validation.inferencex_api import load_records, read_record
+from gpuscale.validation.inferencex_multinode import (
+    FRONTENDS_COLUMNS,
+    FRONTENDS_FILE,
+    default_frontends,
+    recipes_decode_routing,
+)
+from gpuscale.validation.inferencex_tables import load_tables
+from tests.benchmark_scripts import load_benchmark
+
+SERVING = DATA_DIR / "serving"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+# The script reads every version with the prefill-chunks script's git helpers (its sibling).
+load_benchmark(BENCHMARKS / "recipe_prefill_chunks.py", "recipe_prefill_chunks")
+frontend_values = load_benchmark(BENCHMARKS / "recipe_frontends.py").frontend_values
+
+
+def _loop(routing: str, clients: int = 4, workers: int = 4, requests: int = 40) -> np.ndarray:
+    """Slot waits of ``clients`` against ``workers`` decode workers of one slot each: prompts
+    of no prefill time, every decode 1 s (101 tokens at 10 ms), fixed lengths."""
+    stage = PrefillStage(
+        workers=1, ranks=1, rank_tokens=1e9, rank_prompts=1, iteration_s=lambda _: 0.0
+    )
+    sim = simulate(
+        concurrency=clients,
+        input_lens=np.full(requests, 10.0),
+        output_lens=np.full(requests, 101.0),
+        prefill=stage,
+        admission_s=0.0,
+        decode_slots=workers,
+        tpot_s=0.01,
+        decode_workers=workers,
+        routing=routing,
+    )
+    return np.asarray(sim.slot_wait_s)
+
+
+def test_a_slot_for_each_client_waits_only_when_dealt_blind() -> None:
+    # One slot a client: a router that looks for a free slot, or one that deals in turn to
+    # clients that come back in the order they left, never makes a request wait; a random deal
+    # sends some to a busy worker, where they wait for its request to end.
+    assert _loop("least-loaded").max() == 0.0
+    assert _loop("round-robin").max() == 0.0
+    random = _loop("random")
+    assert random.mean() > 0.1
+    # A wait is whole decodes on the worker it was sent to.
+    assert np.allclose(random / 1.0, np.round(random / 1.0), atol=1e-9)
+
+
+def test_a_random_deal_is_the_same_every_call() -> None:
+    assert np.array_equal(_loop("random"), _loop("random"))
+
+
+def test_one_worker_is_one_pool_whatever_the_routing() -> None:
+    for routing in ROUTINGS:
+        assert _loop(routing, clients=3, workers=1, requests=30) == pytest.approx(
+            _loop("least-loaded", clients=3, workers=1, requests=30)
+        )
+
+
+def test_an_unknown_routing_is_refused() -> None:
+    with pytest.raises(ValueError, match="one of least-loaded, round-robin, random"):
+        _loop("nearest")
+
+
+def test_open_loop_a_random_deal_waits_longest() -> None:
+    # Four workers of two slots each held 1 s, Poisson arrivals at 6/s (75% of the 8/s). A
+    # deal in turn smooths each worker's arrivals (Erlang gaps): about the pooled wait here.
+    pooled = finite_run_wait(6.0, 8, 1.0, 2000)
+    turn = finite_run_wait(6.0, 8, 1.0, 2000, workers=4, routing="round-robin")
+    random = finite_run_wait(6.0, 8, 1.0, 2000, workers=4, routing="random")
+    assert pooled > 0.0 and turn > 0.0 and 3 * max(pooled, turn) < random
+    # Two slots a worker meeting a random quarter of the stream: each its own M/D/2 queue.
+    assert random == pytest.approx(finite_run_wait(1.5, 2, 1.0, 500))
+    # One worker: the same queue.
+    assert finite_run_wait(6.0, 8, 1.0, 2000, workers=1, routing="random") == pooled
+
+
+def _disagg(routing: str, **load: float) -> dict[str, float]:
+    result = infer(
+        "deepseek-r1",
+        gpu="h200-sxm",
+        engine="tensorrt-llm",
+        input_len=1024,
+        output_len=1024,
+        prefill_workers=1,
+        prefill_tp=8,
+        prefill_ep=8,
+        decode_workers=4,
+        decode_tp=8,
+        decode_ep=8,
+        decode_batch=2,
+        decode_routing=routing,
+        **load,
+    )
+    return result.to_dict()["options"][0]
+
+
+def test_infer_prices_the_routing_closed_and_open_loop() -> None:
+    closed = {r: _disagg(r, concurrency=8) for r in ROUTINGS}
+    assert closed["least-loaded"]["ttft_ms"] < closed["random"]["ttft_ms"]
+    # The clients wait too: fewer requests a second at the same concurrency (Little's law).
+    assert closed["random"]["output_tokens_per_s"] < closed["least-loaded"]["output_tokens_per_s"]
+    assert closed["random"]["decode_routing"] == "random"
+    opened = {r: _disagg(r, request_rate=0.6) for r in ROUTINGS}
+    blind = max(opened["least-loaded"]["ttft_ms"], opened["round-robin"]["ttft_ms"])
+    assert blind < opened["random"]["ttft_ms"]
+
+
+def test_routing_is_refused_for_an_aggregated_engine() -> None:
+    with pytest.raises(InputError, match="--decode-routing random applies only to disaggregated"):
+        infer("llama3.1-8b", gpu="h100-sxm", concurrency=4, decode_routing="random")
+    with pytest.raises(InputError, match="accepted least-loaded, round-robin, random"):
+        _disagg("nearest", concurrency=4)
+
+
+RECIPE = """
+resources:
+  prefill_nodes: {p}
+  decode_nodes: {d}
+  gpus_per_node: 4
+frontend:
+  type: dynamo
+{extra}
+"""
+
+
+@pytest.mark.parametrize(
+    ("p", "d", "extra", "frontends"),
+    [
+        (2, 8, "", 9),  # nginx on the head node, a frontend on each other node
+        (4, 12, "", 10),  # at most num_additional_frontends + 1
+        (1, 1, "  num_additional_frontends: 0", 1),
+        (1, 0, "", 1),  # one node: one frontend, no nginx
+        (1, 8, "  enable_multiple_frontends: false", 1),
+    ],
+)
+def test_the_frontends_a_recipe_starts(p: int, d: int, extra: str, frontends: int) -> None:
+    values = frontend_values(RECIPE.format(p=p, d=d, extra=extra))
+    assert values is not None
+    assert int(values[4]) == frontends and int(values[3]) == p + d
+
+
+def _line(recipe: str, frontends: int, first: str, last: str, args: str = "") -> dict[str, str]:
+    return {
+        "recipe": recipe,
+        "frontend_type": "dynamo",
+        "frontends": str(frontends),
+        "router_args": args,
+        "first_day": first,
+        "last_day": last,
+    }
+
+
+def test_recipes_give_the_routing_their_frontends_deal_by() -> None:
+    table = [
+        _line("recipes/a.yaml", 1, "2026-01-01", "2026-03-01"),
+        _line("recipes/b.yaml", 9, "2026-01-01", "2026-03-01"),
+        _line("recipes/c.yaml", 5, "2026-01-10", "2026-01-10"),
+        _line("recipes/c.yaml", 1, "2026-02-04", "2026-03-01"),
+        _line("recipes/d.yaml", 1, "2026-01-01", "2026-03-01", args="router-mode=kv"),
+    ]
+    day = "2026-02-10"
+    assert recipes_decode_routing(["recipes/a.yaml"], day, table)[0] == {
+        "decode_routing": "round-robin"
+    }
+    kw, note = recipes_decode_routing(["recipes/b.yaml"], day, table)
+    assert kw == {"decode_routing": "random"} and "9 Dynamo frontends" in note
+    # A changed file: the version in force on the day, none on a day that does not decide.
+    assert recipes_decode_routing(["recipes/c.yaml"], day, table)[0] == {
+        "decode_routing": "round-robin"
+    }
+    kw, note = recipes_decode_routing(["recipes/c.yaml"], "2026-02-04", table)
+    assert kw == {} and "does not decide" in note
+    # Recipes that disagree, a router the rule does not read, a recipe not on file: nothing.
+    kw, note = recipes_decode_routing(["recipes/a.yaml", "recipes/b.yaml"], day, table)
+    assert kw == {} and "[1, 9]" in note
+    assert recipes_decode_routing(["recipes/d.yaml"], day, table)[0] == {}
+    assert "not on file" in recipes_decode_routing(["recipes/e.yaml"], day, table)[1]
+    assert recipes_decode_routing([], day, table) == ({}, "")
+
+
+def test_the_table_has_its_columns_and_one_count_per_line() -> None:
+    with (SERVING / FRONTENDS_FILE).open() as f:
+        assert tuple(csv.DictReader(f).fieldnames or ()) == FRONTENDS_COLUMNS
+    lines = default_frontends()
+    assert lines
+    for ln in lines:
+        nodes, count = int(ln["worker_nodes"]), int(ln["frontends"])
+        many = ln["multiple"] == "true" and nodes > 1
+        assert count == (min(int(ln["additional"]) + 1, nodes - 1) if many else 1)
+
+
+def _record(hardware: str, day: str, conc: str) -> dict[str, str]:
+    records = load_records(SERVING / "inferencex_api_dsr1.csv")
+    (rec,) = [
+        r
+        for r in records
+        if r["hardware"] == hardware
+        and r["framework"] == "dynamo-trt"
+        and r["spec_method"] == "none"
+        and r["date"] == day
+        and r["conc"] == conc
+        and r["isl"] == "1024"
+        and r["osl"] == "8192"
+        and r["decode_num_workers"] == "4"
+    ]
+    return rec
+
+
+def test_held_out_records_read_their_launchs_frontends() -> None:
+    # GB200 FP8 ctx1_gen4_tep8_batch1 (2026-02-05): recipes with the schema's default
+    # frontends (nginx and nine frontends); GB300 FP8 of the same shape states
+    # enable_multiple_frontends: false.
+    tables = load_tables(SERVING)
+    gb200 = read_record(_record("gb200", "2026-02-05", "4"), tables)
+    assert gb200.kwargs["decode_routing"] == "random"
+    assert any("frontends behind nginx" in n for n in gb200.assumptions)
+    gb300 = [
+        r
+        for r in load_records(SERVING / "inferencex_api_dsr1.csv")
+        if r["hardware"] == "gb300" and r["framework"] == "dynamo-trt" and r["conc"] == "4"
+    ]
+    routings = {read_record(r, tables).kwargs.get("decode_routing") for r in gb300}
+    assert routings == {"round-robin"}
