@@ -35,6 +35,7 @@ from gpuscale.validation.inferencex_multinode import (
     MTP_RECIPES_FILE,
     PLAIN_RECIPES_FILE,
     PREFILL_CHUNKS_FILE,
+    TRT_STAGES_FILE,
     load_multinode_recipes,
 )
 from gpuscale.validation.inferencex_sweeps import (
@@ -742,8 +743,9 @@ def test_load_tables_reads_each_table_from_its_own_file() -> None:
         server_prompts=load_server_prompts(SERVING / CLIENT_TOKENS_FILE),
         prefill_chunks=load_multinode_recipes(SERVING / PREFILL_CHUNKS_FILE),
         frontends=load_multinode_recipes(SERVING / FRONTENDS_FILE),
+        trt_stages=load_multinode_recipes(SERVING / TRT_STAGES_FILE),
     )
-    assert tables.prefill_chunks and tables.frontends
+    assert tables.prefill_chunks and tables.frontends and tables.trt_stages
     assert all(getattr(tables, f) for f in ("recipes", "sweeps", "scripts", "fractions"))
     assert tables.server_prompts
     assert tables.mtp_recipes and tables.plain_recipes

@@ -206,7 +206,13 @@ def test_every_inferencex_launch_applies_to_its_rows_only() -> None:
 
 
 def test_inferencex_tensorrt_llm_moe_rows_carry_their_launch_scripts() -> None:
-    rows = [r for r in load(ROWS) if r.engine == "trtllm" and "engine_options" in r.kwargs]
+    # Aggregated runs (the disaggregated ones carry their recipes' context-server settings,
+    # tests/unit/test_trt_recipe_stages.py).
+    rows = [
+        r
+        for r in load(ROWS)
+        if r.engine == "trtllm" and r.mode == "agg" and "engine_options" in r.kwargs
+    ]
     dsr1 = [r for r in rows if r.raw["model_path"].startswith("deepseek-ai/DeepSeek-")]
     gptoss = [r for r in rows if r.raw["model_path"] == "openai/gpt-oss-120b"]
     # 88 rows, of which 42 MTP runs of InferenceX's sweeps of 2026-01-14/28 (inferencex_sweeps),

@@ -128,6 +128,10 @@ neither: its scheduler takes prompts whole, its output is always deferred one it
 ``serving_engines.yaml``)."""
 TRT_ONLY = ("tensorrt-llm",)
 SGLANG_ONLY = ("sglang",)
+PREFILL_STAGE = ("sglang", "tensorrt-llm")
+"""Engines whose disaggregated launches state the prefill workers' token budget and memory
+fraction apart: SGLang's recipes (``sglang_config.prefill``) and TensorRT-LLM's (the context
+servers' ``max_num_tokens`` and ``free_gpu_memory_fraction``, ``trtllm_config.prefill``)."""
 VLLM_ONLY = ("vllm",)
 MAX_SCHEDULER_SLOTS = 2**24
 """Upper bound on token budgets, running requests and held iterations: far above any engine's
@@ -183,12 +187,12 @@ ENGINE_OPTIONS: dict[str, EngineOption] = {
     "moe_a2a_deepep": EngineOption(kind=bool, engines=SGLANG_ONLY),
     "decode_moe_a2a_deepep": EngineOption(kind=bool, engines=SGLANG_ONLY),
     "prefill_max_num_batched_tokens": EngineOption(
-        kind=int, low=1, high=MAX_SCHEDULER_SLOTS, engines=SGLANG_ONLY
+        kind=int, low=1, high=MAX_SCHEDULER_SLOTS, engines=PREFILL_STAGE
     ),
     "prefill_max_prefill_tokens": EngineOption(
         kind=int, low=1, high=MAX_SCHEDULER_SLOTS, engines=SGLANG_ONLY
     ),
-    "prefill_memory_fraction": EngineOption(kind=float, low=0.0, high=1.0, engines=SGLANG_ONLY),
+    "prefill_memory_fraction": EngineOption(kind=float, low=0.0, high=1.0, engines=PREFILL_STAGE),
     "prefill_chunked_prefill": EngineOption(kind=bool, engines=SGLANG_ONLY),
 }
 """Scheduler settings of the engine profile a launch may override (``infer(engine_options=)``):
@@ -216,7 +220,10 @@ disaggregated deployment's prefill workers only, as SGLang launches them apart (
 recipes' ``sglang_config.prefill``): ``prefill_max_num_batched_tokens`` their
 ``--chunked-prefill-size``, ``prefill_max_prefill_tokens`` their ``--max-prefill-tokens``, ``prefill_memory_fraction``
 their ``--mem-fraction-static``, ``prefill_chunked_prefill`` false their ``--chunked-prefill-size
--1`` (no chunking: each batch bounded by the prefill limit; ``deployment.prefill_worker_engine``). Values are the launch's, per
+-1`` (no chunking: each batch bounded by the prefill limit; ``deployment.prefill_worker_engine``);
+TensorRT-LLM's context servers state ``max_num_tokens`` (``prefill_max_num_batched_tokens``, per
+attention rank) and ``free_gpu_memory_fraction`` (``prefill_memory_fraction``) apart from the
+generation servers' too. Values are the launch's, per
 engine: under attention DP SGLang gives each rank ``max_num_batched_tokens`` and
 ``max_num_seqs`` divided by the DP size (``EngineProfile.per_attention_rank``)."""
 

@@ -47,6 +47,7 @@ from gpuscale.validation.inferencex_multinode import (
     default_frontends,
     default_plain_recipes,
     default_prefill_chunks,
+    default_trt_stages,
     entry_runs,
     multinode_decode_cap,
     multinode_draft_tokens,
@@ -54,6 +55,7 @@ from gpuscale.validation.inferencex_multinode import (
     multinode_recv_interval,
     recipe_files,
     recipes_decode_routing,
+    recipes_trt_stages,
 )
 from gpuscale.validation.inferencex_sglang_launch import (
     amd_sglang_budget,
@@ -716,6 +718,17 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
         kw.update(routing)
         if routing_note:
             notes.append(routing_note)
+        if engine == "trtllm":
+            # The context and generation servers' own settings the same recipes state.
+            stages = default_trt_stages() if tables.trt_stages is None else tables.trt_stages
+            trt, trt_note = recipes_trt_stages(
+                _record_recipes(rec, raw, conc, kw, tables), rec["date"], stages
+            )
+            if opts := trt.pop("engine_options", None):
+                add_engine_options(kw, opts)
+            kw.update(trt)
+            if trt_note:
+                notes.append(trt_note)
         mori, mori_note = mori_launch(rec, kw)
         if mori:
             # The MoRI launch's caps where no recipes table gave one (none states MI355X's).

@@ -74,6 +74,20 @@ FRONTENDS_COLUMNS = (
 )
 """Columns of :data:`FRONTENDS_FILE` (``benchmarks/recipe_frontends.py`` writes it;
 SOURCES.md)."""
+TRT_STAGES_FILE = "inferencex_disagg_trt_stages.csv"
+TRT_STAGES_COLUMNS = (
+    "recipe",
+    "prefill_max_batch_size",
+    "prefill_max_num_tokens",
+    "prefill_kv_fraction",
+    "decode_kv_fraction",
+    "versions",
+    "first_day",
+    "last_day",
+    "repo",
+)
+"""Columns of :data:`TRT_STAGES_FILE` (``benchmarks/recipe_trt_stages.py`` writes it;
+SOURCES.md)."""
 
 MultinodeRecipes = list[dict[str, str]]
 PrefillChunks = list[dict[str, str]]
@@ -405,6 +419,79 @@ def recipes_decode_routing(
         else f"{n} Dynamo frontends behind nginx, each round-robin: the decode worker as at random"
     )
     return {"decode_routing": routing}, f"{how} ({', '.join(recipes)}; {FRONTENDS_FILE})"
+
+
+@functools.cache
+def default_trt_stages() -> tuple[dict[str, str], ...]:
+    """:data:`TRT_STAGES_FILE` in the project's data (``gpuscale.validation.DATA_DIR``)."""
+    from gpuscale.validation import DATA_DIR
+
+    return tuple(load_multinode_recipes(DATA_DIR / "serving" / TRT_STAGES_FILE))
+
+
+TRT_STAGE_FIELDS = (
+    "prefill_max_batch_size",
+    "prefill_max_num_tokens",
+    "prefill_kv_fraction",
+    "decode_kv_fraction",
+)
+"""The values of a :data:`TRT_STAGES_FILE` line, in its column order."""
+
+
+def recipes_trt_stages(
+    recipes: Sequence[str], day: str, table: Sequence[dict[str, str]]
+) -> tuple[dict[str, Any], str]:
+    """The context and generation servers' settings the TensorRT-LLM recipes of a record state
+    (:data:`TRT_STAGES_FILE`, read on ``day`` by the rule of :func:`_in_force`; every recipe
+    read, one value): ``infer`` arguments, and a note. The context servers' ``max_batch_size``
+    (per attention rank) is ``prefill_batch``, their ``max_num_tokens`` (per rank) and KV
+    fraction the engine options ``prefill_max_num_batched_tokens`` and
+    ``prefill_memory_fraction``, the generation servers' KV fraction ``memory_fraction``; a
+    setting not stated keeps TensorRT-LLM's default. Nothing for no recipes; a recipe not on
+    file, a day that does not decide, or recipes that disagree leave every setting unread."""
+    if not recipes:
+        return {}, ""
+    values, unread = set(), []
+    for recipe in recipes:
+        lines = [ln for ln in table if ln["recipe"] == recipe]
+        if not lines:
+            unread.append(f"{recipe}: not on file ({TRT_STAGES_FILE})")
+            continue
+        line, why = _in_force(
+            recipe, lines, day, lambda ln: _shown(tuple(ln[k] for k in TRT_STAGE_FIELDS))
+        )
+        if line is None:
+            unread.append(why)
+        else:
+            values.add(tuple(line[k] for k in TRT_STAGE_FIELDS))
+    if unread:
+        return {}, "context/generation settings not read: " + "; ".join(unread)
+    if len(values) > 1:
+        shown = ", ".join(_shown(v) for v in sorted(values))
+        return {}, (
+            f"context/generation settings not read: the matching recipes differ: {shown} "
+            f"({', '.join(recipes)})"
+        )
+    ((batch, tokens, pre_kv, dec_kv),) = values
+    out: dict[str, Any] = {}
+    options: dict[str, Any] = {}
+    if batch:
+        out["prefill_batch"] = int(batch)
+    if tokens:
+        options["prefill_max_num_batched_tokens"] = int(tokens)
+    if pre_kv:
+        options["prefill_memory_fraction"] = float(pre_kv)
+    if dec_kv:
+        options["memory_fraction"] = float(dec_kv)
+    if options:
+        out["engine_options"] = options
+    if not out:
+        return {}, ""
+    return out, (
+        f"context servers max_batch_size {batch or 'default'}, max_num_tokens "
+        f"{tokens or 'default'} per rank, KV fraction {pre_kv or 'default'}; generation "
+        f"servers KV fraction {dec_kv or 'default'} ({', '.join(recipes)}; {TRT_STAGES_FILE})"
+    )
 
 
 def _value(line: dict[str, str]) -> tuple[str, str, str]:

@@ -17,6 +17,7 @@ from gpuscale.validation.inferencex_multinode import (
     MTP_RECIPES_FILE,
     PLAIN_RECIPES_FILE,
     PREFILL_CHUNKS_FILE,
+    TRT_STAGES_FILE,
     MultinodeRecipes,
     PrefillChunks,
     load_multinode_recipes,
@@ -37,7 +38,8 @@ class InferenceXTables:
     """What ``inferencex_api.read_record`` reads a record against, each table as its loader
     returns it. None: no such table (the record is read without it), except ``plain_recipes``,
     where None reads the project's table (``inferencex_multinode.default_plain_recipes``) and
-    ``[]`` none; likewise ``server_prompts``, ``prefill_chunks`` and ``frontends``."""
+    ``[]`` none; likewise ``server_prompts``, ``prefill_chunks``, ``frontends`` and
+    ``trt_stages``."""
 
     recipes: Recipes | None = None
     """H100/H200 disaggregated recipes (``serving_recipes.load_recipes``)."""
@@ -61,6 +63,9 @@ class InferenceXTables:
     frontends: PrefillChunks | None = None
     """The Dynamo frontends each srt-slurm recipe starts (``FRONTENDS_FILE``; None: the
     project's, ``[]``: none)."""
+    trt_stages: PrefillChunks | None = None
+    """The TensorRT-LLM recipes' context and generation server settings (``TRT_STAGES_FILE``;
+    None: the project's, ``[]``: none)."""
 
 
 NO_TABLES = InferenceXTables()
@@ -79,4 +84,5 @@ def load_tables(directory: Path) -> InferenceXTables:
         server_prompts=load_server_prompts(directory / CLIENT_TOKENS_FILE),
         prefill_chunks=load_multinode_recipes(directory / PREFILL_CHUNKS_FILE),
         frontends=load_multinode_recipes(directory / FRONTENDS_FILE),
+        trt_stages=load_multinode_recipes(directory / TRT_STAGES_FILE),
     )

@@ -53,9 +53,11 @@ from gpuscale.validation.inferencex_multinode import (
     PrefillChunks,
     default_frontends,
     default_prefill_chunks,
+    default_trt_stages,
     recipe_files,
     recipes_decode_routing,
     recipes_prefill_chunk,
+    recipes_trt_stages,
 )
 from gpuscale.validation.inferencex_sweeps import (
     SWEEPS_FILE,
@@ -355,6 +357,14 @@ def read_rows(
             kw.update(routing)
             if routing_note:
                 notes.append(routing_note)
+            if r["backend"] == "trtllm":
+                # The context and generation servers' own settings the same recipes state.
+                trt, trt_note = recipes_trt_stages(paths, measured_day(r), default_trt_stages())
+                if opts := trt.pop("engine_options", None):
+                    add_engine_options(kw, opts)
+                kw.update(trt)
+                if trt_note:
+                    notes.append(trt_note)
         if version_opts := engine_version_options(r):
             for read in (kw, guess):
                 if read:
