@@ -1183,7 +1183,7 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
             f"{poll_ms:.0f} ms for their poll before its prefill may start"
         )
     served = x
-    if client.request_rate is None and decode.routing != "least-loaded":
+    if sim is not None and decode.routing != "least-loaded" and sim.mean_slot_wait_s > 0.0:
         # Requests held on a busy worker while another has a free slot: the loop's clients
         # spend that wait too, so it completes C / E2E requests a second (Little's law).
         served = min(x, float(client.concurrency or 1) / (t_ttft + steps * tpot))

@@ -731,9 +731,9 @@ def finite_run_wait(
     ``workers`` and ``routing``: the slots are ``workers`` engines' and the router sends a
     request to any free slot (``least-loaded``: one queue), to each engine in turn
     (``round-robin``: an engine meets every ``workers``-th arrival of the stream, Erlang
-    gaps), or to one at random (``random``: an engine meets a Poisson stream at ``rate /
-    workers``, Cinlar's splitting of a Poisson process); then each engine is its own queue of
-    ``servers / workers`` slots.
+    gaps), or to one at random (``random``: a seeded random deal of each run's arrivals, the
+    uneven shares included); then each engine is its own queue of ``servers / workers``
+    slots.
 
     Exact for that queue (:func:`_fifo_wait`), averaged over :data:`FINITE_RUN_REPLICATIONS`
     runs of fixed arrivals scaled by ``1 / rate`` (common random numbers: a higher rate only
@@ -744,19 +744,36 @@ def finite_run_wait(
     if num_requests < 1 or rate <= 0.0:
         return 0.0
     engines = max(int(workers), 1)
-    if routing == "random" and engines > 1:
-        return finite_run_wait(
-            rate / engines, servers / engines, service_s, max(num_requests // engines, 1)
-        )
     a = _unit_arrivals(int(num_requests)) / rate
-    if routing == "round-robin" and engines > 1:
-        a, servers = a[:, ::engines], servers / engines
-    c = max(float(servers), 1.0)
+    if engines == 1 or routing == "least-loaded":
+        return _slots_wait(a, float(servers), service_s)
+    # Each engine its own queue of servers / engines slots, fed the arrivals the router deals
+    # it: every engines-th in turn (each residue class), or a seeded random deal per run; the
+    # mean over every request (each engine weighted by the requests it got).
+    per = float(servers) / engines
+    if routing == "round-robin":
+        classes = [a[:, k::engines] for k in range(min(engines, a.shape[1]))]
+        total = sum(_slots_wait(c, per, service_s) * c.shape[1] for c in classes)
+        return total / a.shape[1]
+    rng = np.random.default_rng(0)
+    total = 0.0
+    for row in a:
+        dealt = rng.integers(engines, size=row.size)
+        for k in range(engines):
+            mine = row[dealt == k]
+            if mine.size:
+                total += _slots_wait(mine[None, :], per, service_s) * mine.size
+    return total / a.size
+
+
+def _slots_wait(arrivals: np.ndarray, servers: float, service_s: float) -> float:
+    """:func:`_fifo_wait` at a fractional slot count: between its floor and ceiling."""
+    c = max(servers, 1.0)
     lo = int(np.floor(c))
     frac = c - lo
-    w = _fifo_wait(a, lo, service_s)
+    w = _fifo_wait(arrivals, lo, service_s)
     if frac > 0.0:
-        w = (1.0 - frac) * w + frac * _fifo_wait(a, lo + 1, service_s)
+        w = (1.0 - frac) * w + frac * _fifo_wait(arrivals, lo + 1, service_s)
     return w
 
 
