@@ -123,6 +123,14 @@ def test_infer_prices_the_routing_closed_and_open_loop() -> None:
     opened = {r: _disagg(r, request_rate=0.6) for r in ROUTINGS}
     blind = max(opened["least-loaded"]["ttft_ms"], opened["round-robin"]["ttft_ms"])
     assert blind < opened["random"]["ttft_ms"]
+    # The open loop's notes say the router is blind too, as the closed loop's do.
+    for loop in ({"request_rate": 0.6}, {"concurrency": 8}):
+        notes = infer(
+            "deepseek-r1", gpu="h200-sxm", engine="tensorrt-llm", input_len=1024,
+            output_len=1024, prefill_workers=1, prefill_tp=8, prefill_ep=8, decode_workers=4,
+            decode_tp=8, decode_ep=8, decode_batch=2, decode_routing="round-robin", **loop,
+        ).prediction.notes  # fmt: skip
+        assert any("picked in turn (round-robin), blind to their load" in n for n in notes)
     # One decode worker: every routing is the same deployment, throughput included.
     one = [
         infer(
@@ -205,6 +213,36 @@ def test_recipes_give_the_routing_their_frontends_deal_by() -> None:
     assert recipes_decode_routing(["recipes/d.yaml"], day, table)[0] == {}
     assert "not on file" in recipes_decode_routing(["recipes/e.yaml"], day, table)[1]
     assert recipes_decode_routing([], day, table) == ({}, "")
+
+
+def test_a_boundary_day_is_read_where_every_version_in_question_gives_one_value() -> None:
+    # gb200-fp4/1k1k/low-latency.yaml changed its additional frontends (9 -> 3) on 2026-02-04
+    # while its 3 worker nodes kept min(additional + 1, nodes - 1) = 2 frontends: either
+    # version ran the same deal that day. The old rule compared lines, not the value read.
+    table = [
+        ln
+        for ln in default_frontends()
+        if ln["recipe"] == "recipes/gb200-fp4/1k1k/low-latency.yaml"
+    ]
+    assert len({ln["additional"] for ln in table}) == 2
+    assert {ln["frontends"] for ln in table} == {"2"}
+    for day in ("2026-02-04", "2026-02-20"):
+        kw, note = recipes_decode_routing(["recipes/gb200-fp4/1k1k/low-latency.yaml"], day, table)
+        assert kw == {"decode_routing": "random"}, note
+    # A day before every version still does not decide.
+    kw, note = recipes_decode_routing(
+        ["recipes/gb200-fp4/1k1k/low-latency.yaml"], "2026-01-20", table
+    )
+    assert kw == {} and "does not decide" in note
+    # Two values on the boundary day: unread (the line after it, read the day after).
+    changed = [
+        _line("recipes/f.yaml", 2, "2026-01-01", "2026-01-31"),
+        _line("recipes/f.yaml", 1, "2026-02-04", "2026-03-01"),
+    ]
+    assert recipes_decode_routing(["recipes/f.yaml"], "2026-02-04", changed)[0] == {}
+    assert recipes_decode_routing(["recipes/f.yaml"], "2026-02-05", changed)[0] == {
+        "decode_routing": "round-robin"
+    }
 
 
 def test_the_table_has_its_columns_and_one_count_per_line() -> None:

@@ -340,43 +340,92 @@ def recipe_prefill_values(
     one value in every version read gives it. A file whose value changed (one line per value)
     gives the value in force on ``day``, the value of its latest version committed on or before
     it (InferenceX's runners clone the srt-slurm branch when they launch), only where the day
-    decides it: a day before every version read, a boundary day (the day a value's first
-    version was committed, when the one before may still have run), or values whose versions
-    interleave, leave it unread. A sweep version (several values, space-separated) is unread
-    too."""
-    lines = [ln for ln in table if ln["recipe"] == recipe and ln["prefill_stage"] == "yes"]
-    if not lines:
-        return None, f"{recipe}: prefill stage not on file ({PREFILL_CHUNKS_FILE})"
-    line, why = _in_force(recipe, lines, day, lambda ln: _shown(_value(ln)))
-    if line is None:
-        return None, why
-    value = _value(line)
+    decides it (:func:`_in_force`): a day before every version read, or a boundary day (the
+    day a value's first version was committed, when the one before may still have run) or
+    interleaving versions where the values in question differ, leave it unread. A sweep version
+    (several values, space-separated) is unread too."""
+    values, unread = _recipes_in_force(
+        [recipe], day, _prefill_lines(table), _value,
+        f"prefill stage not on file ({PREFILL_CHUNKS_FILE})",
+    )  # fmt: skip
+    if unread:
+        return None, unread[0]
+    (value,) = values
+    chunk, limit, fraction = value
     if any(" " in v for v in value):
         return None, f"{recipe}: a sweep version {_shown(value)}"
-    return value, ""
+    return (chunk, limit, fraction), ""
+
+
+def _prefill_lines(table: Sequence[dict[str, str]]) -> Callable[[str], list[dict[str, str]]]:
+    return lambda recipe: [
+        ln for ln in table if ln["recipe"] == recipe and ln["prefill_stage"] == "yes"
+    ]
+
+
+def _recipe_lines(table: Sequence[dict[str, str]]) -> Callable[[str], list[dict[str, str]]]:
+    return lambda recipe: [ln for ln in table if ln["recipe"] == recipe]
 
 
 def _in_force(
     recipe: str,
     lines: Sequence[dict[str, str]],
     day: str,
-    shown: Callable[[dict[str, str]], str],
-) -> tuple[dict[str, str] | None, str]:
-    """The line of ``recipe``'s versions (one line per value, with ``first_day``/``last_day``)
-    in force on ``day``: the only one, or the value of its latest version committed on or
-    before the day (InferenceX's runners clone the srt-slurm branch when they launch), only
-    where the day decides it: a day before every version, a boundary day (the day a value's
-    first version was committed, when the one before may still have run), or values whose
-    versions interleave, leave it unread (None and why)."""
-    if len(lines) == 1:
-        return lines[0], ""
+    value_of: Callable[[dict[str, str]], tuple[str, ...]],
+) -> tuple[tuple[str, ...] | None, str]:
+    """The value (``value_of`` a line) of ``recipe``'s versions (lines with ``first_day`` /
+    ``last_day``) in force on ``day``: the value of its latest version committed on or before
+    the day (InferenceX's runners clone the srt-slurm branch when they launch), read wherever
+    every version that may have run that day gives the same value. Which may have run: the
+    latest started, and on a boundary day (the day its first version was committed) the one
+    before it too; where versions of different lines interleave, every started one. A day
+    before every version, or versions in question that differ, leave it unread (None and
+    why). A line may carry more than ``value_of`` reads, so two lines can give one value."""
     order = sorted(lines, key=lambda ln: (ln["first_day"], ln["last_day"]))
-    interleave = any(a["last_day"] > b["first_day"] for a, b in itertools.pairwise(order))
     started = [ln for ln in order if ln["first_day"] <= day]
-    if interleave or not started or started[-1]["first_day"] == day:
-        values = "; ".join(f"{shown(ln)} {ln['first_day']} to {ln['last_day']}" for ln in order)
-        return None, f"{recipe}: its versions' values changed and {day} does not decide ({values})"
-    return started[-1], ""
+    interleave = any(a["last_day"] > b["first_day"] for a, b in itertools.pairwise(order))
+    if interleave:
+        candidates = started
+    elif started and started[-1]["first_day"] == day:
+        candidates = started[-2:] if len(started) > 1 else []
+    else:
+        candidates = started[-1:]
+    values = {value_of(ln) for ln in candidates}
+    if len(lines) == 1 or (candidates and len(values) == 1):
+        return value_of(candidates[0] if candidates else lines[0]), ""
+    shown = "; ".join(
+        f"{_shown(value_of(ln))} {ln['first_day']} to {ln['last_day']}" for ln in order
+    )
+    return None, f"{recipe}: its versions' values changed and {day} does not decide ({shown})"
+
+
+def _recipes_in_force(
+    recipes: Sequence[str],
+    day: str,
+    lines_of: Callable[[str], list[dict[str, str]]],
+    value_of: Callable[[dict[str, str]], tuple[str, ...]],
+    not_on_file: str,
+) -> tuple[set[tuple[str, ...]], list[str]]:
+    """The one loop of the recipe-table readings: each recipe's value on ``day``
+    (:func:`_in_force` over ``lines_of(recipe)``); (the distinct values read, why the others
+    were not: ``not_on_file`` where a recipe has no line)."""
+    values: set[tuple[str, ...]] = set()
+    unread: list[str] = []
+    for recipe in recipes:
+        lines = lines_of(recipe)
+        if not lines:
+            unread.append(f"{recipe}: {not_on_file}")
+            continue
+        value, why = _in_force(recipe, lines, day, value_of)
+        if value is None:
+            unread.append(why)
+        else:
+            values.add(value)
+    return values, unread
+
+
+def _frontend(line: dict[str, str]) -> tuple[str, str, str]:
+    return line["frontends"], line["frontend_type"], line["router_args"]
 
 
 def recipes_decode_routing(
@@ -391,19 +440,15 @@ def recipes_decode_routing(
     router arguments (none of the tables' recipes states any)."""
     if not recipes:
         return {}, ""
-    counts, unread = set(), []
-    for recipe in recipes:
-        lines = [ln for ln in table if ln["recipe"] == recipe]
-        if not lines:
-            unread.append(f"{recipe}: not on file ({FRONTENDS_FILE})")
-            continue
-        line, why = _in_force(recipe, lines, day, lambda ln: f"{ln['frontends']} frontends")
-        if line is None:
-            unread.append(why)
-        elif line["frontend_type"] != "dynamo" or line["router_args"]:
-            unread.append(f"{recipe}: frontend {line['frontend_type']} {line['router_args']}")
+    read, unread = _recipes_in_force(
+        recipes, day, _recipe_lines(table), _frontend, f"not on file ({FRONTENDS_FILE})"
+    )
+    counts = set()
+    for frontends, kind, router_args in read:
+        if kind != "dynamo" or router_args:
+            unread.append(f"frontend {kind} {router_args} ({', '.join(recipes)})")
         else:
-            counts.add(int(line["frontends"]))
+            counts.add(int(frontends))
     if unread:
         return {}, "decode routing not read: " + "; ".join(unread)
     if len(counts) > 1:
@@ -438,6 +483,10 @@ TRT_STAGE_FIELDS = (
 """The values of a :data:`TRT_STAGES_FILE` line, in its column order."""
 
 
+def _trt_stages(line: dict[str, str]) -> tuple[str, ...]:
+    return tuple(line[k] for k in TRT_STAGE_FIELDS)
+
+
 def recipes_trt_stages(
     recipes: Sequence[str], day: str, table: Sequence[dict[str, str]]
 ) -> tuple[dict[str, Any], str]:
@@ -451,19 +500,9 @@ def recipes_trt_stages(
     file, a day that does not decide, or recipes that disagree leave every setting unread."""
     if not recipes:
         return {}, ""
-    values, unread = set(), []
-    for recipe in recipes:
-        lines = [ln for ln in table if ln["recipe"] == recipe]
-        if not lines:
-            unread.append(f"{recipe}: not on file ({TRT_STAGES_FILE})")
-            continue
-        line, why = _in_force(
-            recipe, lines, day, lambda ln: _shown(tuple(ln[k] for k in TRT_STAGE_FIELDS))
-        )
-        if line is None:
-            unread.append(why)
-        else:
-            values.add(tuple(line[k] for k in TRT_STAGE_FIELDS))
+    values, unread = _recipes_in_force(
+        recipes, day, _recipe_lines(table), _trt_stages, f"not on file ({TRT_STAGES_FILE})"
+    )
     if unread:
         return {}, "context/generation settings not read: " + "; ".join(unread)
     if len(values) > 1:
@@ -531,7 +570,8 @@ def recipes_prefill_chunk(
     read on ``day``, must be read and agree; (engine options, note). Nothing for no recipes."""
     if not recipes:
         return {}, ""
-    values, unread = set(), []
+    values: set[tuple[str, str, str]] = set()
+    unread: list[str] = []
     for recipe in recipes:
         value, why = recipe_prefill_values(recipe, day, table)
         if value is None:

@@ -252,15 +252,12 @@ def simulate(
         # least REPLICA_REQUESTS requests in all) stands for it; round robin is one deal.
         reps = max(1, min(MOST_REPLICAS, math.ceil(REPLICA_REQUESTS / max(len(input_lens), 1))))
         runs = [np.random.default_rng(seed) for seed in range(reps if routing == "random" else 1)]
-    parts = [
-        _follow(
-            concurrency=concurrency, input_lens=input_lens, output_lens=output_lens,
-            prefill=prefill, admission_s=admission_s, decode_slots=decode_slots,
-            tpot_s=tpot_s, ready_after_s=ready_after_s, decode_workers=workers,
-            routing=routing if rng is not None else "least-loaded", rng=rng,
-        )
-        for rng in runs
-    ]  # fmt: skip
+    run = _Run(
+        concurrency=concurrency, input_lens=input_lens, output_lens=output_lens,
+        prefill=prefill, admission_s=admission_s, decode_slots=decode_slots, tpot_s=tpot_s,
+        ready_after_s=ready_after_s, decode_workers=workers,
+    )  # fmt: skip
+    parts = [_follow(run, routing if rng is not None else "least-loaded", rng) for rng in runs]
     weight = _weights(
         len(input_lens), max(min(int(concurrency), len(input_lens)), 1),
         len(input_lens) if num_requests is None else int(num_requests),
@@ -274,21 +271,30 @@ def simulate(
     )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Run:
+    """What one run of :func:`simulate` follows (its arguments, every deal the same)."""
+
+    concurrency: int
+    input_lens: np.ndarray
+    output_lens: np.ndarray
+    prefill: PrefillStage
+    admission_s: float
+    decode_slots: float
+    tpot_s: float
+    ready_after_s: float
+    decode_workers: int
+
+
 def _follow(
-    *,
-    concurrency: int,
-    input_lens: np.ndarray,
-    output_lens: np.ndarray,
-    prefill: PrefillStage,
-    admission_s: float,
-    decode_slots: float,
-    tpot_s: float,
-    ready_after_s: float,
-    decode_workers: int,
-    routing: str,
-    rng: np.random.Generator | None,
+    run: _Run, routing: str, rng: np.random.Generator | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One run of :func:`simulate`: TTFT, prefill part and decode-slot wait per request."""
+    input_lens, output_lens, prefill = run.input_lens, run.output_lens, run.prefill
+    admission_s, decode_slots, tpot_s = run.admission_s, run.decode_slots, run.tpot_s
+    ready_after_s, decode_workers, concurrency = (
+        run.ready_after_s, run.decode_workers, run.concurrency,
+    )  # fmt: skip
     n = len(input_lens)
     ins = np.maximum(np.asarray(input_lens, dtype=float), 1.0).tolist()
     decode_time = (np.maximum(np.asarray(output_lens, dtype=float) - 1.0, 0.0) * tpot_s).tolist()
@@ -312,6 +318,9 @@ def _follow(
     pools = 1 if pooled else decode_workers
     slots: list[list[float]] = [[0.0] * max(int(per), 1) if binding else [] for _ in range(pools)]
     dealt = 0
+    # A random router's deal, one worker per finished prompt in the order they finish, drawn
+    # at once for the run (a draw per request cost seconds at C >= 8000).
+    deal = rng.integers(decode_workers, size=n) if rng is not None else None
     arrival = [0.0] * n
     ttft = [0.0] * n
     pre = [0.0] * n
@@ -377,8 +386,8 @@ def _follow(
             elif routing == "round-robin":
                 pool = slots[dealt % decode_workers]
             else:
-                assert rng is not None
-                pool = slots[int(rng.integers(decode_workers))]
+                assert deal is not None
+                pool = slots[int(deal[dealt])]
             dealt += 1
             admit = max(ready, pop(pool)) if binding else ready
             finish = admit + decode_time[i]
