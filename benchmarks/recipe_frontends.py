@@ -24,7 +24,8 @@ Columns: ``recipe``; ``frontend_type`` (``dynamo`` unless stated); ``multiple`` 
 ``additional`` (``num_additional_frontends``, stated or ``9``); ``worker_nodes``
 (``resources``: prefill + decode + aggregated nodes); ``frontends`` (the count the rule
 above starts); ``router_args`` (``frontend.args`` as ``key=value``, space-separated; empty:
-none); ``versions``, ``first_day``, ``last_day``, ``repo`` as in the prefill-chunks table
+none); ``versions``, ``first_day``, ``last_day``, ``first_commit``, ``last_commit``, ``repo`` as in the
+prefill-chunks table
 (``recipe_prefill_chunks.py``). One line per (recipe, value).
 
     PYTHONPATH=src python benchmarks/recipe_frontends.py [--mirrors /work/.mirror] [--out PATH]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import csv
 import subprocess
+from datetime import UTC, datetime
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -112,15 +113,17 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def versions(repo: Path, path: str) -> list[tuple[str, str, str]]:
-    """(commit, committer day, file text) of every commit of ``repo`` touching ``path`` that
-    holds it."""
-    log = _git(repo, "log", "--all", "--format=%H %cs", "--", path).stdout.split("\n")
+    """(commit, committer instant in UTC as ``YYYY-MM-DDTHH:MM:SSZ``, file text) of every commit
+    of ``repo`` touching ``path`` that holds it. UTC, as the records' run days are: a commit's
+    local day (``%cs``) can be the day before or after."""
+    log = _git(repo, "log", "--all", "--format=%H %ct", "--", path).stdout.split("\n")
     out = []
     for line in filter(None, log):
-        commit, day = line.split()
+        commit, stamp = line.split()
         shown = _git(repo, "show", f"{commit}:{path}")
         if shown.returncode == 0:
-            out.append((commit, day, shown.stdout))
+            when = datetime.fromtimestamp(int(stamp), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            out.append((commit, when, shown.stdout))
     return out
 
 
@@ -128,15 +131,16 @@ def versioned_values(
     mirrors: Path, path: str, parse: Callable[[str], Any]
 ) -> list[tuple[Any, dict[str, str]]]:
     """``parse`` of every version of ``path`` in the forks under ``mirrors``: one (value, line
-    fields) per distinct value, in the order of its first version's day; the fields are
-    ``versions`` (distinct commits stating it), ``first_day``, ``last_day`` and ``repo`` (the
-    forks holding them)."""
+    fields) per distinct value, in the order of its first version; the fields are ``versions``
+    (distinct commits stating it), ``first_commit`` / ``last_commit`` (the first and last of
+    those commits' instants, UTC), ``first_day`` / ``last_day`` (their UTC days) and ``repo``
+    (the forks holding them)."""
     seen: dict[Any, dict[str, Any]] = {}
     for fork in FORKS:
         repo = mirrors / fork.replace("/", "+") / "repo"
-        for commit, day, text in versions(repo, path):
+        for commit, when, text in versions(repo, path):
             entry = seen.setdefault(parse(text), {"commits": {}, "forks": set()})
-            entry["commits"][commit] = day
+            entry["commits"][commit] = when
             entry["forks"].add(fork)
     spans = {v: sorted(e["commits"].values()) for v, e in seen.items()}
     return [
@@ -144,8 +148,10 @@ def versioned_values(
             value,
             {
                 "versions": str(len(seen[value]["commits"])),
-                "first_day": spans[value][0],
-                "last_day": spans[value][-1],
+                "first_day": spans[value][0][:10],
+                "last_day": spans[value][-1][:10],
+                "first_commit": spans[value][0],
+                "last_commit": spans[value][-1],
                 "repo": " ".join(f for f in FORKS if f in seen[value]["forks"]),
             },
         )

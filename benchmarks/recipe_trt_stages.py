@@ -14,7 +14,8 @@ generation server pulls it, 0.6-0.9 on the generation servers.
 
 Columns: ``recipe``; ``prefill_max_batch_size``, ``prefill_max_num_tokens``,
 ``prefill_kv_fraction``, ``decode_kv_fraction`` as written (empty: not stated, the default);
-``versions``, ``first_day``, ``last_day``, ``repo`` as in the prefill-chunks table
+``versions``, ``first_day``, ``last_day``, ``first_commit``, ``last_commit``, ``repo`` as in the
+prefill-chunks table
 (``recipe_prefill_chunks.py``). One line per (recipe, value).
 
     PYTHONPATH=src python benchmarks/recipe_trt_stages.py [--mirrors /work/.mirror] [--out PATH]

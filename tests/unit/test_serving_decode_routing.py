@@ -233,7 +233,7 @@ def test_a_boundary_day_is_read_where_every_version_in_question_gives_one_value(
     kw, note = recipes_decode_routing(
         ["recipes/gb200-fp4/1k1k/low-latency.yaml"], "2026-01-20", table
     )
-    assert kw == {} and "does not decide" in note
+    assert kw == {} and "before every version read" in note
     # Two values on the boundary day: unread (the line after it, read the day after).
     changed = [
         _line("recipes/f.yaml", 2, "2026-01-01", "2026-01-31"),
@@ -243,6 +243,48 @@ def test_a_boundary_day_is_read_where_every_version_in_question_gives_one_value(
     assert recipes_decode_routing(["recipes/f.yaml"], "2026-02-05", changed)[0] == {
         "decode_routing": "round-robin"
     }
+
+
+def _timed(frontends: int, first: str, last: str, additional: str = "9") -> dict[str, str]:
+    return {
+        **_line("recipes/g.yaml", frontends, first[:10], last[:10]),
+        "additional": additional,
+        "first_commit": first,
+        "last_commit": last,
+    }
+
+
+def test_lines_started_on_one_day_are_ordered_by_their_commits_not_guessed() -> None:
+    day = "2026-02-01"
+    # Day-only lines that start together: the one before them may still have run (review of
+    # the first value rule: it read 2 frontends here though the 1-frontend version may have).
+    untimed = [
+        _line("recipes/f.yaml", 1, "2026-01-01", "2026-01-20"),
+        _line("recipes/f.yaml", 2, day, day),
+        _line("recipes/f.yaml", 2, day, "2026-03-01"),
+    ]
+    kw, note = recipes_decode_routing(["recipes/f.yaml"], day, untimed)
+    assert kw == {} and "does not decide" in note
+    # With the commits' instants a later day is exact: 5 frontends at 08:00, 1 at 19:00, the
+    # 5-frontend line has no later commit, so from the next day on the single frontend runs.
+    timed = [
+        _timed(5, "2026-02-05T08:00:00Z", "2026-02-05T08:00:00Z"),
+        _timed(1, "2026-02-05T19:00:00Z", "2026-03-03T09:00:00Z"),
+    ]
+    assert recipes_decode_routing(["recipes/g.yaml"], "2026-02-05", timed)[0] == {}
+    assert recipes_decode_routing(["recipes/g.yaml"], "2026-02-07", timed)[0] == {
+        "decode_routing": "round-robin"
+    }
+    # Interleaved versions: a line whose last commit is after every other line's is in force
+    # after it; between, both may be.
+    interleaved = [
+        _timed(1, "2026-01-01T00:00:00Z", "2026-01-20T00:00:00Z"),
+        _timed(4, "2026-01-05T00:00:00Z", "2026-01-06T00:00:00Z"),
+    ]
+    assert recipes_decode_routing(["recipes/g.yaml"], "2026-01-25", interleaved)[0] == {
+        "decode_routing": "round-robin"
+    }
+    assert recipes_decode_routing(["recipes/g.yaml"], "2026-01-10", interleaved)[0] == {}
 
 
 def test_the_table_has_its_columns_and_one_count_per_line() -> None:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import csv
 import functools
-import itertools
 import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -53,6 +52,8 @@ PREFILL_CHUNKS_COLUMNS = (
     "versions",
     "first_day",
     "last_day",
+    "first_commit",
+    "last_commit",
     "repo",
 )
 """Columns of :data:`PREFILL_CHUNKS_FILE` (``benchmarks/recipe_prefill_chunks.py`` writes it;
@@ -70,6 +71,8 @@ FRONTENDS_COLUMNS = (
     "versions",
     "first_day",
     "last_day",
+    "first_commit",
+    "last_commit",
     "repo",
 )
 """Columns of :data:`FRONTENDS_FILE` (``benchmarks/recipe_frontends.py`` writes it;
@@ -84,6 +87,8 @@ TRT_STAGES_COLUMNS = (
     "versions",
     "first_day",
     "last_day",
+    "first_commit",
+    "last_commit",
     "repo",
 )
 """Columns of :data:`TRT_STAGES_FILE` (``benchmarks/recipe_trt_stages.py`` writes it;
@@ -344,13 +349,13 @@ def recipe_prefill_values(
     day a value's first version was committed, when the one before may still have run) or
     interleaving versions where the values in question differ, leave it unread. A sweep version
     (several values, space-separated) is unread too."""
-    values, unread = _recipes_in_force(
+    read, unread = _recipes_in_force(
         [recipe], day, _prefill_lines(table), _value,
         f"prefill stage not on file ({PREFILL_CHUNKS_FILE})",
     )  # fmt: skip
     if unread:
         return None, unread[0]
-    (value,) = values
+    value = read[recipe]
     chunk, limit, fraction = value
     if any(" " in v for v in value):
         return None, f"{recipe}: a sweep version {_shown(value)}"
@@ -372,31 +377,49 @@ def _in_force(
     lines: Sequence[dict[str, str]],
     day: str,
     value_of: Callable[[dict[str, str]], tuple[str, ...]],
+    shown: Callable[[tuple[str, ...]], str] | None = None,
 ) -> tuple[tuple[str, ...] | None, str]:
-    """The value (``value_of`` a line) of ``recipe``'s versions (lines with ``first_day`` /
-    ``last_day``) in force on ``day``: the value of its latest version committed on or before
-    the day (InferenceX's runners clone the srt-slurm branch when they launch), read wherever
-    every version that may have run that day gives the same value. Which may have run: the
-    latest started, and on a boundary day (the day its first version was committed) the one
-    before it too; where versions of different lines interleave, every started one. A day
-    before every version, or versions in question that differ, leave it unread (None and
-    why). A line may carry more than ``value_of`` reads, so two lines can give one value."""
-    order = sorted(lines, key=lambda ln: (ln["first_day"], ln["last_day"]))
-    started = [ln for ln in order if ln["first_day"] <= day]
-    interleave = any(a["last_day"] > b["first_day"] for a, b in itertools.pairwise(order))
-    if interleave:
-        candidates = started
-    elif started and started[-1]["first_day"] == day:
-        candidates = started[-2:] if len(started) > 1 else []
-    else:
-        candidates = started[-1:]
+    """The value (``value_of`` a line) of ``recipe``'s versions in force on ``day``: the value of
+    its latest version committed before the run (InferenceX's runners clone the srt-slurm branch
+    when they launch). A line holds the versions of one value, committed from ``first_commit`` to
+    ``last_commit`` (UTC instants; ``first_day`` / ``last_day`` where a table has no instants);
+    only those two commits are known. A commit of an earlier day was before the run; one of the
+    run's own day may have come after it. A line may be the one in force unless another line
+    certainly committed later: at a known instant before the run's day and after the line's last
+    commit (where that commit was before the run's day; a line whose last commit is on the day or
+    after may have committed up to the run). The value is read where every line that may be in
+    force gives it, so a boundary day, or lines whose versions interleave, are read wherever the
+    versions in question agree (a line may carry more than ``value_of`` reads); a day before
+    every version read, or lines in question that differ, leave it unread (None and why). A
+    recipe with one line is read on any day (its one value)."""
+    if len(lines) == 1:
+        return value_of(lines[0]), ""
+    show = shown or _shown
+
+    def span(ln: dict[str, str]) -> tuple[str, str]:
+        return ln.get("first_commit") or ln["first_day"], ln.get("last_commit") or ln["last_day"]
+
+    def may_be_in_force(ln: dict[str, str]) -> bool:
+        first, last = span(ln)
+        if first[:10] > day:
+            return False
+        if last[:10] >= day:
+            return True  # its own commits may reach up to the run
+        return not any(
+            last < t and t[:10] < day for other in lines if other is not ln for t in span(other)
+        )
+
+    candidates = [ln for ln in lines if may_be_in_force(ln)]
     values = {value_of(ln) for ln in candidates}
-    if len(lines) == 1 or (candidates and len(values) == 1):
-        return value_of(candidates[0] if candidates else lines[0]), ""
-    shown = "; ".join(
-        f"{_shown(value_of(ln))} {ln['first_day']} to {ln['last_day']}" for ln in order
+    if len(values) == 1:
+        return values.pop(), ""
+    order = sorted(lines, key=lambda ln: (ln["first_day"], ln["last_day"]))
+    listed = "; ".join(
+        f"{show(value_of(ln))} {ln['first_day']} to {ln['last_day']}" for ln in order
     )
-    return None, f"{recipe}: its versions' values changed and {day} does not decide ({shown})"
+    if not candidates:
+        return None, f"{recipe}: {day} is before every version read ({listed})"
+    return None, f"{recipe}: its versions' values changed and {day} does not decide ({listed})"
 
 
 def _recipes_in_force(
@@ -405,27 +428,35 @@ def _recipes_in_force(
     lines_of: Callable[[str], list[dict[str, str]]],
     value_of: Callable[[dict[str, str]], tuple[str, ...]],
     not_on_file: str,
-) -> tuple[set[tuple[str, ...]], list[str]]:
+    shown: Callable[[tuple[str, ...]], str] | None = None,
+) -> tuple[dict[str, tuple[str, ...]], list[str]]:
     """The one loop of the recipe-table readings: each recipe's value on ``day``
-    (:func:`_in_force` over ``lines_of(recipe)``); (the distinct values read, why the others
-    were not: ``not_on_file`` where a recipe has no line)."""
-    values: set[tuple[str, ...]] = set()
+    (:func:`_in_force` over ``lines_of(recipe)``); ({recipe: value read}, why the others were
+    not: ``not_on_file`` where a recipe has no line)."""
+    read: dict[str, tuple[str, ...]] = {}
     unread: list[str] = []
     for recipe in recipes:
         lines = lines_of(recipe)
         if not lines:
             unread.append(f"{recipe}: {not_on_file}")
             continue
-        value, why = _in_force(recipe, lines, day, value_of)
+        value, why = _in_force(recipe, lines, day, value_of, shown)
         if value is None:
             unread.append(why)
         else:
-            values.add(value)
-    return values, unread
+            read[recipe] = value
+    return read, unread
 
 
 def _frontend(line: dict[str, str]) -> tuple[str, str, str]:
     return line["frontends"], line["frontend_type"], line["router_args"]
+
+
+def _frontends_shown(value: tuple[str, ...]) -> str:
+    frontends, kind, router_args = value
+    return f"{frontends} frontends" + (
+        "" if kind == "dynamo" and not router_args else f" ({kind} {router_args})"
+    )
 
 
 def recipes_decode_routing(
@@ -441,12 +472,13 @@ def recipes_decode_routing(
     if not recipes:
         return {}, ""
     read, unread = _recipes_in_force(
-        recipes, day, _recipe_lines(table), _frontend, f"not on file ({FRONTENDS_FILE})"
-    )
+        recipes, day, _recipe_lines(table), _frontend, f"not on file ({FRONTENDS_FILE})",
+        _frontends_shown,
+    )  # fmt: skip
     counts = set()
-    for frontends, kind, router_args in read:
+    for recipe, (frontends, kind, router_args) in read.items():
         if kind != "dynamo" or router_args:
-            unread.append(f"frontend {kind} {router_args} ({', '.join(recipes)})")
+            unread.append(f"{recipe}: frontend {kind} {router_args}")
         else:
             counts.add(int(frontends))
     if unread:
@@ -500,9 +532,10 @@ def recipes_trt_stages(
     file, a day that does not decide, or recipes that disagree leave every setting unread."""
     if not recipes:
         return {}, ""
-    values, unread = _recipes_in_force(
+    read, unread = _recipes_in_force(
         recipes, day, _recipe_lines(table), _trt_stages, f"not on file ({TRT_STAGES_FILE})"
     )
+    values = set(read.values())
     if unread:
         return {}, "context/generation settings not read: " + "; ".join(unread)
     if len(values) > 1:

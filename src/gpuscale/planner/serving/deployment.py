@@ -1134,10 +1134,9 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
         # Every closed loop, fixed lengths or not (the limit of no spread): its start-up burst
         # and rounds at the prefill workers (which re-bunch when lengths vary) and its decode
         # slots, request by request with the stages' own times (``disagg_closed_loop``).
-        # Each attention rank holds whole requests: its own floor, whatever the router (a
-        # pooled router cannot join two ranks' spare halves into one request's KV).
-        per_rank = min(float(eng_d.max_num_seqs), kv_capacity_requests(kv_d, decode_work, eng_d))
-        slots = decode.ranks * max(math.floor(per_rank), 1)
+        slots = decode.ranks * min(
+            float(eng_d.max_num_seqs), kv_capacity_requests(kv_d, decode_work, eng_d)
+        )
         # A prefill rank's own token budget (its share under SGLang's attention DP, the prefill
         # workers' own chunk), not eng_p's, which folds the prompt cap into tokens.
         rank_eng = prefill_rank_engine(eng, prefill)
@@ -1165,14 +1164,13 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
         t_ttft = at(ttft) + queue
         prefill_part = at(pc.ttft_s)
     if decode.routing != "least-loaded" and decode.workers > 1:
-        # Both loops: the closed loop's followed slot wait, the open loop's queue at a blind
-        # router's decode stage (``finite_run_wait`` per worker).
+        # Both loops: the closed loop's followed slot wait; the open loop's decode stage
+        # queues per worker (``finite_run_wait``), its wait inside the deployment's queue.
         how = "in turn" if decode.routing == "round-robin" else "at random"
         waits = (
             f"a request waits {queue * 1e3:.0f} ms on average for a slot on its worker"
             if sim is not None
-            else f"each worker queues its own share of the arrivals (open-loop queue "
-            f"{queue * 1e3:.0f} ms)"
+            else "each worker queues its own share of the arrivals"
         )
         notes.append(
             f"decode workers picked {how} ({decode.routing}), blind to their load: {waits}"

@@ -320,7 +320,9 @@ def _follow(
     dealt = 0
     # A random router's deal, one worker per finished prompt in the order they finish, drawn
     # at once for the run (a draw per request cost seconds at C >= 8000).
-    deal = rng.integers(decode_workers, size=n) if rng is not None else None
+    deal = None
+    if routing == "random" and rng is not None:
+        deal = rng.integers(decode_workers, size=n)
     arrival = [0.0] * n
     ttft = [0.0] * n
     pre = [0.0] * n
