@@ -32,7 +32,8 @@ HUGE_GPN = ("--gpus-per-node", "99999999999999999999")
         ),
         (
             (*INFER, "--concurrency", "1,99999999999999999999"),
-            "--concurrency '1,99999999999999999999': give a whole number of requests up to 2^53",
+            "--concurrency '1,99999999999999999999': give a whole number of requests, 1 to "
+            "1,000,000, or several comma-separated",
         ),
         # A search over 10^12 GPUs ran for minutes and took tens of GB.
         (

@@ -36,3 +36,18 @@ def test_bad_num_requests_is_one_line(gpuscale) -> None:
         )  # fmt: skip
         assert proc.returncode == 2, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1 and "--num-requests" in proc.stderr
+
+
+def test_a_load_sweep_with_a_request_rate_is_refused_in_the_rule_s_words(gpuscale) -> None:
+    # Fuzz (helper-146): a concurrency sweep beside --request-rate answered with the sweep
+    # API's type check ("request_rate must be a list of numbers").
+    for loads in ("8", "1,8"):
+        proc = gpuscale(
+            "infer", "llama3.1-8b", "--gpu", "h100-sxm", "--concurrency", loads,
+            "--request-rate", "4",
+        )  # fmt: skip
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.strip().splitlines() == [
+            "gpuscale: give exactly one of --concurrency (closed loop) or --request-rate "
+            "(open loop)"
+        ]

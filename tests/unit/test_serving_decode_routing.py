@@ -140,6 +140,19 @@ def test_infer_prices_the_routing_closed_and_open_loop() -> None:
         for r in ROUTINGS
     ]  # fmt: skip
     assert one[0] == one[1] == one[2]
+    # ... also where its slots bind and requests wait for them (fuzz, helper-146: the blind
+    # router's Little's-law throughput was applied to one worker too).
+    bound = [
+        infer(
+            "llama3.1-70b", gpu="h100-sxm", engine="tensorrt-llm", weights="fp8",
+            concurrency=256, prefill_workers=3, prefill_tp=2, decode_workers=1, decode_tp=2,
+            decode_routing=r,
+        ).to_dict()["options"][0]
+        for r in ROUTINGS
+    ]  # fmt: skip
+    assert bound[0]["ttft_ms"] > 100.0  # the slots bind: requests wait for one
+    assert bound[0] == bound[1] | {"decode_routing": "least-loaded"}
+    assert bound[0] == bound[2] | {"decode_routing": "least-loaded"}
 
 
 def test_routing_is_refused_for_an_aggregated_engine() -> None:

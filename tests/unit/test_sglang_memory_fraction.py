@@ -291,3 +291,25 @@ def test_a_stated_fraction_is_not_blamed_when_no_fraction_fits() -> None:
         engine_options={"memory_fraction": 0.4},
     )  # fmt: skip
     assert not res.prediction.fits
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "engine", "tp"),
+    [
+        ("llama3.1-70b", "h100-sxm", "sglang", 2),
+        ("llama3.1-70b", "h100-sxm", "vllm", 2),
+        ("deepseek-r1", "h200-sxm", "sglang", 8),
+        ("gpt-oss-120b", "mi355x", "sglang", 1),
+    ],
+)
+def test_a_whole_memory_fraction_uses_no_more_memory_than_the_gpu_has(
+    model: str, gpu: str, engine: str, tp: int
+) -> None:
+    # Fuzz (helper-146): memory_fraction=1 counted the activations beside a KV pool that took
+    # every byte, 81.7 GiB in use on a 79.6 GiB H100, reported as fitting.
+    o = api.infer(
+        model, gpu=gpu, engine=engine, tp=tp, input_len=1024, output_len=1024, concurrency=64,
+        engine_options={"memory_fraction": 1.0},
+    ).to_dict()["options"][0]  # fmt: skip
+    assert o["fits"]
+    assert o["memory_per_gpu_gib"] <= catalog.gpu(gpu).memory_bytes / 2**30 + 1e-9

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpuscale.api.serving import infer
+from gpuscale.errors import InputError
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.inferencex_api import load_records, read_record
 from gpuscale.validation.inferencex_multinode import (
@@ -156,3 +157,21 @@ def test_a_held_out_record_reads_its_context_servers() -> None:
     assert opts["prefill_max_num_batched_tokens"] == 16384
     assert opts["prefill_memory_fraction"] == pytest.approx(0.4)
     assert opts["memory_fraction"] == pytest.approx(0.9)
+
+
+def _trt_disagg(input_len: int, options: dict[str, int]) -> dict[str, float]:
+    return infer(
+        "deepseek-r1", gpu="b200", engine="tensorrt-llm", input_len=input_len, output_len=1024,
+        prefill_workers=2, prefill_tp=4, prefill_ep=4, decode_workers=1, decode_tp=8,
+        decode_ep=8, decode_attention_dp=8, concurrency=8, engine_options=options,
+    ).to_dict()["options"][0]  # fmt: skip
+
+
+def test_the_prompt_must_fit_the_context_servers_budget_not_the_generation_servers() -> None:
+    # Only the context servers run prompts: their max_num_tokens must hold the whole prompt
+    # (TensorRT-LLM does not chunk it), the generation servers' need not (fuzz, helper-146:
+    # a 1-token context budget was accepted and a large one refused for the decode workers').
+    with pytest.raises(InputError, match="prefill workers' max_num_batched_tokens 1 is below"):
+        _trt_disagg(1024, {"prefill_max_num_batched_tokens": 1})
+    long = _trt_disagg(100_000, {"prefill_max_num_batched_tokens": 131_072})
+    assert long["ttft_ms"] > 0.0

@@ -65,7 +65,11 @@ def _worker(stage: str, what: str) -> dict[str, Param]:
         f"{stage}_attention_dp": Param(
             type=int, default=1, help=f"Attention data-parallel ranks of a {stage} worker."
         ),
-        f"{stage}_batch": Param(type=int, help=f"Most {what} a {stage} worker batches."),
+        f"{stage}_batch": Param(
+            type=int,
+            help=f"Most {what} one attention rank of a {stage} worker batches (the worker "
+            f"holds {'--' + stage + '-attention-dp'} times as many).",
+        ),
     }
 
 

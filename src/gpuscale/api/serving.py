@@ -329,16 +329,28 @@ def _verdict(o: dict[str, Any]) -> str:
 
 
 def check_prompt_budget(
-    eng: EngineProfile, input_len: int, *, caller: Literal["infer", "search"] = "infer"
+    eng: EngineProfile,
+    input_len: int,
+    *,
+    caller: Literal["infer", "search"] = "infer",
+    stage: str = "",
 ) -> None:
     """Refuse a prompt an engine without chunked prefill cannot schedule: it runs a whole
     prompt in one iteration, so TensorRT-LLM refuses a launch whose max_num_tokens is below
     the longest prompt it must admit, and ATOM's scheduler never takes a prompt above its
     budget (``Scheduler.schedule`` stops before it, every iteration). ``caller``: ``infer``
-    takes engine options, the search does not; the remedy names what the caller can do."""
+    takes engine options, the search does not; the remedy names what the caller can do.
+    ``stage``: ``"prefill_"`` for a disaggregated deployment, whose prefill workers alone run
+    prompts (``eng`` is then their engine, ``prefill_worker_engine``; the decode workers take
+    the prompt's KV cache, not its tokens), and whose options carry that prefix."""
+    # The prefill workers' own options exist for the engines whose launches state them apart.
+    stage = stage if eng.name in PREFILL_STAGE else ""
+    who = "prefill workers' " if stage else ""
     if caller == "infer":
-        remedy = "raise it (--engine-options max_num_batched_tokens=N)" + (
-            " or turn chunking on (chunked_prefill=true)" if eng.name in CHUNKING else ""
+        chunking = f"{stage}chunked_prefill"
+        can_chunk = eng.name in CHUNKING and eng.name in ENGINE_OPTIONS[chunking].engines
+        remedy = f"raise it (--engine-options {stage}max_num_batched_tokens=N)" + (
+            f" or turn chunking on ({chunking}=true)" if can_chunk else ""
         )
     else:
         chunking = ", ".join(n for n, e in serving_engines().items() if e.chunked_prefill)
@@ -348,7 +360,7 @@ def check_prompt_budget(
         )
     require(
         eng.chunked_prefill or eng.max_num_batched_tokens >= input_len,
-        f"{eng.name}'s max_num_batched_tokens {eng.max_num_batched_tokens} is below the "
+        f"{eng.name}'s {who}max_num_batched_tokens {eng.max_num_batched_tokens} is below the "
         f"{input_len}-token prompt and chunked_prefill is off: {remedy}",
         field="engine_options" if caller == "infer" else "input_len",
     )
@@ -525,7 +537,10 @@ def infer(
     stated = "memory_fraction" in (engine_options or {})
     if engine_options:
         eng = dataclasses.replace(eng, **_engine_options(engine_options, eng.name))
-    check_prompt_budget(eng, input_len)
+    if prefill_workers is not None or decode_workers is not None:
+        check_prompt_budget(prefill_worker_engine(eng), input_len, stage="prefill_")
+    else:
+        check_prompt_budget(eng, input_len)
     if eng.max_draft_tokens is not None and spec_dec is not None:
         require(
             spec_dec.draft_tokens <= eng.max_draft_tokens,
@@ -539,7 +554,11 @@ def infer(
     kv_dtype = served_kv_dtype(model, weights, fmt, eng, kv_dtype, spec)
     prof = _profile(eng.cost_profile, profile)
     for name, cv in (("input_cv", input_cv), ("output_cv", output_cv)):
-        require(0.0 <= cv <= 10.0, f"--{name.replace('_', '-')} must be in [0, 10]", field=name)
+        require(
+            0.0 <= cv <= 10.0,
+            f"--{name.replace('_', '-')} must be in [0, 10], got {cv!r}",
+            field=name,
+        )
     work = Workload(
         input_len=float(input_len),
         output_len=float(output_len),

@@ -316,7 +316,11 @@ def search(
         )
     check_price(price)  # plan's rule (planner.search.Job)
     for name, cv in (("input_cv", input_cv), ("output_cv", output_cv)):
-        require(0.0 <= cv <= 10.0, f"--{name.replace('_', '-')} must be in [0, 10]", field=name)
+        require(
+            0.0 <= cv <= 10.0,
+            f"--{name.replace('_', '-')} must be in [0, 10], got {cv!r}",
+            field=name,
+        )
     ctx = search_context(
         spec,
         model=model,

@@ -8,7 +8,7 @@ import click
 from click.core import ParameterSource
 
 from gpuscale.api import profile_names
-from gpuscale.api.serving import ENGINE_OPTIONS, ENGINES, WEIGHT_FORMATS
+from gpuscale.api.serving import ENGINE_OPTIONS, ENGINES, MAX_NUM_REQUESTS, WEIGHT_FORMATS
 from gpuscale.api.serving import infer as api_infer
 from gpuscale.api.serving_search import search as api_search
 from gpuscale.api.serving_static import infer_static
@@ -198,6 +198,11 @@ def command(model: str, as_json: bool, html_path: str | None, **o: Any) -> None:
         tp = _single(tp) if typed_tp else 1
         loads = _loads(o.pop("concurrency"))
         if loads is not None and len(loads) > 1:
+            require(  # the rule infer states for one load, before the sweep's own checks
+                o["request_rate"] is None,
+                "give exactly one of --concurrency (closed loop) or --request-rate (open loop)",
+                field="concurrency",
+            )
             result = infer_sweep(model, concurrency=loads, engine=under_load, tp=tp, **common, **o)
             render = print_sweep
         else:
@@ -268,8 +273,8 @@ def _loads(text: str | None) -> list[int] | None:
         return [whole_number(part, "--concurrency", "concurrency") for part in text.split(",")]
     except InputError:
         raise InputError(
-            f"--concurrency {quoted(text)}: give a whole number of requests up to 2^53, or several "
-            "comma-separated (1,8,64)",
+            f"--concurrency {quoted(text)}: give a whole number of requests, 1 to "
+            f"{MAX_NUM_REQUESTS:,}, or several comma-separated (1,8,64)",
             field="concurrency",
         ) from None
 

@@ -90,8 +90,10 @@ class Pool:
     workers: int
     par: Parallelism
     max_batch: int | None = None
-    """Most requests one worker batches (prefill: prompts per iteration; decode: running
-    requests), when the deployment caps it below the engine default."""
+    """Most requests one attention rank of a worker batches (prefill: prompts per iteration;
+    decode: running requests), when the deployment caps it below the engine default (as the
+    engine's own ``max_num_seqs``: TensorRT-LLM's ``max_batch_size`` is per rank, SGLang's
+    ``--max-running-requests`` is divided over the DP ranks)."""
     routing: str = "least-loaded"
     """How the router in front of these workers picks one for a request
     (``disagg_closed_loop.ROUTINGS``); read for the decode workers of a closed loop."""
@@ -268,6 +270,10 @@ def kv_pool(
         # context); the activations run in the 1 - frac left over (ModelRunner
         # profile_max_num_token: rest = available - total x (1 - mem_fraction_static)).
         kv_bytes = frac * mem - weights - context
+    # Whatever the fraction, the pool is not larger than the memory the weights, the
+    # activations and the context leave (a fraction near 1 would otherwise count more memory in
+    # use than the GPU has; fuzz, helper-146: SGLang at memory_fraction=1 used 81.7 of 79.6 GiB).
+    kv_bytes = min(kv_bytes, mem - weights - activations - context)
     window = window_bytes_per_sequence(model, par, kv_dtype)
     ratio = eng.swa_tokens_per_full_token
     if ratio is not None and window > 0:
@@ -1189,7 +1195,8 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
             f"{poll_ms:.0f} ms for their poll before its prefill may start"
         )
     served = x
-    if sim is not None and decode.routing != "least-loaded" and sim.mean_slot_wait_s > 0.0:
+    blind = decode.routing != "least-loaded" and decode.workers > 1
+    if sim is not None and blind and sim.mean_slot_wait_s > 0.0:
         # Requests held on a busy worker while another has a free slot: the loop's clients
         # spend that wait too, so it completes C / E2E requests a second (Little's law).
         served = min(x, float(client.concurrency or 1) / (t_ttft + steps * tpot))
