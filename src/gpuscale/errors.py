@@ -53,7 +53,8 @@ def quoted(name: str, limit: int = 80) -> str:
 def unknown(kind: str, name: str, choices: Iterable[str]) -> InputError:
     """``unknown GPU 'h100'; did you mean h100-sxm, h100-pcie?``"""
     pool = list(choices)
-    near = closest(name, pool)
+    # An empty name is near nothing: list what is accepted, not three arbitrary guesses.
+    near = closest(name, pool) if name.strip() else []
     if near:
         return InputError(f"unknown {kind} {quoted(name)}; did you mean {', '.join(near)}?")
     return InputError(f"unknown {kind} {quoted(name)}; known: {', '.join(sorted(pool))}")

@@ -272,3 +272,10 @@ def test_infer_help_lists_every_weight_format_accepted(gpuscale: Run) -> None:
         assert f" {name}," in listed or f" {name} " in listed, name
         # accepted by the function the flag feeds (in-process: one engine start each is slow)
         assert infer("llama3.1-8b", gpu="h100-sxm", concurrency=4, weights=name).weights
+
+
+def test_an_empty_name_lists_what_is_accepted(gpuscale) -> None:
+    # Fuzz (helper-146): --inter '' answered "did you mean eth-10, eth-100, eth-25?".
+    proc = gpuscale(*INFER, "--concurrency", "4", "--inter", "")
+    assert proc.returncode == 2, proc.stderr
+    assert "unknown fabric ''; known: " in proc.stderr and "ib-ndr400" in proc.stderr

@@ -51,3 +51,18 @@ def test_a_load_sweep_with_a_request_rate_is_refused_in_the_rule_s_words(gpuscal
             "gpuscale: give exactly one of --concurrency (closed loop) or --request-rate "
             "(open loop)"
         ]
+
+
+def test_fewer_requests_than_clients_are_priced_as_in_flight(gpuscale) -> None:
+    # Fuzz (helper-146): --num-requests 1 beside --concurrency 1000 was overridden silently.
+    def run(concurrency: str) -> dict:
+        proc = gpuscale(
+            "infer", "llama3.1-8b", "--gpu", "h100-sxm", "--concurrency", concurrency,
+            "--num-requests", "4", "--json",
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)["options"][0]
+
+    wide, four = run("1000"), run("4")
+    assert any("at most 4 requests are ever in flight" in n for n in wide["notes"])
+    assert wide["ttft_ms"] == four["ttft_ms"] and wide["tpot_ms"] == four["tpot_ms"]

@@ -194,3 +194,16 @@ def test_search_winner_is_what_infer_prints_for_it(gpuscale) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "req/s" in proc.stdout and "requests/s of Poisson arrivals" in proc.stdout
+
+
+def test_a_deployment_that_does_not_fit_shows_no_latency_table(gpuscale) -> None:
+    # Fuzz (helper-146): bf16 Llama-3.1-70B on one H100 printed TTFT 3,491,348 ms and a KV cache
+    # "75% full" from a pool of one request the GPU cannot hold; only the verdict said so.
+    args = ("infer", "llama3.1-70b", "--gpu", "h100-sxm", "--engine", "vllm", "--tp", "1",
+            "--input", "1024", "--output", "1024", "--concurrency", "64")  # fmt: skip
+    proc = gpuscale(*args)
+    assert proc.returncode == 0, proc.stderr
+    assert "TTFT ms" not in proc.stdout and "throughput:" not in proc.stdout
+    assert "verdict: does not fit" in proc.stdout
+    doc = json.loads(gpuscale(*args, "--json").stdout)
+    assert doc["options"][0]["fits"] is False

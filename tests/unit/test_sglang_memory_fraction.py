@@ -313,3 +313,24 @@ def test_a_whole_memory_fraction_uses_no_more_memory_than_the_gpu_has(
     ).to_dict()["options"][0]  # fmt: skip
     assert o["fits"]
     assert o["memory_per_gpu_gib"] <= catalog.gpu(gpu).memory_bytes / 2**30 + 1e-9
+
+
+def test_a_prefill_pool_without_room_names_the_prefill_workers_own_fraction() -> None:
+    # Fuzz (helper-146): the refusal for the prefill workers named memory_fraction, which sets
+    # both pools; SGLang launches state the prefill workers' apart (prefill_memory_fraction).
+    kw: dict[str, Any] = dict(
+        gpu="mi355x", engine="sglang", weights="fp8_block", input_len=7372, output_len=922,
+        concurrency=4, prefill_workers=1, prefill_tp=8, decode_workers=2, decode_tp=8,
+        decode_ep=8, engine_options={"max_num_batched_tokens": 262144},
+    )  # fmt: skip
+    with pytest.raises(InputError, match="leaves the prefill workers room") as err:
+        api.infer("deepseek-r1", **kw)
+    assert "--engine-options prefill_memory_fraction=F" in str(err.value)
+    fixed = kw | {
+        "engine_options": {
+            "max_num_batched_tokens": 262144,
+            "prefill_memory_fraction": 0.8,
+            "memory_fraction": 0.8,
+        }
+    }
+    assert api.infer("deepseek-r1", **fixed).to_dict()["options"][0]["fits"]

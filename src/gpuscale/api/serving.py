@@ -567,7 +567,12 @@ def infer(
         input_cv=input_cv,
         output_cv=output_cv,
     )
-    client = Client(concurrency=concurrency, request_rate=request_rate, num_requests=num_requests)
+    # A run of N requests never has more than N in flight, whatever the client's concurrency
+    # (vllm bench / sa-bench send min(C, N) at once); priced so and said in a note.
+    in_flight = concurrency
+    if concurrency is not None and num_requests is not None and num_requests < concurrency:
+        in_flight = num_requests
+    client = Client(concurrency=in_flight, request_rate=request_rate, num_requests=num_requests)
     measured = measured_requests(work, client)
     # The default of a fixed-length closed loop, 20 x concurrency, is a run too: past 10^6
     # requests (concurrency > 50,000) it is refused as a stated one is, not followed request by
@@ -749,6 +754,11 @@ def infer(
             f"--prefix-hit {prefix_hit:g} not applied: engine {eng.name} computes every prompt "
             f"in full, without prefix caching {why}"
         )
+    if in_flight != concurrency:
+        pred.notes.append(
+            f"--num-requests {num_requests} is below --concurrency {concurrency}: at most "
+            f"{in_flight} requests are ever in flight, priced at concurrency {in_flight}"
+        )
     if weights == "auto":
         # Say what "auto" chose, so a 16-bit answer for a quantized repository is never silent.
         pred.notes.append(
@@ -853,11 +863,14 @@ def _check_memory_fraction(
         speculative=spec_dec is not None,
     )  # fmt: skip
     mtp = ", MTP" if spec_dec is not None else ""
+    # The prefill workers' own fraction where the engine's launches state one apart.
+    prefill_own = stage == "prefill workers" and eng.name in PREFILL_STAGE
+    remedy = "prefill_memory_fraction" if prefill_own else "memory_fraction"
     who = {"sglang-0.5": "SGLang"}.get(eng.static_memory_rule or "", eng.name)
     raise InputError(
         f"{who}'s default mem_fraction_static ({frac:.3f} on {cluster.device.name} at TP "
         f"{par.tp}, attention DP {par.attention_dp}{mtp}) {room}; "
-        "state the launch's fraction: --engine-options memory_fraction=F (0 < F <= 1)",
+        f"state the launch's fraction: --engine-options {remedy}=F (0 < F <= 1)",
         field="engine_options",
     )
 

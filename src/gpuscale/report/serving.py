@@ -53,6 +53,17 @@ def print_static(console: Console, doc: Mapping[str, Any]) -> None:
 def print_serving(console: Console, doc: Mapping[str, Any]) -> None:
     """The ``infer`` document under load (``ServingResult.to_dict()``): mean and percentiles."""
     o, client = doc["options"][0], doc["client"]
+    if not o["fits"]:
+        # Its figures are the pool of one request forced onto a GPU that holds none: no engine
+        # would start, so they are not shown (the JSON keeps them, beside ``fits``: false).
+        console.print(
+            f"{doc['model']} on {doc['gpu']} ({doc['engine']}, {doc['weights']}): "
+            f"{o['memory_per_gpu_gib']:.1f} GiB per GPU needed"
+        )
+        for note in o["notes"]:
+            console.print(f"note: {note}")
+        console.print(f"verdict: {doc['verdict']}")
+        return
     load = (
         f"concurrency {client['concurrency']}"
         if client["concurrency"]
