@@ -26,8 +26,8 @@ from __future__ import annotations
 import argparse
 import csv
 import subprocess
-from datetime import UTC, datetime
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
