@@ -1195,10 +1195,11 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
             f"{poll_ms:.0f} ms for their poll before its prefill may start"
         )
     served = x
-    blind = decode.routing != "least-loaded" and decode.workers > 1
-    if sim is not None and blind and sim.mean_slot_wait_s > 0.0:
-        # Requests held on a busy worker while another has a free slot: the loop's clients
-        # spend that wait too, so it completes C / E2E requests a second (Little's law).
+    if sim is not None:
+        # A closed loop of C clients completes C / E2E requests a second (Little's law), with
+        # the followed TTFT: its burst, re-bunched waves and waits for a decode slot (on a busy
+        # worker, with a blind router) are spent by the clients too, which the steady state's
+        # rate leaves out. The same for every router: one decode worker reads the same.
         served = min(x, float(client.concurrency or 1) / (t_ttft + steps * tpot))
     point = OperatingPoint(
         x=served,
