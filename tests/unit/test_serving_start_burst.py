@@ -100,3 +100,14 @@ def test_fixed_lengths_unstated_count_is_twenty_rounds() -> None:
     # random lengths and the open loop keep their 1000 requests
     varied = infer("llama3.1-8b", concurrency=64, input_cv=0.1, **KW).to_dict()["client"]
     assert varied["num_requests"] == 1000
+
+
+@pytest.mark.parametrize("conc", [8, 64, 512])
+def test_the_burst_in_the_mean_ttft_is_in_the_throughput_too(conc: int) -> None:
+    # Little's law over the run: C clients whose mean E2E holds the first round's burst
+    # complete C / E2E requests a second, not the steady state's rate (which leaves it out).
+    o = infer(
+        "llama3.1-8b", concurrency=conc, num_requests=10 * conc, input_cv=0.1, output_cv=0.1,
+        **KW,
+    ).to_dict()["options"][0]  # fmt: skip
+    assert o["requests_per_s"] <= conc / o["e2e_s"] * (1 + 1e-9)

@@ -442,7 +442,11 @@ def _with_start_burst(
     burst_ttft = float(np.average(burst.ttft_s, weights=burst.weight))
     share = conc / n
     ttft = share * burst_ttft + (1.0 - share) * point.ttft_s
-    mixed = dataclasses.replace(point, ttft_s=ttft, e2e_s=point.e2e_s + (ttft - point.ttft_s))
+    e2e = point.e2e_s + (ttft - point.ttft_s)
+    # The clients spend the burst too: C / E2E requests a second over the run (Little's law, as
+    # the disaggregated closed loop reads its followed TTFT), per rank as ``point.x`` is.
+    x = min(point.x, conc / ranks / e2e) if e2e > 0.0 else point.x
+    mixed = dataclasses.replace(point, ttft_s=ttft, e2e_s=e2e, x=x)
     return mixed, StartBurst(ttft_s=burst.ttft_s, weight=burst.weight, share=share)
 
 
