@@ -66,3 +66,11 @@ def test_fewer_requests_than_clients_are_priced_as_in_flight(gpuscale) -> None:
     wide, four = run("1000"), run("4")
     assert any("at most 4 requests are ever in flight" in n for n in wide["notes"])
     assert wide["ttft_ms"] == four["ttft_ms"] and wide["tpot_ms"] == four["tpot_ms"]
+
+
+def test_a_request_rate_past_any_deployment_is_refused(gpuscale) -> None:
+    # Fuzz (helper-146): 1e300 requests/s was accepted and answered as a saturated engine.
+    for bad in ("1e300", "1000001"):
+        proc = gpuscale("infer", "llama3.1-8b", "--gpu", "h100-sxm", "--request-rate", bad)
+        assert proc.returncode == 2, proc.stderr
+        assert "at most 1,000,000" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

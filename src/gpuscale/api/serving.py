@@ -5,7 +5,6 @@ aggregated only)."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -141,6 +140,11 @@ MAX_NUM_REQUESTS = 1_000_000
 """Most requests in one benchmark run (the open-loop wait replays every arrival), stated or the
 client's default (``deployment.measured_requests``); also the most in flight at once, which are
 requests of that run (:func:`check_requests`)."""
+
+MAX_REQUEST_RATE = 1e6
+"""Most requests/s an open-loop client may send: 10^6 a second is beyond any deployment's
+capacity by orders of magnitude (the most one benchmark run holds, :data:`MAX_NUM_REQUESTS`,
+would arrive in a second), so a larger rate is a typo (1e300 was answered as saturated)."""
 
 MAX_RUN_SECONDS = 1e9
 """Longest open-loop benchmark run, ``num_requests / request_rate`` seconds: 10^9 s (~32
@@ -511,8 +515,9 @@ def infer(
     check_requests(concurrency, "concurrency")
     if request_rate is not None:
         require(
-            0 < request_rate < math.inf,
-            f"--request-rate must be a finite number of requests/s > 0, got {request_rate}",
+            0 < request_rate <= MAX_REQUEST_RATE,
+            f"--request-rate must be a number of requests/s > 0 and at most "
+            f"{MAX_REQUEST_RATE:,.0f}, got {request_rate}",
             field="request_rate",
         )
     check_requests(num_requests, "num_requests")
