@@ -334,3 +334,15 @@ def test_a_prefill_pool_without_room_names_the_prefill_workers_own_fraction() ->
         }
     }
     assert api.infer("deepseek-r1", **fixed).to_dict()["options"][0]["fits"]
+
+
+def test_prefill_workers_that_cannot_hold_a_prompt_do_not_fit() -> None:
+    # Review (helper-148): only the decode pool decided ``fits``; bf16 Llama-3.1-70B prefill
+    # workers on one H100 each (133.8 GiB) were shown as fitting, priced with a 1.7 s TTFT.
+    res = api.infer(
+        "llama3.1-70b", gpu="h100-sxm", engine="vllm", weights="bf16", prefill_workers=1,
+        prefill_tp=1, decode_workers=1, decode_tp=8, concurrency=8,
+    )  # fmt: skip
+    assert not res.prediction.fits
+    assert "prefill workers hold no room for one prompt's KV cache" in res.prediction.notes
+    assert res.to_dict()["verdict"].startswith("does not fit")

@@ -135,3 +135,15 @@ def test_disaggregated_prediction_chunks_the_prefill_workers_prompts() -> None:
         return float(out.to_dict()["options"][0]["ttft_ms"])
 
     assert ttft(2048) > 1.02 * ttft(8192)
+
+
+def test_a_prompt_past_the_prefill_limit_runs_whole_with_chunking_off() -> None:
+    # Review (helper-148): the prompt-budget check, moved to the prefill workers, refused a
+    # 2,000-token prompt under --max-prefill-tokens 1000 with chunking off, which SGLang starts
+    # whole as a batch's first prompt (PrefillAdder.add_one_req); aggregated alike.
+    kw = dict(gpu="h100-sxm", engine="sglang", input_len=2000, output_len=100, concurrency=8)
+    off = {"prefill_chunked_prefill": False, "prefill_max_prefill_tokens": 1000}
+    disagg = infer("llama3.1-8b", **kw, prefill_workers=1, decode_workers=1, engine_options=off)
+    assert disagg.to_dict()["options"][0]["ttft_ms"] > 0.0
+    agg_off = {"chunked_prefill": False, "max_num_batched_tokens": 1000}
+    assert infer("llama3.1-8b", **kw, engine_options=agg_off).to_dict()["options"][0]["fits"]

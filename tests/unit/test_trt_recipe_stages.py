@@ -171,7 +171,12 @@ def test_the_prompt_must_fit_the_context_servers_budget_not_the_generation_serve
     # Only the context servers run prompts: their max_num_tokens must hold the whole prompt
     # (TensorRT-LLM does not chunk it), the generation servers' need not (fuzz, helper-146:
     # a 1-token context budget was accepted and a large one refused for the decode workers').
-    with pytest.raises(InputError, match="prefill workers' max_num_batched_tokens 1 is below"):
+    with pytest.raises(InputError, match="prefill workers' max_num_batched_tokens 1 is below") as e:
         _trt_disagg(1024, {"prefill_max_num_batched_tokens": 1})
+    # Both remedies work: the prefill workers' budget, or TensorRT-LLM's chunking for all.
+    assert "prefill_max_num_batched_tokens=N) or turn chunking on (chunked_prefill=true)" in str(
+        e.value
+    )
+    assert _trt_disagg(1024, {"prefill_max_num_batched_tokens": 1, "chunked_prefill": True})
     long = _trt_disagg(100_000, {"prefill_max_num_batched_tokens": 131_072})
     assert long["ttft_ms"] > 0.0

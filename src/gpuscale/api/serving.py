@@ -342,7 +342,8 @@ def check_prompt_budget(
     """Refuse a prompt an engine without chunked prefill cannot schedule: it runs a whole
     prompt in one iteration, so TensorRT-LLM refuses a launch whose max_num_tokens is below
     the longest prompt it must admit, and ATOM's scheduler never takes a prompt above its
-    budget (``Scheduler.schedule`` stops before it, every iteration). ``caller``: ``infer``
+    budget (``Scheduler.schedule`` stops before it, every iteration); SGLang, which starts a
+    batch's first prompt whole under ``--max-prefill-tokens``, is not refused. ``caller``: ``infer``
     takes engine options, the search does not; the remedy names what the caller can do.
     ``stage``: ``"prefill_"`` for a disaggregated deployment, whose prefill workers alone run
     prompts (``eng`` is then their engine, ``prefill_worker_engine``; the decode workers take
@@ -351,7 +352,11 @@ def check_prompt_budget(
     stage = stage if eng.name in PREFILL_STAGE else ""
     who = "prefill workers' " if stage else ""
     if caller == "infer":
+        # The prefill workers' own switch where the engine has one, else the engine's (it
+        # reaches the prefill workers too: TensorRT-LLM's enable_chunked_prefill).
         chunking = f"{stage}chunked_prefill"
+        if eng.name not in ENGINE_OPTIONS[chunking].engines:
+            chunking = "chunked_prefill"
         can_chunk = eng.name in CHUNKING and eng.name in ENGINE_OPTIONS[chunking].engines
         remedy = f"raise it (--engine-options {stage}max_num_batched_tokens=N)" + (
             f" or turn chunking on ({chunking}=true)" if can_chunk else ""
@@ -362,8 +367,11 @@ def check_prompt_budget(
             f"search an engine that chunks prompts ({chunking}), or price a launch with a "
             "larger budget under load (infer --engine-options max_num_batched_tokens=N)"
         )
+    # SGLang with chunking off has no chunk: a batch's first prompt starts whole whatever its
+    # --max-prefill-tokens (steady_state.prefill_batch_prompts), so nothing to refuse.
+    whole_first = eng.max_prefill_tokens is not None
     require(
-        eng.chunked_prefill or eng.max_num_batched_tokens >= input_len,
+        eng.chunked_prefill or whole_first or eng.max_num_batched_tokens >= input_len,
         f"{eng.name}'s {who}max_num_batched_tokens {eng.max_num_batched_tokens} is below the "
         f"{input_len}-token prompt and chunked_prefill is off: {remedy}",
         field="engine_options" if caller == "infer" else "input_len",

@@ -975,6 +975,9 @@ class DisaggregatedCurves(NamedTuple):
     curves: _Curves
     stages: tuple[Stage, Stage] | None
     """An open loop's admission stages at their capacities; None for a closed loop."""
+    prefill_fits: bool = True
+    """The prefill workers hold one prompt's KV cache beside their weights (``fits`` is the
+    decode workers')."""
 
 
 def predict_disaggregated(
@@ -1024,9 +1027,13 @@ def disaggregated_curves(
     kv_d, _, mem_d = kv_pool(
         model, cluster, decode.par, fmt, kv_dtype, profile, eng, work, speculation
     )
-    _, _, mem_p = kv_pool(
+    kv_p, _, mem_p = kv_pool(
         model, cluster, prefill.par, fmt, kv_dtype, profile, eng_w, work, speculation
     )
+    # Both pools must hold a request: the decode workers its prompt and output, the prefill
+    # workers its prompt (a prefill worker that cannot hold its weights and one prompt's KV
+    # cache was shown as fitting at 133.8 GiB on an 80 GiB H100; review, helper-148).
+    prefill_fits = kv_p >= work.input_len
     fits = kv_d >= work.input_len + work.output_len
     kv_d = max(kv_d, work.input_len + work.output_len)
     decode_work = Workload(input_len=work.input_len, output_len=work.output_len, prefix_hit=1.0)
@@ -1084,6 +1091,7 @@ def disaggregated_curves(
         prefill=prefill, decode=decode, eng=eng, eng_p=eng_p, eng_d=eng_d, it_p=it_p, it_d=it_d,
         work=work, decode_work=decode_work, kv_d=kv_d, mem_gib=max(mem_p, mem_d), fits=fits,
         transfer_s=transfer, x_total=x_total, curves=cv, stages=stages,
+        prefill_fits=prefill_fits,
     )  # fmt: skip
 
 
@@ -1091,7 +1099,7 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
     """:func:`predict_disaggregated` of the deployment ``built`` (:func:`disaggregated_curves`
     for this client, or for any open loop when ``client`` is one)."""
     prefill, decode, eng, eng_p, eng_d, it_p, it_d = built[:7]
-    work, decode_work, kv_d, mem_gib, fits, transfer, x_total, cv, stages = built[7:]
+    work, decode_work, kv_d, mem_gib, fits, transfer, x_total, cv, stages = built[7:16]
     assert (stages is None) == (client.request_rate is None), "built for another kind of client"
     steps = max(work.output_len - 1.0, 0.0)
     pc, dc, transfer_wait, decode_wait, ttft, e2e, ok, poll_wait = cv
@@ -1223,6 +1231,9 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
     )
     if not fits:
         notes.append("decode workers hold no room for one request's KV cache")
+    if not built.prefill_fits:
+        notes.append("prefill workers hold no room for one prompt's KV cache")
+    fits = fits and built.prefill_fits
     pred = _prediction(
         "disaggregated",
         prefill.gpus + decode.gpus,
