@@ -522,8 +522,10 @@ def _prediction(
 ) -> Prediction:
     """``p`` gives the means; the percentiles are of ``steady`` (the point before a start
     burst was mixed into ``p``'s mean TTFT) mixed with ``burst``, or of ``p`` alone."""
-    rate_per_iteration = p.x * p.iteration_s
-    pct = percentiles(steady if steady is not None else p, work, rate_per_iteration, burst)
+    # The arrivals an iteration sees are the steady state's (the burst's Little's-law rate in
+    # ``p.x`` is the run's average, not the rate the steady requests meet).
+    base = steady if steady is not None else p
+    pct = percentiles(base, work, base.x * base.iteration_s, burst)
     if p.saturated:
         notes.append(
             "saturated: requests queue for a running slot or KV pages; the wait is in TTFT"
