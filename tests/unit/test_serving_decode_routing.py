@@ -354,3 +354,7 @@ def test_a_closed_loop_completes_no_more_than_its_clients_over_their_e2e(routing
         prefill_workers=3, prefill_tp=2, decode_workers=2, decode_tp=2, decode_routing=routing,
     ).to_dict()["options"][0]  # fmt: skip
     assert o["requests_per_s"] <= 256 / o["e2e_s"] * (1 + 1e-9)
+    # ... and holds what that rate keeps decoding (review, helper-148: 127.3 running per rank
+    # read at the steady state's rate against 124.4 by Little's law; the rest is admission).
+    decoding = o["requests_per_s"] * (o["e2e_s"] - o["ttft_ms"] / 1e3) / 2
+    assert o["running_requests_per_rank"] == pytest.approx(decoding, rel=0.01)

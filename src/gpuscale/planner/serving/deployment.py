@@ -1215,6 +1215,9 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
         # worker, with a blind router) are spent by the clients too, which the steady state's
         # rate leaves out. The same for every router: one decode worker reads the same.
         served = min(x, float(client.concurrency or 1) / (t_ttft + steps * tpot))
+    # The decode workers hold what the served rate keeps decoding (Little's law again: the
+    # requests decoding and their KV scale with the rate at one decode time).
+    held = served / x if x > 0.0 else 1.0
     point = OperatingPoint(
         x=served,
         queue_s=queue,
@@ -1222,8 +1225,8 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
         decode_only_s=at(dc.decode_only_s),
         own_prefill_s=at(dc.decode_only_s),
         prefill_iterations=1.0,
-        running=at(dc.running),
-        kv_occupancy=min(at(dc.kv_tokens_used) / kv_d, 1.0),
+        running=at(dc.running) * held,
+        kv_occupancy=min(at(dc.kv_tokens_used) * held / kv_d, 1.0),
         preemptions_per_request=0.0,
         ttft_s=t_ttft,
         tpot_s=tpot,
