@@ -326,6 +326,9 @@ def test_a_prefill_pool_without_room_names_the_prefill_workers_own_fraction() ->
     with pytest.raises(InputError, match="leaves the prefill workers room") as err:
         api.infer("deepseek-r1", **kw)
     assert "--engine-options prefill_memory_fraction=F" in str(err.value)
+    # the rule's fraction is below 0 here (a 262,144-token chunk's reserve): said as such
+    assert "(-0.344 on AMD Instinct MI355X 288GB" in str(err.value)
+    assert "below 0: its reserve for the token budget exceeds the GPU" in str(err.value)
     fixed = kw | {
         "engine_options": {
             "max_num_batched_tokens": 262144,

@@ -880,9 +880,11 @@ def _check_memory_fraction(
     prefill_own = stage == "prefill workers" and eng.name in PREFILL_STAGE
     remedy = "prefill_memory_fraction" if prefill_own else "memory_fraction"
     who = {"sglang-0.5": "SGLang"}.get(eng.static_memory_rule or "", eng.name)
+    # SGLang's rule subtracts a reserve that grows with the chunk: a large one takes it below 0.
+    below = ", below 0: its reserve for the token budget exceeds the GPU" if frac <= 0 else ""
     raise InputError(
         f"{who}'s default mem_fraction_static ({frac:.3f} on {cluster.device.name} at TP "
-        f"{par.tp}, attention DP {par.attention_dp}{mtp}) {room}; "
+        f"{par.tp}, attention DP {par.attention_dp}{mtp}{below}) {room}; "
         f"state the launch's fraction: --engine-options {remedy}=F (0 < F <= 1)",
         field="engine_options",
     )
