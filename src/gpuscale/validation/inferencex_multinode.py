@@ -355,10 +355,9 @@ def recipe_prefill_values(
     )  # fmt: skip
     if unread:
         return None, unread[0]
-    value = read[recipe]
-    chunk, limit, fraction = value
-    if any(" " in v for v in value):
-        return None, f"{recipe}: a sweep version {_shown(value)}"
+    chunk, limit, fraction = read[recipe]
+    if any(" " in v for v in (chunk, limit, fraction)):
+        return None, f"{recipe}: a sweep version {_shown(read[recipe])}"
     return (chunk, limit, fraction), ""
 
 

@@ -971,15 +971,20 @@ class DisaggregatedCurves(NamedTuple):
     decode_work: Workload
     kv_d: float
     mem_gib: float
-    fits: bool
+    decode_fits: bool
+    """The decode workers hold one request's KV cache (prompt and output) beside their weights."""
     transfer_s: float
     x_total: np.ndarray
     curves: _Curves
     stages: tuple[Stage, Stage] | None
     """An open loop's admission stages at their capacities; None for a closed loop."""
     prefill_fits: bool = True
-    """The prefill workers hold one prompt's KV cache beside their weights (``fits`` is the
-    decode workers')."""
+    """The prefill workers hold one prompt's KV cache beside their weights."""
+
+    @property
+    def fits(self) -> bool:
+        """Both pools hold a request (the deployment's answer, the search's screen)."""
+        return self.decode_fits and self.prefill_fits
 
 
 def predict_disaggregated(
@@ -1036,7 +1041,7 @@ def disaggregated_curves(
     # workers its prompt (a prefill worker that cannot hold its weights and one prompt's KV
     # cache was shown as fitting at 133.8 GiB on an 80 GiB H100; review, helper-148).
     prefill_fits = kv_p >= work.input_len
-    fits = kv_d >= work.input_len + work.output_len
+    decode_fits = kv_d >= work.input_len + work.output_len
     kv_d = max(kv_d, work.input_len + work.output_len)
     decode_work = Workload(input_len=work.input_len, output_len=work.output_len, prefix_hit=1.0)
     probe = load_curve(it_d, eng_d, decode_work, kv_d)
@@ -1091,7 +1096,7 @@ def disaggregated_curves(
         )
     return DisaggregatedCurves(
         prefill=prefill, decode=decode, eng=eng, eng_p=eng_p, eng_d=eng_d, it_p=it_p, it_d=it_d,
-        work=work, decode_work=decode_work, kv_d=kv_d, mem_gib=max(mem_p, mem_d), fits=fits,
+        work=work, decode_work=decode_work, kv_d=kv_d, mem_gib=max(mem_p, mem_d), decode_fits=decode_fits,
         transfer_s=transfer, x_total=x_total, curves=cv, stages=stages,
         prefill_fits=prefill_fits,
     )  # fmt: skip
@@ -1101,7 +1106,7 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
     """:func:`predict_disaggregated` of the deployment ``built`` (:func:`disaggregated_curves`
     for this client, or for any open loop when ``client`` is one)."""
     prefill, decode, eng, eng_p, eng_d, it_p, it_d = built[:7]
-    work, decode_work, kv_d, mem_gib, fits, transfer, x_total, cv, stages = built[7:16]
+    work, decode_work, kv_d, mem_gib, decode_fits, transfer, x_total, cv, stages = built[7:16]
     assert (stages is None) == (client.request_rate is None), "built for another kind of client"
     steps = max(work.output_len - 1.0, 0.0)
     pc, dc, transfer_wait, decode_wait, ttft, e2e, ok, poll_wait = cv
@@ -1234,11 +1239,11 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
         saturated=saturated,
         tokens_per_iteration=it_d.tokens_per_iteration,
     )
-    if not fits:
+    if not decode_fits:
         notes.append("decode workers hold no room for one request's KV cache")
     if not built.prefill_fits:
         notes.append("prefill workers hold no room for one prompt's KV cache")
-    fits = fits and built.prefill_fits
+    fits = built.fits
     pred = _prediction(
         "disaggregated",
         prefill.gpus + decode.gpus,

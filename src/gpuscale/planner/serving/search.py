@@ -513,7 +513,7 @@ def open_loop_reader(cand: Candidate, ctx: SearchContext) -> Callable[[float], P
         split = disaggregated_curves(
             model, cluster, pre, dec, fmt, kv_dtype, profile, eng, work, any_rate
         )
-        if not (split.fits and split.prefill_fits):
+        if not split.fits:
             return None
         return lambda rate: disaggregated_prediction(split, Client(request_rate=rate))
     engines = engine_curve(
