@@ -43,7 +43,7 @@ import yaml
 
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.inferencex_multinode import FRONTENDS_COLUMNS, FRONTENDS_FILE
-from recipe_prefill_chunks import versioned_values, write_table
+from recipe_prefill_chunks import keyed_table, write_table
 
 SERVING = DATA_DIR / "serving"
 TABLES = (
@@ -98,13 +98,8 @@ def frontend_values(text: str) -> tuple[str, str, str, str, str, str] | None:
 
 def table(mirrors: Path, paths: list[str]) -> list[dict[str, str]]:
     """The table's lines for ``paths`` read from the forks under ``mirrors``."""
-    rows = []
     keys = ("frontend_type", "multiple", "additional", "worker_nodes", "frontends", "router_args")
-    for path in paths:
-        for value, span in versioned_values(mirrors, path, frontend_values):
-            if value is not None:
-                rows.append({"recipe": path, **dict(zip(keys, value, strict=True)), **span})
-    return rows
+    return keyed_table(mirrors, paths, frontend_values, keys)
 
 
 def main() -> None:

@@ -159,6 +159,23 @@ def versioned_values(
     ]
 
 
+def keyed_table(
+    mirrors: Path,
+    paths: Iterable[str],
+    parse: Callable[[str], tuple[str, ...] | None],
+    keys: Sequence[str],
+) -> list[dict[str, str]]:
+    """One line per (recipe, value) of ``paths``: ``parse`` of each version read into the
+    columns ``keys`` beside the version span (:func:`versioned_values`); a version ``parse``
+    gives None (a recipe of another kind) has no line. The recipe tables' one loop."""
+    rows = []
+    for path in paths:
+        for value, span in versioned_values(mirrors, path, parse):
+            if value is not None:
+                rows.append({"recipe": path, **dict(zip(keys, value, strict=True)), **span})
+    return rows
+
+
 def table(mirrors: Path, paths: Iterable[str]) -> list[dict[str, str]]:
     """The table's lines for ``paths`` read from the forks under ``mirrors``."""
     rows = []

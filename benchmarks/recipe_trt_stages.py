@@ -33,7 +33,7 @@ import yaml
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.inferencex_multinode import TRT_STAGES_COLUMNS, TRT_STAGES_FILE
 from recipe_frontends import recipes
-from recipe_prefill_chunks import versioned_values, write_table
+from recipe_prefill_chunks import keyed_table, write_table
 
 SERVING = DATA_DIR / "serving"
 KEYS = ("prefill_max_batch_size", "prefill_max_num_tokens", "prefill_kv_fraction")
@@ -77,14 +77,7 @@ def stage_values(text: str) -> tuple[str, str, str, str] | None:
 
 def table(mirrors: Path, paths: list[str]) -> list[dict[str, str]]:
     """The table's lines for the TensorRT-LLM recipes among ``paths``."""
-    rows = []
-    for path in paths:
-        for value, span in versioned_values(mirrors, path, stage_values):
-            if value is not None:
-                rows.append(
-                    {"recipe": path, **dict(zip(KEYS + KEYS_DECODE, value, strict=True)), **span}
-                )
-    return rows
+    return keyed_table(mirrors, paths, stage_values, KEYS + KEYS_DECODE)
 
 
 def main() -> None:

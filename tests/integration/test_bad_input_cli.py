@@ -15,6 +15,7 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 INFER = ("infer", "llama3.1-8b", "--gpu", "h100-sxm")
 DISAGG = ("--prefill-workers", "1", "--decode-workers", "1")
 HUGE_GPN = ("--gpus-per-node", "99999999999999999999")
+FI_GEMM = "flashinfer_fp8_gemm=true"
 
 
 @pytest.mark.parametrize(
@@ -247,6 +248,13 @@ ESTIMATE = ("estimate", "llama3.1-8b", "--gpu", "h100-sxm")
         (
             (*INFER, "--concurrency", "8", "--engine-options", ","),
             "--engine-options ',' names no setting; give NAME=VALUE",
+        ),
+        # FlashInfer's block-FP8 GEMM is a Blackwell kernel for block-FP8 layers: elsewhere the
+        # option would change nothing, silently.
+        (
+            (*INFER, "--concurrency", "8", "--engine", "sglang", "--engine-options", FI_GEMM),
+            "engine option flashinfer_fp8_gemm prices FlashInfer's block-FP8 GEMM, which SGLang "
+            "runs on Blackwell GPUs for fp8_block weights; got h100-sxm (hopper) with bf16",
         ),
     ],
 )

@@ -90,7 +90,9 @@ def test_b200_record_reads_its_recipes_prefill_chunk() -> None:
 
 def test_prefill_option_moves_the_prefill_workers_only() -> None:
     """The recipe's prefill chunk (32,768) against SGLang's B200 default (16,384) on the
-    8k-prompt record: the TTFT moves, the decode workers' TPOT is the same to the bit."""
+    8k-prompt record: the TTFT moves, the decode workers' TPOT stays (within 0.1%: a longer
+    TTFT lowers the closed loop's rate, and with it the requests each decode iteration carries,
+    which FlashInfer's linear-time FP8 GEMM, the record's kernel, prices row by row)."""
     row = read_record(_record(B200_RECORD))
     opts = row.kwargs["engine_options"]
     without = {
@@ -99,8 +101,8 @@ def test_prefill_option_moves_the_prefill_workers_only() -> None:
     }
     a = infer(row.model, **row.kwargs).to_dict()["options"][0]
     b = infer(row.model, **without).to_dict()["options"][0]
-    assert a["ttft_ms"] != pytest.approx(b["ttft_ms"], rel=1e-3)
-    assert a["tpot_ms"] == b["tpot_ms"]
+    assert a["ttft_ms"] != pytest.approx(b["ttft_ms"], rel=1e-2)
+    assert a["tpot_ms"] == pytest.approx(b["tpot_ms"], rel=1e-3)
 
 
 def test_prefill_rank_engine_splits_the_prefill_chunk_alone() -> None:

@@ -72,6 +72,7 @@ def test_launch_flags_follow_the_scripts_concurrency_rule() -> None:
         "max_num_batched_tokens": 8192,
         "max_prefill_tokens": 8192,
         "max_num_seqs": 32,
+        "flashinfer_fp8_gemm": True,
     }
     mtp = blackwell_sglang_launch(_rec(precision="fp8", spec_method="mtp", decode_tp="8"))
     assert (mtp["max_num_batched_tokens"], mtp["max_num_seqs"]) == (16384, 512)

@@ -44,6 +44,7 @@ from gpuscale.planner.serving.disagg_closed_loop import ROUTINGS
 from gpuscale.planner.serving.placement import Group, Placement, place
 from gpuscale.planner.serving.steady_state import Workload
 from gpuscale.specs import Cluster, ModelSpec
+from gpuscale.specs.hardware import Device
 
 SCHEMA_VERSION = 1
 
@@ -188,6 +189,7 @@ ENGINE_OPTIONS: dict[str, EngineOption] = {
     "mixed_chunk": EngineOption(kind=bool, engines=SGLANG_ONLY),
     "recv_interval": EngineOption(kind=int, low=1, high=MAX_SCHEDULER_SLOTS, engines=SGLANG_ONLY),
     "deepgemm_moe_worst_case": EngineOption(kind=bool, engines=VLLM_ONLY),
+    "flashinfer_fp8_gemm": EngineOption(kind=bool, engines=SGLANG_ONLY),
     "moe_a2a_deepep": EngineOption(kind=bool, engines=SGLANG_ONLY),
     "decode_moe_a2a_deepep": EngineOption(kind=bool, engines=SGLANG_ONLY),
     "prefill_max_num_batched_tokens": EngineOption(
@@ -214,7 +216,10 @@ disaggregated, the decode workers', whose poll the prefill of a new request wait
 The batch-wait and attention-DP balance settings exist only in TensorRT-LLM's PyTorch executor
 (``PyExecutor``); ``max_prefill_tokens``, ``mixed_chunk`` and ``recv_interval`` only in SGLang;
 ``deepgemm_moe_worst_case`` (vLLM 0.12's DeepGEMM MoE computing its worst-case layout at every
-batch size, ``EngineProfile.deepgemm_moe_worst_case``) only in vLLM. ``moe_a2a_deepep`` is
+batch size, ``EngineProfile.deepgemm_moe_worst_case``) only in vLLM; ``flashinfer_fp8_gemm``
+(SGLang's dense block-FP8 linear layers on FlashInfer's TRT-LLM GEMM, ``--fp8-gemm-backend
+flashinfer_trtllm`` or DeepGEMM turned off on Blackwell, ``EngineProfile.flashinfer_fp8_gemm``)
+only in SGLang, with block-FP8 weights on a Blackwell GPU (:func:`_check_fp8_gemm`). ``moe_a2a_deepep`` is
 SGLang's ``--moe-a2a-backend deepep`` on every worker: under attention DP the MoE layers dispatch
 and combine each token's top-k copies all-to-all (DeepEP) instead of the default all-gather /
 reduce-scatter of the DP group (``EngineProfile.moe_dp_communication``);
@@ -263,6 +268,22 @@ def _check_stage_options(options: Mapping[str, Any], disagg: bool) -> None:
         "engine options prefill_chunked_prefill false and prefill_max_num_batched_tokens "
         "contradict each other (SGLang --chunked-prefill-size -1 turns the prefill workers' "
         "chunking off); give one",
+        field="engine_options",
+    )
+
+
+def _check_fp8_gemm(eng: EngineProfile, fmt: WeightFormat, device: Device) -> None:
+    """Refuse FlashInfer's block-FP8 GEMM (engine option ``flashinfer_fp8_gemm``) where SGLang
+    would not run it: it is a Blackwell kernel (``is_blackwell_supported`` in SGLang's
+    ``fp8_utils``) for block-FP8 linear layers, so on another GPU or format the option would
+    change nothing and say so by silence."""
+    if not eng.flashinfer_fp8_gemm:
+        return
+    require(
+        device.generation == "blackwell" and fmt.name == "fp8_block",
+        "engine option flashinfer_fp8_gemm prices FlashInfer's block-FP8 GEMM, which SGLang "
+        f"runs on Blackwell GPUs for fp8_block weights; got {device.id} ({device.generation}) "
+        f"with {fmt.name} weights",
         field="engine_options",
     )
 
@@ -564,6 +585,7 @@ def infer(
         )
     fmt = served_format(model, weights, spec)
     check_runs_on(fmt, catalog.gpu(gpu))
+    _check_fp8_gemm(eng, fmt, catalog.gpu(gpu))
     kv_dtype = served_kv_dtype(model, weights, fmt, eng, kv_dtype, spec)
     prof = _profile(eng.cost_profile, profile)
     for name, cv in (("input_cv", input_cv), ("output_cv", output_cv)):

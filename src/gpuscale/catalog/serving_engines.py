@@ -146,6 +146,15 @@ class EngineProfile:
     ``kv_cache_config.max_attention_window`` is unset). 0.8: SGLang's SWA pool, sized at
     ``swa_full_tokens_ratio`` of the full-attention pool (``set_num_token_hybrid``). Sources in
     ``serving_engines.yaml``."""
+    flashinfer_fp8_gemm: bool = False
+    """SGLang runs the dense block-FP8 linear layers (attention projections, shared experts,
+    dense MLPs) with FlashInfer's TRT-LLM groupwise GEMM on Blackwell: ``--fp8-gemm-backend
+    flashinfer_trtllm``, or from 0.5.8 on DeepGEMM turned off (``SGLANG_ENABLE_JIT_DEEPGEMM=
+    false``: ``fp8_utils._dispatch_auto_backend`` then takes FlashInfer's on Blackwell), or up to
+    0.5.5 ``SGLANG_ENABLE_FLASHINFER_GEMM``. Priced at that kernel's measured rate
+    (``IterationModel.dense_linear_time``, profile constant
+    ``flashinfer_trtllm_fp8_gemm_peak_share``). False: DeepGEMM, the GEMM curve's kernel class.
+    A launch's setting (engine option ``flashinfer_fp8_gemm``)."""
     deepgemm_moe_worst_case: bool = False
     """vLLM 0.12's DeepGEMM MoE: block-FP8 experts on Hopper or B200/GB200 (compute capability
     9.0 or 10.0; MoE tensor parallelism below 8) computed at the worst-case contiguous layout,

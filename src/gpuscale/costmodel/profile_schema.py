@@ -40,6 +40,7 @@ CONSTANTS: dict[str, Check] = {
     "moe_marlin_mxfp4_intermediate_align": AT_LEAST_ONE,
     "moe_marlin_mxfp4_hidden_out_align": AT_LEAST_ONE,
     "deepgemm_contiguous_align": AT_LEAST_ONE,
+    "flashinfer_trtllm_fp8_gemm_peak_share": FRACTION,
     "fused_moe_chunk_tokens": AT_LEAST_ONE,
     "elementwise_hidden_passes": NON_NEGATIVE,
     "elementwise_ffn_passes": NON_NEGATIVE,

@@ -44,6 +44,7 @@ from gpuscale.validation.client_tokenizer import default_server_prompts, server_
 from gpuscale.validation.inferencex_decode_caps import default_decode_caps
 from gpuscale.validation.inferencex_mori_launch import mori_launch
 from gpuscale.validation.inferencex_multinode import (
+    default_fp8_gemm,
     default_frontends,
     default_plain_recipes,
     default_prefill_chunks,
@@ -55,6 +56,7 @@ from gpuscale.validation.inferencex_multinode import (
     multinode_recv_interval,
     recipe_files,
     recipes_decode_routing,
+    recipes_fp8_gemm,
     recipes_trt_stages,
 )
 from gpuscale.validation.inferencex_sglang_launch import (
@@ -769,6 +771,20 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
                 add_engine_options(kw, chunk)
             if chunk_note:
                 notes.append(chunk_note)
+            if rec["precision"] == "fp8" and catalog.gpu(gpu).generation == "blackwell":
+                # The dense block-FP8 GEMM kernel the recipes' stages choose (DeepGEMM unless
+                # they turn it off or name FlashInfer's), by the image's SGLang version's rule.
+                fp8 = default_fp8_gemm() if tables.fp8_gemm is None else tables.fp8_gemm
+                gemm, gemm_note = recipes_fp8_gemm(
+                    _record_recipes(rec, raw, conc, kw, tables),
+                    rec["date"],
+                    fp8,
+                    engine_version(rec, "sglang"),
+                )
+                if gemm:
+                    add_engine_options(kw, gemm)
+                if gemm_note:
+                    notes.append(gemm_note)
     mem_kw, mem_note, refused = stated_memory(
         raw, kw, list(tables.recipes or []), list(tables.fractions or [])
     )

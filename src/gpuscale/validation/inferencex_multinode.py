@@ -93,6 +93,24 @@ TRT_STAGES_COLUMNS = (
 )
 """Columns of :data:`TRT_STAGES_FILE` (``benchmarks/recipe_trt_stages.py`` writes it;
 SOURCES.md)."""
+FP8_GEMM_FILE = "inferencex_disagg_fp8_gemm.csv"
+FP8_GEMM_COLUMNS = (
+    "recipe",
+    "prefill_jit_deepgemm",
+    "prefill_flashinfer_gemm",
+    "prefill_fp8_gemm_backend",
+    "decode_jit_deepgemm",
+    "decode_flashinfer_gemm",
+    "decode_fp8_gemm_backend",
+    "versions",
+    "first_day",
+    "last_day",
+    "first_commit",
+    "last_commit",
+    "repo",
+)
+"""Columns of :data:`FP8_GEMM_FILE` (``benchmarks/recipe_fp8_gemm.py`` writes it;
+SOURCES.md)."""
 
 MultinodeRecipes = list[dict[str, str]]
 PrefillChunks = list[dict[str, str]]
@@ -503,6 +521,103 @@ def default_trt_stages() -> tuple[dict[str, str], ...]:
     from gpuscale.validation import DATA_DIR
 
     return tuple(load_multinode_recipes(DATA_DIR / "serving" / TRT_STAGES_FILE))
+
+
+@functools.cache
+def default_fp8_gemm() -> tuple[dict[str, str], ...]:
+    """:data:`FP8_GEMM_FILE` in the project's data (``gpuscale.validation.DATA_DIR``)."""
+    from gpuscale.validation import DATA_DIR
+
+    return tuple(load_multinode_recipes(DATA_DIR / "serving" / FP8_GEMM_FILE))
+
+
+FP8_GEMM_FIELDS = FP8_GEMM_COLUMNS[1:7]
+"""The values of a :data:`FP8_GEMM_FILE` line: per stage DeepGEMM switch, FlashInfer switch,
+``--fp8-gemm-backend``."""
+FLASHINFER_AUTO_FROM = (0, 5, 8)
+"""First SGLang release whose automatic choice takes FlashInfer's TRT-LLM GEMM on Blackwell
+when DeepGEMM is off (0.5.8.post1 ``fp8_utils._dispatch_auto_backend``: DeepGEMM, then
+FlashInfer on Blackwell, then CUTLASS, then Triton); 0.5.3-0.5.6 fall to Triton there unless
+``SGLANG_SUPPORT_CUTLASS_BLOCK_FP8`` is set (``dispatch_w8a8_block_fp8_linear``, read in the
+0.5.3, 0.5.5.post2 and 0.5.6 wheels)."""
+OFF = ("false", "0", "no", "off")
+ON = ("true", "1", "yes", "on")
+
+
+def _release(version: str) -> tuple[int, ...] | None:
+    """(major, minor, patch) of an SGLang version string (``0.5.8.post1`` -> (0, 5, 8))."""
+    head = re.match(r"(\d+)\.(\d+)\.(\d+)", version or "")
+    return tuple(int(x) for x in head.groups()) if head else None
+
+
+def fp8_gemm_of_stage(
+    jit: str, flashinfer: str, flag: str, version: str
+) -> tuple[bool | None, str]:
+    """Whether one worker stage runs FlashInfer's TRT-LLM GEMM for its dense block-FP8 layers
+    (engine option ``flashinfer_fp8_gemm``), from what its recipe states and the SGLang
+    version the record's image names; (None, why) where that does not decide it or the kernel
+    is one the model has no rate for."""
+    flag = flag.strip().lower()
+    if flag in ("flashinfer_trtllm",):
+        return True, ""
+    if flag == "deep_gemm":
+        return False, ""
+    if flag not in ("", "auto"):
+        return None, f"--fp8-gemm-backend {flag} (no measured rate for that kernel)"
+    if flashinfer.strip().lower() in ON:
+        return True, ""
+    if jit.strip().lower() not in OFF:
+        return False, ""
+    release = _release(version)
+    if release is None:
+        return None, "DeepGEMM off under an SGLang version the image does not name"
+    if release >= FLASHINFER_AUTO_FROM:
+        return True, ""
+    return None, f"DeepGEMM off under SGLang {version}: Triton's block-FP8 GEMM, no rate"
+
+
+def recipes_fp8_gemm(
+    recipes: Sequence[str], day: str, table: Sequence[dict[str, str]], version: str
+) -> tuple[dict[str, Any], str]:
+    """The dense block-FP8 GEMM kernel the SGLang recipes of a record choose
+    (:data:`FP8_GEMM_FILE`, read on ``day`` by the rule of :func:`_in_force`; every recipe
+    read, one value, both stages alike): engine options and a note. ``{"flashinfer_fp8_gemm":
+    True}`` where each stage runs FlashInfer's TRT-LLM GEMM (:func:`fp8_gemm_of_stage`),
+    nothing where both keep DeepGEMM; a recipe not on file, a day that does not decide,
+    recipes or stages that differ, or a kernel without a rate leave it unread (DeepGEMM's
+    pricing, said in the note)."""
+    if not recipes:
+        return {}, ""
+    read, unread = _recipes_in_force(
+        recipes, day, _recipe_lines(table), _fp8_gemm, f"not on file ({FP8_GEMM_FILE})"
+    )
+    if unread:
+        return {}, "dense FP8 GEMM kernel not read: " + "; ".join(unread)
+    values = set(read.values())
+    if len(values) > 1:
+        shown = ", ".join(_shown(v) for v in sorted(values))
+        return {}, f"dense FP8 GEMM kernel not read: the matching recipes differ: {shown}"
+    ((pre_jit, pre_fi, pre_flag, dec_jit, dec_fi, dec_flag),) = values
+    pre, pre_why = fp8_gemm_of_stage(pre_jit, pre_fi, pre_flag, version)
+    dec, dec_why = fp8_gemm_of_stage(dec_jit, dec_fi, dec_flag, version)
+    if pre is None or dec is None:
+        why = "; ".join(w for w in (pre_why, dec_why) if w)
+        return {}, f"dense FP8 GEMM kernel not read: {why} ({', '.join(recipes)})"
+    if pre != dec:
+        return {}, (
+            "dense FP8 GEMM kernel not read: the prefill and decode workers differ "
+            f"({', '.join(recipes)})"
+        )
+    if not pre:
+        return {}, ""
+    return {"flashinfer_fp8_gemm": True}, (
+        f"dense block-FP8 GEMMs on FlashInfer's TRT-LLM kernel ({', '.join(recipes)}; "
+        f"{FP8_GEMM_FILE})"
+    )
+
+
+def _fp8_gemm(line: dict[str, str]) -> tuple[str, ...]:
+    return tuple(line[k] for k in FP8_GEMM_FIELDS)
 
 
 TRT_STAGE_FIELDS = (

@@ -25,6 +25,18 @@ it). SGLang 0.5.9 and 0.5.10.post1 (``environ.py``: ``SGLANG_ENABLE_SPEC_V2 = En
 ``disable_overlap_schedule = True``, "Overlap scheduler is disabled when spec v2 is off", read in
 the 0.5.9 and 0.5.10.post1 wheels) then run EAGLE without the overlap scheduler
 (engine option ``overlap_scheduler`` False).
+
+The FP8 scripts run the dense block-FP8 linear layers on FlashInfer's TRT-LLM GEMM (engine
+option ``flashinfer_fp8_gemm``): every version of them in the window exports
+``SGLANG_ENABLE_FLASHINFER_GEMM=true`` (``=1`` at 425f74d51) and ``SGL_ENABLE_JIT_DEEPGEMM=false``,
+the MTP scripts ``SGLANG_ENABLE_JIT_DEEPGEMM=false`` and ``--fp8-gemm-backend=flashinfer_trtllm``.
+Every SGLang release the records name then takes that kernel on Blackwell (``layers/quantization/
+fp8_utils.py``, read in the wheels): 0.5.3 and 0.5.5(.post2) ``dispatch_w8a8_block_fp8_linear``
+tries ``ENABLE_FLASHINFER_GEMM`` first; 0.5.6 copies the old variable into
+``SGLANG_ENABLE_FLASHINFER_FP8_GEMM`` (``environ._convert_SGL_to_SGLANG``) and tries it first;
+0.5.8.post1, 0.5.9 and 0.5.10.post1 set the backend ``flashinfer_trtllm`` from the variable or
+the flag (``initialize_fp8_gemm_config``), and with DeepGEMM off would pick it anyway
+(``_dispatch_auto_backend``). Each calls ``gemm_fp8_nt_groupwise(..., backend="trtllm")``.
 """
 
 from __future__ import annotations
@@ -79,6 +91,7 @@ def blackwell_sglang_launch(rec: dict[str, str]) -> dict[str, Any]:
             "max_prefill_tokens": budget,
             "max_num_seqs": seqs,
             "overlap_scheduler": False,
+            "flashinfer_fp8_gemm": True,
         }
     elif tp == 8:
         budget, seqs = 32768, 128
@@ -88,14 +101,16 @@ def blackwell_sglang_launch(rec: dict[str, str]) -> dict[str, Any]:
             "max_num_batched_tokens": 8192,
             "max_prefill_tokens": 8192,
             "max_num_seqs": 32,
+            "flashinfer_fp8_gemm": True,
         }
     else:
-        return {}
+        return {"flashinfer_fp8_gemm": True}
     return {
         "recv_interval": high,
         "max_num_batched_tokens": budget,
         "max_prefill_tokens": budget,
         "max_num_seqs": seqs,
+        "flashinfer_fp8_gemm": True,
     }
 
 

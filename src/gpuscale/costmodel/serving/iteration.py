@@ -274,6 +274,11 @@ class IterationModel:
     draft_pass: bool = False
     """This model is one pass of the draft module (``model`` one block): it verifies nothing
     and drafts nothing itself; ``speculation`` only sets the positions per request it reads."""
+    dense_fp8_rate: float = math.inf
+    """FLOP/s at most of the engine's kernel for the dense block-FP8 linear layers (attention
+    projections, shared experts, dense MLPs): SGLang running FlashInfer's TRT-LLM groupwise
+    GEMM on Blackwell (``EngineProfile.flashinfer_fp8_gemm``, :meth:`dense_linear_time`);
+    inf where the engine's kernel is the GEMM curve's (DeepGEMM, cuBLASLt)."""
 
     @property
     def queries(self) -> float:
@@ -344,12 +349,16 @@ class IterationModel:
             w_bytes: float = wb,
             grouped: bool = False,
             extra_rows: np.ndarray | float = 0.0,
+            linear: bool = False,
         ) -> np.ndarray:
             c = np.asarray(count, dtype=float) * ones
             # The expert GEMMs stay grouped kernels when a rank holds one expert (EP = experts).
             if not grouped:
                 g = Gemm("g", tok * ones, n * ones, k * ones, c)
-                return gemm_time(g, precision, dev, self.profile, launch, w_bytes)
+                t = gemm_time(g, precision, dev, self.profile, launch, w_bytes)
+                if linear:
+                    t = self.dense_linear_time(t, tok * c, n, k, precision)
+                return t
             # A grouped GEMM over ``count`` experts is one kernel (CUTLASS grouped GEMM, the
             # fused-MoE Triton kernel, DeepGEMM): its efficiency follows the whole group's
             # FLOPs and it launches once; its traffic is every touched expert's weights. Its
@@ -375,7 +384,7 @@ class IterationModel:
         def projection(n: float, k: float) -> np.ndarray:
             # One token-mixer projection GEMM (MLA, GQA, Gated DeltaNet alike) in the format
             # its checkpoint stores it, as ``weight_bytes_per_gpu`` counts it.
-            return gemm(tokens, n, k, 1.0, pa, wa)
+            return gemm(tokens, n, k, 1.0, pa, wa, linear=True)
 
         if m.is_mla:
             qk = float(m.qk_nope_head_dim + m.qk_rope_head_dim)
@@ -415,8 +424,8 @@ class IterationModel:
         # (``dense_mlp_weight_bytes``).
         wd = dense_mlp_weight_bytes(m, self.fmt)
         pd = prec if wd == wb else dev.half_precision
-        dense_mlp = gemm(tokens, mats_up * dense_f / par.tp, h, 1.0, pd, wd) + gemm(
-            tokens, h, dense_f / par.tp, 1.0, pd, wd
+        dense_mlp = gemm(tokens, mats_up * dense_f / par.tp, h, 1.0, pd, wd, linear=True) + gemm(
+            tokens, h, dense_f / par.tp, 1.0, pd, wd, linear=True
         )
         if m.is_moe:
             group_tokens = tokens * par.attention_dp
@@ -452,8 +461,8 @@ class IterationModel:
             moe = moe + MOE_ROUTED_COPY_PASSES * copies / hbm
             if m.shared_experts:
                 sf = m.shared_experts * float(m.ffn_hidden_size) / t_a
-                moe = moe + gemm(tokens, mats_up * sf, h, 1.0, pd, wd)
-                moe = moe + gemm(tokens, h, sf, 1.0, pd, wd)
+                moe = moe + gemm(tokens, mats_up * sf, h, 1.0, pd, wd, linear=True)
+                moe = moe + gemm(tokens, h, sf, 1.0, pd, wd, linear=True)
             moe_layers = m.num_layers - m.dense_layers
             experts_total = moe_layers * experts
             moe_other = moe_layers * moe
@@ -883,6 +892,26 @@ class IterationModel:
                 2.0 * state * (n_d + np.minimum(p_tok, 1.0)) / hbm
             )
         return decode + prefill + linear + attn_layers * launch * 2
+
+    def dense_linear_time(
+        self, t: np.ndarray, rows: np.ndarray, n: float, k: float, precision: str
+    ) -> np.ndarray:
+        """``t`` (a dense linear layer's GEMM time from the curve) held to the engine's own
+        block-FP8 kernel rate (``dense_fp8_rate``), for a layer stored in block FP8 and run in
+        FP8. FlashInfer's TRT-LLM groupwise GEMM (``gemm_fp8_nt_groupwise(backend="trtllm")``,
+        which SGLang 0.5.9's ``flashinfer_gemm_w8a8_block_fp8_linear_with_fallback`` calls)
+        runs in a time linear in the rows from about 64 of them: on GB200, N = 24,576 and
+        K = 7,168, 125 / 224 / 826 / 1,633 us at M = 128 / 256 / 1,024 / 2,048, where DeepGEMM
+        takes 69 / 71 / 146 / 260 us (sgl-project/sglang PR #13528, kaixih, 2025-11-18;
+        flashinfer-ai/flashinfer #2146: the block-FP8 GEMM slower than FP16 on B200 in most
+        shapes). Below 64 rows it is faster than DeepGEMM (47 us at M <= 32), where the curve's
+        memory-bound time already binds. SGLang sends K < 256 to Triton instead (the same
+        function): left to the curve."""
+        if not math.isfinite(self.dense_fp8_rate) or precision != "fp8" or k < 256:
+            return t
+        if self.fmt.name != "fp8_block":
+            return t
+        return np.maximum(t, 2.0 * rows * n * k / self.dense_fp8_rate)
 
     def moe_all_to_all(self) -> bool:
         """Whether the MoE layers under attention DP run an all-to-all of top-k copies: always
