@@ -55,9 +55,13 @@ def _sections(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _first(mapping: Mapping[str, Any], names: tuple[str, ...]) -> str:
+    """The first of ``names`` stated, as written; a sweep's list space-separated (the reader
+    takes no reading from a list: ``inferencex_multinode.fp8_gemm_of_stage``)."""
     for name in names:
         if name in mapping and mapping[name] is not None:
-            return str(mapping[name]).strip()
+            value = mapping[name]
+            values = value if isinstance(value, list) else [value]
+            return " ".join(str(v).strip() for v in values)
     return ""
 
 

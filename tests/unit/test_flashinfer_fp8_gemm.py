@@ -80,6 +80,33 @@ def test_the_kernel_rate_reproduces_its_benchmark() -> None:
     assert float(t[0]) == pytest.approx(1e-6)
 
 
+def test_each_dense_fp8_layer_meets_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An 8k-token prompt: the projections, the shared experts (in moe_other) and the dense
+    # layers' MLPs all run the kernel; the routed experts (grouped GEMMs) do not.
+    args = (np.array([0.0]), np.array([0.0]), np.array([8192.0]), np.array([4096.0]))
+    on = _r1_iteration("b200", flashinfer=True).parts_s(*args)
+    off = _r1_iteration("b200", flashinfer=False).parts_s(*args)
+    assert float(on["projections"][0]) > 1.5 * float(off["projections"][0])
+    assert float(on["dense_mlp"][0]) > 1.5 * float(off["dense_mlp"][0])
+    assert float(on["moe_other"][0]) - float(off["moe_other"][0]) > 0.005
+    assert float(on["experts"][0]) == float(off["experts"][0])
+    # Decoding, kv_b_proj is the absorbed BF16 bmm, not the block-FP8 kernel: the kernel's
+    # rate is asked of its width with the prompt rows alone (none here).
+    it = _r1_iteration("b200", flashinfer=True)
+    kv_b = it.model.num_heads / 8 * (it.model.qk_nope_head_dim + it.model.v_head_dim)
+    asked: list[tuple[float, float]] = []
+    real = IterationModel.dense_linear_time
+
+    def spy(self, t, rows, n, k, precision):  # type: ignore[no-untyped-def]
+        asked.append((float(n), float(np.max(rows))))
+        return real(self, t, rows, n, k, precision)
+
+    monkeypatch.setattr(IterationModel, "dense_linear_time", spy)
+    it.parts_s(np.array([512.0]), np.array([2000.0]), np.array([0.0]), np.array([0.0]))
+    assert (kv_b, 0.0) in asked
+    assert all(rows == 512.0 for n, rows in asked if n != kv_b)
+
+
 def test_it_slows_a_long_prefill_not_a_small_decode() -> None:
     base, fi = _r1(), _r1(options={"flashinfer_fp8_gemm": True})
     # An 8k prompt's projections run at M = 8k rows: several times DeepGEMM's time.
@@ -161,7 +188,12 @@ def test_a_recipe_gives_each_stage_its_switches() -> None:
     [
         (("", "", "flashinfer_trtllm"), "", True),
         (("false", "", "deep_gemm"), "0.5.9", False),
-        (("", "true", ""), "0.5.5.post2", True),  # the switch every release reads first
+        (("", "true", ""), "0.5.5.post2", True),  # the switch 0.5.3-0.5.9 read first
+        (("", "true", ""), "0.5.10.post1", False),  # 0.5.10 reads no switch: DeepGEMM
+        (("false", "true", ""), "", True),  # every release: FlashInfer
+        (("", "true", ""), "", None),  # FlashInfer up to 0.5.9, DeepGEMM in 0.5.10
+        (("false", "", ""), "0.5.3", None),  # 0.5.3 reads only the SGL_ spelling
+        (("false true", "", ""), "0.5.9", None),  # a sweep's list
         (("false", "", ""), "0.5.8.post1", True),  # DeepGEMM off: FlashInfer on Blackwell
         (("false", "", ""), "0.5.6", None),  # DeepGEMM off before 0.5.8: Triton, no rate
         (("false", "", ""), "", None),  # a version the image does not name
@@ -208,6 +240,14 @@ def test_the_recipes_become_an_engine_option() -> None:
     assert kw == {} and "recipes differ" in note
     kw, note = recipes_fp8_gemm(["recipes/z.yaml"], "2026-02-10", table, "0.5.9")
     assert kw == {} and f"not on file ({FP8_GEMM_FILE})" in note
+    # No recipe at all is said too, and a version first committed after the run is named.
+    assert recipes_fp8_gemm([], "2026-02-10", table, "0.5.9") == (
+        {},
+        "dense FP8 GEMM kernel not read: no recipe file for the record",
+    )
+    kw, note = recipes_fp8_gemm(["recipes/a.yaml"], "2025-12-01", table, "0.5.9")
+    assert kw == {"flashinfer_fp8_gemm": True}
+    assert "first committed after the run: recipes/a.yaml" in note
 
 
 def test_the_table_has_its_columns() -> None:

@@ -151,7 +151,7 @@ class EngineProfile:
     dense MLPs) with FlashInfer's TRT-LLM groupwise GEMM on Blackwell: ``--fp8-gemm-backend
     flashinfer_trtllm``, or from 0.5.8 on DeepGEMM turned off (``SGLANG_ENABLE_JIT_DEEPGEMM=
     false``: ``fp8_utils._dispatch_auto_backend`` then takes FlashInfer's on Blackwell), or up to
-    0.5.5 ``SGLANG_ENABLE_FLASHINFER_GEMM``. Priced at that kernel's measured rate
+    0.5.9 ``SGLANG_ENABLE_FLASHINFER_GEMM``. Priced at that kernel's measured rate
     (``IterationModel.dense_linear_time``, profile constant
     ``flashinfer_trtllm_fp8_gemm_peak_share``). False: DeepGEMM, the GEMM curve's kernel class.
     A launch's setting (engine option ``flashinfer_fp8_gemm``)."""

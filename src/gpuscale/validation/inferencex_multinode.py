@@ -540,6 +540,18 @@ when DeepGEMM is off (0.5.8.post1 ``fp8_utils._dispatch_auto_backend``: DeepGEMM
 FlashInfer on Blackwell, then CUTLASS, then Triton); 0.5.3-0.5.6 fall to Triton there unless
 ``SGLANG_SUPPORT_CUTLASS_BLOCK_FP8`` is set (``dispatch_w8a8_block_fp8_linear``, read in the
 0.5.3, 0.5.5.post2 and 0.5.6 wheels)."""
+SWITCH_READ_BEFORE = (0, 5, 10)
+"""First release that reads no FlashInfer switch (0.5.10.post1: no such field in ``environ.py``;
+``initialize_fp8_gemm_config`` reads the flag alone). 0.5.3-0.5.5 read
+``SGLANG_ENABLE_FLASHINFER_GEMM``, 0.5.6-0.5.9 copy it into ``SGLANG_ENABLE_FLASHINFER_FP8_GEMM``
+(``_convert_SGL_to_SGLANG``) and read that."""
+SGLANG_DEEPGEMM_SWITCH_FROM = (0, 5, 5)
+"""First release reading ``SGLANG_ENABLE_JIT_DEEPGEMM`` (``deep_gemm_wrapper/configurer.py``;
+0.5.3 reads ``SGL_ENABLE_JIT_DEEPGEMM`` only). The table keeps one DeepGEMM column for both
+spellings, so below it a stated "off" does not decide."""
+KNOWN_RELEASES = ((0, 5, 3), (0, 5, 6), (0, 5, 8), (0, 5, 10))
+"""One release of each rule above, for a record whose image names no version: its reading
+stands only where all of them agree."""
 OFF = ("false", "0", "no", "off")
 ON = ("true", "1", "yes", "on")
 
@@ -550,30 +562,51 @@ def _release(version: str) -> tuple[int, ...] | None:
     return tuple(int(x) for x in head.groups()) if head else None
 
 
+def _kernel_of_release(
+    release: tuple[int, ...], jit_off: bool, switch_on: bool
+) -> tuple[bool | None, str]:
+    """:func:`fp8_gemm_of_stage`'s rule for one release, the flag not stated."""
+    if switch_on and release < SWITCH_READ_BEFORE:
+        return True, ""
+    if not jit_off:
+        return False, ""
+    if release < SGLANG_DEEPGEMM_SWITCH_FROM:
+        return None, "DeepGEMM stated off in a spelling SGLang 0.5.3 may not read"
+    if release >= FLASHINFER_AUTO_FROM:
+        return True, ""
+    return None, "DeepGEMM off before SGLang 0.5.8: Triton's block-FP8 GEMM, no rate"
+
+
 def fp8_gemm_of_stage(
     jit: str, flashinfer: str, flag: str, version: str
 ) -> tuple[bool | None, str]:
     """Whether one worker stage runs FlashInfer's TRT-LLM GEMM for its dense block-FP8 layers
-    (engine option ``flashinfer_fp8_gemm``), from what its recipe states and the SGLang
-    version the record's image names; (None, why) where that does not decide it or the kernel
-    is one the model has no rate for."""
+    (engine option ``flashinfer_fp8_gemm``), from what its recipe states (DeepGEMM switch,
+    FlashInfer switch, ``--fp8-gemm-backend``) and the SGLang version the record's image names:
+    the flag decides; else the switch, where the release reads one
+    (:data:`SWITCH_READ_BEFORE`); else DeepGEMM off means FlashInfer from
+    :data:`FLASHINFER_AUTO_FROM` and Triton before. Unnamed version: the reading all the
+    releases' rules agree on (:data:`KNOWN_RELEASES`). (None, why) where that does not decide
+    it, a value is a sweep's list, or the kernel has no measured rate."""
+    if any(" " in v.strip() for v in (jit, flashinfer, flag)):
+        return None, "a sweep's list of values"
     flag = flag.strip().lower()
-    if flag in ("flashinfer_trtllm",):
+    if flag == "flashinfer_trtllm":
         return True, ""
     if flag == "deep_gemm":
         return False, ""
     if flag not in ("", "auto"):
         return None, f"--fp8-gemm-backend {flag} (no measured rate for that kernel)"
-    if flashinfer.strip().lower() in ON:
-        return True, ""
-    if jit.strip().lower() not in OFF:
-        return False, ""
+    jit_off = jit.strip().lower() in OFF
+    switch_on = flashinfer.strip().lower() in ON
     release = _release(version)
-    if release is None:
-        return None, "DeepGEMM off under an SGLang version the image does not name"
-    if release >= FLASHINFER_AUTO_FROM:
-        return True, ""
-    return None, f"DeepGEMM off under SGLang {version}: Triton's block-FP8 GEMM, no rate"
+    if release is not None:
+        got, why = _kernel_of_release(release, jit_off, switch_on)
+        return got, (f"{why} (SGLang {version})" if why else "")
+    readings = {_kernel_of_release(r, jit_off, switch_on)[0] for r in KNOWN_RELEASES}
+    if len(readings) == 1 and None not in readings:
+        return readings.pop(), ""
+    return None, "the releases differ on these switches and the image names no SGLang version"
 
 
 def recipes_fp8_gemm(
@@ -587,7 +620,7 @@ def recipes_fp8_gemm(
     recipes or stages that differ, or a kernel without a rate leave it unread (DeepGEMM's
     pricing, said in the note)."""
     if not recipes:
-        return {}, ""
+        return {}, "dense FP8 GEMM kernel not read: no recipe file for the record"
     read, unread = _recipes_in_force(
         recipes, day, _recipe_lines(table), _fp8_gemm, f"not on file ({FP8_GEMM_FILE})"
     )
@@ -610,9 +643,13 @@ def recipes_fp8_gemm(
         )
     if not pre:
         return {}, ""
+    # The project's day rule reads a recipe's only version on any day; say so where that
+    # version was first committed after the run (the forks hold no earlier one).
+    later = [r for r in recipes if all(ln["first_day"] > day for ln in _recipe_lines(table)(r))]
+    after = f"; version on file first committed after the run: {', '.join(later)}" if later else ""
     return {"flashinfer_fp8_gemm": True}, (
         f"dense block-FP8 GEMMs on FlashInfer's TRT-LLM kernel ({', '.join(recipes)}; "
-        f"{FP8_GEMM_FILE})"
+        f"{FP8_GEMM_FILE}{after})"
     )
 
 

@@ -27,16 +27,19 @@ the 0.5.9 and 0.5.10.post1 wheels) then run EAGLE without the overlap scheduler
 (engine option ``overlap_scheduler`` False).
 
 The FP8 scripts run the dense block-FP8 linear layers on FlashInfer's TRT-LLM GEMM (engine
-option ``flashinfer_fp8_gemm``): every version of them in the window exports
-``SGLANG_ENABLE_FLASHINFER_GEMM=true`` (``=1`` at 425f74d51) and ``SGL_ENABLE_JIT_DEEPGEMM=false``,
-the MTP scripts ``SGLANG_ENABLE_JIT_DEEPGEMM=false`` and ``--fp8-gemm-backend=flashinfer_trtllm``.
-Every SGLang release the records name then takes that kernel on Blackwell (``layers/quantization/
-fp8_utils.py``, read in the wheels): 0.5.3 and 0.5.5(.post2) ``dispatch_w8a8_block_fp8_linear``
-tries ``ENABLE_FLASHINFER_GEMM`` first; 0.5.6 copies the old variable into
+option ``flashinfer_fp8_gemm``): every version of them in the window turns DeepGEMM off
+(``SGL_ENABLE_JIT_DEEPGEMM=false``, ``=0`` at 425f74d51, or the ``SGLANG_`` spelling) and either
+exports ``SGLANG_ENABLE_FLASHINFER_GEMM=true`` (``=1`` at 425f74d51) or passes
+``--fp8-gemm-backend=flashinfer_trtllm`` (the MTP scripts; ``dsr1_fp8_b200.sh`` at 28cc621e9 and
+4d4d25576). Every SGLang release the records name then takes that kernel on Blackwell
+(``layers/quantization/fp8_utils.py``, read in the wheels): 0.5.3 and 0.5.5(.post2)
+``dispatch_w8a8_block_fp8_linear`` tries ``ENABLE_FLASHINFER_GEMM`` first (the 2025-11 records
+ran ``v0.5.5-cu129``, nvidia-master.yaml at 189ae51cc); 0.5.6 copies the variable into
 ``SGLANG_ENABLE_FLASHINFER_FP8_GEMM`` (``environ._convert_SGL_to_SGLANG``) and tries it first;
-0.5.8.post1, 0.5.9 and 0.5.10.post1 set the backend ``flashinfer_trtllm`` from the variable or
-the flag (``initialize_fp8_gemm_config``), and with DeepGEMM off would pick it anyway
-(``_dispatch_auto_backend``). Each calls ``gemm_fp8_nt_groupwise(..., backend="trtllm")``.
+0.5.8.post1 and 0.5.9 set the backend ``flashinfer_trtllm`` from the variable or the flag
+(``initialize_fp8_gemm_config``); 0.5.10.post1 reads the flag only, and with DeepGEMM off picks
+that kernel by itself on Blackwell (``_dispatch_auto_backend``), as 0.5.8 on would. Each calls
+``gemm_fp8_nt_groupwise(..., backend="trtllm")``.
 """
 
 from __future__ import annotations

@@ -395,7 +395,17 @@ class IterationModel:
                 proj = proj + projection(heads * qk, float(m.q_lora_rank))
             else:
                 proj = proj + projection(heads * qk, h)
-            proj = proj + projection(heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank)
+            # kv_b_proj: a block-FP8 linear layer only where the prompt's keys and values are
+            # expanded (SGLang's ``forward_normal``); the absorbed decode and verification
+            # multiply its BF16 halves ``w_kc`` / ``w_vc`` with torch.bmm instead (0.5.9
+            # ``deepseek_weight_loader.py`` dequantizes them at load), so only the prompt rows
+            # meet the engine's block-FP8 kernel.
+            kv_b = heads * (m.qk_nope_head_dim + m.v_head_dim)
+            t_kv_b = gemm(tokens, kv_b, float(m.kv_lora_rank), 1.0, pa, wa)
+            prompt_rows = np.asarray(prefill_tokens, dtype=float) * ones
+            proj = proj + self.dense_linear_time(
+                t_kv_b, prompt_rows, kv_b, float(m.kv_lora_rank), pa
+            )
             proj = proj + projection(h, heads * m.v_head_dim)
         else:
             kv_w = 2.0 * max(m.kv_width / t_a, m.head_dim)
