@@ -1112,8 +1112,16 @@ def disaggregated_curves(
 def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Prediction:
     """:func:`predict_disaggregated` of the deployment ``built`` (:func:`disaggregated_curves`
     for this client, or for any open loop when ``client`` is one)."""
-    prefill, decode, eng, eng_p, eng_d, it_p, it_d = built[:7]
-    work, decode_work, kv_d, mem_gib, decode_fits, transfer, x_total, cv, stages = built[7:16]
+    prefill, decode, eng, eng_p, eng_d = (
+        built.prefill, built.decode, built.eng, built.eng_p, built.eng_d,
+    )  # fmt: skip
+    it_p, it_d, work, decode_work, kv_d = (
+        built.it_p, built.it_d, built.work, built.decode_work, built.kv_d,
+    )  # fmt: skip
+    mem_gib, decode_fits, transfer, x_total, cv, stages = (
+        built.mem_gib, built.decode_fits, built.transfer_s, built.x_total, built.curves,
+        built.stages,
+    )  # fmt: skip
     assert (stages is None) == (client.request_rate is None), "built for another kind of client"
     steps = max(work.output_len - 1.0, 0.0)
     pc, dc, transfer_wait, decode_wait, ttft, e2e, ok, poll_wait = cv
