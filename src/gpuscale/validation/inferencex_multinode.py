@@ -42,6 +42,10 @@ from typing import Any
 
 MTP_RECIPES_FILE = "inferencex_disagg_mtp_recipes.csv"
 PLAIN_RECIPES_FILE = "inferencex_disagg_plain_recipes.csv"
+VERSION_SPAN = ("versions", "first_day", "last_day", "first_commit", "last_commit", "repo")
+"""The last columns of every recipe table ``benchmarks/recipe_prefill_chunks.versioned_values``
+writes: how many commits state the line's value, their first and last UTC day and instant, and
+the forks holding them (:func:`_in_force` reads the day and instant)."""
 PREFILL_CHUNKS_FILE = "inferencex_disagg_prefill_chunks.csv"
 PREFILL_CHUNKS_COLUMNS = (
     "recipe",
@@ -49,12 +53,7 @@ PREFILL_CHUNKS_COLUMNS = (
     "chunked_prefill_size",
     "max_prefill_tokens",
     "mem_fraction_static",
-    "versions",
-    "first_day",
-    "last_day",
-    "first_commit",
-    "last_commit",
-    "repo",
+    *VERSION_SPAN,
 )
 """Columns of :data:`PREFILL_CHUNKS_FILE` (``benchmarks/recipe_prefill_chunks.py`` writes it;
 SOURCES.md)."""
@@ -68,12 +67,7 @@ FRONTENDS_COLUMNS = (
     "worker_nodes",
     "frontends",
     "router_args",
-    "versions",
-    "first_day",
-    "last_day",
-    "first_commit",
-    "last_commit",
-    "repo",
+    *VERSION_SPAN,
 )
 """Columns of :data:`FRONTENDS_FILE` (``benchmarks/recipe_frontends.py`` writes it;
 SOURCES.md)."""
@@ -84,12 +78,7 @@ TRT_STAGES_COLUMNS = (
     "prefill_max_num_tokens",
     "prefill_kv_fraction",
     "decode_kv_fraction",
-    "versions",
-    "first_day",
-    "last_day",
-    "first_commit",
-    "last_commit",
-    "repo",
+    *VERSION_SPAN,
 )
 """Columns of :data:`TRT_STAGES_FILE` (``benchmarks/recipe_trt_stages.py`` writes it;
 SOURCES.md)."""
@@ -102,12 +91,7 @@ FP8_GEMM_COLUMNS = (
     "decode_jit_deepgemm",
     "decode_flashinfer_gemm",
     "decode_fp8_gemm_backend",
-    "versions",
-    "first_day",
-    "last_day",
-    "first_commit",
-    "last_commit",
-    "repo",
+    *VERSION_SPAN,
 )
 """Columns of :data:`FP8_GEMM_FILE` (``benchmarks/recipe_fp8_gemm.py`` writes it;
 SOURCES.md)."""
