@@ -2,7 +2,7 @@
 ``flashinfer_fp8_gemm``): the kernel's measured rate in the iteration model
 (``IterationModel.dense_linear_time``), the option's checks, and how the held-out InferenceX
 records read it: the single-node B200/B300 scripts (``inferencex_sglang_launch``) and the
-srt-slurm recipes' stages by the image's SGLang version (``benchmarks/recipe_fp8_gemm.py``,
+srt-slurm recipes' stages by the image's SGLang version (``benchmarks/recipe_sglang_stages.py``,
 ``inferencex_multinode.recipes_fp8_gemm``)."""
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ from gpuscale.planner.serving.deployment import _iteration_model
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.inferencex_api import load_records, read_record
 from gpuscale.validation.inferencex_multinode import (
-    FP8_GEMM_COLUMNS,
-    FP8_GEMM_FILE,
+    SGLANG_STAGES_COLUMNS,
+    SGLANG_STAGES_FILE,
     fp8_gemm_of_stage,
     recipes_fp8_gemm,
+    recipes_kv_dtype,
 )
 from gpuscale.validation.inferencex_sglang_launch import blackwell_sglang_launch
 from gpuscale.validation.inferencex_tables import load_tables
@@ -37,7 +38,7 @@ from tests.benchmark_scripts import load_benchmark
 SERVING = DATA_DIR / "serving"
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 load_benchmark(BENCHMARKS / "recipe_prefill_chunks.py", "recipe_prefill_chunks")
-stage_values = load_benchmark(BENCHMARKS / "recipe_fp8_gemm.py").stage_values
+stage_values = load_benchmark(BENCHMARKS / "recipe_sglang_stages.py").stage_values
 
 
 def _r1(gpu: str = "b200", options: dict | None = None, **kw) -> dict[str, float]:
@@ -159,6 +160,7 @@ backend:
       fp8-gemm-backend: flashinfer_trtllm
     decode:
       quantization: fp8
+      kv-cache-dtype: fp8_e4m3
 """
 
 SWEEP = """
@@ -176,8 +178,9 @@ override_low:
 
 
 def test_a_recipe_gives_each_stage_its_switches() -> None:
-    assert stage_values(RECIPE) == ("false", "", "flashinfer_trtllm", "false", "1", "")
-    assert stage_values(SWEEP) == ("0", "", "", "", "", "deep_gemm")
+    got = ("false", "", "flashinfer_trtllm", "false", "1", "", "", "fp8_e4m3")
+    assert stage_values(RECIPE) == got
+    assert stage_values(SWEEP) == ("0", "", "", "", "", "deep_gemm", "", "")
     # An aggregated or TensorRT-LLM recipe has no SGLang stages.
     assert stage_values("backend:\n  sglang_config:\n    aggregated: {}\n") is None
     assert stage_values("backend:\n  trtllm_config:\n    prefill: {}\n") is None
@@ -212,7 +215,7 @@ def test_each_release_picks_its_kernel(
 def _line(recipe: str, values: tuple[str, ...], first: str, last: str) -> dict[str, str]:
     return {
         "recipe": recipe,
-        **dict(zip(FP8_GEMM_COLUMNS[1:7], values, strict=True)),
+        **dict(zip(SGLANG_STAGES_COLUMNS[1:7], values, strict=True)),
         "first_day": first,
         "last_day": last,
     }
@@ -239,7 +242,7 @@ def test_the_recipes_become_an_engine_option() -> None:
     kw, note = recipes_fp8_gemm(["recipes/a.yaml", "recipes/b.yaml"], "2026-02-10", table, "0.5.9")
     assert kw == {} and "recipes differ" in note
     kw, note = recipes_fp8_gemm(["recipes/z.yaml"], "2026-02-10", table, "0.5.9")
-    assert kw == {} and f"not on file ({FP8_GEMM_FILE})" in note
+    assert kw == {} and f"not on file ({SGLANG_STAGES_FILE})" in note
     # No recipe at all is said too, and a version first committed after the run is named.
     assert recipes_fp8_gemm([], "2026-02-10", table, "0.5.9") == (
         {},
@@ -251,10 +254,10 @@ def test_the_recipes_become_an_engine_option() -> None:
 
 
 def test_the_table_has_its_columns() -> None:
-    with (SERVING / FP8_GEMM_FILE).open(newline="") as f:
+    with (SERVING / SGLANG_STAGES_FILE).open(newline="") as f:
         reader = csv.DictReader(f)
         lines = list(reader)
-    assert tuple(reader.fieldnames or ()) == FP8_GEMM_COLUMNS
+    assert tuple(reader.fieldnames or ()) == SGLANG_STAGES_COLUMNS
     # The B200 FP8 recipes of 2026-02 turn DeepGEMM off on both stages.
     b200 = [
         ln for ln in lines if ln["recipe"] == "recipes/b200-fp8/1k1k/stp/max-tpt-dep8-1p5d.yaml"
@@ -279,3 +282,48 @@ def test_a_held_out_record_reads_its_recipes_kernel() -> None:
     row = read_record(rec, tables)
     assert row.kwargs["engine_options"]["flashinfer_fp8_gemm"] is True
     assert any("FlashInfer's TRT-LLM kernel" in n for n in row.assumptions)
+
+
+def _kv_line(recipe: str, pre: str, dec: str) -> dict[str, str]:
+    line = _line(recipe, ("", "", "", "", "", ""), "2026-01-01", "2026-03-01")
+    return {**line, "prefill_kv_cache_dtype": pre, "decode_kv_cache_dtype": dec}
+
+
+def test_the_recipes_kv_cache_dtype() -> None:
+    table = [
+        _kv_line("recipes/fp8.yaml", "fp8_e4m3", "fp8_e4m3"),
+        _kv_line("recipes/auto.yaml", "", ""),
+        _kv_line("recipes/half.yaml", "fp8_e4m3", ""),
+        _kv_line("recipes/e5m2.yaml", "fp8_e5m2", "fp8_e5m2"),
+    ]
+    kv, note = recipes_kv_dtype(["recipes/fp8.yaml"], "2026-02-10", table)
+    assert kv == {"kv_dtype": "fp8"} and "fp8_e4m3 on both stages" in note
+    # Not stated: SGLang's auto, the engine's own rule; nothing to set or say.
+    assert recipes_kv_dtype(["recipes/auto.yaml"], "2026-02-10", table) == ({}, "")
+    # Stages that differ, a format the model has not, recipes that differ: said, not read.
+    for recipes, said in (
+        (["recipes/half.yaml"], "stages differ"),
+        (["recipes/e5m2.yaml"], "fp8_e5m2 has no KV format here"),
+        (["recipes/fp8.yaml", "recipes/auto.yaml"], "stages differ"),
+    ):
+        kv, note = recipes_kv_dtype(recipes, "2026-02-10", table)
+        assert kv == {} and said in note, recipes
+
+
+def test_a_held_out_record_reads_its_recipes_kv_dtype() -> None:
+    # recipes/b200-fp8/1k1k/stp/max-tpt-dep8-1p5d.yaml: kv-cache-dtype fp8_e4m3 on both stages
+    # (SGLang's auto would keep the FP8 checkpoint's 16-bit KV).
+    tables = load_tables(SERVING)
+    rec = next(
+        r
+        for r in load_records(SERVING / "inferencex_api_dsr1.csv")
+        if r["hardware"] == "b200"
+        and r["framework"] == "dynamo-sglang"
+        and r["precision"] == "fp8"
+        and r["image"].startswith("lmsysorg/sglang:v0.5.8")
+        and r["date"] < "2026-03-01"
+        and r["spec_method"] == "none"
+    )
+    row = read_record(rec, tables)
+    assert row.kwargs["kv_dtype"] == "fp8"
+    assert any("fp8_e4m3 on both stages" in n for n in row.assumptions)

@@ -31,11 +31,11 @@ from gpuscale.validation.inferencex_api import (
 )
 from gpuscale.validation.inferencex_memory import MEM_FRACTIONS_FILE, load_fractions
 from gpuscale.validation.inferencex_multinode import (
-    FP8_GEMM_FILE,
     FRONTENDS_FILE,
     MTP_RECIPES_FILE,
     PLAIN_RECIPES_FILE,
     PREFILL_CHUNKS_FILE,
+    SGLANG_STAGES_FILE,
     TRT_STAGES_FILE,
     load_multinode_recipes,
 )
@@ -745,9 +745,9 @@ def test_load_tables_reads_each_table_from_its_own_file() -> None:
         prefill_chunks=load_multinode_recipes(SERVING / PREFILL_CHUNKS_FILE),
         frontends=load_multinode_recipes(SERVING / FRONTENDS_FILE),
         trt_stages=load_multinode_recipes(SERVING / TRT_STAGES_FILE),
-        fp8_gemm=load_multinode_recipes(SERVING / FP8_GEMM_FILE),
+        sglang_stages=load_multinode_recipes(SERVING / SGLANG_STAGES_FILE),
     )
-    assert tables.prefill_chunks and tables.frontends and tables.trt_stages and tables.fp8_gemm
+    assert tables.prefill_chunks and tables.frontends and tables.trt_stages and tables.sglang_stages
     assert all(getattr(tables, f) for f in ("recipes", "sweeps", "scripts", "fractions"))
     assert tables.server_prompts
     assert tables.mtp_recipes and tables.plain_recipes

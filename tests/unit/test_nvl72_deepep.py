@@ -94,10 +94,14 @@ def test_recipes_deepep_read_per_precision_and_decode_layout() -> None:
     )
     assert tp.expressible
     assert not _deepep(tp.kwargs) and tp.kwargs["kv_dtype"] == "fp8"
-    # Outside the days whose recipes were read, and for other engines, nothing is read.
+    # Outside the days whose recipes were read, and for other engines, nothing is read here; a
+    # KV dtype there comes from the recipe stages' table, and says so.
     for change in ({"date": "2026-02-11"}, {"date": "2026-03-01"}, {"hardware": "b200"}):
-        other = read_record(_rec(**{**WIDE, **change})).kwargs
-        assert not _deepep(other) and "kv_dtype" not in other
+        other = read_record(_rec(**{**WIDE, **change}))
+        assert not _deepep(other.kwargs)
+        assert not any("NVL72_SGLANG_DEEPEP" in n for n in other.assumptions)
+        if "kv_dtype" in other.kwargs:
+            assert any("inferencex_disagg_sglang_stages.csv" in n for n in other.assumptions)
 
 
 def test_decode_only_deepep_reaches_the_decode_engine_alone() -> None:

@@ -44,10 +44,10 @@ from gpuscale.validation.client_tokenizer import default_server_prompts, server_
 from gpuscale.validation.inferencex_decode_caps import default_decode_caps
 from gpuscale.validation.inferencex_mori_launch import mori_launch
 from gpuscale.validation.inferencex_multinode import (
-    default_fp8_gemm,
     default_frontends,
     default_plain_recipes,
     default_prefill_chunks,
+    default_sglang_stages,
     default_trt_stages,
     entry_runs,
     multinode_decode_cap,
@@ -57,6 +57,7 @@ from gpuscale.validation.inferencex_multinode import (
     recipe_files,
     recipes_decode_routing,
     recipes_fp8_gemm,
+    recipes_kv_dtype,
     recipes_trt_stages,
 )
 from gpuscale.validation.inferencex_sglang_launch import (
@@ -771,14 +772,25 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
                 add_engine_options(kw, chunk)
             if chunk_note:
                 notes.append(chunk_note)
+            sglang_table = (
+                default_sglang_stages() if tables.sglang_stages is None else tables.sglang_stages
+            )
+            if "kv_dtype" not in kw:
+                # The KV-cache dtype the same recipes state for both stages (SGLang's own
+                # ``auto`` keeps the checkpoint's 16 bits otherwise).
+                kv, kv_note = recipes_kv_dtype(
+                    _record_recipes(rec, raw, conc, kw, tables), rec["date"], sglang_table
+                )
+                kw.update(kv)
+                if kv_note:
+                    notes.append(kv_note)
             if rec["precision"] == "fp8" and catalog.gpu(gpu).generation == "blackwell":
                 # The dense block-FP8 GEMM kernel the recipes' stages choose (DeepGEMM unless
                 # they turn it off or name FlashInfer's), by the image's SGLang version's rule.
-                fp8 = default_fp8_gemm() if tables.fp8_gemm is None else tables.fp8_gemm
                 gemm, gemm_note = recipes_fp8_gemm(
                     _record_recipes(rec, raw, conc, kw, tables),
                     rec["date"],
-                    fp8,
+                    sglang_table,
                     engine_version(rec, "sglang"),
                 )
                 if gemm:

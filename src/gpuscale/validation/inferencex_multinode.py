@@ -82,8 +82,8 @@ TRT_STAGES_COLUMNS = (
 )
 """Columns of :data:`TRT_STAGES_FILE` (``benchmarks/recipe_trt_stages.py`` writes it;
 SOURCES.md)."""
-FP8_GEMM_FILE = "inferencex_disagg_fp8_gemm.csv"
-FP8_GEMM_COLUMNS = (
+SGLANG_STAGES_FILE = "inferencex_disagg_sglang_stages.csv"
+SGLANG_STAGES_COLUMNS = (
     "recipe",
     "prefill_jit_deepgemm",
     "prefill_flashinfer_gemm",
@@ -91,9 +91,11 @@ FP8_GEMM_COLUMNS = (
     "decode_jit_deepgemm",
     "decode_flashinfer_gemm",
     "decode_fp8_gemm_backend",
+    "prefill_kv_cache_dtype",
+    "decode_kv_cache_dtype",
     *VERSION_SPAN,
 )
-"""Columns of :data:`FP8_GEMM_FILE` (``benchmarks/recipe_fp8_gemm.py`` writes it;
+"""Columns of :data:`SGLANG_STAGES_FILE` (``benchmarks/recipe_sglang_stages.py`` writes it;
 SOURCES.md)."""
 
 MultinodeRecipes = list[dict[str, str]]
@@ -508,16 +510,22 @@ def default_trt_stages() -> tuple[dict[str, str], ...]:
 
 
 @functools.cache
-def default_fp8_gemm() -> tuple[dict[str, str], ...]:
-    """:data:`FP8_GEMM_FILE` in the project's data (``gpuscale.validation.DATA_DIR``)."""
+def default_sglang_stages() -> tuple[dict[str, str], ...]:
+    """:data:`SGLANG_STAGES_FILE` in the project's data (``gpuscale.validation.DATA_DIR``)."""
     from gpuscale.validation import DATA_DIR
 
-    return tuple(load_multinode_recipes(DATA_DIR / "serving" / FP8_GEMM_FILE))
+    return tuple(load_multinode_recipes(DATA_DIR / "serving" / SGLANG_STAGES_FILE))
 
 
-FP8_GEMM_FIELDS = FP8_GEMM_COLUMNS[1:7]
-"""The values of a :data:`FP8_GEMM_FILE` line: per stage DeepGEMM switch, FlashInfer switch,
-``--fp8-gemm-backend``."""
+FP8_GEMM_FIELDS = SGLANG_STAGES_COLUMNS[1:7]
+"""The kernel values of a :data:`SGLANG_STAGES_FILE` line: per stage DeepGEMM switch, FlashInfer
+switch, ``--fp8-gemm-backend``."""
+KV_DTYPE_FIELDS = ("prefill_kv_cache_dtype", "decode_kv_cache_dtype")
+"""Each stage's ``--kv-cache-dtype`` in a :data:`SGLANG_STAGES_FILE` line."""
+SGLANG_KV_DTYPES = {"auto": "", "bf16": "bf16", "bfloat16": "bf16", "fp8_e4m3": "fp8"}
+"""SGLang ``--kv-cache-dtype`` values -> ``infer``'s ``kv_dtype`` ("": the engine's own rule:
+``auto`` keeps the model dtype for a block-FP8 checkpoint, ``serving_engines.yaml``); the others
+SGLang accepts (``fp8_e5m2``, ``fp4_e2m1``) have no KV format here and are not read."""
 FLASHINFER_AUTO_FROM = (0, 5, 8)
 """First SGLang release whose automatic choice takes FlashInfer's TRT-LLM GEMM on Blackwell
 when DeepGEMM is off (0.5.8.post1 ``fp8_utils._dispatch_auto_backend``: DeepGEMM, then
@@ -597,7 +605,7 @@ def recipes_fp8_gemm(
     recipes: Sequence[str], day: str, table: Sequence[dict[str, str]], version: str
 ) -> tuple[dict[str, Any], str]:
     """The dense block-FP8 GEMM kernel the SGLang recipes of a record choose
-    (:data:`FP8_GEMM_FILE`, read on ``day`` by the rule of :func:`_in_force`; every recipe
+    (:data:`SGLANG_STAGES_FILE`, read on ``day`` by the rule of :func:`_in_force`; every recipe
     read, one value, both stages alike): engine options and a note. ``{"flashinfer_fp8_gemm":
     True}`` where each stage runs FlashInfer's TRT-LLM GEMM (:func:`fp8_gemm_of_stage`),
     nothing where both keep DeepGEMM; a recipe not on file, a day that does not decide,
@@ -606,7 +614,7 @@ def recipes_fp8_gemm(
     if not recipes:
         return {}, "dense FP8 GEMM kernel not read: no recipe file for the record"
     read, unread = _recipes_in_force(
-        recipes, day, _recipe_lines(table), _fp8_gemm, f"not on file ({FP8_GEMM_FILE})"
+        recipes, day, _recipe_lines(table), _fp8_gemm, f"not on file ({SGLANG_STAGES_FILE})"
     )
     if unread:
         return {}, "dense FP8 GEMM kernel not read: " + "; ".join(unread)
@@ -633,12 +641,49 @@ def recipes_fp8_gemm(
     after = f"; version on file first committed after the run: {', '.join(later)}" if later else ""
     return {"flashinfer_fp8_gemm": True}, (
         f"dense block-FP8 GEMMs on FlashInfer's TRT-LLM kernel ({', '.join(recipes)}; "
-        f"{FP8_GEMM_FILE}{after})"
+        f"{SGLANG_STAGES_FILE}{after})"
     )
 
 
 def _fp8_gemm(line: dict[str, str]) -> tuple[str, ...]:
     return tuple(line[k] for k in FP8_GEMM_FIELDS)
+
+
+def recipes_kv_dtype(
+    recipes: Sequence[str], day: str, table: Sequence[dict[str, str]]
+) -> tuple[dict[str, Any], str]:
+    """The KV-cache dtype the SGLang recipes of a disaggregated record state for both stages
+    (``--kv-cache-dtype`` of ``sglang_config.prefill`` and ``.decode``, :data:`SGLANG_STAGES_FILE`,
+    read on ``day`` by the rule of :func:`_in_force`): ``{"kv_dtype": ...}`` and a note. Nothing
+    where no recipe states one (SGLang's ``auto``); recipes or stages that disagree, a value with
+    no KV format here (:data:`SGLANG_KV_DTYPES`), a recipe not on file or a day that does not
+    decide leave it unread, said in the note."""
+    if not recipes:
+        return {}, ""
+    read, unread = _recipes_in_force(
+        recipes, day, _recipe_lines(table), _kv_dtypes, f"not on file ({SGLANG_STAGES_FILE})"
+    )
+    if unread:
+        return {}, "KV-cache dtype not read: " + "; ".join(unread)
+    values = {v for v in read.values()}
+    if values == {("", "")}:
+        return {}, ""
+    stated = {x for pair in values for x in pair}
+    if len(values) > 1 or len(stated) > 1:
+        shown = ", ".join(_shown(v) for v in sorted(values))
+        return {}, f"KV-cache dtype not read: the recipes' stages differ: {shown}"
+    (value,) = stated
+    if value not in SGLANG_KV_DTYPES:
+        return {}, f"KV-cache dtype not read: --kv-cache-dtype {value} has no KV format here"
+    if not SGLANG_KV_DTYPES[value]:
+        return {}, ""
+    return {"kv_dtype": SGLANG_KV_DTYPES[value]}, (
+        f"KV cache {value} on both stages ({', '.join(recipes)}; {SGLANG_STAGES_FILE})"
+    )
+
+
+def _kv_dtypes(line: dict[str, str]) -> tuple[str, ...]:
+    return tuple(line[k].strip().strip("\"'").lower() for k in KV_DTYPE_FIELDS)
 
 
 TRT_STAGE_FIELDS = (

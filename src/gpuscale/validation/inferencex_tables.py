@@ -13,11 +13,11 @@ from gpuscale.validation.client_tokenizer import (
 )
 from gpuscale.validation.inferencex_memory import MEM_FRACTIONS_FILE, Fractions, load_fractions
 from gpuscale.validation.inferencex_multinode import (
-    FP8_GEMM_FILE,
     FRONTENDS_FILE,
     MTP_RECIPES_FILE,
     PLAIN_RECIPES_FILE,
     PREFILL_CHUNKS_FILE,
+    SGLANG_STAGES_FILE,
     TRT_STAGES_FILE,
     MultinodeRecipes,
     PrefillChunks,
@@ -40,7 +40,7 @@ class InferenceXTables:
     returns it. None: no such table (the record is read without it), except ``plain_recipes``,
     where None reads the project's table (``inferencex_multinode.default_plain_recipes``) and
     ``[]`` none; likewise ``server_prompts``, ``prefill_chunks``, ``frontends``,
-    ``trt_stages`` and ``fp8_gemm``."""
+    ``trt_stages`` and ``sglang_stages``."""
 
     recipes: Recipes | None = None
     """H100/H200 disaggregated recipes (``serving_recipes.load_recipes``)."""
@@ -67,9 +67,9 @@ class InferenceXTables:
     trt_stages: PrefillChunks | None = None
     """The TensorRT-LLM recipes' context and generation server settings (``TRT_STAGES_FILE``;
     None: the project's, ``[]``: none)."""
-    fp8_gemm: PrefillChunks | None = None
-    """How the SGLang recipes' stages choose their dense block-FP8 GEMM kernel
-    (``FP8_GEMM_FILE``; None: the project's, ``[]``: none)."""
+    sglang_stages: PrefillChunks | None = None
+    """The SGLang recipes' per-stage kernel switches and KV-cache dtype (``SGLANG_STAGES_FILE``;
+    None: the project's, ``[]``: none)."""
 
 
 NO_TABLES = InferenceXTables()
@@ -89,5 +89,5 @@ def load_tables(directory: Path) -> InferenceXTables:
         prefill_chunks=load_multinode_recipes(directory / PREFILL_CHUNKS_FILE),
         frontends=load_multinode_recipes(directory / FRONTENDS_FILE),
         trt_stages=load_multinode_recipes(directory / TRT_STAGES_FILE),
-        fp8_gemm=load_multinode_recipes(directory / FP8_GEMM_FILE),
+        sglang_stages=load_multinode_recipes(directory / SGLANG_STAGES_FILE),
     )

@@ -1,23 +1,26 @@
-"""Regenerate ``data/validation/serving/inferencex_disagg_fp8_gemm.csv``: how each SGLang
-srt-slurm recipe the multi-node tables name chooses the kernel of its dense block-FP8 linear
-layers, per stage, read over every version of the file in two forks' histories.
+"""Regenerate ``data/validation/serving/inferencex_disagg_sglang_stages.csv``: what each SGLang
+srt-slurm recipe the multi-node tables name states per worker stage about the kernel of its dense
+block-FP8 linear layers and its KV-cache dtype, read over every version of the file in two forks'
+histories.
 
 SGLang runs a DeepSeek checkpoint's block-FP8 attention projections, shared experts and dense
 MLPs with DeepGEMM unless the launch says otherwise: ``--fp8-gemm-backend`` (from 0.5.8), the
 environment variable ``SGLANG_ENABLE_FLASHINFER_GEMM`` (``SGLANG_ENABLE_FLASHINFER_FP8_GEMM`` in
 0.5.6-0.5.9's own spelling), or DeepGEMM turned off (``SGLANG_ENABLE_JIT_DEEPGEMM=false``; the
 engine then picks another kernel by its version's rule, ``inferencex_multinode.recipes_fp8_gemm``).
-A recipe states each worker stage's environment apart (``backend.prefill_environment``,
-``backend.decode_environment``) and its flags under ``backend.sglang_config.prefill`` /
-``.decode`` (``base.backend...`` and ``override_*`` sections in the sweep layout). Columns:
-``recipe``; per stage (``prefill_``, ``decode_``) ``jit_deepgemm`` (SGLANG_ENABLE_JIT_DEEPGEMM
-as written, empty: not stated, on), ``flashinfer_gemm`` (either FlashInfer variable as written)
-and ``fp8_gemm_backend`` (the flag); then ``versions``, ``first_day``, ``last_day``,
-``first_commit``, ``last_commit``, ``repo`` as in the prefill-chunks table
-(``recipe_prefill_chunks.py``). One line per (recipe, value); recipes without both stages
-(aggregated) are left out.
+Its KV cache keeps the model dtype unless ``--kv-cache-dtype`` says otherwise
+(``inferencex_multinode.recipes_kv_dtype``). A recipe states each worker stage's environment
+apart (``backend.prefill_environment``, ``backend.decode_environment``) and its flags under
+``backend.sglang_config.prefill`` / ``.decode`` (``base.backend...`` and ``override_*`` sections
+in the sweep layout). Columns: ``recipe``; per stage (``prefill_``, ``decode_``)
+``jit_deepgemm`` (SGLANG_ENABLE_JIT_DEEPGEMM as written, empty: not stated, on),
+``flashinfer_gemm`` (either FlashInfer variable as written) and ``fp8_gemm_backend`` (the flag);
+``prefill_kv_cache_dtype`` and ``decode_kv_cache_dtype`` (the flag; empty: ``auto``); then
+``versions``, ``first_day``, ``last_day``, ``first_commit``, ``last_commit``, ``repo`` as in the
+prefill-chunks table (``recipe_prefill_chunks.py``). One line per (recipe, value); recipes
+without both stages (aggregated) are left out.
 
-    PYTHONPATH=src python benchmarks/recipe_fp8_gemm.py [--mirrors /work/.mirror] [--out PATH]
+    PYTHONPATH=src python benchmarks/recipe_sglang_stages.py [--mirrors /work/.mirror] [--out PATH]
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any
 import yaml
 
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.inferencex_multinode import FP8_GEMM_COLUMNS, FP8_GEMM_FILE
+from gpuscale.validation.inferencex_multinode import SGLANG_STAGES_COLUMNS, SGLANG_STAGES_FILE
 from recipe_prefill_chunks import keyed_table, sglang_recipes, write_table
 
 SERVING = DATA_DIR / "serving"
@@ -41,6 +44,7 @@ DEEPGEMM_ENV = ("SGLANG_ENABLE_JIT_DEEPGEMM", "SGL_ENABLE_JIT_DEEPGEMM")
 FLASHINFER_ENV = ("SGLANG_ENABLE_FLASHINFER_GEMM", "SGLANG_ENABLE_FLASHINFER_FP8_GEMM")
 """The FlashInfer FP8 GEMM switch in both spellings (0.5.6 copies the first into the second)."""
 FLAG = ("fp8-gemm-backend", "fp8_gemm_backend")
+KV_DTYPE = ("kv-cache-dtype", "kv_cache_dtype")
 
 
 def _sections(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -67,13 +71,14 @@ def _first(mapping: Mapping[str, Any], names: tuple[str, ...]) -> str:
 
 def stage_values(text: str) -> tuple[str, ...] | None:
     """(jit_deepgemm, flashinfer_gemm, fp8_gemm_backend) of the prefill stage, then of the
-    decode stage, as written (empty: not stated); None where the recipe has no SGLang prefill
-    and decode stages (an aggregated recipe, a TensorRT-LLM one)."""
+    decode stage, then each stage's kv-cache-dtype, as written (empty: not stated); None where
+    the recipe has no SGLang prefill and decode stages (an aggregated recipe, a TensorRT-LLM
+    one)."""
     doc = yaml.safe_load(text)
     if not isinstance(doc, dict):
         return None
     sections = _sections(doc)
-    got = {stage: ["", "", ""] for stage in STAGES}
+    got = {stage: ["", "", "", ""] for stage in STAGES}
     seen = set()
     for backend in sections:
         cfg = backend.get("sglang_config")
@@ -88,22 +93,25 @@ def stage_values(text: str) -> tuple[str, ...] | None:
                 seen.add(stage)
                 if value := _first(flags, FLAG):
                     got[stage][2] = value
+                if value := _first(flags, KV_DTYPE):
+                    got[stage][3] = value
     if seen != set(STAGES):
         return None
-    return (*got["prefill"], *got["decode"])
+    pre, dec = got["prefill"], got["decode"]
+    return (*pre[:3], *dec[:3], pre[3], dec[3])
 
 
 def table(mirrors: Path, paths: list[str]) -> list[dict[str, str]]:
     """The table's lines for ``paths`` read from the forks under ``mirrors``."""
-    return keyed_table(mirrors, paths, stage_values, FP8_GEMM_COLUMNS[1:7])
+    return keyed_table(mirrors, paths, stage_values, SGLANG_STAGES_COLUMNS[1:9])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
-    ap.add_argument("--out", type=Path, default=SERVING / FP8_GEMM_FILE)
+    ap.add_argument("--out", type=Path, default=SERVING / SGLANG_STAGES_FILE)
     args = ap.parse_args()
-    write_table(table(args.mirrors, sglang_recipes()), args.out, FP8_GEMM_COLUMNS)
+    write_table(table(args.mirrors, sglang_recipes()), args.out, SGLANG_STAGES_COLUMNS)
 
 
 if __name__ == "__main__":
