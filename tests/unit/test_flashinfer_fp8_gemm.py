@@ -295,16 +295,25 @@ def test_the_recipes_kv_cache_dtype() -> None:
         _kv_line("recipes/auto.yaml", "", ""),
         _kv_line("recipes/half.yaml", "fp8_e4m3", ""),
         _kv_line("recipes/e5m2.yaml", "fp8_e5m2", "fp8_e5m2"),
+        _kv_line("recipes/spelled.yaml", "auto", ""),
+        _kv_line("recipes/bf16.yaml", "bf16", "bfloat16"),
     ]
     kv, note = recipes_kv_dtype(["recipes/fp8.yaml"], "2026-02-10", table)
     assert kv == {"kv_dtype": "fp8"} and "fp8_e4m3 on both stages" in note
     # Not stated: SGLang's auto, the engine's own rule; nothing to set or say.
     assert recipes_kv_dtype(["recipes/auto.yaml"], "2026-02-10", table) == ({}, "")
+    # One format however spelled: auto stated or not (nothing to set), bf16 / bfloat16.
+    assert recipes_kv_dtype(["recipes/spelled.yaml"], "2026-02-10", table) == ({}, "")
+    kv, _ = recipes_kv_dtype(["recipes/bf16.yaml"], "2026-02-10", table)
+    assert kv == {"kv_dtype": "bf16"}
+    # A version first committed after the run is named.
+    _, note = recipes_kv_dtype(["recipes/fp8.yaml"], "2025-12-01", table)
+    assert "first committed after the run: recipes/fp8.yaml" in note
     # Stages that differ, a format the model has not, recipes that differ: said, not read.
     for recipes, said in (
-        (["recipes/half.yaml"], "stages differ"),
+        (["recipes/half.yaml"], "the recipe's stages differ"),
         (["recipes/e5m2.yaml"], "fp8_e5m2 has no KV format here"),
-        (["recipes/fp8.yaml", "recipes/auto.yaml"], "stages differ"),
+        (["recipes/fp8.yaml", "recipes/auto.yaml"], "the recipes differ"),
     ):
         kv, note = recipes_kv_dtype(recipes, "2026-02-10", table)
         assert kv == {} and said in note, recipes

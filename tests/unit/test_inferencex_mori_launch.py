@@ -70,8 +70,10 @@ def test_attention_dp_stages_split_the_launch_over_their_ranks() -> None:
         "decode_batch": 160,
         "max_num_batched_tokens": 131072,
         "decode_routing": "random",
+        "kv_dtype": "fp8",
     }
     assert "InferenceX@8d81e0bf4" in note and "picked at random" in note
+    assert "FP8 KV cache" in note
 
 
 def test_without_attention_dp_the_worker_caps_and_chunk() -> None:
@@ -83,7 +85,12 @@ def test_without_attention_dp_the_worker_caps_and_chunk() -> None:
     # --max-prefill-tokens 16384 next to it); decode with EP and no DP 256 (both sglang_disagg
     # versions in force on 2026-02-16 agree).
     # Their router is not read: no routing, and the note says so.
-    assert got == {"prefill_batch": 128, "decode_batch": 256, "max_num_batched_tokens": 262144}
+    assert got == {
+        "prefill_batch": 128,
+        "decode_batch": 256,
+        "max_num_batched_tokens": 262144,
+        "kv_dtype": "fp8",
+    }
     assert "953f7c512" in note and "14606ff7c" in note and "router not read" in note
     assert "decode_routing not applied" not in note
     no_ep = _rec(date="2026-02-16", decode_ep="1", decode_dp_attention="false")
@@ -127,4 +134,6 @@ def test_held_out_record_gets_the_caps() -> None:
     assert row.expressible, row.reason
     assert (row.kwargs["prefill_batch"], row.kwargs["decode_batch"]) == (3, 160)
     assert row.kwargs["engine_options"]["max_num_batched_tokens"] == 131072
+    # --kv-cache-dtype fp8_e4m3 on both stages (models.yaml base_flags).
+    assert row.kwargs["kv_dtype"] == "fp8"
     assert any(a.startswith("MoRI launch") for a in row.assumptions)

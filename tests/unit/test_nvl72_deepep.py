@@ -96,12 +96,15 @@ def test_recipes_deepep_read_per_precision_and_decode_layout() -> None:
     assert not _deepep(tp.kwargs) and tp.kwargs["kv_dtype"] == "fp8"
     # Outside the days whose recipes were read, and for other engines, nothing is read here; a
     # KV dtype there comes from the recipe stages' table, and says so.
+    # (2026-03-01: its recipe's stages state fp8_e4m3, read from inferencex_disagg_sglang_stages.)
+    expected = {"2026-02-11": None, "2026-03-01": "fp8", "b200": None}
     for change in ({"date": "2026-02-11"}, {"date": "2026-03-01"}, {"hardware": "b200"}):
         other = read_record(_rec(**{**WIDE, **change}))
         assert not _deepep(other.kwargs)
         assert not any("NVL72_SGLANG_DEEPEP" in n for n in other.assumptions)
-        if "kv_dtype" in other.kwargs:
-            assert any("inferencex_disagg_sglang_stages.csv" in n for n in other.assumptions)
+        assert other.kwargs.get("kv_dtype") == expected[next(iter(change.values()))], change
+        from_table = any("inferencex_disagg_sglang_stages.csv" in n for n in other.assumptions)
+        assert from_table == ("kv_dtype" in other.kwargs)
 
 
 def test_decode_only_deepep_reaches_the_decode_engine_alone() -> None:

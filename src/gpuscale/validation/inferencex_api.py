@@ -22,8 +22,10 @@ scripts for records that state MTP (``inferencex_sweeps.script_draft_tokens``), 
 of the multi-node MTP recipes (``inferencex_multinode.multinode_draft_tokens``), the
 disaggregated recipes' decode caps (``_decode_cap``; multi-node non-MTP entries
 ``inferencex_multinode.multinode_decode_cap``), prefill
-attention DP and KV dtype (``_decode_cap``, ``disagg_kv_dtype``) and engine-version options
-(``engine_version_options``). A record that cannot be expressed gets a one-line reason
+attention DP and KV dtype (``_decode_cap``, ``disagg_kv_dtype``; the SGLang recipes' stages:
+``inferencex_multinode.recipes_kv_dtype``, and with them their dense FP8 GEMM kernel,
+``recipes_fp8_gemm``; the MoRI-SGLang launches: ``inferencex_mori_launch.mori_launch``) and
+engine-version options (``engine_version_options``). A record that cannot be expressed gets a one-line reason
 (:data:`NOT_EXPRESSIBLE` and :attr:`ApiRow.reason`).
 """
 
@@ -735,7 +737,7 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
         mori, mori_note = mori_launch(rec, kw)
         if mori:
             # The MoRI launch's caps where no recipes table gave one (none states MI355X's).
-            for key in ("prefill_batch", "decode_batch", "decode_routing"):
+            for key in ("prefill_batch", "decode_batch", "decode_routing", "kv_dtype"):
                 if key in mori and key not in kw:
                     kw[key] = mori[key]
             if "max_num_batched_tokens" in mori:

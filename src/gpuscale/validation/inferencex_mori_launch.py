@@ -54,6 +54,12 @@ PREFILL_RUNNING = 128
 DECODE_EP_RUNNING = 256
 DECODE_RUNNING = 128
 """The running caps every version read passes (module docstring)."""
+KV_DTYPE = "fp8"
+"""``--kv-cache-dtype fp8_e4m3`` on both stages in every version read: the DeepSeek-R1 entries'
+flags of ``sglang_disagg_server.sh`` (every commit of billishyahao/sglang_disagg in the snapshot
+read) and the DeepSeek-R1 / -0528 / -MXFP4 entries' ``base_flags`` of ``amd_utils/models.yaml``
+("Common flags for both prefill and decode"; 8d81e0bf4, 4706e7009, 4230b97ca, 2e9cecf91).
+SGLang's ``auto`` would keep the checkpoint's 16 bits."""
 MORI_PREFILL_TOKENS = 16384
 """``MORI_MAX_DISPATCH_TOKENS_PREFILL`` of every version read (``set_env_vars.sh`` at 953f7c512
 and 14606ff7c; ``env.sh`` at 8d81e0bf4, 4706e7009 and 4230b97ca for the names read)."""
@@ -149,7 +155,8 @@ def mori_launch(rec: dict[str, str], kw: dict[str, Any]) -> tuple[dict[str, Any]
     if not hits:
         return {}, ""
     per: list[dict[str, Any]] = [
-        {**_values(ln, kw, rec), "decode_routing": ln.decode_routing} for ln in hits
+        {**_values(ln, kw, rec), "decode_routing": ln.decode_routing, "kv_dtype": KV_DTYPE}
+        for ln in hits
     ]
     agree = {k: v for k, v in per[0].items() if all(p[k] == v for p in per)}
     out = {k: v for k, v in agree.items() if v is not None}
@@ -159,7 +166,8 @@ def mori_launch(rec: dict[str, str], kw: dict[str, Any]) -> tuple[dict[str, Any]
         f"MoRI launch ({sources}): prefill {out.get('prefill_batch', '-')} prompts per rank "
         f"and a {out.get('max_num_batched_tokens', '-')}-token chunk per worker, decode cap "
         f"{out.get('decode_batch', '-')} per rank, decode workers picked "
-        f"{'at random' if out.get('decode_routing') == 'random' else 'by a router not read'}"
+        f"{'at random' if out.get('decode_routing') == 'random' else 'by a router not read'}, "
+        "FP8 KV cache"
     )
     if left:
         note += f"; {', '.join(left)} not applied: the versions in force that day differ"

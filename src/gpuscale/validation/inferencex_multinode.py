@@ -635,14 +635,19 @@ def recipes_fp8_gemm(
         )
     if not pre:
         return {}, ""
-    # The project's day rule reads a recipe's only version on any day; say so where that
-    # version was first committed after the run (the forks hold no earlier one).
-    later = [r for r in recipes if all(ln["first_day"] > day for ln in _recipe_lines(table)(r))]
-    after = f"; version on file first committed after the run: {', '.join(later)}" if later else ""
+    after = _committed_after(recipes, day, table)
     return {"flashinfer_fp8_gemm": True}, (
         f"dense block-FP8 GEMMs on FlashInfer's TRT-LLM kernel ({', '.join(recipes)}; "
         f"{SGLANG_STAGES_FILE}{after})"
     )
+
+
+def _committed_after(recipes: Sequence[str], day: str, table: Sequence[dict[str, str]]) -> str:
+    """A note's tail naming the recipes whose every version on file was first committed after
+    ``day`` (the project's day rule reads a recipe's only version on any day; the forks hold no
+    earlier one): "" where none."""
+    later = [r for r in recipes if all(ln["first_day"] > day for ln in _recipe_lines(table)(r))]
+    return f"; version on file first committed after the run: {', '.join(later)}" if later else ""
 
 
 def _fp8_gemm(line: dict[str, str]) -> tuple[str, ...]:
@@ -665,20 +670,23 @@ def recipes_kv_dtype(
     )
     if unread:
         return {}, "KV-cache dtype not read: " + "; ".join(unread)
-    values = {v for v in read.values()}
-    if values == {("", "")}:
+    stated = {x or "auto" for pair in read.values() for x in pair}
+    unknown = sorted(x for x in stated if x not in SGLANG_KV_DTYPES)
+    if unknown:
+        return {}, f"KV-cache dtype not read: --kv-cache-dtype {unknown[0]} has no KV format here"
+    # The same format however it is spelled (bf16 / bfloat16; auto or not stated).
+    formats = {SGLANG_KV_DTYPES[x] for x in stated}
+    if len(formats) > 1:
+        shown = ", ".join(_shown(v) for v in sorted(set(read.values())))
+        where = "recipes" if len(set(read.values())) > 1 else "recipe's stages"
+        return {}, f"KV-cache dtype not read: the {where} differ: {shown}"
+    (kv,) = formats
+    if not kv:
         return {}, ""
-    stated = {x for pair in values for x in pair}
-    if len(values) > 1 or len(stated) > 1:
-        shown = ", ".join(_shown(v) for v in sorted(values))
-        return {}, f"KV-cache dtype not read: the recipes' stages differ: {shown}"
-    (value,) = stated
-    if value not in SGLANG_KV_DTYPES:
-        return {}, f"KV-cache dtype not read: --kv-cache-dtype {value} has no KV format here"
-    if not SGLANG_KV_DTYPES[value]:
-        return {}, ""
-    return {"kv_dtype": SGLANG_KV_DTYPES[value]}, (
-        f"KV cache {value} on both stages ({', '.join(recipes)}; {SGLANG_STAGES_FILE})"
+    value = "/".join(sorted(stated))
+    return {"kv_dtype": kv}, (
+        f"KV cache {value} on both stages ({', '.join(recipes)}; {SGLANG_STAGES_FILE}"
+        f"{_committed_after(recipes, day, table)})"
     )
 
 

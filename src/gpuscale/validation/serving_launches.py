@@ -593,7 +593,8 @@ def stated_kv_cache_dtype(
     (``inferencex_memory.stated_kv_cache``), unless the reading already states a KV dtype
     (:data:`INFERENCEX_LAUNCHES`). Nothing for ``auto`` (the engine's own rule, as without a
     launch on file) nor for disaggregated records (their recipes' KV dtype is read elsewhere:
-    :func:`disagg_kv_dtype`, ``inferencex_api.nvl72_recipe``)."""
+    :func:`disagg_kv_dtype`, ``inferencex_api.nvl72_recipe``,
+    ``inferencex_multinode.recipes_kv_dtype``, ``inferencex_mori_launch.mori_launch``)."""
     if raw["backend"] != "sglang" or raw["mode"] != "agg" or "kv_dtype" in kw:
         return {}, "", ""
     value, note, refused = stated_kv_cache(
