@@ -23,7 +23,7 @@ from gpuscale.costmodel.serving.iteration import IterationModel, Parallelism
 from gpuscale.errors import InputError
 from gpuscale.planner.serving.deployment import _iteration_model
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.inferencex_api import load_records, read_record
+from gpuscale.validation.inferencex_api import ApiRow, load_records, read_record
 from gpuscale.validation.inferencex_multinode import (
     SGLANG_STAGES_COLUMNS,
     SGLANG_STAGES_FILE,
@@ -267,8 +267,8 @@ def test_the_table_has_its_columns() -> None:
     ]
 
 
-def test_a_held_out_record_reads_its_recipes_kernel() -> None:
-    tables = load_tables(SERVING)
+def _b200_dynamo_sglang_fp8() -> ApiRow:
+    """A held-out B200 Dynamo-SGLang FP8 record of February 2026 (SGLang 0.5.8.post1), read."""
     rec = next(
         r
         for r in load_records(SERVING / "inferencex_api_dsr1.csv")
@@ -279,7 +279,11 @@ def test_a_held_out_record_reads_its_recipes_kernel() -> None:
         and r["date"] < "2026-03-01"
         and r["spec_method"] == "none"
     )
-    row = read_record(rec, tables)
+    return read_record(rec, load_tables(SERVING))
+
+
+def test_a_held_out_record_reads_its_recipes_kernel() -> None:
+    row = _b200_dynamo_sglang_fp8()
     assert row.kwargs["engine_options"]["flashinfer_fp8_gemm"] is True
     assert any("FlashInfer's TRT-LLM kernel" in n for n in row.assumptions)
 
@@ -322,17 +326,6 @@ def test_the_recipes_kv_cache_dtype() -> None:
 def test_a_held_out_record_reads_its_recipes_kv_dtype() -> None:
     # recipes/b200-fp8/1k1k/stp/max-tpt-dep8-1p5d.yaml: kv-cache-dtype fp8_e4m3 on both stages
     # (SGLang's auto would keep the FP8 checkpoint's 16-bit KV).
-    tables = load_tables(SERVING)
-    rec = next(
-        r
-        for r in load_records(SERVING / "inferencex_api_dsr1.csv")
-        if r["hardware"] == "b200"
-        and r["framework"] == "dynamo-sglang"
-        and r["precision"] == "fp8"
-        and r["image"].startswith("lmsysorg/sglang:v0.5.8")
-        and r["date"] < "2026-03-01"
-        and r["spec_method"] == "none"
-    )
-    row = read_record(rec, tables)
+    row = _b200_dynamo_sglang_fp8()
     assert row.kwargs["kv_dtype"] == "fp8"
     assert any("fp8_e4m3 on both stages" in n for n in row.assumptions)
