@@ -33,7 +33,11 @@ from typing import Any
 import yaml
 
 from gpuscale.validation import DATA_DIR
-from gpuscale.validation.inferencex_multinode import SGLANG_STAGES_COLUMNS, SGLANG_STAGES_FILE
+from gpuscale.validation.inferencex_multinode import (
+    SGLANG_STAGES_COLUMNS,
+    SGLANG_STAGES_FIELDS,
+    SGLANG_STAGES_FILE,
+)
 from recipe_prefill_chunks import keyed_table, sglang_recipes, write_table
 
 SERVING = DATA_DIR / "serving"
@@ -103,7 +107,7 @@ def stage_values(text: str) -> tuple[str, ...] | None:
 
 def table(mirrors: Path, paths: list[str]) -> list[dict[str, str]]:
     """The table's lines for ``paths`` read from the forks under ``mirrors``."""
-    return keyed_table(mirrors, paths, stage_values, SGLANG_STAGES_COLUMNS[1:9])
+    return keyed_table(mirrors, paths, stage_values, SGLANG_STAGES_FIELDS)
 
 
 def main() -> None:

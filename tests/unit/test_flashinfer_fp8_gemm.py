@@ -25,6 +25,7 @@ from gpuscale.planner.serving.deployment import _iteration_model
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.inferencex_api import ApiRow, load_records, read_record
 from gpuscale.validation.inferencex_multinode import (
+    FP8_GEMM_FIELDS,
     SGLANG_STAGES_COLUMNS,
     SGLANG_STAGES_FILE,
     fp8_gemm_of_stage,
@@ -215,7 +216,7 @@ def test_each_release_picks_its_kernel(
 def _line(recipe: str, values: tuple[str, ...], first: str, last: str) -> dict[str, str]:
     return {
         "recipe": recipe,
-        **dict(zip(SGLANG_STAGES_COLUMNS[1:7], values, strict=True)),
+        **dict(zip(FP8_GEMM_FIELDS, values, strict=True)),
         "first_day": first,
         "last_day": last,
     }

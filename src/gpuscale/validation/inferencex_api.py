@@ -716,19 +716,18 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
         kw.update(disagg_kv_dtype(raw))
         # The router in front of the decode workers: the Dynamo frontends the record's srt-slurm
         # recipes start (inferencex_multinode.recipes_decode_routing).
+        # The srt-slurm recipe files the record ran, read once for every recipe table below
+        # (its stages and worker counts are set above).
+        recipes = _record_recipes(rec, raw, conc, kw, tables)
         frontends = default_frontends() if tables.frontends is None else tables.frontends
-        routing, routing_note = recipes_decode_routing(
-            _record_recipes(rec, raw, conc, kw, tables), rec["date"], frontends
-        )
+        routing, routing_note = recipes_decode_routing(recipes, rec["date"], frontends)
         kw.update(routing)
         if routing_note:
             notes.append(routing_note)
         if engine == "trtllm":
             # The context and generation servers' own settings the same recipes state.
             stages = default_trt_stages() if tables.trt_stages is None else tables.trt_stages
-            trt, trt_note = recipes_trt_stages(
-                _record_recipes(rec, raw, conc, kw, tables), rec["date"], stages
-            )
+            trt, trt_note = recipes_trt_stages(recipes, rec["date"], stages)
             if opts := trt.pop("engine_options", None):
                 add_engine_options(kw, opts)
             kw.update(trt)
@@ -780,9 +779,7 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
             if "kv_dtype" not in kw:
                 # The KV-cache dtype the same recipes state for both stages (SGLang's own
                 # ``auto`` keeps the checkpoint's 16 bits otherwise).
-                kv, kv_note = recipes_kv_dtype(
-                    _record_recipes(rec, raw, conc, kw, tables), rec["date"], sglang_table
-                )
+                kv, kv_note = recipes_kv_dtype(recipes, rec["date"], sglang_table)
                 kw.update(kv)
                 if kv_note:
                     notes.append(kv_note)
@@ -790,10 +787,7 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
                 # The dense block-FP8 GEMM kernel the recipes' stages choose (DeepGEMM unless
                 # they turn it off or name FlashInfer's), by the image's SGLang version's rule.
                 gemm, gemm_note = recipes_fp8_gemm(
-                    _record_recipes(rec, raw, conc, kw, tables),
-                    rec["date"],
-                    sglang_table,
-                    engine_version(rec, "sglang"),
+                    recipes, rec["date"], sglang_table, engine_version(rec, "sglang")
                 )
                 if gemm:
                     add_engine_options(kw, gemm)

@@ -83,18 +83,21 @@ TRT_STAGES_COLUMNS = (
 """Columns of :data:`TRT_STAGES_FILE` (``benchmarks/recipe_trt_stages.py`` writes it;
 SOURCES.md)."""
 SGLANG_STAGES_FILE = "inferencex_disagg_sglang_stages.csv"
-SGLANG_STAGES_COLUMNS = (
-    "recipe",
+FP8_GEMM_FIELDS = (
     "prefill_jit_deepgemm",
     "prefill_flashinfer_gemm",
     "prefill_fp8_gemm_backend",
     "decode_jit_deepgemm",
     "decode_flashinfer_gemm",
     "decode_fp8_gemm_backend",
-    "prefill_kv_cache_dtype",
-    "decode_kv_cache_dtype",
-    *VERSION_SPAN,
 )
+"""The kernel values of a :data:`SGLANG_STAGES_FILE` line: per stage DeepGEMM switch, FlashInfer
+switch, ``--fp8-gemm-backend``."""
+KV_DTYPE_FIELDS = ("prefill_kv_cache_dtype", "decode_kv_cache_dtype")
+"""Each stage's ``--kv-cache-dtype`` in a :data:`SGLANG_STAGES_FILE` line."""
+SGLANG_STAGES_FIELDS = (*FP8_GEMM_FIELDS, *KV_DTYPE_FIELDS)
+"""The values ``benchmarks/recipe_sglang_stages.stage_values`` reads, in this order."""
+SGLANG_STAGES_COLUMNS = ("recipe", *SGLANG_STAGES_FIELDS, *VERSION_SPAN)
 """Columns of :data:`SGLANG_STAGES_FILE` (``benchmarks/recipe_sglang_stages.py`` writes it;
 SOURCES.md)."""
 
@@ -517,11 +520,6 @@ def default_sglang_stages() -> tuple[dict[str, str], ...]:
     return tuple(load_multinode_recipes(DATA_DIR / "serving" / SGLANG_STAGES_FILE))
 
 
-FP8_GEMM_FIELDS = SGLANG_STAGES_COLUMNS[1:7]
-"""The kernel values of a :data:`SGLANG_STAGES_FILE` line: per stage DeepGEMM switch, FlashInfer
-switch, ``--fp8-gemm-backend``."""
-KV_DTYPE_FIELDS = ("prefill_kv_cache_dtype", "decode_kv_cache_dtype")
-"""Each stage's ``--kv-cache-dtype`` in a :data:`SGLANG_STAGES_FILE` line."""
 SGLANG_KV_DTYPES = {"auto": "", "bf16": "bf16", "bfloat16": "bf16", "fp8_e4m3": "fp8"}
 """SGLang ``--kv-cache-dtype`` values -> ``infer``'s ``kv_dtype`` ("": the engine's own rule:
 ``auto`` keeps the model dtype for a block-FP8 checkpoint, ``serving_engines.yaml``); the others
@@ -691,7 +689,7 @@ def recipes_kv_dtype(
 
 
 def _kv_dtypes(line: dict[str, str]) -> tuple[str, ...]:
-    return tuple(line[k].strip().strip("\"'").lower() for k in KV_DTYPE_FIELDS)
+    return tuple(line[k].strip().lower() for k in KV_DTYPE_FIELDS)
 
 
 TRT_STAGE_FIELDS = (
