@@ -571,6 +571,13 @@ def infer(
     stated = "memory_fraction" in (engine_options or {})
     if engine_options:
         eng = dataclasses.replace(eng, **_engine_options(engine_options, eng.name))
+    # SGLang caps the running requests of a speculative launch that states no cap. Applied to
+    # one aggregated engine, whose cap is engine option max_num_seqs; a disaggregated
+    # deployment states each pool's own (--prefill-batch / --decode-batch).
+    aggregated = prefill_workers is None and decode_workers is None
+    spec_cap = spec_dec is not None and aggregated and eng.for_speculation() is not eng
+    if spec_cap:
+        eng = eng.for_speculation()
     if prefill_workers is not None or decode_workers is not None:
         check_prompt_budget(prefill_worker_engine(eng), input_len, stage="prefill_")
     else:
@@ -695,6 +702,13 @@ def infer(
             )
         for name, cap in (("prefill_batch", prefill_batch), ("decode_batch", decode_batch)):
             check_requests(cap, name)
+        if spec_dec is not None and decode_batch is None:
+            # The decode workers run the draft; with no stated cap SGLang sets its own, which
+            # each attention-DP rank divides (EngineProfile.for_speculation).
+            capped = eng.for_speculation()
+            if capped is not eng:
+                decode_batch = max(capped.max_num_seqs // decode_attention_dp, 1)
+                spec_cap = True
         p_pool = Pool(
             max_batch=prefill_batch,
             workers=prefill_workers,
@@ -778,6 +792,17 @@ def infer(
             f"speculative decoding ({spec_dec.method}, {spec_dec.draft_tokens} draft tokens): "
             f"per-token acceptance {spec_dec.acceptance:.3f} ({spec_dec.source}), "
             f"{spec_dec.tokens_per_iteration:.2f} tokens per decode iteration"
+        )
+    if spec_cap:
+        where, how = (
+            ("per engine", "engine option max_num_seqs=N")
+            if aggregated
+            else ("per decode worker", "--decode-batch N (per attention rank)")
+        )
+        pred.notes.append(
+            f"running requests capped at {eng.for_speculation().max_num_seqs} {where}: "
+            f"{eng.name}'s own cap when speculative decoding runs without a stated one; {how} "
+            "states the launch's --max-running-requests"
         )
     if prefix_hit and not eng.prefix_caching:
         why = (

@@ -231,6 +231,13 @@ DeepEP). ``gather_scatter_without_mnnvl``: gather and scatter
     max_draft_tokens: int | None = None
     """Most speculative draft tokens per step the engine accepts (ATOM raises above 4;
     ``serving_engines.yaml``); None: no engine limit below the API's."""
+    speculative_max_num_seqs: int | None = None
+    """The running-request cap the engine sets for itself when speculative decoding is on and
+    the launch states none (SGLang 0.5.x ``_handle_speculative_decoding``: EAGLE, which serves
+    DeepSeek's MTP, resets an unset ``--max-running-requests`` to 48; ``serving_engines.yaml``);
+    None: speculation leaves the cap alone. :meth:`for_speculation` applies it (to an
+    aggregated engine; ``api.serving.infer`` gives it to disaggregated decode workers whose
+    cap is not stated)."""
     whole_instance_splits: bool = False
     """Whether attention data parallelism and expert parallelism each span all of an instance's
     GPUs or none (ATOM: ``--enable-dp-attention`` makes every rank its own attention group,
@@ -311,6 +318,17 @@ DeepEP). ``gather_scatter_without_mnnvl``: gather and scatter
             max_num_batched_tokens=max(self.max_num_batched_tokens // attention_dp, 1),
             max_num_seqs=seqs,
             attention_dp_split=False,
+        )
+
+    def for_speculation(self) -> EngineProfile:
+        """The profile as the engine configures itself for speculative decoding: its
+        :attr:`speculative_max_num_seqs` where the launch stated no running cap, which the
+        engine then treats as a stated one (SGLang writes it into ``max_running_requests``, so
+        it is split over the attention-DP ranks as a stated value is); itself otherwise."""
+        if self.speculative_max_num_seqs is None or self.stated_running_cap:
+            return self
+        return dataclasses.replace(
+            self, max_num_seqs=self.speculative_max_num_seqs, stated_running_cap=True
         )
 
     def moe_gathers(self, ep: int) -> bool:
