@@ -16,6 +16,11 @@ INFER = ("infer", "llama3.1-8b", "--gpu", "h100-sxm")
 DISAGG = ("--prefill-workers", "1", "--decode-workers", "1")
 HUGE_GPN = ("--gpus-per-node", "99999999999999999999")
 FI_GEMM = "flashinfer_fp8_gemm=true"
+MTP_DP64 = (
+    *("infer", "deepseek-r1", "--gpu", "b200", "--engine", "sglang", "--weights", "fp8_block"),
+    *("--concurrency", "64", "--tp", "64", "--ep", "64", "--attention-dp", "64"),
+    *("--speculative", "mtp", "--draft-tokens", "2"),
+)
 
 
 @pytest.mark.parametrize(
@@ -256,6 +261,9 @@ ESTIMATE = ("estimate", "llama3.1-8b", "--gpu", "h100-sxm")
             "engine option flashinfer_fp8_gemm prices FlashInfer's block-FP8 GEMM, which SGLang "
             "runs on Blackwell GPUs for fp8_block weights; got h100-sxm (hopper) with bf16",
         ),
+        # SGLang's own 48 running requests under MTP leave 64 attention-DP ranks none: the
+        # server refuses to start (tp_worker.py asserts a positive share).
+        (MTP_DP64, "SGLang's own 48 split over 64 attention-DP ranks leaves 0 per rank"),
     ],
 )
 def test_leftover_bad_input_is_one_line_and_exit_code_2(

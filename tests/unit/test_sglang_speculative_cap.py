@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from gpuscale.api.serving import infer
 from gpuscale.catalog.serving_engines import engine
+from gpuscale.errors import InputError
 
 R1 = "deepseek-ai/DeepSeek-R1"
 LOAD = {
@@ -73,3 +76,38 @@ def test_disaggregated_decode_workers_take_it_unless_their_cap_is_stated() -> No
     assert stated["decode_batch"] == 128
     assert stated["ttft_ms"] < 0.5 * o["ttft_ms"]
     assert not any(CAP_NOTE in n for n in stated["notes"])
+
+
+def test_the_note_names_each_ranks_share() -> None:
+    o = _option(concurrency=64, ep=8, attention_dp=8)
+    assert o["running_requests_per_rank"] <= 6.0
+    assert any("48 per engine (6 per attention rank, 48 in all)" in n for n in o["notes"])
+    # 48 over 32 decode ranks: one each, 32 in all.
+    kw = {k: v for k, v in LOAD.items() if k != "tp"}
+    pools = {"prefill_workers": 1, "prefill_tp": 8, "decode_workers": 1}
+    dp32 = {"decode_tp": 32, "decode_ep": 32, "decode_attention_dp": 32, "gpu": "b200"}
+    d = infer(R1, **{**kw, **pools, **dp32}, concurrency=64).to_dict()["options"][0]
+    assert d["decode_batch"] == 1
+    assert any("(1 per attention rank, 32 in all)" in n for n in d["notes"])
+
+
+@pytest.mark.parametrize("where", ["aggregated", "decode"])
+def test_more_attention_dp_ranks_than_the_cap_is_refused(where: str) -> None:
+    # SGLang asserts each rank's share of max_running_requests is positive (tp_worker.py).
+    kw = {k: v for k, v in LOAD.items() if k != "tp"}
+    big = {"ep": 64, "attention_dp": 64, "tp": 64} if where == "aggregated" else {
+        "prefill_workers": 1, "prefill_tp": 8, "decode_workers": 1,
+        "decode_tp": 64, "decode_ep": 64, "decode_attention_dp": 64,
+    }  # fmt: skip
+    with pytest.raises(InputError, match="leaves 0 per rank"):
+        infer(R1, **{**kw, **big, "gpu": "b200"}, concurrency=64)
+    # The launch's own cap is accepted (with its memory fraction: SGLang's default rule leaves
+    # 64 DP ranks no room for KV, a refusal of its own).
+    fraction = {"memory_fraction": 0.85}
+    stated = (
+        {"engine_options": {"max_num_seqs": 512, **fraction}}
+        if where == "aggregated"
+        else {"decode_batch": 8, "engine_options": fraction}
+    )
+    o = infer(R1, **{**kw, **big, **stated, "gpu": "b200"}, concurrency=64).to_dict()
+    assert o["options"][0]["ttft_ms"] > 0

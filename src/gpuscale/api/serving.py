@@ -288,6 +288,19 @@ def _check_fp8_gemm(eng: EngineProfile, fmt: WeightFormat, device: Device) -> No
     )
 
 
+def _check_speculative_cap(cap: int, attention_dp: int, flag: str) -> None:
+    """Refuse a speculative launch whose engine-set running cap leaves an attention-DP rank no
+    request: SGLang divides its 48 by the DP size and asserts the share is positive
+    (``tp_worker.py`` "max_running_request is zero"), so the server does not start."""
+    require(
+        cap // attention_dp >= 1,
+        f"speculative decoding without a stated running cap: SGLang's own {cap} split over "
+        f"{attention_dp} attention-DP ranks leaves 0 per rank, and SGLang refuses to start; "
+        f"state the launch's cap: {flag}",
+        field="engine_options",
+    )
+
+
 def _engine_options(options: Mapping[str, Any], engine: str) -> dict[str, Any]:
     """``options`` checked against :data:`ENGINE_OPTIONS` (names, engine, types, ranges)."""
     accepted = ", ".join(ENGINE_OPTIONS)
@@ -578,6 +591,7 @@ def infer(
     spec_cap = spec_dec is not None and aggregated and eng.for_speculation() is not eng
     if spec_cap:
         eng = eng.for_speculation()
+        _check_speculative_cap(eng.max_num_seqs, attention_dp, "engine option max_num_seqs=N")
     if prefill_workers is not None or decode_workers is not None:
         check_prompt_budget(prefill_worker_engine(eng), input_len, stage="prefill_")
     else:
@@ -707,7 +721,9 @@ def infer(
             # each attention-DP rank divides (EngineProfile.for_speculation).
             capped = eng.for_speculation()
             if capped is not eng:
-                decode_batch = max(capped.max_num_seqs // decode_attention_dp, 1)
+                flag = "--decode-batch N (the launch's --max-running-requests // decode DP)"
+                _check_speculative_cap(capped.max_num_seqs, decode_attention_dp, flag)
+                decode_batch = capped.max_num_seqs // decode_attention_dp
                 spec_cap = True
         p_pool = Pool(
             max_batch=prefill_batch,
@@ -794,15 +810,18 @@ def infer(
             f"{spec_dec.tokens_per_iteration:.2f} tokens per decode iteration"
         )
     if spec_cap:
-        where, how = (
-            ("per engine", "engine option max_num_seqs=N")
+        cap = eng.for_speculation().max_num_seqs
+        dp = attention_dp if aggregated else decode_attention_dp
+        where = "engine" if aggregated else "decode worker"
+        how = (
+            "engine option max_num_seqs=N states the launch's --max-running-requests"
             if aggregated
-            else ("per decode worker", "--decode-batch N (per attention rank)")
+            else "--decode-batch N states the launch's --max-running-requests // decode DP"
         )
+        split = f" ({cap // dp} per attention rank, {cap // dp * dp} in all)" if dp > 1 else ""
         pred.notes.append(
-            f"running requests capped at {eng.for_speculation().max_num_seqs} {where}: "
-            f"{eng.name}'s own cap when speculative decoding runs without a stated one; {how} "
-            "states the launch's --max-running-requests"
+            f"running requests capped at {cap} per {where}{split}: {eng.name}'s own cap when "
+            f"speculative decoding runs without a stated one; {how}"
         )
     if prefix_hit and not eng.prefix_caching:
         why = (
