@@ -263,7 +263,7 @@ ESTIMATE = ("estimate", "llama3.1-8b", "--gpu", "h100-sxm")
         ),
         # SGLang's own 48 running requests under MTP leave 64 attention-DP ranks none: the
         # server refuses to start (tp_worker.py asserts a positive share).
-        (MTP_DP64, "SGLang's own 48 split over 64 attention-DP ranks leaves 0 per rank"),
+        (MTP_DP64, "sglang's own 48 split over 64 attention-DP ranks leaves 0 per rank"),
     ],
 )
 def test_leftover_bad_input_is_one_line_and_exit_code_2(

@@ -288,16 +288,37 @@ def _check_fp8_gemm(eng: EngineProfile, fmt: WeightFormat, device: Device) -> No
     )
 
 
-def _check_speculative_cap(cap: int, attention_dp: int, flag: str) -> None:
-    """Refuse a speculative launch whose engine-set running cap leaves an attention-DP rank no
-    request: SGLang divides its 48 by the DP size and asserts the share is positive
-    (``tp_worker.py`` "max_running_request is zero"), so the server does not start."""
+def _speculative_running_cap(
+    eng: EngineProfile, attention_dp: int, *, aggregated: bool
+) -> tuple[int, str] | None:
+    """The running cap a speculative launch that states none gets from the engine itself, per
+    attention-DP rank, and its note; None where the engine sets none or the launch stated one
+    (:meth:`EngineProfile.for_speculation`). SGLang divides its 48 over the DP ranks and
+    asserts the share is positive (``tp_worker.py`` "max_running_request is zero"): a launch
+    that would leave a rank none does not start, and is refused."""
+    capped = eng.for_speculation()
+    if capped is eng:
+        return None
+    cap = capped.max_num_seqs
+    where, flag = (
+        ("engine", "engine option max_num_seqs=N")
+        if aggregated
+        else ("decode worker", "--decode-batch N (the launch's --max-running-requests // DP)")
+    )
     require(
         cap // attention_dp >= 1,
-        f"speculative decoding without a stated running cap: SGLang's own {cap} split over "
-        f"{attention_dp} attention-DP ranks leaves 0 per rank, and SGLang refuses to start; "
+        f"speculative decoding without a stated running cap: {eng.name}'s own {cap} split over "
+        f"{attention_dp} attention-DP ranks leaves 0 per rank, and it refuses to start; "
         f"state the launch's cap: {flag}",
         field="engine_options",
+    )
+    share = cap // attention_dp
+    split = (
+        f" ({share} per attention rank, {share * attention_dp} in all)" if attention_dp > 1 else ""
+    )
+    return share, (
+        f"running requests capped at {cap} per {where}{split}: {eng.name}'s own cap when "
+        f"speculative decoding runs without a stated one; {flag} states the launch's own"
     )
 
 
@@ -588,10 +609,12 @@ def infer(
     # one aggregated engine, whose cap is engine option max_num_seqs; a disaggregated
     # deployment states each pool's own (--prefill-batch / --decode-batch).
     aggregated = prefill_workers is None and decode_workers is None
-    spec_cap = spec_dec is not None and aggregated and eng.for_speculation() is not eng
+    spec_note = ""
+    spec_cap: tuple[int, str] | None = None
+    if spec_dec is not None and aggregated:
+        spec_cap = _speculative_running_cap(eng, attention_dp, aggregated=True)
     if spec_cap:
-        eng = eng.for_speculation()
-        _check_speculative_cap(eng.max_num_seqs, attention_dp, "engine option max_num_seqs=N")
+        eng, spec_note = eng.for_speculation(), spec_cap[1]
     if prefill_workers is not None or decode_workers is not None:
         check_prompt_budget(prefill_worker_engine(eng), input_len, stage="prefill_")
     else:
@@ -717,14 +740,10 @@ def infer(
         for name, cap in (("prefill_batch", prefill_batch), ("decode_batch", decode_batch)):
             check_requests(cap, name)
         if spec_dec is not None and decode_batch is None:
-            # The decode workers run the draft; with no stated cap SGLang sets its own, which
-            # each attention-DP rank divides (EngineProfile.for_speculation).
-            capped = eng.for_speculation()
-            if capped is not eng:
-                flag = "--decode-batch N (the launch's --max-running-requests // decode DP)"
-                _check_speculative_cap(capped.max_num_seqs, decode_attention_dp, flag)
-                decode_batch = capped.max_num_seqs // decode_attention_dp
-                spec_cap = True
+            # The decode workers run the draft; with no stated cap SGLang sets its own.
+            spec_cap = _speculative_running_cap(eng, decode_attention_dp, aggregated=False)
+        if spec_cap:
+            decode_batch, spec_note = spec_cap
         p_pool = Pool(
             max_batch=prefill_batch,
             workers=prefill_workers,
@@ -809,20 +828,8 @@ def infer(
             f"per-token acceptance {spec_dec.acceptance:.3f} ({spec_dec.source}), "
             f"{spec_dec.tokens_per_iteration:.2f} tokens per decode iteration"
         )
-    if spec_cap:
-        cap = eng.for_speculation().max_num_seqs
-        dp = attention_dp if aggregated else decode_attention_dp
-        where = "engine" if aggregated else "decode worker"
-        how = (
-            "engine option max_num_seqs=N states the launch's --max-running-requests"
-            if aggregated
-            else "--decode-batch N states the launch's --max-running-requests // decode DP"
-        )
-        split = f" ({cap // dp} per attention rank, {cap // dp * dp} in all)" if dp > 1 else ""
-        pred.notes.append(
-            f"running requests capped at {cap} per {where}{split}: {eng.name}'s own cap when "
-            f"speculative decoding runs without a stated one; {how}"
-        )
+    if spec_note:
+        pred.notes.append(spec_note)
     if prefix_hit and not eng.prefix_caching:
         why = (
             "by default; engine option prefix_caching=true turns it on"
