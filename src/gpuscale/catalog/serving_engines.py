@@ -231,6 +231,11 @@ DeepEP). ``gather_scatter_without_mnnvl``: gather and scatter
     max_draft_tokens: int | None = None
     """Most speculative draft tokens per step the engine accepts (ATOM raises above 4;
     ``serving_engines.yaml``); None: no engine limit below the API's."""
+    speculative_step_host_us: float = 0.0
+    """Host time per speculative decode step the engine does not hide when its overlap
+    scheduler is off (SGLang's EAGLE worker v1, which 0.5.x runs unless
+    ``SGLANG_ENABLE_SPEC_V2`` is set: ``serving_engines.yaml``); 0: none beyond
+    ``iteration_overhead_us``."""
     speculative_max_num_seqs: int | None = None
     """The running-request cap the engine sets for itself when speculative decoding is on and
     the launch states none (SGLang 0.5.x ``_handle_speculative_decoding``: EAGLE, which serves

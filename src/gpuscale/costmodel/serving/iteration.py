@@ -274,6 +274,11 @@ class IterationModel:
     draft_pass: bool = False
     """This model is one pass of the draft module (``model`` one block): it verifies nothing
     and drafts nothing itself; ``speculation`` only sets the positions per request it reads."""
+    speculative_step_host_s: float = 0.0
+    """Host seconds a speculative decode step spends outside the GPU's work when the engine's
+    overlap scheduler is off (SGLang's EAGLE worker v1: ``EngineProfile.
+    speculative_step_host_us``), added to every iteration that decodes; 0 where the engine
+    overlaps it or runs no speculation."""
     dense_fp8_rate: float = math.inf
     """FLOP/s at most of the engine's kernel for the dense block-FP8 linear layers (attention
     projections, shared experts, dense MLPs): SGLang running FlashInfer's TRT-LLM groupwise
@@ -544,6 +549,8 @@ class IterationModel:
         running = n_d + np.minimum(np.asarray(prefill_tokens, dtype=float), 1.0)
         draft = self.draft_s(n_decode, decode_context, prefill_tokens, prefill_context)
         overhead = self.iteration_overhead_s + self.per_sequence_overhead_s * running
+        if self.speculation is not None and not self.draft_pass:
+            overhead = overhead + np.where(n_d > 0.0, self.speculative_step_host_s, 0.0)
         total = total + draft + overhead
         return {
             "projections": m.num_layers * proj * ones,
@@ -585,6 +592,7 @@ class IterationModel:
             par=dataclasses.replace(self.par, pp=1),
             iteration_overhead_s=0.0,
             per_sequence_overhead_s=0.0,
+            speculative_step_host_s=0.0,
             eager_prefill_host_s_per_kernel=0.0,
             speculation=(
                 dataclasses.replace(spec, draft_tokens=queries - 1)

@@ -192,6 +192,9 @@ def _iteration_model(
         profile=profile,
         iteration_overhead_s=eng.iteration_overhead_us * 1e-6,
         per_sequence_overhead_s=eng.per_sequence_overhead_us * 1e-6,
+        speculative_step_host_s=(
+            0.0 if eng.overlap_scheduler else eng.speculative_step_host_us * 1e-6
+        ),
         eager_prefill_host_s_per_kernel=(
             0.0 if eng.prefill_cuda_graph else eng.eager_host_us_per_kernel * 1e-6
         ),

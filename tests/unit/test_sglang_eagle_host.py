@@ -1,0 +1,77 @@
+"""SGLang's EAGLE worker without the overlap scheduler (spec v1): the host time of a speculative
+step sits between the GPU's passes (``speculative_step_host_us``, sourced from sgl-project/sglang
+PR #12128: 1.964 ms a step on DeepSeek-R1 TP8)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from gpuscale import catalog
+from gpuscale.api.serving import infer
+from gpuscale.catalog.serving_engines import engine
+from gpuscale.costmodel.profile import load_profile_for
+from gpuscale.costmodel.serving.formats import weight_format
+from gpuscale.costmodel.serving.iteration import Parallelism
+from gpuscale.costmodel.serving.speculative import Speculation
+from gpuscale.planner.serving.deployment import _iteration_model
+
+R1 = "deepseek-ai/DeepSeek-R1"
+STEP_S = 1.964e-3
+LOAD = {
+    "gpu": "h200-sxm", "engine": "sglang", "weights": "fp8_block", "tp": 8,
+    "input_len": 64, "output_len": 512, "concurrency": 1,
+    "speculative": "mtp", "draft_tokens": 2,
+}  # fmt: skip
+
+
+def _it(overlap: bool, name: str = "sglang"):  # type: ignore[no-untyped-def]
+    eng = dataclasses.replace(
+        engine(name).for_device(catalog.gpu("h200-sxm")), overlap_scheduler=overlap
+    )
+    spec = Speculation(method="mtp", draft_tokens=2, acceptance=0.85, draft_layers=1, source="")
+    return _iteration_model(
+        catalog.model(R1),
+        catalog.cluster("h200-sxm", 8),
+        Parallelism(tp=8),
+        weight_format("fp8_block"),
+        "fp8",
+        load_profile_for(eng.cost_profile, None),
+        eng,
+        spec,
+    )
+
+
+def test_the_profile_states_the_measured_step() -> None:
+    assert engine("sglang").speculative_step_host_us == pytest.approx(STEP_S * 1e6)
+    for name in ("vllm", "tensorrt-llm"):
+        assert engine(name).speculative_step_host_us == 0.0
+
+
+def test_decoding_iterations_pay_it_only_without_the_overlap() -> None:
+    off, on = _it(False), _it(True)
+    assert off.speculative_step_host_s == pytest.approx(STEP_S)
+    assert on.speculative_step_host_s == 0.0
+    args = [np.array([4.0, 0.0]), np.array([1000.0, 0.0]), np.array([0.0, 2048.0])]
+    args.append(np.array([0.0, 1024.0]))
+    diff = off.time_s(*args) - on.time_s(*args)
+    # A decode step pays the host time; a prompt-only (prefill) batch does not.
+    assert diff[0] == pytest.approx(STEP_S) and diff[1] == pytest.approx(0.0)
+    # The draft passes inside the step do not pay it again.
+    assert off.draft_model(3).speculative_step_host_s == 0.0
+
+
+def test_an_engine_without_the_term_is_unchanged() -> None:
+    args = [np.array([4.0]), np.array([1000.0]), np.array([0.0]), np.array([0.0])]
+    assert _it(False, "tensorrt-llm").time_s(*args) == pytest.approx(
+        _it(True, "tensorrt-llm").time_s(*args)
+    )
+
+
+def test_tpot_grows_by_the_step_over_the_tokens_it_emits() -> None:
+    on = infer(R1, **LOAD, engine_options={"overlap_scheduler": True}).to_dict()["options"][0]
+    off = infer(R1, **LOAD, engine_options={"overlap_scheduler": False}).to_dict()["options"][0]
+    tokens = on["tokens_per_iteration"]
+    assert off["tpot_ms"] - on["tpot_ms"] == pytest.approx(STEP_S * 1e3 / tokens, rel=0.05)
