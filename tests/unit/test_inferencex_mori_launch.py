@@ -137,3 +137,15 @@ def test_held_out_record_gets_the_caps() -> None:
     # --kv-cache-dtype fp8_e4m3 on both stages (models.yaml base_flags).
     assert row.kwargs["kv_dtype"] == "fp8"
     assert any(a.startswith("MoRI launch") for a in row.assumptions)
+
+
+def test_mtp_decode_workers_run_eagle_without_the_overlap_scheduler() -> None:
+    # No launch read before 2026-05-07 exports SGLANG_ENABLE_SPEC_V2, and the MTP flags go to
+    # the decode workers only: SGLang turns their overlap scheduler off, the prefill workers'
+    # stays on.
+    rec = _rec(spec_method="mtp")
+    got, note = mori_launch(rec, _kw(rec))
+    assert got["overlap_scheduler"] is False and got["prefill_overlap_scheduler"] is True
+    assert "EAGLE without the overlap scheduler" in note
+    plain = _rec()
+    assert "overlap_scheduler" not in mori_launch(plain, _kw(plain))[0]

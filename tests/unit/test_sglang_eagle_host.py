@@ -16,6 +16,7 @@ from gpuscale.costmodel.profile import load_profile_for
 from gpuscale.costmodel.serving.formats import weight_format
 from gpuscale.costmodel.serving.iteration import Parallelism
 from gpuscale.costmodel.serving.speculative import Speculation
+from gpuscale.errors import InputError
 from gpuscale.planner.serving.deployment import _iteration_model
 
 R1 = "deepseek-ai/DeepSeek-R1"
@@ -75,3 +76,18 @@ def test_tpot_grows_by_the_step_over_the_tokens_it_emits() -> None:
     off = infer(R1, **LOAD, engine_options={"overlap_scheduler": False}).to_dict()["options"][0]
     tokens = on["tokens_per_iteration"]
     assert off["tpot_ms"] - on["tpot_ms"] == pytest.approx(STEP_S * 1e3 / tokens, rel=0.05)
+
+
+def test_the_prefill_workers_keep_their_own_overlap_scheduler() -> None:
+    # A launch that gives only the decode workers EAGLE (MoRI-SGLang): their overlap is off,
+    # the prefill workers' stays on (engine option prefill_overlap_scheduler).
+    kw = {k: v for k, v in LOAD.items() if k != "tp"}
+    pools = {"prefill_workers": 1, "prefill_tp": 8, "decode_workers": 1, "decode_tp": 8}
+    opts = {"overlap_scheduler": False}
+    one = infer(R1, **kw, **pools, decode_batch=8, engine_options=opts).to_dict()["options"][0]
+    split = {**opts, "prefill_overlap_scheduler": True}
+    two = infer(R1, **kw, **pools, decode_batch=8, engine_options=split).to_dict()["options"][0]
+    assert two["tpot_ms"] == pytest.approx(one["tpot_ms"], rel=0.02)
+    assert two["ttft_ms"] != one["ttft_ms"]
+    with pytest.raises(InputError, match="prefill_overlap_scheduler"):
+        infer(R1, **LOAD, engine_options={"prefill_overlap_scheduler": True})

@@ -200,6 +200,7 @@ ENGINE_OPTIONS: dict[str, EngineOption] = {
     ),
     "prefill_memory_fraction": EngineOption(kind=float, low=0.0, high=1.0, engines=PREFILL_STAGE),
     "prefill_chunked_prefill": EngineOption(kind=bool, engines=SGLANG_ONLY),
+    "prefill_overlap_scheduler": EngineOption(kind=bool, engines=PREFILL_STAGE),
 }
 """Scheduler settings of the engine profile a launch may override (``infer(engine_options=)``):
 TensorRT-LLM ``max_num_tokens``/``max_batch_size``/``enable_chunked_prefill``/
@@ -229,7 +230,9 @@ disaggregated deployment's prefill workers only, as SGLang launches them apart (
 recipes' ``sglang_config.prefill``): ``prefill_max_num_batched_tokens`` their
 ``--chunked-prefill-size``, ``prefill_max_prefill_tokens`` their ``--max-prefill-tokens``, ``prefill_memory_fraction``
 their ``--mem-fraction-static``, ``prefill_chunked_prefill`` false their ``--chunked-prefill-size
--1`` (no chunking: each batch bounded by the prefill limit; ``deployment.prefill_worker_engine``);
+-1`` (no chunking: each batch bounded by the prefill limit; ``deployment.prefill_worker_engine``),
+``prefill_overlap_scheduler`` their overlap scheduler where it differs from the decode workers'
+(an SGLang launch that gives only the decode workers EAGLE, which turns the overlap off there);
 TensorRT-LLM's context servers state ``max_num_tokens`` (``prefill_max_num_batched_tokens``, per
 attention rank) and ``free_gpu_memory_fraction`` (``prefill_memory_fraction``) apart from the
 generation servers' too. Values are the launch's, per
@@ -242,6 +245,7 @@ STAGE_OPTIONS: dict[str, tuple[str, str]] = {
     "prefill_max_prefill_tokens": ("prefill", "max_prefill_tokens"),
     "prefill_memory_fraction": ("prefill", "memory_fraction"),
     "prefill_chunked_prefill": ("prefill", "chunked_prefill"),
+    "prefill_overlap_scheduler": ("prefill", "overlap_scheduler"),
 }
 """Engine options that set one pool of a disaggregated deployment -> (the pool, the option of
 every worker): refused for aggregated serving (:func:`_check_stage_options`)."""
@@ -360,6 +364,8 @@ def _engine_options(options: Mapping[str, Any], engine: str) -> dict[str, Any]:
         # SGLang --enable-mixed-chunk: the scheduler mixes the running decodes into each
         # prefill batch (ScheduleBatch.mix_with_running) instead of pausing them.
         out["prefill_policy"] = "mixed" if out.pop("mixed_chunk") else "prefill_first"
+    if "prefill_overlap_scheduler" in out:
+        out["prefill_worker_overlap"] = out.pop("prefill_overlap_scheduler")
     if "max_num_seqs" in out:
         # A stated running cap (SGLang --max-running-requests), which SGLang splits over the
         # attention-DP ranks where its default is each rank's own (per_attention_rank).

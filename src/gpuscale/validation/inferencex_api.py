@@ -741,6 +741,9 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
                     kw[key] = mori[key]
             if "max_num_batched_tokens" in mori:
                 add_engine_options(kw, {"max_num_batched_tokens": mori["max_num_batched_tokens"]})
+            for key in ("overlap_scheduler", "prefill_overlap_scheduler"):
+                if key in mori:
+                    add_engine_options(kw, {key: mori[key]})
             notes.append(mori_note)
         if launch := nvl72_recipe(rec, raw, kw):
             deepep = launch.pop("engine_options", {})

@@ -54,6 +54,17 @@ PREFILL_RUNNING = 128
 DECODE_EP_RUNNING = 256
 DECODE_RUNNING = 128
 """The running caps every version read passes (module docstring)."""
+SPEC_V2_FIRST_DAY = "2026-05-07"
+"""``benchmarks/multi_node/amd_utils/env.sh`` exports ``SGLANG_ENABLE_SPEC_V2=1`` ("Enable spec
+v2") from ec02dba57 (2026-05-07), after every MoRI-SGLang record; no version read before it
+(8d81e0bf4, 4706e7009, 4230b97ca) and no public version of billishyahao/sglang_disagg sets it.
+Without it SGLang runs an EAGLE (MTP) launch with the overlap scheduler disabled
+(``server_args.py`` ``_handle_speculative_decoding``: "Overlap scheduler is disabled when spec v2
+is off"). The launchers give the MTP flags to the decode workers only (``build_server_config``:
+"MTP config (only if MTP is enabled and mode is decode)", ``amd_utils/server.sh`` at 4706e7009;
+``sglang_disagg_server.sh`` likewise), so an MTP record's decode workers run without the overlap
+scheduler and its prefill workers with it (engine options ``overlap_scheduler`` False,
+``prefill_overlap_scheduler`` True)."""
 KV_DTYPE = "fp8"
 """``--kv-cache-dtype fp8_e4m3`` on both stages in every version read: the DeepSeek-R1 entries'
 flags of ``sglang_disagg_server.sh`` (every commit of billishyahao/sglang_disagg in the snapshot
@@ -154,8 +165,16 @@ def mori_launch(rec: dict[str, str], kw: dict[str, Any]) -> tuple[dict[str, Any]
     ]
     if not hits:
         return {}, ""
+    # EAGLE on the decode workers without spec v2 (SPEC_V2_FIRST_DAY): no overlap scheduler there.
+    mtp = rec.get("spec_method", "none") == "mtp" and rec["date"] < SPEC_V2_FIRST_DAY
     per: list[dict[str, Any]] = [
-        {**_values(ln, kw, rec), "decode_routing": ln.decode_routing, "kv_dtype": KV_DTYPE}
+        {
+            **_values(ln, kw, rec),
+            "decode_routing": ln.decode_routing,
+            "kv_dtype": KV_DTYPE,
+            "overlap_scheduler": False if mtp else None,
+            "prefill_overlap_scheduler": True if mtp else None,
+        }
         for ln in hits
     ]
     agree = {k: v for k, v in per[0].items() if all(p[k] == v for p in per)}
@@ -168,6 +187,7 @@ def mori_launch(rec: dict[str, str], kw: dict[str, Any]) -> tuple[dict[str, Any]
         f"{out.get('decode_batch', '-')} per rank, decode workers picked "
         f"{'at random' if out.get('decode_routing') == 'random' else 'by a router not read'}, "
         "FP8 KV cache"
+        + (", EAGLE without the overlap scheduler (no SGLANG_ENABLE_SPEC_V2)" if mtp else "")
     )
     if left:
         note += f"; {', '.join(left)} not applied: the versions in force that day differ"
