@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuscale.validation.inferencex_api import COLUMNS, read_record
+from gpuscale.validation import DATA_DIR
+from gpuscale.validation.inferencex_api import COLUMNS, load_records, read_record
 from gpuscale.validation.inferencex_mori_launch import LAUNCHES, mori_launch
+from gpuscale.validation.inferencex_tables import load_tables
 
 FP8 = "rocm/sgl-dev:sglang-0.5.8-rocm700-mi35x-mori-0210"
 FP4_0227_2 = "rocm/sgl-dev:sglang-0.5.9-rocm720-mi35x-mori-0227-2"
@@ -149,3 +151,17 @@ def test_mtp_decode_workers_run_eagle_without_the_overlap_scheduler() -> None:
     assert "EAGLE without the overlap scheduler" in note
     plain = _rec()
     assert "overlap_scheduler" not in mori_launch(plain, _kw(plain))[0]
+    # The reader applies them to a held-out MTP record's deployment (its draft count read from
+    # the multi-node MTP table, so the record is expressible).
+    held_out = next(
+        r
+        for r in load_records(DATA_DIR / "serving" / "inferencex_api_dsr1.csv")
+        if r["framework"] == "mori-sglang"
+        and r["spec_method"] == "mtp"
+        and r["date"] == "2026-03-03"
+    )
+    row = read_record(held_out, load_tables(DATA_DIR / "serving"))
+    assert row.expressible, row.reason
+    options = row.kwargs["engine_options"]
+    assert options["overlap_scheduler"] is False and options["prefill_overlap_scheduler"] is True
+    assert "overlap_scheduler" not in read_record(plain).kwargs.get("engine_options", {})

@@ -88,6 +88,7 @@ def test_the_prefill_workers_keep_their_own_overlap_scheduler() -> None:
     split = {**opts, "prefill_overlap_scheduler": True}
     two = infer(R1, **kw, **pools, decode_batch=8, engine_options=split).to_dict()["options"][0]
     assert two["tpot_ms"] == pytest.approx(one["tpot_ms"], rel=0.02)
-    assert two["ttft_ms"] != one["ttft_ms"]
+    # The prefill workers' overlap scheduler returns a prompt's KV one iteration later.
+    assert two["ttft_ms"] > one["ttft_ms"]
     with pytest.raises(InputError, match="prefill_overlap_scheduler"):
         infer(R1, **LOAD, engine_options={"prefill_overlap_scheduler": True})

@@ -56,13 +56,16 @@ DECODE_RUNNING = 128
 """The running caps every version read passes (module docstring)."""
 SPEC_V2_FIRST_DAY = "2026-05-07"
 """``benchmarks/multi_node/amd_utils/env.sh`` exports ``SGLANG_ENABLE_SPEC_V2=1`` ("Enable spec
-v2") from ec02dba57 (2026-05-07), after every MoRI-SGLang record; no version read before it
-(8d81e0bf4, 4706e7009, 4230b97ca) and no public version of billishyahao/sglang_disagg sets it.
+v2") on main from ec02dba57 (2026-05-07), after every MoRI-SGLang record (the ``amd/mi355x-dsfp4-*``
+branches had it from 2026-03-27, also after them); no version read before it (8d81e0bf4,
+4706e7009, 4230b97ca) and no ref of billishyahao/sglang_disagg in the snapshot sets it.
 Without it SGLang runs an EAGLE (MTP) launch with the overlap scheduler disabled
 (``server_args.py`` ``_handle_speculative_decoding``: "Overlap scheduler is disabled when spec v2
 is off"). The launchers give the MTP flags to the decode workers only (``build_server_config``:
 "MTP config (only if MTP is enabled and mode is decode)", ``amd_utils/server.sh`` at 4706e7009;
-``sglang_disagg_server.sh`` likewise), so an MTP record's decode workers run without the overlap
+``sglang_disagg_server.sh`` likewise from 6372ae8 on; its pinned commits are not in the snapshot,
+and the MoRI MTP records before 2026-02-19 are not expressible anyway), so an MTP record's decode
+workers run without the overlap
 scheduler and its prefill workers with it (engine options ``overlap_scheduler`` False,
 ``prefill_overlap_scheduler`` True)."""
 KV_DTYPE = "fp8"
