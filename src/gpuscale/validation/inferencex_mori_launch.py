@@ -65,9 +65,8 @@ is off"). The launchers give the MTP flags to the decode workers only (``build_s
 "MTP config (only if MTP is enabled and mode is decode)", ``amd_utils/server.sh`` at 4706e7009;
 ``sglang_disagg_server.sh`` likewise from 6372ae8 on; its pinned commits are not in the snapshot,
 and the MoRI MTP records before 2026-02-19 are not expressible anyway), so an MTP record's decode
-workers run without the overlap
-scheduler and its prefill workers with it (engine options ``overlap_scheduler`` False,
-``prefill_overlap_scheduler`` True)."""
+workers run without the overlap scheduler and its prefill workers with it (engine options
+``overlap_scheduler`` False, ``prefill_overlap_scheduler`` True)."""
 KV_DTYPE = "fp8"
 """``--kv-cache-dtype fp8_e4m3`` on both stages in every version read: the DeepSeek-R1 entries'
 flags of ``sglang_disagg_server.sh`` (every commit of billishyahao/sglang_disagg in the snapshot
