@@ -33,7 +33,6 @@ prefill-chunks table
 
 from __future__ import annotations
 
-import argparse
 import csv
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,7 +42,7 @@ import yaml
 
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.inferencex_multinode import FRONTENDS_COLUMNS, FRONTENDS_FILE
-from recipe_prefill_chunks import keyed_table, write_table
+from recipe_prefill_chunks import generator_args, keyed_table, write_table
 
 SERVING = DATA_DIR / "serving"
 TABLES = (
@@ -103,10 +102,7 @@ def table(mirrors: Path, paths: list[str]) -> list[dict[str, str]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
-    ap.add_argument("--out", type=Path, default=SERVING / FRONTENDS_FILE)
-    args = ap.parse_args()
+    args = generator_args(__doc__, FRONTENDS_FILE)
     paths = recipes()
     rows = table(args.mirrors, paths)
     write_table(rows, args.out, FRONTENDS_COLUMNS)

@@ -207,11 +207,18 @@ def write_table(rows: list[dict[str, str]], out: Path, columns: Sequence[str]) -
     print(f"{len(rows)} lines, {len(files)} files; changed across versions: {', '.join(changed)}")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def generator_args(doc: str | None, table_file: str) -> argparse.Namespace:
+    """The recipe-table generators' one command line: ``--mirrors`` (the forks' mirrors) and
+    ``--out`` (default: ``table_file`` in the project's serving data), described by the first
+    paragraph of the generator's ``doc``."""
+    ap = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
     ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
-    ap.add_argument("--out", type=Path, default=SERVING / PREFILL_CHUNKS_FILE)
-    args = ap.parse_args()
+    ap.add_argument("--out", type=Path, default=SERVING / table_file)
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = generator_args(__doc__, PREFILL_CHUNKS_FILE)
     write_table(table(args.mirrors, sglang_recipes()), args.out, PREFILL_CHUNKS_COLUMNS)
 
 

@@ -25,22 +25,19 @@ without both stages (aggregated) are left out.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from gpuscale.validation import DATA_DIR
 from gpuscale.validation.inferencex_multinode import (
     SGLANG_STAGES_COLUMNS,
     SGLANG_STAGES_FIELDS,
     SGLANG_STAGES_FILE,
 )
-from recipe_prefill_chunks import keyed_table, sglang_recipes, write_table
+from recipe_prefill_chunks import generator_args, keyed_table, sglang_recipes, write_table
 
-SERVING = DATA_DIR / "serving"
 STAGES = ("prefill", "decode")
 DEEPGEMM_ENV = ("SGLANG_ENABLE_JIT_DEEPGEMM", "SGL_ENABLE_JIT_DEEPGEMM")
 """SGLang's DeepGEMM switch, in its current and its legacy spelling (``environ.py``
@@ -111,10 +108,7 @@ def table(mirrors: Path, paths: list[str]) -> list[dict[str, str]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
-    ap.add_argument("--out", type=Path, default=SERVING / SGLANG_STAGES_FILE)
-    args = ap.parse_args()
+    args = generator_args(__doc__, SGLANG_STAGES_FILE)
     write_table(table(args.mirrors, sglang_recipes()), args.out, SGLANG_STAGES_COLUMNS)
 
 

@@ -23,19 +23,16 @@ prefill-chunks table
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from gpuscale.validation import DATA_DIR
 from gpuscale.validation.inferencex_multinode import TRT_STAGES_COLUMNS, TRT_STAGES_FILE
 from recipe_frontends import recipes
-from recipe_prefill_chunks import keyed_table, write_table
+from recipe_prefill_chunks import generator_args, keyed_table, write_table
 
-SERVING = DATA_DIR / "serving"
 KEYS = ("prefill_max_batch_size", "prefill_max_num_tokens", "prefill_kv_fraction")
 KEYS_DECODE = ("decode_kv_fraction",)
 
@@ -81,10 +78,7 @@ def table(mirrors: Path, paths: list[str]) -> list[dict[str, str]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
-    ap.add_argument("--out", type=Path, default=SERVING / TRT_STAGES_FILE)
-    args = ap.parse_args()
+    args = generator_args(__doc__, TRT_STAGES_FILE)
     paths = [p for p in recipes() if p.startswith("recipes/trtllm/")]
     write_table(table(args.mirrors, paths), args.out, TRT_STAGES_COLUMNS)
 
