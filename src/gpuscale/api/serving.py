@@ -614,14 +614,14 @@ def infer(
     # SGLang caps the running requests of a speculative launch that states no cap. Applied to
     # one aggregated engine, whose cap is engine option max_num_seqs; a disaggregated
     # deployment states each pool's own (--prefill-batch / --decode-batch).
-    aggregated = prefill_workers is None and decode_workers is None
+    disagg = prefill_workers is not None or decode_workers is not None
     spec_note = ""
     spec_cap: tuple[int, str] | None = None
-    if spec_dec is not None and aggregated:
+    if spec_dec is not None and not disagg:
         spec_cap = _speculative_running_cap(eng, attention_dp, aggregated=True)
     if spec_cap:
         eng, spec_note = eng.for_speculation(), spec_cap[1]
-    if prefill_workers is not None or decode_workers is not None:
+    if disagg:
         check_prompt_budget(prefill_worker_engine(eng), input_len, stage="prefill_")
     else:
         check_prompt_budget(eng, input_len)
@@ -681,7 +681,6 @@ def infer(
             f"{measured / MAX_RUN_SECONDS:g} requests/s for --num-requests {measured}",
             field="request_rate",
         )
-    disagg = prefill_workers is not None or decode_workers is not None
     _check_stage_options(engine_options or {}, disagg)
     _check_deepep(
         spec, engine_options or {},
