@@ -237,13 +237,17 @@ def main() -> None:
 _orig_comm = IterationModel._communication
 
 
-def alltoall_moe(self: IterationModel, tokens: np.ndarray, moe_layers: int) -> np.ndarray:
+def alltoall_moe(
+    self: IterationModel,
+    tokens: np.ndarray,
+    moe_layers: int,
+    prefill_tokens: np.ndarray | float = 0.0,
+) -> np.ndarray:
     """The iteration's collectives with each attention-DP MoE layer priced as the all-to-all of
     each token's top-k copies (FP8 out, BF16 back) the model used for every engine before the
     gather/scatter of TensorRT-LLM's CUTLASS MoE was shipped."""
-    return np.asarray(
-        _orig_comm(dataclasses.replace(self, moe_gather_scatter=False), tokens, moe_layers)
-    )
+    plain = dataclasses.replace(self, moe_gather_scatter=False)
+    return np.asarray(_orig_comm(plain, tokens, moe_layers, prefill_tokens))
 
 
 @contextmanager

@@ -66,16 +66,18 @@ def test_attention_dp_stages_split_the_launch_over_their_ranks() -> None:
     # Prefill --max-running-requests 24 over 8 ranks and --chunked-prefill-size 16384 x TP per
     # worker (the model splits it, EngineProfile.per_attention_rank); decode
     # --max-running-requests 160 x TP over 8 ranks; the router deals decode workers at random
-    # (sglang_router --decode-policy random).
+    # (sglang_router --decode-policy random); both stages run attention DP, so their MoE layers
+    # exchange tokens by MoRI's all-to-all (--moe-a2a-backend mori among the DP flags).
     assert got == {
         "prefill_batch": 3,
         "decode_batch": 160,
         "max_num_batched_tokens": 131072,
         "decode_routing": "random",
         "kv_dtype": "fp8",
+        "moe_a2a_deepep": True,
     }
     assert "InferenceX@8d81e0bf4" in note and "picked at random" in note
-    assert "FP8 KV cache" in note
+    assert "FP8 KV cache" in note and "MoRI all-to-all under attention DP" in note
 
 
 def test_without_attention_dp_the_worker_caps_and_chunk() -> None:
@@ -138,7 +140,23 @@ def test_held_out_record_gets_the_caps() -> None:
     assert row.kwargs["engine_options"]["max_num_batched_tokens"] == 131072
     # --kv-cache-dtype fp8_e4m3 on both stages (models.yaml base_flags).
     assert row.kwargs["kv_dtype"] == "fp8"
+    # --moe-a2a-backend mori among the DP flags: the all-to-all, not SGLang's gather.
+    assert row.kwargs["engine_options"]["moe_a2a_deepep"] is True
     assert any(a.startswith("MoRI launch") for a in row.assumptions)
+
+
+def test_the_all_to_all_follows_attention_dp() -> None:
+    """The launchers append the DP flags (MoRI's all-to-all among them) to a stage with
+    attention DP only: one such stage suffices (the option acts on the DP pools alone), none
+    leaves SGLang's default."""
+    one = _rec(prefill_dp_attention="false", prefill_ep="1")
+    got, note = mori_launch(one, _kw(one))
+    assert got["moe_a2a_deepep"] is True and "MoRI all-to-all" in note
+    none = _rec(
+        prefill_ep="1", decode_ep="1", prefill_dp_attention="false", decode_dp_attention="false"
+    )
+    got, note = mori_launch(none, _kw(none))
+    assert "moe_a2a_deepep" not in got and "all-to-all" not in note
 
 
 def test_mtp_decode_workers_run_eagle_without_the_overlap_scheduler() -> None:

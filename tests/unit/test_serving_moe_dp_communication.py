@@ -1,7 +1,8 @@
 """MoE communication under attention DP per engine (``EngineProfile.moe_dp_communication``):
 TensorRT-LLM's CUTLASS MoE gathers and scatters the group's BF16 hidden states unless the
 NVLink domain spans nodes; vLLM 0.12's default backend and SGLang 0.5.8's DP attention
-(``moe_a2a_backend`` none) gather and scatter everywhere."""
+(``moe_a2a_backend`` none) gather and scatter everywhere; SGLang's prompt-carrying (extend)
+iterations gather with an all-reduce of the summed rows instead (``SUM_LEN``)."""
 
 from __future__ import annotations
 
@@ -118,3 +119,46 @@ def test_the_gather_grows_with_the_whole_group() -> None:
     one = it._communication(np.array([1000.0]), 58)
     two = it._communication(np.array([2000.0]), 58)
     assert float(two[0]) > float(one[0])
+
+
+def test_sglang_prefill_iterations_all_reduce_the_summed_rows() -> None:
+    """SGLang's extend batches (SUM_LEN): an all-reduce of the group's summed rows before the
+    MoE and one of its output after, over the TP group, per MoE layer; decode-only iterations
+    keep the all-gather and reduce-scatter (MAX_LEN)."""
+    it = _it("sglang", tp=8, ep=1, attention_dp=8)
+    assert it.moe_prefill_gather_all_reduce and not it.moe_all_to_all()
+    levels = LevelBandwidth.of(it.cluster, it.profile)
+    h = float(it.model.hidden_size)
+    ar = collective_time_s("all_reduce", TOKENS * 8 * h * 2.0, 8, 8, levels)
+    moe_layers = it.model.num_layers - it.model.dense_layers
+    prefill = it._communication(TOKENS, moe_layers, TOKENS)
+    assert prefill == pytest.approx(moe_layers * 2.0 * ar)
+    decode = it._communication(TOKENS, moe_layers, np.zeros_like(TOKENS))
+    assert decode == pytest.approx(moe_layers * _moe(it, TOKENS, True))
+    # About twice the bytes of the gather and scatter (an all-reduce is a reduce-scatter and
+    # an all-gather, nccl-tests' bus-bandwidth convention), where the bytes, not the
+    # latencies, set the time (a prompt's rows).
+    assert prefill[-1] == pytest.approx(2.0 * decode[-1], rel=0.05)
+    # The other engines' prefill iterations gather as their decodes do.
+    for name in ("tensorrt-llm", "vllm"):
+        other = _it(name, tp=8, ep=1, attention_dp=8)
+        assert not other.moe_prefill_gather_all_reduce
+        assert other._communication(TOKENS, moe_layers, TOKENS) == pytest.approx(
+            other._communication(TOKENS, moe_layers, np.zeros_like(TOKENS))
+        )
+
+
+def test_sglang_prefill_rule_reaches_the_iteration_time() -> None:
+    """The rule is in the iteration a prompt-carrying batch is priced with: the same prompt
+    tokens cost more with it than priced as a decode batch's gather."""
+    it = _it("sglang", tp=8, ep=1, attention_dp=8)
+    off = dataclasses.replace(it, moe_prefill_gather_all_reduce=False)
+    z = np.zeros(1)
+    tokens, context = np.array([7372.0]), np.array([3686.0])
+    on_t = it.parts_s(z, z, tokens, context)
+    off_t = off.parts_s(z, z, tokens, context)
+    assert float(on_t["communication"][0]) > 1.8 * float(off_t["communication"][0])
+    assert float(on_t["total"][0]) > float(off_t["total"][0])
+    decode_on = it.parts_s(np.array([64.0]), np.array([2000.0]), z, z)
+    decode_off = off.parts_s(np.array([64.0]), np.array([2000.0]), z, z)
+    assert float(decode_on["total"][0]) == pytest.approx(float(decode_off["total"][0]))

@@ -221,7 +221,8 @@ batch size, ``EngineProfile.deepgemm_moe_worst_case``) only in vLLM; ``flashinfe
 (SGLang's dense block-FP8 linear layers on FlashInfer's TRT-LLM GEMM, ``--fp8-gemm-backend
 flashinfer_trtllm`` or DeepGEMM turned off on Blackwell, ``EngineProfile.flashinfer_fp8_gemm``)
 only in SGLang, with block-FP8 weights on a Blackwell GPU (:func:`_check_fp8_gemm`). ``moe_a2a_deepep`` is
-SGLang's ``--moe-a2a-backend deepep`` on every worker: under attention DP the MoE layers dispatch
+SGLang's ``--moe-a2a-backend deepep`` on every worker (or ``mori``, AMD's kernels of the same
+exchange): under attention DP the MoE layers dispatch
 and combine each token's top-k copies all-to-all (DeepEP) instead of the default all-gather /
 reduce-scatter of the DP group (``EngineProfile.moe_dp_communication``);
 ``decode_moe_a2a_deepep`` sets it on a disaggregated deployment's decode workers only

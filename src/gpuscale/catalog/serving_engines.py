@@ -179,6 +179,12 @@ DeepEP). ``gather_scatter_without_mnnvl``: gather and scatter
     apart from the prefill workers' (SGLang ``--moe-a2a-backend deepep`` on the decode workers
     only, as InferenceX's GB200/GB300 FP4 recipes launch them; ``serving_engines.yaml``); None:
     the engine's."""
+    prefill_dp_gather_all_reduce: bool = False
+    """Under ``gather_scatter``, iterations that carry prompt tokens gather with an all-reduce
+    of the DP group's summed rows and all-reduce the MoE output (SGLang's ``SUM_LEN`` padding
+    mode for extend batches, about twice the bytes of the all-gather and reduce-scatter its
+    decode batches run; ``IterationModel.moe_prefill_gather_all_reduce``). Sources in
+    ``serving_engines.yaml``."""
     max_prefill_tokens: int | None = None
     """SGLang ``--max-prefill-tokens``: the new prompt tokens one prefill batch may start, a
     soft limit counted after the mixed decodes (``PrefillAdder``: requests are added while what

@@ -67,6 +67,14 @@ is off"). The launchers give the MTP flags to the decode workers only (``build_s
 and the MoRI MTP records before 2026-02-19 are not expressible anyway), so an MTP record's decode
 workers run without the overlap scheduler and its prefill workers with it (engine options
 ``overlap_scheduler`` False, ``prefill_overlap_scheduler`` True)."""
+MORI_ALL_TO_ALL = "--moe-a2a-backend mori"
+"""The MoE exchange of every stage with attention DP in every version read: the launchers append
+the model's DP flags, ``--moe-a2a-backend mori --enable-dp-attention --moe-dense-tp-size 1
+--enable-dp-lm-head`` (``MODEL_DP_CONFIGS`` of ``sglang_disagg_server.sh`` at 14606ff7c and every
+commit of the snapshot read; ``dp_flags`` of ``amd_utils/models.yaml`` at 8d81e0bf4, 4706e7009 and
+4230b97ca, "Appended when DP is enabled (prefill or decode)"), so the MoE layers dispatch and
+combine each token's top-k copies with MoRI's all-to-all, as DeepEP does, not SGLang's default
+gather and scatter of the DP group (engine option ``moe_a2a_deepep``)."""
 KV_DTYPE = "fp8"
 """``--kv-cache-dtype fp8_e4m3`` on both stages in every version read: the DeepSeek-R1 entries'
 flags of ``sglang_disagg_server.sh`` (every commit of billishyahao/sglang_disagg in the snapshot
@@ -169,6 +177,8 @@ def mori_launch(rec: dict[str, str], kw: dict[str, Any]) -> tuple[dict[str, Any]
         return {}, ""
     # EAGLE on the decode workers without spec v2 (SPEC_V2_FIRST_DAY): no overlap scheduler there.
     mtp = rec.get("spec_method", "none") == "mtp" and rec["date"] < SPEC_V2_FIRST_DAY
+    # MoRI's all-to-all on the stages with attention DP (MORI_ALL_TO_ALL).
+    dp = int(kw["prefill_attention_dp"]) > 1 or int(kw["decode_attention_dp"]) > 1
     per: list[dict[str, Any]] = [
         {
             **_values(ln, kw, rec),
@@ -176,6 +186,7 @@ def mori_launch(rec: dict[str, str], kw: dict[str, Any]) -> tuple[dict[str, Any]
             "kv_dtype": KV_DTYPE,
             "overlap_scheduler": False if mtp else None,
             "prefill_overlap_scheduler": True if mtp else None,
+            "moe_a2a_deepep": True if dp else None,
         }
         for ln in hits
     ]
@@ -189,6 +200,7 @@ def mori_launch(rec: dict[str, str], kw: dict[str, Any]) -> tuple[dict[str, Any]
         f"{out.get('decode_batch', '-')} per rank, decode workers picked "
         f"{'at random' if out.get('decode_routing') == 'random' else 'by a router not read'}, "
         "FP8 KV cache"
+        + (", MoRI all-to-all under attention DP" if dp else "")
         + (", EAGLE without the overlap scheduler (no SGLANG_ENABLE_SPEC_V2)" if mtp else "")
     )
     if left:

@@ -268,6 +268,12 @@ class IterationModel:
     moe_all_to_all_on_mnnvl: bool = False
     """With ``moe_gather_scatter``: the engine takes the all-to-all instead where the NVLink
     domain spans nodes (TensorRT-LLM, :meth:`moe_all_to_all`)."""
+    moe_prefill_gather_all_reduce: bool = False
+    """With ``moe_gather_scatter``: an iteration that carries prompt tokens gathers the DP
+    group's hidden states with an all-reduce of the summed buffer and all-reduces the MoE
+    output before each rank copies its own rows back (SGLang's ``SUM_LEN`` padding mode,
+    ``EngineProfile.prefill_dp_gather_all_reduce``); decode-only iterations keep the
+    all-gather and reduce-scatter."""
     speculation: Speculation | None = None
     """Speculative decoding: each decoding request verifies ``draft_tokens + 1`` positions per
     iteration, and the draft module runs ``draft_tokens`` times (:meth:`draft_s`)."""
@@ -501,7 +507,7 @@ class IterationModel:
             + self.profile.const("elementwise_kernels_per_layer") * launch
         )
 
-        comm = self._communication(tokens, moe_layers)
+        comm = self._communication(tokens, moe_layers, np.asarray(prefill_tokens, dtype=float))
         gaps = self.serial_kernels(prec) * self._gap_s() * ones
         layers = (
             m.num_layers * proj
@@ -942,8 +948,11 @@ class IterationModel:
             return True
         return self.moe_all_to_all_on_mnnvl and self.cluster.device.nvlink_domain_gpus > 8
 
-    def _communication(self, tokens: np.ndarray, moe_layers: int) -> np.ndarray:
-        """Per-iteration collectives summed over all layers (before dividing by stages)."""
+    def _communication(
+        self, tokens: np.ndarray, moe_layers: int, prefill_tokens: np.ndarray | float = 0.0
+    ) -> np.ndarray:
+        """Per-iteration collectives summed over all layers (before dividing by stages);
+        ``prefill_tokens`` tells which iterations carry prompts (``moe_prefill_gather_all_reduce``)."""
         m, par, c = self.model, self.par, self.cluster
         levels = LevelBandwidth.of(c, self.profile)
         per_node = min(par.tp, c.gpus_per_node)
@@ -973,12 +982,22 @@ class IterationModel:
             buffer = tokens * r * h * SIXTEEN_BIT
             gather = collective_time_s("all_gather", buffer, r, near, levels)
             scatter = collective_time_s("reduce_scatter", buffer, r, near, levels)
-            out = out + moe_layers * (gather + scatter)
+            padded = gather + scatter
             if t_a > 1:
                 # The experts are split over the attention-TP ranks too: their partial outputs
                 # are all-reduced there after the scatter (vLLM ``FusedMoE.forward_impl``,
                 # ``maybe_all_reduce_tensor_model_parallel``).
-                out = out + moe_layers * ar
+                padded = padded + ar
+            if self.moe_prefill_gather_all_reduce:
+                # SGLang's extend batches: every rank writes its rows into a zeroed buffer of
+                # the group's summed tokens and all-reduces it over the TP group, and the MoE
+                # all-reduces its output there before each rank copies its rows back
+                # (dp_attention.py get_dp_padding_mode SUM_LEN, _dp_gather_via_all_reduce;
+                # DeepseekV2MoE.forward_normal tensor_model_parallel_all_reduce; 0.5.6-0.5.10).
+                summed = 2.0 * collective_time_s("all_reduce", buffer, par.tp, per_node, levels)
+                extend = np.asarray(prefill_tokens, dtype=float) * np.ones_like(tokens) > 0.0
+                padded = np.where(extend, summed, padded)
+            out = out + moe_layers * padded
         elif moe_layers and par.attention_dp > 1:
             # Expert parallelism with DP attention: dispatch in FP8 and combine in BF16 all-to-all
             # of each token's top-k copies (DeepEP, DeepSeek-V3 arXiv:2412.19437 Sec. 3.4).

@@ -204,6 +204,7 @@ def _iteration_model(
         moe_worst_case_chunk_tokens=profile.const("fused_moe_chunk_tokens"),
         moe_gather_scatter=eng.moe_gathers(par.ep),
         moe_all_to_all_on_mnnvl=eng.moe_dp_communication == "gather_scatter_without_mnnvl",
+        moe_prefill_gather_all_reduce=eng.prefill_dp_gather_all_reduce,
         dense_fp8_rate=(
             profile.const("flashinfer_trtllm_fp8_gemm_peak_share")
             * cluster.device.peak("fp8")
