@@ -264,6 +264,21 @@ ESTIMATE = ("estimate", "llama3.1-8b", "--gpu", "h100-sxm")
         # SGLang's own 48 running requests under MTP leave 64 attention-DP ranks none: the
         # server refuses to start (tp_worker.py asserts a positive share).
         (MTP_DP64, "sglang's own 48 split over 64 attention-DP ranks leaves 0 per rank"),
+        # Whether the prefill workers run the draft module means nothing without speculation.
+        (
+            (
+                *INFER,
+                "--concurrency",
+                "8",
+                "--engine",
+                "sglang",
+                *DISAGG,
+                "--engine-options",
+                "prefill_speculative=false",
+            ),
+            "engine option prefill_speculative sets whether the prefill workers run the draft "
+            "module of speculative decoding, which this deployment does not run",
+        ),
     ],
 )
 def test_leftover_bad_input_is_one_line_and_exit_code_2(

@@ -167,8 +167,11 @@ def test_mtp_decode_workers_run_eagle_without_the_overlap_scheduler() -> None:
     got, note = mori_launch(rec, _kw(rec))
     assert got["overlap_scheduler"] is False and got["prefill_overlap_scheduler"] is True
     assert "EAGLE without the overlap scheduler" in note
+    # ... and their prefill workers run no draft module.
+    assert got["prefill_speculative"] is False and "MTP on the decode workers only" in note
     plain = _rec()
     assert "overlap_scheduler" not in mori_launch(plain, _kw(plain))[0]
+    assert "prefill_speculative" not in mori_launch(plain, _kw(plain))[0]
     # The reader applies them to a held-out MTP record's deployment (its draft count read from
     # the multi-node MTP table, so the record is expressible).
     held_out = next(
@@ -182,4 +185,5 @@ def test_mtp_decode_workers_run_eagle_without_the_overlap_scheduler() -> None:
     assert row.expressible, row.reason
     options = row.kwargs["engine_options"]
     assert options["overlap_scheduler"] is False and options["prefill_overlap_scheduler"] is True
+    assert options["prefill_speculative"] is False
     assert "overlap_scheduler" not in read_record(plain).kwargs.get("engine_options", {})

@@ -92,3 +92,24 @@ def test_the_prefill_workers_keep_their_own_overlap_scheduler() -> None:
     assert two["ttft_ms"] > one["ttft_ms"]
     with pytest.raises(InputError, match="prefill_overlap_scheduler"):
         infer(R1, **LOAD, engine_options={"prefill_overlap_scheduler": True})
+
+
+def test_prefill_workers_without_the_draft_module() -> None:
+    """A launch that gives the speculative flags to the decode workers only (MoRI-SGLang):
+    the prefill workers load and run no draft module (engine option prefill_speculative
+    false), so a prompt's prefill is shorter and the decode workers are as before."""
+    kw = {k: v for k, v in LOAD.items() if k not in ("tp", "input_len")}
+    pools = {"prefill_workers": 1, "prefill_tp": 8, "decode_workers": 1, "decode_tp": 8}
+    both = infer(R1, **kw, **pools, input_len=8192, decode_batch=8).to_dict()["options"][0]
+    opts = {"prefill_speculative": False}
+    decode_only = infer(
+        R1, **kw, **pools, input_len=8192, decode_batch=8, engine_options=opts
+    ).to_dict()["options"][0]
+    assert decode_only["tpot_ms"] == pytest.approx(both["tpot_ms"], rel=0.01)
+    # One MTP block over each 8k prompt on top of 61 layers: about 1/61 of the prefill.
+    assert decode_only["ttft_ms"] < both["ttft_ms"] < 1.05 * decode_only["ttft_ms"]
+    with pytest.raises(InputError, match="prefill_speculative"):
+        infer(R1, **LOAD, engine_options=opts)
+    plain = {k: v for k, v in kw.items() if k not in ("speculative", "draft_tokens")}
+    with pytest.raises(InputError, match="does not run; give --speculative"):
+        infer(R1, **plain, **pools, input_len=1024, decode_batch=8, engine_options=opts)

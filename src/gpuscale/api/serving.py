@@ -201,6 +201,7 @@ ENGINE_OPTIONS: dict[str, EngineOption] = {
     "prefill_memory_fraction": EngineOption(kind=float, low=0.0, high=1.0, engines=PREFILL_STAGE),
     "prefill_chunked_prefill": EngineOption(kind=bool, engines=SGLANG_ONLY),
     "prefill_overlap_scheduler": EngineOption(kind=bool, engines=PREFILL_STAGE),
+    "prefill_speculative": EngineOption(kind=bool, engines=SGLANG_ONLY),
 }
 """Scheduler settings of the engine profile a launch may override (``infer(engine_options=)``):
 TensorRT-LLM ``max_num_tokens``/``max_batch_size``/``enable_chunked_prefill``/
@@ -233,7 +234,9 @@ recipes' ``sglang_config.prefill``): ``prefill_max_num_batched_tokens`` their
 their ``--mem-fraction-static``, ``prefill_chunked_prefill`` false their ``--chunked-prefill-size
 -1`` (no chunking: each batch bounded by the prefill limit; ``deployment.prefill_worker_engine``),
 ``prefill_overlap_scheduler`` their overlap scheduler where it differs from the decode workers'
-(an SGLang launch that gives only the decode workers EAGLE, which turns the overlap off there);
+(an SGLang launch that gives only the decode workers EAGLE, which turns the overlap off there),
+``prefill_speculative`` false a speculative deployment whose prefill workers run no draft module
+(that launch: ``EngineProfile.prefill_worker_speculation``);
 TensorRT-LLM's context servers state ``max_num_tokens`` (``prefill_max_num_batched_tokens``, per
 attention rank) and ``free_gpu_memory_fraction`` (``prefill_memory_fraction``) apart from the
 generation servers' too. Values are the launch's, per
@@ -247,6 +250,7 @@ STAGE_OPTIONS: dict[str, tuple[str, str]] = {
     "prefill_memory_fraction": ("prefill", "memory_fraction"),
     "prefill_chunked_prefill": ("prefill", "chunked_prefill"),
     "prefill_overlap_scheduler": ("prefill", "overlap_scheduler"),
+    "prefill_speculative": ("prefill", "speculative"),
 }
 """Engine options that set one pool of a disaggregated deployment -> (the pool, the option of
 every worker): refused for aggregated serving (:func:`_check_stage_options`)."""
@@ -260,11 +264,14 @@ def _check_stage_options(options: Mapping[str, Any], disagg: bool) -> None:
     given = [name for name in STAGE_OPTIONS if name in options]
     if not disagg and given:
         pools = sorted({STAGE_OPTIONS[n][0] for n in given})
-        instead = ", ".join(STAGE_OPTIONS[n][1] for n in given)
+        # Every worker's own option where one exists (prefill_speculative has none).
+        instead = ", ".join(
+            STAGE_OPTIONS[n][1] for n in given if STAGE_OPTIONS[n][1] in ENGINE_OPTIONS
+        )
         raise InputError(
             f"engine option{'s' if len(given) > 1 else ''} {', '.join(given)} set the "
             f"{' and '.join(pools)} workers of disaggregated serving; give --prefill-workers "
-            f"and --decode-workers, or use {instead}",
+            f"and --decode-workers" + (f", or use {instead}" if instead else ", or leave it out"),
             field="engine_options",
         )
     require(
@@ -367,6 +374,8 @@ def _engine_options(options: Mapping[str, Any], engine: str) -> dict[str, Any]:
         out["prefill_policy"] = "mixed" if out.pop("mixed_chunk") else "prefill_first"
     if "prefill_overlap_scheduler" in out:
         out["prefill_worker_overlap"] = out.pop("prefill_overlap_scheduler")
+    if "prefill_speculative" in out:
+        out["prefill_worker_speculation"] = out.pop("prefill_speculative")
     if "max_num_seqs" in out:
         # A stated running cap (SGLang --max-running-requests), which SGLang splits over the
         # attention-DP ranks where its default is each rank's own (per_attention_rank).
@@ -683,6 +692,13 @@ def infer(
             field="request_rate",
         )
     _check_stage_options(engine_options or {}, disagg)
+    require(
+        "prefill_speculative" not in (engine_options or {}) or spec_dec is not None,
+        "engine option prefill_speculative sets whether the prefill workers run the draft "
+        "module of speculative decoding, which this deployment does not run; give "
+        "--speculative, or leave it out",
+        field="engine_options",
+    )
     _check_deepep(
         spec, engine_options or {},
         {"prefill": prefill_attention_dp, "decode": decode_attention_dp} if disagg

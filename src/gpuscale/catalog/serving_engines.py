@@ -93,6 +93,11 @@ class EngineProfile:
     prefill_worker_overlap: bool | None = None
     """The overlap scheduler on a disaggregated prefill (context) worker; None: as
     ``overlap_scheduler``."""
+    prefill_worker_speculation: bool = True
+    """Whether a speculative disaggregated deployment's prefill workers load and run the draft
+    module over each prompt (TensorRT-LLM's context phase, tech blog 2; SGLang launched with the
+    speculative flags on both stages); False where the launch gives them to the decode workers
+    only (MoRI-SGLang, ``inferencex_mori_launch``): engine option ``prefill_speculative``."""
     disagg_kv_transfer: DisaggKvTransfer | None
     """When a disaggregated decode worker gets a prompt's KV: ``decode_pull``, the decode
     scheduler admits the request at an iteration start and starts the transfer then, checking

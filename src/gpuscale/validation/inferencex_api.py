@@ -741,7 +741,10 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
                     kw[key] = mori[key]
             if "max_num_batched_tokens" in mori:
                 add_engine_options(kw, {"max_num_batched_tokens": mori["max_num_batched_tokens"]})
-            for key in ("overlap_scheduler", "prefill_overlap_scheduler", "moe_a2a_deepep"):
+            for key in (
+                "overlap_scheduler", "prefill_overlap_scheduler", "moe_a2a_deepep",
+                "prefill_speculative",
+            ):  # fmt: skip
                 if key in mori:
                     add_engine_options(kw, {key: mori[key]})
             notes.append(mori_note)

@@ -66,7 +66,8 @@ is off"). The launchers give the MTP flags to the decode workers only (``build_s
 ``sglang_disagg_server.sh`` likewise from 6372ae8 on; its pinned commits are not in the snapshot,
 and the MoRI MTP records before 2026-02-19 are not expressible anyway), so an MTP record's decode
 workers run without the overlap scheduler and its prefill workers with it (engine options
-``overlap_scheduler`` False, ``prefill_overlap_scheduler`` True)."""
+``overlap_scheduler`` False, ``prefill_overlap_scheduler`` True), and its prefill workers load
+and run no draft module (``prefill_speculative`` False, in every version)."""
 MORI_ALL_TO_ALL = "--moe-a2a-backend mori"
 """The MoE exchange of every stage with attention DP in every version read: the launchers append
 the model's DP flags, ``--moe-a2a-backend mori --enable-dp-attention --moe-dense-tp-size 1
@@ -176,7 +177,8 @@ def mori_launch(rec: dict[str, str], kw: dict[str, Any]) -> tuple[dict[str, Any]
     if not hits:
         return {}, ""
     # EAGLE on the decode workers without spec v2 (SPEC_V2_FIRST_DAY): no overlap scheduler there.
-    mtp = rec.get("spec_method", "none") == "mtp" and rec["date"] < SPEC_V2_FIRST_DAY
+    spec = rec.get("spec_method", "none") == "mtp"
+    mtp = spec and rec["date"] < SPEC_V2_FIRST_DAY
     # MoRI's all-to-all on the stages with attention DP (MORI_ALL_TO_ALL).
     dp = int(kw["prefill_attention_dp"]) > 1 or int(kw["decode_attention_dp"]) > 1
     per: list[dict[str, Any]] = [
@@ -187,6 +189,8 @@ def mori_launch(rec: dict[str, str], kw: dict[str, Any]) -> tuple[dict[str, Any]
             "overlap_scheduler": False if mtp else None,
             "prefill_overlap_scheduler": True if mtp else None,
             "moe_a2a_deepep": True if dp else None,
+            # The MTP flags reach the decode workers only (SPEC_V2_FIRST_DAY).
+            "prefill_speculative": False if spec else None,
         }
         for ln in hits
     ]
@@ -201,6 +205,7 @@ def mori_launch(rec: dict[str, str], kw: dict[str, Any]) -> tuple[dict[str, Any]
         f"{'at random' if out.get('decode_routing') == 'random' else 'by a router not read'}, "
         "FP8 KV cache"
         + (", MoRI all-to-all under attention DP" if dp else "")
+        + (", MTP on the decode workers only" if spec else "")
         + (", EAGLE without the overlap scheduler (no SGLANG_ENABLE_SPEC_V2)" if mtp else "")
     )
     if left:

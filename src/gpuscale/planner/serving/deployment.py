@@ -1018,7 +1018,9 @@ def predict_disaggregated(
 ) -> Prediction:
     """Prefill workers hand each prompt's KV cache to decode workers (DistServe, Splitwise).
     ``speculation`` runs on both pools: the decode workers verify and draft, the prefill
-    workers run the draft module over the prompt (TensorRT-LLM's context phase, tech blog 2)."""
+    workers run the draft module over the prompt (TensorRT-LLM's context phase, tech blog 2),
+    unless the launch gives it to the decode workers only
+    (``EngineProfile.prefill_worker_speculation``)."""
     built = disaggregated_curves(
         model, cluster, prefill, decode, fmt, kv_dtype, profile, eng, work, client, speculation
     )
@@ -1045,13 +1047,16 @@ def disaggregated_curves(
     through :func:`disaggregated_prediction` without rebuilding it."""
     eng_p, eng_d = disaggregated_engines(eng, prefill, decode, work)
     eng_w = prefill_worker_engine(eng)
-    it_p = _iteration_model(model, cluster, prefill.par, fmt, kv_dtype, profile, eng_w, speculation)
+    # The prefill workers' draft module: loaded and run over each prompt unless the launch
+    # gives the speculative flags to the decode workers only.
+    spec_p = speculation if eng.prefill_worker_speculation else None
+    it_p = _iteration_model(model, cluster, prefill.par, fmt, kv_dtype, profile, eng_w, spec_p)
     it_d = _iteration_model(model, cluster, decode.par, fmt, kv_dtype, profile, eng_d, speculation)
     kv_d, _, mem_d = kv_pool(
         model, cluster, decode.par, fmt, kv_dtype, profile, eng, work, speculation
     )
     kv_p, _, mem_p = kv_pool(
-        model, cluster, prefill.par, fmt, kv_dtype, profile, eng_w, work, speculation
+        model, cluster, prefill.par, fmt, kv_dtype, profile, eng_w, work, spec_p
     )
     # Both pools must hold a request: the decode workers its prompt and output, the prefill
     # workers its prompt (a prefill worker that cannot hold its weights and one prompt's KV
