@@ -384,6 +384,28 @@ def test_disaggregated_mtp_draft_count_from_the_recipes_table() -> None:
     assert read_record(rec).reason == MTP_UNKNOWN  # without the table
 
 
+def test_disaggregated_mtp_prefill_attention_dp_is_the_recipes() -> None:
+    """InferenceX's labels of 2026-02-14 state the H200 TensorRT-LLM prefill's attention DP the
+    other way round from the recipes it launched (#919 corrected them): the 8k/1k MTP record at
+    C = 512 is labelled DP 8 for ``c512_ctx3_gen1_dep8_batch64_eplb0_mtp1.yaml``, whose context
+    servers run ``enable_attention_dp: false``. The reader takes the recipe's, with a note."""
+    rec = next(
+        r
+        for r in load_records(SERVING / API_FILE)
+        if r["hardware"] == "h200" and r["framework"] == "dynamo-trt"
+        and r["spec_method"] == "mtp" and r["isl"] == "8192" and r["conc"] == "512"
+        and r["prefill_dp_attention"] == "true" and r["date"] == "2026-02-14"
+    )  # fmt: skip
+    row = read_record(rec, InferenceXTables(recipes=RECIPES))
+    assert row.expressible, row.reason
+    assert row.kwargs["prefill_attention_dp"] == 1 and row.kwargs["draft_tokens"] == 1
+    assert any("#919" in a for a in row.assumptions)
+    # Where the label is the recipe's, nothing is said.
+    fixed = read_record({**rec, "prefill_dp_attention": "false"}, InferenceXTables(recipes=RECIPES))
+    assert fixed.kwargs["prefill_attention_dp"] == 1
+    assert not any("#919" in a for a in fixed.assumptions)
+
+
 def test_tp_one_label_on_a_wider_worker() -> None:
     # MI355X mori-sglang: "tp 1, ep 8, dp" on 8 GPUs per worker is a DEP8 worker.
     rec = _disagg(

@@ -94,6 +94,7 @@ from gpuscale.validation.serving_recipes import (
     _candidates,
     _decode_cap,
     entry_draft_tokens,
+    recipe_prefill_dp,
 )
 from gpuscale.validation.serving_rows import ServingRow
 
@@ -536,23 +537,7 @@ def _disagg_mtp(
     """Draft tokens of a disaggregated MTP record: the one MTP entry of the recipes table at its
     engine, system, lengths and concurrency with its worker counts and per-stage parallelism,
     whose draft count is on file (``entry_draft_tokens``); None otherwise."""
-    hits = [
-        e
-        for e in _candidates(raw, conc, recipes)
-        if e["spec"] == "mtp"
-        and all(
-            int(e[k]) == kw[k]
-            for k in (
-                "prefill_workers",
-                "prefill_tp",
-                "prefill_ep",
-                "decode_workers",
-                "decode_tp",
-                "decode_ep",
-                "decode_attention_dp",
-            )
-        )
-    ]
+    hits = _mtp_entries(raw, conc, kw, recipes)
     drafts = {entry_draft_tokens(e) for e in hits}
     if len(drafts) != 1 or None in drafts:
         return None
@@ -562,6 +547,21 @@ def _disagg_mtp(
     if len(batches) == 1 and (b := batches.pop()):
         out["decode_batch"] = int(b)
     return out
+
+
+def _mtp_entries(raw: dict[str, str], conc: int, kw: dict[str, Any], recipes: Recipes) -> Recipes:
+    """The MTP entries of the recipes table at a disaggregated record's engine, system, lengths
+    and concurrency with its worker counts and per-stage parallelism (the prefill's attention
+    DP left out: InferenceX's labels of 2026-02-14 state it wrong, ``recipe_prefill_dp``)."""
+    keys = (
+        "prefill_workers", "prefill_tp", "prefill_ep",
+        "decode_workers", "decode_tp", "decode_ep", "decode_attention_dp",
+    )  # fmt: skip
+    return [
+        e
+        for e in _candidates(raw, conc, recipes)
+        if e["spec"] == "mtp" and all(int(e[k]) == kw[k] for k in keys)
+    ]
 
 
 def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> ApiRow:
@@ -684,6 +684,10 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
                 notes.append(
                     f"MTP, {spec['draft_tokens']} draft tokens (inferencex_disagg_recipes)"
                 )
+                entries = _mtp_entries(raw, conc, kw, list(tables.recipes or []))
+                dp, dp_notes = recipe_prefill_dp(entries, kw)
+                kw.update(dp)
+                notes.extend(dp_notes)
             else:
                 # The entry the record ran, read from its stated fields and day; its decode
                 # caps are on file but not applied here.

@@ -110,14 +110,30 @@ def _decode_cap(
     (hit,) = hits.values()
     out: dict[str, Any] = {"decode_batch": int(hit["decode_max_batch"])}
     notes = [f"decode max_batch_size {hit['decode_max_batch']} from {hit['recipe']}"]
-    dp = int(hit["prefill_attention_dp"])
-    if dp != kw["prefill_attention_dp"] and kw["prefill_tp"] % dp == 0:
-        out["prefill_attention_dp"] = dp
-        notes.append(
-            f"prefill attention DP {dp} (recipe's enable_attention_dp), not the row's "
-            f"{kw['prefill_attention_dp']} (InferenceX #919 relabelled it to the recipe)"
-        )
-    return out, notes
+    dp, dp_notes = recipe_prefill_dp([hit], kw)
+    return {**out, **dp}, [*notes, *dp_notes]
+
+
+def recipe_prefill_dp(entries: Recipes, kw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The prefill worker's attention-DP width the launched recipe sets
+    (``enable_attention_dp``, the entries' ``prefill_attention_dp`` at the corrected
+    configuration) where it is not the row's: the rows of InferenceX's workflow run 288
+    (2026-02-14) carry the configuration's labels of that date, which InferenceX corrected to
+    the recipe files on 2026-03-23 (#919, f316a0ef6), e.g. H200 TensorRT-LLM 8k/1k
+    ``c512_ctx3_gen1_dep8_batch64_eplb0_mtp1`` labelled DP 8 for a context server with
+    ``enable_attention_dp: false``. ``entries``: the configuration entries the row ran, which
+    must agree."""
+    widths = {int(e["prefill_attention_dp"]) for e in entries}
+    if len(widths) != 1:
+        return {}, []
+    (dp,) = widths
+    if dp == kw["prefill_attention_dp"] or kw["prefill_tp"] % dp:
+        return {}, []
+    note = (
+        f"prefill attention DP {dp} (recipe's enable_attention_dp), not the row's "
+        f"{kw['prefill_attention_dp']} (InferenceX #919 relabelled it to the recipe)"
+    )
+    return {"prefill_attention_dp": dp}, [note]
 
 
 def _from_config(
