@@ -6,7 +6,8 @@ alone queued before its first token; when that queue is at the prefill workers, 
 request rate times the prompt length is the rate the prefill workers sustained
 (Little's law over the whole run: the client's output tokens/s over the output length). The
 model's capacity is one full-budget prefill iteration per attention rank, back to back: the
-prompt tokens the launch lets one rank batch (token budget and ``--max-prefill-tokens``) over
+prompt tokens the launch lets one rank batch from a deep queue (token budget, prompt cap and
+SGLang's ``--max-prefill-tokens`` rule, as the closed-loop simulation deals them) over
 that iteration's time (``IterationModel.time_s``, attention over half the mean prompt), times
 the ranks and workers. A measured/modelled ratio well under 1 where the decode side has room
 says the model's prefill iteration is too fast at that size; a ratio near 1 says the regime is
@@ -21,6 +22,7 @@ call per disaggregated record that states a client output rate, about a minute.
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 from collections import defaultdict
@@ -33,6 +35,7 @@ import numpy as np
 import gpuscale.planner.serving.deployment as deployment
 from gpuscale.api.serving import infer
 from gpuscale.errors import InputError
+from gpuscale.planner.serving.steady_state import prompts_under_prefill_limit
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.inferencex_api import (
     API_FILE,
@@ -53,10 +56,11 @@ def _prefill_capacity(into: dict[str, float]) -> Iterator[None]:
     original = deployment.closed_loop_ttft
 
     def recording(it_p: Any, eng_p: Any, prefill: Any, work: Any, *args: Any, **kw: Any) -> Any:
-        rank_tokens = float(args[4] if len(args) > 4 else kw["rank_tokens"])
-        if eng_p.max_prefill_tokens is not None:
-            # The prompt that crosses --max-prefill-tokens still runs whole (PrefillAdder).
-            rank_tokens = min(rank_tokens, eng_p.max_prefill_tokens + work.input_len)
+        budget = float(args[4] if len(args) > 4 else kw["rank_tokens"])
+        rank_tokens = _rank_fill(
+            budget, eng_p.max_prefill_tokens, prefill.max_batch or eng_p.max_num_seqs,
+            float(work.input_len), eng_p.chunked_prefill,
+        )  # fmt: skip
         z, half = np.zeros(1), np.array([work.input_len / 2.0])
         full = float(it_p.time_s(z, z, np.array([rank_tokens]), half)[0])
         one = float(it_p.time_s(z, z, np.array([float(work.input_len)]), half)[0])
@@ -72,6 +76,23 @@ def _prefill_capacity(into: dict[str, float]) -> Iterator[None]:
         yield
     finally:
         deployment.closed_loop_ttft = original
+
+
+def _rank_fill(budget: float, limit: int | None, cap: int, prompt: float, chunked: bool) -> float:
+    """Prompt tokens one rank takes into an iteration from a deep queue of equal prompts, as the
+    closed-loop simulation deals them (``disagg_closed_loop``): up to ``cap`` prompts, a later
+    one only while SGLang's ``--max-prefill-tokens`` rule lets it start
+    (``steady_state.prompts_under_prefill_limit``); under chunked prefill the budget is filled
+    with a chunk of the last, without it whole prompts within the budget (the first always)."""
+    by_limit = (
+        math.inf
+        if limit is None
+        else float(prompts_under_prefill_limit(float(limit), prompt, first=True))
+    )
+    prompts = min(float(cap), by_limit)
+    if chunked:
+        return min(budget, prompts * prompt)
+    return max(min(prompts, math.floor(budget / prompt)), 1.0) * prompt
 
 
 def _group(record_id: str) -> str:

@@ -122,14 +122,19 @@ def test_fp4_versions_by_image() -> None:
 
 
 def test_unread_launches_and_other_records_get_nothing() -> None:
+    plain = {"prefill_dp_attention": "false", "decode_dp_attention": "false", "prefill_ep": "1"}
     for rec in (
-        _rec(date="2026-02-12"),  # sglang_disagg 21c60a1f9: not public
-        _rec(precision="fp4", date="2026-02-13", image=FP4_0227_2),
-        _rec(image="rocm/sgl-dev:other"),
+        _rec(date="2026-02-12", **plain),  # sglang_disagg 21c60a1f9: not public
+        _rec(precision="fp4", date="2026-02-13", image=FP4_0227_2, **plain),
+        _rec(image="rocm/sgl-dev:other", **plain),
         _rec(hardware="b200"),
         _rec(framework="sglang-disagg"),
     ):
         assert mori_launch(rec, _kw(rec)) == ({}, "")
+    # An unread launch with attention DP still runs MoRI's all-to-all (every version read).
+    unread = _rec(date="2026-02-12")
+    got, note = mori_launch(unread, _kw(unread))
+    assert got == {"moe_a2a_deepep": True} and "not read" in note
     assert all(ln.first <= ln.last for ln in LAUNCHES)
 
 

@@ -162,3 +162,21 @@ def test_sglang_prefill_rule_reaches_the_iteration_time() -> None:
     decode_on = it.parts_s(np.array([64.0]), np.array([2000.0]), z, z)
     decode_off = off.parts_s(np.array([64.0]), np.array([2000.0]), z, z)
     assert float(decode_on["total"][0]) == pytest.approx(float(decode_off["total"][0]))
+
+
+def test_sglang_prefill_gather_takes_in_the_attention_tp_reduction() -> None:
+    """TP8 with attention DP 4 (two attention-TP ranks per DP group): the prompt-carrying
+    iteration's gather all-reduce runs over all eight ranks and sums the attention-TP partial
+    outputs too (dp_gather_partial), so the MoE layers pay no attention all-reduce of their own;
+    the dense layers keep theirs."""
+    it = _it("sglang", tp=8, ep=1, attention_dp=4)
+    assert it.par.attention_tp == 2
+    levels = LevelBandwidth.of(it.cluster, it.profile)
+    h = float(it.model.hidden_size)
+    summed = collective_time_s("all_reduce", TOKENS * 4 * h * 2.0, 8, 8, levels)
+    attn = collective_time_s("all_reduce", TOKENS * h * 2.0, 2, 2, levels)
+    m = it.model
+    moe_layers = m.num_layers - m.dense_layers
+    # Every layer's attention all-reduce and the dense MLPs' (the MoE layers' folded in).
+    want = (m.num_layers + m.dense_layers) * attn + moe_layers * (2.0 * summed - attn)
+    assert it._communication(TOKENS, moe_layers, TOKENS) == pytest.approx(want)

@@ -113,3 +113,16 @@ def test_prefill_workers_without_the_draft_module() -> None:
     plain = {k: v for k, v in kw.items() if k not in ("speculative", "draft_tokens")}
     with pytest.raises(InputError, match="does not run; give --speculative"):
         infer(R1, **plain, **pools, input_len=1024, decode_batch=8, engine_options=opts)
+
+
+def test_prefill_workers_without_the_draft_module_hold_more_kv() -> None:
+    """The memory check of the prefill workers prices the pool the launch loads: a fraction
+    that leaves one 8k prompt no room beside the draft module holds it without."""
+    kw = {k: v for k, v in LOAD.items() if k not in ("tp", "input_len")}
+    pools = {"prefill_workers": 1, "prefill_tp": 8, "decode_workers": 1, "decode_tp": 8}
+    fraction = {"prefill_memory_fraction": 0.5757}
+    with pytest.raises(InputError, match=r"prefill_memory_fraction=0\.5757"):
+        infer(R1, **kw, **pools, input_len=8192, decode_batch=8, engine_options=fraction)
+    options = {**fraction, "prefill_speculative": False}
+    got = infer(R1, **kw, **pools, input_len=8192, decode_batch=8, engine_options=options)
+    assert got.to_dict()["options"][0]["fits"]

@@ -269,7 +269,8 @@ def _check_stage_options(options: Mapping[str, Any], disagg: bool) -> None:
             STAGE_OPTIONS[n][1] for n in given if STAGE_OPTIONS[n][1] in ENGINE_OPTIONS
         )
         raise InputError(
-            f"engine option{'s' if len(given) > 1 else ''} {', '.join(given)} set the "
+            f"engine option{'s' if len(given) > 1 else ''} {', '.join(given)} "
+            f"set{'' if len(given) > 1 else 's'} the "
             f"{' and '.join(pools)} workers of disaggregated serving; give --prefill-workers "
             f"and --decode-workers" + (f", or use {instead}" if instead else ", or leave it out"),
             field="engine_options",
@@ -796,8 +797,11 @@ def infer(
             prefill = pool is p_pool
             pool_eng = prefill_worker_engine(eng) if prefill else eng
             own = prefill and eng.prefill_memory_fraction is not None
+            # The prefill workers hold no draft module where the launch gives it to the decode
+            # workers only (EngineProfile.prefill_worker_speculation).
+            drafts = spec_dec if not prefill or eng.prefill_worker_speculation else None
             _check_memory_fraction(
-                spec, cluster, pool.par, fmt, kv_dtype, prof, pool_eng, work, spec_dec, need,
+                spec, cluster, pool.par, fmt, kv_dtype, prof, pool_eng, work, drafts, need,
                 stage, stated or own, "prefill_memory_fraction" if own else "memory_fraction",
             )  # fmt: skip
         pred = predict_disaggregated(

@@ -192,9 +192,10 @@ DeepEP). ``gather_scatter_without_mnnvl``: gather and scatter
     ``serving_engines.yaml``."""
     max_prefill_tokens: int | None = None
     """SGLang ``--max-prefill-tokens``: the new prompt tokens one prefill batch may start, a
-    soft limit counted after the mixed decodes (``PrefillAdder``: requests are added while what
-    is left of it is above zero, so the request that crosses it still runs whole, up to the
-    chunk budget); None: no limit but the token budget (vLLM, TensorRT-LLM)."""
+    soft limit counted after the mixed decodes (``PrefillAdder.add_one_req`` refuses a request
+    whose prompt reaches what is left of it unless the batch is empty, so a batch's first
+    prompt always runs, up to the chunk budget: ``steady_state.prompts_under_prefill_limit``);
+    None: no limit but the token budget (vLLM, TensorRT-LLM)."""
     prefill_max_num_batched_tokens: int | None = None
     """A disaggregated launch's prefill workers' own token budget, apart from the decode
     workers' (SGLang ``--chunked-prefill-size`` of the prefill workers: srt-slurm recipes state

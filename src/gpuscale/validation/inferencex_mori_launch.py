@@ -163,10 +163,13 @@ def mori_launch(rec: dict[str, str], kw: dict[str, Any]) -> tuple[dict[str, Any]
     """Per-rank caps and per-worker prefill chunk of MoRI-SGLang record ``rec`` whose disaggregated
     deployment ``kw`` (``inferencex_api``'s reading of its stages) states, from the launch
     versions (:data:`LAUNCHES`) of its precision, day and image; each value only where every
-    matching version gives the same. Empty for any other record or when no version read
-    matches."""
+    matching version gives the same. Empty for any other record; where no version read
+    matches, only MoRI's all-to-all under attention DP, which every version read launches
+    (:data:`MORI_ALL_TO_ALL`)."""
     if rec["hardware"] != "mi355x" or rec["framework"] != "mori-sglang":
         return {}, ""
+    # MoRI's all-to-all on the stages with attention DP (MORI_ALL_TO_ALL).
+    dp = int(kw["prefill_attention_dp"]) > 1 or int(kw["decode_attention_dp"]) > 1
     hits = [
         ln
         for ln in LAUNCHES
@@ -175,12 +178,15 @@ def mori_launch(rec: dict[str, str], kw: dict[str, Any]) -> tuple[dict[str, Any]
         and ln.image == rec["image"]
     ]
     if not hits:
-        return {}, ""
+        if not dp:
+            return {}, ""
+        return {"moe_a2a_deepep": True}, (
+            "MoRI launch of that day not read: its caps and chunk unknown; MoRI all-to-all "
+            "under attention DP, as every version read launches it"
+        )
     # EAGLE on the decode workers without spec v2 (SPEC_V2_FIRST_DAY): no overlap scheduler there.
     spec = rec.get("spec_method", "none") == "mtp"
     mtp = spec and rec["date"] < SPEC_V2_FIRST_DAY
-    # MoRI's all-to-all on the stages with attention DP (MORI_ALL_TO_ALL).
-    dp = int(kw["prefill_attention_dp"]) > 1 or int(kw["decode_attention_dp"]) > 1
     per: list[dict[str, Any]] = [
         {
             **_values(ln, kw, rec),

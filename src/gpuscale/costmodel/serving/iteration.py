@@ -993,8 +993,13 @@ class IterationModel:
                 # the group's summed tokens and all-reduces it over the TP group, and the MoE
                 # all-reduces its output there before each rank copies its rows back
                 # (dp_attention.py get_dp_padding_mode SUM_LEN, _dp_gather_via_all_reduce;
-                # DeepseekV2MoE.forward_normal tensor_model_parallel_all_reduce; 0.5.6-0.5.10).
+                # DeepseekV2MoE.forward_normal tensor_model_parallel_all_reduce; 0.5.3-0.5.10).
                 summed = 2.0 * collective_time_s("all_reduce", buffer, par.tp, per_node, levels)
+                if t_a > 1:
+                    # The attention-TP ranks write their partial sums into that buffer
+                    # (communicator.py dp_gather_partial): the MoE layers' attention all-reduce
+                    # counted above is inside the gather.
+                    summed = summed - ar
                 extend = np.asarray(prefill_tokens, dtype=float) * np.ones_like(tokens) > 0.0
                 padded = np.where(extend, summed, padded)
             out = out + moe_layers * padded
