@@ -182,7 +182,7 @@ def mori_launch(rec: dict[str, str], kw: dict[str, Any]) -> tuple[dict[str, Any]
             return {}, ""
         return {"moe_a2a_deepep": True}, (
             "MoRI launch of that day not read: its caps and chunk unknown; MoRI all-to-all "
-            "under attention DP, as every version read launches it"
+            f"under attention DP ({MORI_ALL_TO_ALL}), as every version read launches it"
         )
     # EAGLE on the decode workers without spec v2 (SPEC_V2_FIRST_DAY): no overlap scheduler there.
     spec = rec.get("spec_method", "none") == "mtp"
@@ -210,7 +210,7 @@ def mori_launch(rec: dict[str, str], kw: dict[str, Any]) -> tuple[dict[str, Any]
         f"{out.get('decode_batch', '-')} per rank, decode workers picked "
         f"{'at random' if out.get('decode_routing') == 'random' else 'by a router not read'}, "
         "FP8 KV cache"
-        + (", MoRI all-to-all under attention DP" if dp else "")
+        + (f", MoRI all-to-all under attention DP ({MORI_ALL_TO_ALL})" if dp else "")
         + (", MTP on the decode workers only" if spec else "")
         + (", EAGLE without the overlap scheduler (no SGLANG_ENABLE_SPEC_V2)" if mtp else "")
     )
