@@ -16,7 +16,8 @@ priced. Diagnostic only: the model is not changed or fitted here.
     PYTHONPATH=src python benchmarks/prefill_saturation.py [--min-queue 10] [--isl 8192]
 
 Reads InferenceX's records (``data/validation/serving/inferencex_api_dsr1.csv``); one ``infer``
-call per disaggregated record that states a client output rate, about a minute.
+call per disaggregated record that states a client output rate (of the prompt length asked),
+about 15 s at 8k.
 """
 
 from __future__ import annotations
@@ -95,11 +96,13 @@ def _rank_fill(budget: float, limit: int | None, cap: int, prompt: float, chunke
     return max(min(prompts, math.floor(budget / prompt)), 1.0) * prompt
 
 
-def _group(record_id: str) -> str:
-    """``hardware framework precision spec prefill-stage ISL`` from an InferenceX record id."""
-    parts = record_id.split("_")
-    stages = parts[6].split("-")[0] if len(parts) > 6 else "?"
-    return " ".join([*parts[1:5], stages, parts[7].split("x")[0] if len(parts) > 7 else "?"])
+def _group(rec: dict[str, str]) -> str:
+    """``hardware framework precision spec prefill-stage ISL`` of an InferenceX record, the
+    prefill stage as its labels state it (``{workers}xtp{tp}ep{ep}``, ``dp`` with attention DP)."""
+    dp = "dp" if rec["prefill_dp_attention"] == "true" else ""
+    stage = f"{rec['prefill_num_workers']}xtp{rec['prefill_tp']}ep{rec['prefill_ep']}{dp}"
+    fields = (rec["hardware"], rec["framework"], rec["precision"], rec["spec_method"])
+    return " ".join([*fields, stage, rec["isl"]])
 
 
 def main() -> None:
@@ -111,7 +114,7 @@ def main() -> None:
         help="measured median TTFT over one prompt's modelled prefill (default 10)",
     )
     ap.add_argument("--isl", type=int, default=0, help="only this prompt length (1024, 8192)")
-    args = ap.parse_args()  # fmt: skip
+    args = ap.parse_args()
     rows = read_records(load_records(SERVING / API_FILE), load_tables(SERVING))
     ratios: dict[str, list[float]] = defaultdict(list)
     rates: dict[str, list[tuple[float, float]]] = defaultdict(list)
@@ -119,6 +122,8 @@ def main() -> None:
     for row in distinct_measurements(rows):
         kw = row.kwargs
         if not row.expressible or kw.get("prefill_workers") is None:
+            continue
+        if args.isl and row.record["isl"] != str(args.isl):
             continue
         measured = row.measured
         if not measured.get("output_tokens_per_s") or not measured.get("ttft_ms_p50"):
@@ -131,9 +136,7 @@ def main() -> None:
                 continue
         if not cap or measured["ttft_ms_p50"] < args.min_queue * cap["one_prompt_s"] * 1e3:
             continue
-        key = _group(row.id)
-        if args.isl and not key.endswith(f" {args.isl}"):
-            continue
+        key = _group(row.record)
         prompt_rate = measured["output_tokens_per_s"] / kw["output_len"] * kw["input_len"]
         ratios[key].append(prompt_rate / cap["tokens_per_s"])
         rates[key].append((prompt_rate, cap["tokens_per_s"]))

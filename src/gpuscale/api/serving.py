@@ -39,6 +39,7 @@ from gpuscale.planner.serving.deployment import (
     predict_aggregated,
     predict_disaggregated,
     prefill_worker_engine,
+    prefill_worker_speculation,
 )
 from gpuscale.planner.serving.disagg_closed_loop import ROUTINGS
 from gpuscale.planner.serving.placement import Group, Placement, place
@@ -797,9 +798,7 @@ def infer(
             prefill = pool is p_pool
             pool_eng = prefill_worker_engine(eng) if prefill else eng
             own = prefill and eng.prefill_memory_fraction is not None
-            # The prefill workers hold no draft module where the launch gives it to the decode
-            # workers only (EngineProfile.prefill_worker_speculation).
-            drafts = spec_dec if not prefill or eng.prefill_worker_speculation else None
+            drafts = prefill_worker_speculation(eng, spec_dec) if prefill else spec_dec
             _check_memory_fraction(
                 spec, cluster, pool.par, fmt, kv_dtype, prof, pool_eng, work, drafts, need,
                 stage, stated or own, "prefill_memory_fraction" if own else "memory_fraction",

@@ -533,10 +533,12 @@ def _record_recipes(
 
 def _disagg_mtp(
     raw: dict[str, str], conc: int, kw: dict[str, Any], recipes: Recipes
-) -> dict[str, Any] | None:
-    """Draft tokens of a disaggregated MTP record: the one MTP entry of the recipes table at its
-    engine, system, lengths and concurrency with its worker counts and per-stage parallelism,
-    whose draft count is on file (``entry_draft_tokens``); None otherwise."""
+) -> tuple[dict[str, Any], list[str]] | None:
+    """Draft tokens of a disaggregated MTP record, and notes: the one MTP entry of the recipes
+    table at its engine, system, lengths and concurrency with its worker counts and per-stage
+    parallelism, whose draft count is on file (``entry_draft_tokens``), with its decode cap and
+    the launched recipe's prefill attention DP where the record's label differs
+    (``recipe_prefill_dp``); None otherwise."""
     hits = _mtp_entries(raw, conc, kw, recipes)
     drafts = {entry_draft_tokens(e) for e in hits}
     if len(drafts) != 1 or None in drafts:
@@ -546,7 +548,8 @@ def _disagg_mtp(
     batches = {e["decode_max_batch"] for e in hits}
     if len(batches) == 1 and (b := batches.pop()):
         out["decode_batch"] = int(b)
-    return out
+    dp, dp_notes = recipe_prefill_dp(hits, kw)
+    return {**out, **dp}, [f"MTP, {n} draft tokens (inferencex_disagg_recipes)", *dp_notes]
 
 
 def _mtp_entries(raw: dict[str, str], conc: int, kw: dict[str, Any], recipes: Recipes) -> Recipes:
@@ -680,14 +683,8 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
         if rec["spec_method"] == "mtp":
             spec = _disagg_mtp(raw, conc, kw, list(tables.recipes or []))
             if spec is not None:
-                kw.update(spec)
-                notes.append(
-                    f"MTP, {spec['draft_tokens']} draft tokens (inferencex_disagg_recipes)"
-                )
-                entries = _mtp_entries(raw, conc, kw, list(tables.recipes or []))
-                dp, dp_notes = recipe_prefill_dp(entries, kw)
-                kw.update(dp)
-                notes.extend(dp_notes)
+                kw.update(spec[0])
+                notes.extend(spec[1])
             else:
                 # The entry the record ran, read from its stated fields and day; its decode
                 # caps are on file but not applied here.

@@ -895,6 +895,15 @@ def closed_loop_ttft(
     )
 
 
+def prefill_worker_speculation(
+    eng: EngineProfile, speculation: Speculation | None
+) -> Speculation | None:
+    """The speculation a disaggregated deployment's prefill workers load and run over each
+    prompt: the deployment's, unless the launch gives the speculative flags to the decode
+    workers only (``EngineProfile.prefill_worker_speculation``)."""
+    return speculation if eng.prefill_worker_speculation else None
+
+
 def prefill_worker_engine(eng: EngineProfile) -> EngineProfile:
     """The engine as a disaggregated deployment's prefill workers start it: the launch's
     prefill-only settings (``EngineProfile.prefill_max_num_batched_tokens``,
@@ -1047,9 +1056,7 @@ def disaggregated_curves(
     through :func:`disaggregated_prediction` without rebuilding it."""
     eng_p, eng_d = disaggregated_engines(eng, prefill, decode, work)
     eng_w = prefill_worker_engine(eng)
-    # The prefill workers' draft module: loaded and run over each prompt unless the launch
-    # gives the speculative flags to the decode workers only.
-    spec_p = speculation if eng.prefill_worker_speculation else None
+    spec_p = prefill_worker_speculation(eng, speculation)
     it_p = _iteration_model(model, cluster, prefill.par, fmt, kv_dtype, profile, eng_w, spec_p)
     it_d = _iteration_model(model, cluster, decode.par, fmt, kv_dtype, profile, eng_d, speculation)
     kv_d, _, mem_d = kv_pool(
