@@ -1,6 +1,7 @@
 """Regenerate ``data/validation/serving/inferencex_disagg_prefill_chunks.csv``: the prefill
-stage's ``chunked-prefill-size``, ``max-prefill-tokens`` and ``mem-fraction-static`` of every SGLang srt-slurm recipe the
-multi-node tables name, read over every version of the file in two forks' histories.
+stage's ``chunked-prefill-size``, ``max-prefill-tokens``, ``mem-fraction-static`` and
+``max-running-requests`` of every SGLang srt-slurm recipe the multi-node tables name, read over
+every version of the file in two forks' histories.
 
 InferenceX's Dynamo-SGLang multi-node entries launch srt-slurm recipes (``CONFIG_FILE=recipes/
 ...``, branch ``sa-submission-q1-2026`` of ishandhanani/srt-slurm, whose history is public only
@@ -49,6 +50,7 @@ KEYS = {
     "chunked_prefill_size": ("chunked-prefill-size", "chunked_prefill_size"),
     "max_prefill_tokens": ("max-prefill-tokens", "max_prefill_tokens"),
     "mem_fraction_static": ("mem-fraction-static", "mem_fraction_static"),
+    "max_running_requests": ("max-running-requests", "max_running_requests"),
 }
 """The SGLang flags read, as a recipe may spell them (srt-slurm passes each key as ``--key``)."""
 
@@ -87,14 +89,15 @@ def _prefill_stages(doc: Any) -> list[Mapping[str, Any]]:
     return out
 
 
-def prefill_values(text: str) -> tuple[str, str, str] | None:
-    """(chunked-prefill-size, max-prefill-tokens, mem-fraction-static) of a recipe's prefill
-    stage, as written (a later section's value overriding the base's; lists kept whole,
+def prefill_values(text: str) -> tuple[str, str, str, str] | None:
+    """(chunked-prefill-size, max-prefill-tokens, mem-fraction-static, max-running-requests) of a
+    recipe's prefill stage, as written (a later section's value overriding the base's; lists kept whole,
     space-separated; empty: not stated); None where the recipe has no prefill stage (an
     aggregated recipe). The fraction is read because SGLang derives its own from the chunk
     where none is stated (``server_args.py`` ``_handle_gpu_memory_settings``), so a prefill
     chunk applied without the stage's stated fraction would size its memory by a rule the
-    launch did not run."""
+    launch did not run. The running cap is read because SGLang sizes each rank's prefill batch
+    by it (``max_running_requests // dp_size`` per attention-DP rank, ``model_runner.py``)."""
     stages = _prefill_stages(yaml.safe_load(text))
     if not stages:
         return None
@@ -103,7 +106,12 @@ def prefill_values(text: str) -> tuple[str, str, str] | None:
         for key, names in KEYS.items():
             if value := _stated(stage, names):
                 got[key] = value
-    return got["chunked_prefill_size"], got["max_prefill_tokens"], got["mem_fraction_static"]
+    return (
+        got["chunked_prefill_size"],
+        got["max_prefill_tokens"],
+        got["mem_fraction_static"],
+        got["max_running_requests"],
+    )
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -181,7 +189,7 @@ def table(mirrors: Path, paths: Iterable[str]) -> list[dict[str, str]]:
     rows = []
     for path in paths:
         for value, span in versioned_values(mirrors, path, prefill_values):
-            chunk, limit, fraction = ("", "", "") if value is None else value
+            chunk, limit, fraction, running = ("", "", "", "") if value is None else value
             rows.append(
                 {
                     "recipe": path,
@@ -189,6 +197,7 @@ def table(mirrors: Path, paths: Iterable[str]) -> list[dict[str, str]]:
                     "chunked_prefill_size": chunk,
                     "max_prefill_tokens": limit,
                     "mem_fraction_static": fraction,
+                    "max_running_requests": running,
                     **span,
                 }
             )

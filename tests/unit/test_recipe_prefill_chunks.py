@@ -1,7 +1,8 @@
-"""The prefill workers' own chunk and prompt limit: the ``prefill_*`` engine options
-(``api.serving.STAGE_OPTIONS``, ``deployment.prefill_worker_engine`` /
-``prefill_rank_engine``), the srt-slurm recipes' prefill-stage ``chunked-prefill-size`` and
-``max-prefill-tokens`` (``data/validation/serving/inferencex_disagg_prefill_chunks.csv``,
+"""The prefill workers' own chunk, prompt limit and running cap: the ``prefill_*`` engine
+options (``api.serving.STAGE_OPTIONS``, ``deployment.prefill_worker_engine`` /
+``prefill_rank_engine``) and ``prefill_batch``, the srt-slurm recipes' prefill-stage
+``chunked-prefill-size``, ``max-prefill-tokens``, ``mem-fraction-static`` and
+``max-running-requests`` (``data/validation/serving/inferencex_disagg_prefill_chunks.csv``,
 ``benchmarks/recipe_prefill_chunks.py``) and their reading for the held-out records
 (``inferencex_multinode.multinode_prefill_chunk``)."""
 
@@ -33,6 +34,7 @@ from gpuscale.validation.inferencex_multinode import (
     load_multinode_recipes,
     multinode_prefill_chunk,
     recipe_prefill_values,
+    recipes_prefill_chunk,
 )
 from gpuscale.validation.serving_rows import load
 from tests.benchmark_scripts import load_benchmark
@@ -65,7 +67,7 @@ def _record(prefix: str) -> dict[str, str]:
 
 def test_table_reads_the_b200_stp_recipe_as_32768() -> None:
     assert recipe_prefill_values(B200_STP, "2026-03-10", CHUNKS) == (
-        ("32768", "32768", "0.85"),
+        ("32768", "32768", "0.85", "512"),
         "",
     )
     # Every SGLang recipe path the multi-node tables name is on file, the two aggregated H200
@@ -85,6 +87,8 @@ def test_b200_record_reads_its_recipes_prefill_chunk() -> None:
     assert opts["prefill_max_num_batched_tokens"] == 32768
     assert opts["prefill_max_prefill_tokens"] == 32768
     assert opts["prefill_memory_fraction"] == 0.85
+    # --max-running-requests 512 on a TP8 prefill worker without attention DP: 512 prompts.
+    assert row.kwargs["prefill_batch"] == 512
     assert any("prefill --chunked-prefill-size 32768" in n for n in row.assumptions)
 
 
@@ -164,18 +168,23 @@ def test_record_whose_recipes_disagree_gets_no_option_and_a_note() -> None:
     (262144, 65536) and, on 2026-02-07, (65536, 65536)."""
     rec = _record(H200_RECORD)
     assert rec["date"] == "2026-02-07"
-    opts, note = multinode_prefill_chunk(rec, "h200_sxm", [*PLAIN, *MTP], CHUNKS)
+    opts, note = multinode_prefill_chunk(rec, "h200_sxm", [*PLAIN, *MTP], CHUNKS, 8)
     assert opts == {}
-    assert "different prefill" in note and "(262144, 65536, 0.75), (65536, 65536, 0.82)" in note
-    # Its own kind's entries agree.
-    opts, _ = multinode_prefill_chunk(rec, "h200_sxm", PLAIN, CHUNKS)
+    assert "different prefill" in note
+    assert "(262144, 65536, 0.75, 512), (65536, 65536, 0.82, 64)" in note
+    # Its own kind's entries agree; the running cap is split over the 8 attention-DP ranks.
+    opts, _ = multinode_prefill_chunk(rec, "h200_sxm", PLAIN, CHUNKS, 8)
     assert opts == {
-        "prefill_max_num_batched_tokens": 262144,
-        "prefill_max_prefill_tokens": 65536,
-        "prefill_memory_fraction": 0.75,
+        "engine_options": {
+            "prefill_max_num_batched_tokens": 262144,
+            "prefill_max_prefill_tokens": 65536,
+            "prefill_memory_fraction": 0.75,
+        },
+        "prefill_batch": 512 // 8,
     }
     row = read_record(rec)
     assert row.kwargs["engine_options"]["prefill_max_num_batched_tokens"] == 262144
+    assert row.kwargs["prefill_batch"] == 64
 
 
 def test_changed_recipe_is_read_only_where_the_day_decides() -> None:
@@ -186,10 +195,10 @@ def test_changed_recipe_is_read_only_where_the_day_decides() -> None:
     value, why = recipe_prefill_values(mtp, "2026-02-05", CHUNKS)
     assert value is None and "does not decide" in why
     assert recipe_prefill_values(mtp, "2026-02-04", CHUNKS)[0] is None
-    assert recipe_prefill_values(mtp, "2026-02-20", CHUNKS)[0] == ("65536", "65536", "0.82")
+    assert recipe_prefill_values(mtp, "2026-02-20", CHUNKS)[0] == ("65536", "65536", "0.82", "64")
     low = "recipes/gb200-fp8/8k1k/low-latency.yaml"
     # Its prefill fraction changed on 2026-02-04 (0.95 -> 0.8): that day decides nothing.
-    assert recipe_prefill_values(low, "2026-02-10", CHUNKS)[0] == ("24576", "", "0.8")
+    assert recipe_prefill_values(low, "2026-02-10", CHUNKS)[0] == ("24576", "", "0.8", "512")
     assert recipe_prefill_values(low, "2026-02-04", CHUNKS)[0] is None
     value, why = recipe_prefill_values(low, "2026-04-09", CHUNKS)
     assert value is None and "sweep" in why
@@ -202,9 +211,11 @@ backend:
       max-prefill-tokens: 8192
       chunked-prefill-size: -1
       mem-fraction-static: 0.7
+      max-running-requests: 8
     decode:
       chunked-prefill-size: 786432
       mem-fraction-static: 0.85
+      max-running-requests: 128
 """
 SWEEP_YAML = """
 base:
@@ -225,10 +236,10 @@ zip_override_a:
 def test_regen_script_reads_the_prefill_stage_of_a_yaml() -> None:
     script = load_benchmark(SCRIPT, "recipe_prefill_chunks")
     # The decode stage's values are left out.
-    assert script.prefill_values(PLAIN_YAML) == ("-1", "8192", "0.7")
-    assert script.prefill_values(SWEEP_YAML) == ("8192 16384", "8192 16384", "0.6")
+    assert script.prefill_values(PLAIN_YAML) == ("-1", "8192", "0.7", "8")
+    assert script.prefill_values(SWEEP_YAML) == ("8192 16384", "8192 16384", "0.6", "")
     bare = "backend:\n  sglang_config:\n    prefill:\n      tp: 8\n"
-    assert script.prefill_values(bare) == ("", "", "")
+    assert script.prefill_values(bare) == ("", "", "", "")
     assert script.prefill_values("backend:\n  sglang_config:\n    aggregated: {}\n") is None
 
 
@@ -240,11 +251,14 @@ def test_minus_one_reads_as_chunking_off() -> None:
         and ln["prefill_tp"] == rec["prefill_tp"] and ln["decode_workers"] == rec["decode_num_workers"]
     }  # fmt: skip
     table = [{**ln, "chunked_prefill_size": "-1"} for ln in CHUNKS if ln["recipe"] == recipe]
-    opts, note = multinode_prefill_chunk(rec, "b200", PLAIN, table)
+    opts, note = multinode_prefill_chunk(rec, "b200", PLAIN, table, 1)
     assert opts == {
-        "prefill_chunked_prefill": False,
-        "prefill_max_prefill_tokens": 32768,
-        "prefill_memory_fraction": 0.85,
+        "engine_options": {
+            "prefill_chunked_prefill": False,
+            "prefill_max_prefill_tokens": 32768,
+            "prefill_memory_fraction": 0.85,
+        },
+        "prefill_batch": 512,
     }
     assert "--chunked-prefill-size -1" in note
 
@@ -266,3 +280,19 @@ def test_serving_rows_read_the_same_recipes_prefill_stage() -> None:
         assert opts["prefill_max_prefill_tokens"] == 2048
         assert opts["prefill_memory_fraction"] == 0.6
         assert opts["memory_fraction"] == 0.9  # the decode stage's, both pools otherwise
+
+
+def test_running_cap_is_split_over_the_attention_dp_ranks() -> None:
+    """SGLang gives each attention-DP rank ``max_running_requests // dp_size``
+    (``model_runner.py``): the B200 FP8 8k/1k recipes' prefill stage states 8 over 8 ranks, one
+    prompt per rank per batch; a cap below the DP width still leaves each rank one (a launch
+    left with 0 refuses to start), and a recipe that states none sets nothing."""
+    recipe = "recipes/b200-fp8/8k1k_stp_maxtpt_0.yaml"
+    (value, _) = recipe_prefill_values(recipe, "2026-04-01", CHUNKS)
+    assert value is not None and value[3] == "8"
+    opts, note = recipes_prefill_chunk([recipe], "2026-04-01", CHUNKS, 8)
+    assert opts["prefill_batch"] == 1 and "--max-running-requests 8" in note
+    assert recipes_prefill_chunk([recipe], "2026-04-01", CHUNKS, 16)[0]["prefill_batch"] == 1
+    unstated = [{**ln, "max_running_requests": ""} for ln in CHUNKS if ln["recipe"] == recipe]
+    opts, note = recipes_prefill_chunk([recipe], "2026-04-01", unstated, 8)
+    assert "prefill_batch" not in opts and "--max-running-requests default" in note

@@ -775,9 +775,12 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
             chunks = (
                 default_prefill_chunks() if tables.prefill_chunks is None else tables.prefill_chunks
             )
-            chunk, chunk_note = multinode_prefill_chunk(rec, raw["system"], entries, chunks)
-            if chunk:
-                add_engine_options(kw, chunk)
+            chunk, chunk_note = multinode_prefill_chunk(
+                rec, raw["system"], entries, chunks, int(kw.get("prefill_attention_dp", 1))
+            )
+            if opts := chunk.pop("engine_options", None):
+                add_engine_options(kw, opts)
+            kw.update(chunk)
             if chunk_note:
                 notes.append(chunk_note)
             sglang_table = (

@@ -53,6 +53,7 @@ PREFILL_CHUNKS_COLUMNS = (
     "chunked_prefill_size",
     "max_prefill_tokens",
     "mem_fraction_static",
+    "max_running_requests",
     *VERSION_SPAN,
 )
 """Columns of :data:`PREFILL_CHUNKS_FILE` (``benchmarks/recipe_prefill_chunks.py`` writes it;
@@ -346,9 +347,9 @@ def multinode_recv_interval(
 
 def recipe_prefill_values(
     recipe: str, day: str, table: Sequence[dict[str, str]]
-) -> tuple[tuple[str, str, str] | None, str]:
-    """((chunked-prefill-size, max-prefill-tokens, mem-fraction-static) as written, or None; why
-    not) of ``recipe``'s prefill stage on ``day``, from :data:`PREFILL_CHUNKS_FILE`. A file with
+) -> tuple[tuple[str, str, str, str] | None, str]:
+    """((chunked-prefill-size, max-prefill-tokens, mem-fraction-static, max-running-requests) as
+    written, or None; why not) of ``recipe``'s prefill stage on ``day``, from :data:`PREFILL_CHUNKS_FILE`. A file with
     one value in every version read gives it. A file whose value changed (one line per value)
     gives the value in force on ``day``, the value of its latest version committed on or before
     it (InferenceX's runners clone the srt-slurm branch when they launch), only where the day
@@ -362,10 +363,10 @@ def recipe_prefill_values(
     )  # fmt: skip
     if unread:
         return None, unread[0]
-    chunk, limit, fraction = read[recipe]
-    if any(" " in v for v in (chunk, limit, fraction)):
+    chunk, limit, fraction, running = read[recipe]
+    if any(" " in v for v in (chunk, limit, fraction, running)):
         return None, f"{recipe}: a sweep version {_shown(read[recipe])}"
-    return (chunk, limit, fraction), ""
+    return (chunk, limit, fraction, running), ""
 
 
 def _prefill_lines(table: Sequence[dict[str, str]]) -> Callable[[str], list[dict[str, str]]]:
@@ -752,8 +753,13 @@ def recipes_trt_stages(
     )
 
 
-def _value(line: dict[str, str]) -> tuple[str, str, str]:
-    return line["chunked_prefill_size"], line["max_prefill_tokens"], line["mem_fraction_static"]
+def _value(line: dict[str, str]) -> tuple[str, str, str, str]:
+    return (
+        line["chunked_prefill_size"],
+        line["max_prefill_tokens"],
+        line["mem_fraction_static"],
+        line["max_running_requests"],
+    )
 
 
 def _shown(value: tuple[str, ...]) -> str:
@@ -765,31 +771,41 @@ def multinode_prefill_chunk(
     system: str,
     lines: Sequence[dict[str, str]],
     table: Sequence[dict[str, str]],
+    attention_dp: int,
 ) -> tuple[dict[str, Any], str]:
-    """The prefill workers' ``--chunked-prefill-size``, ``--max-prefill-tokens`` and
-    ``--mem-fraction-static`` of disaggregated SGLang record ``rec`` (engine options to add,
-    and a note), as its srt-slurm recipe states them for the prefill stage apart from the decode
-    stage (``sglang_config.prefill``; :data:`PREFILL_CHUNKS_FILE`): the recipes of the entries
-    of ``lines`` that run it (:func:`srt_slurm_recipes`, as :func:`multinode_recv_interval`
-    reads them) must all be read (:func:`recipe_prefill_values` on the record's day) and agree;
-    otherwise nothing is applied and the note says why. Options:
-    ``prefill_max_num_batched_tokens`` (a size > 0), ``prefill_chunked_prefill`` false (-1,
-    chunking off), ``prefill_max_prefill_tokens``, ``prefill_memory_fraction`` (read with the
-    chunk: where none is stated SGLang derives the fraction from the chunk); a flag the recipe
-    does not state keeps SGLang's default."""
-    return recipes_prefill_chunk(srt_slurm_recipes(rec, system, lines), rec["date"], table)
+    """The prefill workers' ``--chunked-prefill-size``, ``--max-prefill-tokens``,
+    ``--mem-fraction-static`` and ``--max-running-requests`` of disaggregated SGLang record
+    ``rec`` (``infer`` arguments to add, and a note), as its srt-slurm recipe states them for the
+    prefill stage apart from the decode stage (``sglang_config.prefill``;
+    :data:`PREFILL_CHUNKS_FILE`): the recipes of the entries of ``lines`` that run it
+    (:func:`srt_slurm_recipes`, as :func:`multinode_recv_interval` reads them) must all be read
+    (:func:`recipe_prefill_values` on the record's day) and agree; otherwise nothing is applied
+    and the note says why. ``attention_dp``: the prefill stage's attention-DP width
+    (:func:`recipes_prefill_chunk`)."""
+    return recipes_prefill_chunk(
+        srt_slurm_recipes(rec, system, lines), rec["date"], table, attention_dp
+    )
 
 
 def recipes_prefill_chunk(
-    recipes: Sequence[str], day: str, table: Sequence[dict[str, str]]
+    recipes: Sequence[str], day: str, table: Sequence[dict[str, str]], attention_dp: int
 ) -> tuple[dict[str, Any], str]:
     """The one rule of :func:`multinode_prefill_chunk` (the held-out records) and of
     ``serving_rows.read_rows`` (the H100/H200 rows, whose entries ``serving_recipes.
     disagg_recipe_entries`` matches): the prefill-stage values of every recipe in ``recipes``,
-    read on ``day``, must be read and agree; (engine options, note). Nothing for no recipes."""
+    read on ``day``, must be read and agree; (``infer`` arguments, note). Nothing for no
+    recipes. Engine options (under ``engine_options``): ``prefill_max_num_batched_tokens`` (a
+    size > 0), ``prefill_chunked_prefill`` false (-1, chunking off),
+    ``prefill_max_prefill_tokens``, ``prefill_memory_fraction`` (read with the chunk: where none
+    is stated SGLang derives the fraction from the chunk). ``prefill_batch``: the stage's
+    ``--max-running-requests`` per attention-DP rank as SGLang splits it
+    (``max_running_requests // dp_size``, ``model_executor/model_runner.py`` 0.5.x; at least 1,
+    a launch left with 0 refuses to start), the most prompts one rank's prefill batch takes
+    (``PrefillAdder`` counts them against it). A flag the recipe does not state keeps SGLang's
+    default."""
     if not recipes:
         return {}, ""
-    values: set[tuple[str, str, str]] = set()
+    values: set[tuple[str, str, str, str]] = set()
     unread: list[str] = []
     for recipe in recipes:
         value, why = recipe_prefill_values(recipe, day, table)
@@ -803,23 +819,28 @@ def recipes_prefill_chunk(
         shown = ", ".join(_shown(v) for v in sorted(values))
         return {}, (
             "no prefill chunk: the matching recipes state different prefill (chunked-prefill-"
-            f"size, max-prefill-tokens, mem-fraction-static): {shown} ({', '.join(recipes)})"
+            "size, max-prefill-tokens, mem-fraction-static, max-running-requests): "
+            f"{shown} ({', '.join(recipes)})"
         )
-    ((chunk, limit, fraction),) = values
-    out: dict[str, Any] = {}
+    ((chunk, limit, fraction, running),) = values
+    options: dict[str, Any] = {}
     if chunk:
         if int(chunk) > 0:
-            out["prefill_max_num_batched_tokens"] = int(chunk)
+            options["prefill_max_num_batched_tokens"] = int(chunk)
         else:
-            out["prefill_chunked_prefill"] = False
+            options["prefill_chunked_prefill"] = False
     if limit:
-        out["prefill_max_prefill_tokens"] = int(limit)
+        options["prefill_max_prefill_tokens"] = int(limit)
     if fraction:
-        out["prefill_memory_fraction"] = float(fraction)
+        options["prefill_memory_fraction"] = float(fraction)
+    out: dict[str, Any] = {"engine_options": options} if options else {}
+    if running:
+        out["prefill_batch"] = max(int(running) // attention_dp, 1)
     if not out:
         return {}, ""
     return out, (
         f"prefill --chunked-prefill-size {chunk or 'default'}, --max-prefill-tokens "
-        f"{limit or 'default'}, --mem-fraction-static {fraction or 'default'} "
-        f"({', '.join(recipes)}; {PREFILL_CHUNKS_FILE})"
+        f"{limit or 'default'}, --mem-fraction-static {fraction or 'default'}, "
+        f"--max-running-requests {running or 'default'} ({', '.join(recipes)}; "
+        f"{PREFILL_CHUNKS_FILE})"
     )

@@ -342,9 +342,12 @@ def read_rows(
             # recipes state (sglang_config.prefill), read as for the held-out records.
             paths = recipe_files(e["recipe"] for e in disagg_recipe_entries(r, conc, kw, table))
             chunks = default_prefill_chunks() if prefill_chunks is None else prefill_chunks
-            chunk, chunk_note = recipes_prefill_chunk(paths, measured_day(r), chunks)
-            if chunk:
-                add_engine_options(kw, chunk)
+            chunk, chunk_note = recipes_prefill_chunk(
+                paths, measured_day(r), chunks, int(kw.get("prefill_attention_dp", 1))
+            )
+            if opts := chunk.pop("engine_options", None):
+                add_engine_options(kw, opts)
+            kw.update(chunk)
             if chunk_note:
                 notes.append(chunk_note)
         if kw and inferencex and r["mode"] == "disagg":
