@@ -627,3 +627,92 @@ def test_a_disaggregated_closed_loop_answer_is_json() -> None:
     )  # fmt: skip
     doc = json.loads(json.dumps(result.to_dict()))
     assert doc["options"][0]["saturated"] is True
+
+
+def test_a_preallocated_slot_holds_the_prompt_back_before_its_prefill() -> None:
+    """Two clients, one decode slot held 1 s per request, a 0.2 s prefill taking both prompts
+    at once. Slot after the hand-off: the second prompt is prefilled with the first and waits
+    for the slot (1.2 s). Request slot at arrival (SGLang's pre-allocation, one request slot):
+    it reaches the prefill only when the first request's decode frees the slot, then takes its
+    own iteration (1.4 s), and every iteration carries one prompt."""
+    common: dict[str, Any] = {
+        "concurrency": 2,
+        "input_lens": _fixed(6, 10.0),
+        "output_lens": _fixed(6, 101.0),
+        "admission_s": 0.0,
+        "decode_slots": 1,
+        "tpot_s": 0.01,
+    }
+    after_calls: list[float] = []
+    after = simulate(prefill=_stage(0.2, cap=2, calls=after_calls), **common)
+    early_calls: list[float] = []
+    early = simulate(prefill=_stage(0.2, cap=2, calls=early_calls), arrival_slots=1, **common)
+    assert after.ttft_s[:2] == pytest.approx([0.2, 1.2])
+    assert early.ttft_s[:2] == pytest.approx([0.2, 1.4])
+    assert after_calls[0] == 20.0 and set(early_calls) == {10.0}
+    # The slot's turnover carries a prefill now: each later request waits longer.
+    assert early.mean_ttft_s > after.mean_ttft_s
+    # The parts still add up: its wait for the slot (before its prefill now) and the prefill.
+    assert early.ttft_s == pytest.approx(early.prefill_s + early.slot_wait_s)
+    assert early.slot_wait_s[1] == pytest.approx(1.2)
+    assert early.prefill_s[1] == pytest.approx(0.2)
+    # Request slots as many as the clients never bind: the slot-after-hand-off run.
+    assert simulate(prefill=_stage(0.2, cap=2), arrival_slots=2, **common).ttft_s == (
+        pytest.approx(after.ttft_s)
+    )
+
+
+def test_a_freed_request_slot_goes_to_the_earliest_waiting_request_when_it_frees() -> None:
+    """Three clients, two request slots, one 0.1 s prefill iteration for two prompts, outputs
+    of 101 then 11 tokens at 10 ms: the second request's decode ends at 0.2 s, before the
+    first's (1.1 s), so the third request (sent at 0) takes its slot then and its first token
+    leaves at 0.3 s; the second client's next request (sent at 0.2 s) takes the third's slot
+    when that decode ends (0.4 s), and its token leaves at 0.5 s."""
+    sim = simulate(
+        concurrency=3,
+        input_lens=_fixed(6, 10.0),
+        output_lens=np.array([101.0, 11.0, 11.0, 11.0, 11.0, 11.0]),
+        prefill=_stage(0.1, cap=2),
+        admission_s=0.0,
+        decode_slots=np.inf,
+        tpot_s=0.01,
+        arrival_slots=2,
+    )
+    assert sim.ttft_s[:4] == pytest.approx([0.1, 0.1, 0.3, 0.3])
+    assert sim.slot_wait_s[2:4] == pytest.approx([0.2, 0.2])
+
+
+def test_request_slots_follow_the_router_per_decode_worker() -> None:
+    """Round robin over two decode workers of one slot each, four clients: a request waits for
+    a slot of the worker it was sent to; the run ends with every request answered."""
+    sim = simulate(
+        concurrency=4,
+        input_lens=_fixed(12, 10.0),
+        output_lens=_fixed(12, 51.0),
+        prefill=_stage(0.1, cap=4),
+        admission_s=0.0,
+        decode_slots=2,
+        tpot_s=0.01,
+        decode_workers=2,
+        routing="round-robin",
+        arrival_slots=2,
+    )
+    assert len(sim.ttft_s) == 12 and np.all(sim.ttft_s > 0.0)
+    # The first two get a slot at once and share the first iteration; the other two wait for
+    # their worker's slot (0.1 s prefill + 0.5 s decode) and a prefill of their own.
+    assert sorted(sim.ttft_s[:4]) == pytest.approx([0.1, 0.1, 0.7, 0.7])
+
+
+def test_only_sglang_holds_request_slots_from_arrival() -> None:
+    """SGLang's decode ranks pre-allocate before the prefill, each rank's request pool the
+    whole running cap (undivided by the DP ranks), three times it up to 32 (``pre_alloc_size``);
+    TensorRT-LLM and vLLM pull after the prefill."""
+    from gpuscale.catalog.serving_engines import engine
+
+    sglang = engine("sglang")
+    assert sglang.arrival_slots(64, 1) == 64
+    assert sglang.arrival_slots(32, 1) == 96
+    assert sglang.arrival_slots(64, 8) == 512  # --max-running-requests 512 over 8 DP ranks
+    assert sglang.arrival_slots(4, 8) == 96
+    assert engine("tensorrt-llm").arrival_slots(1024, 1) == np.inf
+    assert engine("vllm").arrival_slots(1024, 1) == np.inf

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -110,6 +111,14 @@ class EngineProfile:
     """Decode iterations from the transfer found complete to the first token: 0 where the
     prefill's token is returned on admission (TensorRT-LLM, SGLang), 1 where the decode worker
     recomputes the last prompt token to sample it (vLLM); None with ``disagg_kv_transfer``."""
+    disagg_prealloc_extra_up_to: int = 0
+    """A ``prefill_push`` decode worker takes a request slot of its rank before the request's
+    prefill (it pre-allocates the slot and the prompt's KV, and the prefill worker starts the
+    request only then) and holds it to the decode's end, beside the running slot: each rank's
+    request slots are the launch's whole running cap, undivided by the attention-DP ranks,
+    three times that where the cap is at most this (SGLang: ``init_memory_pool`` sizes the pool
+    by ``server_args.max_running_requests``, ``DecodeReqToTokenPool`` adds ``pre_alloc_size =
+    2 x`` it where it is at most 32). Read by :meth:`arrival_slots`."""
     iteration_overhead_us: float
     per_sequence_overhead_us: float
     request_overhead_ms: float
@@ -318,6 +327,18 @@ DeepEP). ``gather_scatter_without_mnnvl``: gather and scatter
             chunked_prefill_size=self.max_num_batched_tokens,
             speculative=speculative,
         )
+
+    def arrival_slots(self, rank_cap: float, attention_dp: int) -> float:
+        """Request slots one decode rank holds from a request's arrival to its decode's end
+        (``disagg_closed_loop.simulate``'s ``arrival_slots``), for a rank of ``rank_cap``
+        running requests among ``attention_dp`` attention-DP ranks: the undivided cap
+        ``rank_cap x attention_dp``, three times it up to :attr:`disagg_prealloc_extra_up_to`,
+        for a ``prefill_push`` hand-off; unbounded (``inf``) for an engine whose decode worker
+        takes the request after its prefill."""
+        if self.disagg_kv_transfer != "prefill_push":
+            return math.inf
+        whole = rank_cap * attention_dp
+        return 3.0 * whole if whole <= self.disagg_prealloc_extra_up_to else whole
 
     def per_attention_rank(self, attention_dp: int) -> EngineProfile:
         """The scheduler settings one of ``attention_dp`` attention-DP ranks runs with: for an

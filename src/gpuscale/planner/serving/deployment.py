@@ -825,6 +825,7 @@ def closed_loop_ttft(
     rank_tokens: float,
     poll_s: float = 0.0,
     decode: Pool | None = None,
+    arrival_slots: float = math.inf,
 ) -> ClosedLoopTTFT:
     """A closed-loop client's requests through the prefill workers and the decode slots
     (``disagg_closed_loop.simulate``). The prefill iteration is the model's
@@ -841,7 +842,8 @@ def closed_loop_ttft(
     only (``disagg_closed_loop.simulated_requests``), weighted to its measured count.
     ``poll_s``: the decode workers' poll wait before a request's prefill may start
     (``steady_state.decode_poll_wait``), for every request after the start burst, which finds
-    them idle."""
+    them idle. ``arrival_slots``: the decode workers' request slots taken when a request is
+    sent, before its prefill (``EngineProfile.arrival_slots``)."""
     conc = int(client.concurrency or 1)
     measured = max(measured_requests(work, client), conc)
     n = simulated_requests(conc, measured)
@@ -892,6 +894,7 @@ def closed_loop_ttft(
         ready_after_s=poll_s,
         decode_workers=1 if decode is None else decode.workers,
         routing="least-loaded" if decode is None else decode.routing,
+        arrival_slots=arrival_slots,
     )
 
 
@@ -1195,16 +1198,19 @@ def disaggregated_prediction(built: DisaggregatedCurves, client: Client) -> Pred
         # Every closed loop, fixed lengths or not (the limit of no spread): its start-up burst
         # and rounds at the prefill workers (which re-bunch when lengths vary) and its decode
         # slots, request by request with the stages' own times (``disagg_closed_loop``).
-        slots = decode.ranks * min(
-            float(eng_d.max_num_seqs), kv_capacity_requests(kv_d, decode_work, eng_d)
-        )
+        kv_requests = kv_capacity_requests(kv_d, decode_work, eng_d)
+        slots = decode.ranks * min(float(eng_d.max_num_seqs), kv_requests)
+        # SGLang pre-allocates a request's slot and KV before its prefill: the request slots
+        # its ranks hold from arrival, the KV they hold bounding them too (none elsewhere).
+        held = eng.arrival_slots(eng_d.max_num_seqs, decode.par.attention_dp)
+        arrival = decode.ranks * min(held, kv_requests) if math.isfinite(held) else math.inf
         # A prefill rank's own token budget (its share under SGLang's attention DP, the prefill
         # workers' own chunk), not eng_p's, which folds the prompt cap into tokens.
         rank_eng = prefill_rank_engine(eng, prefill)
         sim = closed_loop_ttft(
             it_p, eng_p, prefill, work, client, at(decode_wait), slots, tpot,
             rank_tokens=float(rank_eng.max_num_batched_tokens), poll_s=at(poll_wait),
-            decode=decode,
+            decode=decode, arrival_slots=arrival,
         )  # fmt: skip
         t_ttft = sim.mean_ttft_s
         prefill_part = sim.mean_prefill_s

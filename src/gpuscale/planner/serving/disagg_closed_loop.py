@@ -139,9 +139,13 @@ class ClosedLoopTTFT:
 
     ttft_s: np.ndarray
     prefill_s: np.ndarray
-    """Arrival to the end of its prefill iteration (the wait for it included)."""
+    """Arrival to the end of its prefill iteration (the wait for it included), less the wait
+    for a decode worker's request slot where it takes one before its prefill
+    (``arrival_slots``)."""
     slot_wait_s: np.ndarray
-    """Wait for a free decode slot after the hand-off."""
+    """Wait for decode slots: a running slot after the hand-off, and a request slot before the
+    prefill where it takes one at arrival. TTFT is the prefill part, the admission and this
+    wait."""
     weight: np.ndarray
     runs: int = 1
     """Runs followed (several deals of a random routing), their requests one after another."""
@@ -210,6 +214,7 @@ def simulate(
     ready_after_s: float = 0.0,
     decode_workers: int = 1,
     routing: str = "least-loaded",
+    arrival_slots: float = math.inf,
 ) -> ClosedLoopTTFT:
     """Follow ``len(input_lens)`` requests of a closed loop of ``concurrency`` clients, all
     sent at once at time 0 on a drained deployment, each client sending its next request
@@ -239,7 +244,16 @@ def simulate(
     (``least-loaded``, one pool), to each worker in turn in the order prompts finish
     (``round-robin``), or to one at random (``random``); then it waits for a slot of that
     worker even while another has one free. A random routing is followed over several deals
-    (seeded: the same answer every call) and their mean taken."""
+    (seeded: the same answer every call) and their mean taken.
+
+    ``arrival_slots``: request slots of the decode workers (all together, as ``decode_slots``)
+    that a request takes when it is sent, before its prefill, and holds to the end of its
+    decode, beside the running slot it takes after the hand-off; one sent while every request
+    slot of its worker is held reaches the prefill workers only when an earlier request's
+    decode ends (first come, first served, in time order), and its worker is chosen as it is
+    sent. SGLang's disaggregated decode worker pre-allocates a request's slot and prompt KV
+    before its prefill may start (``EngineProfile.arrival_slots``). ``inf``: none (the
+    slot is taken after the hand-off only)."""
     if routing not in ROUTINGS:
         raise ValueError(f"routing {routing!r}: one of {', '.join(ROUTINGS)}")
     workers = max(int(decode_workers), 1)
@@ -255,7 +269,7 @@ def simulate(
     run = _Run(
         concurrency=concurrency, input_lens=input_lens, output_lens=output_lens,
         prefill=prefill, admission_s=admission_s, decode_slots=decode_slots, tpot_s=tpot_s,
-        ready_after_s=ready_after_s, decode_workers=workers,
+        ready_after_s=ready_after_s, decode_workers=workers, arrival_slots=arrival_slots,
     )  # fmt: skip
     parts = [_follow(run, routing if rng is not None else "least-loaded", rng) for rng in runs]
     weight = _weights(
@@ -284,6 +298,7 @@ class _Run:
     tpot_s: float
     ready_after_s: float
     decode_workers: int
+    arrival_slots: float = math.inf
 
 
 def _follow(
@@ -328,13 +343,71 @@ def _follow(
     pre = [0.0] * n
     wait = [0.0] * n
     pop, push = heapq.heappop, heapq.heappush
+
+    def next_pool() -> int:
+        """The decode worker (slot pool) the router picks for the next request it routes."""
+        nonlocal dealt
+        dealt += 1
+        if pooled:
+            return 0
+        if routing == "round-robin":
+            return (dealt - 1) % decode_workers
+        assert deal is not None
+        return int(deal[dealt - 1])
+
+    # Request slots taken at arrival (SGLang's pre-allocation), where they bind: per pool the
+    # slots' free times (a heap), the requests sent while all were held ((ready, id), a heap),
+    # and the events that move them, in time order before each iteration that starts after
+    # them: a decode's end (0) frees its request slot and sends the client's next request (1).
+    per_early = run.arrival_slots if pooled else run.arrival_slots / decode_workers
+    early = bool(np.isfinite(per_early) and per_early < conc)
+    early_slots: list[list[float]] = [
+        [0.0] * max(int(per_early), 1) if early else [] for _ in range(pools)
+    ]
+    pending: list[list[tuple[float, int]]] = [[] for _ in range(pools)]
+    events: list[tuple[float, int, int]] = []
+    pool_of = [0] * n
+
+    def enter(i: int, ready_at: float) -> None:
+        """Request ``i``, sent and ready for the prefill workers at ``ready_at``, takes a free
+        request slot of the worker the router picks, or waits for one. Every event up to
+        ``ready_at`` is processed before it, so a free slot is free by then."""
+        k = next_pool()
+        pool_of[i] = k
+        if early_slots[k]:
+            pop(early_slots[k])
+            push(waiting, (ready_at, i))
+        else:
+            push(pending[k], (ready_at, i))
+
+    if early:
+        waiting = []
+        for i in range(conc):
+            enter(i, 0.0)
     # A prompt whose prefill goes on (chunked) stays on the worker that started it and leads
     # its next iteration (SGLang's chunked_req), ready as soon as that worker is free.
     held: list[list[tuple[float, int]]] = [[] for _ in free]
-    while waiting or any(held):
+    while waiting or any(held) or events:
         head = waiting[0][0] if waiting else math.inf
         w = min(range(len(free)), key=lambda k: free[k] if held[k] else max(free[k], head))
         start = free[w] if held[w] else max(free[w], head)
+        if events and events[0][0] <= start:
+            t, kind, i = pop(events)
+            if kind == 0:
+                k = pool_of[i]
+                if pending[k]:
+                    ready_at, j = pop(pending[k])
+                    wait[j] = t - ready_at
+                    push(waiting, (t, j))
+                else:
+                    push(early_slots[k], t)
+                if sent < n:
+                    arrival[sent] = t
+                    push(events, (t + ready_after_s, 1, sent))
+                    sent += 1
+            else:
+                enter(i, t)
+            continue
         load = [0.0] * ranks
         taken: list[int] = []
         carried: list[tuple[float, int]] = []
@@ -383,18 +456,18 @@ def _follow(
         for i in taken:
             if left[i] > 0.0:
                 continue  # its prefill goes on in a later iteration
-            if pooled:
-                pool = slots[0]
-            elif routing == "round-robin":
-                pool = slots[dealt % decode_workers]
-            else:
-                assert deal is not None
-                pool = slots[int(deal[dealt])]
-            dealt += 1
+            pool = slots[pool_of[i] if early else next_pool()]
             admit = max(ready, pop(pool)) if binding else ready
             finish = admit + decode_time[i]
             if binding:
                 push(pool, finish)
+            if early:
+                # Its request slot, held since it was sent, frees at its decode's end.
+                pre[i] = done - arrival[i] - wait[i]
+                wait[i] += admit - ready
+                ttft[i] = admit - arrival[i]
+                push(events, (finish, 0, i))
+                continue
             pre[i] = done - arrival[i]
             wait[i] = admit - ready
             ttft[i] = admit - arrival[i]
