@@ -682,25 +682,48 @@ def test_a_freed_request_slot_goes_to_the_earliest_waiting_request_when_it_frees
     assert sim.slot_wait_s[2:4] == pytest.approx([0.2, 0.2])
 
 
-def test_request_slots_follow_the_router_per_decode_worker() -> None:
-    """Round robin over two decode workers of one slot each, four clients: a request waits for
-    a slot of the worker it was sent to; the run ends with every request answered."""
+def test_request_slots_go_first_come_first_served() -> None:
+    """Three clients, one request slot, a 0.1 s prefill, 0.1 s decodes: the requests sent at
+    0 take the slot in turn (0.1, 0.3, 0.5 s), and every later one waits for the two sent before
+    it, first come first served (last come first served would answer the second at 1.1 s)."""
     sim = simulate(
-        concurrency=4,
-        input_lens=_fixed(12, 10.0),
-        output_lens=_fixed(12, 51.0),
+        concurrency=3,
+        input_lens=_fixed(6, 10.0),
+        output_lens=_fixed(6, 11.0),
         prefill=_stage(0.1, cap=4),
         admission_s=0.0,
-        decode_slots=2,
+        decode_slots=np.inf,
         tpot_s=0.01,
-        decode_workers=2,
-        routing="round-robin",
-        arrival_slots=2,
+        arrival_slots=1,
     )
-    assert len(sim.ttft_s) == 12 and np.all(sim.ttft_s > 0.0)
-    # The first two get a slot at once and share the first iteration; the other two wait for
-    # their worker's slot (0.1 s prefill + 0.5 s decode) and a prefill of their own.
-    assert sorted(sim.ttft_s[:4]) == pytest.approx([0.1, 0.1, 0.7, 0.7])
+    assert sim.ttft_s == pytest.approx([0.1, 0.3, 0.5, 0.5, 0.5, 0.5])
+
+
+@pytest.mark.parametrize("decode_slots", [6.0, np.inf])
+def test_request_slots_follow_the_router_per_decode_worker(decode_slots: float) -> None:
+    """Two decode workers of one request slot each (running slots looser, or none), four
+    clients, outputs of 51 and 11 tokens in turn: a request waits for a request slot of the
+    worker the router sent it to, so round robin and a random deal wait longer than a router
+    that finds any free slot; every request is answered and the deal is drawn once each."""
+    common: dict[str, Any] = {
+        "concurrency": 4,
+        "input_lens": _fixed(12, 10.0),
+        "output_lens": np.array([51.0, 11.0] * 6),
+        "prefill": _stage(0.1, cap=4),
+        "admission_s": 0.0,
+        "decode_slots": decode_slots,
+        "tpot_s": 0.01,
+        "decode_workers": 2,
+        "arrival_slots": 2,
+    }
+    rr = simulate(routing="round-robin", **common)
+    pooled = simulate(routing="least-loaded", **common)
+    drawn = simulate(routing="random", **common)
+    assert rr.ttft_s[:6] == pytest.approx([0.1, 0.1, 0.7, 0.3, 1.1, 0.1])
+    assert rr.mean_ttft_s == pytest.approx(0.6167, abs=1e-4)
+    assert pooled.mean_ttft_s == pytest.approx(0.45)
+    assert drawn.mean_ttft_s == pytest.approx(0.5505, abs=1e-4) and drawn.runs > 1
+    assert np.all(rr.ttft_s > 0.0) and np.all(drawn.ttft_s > 0.0)
 
 
 def test_only_sglang_holds_request_slots_from_arrival() -> None:

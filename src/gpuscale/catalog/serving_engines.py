@@ -334,7 +334,9 @@ DeepEP). ``gather_scatter_without_mnnvl``: gather and scatter
         running requests among ``attention_dp`` attention-DP ranks: the undivided cap
         ``rank_cap x attention_dp``, three times it up to :attr:`disagg_prealloc_extra_up_to`,
         for a ``prefill_push`` hand-off; unbounded (``inf``) for an engine whose decode worker
-        takes the request after its prefill."""
+        takes the request after its prefill. The whole cap is rebuilt from the rank's share:
+        exact for a stated cap the DP width divides (a launch's 36 over 8 ranks reads as 32);
+        an unstated one is the engine's default, which the decode KV bounds in the planner."""
         if self.disagg_kv_transfer != "prefill_push":
             return math.inf
         whole = rank_cap * attention_dp

@@ -257,8 +257,11 @@ def simulate(
     if routing not in ROUTINGS:
         raise ValueError(f"routing {routing!r}: one of {', '.join(ROUTINGS)}")
     workers = max(int(decode_workers), 1)
-    per_worker = decode_slots / workers
-    binds = bool(np.isfinite(per_worker) and per_worker < concurrency)
+    # Either kind of slot that binds makes the router's deal matter.
+    binds = any(
+        bool(np.isfinite(held / workers) and held / workers < concurrency)
+        for held in (decode_slots, arrival_slots)
+    )
     if routing == "least-loaded" or workers == 1 or not binds:
         runs: list[np.random.Generator | None] = [None]
     else:
