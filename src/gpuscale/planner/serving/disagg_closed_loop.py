@@ -23,7 +23,9 @@ TensorRT-LLM's ``_schedule_attention_dp_requests`` balance, a heap on each rank'
 every rank its turn; an iteration lasts as long as its fullest rank, every rank stepping
 together), the KV hand-off and decode admission (``admission_s``, from the
 steady state), a wait for a free decode slot when all are held, and its decode, ``(OSL - 1) x
-TPOT``. Lengths are the client's distribution in whole tokens at deterministic, evenly spread
+TPOT``. Where the decode worker takes a request slot before the prefill (SGLang's
+pre-allocation, ``arrival_slots``), the request first waits for one of those, held from its
+arrival to its decode's end. Lengths are the client's distribution in whole tokens at deterministic, evenly spread
 quantiles (golden-ratio sequence), so a prediction is reproducible.
 
 Fixed lengths are the same simulation, its limit as the spread goes to zero: the requests of a
