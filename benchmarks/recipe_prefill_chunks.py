@@ -91,8 +91,8 @@ def _prefill_stages(doc: Any) -> list[Mapping[str, Any]]:
 
 def prefill_values(text: str) -> tuple[str, str, str, str] | None:
     """(chunked-prefill-size, max-prefill-tokens, mem-fraction-static, max-running-requests) of a
-    recipe's prefill stage, as written (a later section's value overriding the base's; lists kept whole,
-    space-separated; empty: not stated); None where the recipe has no prefill stage (an
+    recipe's prefill stage, as written (a later section's value overriding the base's; lists
+    kept whole, space-separated; empty: not stated); None where the recipe has no prefill stage (an
     aggregated recipe). The fraction is read because SGLang derives its own from the chunk
     where none is stated (``server_args.py`` ``_handle_gpu_memory_settings``), so a prefill
     chunk applied without the stage's stated fraction would size its memory by a rule the

@@ -83,6 +83,7 @@ from gpuscale.validation.serving_fields import (
 )
 from gpuscale.validation.serving_launches import (
     add_engine_options,
+    add_launch,
     disagg_kv_dtype,
     engine_version_options,
     launch_options,
@@ -729,9 +730,7 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
             # The context and generation servers' own settings the same recipes state.
             stages = default_trt_stages() if tables.trt_stages is None else tables.trt_stages
             trt, trt_note = recipes_trt_stages(recipes, rec["date"], stages)
-            if opts := trt.pop("engine_options", None):
-                add_engine_options(kw, opts)
-            kw.update(trt)
+            add_launch(kw, trt)
             if trt_note:
                 notes.append(trt_note)
         mori, mori_note = mori_launch(rec, kw)
@@ -750,10 +749,8 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
                     add_engine_options(kw, {key: mori[key]})
             notes.append(mori_note)
         if launch := nvl72_recipe(rec, raw, kw):
-            deepep = launch.pop("engine_options", {})
-            kw.update(launch)
-            if deepep:
-                add_engine_options(kw, deepep)
+            add_launch(kw, launch)
+            deepep = launch.get("engine_options", {})
             notes.append(f"FP8 KV, {', '.join(deepep) or 'no DeepEP'} (NVL72_SGLANG_DEEPEP)")
         if engine == "sglang":
             # The decode workers' --scheduler-recv-interval the record's srt-slurm recipe sets.
@@ -778,9 +775,7 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
             chunk, chunk_note = multinode_prefill_chunk(
                 rec, raw["system"], entries, chunks, int(kw.get("prefill_attention_dp", 1))
             )
-            if opts := chunk.pop("engine_options", None):
-                add_engine_options(kw, opts)
-            kw.update(chunk)
+            add_launch(kw, chunk)
             if chunk_note:
                 notes.append(chunk_note)
             sglang_table = (

@@ -349,8 +349,8 @@ def recipe_prefill_values(
     recipe: str, day: str, table: Sequence[dict[str, str]]
 ) -> tuple[tuple[str, str, str, str] | None, str]:
     """((chunked-prefill-size, max-prefill-tokens, mem-fraction-static, max-running-requests) as
-    written, or None; why not) of ``recipe``'s prefill stage on ``day``, from :data:`PREFILL_CHUNKS_FILE`. A file with
-    one value in every version read gives it. A file whose value changed (one line per value)
+    written, or None; why not) of ``recipe``'s prefill stage on ``day``, from
+    :data:`PREFILL_CHUNKS_FILE`. A file with one value in every version read gives it. A file whose value changed (one line per value)
     gives the value in force on ``day``, the value of its latest version committed on or before
     it (InferenceX's runners clone the srt-slurm branch when they launch), only where the day
     decides it (:func:`_in_force`): a day before every version read, or a boundary day (the

@@ -544,6 +544,14 @@ def add_engine_options(kw: dict[str, Any], options: dict[str, Any]) -> None:
     kw["engine_options"] = {**(kw.get("engine_options") or {}), **options}
 
 
+def add_launch(kw: dict[str, Any], args: dict[str, Any]) -> None:
+    """Add a launch reader's ``infer`` arguments ``args`` to reading ``kw``: its
+    ``engine_options`` merged into ``kw``'s (:func:`add_engine_options`), the others set."""
+    kw.update({k: v for k, v in args.items() if k != "engine_options"})
+    if options := args.get("engine_options"):
+        add_engine_options(kw, options)
+
+
 def stated_memory(
     raw: dict[str, str], kw: dict[str, Any], recipes: Recipes, fractions: Fractions
 ) -> tuple[dict[str, Any], str, str]:

@@ -85,6 +85,7 @@ from gpuscale.validation.serving_fields import (
 )
 from gpuscale.validation.serving_launches import (
     add_engine_options,
+    add_launch,
     disagg_kv_dtype,
     engine_version_options,
     launch_options,
@@ -345,9 +346,7 @@ def read_rows(
             chunk, chunk_note = recipes_prefill_chunk(
                 paths, measured_day(r), chunks, int(kw.get("prefill_attention_dp", 1))
             )
-            if opts := chunk.pop("engine_options", None):
-                add_engine_options(kw, opts)
-            kw.update(chunk)
+            add_launch(kw, chunk)
             if chunk_note:
                 notes.append(chunk_note)
         if kw and inferencex and r["mode"] == "disagg":
@@ -363,9 +362,7 @@ def read_rows(
             if r["backend"] == "trtllm":
                 # The context and generation servers' own settings the same recipes state.
                 trt, trt_note = recipes_trt_stages(paths, measured_day(r), default_trt_stages())
-                if opts := trt.pop("engine_options", None):
-                    add_engine_options(kw, opts)
-                kw.update(trt)
+                add_launch(kw, trt)
                 if trt_note:
                     notes.append(trt_note)
         if version_opts := engine_version_options(r):

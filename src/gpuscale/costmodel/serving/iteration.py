@@ -952,7 +952,8 @@ class IterationModel:
         self, tokens: np.ndarray, moe_layers: int, prefill_tokens: np.ndarray | float = 0.0
     ) -> np.ndarray:
         """Per-iteration collectives summed over all layers (before dividing by stages);
-        ``prefill_tokens`` tells which iterations carry prompts (``moe_prefill_gather_all_reduce``)."""
+        ``prefill_tokens`` tells which iterations carry prompts
+        (``moe_prefill_gather_all_reduce``)."""
         m, par, c = self.model, self.par, self.cluster
         levels = LevelBandwidth.of(c, self.profile)
         per_node = min(par.tp, c.gpus_per_node)
@@ -1000,8 +1001,7 @@ class IterationModel:
                     # (communicator.py dp_gather_partial): the MoE layers' attention all-reduce
                     # counted above is inside the gather.
                     summed = summed - ar
-                extend = np.asarray(prefill_tokens, dtype=float) * np.ones_like(tokens) > 0.0
-                padded = np.where(extend, summed, padded)
+                padded = np.where(np.asarray(prefill_tokens) > 0.0, summed, padded)
             out = out + moe_layers * padded
         elif moe_layers and par.attention_dp > 1:
             # Expert parallelism with DP attention: dispatch in FP8 and combine in BF16 all-to-all

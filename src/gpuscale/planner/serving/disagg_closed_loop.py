@@ -25,8 +25,8 @@ together), the KV hand-off and decode admission (``admission_s``, from the
 steady state), a wait for a free decode slot when all are held, and its decode, ``(OSL - 1) x
 TPOT``. Where the decode worker takes a request slot before the prefill (SGLang's
 pre-allocation, ``arrival_slots``), the request first waits for one of those, held from its
-arrival to its decode's end. Lengths are the client's distribution in whole tokens at deterministic, evenly spread
-quantiles (golden-ratio sequence), so a prediction is reproducible.
+arrival to its decode's end. Lengths are the client's distribution in whole tokens at
+deterministic, evenly spread quantiles (golden-ratio sequence), so a prediction is reproducible.
 
 Fixed lengths are the same simulation, its limit as the spread goes to zero: the requests of a
 sub-cohort end their decode at the same instant and come back together, as the aggregated
@@ -360,15 +360,13 @@ def _follow(
         assert deal is not None
         return int(deal[dealt - 1])
 
-    # Request slots taken at arrival (SGLang's pre-allocation), where they bind: per pool the
-    # slots' free times (a heap), the requests sent while all were held ((ready, id), a heap),
-    # and the events that move them, in time order before each iteration that starts after
-    # them: a decode's end (0) frees its request slot and sends the client's next request (1).
+    # Request slots taken at arrival (SGLang's pre-allocation), where they bind: per pool how
+    # many are free, the requests sent while all were held ((ready, id), a heap), and the
+    # events that move them, in time order before each iteration that starts after them: a
+    # decode's end (0) frees its request slot and sends the client's next request (1).
     per_early = run.arrival_slots if pooled else run.arrival_slots / decode_workers
     early = bool(np.isfinite(per_early) and per_early < conc)
-    early_slots: list[list[float]] = [
-        [0.0] * max(int(per_early), 1) if early else [] for _ in range(pools)
-    ]
+    open_slots = [max(int(per_early), 1) if early else 0 for _ in range(pools)]
     pending: list[list[tuple[float, int]]] = [[] for _ in range(pools)]
     events: list[tuple[float, int, int]] = []
     pool_of = [0] * n
@@ -379,8 +377,8 @@ def _follow(
         ``ready_at`` is processed before it, so a free slot is free by then."""
         k = next_pool()
         pool_of[i] = k
-        if early_slots[k]:
-            pop(early_slots[k])
+        if open_slots[k]:
+            open_slots[k] -= 1
             push(waiting, (ready_at, i))
         else:
             push(pending[k], (ready_at, i))
@@ -405,7 +403,7 @@ def _follow(
                     wait[j] = t - ready_at
                     push(waiting, (t, j))
                 else:
-                    push(early_slots[k], t)
+                    open_slots[k] += 1
                 if sent < n:
                     arrival[sent] = t
                     push(events, (t + ready_after_s, 1, sent))
