@@ -56,7 +56,10 @@ def test_gpt_oss_gap_grows_with_tp_on_trtllm_and_the_dense_control_has_none() ->
     gpt = by_tp(r"gpt-oss-120b\s+h200 2025-11")
     assert sorted(gpt) == [2, 4, 8] and gpt[2] < gpt[4] < gpt[8]
     llama = by_tp(r"Llama-3.1-70B\s+h200 2025-10")
-    assert sorted(llama) == [1, 2, 4, 8] and all(abs(v) < 20 for v in llama.values())
+    # The dense control's own gap (a prefill cost the H200's isolated kernels do not show,
+    # 3-20 ms since the kernel readings) stays under half the smallest gpt-oss one.
+    assert sorted(llama) == [1, 2, 4, 8]
+    assert all(abs(v) < 0.5 * min(gpt.values()) for v in llama.values())
     verdicts = out.stdout[out.stdout.index("readings against the") :]
     m = re.search(r"engine time in the prompt's iteration\s+(\d+) / (\d+)", verdicts)
     assert m and 0 < int(m.group(1)) <= int(m.group(2))

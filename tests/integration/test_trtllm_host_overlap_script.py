@@ -37,9 +37,11 @@ def test_host_overlap_slopes_floor_at_the_host_line_and_are_not_added() -> None:
         if m.group(7) is None:
             continue
         measured, sum_rule, max_rule = float(m.group(5)), float(m.group(7)), float(m.group(8))
-        # Hidden behind the GPU (overlap scheduler): max(GPU, host) within 15%, the sum far over.
-        assert abs(max_rule / measured - 1.0) < 0.15
-        assert sum_rule > 1.4 * measured
+        # Hidden behind the GPU (overlap scheduler): max(GPU, host) within 21%, the sum far
+        # over, and at least 1.5x as far off as the max.
+        assert abs(max_rule / measured - 1.0) < 0.21
+        assert sum_rule > 1.25 * measured
+        assert sum_rule / measured - 1.0 > 1.5 * abs(max_rule / measured - 1.0)
 
 
 def test_the_script_takes_no_options() -> None:

@@ -60,7 +60,9 @@ def test_a_host_floor_lifts_light_1k_prompts_not_8k_prompts(bench: ModuleType) -
     light_1k = _run(bench, "1024", 36)
     light_8k = _run(bench, "8192", 28)
     assert bench._ttft(light_1k, bench._host_floor(180.0)) > 1.3 * bench._ttft(light_1k)
-    # 8k prompts keep the GPU busier than a 180 us/kernel floor (about 240 ms a forward)
+    # 8k prompts keep the GPU about as busy as a 180 us/kernel floor (about 240 ms a forward;
+    # busier before the H200 kernel readings priced the prefill GEMMs at their measured rate):
+    # the floor moves their TTFT by a few percent at most
     assert bench._ttft(light_8k, bench._host_floor(180.0)) == pytest.approx(
-        bench._ttft(light_8k), rel=0.01
+        bench._ttft(light_8k), rel=0.05
     )

@@ -33,6 +33,11 @@ def _prefill(it: IterationModel, tokens: float) -> float:
     return float(it.time_s(np.zeros(1), np.zeros(1), np.array([tokens]), np.array([tokens / 2]))[0])
 
 
+def _prefill_gpu(it: IterationModel, tokens: float) -> float:
+    parts = it.parts_s(np.zeros(1), np.zeros(1), np.array([tokens]), np.array([tokens / 2]))
+    return float(parts["gpu"][0])
+
+
 def _decode(it: IterationModel, n: float) -> float:
     return float(it.time_s(np.array([n]), np.array([1024.0]), np.zeros(1), np.zeros(1))[0])
 
@@ -70,9 +75,10 @@ def test_natively_computed_formats_and_other_generations_keep_the_curve() -> Non
 def test_tile_padding_costs_prefill_where_experts_get_few_tokens() -> None:
     # Qwen3-30B-A3B (128 experts, top 8) FP8 on one H200, 1,024 prompt tokens: 64 tokens per
     # expert, 96 rows computed with 64-row tiles; a 1-row tile (no padding) is faster.
+    # (On the GPU: this eager SGLang prefill is held to its host's launch floor either way.)
     padded = _model("qwen3-30b-a3b", "sglang", "fp8")
     exact = _model("qwen3-30b-a3b", "sglang", "fp8", moe_block_m=1.0)
-    assert _prefill(padded, 4096.0) > _prefill(exact, 4096.0) * 1.02
+    assert _prefill_gpu(padded, 4096.0) > _prefill_gpu(exact, 4096.0) * 1.02
     # Decode at 8 requests: the expert GEMMs stay weight-read-bound with 16-row tiles.
     assert _decode(padded, 8.0) == pytest.approx(_decode(exact, 8.0), rel=0.02)
 

@@ -11,14 +11,14 @@ LLAMA = {"gpu": "h100-sxm", "engine": "vllm", "input_len": 1024, "output_len": 2
 
 
 def test_open_loop_replicas_queue_on_their_share_of_the_requests() -> None:
-    two = infer("llama3.1-8b", replicas=2, request_rate=38.0, num_requests=1000, **LLAMA)
-    one = infer("llama3.1-8b", replicas=1, request_rate=19.0, num_requests=500, **LLAMA)
+    two = infer("llama3.1-8b", replicas=2, request_rate=44.0, num_requests=1000, **LLAMA)
+    one = infer("llama3.1-8b", replicas=1, request_rate=22.0, num_requests=500, **LLAMA)
     q2 = two.to_dict()["options"][0]["queue_wait_ms"]
     q1 = one.to_dict()["options"][0]["queue_wait_ms"]
     assert q1 > 0.0
     assert q2 == q1
     # and the whole run on one replica would queue longer (more arrivals build it up)
-    whole = infer("llama3.1-8b", replicas=1, request_rate=19.0, num_requests=1000, **LLAMA)
+    whole = infer("llama3.1-8b", replicas=1, request_rate=22.0, num_requests=1000, **LLAMA)
     assert whole.to_dict()["options"][0]["queue_wait_ms"] > q1
 
 

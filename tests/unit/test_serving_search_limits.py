@@ -85,9 +85,10 @@ def test_an_engine_names_the_limit_that_sets_its_capacity(
         held = kv_capacity_requests(at_cap.kv_tokens_per_rank, ctx.work, ctx.eng)
         assert at_cap.running_per_rank == pytest.approx(held, rel=1e-4)
     else:
-        # far from both caps; a larger token budget serves more
+        # far from both caps; a larger token budget serves more (fewer iterations, each with
+        # its fixed costs, for the same prompt tokens: the GEMMs are linear in the tokens)
         assert at_cap.running_per_rank < 0.1 * ctx.eng.max_num_seqs
-        assert _capacity(more_budget, cand).requests_per_s > 1.01 * cap
+        assert _capacity(more_budget, cand).requests_per_s > 1.002 * cap
 
 
 def test_an_engine_whose_throughput_peaks_says_so() -> None:

@@ -25,7 +25,7 @@ SLO_CASES: list[tuple[str, dict[str, Any]]] = [
                       "slo_tpot_ms": 20}),
     # the grid's winner (1 x TP4) and 2 x TP2 tie on the grid; resolved, 2 x TP2 wins
     ("llama3.1-8b", {"gpu": "h100-sxm", "gpus": 4, "engine": "vllm", "slo_ttft_ms": 200,
-                     "slo_tpot_ms": 8}),
+                     "slo_tpot_ms": 9.4}),
     ("llama3.1-8b", {"gpu": "h100-sxm", "gpus": 8, "engine": "tensorrt-llm", "slo_ttft_ms": 200,
                      "slo_tpot_ms": 8}),
     ("qwen3-32b", {"gpu": "h100-sxm", "gpus": 8, "engine": "sglang", "slo_ttft_ms": 500,
@@ -77,11 +77,14 @@ def test_resolved_p99_sits_on_the_target(
     monkeypatch: pytest.MonkeyPatch, model: str, kw: dict[str, Any]
 ) -> None:
     """The p99 that stops a resolved deployment sits on its target (the load resolved to 1e-6),
-    where the grid left it a step below; the other p99 stays within its target."""
+    where the grid left it a step below; the other p99 stays within its target. The priced
+    goodput moves off the grid's figure, up where the walk's p99 and the open loop's agree on
+    the crossing; a disaggregated walk's p99 (the vectorized pre-screen) can put it above the
+    open loop's, and its price then falls (llama3.1-70b: 2 x TP1 prefill + 3 x TP2 decode)."""
     r, _, _ = _search(monkeypatch, ss.RESOLVED_PLACES, model, kw)
     g, _, _ = _search(monkeypatch, 0, model, kw)
     grid = {s.cand.label: s for s in g.ranked}
-    seen = 0
+    seen = rose = 0
     for s in r.ranked[: ss.RESOLVED_PLACES]:
         for name, (field, slo) in TARGET.items():
             assert getattr(s, field) <= kw[slo] * 1e-3 * (1 + 1e-12), s.cand.label
@@ -89,14 +92,17 @@ def test_resolved_p99_sits_on_the_target(
                 seen += 1
                 assert getattr(s, field) == pytest.approx(kw[slo] * 1e-3, rel=1e-4), s.cand.label
         if s.limit != "capacity":
-            assert s.goodput_tokens_per_s > grid[s.cand.label].goodput_tokens_per_s * 1.001
-    assert seen >= 2
+            on_grid = grid[s.cand.label].goodput_tokens_per_s
+            assert s.goodput_tokens_per_s != pytest.approx(on_grid, rel=1e-3), s.cand.label
+            rose += s.goodput_tokens_per_s > on_grid * 1.001
+    assert seen >= 2 and rose >= 2
 
 
 def test_resolving_the_slo_crossing_changes_the_winner(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Not vacuous: on 4 x H100 under an 8 ms TPOT target the grid ranks 1 x TP4 first by a
-    hair over 2 x TP2; resolved, 2 x TP2 (stopped by its TPOT) wins, 2.5% over 1 x TP4 and
-    9% over the grid's winning figure."""
+    """Not vacuous: on 4 x H100 under a 9.4 ms TPOT target the grid ranks 1 x TP4 first by a
+    hair (0.8%) over 2 x TP2; resolved, 2 x TP2 (stopped by its TPOT) wins, 1.9% over 1 x TP4
+    and 6% over the grid's winning figure (8 ms before the H200 kernel readings moved the
+    crossing: docs/benchmarks.md, "Kernels measured on an H200")."""
     model, kw = SLO_CASES[1]
     grid, _, _ = _search(monkeypatch, 0, model, kw)
     resolved, _, _ = _search(monkeypatch, ss.RESOLVED_PLACES, model, kw)

@@ -92,6 +92,16 @@ class MicrobatchCompute:
     them slows most on Hopper, see :mod:`gpuscale.costmodel.communication`)."""
 
 
+def gemm_traffic_bytes(g: Gemm, precision: str, weight_bytes: float | None = None) -> np.ndarray:
+    """Bytes one of ``g`` moves through HBM: its input, its output (16-bit from FP8/MXFP8/NVFP4
+    GEMMs) and its weights, stored at ``weight_bytes`` per element where given (fewer for
+    weight-only int8/int4 serving) or in ``precision``."""
+    in_bytes = BYTES.get(precision, 2.0)
+    out_bytes = 2.0 if precision in LOW_PRECISIONS else in_bytes
+    w_bytes = in_bytes if weight_bytes is None else weight_bytes
+    return in_bytes * g.tokens * g.k + out_bytes * g.tokens * g.n + w_bytes * g.k * g.n
+
+
 def gemm_time(
     g: Gemm,
     precision: str,
@@ -111,10 +121,8 @@ def gemm_time(
     math = g.flops / (peak * curve(g.flops))
     in_bytes = BYTES.get(precision, 2.0)
     low = precision in LOW_PRECISIONS
-    out_bytes = 2.0 if low else in_bytes  # FP8/MXFP8/NVFP4 GEMMs write 16-bit outputs
-    w_bytes = in_bytes if weight_bytes is None else weight_bytes
     hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
-    memory = (in_bytes * g.tokens * g.k + out_bytes * g.tokens * g.n + w_bytes * g.k * g.n) / hbm
+    memory = gemm_traffic_bytes(g, precision, weight_bytes) / hbm
     time = np.maximum(np.maximum(math, memory), launch_s)
     if low and weight_bytes is None and te_cast:
         # Transformer Engine's fused cast-transpose reads the 16-bit input once and writes it in

@@ -25,6 +25,11 @@ Schema (``schema_version: 1``)::
       hopper-fp8: {...}           # measured in one precision: a share of that precision's peak,
                                   # used for experts computed in it (``moe_gemm_precise``)
     hbm_efficiency: 0.8           # achieved/peak device-memory bandwidth for streaming kernels
+    graph_kernels:                # optional: kernel times inside a CUDA-graph-replayed step,
+      h200-sxm:                   # measured on the device (serving model; keyed by id, then
+        gemm_latency_us: 4.0      # generation): a GEMM's fixed time beyond the graph gap,
+        elementwise_latency_us: 0.5     # an elementwise kernel's, and the weight-streaming share of
+        gemm_stream_efficiency: 0.906   # the datasheet bandwidth (optional: hbm_efficiency)
     links:                        # achieved collective bandwidth and latency per level or kind
       nvlink: {bandwidth_efficiency: 0.8, latency_us: null}
       intra:  {bandwidth_gb_per_s: 360, latency_us: 8}   # absolute, from measurement
@@ -107,6 +112,22 @@ class LinkCalibration:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class GraphKernels:
+    """Kernel times inside a CUDA-graph-replayed serving step, measured on a device
+    (``benchmarks/device_serving_kernels.py``). Each is on top of ``graph_kernel_gap_us``, the
+    serial cost every kernel of a replayed graph pays."""
+
+    gemm_latency_us: float
+    """Fixed time of one GEMM besides its roofline: its prologue (first tiles in flight) and
+    tail (the last wave draining), so a weight-bound GEMM takes latency + bytes / bandwidth."""
+    elementwise_latency_us: float
+    """Fixed time of one memory-bound elementwise kernel besides its bytes."""
+    gemm_stream_efficiency: float | None = None
+    """Share of the datasheet HBM bandwidth a weight-bound GEMM streams its weights at; None:
+    the profile's ``hbm_efficiency``."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Profile:
     name: str
     description: str = ""
@@ -120,6 +141,9 @@ class Profile:
     (keys ``<device>``) or of one precision's peak (keys ``<device>-<precision>``), over the
     FLOPs one expert's MLP does in a layer (read by the serving model; empty: none)."""
     hbm_efficiency: float = 0.8
+    graph_kernels: Mapping[str, GraphKernels] = field(default_factory=dict)
+    """Kernel times measured inside replayed CUDA graphs, by device id or generation (read by
+    the serving model; empty: none measured, the roofline with ``kernel_launch_us`` floors)."""
     links: Mapping[str, LinkCalibration] = field(default_factory=dict)
     overlap: Mapping[str, float] = field(default_factory=dict)
     constants: Mapping[str, float] = field(default_factory=dict)
@@ -172,6 +196,14 @@ class Profile:
         for key in (f"{device_id}-{weights}", f"{generation}-{weights}"):
             if key in self.moe_gemm:
                 return self.moe_gemm[key]
+        return None
+
+    def graph_kernels_for(self, device_id: str, generation: str) -> GraphKernels | None:
+        """The kernel times measured for ``device_id``, then its ``generation``; None where
+        none was measured."""
+        for key in (device_id, generation):
+            if key in self.graph_kernels:
+                return self.graph_kernels[key]
         return None
 
     def attention(self, device_id: str, generation: str) -> float:
@@ -292,6 +324,17 @@ def _length_curve(raw: Any) -> GemmCurve | None:
     )
 
 
+def _graph_kernels(path: str, raw: Mapping[str, Any]) -> GraphKernels:
+    for name in ("gemm_latency_us", "elementwise_latency_us"):
+        require(name in raw, f"{path}.{name} is missing (both latencies are needed)")
+    stream = raw.get("gemm_stream_efficiency")
+    return GraphKernels(
+        gemm_latency_us=float(raw["gemm_latency_us"]),
+        elementwise_latency_us=float(raw["elementwise_latency_us"]),
+        gemm_stream_efficiency=None if stream is None else float(stream),
+    )
+
+
 def profile_from_dict(
     data: Mapping[str, Any], where: str = "profile", framework: str = ""
 ) -> Profile:
@@ -323,6 +366,10 @@ def profile_from_dict(
             attention_length=_length_curve(data.get("attention_length")),
             moe_gemm=moe_gemm,
             hbm_efficiency=float(data.get("hbm_efficiency", 0.8)),
+            graph_kernels={
+                str(k): _graph_kernels(f"graph_kernels.{k}", v)
+                for k, v in (data.get("graph_kernels") or {}).items()
+            },
             links=links,
             overlap={str(k): float(v) for k, v in (data.get("overlap") or {}).items()},
             constants={str(k): float(v) for k, v in (data.get("constants") or {}).items()},

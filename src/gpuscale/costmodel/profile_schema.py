@@ -99,6 +99,11 @@ LINK_FIELDS: dict[str, Check] = {
     "latency_us": NON_NEGATIVE,
     "collective_bandwidth_gb_per_s": POSITIVE,
 }
+GRAPH_KERNEL_FIELDS: dict[str, Check] = {
+    "gemm_latency_us": NON_NEGATIVE,
+    "elementwise_latency_us": NON_NEGATIVE,
+    "gemm_stream_efficiency": FRACTION,
+}
 TOP_LEVEL = (
     "schema_version",
     "name",
@@ -112,6 +117,7 @@ TOP_LEVEL = (
     "attention_length",
     "moe_gemm",
     "hbm_efficiency",
+    "graph_kernels",
     "links",
     "overlap",
     "constants",
@@ -213,6 +219,18 @@ def validate_profile(
         _curve(where, "attention_length", data["attention_length"], "tokens", "factor", FRACTION)
     if "hbm_efficiency" in data:
         _number(where, "hbm_efficiency", data["hbm_efficiency"], FRACTION)
+    for key, entry in _mapping(
+        where, "graph_kernels", data.get("graph_kernels") or {}, "device -> kernel times"
+    ).items():
+        _known(where, "graph_kernels", key, devices)
+        path = f"graph_kernels.{key}"
+        fields = _mapping(where, path, entry, "kernel times")
+        for name in fields:
+            _known(where, path, name, tuple(GRAPH_KERNEL_FIELDS))
+        # Checked per file: an overlay may restate one of them (the merged entry must hold
+        # both latencies: ``profile_from_dict`` says which is missing).
+        for name, value in fields.items():
+            _number(where, f"{path}.{name}", value, GRAPH_KERNEL_FIELDS[name])
 
     for key, link in _mapping(
         where, "links", data.get("links") or {}, "level/kind/id -> link"

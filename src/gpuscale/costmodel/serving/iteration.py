@@ -3,7 +3,9 @@
 An iteration runs the model once over a mixed batch: ``n_decode`` sequences that each add one
 token (attending to their whole cached context) and ``prefill_tokens`` prompt tokens of chunked
 prefills (attending causally to their prompt). Every kernel is a roofline (Williams et al. 2009)
-through :func:`gpuscale.costmodel.compute.gemm_time`; decode attention reads each sequence's KV
+through :func:`gpuscale.costmodel.compute.gemm_time`, or, on a device whose kernels were timed
+inside replayed CUDA graphs (``Profile.graph_kernels``), a fixed latency plus the roofline
+(:func:`graph_gemm_time`); decode attention reads each sequence's KV
 cache once (Pope et al. 2022, arXiv:2211.05102, Sec. 3.1); prefill attention is compute-bound
 flash attention over the causal pairs (Dao 2023, arXiv:2307.08691). The iteration time is what
 Orca's iteration-level scheduling runs one step of (Yu et al., OSDI'22, Sec. 3).
@@ -25,14 +27,14 @@ from statistics import NormalDist
 import numpy as np
 
 from gpuscale.costmodel.collectives import LevelBandwidth, collective_time_s
-from gpuscale.costmodel.compute import gemm_time
+from gpuscale.costmodel.compute import gemm_time, gemm_traffic_bytes
 from gpuscale.costmodel.flops import Gemm
 from gpuscale.costmodel.params import mean_attention_params
-from gpuscale.costmodel.profile import Profile
+from gpuscale.costmodel.profile import GraphKernels, Profile
 from gpuscale.costmodel.serving.formats import WeightFormat, gemm_precision
 from gpuscale.costmodel.serving.speculative import Speculation
 from gpuscale.errors import InputError
-from gpuscale.specs import Cluster, ModelSpec
+from gpuscale.specs import Cluster, Device, ModelSpec
 
 SIXTEEN_BIT = 2.0
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp32": 4.0}
@@ -236,6 +238,30 @@ def expert_load(
     return touched, np.maximum(pairs, touched)
 
 
+def graph_gemm_time(
+    g: Gemm,
+    precision: str,
+    dev: Device,
+    profile: Profile,
+    kernels: GraphKernels,
+    weight_bytes: float,
+) -> np.ndarray:
+    """Time of ``g`` inside a replayed CUDA graph on a device whose kernels were measured
+    (``Profile.graph_kernels``): a fixed latency plus the roofline of its traffic at the
+    measured weight-streaming rate and of its math at the sustained rate of a large GEMM (the
+    top of the profile's curve). On 964 GEMMs of serving shapes timed on an H200 (M = 1 to
+    16,384 tokens, 0.5-822 MB of weights) it misses by 9.6% (BF16) and 12.7% (FP8 per-tensor)
+    on average, the FLOP-indexed curve with the launch floor by 39% and 33% (generic.yaml
+    ``graph_kernels``; ``benchmarks/device_kernels_vs_model.py``)."""
+    peak = dev.peak(precision) * 1e12
+    curve = profile.gemm_curve(dev.id, dev.generation, precision)
+    math = g.flops / (peak * max(curve.efficiency))
+    share = kernels.gemm_stream_efficiency or profile.hbm_efficiency
+    stream = dev.hbm_bandwidth_gb_per_s * 1e9 * share
+    memory = gemm_traffic_bytes(g, precision, weight_bytes) / stream
+    return (kernels.gemm_latency_us * 1e-6 + np.maximum(math, memory)) * g.count
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IterationModel:
     """The per-iteration cost of one engine instance, ready to evaluate on arrays of loads."""
@@ -303,6 +329,17 @@ class IterationModel:
             return 1.0
         return self.speculation.tokens_per_iteration
 
+    def gemm_s(self, g: Gemm, precision: str, weight_bytes: float) -> np.ndarray:
+        """Seconds of the dense GEMMs ``g``: as measured inside replayed graphs where the
+        profile has this device's kernel times (:func:`graph_gemm_time`), else the roofline over
+        the profile's FLOP-indexed curve with the launch floor (:func:`gemm_time`)."""
+        dev = self.cluster.device
+        kernels = self.profile.graph_kernels_for(dev.id, dev.generation)
+        if kernels is not None:
+            return graph_gemm_time(g, precision, dev, self.profile, kernels, weight_bytes)
+        launch = self.profile.const("kernel_launch_us") * 1e-6
+        return gemm_time(g, precision, dev, self.profile, launch, weight_bytes)
+
     def time_s(
         self,
         n_decode: np.ndarray,
@@ -347,6 +384,7 @@ class IterationModel:
         ones = np.ones_like(tokens)
         peak = dev.peak(prec) * 1e12
         curve = self.profile.gemm_curve(dev.id, dev.generation, prec)
+        kernels = self.profile.graph_kernels_for(dev.id, dev.generation)
         # The mixed-input kernel's instruction rate caps the curve (it does not scale the
         # small-GEMM end, which latency and tile counts already limit).
         moe_ceiling = self.moe_math_rate() * max(curve.efficiency)
@@ -366,7 +404,7 @@ class IterationModel:
             # The expert GEMMs stay grouped kernels when a rank holds one expert (EP = experts).
             if not grouped:
                 g = Gemm("g", tok * ones, n * ones, k * ones, c)
-                t = gemm_time(g, precision, dev, self.profile, launch, w_bytes)
+                t = self.gemm_s(g, precision, w_bytes)
                 if linear:
                     t = self.dense_linear_time(t, tok * c, n, k, precision)
                 return t
@@ -384,7 +422,15 @@ class IterationModel:
             # (``moe_grouped_rate``; infinite where its profile measured none).
             math = np.maximum(math, 2.0 * tok * c * n * k / self.moe_grouped_rate(tok))
             act = 2.0 * (tok * c + extra_rows) * (n + k)
-            return np.maximum(np.maximum(math, (act + c * n * k * wb) / hbm), launch)
+            traffic = (act + c * n * k * wb) / hbm
+            if kernels is not None:
+                # One grouped kernel: the measured GEMM latency once. Its traffic stays at
+                # ``hbm_efficiency``: torch's CUTLASS grouped GEMM streamed touched experts at
+                # 0.56-0.71 of the H200's datasheet (data/validation/device/, 1-64 rows per
+                # expert), but it is not the engines' kernel: at 0.60 the H200 DeepSeek-R1
+                # records turn 6% too slow in TPOT (docs/benchmarks.md, "Kernels measured").
+                return kernels.gemm_latency_us * 1e-6 + np.maximum(math, traffic)
+            return np.maximum(np.maximum(math, traffic), launch)
 
         h = float(m.hidden_size)
         # Attention projections (Megatron column/row split over the attention TP ranks), at
@@ -494,7 +540,9 @@ class IterationModel:
             moe_other = np.zeros_like(tokens)
             dense_total = m.num_layers * dense_mlp
 
-        # Memory-bound elementwise kernels (norms, residuals, rotary, activation).
+        # Memory-bound elementwise kernels (norms, residuals, rotary, activation); inside a
+        # replayed graph a measured device's cost their gap, bytes and a measured latency.
+        elementwise_launch = launch if kernels is None else kernels.elementwise_latency_us * 1e-6
         ffn_width = (m.ffn_hidden_size * m.experts_per_token) / par.moe_tp if m.is_moe else dense_f
         elementwise = (
             2.0
@@ -504,7 +552,7 @@ class IterationModel:
                 + self.profile.const("elementwise_ffn_passes") * ffn_width / par.tp
             )
             / hbm
-            + self.profile.const("elementwise_kernels_per_layer") * launch
+            + self.profile.const("elementwise_kernels_per_layer") * elementwise_launch
         )
 
         comm = self._communication(tokens, moe_layers, np.asarray(prefill_tokens, dtype=float))
@@ -530,7 +578,7 @@ class IterationModel:
         # it (gpt-oss quantization_config modules_to_not_convert lists lm_head; ModelOpt FP8/
         # NVFP4 checkpoints exclude it; vLLM's ParallelLMHead is unquantized for FP8).
         g_head = Gemm("head", emit * ones, m.vocab_size / t_a * ones, h * ones, ones)
-        head = gemm_time(g_head, dev.half_precision, dev, self.profile, launch, SIXTEEN_BIT)
+        head = self.gemm_s(g_head, dev.half_precision, SIXTEEN_BIT)
         levels = LevelBandwidth.of(self.cluster, self.profile)
         # A stage hands its activations to the next over NVLink when both sit in one node,
         # else over the NIC: the worker's stages lie in order on its nodes
@@ -648,11 +696,10 @@ class IterationModel:
         h = float(self.model.hidden_size)
         t = np.maximum(np.asarray(tokens, dtype=float), 1e-9)
         ones = np.ones_like(t)
-        launch = self.profile.const("kernel_launch_us") * 1e-6
         g = Gemm("eh_proj", t, h / self.par.attention_tp * ones, 2.0 * h * ones, ones)
         wa = attention_weight_bytes(self.model, self.fmt)
         prec = gemm_precision(self.fmt, dev) if wa == self.fmt.weight_bytes else dev.half_precision
-        return gemm_time(g, prec, dev, self.profile, launch, wa)
+        return self.gemm_s(g, prec, wa)
 
     def eager_prefill_floor_s(self) -> float:
         """Host time to launch one eager forward through the decoder layers (all stages): the
