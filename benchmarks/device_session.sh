@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One device-machine call (benchmarks/README: the lent GPU has ~15 minutes a session): the serving
-# kernels' readings (device_serving_kernels.py) first, then the measure commands' GPU check
-# (device_check_measure.sh). The machine's image has torch but not plotly or ijson: carry them as
+# One device-machine call (the lent GPU has ~15 minutes a session): the serving kernels' readings
+# (device_serving_kernels.py), the measure commands' GPU check (device_check_measure.sh), then a
+# whole step's kernels back to back (device_serving_step.py: not yet run on a GPU). The machine's image has torch but not plotly or ijson: carry them as
 # wheels in .whl/ (see /work/.library/device/README.md), and run from the repository root:
 #   run(command="bash benchmarks/device_session.sh", carry=[".whl"], timeout_s=480)
 set -uo pipefail
@@ -20,3 +20,6 @@ echo "kernels rc=${PIPESTATUS[0]}"
 OUT=$work/measure timeout 150 bash benchmarks/device_check_measure.sh 2>&1 | tee "$out/measure.log"
 echo "measure rc=${PIPESTATUS[0]}"
 tar czf "$out/measure.tgz" -C "$work" measure
+timeout 120 python3 benchmarks/device_serving_step.py --out "$out/serving_step.json" 2>&1 \
+  | tee "$out/step.log"
+echo "step rc=${PIPESTATUS[0]}"
