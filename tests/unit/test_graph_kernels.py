@@ -4,6 +4,7 @@ form against the shipped H200 readings (``data/validation/device/``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 from pathlib import Path
@@ -17,8 +18,12 @@ from gpuscale.costmodel.compute import gemm_time
 from gpuscale.costmodel.flops import Gemm
 from gpuscale.costmodel.profile import load_profile, profile_from_dict
 from gpuscale.costmodel.profile_schema import validate_profile
-from gpuscale.costmodel.serving.formats import weight_format
-from gpuscale.costmodel.serving.iteration import Parallelism, graph_gemm_time
+from gpuscale.costmodel.serving.formats import gemm_precision, weight_format
+from gpuscale.costmodel.serving.iteration import (
+    Parallelism,
+    attention_weight_bytes,
+    graph_gemm_time,
+)
 from gpuscale.errors import InputError
 from gpuscale.planner.serving.deployment import _iteration_model
 
@@ -145,3 +150,74 @@ def test_unmeasured_devices_keep_the_curve_form() -> None:
     launch = it.profile.const("kernel_launch_us") * 1e-6
     expected = gemm_time(g, "fp8", dev, it.profile, launch, 1.0)
     assert it.gemm_s(g, "fp8", 1.0)[0] == pytest.approx(expected[0])
+
+
+def _deepseek(gpu: str, prof_change=None):
+    m = catalog.model("deepseek-r1")
+    eng = engine("sglang")
+    prof = load_profile(eng.cost_profile)
+    if prof_change is not None:
+        prof = prof_change(prof)
+    par = Parallelism(tp=8, ep=8, attention_dp=8)
+    return _iteration_model(
+        m, catalog.cluster(gpu, 8), par, weight_format("fp8"), "bf16", prof, eng
+    )
+
+
+def _parts(it) -> dict[str, np.ndarray]:
+    n = np.array([1.0, 64.0, 512.0])
+    return it.parts_s(
+        n, np.full(3, 2048.0), np.array([0.0, 4096.0, 0.0]), np.array([0.0, 2048.0, 0.0])
+    )
+
+
+@pytest.mark.parametrize("gpu", ["b200", "gb200", "mi355x", "mi300x"])
+def test_unmeasured_generations_price_every_term_as_without_the_readings(gpu: str) -> None:
+    # Review (helper-156): the readings must not reach any term on a GPU they were not taken on
+    # (grouped experts, elementwise, head, ...): every part equals the profile's without them.
+    def no_readings(p):
+        return dataclasses.replace(p, graph_kernels={})
+
+    with_readings, without = _parts(_deepseek(gpu)), _parts(_deepseek(gpu, no_readings))
+    for name, value in with_readings.items():
+        assert np.array_equal(value, without[name]), name
+
+
+def test_each_grouped_expert_gemm_pays_the_measured_latency_once() -> None:
+    # One decoding request on an H200: the two grouped GEMMs of each MoE layer are traffic-bound,
+    # so the measured latency is the whole difference against a zero-latency reading.
+    def zero_latency(p):
+        h200 = p.graph_kernels["h200-sxm"]
+        kernels = {**p.graph_kernels, "h200-sxm": dataclasses.replace(h200, gemm_latency_us=0.0)}
+        return dataclasses.replace(p, graph_kernels=kernels)
+
+    it = _deepseek("h200-sxm")
+    moe_layers = it.model.num_layers - it.model.dense_layers
+    one = np.ones(1)
+    measured = it.parts_s(one, 2048 * one, 0 * one, 0 * one)["experts"][0]
+    zero = _deepseek("h200-sxm", zero_latency).parts_s(one, 2048 * one, 0 * one, 0 * one)
+    assert measured - zero["experts"][0] == pytest.approx(moe_layers * 2 * 4.0e-6, rel=1e-6)
+
+
+def test_the_draft_projection_and_counted_gemms_use_the_measured_form() -> None:
+    it = _deepseek("h200-sxm")
+    dev = it.cluster.device
+    kernels = it.profile.graph_kernels_for(dev.id, dev.generation)
+    assert kernels is not None
+    tokens = np.array([64.0])
+    h = float(it.model.hidden_size)
+    g = Gemm(
+        "eh_proj", tokens, np.array([h / it.par.attention_tp]), np.array([2.0 * h]), np.ones(1)
+    )
+    # DeepSeek-R1's block-FP8 checkpoint stores eh_proj as its attention projections: FP8
+    wa = attention_weight_bytes(it.model, it.fmt)
+    assert wa == 1.0 and gemm_precision(it.fmt, dev) == "fp8"
+    expected = graph_gemm_time(g, "fp8", dev, it.profile, kernels, wa)
+    assert it._draft_projection_s(tokens)[0] == pytest.approx(expected[0])
+    # ``count`` GEMMs cost count times one, latency included
+    three = Gemm("g", tokens, np.array([4096.0]), np.array([4096.0]), np.array([3.0]))
+    single = Gemm("g", tokens, np.array([4096.0]), np.array([4096.0]), np.ones(1))
+    t3 = graph_gemm_time(three, "bf16", dev, it.profile, kernels, 2.0)[0]
+    assert t3 == pytest.approx(
+        3 * graph_gemm_time(single, "bf16", dev, it.profile, kernels, 2.0)[0]
+    )

@@ -967,7 +967,7 @@ class IterationModel:
     def dense_linear_time(
         self, t: np.ndarray, rows: np.ndarray, n: float, k: float, precision: str
     ) -> np.ndarray:
-        """``t`` (a dense linear layer's GEMM time from the curve) held to the engine's own
+        """``t`` (a dense linear layer's GEMM time, :meth:`gemm_s`) held to the engine's own
         block-FP8 kernel rate (``dense_fp8_rate``), for a layer stored in block FP8 and run in
         FP8. FlashInfer's TRT-LLM groupwise GEMM (``gemm_fp8_nt_groupwise(backend="trtllm")``,
         which SGLang 0.5.9's ``flashinfer_gemm_w8a8_block_fp8_linear_with_fallback`` calls)
