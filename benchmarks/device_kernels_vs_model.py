@@ -7,8 +7,8 @@ serving model calls, and measured / model by regime. GEMMs are priced two ways: 
 serving model's form where the profile holds the device's measured kernel times
 (``graph_gemm_time``: latency + roofline at the streaming rate and the curve's top), and
 ``curve``, its form elsewhere (``gemm_time``: the FLOP-indexed curve, ``hbm_efficiency`` and
-the ``kernel_launch_us`` floor); each plus ``graph_kernel_gap_us``. Attention: the terms of
-``IterationModel._attention_core``.
+the ``kernel_launch_us`` floor); each plus ``graph_kernel_gap_us``. Attention: the
+``attention`` term of ``IterationModel.parts_s``, per layer.
 
     python benchmarks/device_kernels_vs_model.py [--file F ...] [--profile vllm] [--gpu h200-sxm]
 """
@@ -23,10 +23,13 @@ from pathlib import Path
 import numpy as np
 
 from gpuscale import catalog
+from gpuscale.catalog.serving_engines import engine
 from gpuscale.costmodel.compute import gemm_time
 from gpuscale.costmodel.flops import Gemm
 from gpuscale.costmodel.profile import load_profile
-from gpuscale.costmodel.serving.iteration import graph_gemm_time
+from gpuscale.costmodel.serving.formats import weight_format
+from gpuscale.costmodel.serving.iteration import Parallelism, graph_gemm_time
+from gpuscale.planner.serving.deployment import _iteration_model
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = (
@@ -34,6 +37,8 @@ SHIPPED = (
     ROOT / "data/validation/device/h200_gemm_sweep_2026-12-04.json",
 )
 HEAD_DIM = 128
+ATTENTION_MODELS = {"llama3.1-8b tp1": ("llama3.1-8b", 1), "llama3.1-70b tp8": ("llama3.1-70b", 8)}
+"""The catalog model and TP degree of each attention reading's ``model`` label."""
 
 
 def regime(m: int) -> str:
@@ -47,7 +52,12 @@ def regime(m: int) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--file", nargs="+", default=[str(p) for p in SHIPPED])
-    ap.add_argument("--profile", default="vllm", help="engine profile whose terms are compared")
+    ap.add_argument(
+        "--profile",
+        default="vllm",
+        choices=("vllm", "sglang", "tensorrt-llm"),
+        help="engine whose profile's terms are compared",
+    )
     ap.add_argument("--gpu", default="h200-sxm")
     ap.add_argument("--rows", action="store_true", help="print every GEMM reading")
     args = ap.parse_args()
@@ -133,14 +143,24 @@ def main() -> int:
                 + "  ".join(f"{f} x{row['seconds'] / t:.2f}" for f, t in forms.items())
             )
 
-    # Decode attention: torch's FlashAttention-2 has no split-KV path, so below about 32
-    # sequences it runs one block per (sequence, KV head) and is no reading of the engines'
-    # FlashDecoding / FlashInfer kernels; from 32 sequences it fills the GPU.
-    # Decode attention: the model reads each sequence's KV once at hbm plus two launches.
+    # Attention: the model's own term (``IterationModel.parts_s``'s ``attention``, all layers)
+    # per layer, for the model and TP degree each reading was taken in. torch's FlashAttention-2
+    # has no split-KV path, so below about 32 sequences its decode runs one block per (sequence,
+    # KV head) and is no reading of the engines' FlashDecoding / FlashInfer kernels.
+    def attention_s(row_model: str, n_decode: float, context: float, prompt: float) -> float:
+        name, tp = ATTENTION_MODELS[row_model]
+        eng = engine(args.profile)
+        it = _iteration_model(
+            catalog.model(name), catalog.cluster(args.gpu, tp), Parallelism(tp=tp),
+            weight_format("bf16"), "bf16", prof, eng,
+        )  # fmt: skip
+        one = np.ones(1)
+        parts = it.parts_s(n_decode * one, context * one, prompt * one, prompt / 2 * one)
+        return float(parts["attention"][0]) / it.model.num_layers
+
     print("\nDecode attention (SDPA FlashAttention, GQA folded), measured / model:")
     for row in data["decode_attention"]:
-        kv = 2.0 * row["batch"] * row["kv_heads"] * row["context"] * HEAD_DIM * 2.0
-        model = kv / hbm + 2 * launch
+        model = attention_s(row["model"], row["batch"], row["context"], 0.0)
         print(
             f"  {row['model']:17} B={row['batch']:>4} L={row['context']:>6} "
             f"{row['seconds'] * 1e6:8.1f} us  model {model * 1e6:7.1f}  x{row['seconds'] / model:.2f}"
@@ -150,13 +170,7 @@ def main() -> int:
     for row in data["prefill_attention"]:
         length = row["length"]
         flops = 4.0 * length * length / 2.0 * HEAD_DIM * row["q_heads"]
-        # The model's prefill_context is half the prompt; the length factor reads 2x that.
-        rate = (
-            dev.peak(dev.half_precision)
-            * 1e12
-            * float(prof.attention_at(dev.id, dev.generation, np.array([float(length)]))[0])
-        )
-        model = flops / rate + 2 * launch
+        model = attention_s(row["model"], 0.0, 0.0, float(length))
         print(
             f"  {row['model']:17} L={length:>6} {row['seconds'] * 1e3:7.3f} ms  "
             f"model {model * 1e3:7.3f}  x{row['seconds'] / model:.2f}  ({row['tflops']:.0f} TFLOP/s,"

@@ -35,6 +35,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+# The kernel script beside this one (``python benchmarks/device_serving_step.py`` puts its
+# folder first on sys.path): its CUDA-graph capture and event timer.
+from device_serving_kernels import Timer, replayable
+
 HIDDEN, Q_HEADS, KV_HEADS, HEAD_DIM, FFN = 8192, 64, 8, 128, 28672
 """Llama-3.1-70B (meta-llama/Llama-3.1-70B config.json)."""
 TP = 8
@@ -150,20 +154,10 @@ def sustained(run: Callable[[], Any], device: str, seconds: float) -> dict[str, 
     sampler = Sampler()
     t0 = time.perf_counter()
     sampler.start(t0)
+    timer = Timer(device, budget_s=0.0)
     times: list[tuple[float, float]] = []
     while time.perf_counter() - t0 < seconds:
-        if device == "cuda":
-            begin = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            begin.record()
-            run()
-            end.record()
-            end.synchronize()
-            times.append((time.perf_counter() - t0, begin.elapsed_time(end) * 1e-3))
-        else:
-            start = time.perf_counter()
-            run()
-            times.append((start - t0, time.perf_counter() - start))
+        times.append((time.perf_counter() - t0, timer.once(run)))
     sampler.stop()
     n = len(times)
     first = [t for _, t in times[: max(n // 10, 1)]]
@@ -181,41 +175,13 @@ def sustained(run: Callable[[], Any], device: str, seconds: float) -> dict[str, 
     }
 
 
-def graphed(device: str, body: Callable[[], Any]) -> Callable[[], Any]:
-    if device != "cuda":
-        return body
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(2):
-            body()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        body()
-    return graph.replay
-
-
-def isolated(device: str, body: Callable[[], Any], reps: int = 20) -> float:
+def isolated(device: str, body: Callable[[], Any]) -> float:
     """Median seconds of ``body`` replayed in a graph on its own, right after a pause."""
-    run = graphed(device, body)
+    run, _ = replayable(device, body)
     if device == "cuda":
         torch.cuda.synchronize()
         time.sleep(0.5)  # let the clock recover from the previous run
-    out = []
-    for _ in range(reps):
-        if device == "cuda":
-            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            begin.record()
-            run()
-            end.record()
-            end.synchronize()
-            out.append(begin.elapsed_time(end) * 1e-3)
-        else:
-            start = time.perf_counter()
-            run()
-            out.append(time.perf_counter() - start)
-    return statistics.median(out)
+    return Timer(device, budget_s=0.05).median(run)
 
 
 def main() -> int:
@@ -262,7 +228,7 @@ def main() -> int:
         one_layer = isolated(
             device, lambda x=x, kv=kv, case=case: forward(layers[:1], x, kv, case["batch"], scale)
         )
-        run = graphed(device, step)
+        run, _ = replayable(device, step)
         if device == "cuda":
             torch.cuda.synchronize()
             time.sleep(1.0)

@@ -221,3 +221,16 @@ def test_the_draft_projection_and_counted_gemms_use_the_measured_form() -> None:
     assert t3 == pytest.approx(
         3 * graph_gemm_time(single, "bf16", dev, it.profile, kernels, 2.0)[0]
     )
+
+
+def test_an_overlay_may_send_the_stream_share_back_to_hbm_efficiency(tmp_path: Path) -> None:
+    # A null stream share reads hbm_efficiency; a null latency is refused in one line.
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("base: vllm\ngraph_kernels:\n  h200-sxm: {gemm_stream_efficiency: null}\n")
+    kernels = load_profile(str(ok)).graph_kernels_for("h200-sxm", "hopper")
+    assert kernels is not None and kernels.gemm_stream_efficiency is None
+    assert kernels.gemm_latency_us == 4.0  # the rest merged from generic
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("base: vllm\ngraph_kernels:\n  h200-sxm: {gemm_latency_us: null}\n")
+    with pytest.raises(InputError, match="gemm_latency_us must be a finite number >= 0"):
+        load_profile(str(bad))

@@ -223,14 +223,14 @@ def validate_profile(
         where, "graph_kernels", data.get("graph_kernels") or {}, "device -> kernel times"
     ).items():
         _known(where, "graph_kernels", key, devices)
-        path = f"graph_kernels.{key}"
-        fields = _mapping(where, path, entry, "kernel times")
-        for name in fields:
-            _known(where, path, name, tuple(GRAPH_KERNEL_FIELDS))
         # Checked per file: an overlay may restate one of them (the merged entry must hold
-        # both latencies: ``profile_from_dict`` says which is missing).
-        for name, value in fields.items():
-            _number(where, f"{path}.{name}", value, GRAPH_KERNEL_FIELDS[name])
+        # both latencies: ``profile_from_dict`` says which is missing). A null stream share
+        # reads ``hbm_efficiency``.
+        path = f"graph_kernels.{key}"
+        for name, value in _mapping(where, path, entry, "kernel times").items():
+            _known(where, path, name, tuple(GRAPH_KERNEL_FIELDS))
+            if value is not None or name != "gemm_stream_efficiency":
+                _number(where, f"{path}.{name}", value, GRAPH_KERNEL_FIELDS[name])
 
     for key, link in _mapping(
         where, "links", data.get("links") or {}, "level/kind/id -> link"
