@@ -28,7 +28,8 @@ from gpuscale.costmodel.compute import gemm_time
 from gpuscale.costmodel.flops import Gemm
 from gpuscale.costmodel.profile import load_profile
 from gpuscale.costmodel.serving.formats import weight_format
-from gpuscale.costmodel.serving.iteration import Parallelism, graph_gemm_time
+from gpuscale.costmodel.serving.gemm import graph_gemm_time
+from gpuscale.costmodel.serving.iteration import Parallelism
 from gpuscale.planner.serving.deployment import _iteration_model
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,11 +19,8 @@ from gpuscale.costmodel.flops import Gemm
 from gpuscale.costmodel.profile import load_profile, profile_from_dict
 from gpuscale.costmodel.profile_schema import validate_profile
 from gpuscale.costmodel.serving.formats import gemm_precision, weight_format
-from gpuscale.costmodel.serving.iteration import (
-    Parallelism,
-    attention_weight_bytes,
-    graph_gemm_time,
-)
+from gpuscale.costmodel.serving.gemm import graph_gemm_time
+from gpuscale.costmodel.serving.iteration import Parallelism, attention_weight_bytes
 from gpuscale.errors import InputError
 from gpuscale.planner.serving.deployment import _iteration_model
 

@@ -2,11 +2,10 @@
 
 An iteration runs the model once over a mixed batch: ``n_decode`` sequences that each add one
 token (attending to their whole cached context) and ``prefill_tokens`` prompt tokens of chunked
-prefills (attending causally to their prompt). Every kernel is a roofline (Williams et al. 2009)
-through :func:`gpuscale.costmodel.compute.gemm_time`, or, on a device whose kernels were timed
-inside replayed CUDA graphs (``Profile.graph_kernels``), a fixed latency plus the roofline
-(:func:`graph_gemm_time`); decode attention reads each sequence's KV
-cache once (Pope et al. 2022, arXiv:2211.05102, Sec. 3.1); prefill attention is compute-bound
+prefills (attending causally to their prompt). Every kernel is a roofline (Williams et al. 2009);
+a dense GEMM's is :func:`gpuscale.costmodel.serving.gemm.serving_gemm_time` (with a latency
+measured inside replayed CUDA graphs where the profile has one); decode attention reads each
+sequence's KV cache once (Pope et al. 2022, arXiv:2211.05102, Sec. 3.1); prefill attention is compute-bound
 flash attention over the causal pairs (Dao 2023, arXiv:2307.08691). The iteration time is what
 Orca's iteration-level scheduling runs one step of (Yu et al., OSDI'22, Sec. 3).
 
@@ -27,14 +26,14 @@ from statistics import NormalDist
 import numpy as np
 
 from gpuscale.costmodel.collectives import LevelBandwidth, collective_time_s
-from gpuscale.costmodel.compute import gemm_time, gemm_traffic_bytes
 from gpuscale.costmodel.flops import Gemm
 from gpuscale.costmodel.params import mean_attention_params
-from gpuscale.costmodel.profile import GraphKernels, Profile
+from gpuscale.costmodel.profile import Profile
 from gpuscale.costmodel.serving.formats import WeightFormat, gemm_precision
+from gpuscale.costmodel.serving.gemm import serving_gemm_time
 from gpuscale.costmodel.serving.speculative import Speculation
 from gpuscale.errors import InputError
-from gpuscale.specs import Cluster, Device, ModelSpec
+from gpuscale.specs import Cluster, ModelSpec
 
 SIXTEEN_BIT = 2.0
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp32": 4.0}
@@ -238,30 +237,6 @@ def expert_load(
     return touched, np.maximum(pairs, touched)
 
 
-def graph_gemm_time(
-    g: Gemm,
-    precision: str,
-    dev: Device,
-    profile: Profile,
-    kernels: GraphKernels,
-    weight_bytes: float,
-) -> np.ndarray:
-    """Time of ``g`` inside a replayed CUDA graph on a device whose kernels were measured
-    (``Profile.graph_kernels``): a fixed latency plus the roofline of its traffic at the
-    measured weight-streaming rate and of its math at the sustained rate of a large GEMM (the
-    top of the profile's curve). On 964 GEMMs of serving shapes timed on an H200 (M = 1 to
-    16,384 tokens, 0.5-822 MB of weights) it misses by 9.6% (BF16) and 12.7% (FP8 per-tensor)
-    on average, the FLOP-indexed curve with the launch floor by 39% and 33% (generic.yaml
-    ``graph_kernels``; ``benchmarks/device_kernels_vs_model.py``)."""
-    peak = dev.peak(precision) * 1e12
-    curve = profile.gemm_curve(dev.id, dev.generation, precision)
-    math = g.flops / (peak * max(curve.efficiency))
-    share = kernels.gemm_stream_efficiency or profile.hbm_efficiency
-    stream = dev.hbm_bandwidth_gb_per_s * 1e9 * share
-    memory = gemm_traffic_bytes(g, precision, weight_bytes) / stream
-    return (kernels.gemm_latency_us * 1e-6 + np.maximum(math, memory)) * g.count
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IterationModel:
     """The per-iteration cost of one engine instance, ready to evaluate on arrays of loads."""
@@ -330,15 +305,8 @@ class IterationModel:
         return self.speculation.tokens_per_iteration
 
     def gemm_s(self, g: Gemm, precision: str, weight_bytes: float) -> np.ndarray:
-        """Seconds of the dense GEMMs ``g``: as measured inside replayed graphs where the
-        profile has this device's kernel times (:func:`graph_gemm_time`), else the roofline over
-        the profile's FLOP-indexed curve with the launch floor (:func:`gemm_time`)."""
-        dev = self.cluster.device
-        kernels = self.profile.graph_kernels_for(dev.id, dev.generation)
-        if kernels is not None:
-            return graph_gemm_time(g, precision, dev, self.profile, kernels, weight_bytes)
-        launch = self.profile.const("kernel_launch_us") * 1e-6
-        return gemm_time(g, precision, dev, self.profile, launch, weight_bytes)
+        """Seconds of the dense GEMMs ``g`` on this device (:func:`serving_gemm_time`)."""
+        return serving_gemm_time(g, precision, self.cluster.device, self.profile, weight_bytes)
 
     def time_s(
         self,
