@@ -19,7 +19,7 @@ from gpuscale.costmodel.flops import Gemm
 from gpuscale.costmodel.profile import load_profile, profile_from_dict
 from gpuscale.costmodel.profile_schema import validate_profile
 from gpuscale.costmodel.serving.formats import gemm_precision, weight_format
-from gpuscale.costmodel.serving.gemm import graph_gemm_time
+from gpuscale.costmodel.serving.gemm import graph_gemm_time, serving_gemm_time
 from gpuscale.costmodel.serving.iteration import Parallelism, attention_weight_bytes
 from gpuscale.errors import InputError
 from gpuscale.planner.serving.deployment import _iteration_model
@@ -80,6 +80,29 @@ def test_graph_gemm_is_latency_plus_the_larger_roofline() -> None:
     flops = 2.0 * 8192 * 8192 * 8192
     t = graph_gemm_time(_gemm(8192, 8192, 8192), "bf16", dev, prof, kernels, 2.0)
     assert t[0] == pytest.approx(4.0e-6 + flops / (989.5e12 * top))
+
+
+@pytest.mark.parametrize(("gpu", "measured"), [("h200-sxm", True), ("b200", False)])
+def test_serving_gemms_take_the_readings_where_the_profile_has_them(
+    gpu: str, measured: bool
+) -> None:
+    # One rule for every serving GEMM (costmodel/serving/gemm.py): the graph readings where
+    # the profile holds them for the device, else the FLOP curve with the launch floor.
+    dev = catalog.gpu(gpu)
+    prof = load_profile("generic")
+    g = _gemm(64, 8192, 8192)
+    kernels = prof.graph_kernels_for(dev.id, dev.generation)
+    launch = prof.const("kernel_launch_us") * 1e-6
+    expected = (
+        graph_gemm_time(g, "fp8", dev, prof, kernels, 1.0)
+        if kernels is not None
+        else gemm_time(g, "fp8", dev, prof, launch, 1.0)
+    )
+    assert (kernels is not None) is measured
+    assert serving_gemm_time(g, "fp8", dev, prof, 1.0)[0] == pytest.approx(expected[0], rel=1e-12)
+    # Stored serving weights are never cast per GEMM (Transformer Engine's training recipe).
+    no_bytes = serving_gemm_time(g, "fp8", dev, prof)[0]
+    assert no_bytes == pytest.approx(serving_gemm_time(g, "fp8", dev, prof, 1.0)[0], rel=1e-12)
 
 
 def _measured() -> list[dict]:
