@@ -27,11 +27,25 @@ def test_json_key_snapshot_of_the_serving_contract(gpuscale) -> None:
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert set(doc) == {
-        "schema_version", "model", "gpu", "engine", "weights", "input", "output", "client",
-        "options", "verdict",
+        "schema_version", "model", "gpu", "engine", "profile", "weights", "input", "output",
+        "client", "options", "verdict",
     }  # fmt: skip
     assert set(doc["options"][0]) == SERVING_KEYS
     assert doc["model"] == "llama3.1-70b" and doc["engine"] == "tensorrt-llm"
+    assert doc["profile"] == "tensorrt-llm"
+
+
+def test_a_profile_laid_over_the_engine_is_named_in_the_result(gpuscale) -> None:
+    # --profile lays another cost profile over the engine's; the figures change, so the result
+    # names it (it carried the engine's name alone: a fuzz of the CLI, 2026-12-04).
+    for extra in ([], ["--concurrency", "8"]):
+        proc = gpuscale(
+            "infer", "llama3.1-8b", "--gpu", "h100-sxm", "--tp", "1", "--engine", "vllm",
+            "--profile", "sglang", "--json", *extra,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        doc = json.loads(proc.stdout)
+        assert (doc["engine"], doc["profile"]) == ("vllm", "sglang")
 
 
 def test_disaggregated_contract(gpuscale) -> None:

@@ -66,6 +66,10 @@ class ServingResult:
     client: dict[str, Any]
     deployment: dict[str, Any]
     prediction: Prediction
+    profile: str = ""
+    """The cost profile the kernels were priced with: the engine's own, or the ``--profile``
+    laid over it (an overlay such as another engine's profile changes the figures, and the
+    result says so rather than carrying the engine's name alone)."""
 
     def to_dict(self) -> dict[str, Any]:
         option = {**self.deployment, **self.prediction.row()}
@@ -74,6 +78,7 @@ class ServingResult:
             "model": self.model,
             "gpu": self.gpu,
             "engine": self.engine,
+            "profile": self.profile or self.engine,
             "weights": self.weights,
             "input": self.input_len,
             "output": self.output_len,
@@ -892,6 +897,7 @@ def infer(
         },
         deployment=deployment,
         prediction=pred,
+        profile=prof.name,
     )
 
 

@@ -50,6 +50,8 @@ class StaticServingResult:
     kv_dtype: str
     engine: str
     options: tuple[StaticOption, ...]
+    profile: str = ""
+    """The cost profile priced with: the engine's own, or ``--profile`` laid over it."""
 
     @property
     def verdict(self) -> str:
@@ -66,6 +68,7 @@ class StaticServingResult:
                 "weights": self.weights,
                 "kv_dtype": self.kv_dtype,
                 "engine": self.engine,
+                "profile": self.profile or self.engine,
                 "options": [o.row() for o in self.options],
                 "verdict": self.verdict,
             }
@@ -178,6 +181,7 @@ def infer_static(
         kv_dtype=kv_dtype,
         engine=engine,
         options=tuple(options),
+        profile=prof.name,
     )
 
 

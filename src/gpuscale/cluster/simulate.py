@@ -10,6 +10,7 @@ one that failed more than ``max_restarts`` times); nothing is dropped.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,14 @@ LAS_THRESHOLD_GPU_S = 16 * 3600.0
 _ARRIVE, _DONE, _FAIL, _REPAIR, _DEGRADE_ON, _DEGRADE_OFF, _DEMOTE, _TICK = range(8)
 
 
+MIN_NODE_MTBF_S = 3600.0
+"""Shortest mean time between failures of one node: an hour (real nodes run thousands of hours
+between failures; Llama 3's run saw about one interruption per 2,000 GPU-days)."""
+MAX_REPAIR_S = 365 * 24 * 3600.0
+"""Longest repair: a year (a node out for longer is a node removed from the cluster file)."""
+MAX_RESTARTS = 1000
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Failures:
     """Node failures: exponential times between failures per node (the usual reliability model;
@@ -45,10 +54,30 @@ class Failures:
     max_restarts: int = 10
 
     def __post_init__(self) -> None:
-        require(self.node_mtbf_s > 0, "--node-mtbf-h must be > 0", field="node_mtbf_h")
-        require(self.repair_s >= 0, "--repair-h must be >= 0", field="repair_h")
-        require(self.checkpoint_every_s > 0, "--checkpoint-min must be > 0", field="checkpoint_min")
-        require(self.max_restarts >= 0, "--max-restarts must be >= 0", field="max_restarts")
+        # Bounded so that a run always ends: every failure is an event, and a node failing more
+        # than hourly, a repair longer than a year or a job restarted a thousand times only
+        # multiplies events (an MTBF of 1e-6 h or a repair of 1e9 h ran for hours).
+        require(
+            MIN_NODE_MTBF_S <= self.node_mtbf_s < math.inf,
+            f"--node-mtbf-h must be a number >= {MIN_NODE_MTBF_S / 3600:g}, "
+            f"got {self.node_mtbf_s / 3600:g}",
+            field="node_mtbf_h",
+        )
+        require(
+            0 <= self.repair_s <= MAX_REPAIR_S,
+            f"--repair-h must be from 0 to {MAX_REPAIR_S / 3600:g}, got {self.repair_s / 3600:g}",
+            field="repair_h",
+        )
+        require(
+            0 < self.checkpoint_every_s < math.inf,
+            "--checkpoint-min must be a number > 0",
+            field="checkpoint_min",
+        )
+        require(
+            0 <= self.max_restarts <= MAX_RESTARTS,
+            f"--max-restarts must be from 0 to {MAX_RESTARTS}, got {self.max_restarts}",
+            field="max_restarts",
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -188,6 +217,10 @@ def simulate(
     frag_area = 0.0
     frag_last = 0.0
     node_failures = 0
+    # Repair times of the nodes now down, in order (one repair time for all, so first down, first
+    # back): while every node is down no failure can land, and the next is drawn from the first
+    # repair on (the failure process is memoryless), not stepped through a year of no-ops.
+    repairs_due: deque[float] = deque()
     active: list[Degradation] = []
 
     events: list[tuple[float, int, int, int, int]] = []
@@ -393,12 +426,17 @@ def simulate(
                         enqueue(j, front=True)
                 state.node_down(node)
                 push(now + failures.repair_s, _REPAIR, node)
+                repairs_due.append(now + failures.repair_s)
             if finished < n_jobs:
+                draw_from = now if len(repairs_due) < spec.num_nodes else max(now, repairs_due[0])
                 push(
-                    now + float(rng.exponential(mtbf_all)), _FAIL, int(rng.integers(spec.num_nodes))
+                    draw_from + float(rng.exponential(mtbf_all)),
+                    _FAIL,
+                    int(rng.integers(spec.num_nodes)),
                 )
         elif kind == _REPAIR:
             state.node_up(what)
+            repairs_due.popleft()
         elif kind == _DEMOTE:
             j = what
             if j in allocs and ver == stint[j] and in_q0[j]:

@@ -190,6 +190,8 @@ def _node_type(name: str, data: Any) -> NodeType:
     except InputError as exc:
         raise _fail(where, str(exc)) from None
     per = _int(where, d["gpus_per_node"], "gpus_per_node")
+    if per > MAX_GPUS_PER_NODE:
+        raise _fail(where, f"gpus_per_node must be at most {MAX_GPUS_PER_NODE}, got {per}")
     domain = _int(where, d.get("nvlink_domain", per), "nvlink_domain")
     if per % domain:
         raise _fail(where, f"nvlink_domain ({domain}) must divide gpus_per_node ({per})")
@@ -207,6 +209,17 @@ def _node_type(name: str, data: Any) -> NodeType:
         nic=nic,
         nics_per_node=nics,
     )
+
+
+MAX_GPUS_PER_NODE = 1024
+"""Most GPUs one node type may hold: NVL72/NVL576 racks described as one node stay well under it
+(a node of 10^12 GPUs was accepted and exported)."""
+MAX_NODES = 2**17
+"""Most nodes a cluster file may describe (131,072: a million GPUs at eight a node, several times
+the largest published clusters); each node is an array row the placement and simulator visit,
+and a pod of 10^9 nodes per leaf ran the machine out of memory."""
+MAX_GPUS = 2**20
+"""Most GPUs in all (1,048,576), the bound the planner's searches use."""
 
 
 def parse_cluster(data: Any, where: str = "<cluster>") -> ClusterSpec:
@@ -246,10 +259,10 @@ def parse_cluster(data: Any, where: str = "<cluster>") -> ClusterSpec:
         raise _fail(
             where, "pods must be a non-empty list of {count, leaves, nodes_per_leaf, node_type}"
         )
-    node_type: list[int] = []
-    node_leaf: list[int] = []
-    node_pod: list[int] = []
-    leaf_pod: list[int] = []
+    # Sizes first, all of them checked before any node is built (a huge count is one line, not a
+    # machine out of memory).
+    entries = []
+    nodes = gpus = 0
     for i, entry in enumerate(pods):
         pw = f"{where} pods[{i}]"
         p = _mapping(pw, entry, "a pod entry")
@@ -257,15 +270,32 @@ def parse_cluster(data: Any, where: str = "<cluster>") -> ClusterSpec:
         kind = str(p["node_type"])
         if kind not in index:
             raise _fail(pw, f"unknown node_type '{kind}'; defined: {', '.join(index)}")
-        for _ in range(_int(pw, p.get("count", 1), "count")):
-            pod = (max(node_pod) + 1) if node_pod else 0
-            for _ in range(_int(pw, p["leaves"], "leaves")):
+        count = _int(pw, p.get("count", 1), "count")
+        leaves = _int(pw, p["leaves"], "leaves")
+        per_leaf = _int(pw, p["nodes_per_leaf"], "nodes_per_leaf")
+        nodes += count * leaves * per_leaf
+        gpus += count * leaves * per_leaf * types[index[kind]].gpus_per_node
+        if nodes > MAX_NODES or gpus > MAX_GPUS:
+            raise _fail(
+                pw,
+                f"the pods up to this one hold {nodes:,} nodes and {gpus:,} GPUs; a cluster file "
+                f"holds at most {MAX_NODES:,} nodes and {MAX_GPUS:,} GPUs",
+            )
+        entries.append((index[kind], count, leaves, per_leaf))
+    node_type: list[int] = []
+    node_leaf: list[int] = []
+    node_pod: list[int] = []
+    leaf_pod: list[int] = []
+    pod = 0
+    for kind_index, count, leaves, per_leaf in entries:
+        for _ in range(count):
+            for _ in range(leaves):
                 leaf = len(leaf_pod)
                 leaf_pod.append(pod)
-                for _ in range(_int(pw, p["nodes_per_leaf"], "nodes_per_leaf")):
-                    node_type.append(index[kind])
-                    node_leaf.append(leaf)
-                    node_pod.append(pod)
+                node_type.extend([kind_index] * per_leaf)
+                node_leaf.extend([leaf] * per_leaf)
+                node_pod.extend([pod] * per_leaf)
+            pod += 1
     return ClusterSpec(
         name=str(doc.get("name", where)),
         node_types=types,

@@ -91,6 +91,17 @@ def read_trace(path: str | Path) -> Trace:
     ``YYYY-MM-DD HH:MM:SS``), GPUs, duration/work in seconds, model (optional)."""
     # the one file rule: a regular file, size-capped, text (gpuscale.files)
     text = files.read_text(path, label="--trace", field="trace", expected="a job CSV")
+    try:
+        return _parse_trace(text, path)
+    except csv.Error as exc:
+        # the csv module's own refusals (a field over its 131,072-character limit, a NUL byte)
+        raise InputError(
+            f"--trace {path} is not a job CSV ({exc}); accepted: a CSV with a header row",
+            field="trace",
+        ) from None
+
+
+def _parse_trace(text: str, path: str | Path) -> Trace:
     with io.StringIO(text, newline="") as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
@@ -195,6 +206,11 @@ def _burst_sigma(stats: dict[str, Any]) -> float:
     return math.sqrt(math.log(max(eb2, 1.0)))
 
 
+MAX_LOAD_GPUS = 2**20
+"""Most busy GPUs a synthetic trace may offer: the most a cluster file holds
+(``cluster.spec.MAX_GPUS``); 10^9 asked numpy for 33 GiB."""
+
+
 def synthetic_philly(jobs: int, *, seed: int = 0, load_gpus: float | None = None) -> Trace:
     """A Philly-like trace of ``jobs`` jobs.
 
@@ -204,7 +220,12 @@ def synthetic_philly(jobs: int, *, seed: int = 0, load_gpus: float | None = None
     factor sized to the trace's hourly-count CV. ``load_gpus``: scale the arrival rate so the
     offered load is that many busy GPUs on average (the trace itself offers about 374)."""
     require(jobs >= 1, f"--jobs must be >= 1, got {jobs}", field="jobs")
-    require(load_gpus is None or load_gpus > 0, "--load-gpus must be > 0", field="load_gpus")
+    require(
+        load_gpus is None or 0 < load_gpus <= MAX_LOAD_GPUS,
+        f"--load-gpus must be > 0 and at most {MAX_LOAD_GPUS:,} (a cluster file's GPUs), "
+        f"got {load_gpus}",
+        field="load_gpus",
+    )
     stats = philly_statistics()
     rng = np.random.default_rng(seed)
     share = stats["gpu_share"]
@@ -233,7 +254,9 @@ def synthetic_philly(jobs: int, *, seed: int = 0, load_gpus: float | None = None
         h = np.arange(counts.shape[0], counts.shape[0] + hours)
         burst = rng.lognormal(-sigma * sigma / 2.0, sigma, size=hours)
         counts = np.concatenate([counts, rng.poisson(rate * diurnal[h % 24] * burst)])
-    hour_of_job = np.repeat(np.arange(counts.shape[0]), counts)[:jobs]
+    # the hour of each of the first ``jobs`` arrivals, without materialising every arrival drawn
+    # (at a large --load-gpus the hours drawn hold far more than ``jobs``)
+    hour_of_job = np.searchsorted(np.cumsum(counts), np.arange(jobs), side="right")
     submit = np.sort(hour_of_job * 3600.0 + rng.uniform(0.0, 3600.0, size=jobs))
     submit -= submit[0]
     return Trace(
