@@ -152,3 +152,38 @@ def test_version_and_cluster_flags(
     assert sorted(p.name for p in out.iterdir()) == names
     bad = gpuscale("export", *flags[:2], "--from", str(estimate_doc), "--torchtitan-version", "9")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"tp": 2**40}, "the document's plan cannot run: --tp"),
+        ({"tp": 128, "pp": 1, "dp": 1, "zero": 0}, "the document's plan cannot run: --tp"),
+        ({"tp": 1, "pp": 64, "dp": 1}, "the document's plan cannot run"),
+        ({"gpus": -8}, "the document's gpus -8"),
+        ({"schema_version": 99}, "schema_version 99"),
+    ],
+)
+def test_an_edited_document_is_checked_like_estimate(
+    gpuscale: Callable[..., subprocess.CompletedProcess[str]],
+    estimate_doc: Path,
+    tmp_path: Path,
+    edit: dict[str, int],
+    message: str,
+) -> None:
+    # An estimate --json edited by hand was exported as is: TP 2^40, TP 128 on 64 heads,
+    # PP 64 on 80 layers, a negative GPU count (a fuzz of the CLI, 2026-12-04).
+    doc = json.loads(estimate_doc.read_text())
+    for key, value in edit.items():
+        (doc["plan"] if key in doc["plan"] else doc)[key] = value
+    if "gpus" not in edit:  # an edit of the plan alone, its GPU count kept in step
+        p = doc["plan"]
+        doc["gpus"] = p["tp"] * p["pp"] * p["dp"] * p["cp"]
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(doc))
+    out = tmp_path / "job"
+    proc = gpuscale("export", "--to", "megatron", "--from", str(path), "-o", str(out))
+    assert proc.returncode == 2, proc.stdout
+    assert message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not out.exists()

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, cast
 
-from gpuscale import catalog
+from gpuscale import SCHEMA_VERSION, catalog
 from gpuscale.errors import InputError, require
 from gpuscale.specs import ModelSpec, Plan, Training
 from gpuscale.specs.training import TrainPrecision
+from gpuscale.specs.validity import check_plan
 
 PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
 
@@ -93,6 +94,13 @@ def job_from_document(
     records no sequence length is refused rather than guessed. ``model``: the
     spec the document was computed for, when its name is no catalog id (a pasted config.json)."""
     require(isinstance(doc, dict), "the document must be a JSON object", field="from")
+    version = doc.get("schema_version", SCHEMA_VERSION)
+    require(
+        version == SCHEMA_VERSION,
+        f"the document's schema_version {version!r} is not one this version reads; accepted: "
+        f"{SCHEMA_VERSION} (the estimate/plan --json of this gpuscale)",
+        field="from",
+    )
     section = _plan_section(doc)
     model_id = doc.get("model")
     gpu_id = doc.get("gpu")
@@ -145,9 +153,23 @@ def job_from_document(
     )
     catalog.gpu(gpu_id)  # an unknown id fails here with the closest matches
     per_node = gpus_per_node or recorded["gpus_per_node"] or catalog.default_gpus_per_node(gpu_id)
+    stated = doc.get("gpus")
+    require(
+        stated is None or stated == plan.num_gpus,
+        f"the document's gpus {stated!r} is not its plan's tp x pp x dp x cp = {plan.num_gpus}; "
+        "accepted: the document as estimate/plan --json wrote it",
+        field="from",
+    )
+    spec = model if model is not None else catalog.model(model_id)
+    try:
+        # The rules estimate and plan apply (specs.validity): an edited document must not hand
+        # a trainer a layout the model cannot run (TP 64 on 32 heads was exported).
+        check_plan(spec, plan, seq_len)
+    except InputError as exc:
+        raise InputError(f"the document's plan cannot run: {exc}", field="from") from None
     return TrainingJob(
         model_id=model_id,
-        model=model if model is not None else catalog.model(model_id),
+        model=spec,
         gpu=gpu_id,
         gpus=plan.num_gpus,
         gpus_per_node=int(per_node),
