@@ -107,3 +107,20 @@ def test_a_cluster_that_is_all_down_for_a_year_ends_quickly() -> None:
         failures=Failures(node_mtbf_s=3600.0, repair_s=365 * 24 * 3600.0, max_restarts=1000),
     )
     assert res.node_failures >= model.spec.num_nodes  # every node went down at least once
+
+
+def test_a_node_larger_than_its_fabric_is_refused_in_the_files_terms() -> None:
+    doc = _doc()
+    doc["node_types"]["a100"]["gpus_per_node"] = 16
+    doc["node_types"]["a100"]["nvlink_domain"] = 8
+    with pytest.raises(InputError) as err:
+        parse_cluster(doc, "wide.yaml")
+    assert "gpus_per_node 16: one a100-sxm-80gb node holds at most 8 GPUs" in str(err.value)
+    assert "--gpus-per-node" not in str(err.value)
+
+
+def test_an_infinite_oversubscription_is_refused() -> None:
+    doc = _doc()
+    doc["network"]["leaf"]["oversubscription"] = float("inf")
+    with pytest.raises(InputError, match="finite number >= 1"):
+        parse_cluster(doc, "inf.yaml")

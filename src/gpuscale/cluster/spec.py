@@ -24,6 +24,7 @@ The file (YAML)::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,8 +157,13 @@ def _int(where: str, value: Any, what: str, low: int = 1) -> int:
 
 
 def _float(where: str, value: Any, what: str, low: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= low:
-        raise _fail(where, f"{what} must be a number >= {low:g}, got {value!r}")
+    # finite too: an oversubscription of .inf was read as a link that carries nothing
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not low <= value < math.inf
+    ):
+        raise _fail(where, f"{what} must be a finite number >= {low:g}, got {value!r}")
     return float(value)
 
 
@@ -192,6 +198,13 @@ def _node_type(name: str, data: Any) -> NodeType:
     per = _int(where, d["gpus_per_node"], "gpus_per_node")
     if per > MAX_GPUS_PER_NODE:
         raise _fail(where, f"gpus_per_node must be at most {MAX_GPUS_PER_NODE}, got {per}")
+    try:
+        # the catalog's one rule for a node's size (its NVLink/xGMI domain), said in the file's
+        # terms: simulate refused such a file later naming a --gpus-per-node nobody typed
+        catalog.check_node(gpu, per)
+    except InputError as exc:
+        reason = str(exc).removeprefix(f"--gpus-per-node {per}: ")
+        raise _fail(where, f"gpus_per_node {per}: {reason}") from None
     domain = _int(where, d.get("nvlink_domain", per), "nvlink_domain")
     if per % domain:
         raise _fail(where, f"nvlink_domain ({domain}) must divide gpus_per_node ({per})")
