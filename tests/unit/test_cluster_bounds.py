@@ -124,3 +124,20 @@ def test_an_infinite_oversubscription_is_refused() -> None:
     doc["network"]["leaf"]["oversubscription"] = float("inf")
     with pytest.raises(InputError, match="finite number >= 1"):
         parse_cluster(doc, "inf.yaml")
+
+
+def test_a_trace_spanning_past_float_precision_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "far.csv"
+    p.write_text("submit_time,gpus,duration\n0,1,60\n1e300,1,60\n")
+    with pytest.raises(InputError, match="submit times span 1e\\+300 s"):
+        read_trace(p)
+    # relative times are what the simulator reads: a negative start is fine
+    p.write_text("submit_time,gpus,duration\n-100,1,60\n0,1,60\n")
+    assert read_trace(p).submit_s.tolist() == [0.0, 100.0]
+
+
+def test_static_table_keeps_the_engines_vendor_rule() -> None:
+    from gpuscale.api.serving_static import infer_static
+
+    with pytest.raises(InputError, match="atom runs on AMD GPUs"):
+        infer_static("llama3.1-8b", gpu="h100-sxm", engine="atom")

@@ -151,6 +151,9 @@ def infer_static(
         + ", ".join(known),
         field="engine",
     )
+    if engine in engines:
+        # the vendor rule the serving model applies (atom was priced on an H100 here)
+        engines[engine].for_device(catalog.gpu(gpu))
     prof = load_profile_for(engines[engine].cost_profile if engine in engines else engine, profile)
     inference = Inference(
         weight_dtype=cast("WeightDtype", weights),  # checked against WEIGHT_DTYPES above

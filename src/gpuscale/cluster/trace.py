@@ -158,6 +158,14 @@ def _parse_trace(text: str, path: str | Path) -> Trace:
     sub = np.asarray(submit, dtype=float)
     order = np.argsort(sub, kind="stable")
     sub = sub[order] - sub[order[0]]
+    # A span past the longest job's bound: submit times of 1e300 s left every duration below
+    # float precision there (1e300 + 3600 == 1e300).
+    require(
+        float(sub[-1]) <= MAX_JOB_SECONDS,
+        f"--trace {path}: submit times span {float(sub[-1]):.3g} s; accepted: a span of at most "
+        f"{MAX_JOB_SECONDS:g} s (about 31 years)",
+        field="trace",
+    )
     return Trace(
         job_id=tuple(ids[i] for i in order),
         submit_s=sub,
