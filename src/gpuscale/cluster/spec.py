@@ -158,11 +158,7 @@ def _int(where: str, value: Any, what: str, low: int = 1) -> int:
 
 def _float(where: str, value: Any, what: str, low: float) -> float:
     # finite too: an oversubscription of .inf was read as a link that carries nothing
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not low <= value < math.inf
-    ):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value < math.inf:
         raise _fail(where, f"{what} must be a finite number >= {low:g}, got {value!r}")
     return float(value)
 
