@@ -125,9 +125,11 @@ def check_outputs(
         f"--name {name!r} is empty or padded; accepted: a non-empty name such as 'my-cluster'",
         field="name",
     )
-    if output:
+    # "" is a path a user typed (-o "$UNSET"), refused as one: it would otherwise read as no
+    # output at all and exit 0 with nothing written.
+    if output is not None:
         files.output_path(output, label="-o", field="output")
-    if html:
+    if html is not None:
         files.output_path(html, label="--html", field="html")
 
 
@@ -226,7 +228,7 @@ def calibrate_measurements(
     result = CalibrationResult(
         fit=fit, runs=tuple(runs), title=title or f"gpuscale calibrate: {name}"
     )
-    if html:
+    if html is not None:  # "" was refused by check_outputs
         result.write_html(html)
     return result
 
@@ -457,14 +459,14 @@ def analyze_trace(
     """Where the step time goes in PyTorch profiler traces (one per rank, or folders of them)
     and why: breakdown per rank, collectives, skew, ranked diagnoses; compared with a
     prediction (an estimate JSON file, an inline plan, or a :class:`Prediction`)."""
-    if html:
+    if html is not None:  # "" too: an empty path is refused, not taken as no report
         files.output_path(html, label="--html", field="html")
     if workers is not None:
         require(workers >= 1, f"--workers must be >= 1, got {workers}", field="workers")
     expected = predict_with if isinstance(predict_with, Prediction) else prediction(predict_with)
     report = analyze(list(paths), workers=workers, prediction=expected, progress=progress)
-    result = TraceResult(report=report, html=str(html) if html else None)
-    if html:
+    result = TraceResult(report=report, html=None if html is None else str(html))
+    if html is not None:
         result.write_html(html)
     return result
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale import catalog
-from gpuscale.costmodel.profile import load_profile
+from gpuscale.costmodel.profile import load_profile, profile_from_dict
+from gpuscale.costmodel.profile_schema import validate_profile
 from gpuscale.errors import InputError, require
 from gpuscale.measure.calibrate import (
     Calibration,
@@ -25,6 +26,12 @@ from gpuscale.measure.calibrate import (
 )
 from gpuscale.measure.results import GemmRun
 from gpuscale.measure.sources import Measurements
+
+MAX_NICS_PER_GPU = 8
+"""Most NICs per GPU ``--nics-per-node`` may state: twice the densest nodes built (AWS
+p5.48xlarge: 32 EFA ports for 8 H100s, 4 per GPU; OCI BM.GPU4.8 has 2, a DGX H100 1).
+The fit divides the measured inter-node rate by this share, so a NIC count past it leaves each NIC
+a rate no network has (9007199254740992 NICs on 8 GPUs left 2e-14 GB/s)."""
 
 
 def topology(
@@ -55,6 +62,21 @@ def topology(
         nics_per_node >= 1,
         f"--nics-per-node must be >= 1, got {nics_per_node}; accepted: the NICs of one node",
     )
+    # Without --gpus-per-node the share is per measured rank, unknown until the logs are read.
+    per_node = gpus_per_node or measured_per_node
+    if per_node:
+        of = (
+            f"--gpus-per-node {per_node}"
+            if gpus_per_node
+            else f"the {per_node} ranks per node measured"
+        )
+        require(
+            nics_per_node <= MAX_NICS_PER_GPU * per_node,
+            f"--nics-per-node {nics_per_node} is {nics_per_node / per_node:.4g} NICs per GPU "
+            f"for {of}; accepted: 1 to {MAX_NICS_PER_GPU * per_node} (at most "
+            f"{MAX_NICS_PER_GPU} per GPU)",
+            field="nics_per_node",
+        )
     return Topology(nics_per_gpu=nics_per_node / (gpus_per_node or measured))
 
 
@@ -145,6 +167,26 @@ class ProfileFit:
     written: Path | None = None
 
 
+def check_loadable(doc: dict[str, Any], nics_per_node: int | None = None) -> None:
+    """Refuse a fitted profile that ``load_profile`` would refuse, before it is written: the
+    loader's own schema check, with the error on what produced the value (a flag, or the
+    measurements) rather than on a file that should never have been written."""
+    where = "the profile fitted to the measurements"
+    devices = sorted({*catalog.gpus(), *(d.generation for d in catalog.gpus().values())})
+    try:
+        validate_profile(doc, where, devices, sorted(catalog.links()))
+        profile_from_dict(doc, where)
+    except InputError as exc:
+        # The per-NIC rate is the measured one divided by the NIC share the flag states.
+        if nics_per_node is not None and "links.inter.bandwidth_gb_per_s" in str(exc):
+            raise InputError(
+                f"--nics-per-node {nics_per_node} leaves each NIC too little of the measured "
+                f"inter-node rate: {exc}; accepted: fewer NICs per node",
+                field="nics_per_node",
+            ) from None
+        raise InputError(f"{exc}; accepted: measurements whose fit is in that range") from None
+
+
 def fit_profile(
     m: Measurements,
     *,
@@ -175,8 +217,9 @@ def fit_profile(
         how=how,
         measured_on=m.measured_on(today),
     )
+    check_loadable(doc, nics_per_node)
     written = None
-    if output:
+    if output is not None:  # "" is refused by write_profile, not taken as "no output"
         written = write_profile(output, doc)
         load_profile.cache_clear()
         load_profile(str(written))

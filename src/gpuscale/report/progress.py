@@ -57,7 +57,11 @@ def bytes_progress_bar(
         DownloadColumn(),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=console, transient=True) as bar:
+    # Disabled off a terminal as progress_bar is: rich ends a bar it cannot redraw with an
+    # empty line, a stray blank line in a log or on a pipe.
+    with Progress(
+        *columns, console=console, transient=True, disable=not console.is_terminal
+    ) as bar:
         task = bar.add_task(label, total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
 
@@ -78,6 +82,7 @@ def lazy_progress_bar(
         TimeElapsedColumn(),
         console=console,
         transient=True,
+        disable=not console.is_terminal,  # no stray blank line at the end, as above
     )
     task = bar.add_task(label, total=None)
     started = False

@@ -9,7 +9,7 @@ from gpuscale.errors import InputError
 from gpuscale.measure.trace.breakdown import StepBreakdown, breakdown, median_kernel_s
 from gpuscale.measure.trace.collectives import CallKey, keyed
 from gpuscale.measure.trace.reader import ProgressFn, iter_events, rank_from_name, read_header
-from gpuscale.measure.trace.timeline import KERNEL_HIST_EDGES_S, TimelineBuilder
+from gpuscale.measure.trace.timeline import KERNEL_HIST_EDGES_S, BadEvent, TimelineBuilder
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -32,7 +32,10 @@ class RankResult:
 
 def analyze_rank(path: Path, progress: ProgressFn | None = None) -> RankResult:
     header = read_header(path)
-    timeline = TimelineBuilder().feed(iter_events(path, progress)).build()
+    try:
+        timeline = TimelineBuilder().feed(iter_events(path, progress)).build()
+    except BadEvent as exc:  # the timeline does not know which file it is
+        raise InputError(f"{path}: {exc}") from None
     if len(timeline.windows) == 0:
         raise InputError(
             f"{path}: no timed events (ph 'X' with ts and dur) in this trace; "

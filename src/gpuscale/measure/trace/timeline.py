@@ -10,6 +10,7 @@ memory follows the busy intervals that stay apart and the steps and collectives,
 from __future__ import annotations
 
 import bisect
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuscale.errors import InputError, quoted
 from gpuscale.measure.trace.classify import (
     STEP_RE,
     CommSource,
@@ -35,6 +37,25 @@ KERNEL_HIST_EDGES_S = np.logspace(-7, 0, 43)
 """Log-spaced bins from 0.1 us to 1 s (6 per decade) for kernel durations: a median to a few
 percent without keeping one number per kernel."""
 _EDGES = KERNEL_HIST_EDGES_S.tolist()
+
+MAX_TS_US = float(2**53)
+"""Latest timestamp accepted (us): past 2**53 a double no longer holds whole microseconds, so
+durations computed from such times are rounding noise (a ProfilerStep at ``ts: 1e308`` was 0 s
+long, or -1e302 s once clipped at the next step's start). It is year 2255 as Unix time; Kineto
+writes microseconds since the trace started, or since the epoch (about 1.7e15 in 2024)."""
+MAX_DUR_US = 86_400e6
+"""Longest event accepted (us): one day. The profiler keeps every event of its window in
+memory, so a traced step or kernel is seconds to minutes; a longer one is a corrupt record (a
+wrapped-around end time), and would make one step outweigh the rest of the trace."""
+TIMES_ACCEPTED = (
+    f"accepted: ts from 0 to {MAX_TS_US:.4g} us (2**53) and dur from 0 to {MAX_DUR_US:.4g} us "
+    "(one day), finite numbers"
+)
+
+
+class BadEvent(InputError):
+    """An event whose times cannot be on a real timeline; :func:`analyze_rank
+    <gpuscale.measure.trace.rank.analyze_rank>` puts the file's path in front."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -112,15 +133,32 @@ class TimelineBuilder:
             kind = self._kinds[key] = classify(name, cat)
         return kind
 
+    def _used(self, name: Any, cat: Any) -> bool:
+        """Whether the analysis reads an event of this name and category."""
+        return (
+            isinstance(name, str)
+            and isinstance(cat, str)
+            and self._kind(name, cat) is not Kind.IGNORED
+        )
+
+    def _refused(self, name: Any, what: str) -> BadEvent:
+        return BadEvent(f"event #{self._events} {quoted(str(name))} {what}; {TIMES_ACCEPTED}")
+
     def add(self, event: dict[str, Any]) -> None:
         self._events += 1
         ph = event.get("ph")
         if ph == "X":
             ts, dur = _number(event.get("ts")), _number(event.get("dur"))
-            if ts is None or dur is None or dur < 0:
-                name, cat = event.get("name"), event.get("cat")
-                if isinstance(name, str) and isinstance(cat, str):
-                    self._skipped += self._kind(name, cat) is not Kind.IGNORED
+            if ts is None or dur is None:
+                self._skipped += self._used(event.get("name"), event.get("cat"))
+                return
+            # One comparison on the hot path; NaN fails it too. Only events the analysis reads
+            # are refused: a stray time on one it ignores (a flow arrow, a Python frame) cannot
+            # move a step, so the trace is still worth reading.
+            if not (0 <= ts <= MAX_TS_US and 0 <= dur <= MAX_DUR_US):
+                name = event.get("name")
+                if self._used(name, event.get("cat")):
+                    raise self._refused(name, _wrong_time("ts", ts) or _wrong_duration(dur))
                 return
             self._complete(event, ts * US, (ts + dur) * US)
         elif ph in ("B", "E"):
@@ -133,11 +171,22 @@ class TimelineBuilder:
             return
         key = (event.get("pid"), event.get("tid"))
         if ph == "B":
-            self._open[key].append(
-                (str(event.get("name", "")), str(event.get("cat", "")), ts, event.get("args"))
-            )
+            name, cat = str(event.get("name", "")), str(event.get("cat", ""))
+            if not 0 <= ts <= MAX_TS_US and self._used(name, cat):
+                raise self._refused(name, _wrong_time("ts", ts))
+            # Pushed even when ignored, so that the next E closes this B and not an outer one.
+            self._open[key].append((name, cat, ts, event.get("args")))
         elif self._open[key]:
             name, cat, start, args = self._open[key].pop()
+            if not (start <= ts <= MAX_TS_US and ts - start <= MAX_DUR_US):
+                if self._used(name, cat):
+                    why = _wrong_time("end ts", ts) or (
+                        f"ends at ts {ts:g} us, before it begins at ts {start:g} us"
+                        if ts < start
+                        else _wrong_duration(ts - start)
+                    )
+                    raise self._refused(name, why)
+                return
             synthetic = {"name": name, "cat": cat, "pid": key[0], "tid": key[1], "args": args}
             self._complete(synthetic, start * US, ts * US)
 
@@ -231,6 +280,7 @@ class TimelineBuilder:
         if steps:
             starts = np.array([self._steps[s][0] for s in steps])
             ends = np.array([self._steps[s][1] for s in steps])
+            _check_step_order(steps, starts)
             # Steps are disjoint by construction of ProfilerStep; clip any rounding overlap.
             ends[:-1] = np.minimum(ends[:-1], starts[1:])
             windows = Intervals(starts, ends)
@@ -260,6 +310,40 @@ class TimelineBuilder:
             kernel_hist=self._kernel_hist.copy(),
             events=self._events,
             skipped=self._skipped,
+        )
+
+
+def _wrong_time(what: str, ts: float) -> str:
+    """What is wrong with timestamp ``ts`` ("" if nothing is)."""
+    if not math.isfinite(ts):
+        return f"has {what} {ts}, not a finite number"
+    if ts < 0:
+        return f"has a negative {what} ({ts:g} us)"
+    if ts > MAX_TS_US:
+        return f"has {what} {ts:g} us, past 2**53 us"
+    return ""
+
+
+def _wrong_duration(dur: float) -> str:
+    """What is wrong with duration ``dur`` (given that something is)."""
+    if not math.isfinite(dur):
+        return f"has dur {dur}, not a finite number"
+    if dur < 0:
+        return f"has a negative dur ({dur:g} us)"
+    return f"lasts {dur / 3600e6:.3g} hours (dur {dur:g} us), longer than a day"
+
+
+def _check_step_order(steps: tuple[int, ...], starts: np.ndarray) -> None:
+    """``torch.profiler.profile.step()`` numbers steps in the order they run. A step that
+    starts before the one numbered below it would be clipped to end before it begins (all
+    timestamps negated gave steps of -0.9 ms): its times or numbers are wrong."""
+    back = np.flatnonzero(np.diff(starts) < 0)
+    if back.size:
+        i = int(back[0])
+        raise BadEvent(
+            f"ProfilerStep#{steps[i + 1]} starts at ts {starts[i + 1] / US:g} us, before "
+            f"ProfilerStep#{steps[i]} at ts {starts[i] / US:g} us; accepted: steps whose "
+            "numbers increase with their start times, as torch.profiler writes them"
         )
 
 
