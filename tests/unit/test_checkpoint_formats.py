@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from gpuscale import catalog
 from gpuscale.catalog.hf_config import checkpoint_weights
 from gpuscale.costmodel.serving.formats import FORMATS, weight_format
+from gpuscale.errors import InputError
 from gpuscale.validation import DATA_DIR
 from gpuscale.validation.serving_fields import weights
 from gpuscale.validation.serving_rows import read_rows
@@ -179,13 +181,17 @@ def test_weights_auto_reads_a_config_files_quantization_config(tmp_path: Path) -
     assert infer(str(quantized), **kw).weights == "fp8_block"
     assert catalog.served_weights(str(quantized / "config.json")) == "fp8_block"
     assert infer(str(plain), **kw).weights == "bf16"
-    # A scheme not read here is 16-bit, and the note says no format is known.
+    # A checkpoint without a quantization_config is 16-bit, and the note says so.
+    assert any(
+        "no pre-quantized checkpoint format known" in n
+        for n in infer(str(plain), **kw).to_dict()["options"][0]["notes"]
+    )
+    # A scheme not read here was priced as 16-bit weights under a note saying no format is
+    # known, while the file declares one: --weights auto now refuses it in one line and a
+    # stated format is taken (tests/unit/test_config_quantization_unread.py).
     odd = tmp_path / "odd"
     odd.mkdir()
     (odd / "config.json").write_text(json.dumps({**base, "quantization_config": "bogus"}))
-    result = infer(str(odd), **kw)
-    assert result.weights == "bf16"
-    assert any(
-        "no pre-quantized checkpoint format known" in n
-        for n in result.to_dict()["options"][0]["notes"]
-    )
+    with pytest.raises(InputError, match="a scheme gpuscale does not read"):
+        infer(str(odd), **kw)
+    assert infer(str(odd), **kw, weights="bf16").weights == "bf16"

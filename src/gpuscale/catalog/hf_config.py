@@ -479,7 +479,38 @@ def model_from_config_file(path: Path) -> ModelSpec:
         qc = inner.get("quantization_config")
     stored = checkpoint_weights(qc) if isinstance(qc, Mapping) else None
     kv = checkpoint_kv_cache(qc) if isinstance(qc, Mapping) else None
-    return dataclasses.replace(spec, stored_weights=stored or "", stored_kv_cache=kv or "")
+    return dataclasses.replace(
+        spec,
+        stored_weights=stored or "",
+        stored_kv_cache=kv or "",
+        unread_quantization=unread_quantization(qc),
+    )
+
+
+def unread_quantization(qc: Any) -> str:
+    """What a ``quantization_config`` says (a clause: ``declares quant_method 'bitsandbytes'``)
+    when it declares quantized weights in a scheme :func:`checkpoint_weights` does not read (empty when there is none, when it is read,
+    or when it quantizes the KV cache alone): a GPTQ or AWQ checkpoint of 3 bits, bitsandbytes,
+    a string. Served under ``--weights auto`` it was priced as 16-bit weights without a word."""
+    if qc is None:
+        return ""
+    if not isinstance(qc, Mapping):
+        return f"is not an object ({str(qc)[:40]!r})"
+    if checkpoint_weights(qc) is not None:
+        return ""
+    method = str(qc.get("quant_method", "")).lower()
+    inner = qc.get("quantization")
+    algo = qc.get("quant_algo", inner.get("quant_algo") if isinstance(inner, Mapping) else None)
+    if method == "modelopt" and algo is None:
+        return ""  # ModelOpt's KV-cache-only scheme: 16-bit weights
+    if method in ("gptq", "awq"):
+        return f"declares quant_method '{method}' with {_bits(qc)!r} bits"
+    return f"declares quant_method '{method}'" if method else "declares no quant_method"
+
+
+def _bits(qc: Mapping[str, Any]) -> Any:
+    # HF GPTQConfig/AwqConfig write "bits"; AutoAWQ's quant_config writes "w_bit".
+    return qc.get("bits", qc.get("w_bit"))
 
 
 def checkpoint_kv_cache(qc: Mapping[str, Any] | None) -> str | None:
@@ -510,7 +541,8 @@ def checkpoint_weights(qc: Mapping[str, Any] | None) -> str | None:
     - ModelOpt (``hf_quant_config.json`` ``quant_algo``): ``FP8`` -> ``fp8``, ``NVFP4`` ->
       ``nvfp4``;
     - ``compressed-tensors`` whose weight groups are 4-bit integers with no input activation
-      scheme -> ``int4_wo`` (W4A16, compressed-tensors ``QuantizationArgs``)."""
+      scheme -> ``int4_wo`` (W4A16, compressed-tensors ``QuantizationArgs``);
+    - ``gptq`` and ``awq`` of 4 or 8 bits -> ``int4_wo`` / ``int8_wo``."""
     if not isinstance(qc, Mapping):
         return None
     method = str(qc.get("quant_method", "")).lower()
@@ -518,6 +550,11 @@ def checkpoint_weights(qc: Mapping[str, Any] | None) -> str | None:
         return "fp8_block" if qc.get("weight_block_size") else "fp8"
     if method == "mxfp4":
         return "mxfp4"
+    if method in ("gptq", "awq"):
+        # Integer weights in groups with 16-bit scales, activations in 16 bits (GPTQ, Frantar
+        # et al. 2022, arXiv:2210.17323; AWQ, Lin et al. 2023, arXiv:2306.00978), the
+        # weight-only kernels the engines run them on (vLLM/SGLang GPTQ/AWQ Marlin W4A16/W8A16).
+        return {4: "int4_wo", 8: "int8_wo"}.get(_bits(qc))
     if method == "modelopt":
         return {"FP8": "fp8", "NVFP4": "nvfp4"}.get(str(qc.get("quant_algo", "")).upper())
     if method == "compressed-tensors":

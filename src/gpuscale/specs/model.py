@@ -106,6 +106,10 @@ class ModelSpec:
     stored_kv_cache: str = ""
     """The KV-cache dtype that ``quantization_config`` declares (ModelOpt
     ``kv_cache_quant_algo``: ``fp8``); empty when none (``catalog.served_kv_cache``)."""
+    unread_quantization: str = ""
+    """What the ``config.json``'s ``quantization_config`` says when it is a scheme not read here
+    (``declares quant_method 'bitsandbytes'``); ``--weights auto`` is then refused rather than
+    priced as 16-bit weights."""
     source: str = ""
 
     def __post_init__(self) -> None:
