@@ -485,31 +485,31 @@ def check_lengths(spec: ModelSpec, input_len: int, output_len: int) -> None:
 
 
 def served_format(
-    model: str | ModelSpec,
-    weights: str,
-    spec: ModelSpec | None = None,
-    *,
-    refuse_unread: bool = True,
+    model: str | ModelSpec, weights: str, spec: ModelSpec | None = None
 ) -> WeightFormat:
     """The weight format to serve ``model`` in: ``weights`` by name, or for ``"auto"`` the
     format its published checkpoint stores when ``model`` names a catalogued pre-quantized one
     (``catalog.served_weights``: ``deepseek-ai/DeepSeek-R1`` -> fp8_block), else bf16. ``spec``
     is ``model`` already read (a config.json path is then not read again). A config.json whose
-    ``quantization_config`` is a scheme not read here is refused under ``"auto"``
-    (``refuse_unread``; off where only the stored format's best reading is wanted)."""
-    if weights == "auto":
-        read = model if isinstance(model, ModelSpec) else spec
-        if refuse_unread and read is not None and read.unread_quantization:
-            raise InputError(
-                f"--weights auto: the quantization_config of {read.name} "
-                f"{read.unread_quantization}, a scheme gpuscale does not read; accepted: "
-                f"--weights {', '.join(FORMATS)}",
-                field="weights",
-            )
-        if isinstance(model, str):
-            return weight_format(catalog.served_weights(model, spec))
-        return weight_format(model.stored_weights or "bf16")
-    return weight_format(weights)
+    ``quantization_config`` is a scheme not read here is refused under ``"auto"``."""
+    if weights != "auto":
+        return weight_format(weights)
+    read = model if isinstance(model, ModelSpec) else spec
+    if read is not None and read.unread_quantization:
+        raise InputError(
+            f"--weights auto: the quantization_config of {read.name} "
+            f"{read.unread_quantization}, a scheme gpuscale does not read; accepted: "
+            f"--weights {', '.join(FORMATS)}",
+            field="weights",
+        )
+    return _stored_format(model, spec)
+
+
+def _stored_format(model: str | ModelSpec, spec: ModelSpec | None = None) -> WeightFormat:
+    """The format the checkpoint stores as far as it is read (bf16 for a scheme not read)."""
+    if isinstance(model, str):
+        return weight_format(catalog.served_weights(model, spec))
+    return weight_format(model.stored_weights or "bf16")
 
 
 def served_kv_dtype(
@@ -526,7 +526,7 @@ def served_kv_dtype(
     quantizes the weights (``catalog.serving_engines.kv_cache_dtype``, one vocabulary per
     engine in ``serving_engines.yaml``). ``spec``: ``model`` already read (a config.json path is
     not read again)."""
-    stored = served_format(model, "auto", spec, refuse_unread=False)
+    stored = _stored_format(model, spec)
     as_stored = weights == "auto" or fmt.name == stored.name
     if isinstance(model, ModelSpec):
         declared = model.stored_kv_cache or None
