@@ -89,3 +89,27 @@ def test_missing_device_list_is_explained() -> None:
     text = "\n".join(line for line in LINES if "Rank" not in line)
     with pytest.raises(InputError, match="Using devices"):
         parse_text(text, "nodevices.log")
+
+
+@SETTINGS
+@given(
+    st.sampled_from(DATA_LINES),
+    st.sampled_from(["99999999999999999999999999", "1", "3"]),
+)
+def test_a_size_that_contradicts_count_and_type_names_its_line(index: int, size: str) -> None:
+    # A size of 10^26 bytes beside a count of 512 MiB of floats was fitted as ok, the fit's
+    # RMS warning its only trace (a fuzz of the CLI, 2026-12-04).
+    tokens = LINES[index].split()
+    if int(tokens[1]) == 0:
+        return
+    tokens[0] = size
+    lines = [*LINES[:index], "   " + "  ".join(tokens), *LINES[index + 1 :]]
+    with pytest.raises(InputError, match=rf"^bad\.log:{index + 1}: size .* disagrees with count"):
+        parse_text("\n".join(lines), "bad.log")
+
+
+def test_gathers_and_scatters_may_state_the_whole_buffer() -> None:
+    # all_gather / reduce_scatter print the whole buffer beside one rank's count (the
+    # DGX-2 log's five tables all parse).
+    log = LOG.parent / "v100-dgx2-5collectives-oldformat.log"
+    assert len(parse_text(log.read_text(), log.name)) == 5

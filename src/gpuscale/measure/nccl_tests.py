@@ -322,6 +322,7 @@ def _row(b: _Builder, tokens: list[str], number: int) -> Row:
     out_of_place = timings[0] if halves == 2 else None
     return _checked(
         where,
+        ranks=len(b.hosts),
         line=number,
         size_bytes=int(head["size"]),
         count=int(head["count"]),
@@ -333,11 +334,34 @@ def _row(b: _Builder, tokens: list[str], number: int) -> Row:
     )
 
 
-def _checked(where: str, **fields: Any) -> Row:
+TYPE_BYTES = {
+    **dict.fromkeys(("int8", "uint8", "f8e4m3", "f8e5m2"), 1),
+    **dict.fromkeys(("half", "bfloat16"), 2),
+    **dict.fromkeys(("int32", "uint32", "float"), 4),
+    **dict.fromkeys(("int64", "uint64", "double"), 8),
+}
+"""Bytes of one element of each nccl-tests ``type`` (``ncclDataType_t`` names as the tests print
+them, nccl-tests ``src/common.cu`` ``test_typenames``)."""
+
+
+def _checked(where: str, ranks: int | None = None, **fields: Any) -> Row:
     """A row whose timings are measurements: finite, bandwidths not negative, and a time above
     zero wherever bytes moved (a 0 us transfer would be an infinite bandwidth; the fit divides
-    by it). Anything else is a corrupted log, refused with its line, not fitted as ok."""
+    by it). Anything else is a corrupted log, refused with its line, not fitted as ok. The size
+    agrees with count x type bytes: equal to it, or (gathers and scatters, whose size is the
+    whole buffer and count one rank's share) at most ``ranks`` times it; a size of 10^26 bytes
+    with a count of 512 MiB was fitted (a fuzz of the CLI, 2026-12-04)."""
     row = Row(**fields)
+    width = TYPE_BYTES.get(row.dtype)
+    if width is not None and row.count > 0:
+        least = row.count * width
+        most = least * max(ranks or 1, 1)
+        if not least <= row.size_bytes <= most:
+            raise InputError(
+                f"{where}: size {row.size_bytes} bytes disagrees with count {row.count} of "
+                f"{row.dtype} ({least} bytes); accepted: count x {width} bytes"
+                + (f", up to x {ranks} ranks for gathers and scatters" if (ranks or 1) > 1 else "")
+            )
     for half, t in (("out-of-place", row.out_of_place), ("in-place", row.in_place)):
         if t is None:
             continue
@@ -623,6 +647,7 @@ def parse_json(text: str, path: str = "<json>", op: str | None = None) -> list[N
             rows.append(
                 _checked(
                     where,
+                    ranks=len(devices),
                     line=i,
                     size_bytes=int(raw["size"]),
                     count=int(raw["count"]),
