@@ -188,7 +188,7 @@ def test_weights_auto_reads_a_config_files_quantization_config(tmp_path: Path) -
     )
     # A scheme not read here was priced as 16-bit weights under a note saying no format is
     # known, while the file declares one: --weights auto now refuses it in one line and a
-    # stated format is taken (tests/unit/test_config_quantization_unread.py).
+    # stated format is taken (tests/unit/test_config_json_fuzz.py).
     odd = tmp_path / "odd"
     odd.mkdir()
     (odd / "config.json").write_text(json.dumps({**base, "quantization_config": "bogus"}))

@@ -162,7 +162,10 @@ def model_from_config(cfg: Mapping[str, Any], name: str) -> ModelSpec:
             linear_bias=True,
         )
     if model_type in LLAMA_LIKE:
-        experts = _int(cfg, name, "num_local_experts", default=1) if model_type == "mixtral" else 1
+        # transformers' MixtralConfig defaults (num_local_experts 8, num_experts_per_tok 2) stand
+        # where a mixtral config leaves the keys out: it was read as a dense model.
+        mixtral = model_type == "mixtral"
+        experts = _int(cfg, name, "num_local_experts", default=8) if mixtral else 1
         return ModelSpec(
             **common,
             num_kv_heads=_int(cfg, name, "num_key_value_heads", default=heads),
@@ -175,7 +178,7 @@ def model_from_config(cfg: Mapping[str, Any], name: str) -> ModelSpec:
             qkv_bias=model_type == "qwen2" or _flag(cfg, name, "attention_bias", False),
             linear_bias=_flag(cfg, name, "mlp_bias", False),
             num_experts=experts,
-            experts_per_token=_int(cfg, name, "num_experts_per_tok", default=1)
+            experts_per_token=_int(cfg, name, "num_experts_per_tok", default=2 if mixtral else 1)
             if experts > 1
             else 1,
         )

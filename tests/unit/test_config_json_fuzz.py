@@ -1,6 +1,7 @@
-"""A config.json's quantization_config that gpuscale does not read: ``--weights auto`` is
-refused in one line rather than priced as 16-bit weights; GPTQ and AWQ of 4 and 8 bits are read
-as the weight-only formats (a fuzz of the CLI, 2026-12-04)."""
+"""config.json fields a fuzz of the CLI found misread (2026-12-04): a quantization_config that
+gpuscale does not read refuses ``--weights auto`` in one line rather than being priced as 16-bit
+weights; GPTQ and AWQ of 4 and 8 bits are read as the weight-only formats; a Mixtral config
+without its expert keys takes transformers' defaults instead of becoming dense."""
 
 from __future__ import annotations
 
@@ -62,3 +63,21 @@ def test_an_unread_scheme_refuses_auto_and_takes_a_stated_format(
 def test_a_kv_cache_only_modelopt_config_is_16_bit_weights() -> None:
     qc = {"quant_method": "modelopt", "kv_cache_quant_algo": "FP8"}
     assert checkpoint_weights(qc) is None and unread_quantization(qc) == ""
+
+
+def test_a_mixtral_config_without_expert_keys_takes_the_transformers_defaults(
+    tmp_path: Path,
+) -> None:
+    # transformers' MixtralConfig: num_local_experts 8, num_experts_per_tok 2 when left out (it
+    # was read as a dense model).
+    from gpuscale import catalog
+
+    cfg = json.loads((LLAMA.parent / "mixtral-8x7b.json").read_text())
+    full = catalog.model(str(LLAMA.parent / "mixtral-8x7b.json"))
+    for key in ("num_local_experts", "num_experts_per_tok"):
+        cfg.pop(key)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    spec = catalog.model(str(path))
+    assert (spec.num_experts, spec.experts_per_token) == (8, 2)
+    assert (spec.num_experts, spec.experts_per_token) == (full.num_experts, full.experts_per_token)
