@@ -221,3 +221,13 @@ def test_a_deployment_that_does_not_fit_shows_no_latency_table(gpuscale) -> None
     assert "verdict: does not fit" in proc.stdout
     doc = json.loads(gpuscale(*args, "--json").stdout)
     assert doc["options"][0]["fits"] is False
+
+
+def test_the_gpu_id_is_the_catalogs_whatever_case_it_was_typed_in(gpuscale) -> None:
+    # --gpu H100-SXM was accepted and echoed as typed (a fuzz of the CLI, 2026-12-04).
+    for extra in ([], ["--concurrency", "8"]):
+        proc = gpuscale(
+            "infer", "llama3.1-8b", "--gpu", "H100-SXM", "--tp", "1", "--json", *extra
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["gpu"] == "h100-sxm"

@@ -899,7 +899,7 @@ def infer(
         )
     return ServingResult(
         model=spec.name,
-        gpu=gpu,
+        gpu=catalog.gpu(gpu).id,  # the catalog's id, whatever case it was typed in
         engine=eng.name,
         weights=fmt.name,
         input_len=input_len,

@@ -376,7 +376,7 @@ def search(
     scored = rank(cands, one, resolved_places, priced)
     return SearchResult(
         model=spec.name,
-        gpu=gpu,
+        gpu=catalog.gpu(gpu).id,  # the catalog's id, whatever case it was typed in
         gpus=gpus,
         engine=ctx.eng.name,
         slo_ttft_ms=slo_ttft_ms or float("inf"),

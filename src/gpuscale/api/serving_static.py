@@ -176,7 +176,7 @@ def infer_static(
         options.append(StaticOption(tp=degree, estimate=est))
     return StaticServingResult(
         model=spec.name,
-        gpu=gpu,
+        gpu=catalog.gpu(gpu).id,  # the catalog's id, whatever case it was typed in
         batch=batch,
         input_len=input_len,
         output_len=output_len,
