@@ -291,28 +291,22 @@ def parse_cluster(data: Any, where: str = "<cluster>") -> ClusterSpec:
                 f"holds at most {MAX_NODES:,} nodes and {MAX_GPUS:,} GPUs",
             )
         entries.append((index[kind], count, leaves, per_leaf))
-    node_type: list[int] = []
-    node_leaf: list[int] = []
-    node_pod: list[int] = []
-    leaf_pod: list[int] = []
-    pod = 0
-    for kind_index, count, leaves, per_leaf in entries:
-        for _ in range(count):
-            for _ in range(leaves):
-                leaf = len(leaf_pod)
-                leaf_pod.append(pod)
-                node_type.extend([kind_index] * per_leaf)
-                node_leaf.extend([leaf] * per_leaf)
-                node_pod.extend([pod] * per_leaf)
-            pod += 1
+    # Pods, then leaves, then nodes, numbered in file order: each entry adds ``count`` pods of
+    # ``leaves`` leaves of ``nodes_per_leaf`` nodes.
+    kinds, counts, leaves_per_pod, nodes_per_leaf = (
+        np.array(column, dtype=np.int64) for column in zip(*entries, strict=True)
+    )
+    leaf_pod = np.repeat(np.arange(int(counts.sum())), np.repeat(leaves_per_pod, counts))
+    leaf_sizes = np.repeat(nodes_per_leaf, counts * leaves_per_pod)
+    node_leaf = np.repeat(np.arange(leaf_pod.size), leaf_sizes)
     return ClusterSpec(
         name=str(doc.get("name", where)),
         node_types=types,
         levels=tuple(levels),
-        node_type=np.asarray(node_type, dtype=np.int64),
-        node_leaf=np.asarray(node_leaf, dtype=np.int64),
-        node_pod=np.asarray(node_pod, dtype=np.int64),
-        leaf_pod=np.asarray(leaf_pod, dtype=np.int64),
+        node_type=np.repeat(kinds, counts * leaves_per_pod * nodes_per_leaf),
+        node_leaf=node_leaf,
+        node_pod=leaf_pod[node_leaf],
+        leaf_pod=leaf_pod,
     )
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from gpuscale import files, shipped_yaml
 from gpuscale.cluster.choices import SYNTHETIC as SYNTHETIC
+from gpuscale.cluster.spec import MAX_GPUS
 from gpuscale.errors import InputError, require
 
 # Bounds a row must lie in: the largest public training clusters hold ~10^5 GPUs (Meta's 24k-GPU
@@ -214,9 +215,9 @@ def _burst_sigma(stats: dict[str, Any]) -> float:
     return math.sqrt(math.log(max(eb2, 1.0)))
 
 
-MAX_LOAD_GPUS = 2**20
-"""Most busy GPUs a synthetic trace may offer: the most a cluster file holds
-(``cluster.spec.MAX_GPUS``); 10^9 asked numpy for 33 GiB."""
+MAX_LOAD_GPUS = MAX_GPUS
+"""Most busy GPUs a synthetic trace may offer: the most a cluster file holds; 10^9 asked numpy
+for 33 GiB."""
 
 
 def synthetic_philly(jobs: int, *, seed: int = 0, load_gpus: float | None = None) -> Trace:

@@ -5,9 +5,9 @@ Where the profile holds kernel times measured on this device inside replayed CUD
 the measured weight-streaming rate and of its math at the top of the FLOP curve
 (:func:`graph_gemm_time`); elsewhere, the roofline over the profile's FLOP-indexed efficiency
 curve with the kernel-launch floor (:func:`gpuscale.costmodel.compute.gemm_time`). The
-continuous-batching iteration (``IterationModel.gemm_s``) and the static-batch table
-(``costmodel/inference.py``) both call :func:`serving_gemm_time`, so one device's GEMM is never
-priced two ways.
+continuous-batching iteration prices its dense GEMMs here (``IterationModel.gemm_s``); the
+static-batch table (``costmodel/inference.py``), the baseline it is compared against, keeps the
+FLOP curve on every GPU, as its call says.
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 
 An iteration runs the model once over a mixed batch: ``n_decode`` sequences that each add one
 token (attending to their whole cached context) and ``prefill_tokens`` prompt tokens of chunked
-prefills (attending causally to their prompt). Every kernel is a roofline (Williams et al. 2009);
-a dense GEMM's is :func:`gpuscale.costmodel.serving.gemm.serving_gemm_time` (with a latency
-measured inside replayed CUDA graphs where the profile has one); decode attention reads each
-sequence's KV cache once (Pope et al. 2022, arXiv:2211.05102, Sec. 3.1); prefill attention is compute-bound
-flash attention over the causal pairs (Dao 2023, arXiv:2307.08691). The iteration time is what
+prefills (attending causally to their prompt). Every kernel is a roofline (Williams et al.
+2009); a dense GEMM's is :func:`gpuscale.costmodel.serving.gemm.serving_gemm_time` (with a
+latency measured inside replayed CUDA graphs where the profile has one); decode attention reads
+each sequence's KV cache once (Pope et al. 2022, arXiv:2211.05102, Sec. 3.1); prefill attention
+is compute-bound flash attention over the causal pairs (Dao 2023, arXiv:2307.08691). The iteration time is what
 Orca's iteration-level scheduling runs one step of (Yu et al., OSDI'22, Sec. 3).
 
 Parallelism (one engine instance): ``tp`` GPUs per pipeline stage, of which attention runs
