@@ -81,3 +81,17 @@ def test_a_mixtral_config_without_expert_keys_takes_the_transformers_defaults(
     spec = catalog.model(str(path))
     assert (spec.num_experts, spec.experts_per_token) == (8, 2)
     assert (spec.num_experts, spec.experts_per_token) == (full.num_experts, full.experts_per_token)
+
+
+@pytest.mark.parametrize(
+    ("qc", "stored"),
+    [
+        ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "nvfp4"),
+        ({"quant_method": "modelopt", "quantization": {"quant_algo": "FP8"}}, "fp8"),
+    ],
+)
+def test_modelopt_is_read_flat_or_nested_alike(qc: dict[str, Any], stored: str) -> None:
+    # The KV-cache reader took hf_quant_config.json's nesting and the weight reader did not, so
+    # a nested FP8 checkpoint read as an unknown scheme; one reader serves both now.
+    assert checkpoint_weights(qc) == stored
+    assert unread_quantization(qc) == ""

@@ -492,9 +492,10 @@ def model_from_config_file(path: Path) -> ModelSpec:
 
 def unread_quantization(qc: Any) -> str:
     """What a ``quantization_config`` says (a clause: ``declares quant_method 'bitsandbytes'``)
-    when it declares quantized weights in a scheme :func:`checkpoint_weights` does not read (empty when there is none, when it is read,
-    or when it quantizes the KV cache alone): a GPTQ or AWQ checkpoint of 3 bits, bitsandbytes,
-    a string. Served under ``--weights auto`` it was priced as 16-bit weights without a word."""
+    when it declares quantized weights in a scheme :func:`checkpoint_weights` does not read
+    (empty when there is none, when it is read, or when it quantizes the KV cache alone): a GPTQ
+    or AWQ checkpoint of 3 bits, bitsandbytes, a string. Served under ``--weights auto`` it was
+    priced as 16-bit weights without a word."""
     if qc is None:
         return ""
     if not isinstance(qc, Mapping):
@@ -502,9 +503,7 @@ def unread_quantization(qc: Any) -> str:
     if checkpoint_weights(qc) is not None:
         return ""
     method = str(qc.get("quant_method", "")).lower()
-    inner = qc.get("quantization")
-    algo = qc.get("quant_algo", inner.get("quant_algo") if isinstance(inner, Mapping) else None)
-    if method == "modelopt" and algo is None:
+    if method == "modelopt" and _modelopt(qc, "quant_algo") is None:
         return ""  # ModelOpt's KV-cache-only scheme: 16-bit weights
     if method in ("gptq", "awq"):
         return f"declares quant_method '{method}' with {_bits(qc)!r} bits"
@@ -525,11 +524,14 @@ def checkpoint_kv_cache(qc: Mapping[str, Any] | None) -> str | None:
     compressed-tensors configs of the catalogued checkpoints carry no KV scheme)."""
     if not isinstance(qc, Mapping):
         return None
+    return "fp8" if str(_modelopt(qc, "kv_cache_quant_algo") or "").upper() == "FP8" else None
+
+
+def _modelopt(qc: Mapping[str, Any], key: str) -> Any:
+    """A ModelOpt field, flat (``config.json``'s ``quantization_config``) or under
+    ``quantization`` (``hf_quant_config.json``)."""
     inner = qc.get("quantization")
-    algo = qc.get("kv_cache_quant_algo") or (
-        inner.get("kv_cache_quant_algo") if isinstance(inner, Mapping) else None
-    )
-    return "fp8" if str(algo or "").upper() == "FP8" else None
+    return qc.get(key) or (inner.get(key) if isinstance(inner, Mapping) else None)
 
 
 def checkpoint_weights(qc: Mapping[str, Any] | None) -> str | None:
@@ -559,7 +561,7 @@ def checkpoint_weights(qc: Mapping[str, Any] | None) -> str | None:
         # weight-only kernels the engines run them on (vLLM/SGLang GPTQ/AWQ Marlin W4A16/W8A16).
         return {4: "int4_wo", 8: "int8_wo"}.get(_bits(qc))
     if method == "modelopt":
-        return {"FP8": "fp8", "NVFP4": "nvfp4"}.get(str(qc.get("quant_algo", "")).upper())
+        return {"FP8": "fp8", "NVFP4": "nvfp4"}.get(str(_modelopt(qc, "quant_algo") or "").upper())
     if method == "compressed-tensors":
         groups = qc.get("config_groups")
         if not isinstance(groups, Mapping):
