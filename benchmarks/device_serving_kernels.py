@@ -90,6 +90,16 @@ COLD_BYTES = 256 * 2**20
 (H200.md), so each kernel reads its weights (or KV) from HBM as a real step does."""
 
 
+def pick_device(smoke: bool) -> str | None:
+    """``cuda``, or ``cpu`` for a ``--smoke`` syntax check; None (after one line on stderr)
+    when there is no CUDA device and no ``--smoke``: the device scripts' shared refusal."""
+    device = "cpu" if smoke or not torch.cuda.is_available() else "cuda"
+    if device == "cpu" and not smoke:
+        print("no CUDA device: run with --smoke for a CPU syntax check", file=sys.stderr)
+        return None
+    return device
+
+
 class Timer:
     """Median seconds of ``fn`` over repeated calls, timed with CUDA events (wall clock on a CPU
     smoke run). The number of calls is sized to about ``budget_s`` after one timed call."""
@@ -441,9 +451,8 @@ def main() -> int:
     )
     ap.add_argument("--moe", action="store_true", help="only the grouped expert GEMMs")
     args = ap.parse_args()
-    device = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
-    if device == "cpu" and not args.smoke:
-        print("no CUDA device: run with --smoke for a CPU syntax check", file=sys.stderr)
+    device = pick_device(args.smoke)
+    if device is None:
         return 2
     timer = Timer(device, budget_s=0.002 if args.smoke else 0.05)
     tokens = (1, 16, 64) if args.smoke else TOKENS

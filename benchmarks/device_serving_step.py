@@ -37,7 +37,7 @@ import torch.nn.functional as F
 
 # The kernel script beside this one (``python benchmarks/device_serving_step.py`` puts its
 # folder first on sys.path): its CUDA-graph capture and event timer.
-from device_serving_kernels import Timer, replayable
+from device_serving_kernels import Timer, pick_device, replayable
 
 HIDDEN, Q_HEADS, KV_HEADS, HEAD_DIM, FFN = 8192, 64, 8, 128, 28672
 """Llama-3.1-70B (meta-llama/Llama-3.1-70B config.json)."""
@@ -190,9 +190,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=15.0, help="sustained run per step kind")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU (syntax check)")
     args = ap.parse_args()
-    device = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
-    if device == "cpu" and not args.smoke:
-        print("no CUDA device: run with --smoke for a CPU syntax check", file=sys.stderr)
+    device = pick_device(args.smoke)
+    if device is None:
         return 2
     scale = 16 if args.smoke else 1
     n_layers = 2 if args.smoke else LAYERS
