@@ -231,3 +231,15 @@ def test_the_gpu_id_is_the_catalogs_whatever_case_it_was_typed_in(gpuscale) -> N
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["gpu"] == "h100-sxm"
+
+
+def test_the_title_is_one_line_above_the_latency_table(gpuscale) -> None:
+    # As the table's own title rich wrapped it to the four narrow columns' width, splitting the
+    # model, GPU and engine over three padded lines on an 80-column terminal.
+    proc = gpuscale(
+        "infer", "llama3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--input", "1024",
+        "--output", "128", "--concurrency", "4",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert first == "llama3.1-8b on h100-sxm (vllm, bf16): 1024 in / 128 out, concurrency 4"

@@ -24,13 +24,20 @@ _STATIC_COLUMNS = (
 )
 
 
+def _print_titled(console: Console, title: str, table: Table) -> None:
+    # The title on its own line: as a table title rich wraps it to the table's width (four
+    # narrow columns), splitting the model, GPU and engine over three padded lines.
+    console.print(title, soft_wrap=False)
+    console.print(table)
+
+
 def print_static(console: Console, doc: Mapping[str, Any]) -> None:
     """The ``infer_static`` document (``StaticServingResult.to_dict()``): one row per TP."""
-    table = Table(
-        title=f"{doc['model']} on {doc['gpu']}: batch {doc['batch']}, {doc['input']} in / "
-        f"{doc['output']} out, {doc['weights']} weights, {doc['kv_dtype']} KV, {doc['engine']}",
-        title_justify="left",
+    title = (
+        f"{doc['model']} on {doc['gpu']}: batch {doc['batch']}, {doc['input']} in / "
+        f"{doc['output']} out, {doc['weights']} weights, {doc['kv_dtype']} KV, {doc['engine']}"
     )
+    table = Table()
     for col in _STATIC_COLUMNS:
         table.add_column(col, justify="right")
     for r in doc["options"]:
@@ -46,7 +53,7 @@ def print_static(console: Console, doc: Mapping[str, Any]) -> None:
             f"{(b['decode_gemm'] + b['decode_attention']) * 1e3:.2f}",
             f"{b['decode_tp_comm'] * 1e3:.2f}",
         )
-    console.print(table)
+    _print_titled(console, title, table)
     console.print(f"verdict: {doc['verdict']}")
 
 
@@ -69,11 +76,11 @@ def print_serving(console: Console, doc: Mapping[str, Any]) -> None:
         if client["concurrency"]
         else f"{client['request_rate']} req/s"
     )
-    table = Table(
-        title=f"{doc['model']} on {doc['gpu']} ({doc['engine']}, {doc['weights']}): "
-        f"{doc['input']} in / {doc['output']} out, " + load,
-        title_justify="left",
+    title = (
+        f"{doc['model']} on {doc['gpu']} ({doc['engine']}, {doc['weights']}): "
+        f"{doc['input']} in / {doc['output']} out, " + load
     )
+    table = Table()
     for col in ("", "mean", "p50", "p90", "p99"):
         table.add_column(col, justify="right")
     table.add_row(
@@ -87,7 +94,7 @@ def print_serving(console: Console, doc: Mapping[str, Any]) -> None:
     table.add_row(
         "e2e s", *(f"{o[k]:.2f}" for k in ("e2e_s", "e2e_s_p50", "e2e_s_p90", "e2e_s_p99"))
     )
-    console.print(table)
+    _print_titled(console, title, table)
     console.print(
         f"throughput: {o['output_tokens_per_s']:,.0f} output tok/s "
         f"({o['output_tokens_per_s_per_gpu']:,.0f}/GPU), {o['requests_per_s']:.2f} req/s; "
@@ -102,11 +109,11 @@ def print_serving(console: Console, doc: Mapping[str, Any]) -> None:
 def print_sweep(console: Console, doc: Mapping[str, Any]) -> None:
     """The load sweep's document (``LoadSweepResult.to_dict()``): one row per load."""
     load = doc["load"]
-    table = Table(
-        title=f"{doc['model']} on {doc['gpu']} ({doc['engine']}, {doc['weights']}): "
-        f"{doc['input']} in / {doc['output']} out, load by load",
-        title_justify="left",
+    title = (
+        f"{doc['model']} on {doc['gpu']} ({doc['engine']}, {doc['weights']}): "
+        f"{doc['input']} in / {doc['output']} out, load by load"
     )
+    table = Table()
     columns = {
         load: ("C" if load == "concurrency" else "req/s", "{:g}"),
         "ttft_ms": ("TTFT ms", "{:,.0f}"),
@@ -121,7 +128,7 @@ def print_sweep(console: Console, doc: Mapping[str, Any]) -> None:
         table.add_column(name, justify="right")
     for row in doc["points"]:
         table.add_row(*(fmt.format(row[key]) for key, (_, fmt) in columns.items()))
-    console.print(table)
+    _print_titled(console, title, table)
     console.print(f"verdict: {doc['verdict']}; TPOT excludes the first token")
 
 
@@ -129,10 +136,8 @@ def print_search(console: Console, doc: Mapping[str, Any]) -> None:
     """The SLO search's document (``SearchResult.to_dict()``): the best deployments, priced as
     ``infer --request-rate`` prices them (Poisson arrivals at the rate shown; in flight: the
     mean number of requests in flight at that rate)."""
-    table = Table(
-        title=f"{doc['model']} on up to {doc['gpus']} x {doc['gpu']}: best deployments",
-        title_justify="left",
-    )
+    title = f"{doc['model']} on up to {doc['gpus']} x {doc['gpu']}: best deployments"
+    table = Table()
     cols = ("deployment", "GPUs", "req/s", "in flight", "TTFT p99 ms", "TPOT p99 ms")
     for col in (*cols, "goodput tok/s/GPU"):
         table.add_column(col, justify="right")
@@ -146,5 +151,5 @@ def print_search(console: Console, doc: Mapping[str, Any]) -> None:
             f"{o['tpot_ms_p99']:.1f}",
             f"{o['goodput_tokens_per_s_per_gpu']:,.0f}",
         )
-    console.print(table)
+    _print_titled(console, title, table)
     console.print(doc["explanation"])
