@@ -243,3 +243,4 @@ def test_the_title_is_one_line_above_the_latency_table(gpuscale) -> None:
     assert proc.returncode == 0, proc.stderr
     first = proc.stdout.splitlines()[0]
     assert first == "llama3.1-8b on h100-sxm (vllm, bf16): 1024 in / 128 out, concurrency 4"
+    assert "verdict: aggregated on 1 GPU: " in proc.stdout  # not "1 GPUs"

@@ -44,6 +44,7 @@ from gpuscale.planner.serving.deployment import (
 from gpuscale.planner.serving.disagg_closed_loop import ROUTINGS
 from gpuscale.planner.serving.placement import Group, Placement, place
 from gpuscale.planner.serving.steady_state import Workload
+from gpuscale.planner.words import gpus as n_gpus
 from gpuscale.specs import Cluster, ModelSpec
 from gpuscale.specs.hardware import Device
 
@@ -396,14 +397,14 @@ def _engine_options(options: Mapping[str, Any], engine: str) -> dict[str, Any]:
 def _verdict(o: dict[str, Any]) -> str:
     if not o["fits"]:
         return (
-            f"does not fit: {o['mode']} on {o['gpus']} GPUs leaves no room for one request's KV "
+            f"does not fit: {o['mode']} on {n_gpus(o['gpus'])} leaves no room for one request's KV "
             "cache after the weights; add GPUs (--tp/--ep), quantize (--weights) or shorten requests"
         )
     state = "saturated (queueing)" if o["saturated"] else "below saturation"
     nodes = o.get("nodes", 1)
     where = f" ({nodes} nodes of {o['gpus_per_node']})" if nodes > 1 else ""
     return (
-        f"{o['mode']} on {o['gpus']} GPUs{where}: TTFT {o['ttft_ms']:.0f} ms mean "
+        f"{o['mode']} on {n_gpus(o['gpus'])}{where}: TTFT {o['ttft_ms']:.0f} ms mean "
         f"(p99 {o['ttft_ms_p99']:.0f}), TPOT {o['tpot_ms']:.1f} ms, "
         f"{o['output_tokens_per_s']:,.0f} output tok/s ({o['output_tokens_per_s_per_gpu']:,.0f}"
         f"/GPU), {state}, KV cache {o['kv_cache_occupancy']:.0%} full"
