@@ -75,3 +75,13 @@ def test_crashes_found_in_review_are_one_line_exit_2(gpuscale: Run) -> None:
         proc = gpuscale("scale", "llama3.1-8b", "--gpu", "h100-sxm", "--max-gpus", "64", *args)
         assert proc.returncode == 2 and proc.stdout == ""
         assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+
+
+def test_the_fabrics_table_title_is_one_line(gpuscale: Run) -> None:
+    # rich wraps a table title to the table's width; three narrow columns split this one in two.
+    proc = gpuscale(
+        "scale", "gpt3-1.3b", "--gpu", "h100-sxm", "--max-gpus", "16", "--inter",
+        "roce-100,ib-ndr400", "--tokens", "26B",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "Days to train 26B tokens, by fabric" in proc.stdout

@@ -358,9 +358,9 @@ def scale_table(
 
 
 def fabrics_table(curves: Sequence[ScaleCurve], workload: Workload) -> Table:
-    table = Table(
-        title=f"Days to train {_big(workload.tokens)} tokens, by fabric", title_justify="left"
-    )
+    title = f"Days to train {_big(workload.tokens)} tokens, by fabric"
+    # At least the title's width: rich wraps a table title to the table (a few narrow columns).
+    table = Table(title=title, title_justify="left", min_width=len(title) + 2)
     table.add_column("GPUs", justify="right")
     for curve in curves:
         table.add_column(curve.fabric, justify="right")
