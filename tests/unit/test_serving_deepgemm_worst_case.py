@@ -160,18 +160,28 @@ def test_dense_models_are_untouched() -> None:
     assert on[0] == off[0]
 
 
-def test_row_reading_sets_it_for_vllm_0_12_0_only() -> None:
+def test_row_reading_sets_it_where_vllm_0_12_0_runs_deepgemm_moe() -> None:
+    """Every vLLM 0.12.0 row whose deployment runs the DeepGEMM MoE gets the option (the 51
+    aggregated Qwen3-235B-A22B-FP8 rows); the dense rows of the version (Qwen3-32B, Llama 3.1
+    8B FP8), where it would change nothing and ``infer`` refuses it, and other versions do not."""
     rows = load(DATA_DIR / "serving" / "aiconfigurator_silicon_hopper.csv")
     for row in rows:
         r = row.raw
-        opts = (row.kwargs or row.guess).get("engine_options") or {}
-        expected = r["backend"] == "vllm" and r["backend_version"] == "0.12.0"
-        assert opts.get("deepgemm_moe_worst_case", False) == expected, r["id"]
-        assert bool(engine_version_options(r)) == expected
+        read = row.kwargs or row.guess
+        opts = read.get("engine_options") or {}
+        version = r["backend"] == "vllm" and r["backend_version"] == "0.12.0"
+        runs = version and catalog.model(r["model_path"]).is_moe
+        assert opts.get("deepgemm_moe_worst_case", False) == runs, r["id"]
+        assert bool(engine_version_options(r, r["model_path"], read)) == runs
     qwen_012 = [
-        r for r in rows if r.raw["model_path"] == QWEN and r.raw["backend_version"] == "0.12.0"
+        r
+        for r in rows
+        if r.raw["model_path"] == QWEN
+        and r.raw["backend_version"] == "0.12.0"
+        and r.raw["mode"] == "agg"
     ]
-    assert sum(r.raw["mode"] == "agg" for r in qwen_012) == 51
+    assert len(qwen_012) == 51
+    assert all(r.kwargs["engine_options"]["deepgemm_moe_worst_case"] for r in qwen_012)
 
 
 def test_engine_option_is_vllms() -> None:

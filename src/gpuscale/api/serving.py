@@ -25,7 +25,11 @@ from gpuscale.costmodel.serving.formats import (
     check_runs_on,
     weight_format,
 )
-from gpuscale.costmodel.serving.iteration import Parallelism
+from gpuscale.costmodel.serving.iteration import (
+    DEEPGEMM_MOE_MAX_TP,
+    Parallelism,
+    deepgemm_moe_skipped,
+)
 from gpuscale.costmodel.serving.speculative import Speculation
 from gpuscale.errors import InputError, is_whole, require
 from gpuscale.planner.serving.cohort_sim import BENCHMARK_ROUNDS
@@ -643,6 +647,7 @@ def infer(
     stated = "memory_fraction" in (engine_options or {})
     if engine_options:
         eng = dataclasses.replace(eng, **_engine_options(engine_options, eng.name))
+        _check_vllm_token_budget(eng, engine_options, gpu)
     # SGLang caps the running requests of a speculative launch that states no cap. Applied to
     # one aggregated engine, whose cap is engine option max_num_seqs; a disaggregated
     # deployment states each pool's own (--prefill-batch / --decode-batch).
@@ -804,6 +809,7 @@ def infer(
             workers=decode_workers,
             par=_par(spec, decode_tp, 1, decode_ep, decode_attention_dp, "decode_"),
         )
+        _check_deepgemm(spec, eng, fmt, catalog.gpu(gpu), (p_pool.par, d_pool.par))
         per_node = catalog.node_size(catalog.gpu(gpu), gpus_per_node)
         _check_layout(eng, p_pool.par, per_node, "prefill_")
         _check_layout(eng, d_pool.par, per_node, "decode_")
@@ -845,6 +851,7 @@ def infer(
         }
     else:
         par = _par(spec, tp, pp, ep, attention_dp, "")
+        _check_deepgemm(spec, eng, fmt, catalog.gpu(gpu), (par,))
         per_node = catalog.node_size(catalog.gpu(gpu), gpus_per_node)
         _check_layout(eng, par, per_node, "")
         _deployment_size(par.gpus * replicas, "replicas")
@@ -941,6 +948,51 @@ def _check_deepep(spec: ModelSpec, options: Mapping[str, Any], dp: Mapping[str, 
             f"deployment does not run; give {flags} > 1, or leave it out",
             field="engine_options",
         )
+
+
+def _check_deepgemm(
+    spec: ModelSpec,
+    eng: EngineProfile,
+    fmt: WeightFormat,
+    device: Device,
+    pars: tuple[Parallelism, ...],
+) -> None:
+    """Refuse engine option ``deepgemm_moe_worst_case`` where vLLM 0.12's DeepGEMM MoE would
+    run in no pool of the deployment (``iteration.deepgemm_moe_skipped``, the rule the serving
+    model prices it by): on a dense model, other weights, another GPU or MoE TP 8 and more it
+    would give the default's figures under the option's name."""
+    if not eng.deepgemm_moe_worst_case:
+        return
+    why = deepgemm_moe_skipped(spec, fmt, device, pars)
+    require(
+        why is None,
+        "engine option deepgemm_moe_worst_case prices vLLM 0.12's DeepGEMM MoE, which runs "
+        "block-FP8 experts (fp8_block weights) on GPUs of compute capability 9.0 or 10.0 below "
+        f"MoE TP {DEEPGEMM_MOE_MAX_TP}; {why}: leave it out",
+        field="engine_options",
+    )
+
+
+def _check_vllm_token_budget(eng: EngineProfile, options: Mapping[str, Any], gpu: str) -> None:
+    """Refuse a vLLM launch whose token budget per iteration is below its running cap, as
+    vLLM does at start-up: ``SchedulerConfig`` checks "max_num_batched_tokens (...) must be
+    greater than or equal to max_num_seqs (...)" (vllm/config/scheduler.py, ``_verify_args``;
+    ``verify_max_model_len`` in later releases), since every running request needs a token of
+    each iteration. Either side may be the engine's default for the GPU
+    (``serving_engines.yaml``)."""
+    if eng.name != "vllm" or eng.max_num_batched_tokens >= eng.max_num_seqs:
+        return
+    sides = []
+    for name in ("max_num_batched_tokens", "max_num_seqs"):
+        value = getattr(eng, name)
+        given = "" if name in options else f" (vLLM's default on {catalog.gpu(gpu).id})"
+        sides.append(f"{name} {value}{given}")
+    raise InputError(
+        f"{sides[0]} is below {sides[1]}; vLLM refuses to start "
+        "(max_num_batched_tokens must be >= max_num_seqs: each running request takes a token "
+        "of every iteration); accepted: max_num_batched_tokens >= max_num_seqs",
+        field="engine_options",
+    )
 
 
 def _check_memory_fraction(

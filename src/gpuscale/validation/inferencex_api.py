@@ -812,7 +812,7 @@ def read_record(rec: dict[str, str], tables: InferenceXTables = NO_TABLES) -> Ap
     if kv_kw:
         kw.update(kv_kw)
         notes.append(kv_note)
-    if catalog.gpu(gpu).vendor == "nvidia" and (opts := engine_version_options(raw)):
+    if catalog.gpu(gpu).vendor == "nvidia" and (opts := engine_version_options(raw, model, kw)):
         # The vLLM DeepGEMM option is a CUDA kernel library's (deepseek-ai/DeepGEMM: Hopper
         # and Blackwell); ROCm builds of vLLM have no DeepGEMM.
         add_engine_options(kw, opts)

@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpuscale import catalog
+from gpuscale.costmodel.serving.formats import weight_format
+from gpuscale.costmodel.serving.iteration import Parallelism, deepgemm_moe_skipped
 from gpuscale.validation.inferencex_memory import (
     Fractions,
     stated_fraction,
@@ -462,12 +465,29 @@ versions are not read: vLLM 0.16 and 0.18 pick other MoE kernels on Hopper
 (``profiles/vllm.yaml``)."""
 
 
-def engine_version_options(r: dict[str, str]) -> dict[str, Any]:
-    """Engine options that follow from the row's engine version alone (every row of it, any
-    source, aggregated or disaggregated): ``VLLM_DEEPGEMM_MOE_WORST_CASE``."""
-    if r["backend"] == "vllm" and r["backend_version"] in VLLM_DEEPGEMM_MOE_WORST_CASE:
-        return {"deepgemm_moe_worst_case": True}
-    return {}
+def engine_version_options(r: dict[str, str], model: str, kw: dict[str, Any]) -> dict[str, Any]:
+    """Engine options that follow from the row's engine version (any source, aggregated or
+    disaggregated): ``VLLM_DEEPGEMM_MOE_WORST_CASE``, where the version's DeepGEMM MoE runs in
+    one of the deployment's pools (``iteration.deepgemm_moe_skipped``, the serving model's rule;
+    elsewhere the option changes nothing and ``infer`` refuses it). ``model`` and ``kw``: the
+    row's ``infer`` model and arguments."""
+    if r["backend"] != "vllm" or r["backend_version"] not in VLLM_DEEPGEMM_MOE_WORST_CASE:
+        return {}
+    spec = catalog.model(model)
+    weights = kw.get("weights", "auto")
+    fmt = weight_format(catalog.served_weights(model, spec) if weights == "auto" else weights)
+    disagg = "prefill_workers" in kw or "decode_workers" in kw
+    pars = tuple(
+        Parallelism(
+            tp=kw.get(f"{pool}tp", 1),
+            ep=kw.get(f"{pool}ep", 1),
+            attention_dp=kw.get(f"{pool}attention_dp", 1),
+        )
+        for pool in (("prefill_", "decode_") if disagg else ("",))
+    )
+    if deepgemm_moe_skipped(spec, fmt, catalog.gpu(kw["gpu"]), pars) is not None:
+        return {}
+    return {"deepgemm_moe_worst_case": True}
 
 
 def launch_options(r: dict[str, str], kw: dict[str, Any]) -> dict[str, Any]:

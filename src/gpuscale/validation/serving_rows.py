@@ -365,10 +365,9 @@ def read_rows(
                 add_launch(kw, trt)
                 if trt_note:
                     notes.append(trt_note)
-        if version_opts := engine_version_options(r):
-            for read in (kw, guess):
-                if read:
-                    read["engine_options"] = {**(read.get("engine_options") or {}), **version_opts}
+        for read in (kw, guess):
+            if read and (version_opts := engine_version_options(r, r["model_path"], read)):
+                read["engine_options"] = {**(read.get("engine_options") or {}), **version_opts}
         out.append(
             ServingRow(
                 id=r["id"],

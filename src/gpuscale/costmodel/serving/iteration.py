@@ -33,7 +33,7 @@ from gpuscale.costmodel.serving.formats import WeightFormat, gemm_precision
 from gpuscale.costmodel.serving.gemm import serving_gemm_time
 from gpuscale.costmodel.serving.speculative import Speculation
 from gpuscale.errors import InputError
-from gpuscale.specs import Cluster, ModelSpec
+from gpuscale.specs import Cluster, Device, ModelSpec
 
 SIXTEEN_BIT = 2.0
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp32": 4.0}
@@ -112,6 +112,39 @@ class Parallelism:
     @property
     def moe_tp(self) -> int:
         return self.tp // self.ep
+
+
+DEEPGEMM_MOE_COMPUTE_CAPABILITIES = (9.0, 10.0)
+"""GPUs vLLM 0.12's DeepGEMM runs on (``is_deep_gemm_supported``, utils/deep_gemm.py: Hopper,
+B200/GB200; not B300/GB300 at 10.3)."""
+DEEPGEMM_MOE_MAX_TP = 8
+"""MoE tensor parallelism at which vLLM 0.12 turns DeepGEMM MoE off (``get_fp8_moe_backend``:
+"DeepGEMM MoE is disabled by default when TP size is >= 8")."""
+
+
+def deepgemm_moe_skipped(
+    model: ModelSpec, fmt: WeightFormat, device: Device, pars: tuple[Parallelism, ...]
+) -> str | None:
+    """Why vLLM 0.12's DeepGEMM MoE, whose worst-case layout
+    :meth:`IterationModel.moe_worst_case_tail_rows` prices, runs in none of the pools ``pars``
+    (one engine, or a disaggregated deployment's prefill and decode workers); None where it runs
+    in at least one: block-FP8 experts on a GPU of compute capability 9.0 or 10.0 below MoE TP 8
+    (read in the vLLM 0.12.0 wheel, see there). The one rule of the serving model and of the
+    engine option that turns the layout on (``deepgemm_moe_worst_case``)."""
+    if not model.is_moe:
+        return f"{model.name} has no experts"
+    if fmt.name != "fp8_block":
+        return f"its weights are {fmt.name}, not fp8_block"
+    cc = device.compute_capability
+    if cc not in DEEPGEMM_MOE_COMPUTE_CAPABILITIES:
+        where = "no CUDA compute capability" if cc is None else f"compute capability {cc:.1f}"
+        return f"{device.id} has {where}"
+    if all(p.moe_tp >= DEEPGEMM_MOE_MAX_TP for p in pars):
+        if len(pars) == 1:
+            return f"its MoE TP (tp / ep) {pars[0].moe_tp} is {DEEPGEMM_MOE_MAX_TP} or more"
+        tps = " and ".join(str(p.moe_tp) for p in pars)
+        return f"every pool's MoE TP (tp / ep: {tps}) is {DEEPGEMM_MOE_MAX_TP} or more"
+    return None
 
 
 def kv_bytes_per_token(model: ModelSpec, par: Parallelism, kv_dtype: str) -> float:
@@ -795,14 +828,7 @@ class IterationModel:
         a = self.moe_worst_case_align
         m, dev = self.model, self.cluster.device
         g = np.asarray(group_tokens, dtype=float)
-        deepgemm = (
-            a > 0.0
-            and m.is_moe
-            and self.fmt.name == "fp8_block"
-            and dev.compute_capability in (9.0, 10.0)
-            and self.par.moe_tp < 8
-        )
-        if not deepgemm:
+        if a <= 0.0 or deepgemm_moe_skipped(m, self.fmt, dev, (self.par,)) is not None:
             return np.zeros_like(g)
         local = m.num_experts / self.par.ep
 

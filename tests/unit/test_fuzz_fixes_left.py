@@ -1,0 +1,78 @@
+"""Bad input the CLI fuzz of 2026-12-04 left (docs/investigations/reviews.md, "A bad-input fuzz
+of the whole CLI"): refused in one line by the rule's one place in the library."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuscale.api.serving import infer
+from gpuscale.errors import InputError
+
+QWEN = "Qwen/Qwen3-235B-A22B-FP8"
+LOAD = dict(gpu="h200-sxm", input_len=1000, output_len=100, concurrency=8)
+
+
+@pytest.mark.parametrize(
+    ("model", "kw", "why"),
+    [
+        ("llama3.1-8b", dict(tp=2), "llama3.1-8b has no experts"),
+        (QWEN, dict(tp=2, weights="fp8"), "its weights are fp8, not fp8_block"),
+        (QWEN, dict(tp=8), r"its MoE TP \(tp / ep\) 8 is 8 or more"),
+        (QWEN, dict(tp=4, gpu="a100-sxm-80gb"), "a100-sxm-80gb has compute capability 8.0"),
+        (
+            QWEN,
+            dict(prefill_workers=1, decode_workers=1, prefill_tp=8, decode_tp=8),
+            r"every pool's MoE TP \(tp / ep: 8 and 8\) is 8 or more",
+        ),
+    ],
+)
+def test_deepgemm_worst_case_refused_where_the_kernel_does_not_run(
+    model: str, kw: dict[str, object], why: str
+) -> None:
+    args = {**LOAD, **kw}
+    with pytest.raises(InputError, match=f"deepgemm_moe_worst_case .*; {why}: leave it out"):
+        infer(model, engine="vllm", engine_options={"deepgemm_moe_worst_case": True}, **args)
+    # Off, the option says nothing to refuse.
+    infer(model, engine="vllm", engine_options={"deepgemm_moe_worst_case": False}, **args)
+
+
+def test_deepgemm_worst_case_taken_where_one_pool_runs_it() -> None:
+    # The prefill workers below MoE TP 8 run DeepGEMM's MoE; the decode workers at 8 do not.
+    kw = dict(prefill_workers=1, decode_workers=1, prefill_tp=4, decode_tp=8)
+    on = infer(QWEN, engine_options={"deepgemm_moe_worst_case": True}, **LOAD, **kw)
+    off = infer(QWEN, **LOAD, **kw)
+    assert on.to_dict()["options"][0]["ttft_ms"] > off.to_dict()["options"][0]["ttft_ms"]
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        (
+            {"max_num_batched_tokens": 64},
+            "max_num_batched_tokens 64 is below max_num_seqs 1024 (vLLM's default on h100-sxm)",
+        ),
+        (
+            {"max_num_batched_tokens": 4096, "max_num_seqs": 8192},
+            "max_num_batched_tokens 4096 is below max_num_seqs 8192; vLLM refuses to start",
+        ),
+        (
+            {"max_num_seqs": 100_000},
+            "max_num_batched_tokens 8192 (vLLM's default on h100-sxm) is below max_num_seqs",
+        ),
+    ],
+)
+def test_vllm_token_budget_below_its_running_cap_is_refused(
+    options: dict[str, int], words: str
+) -> None:
+    kw = dict(gpu="h100-sxm", tp=2, concurrency=8)
+    with pytest.raises(InputError, match=words.replace("(", r"\(").replace(")", r"\)")) as exc:
+        infer("llama3.1-8b", engine="vllm", engine_options=options, **kw)
+    assert exc.value.field == "engine_options"
+
+
+def test_vllm_token_budget_equal_to_the_cap_and_other_engines_pass() -> None:
+    kw = dict(gpu="h100-sxm", tp=2, concurrency=8)
+    infer("llama3.1-8b", engine_options={"max_num_batched_tokens": 32, "max_num_seqs": 32}, **kw)
+    # SGLang's chunk and running cap are separate limits (no such start-up check).
+    opts = {"max_num_batched_tokens": 64, "max_num_seqs": 128}
+    infer("llama3.1-8b", engine="sglang", engine_options=opts, **kw)
