@@ -31,3 +31,35 @@ def _refused(proc, *words: str) -> None:  # type: ignore[no-untyped-def]
 )
 def test_engine_options_that_cannot_apply(gpuscale, options: str, words: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
     _refused(gpuscale(*VLLM, "--engine-options", options), *words)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (
+            ("infer", "llama3.1-70b", "--gpu", "h100-sxm", "--gpus-per-node", "3", "--tp", "4"),
+            ("--tp 4 (4 GPUs, one tensor-parallel group) must be a multiple of --gpus-per-node",),
+        ),
+        (
+            (
+                "estimate",
+                "llama3.1-70b",
+                "--gpu",
+                "h100-sxm",
+                "--gpus-per-node",
+                "3",
+                "--tp",
+                "4",
+                "--dp",
+                "1",
+            ),
+            ("tp x pp x dp x cp = 4 x 1 x 1 x 1 = 4 GPUs must be a multiple of --gpus-per-node",),
+        ),
+    ],
+)
+def test_errors_name_the_flags_typed(
+    gpuscale, args: tuple[str, ...], words: tuple[str, ...]
+) -> None:  # type: ignore[no-untyped-def]
+    proc = gpuscale(*args)
+    _refused(proc, *words)
+    assert "--gpus " not in proc.stderr and "--gpus (" not in proc.stderr

@@ -76,3 +76,29 @@ def test_vllm_token_budget_equal_to_the_cap_and_other_engines_pass() -> None:
     # SGLang's chunk and running cap are separate limits (no such start-up check).
     opts = {"max_num_batched_tokens": 64, "max_num_seqs": 128}
     infer("llama3.1-8b", engine="sglang", engine_options=opts, **kw)
+
+
+def test_part_filled_node_of_a_derived_gpu_count_names_the_degrees() -> None:
+    from gpuscale.api import estimate
+
+    with pytest.raises(InputError, match=r"^tp x pp x dp x cp = 4 x 1 x 1 x 1 = 4 GPUs must") as e:
+        estimate("llama3.1-70b", gpu="h100-sxm", gpus_per_node=3, tp=4, pp=1, dp=1, mbs=1, seq=4096)
+    assert "--gpus " not in str(e.value) and e.value.field is None
+    # A typed count keeps its own name.
+    with pytest.raises(InputError, match=r"^--gpus \(4\) must be a multiple") as e:
+        estimate("llama3.1-70b", gpu="h100-sxm", gpus_per_node=3, gpus=4, tp=4, mbs=1, seq=4096)
+    assert e.value.field == "gpus"
+
+
+def test_static_table_names_the_tp_typed_and_leaves_part_filled_defaults_out() -> None:
+    from gpuscale.api.serving_static import infer_static
+
+    with pytest.raises(
+        InputError, match=r"^--tp 4 \(4 GPUs, one tensor-parallel group\) must"
+    ) as e:
+        infer_static("llama3.1-70b", gpu="h100-sxm", gpus_per_node=3, tp="2,4")
+    assert e.value.field == "tp"
+    default = infer_static("llama3.1-70b", gpu="h100-sxm", gpus_per_node=3)
+    assert [o["tp"] for o in default.to_dict()["options"]] == [1, 2]
+    whole = infer_static("llama3.1-70b", gpu="h100-sxm", gpus_per_node=4)
+    assert [o["tp"] for o in whole.to_dict()["options"]] == [1, 2, 4, 8]

@@ -483,11 +483,20 @@ def test_engine_version_from_image(image: str, engine: str, version: str) -> Non
 
 
 def test_vllm_deepgemm_option_only_on_nvidia() -> None:
-    nv = _agg(hardware="h200", framework="vllm", precision="fp8", tp="8")
+    # EP 8 leaves MoE TP 1, where vLLM 0.12's DeepGEMM MoE runs.
+    nv = _agg(hardware="h200", framework="vllm", precision="fp8", tp="8", ep="8")
     nv["image"] = "vllm/vllm-openai:v0.12.0"
     assert read_record(nv).kwargs["engine_options"]["deepgemm_moe_worst_case"] is True
     amd = {**nv, "hardware": "mi355x"}
     assert "engine_options" not in read_record(amd).kwargs
+
+
+def test_vllm_deepgemm_option_only_where_the_kernel_runs() -> None:
+    # MoE TP 8: vLLM 0.12 turns DeepGEMM MoE off, so the option would change nothing (and
+    # infer refuses it there).
+    nv = _agg(hardware="h200", framework="vllm", precision="fp8", tp="8")
+    nv["image"] = "vllm/vllm-openai:v0.12.0"
+    assert "deepgemm_moe_worst_case" not in (read_record(nv).kwargs.get("engine_options") or {})
 
 
 def test_dedupe_keeps_one_of_identical_records_only() -> None:

@@ -26,6 +26,7 @@ from gpuscale.planner.scale import scale_fabrics as _scale_fabrics
 from gpuscale.planner.search import OBJECTIVES, PricedPlan
 from gpuscale.planner.verdict import Verdict, verdict
 from gpuscale.report import planner as render
+from gpuscale.specs.hardware import check_whole_nodes
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while the search runs."""
@@ -350,12 +351,7 @@ def scale(
     workload, hardware = inputs.workload, inputs.hardware
     gpu_count(max_gpus, "max_gpus")
     per_node = hardware.gpus_per_node  # --gpus-per-node, or the GPU's NVLink domain
-    require(
-        max_gpus <= per_node or max_gpus % per_node == 0,
-        f"--max-gpus ({max_gpus}) must be a multiple of --gpus-per-node ({per_node}) "
-        "once it spans several nodes",
-        field="max_gpus",
-    )
+    check_whole_nodes(max_gpus, per_node, f"--max-gpus ({max_gpus})", "max_gpus")
     start = time.perf_counter()
     curves = _scale_fabrics(
         workload, hardware, inputs.profile, max_gpus, fabrics, progress=progress

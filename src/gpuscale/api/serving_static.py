@@ -111,7 +111,8 @@ def infer_static(
 ) -> StaticServingResult:
     """TTFT, time per output token and throughput of a static batch of ``batch`` sequences at
     each TP degree in ``tp`` (a list or the CLI's comma text; ``None``: 1, 2, 4, 8 less those
-    that do not divide the heads; a named degree that does not is an error).
+    that do not divide the heads or would part-fill a second node of ``gpus_per_node``; a named
+    degree that does either is an error).
 
     ``weights`` "auto" is the checkpoint's stored width (``served_format``), ``kv_dtype``
     "auto" is bf16; ``engine`` (default "generic") is any cost profile or a serving engine
@@ -162,8 +163,22 @@ def infer_static(
         context_len=input_len + output_len,
     )
     options = []
-    for degree in _tp_list(tp, spec.num_heads):
-        cluster = catalog.cluster(gpu, degree, gpus_per_node=gpus_per_node, inter=inter)
+    degrees = _tp_list(tp, spec.num_heads)
+    if tp is None:
+        # The default list leaves out degrees that would part-fill a second node, as it leaves
+        # out those that do not divide the heads (TP 4 on 3-GPU nodes).
+        per_node = catalog.node_size(catalog.gpu(gpu), gpus_per_node)
+        degrees = [d for d in degrees if d <= per_node or d % per_node == 0]
+    for degree in degrees:
+        # One TP group of ``degree`` GPUs: a refusal names the --tp typed, not a --gpus.
+        cluster = catalog.cluster(
+            gpu,
+            degree,
+            gpus_per_node=gpus_per_node,
+            inter=inter,
+            count=f"--tp {degree} ({degree} GPUs, one tensor-parallel group)",
+            count_field="tp",
+        )
         est = estimate_inference(
             spec,
             cluster,

@@ -353,12 +353,17 @@ def _resolve(r: TrainingRun) -> RunInputs:
         field="gpus",
     )
     check_plan(spec, plan, r.seq)
+    # Where no GPU count was typed, the refusal of a part-filled node names the degrees that
+    # make it (it named a --gpus nobody typed).
+    derived = f"tp x pp x dp x cp = {tp} x {pp} x {dp} x {cp} = {num_gpus} GPUs"
     cluster = catalog.cluster(
         r.gpu,
         num_gpus,
         gpus_per_node=r.gpus_per_node,
         inter=r.inter,
         nics_per_node=r.nics_per_node,
+        count=None if gpus is not None else derived,
+        count_field="gpus" if gpus is not None else None,
     )
     if r.slowest_gpu is not None:
         cluster = replace(cluster, slowest_device=catalog.gpu(r.slowest_gpu))

@@ -15,6 +15,7 @@ from typing import Any
 from gpuscale import files, shipped_yaml
 from gpuscale.errors import InputError, is_whole, require, unknown
 from gpuscale.specs import Cluster, Device, Link, ModelSpec
+from gpuscale.specs.hardware import check_whole_nodes
 
 DEFAULT_INTER = "ib-ndr400"
 NETWORK_KINDS = ("infiniband", "roce", "ethernet")
@@ -225,11 +226,17 @@ def cluster(
     inter: str | Link = DEFAULT_INTER,
     nics_per_node: int | None = None,
     oversubscription: float = 1.0,
+    count: str | None = None,
+    count_field: str | None = "gpus",
 ) -> Cluster:
     """A homogeneous cluster of catalog parts. Default: the GPU's NVLink domain a node
     (:func:`default_gpus_per_node`); one NIC per GPU on RDMA
     fabrics (rail-optimized, as in DGX/HGX reference designs), one NIC per node on plain
-    Ethernet (TCP sockets), where servers carry a single data port."""
+    Ethernet (TCP sockets), where servers carry a single data port. ``count`` names
+    ``num_gpus`` as the user gave it (default ``--gpus (N)``), ``count_field`` its argument,
+    for the refusal of a count that leaves a node part-filled
+    (:func:`gpuscale.specs.hardware.check_whole_nodes`): the product of a plan's degrees where
+    no GPU count was typed."""
     device = gpu(gpu_id)
     fabric = link(inter)
     require(
@@ -245,6 +252,7 @@ def cluster(
         f"--nics-per-node must be >= 1, got {nics_per_node}",
     )
     require(num_gpus >= 1, f"--gpus must be >= 1, got {num_gpus}", field="gpus")
+    check_whole_nodes(num_gpus, per_node, count, count_field)
     return Cluster(
         device=device,
         num_gpus=num_gpus,

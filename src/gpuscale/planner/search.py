@@ -35,6 +35,7 @@ from gpuscale.planner.enumerate import PlanRuns, SearchSpace, enumerate_runs
 from gpuscale.planner.words import PART_NAMES, bottleneck, describe, gpus, pct
 from gpuscale.price import check_price
 from gpuscale.specs import Cluster, ModelSpec, Plan, PlanBatch, Training
+from gpuscale.specs.hardware import check_whole_nodes
 from gpuscale.specs.units import GIB
 
 OBJECTIVES: tuple[str, ...] = ("throughput", "cost", "time")
@@ -565,11 +566,7 @@ def search_count(
 def gpu_counts(max_gpus: int, gpus_per_node: int) -> list[int]:
     """1, 2, 4, ... inside a node, then whole nodes doubling: 1, 2, 4, 8, 16, ... ``max_gpus``."""
     require(max_gpus >= 1, f"GPU count must be >= 1, got {max_gpus}")
-    require(
-        max_gpus <= gpus_per_node or max_gpus % gpus_per_node == 0,
-        f"GPU count ({max_gpus}) must be a multiple of --gpus-per-node ({gpus_per_node}) "
-        "once it spans several nodes",
-    )
+    check_whole_nodes(max_gpus, gpus_per_node, f"GPU count ({max_gpus})", None)
     counts = []
     c = 1
     while c < min(gpus_per_node, max_gpus):

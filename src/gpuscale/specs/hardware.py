@@ -92,6 +92,21 @@ class Link:
         require(self.latency_us >= 0, f"link '{self.id}': latency must be >= 0")
 
 
+def check_whole_nodes(
+    num_gpus: int, gpus_per_node: int, count: str | None = None, field: str | None = "gpus"
+) -> None:
+    """Refuse a GPU count that spans several nodes without filling each. ``count`` names it in
+    the words the user gave it (default ``--gpus (N)``; ``--max-gpus (N)``, or the plan's
+    degrees where no GPU count was typed: ``tp x pp x dp x cp = 1 x 1 x 4 x 1 = 4 GPUs``),
+    ``field`` the argument at fault (None: several)."""
+    require(
+        num_gpus <= gpus_per_node or num_gpus % gpus_per_node == 0,
+        f"{count or f'--gpus ({num_gpus})'} must be a multiple of --gpus-per-node "
+        f"({gpus_per_node}) once it spans several nodes",
+        field=field,
+    )
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Cluster:
     """``num_gpus`` identical devices, ``gpus_per_node`` to a node joined by ``intra``; nodes
@@ -122,11 +137,7 @@ class Cluster:
             field="nics_per_node",
         )
         require(self.oversubscription >= 1.0, "oversubscription must be >= 1")
-        require(
-            self.num_gpus <= self.gpus_per_node or self.num_gpus % self.gpus_per_node == 0,
-            f"--gpus ({self.num_gpus}) must be a multiple of --gpus-per-node "
-            f"({self.gpus_per_node}) once it spans several nodes",
-        )
+        check_whole_nodes(self.num_gpus, self.gpus_per_node)
         slow = self.slowest_device
         if slow is not None:
             half = self.device.half_precision
