@@ -71,3 +71,39 @@ def is_whole(value: object) -> bool:
     bool and not a float (the API took ``replicas=1.5`` as 1.5 GPUs and ``concurrency=True``
     as one client)."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+PLAIN_DIGITS = "ASCII digits 0-9, without '_' separators or other scripts' digits"
+"""What a typed number may be written with (:func:`parse_int`, :func:`parse_float`)."""
+
+
+def _plain(text: str, noun: str) -> str:
+    """``text`` stripped, refused unless ASCII without underscores: Python's ``int`` and
+    ``float`` also read other scripts' digits (Arabic-Indic '٣' is 3, fullwidth '８' is 8) and
+    underscores ('1_000'), which a command line or a form must not take as a number silently."""
+    stripped = text.strip()
+    if not stripped.isascii() or "_" in stripped:
+        raise InputError(f"{quoted(text)} is not {noun}; accepted: {PLAIN_DIGITS}")
+    return stripped
+
+
+def parse_int(text: str) -> int:
+    """A whole number as typed (a flag, an inline ``NAME=VALUE``, a form field): ASCII digits
+    with an optional sign. Raises :class:`InputError` without a field (the caller names the
+    flag): the one reading of typed whole numbers."""
+    plain = _plain(text, "a whole number")
+    try:
+        return int(plain)
+    except ValueError:
+        raise InputError(f"{quoted(text)} is not a whole number") from None
+
+
+def parse_float(text: str) -> float:
+    """A number as typed: ASCII (``1e5``, ``0.5``, ``inf`` and ``nan`` too: the caller refuses
+    those where they mean nothing). Raises :class:`InputError` without a field: the one reading
+    of typed numbers."""
+    plain = _plain(text, "a number")
+    try:
+        return float(plain)
+    except ValueError:
+        raise InputError(f"{quoted(text)} is not a number") from None

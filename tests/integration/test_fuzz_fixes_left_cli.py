@@ -63,3 +63,21 @@ def test_errors_name_the_flags_typed(
     proc = gpuscale(*args)
     _refused(proc, *words)
     assert "--gpus " not in proc.stderr and "--gpus (" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (("plan", "llama3.1-70b", "--gpu", "h100-sxm", "--gpus", "８"), "--gpus"),
+        (("plan", "llama3.1-70b", "--gpu", "h100-sxm", "--gpus", "1_6"), "--gpus"),
+        (("plan", "llama3.1-70b", "--gpu", "h100-sxm", "--gpus", "8", "--price", "1_0"), "--price"),
+        (("infer", "llama3.1-8b", "--gpu", "h100-sxm", "--input", "٣٠"), "--input"),
+        (("infer", "llama3.1-8b", "--gpu", "h100-sxm", "--tp", "٣"), "--tp"),
+        ((*VLLM[:-1], "٣"), "--concurrency"),
+        ((*VLLM, "--prefix-hit", "0.٥"), "--prefix-hit"),
+        ((*VLLM, "--engine-options", "max_num_seqs=1_00"), "--engine-options"),
+        (("serve", "--port", "８０８０"), "--port"),
+    ],
+)
+def test_numbers_take_ascii_digits_only(gpuscale, args: tuple[str, ...], flag: str) -> None:  # type: ignore[no-untyped-def]
+    _refused(gpuscale(*args), flag, "ASCII digits 0-9, without '_' separators")

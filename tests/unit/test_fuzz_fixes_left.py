@@ -102,3 +102,33 @@ def test_static_table_names_the_tp_typed_and_leaves_part_filled_defaults_out() -
     assert [o["tp"] for o in default.to_dict()["options"]] == [1, 2]
     whole = infer_static("llama3.1-70b", gpu="h100-sxm", gpus_per_node=4)
     assert [o["tp"] for o in whole.to_dict()["options"]] == [1, 2, 4, 8]
+
+
+@pytest.mark.parametrize("text", ["٣", "８", "1_000", "1_0.5", "٣.5", "١e3"])
+def test_typed_numbers_take_ascii_digits_only(text: str) -> None:
+    from gpuscale.errors import parse_float, parse_int
+
+    for parse in (parse_int, parse_float):
+        with pytest.raises(InputError, match="ASCII digits 0-9, without '_' separators"):
+            parse(text)
+
+
+def test_typed_numbers_read_as_before() -> None:
+    from gpuscale.errors import parse_float, parse_int
+
+    assert parse_int(" 12 ") == 12 and parse_int("-3") == -3 and parse_int("+4") == 4
+    assert parse_float("1e3") == 1000.0 and parse_float(".5") == 0.5
+    for bad, parse in (("abc", parse_int), ("1.5", parse_int), ("x", parse_float)):
+        with pytest.raises(InputError, match="is not a"):
+            parse(bad)
+
+
+def test_inline_plan_and_static_tp_text_take_ascii_digits_only() -> None:
+    from gpuscale.api.measure import _converted
+    from gpuscale.api.serving_static import infer_static
+
+    with pytest.raises(InputError, match="gpus='٨': not an integer; accepted: an integer"):
+        _converted("gpus", "٨", "int | None")
+    with pytest.raises(InputError, match=r"--tp '1_0' must be comma-separated integers") as e:
+        infer_static("llama3.1-8b", gpu="h100-sxm", tp="1_0")
+    assert e.value.field == "tp"

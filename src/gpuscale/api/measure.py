@@ -22,7 +22,7 @@ from gpuscale.api._arguments import checks_arguments
 from gpuscale.api._json import document
 from gpuscale.costmodel.collectives import OPS
 from gpuscale.costmodel.profile import profile_names
-from gpuscale.errors import InputError, closest, require
+from gpuscale.errors import PLAIN_DIGITS, InputError, closest, parse_float, parse_int, require
 from gpuscale.measure.bench_run import reporting_rank
 from gpuscale.measure.bench_setup import CPU_SIZES, GPU_SIZES
 from gpuscale.measure.doctor import Report as DoctorReport
@@ -344,13 +344,18 @@ def _converted(key: str, value: str, annotation: str) -> Any:
                 field="predict_with",
             )
         return truth in _TRUE
-    for name, kind, noun in (("int", int, "an integer"), ("float", float, "a number")):
+    parsers: tuple[tuple[str, Callable[[str], float], str], ...] = (
+        ("int", parse_int, "an integer"),
+        ("float", parse_float, "a number"),
+    )
+    for name, parse, noun in parsers:
         if name in kinds:
             try:
-                number = kind(value)
-            except ValueError:
+                number = parse(value)
+            except InputError:
                 raise InputError(
-                    f"--predict-with {key}={value!r}: not {noun}; accepted: {noun}",
+                    f"--predict-with {key}={value!r}: not {noun}; accepted: {noun} "
+                    f"({PLAIN_DIGITS})",
                     field="predict_with",
                 ) from None
             if isinstance(number, float) and not math.isfinite(number):

@@ -18,7 +18,7 @@ from gpuscale.catalog.serving_engines import engines as serving_engines
 from gpuscale.costmodel.inference import InferenceEstimate, estimate_inference
 from gpuscale.costmodel.profile import load_profile_for, profile_names
 from gpuscale.costmodel.serving.formats import FORMATS
-from gpuscale.errors import InputError, is_whole, quoted, require
+from gpuscale.errors import PLAIN_DIGITS, InputError, is_whole, parse_int, quoted, require
 from gpuscale.specs import ModelSpec
 from gpuscale.specs.training import KV_DTYPES, WEIGHT_DTYPES, Inference, KvDtype, WeightDtype
 
@@ -212,10 +212,12 @@ def _tp_list(tp: int | str | Sequence[int] | None, heads: int) -> list[int]:
     elif isinstance(tp, str):
         text = tp
         try:
-            values = [int(v.strip()) for v in tp.split(",")]
-        except ValueError:
+            values = [parse_int(v) for v in tp.split(",")]
+        except InputError:
             raise InputError(
-                f"--tp '{text}' must be comma-separated integers, e.g. 1,2,4,8", field="tp"
+                f"--tp {quoted(text)} must be comma-separated integers, e.g. 1,2,4,8, in "
+                f"{PLAIN_DIGITS}",
+                field="tp",
             ) from None
     elif is_whole(tp):  # one degree (tp=8 failed as 'int' object is not iterable)
         values, text = [cast(int, tp)], str(tp)

@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from gpuscale import files
 from gpuscale.api._json import document as versioned
-from gpuscale.errors import InputError
+from gpuscale.errors import InputError, parse_float, parse_int
 from gpuscale.report.html import Section, result_sections, write_report
 from gpuscale.report.progress import lazy_progress_bar
 
@@ -35,6 +35,16 @@ console = _Console()
 err_console = _Console(stderr=True)
 
 
+def _number(value: Any) -> float | str:
+    """``value`` as a float (:func:`gpuscale.errors.parse_float`: ASCII only), else why not."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    try:
+        return parse_float(str(value))
+    except InputError as exc:
+        return str(exc)
+
+
 class FiniteFloat(click.ParamType):
     """A float that is finite (``inf`` and ``nan`` are refused at the boundary)."""
 
@@ -43,16 +53,37 @@ class FiniteFloat(click.ParamType):
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> float:
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number", param, ctx)
+        number = _number(value)
+        if isinstance(number, str):
+            self.fail(number, param, ctx)
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
 
 
 FINITE = FiniteFloat()
+
+
+class PlainFloat(click.types.FloatParamType):
+    """A float flag the API bounds itself (``--price``: its unit in the refusal), read as
+    :func:`gpuscale.errors.parse_float` reads it (shown in --help as FLOAT)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = _number(value)
+        if isinstance(number, str):
+            self.fail(number, param, ctx)
+        return number
+
+
+class PlainFloatRange(click.FloatRange):
+    """``click.FloatRange`` read as :func:`gpuscale.errors.parse_float` reads it."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = _number(value)
+        if isinstance(number, str):
+            self.fail(number, param, ctx)
+        return super().convert(number, param, ctx)
+
 
 MAX_WHOLE = 2**53
 """Largest whole number a flag takes: every count the cost model reads (GPUs, tokens, batch,
@@ -66,9 +97,9 @@ def _whole(value: Any) -> int | str:
         number = value
     else:
         try:
-            number = int(str(value).strip())
-        except ValueError:
-            return f"{value!r} is not a whole number"
+            number = parse_int(str(value))
+        except InputError as exc:
+            return str(exc)
     if abs(number) > MAX_WHOLE:
         return f"{number} is too large; accepted: a whole number up to 2^53"
     return number
@@ -103,13 +134,20 @@ class WholeRange(click.IntRange):
         return super().convert(number, param, ctx)
 
 
-def whole_type(kind: Any) -> Any:
-    """The click type of an integer flag, bounded by :data:`MAX_WHOLE` (``int`` and
-    ``click.IntRange`` as declared); any other type unchanged."""
+def number_type(kind: Any) -> Any:
+    """The click type of a number flag, read as :func:`gpuscale.errors.parse_int` and
+    :func:`~gpuscale.errors.parse_float` read typed numbers (every number flag passes here,
+    :func:`gpuscale.cli._options.opt`): an integer one bounded by :data:`MAX_WHOLE` (``int``
+    and ``click.IntRange`` as declared), a float one as declared (``float``,
+    ``click.FloatRange``); any other type unchanged."""
     if kind is int or kind is click.INT:
         return WholeNumber()
     if type(kind) is click.IntRange:
         return WholeRange(kind.min, kind.max, kind.min_open, kind.max_open, kind.clamp)
+    if kind is float or kind is click.FLOAT:
+        return PlainFloat()
+    if type(kind) is click.FloatRange:
+        return PlainFloatRange(kind.min, kind.max, kind.min_open, kind.max_open, kind.clamp)
     return kind
 
 

@@ -9,6 +9,7 @@ passes what it parsed straight on to :mod:`gpuscale.api`.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import Any, TypeVar
@@ -17,7 +18,7 @@ import click
 
 from gpuscale.api.params import PARAMS, Param
 from gpuscale.api.training import TrainingRun
-from gpuscale.cli._common import FINITE, whole_type
+from gpuscale.cli._common import FINITE, number_type
 
 F = TypeVar("F", bound=Callable[..., Any])
 Decorator = Callable[[Any], Any]
@@ -42,9 +43,9 @@ def opt(
         return click.option(*decls.split(), is_flag=True, default=bool(default), help=help, **kw)
     if default is not None:  # an explicit None would count as given, defeating required=True
         kw.update(default=default, show_default=kw.get("show_default", True))
-    if type is None and isinstance(default, int):
-        type = int  # click would infer it from the default
-    return click.option(*decls.split(), type=whole_type(type), help=help, **kw)
+    if type is None and isinstance(default, (int, float)) and not isinstance(default, bool):
+        type = builtins.type(default)  # click would infer it from the default
+    return click.option(*decls.split(), type=number_type(type), help=help, **kw)
 
 
 def flag(name: str, **override: Any) -> Decorator:

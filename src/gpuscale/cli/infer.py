@@ -22,7 +22,7 @@ from gpuscale.cli._common import (
     write_result_html,
 )
 from gpuscale.cli._options import MODEL, SEARCH, SERVING, WORKER, flag, opt, options
-from gpuscale.errors import InputError, quoted, require
+from gpuscale.errors import PLAIN_DIGITS, InputError, parse_float, parse_int, quoted, require
 from gpuscale.report.serving import print_search, print_serving, print_static, print_sweep
 from gpuscale.specs.training import KV_DTYPES, WEIGHT_DTYPES
 
@@ -246,13 +246,14 @@ def _engine_options(texts: tuple[str, ...]) -> dict[str, Any]:
             value = text.lower() == "true"
         else:
             try:
-                value = int(text)
-            except ValueError:
+                value = parse_int(text)
+            except InputError:
                 try:
-                    value = float(text)
-                except ValueError:
+                    value = parse_float(text)
+                except InputError:
                     raise InputError(
-                        f"--engine-options {quoted(item)}: VALUE must be true, false or a number",
+                        f"--engine-options {quoted(item)}: VALUE must be true, false or a "
+                        f"number ({PLAIN_DIGITS})",
                         field="engine_options",
                     ) from None
         key = name.strip().replace("-", "_")
@@ -274,7 +275,7 @@ def _loads(text: str | None) -> list[int] | None:
     except InputError:
         raise InputError(
             f"--concurrency {quoted(text)}: give a whole number of requests, 1 to "
-            f"{MAX_NUM_REQUESTS:,}, or several comma-separated (1,8,64)",
+            f"{MAX_NUM_REQUESTS:,}, or several comma-separated (1,8,64), in {PLAIN_DIGITS}",
             field="concurrency",
         ) from None
 

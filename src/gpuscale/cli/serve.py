@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from gpuscale.cli._common import number_type
 from gpuscale.web import DEFAULT_HOST, DEFAULT_PORT, serve
 
 
@@ -16,7 +17,7 @@ from gpuscale.web import DEFAULT_HOST, DEFAULT_PORT, serve
 )
 @click.option(
     "--port",
-    type=click.IntRange(0, 65535),
+    type=number_type(click.IntRange(0, 65535)),
     default=DEFAULT_PORT,
     show_default=True,
     help="Port (0: any free one; the printed URL names it).",

@@ -13,7 +13,7 @@ from functools import cache
 
 from gpuscale.api.catalog import catalog_listing
 from gpuscale.api.page import DEFAULT_FABRIC, model_from_config_text, network_fabrics
-from gpuscale.errors import InputError, require, unknown
+from gpuscale.errors import InputError, parse_float, parse_int, require, unknown
 from gpuscale.specs import ModelSpec
 
 MAX_GPUS = 16384
@@ -67,9 +67,9 @@ def _int(
     if not text:
         return default
     try:
-        value = int(text)
-    except ValueError:
-        raise InputError(f"'{text[:40]}' is not a whole number", field=name) from None
+        value = parse_int(text)
+    except InputError as exc:
+        raise InputError(str(exc), field=name) from None
     require(low <= value <= high, f"must be {low} to {high:,}, got {value:,}", field=name)
     return value
 
@@ -79,9 +79,9 @@ def _float(form: Mapping[str, str], name: str) -> float | None:
     if not text:
         return None
     try:
-        value = float(text)
-    except ValueError:
-        raise InputError(f"'{text[:40]}' is not a number", field=name) from None
+        value = parse_float(text)
+    except InputError as exc:
+        raise InputError(str(exc), field=name) from None
     require(0 < value < float("inf"), f"must be a positive number, got {text[:40]}", field=name)
     return value
 
