@@ -3,8 +3,11 @@ naming the flag and what is accepted, exit code 2 (docs/investigations/reviews.m
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 VLLM = ("infer", "llama3.1-8b", "--gpu", "h100-sxm", "--tp", "2", "--concurrency", "8")
 
 
@@ -81,3 +84,12 @@ def test_errors_name_the_flags_typed(
 )
 def test_numbers_take_ascii_digits_only(gpuscale, args: tuple[str, ...], flag: str) -> None:  # type: ignore[no-untyped-def]
     _refused(gpuscale(*args), flag, "ASCII digits 0-9, without '_' separators")
+
+
+def test_trace_row_with_an_extra_field(gpuscale, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    trace = tmp_path / "t.csv"
+    trace.write_text("submit_s,gpus,duration_s\n0,1,100\n5,2,100,extra\n")
+    proc = gpuscale(
+        "cluster", "simulate", "--cluster", str(EXAMPLES / "lab-64.yaml"), "--trace", str(trace)
+    )
+    _refused(proc, "--trace", "line 3: 4 fields", "(submit_s, gpus, duration_s)")

@@ -132,3 +132,18 @@ def test_inline_plan_and_static_tp_text_take_ascii_digits_only() -> None:
     with pytest.raises(InputError, match=r"--tp '1_0' must be comma-separated integers") as e:
         infer_static("llama3.1-8b", gpu="h100-sxm", tp="1_0")
     assert e.value.field == "tp"
+
+
+@pytest.mark.parametrize(("row", "fields"), [("5,2,100,extra", 4), ("5,2", 2)])
+def test_trace_rows_with_other_field_counts_are_refused(tmp_path, row: str, fields: int) -> None:  # type: ignore[no-untyped-def]
+    from gpuscale.cluster.trace import read_trace
+
+    path = tmp_path / "t.csv"
+    path.write_text(f"submit_s,gpus,duration_s\n0,1,100\n{row}\n")
+    with pytest.raises(InputError, match=f"line 3: {fields} fields, the header has 3 columns") as e:
+        read_trace(path)
+    assert "(submit_s, gpus, duration_s)" in str(e.value) and e.value.field == "trace"
+    # A quoted field over two lines: the line named is where the row ends.
+    path.write_text('job_id,submit_s,gpus,duration_s\n"a\nb",0,1,100\nc,1,1,100,x\n')
+    with pytest.raises(InputError, match="line 4: 5 fields"):
+        read_trace(path)

@@ -124,9 +124,13 @@ def _parse_trace(text: str, path: str | Path) -> Trace:
         for row_no, row in enumerate(reader, start=2):
             if not row or all(not c.strip() for c in row):
                 continue
-            if len(row) < len(header):
+            # A row with more fields than the header has columns was read by its first ones,
+            # the rest dropped without a word (a stray comma shifts every field after it).
+            if len(row) != len(header):
                 raise InputError(
-                    f"--trace {path} row {row_no}: {len(row)} fields, header has {len(header)}",
+                    f"--trace {path} line {reader.line_num}: {len(row)} fields, the header has "
+                    f"{len(header)} columns ({', '.join(h.strip() for h in header)}); accepted: "
+                    "one field per column",
                     field="trace",
                 )
             submit.append(_time(row[index["submit"]], row_no, str(path)))
