@@ -3,6 +3,7 @@ naming the flag and what is accepted, exit code 2 (docs/investigations/reviews.m
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,15 @@ def test_trace_row_with_an_extra_field(gpuscale, tmp_path) -> None:  # type: ign
         "cluster", "simulate", "--cluster", str(EXAMPLES / "lab-64.yaml"), "--trace", str(trace)
     )
     _refused(proc, "--trace", "line 3: 4 fields", "(submit_s, gpus, duration_s)")
+
+
+def test_bf16_on_a_v100(gpuscale) -> None:  # type: ignore[no-untyped-def]
+    v100 = ("infer", "llama3.1-8b", "--gpu", "v100-sxm2-32gb", "--tp", "2", "--concurrency", "4")
+    _refused(
+        gpuscale(*v100, "--weights", "bf16"), "--weights bf16", "has no bf16", "--weights fp16"
+    )
+    proc = gpuscale(*v100, "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["weights"] == "fp16"
+    assert any("the checkpoint's bf16 served as fp16" in n for n in doc["options"][0]["notes"])

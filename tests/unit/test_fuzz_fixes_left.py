@@ -147,3 +147,43 @@ def test_trace_rows_with_other_field_counts_are_refused(tmp_path, row: str, fiel
     path.write_text('job_id,submit_s,gpus,duration_s\n"a\nb",0,1,100\nc,1,1,100,x\n')
     with pytest.raises(InputError, match="line 4: 5 fields"):
         read_trace(path)
+
+
+V100 = dict(gpu="v100-sxm2-32gb", tp=2, concurrency=4)
+
+
+@pytest.mark.parametrize("gpu", ["v100-sxm2-32gb", "t4"])
+def test_stated_bf16_on_a_gpu_without_it_is_refused(gpu: str) -> None:
+    from gpuscale.api.serving_search import search
+    from gpuscale.api.serving_static import infer_static
+
+    words = f"--weights bf16: {gpu} .* has no bf16.*accepted: --weights fp16"
+    for ask in (
+        lambda: infer("llama3.1-8b", **{**V100, "gpu": gpu}, weights="bf16"),
+        lambda: infer_static("llama3.1-8b", gpu=gpu, tp=2, weights="bf16"),
+        lambda: search("llama3.1-8b", gpu=gpu, gpus=4, weights="bf16"),
+    ):
+        with pytest.raises(InputError, match=words) as e:
+            ask()
+        assert e.value.field == "weights"
+    with pytest.raises(InputError, match=r"--kv-dtype bf16: .* has no bf16") as e:
+        infer("llama3.1-8b", **{**V100, "gpu": gpu}, kv_dtype="bf16")
+    assert e.value.field == "kv_dtype"
+
+
+def test_auto_serves_a_bf16_checkpoint_as_fp16_and_says_so() -> None:
+    from gpuscale.api.serving_static import infer_static
+
+    auto = infer("llama3.1-8b", **V100)
+    fp16 = infer("llama3.1-8b", **V100, weights="fp16")
+    doc = auto.to_dict()
+    assert doc["weights"] == "fp16"
+    assert doc["options"][0]["tpot_ms"] == fp16.to_dict()["options"][0]["tpot_ms"]
+    assert any(
+        "the checkpoint's bf16 served as fp16" in n and "v100-sxm2-32gb" in n
+        for n in doc["options"][0]["notes"]
+    )
+    static = infer_static("llama3.1-8b", gpu="v100-sxm2-32gb", tp=2).to_dict()
+    assert (static["weights"], static["kv_dtype"]) == ("fp16", "fp16")
+    # A GPU with bf16 keeps it.
+    assert infer("llama3.1-8b", **{**V100, "gpu": "a100-sxm-80gb"}).to_dict()["weights"] == "bf16"

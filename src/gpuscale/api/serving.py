@@ -23,6 +23,7 @@ from gpuscale.costmodel.serving.formats import (
     FORMATS,
     WeightFormat,
     check_runs_on,
+    sixteen_bit_on,
     weight_format,
 )
 from gpuscale.costmodel.serving.iteration import (
@@ -490,13 +491,27 @@ def check_lengths(spec: ModelSpec, input_len: int, output_len: int) -> None:
 
 
 def served_format(
-    model: str | ModelSpec, weights: str, spec: ModelSpec | None = None
+    model: str | ModelSpec,
+    weights: str,
+    spec: ModelSpec | None = None,
+    device: Device | None = None,
 ) -> WeightFormat:
     """The weight format to serve ``model`` in: ``weights`` by name, or for ``"auto"`` the
     format its published checkpoint stores when ``model`` names a catalogued pre-quantized one
     (``catalog.served_weights``: ``deepseek-ai/DeepSeek-R1`` -> fp8_block), else bf16. ``spec``
     is ``model`` already read (a config.json path is then not read again). A config.json whose
-    ``quantization_config`` is a scheme not read here is refused under ``"auto"``."""
+    ``quantization_config`` is a scheme not read here is refused under ``"auto"``. ``device``:
+    the GPU it is served on, which may lack bf16 (``formats.sixteen_bit_on``: ``auto`` serves
+    the bf16 checkpoint as fp16 there, a stated bf16 is refused)."""
+    fmt = _named_format(model, weights, spec)
+    if device is None:
+        return fmt
+    return weight_format(
+        sixteen_bit_on(fmt.name, device, stated=weights != "auto", flag="--weights")
+    )
+
+
+def _named_format(model: str | ModelSpec, weights: str, spec: ModelSpec | None) -> WeightFormat:
     if weights != "auto":
         return weight_format(weights)
     read = model if isinstance(model, ModelSpec) else spec
@@ -524,25 +539,30 @@ def served_kv_dtype(
     eng: EngineProfile,
     kv_dtype: str,
     spec: ModelSpec | None = None,
+    device: Device | None = None,
 ) -> str:
     """The KV-cache dtype ``eng`` stores for ``--kv-dtype`` ``kv_dtype`` serving ``model`` in
     ``fmt`` (``weights`` as given): ``auto`` follows the checkpoint's declared KV quantization
     when the published checkpoint is served as stored, the engine's own rule when the launch
     quantizes the weights (``catalog.serving_engines.kv_cache_dtype``, one vocabulary per
     engine in ``serving_engines.yaml``). ``spec``: ``model`` already read (a config.json path is
-    not read again)."""
+    not read again). ``device``: the GPU, which may lack bf16 (``formats.sixteen_bit_on``: the
+    16-bit cache of ``auto`` is fp16 there, a stated bf16 is refused)."""
     stored = _stored_format(model, spec)
     as_stored = weights == "auto" or fmt.name == stored.name
     if isinstance(model, ModelSpec):
         declared = model.stored_kv_cache or None
     else:
         declared = catalog.served_kv_cache(model, spec)
-    return kv_cache_dtype(
+    out = kv_cache_dtype(
         eng,
         kv_dtype,
         checkpoint_kv=declared if as_stored else None,
         requantized=not as_stored and fmt.weight_bytes < 2.0,
     )
+    if device is None:
+        return out
+    return sixteen_bit_on(out, device, stated=kv_dtype != "auto", flag="--kv-dtype")
 
 
 @checks_arguments
@@ -670,10 +690,10 @@ def infer(
             f"{eng.max_draft_tokens}",
             field="draft_tokens",
         )
-    fmt = served_format(model, weights, spec)
+    fmt = served_format(model, weights, spec, catalog.gpu(gpu))
     check_runs_on(fmt, catalog.gpu(gpu))
     _check_fp8_gemm(eng, fmt, catalog.gpu(gpu))
-    kv_dtype = served_kv_dtype(model, weights, fmt, eng, kv_dtype, spec)
+    kv_dtype = served_kv_dtype(model, weights, fmt, eng, kv_dtype, spec, catalog.gpu(gpu))
     prof = _profile(eng.cost_profile, profile)
     for name, cv in (("input_cv", input_cv), ("output_cv", output_cv)):
         require(
@@ -899,12 +919,22 @@ def infer(
         )
     if weights == "auto":
         # Say what "auto" chose, so a 16-bit answer for a quantized repository is never silent.
-        pred.notes.append(
-            f"weights {fmt.name}: the format the checkpoint stores (--weights auto)"
-            if fmt.name != "bf16"
-            else "weights bf16 (--weights auto): no pre-quantized checkpoint format known for this "
-            "model; give --weights to serve another format"
-        )
+        stored = _named_format(model, weights, spec).name
+        if stored != fmt.name:  # the bf16 checkpoint on a GPU without bf16 (sixteen_bit_on)
+            pred.notes.append(
+                f"weights {fmt.name} (--weights auto): the checkpoint's {stored} served as "
+                f"{fmt.name}, as the engines load it on {catalog.gpu(gpu).id}, which has no "
+                f"{stored}"
+            )
+        elif fmt.name != "bf16":
+            pred.notes.append(
+                f"weights {fmt.name}: the format the checkpoint stores (--weights auto)"
+            )
+        else:
+            pred.notes.append(
+                "weights bf16 (--weights auto): no pre-quantized checkpoint format known for this "
+                "model; give --weights to serve another format"
+            )
     return ServingResult(
         model=spec.name,
         gpu=catalog.gpu(gpu).id,  # the catalog's id, whatever case it was typed in

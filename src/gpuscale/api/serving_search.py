@@ -241,7 +241,7 @@ def search_context(
     # budget and running cap below 70 GiB and on A100; serving_engines.yaml).
     eng = engine_profile(engine).for_device(catalog.gpu(gpu))
     check_prompt_budget(eng, input_len, caller="search")
-    fmt = served_format(model, weights, spec)
+    fmt = served_format(model, weights, spec, catalog.gpu(gpu))
     check_runs_on(fmt, catalog.gpu(gpu))
     return SearchContext(
         model=spec,
@@ -251,7 +251,7 @@ def search_context(
             gpu, whole_nodes(gpu, gpus, gpus_per_node), gpus_per_node=gpus_per_node, inter=inter
         ),
         fmt=fmt,
-        kv_dtype=served_kv_dtype(model, weights, fmt, eng, kv_dtype, spec),
+        kv_dtype=served_kv_dtype(model, weights, fmt, eng, kv_dtype, spec, catalog.gpu(gpu)),
         profile=load_profile_for(eng.cost_profile),
         eng=eng,
         work=Workload(

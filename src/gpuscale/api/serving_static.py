@@ -17,7 +17,7 @@ from gpuscale.api.serving import check_lengths, check_requests, served_format
 from gpuscale.catalog.serving_engines import engines as serving_engines
 from gpuscale.costmodel.inference import InferenceEstimate, estimate_inference
 from gpuscale.costmodel.profile import load_profile_for, profile_names
-from gpuscale.costmodel.serving.formats import FORMATS
+from gpuscale.costmodel.serving.formats import FORMATS, sixteen_bit_on
 from gpuscale.errors import PLAIN_DIGITS, InputError, is_whole, parse_int, quoted, require
 from gpuscale.specs import ModelSpec
 from gpuscale.specs.training import KV_DTYPES, WEIGHT_DTYPES, Inference, KvDtype, WeightDtype
@@ -119,6 +119,7 @@ def infer_static(
     (its kernel profile: ATOM's is SGLang's, ``serving_engines.yaml``), with ``profile`` a
     calibration YAML laid over it."""
     spec = model if isinstance(model, ModelSpec) else catalog.model(model)
+    stated_weights = weights != "auto"
     if weights == "auto":
         # The static table's nearest dtype to the checkpoint's stored format (its 8- or 4-bit
         # weight bytes), 16-bit for a checkpoint that is not pre-quantized.
@@ -136,7 +137,13 @@ def infer_static(
             field="weights",
         )
     engine = "generic" if engine is None else engine  # "" is refused as a profile name
+    # bf16 on a GPU without it: fp16 where auto chose it, refused where stated (one rule with
+    # the serving model, ``formats.sixteen_bit_on``).
+    device = catalog.gpu(gpu)
+    weights = sixteen_bit_on(weights, device, stated=stated_weights, flag="--weights")
+    kv_stated = kv_dtype != "auto"
     kv_dtype = "bf16" if kv_dtype == "auto" else kv_dtype
+    kv_dtype = sixteen_bit_on(kv_dtype, device, stated=kv_stated, flag="--kv-dtype")
     require(
         kv_dtype in KV_DTYPES,
         f"--kv-dtype {kv_dtype!r} unknown; accepted: auto, {', '.join(KV_DTYPES)}",

@@ -99,3 +99,25 @@ def check_runs_on(fmt: WeightFormat, device: Device) -> None:
             f" or later); accepted there: bf16, fp16, {', '.join(INT4_KEYS)}",
             field="weights",
         )
+
+
+def sixteen_bit_on(name: str, device: Device, *, stated: bool, flag: str) -> str:
+    """``name`` (a weight format or a KV-cache dtype) as ``device`` holds it: bf16 on a GPU
+    without bf16 (the catalog gives it no bf16 rate: V100 and T4, compute capability below 8.0)
+    is refused when ``stated`` (vLLM: "Bfloat16 is only supported on GPUs with compute
+    capability of at least 8.0", ``_check_if_gpu_supports_dtype``) and is fp16 when ``auto``
+    chose it (the engines load a bf16 checkpoint in float16 there: vLLM ``_resolve_auto_dtype``
+    "Your device ... doesn't support torch.bfloat16. Falling back to torch.float16 for
+    compatibility"); it was priced as fp16 math under the name bf16. Any other name unchanged.
+    ``flag``: the option that named it (``--weights``, ``--kv-dtype``)."""
+    if name != "bf16" or "bf16" in device.peak_tflops:
+        return name
+    if stated:
+        cc = device.compute_capability
+        where = f" (compute capability {cc:.1f})" if cc is not None else ""
+        raise InputError(
+            f"{flag} bf16: {device.id}{where} has no bf16, and the engines refuse an explicit "
+            f"bfloat16 there; accepted: {flag} fp16 (the same bytes), or auto",
+            field=flag.lstrip("-").replace("-", "_"),
+        )
+    return "fp16"
