@@ -43,10 +43,12 @@ def test_one_client_is_one_request_running_under_a_tiny_budget(
 ) -> None:
     """A budget of one token: the prompt of 50,001 runs as 50,001 one-token iterations; one
     client keeps one request running and the engine not saturated, and TTFT is those
-    iterations (was 13,517 s with 5,000 running, or saturated at one client)."""
+    iterations (was 13,517 s with 5,000 running, or saturated at one client). The running cap
+    of one: vLLM refuses a budget below its cap (``SchedulerConfig``), and one client never
+    has more than one request to run."""
     o = _option(
         input_len=50_001, output_len=output_len, concurrency=1, input_cv=input_cv,
-        engine_options={"max_num_batched_tokens": 1},
+        engine_options={"max_num_batched_tokens": 1, "max_num_seqs": 1},
     )  # fmt: skip
     assert o["running_requests_per_rank"] == pytest.approx(1.0, rel=1e-3)
     assert not o["saturated"]
