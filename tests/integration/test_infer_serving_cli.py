@@ -244,3 +244,15 @@ def test_the_title_is_one_line_above_the_latency_table(gpuscale) -> None:
     first = proc.stdout.splitlines()[0]
     assert first == "llama3.1-8b on h100-sxm (vllm, bf16): 1024 in / 128 out, concurrency 4"
     assert "verdict: aggregated on 1 GPU: " in proc.stdout  # not "1 GPUs"
+
+
+def test_the_static_table_fits_80_columns(gpuscale) -> None:
+    # Nine columns with a "tok/s/GPU" header ran one character past an 80-column terminal and
+    # rich cut that header to "tok/s/G…".
+    proc = gpuscale(
+        "infer", "llama3.1-70b", "--gpu", "h100-sxm", "--batch", "8", "--input", "2048",
+        "--output", "256", "--tp", "2,4,8",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "…" not in proc.stdout
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 80

@@ -18,7 +18,7 @@ _STATIC_COLUMNS = (
     "TTFT ms",
     "ms/tok",
     "tok/s",
-    "tok/s/GPU",
+    "per GPU",  # tok/s per GPU: "tok/s/GPU" took the table past 80 columns, truncated there
     "mem ms",
     "comm ms",
 )
