@@ -256,3 +256,16 @@ def test_the_static_table_fits_80_columns(gpuscale) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "…" not in proc.stdout
     assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+
+
+def test_the_search_table_never_cuts_a_pool_at_80_columns(gpuscale) -> None:
+    # The figures' headers left the deployment column ten wide and rich cut every pool label
+    # to "TP8-EP8-D…"; it now wraps at spaces only.
+    proc = gpuscale(
+        "infer", "deepseek-ai/DeepSeek-R1", "--gpu", "h200-sxm", "--gpus", "16",
+        "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50", "--search",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "…" not in proc.stdout
+    assert "TP8-EP8-DP-attn8" in proc.stdout
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 80

@@ -137,11 +137,16 @@ def print_search(console: Console, doc: Mapping[str, Any]) -> None:
     ``infer --request-rate`` prices them (Poisson arrivals at the rate shown; in flight: the
     mean number of requests in flight at that rate)."""
     title = f"{doc['model']} on up to {doc['gpus']} x {doc['gpu']}: best deployments"
+    shown = doc["options"][:RESOLVED_PLACES]
     table = Table()
-    cols = ("deployment", "GPUs", "req/s", "in flight", "TTFT p99 ms", "TPOT p99 ms")
-    for col in (*cols, "goodput tok/s/GPU"):
-        table.add_column(col, justify="right")
-    for o in doc["options"][:RESOLVED_PLACES]:
+    # The deployment wraps at its spaces, never inside a pool ("1 x TP8-EP8-DP-attn8"): at 80
+    # columns the figures' headers left it ten wide and rich cut every pool to "TP8-EP8-D…".
+    widest = max((len(word) for o in shown for word in o["label"].split()), default=10)
+    table.add_column("deployment", justify="left", min_width=widest)
+    cols = ("GPUs", "req/s", "in\nflight", "TTFT\np99 ms", "TPOT\np99 ms", "goodput\ntok/s/GPU")
+    for col in cols:
+        table.add_column(col, justify="right", no_wrap=True)
+    for o in shown:
         table.add_row(
             o["label"],
             str(o["gpus"]),
