@@ -27,6 +27,7 @@ _API = frozenset(
         "scale",
         "advise_comm",
         "infer",
+        "infer_search",
         "infer_static",
         "infer_sweep",
         "catalog_listing",

@@ -28,7 +28,7 @@ def test_json_key_snapshot_of_the_serving_contract(gpuscale) -> None:
     doc = json.loads(proc.stdout)
     assert set(doc) == {
         "schema_version", "model", "gpu", "engine", "profile", "weights", "input", "output",
-        "client", "options", "verdict",
+        "client", "options", "verdict", "uncertainty",
     }  # fmt: skip
     assert set(doc["options"][0]) == SERVING_KEYS
     assert doc["model"] == "llama3.1-70b" and doc["engine"] == "tensorrt-llm"

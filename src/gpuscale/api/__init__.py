@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from gpuscale.api.planning import OBJECTIVES, PlanResult, ScaleResult, plan, scale
     from gpuscale.api.result import Result
     from gpuscale.api.serving import ServingResult, infer
+    from gpuscale.api.serving_search import SearchResult, infer_search
     from gpuscale.api.serving_static import StaticServingResult, infer_static
     from gpuscale.api.serving_sweep import LoadSweepResult, infer_sweep
     from gpuscale.api.training import EstimateResult, TrainingRun, estimate, profile_names
@@ -81,6 +82,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["OBJECTIVES", "PlanResult", "ScaleResult", "plan", "scale"], "planning"),
     "Result": "result",
     **dict.fromkeys(["ServingResult", "infer"], "serving"),
+    **dict.fromkeys(["SearchResult", "infer_search"], "serving_search"),
     **dict.fromkeys(["StaticServingResult", "infer_static"], "serving_static"),
     **dict.fromkeys(["LoadSweepResult", "infer_sweep"], "serving_sweep"),
     **dict.fromkeys(["EstimateResult", "TrainingRun", "estimate", "profile_names"], "training"),
@@ -130,6 +132,7 @@ __all__ = [
     "PlanResult",
     "Result",
     "ScaleResult",
+    "SearchResult",
     "ServingResult",
     "StaticServingResult",
     "TrainingRun",
@@ -150,6 +153,7 @@ __all__ = [
     "fit",
     "import_nccl_tests",
     "infer",
+    "infer_search",
     "infer_static",
     "infer_sweep",
     "plan",

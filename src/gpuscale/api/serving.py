@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
 
@@ -32,6 +32,7 @@ from gpuscale.costmodel.serving.iteration import (
     deepgemm_moe_skipped,
 )
 from gpuscale.costmodel.serving.speculative import Speculation
+from gpuscale.costmodel.serving.uncertainty import serving_band
 from gpuscale.errors import InputError, is_whole, require
 from gpuscale.planner.serving.cohort_sim import BENCHMARK_ROUNDS
 from gpuscale.planner.serving.deployment import (
@@ -76,6 +77,9 @@ class ServingResult:
     """The cost profile the kernels were priced with: the engine's own, or the ``--profile``
     laid over it (an overlay such as another engine's profile changes the figures, and the
     result says so rather than carrying the engine's name alone)."""
+    uncertainty: dict[str, Any] = field(default_factory=dict)
+    """How far the model's figures fell from measured runs like this one
+    (``costmodel.serving.uncertainty.ServingBand.as_dict``)."""
 
     def to_dict(self) -> dict[str, Any]:
         option = {**self.deployment, **self.prediction.row()}
@@ -91,6 +95,7 @@ class ServingResult:
             "client": self.client,
             "options": [option],
             "verdict": _verdict(option),
+            "uncertainty": self.uncertainty,
         }
 
     def figures(self) -> list[Any]:
@@ -950,6 +955,9 @@ def infer(
         deployment=deployment,
         prediction=pred,
         profile=prof.name,
+        uncertainty=serving_band(
+            eng.name, pred.mode, cluster.device.generation, spec.is_moe
+        ).as_dict(),
     )
 
 

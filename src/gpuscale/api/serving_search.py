@@ -398,3 +398,8 @@ def search(
             "inter": inter,
         },
     )
+
+
+infer_search = search
+"""``gpuscale.infer_search``: :func:`search` under the name of the ``gpuscale infer --search``
+it answers (the CLI and the web page call it as ``serving_search.search``)."""

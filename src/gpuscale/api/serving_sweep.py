@@ -59,6 +59,8 @@ class LoadSweepResult:
             "points": rows,
             "knee": {self.load: knee[self.load], **_summary(knee)},
             "verdict": _verdict(self.load, rows, knee),
+            # One band for every load: it is of the deployment's engine, mode, GPU and model.
+            "uncertainty": first["uncertainty"],
         }
 
     def figures(self) -> list[Any]:

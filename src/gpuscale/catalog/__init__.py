@@ -66,6 +66,12 @@ def validation_bands() -> dict[str, Any]:
     return _load("validation_bands.yaml")
 
 
+@cache
+def serving_validation_bands() -> dict[str, Any]:
+    """Serving error bands per engine and mode, written by ``benchmarks/serving_bands.py``."""
+    return _load("serving_validation_bands.yaml")
+
+
 def gpu(gpu_id: str | Device) -> Device:
     """A catalog GPU by id (a :class:`Device` is returned as it is)."""
     if isinstance(gpu_id, Device):

@@ -103,7 +103,26 @@ def print_serving(console: Console, doc: Mapping[str, Any]) -> None:
     )
     for note in o["notes"]:
         console.print(f"note: {note}")
+    _print_band(console, doc.get("uncertainty") or {})
     console.print(f"verdict: {doc['verdict']}")
+
+
+_BAND_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "output_tokens_per_s": "output tok/s"}
+
+
+def _print_band(console: Console, band: Mapping[str, Any]) -> None:
+    """How far the figures fell from measured runs like this one (ServingBand.as_dict)."""
+    if not band:
+        return
+    spans = ", ".join(
+        f"{_BAND_NAMES[k]} {lo:.2f}-{hi:.2f}x"
+        for k, (lo, hi) in band["measured_over_predicted_p10_p90"].items()
+    )
+    console.print(
+        f"error band from {band['regime']}: 80% of them measured {spans} the model's figure"
+    )
+    for warning in band["warnings"]:
+        console.print(f"note: {warning}")
 
 
 def print_sweep(console: Console, doc: Mapping[str, Any]) -> None:
@@ -129,6 +148,7 @@ def print_sweep(console: Console, doc: Mapping[str, Any]) -> None:
     for row in doc["points"]:
         table.add_row(*(fmt.format(row[key]) for key, (_, fmt) in columns.items()))
     _print_titled(console, title, table)
+    _print_band(console, doc.get("uncertainty") or {})
     console.print(f"verdict: {doc['verdict']}; TPOT excludes the first token")
 
 
