@@ -42,6 +42,7 @@ from gpuscale.validation.inferencex_api import (
     APP_COMMIT,
     APP_PATH,
     APP_REPO,
+    ROW_SYSTEMS,
     ApiRow,
     distinct_measurements,
     load_records,
@@ -252,7 +253,7 @@ def run(by: list[str], limit: int = 0) -> dict[str, Any]:
         if by:
             names.append(hem + "|" + ",".join(f"{k}={breakdown(row, k)}" for k in by))
         tag = ""
-        if row.hardware in ("h100", "h200"):
+        if row.hardware in ROW_SYSTEMS:  # the GPUs of the rows the model was built against
             same, exact = seen(row, index)
             tag = "seen" if same else "unseen"
             seen_counts[tag] += 1

@@ -3,57 +3,105 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from gpuscale.api.serving import infer
 from gpuscale.costmodel.serving.uncertainty import serving_band
 from gpuscale.validation.serving_bands import HELD_OUT, IN_SAMPLE, MIN_ROWS, RunError, regimes
 
-DOC = {
-    "validated": {"generations": ["blackwell", "hopper"], "engines": ["sglang", "vllm"]},
+
+def _regime(rows: int, gens: list[str], modes: list[str], spec: list[bool], ttft: float) -> dict:
+    return {
+        "rows": rows,
+        "generations": gens,
+        "models": ["deepseek-r1"],
+        "modes": modes,
+        "speculative": spec,
+        "ttft_ms": [0.9, ttft, 3.0],
+        "tpot_ms": [0.9, 1.1, 1.5],
+    }
+
+
+DOC: dict[str, Any] = {
     "regimes": {
-        "held_out/all": {"rows": 300, "ttft_ms": [0.9, 3.0], "tpot_ms": [0.9, 1.5]},
-        "held_out/sglang": {"rows": 200, "ttft_ms": [1.0, 4.0], "tpot_ms": [0.9, 1.7]},
-        "held_out/sglang/disagg": {"rows": 150, "ttft_ms": [0.8, 4.2], "tpot_ms": [0.9, 1.6]},
-        "in_sample/vllm/agg": {"rows": 400, "ttft_ms": [0.7, 1.9], "tpot_ms": [0.8, 1.2]},
+        "held_out/all": _regime(300, ["blackwell", "cdna4"], ["agg", "disagg"], [False, True], 1.4),
+        "held_out/sglang": _regime(200, ["blackwell"], ["disagg"], [False, True], 1.6),
+        "held_out/sglang/disagg": _regime(150, ["blackwell"], ["disagg"], [False, True], 1.5),
+        "held_out/sglang/disagg/plain": _regime(100, ["blackwell"], ["disagg"], [False], 1.7),
+        "in_sample/sglang/disagg": _regime(40, ["hopper"], ["disagg"], [False], 1.2),
+        "in_sample/vllm/agg": _regime(400, ["hopper"], ["agg"], [False], 1.3),
     },
 }
 
 
-def test_held_out_runs_of_the_engine_and_mode_come_first() -> None:
-    band = serving_band("sglang", "disaggregated", "blackwell", True, DOC)
+def _band(**kw: Any) -> Any:
+    given = {
+        "engine": "sglang",
+        "mode": "disaggregated",
+        "generation": "blackwell",
+        "model": "deepseek-r1",
+        "speculative": False,
+        "open_loop": False,
+        "data": DOC,
+    }
+    return serving_band(**{**given, **kw})
+
+
+def test_held_out_runs_like_the_deployment_come_first() -> None:
+    band = _band()
     assert band.held_out and band.warnings == ()
-    assert band.ratios == {"ttft_ms": (0.8, 4.2), "tpot_ms": (0.9, 1.6)}
-    assert band.regime == "held-out sglang disaggregated, 150 runs"
+    assert dict(band.ratios)["ttft_ms"] == (0.9, 1.7, 3.0)
+    assert band.regime == "held-out sglang disaggregated without MTP, 100 runs"
+    # with MTP there is no narrower regime: the engine and mode's, which hold MTP runs
+    assert _band(speculative=True).regime == "held-out sglang disaggregated, 150 runs"
 
 
-def test_every_step_away_from_the_measured_runs_is_said() -> None:
-    # no aggregated sglang regime: the engine's own, and it says which mode it is
-    agg = serving_band("sglang", "aggregated", "hopper", True, DOC)
+def test_the_gpu_generation_picks_the_regime_before_held_out_does() -> None:
+    # on a Hopper GPU the rows the model was built against are the runs like it
+    band = _band(generation="hopper")
+    assert not band.held_out and band.regime == "in-sample sglang disaggregated, 40 runs"
+    assert band.warnings == (
+        "the band is of runs the model was built against (no held-out sglang disaggregated run "
+        "on hopper GPUs)",
+    )
+
+
+def test_every_difference_from_the_bands_runs_is_said() -> None:
+    agg = _band(mode="aggregated", generation="ampere", model="llama3.1-8b", open_loop=True)
     assert agg.regime == "held-out sglang, 200 runs"
-    assert agg.warnings == ("no measured aggregated run of sglang: the band is disaggregated",)
-    # no held-out vLLM run: the rows the model was built against, said so
-    vllm = serving_band("vllm", "agg", "hopper", False, DOC)
-    assert not vllm.held_out and vllm.regime == "in-sample vllm aggregated, 400 runs"
-    assert "the band is from the runs the model was built against" in vllm.warnings[0]
-    # an engine never measured, on a generation never measured, a dense model
-    other = serving_band("atom", "agg", "ampere", False, DOC)
-    assert other.regime == "held-out all engines, 300 runs"
-    assert len(other.warnings) == 3
-    assert "ampere" in other.warnings[0] and "atom" in other.warnings[1]
-    assert "mixture-of-experts" in other.warnings[2]
+    text = " | ".join(agg.warnings)
+    for said in ("blackwell GPUs, not ampere", "served deepseek-r1, not llama3.1-8b",
+                 "disaggregated, not aggregated", "closed-loop"):  # fmt: skip
+        assert said in text
+    vllm = _band(engine="vllm", mode="agg", generation="hopper")
+    assert not vllm.held_out and "disaggregated" not in " ".join(vllm.warnings)
+    unknown = _band(engine="atom")
+    assert unknown.regime == "held-out all engines, 300 runs"
+    assert "no measured run of atom" in unknown.warnings[0]
 
 
-def _run(kind: str, engine: str, ratio: float) -> RunError:
-    return RunError(kind, engine, "agg", "hopper", {"ttft_ms": ratio * 100}, {"ttft_ms": 100.0})
+def _run(kind: str, engine: str, ratio: float, speculative: bool = False) -> RunError:
+    return RunError(
+        kind=kind,
+        engine=engine,
+        mode="agg",
+        speculative=speculative,
+        generation="hopper",
+        model="deepseek-r1",
+        measured={"ttft_ms": ratio * 100},
+        predicted={"ttft_ms": 100.0},
+    )
 
 
-def test_a_band_is_the_10th_to_90th_percentile_of_measured_over_predicted() -> None:
+def test_a_band_is_the_10th_50th_90th_percentile_of_measured_over_predicted() -> None:
     runs = [_run(HELD_OUT, "sglang", 1 + i / 100) for i in range(101)]  # 1.00 .. 2.00
     runs += [_run(IN_SAMPLE, "vllm", 1.0) for _ in range(MIN_ROWS - 1)]  # too few for a band
     out = regimes(runs)
-    assert out["held_out/sglang/agg"] == {"rows": 101, "ttft_ms": [1.1, 1.9]}
-    assert out["held_out/all"]["ttft_ms"] == [1.1, 1.9]
+    assert out["held_out/sglang/agg/plain"]["ttft_ms"] == [1.1, 1.5, 1.9]
+    assert out["held_out/all"]["rows"] == 101
+    assert out["held_out/all"]["speculative"] == [False]
     assert not any(key.startswith(IN_SAMPLE) for key in out)
     # a metric the runs do not measure gets no band
     assert "tpot_ms" not in out["held_out/sglang"]
@@ -74,8 +122,13 @@ def test_infer_says_how_far_off_it_was_on_runs_like_this(model, kw, regime) -> N
     doc = infer(model, concurrency=4, **kw).to_dict()
     band = doc["uncertainty"]
     assert band["regime"].startswith(regime)
-    low, high = band["measured_over_predicted_p10_p90"]["tpot_ms"]
-    assert 0 < low < 1 < high
+    low, mid, high = band["measured_over_predicted_p10_p50_p90"]["tpot_ms"]
+    assert 0 < low < 1 < high and low <= mid <= high
+
+
+def test_a_deployment_that_does_not_fit_has_no_band() -> None:
+    doc = infer("llama3.1-405b", gpu="h100-sxm", engine="vllm", concurrency=4).to_dict()
+    assert doc["options"][0]["fits"] is False and doc["uncertainty"] == {}
 
 
 def test_the_slo_search_is_an_answer_of_the_package() -> None:

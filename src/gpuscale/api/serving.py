@@ -955,9 +955,18 @@ def infer(
         deployment=deployment,
         prediction=pred,
         profile=prof.name,
+        # A deployment that does not fit has no measured runs like it: no band (its figures are
+        # not shown either, report.serving.print_serving).
         uncertainty=serving_band(
-            eng.name, pred.mode, cluster.device.generation, spec.is_moe
-        ).as_dict(),
+            engine=eng.name,
+            mode=pred.mode,
+            generation=cluster.device.generation,
+            model=spec.name,
+            speculative=spec_dec is not None,
+            open_loop=request_rate is not None,
+        ).as_dict()
+        if pred.fits
+        else {},
     )
 
 

@@ -107,19 +107,25 @@ def print_serving(console: Console, doc: Mapping[str, Any]) -> None:
     console.print(f"verdict: {doc['verdict']}")
 
 
-_BAND_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "output_tokens_per_s": "output tok/s"}
+_BAND_NAMES = {
+    "ttft_ms": "mean TTFT",
+    "tpot_ms": "mean TPOT",
+    "output_tokens_per_s": "output tok/s",
+}
 
 
 def _print_band(console: Console, band: Mapping[str, Any]) -> None:
-    """How far the figures fell from measured runs like this one (ServingBand.as_dict)."""
+    """How far the figures fell from measured runs like this one (ServingBand.as_dict): per
+    metric, the 10th-90th percentile of measured / predicted and its median."""
     if not band:
         return
     spans = ", ".join(
-        f"{_BAND_NAMES[k]} {lo:.2f}-{hi:.2f}x"
-        for k, (lo, hi) in band["measured_over_predicted_p10_p90"].items()
+        f"{_BAND_NAMES[k]} {lo:.2f}-{hi:.2f}x (median {mid:.2f}x)"
+        for k, (lo, mid, hi) in band["measured_over_predicted_p10_p50_p90"].items()
     )
     console.print(
-        f"error band from {band['regime']}: 80% of them measured {spans} the model's figure"
+        f"error band from {band['regime']}, per metric 80% of them measured within: {spans} "
+        "the model's figure"
     )
     for warning in band["warnings"]:
         console.print(f"note: {warning}")

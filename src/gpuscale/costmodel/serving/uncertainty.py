@@ -1,99 +1,136 @@
 """How far the serving model's figures fell from measured runs like the one asked about.
 
 Bands come from ``benchmarks/serving_bands.py`` (``catalog/data/serving_validation_bands.yaml``;
-``gpuscale.validation.serving_bands``): the 10th-90th percentiles of measured / predicted mean
-TTFT, TPOT and output tokens/s per engine and mode, first on runs the model never saw
-(``held_out``: InferenceX's DeepSeek-R1 records on GPUs other than the H100/H200 it was built
-against), else on the rows it was built against (``in_sample``). Every step away from what was
-measured is said: an engine or mode without held-out runs, a dense model (the held-out runs are
-all one mixture-of-experts model), a GPU generation no serving run was measured on.
+``gpuscale.validation.serving_bands``): per metric, the 10th, 50th and 90th percentiles of
+measured / predicted mean TTFT, TPOT and output tokens/s over a regime's runs. A regime is runs
+the model never saw (``held_out``: InferenceX's DeepSeek-R1 records on GPUs other than the
+H100/H200 it was built against; some of their launch readings were added after looking at their
+errors, docs/benchmarks.md "Held-out serving runs") or the rows it was built against
+(``in_sample``), of one engine, mode and speculative setting, or coarser. The closest regime on
+the deployment's GPU generation answers; what differs between the deployment and the band's
+runs (GPU generation, model, mode, speculative decoding, an open-loop client) is said.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gpuscale.catalog import serving_validation_bands
 
 METRICS = ("ttft_ms", "tpot_ms", "output_tokens_per_s")
+"""What a band covers: the means ``infer`` reports (``options[0]``)."""
+
 _MODES = {"aggregated": "agg", "disaggregated": "disagg"}
 """The result's mode names (``Prediction.mode``) in the bands file's words."""
+_WORDS = {v: k for k, v in _MODES.items()}
+
+
+def regime_keys(kind: str, engine: str, mode: str, speculative: bool) -> list[str]:
+    """The regimes a run belongs to, narrowest first: ``{kind}/{engine}/{mode}/{mtp|plain}``,
+    ``{kind}/{engine}/{mode}``, ``{kind}/{engine}``, ``{kind}/all``."""
+    spec = "mtp" if speculative else "plain"
+    return [
+        f"{kind}/{engine}/{mode}/{spec}",
+        f"{kind}/{engine}/{mode}",
+        f"{kind}/{engine}",
+        f"{kind}/all",
+    ]
 
 
 @dataclass(frozen=True, slots=True)
 class ServingBand:
-    """measured / predicted, 10th and 90th percentiles, per metric (absent: not measured in
-    enough runs of the regime), and where they come from."""
+    """Per metric, measured / predicted at the 10th, 50th and 90th percentiles of a regime's
+    runs (a metric absent: not measured in enough of them), and where they come from."""
 
-    ratios: dict[str, tuple[float, float]]
+    ratios: tuple[tuple[str, tuple[float, float, float]], ...]
     regime: str
-    """The regime the band comes from, with its run count (``held-out sglang agg, 245 runs``)."""
+    """The regime the band comes from, with its run count (``held-out sglang aggregated, 245
+    runs``)."""
     held_out: bool
-    warnings: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "measured_over_predicted_p10_p90": {k: list(v) for k, v in self.ratios.items()},
+            "measured_over_predicted_p10_p50_p90": {k: list(v) for k, v in self.ratios},
             "regime": self.regime,
             "held_out": self.held_out,
             "warnings": list(self.warnings),
         }
 
 
-_WORDS = {"agg": "aggregated", "disagg": "disaggregated", "all": "all engines"}
-
-
 def _describe(key: str, rows: int) -> str:
     kind, *rest = key.split("/")
-    words = " ".join(_WORDS.get(w, w) for w in rest)
-    return f"{'held-out' if kind == 'held_out' else 'in-sample'} {words}, {rows} runs"
+    words = {**_WORDS, "all": "all engines", "mtp": "with MTP", "plain": "without MTP"}
+    return (
+        f"{'held-out' if kind == 'held_out' else 'in-sample'} "
+        f"{' '.join(words.get(w, w) for w in rest)}, {rows} runs"
+    )
+
+
+def _listed(names: Sequence[str], most: int = 3) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def serving_band(
+    *,
     engine: str,
     mode: str,
     generation: str,
-    moe: bool,
+    model: str,
+    speculative: bool,
+    open_loop: bool,
     data: Mapping[str, Any] | None = None,
 ) -> ServingBand:
-    """The band of the closest measured regime for an ``engine`` deployment in ``mode``
-    (``aggregated``/``disaggregated``, or ``agg``/``disagg``) of a model (``moe``: mixture of experts) on a GPU of ``generation``:
-    held-out runs of the engine and mode, of the engine, then the rows the model was built
-    against, then every held-out run; with a warning for each step away from what was measured.
-    ``data``: a bands document (default: the shipped one)."""
+    """The band of the closest measured regime for a deployment: ``engine``, ``mode``
+    (``aggregated``/``disaggregated``, or ``agg``/``disagg``), the GPU ``generation``, the
+    catalog ``model`` served, ``speculative`` decoding, an ``open_loop`` client (Poisson
+    arrivals). Held-out runs of the engine and mode (with the same speculative setting first)
+    on the deployment's GPU generation, else in-sample ones on it, else the same on any
+    generation, else every held-out run; every difference between the deployment and the band's
+    runs is a warning. ``data``: a bands document (default: the shipped one)."""
     data = serving_validation_bands() if data is None else data
-    mode = _MODES.get(mode, mode)
     regimes: Mapping[str, Mapping[str, Any]] = data["regimes"]
-    warnings: list[str] = []
-    generations = data["validated"]["generations"]
-    if generation not in generations:
-        warnings.append(
-            f"no serving run on {generation} GPUs was measured (measured: "
-            f"{', '.join(generations)}); extrapolating"
-        )
-    candidates = (
-        f"held_out/{engine}/{mode}",
-        f"held_out/{engine}",
-        f"in_sample/{engine}/{mode}",
-        f"in_sample/{engine}",
+    mode = _MODES.get(mode, mode)
+    held, sample = (
+        regime_keys(k, engine, mode, speculative)[:3] for k in ("held_out", "in_sample")
     )
-    key = next((k for k in candidates if k in regimes), None)
-    if key is None:
-        key = "held_out/all"
-        warnings.append(f"no measured run of {engine}: the band is every held-out engine's")
+    own_mode = [*held[:2], *sample[:2]]
+    on_generation = [
+        k for k in own_mode if k in regimes and generation in regimes[k]["generations"]
+    ]
+    anywhere = [k for k in (*held, *sample) if k in regimes]
+    key = (on_generation or anywhere or ["held_out/all"])[0]
+    r = regimes[key]
+    warnings = []
+    if key == "held_out/all":
+        warnings.append(f"no measured run of {engine}: the band is of every engine's held-out runs")
     elif key.startswith("in_sample"):
         warnings.append(
-            f"no held-out run of {engine}: the band is from the runs the model was built against"
+            f"the band is of runs the model was built against (no held-out {engine} "
+            f"{_WORDS[mode]} run on {generation} GPUs)"
         )
-    if key.count("/") == 1 and key != "held_out/all":
-        other = "disaggregated" if mode == "agg" else "aggregated"
-        warnings.append(f"no measured {_WORDS[mode]} run of {engine}: the band is {other}")
-    if key.startswith("held_out") and not moe:
-        warnings.append("the held-out runs are of one mixture-of-experts model (DeepSeek-R1)")
-    r = regimes[key]
-    ratios = {m: (float(r[m][0]), float(r[m][1])) for m in METRICS if m in r}
+    if generation not in r["generations"]:
+        warnings.append(
+            f"the band's runs are on {_listed(r['generations'])} GPUs, not {generation}"
+        )
+    if model not in r["models"]:
+        warnings.append(f"the band's runs served {_listed(r['models'])}, not {model}")
+    if mode not in r["modes"]:
+        warnings.append(
+            f"the band's runs are {' and '.join(_WORDS[m] for m in r['modes'])}, not {_WORDS[mode]}"
+        )
+    if speculative not in r["speculative"]:
+        warnings.append(
+            f"the band's runs decoded {'without' if speculative else 'with'} speculative decoding"
+        )
+    if open_loop:
+        warnings.append(
+            "the band's runs are closed-loop benchmarks (a fixed number of clients), not Poisson arrivals"
+        )
+    ratios = tuple((m, (float(r[m][0]), float(r[m][1]), float(r[m][2]))) for m in METRICS if m in r)
     return ServingBand(
         ratios, _describe(key, int(r["rows"])), key.startswith("held_out"), tuple(warnings)
     )
