@@ -19,6 +19,7 @@ from gpuscale.api.export import TARGETS
 from gpuscale.api.page import model_from_config_text
 from gpuscale.api.serving_search import search
 from gpuscale.errors import InputError
+from gpuscale.report.serving import band_lines
 from gpuscale.web import answers
 from gpuscale.web.app import create_app
 
@@ -212,6 +213,11 @@ def test_serving_answer_is_the_apis(client: Any) -> None:
     sweep = api.infer_sweep("llama3.1-8b", gpu="h100-sxm", concurrency=[1, 4, 16, 32, 64])
     assert page.count("Plotly.newPlot(") == len(load.figures()) + len(sweep.figures())
     assert _by_id(page, "sweep") == sweep.to_dict()["verdict"]
+    # the error band in the CLI's words (report.serving.band_lines), each line a paragraph
+    lines = band_lines(load.to_dict()["uncertainty"])
+    assert lines and lines[0].startswith("error band from in-sample vllm")
+    shown = [html.unescape(t) for t in re.findall(r'<p class="band">(.*?)</p>', page)]
+    assert shown == lines
     status, page = _post(client, "/serving", {**form, "slo_tpot_ms": "fast"})
     assert status == 400 and _by_id(page, "error") == "TPOT p99 target (ms): 'fast' is not a number"
     response = client.post("/serving/report.html", data=form)

@@ -114,21 +114,27 @@ _BAND_NAMES = {
 }
 
 
-def _print_band(console: Console, band: Mapping[str, Any]) -> None:
-    """How far the figures fell from measured runs like this one (ServingBand.as_dict): per
-    metric, the 10th-90th percentile of measured / predicted and its median."""
+def band_lines(band: Mapping[str, Any]) -> list[str]:
+    """How far the figures fell from measured runs like this one (ServingBand.as_dict), in
+    words: per metric, the 10th-90th percentile of measured / predicted and its median, then
+    one note per difference between the deployment and those runs; none without a band. The
+    CLI and the web page both say it so."""
     if not band:
-        return
+        return []
     spans = ", ".join(
         f"{_BAND_NAMES[k]} {lo:.2f}-{hi:.2f}x (median {mid:.2f}x)"
         for k, (lo, mid, hi) in band["measured_over_predicted_p10_p50_p90"].items()
     )
-    console.print(
+    return [
         f"error band from {band['regime']}, per metric 80% of them measured within: {spans} "
-        "the model's figure"
-    )
-    for warning in band["warnings"]:
-        console.print(f"note: {warning}")
+        "the model's figure",
+        *(f"note: {warning}" for warning in band["warnings"]),
+    ]
+
+
+def _print_band(console: Console, band: Mapping[str, Any]) -> None:
+    for line in band_lines(band):
+        console.print(line)
 
 
 def print_sweep(console: Console, doc: Mapping[str, Any]) -> None:

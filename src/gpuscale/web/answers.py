@@ -21,6 +21,7 @@ from gpuscale.api.serving_search import SearchResult, search
 from gpuscale.api.serving_sweep import LoadSweepResult, infer_sweep
 from gpuscale.errors import InputError
 from gpuscale.report.html import Section, render, result_sections
+from gpuscale.report.serving import band_lines
 from gpuscale.specs import ModelSpec
 from gpuscale.web.forms import ServingQuery, TrainingQuery, message
 
@@ -169,6 +170,11 @@ class ServingAnswer:
     @property
     def verdict(self) -> str:
         return str(self.load.to_dict().get("verdict", ""))
+
+    @property
+    def band(self) -> list[str]:
+        """The load's error band in the CLI's words (report.serving.band_lines)."""
+        return band_lines(self.load.to_dict().get("uncertainty") or {})
 
     @property
     def deployments(self) -> list[dict[str, Any]]:
