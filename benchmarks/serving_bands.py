@@ -1,6 +1,6 @@
 """Serving error bands: the 10th, 50th and 90th percentiles of measured / predicted mean TTFT,
-TPOT and output tokens/s, per engine, mode and speculative decoding, on runs the serving model
-never saw and on the rows it was built against (``gpuscale.validation.serving_bands``).
+TPOT and output tokens/s, per engine, mode, speculative decoding and GPU generation, on runs the
+serving model never saw and on the rows it was built against (``gpuscale.validation.serving_bands``).
 
 - held out: InferenceX's DeepSeek-R1 records on every GPU but the H100/H200
   (``data/validation/serving/inferencex_api_dsr1.csv``; ``validate_serving_unseen.py``'s
@@ -139,7 +139,9 @@ def joint_coverage(runs: list[RunError], doc: dict) -> dict[str, float]:
     inside: dict[str, list[bool]] = {}
     for r in runs:
         key = next(
-            k for k in regime_keys(r.kind, r.engine, r.mode, r.speculative) if k in doc["regimes"]
+            k
+            for k in regime_keys(r.kind, r.engine, r.mode, r.speculative, r.generation)
+            if k in doc["regimes"]
         )
         band = doc["regimes"][key]
         ok = all(

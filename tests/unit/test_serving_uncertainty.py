@@ -140,3 +140,13 @@ def test_the_slo_search_is_an_answer_of_the_package() -> None:
     assert gpuscale.infer_search is search
     result = gpuscale.infer_search("llama3.1-8b", gpu="h100-sxm", gpus=8, slo_ttft_ms=500)
     assert isinstance(result, SearchResult) and result.to_dict()["options"]
+
+
+def test_a_generation_with_enough_runs_has_its_own_band() -> None:
+    doc = {"regimes": {**DOC["regimes"], "held_out/sglang/disagg/plain/cdna4": _regime(
+        30, ["cdna4"], ["disagg"], [False], 2.5)}}  # fmt: skip
+    band = _band(generation="cdna4", data=doc)
+    assert band.regime == "held-out sglang disaggregated without MTP on cdna4 GPUs, 30 runs"
+    assert band.warnings == () and dict(band.ratios)["ttft_ms"][1] == 2.5
+    # the other generations keep the pooled band
+    assert _band(data=doc).regime == "held-out sglang disaggregated without MTP, 100 runs"

@@ -1,5 +1,6 @@
 """Serving error bands from measured runs: how far the serving model's mean TTFT, TPOT and
-output tokens/s fell from the measured ones, per engine, mode and speculative decoding, on runs
+output tokens/s fell from the measured ones, per engine, mode, speculative decoding and GPU
+generation, on runs
 it was never built on (InferenceX's held-out DeepSeek-R1 records) and on the rows it was built
 against.
 
@@ -64,13 +65,13 @@ def _ratios(runs: Iterable[RunError], metric: str) -> list[float]:
 
 def regimes(runs: Iterable[RunError]) -> dict[str, dict[str, Any]]:
     """Bands per regime (``costmodel.serving.uncertainty.regime_keys``: kind / engine / mode /
-    speculative, then coarser), each with its run count, the generations, models, modes and
+    speculative / GPU generation, then coarser), each with its run count, the generations, models, modes and
     speculative settings of its runs, and, per metric measured in at least :data:`MIN_ROWS`
     runs, the 10th, 50th and 90th percentiles of ``measured / predicted`` (rounded to 0.01).
     Regimes under :data:`MIN_ROWS` runs are left out."""
     groups: dict[str, list[RunError]] = defaultdict(list)
     for r in runs:
-        for key in regime_keys(r.kind, r.engine, r.mode, r.speculative):
+        for key in regime_keys(r.kind, r.engine, r.mode, r.speculative, r.generation):
             groups[key].append(r)
     out: dict[str, dict[str, Any]] = {}
     for key in sorted(groups):

@@ -6,7 +6,7 @@ measured / predicted mean TTFT, TPOT and output tokens/s over a regime's runs. A
 the model never saw (``held_out``: InferenceX's DeepSeek-R1 records on GPUs other than the
 H100/H200 it was built against; some of their launch readings were added after looking at their
 errors, docs/benchmarks.md "Held-out serving runs") or the rows it was built against
-(``in_sample``), of one engine, mode and speculative setting, or coarser. The closest regime on
+(``in_sample``), of one engine, mode, speculative setting and GPU generation, or coarser. The closest regime on
 the deployment's GPU generation answers; what differs between the deployment and the band's
 runs (GPU generation, model, mode, speculative decoding, an open-loop client) is said.
 """
@@ -27,11 +27,13 @@ _MODES = {"aggregated": "agg", "disaggregated": "disagg"}
 _WORDS = {v: k for k, v in _MODES.items()}
 
 
-def regime_keys(kind: str, engine: str, mode: str, speculative: bool) -> list[str]:
-    """The regimes a run belongs to, narrowest first: ``{kind}/{engine}/{mode}/{mtp|plain}``,
-    ``{kind}/{engine}/{mode}``, ``{kind}/{engine}``, ``{kind}/all``."""
+def regime_keys(kind: str, engine: str, mode: str, speculative: bool, generation: str) -> list[str]:
+    """The regimes a run belongs to, narrowest first:
+    ``{kind}/{engine}/{mode}/{mtp|plain}/{generation}``, then without the generation, the
+    speculative setting, the mode, the engine (``{kind}/all``)."""
     spec = "mtp" if speculative else "plain"
     return [
+        f"{kind}/{engine}/{mode}/{spec}/{generation}",
         f"{kind}/{engine}/{mode}/{spec}",
         f"{kind}/{engine}/{mode}",
         f"{kind}/{engine}",
@@ -63,10 +65,8 @@ class ServingBand:
 def _describe(key: str, rows: int) -> str:
     kind, *rest = key.split("/")
     words = {**_WORDS, "all": "all engines", "mtp": "with MTP", "plain": "without MTP"}
-    return (
-        f"{'held-out' if kind == 'held_out' else 'in-sample'} "
-        f"{' '.join(words.get(w, w) for w in rest)}, {rows} runs"
-    )
+    named = [words.get(w, w) for w in rest[:3]] + [f"on {g} GPUs" for g in rest[3:]]
+    return f"{'held-out' if kind == 'held_out' else 'in-sample'} {' '.join(named)}, {rows} runs"
 
 
 def _listed(names: Sequence[str], most: int = 3) -> str:
@@ -95,9 +95,9 @@ def serving_band(
     regimes: Mapping[str, Mapping[str, Any]] = data["regimes"]
     mode = _MODES.get(mode, mode)
     held, sample = (
-        regime_keys(k, engine, mode, speculative)[:3] for k in ("held_out", "in_sample")
+        regime_keys(k, engine, mode, speculative, generation)[:4] for k in ("held_out", "in_sample")
     )
-    own_mode = [*held[:2], *sample[:2]]
+    own_mode = [*held[:3], *sample[:3]]
     on_generation = [
         k for k in own_mode if k in regimes and generation in regimes[k]["generations"]
     ]
