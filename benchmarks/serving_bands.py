@@ -1,6 +1,7 @@
 """Serving error bands: the 10th, 50th and 90th percentiles of measured / predicted mean TTFT,
 TPOT and output tokens/s, per engine, mode, speculative decoding and GPU generation, on runs the
-serving model never saw and on the rows it was built against (``gpuscale.validation.serving_bands``).
+serving model never saw and on the rows it was built against
+(``gpuscale.validation.serving_bands``).
 
 - held out: InferenceX's DeepSeek-R1 records on every GPU but the H100/H200
   (``data/validation/serving/inferencex_api_dsr1.csv``; ``validate_serving_unseen.py``'s

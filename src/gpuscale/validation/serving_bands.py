@@ -65,10 +65,10 @@ def _ratios(runs: Iterable[RunError], metric: str) -> list[float]:
 
 def regimes(runs: Iterable[RunError]) -> dict[str, dict[str, Any]]:
     """Bands per regime (``costmodel.serving.uncertainty.regime_keys``: kind / engine / mode /
-    speculative / GPU generation, then coarser), each with its run count, the generations, models, modes and
-    speculative settings of its runs, and, per metric measured in at least :data:`MIN_ROWS`
-    runs, the 10th, 50th and 90th percentiles of ``measured / predicted`` (rounded to 0.01).
-    Regimes under :data:`MIN_ROWS` runs are left out."""
+    speculative / GPU generation, then coarser), each with its run count, the generations,
+    models, modes and speculative settings of its runs, and, per metric measured in at least
+    :data:`MIN_ROWS` runs, the 10th, 50th and 90th percentiles of ``measured / predicted``
+    (rounded to 0.01). Regimes under :data:`MIN_ROWS` runs are left out."""
     groups: dict[str, list[RunError]] = defaultdict(list)
     for r in runs:
         for key in regime_keys(r.kind, r.engine, r.mode, r.speculative, r.generation):

@@ -6,9 +6,11 @@ measured / predicted mean TTFT, TPOT and output tokens/s over a regime's runs. A
 the model never saw (``held_out``: InferenceX's DeepSeek-R1 records on GPUs other than the
 H100/H200 it was built against; some of their launch readings were added after looking at their
 errors, docs/benchmarks.md "Held-out serving runs") or the rows it was built against
-(``in_sample``), of one engine, mode, speculative setting and GPU generation, or coarser. The closest regime on
-the deployment's GPU generation answers; what differs between the deployment and the band's
-runs (GPU generation, model, mode, speculative decoding, an open-loop client) is said.
+(``in_sample``), of one engine, mode, speculative setting and GPU generation, or coarser. The
+closest regime on the deployment's GPU generation answers. The differences between the
+deployment and the band's runs that the file records (GPU generation, model, mode, speculative
+decoding) and an open-loop client are said; others (attention DP, prefix hits, length spread, a
+profile overlay) are not.
 """
 
 from __future__ import annotations
@@ -89,8 +91,8 @@ def serving_band(
     catalog ``model`` served, ``speculative`` decoding, an ``open_loop`` client (Poisson
     arrivals). Held-out runs of the engine and mode (with the same speculative setting first)
     on the deployment's GPU generation, else in-sample ones on it, else the same on any
-    generation, else every held-out run; every difference between the deployment and the band's
-    runs is a warning. ``data``: a bands document (default: the shipped one)."""
+    generation, else every held-out run; each difference the module docstring lists is a
+    warning. ``data``: a bands document (default: the shipped one)."""
     data = serving_validation_bands() if data is None else data
     regimes: Mapping[str, Mapping[str, Any]] = data["regimes"]
     mode = _MODES.get(mode, mode)
@@ -128,7 +130,8 @@ def serving_band(
         )
     if open_loop:
         warnings.append(
-            "the band's runs are closed-loop benchmarks (a fixed number of clients), not Poisson arrivals"
+            "the band's runs are closed-loop benchmarks (a fixed number of clients), not "
+            "Poisson arrivals"
         )
     ratios = tuple((m, (float(r[m][0]), float(r[m][1]), float(r[m][2]))) for m in METRICS if m in r)
     return ServingBand(
