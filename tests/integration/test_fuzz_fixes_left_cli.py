@@ -28,8 +28,8 @@ def _refused(proc, *words: str) -> None:  # type: ignore[no-untyped-def]
             ("--engine-options", "deepgemm_moe_worst_case", "has no experts", "leave it out"),
         ),
         (
-            "max_num_batched_tokens=64",
-            ("--engine-options", "max_num_batched_tokens 64 is below max_num_seqs 1024"),
+            "max_num_batched_tokens=64,max_num_seqs=128",
+            ("--engine-options", "max_num_batched_tokens 64 is below max_num_seqs 128"),
         ),
     ],
 )

@@ -48,10 +48,6 @@ def test_deepgemm_worst_case_taken_where_one_pool_runs_it() -> None:
     ("options", "words"),
     [
         (
-            {"max_num_batched_tokens": 64},
-            "max_num_batched_tokens 64 is below max_num_seqs 1024 (vLLM's default on h100-sxm)",
-        ),
-        (
             {"max_num_batched_tokens": 4096, "max_num_seqs": 8192},
             "max_num_batched_tokens 4096 is below max_num_seqs 8192; vLLM refuses to start",
         ),
@@ -68,6 +64,20 @@ def test_vllm_token_budget_below_its_running_cap_is_refused(
     with pytest.raises(InputError, match=words.replace("(", r"\(").replace(")", r"\)")) as exc:
         infer("llama3.1-8b", engine="vllm", engine_options=options, **kw)
     assert exc.value.field == "engine_options"
+
+
+def test_a_vllm_budget_below_the_default_cap_lowers_the_cap() -> None:
+    # vLLM's EngineArgs._set_default_args: max_num_seqs = min(default, max_num_batched_tokens)
+    # when the cap is left to its default; refused only when both are stated.
+    kw = dict(gpu="h100-sxm", tp=2, concurrency=8)
+    low = infer("llama3.1-8b", engine="vllm", engine_options={"max_num_batched_tokens": 64}, **kw)
+    same = infer(
+        "llama3.1-8b",
+        engine="vllm",
+        engine_options={"max_num_batched_tokens": 64, "max_num_seqs": 64},
+        **kw,
+    )
+    assert low.to_dict()["options"] == same.to_dict()["options"]
 
 
 def test_vllm_token_budget_equal_to_the_cap_and_other_engines_pass() -> None:

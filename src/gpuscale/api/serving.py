@@ -672,7 +672,7 @@ def infer(
     stated = "memory_fraction" in (engine_options or {})
     if engine_options:
         eng = dataclasses.replace(eng, **_engine_options(engine_options, eng.name))
-        _check_vllm_token_budget(eng, engine_options, gpu)
+        eng = _vllm_token_budget(eng, engine_options, gpu)
     # SGLang caps the running requests of a speculative launch that states no cap. Applied to
     # one aggregated engine, whose cap is engine option max_num_seqs; a disaggregated
     # deployment states each pool's own (--prefill-batch / --decode-batch).
@@ -1020,22 +1020,25 @@ def _check_deepgemm(
     )
 
 
-def _check_vllm_token_budget(eng: EngineProfile, options: Mapping[str, Any], gpu: str) -> None:
-    """Refuse a vLLM launch whose token budget per iteration is below its running cap, as
-    vLLM does at start-up: ``SchedulerConfig`` checks "max_num_batched_tokens (...) must be
-    greater than or equal to max_num_seqs (...)" (vllm/config/scheduler.py, ``_verify_args``;
-    ``verify_max_model_len`` in later releases), since every running request needs a token of
-    each iteration. Either side may be the engine's default for the GPU
+def _vllm_token_budget(eng: EngineProfile, options: Mapping[str, Any], gpu: str) -> EngineProfile:
+    """A vLLM launch's running cap against its token budget per iteration, as vLLM settles
+    them at start-up: a cap left to its default is lowered to a stated budget below it
+    (``EngineArgs._set_default_args``: ``max_num_seqs = min(default, max_num_batched_tokens)``),
+    and a stated cap above the budget is refused, as ``SchedulerConfig`` refuses it
+    ("max_num_batched_tokens (...) must be greater than or equal to max_num_seqs (...)",
+    vllm/config/scheduler.py ``_verify_args``), since every running request needs a token of
+    each iteration. The budget may be the engine's default for the GPU
     (``serving_engines.yaml``)."""
     if eng.name != "vllm" or eng.max_num_batched_tokens >= eng.max_num_seqs:
-        return
-    sides = []
-    for name in ("max_num_batched_tokens", "max_num_seqs"):
-        value = getattr(eng, name)
-        given = "" if name in options else f" (vLLM's default on {catalog.gpu(gpu).id})"
-        sides.append(f"{name} {value}{given}")
+        return eng
+    if "max_num_seqs" not in options:
+        return dataclasses.replace(eng, max_num_seqs=eng.max_num_batched_tokens)
+    given = (
+        "" if "max_num_batched_tokens" in options else f" (vLLM's default on {catalog.gpu(gpu).id})"
+    )
     raise InputError(
-        f"{sides[0]} is below {sides[1]}; vLLM refuses to start "
+        f"max_num_batched_tokens {eng.max_num_batched_tokens}{given} is below max_num_seqs "
+        f"{eng.max_num_seqs}; vLLM refuses to start "
         "(max_num_batched_tokens must be >= max_num_seqs: each running request takes a token "
         "of every iteration); accepted: max_num_batched_tokens >= max_num_seqs",
         field="engine_options",
