@@ -81,46 +81,47 @@ def _run(kind: str, model: str, kwargs: dict, measured: dict, pred: dict) -> Run
     )
 
 
-def held_out_runs(left_out: Counter[str], limit: int = 0) -> list[RunError]:
-    rows = [
-        r
-        for r in distinct_measurements(
-            read_records(load_records(SERVING / API_FILE), load_tables(SERVING))
-        )
-        if r.hardware not in SEEN_HARDWARE
-    ]
-    left_out["held_out: not expressible"] += sum(not r.expressible for r in rows)
-    rows = [r for r in rows if r.expressible]
+def _priced(
+    kind: str, rows: list[tuple[bool, str, dict, dict]], left_out: Counter[str], limit: int
+) -> list[RunError]:
+    """Each expressible row (expressible, model, infer kwargs, measured) priced by ``infer``;
+    rows not expressible or refused are counted in ``left_out``."""
+    left_out[f"{kind}: not expressible"] += sum(not ok for ok, *_ in rows)
+    rows = [r for r in rows if r[0]]
     if limit:
         rows = rows[:: max(len(rows) // limit, 1)]
     cache: dict[str, dict[str, float] | None] = {}
     out = []
-    for row in rows:
-        pred = _predict(row.model, row.kwargs, cache)
+    for _, model, kwargs, measured in rows:
+        pred = _predict(model, kwargs, cache)
         if pred is None:
-            left_out["held_out: refused by infer"] += 1
+            left_out[f"{kind}: refused by infer"] += 1
             continue
-        out.append(_run(HELD_OUT, row.model, row.kwargs, row.measured, pred))
+        out.append(_run(kind, model, kwargs, measured, pred))
     return out
+
+
+def held_out_runs(left_out: Counter[str], limit: int = 0) -> list[RunError]:
+    records = read_records(load_records(SERVING / API_FILE), load_tables(SERVING))
+    rows = [
+        (r.expressible, r.model, r.kwargs, r.measured)
+        for r in distinct_measurements(records)
+        if r.hardware not in SEEN_HARDWARE
+    ]
+    return _priced(HELD_OUT, rows, left_out, limit)
 
 
 def in_sample_runs(left_out: Counter[str], limit: int = 0) -> list[RunError]:
-    rows = distinct(load(HOPPER_ROWS))
-    left_out["in_sample: not expressible"] += sum(not r.expressible for r in rows)
-    rows = [r for r in rows if r.expressible]
-    if limit:
-        rows = rows[:: max(len(rows) // limit, 1)]
-    cache: dict[str, dict[str, float] | None] = {}
-    out = []
-    for row in rows:
-        model = row.raw["model_path"]
-        pred = _predict(model, row.kwargs, cache)
-        if pred is None:
-            left_out["in_sample: refused by infer"] += 1
-            continue
-        measured = {"ttft_ms": row.ttft_ms, "tpot_ms": row.tpot_ms}
-        out.append(_run(IN_SAMPLE, model, row.kwargs, measured, pred))
-    return out
+    rows = [
+        (
+            r.expressible,
+            r.raw["model_path"],
+            r.kwargs,
+            {"ttft_ms": r.ttft_ms, "tpot_ms": r.tpot_ms},
+        )
+        for r in distinct(load(HOPPER_ROWS))
+    ]
+    return _priced(IN_SAMPLE, rows, left_out, limit)
 
 
 def _runs(limit: int) -> tuple[list[RunError], Counter[str]]:

@@ -197,3 +197,10 @@ def test_auto_serves_a_bf16_checkpoint_as_fp16_and_says_so() -> None:
     assert (static["weights"], static["kv_dtype"]) == ("fp16", "fp16")
     # A GPU with bf16 keeps it.
     assert infer("llama3.1-8b", **{**V100, "gpu": "a100-sxm-80gb"}).to_dict()["weights"] == "bf16"
+
+
+def test_a_gpu_without_bf16_does_not_offer_it() -> None:
+    # the low-precision refusal listed bf16 among the formats a V100 takes, which it refuses
+    with pytest.raises(InputError) as exc:
+        infer("llama3.1-8b", gpu="v100-sxm2-32gb", engine="vllm", concurrency=8, weights="fp8")
+    assert "accepted there: fp16," in str(exc.value) and "bf16" not in str(exc.value)

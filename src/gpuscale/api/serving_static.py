@@ -20,6 +20,7 @@ from gpuscale.costmodel.profile import load_profile_for, profile_names
 from gpuscale.costmodel.serving.formats import FORMATS, sixteen_bit_on
 from gpuscale.errors import PLAIN_DIGITS, InputError, is_whole, parse_int, quoted, require
 from gpuscale.specs import ModelSpec
+from gpuscale.specs.hardware import fills_whole_nodes
 from gpuscale.specs.training import KV_DTYPES, WEIGHT_DTYPES, Inference, KvDtype, WeightDtype
 
 DEFAULT_TP = (1, 2, 4, 8)
@@ -175,7 +176,7 @@ def infer_static(
         # The default list leaves out degrees that would part-fill a second node, as it leaves
         # out those that do not divide the heads (TP 4 on 3-GPU nodes).
         per_node = catalog.node_size(catalog.gpu(gpu), gpus_per_node)
-        degrees = [d for d in degrees if d <= per_node or d % per_node == 0]
+        degrees = [d for d in degrees if fills_whole_nodes(d, per_node)]
     for degree in degrees:
         # One TP group of ``degree`` GPUs: a refusal names the --tp typed, not a --gpus.
         cluster = catalog.cluster(

@@ -8,6 +8,7 @@ from typing import Any, cast
 from gpuscale import SCHEMA_VERSION, catalog
 from gpuscale.errors import InputError, require
 from gpuscale.specs import ModelSpec, Plan, Training
+from gpuscale.specs.hardware import fills_whole_nodes
 from gpuscale.specs.training import TrainPrecision
 from gpuscale.specs.validity import check_plan
 
@@ -36,7 +37,7 @@ class TrainingJob:
         )
         require(self.gpus_per_node >= 1, "--gpus-per-node must be >= 1", field="gpus_per_node")
         require(
-            self.gpus <= self.gpus_per_node or self.gpus % self.gpus_per_node == 0,
+            fills_whole_nodes(self.gpus, self.gpus_per_node),
             f"--gpus ({self.gpus}) must fill whole nodes of --gpus-per-node {self.gpus_per_node}",
             field="gpus_per_node",
         )

@@ -92,6 +92,11 @@ class Link:
         require(self.latency_us >= 0, f"link '{self.id}': latency must be >= 0")
 
 
+def fills_whole_nodes(num_gpus: int, gpus_per_node: int) -> bool:
+    """``num_gpus`` fits in one node or fills each node it spans."""
+    return num_gpus <= gpus_per_node or num_gpus % gpus_per_node == 0
+
+
 def check_whole_nodes(
     num_gpus: int, gpus_per_node: int, count: str | None = None, field: str | None = "gpus"
 ) -> None:
@@ -100,7 +105,7 @@ def check_whole_nodes(
     degrees where no GPU count was typed: ``tp x pp x dp x cp = 1 x 1 x 4 x 1 = 4 GPUs``),
     ``field`` the argument at fault (None: several)."""
     require(
-        num_gpus <= gpus_per_node or num_gpus % gpus_per_node == 0,
+        fills_whole_nodes(num_gpus, gpus_per_node),
         f"{count or f'--gpus ({num_gpus})'} must be a multiple of --gpus-per-node "
         f"({gpus_per_node}) once it spans several nodes",
         field=field,

@@ -93,10 +93,12 @@ def check_runs_on(fmt: WeightFormat, device: Device) -> None:
     cc = device.compute_capability
     low = fmt.weight_bytes < 2.0 and fmt.name not in INT4_KEYS
     if low and cc is not None and cc < LOW_PRECISION_MIN_COMPUTE_CAPABILITY:
+        # bf16 only where the GPU has it (sixteen_bit_on refuses it on a V100 or T4).
+        sixteen = ("bf16", "fp16") if "bf16" in device.peak_tflops else ("fp16",)
         raise InputError(
             f"--weights {fmt.name}: no serving kernel runs it on {device.id} (compute "
             f"capability {cc:.1f}; FP8, FP4 and INT8 need {LOW_PRECISION_MIN_COMPUTE_CAPABILITY}"
-            f" or later); accepted there: bf16, fp16, {', '.join(INT4_KEYS)}",
+            f" or later); accepted there: {', '.join(sixteen)}, {', '.join(INT4_KEYS)}",
             field="weights",
         )
 
