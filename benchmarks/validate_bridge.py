@@ -1,0 +1,125 @@
+"""Training throughput on a held-out source: Megatron-Bridge's published pre-training runs.
+
+    PYTHONPATH=src python benchmarks/validate_bridge.py [--rows] [--json]
+
+Predicts every expressible row of ``data/validation/megatron_bridge_pretraining.csv`` (DGX
+H100/B200/B300/GB200/GB300, Llama 3 and MoE models, NeMo containers 25.09-26.08) with the
+training model as it is (nothing fitted to these rows; the row mapping and what it leaves out are
+in ``gpuscale.validation.bridge_runs``) and prints the error of tokens/s per GPU: overall, dense
+against MoE, per release, GPU and model, and how many runs the memory model says would not fit
+although they ran. The same recipe measured in successive releases is the source's own
+software-version spread: ``--spread`` prints, per recipe (model, system, precision, GPUs and
+plan) measured in more than one release, the largest over the smallest throughput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from collections.abc import Callable
+
+from gpuscale.validation import bridge_runs as bridge
+
+
+def _line(label: str, results: list[bridge.BridgeResult]) -> str:
+    s = bridge.summarize(results)
+    return (
+        f"{label:34s} n={s.n:3d}  mean {s.mape:6.1%}  median {s.median_abs:6.1%}  "
+        f"bias {s.median_bias:+6.1%}  within 20% {s.within_20:4.0%}"
+    )
+
+
+def _groups(
+    results: list[bridge.BridgeResult], key: Callable[[bridge.BridgeResult], str]
+) -> dict[str, list[bridge.BridgeResult]]:
+    out: dict[str, list[bridge.BridgeResult]] = defaultdict(list)
+    for r in results:
+        out[key(r)].append(r)
+    return dict(sorted(out.items()))
+
+
+def _recipe(r: bridge.BridgeResult) -> tuple[object, ...]:
+    k = r.case.kwargs
+    plan = tuple(k[name] for name in ("gpus", "tp", "pp", "vp", "cp", "ep", "mbs", "gbs", "zero"))
+    return (r.case.model, r.case.variant, r.case.system, k["precision"], *plan)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", action="store_true", help="print every row")
+    ap.add_argument("--spread", action="store_true", help="same recipe across releases")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    rows = bridge.load()
+    results, skipped = bridge.evaluate(rows)
+    latest = max(r.case.release for r in results)
+    no_fit = [r for r in results if not r.fits]
+    if args.json:
+        summary = {
+            "rows": len(rows),
+            "predicted": len(results),
+            "skipped": [{"id": i, "reason": why} for i, why in skipped],
+            "all": bridge.summarize(results).__dict__,
+            "dense": bridge.summarize(r for r in results if not r.case.moe).__dict__,
+            "moe": bridge.summarize(r for r in results if r.case.moe).__dict__,
+            "latest_release": latest,
+            "latest": bridge.summarize(r for r in results if r.case.release == latest).__dict__,
+            "ran_but_not_fit": len(no_fit),
+        }
+        print(json.dumps(summary, indent=2))
+        return
+
+    print(f"source: {bridge.SOURCE}")
+    print(
+        f"rows: {len(rows)}, predicted: {len(results)}, not expressible: {len(skipped)} "
+        "(held out: no value of the model was fitted to or checked on these runs)"
+    )
+    print("error of tokens/s per GPU (predicted / measured - 1):")
+    print(_line("all", results))
+    print(_line("dense (Llama 3)", [r for r in results if not r.case.moe]))
+    print(_line("MoE", [r for r in results if r.case.moe]))
+    print(_line(f"latest release ({latest})", [r for r in results if r.case.release == latest]))
+    for title, key in (
+        ("release", lambda r: r.case.release),
+        ("GPU", lambda r: r.case.system),
+        ("model", lambda r: r.case.model),
+    ):
+        print(f"by {title}:")
+        for label, group in _groups(results, key).items():
+            print("  " + _line(label, group))
+    print(
+        f"memory: {len(no_fit)} of {len(results)} runs did not fit by the memory model although "
+        "they ran (the recipes' module recompute and offloading are not priced)"
+    )
+    print("not expressible:")
+    reasons: dict[str, int] = defaultdict(int)
+    for _, why in skipped:
+        reasons[why] += 1
+    for why, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        print(f"  {count:3d}  {why}")
+    if args.spread:
+        print("same recipe in several releases (max / min measured tokens/s per GPU):")
+        for group in _groups(results, lambda r: repr(_recipe(r))).values():
+            if len({r.case.release for r in group}) < 2:
+                continue
+            measured = [r.case.measured for r in group]
+            first = group[0].case
+            print(
+                f"  {first.model:16s} {first.system:10s} {group[0].case.kwargs['precision']:6s} "
+                f"releases {len(group):2d}  x{max(measured) / min(measured):.2f}  "
+                f"model {group[0].predicted:8.0f}  measured {min(measured):8.0f}-{max(measured):8.0f}"
+            )
+    if args.rows:
+        for r in results:
+            k = r.case.kwargs
+            plan = f"tp{k['tp']} pp{k['pp']} vp{k['vp']} cp{k['cp']} ep{k['ep']} mbs{k['mbs']}"
+            print(
+                f"{r.case.id:52s} {plan:28s} {r.case.measured:8.0f} {r.predicted:8.0f} "
+                f"{r.error:+7.1%}{'' if r.fits else '  (does not fit)'}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,266 @@
+"""Megatron-Bridge's published pre-training throughput, predicted as `estimate` calls.
+
+``data/validation/megatron_bridge_pretraining.csv`` holds every pre-training row of
+Megatron-Bridge's performance summaries (NVIDIA-NeMo/Megatron-Bridge
+``docs/performance-summary.md`` and ``docs/performance-summary-archive.md`` @067f987d,
+2026-08-22: NeMo containers 25.09 to 26.08), measured tokens/s per GPU on DGX H100, B200, B300,
+GB200 and GB300, dense Llama 3 and MoE models (DeepSeek-V3, gpt-oss-120b, Qwen3). The training
+model was never built or checked on them: no mixture-of-experts run and no Blackwell run was in
+its validation set before, so every figure here is held out.
+
+How a row becomes a call (one rule each; the reason a row cannot be one is raised as
+``LookupError``):
+
+- model: the catalog entry of the table's name (:data:`MODEL_IDS`). Llama 3 8B / 70B have the
+  architecture of the catalog's Llama 3.1 models (the same config.json shapes; 3.1 changed the
+  RoPE scaling and context, not the FLOPs of an 8k sequence).
+- DeepSeek-V3 trains with one multi-token-prediction module in these recipes (Megatron-Bridge
+  ``set_deepseek_v3_pipeline_model_parallel_layout``: ``mtp_num_layers`` defaults to 1, placed
+  with the loss on the last stage; DeepSeek-V3 report, arXiv:2412.19437, Sec. 2.2: one
+  transformer block per depth): priced as a 62nd MoE decoder layer; its extra output head is not
+  priced. The 25.11 rows marked "w/o MTP" have 61 layers.
+- pipeline split: even when ``pp x vp`` divides the layers; otherwise with the embedding and the
+  loss each counted as a layer of the first and last stage, as Megatron-Bridge's DeepSeek layouts
+  place them (``Et|...|tmL``); otherwise not expressible.
+- GPUs: ``DGX-H100`` -> h100-sxm, ``DGX-B200`` -> b200, ``DGX-B300`` -> b300, ``DGX-GB200`` ->
+  gb200, ``DGX-GB300`` -> gb300. NVLink domain of the GB200/GB300 jobs: 64 GPUs of the 72 (the
+  recipes' ``NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN: 64``), or the whole job when smaller.
+- network: one NIC per GPU at the system's rate: ConnectX-7 400 Gb/s InfiniBand on DGX H100,
+  DGX B200 and GB200 NVL72, ConnectX-8 800 Gb/s on DGX B300 and GB300 NVL72 (the systems'
+  datasheets).
+- data parallelism: Megatron's distributed optimizer (ZeRO-1; Megatron-Bridge
+  ``recipes/common.py`` sets ``use_distributed_optimizer=True``), or Megatron-FSDP
+  (``optim_grads_params``, ZeRO-3) where the FSDP column is non-zero.
+- precision: BF16 -> bf16; FP8 / FP8-CS (per-tensor current scaling) -> fp8; MXFP8 / FP8-MX ->
+  mxfp8; NVFP4 -> nvfp4; H100 blockwise FP8 (128x128 weights) -> fp8, at the same tensor rate.
+- stack: the ``megatron`` profile (Megatron-Core with Transformer Engine, every overlap on).
+
+Not priced, stated for every row: the recipes' per-module recomputation and activation
+offloading (``recompute_modules``, ``offload_modules``), CUDA-graph capture (the later releases'
+full-iteration graphs), HybridEP dispatch, and the 25.09 token-dropping runs' capacity factor
+(with forced load balance a dropless and a dropping run route the same tokens).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuscale import catalog
+from gpuscale.errors import InputError
+from gpuscale.validation import DATA_DIR
+
+FILE = "megatron_bridge_pretraining.csv"
+
+SOURCE = (
+    "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md and "
+    "docs/performance-summary-archive.md @067f987df03b (2026-08-22), pre-training tables"
+)
+
+MODEL_IDS: Mapping[str, str] = {
+    "LLAMA3_8B": "llama3.1-8b",
+    "LLAMA3_70B": "llama3.1-70b",
+    "LLAMA3.1_405B": "llama3.1-405b",
+    "DeepSeekV3": "deepseek-v3",
+    "GPT OSS 120B": "gpt-oss-120b",
+    "Qwen3_30B_a3B": "qwen3-30b-a3b",
+    "Qwen3_235B_a22B": "qwen3-235b-a22b",
+}
+
+NOT_EXPRESSIBLE: Mapping[str, str] = {
+    "Nemotron_3_Nano": "hybrid Mamba-2 / attention MoE model: Mamba layers are not in the model",
+    "Nemotron_3_Super": "hybrid Mamba-2 / attention MoE model: Mamba layers are not in the model",
+    "Nemotron_3_Ultra": "hybrid Mamba-2 / attention MoE model: Mamba layers are not in the model",
+    "Nemotron_3_5_Lightning": "hybrid Mamba-2 / attention MoE model: Mamba layers are not in "
+    "the model",
+    "DeepSeekV4 Flash": "DeepSeek-V4 is not in the catalog (no published config.json on file)",
+    "Kimi_K2": "trained with the Muon optimizer, whose step the model does not price",
+}
+
+GPU_IDS: Mapping[str, str] = {
+    "DGX-H100": "h100-sxm",
+    "DGX-B200": "b200",
+    "DGX-B300": "b300",
+    "DGX-GB200": "gb200",
+    "DGX-GB300": "gb300",
+}
+
+FABRICS: Mapping[str, str] = {
+    "DGX-H100": "ib-ndr400",
+    "DGX-B200": "ib-ndr400",
+    "DGX-GB200": "ib-ndr400",
+    "DGX-B300": "ib-xdr800",
+    "DGX-GB300": "ib-xdr800",
+}
+
+NVL72_EP_DOMAIN = 64
+"""GPUs of one NVL72 rack the GB200/GB300 recipes use as one NVLink domain
+(``NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN: 64`` in perf_recipes/*/gb200, gb300)."""
+
+DEEPSEEK_MTP_LAYERS = 1
+
+UNPRICED = ("recipe's module recompute/offload, CUDA graphs and HybridEP dispatch not priced",)
+
+
+@dataclass(frozen=True)
+class BridgeCase:
+    """One measured row as the arguments of :func:`gpuscale.estimate`."""
+
+    id: str
+    release: str
+    system: str
+    model: str
+    variant: str
+    """The table's parenthesis after the model name ("tokendrop", "w/o MTP"), or ''."""
+    moe: bool
+    measured: float
+    """Tokens/s per GPU as published."""
+    model_arg: Any
+    kwargs: Mapping[str, Any]
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BridgeResult:
+    case: BridgeCase
+    predicted: float
+    fits: bool
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.case.measured - 1.0
+
+
+def load(path: Path | None = None) -> list[dict[str, str]]:
+    with (path or DATA_DIR / FILE).open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _int(text: str, default: int) -> int:
+    text = text.strip()
+    return default if text in ("", "n/a") else int(text)
+
+
+def precision_of(text: str) -> str:
+    upper = text.upper()
+    if "NVFP4" in upper:
+        return "nvfp4"
+    if "MX" in upper:
+        return "mxfp8"
+    if "FP8" in upper:
+        return "fp8"
+    if upper == "BF16":
+        return "bf16"
+    raise LookupError(f"precision {text!r} not read")
+
+
+def _split(layers: int, stages: int) -> dict[str, bool]:
+    if layers % stages == 0:
+        return {}
+    if (layers + 2) % stages == 0:
+        return {"embedding_as_layer": True, "loss_as_layer": True}
+    raise LookupError(
+        f"pp x vp = {stages} splits neither the {layers} layers nor them with the embedding "
+        "and loss as layers; the recipe's layout is not expressible"
+    )
+
+
+def to_case(row: Mapping[str, str]) -> BridgeCase:
+    """Row -> :class:`BridgeCase`; raises ``LookupError`` with the reason it cannot be one."""
+    name, _, variant = row["table_model"].partition(" (")
+    name = name.strip()
+    if name in NOT_EXPRESSIBLE:
+        raise LookupError(NOT_EXPRESSIBLE[name])
+    if name not in MODEL_IDS:
+        raise LookupError(f"model {name!r} not mapped")
+    spec = catalog.model(MODEL_IDS[name])
+    notes = list(UNPRICED)
+    if name == "DeepSeekV3" and "w/o MTP" not in variant:
+        spec = dataclasses.replace(spec, num_layers=spec.num_layers + DEEPSEEK_MTP_LAYERS)
+        notes.append("MTP module priced as a 62nd MoE layer")
+    if "tokendrop" in variant:
+        notes.append("token-dropping run priced as dropless (forced load balance)")
+    n = int(row["n_gpus"])
+    tp, pp, cp = _int(row["tp"], 1), _int(row["pp"], 1), _int(row["cp"], 1)
+    vp, ep = _int(row["vp"], 1), _int(row["ep"], 1)
+    system = row["system"]
+    kwargs: dict[str, Any] = {
+        "gpu": GPU_IDS[system],
+        "gpus": n,
+        "inter": FABRICS[system],
+        "tp": tp,
+        "pp": pp,
+        "cp": cp,
+        "vp": vp,
+        "ep": ep,
+        "mbs": _int(row["mbs"], 1),
+        "gbs": int(row["gbs"]),
+        "seq": int(row["seq"]),
+        "precision": precision_of(row["precision"]),
+        "zero": 3 if _int(row["fsdp"], 0) > 0 else 1,
+        "sequence_parallel": tp > 1,
+        "framework": "megatron",
+    }
+    if system in ("DGX-GB200", "DGX-GB300"):
+        kwargs["gpus_per_node"] = min(n, NVL72_EP_DOMAIN)
+    if pp * vp > 1:
+        kwargs.update(_split(spec.num_layers, pp * vp))
+    return BridgeCase(
+        id=row["id"],
+        release=row["release"],
+        system=system,
+        model=name,
+        variant=variant.rstrip(")"),
+        moe=spec.num_experts > 1,
+        measured=float(row["tokens_per_s_per_gpu"]),
+        model_arg=spec,
+        kwargs=kwargs,
+        notes=tuple(notes),
+    )
+
+
+def evaluate(
+    rows: Iterable[Mapping[str, str]],
+) -> tuple[list[BridgeResult], list[tuple[str, str]]]:
+    """Predict every expressible row; the others as (id, reason)."""
+    from gpuscale.api import estimate
+
+    results: list[BridgeResult] = []
+    skipped: list[tuple[str, str]] = []
+    for row in rows:
+        try:
+            case = to_case(row)
+            answer = estimate(case.model_arg, **case.kwargs)
+        except (LookupError, InputError) as exc:
+            skipped.append((row["id"], str(exc)))
+            continue
+        results.append(BridgeResult(case, answer.tokens_per_s_per_gpu, answer.fits))
+    return results, skipped
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    mape: float
+    median_abs: float
+    median_bias: float
+    within_20: float
+
+
+def summarize(results: Iterable[BridgeResult]) -> Summary:
+    errors = [r.error for r in results]
+    if not errors:
+        return Summary(0, float("nan"), float("nan"), float("nan"), float("nan"))
+    absolute = [abs(e) for e in errors]
+    return Summary(
+        n=len(errors),
+        mape=statistics.fmean(absolute),
+        median_abs=statistics.median(absolute),
+        median_bias=statistics.median(errors),
+        within_20=sum(a <= 0.20 for a in absolute) / len(absolute),
+    )

@@ -1,0 +1,126 @@
+"""Megatron-Bridge's published pre-training runs (a held-out training source): the transcription
+checks itself, every row is predicted or refused with its reason, and each mapping rule of
+``gpuscale.validation.bridge_runs`` does what its docstring says."""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from collections import defaultdict
+
+import pytest
+
+from gpuscale.validation import bridge_runs as bridge
+from tests.conftest import validation_data
+
+
+def _rows() -> list[dict[str, str]]:
+    return bridge.load(validation_data() / bridge.FILE)
+
+
+def _row(row_id: str) -> dict[str, str]:
+    return next(r for r in _rows() if r["id"] == row_id)
+
+
+def test_each_row_is_one_published_cell() -> None:
+    rows = _rows()
+    assert len(rows) == 282
+    assert len({r["id"] for r in rows}) == len(rows)
+    # Megatron's model TFLOP/s over tokens/s is the model's FLOPs per token: one value per
+    # model, sequence and MTP setting in every release and system. A digit read wrong in either
+    # column moves its row off it. The gpt-oss rows of 26.06 on count 1.2x the FLOPs per token
+    # of earlier releases (same tokens/s: the counter changed, not the run).
+    groups: dict[tuple[str, ...], list[float]] = defaultdict(list)
+    for r in rows:
+        later_oss = r["table_model"].startswith("GPT OSS") and r["release"] >= "26.06"
+        key = (
+            r["table_model"].split(" (")[0],
+            r["seq"],
+            str("w/o MTP" in r["table_model"]),
+            str(later_oss),
+        )
+        groups[key].append(float(r["model_tflops_per_gpu"]) / float(r["tokens_per_s_per_gpu"]))
+    for key, ratios in groups.items():
+        mid = statistics.median(ratios)
+        assert all(abs(x / mid - 1) < 0.025 for x in ratios), key
+
+
+def test_every_row_is_predicted_or_refused_with_a_reason() -> None:
+    rows = _rows()
+    results, skipped = bridge.evaluate(rows)
+    assert len(results) + len(skipped) == len(rows)
+    assert len(results) == 210
+    assert all(why for _, why in skipped)
+    refused = {i for i, _ in skipped}
+    # Hybrid Mamba models, Muon and a model outside the catalog are the only model refusals.
+    nemotron = [r["id"] for r in rows if r["table_model"].startswith("Nemotron")]
+    assert set(nemotron) <= refused
+    assert all(r.predicted > 0 and r.case.measured > 0 for r in results)
+
+
+def test_mapping_rules() -> None:
+    assert bridge.precision_of("FP8-CS") == "fp8"
+    assert bridge.precision_of("FP8") == "fp8"
+    assert bridge.precision_of("MXFP8") == "mxfp8"
+    assert bridge.precision_of("FP8-MX") == "mxfp8"
+    assert bridge.precision_of("NVFP4") == "nvfp4"
+    assert bridge.precision_of("BF16") == "bf16"
+    with pytest.raises(LookupError):
+        bridge.precision_of("FP16")
+
+    # DeepSeek-V3 with its MTP module: 62 layers, 64 slots with embedding and loss over pp4 x vp4.
+    ds = bridge.to_case(_row("bridge-26.08-gb200-deepseekv3-mxfp8-256"))
+    assert ds.model_arg.num_layers == 62 and ds.moe
+    assert ds.kwargs["embedding_as_layer"] and ds.kwargs["loss_as_layer"]
+    assert ds.kwargs["gpus_per_node"] == bridge.NVL72_EP_DOMAIN
+    assert ds.kwargs["zero"] == 1 and ds.kwargs["inter"] == "ib-ndr400"
+    # Without it the 25.11 layouts (pp x vp of 8 to 32 over 61 layers) are refused, not guessed.
+    with pytest.raises(LookupError, match="61 layers"):
+        bridge.to_case(_row("bridge-25.11-gb300-deepseekv3-w-o-mtp-bf16-256"))
+
+    # An 8-GPU GB200 job is one NVLink domain of 8; FSDP columns map to ZeRO-3.
+    small = bridge.to_case(_row("bridge-26.08-gb200-qwen3-30b-a3b-mxfp8-8"))
+    assert small.kwargs["gpus_per_node"] == 8
+    fsdp = bridge.to_case(_row("bridge-26.04.01-gb300-llama3-70b-fp8-64"))
+    assert fsdp.kwargs["zero"] == 3 and fsdp.kwargs["inter"] == "ib-xdr800"
+    assert not fsdp.moe
+
+
+def test_refusals_name_the_reason() -> None:
+    with pytest.raises(LookupError, match="Muon"):
+        bridge.to_case(_row("bridge-26.06-gb300-kimi-k2-mxfp8-256"))
+    with pytest.raises(LookupError, match="Mamba"):
+        bridge.to_case(_row("bridge-26.08-gb300-nemotron-3-nano-mxfp8-8"))
+
+
+def test_summary_of_known_errors() -> None:
+    case = bridge.to_case(_row("bridge-26.08-gb200-deepseekv3-mxfp8-256"))
+    results = [
+        bridge.BridgeResult(case, case.measured * 1.1, True),
+        bridge.BridgeResult(case, case.measured * 0.7, True),
+    ]
+    s = bridge.summarize(results)
+    assert s.n == 2
+    assert s.mape == pytest.approx(0.2)
+    assert s.median_bias == pytest.approx(-0.1)
+    assert s.within_20 == pytest.approx(0.5)
+
+
+def test_file_is_plain_csv_with_its_columns() -> None:
+    with (validation_data() / bridge.FILE).open(newline="") as fh:
+        header = next(csv.reader(fh))
+    for column in (
+        "release",
+        "system",
+        "table_model",
+        "precision",
+        "n_gpus",
+        "tp",
+        "pp",
+        "ep",
+        "tokens_per_s_per_gpu",
+        "model_tflops_per_gpu",
+        "file",
+        "line",
+    ):
+        assert column in header
