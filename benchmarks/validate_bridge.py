@@ -19,7 +19,13 @@ import json
 from collections import defaultdict
 from collections.abc import Callable
 
+from gpuscale.api import estimate
 from gpuscale.validation import bridge_runs as bridge
+
+
+def price(case: bridge.BridgeCase) -> tuple[float, bool]:
+    answer = estimate(case.model_arg, **case.kwargs)
+    return answer.tokens_per_s_per_gpu, answer.fits
 
 
 def _line(label: str, results: list[bridge.BridgeResult]) -> str:
@@ -53,7 +59,7 @@ def main() -> None:
     args = ap.parse_args()
 
     rows = bridge.load()
-    results, skipped = bridge.evaluate(rows)
+    results, skipped = bridge.evaluate(rows, price)
     latest = max(r.case.release for r in results)
     no_fit = [r for r in results if not r.fits]
     if args.json:

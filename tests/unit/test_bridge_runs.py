@@ -10,12 +10,18 @@ from collections import defaultdict
 
 import pytest
 
+from gpuscale.api import estimate
 from gpuscale.validation import bridge_runs as bridge
 from tests.conftest import validation_data
 
 
 def _rows() -> list[dict[str, str]]:
     return bridge.load(validation_data() / bridge.FILE)
+
+
+def _price(case: bridge.BridgeCase) -> tuple[float, bool]:
+    answer = estimate(case.model_arg, **case.kwargs)
+    return answer.tokens_per_s_per_gpu, answer.fits
 
 
 def _row(row_id: str) -> dict[str, str]:
@@ -47,7 +53,7 @@ def test_each_row_is_one_published_cell() -> None:
 
 def test_every_row_is_predicted_or_refused_with_a_reason() -> None:
     rows = _rows()
-    results, skipped = bridge.evaluate(rows)
+    results, skipped = bridge.evaluate(rows, _price)
     assert len(results) + len(skipped) == len(rows)
     assert len(results) == 210
     assert all(why for _, why in skipped)

@@ -354,9 +354,25 @@ def layer_compute(
         + profile.const("attention_unpad_kernels") * launch_s
     )
 
+    # Token-choice MoE dispatch: tokens are gathered into expert order before the experts and
+    # scattered back (weighted by the router's probabilities) after them; the backward runs the
+    # inverse copies (Megatron-Core moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher:
+    # permute, sort_chunks_by_idxs by local expert when a rank holds several, and their inverses,
+    # fused by Transformer Engine into one pass each). Passes of hidden-width vectors per token
+    # and per routed token-slot (profile constants; the all-to-all is priced as communication).
+    dispatch = np.zeros(len(plans))
+    if m.is_moe:
+        moe_share = (m.num_layers - m.dense_layers) / m.num_layers
+        local_experts = m.num_experts / plans.ep
+        slot_passes = profile.const("moe_dispatch_slot_passes") + np.where(
+            local_experts > 1, profile.const("moe_sort_slot_passes"), 0.0
+        )
+        passes = profile.const("moe_dispatch_token_passes") + m.experts_per_token * slot_passes
+        dispatch = moe_share * word * tokens * passes * m.hidden_size / sp / hbm
+
     # LoRA adapters: skinny GEMMs plus scaling and add over the output (costmodel/lora_compute).
     lora_fwd, lora_bwd = lora_adapter_s(m, device, training, plans, profile, tokens)
-    layer_fwd = gemm_fwd + cast_fwd + attn_fwd + elementwise_fwd + lora_fwd
+    layer_fwd = gemm_fwd + cast_fwd + attn_fwd + elementwise_fwd + dispatch + lora_fwd
     # Backward: input and weight gradients (2x GEMM FLOPs), elementwise ~2x forward traffic.
     layer_bwd = (
         gemm_bwd_factor * (gemm_fwd - dequant)
@@ -364,6 +380,7 @@ def layer_compute(
         + cast_bwd
         + attn_bwd
         + 2.0 * elementwise_fwd
+        + dispatch
         + lora_bwd
     )
 

@@ -41,44 +41,122 @@ class Gemm:
 def layer_gemms(m: ModelSpec, tokens: ArrayLike, tp: ArrayLike, ep: ArrayLike = 1) -> list[Gemm]:
     """The forward GEMMs of one layer on one GPU for ``tokens`` tokens (``b*s/cp``) under
     Megatron tensor parallelism (Shoeybi et al. 2019, arXiv:1909.08053, Sec. 3: QKV and MLP-up
-    split by columns, output and MLP-down by rows)."""
+    split by columns, output and MLP-down by rows). A model whose layers differ (DeepSeek's
+    leading dense layers) gets the mean layer: each MLP's ``count`` carries its share of them."""
     T = np.asarray(tokens, dtype=float)
     t = np.asarray(tp, dtype=float)
     one = np.ones_like(T * t)
     h, f = float(m.hidden_size), float(m.ffn_hidden_size)
-    up_width = f * (2.0 if m.mlp == "gated" else 1.0)
-    if m.is_moe:
-        # Top-k routing sends T*k token-slots to E experts; with expert parallelism a GPU hosts
-        # E/ep experts and receives ep times its own share (Fedus et al. 2021, arXiv:2101.03961).
-        e = np.asarray(ep, dtype=float)
-        experts_here = m.num_experts / e
-        expert_tokens = T * m.experts_per_token * e / m.num_experts
-    else:
-        experts_here = one
-        expert_tokens = T
-    gemms = [
+    gate = 2.0 if m.mlp == "gated" else 1.0
+    gemms = attention_gemms(m, T, t, one)
+    if not m.is_moe:
+        return [
+            *gemms,
+            Gemm("mlp_up", T * one, gate * f / t, h * one, one),
+            Gemm("mlp_down", T * one, h * one, f / t, one),
+        ]
+    # Top-k routing sends T*k token-slots to E experts; with expert parallelism a GPU hosts
+    # E/ep experts and receives ep times its own share (Fedus et al. 2021, arXiv:2101.03961).
+    moe_share = (m.num_layers - m.dense_layers) / m.num_layers
+    e = np.asarray(ep, dtype=float)
+    experts_here = m.num_experts / e * moe_share
+    expert_tokens = T * m.experts_per_token * e / m.num_experts
+    gemms += [
+        Gemm("mlp_up", expert_tokens * one, gate * f / t, h * one, experts_here * one),
+        Gemm("mlp_down", expert_tokens * one, h * one, f / t, experts_here * one),
+        Gemm("router", T * one, m.num_experts * one, h * one, moe_share * one),
+    ]
+    if m.shared_experts:
+        # DeepSeekMoE's always-active experts (Dai et al. 2024, arXiv:2401.06066, Sec. 3.2):
+        # every token, a tensor-parallel MLP of shared_experts x ffn_hidden_size (Megatron-Core
+        # SharedExpertMLP).
+        width = m.shared_experts * f
+        gemms += [
+            Gemm("mlp_shared_up", T * one, gate * width / t, h * one, moe_share * one),
+            Gemm("mlp_shared_down", T * one, h * one, width / t, moe_share * one),
+        ]
+    if m.dense_layers:
+        dense_share = m.dense_layers / m.num_layers
+        width = float(m.dense_ffn_hidden_size or m.ffn_hidden_size)
+        gemms += [
+            Gemm("mlp_dense_up", T * one, gate * width / t, h * one, dense_share * one),
+            Gemm("mlp_dense_down", T * one, h * one, width / t, dense_share * one),
+        ]
+    return gemms
+
+
+def attention_gemms(m: ModelSpec, T: np.ndarray, t: np.ndarray, one: np.ndarray) -> list[Gemm]:
+    """The attention projections of one layer. Multi-head latent attention (DeepSeek-V2,
+    arXiv:2405.04434, Sec. 2.1, Eq. 9-14) projects the query through ``q_lora_rank`` and key and
+    value through one ``kv_lora_rank`` latent (plus the decoupled rotary key); Megatron-Core
+    computes the two down-projections on every tensor-parallel rank (``parallel_mode
+    'duplicated'`` in ``multi_latent_attention.py``) and splits the up- and output projections by
+    heads."""
+    h = float(m.hidden_size)
+    if m.is_mla:
+        heads = float(m.num_heads)
+        qk = float(m.qk_nope_head_dim + m.qk_rope_head_dim)
+        if m.q_lora_rank:
+            query = [
+                Gemm("q_down", T * one, m.q_lora_rank * one, h * one, one),
+                Gemm("q_up", T * one, heads * qk / t, m.q_lora_rank * one, one),
+            ]
+        else:
+            query = [Gemm("qkv", T * one, heads * qk / t, h * one, one)]
+        if m.indexer_heads:
+            # DeepSeek Sparse Attention's lightning indexer (GLM-5; the shapes of
+            # costmodel/params.indexer_params), computed whole on every rank.
+            d = float(m.indexer_head_dim)
+            query += [
+                Gemm(
+                    "indexer_q", T * one, m.indexer_heads * d * one, (m.q_lora_rank or h) * one, one
+                ),
+                Gemm("indexer_k", T * one, d * one, h * one, one),
+                Gemm("indexer_weights", T * one, m.indexer_heads * one, h * one, one),
+            ]
+        latent = float(m.kv_lora_rank + m.qk_rope_head_dim)
+        kv_up = heads * (m.qk_nope_head_dim + m.v_head_dim) / t
+        return [
+            *query,
+            Gemm("kv_down", T * one, latent * one, h * one, one),
+            Gemm("kv_up", T * one, kv_up, m.kv_lora_rank * one, one),
+            Gemm("attn_out", T * one, h * one, heads * m.v_head_dim / t, one),
+        ]
+    return [
         # When TP exceeds the KV heads, each rank keeps a whole KV head (replicated).
         Gemm(
             "qkv", T * one, m.q_width / t + 2 * np.maximum(m.kv_width / t, m.head_dim), h * one, one
         ),
         Gemm("attn_out", T * one, h * one, m.q_width / t, one),
-        Gemm("mlp_up", expert_tokens * one, up_width / t, h * one, experts_here * one),
-        Gemm("mlp_down", expert_tokens * one, h * one, f / t, experts_here * one),
     ]
-    if m.is_moe:
-        gemms.append(Gemm("router", T * one, m.num_experts * one, h * one, one))
-    return gemms
 
 
 def attention_core_flops(
     m: ModelSpec, tokens: ArrayLike, kv_len: ArrayLike, tp: ArrayLike, causal_skip: bool
 ) -> np.ndarray:
-    """Forward FLOPs of ``softmax(QK^T)V`` for one layer on one GPU: two batched matmuls of
-    ``tokens x kv_len`` per head (Korthikanti et al. 2022, arXiv:2205.05198, App. A). A causal
-    kernel that skips masked blocks (FlashAttention, Dao 2023 arXiv:2307.08691 Sec. 3.1) does half."""
-    work = 4.0 * np.asarray(tokens, dtype=float) * np.asarray(kv_len, dtype=float) * m.q_width
-    work = work / np.asarray(tp, dtype=float)
-    return work * (0.5 if (causal_skip and m.causal) else 1.0)
+    """Forward FLOPs of ``softmax(QK^T)V`` for one layer on one GPU (the mean layer where
+    layers differ): two batched matmuls of ``tokens x kv_len`` per head (Korthikanti et al.
+    2022, arXiv:2205.05198, App. A), ``QK^T`` over the query/key width and ``PV`` over the value
+    width (MLA: ``qk_nope + qk_rope`` and ``v_head_dim``, DeepSeek-V2 Sec. 2.1). A causal kernel
+    that skips masked blocks (FlashAttention, Dao 2023 arXiv:2307.08691 Sec. 3.1) does half. A
+    sliding-window layer (gpt-oss alternates them) attends to at most ``sliding_window`` keys,
+    so its work stops growing with the context (Beltagy et al. 2020, arXiv:2004.05150, Sec. 3.1)."""
+    T = np.asarray(tokens, dtype=float)
+    kv = np.asarray(kv_len, dtype=float)
+    if m.is_mla:
+        width = float(m.num_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim))
+    else:
+        width = 2.0 * m.q_width
+    half = 0.5 if (causal_skip and m.causal) else 1.0
+    full = 2.0 * T * kv * width * half
+    if m.sliding_window and m.sliding_window_layers:
+        # A window shorter than the context: each query's keys are the window, all of them
+        # computed (the causal half only saves the blocks before the window fills).
+        w = float(m.sliding_window)
+        windowed = np.where(kv > w, 2.0 * T * w * width, full)
+        share = m.sliding_window_layers / m.num_layers
+        full = (1.0 - share) * full + share * windowed
+    return full / np.asarray(tp, dtype=float)
 
 
 def lm_head_gemm(m: ModelSpec, tokens: ArrayLike, tp: ArrayLike) -> Gemm:

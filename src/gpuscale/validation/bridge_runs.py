@@ -46,7 +46,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -224,22 +224,25 @@ def to_case(row: Mapping[str, str]) -> BridgeCase:
     )
 
 
+Estimate = Callable[[BridgeCase], tuple[float, bool]]
+"""Prices a case: tokens/s per GPU and whether it fits (the benchmark passes
+``gpuscale.api.estimate``; this layer sits below the API)."""
+
+
 def evaluate(
-    rows: Iterable[Mapping[str, str]],
+    rows: Iterable[Mapping[str, str]], estimate: Estimate
 ) -> tuple[list[BridgeResult], list[tuple[str, str]]]:
     """Predict every expressible row; the others as (id, reason)."""
-    from gpuscale.api import estimate
-
     results: list[BridgeResult] = []
     skipped: list[tuple[str, str]] = []
     for row in rows:
         try:
             case = to_case(row)
-            answer = estimate(case.model_arg, **case.kwargs)
+            predicted, fits = estimate(case)
         except (LookupError, InputError) as exc:
             skipped.append((row["id"], str(exc)))
             continue
-        results.append(BridgeResult(case, answer.tokens_per_s_per_gpu, answer.fits))
+        results.append(BridgeResult(case, predicted, fits))
     return results, skipped
 
 

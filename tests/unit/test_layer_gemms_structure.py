@@ -1,0 +1,107 @@
+"""The training model's GEMMs follow each catalog architecture: multi-head latent attention
+(DeepSeek-V2 Sec. 2.1), shared experts and leading dense layers (DeepSeek-V3), sliding windows
+(gpt-oss). Cross-checked against the parameter counts (``costmodel/params.py``), which tests
+pin to real PyTorch modules: a forward matmul costs two FLOPs per weight per token."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from gpuscale import catalog
+from gpuscale.costmodel.flops import attention_core_flops, layer_gemms
+from gpuscale.costmodel.params import attention_params
+
+T = 4096.0
+
+
+def _per_token(gemms, names=None) -> float:
+    return float(
+        sum(float(np.ravel(g.total_flops)[0]) for g in gemms if names is None or g.name in names)
+        / T
+    )
+
+
+@pytest.mark.parametrize("model_id", ["deepseek-v3", "kimi-k2.5", "glm-5"])
+def test_mla_projections_cost_two_flops_per_weight(model_id: str) -> None:
+    m = catalog.model(model_id)
+    assert m.is_mla
+    attention = {
+        "q_down",
+        "q_up",
+        "qkv",
+        "kv_down",
+        "kv_up",
+        "attn_out",
+        "indexer_q",
+        "indexer_k",
+        "indexer_weights",
+    }
+    # The latents' RMSNorm scales are weights without a matmul, and so is the DSA indexer's
+    # key LayerNorm (GLM-5: scale and shift of its head width).
+    norms = m.q_lora_rank + m.kv_lora_rank + (2 * m.indexer_head_dim if m.indexer_heads else 0)
+    matmul_weights = attention_params(m) - norms
+    assert _per_token(layer_gemms(m, T, 1), attention) == pytest.approx(2.0 * matmul_weights)
+
+
+def test_mla_down_projections_are_not_split_by_tensor_parallelism() -> None:
+    m = catalog.model("deepseek-v3")
+    one = {g.name: float(np.ravel(g.total_flops)[0]) for g in layer_gemms(m, T, 1)}
+    two = {g.name: float(np.ravel(g.total_flops)[0]) for g in layer_gemms(m, T, 2)}
+    for name in ("q_down", "kv_down"):
+        assert two[name] == pytest.approx(one[name])
+    for name in ("q_up", "kv_up", "attn_out", "mlp_shared_up", "mlp_dense_down"):
+        assert two[name] == pytest.approx(one[name] / 2)
+    # Before the MLA shapes, the query/key/value projection of DeepSeek-V3 was priced as
+    # 128 heads x 192 of full multi-head attention: 7.6x these FLOPs.
+    full_mha = 2.0 * m.hidden_size * 3 * m.num_heads * m.head_dim
+    assert full_mha / _per_token(layer_gemms(m, T, 1), {"q_down", "q_up", "kv_down", "kv_up"}) > 7
+
+
+def test_mean_layer_counts_routed_shared_and_dense_mlps() -> None:
+    m = catalog.model("deepseek-v3")
+    h, f = m.hidden_size, m.ffn_hidden_size
+    moe_layers = m.num_layers - m.dense_layers
+    expected = (
+        m.dense_layers * 3 * h * m.dense_ffn_hidden_size
+        + moe_layers * (m.experts_per_token + m.shared_experts) * 3 * h * f
+        + moe_layers * h * m.num_experts  # router
+    )
+    mlp = {
+        "mlp_up",
+        "mlp_down",
+        "mlp_shared_up",
+        "mlp_shared_down",
+        "mlp_dense_up",
+        "mlp_dense_down",
+        "router",
+    }
+    for ep in (1, 8, 64):
+        per_layer = _per_token(layer_gemms(m, T, 1, ep), mlp)
+        assert per_layer * m.num_layers == pytest.approx(2.0 * expected)
+
+
+def test_dense_models_are_unchanged_by_the_moe_terms() -> None:
+    m = catalog.model("llama3.1-70b")
+    names = [g.name for g in layer_gemms(m, T, 4)]
+    assert names == ["qkv", "attn_out", "mlp_up", "mlp_down"]
+
+
+def test_attention_core_widths_and_windows() -> None:
+    ds = catalog.model("deepseek-v3")
+    # QK^T over 192 per head, PV over 128: 2 x T x kv x heads x 320, causal half.
+    got = float(attention_core_flops(ds, T, T, 1, causal_skip=True))
+    assert got == pytest.approx(2.0 * T * T * ds.num_heads * (128 + 64 + 128) * 0.5)
+
+    oss = catalog.model("gpt-oss-120b")
+    assert oss.sliding_window == 128 and oss.sliding_window_layers == oss.num_layers // 2
+    full_only = dataclasses.replace(oss, sliding_window=0, sliding_window_layers=0)
+    long = float(attention_core_flops(oss, T, T, 1, causal_skip=True))
+    dense = float(attention_core_flops(full_only, T, T, 1, causal_skip=True))
+    # Half the layers attend to 128 keys instead of ~2,048 on average.
+    assert long == pytest.approx(0.5 * dense + 0.5 * 2.0 * T * 128 * 2 * oss.q_width)
+    # Within the window both are the same.
+    short = float(attention_core_flops(oss, 64.0, 64.0, 1, causal_skip=True))
+    assert short == pytest.approx(float(attention_core_flops(full_only, 64.0, 64.0, 1, True)))
