@@ -631,3 +631,28 @@ def test_volcano_export_with_a_cluster_asks_for_the_lowest_tier_that_holds_it() 
         export_plan(big, to="volcano", cluster=cluster).export.files[0].content
     )
     assert manifest["spec"]["networkTopology"]["highestTierAllowed"] >= 2
+
+
+def test_folded_moe_plan_exports_its_expert_split_to_megatron_core() -> None:
+    """A plan whose experts fold over the tensor-parallel ranks (EP 32 > dp 16 with TP 2,
+    etp 1) is written with --expert-tensor-parallel-size, and megatron-core's own rank generator
+    lays out its expert mesh (etp x ep x edp x pp) over the job's GPUs."""
+    from megatron.core.parallel_state import RankGenerator
+
+    plan = {"tp": 2, "pp": 8, "dp": 16, "ep": 32, "micro_batch": 1, "global_batch": 2048}
+    job = _job("qwen3-235b-a22b", **plan, etp=1)
+    args = _script_args(export(job, "megatron").files[0].content)
+    assert args["expert_model_parallel_size"] == "32"
+    assert args["expert_tensor_parallel_size"] == "1"
+    edp = 2 * 16 // 32
+    experts = RankGenerator(tp=1, ep=32, dp=edp, pp=8, cp=1, order="tp-ep-dp-pp")
+    dense = RankGenerator(tp=2, ep=1, dp=16, pp=8, cp=1, order="tp-cp-ep-dp-pp")
+    assert experts.world_size == dense.world_size == job.gpus
+    # Each expert-parallel group is one pipeline stage's 32 ranks, consecutive.
+    assert all(len(g) == 32 for g in experts.get_ranks("ep"))
+    unfolded = _job("qwen3-235b-a22b", **{**plan, "ep": 16})
+    assert "expert_tensor_parallel_size" not in _script_args(
+        export(unfolded, "megatron").files[0].content
+    )
+    with pytest.raises(InputError, match=r"torchtitan .* has no expert tensor-parallel"):
+        export(job, "torchtitan")

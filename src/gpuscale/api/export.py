@@ -51,6 +51,7 @@ class ExportResult:
                 "cp": plan.cp,
                 "vp": plan.vp,
                 "ep": plan.ep,
+                "etp": plan.etp,
                 "mbs": plan.micro_batch,
                 "gbs": plan.global_batch,
                 "recompute": plan.recompute,

@@ -96,6 +96,12 @@ PARAMS: dict[str, Param] = {
     "cp": Param(type=int, default=1, help="Context-parallel degree."),
     "vp": Param(type=int, default=1, help="Virtual stages per GPU (interleaving)."),
     "ep": Param(type=int, default=1, help="Expert-parallel degree (MoE)."),
+    "etp": Param(
+        type=int,
+        help="Expert tensor-parallel degree: ways each expert is split; below --tp the experts "
+        "fold over the tensor-parallel ranks (MoE; Megatron --expert-tensor-parallel-size) "
+        "[default: --tp].",
+    ),
     "first_stage_layers": Param(
         type=int,
         default=0,

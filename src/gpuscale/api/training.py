@@ -135,6 +135,7 @@ def plan_document(p: Plan) -> dict[str, Any]:
         "cp": p.cp,
         "vp": p.vp,
         "ep": p.ep,
+        "etp": p.etp,
         "mbs": p.micro_batch,
         "gbs": p.global_batch,
         "recompute": p.recompute,
@@ -272,6 +273,7 @@ class TrainingRun:
     cp: int = 1
     vp: int = 1
     ep: int = 1
+    etp: int | None = None
     first_stage_layers: int = 0
     last_stage_layers: int = 0
     embedding_as_layer: bool = False
@@ -306,6 +308,8 @@ def _resolve(r: TrainingRun) -> RunInputs:
     spec = catalog.model(r.model)
     tp, pp, dp, cp, gpus, gbs = r.tp, r.pp, r.dp, r.cp, r.gpus, r.gbs
     _positive(tp=tp, pp=pp, cp=cp, vp=r.vp, ep=r.ep, mbs=r.mbs, seq=r.seq)
+    if r.etp is not None:
+        _positive(etp=r.etp)
     rank = lora_rank_for(spec, r.finetune, r.lora_rank)
     if gpus is not None:
         _positive(gpus=gpus)
@@ -336,6 +340,7 @@ def _resolve(r: TrainingRun) -> RunInputs:
         cp=cp,
         vp=r.vp,
         ep=r.ep,
+        etp=r.etp or 0,
         micro_batch=r.mbs,
         global_batch=gbs,
         recompute=cast(Recompute, r.recompute),

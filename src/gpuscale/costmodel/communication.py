@@ -21,7 +21,7 @@ from gpuscale.costmodel.profile import Profile
 from gpuscale.costmodel.ring_attention import GRAD_KV_BYTES, ring_shapes
 from gpuscale.costmodel.zero3_persistent import post_step_gather
 from gpuscale.specs import Cluster, ModelSpec, PlanBatch, Training
-from gpuscale.specs.plan import RECOMPUTE_CODE
+from gpuscale.specs.plan import RECOMPUTE_CODE, expert_replicas
 
 PERSISTENT_GEMM_GENERATIONS = frozenset({"hopper"})
 """Generations whose cuBLAS matmuls are persistent kernels (a grid of one CTA per SM, 132 on
@@ -63,13 +63,13 @@ def _per_node(stride: np.ndarray, size: np.ndarray, gpus_per_node: int) -> np.nd
 
 
 def expert_params_per_gpu(m: ModelSpec, plans: PlanBatch) -> np.ndarray:
-    """The part of :func:`params_per_gpu` that is expert weights: replicated over the
-    expert-data-parallel group of ``dp*cp/ep`` ranks, not ``dp*cp`` (Megatron-Core
-    ``_EXPERT_DATA_PARALLEL_GROUP``)."""
+    """The part of :func:`params_per_gpu` that is expert weights: split ``etp x ep`` ways and
+    replicated over the expert-data-parallel group of :func:`expert_replicas` ranks, not
+    ``dp*cp`` (Megatron-Core ``_EXPERT_DATA_PARALLEL_GROUP``)."""
     if not m.is_moe:
         return np.zeros(len(plans))
     layers = stage_layers(m, plans).heaviest
-    return layers * m.num_experts * mlp_params(m) / (plans.tp * plans.ep)
+    return layers * m.num_experts * mlp_params(m) / (plans.etp * plans.ep)
 
 
 def params_per_gpu(m: ModelSpec, plans: PlanBatch) -> np.ndarray:
@@ -79,7 +79,7 @@ def params_per_gpu(m: ModelSpec, plans: PlanBatch) -> np.ndarray:
     expert = m.num_experts * mlp_params(m) if m.is_moe else 0
     dense_layer = layer_params(m) - expert
     split = stage_layers(m, plans)
-    per_layer = dense_layer / plans.tp + expert / (plans.tp * plans.ep)
+    per_layer = dense_layer / plans.tp + expert / (plans.etp * plans.ep)
     embed = m.vocab_size * m.hidden_size + (
         m.max_seq_len * m.hidden_size if m.position == "learned" else 0
     )
@@ -256,7 +256,10 @@ def communication(
     # (Lepikhin et al. 2020, GShard, arXiv:2006.16668, Sec. 2.2).
     if m.is_moe:
         a2a_msg = tokens * m.experts_per_token * m.hidden_size * word / tp
-        ep_per_node = _per_node(tp * cp, ep, gpn)
+        # EP ranks sit tp*cp apart (experts inside the data-parallel group), or etp apart when
+        # folded over the tensor-parallel ranks (Megatron-Core's expert mesh, tp-ep-dp order).
+        ep_stride = np.where(plans.etp == tp, tp * cp, plans.etp)
+        ep_per_node = _per_node(ep_stride, ep, gpn)
         a2a = collective_time_s("all_to_all", a2a_msg, ep, ep_per_node, levels)
         ep_mb = _partly_hidden(
             layers * (4.0 + np.where(full, 2.0, 0.0)) * a2a, profile.overlap_of("ep"), interference
@@ -285,7 +288,7 @@ def communication(
     )
 
     # Data parallel gradient synchronisation over the dp*cp replicas of each parameter.
-    # Dense weights are replicated over dp*cp ranks, expert weights over dp*cp/ep.
+    # Dense weights are replicated over dp*cp ranks, expert weights over expert_replicas.
     params = params_per_gpu(m, plans)
     experts = expert_params_per_gpu(m, plans)
     trainable = trainable_fraction(m, training)
@@ -301,8 +304,8 @@ def communication(
         weight_bytes = weight_bytes * (share * BYTES["fp8"] + (1.0 - share) * word) / word
     dp_group = dp * cp
     dp_per_node = _per_node(tp, dp_group, gpn)
-    edp_group = np.maximum(dp_group // ep, 1)
-    edp_per_node = _per_node(tp * ep, edp_group, gpn)
+    edp_group = expert_replicas(plans)
+    edp_per_node = _per_node(plans.etp * ep, edp_group, gpn)
 
     # The group terms are computed once for the seven collectives over each group.
     dp_ring = RingGroup.of(levels, dp_group, dp_per_node)

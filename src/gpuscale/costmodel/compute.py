@@ -230,7 +230,7 @@ def layer_compute(
 
     # Linear layers run at the training precision (FP8 with Transformer Engine recipes);
     # everything else stays in 16-bit (Micikevicius et al. 2022, arXiv:2209.05433, Sec. 4).
-    gemms = layer_gemms(m, tokens, tp, plans.ep)
+    gemms = layer_gemms(m, tokens, tp, plans.ep, plans.etp)
     hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
     gemm_fwd = sum(
         (gemm_time(g, training.precision, device, profile, launch_s, te_cast=False) for g in gemms),

@@ -197,6 +197,7 @@ COMPUTE_COLUMNS: tuple[str, ...] = (
     "tp",
     "cp",
     "ep",
+    "etp",
     "micro_batch",
     "recompute",
     "sequence_parallel",

@@ -38,11 +38,19 @@ class Gemm:
         return self.flops * self.count
 
 
-def layer_gemms(m: ModelSpec, tokens: ArrayLike, tp: ArrayLike, ep: ArrayLike = 1) -> list[Gemm]:
+def layer_gemms(
+    m: ModelSpec,
+    tokens: ArrayLike,
+    tp: ArrayLike,
+    ep: ArrayLike = 1,
+    etp: ArrayLike | None = None,
+) -> list[Gemm]:
     """The forward GEMMs of one layer on one GPU for ``tokens`` tokens (``b*s/cp``) under
     Megatron tensor parallelism (Shoeybi et al. 2019, arXiv:1909.08053, Sec. 3: QKV and MLP-up
     split by columns, output and MLP-down by rows). A model whose layers differ (DeepSeek's
-    leading dense layers) gets the mean layer: each MLP's ``count`` carries its share of them."""
+    leading dense layers) gets the mean layer: each MLP's ``count`` carries its share of them.
+    Experts are split ``etp`` ways (default ``tp``) and spread ``ep`` ways (parallel folding:
+    :class:`~gpuscale.specs.Plan`)."""
     T = np.asarray(tokens, dtype=float)
     t = np.asarray(tp, dtype=float)
     one = np.ones_like(T * t)
@@ -57,13 +65,17 @@ def layer_gemms(m: ModelSpec, tokens: ArrayLike, tp: ArrayLike, ep: ArrayLike = 
         ]
     # Top-k routing sends T*k token-slots to E experts; with expert parallelism a GPU hosts
     # E/ep experts and receives ep times its own share (Fedus et al. 2021, arXiv:2101.03961).
+    # The MoE layer's input is each rank's sequence shard (T/tp with sequence parallelism, which
+    # Megatron-Core requires for MoE with TP); an expert split etp ways sees the tokens of its
+    # etp ranks: T*k*ep*etp/(tp*E) rows per local expert, f/etp columns.
     moe_share = (m.num_layers - m.dense_layers) / m.num_layers
     e = np.asarray(ep, dtype=float)
+    et = t if etp is None else np.asarray(etp, dtype=float)
     experts_here = m.num_experts / e * moe_share
-    expert_tokens = T * m.experts_per_token * e / m.num_experts
+    expert_tokens = T * m.experts_per_token * e * et / (t * m.num_experts)
     gemms += [
-        Gemm("mlp_up", expert_tokens * one, gate * f / t, h * one, experts_here * one),
-        Gemm("mlp_down", expert_tokens * one, h * one, f / t, experts_here * one),
+        Gemm("mlp_up", expert_tokens * one, gate * f / et, h * one, experts_here * one),
+        Gemm("mlp_down", expert_tokens * one, h * one, f / et, experts_here * one),
         Gemm("router", T * one, m.num_experts * one, h * one, moe_share * one),
     ]
     if m.shared_experts:

@@ -43,6 +43,7 @@ from gpuscale.costmodel.pipeline import stage_layers
 from gpuscale.costmodel.profile import Profile, load_profile
 from gpuscale.costmodel.ring_attention import ring_shapes, ring_workspace_bytes
 from gpuscale.specs import ModelSpec, Plan, PlanBatch
+from gpuscale.specs.plan import expert_replicas
 from gpuscale.specs.training import Training
 
 GIB = float(2**30)
@@ -117,10 +118,10 @@ def _model_states(
     pw = per.weights
     pp = plans.pp
     inv_tp = 1.0 / plans.tp
-    inv_tpe = inv_tp / plans.ep
+    inv_tpe = 1.0 / (plans.etp * plans.ep)
     shard = (plans.dp * plans.cp).astype(float)
     inv_shard = 1.0 / shard
-    inv_shard_expert = 1.0 / np.maximum(shard / plans.ep, 1.0)
+    inv_shard_expert = 1.0 / expert_replicas(plans)
     layers = stage_layers(model, plans).heaviest  # uneven splits: costmodel/pipeline.py
     single = pp == 1
 

@@ -33,6 +33,7 @@ from gpuscale.costmodel.params import total_params
 from gpuscale.costmodel.profile import Profile
 from gpuscale.costmodel.terms import COMM_KINDS, PARTS, coarse
 from gpuscale.specs import Cluster, Device, JobOptions, ModelSpec, Plan, PlanBatch, Training
+from gpuscale.specs.plan import expert_replicas
 from gpuscale.specs.units import GIB
 from gpuscale.specs.validity import check_plan, valid_mask
 
@@ -203,11 +204,11 @@ def estimate_batch(
     bubble = pipeline_bubble_s(mb, plans, t_mb)
 
     # Optimizer: a memory-bound sweep over the parameters this GPU owns (sharded by ZeRO >= 1).
-    # ZeRO shards dense weights' state over dp*cp ranks and experts' over dp*cp/ep.
+    # ZeRO shards dense weights' state over dp*cp ranks and experts' over their replicas.
     experts = expert_params_per_gpu(model, plans)
     replicas = plans.dp * plans.cp
     params = params_per_gpu(model, plans)
-    sharded = (params - experts) / replicas + experts / np.maximum(replicas // plans.ep, 1)
+    sharded = (params - experts) / replicas + experts / expert_replicas(plans)
     owned = trainable_fraction(model, training) * np.where(plans.zero >= 1, sharded, params)
     if training.offload_optimizer or training.offload_params:
         # ZeRO-Offload: gradients go down and updated 16-bit weights come back over PCIe, and
@@ -300,6 +301,7 @@ STEP_FLOOR_COLUMNS: tuple[str, ...] = (
     "cp",
     "dp",
     "ep",
+    "etp",
     "vp",
     "micro_batch",
     "recompute",

@@ -23,6 +23,12 @@ def deepspeed_config(job: TrainingJob) -> dict[str, Any]:
         field="pp",
     )
     require(
+        plan.etp == plan.tp,
+        "the DeepSpeed JSON has no expert tensor-parallel setting: a plan with --etp other than "
+        "--tp exports to --to megatron",
+        field="etp",
+    )
+    require(
         training.precision != "fp8",
         "DeepSpeed's JSON has no FP8 training mode (FP8 comes from Transformer Engine in the "
         "model); accepted: bf16, fp16, fp32",

@@ -146,6 +146,7 @@ def job_from_document(
         cp=_int(section, "cp", default=1),
         vp=_int(section, "vp", default=1),
         ep=_int(section, "ep", default=1),
+        etp=_int(section, "etp", default=0),
         micro_batch=_int(section, "mbs", "micro_batch"),
         global_batch=_int(section, "gbs", "global_batch"),
         recompute=section.get("recompute", "none"),

@@ -108,6 +108,10 @@ def megatron_args(job: TrainingJob) -> list[str]:
     args += _pipeline_split(job)
     if plan.ep > 1:
         args += ["--expert-model-parallel-size", str(plan.ep)]
+    if plan.etp != plan.tp:
+        # Parallel folding: each expert split etp ways, not tp (Megatron-Core
+        # ModelParallelConfig.expert_tensor_parallel_size; unset it follows tp).
+        args += ["--expert-tensor-parallel-size", str(plan.etp)]
     if plan.tp > 1 and plan.sequence_parallel:
         args.append("--sequence-parallel")
     if plan.zero == 1:

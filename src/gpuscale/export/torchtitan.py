@@ -202,6 +202,12 @@ def _launch(job: TrainingJob, version: str, train_args: str) -> str:
 
 def export_torchtitan(job: TrainingJob, *, version: str = "0.3") -> Export:
     minor = _version(version)
+    require(
+        job.plan.etp == job.plan.tp,
+        f"torchtitan {minor} has no expert tensor-parallel setting: --etp {job.plan.etp} with "
+        f"--tp {job.plan.tp} exports to --to megatron (--expert-tensor-parallel-size)",
+        field="etp",
+    )
     notes: tuple[str, ...] = ()
     if job.plan.zero in (1, 2):
         notes = (

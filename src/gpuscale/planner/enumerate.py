@@ -168,12 +168,13 @@ def enumerate_runs(
     core, ep, vp, mbs, zero = np.meshgrid(
         np.arange(tp_c.size), ep_v, vp_v, mbs_v, zero_v, indexing="ij", sparse=True
     )
-    pp_b, cp_b, dp_b = pp_c[core], cp_c[core], dp_c[core]
+    tp_b, pp_b, cp_b, dp_b = tp_c[core], pp_c[core], cp_c[core], dp_c[core]
 
     per_replica = mbs * dp_b
     valid = global_batch % per_replica == 0
     microbatches = global_batch // per_replica
-    valid = valid & ep_ok(model, ep, dp_b, cp_b)
+    # The search keeps each expert split like its layer (etp = tp: PlanBatch.from_arrays).
+    valid = valid & ep_ok(model, ep, dp_b, cp_b, tp_b, tp_b)
     # The automatic split of the layers over pp x vp stages (uneven allowed, interleaved at most
     # two layers short) and the interleaved schedule's micro-batch rule (specs.validity).
     valid = valid & pipeline_layers_ok(model.num_layers, pp_b, vp)

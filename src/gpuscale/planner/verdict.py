@@ -52,7 +52,7 @@ def _needs(plan: Plan, num_gpus: int, gpus_per_node: int, intra_kind: str) -> li
     if plan.cp > 1:
         parts.append(f"CP={plan.cp}")
     if plan.ep > 1:
-        parts.append(f"EP={plan.ep}")
+        parts.append(f"EP={plan.ep}" + (f" (experts TP={plan.etp})" if plan.etp != plan.tp else ""))
     if plan.zero:
         parts.append(f"ZeRO-{plan.zero}" + ("" if plan.dp == num_gpus else f" over DP={plan.dp}"))
     if plan.recompute != "none":

@@ -25,7 +25,7 @@ def describe(plan: Plan, gpus_per_node: int) -> str:
     if plan.cp > 1:
         parts.append(f"CP={plan.cp}")
     if plan.ep > 1:
-        parts.append(f"EP={plan.ep}")
+        parts.append(f"EP={plan.ep}" + (f" (experts TP={plan.etp})" if plan.etp != plan.tp else ""))
     if plan.dp > 1:
         parts.append(f"DP={plan.dp}" + (f" ZeRO-{plan.zero}" if plan.zero else ""))
     head = " ".join(parts) if parts else "single GPU"

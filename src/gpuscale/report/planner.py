@@ -130,6 +130,7 @@ def plan_fields(p: PricedPlan) -> dict[str, Any]:
         "cp": plan.cp,
         "vp": plan.vp,
         "ep": plan.ep,
+        "etp": plan.etp,
         "mbs": plan.micro_batch,
         "gbs": plan.global_batch,
         "zero": plan.zero,

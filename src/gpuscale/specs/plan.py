@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -25,8 +25,11 @@ FLAG_NAMES = {
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Plan:
-    """Degrees of parallelism and batch shape. ``tp*pp*dp*cp`` GPUs; experts are split ``ep``
-    ways inside the data-parallel group (``dp*cp`` must be divisible by ``ep``)."""
+    """Degrees of parallelism and batch shape. ``tp*pp*dp*cp`` GPUs. The MoE layers have their
+    own split of a pipeline stage's ``tp*dp*cp`` ranks (Megatron-Core "parallel folding", Liu et
+    al. 2025, arXiv:2504.14960): each expert split ``etp`` ways, the experts ``ep`` ways, the
+    rest replicas, so ``ep*etp`` divides ``tp*dp*cp``; ``etp`` defaults to ``tp`` (Megatron-Core's
+    ``expert_tensor_parallel_size`` default)."""
 
     tp: int = 1
     """Tensor parallel (Megatron column/row split of each matmul)."""
@@ -40,6 +43,8 @@ class Plan:
     """Virtual pipeline stages per GPU (interleaved 1F1B)."""
     ep: int = 1
     """Expert parallel (MoE only)."""
+    etp: int = 0
+    """Expert tensor parallel: ways each expert's matmuls are split (MoE only); 0 = ``tp``."""
     micro_batch: int = 1
     """Sequences per micro-batch per data-parallel replica."""
     global_batch: int = 1
@@ -63,7 +68,9 @@ class Plan:
     (``--account-for-loss-in-pipeline-split``)."""
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "dp", "cp", "vp", "ep", "micro_batch", "global_batch"):
+        if self.etp == 0 and isinstance(self.tp, int):
+            object.__setattr__(self, "etp", self.tp)
+        for name in ("tp", "pp", "dp", "cp", "vp", "ep", "etp", "micro_batch", "global_batch"):
             value = getattr(self, name)
             flag = FLAG_NAMES.get(name, name)
             require(
@@ -134,6 +141,7 @@ _BATCH_FIELDS = (
     "cp",
     "vp",
     "ep",
+    "etp",
     "micro_batch",
     "global_batch",
     "recompute",
@@ -162,6 +170,7 @@ class PlanBatch:
     cp: np.ndarray
     vp: np.ndarray
     ep: np.ndarray
+    etp: np.ndarray
     micro_batch: np.ndarray
     global_batch: np.ndarray
     recompute: np.ndarray
@@ -201,7 +210,7 @@ class PlanBatch:
     @classmethod
     def from_arrays(cls, **arrays: np.ndarray) -> PlanBatch:
         """Broadcast the given columns to one length; absent ones take :class:`Plan` defaults."""
-        defaults = {
+        defaults: dict[str, Any] = {
             "tp": 1,
             "pp": 1,
             "dp": 1,
@@ -218,6 +227,8 @@ class PlanBatch:
             "embedding_in_split": False,
             "loss_in_split": False,
         }
+        # An expert split left out follows each plan's tensor parallelism (Plan.etp = 0).
+        defaults["etp"] = arrays.get("tp", defaults["tp"])
         merged = {name: np.asarray(arrays.get(name, defaults[name])) for name in _BATCH_FIELDS}
         shaped = np.broadcast_arrays(*merged.values())
         out = {}
@@ -251,3 +262,9 @@ class PlanBatch:
         values = {name: getattr(self, name)[i].item() for name in _BATCH_FIELDS}
         values["recompute"] = RECOMPUTE_CHOICES[values["recompute"]]
         return Plan(**values)
+
+
+def expert_replicas(plans: PlanBatch) -> np.ndarray:
+    """Copies of each expert weight: a pipeline stage's ``tp*dp*cp`` ranks over ``etp*ep``
+    (``dp*cp/ep`` when ``etp = tp``; parallel folding, :class:`Plan`)."""
+    return np.maximum(plans.tp * plans.dp * plans.cp // (plans.etp * plans.ep), 1)

@@ -25,8 +25,11 @@ mainstream training stacks accept:
   rejects other counts).
 - ``cp`` > 1 splits each sequence into ``2 * cp`` chunks for load-balanced causal ring attention
   (Megatron-Core context parallelism), so ``seq_len`` is divisible by ``2 * cp``.
-- ``ep`` > 1 needs a mixture-of-experts model whose expert count it divides, and divides the
-  ``dp * cp`` ranks that host the experts (Megatron-Core expert parallelism).
+- ``ep`` > 1 needs a mixture-of-experts model whose expert count it divides; ``etp`` (each
+  expert's tensor split) divides its MLP width; ``ep * etp`` divides the ``tp * dp * cp`` ranks
+  of a pipeline stage (Megatron-Core parallel folding, Liu et al. 2025, arXiv:2504.14960: the
+  MoE layers map the stage's ranks as ETP x EP x EDP). With ``etp = tp``, the default, that is
+  ``ep`` dividing ``dp * cp``. A dense model has no experts to split: ``ep = 1``, ``etp = tp``.
 - ZeRO stages above 0 shard over the ``dp * cp`` ranks, so they need more than one (Megatron's
   distributed optimizer shards over the data-parallel-with-context-parallel group).
 - the global batch is divisible by ``micro_batch * dp`` (checked by :class:`Plan` itself).
@@ -111,10 +114,16 @@ def cp_ok(seq_len: int, cp: A) -> A:
     return (cp == 1) | (seq_len % (2 * cp) == 0)
 
 
-def ep_ok(model: ModelSpec, ep: A, dp: A, cp: A) -> A:
-    """``ep == 1``, or an MoE model with ``ep`` dividing its experts and ``dp * cp``."""
-    experts_ok = (model.num_experts % ep == 0) if model.is_moe else (ep == 1)
-    return (ep == 1) | (experts_ok & ((dp * cp) % ep == 0))
+def ep_ok(model: ModelSpec, ep: A, dp: A, cp: A, tp: A, etp: A) -> A:
+    """``ep`` and ``etp`` split the experts of ``model`` over a pipeline stage's ranks (module
+    docstring)."""
+    if not model.is_moe:
+        return (ep == 1) & (etp == tp)
+    return (
+        (model.num_experts % ep == 0)
+        & (model.ffn_hidden_size % etp == 0)
+        & ((tp * dp * cp) % (ep * etp) == 0)
+    )
 
 
 def zero_ok(zero: A, dp: A, cp: A) -> A:
@@ -136,7 +145,7 @@ def valid_mask(model: ModelSpec, plans: PlanBatch, seq_len: int) -> np.ndarray:
     )
     ok &= interleave_ok(plans.pp, plans.vp, plans.num_microbatches)
     ok &= cp_ok(seq_len, plans.cp)
-    ok &= ep_ok(model, plans.ep, plans.dp, plans.cp)
+    ok &= ep_ok(model, plans.ep, plans.dp, plans.cp, plans.tp, plans.etp)
     ok &= zero_ok(plans.zero, plans.dp, plans.cp)
     return np.asarray(ok, dtype=bool)
 
@@ -230,18 +239,7 @@ def check_plan(model: ModelSpec, plan: Plan, seq_len: int) -> None:
             field="vp",
         )
     check_cp(seq_len, plan.cp)
-    if not ep_ok(model, plan.ep, plan.dp, plan.cp):
-        if not model.is_moe or model.num_experts % plan.ep:
-            raise InputError(
-                f"--ep {plan.ep} needs a mixture-of-experts model whose expert count it divides"
-                + (
-                    f"; accepted: {_divisors(model.num_experts)}"
-                    if model.is_moe
-                    else f"; {model.name} is dense: accepted: --ep 1"
-                ),
-                field="ep",
-            )
-        raise InputError(f"--ep {plan.ep} must divide dp x cp = {plan.dp * plan.cp}", field="ep")
+    check_experts(model, plan)
     if not zero_ok(plan.zero, plan.dp, plan.cp):
         raise InputError(
             f"--zero {plan.zero} shards over the data-parallel ranks, and dp x cp is 1; "
@@ -259,3 +257,42 @@ def check_lora_rank(model: ModelSpec, rank: int) -> None:
             f"rank above it adapts nothing more), got {rank}",
             field="lora_rank",
         )
+
+
+def check_experts(model: ModelSpec, plan: Plan) -> None:
+    """One clear line for the first expert-split rule ``plan`` breaks (:func:`ep_ok`)."""
+    if ep_ok(model, plan.ep, plan.dp, plan.cp, plan.tp, plan.etp):
+        return
+    if not model.is_moe:
+        flag = "ep" if plan.ep != 1 else "etp"
+        raise InputError(
+            f"--{flag} {getattr(plan, flag)} needs a mixture-of-experts model; {model.name} is "
+            f"dense: accepted: --ep 1 (and --etp left to --tp)",
+            field=flag,
+        )
+    if model.num_experts % plan.ep:
+        raise InputError(
+            f"--ep {plan.ep} needs a mixture-of-experts model whose expert count it divides; "
+            f"accepted: {_divisors(model.num_experts)}",
+            field="ep",
+        )
+    if model.ffn_hidden_size % plan.etp:
+        raise InputError(
+            f"--etp {plan.etp} must divide the expert MLP width {model.ffn_hidden_size} of "
+            f"{model.name}; accepted: {_divisors(model.ffn_hidden_size)}",
+            field="etp",
+        )
+    ranks = plan.tp * plan.dp * plan.cp
+    if plan.etp == plan.tp:
+        raise InputError(
+            f"--ep {plan.ep} must divide dp x cp = {plan.dp * plan.cp}, or fold over the "
+            f"tensor-parallel ranks with --etp 1 (--ep x --etp must divide tp x dp x cp = "
+            f"{ranks})",
+            field="ep",
+        )
+    raise InputError(
+        f"--ep {plan.ep} x --etp {plan.etp} = {plan.ep * plan.etp} must divide the "
+        f"tp x dp x cp = {ranks} ranks of a pipeline stage; accepted: --ep x --etp dividing "
+        f"{ranks}",
+        field="ep",
+    )

@@ -28,6 +28,9 @@ How a row becomes a call (one rule each; the reason a row cannot be one is raise
 - network: one NIC per GPU at the system's rate: ConnectX-7 400 Gb/s InfiniBand on DGX H100,
   DGX B200 and GB200 NVL72, ConnectX-8 800 Gb/s on DGX B300 and GB300 NVL72 (the systems'
   datasheets).
+- experts: each whole on its rank (``expert_tensor_parallel_size = 1`` in every MoE recipe of
+  ``perf_recipes/`` and ``recipes/qwen/h100/qwen3_moe.py``), so with TP > 1 the expert-parallel
+  group folds over the tensor-parallel ranks (``etp`` 1).
 - data parallelism: Megatron's distributed optimizer (ZeRO-1; Megatron-Bridge
   ``recipes/common.py`` sets ``use_distributed_optimizer=True``), or Megatron-FSDP
   (``optim_grads_params``, ZeRO-3) where the FSDP column is non-zero.
@@ -198,6 +201,7 @@ def to_case(row: Mapping[str, str]) -> BridgeCase:
         "cp": cp,
         "vp": vp,
         "ep": ep,
+        "etp": 1 if spec.num_experts > 1 else tp,
         "mbs": _int(row["mbs"], 1),
         "gbs": int(row["gbs"]),
         "seq": int(row["seq"]),
