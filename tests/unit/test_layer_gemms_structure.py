@@ -46,14 +46,21 @@ def test_mla_projections_cost_two_flops_per_weight(model_id: str) -> None:
     assert _per_token(layer_gemms(m, T, 1), attention) == pytest.approx(2.0 * matmul_weights)
 
 
-def test_mla_down_projections_are_not_split_by_tensor_parallelism() -> None:
+def test_mla_down_projections_are_whole_on_each_rank_over_its_sequence_shard() -> None:
     m = catalog.model("deepseek-v3")
     one = {g.name: float(np.ravel(g.total_flops)[0]) for g in layer_gemms(m, T, 1)}
-    two = {g.name: float(np.ravel(g.total_flops)[0]) for g in layer_gemms(m, T, 2)}
+    # TP 2 without sequence parallelism: every rank projects the whole sequence.
+    full = {g.name: float(np.ravel(g.total_flops)[0]) for g in layer_gemms(m, T, 2)}
+    # With it: each rank projects its half of the sequence (Megatron-Core _qkv_down_projection).
+    shard = {
+        g.name: float(np.ravel(g.total_flops)[0]) for g in layer_gemms(m, T, 2, sequence_split=2)
+    }
     for name in ("q_down", "kv_down"):
-        assert two[name] == pytest.approx(one[name])
+        assert full[name] == pytest.approx(one[name])
+        assert shard[name] == pytest.approx(one[name] / 2)
     for name in ("q_up", "kv_up", "attn_out", "mlp_shared_up", "mlp_dense_down"):
-        assert two[name] == pytest.approx(one[name] / 2)
+        assert full[name] == pytest.approx(one[name] / 2)
+        assert shard[name] == pytest.approx(one[name] / 2)
     # Before the MLA shapes, the query/key/value projection of DeepSeek-V3 was priced as
     # 128 heads x 192 of full multi-head attention: 7.6x these FLOPs.
     full_mha = 2.0 * m.hidden_size * 3 * m.num_heads * m.head_dim
@@ -100,8 +107,16 @@ def test_attention_core_widths_and_windows() -> None:
     full_only = dataclasses.replace(oss, sliding_window=0, sliding_window_layers=0)
     long = float(attention_core_flops(oss, T, T, 1, causal_skip=True))
     dense = float(attention_core_flops(full_only, T, T, 1, causal_skip=True))
-    # Half the layers attend to 128 keys instead of ~2,048 on average.
-    assert long == pytest.approx(0.5 * dense + 0.5 * 2.0 * T * 128 * 2 * oss.q_width)
+    # Half the layers attend to at most 128 keys (the first 127 queries to fewer), counted
+    # query by query.
+    pairs = sum(min(p + 1, 128) for p in range(int(T)))
+    assert long == pytest.approx(0.5 * dense + 0.5 * 2.0 * pairs * 2 * oss.q_width)
+    # A kernel that builds the whole score matrix saves nothing from the window...
+    unfused = float(attention_core_flops(oss, T, T, 1, causal_skip=False))
+    assert unfused == pytest.approx(float(attention_core_flops(full_only, T, T, 1, False)))
+    # ... except one decode row, which reads only the window.
+    row = float(attention_core_flops(oss, 1.0, T, 1, causal_skip=False))
+    assert row == pytest.approx(0.5 * 2 * T * 2 * oss.q_width + 0.5 * 2 * 128 * 2 * oss.q_width)
     # Within the window both are the same.
     short = float(attention_core_flops(oss, 64.0, 64.0, 1, causal_skip=True))
     assert short == pytest.approx(float(attention_core_flops(full_only, 64.0, 64.0, 1, True)))

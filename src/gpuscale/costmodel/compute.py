@@ -230,7 +230,9 @@ def layer_compute(
 
     # Linear layers run at the training precision (FP8 with Transformer Engine recipes);
     # everything else stays in 16-bit (Micikevicius et al. 2022, arXiv:2209.05433, Sec. 4).
-    gemms = layer_gemms(m, tokens, tp, plans.ep, plans.etp)
+    # Sequence parallelism splits each rank's tokens tp ways outside the TP-split matmuls.
+    sp = np.where(plans.sequence_parallel | (plans.tp == 1), tp, 1.0)
+    gemms = layer_gemms(m, tokens, tp, plans.ep, plans.etp, sp)
     hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
     gemm_fwd = sum(
         (gemm_time(g, training.precision, device, profile, launch_s, te_cast=False) for g in gemms),
@@ -323,7 +325,6 @@ def layer_compute(
 
     # Memory-bound kernels (norms, residual adds, activation function, rotary, dropout): bytes
     # moved per token, as multiples of the hidden and MLP widths (profile constants).
-    sp = np.where(plans.sequence_parallel | (plans.tp == 1), tp, 1.0)
     expert_width = m.ffn_hidden_size * m.experts_per_token
     word = 4.0 if training.precision == "fp32" else 2.0
     # A padding-free attention path copies Q, K, V and the output through gather/scatter kernels

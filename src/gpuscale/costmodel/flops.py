@@ -44,19 +44,21 @@ def layer_gemms(
     tp: ArrayLike,
     ep: ArrayLike = 1,
     etp: ArrayLike | None = None,
+    sequence_split: ArrayLike = 1,
 ) -> list[Gemm]:
     """The forward GEMMs of one layer on one GPU for ``tokens`` tokens (``b*s/cp``) under
     Megatron tensor parallelism (Shoeybi et al. 2019, arXiv:1909.08053, Sec. 3: QKV and MLP-up
     split by columns, output and MLP-down by rows). A model whose layers differ (DeepSeek's
     leading dense layers) gets the mean layer: each MLP's ``count`` carries its share of them.
     Experts are split ``etp`` ways (default ``tp``) and spread ``ep`` ways (parallel folding:
-    :class:`~gpuscale.specs.Plan`)."""
+    :class:`~gpuscale.specs.Plan`). ``sequence_split`` is the factor sequence parallelism divides
+    each rank's tokens by before the attention (``tp`` with it, 1 without)."""
     T = np.asarray(tokens, dtype=float)
     t = np.asarray(tp, dtype=float)
     one = np.ones_like(T * t)
     h, f = float(m.hidden_size), float(m.ffn_hidden_size)
     gate = 2.0 if m.mlp == "gated" else 1.0
-    gemms = attention_gemms(m, T, t, one)
+    gemms = attention_gemms(m, T, t, one, np.asarray(sequence_split, dtype=float))
     if not m.is_moe:
         return [
             *gemms,
@@ -97,20 +99,23 @@ def layer_gemms(
     return gemms
 
 
-def attention_gemms(m: ModelSpec, T: np.ndarray, t: np.ndarray, one: np.ndarray) -> list[Gemm]:
+def attention_gemms(
+    m: ModelSpec, T: np.ndarray, t: np.ndarray, one: np.ndarray, split: np.ndarray
+) -> list[Gemm]:
     """The attention projections of one layer. Multi-head latent attention (DeepSeek-V2,
     arXiv:2405.04434, Sec. 2.1, Eq. 9-14) projects the query through ``q_lora_rank`` and key and
     value through one ``kv_lora_rank`` latent (plus the decoupled rotary key); Megatron-Core
-    computes the two down-projections on every tensor-parallel rank (``parallel_mode
-    'duplicated'`` in ``multi_latent_attention.py``) and splits the up- and output projections by
-    heads."""
+    keeps the two down-projections whole on every tensor-parallel rank (``parallel_mode
+    'duplicated'`` in ``multi_latent_attention.py``), run on the rank's sequence shard (``s/TP``
+    with sequence parallelism, ``_qkv_down_projection``; the latents are gathered before the
+    up-projections), and splits the up- and output projections by heads."""
     h = float(m.hidden_size)
     if m.is_mla:
         heads = float(m.num_heads)
         qk = float(m.qk_nope_head_dim + m.qk_rope_head_dim)
         if m.q_lora_rank:
             query = [
-                Gemm("q_down", T * one, m.q_lora_rank * one, h * one, one),
+                Gemm("q_down", T / split * one, m.q_lora_rank * one, h * one, one),
                 Gemm("q_up", T * one, heads * qk / t, m.q_lora_rank * one, one),
             ]
         else:
@@ -130,7 +135,7 @@ def attention_gemms(m: ModelSpec, T: np.ndarray, t: np.ndarray, one: np.ndarray)
         kv_up = heads * (m.qk_nope_head_dim + m.v_head_dim) / t
         return [
             *query,
-            Gemm("kv_down", T * one, latent * one, h * one, one),
+            Gemm("kv_down", T / split * one, latent * one, h * one, one),
             Gemm("kv_up", T * one, kv_up, m.kv_lora_rank * one, one),
             Gemm("attn_out", T * one, h * one, heads * m.v_head_dim / t, one),
         ]
@@ -151,8 +156,10 @@ def attention_core_flops(
     2022, arXiv:2205.05198, App. A), ``QK^T`` over the query/key width and ``PV`` over the value
     width (MLA: ``qk_nope + qk_rope`` and ``v_head_dim``, DeepSeek-V2 Sec. 2.1). A causal kernel
     that skips masked blocks (FlashAttention, Dao 2023 arXiv:2307.08691 Sec. 3.1) does half. A
-    sliding-window layer (gpt-oss alternates them) attends to at most ``sliding_window`` keys,
-    so its work stops growing with the context (Beltagy et al. 2020, arXiv:2004.05150, Sec. 3.1)."""
+    sliding-window layer (gpt-oss alternates them) lets each query see at most
+    ``sliding_window`` keys (Beltagy et al. 2020, arXiv:2004.05150, Sec. 3.1); a kernel that
+    skips masked blocks computes only those pairs, one that builds the whole score matrix (no
+    ``causal_skip``) saves nothing, except a single query row (decode), which reads the window."""
     T = np.asarray(tokens, dtype=float)
     kv = np.asarray(kv_len, dtype=float)
     if m.is_mla:
@@ -162,13 +169,27 @@ def attention_core_flops(
     half = 0.5 if (causal_skip and m.causal) else 1.0
     full = 2.0 * T * kv * width * half
     if m.sliding_window and m.sliding_window_layers:
-        # A window shorter than the context: each query's keys are the window, all of them
-        # computed (the causal half only saves the blocks before the window fills).
-        w = float(m.sliding_window)
-        windowed = np.where(kv > w, 2.0 * T * w * width, full)
+        windowed = 2.0 * window_pairs(T, kv, float(m.sliding_window), causal_skip) * width
+        windowed = np.where(kv > m.sliding_window, windowed, full)
         share = m.sliding_window_layers / m.num_layers
         full = (1.0 - share) * full + share * windowed
     return full / np.asarray(tp, dtype=float)
+
+
+def window_pairs(T: np.ndarray, kv: np.ndarray, w: float, causal_skip: bool) -> np.ndarray:
+    """Query-key pairs of ``T`` queries at the end of a ``kv``-token causal context when each
+    sees at most ``w`` keys (``kv > w``): the query at position ``p`` sees ``min(p + 1, w)``, so
+    ``T * w`` less the deficit of the queries before position ``w``. Without block skipping the
+    whole ``T x kv`` score matrix is computed unless ``T`` is one row."""
+    first = np.maximum(kv - T, 0.0)  # position of the first query
+    last_short = np.minimum(w, kv) - 1.0  # last position that sees fewer than w keys
+    n = np.maximum(last_short - first + 1.0, 0.0)
+    # sum over p in [first, last_short] of (w - 1 - p)
+    deficit = n * ((w - 1.0 - last_short) + (w - 1.0 - first)) / 2.0
+    skipped = T * w - deficit
+    if causal_skip:
+        return skipped
+    return np.where(T <= 1.0, np.minimum(kv, w), T * kv)
 
 
 def lm_head_gemm(m: ModelSpec, tokens: ArrayLike, tp: ArrayLike) -> Gemm:
@@ -191,4 +212,10 @@ def model_flops_per_token(m: ModelSpec, seq_len: int, frozen_base: bool = False)
         - lookup_tables
         + (m.vocab_size * m.hidden_size if m.tied_embeddings else 0)
     )
-    return (4.0 if frozen_base else 6.0) * n + 12.0 * m.num_layers * m.q_width * seq_len
+    # QK^T and PV over the query/key and the value widths (both q_width, or MLA's
+    # qk_nope + qk_rope and v_head_dim per head): 2 x width FLOPs per token-key forward, x3.
+    if m.is_mla:
+        widths = float(m.num_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim))
+    else:
+        widths = 2.0 * m.q_width
+    return (4.0 if frozen_base else 6.0) * n + 6.0 * m.num_layers * widths * seq_len

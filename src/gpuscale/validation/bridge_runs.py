@@ -17,14 +17,20 @@ How a row becomes a call (one rule each; the reason a row cannot be one is raise
 - DeepSeek-V3 trains with one multi-token-prediction module in these recipes (Megatron-Bridge
   ``set_deepseek_v3_pipeline_model_parallel_layout``: ``mtp_num_layers`` defaults to 1, placed
   with the loss on the last stage; DeepSeek-V3 report, arXiv:2412.19437, Sec. 2.2: one
-  transformer block per depth): priced as a 62nd MoE decoder layer; its extra output head is not
-  priced. The 25.11 rows marked "w/o MTP" have 61 layers.
+  transformer block per depth): priced as a 62nd MoE decoder layer. Its own output head and
+  ``eh_proj`` are not priced: Megatron's FLOP count in the tables (model TFLOP/s over tokens/s)
+  is 4.3% higher with MTP than without (25.11 GB300 w/o MTP 0.2497 TFLOP per token, 26.08
+  0.2600), of which the extra layer is ~1.6%. The 25.11 rows marked "w/o MTP" have 61 layers.
 - pipeline split: even when ``pp x vp`` divides the layers; otherwise with the embedding and the
-  loss each counted as a layer of the first and last stage, as Megatron-Bridge's DeepSeek layouts
-  place them (``Et|...|tmL``); otherwise not expressible.
+  loss each counted as a layer of the first and last stage (Megatron's account-for-embedding/loss
+  split), otherwise not expressible. Megatron-Bridge's DeepSeek-V3 layouts differ in where the
+  odd layers go (``Et*4|(t*4|)*14tmL``: embedding plus 4 decoder layers first, 1 decoder layer,
+  MTP and loss last, against embedding plus 3 and 2 plus MTP here); the slowest stage holds 4
+  layer slots either way at 16 stages.
 - GPUs: ``DGX-H100`` -> h100-sxm, ``DGX-B200`` -> b200, ``DGX-B300`` -> b300, ``DGX-GB200`` ->
-  gb200, ``DGX-GB300`` -> gb300. NVLink domain of the GB200/GB300 jobs: 64 GPUs of the 72 (the
-  recipes' ``NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN: 64``), or the whole job when smaller.
+  gb200, ``DGX-GB300`` -> gb300. NVLink domain of the GB200/GB300 jobs: 64 GPUs of a 72-GPU
+  rack, or the whole job when smaller (an allocation assumption: the jobs are 64 or 256 GPUs,
+  whole racks of 72 do not divide them, and 64 is the largest power-of-two share of a rack).
 - network: one NIC per GPU at the system's rate: ConnectX-7 400 Gb/s InfiniBand on DGX H100,
   DGX B200 and GB200 NVL72, ConnectX-8 800 Gb/s on DGX B300 and GB300 NVL72 (the systems'
   datasheets).
@@ -102,8 +108,8 @@ FABRICS: Mapping[str, str] = {
 }
 
 NVL72_EP_DOMAIN = 64
-"""GPUs of one NVL72 rack the GB200/GB300 recipes use as one NVLink domain
-(``NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN: 64`` in perf_recipes/*/gb200, gb300)."""
+"""GPUs of one NVL72 rack a GB200/GB300 job of 64 or 256 GPUs is assumed to use (module
+docstring)."""
 
 DEEPSEEK_MTP_LAYERS = 1
 
