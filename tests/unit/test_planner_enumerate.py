@@ -58,11 +58,18 @@ def _check_valid(model: ModelSpec, n: int, gbs: int, seq: int, batch: PlanBatch)
     assert np.all(batch.global_batch == gbs)
     assert np.all((batch.zero == 0) | (dp > 1))
     assert np.all(model.num_experts % batch.ep == 0)
-    assert np.all((dp * cp) % batch.ep == 0)
+    # Experts split like TP (etp = tp: ep divides dp x cp) or folded over it (etp = 1).
+    assert np.all((batch.etp == tp) | ((batch.etp == 1) & (tp > 1)))
+    assert np.all((tp * dp * cp) % (batch.ep * batch.etp) == 0)
+    assert np.all(model.ffn_hidden_size % batch.etp == 0)
     if not model.is_moe:
-        assert np.all(batch.ep == 1)
+        assert np.all(batch.ep == 1) and np.all(batch.etp == tp)
     rows = np.stack(
-        [tp, pp, dp, cp, batch.vp, batch.ep, batch.micro_batch, batch.zero, batch.recompute], axis=1
+        [
+            *(tp, pp, dp, cp, batch.vp, batch.ep, batch.etp),
+            *(batch.micro_batch, batch.zero, batch.recompute),
+        ],
+        axis=1,
     )
     assert np.unique(rows, axis=0).shape[0] == len(batch), "duplicate plans"
 
@@ -96,8 +103,10 @@ def _brute_force(model: ModelSpec, n: int, gbs: int, seq: int, space: SearchSpac
         uneven_ok = pp == 1 or (pp - 1) * -(-model.num_layers // pp) < model.num_layers
         if not uneven_ok or (cp > 1 and seq % (2 * cp)):
             continue
-        for ep, vp, mbs, zero, rc in itertools.product(
+        folds = [tp, 1] if (model.is_moe and tp > 1) else [tp]
+        for ep, etp, vp, mbs, zero, rc in itertools.product(
             experts,
+            folds,
             range(1, model.num_layers + 1),
             space.micro_batches,
             space.zero_stages,
@@ -108,9 +117,11 @@ def _brute_force(model: ModelSpec, n: int, gbs: int, seq: int, space: SearchSpac
                 continue
             if vp > 1 and (pp == 1 or (gbs // (mbs * dp)) % pp):
                 continue
-            if model.num_experts % ep or (dp * cp) % ep or (zero and dp == 1):
+            if model.num_experts % ep or (tp * dp * cp) % (ep * etp) or (zero and dp == 1):
                 continue
-            out.add((tp, pp, dp, cp, vp, ep, mbs, zero, RECOMPUTE_CODE[rc]))
+            if model.ffn_hidden_size % etp:
+                continue
+            out.add((tp, pp, dp, cp, vp, ep, etp, mbs, zero, RECOMPUTE_CODE[rc]))
     return out
 
 
@@ -143,7 +154,7 @@ def test_enumeration_misses_no_valid_plan(
     got = {
         tuple(
             int(getattr(batch, f)[i])
-            for f in ("tp", "pp", "dp", "cp", "vp", "ep", "micro_batch", "zero", "recompute")
+            for f in ("tp", "pp", "dp", "cp", "vp", "ep", "etp", "micro_batch", "zero", "recompute")
         )
         for i in range(len(batch))
     }

@@ -15,7 +15,12 @@ from numpy.typing import ArrayLike
 from gpuscale.costmodel.collectives import LevelBandwidth, RingGroup, collective_time_s
 from gpuscale.costmodel.compute import BYTES, MicrobatchCompute
 from gpuscale.costmodel.model_states import block_linear_weights, lora_params
-from gpuscale.costmodel.params import embedding_params, layer_params, mlp_params, total_params
+from gpuscale.costmodel.params import (
+    embedding_params,
+    expert_layer_params,
+    layer_params,
+    total_params,
+)
 from gpuscale.costmodel.pipeline import stage_layers
 from gpuscale.costmodel.profile import Profile
 from gpuscale.costmodel.ring_attention import GRAD_KV_BYTES, ring_shapes
@@ -69,14 +74,14 @@ def expert_params_per_gpu(m: ModelSpec, plans: PlanBatch) -> np.ndarray:
     if not m.is_moe:
         return np.zeros(len(plans))
     layers = stage_layers(m, plans).heaviest
-    return layers * m.num_experts * mlp_params(m) / (plans.etp * plans.ep)
+    return layers * expert_layer_params(m) / (plans.etp * plans.ep)
 
 
 def params_per_gpu(m: ModelSpec, plans: PlanBatch) -> np.ndarray:
     """Parameters held by the busiest GPU before ZeRO sharding: its stage's layers split by TP
     (experts split by EP), plus the embedding on the first stage and the LM head on the last
     (uneven splits give those ranks fewer layers, see :mod:`gpuscale.costmodel.pipeline`)."""
-    expert = m.num_experts * mlp_params(m) if m.is_moe else 0
+    expert = expert_layer_params(m)
     dense_layer = layer_params(m) - expert
     split = stage_layers(m, plans)
     per_layer = dense_layer / plans.tp + expert / (plans.etp * plans.ep)

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 from gpuscale.costmodel.params import (
     embedding_params,
+    expert_layer_params,
     layer_params,
-    mlp_params,
     norm_params,
     total_params,
 )
@@ -206,7 +206,7 @@ def _outside_blocks(model: ModelSpec) -> tuple[int, int]:
 
 def param_split(model: ModelSpec, training: Training) -> ParamSplit:
     """Split the model's parameters for :func:`~gpuscale.costmodel.memory.training_memory`."""
-    expert = model.num_experts * mlp_params(model)
+    expert = expert_layer_params(model)
     dense = layer_params(model) - expert
     first, last = _outside_blocks(model)
     tied = model.vocab_size * model.hidden_size if model.tied_embeddings else 0

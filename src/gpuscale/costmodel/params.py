@@ -106,6 +106,16 @@ def layer_params(m: ModelSpec) -> int:
     return mean_attention_params(m) + 2 * norm_params(m) + round(mlp / m.num_layers)
 
 
+def expert_layer_params(m: ModelSpec) -> int:
+    """The routed experts' MLP parameters in the mean block of :func:`layer_params` (0 for a
+    dense model): all experts of an MoE block, times the MoE blocks' share when the first
+    ``dense_layers`` blocks have a dense MLP instead. The part expert parallelism splits;
+    ``layer_params - expert_layer_params`` is what every rank of a stage holds whole."""
+    if not m.is_moe:
+        return 0
+    return round(m.num_experts * mlp_params(m) * (m.num_layers - m.dense_layers) / m.num_layers)
+
+
 def embedding_params(m: ModelSpec) -> int:
     """Token embedding, learned positions if any, and the untied output head."""
     positions = m.max_seq_len * m.hidden_size if m.position == "learned" else 0

@@ -1,7 +1,7 @@
 """Every valid parallel plan for a model on N GPUs, as one :class:`PlanBatch`.
 
-The candidate set is the Cartesian product of the per-knob values (tp, pp, cp, ep, vp,
-micro-batch, ZeRO stage, recompute), built with broadcasting over sparse index grids and cut
+The candidate set is the Cartesian product of the per-knob values (tp, pp, cp, ep, expert split
+etp of tp or 1 for MoE models, vp, micro-batch, ZeRO stage, recompute), built with broadcasting over sparse index grids and cut
 down with boolean masks; no Python loop ever visits a candidate. Validity is the one rule set
 of :mod:`gpuscale.specs.validity` (the same functions that refuse a single ``Plan`` in
 ``gpuscale estimate``), applied per axis as early as it can be, so the grids stay small.
@@ -163,18 +163,25 @@ def enumerate_runs(
     zero_v = np.asarray(sorted(set(space.zero_stages)), dtype=np.int64)
     rc_v = np.asarray(sorted(RECOMPUTE_CODE[r] for r in set(space.recompute)), dtype=np.int64)
 
-    # Sparse grids: core x ep x vp x mbs x zero, each axis along its own dimension.
+    # Experts split like their layer (etp = tp, Megatron-Core's default) or whole on each rank
+    # with the expert-parallel group folded over the tensor-parallel ranks (etp = 1, what the
+    # MoE recipes of Megatron-Bridge set): fold 1 before 0 keeps etp non-decreasing.
+    fold_v = np.asarray([1, 0] if model.is_moe else [0], dtype=np.int64)
+
+    # Sparse grids: core x ep x fold x vp x mbs x zero, each axis along its own dimension.
     # Recompute constrains nothing, so its axis only enters through the runs.
-    core, ep, vp, mbs, zero = np.meshgrid(
-        np.arange(tp_c.size), ep_v, vp_v, mbs_v, zero_v, indexing="ij", sparse=True
+    core, ep, fold, vp, mbs, zero = np.meshgrid(
+        np.arange(tp_c.size), ep_v, fold_v, vp_v, mbs_v, zero_v, indexing="ij", sparse=True
     )
     tp_b, pp_b, cp_b, dp_b = tp_c[core], pp_c[core], cp_c[core], dp_c[core]
+    etp_b = np.where(fold == 1, 1, tp_b)
 
     per_replica = mbs * dp_b
     valid = global_batch % per_replica == 0
     microbatches = global_batch // per_replica
-    # The search keeps each expert split like its layer (etp = tp: PlanBatch.from_arrays).
-    valid = valid & ep_ok(model, ep, dp_b, cp_b, tp_b, tp_b)
+    # Folding a TP of 1 is the plan itself: kept once.
+    valid = valid & ((fold == 0) | (tp_b > 1))
+    valid = valid & ep_ok(model, ep, dp_b, cp_b, tp_b, etp_b)
     # The automatic split of the layers over pp x vp stages (uneven allowed, interleaved at most
     # two layers short) and the interleaved schedule's micro-batch rule (specs.validity).
     valid = valid & pipeline_layers_ok(model.num_layers, pp_b, vp)
@@ -182,7 +189,7 @@ def enumerate_runs(
     # ZeRO needs dp x cp > 1 to be valid (specs.validity.zero_ok); the search asks dp > 1, a
     # pruning of the context-parallel-only ZeRO twins (see the module docstring).
     valid = valid & ((zero == 0) | (dp_b > 1))
-    shape = (tp_c.size, ep_v.size, vp_v.size, mbs_v.size, zero_v.size)
+    shape = (tp_c.size, ep_v.size, fold_v.size, vp_v.size, mbs_v.size, zero_v.size)
     idx = np.nonzero(np.broadcast_to(valid, shape))
     pick = idx[0]
     heads = PlanBatch.from_arrays(
@@ -191,9 +198,10 @@ def enumerate_runs(
         dp=dp_c[pick],
         cp=cp_c[pick],
         ep=ep_v[idx[1]],
-        vp=vp_v[idx[2]],
-        micro_batch=mbs_v[idx[3]],
-        zero=zero_v[idx[4]],
+        etp=np.where(fold_v[idx[2]] == 1, 1, tp_c[pick]),
+        vp=vp_v[idx[3]],
+        micro_batch=mbs_v[idx[4]],
+        zero=zero_v[idx[5]],
         recompute=rc_v[0],
         global_batch=np.int64(global_batch),
     )

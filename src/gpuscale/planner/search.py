@@ -256,11 +256,12 @@ def _preference(plans: PlanBatch, tokens_per_s: np.ndarray, fits: np.ndarray) ->
 
 
 def _variants(runs: PlanRuns) -> int:
-    """Most plans one layout (tp, pp, cp, ep) can have: its vp, micro-batch, ZeRO and
-    recompute choices (counted on the runs' heads, which hold every value but the codes)."""
+    """Most plans one layout (tp, pp, cp, ep) can have: its vp, micro-batch, ZeRO, expert split
+    and recompute choices (counted on the runs' heads, which hold every value but the codes)."""
     heads = runs.heads
     variants = 1
-    for column in (heads.vp, heads.micro_batch, heads.zero, runs.codes):
+    folded = (heads.etp != heads.tp).astype(np.int64)  # MoE experts split like TP or whole
+    for column in (heads.vp, heads.micro_batch, heads.zero, folded, runs.codes):
         variants *= int(np.count_nonzero(np.bincount(column)))
     return variants
 
