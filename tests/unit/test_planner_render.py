@@ -100,3 +100,19 @@ def test_superlinear_efficiency_is_explained_under_the_table(curve: ScaleCurve) 
     text = _text(scale_table(curve, WORKLOAD, "t", width=200), 200)
     base = curve.baseline_gpus
     assert f"above 100% is superlinear scaling: to fit, the {base}-GPU plan needs" in text
+
+
+def test_etp_column_only_when_some_plan_folds_its_experts(result) -> None:  # type: ignore[no-untyped-def]
+    dense = _text(plans_table(result.ranked, WORKLOAD, "Top plans", width=200), 200)
+    assert "ETP" not in dense
+    moe = Workload(
+        model=catalog.model("qwen3-30b-a3b"),
+        training=Training(seq_len=4096),
+        global_batch=256,
+        tokens=1e11,
+    )
+    found = search(moe, Hardware(gpu="h100-sxm"), load_profile("megatron"), 16, top_k=20)
+    assert any(p.plan.etp != p.plan.tp for p in found.ranked)
+    text = _text(plans_table(found.ranked, moe, "Top plans", width=200), 200)
+    header = next(line for line in text.splitlines() if " TP " in line)
+    assert header.index(" EP ") < header.index(" ETP ") < header.index(" DP ")

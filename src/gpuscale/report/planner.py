@@ -166,13 +166,17 @@ _RECOMPUTE_SHORT = {"none": "-", "selective": "sel", "full": "full"}
 def plans_table(
     ranked: Sequence[PricedPlan], workload: Workload, title: str, width: int | None = None
 ) -> Table:
-    """One row per plan; degree columns that are 1 in every row (CP, EP, vp) are left out, and
-    on a terminal narrower than ``width`` the least useful columns go first (step time, which
-    tok/s restates; the rank; the GPU count when all rows share it; ...)."""
+    """One row per plan; degree columns that are 1 in every row (CP, EP, vp) are left out, ETP
+    unless some plan splits its experts otherwise than TP, and on a terminal narrower than
+    ``width`` the least useful columns go first (step time, which tok/s restates; the rank; the
+    GPU count when all rows share it; ...)."""
     priced = workload.price_per_gpu_hour is not None
     optional = [
         name for name in ("cp", "ep", "vp") if any(getattr(p.plan, name) > 1 for p in ranked)
     ]
+    if any(p.plan.etp != p.plan.tp for p in ranked):
+        # Each expert's own tensor split, shown when some plan folds its experts over TP.
+        optional.insert(optional.index("ep") + 1, "etp")
     costs = [cost_fields(p, workload) for p in ranked]
     one_count = len({p.num_gpus for p in ranked}) == 1
     columns = [
