@@ -124,6 +124,7 @@ def main() -> None:
             print(
                 f"{r.case.id:52s} {plan:28s} {r.case.measured:8.0f} {r.predicted:8.0f} "
                 f"{r.error:+7.1%}{'' if r.fits else '  (does not fit)'}"
+                + "".join(f"  [{note}]" for note in r.case.notes)
             )
 
 

@@ -363,13 +363,12 @@ def layer_compute(
     # and per routed token-slot (profile constants; the all-to-all is priced as communication).
     dispatch = np.zeros(len(plans))
     if m.is_moe:
-        moe_share = (m.num_layers - m.dense_layers) / m.num_layers
         local_experts = m.num_experts / plans.ep
         slot_passes = profile.const("moe_dispatch_slot_passes") + np.where(
             local_experts > 1, profile.const("moe_sort_slot_passes"), 0.0
         )
         passes = profile.const("moe_dispatch_token_passes") + m.experts_per_token * slot_passes
-        dispatch = moe_share * word * tokens * passes * m.hidden_size / sp / hbm
+        dispatch = m.moe_layer_share * word * tokens * passes * m.hidden_size / sp / hbm
 
     # LoRA adapters: skinny GEMMs plus scaling and add over the output (costmodel/lora_compute).
     lora_fwd, lora_bwd = lora_adapter_s(m, device, training, plans, profile, tokens)

@@ -70,7 +70,7 @@ def layer_gemms(
     # The MoE layer's input is each rank's sequence shard (T/tp with sequence parallelism, which
     # Megatron-Core requires for MoE with TP); an expert split etp ways sees the tokens of its
     # etp ranks: T*k*ep*etp/(tp*E) rows per local expert, f/etp columns.
-    moe_share = (m.num_layers - m.dense_layers) / m.num_layers
+    moe_share = m.moe_layer_share
     e = np.asarray(ep, dtype=float)
     et = t if etp is None else np.asarray(etp, dtype=float)
     experts_here = m.num_experts / e * moe_share
@@ -90,7 +90,7 @@ def layer_gemms(
             Gemm("mlp_shared_down", T * one, h * one, width / t, moe_share * one),
         ]
     if m.dense_layers:
-        dense_share = m.dense_layers / m.num_layers
+        dense_share = 1.0 - moe_share
         width = float(m.dense_ffn_hidden_size or m.ffn_hidden_size)
         gemms += [
             Gemm("mlp_dense_up", T * one, gate * width / t, h * one, dense_share * one),

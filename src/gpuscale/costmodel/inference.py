@@ -73,15 +73,14 @@ def _decode_gemms(m: ModelSpec, batch: int, tp: int) -> list[Gemm]:
         return gemms
     touched = m.num_experts * (1.0 - (1.0 - m.experts_per_token / m.num_experts) ** batch)
     per_expert = batch * m.experts_per_token / touched
-    # The mean layer's routed experts run in its MoE layers only (flops.layer_gemms).
-    moe_share = (m.num_layers - m.dense_layers) / m.num_layers
     out = []
     for g in gemms:
         if g.name in ("mlp_up", "mlp_down"):
             g = dataclasses.replace(
                 g,
                 tokens=np.full_like(g.tokens, per_expert),
-                count=np.full_like(g.count, touched * moe_share),
+                # The mean layer's routed experts run in its MoE layers only.
+                count=np.full_like(g.count, touched * m.moe_layer_share),
             )
         out.append(g)
     return out

@@ -113,7 +113,7 @@ def expert_layer_params(m: ModelSpec) -> int:
     ``layer_params - expert_layer_params`` is what every rank of a stage holds whole."""
     if not m.is_moe:
         return 0
-    return round(m.num_experts * mlp_params(m) * (m.num_layers - m.dense_layers) / m.num_layers)
+    return round(m.num_experts * mlp_params(m) * m.moe_layer_share)
 
 
 def embedding_params(m: ModelSpec) -> int:

@@ -1,10 +1,11 @@
 """Every valid parallel plan for a model on N GPUs, as one :class:`PlanBatch`.
 
-The candidate set is the Cartesian product of the per-knob values (tp, pp, cp, ep, expert split
-etp of tp or 1 for MoE models, vp, micro-batch, ZeRO stage, recompute), built with broadcasting over sparse index grids and cut
-down with boolean masks; no Python loop ever visits a candidate. Validity is the one rule set
-of :mod:`gpuscale.specs.validity` (the same functions that refuse a single ``Plan`` in
-``gpuscale estimate``), applied per axis as early as it can be, so the grids stay small.
+The candidate set is the Cartesian product of the per-knob values (tp, pp, cp, ep, the expert split
+etp of tp or 1 for MoE models, vp, micro-batch, ZeRO stage, recompute), built with broadcasting
+over sparse index grids and cut down with boolean masks; no Python loop ever visits a candidate.
+Validity is the one rule set of :mod:`gpuscale.specs.validity` (the same functions that refuse a
+single ``Plan`` in ``gpuscale estimate``), applied per axis as early as it can be, so the grids
+stay small.
 
 Beyond validity the search prunes twins: ZeRO stages above 0 are tried only with ``dp > 1`` (with
 one replica a context-parallel ZeRO plan is priced but rarely the simplest at its speed), and

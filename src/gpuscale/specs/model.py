@@ -205,6 +205,14 @@ class ModelSpec:
         return self.num_experts > 1
 
     @property
+    def moe_layer_share(self) -> float:
+        """Share of the blocks whose MLP is routed experts (1 for an MoE model without leading
+        dense blocks, 0 for a dense one): the cost model prices the mean block."""
+        if not self.is_moe:
+            return 0.0
+        return (self.num_layers - self.dense_layers) / self.num_layers
+
+    @property
     def q_width(self) -> int:
         """Width of all query heads together (``num_heads * head_dim``)."""
         return self.num_heads * self.head_dim

@@ -44,7 +44,7 @@ How a row becomes a call (one rule each; the reason a row cannot be one is raise
   mxfp8; NVFP4 -> nvfp4; H100 blockwise FP8 (128x128 weights) -> fp8, at the same tensor rate.
 - stack: the ``megatron`` profile (Megatron-Core with Transformer Engine, every overlap on).
 
-Not priced, stated for every row: the recipes' per-module recomputation and activation
+Not priced, in any row: the recipes' per-module recomputation and activation
 offloading (``recompute_modules``, ``offload_modules``), CUDA-graph capture (the later releases'
 full-iteration graphs), HybridEP dispatch, and the 25.09 token-dropping runs' capacity factor
 (with forced load balance a dropless and a dropping run route the same tokens).
@@ -112,8 +112,6 @@ NVL72_EP_DOMAIN = 64
 docstring)."""
 
 DEEPSEEK_MTP_LAYERS = 1
-
-UNPRICED = ("recipe's module recompute/offload, CUDA graphs and HybridEP dispatch not priced",)
 
 
 @dataclass(frozen=True)
@@ -188,7 +186,7 @@ def to_case(row: Mapping[str, str]) -> BridgeCase:
     if name not in MODEL_IDS:
         raise LookupError(f"model {name!r} not mapped")
     spec = catalog.model(MODEL_IDS[name])
-    notes = list(UNPRICED)
+    notes: list[str] = []
     if name == "DeepSeekV3" and "w/o MTP" not in variant:
         spec = dataclasses.replace(spec, num_layers=spec.num_layers + DEEPSEEK_MTP_LAYERS)
         notes.append("MTP module priced as a 62nd MoE layer")
