@@ -30,6 +30,7 @@ from gpuscale.specs.training import (
     OFFLOADS,
     OPTIMIZERS,
     PRECISIONS,
+    RECOMPUTE_MODULES,
     WEIGHT_DTYPES,
 )
 
@@ -134,6 +135,11 @@ PARAMS: dict[str, Param] = {
     ),
     "seq": Param(type=int, default=4096, help="Sequence length."),
     "recompute": Param(default="none", choices=RECOMPUTE_CHOICES, help="Activation recomputation."),
+    "recompute_modules": Param(
+        default="core_attn",
+        help="With --recompute selective: a comma list of "
+        f"{', '.join(RECOMPUTE_MODULES)} (Megatron-Core --recompute-modules), or none.",
+    ),
     "zero": Param(
         type=int,
         default=0,
@@ -210,7 +216,9 @@ PARAMS: dict[str, Param] = {
         default="standard",
         choices=LOSSES,
         help="Cross-entropy: fp32 logits (standard), 16-bit logits upcast per chunk (chunked: "
-        "torchtune, LitGPT), or fused with the head (fused: Liger).",
+        "torchtune, LitGPT), fused with the head (fused: Liger), one compiled kernel (compiled: "
+        "torchtitan), or Transformer Engine's kernel with the gradient written over the 16-bit "
+        "logits (te: Megatron --cross-entropy-fusion-impl te).",
     ),
     "dropout": Param(type=bool, default=False, help="Dropout active (1-byte masks)."),
     # what serving holds in memory (fit --mode infer)

@@ -22,8 +22,8 @@ from gpuscale.planner import defaults
 from gpuscale.planner.words import bottleneck
 from gpuscale.specs import Cluster, Device, JobOptions, Link, ModelSpec, Plan, Training
 from gpuscale.specs.plan import Recompute
-from gpuscale.specs.training import Finetune, TrainPrecision
-from gpuscale.specs.validity import check_lora_rank, check_plan
+from gpuscale.specs.training import RECOMPUTE_MODULES, Finetune, Loss, TrainPrecision
+from gpuscale.specs.validity import check_lora_rank, check_plan, check_recompute_modules
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -164,6 +164,10 @@ class EstimateResult:
     compile: bool
     """The run is priced under torch.compile (``--compile``)."""
     plan: Plan
+    recompute_modules: tuple[str, ...]
+    """What ``recompute="selective"`` re-runs (``--recompute-modules``)."""
+    loss: str
+    """How the cross-entropy holds the logits (``--loss``)."""
     fits: bool
     memory_per_gpu_gib: float
     step_time_s: float
@@ -205,6 +209,8 @@ class EstimateResult:
                 "precision": self.precision,
                 "compile": self.compile,
                 "plan": plan_document(self.plan),
+                "recompute_modules": list(self.recompute_modules),
+                "loss": self.loss,
                 "assumed": dict(self.assumed),
                 "fits": self.fits,
                 "memory_per_gpu_gib": self.memory_per_gpu_gib,
@@ -282,6 +288,7 @@ class TrainingRun:
     gbs: int | None = None
     seq: int = 4096
     recompute: str = "none"
+    recompute_modules: str | tuple[str, ...] = "core_attn"
     zero: int = 0
     precision: str = "bf16"
     finetune: str = "full"
@@ -289,6 +296,7 @@ class TrainingRun:
     offload_optimizer: bool = False
     sequence_parallel: bool = True
     flash_attention: bool = True
+    loss: str = "standard"
     compile: bool = False
     storage_gbps: float = 0.0
     checkpoint_every: int = 0
@@ -300,6 +308,32 @@ class TrainingRun:
         for name, value in check_booleans(bool_fields(self)).items():
             object.__setattr__(self, name, value)  # a numpy bool kept as the Python one
         object.__setattr__(self, "specs", _resolve(self))
+
+
+DEFAULT_RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn",)
+"""Megatron-Core's ``recompute_modules`` default (``TransformerConfig.__post_init__``)."""
+
+
+def parse_recompute_modules(text: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """A comma list (or sequence) of :data:`RECOMPUTE_MODULES`; ``"none"`` or ``""`` is none."""
+    if isinstance(text, str):
+        raw = "" if text.strip().lower() == "none" else text
+        names = tuple(t.strip().lower() for t in raw.split(",") if t.strip())
+    else:
+        names = tuple(str(t).lower() for t in text)
+    for name in names:
+        require(
+            name in RECOMPUTE_MODULES,
+            f"--recompute-modules: unknown module '{name}'; accepted: a comma list of "
+            f"{', '.join(RECOMPUTE_MODULES)}, or none",
+            field="recompute_modules",
+        )
+    require(
+        len(set(names)) == len(names),
+        f"--recompute-modules names a module twice: {','.join(names)}",
+        field="recompute_modules",
+    )
+    return names
 
 
 def _resolve(r: TrainingRun) -> RunInputs:
@@ -358,6 +392,14 @@ def _resolve(r: TrainingRun) -> RunInputs:
         field="gpus",
     )
     check_plan(spec, plan, r.seq)
+    modules = parse_recompute_modules(r.recompute_modules)
+    require(
+        r.recompute == "selective" or modules == DEFAULT_RECOMPUTE_MODULES,
+        f"--recompute-modules {','.join(modules) or 'none'} applies with --recompute selective, "
+        f"got --recompute {r.recompute}; accepted: --recompute selective with it, or leave it out",
+        field="recompute_modules",
+    )
+    check_recompute_modules(spec, modules)
     # Where no GPU count was typed, the refusal of a part-filled node names the degrees that
     # make it (it named a --gpus nobody typed).
     derived = f"tp x pp x dp x cp = {tp} x {pp} x {dp} x {cp} = {num_gpus} GPUs"
@@ -376,6 +418,8 @@ def _resolve(r: TrainingRun) -> RunInputs:
         seq_len=r.seq,
         precision=cast(TrainPrecision, r.precision),
         flash_attention=r.flash_attention,
+        loss=cast(Loss, r.loss),
+        recompute_modules=modules,
         finetune=cast(Finetune, r.finetune),
         lora_rank=rank,
         offload_optimizer=r.offload_optimizer,
@@ -478,6 +522,8 @@ def estimate(
         precision=run.precision,
         compile=run.compile,
         plan=plan,
+        recompute_modules=training.recompute_modules,
+        loss=training.loss,
         fits=row["fits"],
         memory_per_gpu_gib=row["memory_per_gpu_gib"],
         step_time_s=row["step_time_s"],

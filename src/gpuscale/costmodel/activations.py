@@ -186,6 +186,67 @@ def layer_terms(model: ModelSpec, training: Training) -> LayerTerms:
     )
 
 
+def module_savings(model: ModelSpec, training: Training) -> LayerTerms:
+    """Per-token bytes of one layer that Megatron-Core's selective recompute frees, for the
+    modules of ``training.recompute_modules`` (``TransformerConfig.recompute_modules``), in the
+    buckets of :func:`layer_terms` (``checkpoint`` unused). What each module is, in
+    Megatron-Core (``transformer_layer.py``, ``multi_latent_attention.py``, ``moe/experts.py``):
+
+    - ``core_attn``: the attention core is checkpointed; only an unfused one keeps anything
+      beyond its inputs (the ``s x s`` probabilities, Korthikanti et al. 2022, Sec. 5).
+    - ``mla_up_proj``: MLA's up-projections and RoPE run under output-discarding
+      checkpointing, so Q, K and V the attention kernel saves are freed and re-formed.
+    - ``layernorm``: output-discarding checkpointing of the norms that are modules of their
+      own; with Transformer Engine the input norm is one only under MLA (else fused into the
+      QKV linear, ``IdentityOp``), and the norm output of an MoE layer's router is not among
+      the terms here, so only MLA's q/kv down-projection input is freed.
+    - ``mlp`` / ``moe``: the dense MLP / the whole MoE layer is checkpointed and keeps its
+      input only (the mean block's dense or MoE share, :attr:`ModelSpec.moe_layer_share`).
+    - ``moe_act``: the experts' activation output (the second expert GEMM's input) is
+      discarded after use and re-formed from the first GEMM's output (``moe_act`` needs
+      grouped GEMMs).
+    """
+    modules = set(training.recompute_modules)
+    e, h, q, kv, f = (
+        training.activation_bytes,
+        model.hidden_size,
+        model.q_width,
+        model.kv_width,
+        model.ffn_hidden_size,
+    )
+    k = model.experts_per_token
+    terms = layer_terms(model, training)
+    qkv_trains = any(_trainable(training, t) for t in ("q", "k", "v"))
+    up_trains = any(_trainable(training, t) for t in ("gate", "up"))
+    mlp = (2 * e * f if model.mlp == "gated" else e * f) + e * f * _trainable(training, "down")
+    share = model.moe_layer_share
+    replicated = split = gathered = 0.0
+    per_seq = terms.per_seq if "core_attn" in modules else 0.0
+    if "mla_up_proj" in modules and model.is_mla:
+        split += e * (q + 2 * kv) if training.flash_attention else e * 3 * q
+    if "layernorm" in modules and model.is_mla:
+        replicated += e * h * qkv_trains
+    if "mlp" in modules:
+        split += (1.0 - share) * k * mlp
+    if "moe" in modules:
+        copies = share * e * h * k * up_trains
+        if terms.gathered > 0:
+            gathered += copies
+        else:
+            replicated += copies
+        split += share * k * mlp
+    elif "moe_act" in modules:
+        split += share * k * e * f * _trainable(training, "down")
+    return LayerTerms(
+        replicated=replicated,
+        split=split,
+        per_seq=per_seq,
+        lora=0.0,
+        checkpoint=0.0,
+        gathered=gathered,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class OpSacTerms:
     """Per-token bytes torchtitan's per-op selective checkpointing keeps for one layer
@@ -242,7 +303,9 @@ def head_terms(model: ModelSpec, training: Training) -> tuple[float, float, floa
         replicated += _eager_norm_extra(model, training)
     if training.task != "lm" or training.loss == "fused":
         return replicated, 0.0, 0.0
-    if training.loss == "chunked":
+    if training.loss in ("chunked", "te"):
+        # te: Transformer Engine's kernel saves the 16-bit logits and writes the gradient over
+        # them (cross_entropy_backward_kernel stores into X_ptr): nothing transient.
         return replicated, float(e * model.vocab_size), 0.0
     if training.loss == "compiled":
         # One fused kernel reads the 16-bit logits it keeps and writes their 16-bit gradient.
@@ -395,7 +458,10 @@ def _per_layer(
         every = float(training.selective_every)
         selective = (checkpoint + (every - 1.0) * full_layer) / every
     else:
-        selective = full_layer - terms.per_seq * context / tp
+        off = module_savings(model, training)
+        selective = full_layer - (
+            off.replicated / sp + off.split / tp + off.per_seq * context / tp + off.gathered
+        )
     # The layer being recomputed holds its full set again during its backward (per-layer SAC:
     # the recomputed layer is one with only its input kept).
     layer_sac = training.selective_policy == "layer"

@@ -8,6 +8,7 @@ Sec. 4.2 uses the same per-size efficiency tables).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +37,17 @@ UNFUSED_DROPOUT_PASSES = 2.0 + 0.5
 """Passes over the 2-byte s x s attention probabilities of a dropout kernel, each way: one read
 and one write of 2-byte values and one 1-byte ``bool`` mask (``torch.native_dropout``; forward
 writes the mask, backward reads it)."""
+
+MOE_ACT_PASSES = 3.0
+"""Recomputing a gated expert activation reads the first expert GEMM's ``2f``-wide output and
+writes the ``f``-wide input of the second: ``3f`` per routed copy, 3 passes of the MLP width
+``k x f`` that ``block_s`` counts in."""
+
+TE_LOSS_FORWARD_PASSES = 1.0
+"""Transformer Engine's cross-entropy forward (``online_softmax_kernel``): one read of the logits."""
+
+TE_LOSS_BACKWARD_PASSES = 2.0
+"""... and its backward (``cross_entropy_backward_kernel``): one read, one in-place write."""
 
 BYTES = {
     "fp32": 4.0,
@@ -218,6 +230,55 @@ def stage_compute(m: ModelSpec, plans: PlanBatch, lc: LayerCompute) -> Microbatc
     )
 
 
+MODULE_GEMMS: dict[str, tuple[str, ...]] = {
+    "mla_up_proj": ("q_up", "kv_up"),
+    "mlp": ("mlp_up", "mlp_down", "mlp_dense_up", "mlp_dense_down"),
+    "moe": ("router", "mlp_up", "mlp_down", "mlp_shared_up", "mlp_shared_down"),
+}
+"""The forward GEMMs (``flops.layer_gemms`` names) each recompute module re-runs; ``mlp`` takes
+the dense MLP (a dense model's ``mlp_*``, an MoE model's leading dense blocks' ``mlp_dense_*``)."""
+
+
+def _module_recompute_s(
+    m: ModelSpec,
+    modules: set[str],
+    gemms: list[Gemm],
+    training: Training,
+    device: Device,
+    profile: Profile,
+    launch_s: float,
+    block_s: Callable[[float, float, float], np.ndarray],
+    dispatch: np.ndarray,
+) -> np.ndarray:
+    """Forward time Megatron-Core's selective recompute re-runs per layer for ``modules`` beyond
+    the attention core (what each frees: ``activations.module_savings``). GEMMs by name; the
+    experts' activation as one pass over the first expert GEMM's ``2f`` output and one write of
+    its ``f`` output per routed copy; a separate norm as a read and a write of the hidden width.
+    A recomputed MoE layer's all-to-all runs again too: it is communication and not priced
+    here."""
+    total = np.zeros_like(dispatch)
+    names: set[str] = set()
+    for module in modules:
+        if module == "mlp":  # an MoE model's mlp_* GEMMs are its experts
+            names.update(MODULE_GEMMS["mlp"][2:] if m.is_moe else MODULE_GEMMS["mlp"][:2])
+        else:
+            names.update(MODULE_GEMMS.get(module, ()))
+    for g in gemms:
+        if g.name in names:
+            total = total + gemm_time(
+                g, training.precision, device, profile, launch_s, te_cast=False
+            )
+    share = m.moe_layer_share
+    if "moe" in modules:
+        total = total + dispatch + share * block_s(0.0, MOE_ACT_PASSES, 0.0)
+    elif "moe_act" in modules:
+        total = total + share * block_s(0.0, MOE_ACT_PASSES, 1.0)
+    if "layernorm" in modules:
+        norms = float(m.is_mla) + share
+        total = total + block_s(2.0 * norms, 0.0, norms)
+    return total
+
+
 def layer_compute(
     m: ModelSpec, device: Device, training: Training, plans: PlanBatch, profile: Profile
 ) -> LayerCompute:
@@ -391,14 +452,29 @@ def layer_compute(
     # Cross-entropy's memory passes over the tokens x vocab/tp logits, forward and backward, in
     # bytes per logit (profile constants: counted from each framework's loss code).
     logits = tokens * m.vocab_size / tp / hbm
-    loss_fwd = profile.const("loss_forward_bytes_per_logit") * logits
-    loss_bwd = profile.const("loss_backward_bytes_per_logit") * logits
+    if training.loss == "te":
+        # Transformer Engine's parallel cross-entropy (transformer_engine/pytorch/triton/
+        # cross_entropy.py): forward reads the 16-bit logits once (online softmax; the loss
+        # kernel reads per-row statistics only), backward reads them and writes the gradient
+        # in place: counted from the kernels, whatever the framework's own loss costs.
+        word = training.activation_bytes
+        loss_fwd = TE_LOSS_FORWARD_PASSES * word * logits
+        loss_bwd = TE_LOSS_BACKWARD_PASSES * word * logits
+    else:
+        loss_fwd = profile.const("loss_forward_bytes_per_logit") * logits
+        loss_bwd = profile.const("loss_backward_bytes_per_logit") * logits
 
     # Selective recompute: Megatron's re-runs the attention core only (Korthikanti et al. 2022,
     # Sec. 5); frameworks whose "selective" also re-runs some matmuls (torchtitan's layer/op SAC)
     # say what fraction of the rest of the layer they redo.
-    selective = attn_recompute + profile.const("selective_recompute_layer_fraction") * (
-        gemm_fwd + cast_fwd + elementwise_fwd
+    modules = set(training.recompute_modules)
+    selective = (
+        attn_recompute * ("core_attn" in modules)
+        + profile.const("selective_recompute_layer_fraction")
+        * (gemm_fwd + cast_fwd + elementwise_fwd)
+        + _module_recompute_s(
+            m, modules, gemms, training, device, profile, launch_s, block_s, dispatch
+        )
     )
     recompute = np.where(
         plans.recompute == RECOMPUTE_CODE["full"],

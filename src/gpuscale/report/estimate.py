@@ -29,10 +29,16 @@ def run_title(doc: Mapping[str, Any]) -> str:
     """The run of a ``--json`` document that echoes one (``estimate``, ``calibrate run``): the
     model, the cluster, the plan and the framework, in one title."""
     p = doc["plan"]
+    recompute = p["recompute"]
+    modules = doc.get("recompute_modules", ["core_attn"])
+    if recompute == "selective" and modules != ["core_attn"]:
+        recompute += f"({','.join(modules) or 'nothing'})"
+    loss = doc.get("loss", "standard")
     return (
         f"{doc['model']} on {doc['gpus']} x {doc['gpu']} ({doc['inter']}), "
         f"tp={p['tp']} pp={p['pp']} dp={p['dp']} cp={p['cp']} vp={p['vp']} mbs={p['mbs']} "
-        f"gbs={p['gbs']} recompute={p['recompute']} zero={p['zero']}, {doc['framework']}"
+        f"gbs={p['gbs']} recompute={recompute} zero={p['zero']}"
+        f"{'' if loss == 'standard' else f' loss={loss}'}, {doc['framework']}"
     )
 
 

@@ -26,8 +26,8 @@ LORA_TARGETS: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down", "head
 in gated MLPs; a plain MLP has ``up`` = fc1 and ``down`` = fc2) and the output ``head``."""
 ALL_LINEAR: tuple[LoraTarget, ...] = ("q", "k", "v", "o", "gate", "up", "down")
 
-Loss = Literal["standard", "chunked", "fused", "compiled"]
-LOSSES: tuple[str, ...] = ("standard", "chunked", "fused", "compiled")
+Loss = Literal["standard", "chunked", "fused", "compiled", "te"]
+LOSSES: tuple[str, ...] = ("standard", "chunked", "fused", "compiled", "te")
 
 OFFLOADS: tuple[str, ...] = ("none", "optimizer", "params")
 """What lives in host memory: nothing, the optimizer state (``offload_optimizer``), or the
@@ -35,6 +35,18 @@ optimizer state and the parameters (``offload_params``)."""
 
 SelectivePolicy = Literal["attention", "op", "layer"]
 SELECTIVE_POLICIES: tuple[str, ...] = ("attention", "op", "layer")
+
+RECOMPUTE_MODULES: tuple[str, ...] = (
+    "core_attn",
+    "mla_up_proj",
+    "layernorm",
+    "mlp",
+    "moe",
+    "moe_act",
+)
+"""Megatron-Core's selective recompute units (``TransformerConfig.recompute_modules``, default
+``["core_attn"]``): the attention core, MLA's up-projections and RoPE, the separate norms, the
+dense MLP, the whole MoE layer, and the experts' activation function."""
 
 Task = Literal["lm", "classify"]
 TASKS: tuple[str, ...] = ("lm", "classify")
@@ -115,7 +127,11 @@ class Training:
     LitGPT ``chunked_cross_entropy``); ``fused``: fused with the output projection, no logits
     are kept (Liger ``FusedLinearCrossEntropy``, Cut Cross-Entropy); ``compiled``: the
     cross-entropy under ``torch.compile`` (torchtitan 2025 ``build_cross_entropy_loss``), one
-    fused kernel that keeps the 16-bit logits and writes their 16-bit gradient, no fp32 copy."""
+    fused kernel that keeps the 16-bit logits and writes their 16-bit gradient, no fp32 copy;
+    ``te``: Transformer Engine's parallel cross-entropy (Megatron-Core
+    ``--cross-entropy-loss-fusion --cross-entropy-fusion-impl te``, Megatron-Bridge's performance
+    recipes): keeps the 16-bit logits and overwrites them with their gradient in backward
+    (``transformer_engine/pytorch/triton/cross_entropy.py``), no fp32 copy and no transient."""
     dropout: bool = False
     """Hidden and attention dropout are active (Megatron GPT pretraining, BERT); each dropout
     keeps a 1-byte mask for backward. Current LLM fine-tuning recipes train without dropout."""
@@ -135,6 +151,10 @@ class Training:
     every ``selective_every``-th layer fully recomputed and the others not at all."""
     selective_every: int = 2
     """Period of per-layer SAC (torchtitan ``selective_ac_option = "2"``)."""
+    recompute_modules: tuple[str, ...] = ("core_attn",)
+    """What ``--recompute selective`` re-runs under the ``attention`` policy: Megatron-Core's
+    ``--recompute-modules`` (:data:`RECOMPUTE_MODULES`; costmodel/activations.py
+    ``module_savings`` says what each frees, costmodel/compute.py what each costs)."""
     reshard_after_forward: bool | None = None
     """FSDP/ZeRO-3 frees each unit's gathered weights after its forward. ``None`` = the
     framework default: on, and off under pipeline parallelism (torchtitan
@@ -184,6 +204,13 @@ class Training:
         _choice(self.loss, LOSSES, "--loss")
         _choice(self.selective_policy, SELECTIVE_POLICIES, "--selective-policy")
         _positive_int(self.selective_every, "--selective-every")
+        require(
+            isinstance(self.recompute_modules, tuple)
+            and len(set(self.recompute_modules)) == len(self.recompute_modules),
+            "--recompute-modules must name each module once",
+        )
+        for module in self.recompute_modules:
+            _choice(module, RECOMPUTE_MODULES, "--recompute-modules")
         _positive_int(self.lora_rank, "--lora-rank")
         require(
             isinstance(self.lora_dropout, (int, float)) and 0.0 <= self.lora_dropout < 1.0,

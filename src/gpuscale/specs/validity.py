@@ -259,6 +259,24 @@ def check_lora_rank(model: ModelSpec, rank: int) -> None:
         )
 
 
+def check_recompute_modules(model: ModelSpec, modules: tuple[str, ...]) -> None:
+    """Megatron-Core refuses ``mla_up_proj`` without MLA (``TransformerConfig.__post_init__``);
+    ``moe``/``moe_act`` re-run nothing in a dense model: one clear line instead of a no-op."""
+    if "mla_up_proj" in modules and not model.is_mla:
+        raise InputError(
+            f"--recompute-modules mla_up_proj needs multi-latent attention, and {model.name} "
+            "has none; accepted: core_attn, layernorm, mlp (and moe, moe_act for MoE models)",
+            field="recompute_modules",
+        )
+    for module in ("moe", "moe_act"):
+        if module in modules and not model.is_moe:
+            raise InputError(
+                f"--recompute-modules {module} needs a mixture-of-experts model, and "
+                f"{model.name} is dense; accepted: core_attn, layernorm, mlp",
+                field="recompute_modules",
+            )
+
+
 def check_experts(model: ModelSpec, plan: Plan) -> None:
     """One clear line for the first expert-split rule ``plan`` breaks (:func:`ep_ok`)."""
     if ep_ok(model, plan.ep, plan.dp, plan.cp, plan.tp, plan.etp):
