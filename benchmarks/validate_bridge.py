@@ -59,9 +59,14 @@ def main() -> None:
     args = ap.parse_args()
 
     rows = bridge.load()
-    results, skipped = bridge.evaluate(rows, price)
+    results, skipped = bridge.evaluate(rows, price, bridge.load_settings())
     latest = max(r.case.release for r in results)
-    no_fit = [r for r in results if not r.fits]
+    checked = [r for r in results if not r.case.memory_unchecked]
+    no_fit = [r for r in checked if not r.fits]
+    unchecked: dict[str, int] = defaultdict(int)
+    for r in results:
+        if r.case.memory_unchecked:
+            unchecked[r.case.memory_unchecked.split(" (")[0]] += 1
     if args.json:
         summary = {
             "rows": len(rows),
@@ -72,7 +77,9 @@ def main() -> None:
             "moe": bridge.summarize(r for r in results if r.case.moe).__dict__,
             "latest_release": latest,
             "latest": bridge.summarize(r for r in results if r.case.release == latest).__dict__,
+            "memory_checked": len(checked),
             "ran_but_not_fit": len(no_fit),
+            "memory_not_checked": dict(unchecked),
         }
         print(json.dumps(summary, indent=2))
         return
@@ -96,9 +103,12 @@ def main() -> None:
         for label, group in _groups(results, key).items():
             print("  " + _line(label, group))
     print(
-        f"memory: {len(no_fit)} of {len(results)} runs did not fit by the memory model although "
-        "they ran (the recipes' module recompute and offloading are not priced)"
+        f"memory: {len(checked) - len(no_fit)} of {len(checked)} runs whose recipe settings the "
+        f"model expresses fit by the memory model ({len(no_fit)} would not, although they ran); "
+        f"{len(results) - len(checked)} not checked:"
     )
+    for why, count in sorted(unchecked.items(), key=lambda kv: -kv[1]):
+        print(f"  {count:3d}  {why}")
     print("not expressible:")
     reasons: dict[str, int] = defaultdict(int)
     for _, why in skipped:
@@ -124,6 +134,11 @@ def main() -> None:
             print(
                 f"{r.case.id:52s} {plan:28s} {r.case.measured:8.0f} {r.predicted:8.0f} "
                 f"{r.error:+7.1%}{'' if r.fits else '  (does not fit)'}"
+                + (
+                    f"  [memory not checked: {r.case.memory_unchecked}]"
+                    if r.case.memory_unchecked
+                    else ""
+                )
                 + "".join(f"  [{note}]" for note in r.case.notes)
             )
 

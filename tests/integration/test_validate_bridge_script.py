@@ -29,3 +29,13 @@ def test_json_matches_the_text() -> None:
     assert data["rows"] == 282 and data["predicted"] == 218
     assert data["dense"]["n"] + data["moe"]["n"] == 218
     assert len(data["skipped"]) == 64
+    assert data["memory_checked"] + sum(data["memory_not_checked"].values()) == 218
+    assert 0 <= data["ran_but_not_fit"] <= data["memory_checked"]
+
+
+def test_memory_line_counts_checked_and_unchecked_runs() -> None:
+    out = run_benchmark("validate_bridge")
+    assert out.returncode == 0, out.stderr
+    m = re.search(r"^memory: (\d+) of (\d+) runs .* fit .*; (\d+) not checked:", out.stdout, re.M)
+    assert m and int(m.group(2)) + int(m.group(3)) == 218
+    assert "MoE paged stash" in out.stdout

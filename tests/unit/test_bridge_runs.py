@@ -138,3 +138,101 @@ def test_file_is_plain_csv_with_its_columns() -> None:
         "line",
     ):
         assert column in header
+
+
+def _settings() -> dict[str, dict[str, str]]:
+    return bridge.load_settings(validation_data() / bridge.SETTINGS_FILE)
+
+
+def test_every_row_has_its_recipe_read_at_a_commit() -> None:
+    settings = _settings()
+    assert set(settings) == {r["id"] for r in _rows()}
+    for s in settings.values():
+        assert len(s["commit"]) == 12 and s["config_file"] and int(s["config_line"]) > 0
+        assert s["layout_check"] == "matches" or s["layout_check"].startswith("differs: ")
+    assert sum(s["layout_check"] != "matches" for s in settings.values()) == 27
+
+
+def _recipe(**over: str) -> dict[str, str]:
+    base = {
+        "cross_entropy_loss_fusion": "default:True",
+        "cross_entropy_fusion_impl": "te",
+        "layout_check": "matches",
+        "recompute_granularity": "default:None",
+        "recompute_method": "default:None",
+        "recompute_num_layers": "default:None",
+        "recompute_modules": "default:core_attn",
+        "cpu_offloading": "default:False",
+        "cpu_offloading_num_layers": "default:0",
+        "fine_grained_activation_offloading": "default:False",
+        "offload_modules": "default:[]",
+        "moe_paged_stash": "",
+    }
+    return {**base, **over}
+
+
+@pytest.mark.parametrize(
+    ("over", "options", "unchecked"),
+    [
+        ({}, {"loss": "te"}, ""),
+        ({"cross_entropy_fusion_impl": "native"}, {}, ""),
+        (
+            {"recompute_granularity": "selective", "recompute_modules": "mla_up_proj mlp"},
+            {"loss": "te", "recompute": "selective", "recompute_modules": "mla_up_proj,mlp"},
+            "",
+        ),
+        (
+            {"recompute_granularity": "selective", "recompute_modules": "[]"},
+            {"loss": "te", "recompute": "selective", "recompute_modules": "none"},
+            "",
+        ),
+        (
+            {
+                "recompute_granularity": "full",
+                "recompute_method": "uniform",
+                "recompute_num_layers": "1",
+            },
+            {"loss": "te", "recompute": "full"},
+            "",
+        ),
+        (
+            {
+                "recompute_granularity": "full",
+                "recompute_method": "block",
+                "recompute_num_layers": "5",
+            },
+            {"loss": "te"},
+            "full recompute of 5 layers a stage (method block) (not priced)",
+        ),
+        (
+            {"cpu_offloading": "True", "cpu_offloading_num_layers": "40"},
+            {"loss": "te"},
+            "activations of 40 layers offloaded to host memory (not priced)",
+        ),
+        ({"moe_paged_stash": "True"}, {"loss": "te"}, "MoE paged stash (not priced)"),
+        (
+            {"layout_check": "differs: pp:4vs2", "recompute_granularity": "selective"},
+            {"loss": "te"},
+            "recipe at the release's commit has another layout (differs: pp:4vs2)",
+        ),
+    ],
+)
+def test_recipe_settings_become_arguments_or_a_reason_not_to_check_memory(
+    over: dict[str, str], options: dict[str, str], unchecked: str
+) -> None:
+    assert bridge.recipe_options(_recipe(**over)) == (options, unchecked)
+
+
+def test_recipe_settings_reach_the_case() -> None:
+    settings = _settings()
+    row = _row("bridge-26.02.01-b200-gpt-oss-120b-bf16-64")
+    case = bridge.to_case(row, settings[row["id"]])
+    # scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py @8301abfc0d56: 110
+    assert case.kwargs["recompute"] == "selective"
+    assert case.kwargs["recompute_modules"] == "layernorm,moe_act"
+    assert case.kwargs["loss"] == "te" and case.kwargs["grad_reduce_in_bf16"]
+    assert case.memory_unchecked == ""
+    offloaded = _row("bridge-26.04-gb200-llama3-70b-fp8-64")
+    case = bridge.to_case(offloaded, settings[offloaded["id"]])
+    assert case.memory_unchecked.startswith("activations of 40 layers offloaded")
+    assert bridge.to_case(offloaded).memory_unchecked == "no recipe settings read"

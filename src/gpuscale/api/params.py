@@ -221,6 +221,12 @@ PARAMS: dict[str, Param] = {
         "logits (te: Megatron --cross-entropy-fusion-impl te).",
     ),
     "dropout": Param(type=bool, default=False, help="Dropout active (1-byte masks)."),
+    "grad_reduce_in_bf16": Param(
+        type=bool,
+        default=False,
+        help="Gradient buffer and data-parallel reduction in bf16 (Megatron "
+        "--grad-reduce-in-bf16) instead of the framework's word.",
+    ),
     # what serving holds in memory (fit --mode infer)
     "context": Param(type=int, help="Tokens per sequence in the KV cache (default: as --seq)."),
     "weights": Param(default="bf16", choices=WEIGHT_DTYPES, help="Weight storage."),

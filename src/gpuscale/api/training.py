@@ -297,6 +297,7 @@ class TrainingRun:
     sequence_parallel: bool = True
     flash_attention: bool = True
     loss: str = "standard"
+    grad_reduce_in_bf16: bool = False
     compile: bool = False
     storage_gbps: float = 0.0
     checkpoint_every: int = 0
@@ -420,6 +421,7 @@ def _resolve(r: TrainingRun) -> RunInputs:
         flash_attention=r.flash_attention,
         loss=cast(Loss, r.loss),
         recompute_modules=modules,
+        grad_reduce_in_bf16=r.grad_reduce_in_bf16,
         finetune=cast(Finetune, r.finetune),
         lora_rank=rank,
         offload_optimizer=r.offload_optimizer,

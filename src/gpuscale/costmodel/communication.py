@@ -14,7 +14,7 @@ from numpy.typing import ArrayLike
 
 from gpuscale.costmodel.collectives import LevelBandwidth, RingGroup, collective_time_s
 from gpuscale.costmodel.compute import BYTES, MicrobatchCompute
-from gpuscale.costmodel.model_states import block_linear_weights, lora_params
+from gpuscale.costmodel.model_states import block_linear_weights, grad_reduce_bytes, lora_params
 from gpuscale.costmodel.params import (
     embedding_params,
     expert_layer_params,
@@ -297,7 +297,7 @@ def communication(
     params = params_per_gpu(m, plans)
     experts = expert_params_per_gpu(m, plans)
     trainable = trainable_fraction(m, training)
-    grad_word = profile.const("grad_reduce_bytes")
+    grad_word = grad_reduce_bytes(training, profile)
     grad_bytes = params * trainable * grad_word
     weight_bytes = params * word
     if training.fp8_all_gather and not training.is_lora:

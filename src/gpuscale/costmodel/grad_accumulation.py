@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuscale.costmodel.communication import params_per_gpu, trainable_fraction
+from gpuscale.costmodel.model_states import grad_reduce_bytes
 from gpuscale.costmodel.profile import Profile
 from gpuscale.specs import Device, ModelSpec, PlanBatch, Training
 
@@ -66,7 +67,7 @@ def fsdp_accumulation_s(
     # Autograd writes the gradient in the parameter dtype (bf16 under FSDP2's
     # MixedPrecisionPolicy, fp32 in fp32 training); it is reduced in ``grad_reduce_bytes``.
     grad_bytes = 4.0 if training.precision == "fp32" else 2.0
-    reduce_bytes = max(profile.const("grad_reduce_bytes"), grad_bytes)
+    reduce_bytes = max(grad_reduce_bytes(training, profile), grad_bytes)
     m = plans.num_microbatches.astype(float)
     per_param = accumulation_bytes_per_param(m, grad_bytes, reduce_bytes)
     # The stage's parameters after TP/EP, before FSDP sharding: the gradients stay unsharded.

@@ -35,6 +35,7 @@ from gpuscale.costmodel.activations import StageActivations, stage_activations_r
 from gpuscale.costmodel.model_states import (
     DTYPE_BYTES,
     block_linear_weights,
+    grad_buffer_bytes,
     param_split,
     trainable_bytes,
 )
@@ -111,9 +112,7 @@ def _model_states(
     ps = param_split(model, training)
     per = trainable_bytes(model, training)
     if training.master_weights and training.precision != "fp32":
-        # The gradient buffer's word is the framework's: 16-bit in DeepSpeed/FSDP mixed precision
-        # (ZeRO's 16 bytes/param), fp32 main_grad in Megatron (18 bytes/param).
-        per = dataclasses.replace(per, gradients=profile.const("gradient_buffer_bytes"))
+        per = dataclasses.replace(per, gradients=grad_buffer_bytes(training, profile))
     word = DTYPE_BYTES["fp32"] if training.precision == "fp32" else DTYPE_BYTES["bf16"]
     pw = per.weights
     pp = plans.pp

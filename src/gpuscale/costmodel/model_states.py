@@ -37,6 +37,7 @@ from gpuscale.costmodel.params import (
     norm_params,
     total_params,
 )
+from gpuscale.costmodel.profile import Profile
 from gpuscale.specs import ModelSpec
 from gpuscale.specs.training import Training
 
@@ -169,6 +170,26 @@ def trainable_bytes(model: ModelSpec, training: Training) -> BytesPerParam:
         trainable = lora_params(model, training) if training.is_lora else total_params(model)
         states = state * adafactor_state_elements(model, training) / trainable
     return BytesPerParam(weights=word, gradients=word, optimizer=master + states)
+
+
+BF16_GRAD_BYTES = 2.0
+
+
+def grad_reduce_bytes(training: Training, profile: Profile) -> float:
+    """Bytes per gradient the data-parallel reduction sends: the framework's word (profile
+    ``grad_reduce_bytes``), or bf16 under ``grad_reduce_in_bf16``."""
+    if training.grad_reduce_in_bf16:
+        return BF16_GRAD_BYTES
+    return profile.const("grad_reduce_bytes")
+
+
+def grad_buffer_bytes(training: Training, profile: Profile) -> float:
+    """Bytes per gradient of a mixed-precision run's gradient buffer: the framework's (profile
+    ``gradient_buffer_bytes``: 16-bit in DeepSpeed/FSDP mixed precision, ZeRO's 16 bytes/param;
+    fp32 ``main_grad`` in Megatron, 18), or bf16 under ``grad_reduce_in_bf16``."""
+    if training.grad_reduce_in_bf16:
+        return BF16_GRAD_BYTES
+    return profile.const("gradient_buffer_bytes")
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from gpuscale.costmodel.collectives import LevelBandwidth
 from gpuscale.costmodel.communication import data_parallel_interference, exposed_comm_s
 from gpuscale.costmodel.compute import microbatch_compute
 from gpuscale.costmodel.grad_sync import HookOptions, SyncCost, sync_costs
+from gpuscale.costmodel.model_states import grad_reduce_bytes
 from gpuscale.costmodel.profile import Profile
 from gpuscale.costmodel.step import estimate_plan
 from gpuscale.specs import Cluster, ModelSpec, Plan, PlanBatch, Training
@@ -132,7 +133,7 @@ def advise_hooks(
     interference = float(
         data_parallel_interference(cluster.pace_device.generation, profile, mb.gemm_fraction)[0]
     )
-    entry_bytes = profile.const("grad_reduce_bytes")
+    entry_bytes = grad_reduce_bytes(training, profile)
     entries = float(est.gradient_bytes_per_gpu[0]) / entry_bytes
     hbm = cluster.pace_device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
     costs = sync_costs(

@@ -151,6 +151,10 @@ class Training:
     every ``selective_every``-th layer fully recomputed and the others not at all."""
     selective_every: int = 2
     """Period of per-layer SAC (torchtitan ``selective_ac_option = "2"``)."""
+    grad_reduce_in_bf16: bool = False
+    """The gradient buffer and its data-parallel reduction are bf16 instead of the framework's
+    word (Megatron ``--grad-reduce-in-bf16``, Megatron-Core DDP ``grad_reduce_in_fp32=False``,
+    which Megatron-Bridge's performance recipes set): 2 bytes per gradient, stored and sent."""
     recompute_modules: tuple[str, ...] = ("core_attn",)
     """What ``--recompute selective`` re-runs under the ``attention`` policy: Megatron-Core's
     ``--recompute-modules`` (:data:`RECOMPUTE_MODULES`; costmodel/activations.py
@@ -211,6 +215,11 @@ class Training:
         )
         for module in self.recompute_modules:
             _choice(module, RECOMPUTE_MODULES, "--recompute-modules")
+        require(
+            not (self.grad_reduce_in_bf16 and self.precision == "fp32"),
+            "--grad-reduce-in-bf16 needs 16-bit or lower --precision, got fp32 (its gradients "
+            "are fp32); accepted: --precision bf16, fp16, fp8, mxfp8 or nvfp4 with it",
+        )
         _positive_int(self.lora_rank, "--lora-rank")
         require(
             isinstance(self.lora_dropout, (int, float)) and 0.0 <= self.lora_dropout < 1.0,

@@ -44,10 +44,24 @@ How a row becomes a call (one rule each; the reason a row cannot be one is raise
   mxfp8; NVFP4 -> nvfp4; H100 blockwise FP8 (128x128 weights) -> fp8, at the same tensor rate.
 - stack: the ``megatron`` profile (Megatron-Core with Transformer Engine, every overlap on).
 
-Not priced, in any row: the recipes' per-module recomputation and activation
-offloading (``recompute_modules``, ``offload_modules``), CUDA-graph capture (the later releases'
-full-iteration graphs), HybridEP dispatch, and the 25.09 token-dropping runs' capacity factor
-(with forced load balance a dropless and a dropping run route the same tokens).
+- gradients: bf16 buffer and reduction (``grad_reduce_in_bf16``): every release's performance
+  scripts set ``cfg.ddp.grad_reduce_in_fp32 = False`` for every model (25.09: the YAMLs'
+  ``grad_reduce_in_fp32: false``; 25.11-26.06.01: ``scripts/performance/configs/<model>/
+  *_llm_pretrain.py``; 26.08: ``perf_recipes/_common.py`` ``_benchmark_common``).
+- recipe settings (:func:`recipe_options`, from ``megatron_bridge_recipe_settings.csv``: the
+  recipe each row ran, read in Megatron-Bridge's code at the commit of its release, file and
+  line per row): the cross-entropy (``cross_entropy_fusion_impl`` "te" -> ``loss="te"``, the
+  common perf override in every release) and the recompute (``recompute_granularity``
+  selective with its ``recompute_modules``; full with one layer per checkpoint). Where the
+  recipe at that commit does not have the row's published layout (27 rows: the run used
+  overrides not in the code), only the loss is read.
+
+Not priced, in any row: CPU activation offloading (``cpu_offloading_num_layers``, fine-grained
+``offload_modules``), full recompute of some layers of a stage (``recompute_method`` block),
+the MoE paged stash, CUDA-graph capture (the later releases' full-iteration graphs), HybridEP
+dispatch, and the 25.09 token-dropping runs' capacity factor (with forced load balance a
+dropless and a dropping run route the same tokens). A run under one of the memory settings is
+not checked for memory (:attr:`BridgeCase.memory_unchecked`).
 """
 
 from __future__ import annotations
@@ -65,6 +79,7 @@ from gpuscale.errors import InputError
 from gpuscale.validation import DATA_DIR
 
 FILE = "megatron_bridge_pretraining.csv"
+SETTINGS_FILE = "megatron_bridge_recipe_settings.csv"
 
 SOURCE = (
     "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md and "
@@ -130,6 +145,9 @@ class BridgeCase:
     model_arg: Any
     kwargs: Mapping[str, Any]
     notes: tuple[str, ...]
+    memory_unchecked: str = ""
+    """Why the memory model's verdict is not compared with the run ('' when it is): a memory
+    setting of the recipe the model does not price, or no recipe read."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +164,55 @@ class BridgeResult:
 def load(path: Path | None = None) -> list[dict[str, str]]:
     with (path or DATA_DIR / FILE).open(newline="") as fh:
         return list(csv.DictReader(fh))
+
+
+def load_settings(path: Path | None = None) -> dict[str, dict[str, str]]:
+    """The recipe settings of every row, by row id."""
+    with (path or DATA_DIR / SETTINGS_FILE).open(newline="") as fh:
+        return {row["id"]: row for row in csv.DictReader(fh)}
+
+
+def _value(text: str) -> str:
+    """A setting as the recipe leaves it: ``default:<v>`` is the provider's default ``v``."""
+    return text.removeprefix("default:").strip()
+
+
+def recipe_options(settings: Mapping[str, str]) -> tuple[dict[str, Any], str]:
+    """The ``estimate`` arguments a row's recipe settings give, and why its memory is not
+    checked ('' when it is). One rule per setting (module docstring)."""
+    options: dict[str, Any] = {}
+    fused = _value(settings["cross_entropy_loss_fusion"]) == "True"
+    if fused and _value(settings["cross_entropy_fusion_impl"]) == "te":
+        options["loss"] = "te"
+    if settings["layout_check"] != "matches":
+        return (
+            options,
+            f"recipe at the release's commit has another layout ({settings['layout_check']})",
+        )
+    granularity = _value(settings["recompute_granularity"])
+    unpriced: list[str] = []
+    if granularity == "selective":
+        modules = _value(settings["recompute_modules"])
+        names = [] if modules in ("[]", "None", "") else modules.split()
+        options["recompute"] = "selective"
+        options["recompute_modules"] = ",".join(names) or "none"
+    elif granularity == "full":
+        method, layers = (
+            _value(settings["recompute_method"]),
+            _value(settings["recompute_num_layers"]),
+        )
+        if method == "uniform" and layers == "1":
+            options["recompute"] = "full"
+        else:
+            unpriced.append(f"full recompute of {layers} layers a stage (method {method})")
+    if _value(settings["cpu_offloading"]) == "True":
+        layers = _value(settings["cpu_offloading_num_layers"])
+        unpriced.append(f"activations of {layers} layers offloaded to host memory")
+    if _value(settings["fine_grained_activation_offloading"]) == "True":
+        unpriced.append(f"activation offloading of {_value(settings['offload_modules'])}")
+    if _value(settings["moe_paged_stash"]) == "True":
+        unpriced.append("MoE paged stash")
+    return options, "; ".join(unpriced) + (" (not priced)" if unpriced else "")
 
 
 def _int(text: str, default: int) -> int:
@@ -177,8 +244,10 @@ def _split(layers: int, stages: int) -> dict[str, bool]:
     )
 
 
-def to_case(row: Mapping[str, str]) -> BridgeCase:
-    """Row -> :class:`BridgeCase`; raises ``LookupError`` with the reason it cannot be one."""
+def to_case(row: Mapping[str, str], settings: Mapping[str, str] | None = None) -> BridgeCase:
+    """Row -> :class:`BridgeCase`, with its recipe's ``settings`` (a row of
+    :func:`load_settings`) where given; raises ``LookupError`` with the reason it cannot be
+    one."""
     name, _, variant = row["table_model"].partition(" (")
     name = name.strip()
     if name in NOT_EXPRESSIBLE:
@@ -213,11 +282,16 @@ def to_case(row: Mapping[str, str]) -> BridgeCase:
         "zero": 3 if _int(row["fsdp"], 0) > 0 else 1,
         "sequence_parallel": tp > 1,
         "framework": "megatron",
+        "grad_reduce_in_bf16": True,
     }
     if system in ("DGX-GB200", "DGX-GB300"):
         kwargs["gpus_per_node"] = min(n, NVL72_EP_DOMAIN)
     if pp * vp > 1:
         kwargs.update(_split(spec.num_layers, pp * vp))
+    unchecked = "no recipe settings read"
+    if settings is not None:
+        options, unchecked = recipe_options(settings)
+        kwargs.update(options)
     return BridgeCase(
         id=row["id"],
         release=row["release"],
@@ -229,6 +303,7 @@ def to_case(row: Mapping[str, str]) -> BridgeCase:
         model_arg=spec,
         kwargs=kwargs,
         notes=tuple(notes),
+        memory_unchecked=unchecked,
     )
 
 
@@ -238,14 +313,17 @@ Estimate = Callable[[BridgeCase], tuple[float, bool]]
 
 
 def evaluate(
-    rows: Iterable[Mapping[str, str]], estimate: Estimate
+    rows: Iterable[Mapping[str, str]],
+    estimate: Estimate,
+    settings: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[list[BridgeResult], list[tuple[str, str]]]:
-    """Predict every expressible row; the others as (id, reason)."""
+    """Predict every expressible row (with its recipe's settings, by id, where given); the
+    others as (id, reason)."""
     results: list[BridgeResult] = []
     skipped: list[tuple[str, str]] = []
     for row in rows:
         try:
-            case = to_case(row)
+            case = to_case(row, None if settings is None else settings.get(row["id"]))
             predicted, fits = estimate(case)
         except (LookupError, InputError) as exc:
             skipped.append((row["id"], str(exc)))
