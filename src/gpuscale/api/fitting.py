@@ -11,7 +11,7 @@ from typing import Any, cast
 from gpuscale import catalog
 from gpuscale.api._arguments import checks_arguments
 from gpuscale.api._json import document
-from gpuscale.api.training import GpuArg, ModelArg, lora_rank_for
+from gpuscale.api.training import GpuArg, ModelArg, lora_rank_for, recompute_modules_for
 from gpuscale.costmodel.inference_memory import inference_memory
 from gpuscale.costmodel.memory import training_memory
 from gpuscale.costmodel.params import total_params
@@ -33,7 +33,7 @@ from gpuscale.specs import Device, ModelSpec, Plan, PlanBatch
 from gpuscale.specs.plan import Recompute
 from gpuscale.specs.training import ALL_LINEAR, LORA_TARGETS, OFFLOADS, Inference, Training
 from gpuscale.specs.units import GIB
-from gpuscale.specs.validity import check_cp, check_pipeline, check_pp, check_tp
+from gpuscale.specs.validity import check_cp, check_experts, check_pipeline, check_pp, check_tp
 
 __all__ = ["FitResult", "fit"]
 
@@ -197,6 +197,7 @@ class FitResult:
             "pp": option.pp,
             "dp": option.dp,
             "zero": option.zero,
+            "ep": option.ep,
             "memory_per_gpu_gib": option.memory_bytes / GIB,
         }
 
@@ -229,13 +230,18 @@ def fit(
     optimizer_in_backward: bool = False,
     activation_offload: bool = False,
     recompute: str = "none",
+    recompute_modules: str | tuple[str, ...] | list[str] = "core_attn",
     flash_attention: bool = True,
     loss: str = "standard",
     dropout: bool = False,
+    grad_reduce_in_bf16: bool = False,
     tp: int = 1,
     pp: int = 1,
     dp: int = 1,
     cp: int = 1,
+    vp: int = 1,
+    ep: int = 1,
+    etp: int | None = None,
     first_stage_layers: int = 0,
     last_stage_layers: int = 0,
     embedding_as_layer: bool = False,
@@ -302,6 +308,9 @@ def fit(
         field="pure_bf16",
     )
     targets = parse_lora_targets(lora_targets)
+    for flag, value in (("--vp", vp), ("--ep", ep), ("--etp", etp or 1)):
+        _positive(flag, value)
+    modules = recompute_modules_for(spec, recompute, recompute_modules)
     training = Training(
         seq_len=seq_len,
         precision=precision,  # type: ignore[arg-type]
@@ -319,12 +328,17 @@ def fit(
         loss=loss,  # type: ignore[arg-type]
         flash_attention=flash_attention,
         dropout=dropout,
+        recompute_modules=modules,
+        grad_reduce_in_bf16=grad_reduce_in_bf16,
     )
     plan = Plan(
         tp=tp,
         pp=pp,
         dp=dp,
         cp=cp,
+        vp=vp,
+        ep=ep,
+        etp=etp or 0,
         zero=zero if dp * cp > 1 else 0,
         micro_batch=mbs,
         global_batch=mbs * dp * grad_accum,
@@ -335,6 +349,7 @@ def fit(
         loss_in_split=loss_as_layer,
     )
     check_pipeline(spec, plan)
+    check_experts(spec, plan)
     memory = training_memory(spec, training, PlanBatch.from_plans([plan]), prof).row(0)
     fits, verdict = fit_verdict(memory["total"], device, plan.num_gpus)
     options = smallest_training_setups(
@@ -374,6 +389,8 @@ def fit(
             "offload": offload,
             "paged_optimizer": paged_optimizer,
             "recompute": recompute,
+            "recompute_modules": list(modules),
+            "grad_reduce_in_bf16": grad_reduce_in_bf16,
         },
         plan={
             "gpus": plan.num_gpus,
@@ -381,6 +398,9 @@ def fit(
             "pp": pp,
             "dp": dp,
             "cp": cp,
+            "vp": vp,
+            "ep": plan.ep,
+            "etp": plan.etp,
             "zero": plan.zero,
             "first_stage_layers": plan.first_stage_layers,
             "last_stage_layers": plan.last_stage_layers,
@@ -395,7 +415,13 @@ def fit(
         gpus_per_node=gpus_per_node,
         notes=tuple(notes),
         details=f"{method}, {weights_text}, {optimizer} · seq {seq_len} · mbs {mbs} · "
-        f"recompute {recompute}",
+        f"recompute {recompute}"
+        + (f" ({','.join(modules) or 'nothing'})" if recompute == "selective" else "")
+        + (
+            f" · EP {plan.ep}" + (f" (experts TP {plan.etp})" if plan.etp != plan.tp else "")
+            if plan.ep > 1
+            else ""
+        ),
         savers=tuple(savers),
     )
 

@@ -337,6 +337,22 @@ def parse_recompute_modules(text: str | tuple[str, ...] | list[str]) -> tuple[st
     return names
 
 
+def recompute_modules_for(
+    spec: ModelSpec, recompute: str, text: str | tuple[str, ...] | list[str]
+) -> tuple[str, ...]:
+    """The modules ``--recompute-modules`` names, refused in one line where they cannot apply:
+    without ``--recompute selective`` (unless the default list) or on a model without them."""
+    modules = parse_recompute_modules(text)
+    require(
+        recompute == "selective" or modules == DEFAULT_RECOMPUTE_MODULES,
+        f"--recompute-modules {','.join(modules) or 'none'} applies with --recompute selective, "
+        f"got --recompute {recompute}; accepted: --recompute selective with it, or leave it out",
+        field="recompute_modules",
+    )
+    check_recompute_modules(spec, modules)
+    return modules
+
+
 def _resolve(r: TrainingRun) -> RunInputs:
     """The specs of run ``r`` with the defaults chosen; refused with the argument at fault when
     the plan cannot run the model."""
@@ -393,14 +409,7 @@ def _resolve(r: TrainingRun) -> RunInputs:
         field="gpus",
     )
     check_plan(spec, plan, r.seq)
-    modules = parse_recompute_modules(r.recompute_modules)
-    require(
-        r.recompute == "selective" or modules == DEFAULT_RECOMPUTE_MODULES,
-        f"--recompute-modules {','.join(modules) or 'none'} applies with --recompute selective, "
-        f"got --recompute {r.recompute}; accepted: --recompute selective with it, or leave it out",
-        field="recompute_modules",
-    )
-    check_recompute_modules(spec, modules)
+    modules = recompute_modules_for(spec, r.recompute, r.recompute_modules)
     # Where no GPU count was typed, the refusal of a part-filled node names the degrees that
     # make it (it named a --gpus nobody typed).
     derived = f"tp x pp x dp x cp = {tp} x {pp} x {dp} x {cp} = {num_gpus} GPUs"

@@ -53,15 +53,15 @@ def only(scope: str, *names: str, help: str | None = None, **override: Any) -> l
     only("lora, qlora", "lora_rank", "lora_targets"),
     only("qlora", "double_quant"),
     only("train", "paged_optimizer", "offload", "optimizer_in_backward", "activation_offload"),
-    only("train", "recompute"),
+    only("train", "recompute", "recompute_modules"),
     opt(
         "--no-flash flash_attention", bool, True, "[train] Unfused attention (keeps s x s scores)."
     ),
-    only("train", "loss", "dropout"),
+    only("train", "loss", "dropout", "grad_reduce_in_bf16"),
     "tp",
     "pp",
     only("train", "dp", help="Data-parallel degree.", default=1),
-    only("train", "cp", *PIPELINE_SPLIT, "zero"),
+    only("train", "cp", "vp", "ep", "etp", *PIPELINE_SPLIT, "zero"),
     only("infer", "batch", "context", "weights", "kv_dtype"),
     "html",
     "json",

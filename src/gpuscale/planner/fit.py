@@ -45,20 +45,24 @@ class FitOption:
     dp: int
     zero: int
     memory_bytes: float
+    ep: int = 1
+    """Expert parallelism of an MoE model (over the TP x DP ranks of a stage, experts whole)."""
 
     def layout(self) -> str:
         """``ZeRO-3 (FSDP)``, ``TP=8``, ``TP=8 x PP=14 x DP=2 ZeRO-1``, ``one GPU``."""
         if self.family == "single":
             return "one GPU"
+        experts = f", EP={self.ep}" if self.ep > 1 else ""
         if self.family == "zero3":
-            return "ZeRO-3 (FSDP)"
+            return "ZeRO-3 (FSDP)" + experts
         if self.family == "data-parallel":
-            return f"DP={self.dp} ZeRO-{self.zero}"
+            return f"DP={self.dp} ZeRO-{self.zero}" + experts
         parts = [f"TP={self.tp}"] if self.tp > 1 else []
         parts += [f"PP={self.pp}"] if self.pp > 1 else []
         if self.dp > 1:
             parts.append(f"DP={self.dp}" + (f" ZeRO-{self.zero}" if self.zero else ""))
-        return " x ".join(parts)
+        text = " x ".join(parts)
+        return text + (f", EP={self.ep}" if self.ep > 1 else "")
 
     def describe(self, gpus_per_node: int, gpu_name: str = "GPU") -> str:
         """``6x H100 SXM5 80GB with ZeRO-3 (FSDP) in one node``."""
@@ -115,7 +119,10 @@ def _pick(
 def training_candidates(
     model: ModelSpec, base: Plan, gpus_per_node: int, max_gpus: int
 ) -> PlanBatch:
-    """Every (count, tp, pp, ZeRO) layout tried, with the micro-batch and recompute of ``base``."""
+    """Every (count, tp, pp, ZeRO) layout tried, with the micro-batch and recompute of ``base``.
+    An MoE model's experts are spread as far as a stage's ranks allow, whole on each rank
+    (``etp`` 1, expert parallelism folded over TP: ``ep = gcd(experts, tp x dp)``), which holds
+    the least expert weight per GPU any split of them can."""
     accum = base.num_microbatches
     counts = gpu_counts(gpus_per_node, max_gpus)
     tps = tp_degrees(model, TP_CANDIDATES[gpus_per_node >= TP_CANDIDATES])
@@ -130,11 +137,15 @@ def training_candidates(
     valid &= (pp_a == 1) | (zero_a < 3)
     tp_a, pp_a, dp_a, zero_a = tp_a[valid], pp_a[valid], dp_a[valid], zero_a[valid]
     steps = np.maximum(accum, pp_a)
+    experts = {}
+    if model.is_moe:
+        experts = {"ep": np.gcd(model.num_experts, tp_a * dp_a), "etp": np.ones_like(tp_a)}
     return PlanBatch.from_arrays(
         tp=tp_a,
         pp=pp_a,
         dp=dp_a,
         zero=zero_a,
+        **experts,
         micro_batch=np.asarray(base.micro_batch),
         global_batch=base.micro_batch * dp_a * steps,
         recompute=np.asarray(RECOMPUTE_CODE[base.recompute]),
@@ -159,7 +170,7 @@ def smallest_training_setups(
     memory = training_memory(model, training, plans, profile=profile).total
     fits = memory <= device.memory_bytes
     family = _family(plans.tp, plans.pp, plans.dp, plans.zero)
-    columns = {"tp": plans.tp, "pp": plans.pp, "dp": plans.dp, "zero": plans.zero}
+    columns = {"tp": plans.tp, "pp": plans.pp, "dp": plans.dp, "zero": plans.zero, "ep": plans.ep}
     return _pick(family, plans.num_gpus, memory, fits, columns, limit)
 
 
