@@ -104,6 +104,22 @@ def _eager_norm_extra(model: ModelSpec, training: Training) -> float:
     return float(FP32_BYTES * h - e * h + e * h * (training.finetune == "full"))
 
 
+def _linear_input_bytes(training: Training) -> float:
+    """Bytes per element of a linear layer's saved input: the low-precision cast under
+    :attr:`Training.low_precision_saved_inputs` (full fine-tuning; the LoRA terms below count
+    16-bit copies), else the activation word."""
+    return training.activation_bytes if training.is_lora else training.linear_input_bytes
+
+
+def _mlp_bytes(model: ModelSpec, training: Training) -> float:
+    """Per token and routed copy: the gated activation's ``2f`` input (a plain one's ``f``),
+    kept in 16 bits by the activation function, and the down projection's input when its
+    weight trains."""
+    e, f = training.activation_bytes, model.ffn_hidden_size
+    b = _linear_input_bytes(training)
+    return (2 * e * f if model.mlp == "gated" else e * f) + b * f * _trainable(training, "down")
+
+
 def layer_terms(model: ModelSpec, training: Training) -> LayerTerms:
     """Per-token bytes of one layer (see the module table)."""
     e = training.activation_bytes
@@ -118,22 +134,25 @@ def layer_terms(model: ModelSpec, training: Training) -> LayerTerms:
     stats = FP32_BYTES * (1 if model.norm == "rmsnorm" else 2)
     mask = MASK_BYTES if training.dropout else 0
 
+    b = _linear_input_bytes(training)
     qkv_trains = any(_trainable(training, t) for t in ("q", "k", "v"))
     up_trains = any(_trainable(training, t) for t in ("gate", "up"))
-    replicated: float = 2 * (e * h + stats) + 2 * mask * h + e * h * qkv_trains
+    replicated: float = 2 * (e * h + stats) + 2 * mask * h + b * h * qkv_trains
     # Routed tokens are copied once per chosen expert before the experts' first linear.
-    replicated += e * h * k * up_trains
+    replicated += b * h * k * up_trains
 
+    o_trains = _trainable(training, "o")
     if training.flash_attention:
-        split = e * (q + 2 * kv) + e * q + FP32_BYTES * a
+        # The kernel keeps its output; the output projection shares it in 16 bits and keeps a
+        # cast of its own under low-precision saved inputs.
+        split = e * (q + 2 * kv) + e * q + FP32_BYTES * a + (b < e) * b * q * o_trains
     else:
         # Unfused attention multiplies by K and V expanded to every query head (Hugging Face
         # ``repeat_kv``, Megatron's unfused core attention), so it keeps them at query width.
-        split = e * 3 * q + e * q * _trainable(training, "o")
+        split = e * 3 * q + b * q * o_trains
     per_seq = a * (e + mask * (MASK_BYTES + e)) if not training.flash_attention else 0.0
 
-    mlp = (2 * e * f if model.mlp == "gated" else e * f) + e * f * _trainable(training, "down")
-    split += k * mlp
+    split += k * _mlp_bytes(model, training)
 
     if training.is_lora and training.lora_dropout > 0:
         # Each adapter's A matrix keeps its own dropped-out input and the dropout's mask
@@ -174,7 +193,7 @@ def layer_terms(model: ModelSpec, training: Training) -> LayerTerms:
     gathered = 0.0
     if training.sp_saves_gathered_input and not (training.is_lora and training.lora_dropout > 0):
         # The q/k/v and gate/up inputs (the norm outputs) are kept at full sequence length.
-        gathered = e * h * qkv_trains + e * h * k * up_trains
+        gathered = b * h * qkv_trains + b * h * k * up_trains
         replicated -= gathered
     return LayerTerms(
         replicated=replicated,
@@ -214,29 +233,33 @@ def module_savings(model: ModelSpec, training: Training) -> LayerTerms:
         model.kv_width,
         model.ffn_hidden_size,
     )
+    # A discarded tensor frees what it held: under low-precision saved inputs Megatron-Core
+    # makes the recomputed module's consumer keep its 16-bit input instead
+    # (``set_save_original_input``) and drops it, so the base term is what goes.
+    b = _linear_input_bytes(training)
     k = model.experts_per_token
     terms = layer_terms(model, training)
     qkv_trains = any(_trainable(training, t) for t in ("q", "k", "v"))
     up_trains = any(_trainable(training, t) for t in ("gate", "up"))
-    mlp = (2 * e * f if model.mlp == "gated" else e * f) + e * f * _trainable(training, "down")
+    mlp = _mlp_bytes(model, training)
     share = model.moe_layer_share
     replicated = split = gathered = 0.0
     per_seq = terms.per_seq if "core_attn" in modules else 0.0
     if "mla_up_proj" in modules and model.is_mla:
         split += e * (q + 2 * kv) if training.flash_attention else e * 3 * q
     if "layernorm" in modules and model.is_mla:
-        replicated += e * h * qkv_trains
+        replicated += b * h * qkv_trains
     if "mlp" in modules:
         split += (1.0 - share) * k * mlp
     if "moe" in modules:
-        copies = share * e * h * k * up_trains
+        copies = share * b * h * k * up_trains
         if terms.gathered > 0:
             gathered += copies
         else:
             replicated += copies
         split += share * k * mlp
     elif "moe_act" in modules:
-        split += share * k * e * f * _trainable(training, "down")
+        split += share * k * b * f * _trainable(training, "down")
     return LayerTerms(
         replicated=replicated,
         split=split,

@@ -336,7 +336,7 @@ def _peaks(
     # The first and the last stage (see _model_states and stage_activations_runs).
     both = zip(
         _model_states(model, training, runs, prof),
-        stage_activations_runs(model, training, runs, codes),
+        stage_activations_runs(model, framework_allocation(training, prof), runs, codes),
         strict=True,
     )
     for states, acts in both:
@@ -395,6 +395,14 @@ def _peaks(
         )
     first, last = per_stage
     return first, last
+
+
+def framework_allocation(training: Training, profile: Profile) -> Training:
+    """``training`` with what the framework's profile says of how it saves activations
+    (``low_precision_saved_inputs``: Transformer Engine keeps the low-precision input casts)."""
+    if training.low_precision_saved_inputs or profile.const("low_precision_saved_inputs") == 0:
+        return training
+    return dataclasses.replace(training, low_precision_saved_inputs=True)
 
 
 def training_memory(

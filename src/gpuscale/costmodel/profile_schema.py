@@ -30,6 +30,7 @@ AT_LEAST_ONE: Check = ("a finite number >= 1", lambda v: v >= 1)
 
 CONSTANTS: dict[str, Check] = {
     "kernel_launch_us": NON_NEGATIVE,
+    "low_precision_saved_inputs": SHARE,
     "graph_kernel_gap_us": NON_NEGATIVE,
     "moe_glue_kernels": NON_NEGATIVE,
     "moe_activation_quant_kernels": NON_NEGATIVE,

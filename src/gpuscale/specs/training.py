@@ -11,6 +11,12 @@ from gpuscale.errors import require
 TrainPrecision = Literal["fp32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4"]
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4")
 LOW_PRECISIONS: tuple[str, ...] = ("fp8", "mxfp8", "nvfp4")
+
+SAVED_INPUT_BYTES: dict[str, float] = {"fp8": 1.0, "mxfp8": 1.0 + 1.0 / 32, "nvfp4": 0.5 + 1.0 / 16}
+"""Bytes per element of a tensor kept in a low-precision training format: FP8 one byte (its
+per-tensor scale is one number); MXFP8 one byte plus an 8-bit E8M0 scale per 32 elements (OCP
+Microscaling Formats v1.0, Sec. 5); NVFP4 four bits plus an FP8 E4M3 scale per 16 elements
+(NVIDIA, "Pretraining LLMs with NVFP4", arXiv:2509.25149, Sec. 2)."""
 """Block- or tensor-scaled formats that speed up the linear layers only (Transformer Engine:
 FP8 on Hopper/Ada; MXFP8 and NVFP4 with per-block scales on Blackwell)."""
 
@@ -151,6 +157,12 @@ class Training:
     every ``selective_every``-th layer fully recomputed and the others not at all."""
     selective_every: int = 2
     """Period of per-layer SAC (torchtitan ``selective_ac_option = "2"``)."""
+    low_precision_saved_inputs: bool = False
+    """Under an fp8/mxfp8/nvfp4 recipe each linear layer keeps, for its weight gradient, the
+    low-precision cast of its input rather than the 16-bit input (Transformer Engine
+    ``module/linear.py``: ``inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)``
+    then ``saved_inputmat = inputmat``; the ``megatron`` profile's
+    ``low_precision_saved_inputs``): :data:`SAVED_INPUT_BYTES` per element instead of 2."""
     grad_reduce_in_bf16: bool = False
     """The gradient buffer and its data-parallel reduction are bf16 instead of the framework's
     word (Megatron ``--grad-reduce-in-bf16``, Megatron-Core DDP ``grad_reduce_in_fp32=False``,
@@ -250,6 +262,13 @@ class Training:
     def is_lora(self) -> bool:
         """Frozen base weights plus trainable adapters (LoRA or QLoRA)."""
         return self.finetune != "full"
+
+    @property
+    def linear_input_bytes(self) -> float:
+        """Bytes per element of a linear layer's saved input (:attr:`low_precision_saved_inputs`)."""
+        if self.low_precision_saved_inputs and self.precision in SAVED_INPUT_BYTES:
+            return SAVED_INPUT_BYTES[self.precision]
+        return float(self.activation_bytes)
 
     @property
     def activation_bytes(self) -> int:
