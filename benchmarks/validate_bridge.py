@@ -59,7 +59,8 @@ def main() -> None:
     args = ap.parse_args()
 
     rows = bridge.load()
-    results, skipped = bridge.evaluate(rows, price, bridge.load_settings())
+    settings = bridge.load_settings()
+    results, skipped = bridge.evaluate(rows, price, settings)
     latest = max(r.case.release for r in results)
     checked = [r for r in results if not r.case.memory_unchecked]
     no_fit = [r for r in checked if not r.fits]
@@ -109,6 +110,15 @@ def main() -> None:
     )
     for why, count in sorted(unchecked.items(), key=lambda kv: -kv[1]):
         print(f"  {count:3d}  {why}")
+    # settings of the checked runs the memory model does not price either
+    gather = sum(settings[r.case.id]["fp8_param_gather"].endswith("True") for r in checked)
+    graphs = sum(
+        bridge.setting(settings[r.case.id]["cuda_graph_impl"]) not in ("none", "") for r in checked
+    )
+    print(
+        f"  of the {len(checked)} checked, also unpriced: FP8 parameter gather in {gather} "
+        f"(weights kept in FP8: less memory), CUDA graphs in {graphs} (graph pools: more)"
+    )
     print("not expressible:")
     reasons: dict[str, int] = defaultdict(int)
     for _, why in skipped:

@@ -95,3 +95,46 @@ def test_modules_without_selective_recompute_are_refused() -> None:
         estimate("llama3.1-8b", gpu="h100-sxm", gpus=8, recompute_modules="mlp")
     # the default list is what selective means, so it needs no --recompute
     estimate("llama3.1-8b", gpu="h100-sxm", gpus=8, recompute_modules="core_attn")
+
+
+def test_mlp_also_frees_the_fused_norm_output_and_its_statistics() -> None:
+    # Transformer Engine fuses the pre-MLP norm into the first MLP linear; the checkpointed
+    # MLP keeps only the norm's input (transformer_layer._run_mlp).
+    freed = module_savings(LLAMA, _training("mlp"))
+    assert freed.replicated == E * LLAMA.hidden_size + 4  # the norm output + fp32 rstd
+
+
+def test_a_recomputed_moe_layer_runs_its_all_to_alls_again() -> None:
+    run = dict(gpu="h100-sxm", gpus=1024, tp=2, pp=16, ep=32, etp=1, framework="megatron")
+    kept = estimate("deepseek-v3", recompute="selective", **run)
+    moe = estimate("deepseek-v3", recompute="selective", recompute_modules="moe", **run)
+    full = estimate("deepseek-v3", recompute="full", **run)
+    # 4 all-to-alls a layer, 6 when the layer's forward runs twice (full or moe)
+    assert moe.parts_s["comm_ep"] == pytest.approx(full.parts_s["comm_ep"], rel=1e-9)
+    assert moe.parts_s["comm_ep"] == pytest.approx(1.5 * kept.parts_s["comm_ep"], rel=1e-9)
+
+
+def test_modules_apply_under_the_megatron_policy_only() -> None:
+    from gpuscale.costmodel.compute import layer_compute
+    from gpuscale.costmodel.profile import load_profile
+    from gpuscale.specs import Plan, PlanBatch
+
+    plans = PlanBatch.from_plans([Plan(tp=8, recompute="selective", global_batch=8)])
+    device, prof = catalog.gpu("h100-sxm"), load_profile("generic")
+    op = dataclasses.replace(_training("core_attn"), selective_policy="op")
+    op_mlp = dataclasses.replace(op, recompute_modules=("mlp",))
+    a = layer_compute(LLAMA, device, op, plans, prof).layer_recompute_s
+    b = layer_compute(LLAMA, device, op_mlp, plans, prof).layer_recompute_s
+    assert a == pytest.approx(b, rel=0, abs=0)
+
+
+@pytest.mark.parametrize("text", ["none", "", ("none",), [" NONE "]])
+def test_no_modules_is_accepted_without_selective_recompute(text: object) -> None:
+    estimate("llama3.1-8b", gpu="h100-sxm", gpus=8, recompute_modules=text)  # type: ignore[arg-type]
+
+
+def test_module_lists_are_read_alike_as_text_or_sequence() -> None:
+    from gpuscale.api.training import parse_recompute_modules
+
+    assert parse_recompute_modules(" MLP , core_attn") == ("mlp", "core_attn")
+    assert parse_recompute_modules([" mlp", "core_attn "]) == ("mlp", "core_attn")

@@ -168,6 +168,8 @@ class EstimateResult:
     """What ``recompute="selective"`` re-runs (``--recompute-modules``)."""
     loss: str
     """How the cross-entropy holds the logits (``--loss``)."""
+    grad_reduce_in_bf16: bool
+    """Gradient buffer and data-parallel reduction in bf16 (``--grad-reduce-in-bf16``)."""
     fits: bool
     memory_per_gpu_gib: float
     step_time_s: float
@@ -211,6 +213,7 @@ class EstimateResult:
                 "plan": plan_document(self.plan),
                 "recompute_modules": list(self.recompute_modules),
                 "loss": self.loss,
+                "grad_reduce_in_bf16": self.grad_reduce_in_bf16,
                 "assumed": dict(self.assumed),
                 "fits": self.fits,
                 "memory_per_gpu_gib": self.memory_per_gpu_gib,
@@ -317,11 +320,10 @@ DEFAULT_RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn",)
 
 def parse_recompute_modules(text: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
     """A comma list (or sequence) of :data:`RECOMPUTE_MODULES`; ``"none"`` or ``""`` is none."""
-    if isinstance(text, str):
-        raw = "" if text.strip().lower() == "none" else text
-        names = tuple(t.strip().lower() for t in raw.split(",") if t.strip())
-    else:
-        names = tuple(str(t).lower() for t in text)
+    items = text.split(",") if isinstance(text, str) else [str(t) for t in text]
+    names = tuple(t.strip().lower() for t in items if t.strip())
+    if names == ("none",):
+        names = ()
     for name in names:
         require(
             name in RECOMPUTE_MODULES,
@@ -344,7 +346,7 @@ def recompute_modules_for(
     without ``--recompute selective`` (unless the default list) or on a model without them."""
     modules = parse_recompute_modules(text)
     require(
-        recompute == "selective" or modules == DEFAULT_RECOMPUTE_MODULES,
+        recompute == "selective" or modules in (DEFAULT_RECOMPUTE_MODULES, ()),
         f"--recompute-modules {','.join(modules) or 'none'} applies with --recompute selective, "
         f"got --recompute {recompute}; accepted: --recompute selective with it, or leave it out",
         field="recompute_modules",
@@ -533,8 +535,9 @@ def estimate(
         precision=run.precision,
         compile=run.compile,
         plan=plan,
-        recompute_modules=training.recompute_modules,
+        recompute_modules=training.recompute_modules if plan.recompute == "selective" else (),
         loss=training.loss,
+        grad_reduce_in_bf16=training.grad_reduce_in_bf16,
         fits=row["fits"],
         memory_per_gpu_gib=row["memory_per_gpu_gib"],
         step_time_s=row["step_time_s"],

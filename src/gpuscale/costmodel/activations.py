@@ -217,10 +217,13 @@ def module_savings(model: ModelSpec, training: Training) -> LayerTerms:
       checkpointing, so Q, K and V the attention kernel saves are freed and re-formed.
     - ``layernorm``: output-discarding checkpointing of the norms that are modules of their
       own; with Transformer Engine the input norm is one only under MLA (else fused into the
-      QKV linear, ``IdentityOp``), and the norm output of an MoE layer's router is not among
-      the terms here, so only MLA's q/kv down-projection input is freed.
+      QKV linear, ``IdentityOp``), and the norm output an MoE layer's router reads is not
+      among :func:`layer_terms` (a gap of those terms, not of Megatron), so only MLA's q/kv
+      down-projection input is freed.
     - ``mlp`` / ``moe``: the dense MLP / the whole MoE layer is checkpointed and keeps its
-      input only (the mean block's dense or MoE share, :attr:`ModelSpec.moe_layer_share`).
+      input only (the mean block's dense or MoE share, :attr:`ModelSpec.moe_layer_share`);
+      the dense MLP's fused pre-MLP norm output and statistics go with it, while an MoE
+      layer's separate norm runs before the checkpoint.
     - ``moe_act``: the experts' activation output (the second expert GEMM's input) is
       discarded after use and re-formed from the first GEMM's output (``moe_act`` needs
       grouped GEMMs).
@@ -248,8 +251,20 @@ def module_savings(model: ModelSpec, training: Training) -> LayerTerms:
     if "mla_up_proj" in modules and model.is_mla:
         split += e * (q + 2 * kv) if training.flash_attention else e * 3 * q
     if "layernorm" in modules and model.is_mla:
-        replicated += b * h * qkv_trains
+        if terms.gathered > 0:
+            gathered += b * h * qkv_trains
+        else:
+            replicated += b * h * qkv_trains
     if "mlp" in modules:
+        # Transformer Engine fuses the pre-MLP norm into the first MLP linear, so the
+        # checkpointed MLP keeps only the norm's input: its output and statistics go too.
+        stats = FP32_BYTES * (1 if model.norm == "rmsnorm" else 2)
+        norm_out = (1.0 - share) * b * h * up_trains
+        if terms.gathered > 0:
+            gathered += norm_out
+        else:
+            replicated += norm_out
+        replicated += (1.0 - share) * stats
         split += (1.0 - share) * k * mlp
     if "moe" in modules:
         copies = share * b * h * k * up_trains

@@ -61,6 +61,20 @@ class CommTimes:
     """Gradient synchronisation time before any overlap."""
 
 
+def rerun_mlp_shares(
+    m: ModelSpec, training: Training, plans: PlanBatch
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per plan, the share of the blocks whose dense MLP and whose MoE layer selective
+    recompute re-runs (``--recompute-modules`` ``mlp`` / ``moe`` under the ``attention``
+    policy): 0 elsewhere."""
+    selective = (plans.recompute == RECOMPUTE_CODE["selective"]).astype(float)
+    modules = set(training.recompute_modules) if training.selective_policy == "attention" else ()
+    share = m.moe_layer_share
+    mlp = selective * (1.0 - share) * ("mlp" in modules)
+    moe = selective * share * ("moe" in modules)
+    return mlp, moe
+
+
 def _per_node(stride: np.ndarray, size: np.ndarray, gpus_per_node: int) -> np.ndarray:
     """Ranks of a group of ``size`` with rank stride ``stride`` that share one node."""
     fit = np.maximum(gpus_per_node // np.maximum(stride, 1), 1)
@@ -198,6 +212,10 @@ def communication(
     tokens = plans.micro_batch * training.seq_len / cp
     layers = compute.layers_per_stage
     full = plans.recompute == RECOMPUTE_CODE["full"]
+    # Selective recompute of the MLP or the MoE layer (--recompute-modules mlp / moe) re-runs
+    # its forward collectives in backward: the MLP half's TP pair, the MoE layer's dispatch and
+    # combine (Megatron-Core checkpoints the whole module, moe_layer.py custom_forward).
+    rerun_mlp, rerun_moe = rerun_mlp_shares(m, training, plans)
     interference = profile.const("comm_compute_interference")
 
     # Tensor parallel: per layer 2 all-reduces forward and 2 backward of the b*s*h activation
@@ -220,7 +238,7 @@ def communication(
     # Sequence parallelism also re-all-gathers the inputs of QKV and FC1 in backward for the
     # weight gradient, but Megatron launches it asynchronously under the input-gradient GEMM,
     # which is longer (Korthikanti et al. 2022, Sec. 4.2.2), so it adds no exposed time here.
-    tp_passes = 4.0 + np.where(full, 2.0, 0.0)
+    tp_passes = 4.0 + np.where(full, 2.0, 0.0) + rerun_mlp + rerun_moe
     # The profile's TP overlap decomposes the sequence-parallel all-gather/reduce-scatter pairs
     # (Transformer Engine userbuffers, AsyncTP); Megatron-LM takes --tp-comm-overlap only with
     # --sequence-parallel (arguments.py, core_v0.8.0). Without it only the backward's two
@@ -233,7 +251,7 @@ def communication(
     # carry the exposure, (1 - ov) x 8 x forwards / (2 x tp_passes): 1/12 with ov = 15/16.
     ov = profile.overlap_of("tp")
     if profile.const("tp_overlap_exposed_in_forward") > 0:
-        forwards = 1.0 + np.where(full, 1.0, 0.0)
+        forwards = 1.0 + np.where(full, 1.0, 0.0) + (rerun_mlp + rerun_moe) / 2.0
         ov_sp = np.maximum(0.0, 1.0 - (1.0 - ov) * 4.0 * forwards / tp_passes)
     else:
         ov_sp = np.full(len(plans), ov)
@@ -267,7 +285,9 @@ def communication(
         ep_per_node = _per_node(ep_stride, ep, gpn)
         a2a = collective_time_s("all_to_all", a2a_msg, ep, ep_per_node, levels)
         ep_mb = _partly_hidden(
-            layers * (4.0 + np.where(full, 2.0, 0.0)) * a2a, profile.overlap_of("ep"), interference
+            layers * (4.0 + 2.0 * np.maximum(np.where(full, 1.0, 0.0), rerun_moe > 0)) * a2a,
+            profile.overlap_of("ep"),
+            interference,
         )
     else:
         ep_mb = np.zeros(len(plans))

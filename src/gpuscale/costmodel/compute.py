@@ -38,10 +38,10 @@ UNFUSED_DROPOUT_PASSES = 2.0 + 0.5
 and one write of 2-byte values and one 1-byte ``bool`` mask (``torch.native_dropout``; forward
 writes the mask, backward reads it)."""
 
-MOE_ACT_PASSES = 3.0
-"""Recomputing a gated expert activation reads the first expert GEMM's ``2f``-wide output and
-writes the ``f``-wide input of the second: ``3f`` per routed copy, 3 passes of the MLP width
-``k x f`` that ``block_s`` counts in."""
+ACTIVATION_RECOMPUTE_PASSES = 3.0
+"""Recomputing a gated activation reads the first MLP GEMM's ``2f``-wide output and writes the
+``f``-wide input of the second: ``3f`` per routed copy, 3 passes of the MLP width ``k x f`` that
+``block_s`` counts in."""
 
 TE_LOSS_FORWARD_PASSES = 1.0
 """Transformer Engine's cross-entropy forward (``online_softmax_kernel``): one read of the logits."""
@@ -249,13 +249,15 @@ def _module_recompute_s(
     launch_s: float,
     block_s: Callable[[float, float, float], np.ndarray],
     dispatch: np.ndarray,
+    qkv_write: np.ndarray,
 ) -> np.ndarray:
     """Forward time Megatron-Core's selective recompute re-runs per layer for ``modules`` beyond
-    the attention core (what each frees: ``activations.module_savings``). GEMMs by name; the
-    experts' activation as one pass over the first expert GEMM's ``2f`` output and one write of
-    its ``f`` output per routed copy; a separate norm as a read and a write of the hidden width.
-    A recomputed MoE layer's all-to-all runs again too: it is communication and not priced
-    here."""
+    the attention core (what each frees: ``activations.module_savings``). GEMMs by name; a gated
+    activation as one read of the first GEMM's ``2f`` output and one write of its ``f`` output
+    per routed copy; a norm as a read and a write of the hidden width; MLA's re-formed Q, K and
+    V (RoPE and the concatenation) as one write of them (``qkv_write``). Not priced: the re-run
+    GEMMs' low-precision input casts. A recomputed MLP's or MoE layer's collectives run again
+    too: communication.py prices them (``rerun_mlp_shares``)."""
     total = np.zeros_like(dispatch)
     names: set[str] = set()
     for module in modules:
@@ -269,10 +271,15 @@ def _module_recompute_s(
                 g, training.precision, device, profile, launch_s, te_cast=False
             )
     share = m.moe_layer_share
+    if "mla_up_proj" in modules and m.is_mla:
+        total = total + qkv_write
+    if "mlp" in modules:
+        # the fused pre-MLP norm and the activation of the dense blocks
+        total = total + (1.0 - share) * block_s(2.0, ACTIVATION_RECOMPUTE_PASSES, 2.0)
     if "moe" in modules:
-        total = total + dispatch + share * block_s(0.0, MOE_ACT_PASSES, 0.0)
+        total = total + dispatch + share * block_s(0.0, ACTIVATION_RECOMPUTE_PASSES, 0.0)
     elif "moe_act" in modules:
-        total = total + share * block_s(0.0, MOE_ACT_PASSES, 1.0)
+        total = total + share * block_s(0.0, ACTIVATION_RECOMPUTE_PASSES, 1.0)
     if "layernorm" in modules:
         norms = float(m.is_mla) + share
         total = total + block_s(2.0 * norms, 0.0, norms)
@@ -457,9 +464,9 @@ def layer_compute(
         # cross_entropy.py): forward reads the 16-bit logits once (online softmax; the loss
         # kernel reads per-row statistics only), backward reads them and writes the gradient
         # in place: counted from the kernels, whatever the framework's own loss costs.
-        word = training.activation_bytes
-        loss_fwd = TE_LOSS_FORWARD_PASSES * word * logits
-        loss_bwd = TE_LOSS_BACKWARD_PASSES * word * logits
+        logit_word = training.activation_bytes
+        loss_fwd = TE_LOSS_FORWARD_PASSES * logit_word * logits
+        loss_bwd = TE_LOSS_BACKWARD_PASSES * logit_word * logits
     else:
         loss_fwd = profile.const("loss_forward_bytes_per_logit") * logits
         loss_bwd = profile.const("loss_backward_bytes_per_logit") * logits
@@ -467,15 +474,19 @@ def layer_compute(
     # Selective recompute: Megatron's re-runs the attention core only (Korthikanti et al. 2022,
     # Sec. 5); frameworks whose "selective" also re-runs some matmuls (torchtitan's layer/op SAC)
     # say what fraction of the rest of the layer they redo.
-    modules = set(training.recompute_modules)
-    selective = (
-        attn_recompute * ("core_attn" in modules)
-        + profile.const("selective_recompute_layer_fraction")
-        * (gemm_fwd + cast_fwd + elementwise_fwd)
-        + _module_recompute_s(
-            m, modules, gemms, training, device, profile, launch_s, block_s, dispatch
+    fraction = profile.const("selective_recompute_layer_fraction")
+    selective = attn_recompute + fraction * (gemm_fwd + cast_fwd + elementwise_fwd)
+    if training.selective_policy == "attention":
+        # Megatron-Core's selective recompute by module (--recompute-modules)
+        modules = set(training.recompute_modules)
+        qkv_write = word * tokens * (m.q_width + 2 * m.kv_width) / tp / hbm
+        selective = (
+            attn_recompute * ("core_attn" in modules)
+            + fraction * (gemm_fwd + cast_fwd + elementwise_fwd)
+            + _module_recompute_s(
+                m, modules, gemms, training, device, profile, launch_s, block_s, dispatch, qkv_write
+            )
         )
-    )
     recompute = np.where(
         plans.recompute == RECOMPUTE_CODE["full"],
         layer_fwd,

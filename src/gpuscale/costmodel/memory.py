@@ -250,6 +250,11 @@ def _model_states(
                 np.full_like(gradients, ps.largest_trainable_tensor * per.gradients) * inv_tp
             )
         step_temp = optimizer_params * state_word if foreach else np.zeros_like(optimizer)
+        if training.grad_reduce_in_bf16 and training.master_weights:
+            # A bf16 gradient buffer is copied to fp32 for the step (Megatron-Core
+            # optimizer.py ``main_param.grad = model_param.main_grad.float()``; the distributed
+            # optimizer's ``shard_main_param.grad = shard_model_grad.float()``, its shard).
+            step_temp = step_temp + optimizer_params * DTYPE_BYTES["fp32"]
         load = np.zeros_like(weights)
         if training.finetune == "qlora" and training.load_16bit_on_device:
             load = layers * layer_params(model) * word * inv_tp + outside("load")

@@ -38,7 +38,8 @@ def run_title(doc: Mapping[str, Any]) -> str:
         f"{doc['model']} on {doc['gpus']} x {doc['gpu']} ({doc['inter']}), "
         f"tp={p['tp']} pp={p['pp']} dp={p['dp']} cp={p['cp']} vp={p['vp']} mbs={p['mbs']} "
         f"gbs={p['gbs']} recompute={recompute} zero={p['zero']}"
-        f"{'' if loss == 'standard' else f' loss={loss}'}, {doc['framework']}"
+        f"{'' if loss == 'standard' else f' loss={loss}'}"
+        f"{' bf16-grads' if doc.get('grad_reduce_in_bf16') else ''}, {doc['framework']}"
     )
 
 

@@ -172,7 +172,7 @@ def load_settings(path: Path | None = None) -> dict[str, dict[str, str]]:
         return {row["id"]: row for row in csv.DictReader(fh)}
 
 
-def _value(text: str) -> str:
+def setting(text: str) -> str:
     """A setting as the recipe leaves it: ``default:<v>`` is the provider's default ``v``."""
     return text.removeprefix("default:").strip()
 
@@ -181,36 +181,39 @@ def recipe_options(settings: Mapping[str, str]) -> tuple[dict[str, Any], str]:
     """The ``estimate`` arguments a row's recipe settings give, and why its memory is not
     checked ('' when it is). One rule per setting (module docstring)."""
     options: dict[str, Any] = {}
-    fused = _value(settings["cross_entropy_loss_fusion"]) == "True"
-    if fused and _value(settings["cross_entropy_fusion_impl"]) == "te":
+    fused = setting(settings["cross_entropy_loss_fusion"]) == "True"
+    if fused and setting(settings["cross_entropy_fusion_impl"]) == "te":
         options["loss"] = "te"
     if settings["layout_check"] != "matches":
         return (
             options,
             f"recipe at the release's commit has another layout ({settings['layout_check']})",
         )
-    granularity = _value(settings["recompute_granularity"])
+    granularity = setting(settings["recompute_granularity"])
     unpriced: list[str] = []
     if granularity == "selective":
-        modules = _value(settings["recompute_modules"])
-        names = [] if modules in ("[]", "None", "") else modules.split()
+        modules = setting(settings["recompute_modules"])
+        # Megatron-Core reads recompute_modules None as ["core_attn"] (TransformerConfig)
+        names = (
+            ["core_attn"] if modules == "None" else [] if modules in ("[]", "") else modules.split()
+        )
         options["recompute"] = "selective"
         options["recompute_modules"] = ",".join(names) or "none"
     elif granularity == "full":
         method, layers = (
-            _value(settings["recompute_method"]),
-            _value(settings["recompute_num_layers"]),
+            setting(settings["recompute_method"]),
+            setting(settings["recompute_num_layers"]),
         )
         if method == "uniform" and layers == "1":
             options["recompute"] = "full"
         else:
             unpriced.append(f"full recompute of {layers} layers a stage (method {method})")
-    if _value(settings["cpu_offloading"]) == "True":
-        layers = _value(settings["cpu_offloading_num_layers"])
+    if setting(settings["cpu_offloading"]) == "True":
+        layers = setting(settings["cpu_offloading_num_layers"])
         unpriced.append(f"activations of {layers} layers offloaded to host memory")
-    if _value(settings["fine_grained_activation_offloading"]) == "True":
-        unpriced.append(f"activation offloading of {_value(settings['offload_modules'])}")
-    if _value(settings["moe_paged_stash"]) == "True":
+    if setting(settings["fine_grained_activation_offloading"]) == "True":
+        unpriced.append(f"activation offloading of {setting(settings['offload_modules'])}")
+    if setting(settings["moe_paged_stash"]) == "True":
         unpriced.append("MoE paged stash")
     return options, "; ".join(unpriced) + (" (not priced)" if unpriced else "")
 
