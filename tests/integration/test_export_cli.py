@@ -187,3 +187,33 @@ def test_an_edited_document_is_checked_like_estimate(
     assert message in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_the_priced_recompute_modules_loss_and_gradients_reach_megatron(
+    gpuscale: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    priced = [
+        *ESTIMATE[:-1],
+        "--framework", "megatron", "--recompute-modules", "core_attn,mlp", "--loss", "te",
+        "--grad-reduce-in-bf16", "--json",
+    ]  # fmt: skip
+    est = gpuscale(*priced)
+    assert est.returncode == 0, est.stderr
+    doc = tmp_path / "estimate.json"
+    doc.write_text(est.stdout)
+    out = tmp_path / "out"
+    proc = gpuscale("export", "--to", "megatron", "--from", str(doc), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    script = (out / "launch_megatron.sh").read_text()
+    for words in (
+        "--recompute-modules core_attn mlp",
+        "--cross-entropy-fusion-impl te",
+        "--grad-reduce-in-bf16",
+    ):
+        assert words in " ".join(script.split()), words
+    refused = gpuscale(
+        "export", "--to", "torchtitan", "--from", str(doc), "-o", str(tmp_path / "t")
+    )
+    assert refused.returncode == 2
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "has no setting for --recompute-modules core_attn,mlp" in lines[0]

@@ -6,6 +6,7 @@ accelerate, kubernetes-validate, and bash itself.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import subprocess
@@ -102,6 +103,57 @@ def test_megatron_launch_is_accepted_by_megatron_core_and_round_trips() -> None:
     assert ranks.world_size == job.gpus
     # Tensor-parallel groups are consecutive ranks: one node of 8 each.
     assert all(g == list(range(g[0], g[0] + 8)) for g in ranks.get_ranks("tp"))
+
+
+def test_megatron_launch_states_the_recompute_modules_loss_and_gradient_word() -> None:
+    """What the plan was priced with reaches Megatron: megatron-core's TransformerConfig takes
+    the module list and the TE cross-entropy (it refuses an unknown module or a TE loss it
+    cannot build); --grad-reduce-in-bf16 is Megatron-LM's own flag."""
+    import torch
+    from megatron.core.transformer import TransformerConfig
+
+    p = Plan(**MEGATRON_PLAN, recompute="selective")
+    job = dataclasses.replace(
+        _job(**MEGATRON_PLAN, recompute="selective"),
+        plan=p,
+        training=Training(
+            seq_len=4096,
+            recompute_modules=("core_attn", "mlp"),
+            loss="te",
+            grad_reduce_in_bf16=True,
+        ),
+    )
+    script = export(job, "megatron").files[0].content
+    tokens = shlex.split(script.split("PLAN_ARGS=(", 1)[1].split(")", 1)[0])
+    modules = tokens[
+        tokens.index("--recompute-modules") + 1 : tokens.index("--recompute-modules") + 3
+    ]
+    assert modules == ["core_attn", "mlp"] and "--grad-reduce-in-bf16" in tokens
+    impl = tokens[tokens.index("--cross-entropy-fusion-impl") + 1]
+    args = _script_args(script)
+    config = TransformerConfig(
+        num_layers=int(args["num_layers"]),
+        hidden_size=int(args["hidden_size"]),
+        num_attention_heads=int(args["num_attention_heads"]),
+        tensor_model_parallel_size=8,
+        pipeline_model_parallel_size=2,
+        pipeline_dtype=torch.bfloat16,
+        recompute_granularity="selective",
+        recompute_modules=modules,
+        cross_entropy_loss_fusion="cross_entropy_loss_fusion" in args,
+        cross_entropy_fusion_impl=impl,  # type: ignore[arg-type]
+    )
+    assert config.recompute_modules == ["core_attn", "mlp"]
+    assert config.cross_entropy_fusion_impl == "te"
+
+
+@pytest.mark.parametrize("target", ["torchtitan", "deepspeed", "accelerate"])
+def test_other_trainers_refuse_what_only_megatron_can_state(target: str) -> None:
+    job = dataclasses.replace(
+        _job(dp=8, micro_batch=1, global_batch=64), training=Training(seq_len=4096, loss="te")
+    )
+    with pytest.raises(InputError, match="has no setting for --loss te"):
+        export(job, target)
 
 
 def test_megatron_core_refuses_a_wrong_plan_too() -> None:

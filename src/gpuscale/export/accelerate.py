@@ -12,10 +12,11 @@ import yaml
 
 from gpuscale.errors import require
 from gpuscale.export.files import Export, ExportedFile
-from gpuscale.export.job import TrainingJob
+from gpuscale.export.job import TrainingJob, megatron_only
 
 
 def accelerate_config(job: TrainingJob) -> dict[str, Any]:
+    megatron_only(job, "the accelerate config")
     plan, training = job.plan, job.training
     require(
         plan.tp == 1 and plan.pp == 1 and plan.cp == 1 and plan.ep == 1,

@@ -11,11 +11,12 @@ from typing import Any
 
 from gpuscale.errors import require
 from gpuscale.export.files import Export, ExportedFile
-from gpuscale.export.job import TrainingJob
+from gpuscale.export.job import TrainingJob, megatron_only
 
 
 def deepspeed_config(job: TrainingJob) -> dict[str, Any]:
     plan, training = job.plan, job.training
+    megatron_only(job, "the DeepSpeed JSON")
     require(
         plan.pp == 1 and plan.cp == 1,
         "the DeepSpeed JSON holds data parallelism and ZeRO; a plan with --pp or --cp > 1 "

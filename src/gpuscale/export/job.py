@@ -9,7 +9,7 @@ from gpuscale import SCHEMA_VERSION, catalog
 from gpuscale.errors import InputError, require
 from gpuscale.specs import ModelSpec, Plan, Training
 from gpuscale.specs.hardware import fills_whole_nodes
-from gpuscale.specs.training import TrainPrecision
+from gpuscale.specs.training import Loss, TrainPrecision
 from gpuscale.specs.validity import check_plan
 
 PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
@@ -176,5 +176,53 @@ def job_from_document(
         gpus=plan.num_gpus,
         gpus_per_node=int(per_node),
         plan=plan,
-        training=Training(seq_len=seq_len, precision=cast(TrainPrecision, chosen_precision)),
+        training=_training(doc, seq_len, chosen_precision),
+    )
+
+
+def _training(doc: dict[str, Any], seq_len: int, precision: str) -> Training:
+    """The training settings the document's plan was priced with (``estimate --json`` records
+    the recompute modules, the loss and the gradient word; ``plan --json`` the defaults)."""
+    modules = doc.get("recompute_modules") or ["core_attn"]
+    loss = doc.get("loss", "standard")
+    bf16_grads = doc.get("grad_reduce_in_bf16", False)
+    require(
+        isinstance(modules, list) and all(isinstance(m, str) for m in modules),
+        "the document's recompute_modules must be a list of module names",
+        field="from",
+    )
+    require(isinstance(loss, str), "the document's loss must be a string", field="from")
+    require(
+        isinstance(bf16_grads, bool),
+        "the document's grad_reduce_in_bf16 must be true or false",
+        field="from",
+    )
+    try:
+        return Training(
+            seq_len=seq_len,
+            precision=cast(TrainPrecision, precision),
+            recompute_modules=tuple(modules),
+            loss=cast(Loss, loss),
+            grad_reduce_in_bf16=bf16_grads,
+        )
+    except InputError as exc:
+        raise InputError(f"the document's training settings: {exc}", field="from") from None
+
+
+def megatron_only(job: TrainingJob, target: str) -> None:
+    """Refuse, in one line, a job priced with settings only Megatron's launch can state (the
+    trainer would run something else than what was priced)."""
+    t = job.training
+    settings = []
+    if job.plan.recompute == "selective" and t.recompute_modules != ("core_attn",):
+        settings.append(f"--recompute-modules {','.join(t.recompute_modules) or 'none'}")
+    if t.loss == "te":
+        settings.append("--loss te")
+    if t.grad_reduce_in_bf16:
+        settings.append("--grad-reduce-in-bf16")
+    require(
+        not settings,
+        f"{target} has no setting for {', '.join(settings)} (the plan was priced with it); "
+        "accepted: --to megatron, or a plan priced without it",
+        field="from",
     )

@@ -120,6 +120,8 @@ def megatron_args(job: TrainingJob) -> list[str]:
         args.append("--overlap-grad-reduce")
     if plan.recompute == "selective":
         args += ["--recompute-granularity", "selective"]
+        if training.recompute_modules != ("core_attn",):
+            args += ["--recompute-modules", *training.recompute_modules]
     elif plan.recompute == "full":
         # One layer per checkpoint: what gpuscale prices as full recompute (Korthikanti et al.).
         args += ["--recompute-granularity", "full", "--recompute-method", "uniform"]
@@ -130,6 +132,10 @@ def megatron_args(job: TrainingJob) -> list[str]:
         args.append("--bf16")
     if training.precision == "fp8":
         args += ["--fp8-format", "hybrid"]
+    if training.loss == "te":
+        args += ["--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl", "te"]
+    if training.grad_reduce_in_bf16:
+        args.append("--grad-reduce-in-bf16")
     return args
 
 

@@ -19,7 +19,7 @@ import shlex
 
 from gpuscale.errors import require
 from gpuscale.export.files import Export, ExportedFile
-from gpuscale.export.job import TrainingJob
+from gpuscale.export.job import TrainingJob, megatron_only
 
 CONFIGS: dict[str, tuple[str, str]] = {
     # gpuscale catalog id -> (torchtitan module, config_registry function), as torchtitan ships
@@ -202,6 +202,7 @@ def _launch(job: TrainingJob, version: str, train_args: str) -> str:
 
 def export_torchtitan(job: TrainingJob, *, version: str = "0.3") -> Export:
     minor = _version(version)
+    megatron_only(job, "torchtitan")
     require(
         job.plan.etp == job.plan.tp,
         f"torchtitan {minor} has no expert tensor-parallel setting: --etp {job.plan.etp} with "
