@@ -33,7 +33,10 @@ def test_the_default_frees_what_selective_recompute_always_freed() -> None:
 
 def test_mla_up_proj_frees_the_attention_inputs_the_up_projections_form() -> None:
     freed = module_savings(DSV3, _training("mla_up_proj"))
-    assert freed.split == E * (DSV3.q_width + 2 * DSV3.kv_width)
+    # DeepSeek-V3: 128 heads of 192-wide queries and keys, 128-wide values
+    assert freed.split == E * 128 * (192 + 192 + 128)
+    assert DSV3.v_width == 128 * 128 and DSV3.attention_out_width == 128 * 128
+    assert LLAMA.v_width == LLAMA.kv_width and LLAMA.attention_out_width == LLAMA.q_width
     # ... and nothing on a model without MLA (the API refuses it there)
     assert module_savings(LLAMA, _training("mla_up_proj")).split == 0.0
 

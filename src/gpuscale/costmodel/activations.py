@@ -145,7 +145,9 @@ def layer_terms(model: ModelSpec, training: Training) -> LayerTerms:
     if training.flash_attention:
         # The kernel keeps its output; the output projection shares it in 16 bits and keeps a
         # cast of its own under low-precision saved inputs.
-        split = e * (q + 2 * kv) + e * q + FP32_BYTES * a + (b < e) * b * q * o_trains
+        # Q, K and V as the kernel takes them (MLA's values are narrower than its keys).
+        v, out = model.v_width, model.attention_out_width
+        split = e * (q + kv + v) + e * out + FP32_BYTES * a + (b < e) * b * out * o_trains
     else:
         # Unfused attention multiplies by K and V expanded to every query head (Hugging Face
         # ``repeat_kv``, Megatron's unfused core attention), so it keeps them at query width.
@@ -249,7 +251,7 @@ def module_savings(model: ModelSpec, training: Training) -> LayerTerms:
     replicated = split = gathered = 0.0
     per_seq = terms.per_seq if "core_attn" in modules else 0.0
     if "mla_up_proj" in modules and model.is_mla:
-        split += e * (q + 2 * kv) if training.flash_attention else e * 3 * q
+        split += e * (q + kv + model.v_width) if training.flash_attention else e * 3 * q
     if "layernorm" in modules and model.is_mla:
         if terms.gathered > 0:
             gathered += b * h * qkv_trains

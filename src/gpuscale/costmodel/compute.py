@@ -479,7 +479,7 @@ def layer_compute(
     if training.selective_policy == "attention":
         # Megatron-Core's selective recompute by module (--recompute-modules)
         modules = set(training.recompute_modules)
-        qkv_write = word * tokens * (m.q_width + 2 * m.kv_width) / tp / hbm
+        qkv_write = word * tokens * (m.q_width + m.kv_width + m.v_width) / tp / hbm
         selective = (
             attn_recompute * ("core_attn" in modules)
             + fraction * (gemm_fwd + cast_fwd + elementwise_fwd)

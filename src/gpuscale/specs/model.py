@@ -221,3 +221,19 @@ class ModelSpec:
     def kv_width(self) -> int:
         """Width of all key (or value) heads together (``num_kv_heads * head_dim``)."""
         return self.num_kv_heads * self.head_dim
+
+    @property
+    def v_width(self) -> int:
+        """Width of all value heads together: MLA's values are ``v_head_dim`` wide (128 in
+        DeepSeek-V3, against 192 for its queries and keys), else :attr:`kv_width`."""
+        if self.is_mla and self.v_head_dim:
+            return self.num_kv_heads * self.v_head_dim
+        return self.kv_width
+
+    @property
+    def attention_out_width(self) -> int:
+        """Width of the attention output (the output projection's input): the values' width
+        per head over every query head."""
+        if self.is_mla and self.v_head_dim:
+            return self.num_heads * self.v_head_dim
+        return self.q_width
