@@ -29,9 +29,17 @@ from gpuscale.planner.fit import (
     smallest_training_setups,
     suggestion,
 )
+from gpuscale.planner.words import experts
 from gpuscale.specs import Device, ModelSpec, Plan, PlanBatch
 from gpuscale.specs.plan import Recompute
-from gpuscale.specs.training import ALL_LINEAR, LORA_TARGETS, OFFLOADS, Inference, Training
+from gpuscale.specs.training import (
+    ALL_LINEAR,
+    DEFAULT_RECOMPUTE_MODULES_FLAG,
+    LORA_TARGETS,
+    OFFLOADS,
+    Inference,
+    Training,
+)
 from gpuscale.specs.units import GIB
 from gpuscale.specs.validity import check_cp, check_experts, check_pipeline, check_pp, check_tp
 
@@ -230,7 +238,7 @@ def fit(
     optimizer_in_backward: bool = False,
     activation_offload: bool = False,
     recompute: str = "none",
-    recompute_modules: str | tuple[str, ...] | list[str] = "core_attn",
+    recompute_modules: str | tuple[str, ...] | list[str] = DEFAULT_RECOMPUTE_MODULES_FLAG,
     flash_attention: bool = True,
     loss: str = "standard",
     dropout: bool = False,
@@ -417,11 +425,7 @@ def fit(
         details=f"{method}, {weights_text}, {optimizer} · seq {seq_len} · mbs {mbs} · "
         f"recompute {recompute}"
         + (f" ({','.join(modules) or 'nothing'})" if recompute == "selective" else "")
-        + (
-            f" · EP {plan.ep}" + (f" (experts TP {plan.etp})" if plan.etp != plan.tp else "")
-            if plan.ep > 1
-            else ""
-        ),
+        + (f" · {experts(plan)}" if plan.ep > 1 else ""),
         savers=tuple(savers),
     )
 

@@ -23,6 +23,7 @@ from gpuscale.measure.bench_setup import CPU_SIZES, GPU_SIZES
 from gpuscale.planner.serving.disagg_closed_loop import ROUTINGS
 from gpuscale.specs.plan import RECOMPUTE_CHOICES
 from gpuscale.specs.training import (
+    DEFAULT_RECOMPUTE_MODULES_FLAG,
     FINETUNES,
     KV_DTYPES,
     LORA_TARGETS,
@@ -136,7 +137,7 @@ PARAMS: dict[str, Param] = {
     "seq": Param(type=int, default=4096, help="Sequence length."),
     "recompute": Param(default="none", choices=RECOMPUTE_CHOICES, help="Activation recomputation."),
     "recompute_modules": Param(
-        default="core_attn",
+        default=DEFAULT_RECOMPUTE_MODULES_FLAG,
         help="With --recompute selective: a comma list of "
         f"{', '.join(RECOMPUTE_MODULES)} (Megatron-Core --recompute-modules), or none.",
     ),

@@ -22,7 +22,14 @@ from gpuscale.planner import defaults
 from gpuscale.planner.words import bottleneck
 from gpuscale.specs import Cluster, Device, JobOptions, Link, ModelSpec, Plan, Training
 from gpuscale.specs.plan import Recompute
-from gpuscale.specs.training import RECOMPUTE_MODULES, Finetune, Loss, TrainPrecision
+from gpuscale.specs.training import (
+    DEFAULT_RECOMPUTE_MODULES,
+    DEFAULT_RECOMPUTE_MODULES_FLAG,
+    RECOMPUTE_MODULES,
+    Finetune,
+    Loss,
+    TrainPrecision,
+)
 from gpuscale.specs.validity import check_lora_rank, check_plan, check_recompute_modules
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -291,7 +298,7 @@ class TrainingRun:
     gbs: int | None = None
     seq: int = 4096
     recompute: str = "none"
-    recompute_modules: str | tuple[str, ...] = "core_attn"
+    recompute_modules: str | tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES_FLAG
     zero: int = 0
     precision: str = "bf16"
     finetune: str = "full"
@@ -312,10 +319,6 @@ class TrainingRun:
         for name, value in check_booleans(bool_fields(self)).items():
             object.__setattr__(self, name, value)  # a numpy bool kept as the Python one
         object.__setattr__(self, "specs", _resolve(self))
-
-
-DEFAULT_RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn",)
-"""Megatron-Core's ``recompute_modules`` default (``TransformerConfig.__post_init__``)."""
 
 
 def parse_recompute_modules(text: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:

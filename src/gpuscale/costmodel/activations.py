@@ -230,7 +230,7 @@ def module_savings(model: ModelSpec, training: Training) -> LayerTerms:
       discarded after use and re-formed from the first GEMM's output (``moe_act`` needs
       grouped GEMMs).
     """
-    modules = set(training.recompute_modules)
+    modules = training.recompute_modules
     e, h, q, kv, f = (
         training.activation_bytes,
         model.hidden_size,

@@ -68,7 +68,7 @@ def rerun_mlp_shares(
     recompute re-runs (``--recompute-modules`` ``mlp`` / ``moe`` under the ``attention``
     policy): 0 elsewhere."""
     selective = (plans.recompute == RECOMPUTE_CODE["selective"]).astype(float)
-    modules = set(training.recompute_modules) if training.selective_policy == "attention" else ()
+    modules = training.selective_modules
     share = m.moe_layer_share
     mlp = selective * (1.0 - share) * ("mlp" in modules)
     moe = selective * share * ("moe" in modules)
@@ -285,7 +285,7 @@ def communication(
         ep_per_node = _per_node(ep_stride, ep, gpn)
         a2a = collective_time_s("all_to_all", a2a_msg, ep, ep_per_node, levels)
         ep_mb = _partly_hidden(
-            layers * (4.0 + 2.0 * np.maximum(np.where(full, 1.0, 0.0), rerun_moe > 0)) * a2a,
+            layers * (4.0 + np.where(full | (rerun_moe > 0), 2.0, 0.0)) * a2a,
             profile.overlap_of("ep"),
             interference,
         )

@@ -232,16 +232,19 @@ def stage_compute(m: ModelSpec, plans: PlanBatch, lc: LayerCompute) -> Microbatc
 
 MODULE_GEMMS: dict[str, tuple[str, ...]] = {
     "mla_up_proj": ("q_up", "kv_up"),
-    "mlp": ("mlp_up", "mlp_down", "mlp_dense_up", "mlp_dense_down"),
+    "mlp": ("mlp_up", "mlp_down"),
     "moe": ("router", "mlp_up", "mlp_down", "mlp_shared_up", "mlp_shared_down"),
 }
-"""The forward GEMMs (``flops.layer_gemms`` names) each recompute module re-runs; ``mlp`` takes
-the dense MLP (a dense model's ``mlp_*``, an MoE model's leading dense blocks' ``mlp_dense_*``)."""
+"""The forward GEMMs (``flops.layer_gemms`` names) each recompute module re-runs; in an MoE
+model ``mlp_*`` are the experts, and ``mlp`` re-runs the leading dense blocks'
+(:data:`DENSE_BLOCK_GEMMS`)."""
+
+DENSE_BLOCK_GEMMS: tuple[str, ...] = ("mlp_dense_up", "mlp_dense_down")
 
 
 def _module_recompute_s(
     m: ModelSpec,
-    modules: set[str],
+    modules: frozenset[str],
     gemms: list[Gemm],
     training: Training,
     device: Device,
@@ -261,10 +264,8 @@ def _module_recompute_s(
     total = np.zeros_like(dispatch)
     names: set[str] = set()
     for module in modules:
-        if module == "mlp":  # an MoE model's mlp_* GEMMs are its experts
-            names.update(MODULE_GEMMS["mlp"][2:] if m.is_moe else MODULE_GEMMS["mlp"][:2])
-        else:
-            names.update(MODULE_GEMMS.get(module, ()))
+        dense = module == "mlp" and m.is_moe
+        names.update(DENSE_BLOCK_GEMMS if dense else MODULE_GEMMS.get(module, ()))
     for g in gemms:
         if g.name in names:
             total = total + gemm_time(
@@ -474,18 +475,17 @@ def layer_compute(
     # Selective recompute: Megatron's re-runs the attention core only (Korthikanti et al. 2022,
     # Sec. 5); frameworks whose "selective" also re-runs some matmuls (torchtitan's layer/op SAC)
     # say what fraction of the rest of the layer they redo.
-    fraction = profile.const("selective_recompute_layer_fraction")
-    selective = attn_recompute + fraction * (gemm_fwd + cast_fwd + elementwise_fwd)
-    if training.selective_policy == "attention":
-        # Megatron-Core's selective recompute by module (--recompute-modules)
-        modules = set(training.recompute_modules)
+    # Under the attention policy, Megatron-Core's modules (--recompute-modules) say what.
+    selective = profile.const("selective_recompute_layer_fraction") * (
+        gemm_fwd + cast_fwd + elementwise_fwd
+    )
+    modules = training.selective_modules
+    if training.selective_policy != "attention" or "core_attn" in modules:
+        selective = selective + attn_recompute
+    if modules:
         qkv_write = word * tokens * (m.q_width + m.kv_width + m.v_width) / tp / hbm
-        selective = (
-            attn_recompute * ("core_attn" in modules)
-            + fraction * (gemm_fwd + cast_fwd + elementwise_fwd)
-            + _module_recompute_s(
-                m, modules, gemms, training, device, profile, launch_s, block_s, dispatch, qkv_write
-            )
+        selective = selective + _module_recompute_s(
+            m, modules, gemms, training, device, profile, launch_s, block_s, dispatch, qkv_write
         )
     recompute = np.where(
         plans.recompute == RECOMPUTE_CODE["full"],

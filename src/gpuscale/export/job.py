@@ -9,7 +9,7 @@ from gpuscale import SCHEMA_VERSION, catalog
 from gpuscale.errors import InputError, require
 from gpuscale.specs import ModelSpec, Plan, Training
 from gpuscale.specs.hardware import fills_whole_nodes
-from gpuscale.specs.training import Loss, TrainPrecision
+from gpuscale.specs.training import DEFAULT_RECOMPUTE_MODULES, Loss, TrainPrecision
 from gpuscale.specs.validity import check_plan
 
 PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
@@ -183,7 +183,7 @@ def job_from_document(
 def _training(doc: dict[str, Any], seq_len: int, precision: str) -> Training:
     """The training settings the document's plan was priced with (``estimate --json`` records
     the recompute modules, the loss and the gradient word; ``plan --json`` the defaults)."""
-    modules = doc.get("recompute_modules") or ["core_attn"]
+    modules = doc.get("recompute_modules", list(DEFAULT_RECOMPUTE_MODULES))
     loss = doc.get("loss", "standard")
     bf16_grads = doc.get("grad_reduce_in_bf16", False)
     require(
@@ -214,7 +214,7 @@ def megatron_only(job: TrainingJob, target: str) -> None:
     trainer would run something else than what was priced)."""
     t = job.training
     settings = []
-    if job.plan.recompute == "selective" and t.recompute_modules != ("core_attn",):
+    if job.plan.recompute == "selective" and t.recompute_modules != DEFAULT_RECOMPUTE_MODULES:
         settings.append(f"--recompute-modules {','.join(t.recompute_modules) or 'none'}")
     if t.loss == "te":
         settings.append("--loss te")

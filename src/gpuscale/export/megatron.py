@@ -13,6 +13,7 @@ from gpuscale.errors import require
 from gpuscale.export.files import Export, ExportedFile
 from gpuscale.export.job import TrainingJob
 from gpuscale.specs import PlanBatch
+from gpuscale.specs.training import DEFAULT_RECOMPUTE_MODULES
 
 
 def _pipeline_split(job: TrainingJob) -> list[str]:
@@ -118,9 +119,10 @@ def megatron_args(job: TrainingJob) -> list[str]:
         args += ["--use-distributed-optimizer", "--overlap-param-gather"]
     if plan.dp * plan.cp > 1:
         args.append("--overlap-grad-reduce")
-    if plan.recompute == "selective":
+    if plan.recompute == "selective" and training.recompute_modules:
+        # (selective with no module recomputes nothing: no flag says it better)
         args += ["--recompute-granularity", "selective"]
-        if training.recompute_modules != ("core_attn",):
+        if training.recompute_modules != DEFAULT_RECOMPUTE_MODULES:
             args += ["--recompute-modules", *training.recompute_modules]
     elif plan.recompute == "full":
         # One layer per checkpoint: what gpuscale prices as full recompute (Korthikanti et al.).

@@ -61,8 +61,7 @@ class FitOption:
         parts += [f"PP={self.pp}"] if self.pp > 1 else []
         if self.dp > 1:
             parts.append(f"DP={self.dp}" + (f" ZeRO-{self.zero}" if self.zero else ""))
-        text = " x ".join(parts)
-        return text + (f", EP={self.ep}" if self.ep > 1 else "")
+        return " x ".join(parts) + experts
 
     def describe(self, gpus_per_node: int, gpu_name: str = "GPU") -> str:
         """``6x H100 SXM5 80GB with ZeRO-3 (FSDP) in one node``."""

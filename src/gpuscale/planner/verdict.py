@@ -13,7 +13,7 @@ from typing import Literal
 
 from gpuscale import catalog
 from gpuscale.planner.scale import ScaleCurve, ScalePoint
-from gpuscale.planner.words import and_list, gpus, pct
+from gpuscale.planner.words import and_list, experts, gpus, pct
 from gpuscale.specs import Plan
 
 Choice = Literal["one GPU", "one node", "a cluster"]
@@ -52,7 +52,7 @@ def _needs(plan: Plan, num_gpus: int, gpus_per_node: int, intra_kind: str) -> li
     if plan.cp > 1:
         parts.append(f"CP={plan.cp}")
     if plan.ep > 1:
-        parts.append(f"EP={plan.ep}" + (f" (experts TP={plan.etp})" if plan.etp != plan.tp else ""))
+        parts.append(experts(plan))
     if plan.zero:
         parts.append(f"ZeRO-{plan.zero}" + ("" if plan.dp == num_gpus else f" over DP={plan.dp}"))
     if plan.recompute != "none":

@@ -25,12 +25,17 @@ def describe(plan: Plan, gpus_per_node: int) -> str:
     if plan.cp > 1:
         parts.append(f"CP={plan.cp}")
     if plan.ep > 1:
-        parts.append(f"EP={plan.ep}" + (f" (experts TP={plan.etp})" if plan.etp != plan.tp else ""))
+        parts.append(experts(plan))
     if plan.dp > 1:
         parts.append(f"DP={plan.dp}" + (f" ZeRO-{plan.zero}" if plan.zero else ""))
     head = " ".join(parts) if parts else "single GPU"
     recompute = "no recompute" if plan.recompute == "none" else f"{plan.recompute} recompute"
     return f"{head}, mbs {plan.micro_batch}, {recompute}"
+
+
+def experts(plan: Plan) -> str:
+    """``EP=8``, or ``EP=8 (experts TP=1)`` when the experts split otherwise than TP."""
+    return f"EP={plan.ep}" + (f" (experts TP={plan.etp})" if plan.etp != plan.tp else "")
 
 
 def gpus(n: int) -> str:

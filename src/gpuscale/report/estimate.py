@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpuscale.costmodel.terms import PARTS
+from gpuscale.specs.training import DEFAULT_RECOMPUTE_MODULES
 
 
 def parts_table(parts_s: Mapping[str, float], step_s: float, title: str) -> Table:
@@ -30,8 +31,8 @@ def run_title(doc: Mapping[str, Any]) -> str:
     model, the cluster, the plan and the framework, in one title."""
     p = doc["plan"]
     recompute = p["recompute"]
-    modules = doc.get("recompute_modules", ["core_attn"])
-    if recompute == "selective" and modules != ["core_attn"]:
+    modules = doc.get("recompute_modules", list(DEFAULT_RECOMPUTE_MODULES))
+    if recompute == "selective" and modules != list(DEFAULT_RECOMPUTE_MODULES):
         recompute += f"({','.join(modules) or 'nothing'})"
     loss = doc.get("loss", "standard")
     return (

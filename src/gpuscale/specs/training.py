@@ -50,9 +50,16 @@ RECOMPUTE_MODULES: tuple[str, ...] = (
     "moe",
     "moe_act",
 )
-"""Megatron-Core's selective recompute units (``TransformerConfig.recompute_modules``, default
-``["core_attn"]``): the attention core, MLA's up-projections and RoPE, the separate norms, the
-dense MLP, the whole MoE layer, and the experts' activation function."""
+"""Megatron-Core's selective recompute units (``TransformerConfig.recompute_modules``): the
+attention core, MLA's up-projections and RoPE, the separate norms, the dense MLP, the whole MoE
+layer, and the experts' activation function."""
+
+DEFAULT_RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn",)
+"""Megatron-Core's ``recompute_modules`` default (``TransformerConfig.__post_init__``): what
+selective recompute meant before modules could be named."""
+
+DEFAULT_RECOMPUTE_MODULES_FLAG = ",".join(DEFAULT_RECOMPUTE_MODULES)
+"""The same as ``--recompute-modules`` spells it."""
 
 Task = Literal["lm", "classify"]
 TASKS: tuple[str, ...] = ("lm", "classify")
@@ -167,7 +174,7 @@ class Training:
     """The gradient buffer and its data-parallel reduction are bf16 instead of the framework's
     word (Megatron ``--grad-reduce-in-bf16``, Megatron-Core DDP ``grad_reduce_in_fp32=False``,
     which Megatron-Bridge's performance recipes set): 2 bytes per gradient, stored and sent."""
-    recompute_modules: tuple[str, ...] = ("core_attn",)
+    recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES
     """What ``--recompute selective`` re-runs under the ``attention`` policy: Megatron-Core's
     ``--recompute-modules`` (:data:`RECOMPUTE_MODULES`; costmodel/activations.py
     ``module_savings`` says what each frees, costmodel/compute.py what each costs)."""
@@ -262,6 +269,15 @@ class Training:
     def is_lora(self) -> bool:
         """Frozen base weights plus trainable adapters (LoRA or QLoRA)."""
         return self.finetune != "full"
+
+    @property
+    def selective_modules(self) -> frozenset[str]:
+        """What ``--recompute selective`` re-runs by Megatron-Core module: the
+        :attr:`recompute_modules` under the ``attention`` policy (torchtitan's ``op`` and
+        ``layer`` policies name no modules)."""
+        if self.selective_policy != "attention":
+            return frozenset()
+        return frozenset(self.recompute_modules)
 
     @property
     def linear_input_bytes(self) -> float:

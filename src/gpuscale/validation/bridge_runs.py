@@ -76,6 +76,7 @@ from typing import Any
 
 from gpuscale import catalog
 from gpuscale.errors import InputError
+from gpuscale.specs.training import DEFAULT_RECOMPUTE_MODULES
 from gpuscale.validation import DATA_DIR
 
 FILE = "megatron_bridge_pretraining.csv"
@@ -193,10 +194,10 @@ def recipe_options(settings: Mapping[str, str]) -> tuple[dict[str, Any], str]:
     unpriced: list[str] = []
     if granularity == "selective":
         modules = setting(settings["recompute_modules"])
-        # Megatron-Core reads recompute_modules None as ["core_attn"] (TransformerConfig)
-        names = (
-            ["core_attn"] if modules == "None" else [] if modules in ("[]", "") else modules.split()
-        )
+        # Megatron-Core reads recompute_modules None as its default (TransformerConfig)
+        names = [] if modules in ("[]", "") else modules.split()
+        if modules == "None":
+            names = list(DEFAULT_RECOMPUTE_MODULES)
         options["recompute"] = "selective"
         options["recompute_modules"] = ",".join(names) or "none"
     elif granularity == "full":
