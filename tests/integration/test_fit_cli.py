@@ -61,6 +61,11 @@ def test_config_json_model_is_accepted(gpuscale) -> None:  # type: ignore[no-unt
         (["llama3.1-8b", "--cp", "3"], "--seq 4096 is not divisible by 2 x --cp = 6"),
         (["llama3.1-8b", "--mode", "infer", "--zero", "3"], "--zero applies to --mode train"),
         (["llama3.1-8b", "--mode", "serve"], "Invalid value for '--mode'"),
+        (
+            ["llama3.1-8b", "--mode", "infer", "--framework", "megatron"],
+            "--framework applies to --mode train",
+        ),
+        (["llama3.1-8b", "--framework", "megatronn"], "unknown profile 'megatronn'"),
         (["llama3.1-8b", "--gbs", "3"], "No such option"),
         (["./missing/config.json"], "no such model or file"),
         (["llama3.1-8b", "--dp", "2", "--zero", "7"], "--zero"),

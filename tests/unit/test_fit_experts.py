@@ -70,3 +70,27 @@ def test_bad_expert_settings_get_one_line(kwargs: dict[str, object], words: str)
     with pytest.raises(InputError, match=words) as err:
         api.fit("qwen3-30b-a3b", gpu="h100-sxm", **kwargs)  # type: ignore[arg-type]
     assert "\n" not in str(err.value)
+
+
+def test_fit_prices_with_the_training_stacks_profile_as_estimate_does() -> None:
+    # Transformer Engine keeps an FP8 linear's input in FP8 for the weight gradient under
+    # Megatron (the megatron profile), generic keeps it in 16 bits: the same run differs, and
+    # fit and estimate agree within each framework.
+    kw = dict(tp=8, pp=2, precision="fp8", seq=8192, recompute="selective")
+    totals = {}
+    for framework in ("generic", "megatron"):
+        fitted = api.fit(
+            "llama3.1-70b", gpu="h100-sxm", dp=4, grad_accum=16, framework=framework, **kw
+        )
+        est = api.estimate(
+            "llama3.1-70b", gpu="h100-sxm", gpus=64, gbs=64, mbs=1, framework=framework, **kw
+        )
+        assert fitted.total_gib == pytest.approx(est.memory_per_gpu_gib, rel=1e-9)
+        assert fitted.profile == framework and fitted.job["framework"] == framework
+        totals[framework] = fitted.total_gib
+    assert totals["megatron"] != pytest.approx(totals["generic"], rel=1e-3)
+
+
+def test_a_training_stack_does_not_apply_to_serving_memory() -> None:
+    with pytest.raises(InputError, match="--framework megatron is a training stack"):
+        api.fit("llama3.1-8b", mode="infer", framework="megatron")

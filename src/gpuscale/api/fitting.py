@@ -222,6 +222,7 @@ def fit(
     gpu: GpuArg = DEFAULT_GPU,
     mode: str = "train",
     gpus_per_node: int | None = None,
+    framework: str = "generic",
     profile: str | Path | None = None,
     seq: int | None = None,
     mbs: int = 1,
@@ -267,14 +268,24 @@ def fit(
     ``seq`` defaults to the model's context, at most 4096; ``context`` to ``seq``.
     ``first_stage_layers``/``last_stage_layers`` or ``embedding_as_layer``/``loss_as_layer``
     shape an uneven pipeline split (training), as in :func:`gpuscale.api.estimate`.
+    ``framework`` picks the training stack's profile (how it allocates: Transformer Engine's
+    low-precision saved inputs under ``megatron``, the allocator reserve), as ``estimate`` does,
+    so both give one memory figure for one run; ``profile`` is laid over it.
     """
     require(
         mode in ("train", "infer"), f"--mode must be train or infer, got {mode!r}", field="mode"
     )
     require(offload in OFFLOADS, f"--offload must be one of {', '.join(OFFLOADS)}", field="offload")
+    # Serving memory comes from the engine's own profile (``infer``), not a training stack's.
+    require(
+        mode == "train" or framework == "generic",
+        f"--framework {framework} is a training stack and applies to --mode train; accepted: "
+        "--mode train with it, or leave it out",
+        field="framework",
+    )
     spec = catalog.model(model)
     device = catalog.gpu(gpu)
-    prof = load_profile_for("generic", None if profile is None else str(profile))
+    prof = load_profile_for(framework, None if profile is None else str(profile))
     seq_len = seq if seq is not None else int(defaults.seq_len(spec).value)
     _within_context(spec, "--seq", seq_len)
     gpus_per_node = catalog.node_size(device, gpus_per_node)
@@ -399,6 +410,7 @@ def fit(
             "recompute": recompute,
             "recompute_modules": list(modules),
             "grad_reduce_in_bf16": grad_reduce_in_bf16,
+            "framework": framework,
         },
         plan={
             "gpus": plan.num_gpus,

@@ -38,10 +38,11 @@ def only(scope: str, *names: str, help: str | None = None, **override: Any) -> l
         help="GPUs per node, for the smallest-set-up search [default: the GPU's NVLink domain, "
         "8; 72 on GB200/GB300 NVL72; 4 on H200 NVL].",
     ),
+    only("train", "framework"),
     flag(
         "profile",
-        help="Calibration profile YAML (from gpuscale calibrate) laid over the generic profile: "
-        "its keys win, the rest comes from generic.",
+        help="Calibration profile YAML (from gpuscale calibrate) laid over the --framework "
+        "profile (generic in --mode infer): its keys win, the rest comes from it.",
     ),
     flag(
         "seq",
