@@ -217,3 +217,30 @@ def test_the_priced_recompute_modules_loss_and_gradients_reach_megatron(
     assert refused.returncode == 2
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1 and "has no setting for --recompute-modules core_attn,mlp" in lines[0]
+
+
+def test_offloaded_layers_reach_megatron_and_a_pipeline_refuses_them(
+    gpuscale: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    run = [
+        "estimate", "llama3.1-70b", "--gpu", "h100-sxm", "--gpus", "64", "--tp", "8",
+        "--mbs", "1", "--gbs", "64", "--seq", "8192", "--framework", "megatron",
+        "--activation-offload-layers", "40",
+    ]  # fmt: skip
+    est = gpuscale(*run, "--json")
+    assert est.returncode == 0, est.stderr
+    assert json.loads(est.stdout)["activation_offload_layers"] == 40
+    doc = tmp_path / "estimate.json"
+    doc.write_text(est.stdout)
+    out = tmp_path / "out"
+    proc = gpuscale("export", "--to", "megatron", "--from", str(doc), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "--cpu-offloading-num-layers 40" in " ".join(
+        (out / "launch_megatron.sh").read_text().split()
+    )
+    table = gpuscale(*run)
+    assert table.returncode == 0 and "offload=40-layers" in " ".join(table.stdout.split())
+    refused = gpuscale(*run[:-2], "--pp", "2", "--activation-offload-layers", "40")
+    assert refused.returncode == 2
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "runs without pipeline parallelism" in lines[0], refused.stderr

@@ -164,6 +164,7 @@ def _recipe(**over: str) -> dict[str, str]:
         "recompute_modules": "default:core_attn",
         "cpu_offloading": "default:False",
         "cpu_offloading_num_layers": "default:0",
+        "cpu_offloading_activations": "default:True",
         "fine_grained_activation_offloading": "default:False",
         "offload_modules": "default:[]",
         "moe_paged_stash": "",
@@ -211,8 +212,17 @@ def _recipe(**over: str) -> dict[str, str]:
         ),
         (
             {"cpu_offloading": "True", "cpu_offloading_num_layers": "40"},
+            {"loss": "te", "activation_offload_layers": 40},
+            "",
+        ),
+        (
+            {
+                "cpu_offloading": "True",
+                "cpu_offloading_num_layers": "40",
+                "cpu_offloading_activations": "False",
+            },
             {"loss": "te"},
-            "activations of 40 layers offloaded to host memory (not priced)",
+            "CPU offload without its activations (not priced)",
         ),
         ({"moe_paged_stash": "True"}, {"loss": "te"}, "MoE paged stash (not priced)"),
         (
@@ -239,5 +249,6 @@ def test_recipe_settings_reach_the_case() -> None:
     assert case.memory_unchecked == ""
     offloaded = _row("bridge-26.04-gb200-llama3-70b-fp8-64")
     case = bridge.to_case(offloaded, settings[offloaded["id"]])
-    assert case.memory_unchecked.startswith("activations of 40 layers offloaded")
+    # scripts/performance/configs/llama/llama3_workload_base_configs.py:241 @f171d7d30152
+    assert case.kwargs["activation_offload_layers"] == 40 and case.memory_unchecked == ""
     assert bridge.to_case(offloaded).memory_unchecked == "no recipe settings read"

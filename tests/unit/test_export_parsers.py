@@ -147,6 +147,33 @@ def test_megatron_launch_states_the_recompute_modules_loss_and_gradient_word() -
     assert config.cross_entropy_fusion_impl == "te"
 
 
+def test_megatron_launch_offloads_the_priced_layers() -> None:
+    """--cpu-offloading-num-layers is what Megatron-LM reads (a positive count turns
+    --cpu-offloading on, arguments.py); megatron-core's TransformerConfig takes it without
+    pipeline parallelism or recompute and refuses as many layers as the model has."""
+    from megatron.core.transformer import TransformerConfig
+
+    plan = {"tp": 8, "dp": 8, "micro_batch": 1, "global_batch": 64}
+    job = dataclasses.replace(
+        _job(**plan), training=Training(seq_len=4096, activation_offload_layers=40)
+    )
+    args = _script_args(export(job, "megatron").files[0].content)
+    layers = int(args["cpu_offloading_num_layers"])
+    kw = dict(
+        num_layers=int(args["num_layers"]),
+        hidden_size=int(args["hidden_size"]),
+        num_attention_heads=int(args["num_attention_heads"]),
+        tensor_model_parallel_size=8,
+        cpu_offloading=layers > 0,
+    )
+    config = TransformerConfig(cpu_offloading_num_layers=layers, **kw)  # type: ignore[arg-type]
+    assert config.cpu_offloading and config.cpu_offloading_num_layers == 40
+    with pytest.raises(ValueError, match="CPU offloading can be done only for layers less than"):
+        TransformerConfig(cpu_offloading_num_layers=80, **kw)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="has no setting for --activation-offload-layers 40"):
+        export(job, "torchtitan")
+
+
 @pytest.mark.parametrize("target", ["torchtitan", "deepspeed", "accelerate"])
 def test_other_trainers_refuse_what_only_megatron_can_state(target: str) -> None:
     job = dataclasses.replace(

@@ -41,7 +41,14 @@ from gpuscale.specs.training import (
     Training,
 )
 from gpuscale.specs.units import GIB
-from gpuscale.specs.validity import check_cp, check_experts, check_pipeline, check_pp, check_tp
+from gpuscale.specs.validity import (
+    check_activation_offload_layers,
+    check_cp,
+    check_experts,
+    check_pipeline,
+    check_pp,
+    check_tp,
+)
 
 __all__ = ["FitResult", "fit"]
 
@@ -238,6 +245,7 @@ def fit(
     offload: str = "none",
     optimizer_in_backward: bool = False,
     activation_offload: bool = False,
+    activation_offload_layers: int = 0,
     recompute: str = "none",
     recompute_modules: str | tuple[str, ...] | list[str] = DEFAULT_RECOMPUTE_MODULES_FLAG,
     flash_attention: bool = True,
@@ -344,6 +352,7 @@ def fit(
         offload_params=offload == "params",
         optimizer_in_backward=optimizer_in_backward,
         activation_offload=activation_offload,
+        activation_offload_layers=activation_offload_layers,
         loss=loss,  # type: ignore[arg-type]
         flash_attention=flash_attention,
         dropout=dropout,
@@ -369,6 +378,7 @@ def fit(
     )
     check_pipeline(spec, plan)
     check_experts(spec, plan)
+    check_activation_offload_layers(spec, plan, training.activation_offload_layers)
     memory = training_memory(spec, training, PlanBatch.from_plans([plan]), prof).row(0)
     fits, verdict = fit_verdict(memory["total"], device, plan.num_gpus)
     options = smallest_training_setups(
@@ -410,6 +420,7 @@ def fit(
             "recompute": recompute,
             "recompute_modules": list(modules),
             "grad_reduce_in_bf16": grad_reduce_in_bf16,
+            "activation_offload_layers": activation_offload_layers,
             "framework": framework,
         },
         plan={

@@ -213,6 +213,13 @@ PARAMS: dict[str, Param] = {
         help="Step each parameter during backward; no full gradient buffer.",
     ),
     "activation_offload": Param(type=bool, default=False, help="Offload saved activations."),
+    "activation_offload_layers": Param(
+        type=int,
+        default=0,
+        help="Offload the saved activations of the first N layers to host memory and keep the "
+        "rest (Megatron --cpu-offloading-num-layers, Transformer Engine's CPU offload); needs "
+        "--pp 1 and no recompute.",
+    ),
     "loss": Param(
         default="standard",
         choices=LOSSES,

@@ -30,7 +30,12 @@ from gpuscale.specs.training import (
     Loss,
     TrainPrecision,
 )
-from gpuscale.specs.validity import check_lora_rank, check_plan, check_recompute_modules
+from gpuscale.specs.validity import (
+    check_activation_offload_layers,
+    check_lora_rank,
+    check_plan,
+    check_recompute_modules,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -177,6 +182,8 @@ class EstimateResult:
     """How the cross-entropy holds the logits (``--loss``)."""
     grad_reduce_in_bf16: bool
     """Gradient buffer and data-parallel reduction in bf16 (``--grad-reduce-in-bf16``)."""
+    activation_offload_layers: int
+    """Layers whose saved activations live in host memory (``--activation-offload-layers``)."""
     fits: bool
     memory_per_gpu_gib: float
     step_time_s: float
@@ -221,6 +228,7 @@ class EstimateResult:
                 "recompute_modules": list(self.recompute_modules),
                 "loss": self.loss,
                 "grad_reduce_in_bf16": self.grad_reduce_in_bf16,
+                "activation_offload_layers": self.activation_offload_layers,
                 "assumed": dict(self.assumed),
                 "fits": self.fits,
                 "memory_per_gpu_gib": self.memory_per_gpu_gib,
@@ -308,6 +316,7 @@ class TrainingRun:
     flash_attention: bool = True
     loss: str = "standard"
     grad_reduce_in_bf16: bool = False
+    activation_offload_layers: int = 0
     compile: bool = False
     storage_gbps: float = 0.0
     checkpoint_every: int = 0
@@ -436,11 +445,13 @@ def _resolve(r: TrainingRun) -> RunInputs:
         loss=cast(Loss, r.loss),
         recompute_modules=modules,
         grad_reduce_in_bf16=r.grad_reduce_in_bf16,
+        activation_offload_layers=r.activation_offload_layers,
         finetune=cast(Finetune, r.finetune),
         lora_rank=rank,
         offload_optimizer=r.offload_optimizer,
         compile=r.compile,
     )
+    check_activation_offload_layers(spec, plan, training.activation_offload_layers)
     job = JobOptions(
         storage_gb_per_s_per_node=r.storage_gbps,
         checkpoint_every_steps=r.checkpoint_every,
@@ -541,6 +552,7 @@ def estimate(
         recompute_modules=training.recompute_modules if plan.recompute == "selective" else (),
         loss=training.loss,
         grad_reduce_in_bf16=training.grad_reduce_in_bf16,
+        activation_offload_layers=training.activation_offload_layers,
         fits=row["fits"],
         memory_per_gpu_gib=row["memory_per_gpu_gib"],
         step_time_s=row["step_time_s"],

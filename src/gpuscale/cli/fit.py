@@ -53,7 +53,11 @@ def only(scope: str, *names: str, help: str | None = None, **override: Any) -> l
     only("train", "mbs", "grad_accum", "precision", "pure_bf16", "optimizer", "finetune"),
     only("lora, qlora", "lora_rank", "lora_targets"),
     only("qlora", "double_quant"),
-    only("train", "paged_optimizer", "offload", "optimizer_in_backward", "activation_offload"),
+    only(
+        "train",
+        *("paged_optimizer", "offload", "optimizer_in_backward"),
+        *("activation_offload", "activation_offload_layers"),
+    ),
     only("train", "recompute", "recompute_modules"),
     opt(
         "--no-flash flash_attention", bool, True, "[train] Unfused attention (keeps s x s scores)."

@@ -433,6 +433,13 @@ def stage_activations(
     )
 
 
+def saved_layer_bytes(model: ModelSpec, training: Training, plans: PlanBatch) -> np.ndarray:
+    """Bytes one layer saves for its backward per micro-batch on one GPU, per plan: what an
+    activation offload copies to host memory and back for each offloaded layer."""
+    shared = _per_layer(model, training, plans, None)
+    return np.broadcast_to(shared.tokens * shared.stored_layer, (1, len(plans))).ravel()
+
+
 def stage_activations_runs(
     model: ModelSpec, training: Training, runs: PlanBatch, codes: np.ndarray | None
 ) -> tuple[StageActivations, StageActivations]:
@@ -534,6 +541,9 @@ def _per_layer(
     layers = layers_on_stage(model, plans).astype(float)
     if training.activation_offload:
         layers = np.minimum(layers, ACTIVATION_OFFLOAD_LAYERS_IN_FLIGHT)
+    # Transformer Engine's CPU offload of the first N layers peaks at (layers - N) layers' saved
+    # activations (cpu_offload.py OffloadSynchronizer._default_offload_sync_init).
+    layers = np.maximum(layers - training.activation_offload_layers, 0.0)
     head_replicated, head_vocab, loss_transient = head_terms(model, training)
     head = tokens * (head_replicated / sp + head_vocab / tp)
     loss = tokens * loss_transient / tp

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuscale import catalog
+from gpuscale.costmodel.activation_offload import host_link_bytes_per_s, offload_wait_s
 from gpuscale.costmodel.communication import (
     CommTimes,
     communication,
@@ -186,7 +186,8 @@ def estimate_batch(
     n = len(plans)
     hbm = device.hbm_bandwidth_gb_per_s * 1e9 * profile.hbm_efficiency
 
-    mb = stage_compute(model, plans, _compute_deduplicated(model, device, training, plans, profile))
+    lc = _compute_deduplicated(model, device, training, plans, profile)
+    mb = stage_compute(model, plans, lc)
     comm: CommTimes = communication(model, cluster, training, plans, profile, mb)
     m = plans.num_microbatches.astype(float)
 
@@ -200,7 +201,9 @@ def estimate_batch(
     # FSDP2 under PP keeps each micro-batch's gradients unsharded and adds them into an fp32
     # accumulator in its backward hooks (costmodel/grad_accumulation.py): compute-stream passes.
     accumulate_mb = fsdp_accumulation_s(model, device, training, plans, profile)
-    t_mb = compute_mb + per_mb_comm + host_mb + accumulate_mb
+    # Offloaded activations the host link cannot move while the other layers compute.
+    offload_mb = offload_wait_s(model, device, training, plans, profile, lc)
+    t_mb = compute_mb + per_mb_comm + host_mb + accumulate_mb + offload_mb
     bubble = pipeline_bubble_s(mb, plans, t_mb)
 
     # Optimizer: a memory-bound sweep over the parameters this GPU owns (sharded by ZeRO >= 1).
@@ -214,13 +217,7 @@ def estimate_batch(
         # ZeRO-Offload: gradients go down and updated 16-bit weights come back over PCIe, and
         # the step runs in host memory (Ren et al. 2021, arXiv:2101.06840, Sec. 4.1).
         # The node's GPUs share its CPUs and DRAM; each GPU has its own PCIe link.
-        pcie_link = catalog.link(device.pcie)
-        pcie = (
-            profile.link("pcie", pcie_link.kind, pcie_link.id).bandwidth(
-                pcie_link.bandwidth_gb_per_s
-            )
-            * 1e9
-        )
+        pcie = host_link_bytes_per_s(device, profile)
         sharing = min(cluster.num_gpus, cluster.gpus_per_node)
         optimizer = (
             sharing
@@ -252,7 +249,8 @@ def estimate_batch(
         checkpoint = np.zeros(n)
     other = np.full(n, profile.const("step_overhead_s"))
     fixed = other
-    other = other + m * host_mb  # the bubble's share of the host time stays in ``bubble``
+    # the bubble's share of the host time and of the offload wait stays in ``bubble``
+    other = other + m * (host_mb + offload_mb)
 
     # Every term added to the pipeline's math is >= 0: step_time_floor_s relies on it.
     step = pipeline + comm.dp_step + optimizer + data + checkpoint + fixed

@@ -10,7 +10,7 @@ from gpuscale.errors import InputError, require
 from gpuscale.specs import ModelSpec, Plan, Training
 from gpuscale.specs.hardware import fills_whole_nodes
 from gpuscale.specs.training import DEFAULT_RECOMPUTE_MODULES, Loss, TrainPrecision
-from gpuscale.specs.validity import check_plan
+from gpuscale.specs.validity import check_activation_offload_layers, check_plan
 
 PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
 
@@ -163,10 +163,12 @@ def job_from_document(
         field="from",
     )
     spec = model if model is not None else catalog.model(model_id)
+    training = _training(doc, seq_len, chosen_precision)
     try:
         # The rules estimate and plan apply (specs.validity): an edited document must not hand
         # a trainer a layout the model cannot run (TP 64 on 32 heads was exported).
         check_plan(spec, plan, seq_len)
+        check_activation_offload_layers(spec, plan, training.activation_offload_layers)
     except InputError as exc:
         raise InputError(f"the document's plan cannot run: {exc}", field="from") from None
     return TrainingJob(
@@ -176,16 +178,18 @@ def job_from_document(
         gpus=plan.num_gpus,
         gpus_per_node=int(per_node),
         plan=plan,
-        training=_training(doc, seq_len, chosen_precision),
+        training=training,
     )
 
 
 def _training(doc: dict[str, Any], seq_len: int, precision: str) -> Training:
     """The training settings the document's plan was priced with (``estimate --json`` records
-    the recompute modules, the loss and the gradient word; ``plan --json`` the defaults)."""
+    the recompute modules, the loss, the gradient word and the offloaded layers; ``plan --json``
+    the defaults)."""
     modules = doc.get("recompute_modules", list(DEFAULT_RECOMPUTE_MODULES))
     loss = doc.get("loss", "standard")
     bf16_grads = doc.get("grad_reduce_in_bf16", False)
+    offloaded = doc.get("activation_offload_layers", 0)
     require(
         isinstance(modules, list) and all(isinstance(m, str) for m in modules),
         "the document's recompute_modules must be a list of module names",
@@ -204,6 +208,7 @@ def _training(doc: dict[str, Any], seq_len: int, precision: str) -> Training:
             recompute_modules=tuple(modules),
             loss=cast(Loss, loss),
             grad_reduce_in_bf16=bf16_grads,
+            activation_offload_layers=offloaded,
         )
     except InputError as exc:
         raise InputError(f"the document's training settings: {exc}", field="from") from None
@@ -220,6 +225,8 @@ def megatron_only(job: TrainingJob, target: str) -> None:
         settings.append("--loss te")
     if t.grad_reduce_in_bf16:
         settings.append("--grad-reduce-in-bf16")
+    if t.activation_offload_layers:
+        settings.append(f"--activation-offload-layers {t.activation_offload_layers}")
     require(
         not settings,
         f"{target} has no setting for {', '.join(settings)} (the plan was priced with it); "

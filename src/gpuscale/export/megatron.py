@@ -138,6 +138,9 @@ def megatron_args(job: TrainingJob) -> list[str]:
         args += ["--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl", "te"]
     if training.grad_reduce_in_bf16:
         args.append("--grad-reduce-in-bf16")
+    if training.activation_offload_layers:
+        # Megatron-LM turns --cpu-offloading on for a positive layer count (arguments.py).
+        args += ["--cpu-offloading-num-layers", str(training.activation_offload_layers)]
     return args
 
 

@@ -40,7 +40,9 @@ def run_title(doc: Mapping[str, Any]) -> str:
         f"tp={p['tp']} pp={p['pp']} dp={p['dp']} cp={p['cp']} vp={p['vp']} mbs={p['mbs']} "
         f"gbs={p['gbs']} recompute={recompute} zero={p['zero']}"
         f"{'' if loss == 'standard' else f' loss={loss}'}"
-        f"{' bf16-grads' if doc.get('grad_reduce_in_bf16') else ''}, {doc['framework']}"
+        f"{' bf16-grads' if doc.get('grad_reduce_in_bf16') else ''}"
+        f"{f' offload={offloaded}-layers' if (offloaded := doc.get('activation_offload_layers')) else ''}"
+        f", {doc['framework']}"
     )
 
 

@@ -33,12 +33,16 @@ class Device:
     intra_bandwidth_gb_per_s: float
     """Per-GPU, per-direction bandwidth on that link, GB/s."""
     pcie: str
+    """Catalog id of the GPU's PCIe link (``pcie5``...)."""
     tdp_w: float
     source: str
     nvlink_domain_gpus: int = 8
     """GPUs joined at ``intra_bandwidth`` by one NVLink/xGMI fabric: 8 in an HGX/OAM node, 72 in
     a GB200/GB300 NVL72 rack, 4 for H200 NVL bridged cards. The default node size of a cluster,
     so TP/EP groups up to this size run at NVLink speed."""
+    host_link: str = ""
+    """Catalog id of the GPU's link to host memory where it is not the PCIe slot (NVLink-C2C to
+    the Grace CPU on GB200/GB300); empty: ``pcie``."""
     compute_capability: float | None = None
     """CUDA compute capability, major.minor (9.0 Hopper, 10.0 B200/GB200, 10.3 B300/GB300); None
     where CUDA does not run (AMD) or unknown. Engines select kernels by its exact value (vLLM's

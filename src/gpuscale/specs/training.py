@@ -133,6 +133,12 @@ class Training:
     """Move saved activations to host memory after each layer's forward and bring them back for
     its backward (torchtune ``enable_activation_offloading``): the device keeps about two
     layers' worth in flight."""
+    activation_offload_layers: int = 0
+    """Offload the saved activations of this many layers of the stage to host memory, the first
+    ones, and keep the others on the device (Megatron-Core ``--cpu-offloading-num-layers``,
+    through Transformer Engine's ``cpu_offload``: layer ``i`` is copied out during the forward
+    of later layers and back before its backward, so the saved activations peak at ``(layers -
+    offloaded) x`` one layer's, ``OffloadSynchronizer._default_offload_sync_init``). 0: none."""
     loss: Loss = "standard"
     """How the cross-entropy holds the ``s x vocab`` logits. ``standard``: upcast to fp32 and kept
     as fp32 log-probabilities (PyTorch ``cross_entropy``, Megatron); ``chunked``: the 16-bit
@@ -238,6 +244,18 @@ class Training:
             not (self.grad_reduce_in_bf16 and self.precision == "fp32"),
             "--grad-reduce-in-bf16 needs 16-bit or lower --precision, got fp32 (its gradients "
             "are fp32); accepted: --precision bf16, fp16, fp8, mxfp8 or nvfp4 with it",
+        )
+        require(
+            isinstance(self.activation_offload_layers, int)
+            and not isinstance(self.activation_offload_layers, bool)
+            and self.activation_offload_layers >= 0,
+            "--activation-offload-layers must be a whole number of layers, 0 or more, got "
+            f"{self.activation_offload_layers!r}",
+        )
+        require(
+            not (self.activation_offload and self.activation_offload_layers),
+            "--activation-offload and --activation-offload-layers are alternatives (every "
+            "layer's activations, or those of the first N layers); accepted: one of them",
         )
         _positive_int(self.lora_rank, "--lora-rank")
         require(

@@ -41,7 +41,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from gpuscale.errors import InputError
+from gpuscale.errors import InputError, require
 from gpuscale.specs.model import ModelSpec
 from gpuscale.specs.plan import Plan, PlanBatch
 
@@ -214,6 +214,33 @@ def check_pipeline(model: ModelSpec, plan: Plan) -> None:
         f"{', '.join(map(str, accepted))}, or --first-stage-layers/--last-stage-layers for "
         "another uneven split",
         field="vp",
+    )
+
+
+def check_activation_offload_layers(model: ModelSpec, plan: Plan, layers: int) -> None:
+    """Offloading the first ``layers`` layers' activations (Transformer Engine's CPU offload, as
+    Megatron-Core drives it) needs one micro-batch in flight and no recompute: Megatron-Core's
+    ``TransformerConfig`` refuses it with pipeline parallelism and with activation recompute,
+    and asks for fewer layers than the model has."""
+    if layers == 0:
+        return
+    require(
+        plan.pp == 1,
+        f"--activation-offload-layers runs without pipeline parallelism (one micro-batch's "
+        f"forward, then its backward), got --pp {plan.pp}; accepted: --pp 1 with it",
+        field="activation_offload_layers",
+    )
+    require(
+        plan.recompute == "none",
+        f"--activation-offload-layers keeps the activations instead of recomputing them, got "
+        f"--recompute {plan.recompute}; accepted: --recompute none with it",
+        field="activation_offload_layers",
+    )
+    require(
+        layers < model.num_layers,
+        f"--activation-offload-layers {layers} must be fewer than the {model.num_layers} layers "
+        f"of {model.name}; accepted: 1 to {model.num_layers - 1}",
+        field="activation_offload_layers",
     )
 
 

@@ -210,8 +210,14 @@ def recipe_options(settings: Mapping[str, str]) -> tuple[dict[str, Any], str]:
         else:
             unpriced.append(f"full recompute of {layers} layers a stage (method {method})")
     if setting(settings["cpu_offloading"]) == "True":
-        layers = setting(settings["cpu_offloading_num_layers"])
-        unpriced.append(f"activations of {layers} layers offloaded to host memory")
+        # Megatron-Core --cpu-offloading-num-layers (Transformer Engine's CPU offload); the
+        # recipes offload activations only (cpu_offloading_activations True, weights False).
+        if setting(settings["cpu_offloading_activations"]) == "True":
+            options["activation_offload_layers"] = int(
+                setting(settings["cpu_offloading_num_layers"])
+            )
+        else:
+            unpriced.append("CPU offload without its activations")
     if setting(settings["fine_grained_activation_offloading"]) == "True":
         unpriced.append(f"activation offloading of {setting(settings['offload_modules'])}")
     if setting(settings["moe_paged_stash"]) == "True":
