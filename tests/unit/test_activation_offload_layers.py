@@ -100,3 +100,19 @@ def test_refusals_are_one_line(over: dict[str, object], message: str) -> None:
         est = {k: v for k, v in kw.items() if k not in ("dp",)}
         with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
             api.estimate("llama3.1-70b", gpus=64, **est)  # type: ignore[arg-type]
+
+
+def test_fit_offers_the_fewest_layers_that_fit() -> None:
+    run = dict(gpu="gb200", dp=64, zero=3, mbs=2, seq=8192, precision="fp8", framework="megatron")
+    result = api.fit("llama3.1-70b", **run)  # type: ignore[arg-type]
+    saver = next(s for s in result.savers if s.key == "activation-offload-layers")
+    layers = int(saver.change.rsplit(" ", 1)[1].rstrip(")"))
+    assert f"(--activation-offload-layers {layers})" in saver.change
+    budget = 173 * GIB * (1 - load_profile("megatron").const("memory_headroom_fraction"))
+    at = api.fit("llama3.1-70b", activation_offload_layers=layers, **run)  # type: ignore[arg-type]
+    fewer = api.fit("llama3.1-70b", activation_offload_layers=layers - 1, **run)  # type: ignore[arg-type]
+    assert at.total_gib * GIB <= budget < fewer.total_gib * GIB
+    assert saver.memory_bytes == pytest.approx(at.total_gib * GIB, rel=1e-9)
+    # Megatron-Core cannot offload under pipeline parallelism: not offered there.
+    piped = api.fit("llama3.1-70b", **{**run, "dp": 32, "pp": 2})  # type: ignore[arg-type]
+    assert all(s.key != "activation-offload-layers" for s in piped.savers)

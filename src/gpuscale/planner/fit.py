@@ -316,6 +316,12 @@ _SAVERS: tuple[tuple[str, str, str], ...] = (
         "one more forward per step, about a third more compute (Korthikanti et al. 2022, Sec. 4.3)",
     ),
     (
+        "activation-offload-layers",
+        "activation offloading of the first N layers (--activation-offload-layers N)",
+        "those layers' saved activations cross the host link each micro-batch, hidden while the "
+        "other layers compute on a fast link (Megatron --cpu-offloading-num-layers)",
+    ),
+    (
         "activation-offload",
         "activation offloading (--activation-offload)",
         "saved activations cross PCIe each layer; hidden only when compute is long enough",
@@ -372,9 +378,11 @@ def _apply(key: str, training: Training, plan: Plan) -> tuple[Training, Plan] | 
             return None
         p["recompute"] = "full"
     elif key == "activation-offload":
-        if training.activation_offload:
+        if training.activation_offload or training.activation_offload_layers:
             return None
         t["activation_offload"] = True
+    elif key == "activation-offload-layers":
+        return None  # a layer count, chosen per settings by _fewest_offloaded_layers
     elif key == "offload-optimizer":
         if training.offload_optimizer or training.paged_optimizer:
             return None
@@ -419,6 +427,7 @@ def cheaper_ways_to_fit(
     if not variants:
         return []
     memory = _memory_of(model, profile, [(t, p) for *_, t, p in variants])
+    offloaded = _fewest_offloaded_layers(model, training, plan, profile, budget)
     singles = [
         MemorySaver(
             key=key,
@@ -430,6 +439,19 @@ def cheaper_ways_to_fit(
         )
         for (key, change, cost, _, _), m in zip(variants, memory, strict=True)
     ]
+    if offloaded is not None:
+        _, change, cost = next(s for s in _SAVERS if s[0] == "activation-offload-layers")
+        layers, m = offloaded
+        singles.append(
+            MemorySaver(
+                key="activation-offload-layers",
+                change=change.replace(" N", f" {layers}"),
+                cost=cost,
+                memory_bytes=m,
+                saved_bytes=current - m,
+                fits=True,
+            )
+        )
     rank = {key: i for i, (key, _, _) in enumerate(_SAVERS)}
     options = [s for s in singles if s.fits]
     combo = _stack(model, training, plan, profile, singles, budget, current)
@@ -440,6 +462,34 @@ def cheaper_ways_to_fit(
         return max(rank[key] for key in saver.key.split("+"))
 
     return sorted(options, key=intrusiveness)[:limit]
+
+
+def _fewest_offloaded_layers(
+    model: ModelSpec, training: Training, plan: Plan, profile: Profile, budget: float
+) -> tuple[int, float] | None:
+    """The fewest layers whose activations, offloaded (``--activation-offload-layers``), bring
+    the peak within ``budget``, and that peak; ``None`` where the settings cannot offload
+    (pipeline, recompute or another offload: ``check_activation_offload_layers``) or no count
+    fits. The peak falls as layers leave the device, so a bisection finds it."""
+    if plan.pp != 1 or plan.recompute != "none" or training.activation_offload:
+        return None
+    if training.activation_offload_layers or model.num_layers < 2:
+        return None
+
+    def peak(layers: int) -> float:
+        t = dataclasses.replace(training, activation_offload_layers=layers)
+        return float(_memory_of(model, profile, [(t, plan)])[0])
+
+    low, high = 1, model.num_layers - 1
+    if peak(high) > budget:
+        return None
+    while low < high:
+        middle = (low + high) // 2
+        if peak(middle) <= budget:
+            high = middle
+        else:
+            low = middle + 1
+    return low, peak(low)
 
 
 def _with(keys: list[str], training: Training, plan: Plan) -> tuple[Training, Plan] | None:
