@@ -27,6 +27,9 @@ def test_the_device_keeps_the_layers_not_offloaded() -> None:
     one_layer = float(saved_layer_bytes(model, training, PlanBatch.from_plans([plan]))[0])
     freed = kept.memory_bytes["activations"] - offloaded.memory_bytes["activations"]
     assert freed == pytest.approx(60 * one_layer, rel=1e-9)
+    # ... and they are in host memory instead (fit's host line), not in the device total
+    assert offloaded.memory_bytes["host"] == pytest.approx(60 * one_layer, rel=1e-9)
+    assert kept.memory_bytes["host"] == 0
     assert offloaded.job["activation_offload_layers"] == 60
 
 
@@ -113,6 +116,17 @@ def test_fit_offers_the_fewest_layers_that_fit() -> None:
     fewer = api.fit("llama3.1-70b", activation_offload_layers=layers - 1, **run)  # type: ignore[arg-type]
     assert at.total_gib * GIB <= budget < fewer.total_gib * GIB
     assert saver.memory_bytes == pytest.approx(at.total_gib * GIB, rel=1e-9)
+    # The fewest layers also fill the host least; a count whose activations overflow what a
+    # GPU may use of host memory is not offered, nor is offloading every layer then.
+    host = at.memory_bytes["host"]
+    assert host <= load_profile("megatron").const("host_memory_gib_per_gpu") * GIB
+    tight = api.fit(
+        "llama3.1-70b",
+        **{**run, "mbs": 4},  # type: ignore[arg-type]
+    )
+    assert all(
+        s.key not in ("activation-offload-layers", "activation-offload") for s in tight.savers
+    )
     # Megatron-Core cannot offload under pipeline parallelism: not offered there.
     piped = api.fit("llama3.1-70b", **{**run, "dp": 32, "pp": 2})  # type: ignore[arg-type]
     assert all(s.key != "activation-offload-layers" for s in piped.savers)

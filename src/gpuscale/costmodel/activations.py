@@ -371,6 +371,9 @@ class StageActivations:
     loss: np.ndarray
     """The loss's working set at the start of backward (zero on stages without the head)."""
     cuda_graphs: bool = False
+    host: np.ndarray | float = 0.0
+    """Saved activations offloaded to host memory, all micro-batches in flight together (not
+    on the device)."""
 
     @property
     def transient(self) -> np.ndarray:
@@ -430,6 +433,7 @@ def stage_activations(
         workspace=acts.workspace.ravel(),
         loss=acts.loss.ravel(),
         cuda_graphs=acts.cuda_graphs,
+        host=np.broadcast_to(acts.host, acts.stored.shape).ravel(),
     )
 
 
@@ -467,6 +471,9 @@ class _PerLayer:
     sp: np.ndarray
     tokens: np.ndarray
     layers: np.ndarray
+    """Layers whose saved activations stay on the device."""
+    offloaded: np.ndarray
+    """Layers whose saved activations are in host memory (activation offloading)."""
     stored_layer: np.ndarray
     workspace: np.ndarray
     head: np.ndarray
@@ -538,7 +545,8 @@ def _per_layer(
         stored_layer = np.stack(stored)
         workspace = np.stack([freed[int(code)] for code in codes])
 
-    layers = layers_on_stage(model, plans).astype(float)
+    on_stage = layers_on_stage(model, plans).astype(float)
+    layers = on_stage
     if training.activation_offload:
         layers = np.minimum(layers, ACTIVATION_OFFLOAD_LAYERS_IN_FLIGHT)
     # Transformer Engine's CPU offload of the first N layers peaks at (layers - N) layers' saved
@@ -551,6 +559,7 @@ def _per_layer(
         sp=sp,
         tokens=tokens,
         layers=layers,
+        offloaded=on_stage - layers,
         stored_layer=stored_layer,
         workspace=workspace,
         head=head,
@@ -578,6 +587,7 @@ def _on_stage(
             workspace=workspace,
             loss=loss,
             cuda_graphs=training.cuda_graphs,
+            host=tokens * shared.offloaded * stored_layer,
         )
     in_flight = np.maximum(np.minimum(plans.pp, plans.num_microbatches), 1)
     stored = tokens * (
@@ -592,4 +602,5 @@ def _on_stage(
         workspace=workspace,
         loss=np.where(single, loss, 0.0),
         cuda_graphs=training.cuda_graphs,
+        host=tokens * shared.offloaded * microbatches_in_flight(plans) * stored_layer,
     )

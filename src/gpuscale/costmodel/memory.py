@@ -395,7 +395,7 @@ def _peaks(
                 "reserved": reserved,
                 "overhead": overhead,
                 "total": total,
-                "host": states.host,
+                "host": states.host + acts.host,
             }
         )
     first, last = per_stage

@@ -18,7 +18,7 @@ import numpy as np
 
 from gpuscale import catalog
 from gpuscale.costmodel.inference_memory import inference_memory
-from gpuscale.costmodel.memory import memory_budget_bytes, training_memory
+from gpuscale.costmodel.memory import TrainingMemory, memory_budget_bytes, training_memory
 from gpuscale.costmodel.profile import Profile
 from gpuscale.errors import InputError
 from gpuscale.planner.enumerate import divisors, tp_degrees
@@ -470,26 +470,30 @@ def _fewest_offloaded_layers(
     """The fewest layers whose activations, offloaded (``--activation-offload-layers``), bring
     the peak within ``budget``, and that peak; ``None`` where the settings cannot offload
     (pipeline, recompute or another offload: ``check_activation_offload_layers``) or no count
-    fits. The peak falls as layers leave the device, so a bisection finds it."""
+    fits. The device peak falls as layers leave it, so a bisection finds the count; the
+    fewest also fill the host least, and must fit in what a GPU may use of it."""
     if plan.pp != 1 or plan.recompute != "none" or training.activation_offload:
         return None
     if training.activation_offload_layers or model.num_layers < 2:
         return None
 
-    def peak(layers: int) -> float:
+    def memory(layers: int) -> TrainingMemory:
         t = dataclasses.replace(training, activation_offload_layers=layers)
-        return float(_memory_of(model, profile, [(t, plan)])[0])
+        return training_memory(model, t, PlanBatch.from_plans([plan]), profile)
 
     low, high = 1, model.num_layers - 1
-    if peak(high) > budget:
+    if float(memory(high).total[0]) > budget:
         return None
     while low < high:
         middle = (low + high) // 2
-        if peak(middle) <= budget:
+        if float(memory(middle).total[0]) <= budget:
             high = middle
         else:
             low = middle + 1
-    return low, peak(low)
+    fewest = memory(low)
+    if float(fewest.host[0]) > profile.const("host_memory_gib_per_gpu") * GIB:
+        return None
+    return low, float(fewest.total[0])
 
 
 def _with(keys: list[str], training: Training, plan: Plan) -> tuple[Training, Plan] | None:
