@@ -239,7 +239,7 @@ def test_offloaded_layers_reach_megatron_and_a_pipeline_refuses_them(
         (out / "launch_megatron.sh").read_text().split()
     )
     table = gpuscale(*run)
-    assert table.returncode == 0 and "offload=40-layers" in " ".join(table.stdout.split())
+    assert table.returncode == 0 and "offloaded-layers=40" in " ".join(table.stdout.split())
     refused = gpuscale(*run[:-2], "--pp", "2", "--activation-offload-layers", "40")
     assert refused.returncode == 2
     lines = refused.stderr.strip().splitlines()

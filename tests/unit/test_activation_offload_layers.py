@@ -4,7 +4,6 @@ GPU waits only for the copies its host link cannot move while the other layers c
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from gpuscale import api, catalog
@@ -46,23 +45,45 @@ def test_estimate_and_fit_agree_and_echo_the_layers() -> None:
     assert est.to_dict()["activation_offload_layers"] == 40
 
 
-def test_the_wait_is_what_the_host_link_cannot_hide() -> None:
+def _te_schedule_stall(layers: int, offloaded: int, compute: float, copy: float) -> float:
+    """Stall of one pass under Transformer Engine's default offload schedule, by event
+    simulation (cpu_offload.py ``OffloadSynchronizer._default_offload_sync_init``): forward
+    step j starts the copy of layer j - 1 on the one offload stream and waits for the copy of
+    layer i = j - (layers - N); the backward mirrors it (reload i starts at the backward of
+    layer layers - 1 - N + i, the backward of layer i waits for it)."""
+    now = stream_free = 0.0
+    done: dict[int, float] = {}
+    for j in range(layers):
+        if 0 <= j - 1 < offloaded:
+            stream_free = max(now, stream_free) + copy
+            done[j - 1] = stream_free
+        due = j - (layers - offloaded)
+        if 0 <= due < offloaded:
+            now = max(now, done[due])
+        now += compute
+    return now - layers * compute
+
+
+def test_the_wait_is_what_te_schedule_leaves_exposed() -> None:
     model, device = catalog.model("llama3.1-8b"), catalog.gpu("a100-sxm-80gb")
     profile = load_profile("megatron")
     plans = PlanBatch.from_plans([Plan(dp=8, micro_batch=4, global_batch=32)])
-    training = Training(seq_len=8192, activation_offload_layers=24)
-    lc = layer_compute(model, device, training, plans, profile)
-    copy = 24 * saved_layer_bytes(model, training, plans) / host_link_bytes_per_s(device, profile)
-    window = model.num_layers - 1
-    expected = np.maximum(copy - window * lc.layer_forward_s, 0) + np.maximum(
-        copy - window * lc.layer_backward_s, 0
-    )
-    wait = offload_wait_s(model, device, training, plans, profile, lc)
-    assert wait[0] == pytest.approx(expected[0]) and wait[0] > 0  # PCIe 4: 32 GB/s
+    for n in (1, 8, 16, 24, 31):  # up to every layer but one: few layers left to hide behind
+        training = Training(seq_len=8192, activation_offload_layers=n)
+        lc = layer_compute(model, device, training, plans, profile)
+        link = host_link_bytes_per_s(device, profile)
+        copy = float(saved_layer_bytes(model, training, plans)[0]) / link
+        L = model.num_layers
+        expected = _te_schedule_stall(
+            L, n, float(lc.layer_forward_s[0]), copy
+        ) + _te_schedule_stall(L, n, float(lc.layer_backward_s[0]), copy)
+        wait = offload_wait_s(model, device, training, plans, profile, lc)
+        assert wait[0] == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    assert wait[0] > 0  # PCIe 4: 32 GB/s
     # In the step it is the "other" part, per micro-batch.
     kw = dict(gpu="a100-sxm-80gb", gpus=8, mbs=4, gbs=32, seq=8192, framework="megatron")
     base = api.estimate("llama3.1-8b", **kw)  # type: ignore[arg-type]
-    slow = api.estimate("llama3.1-8b", activation_offload_layers=24, **kw)  # type: ignore[arg-type]
+    slow = api.estimate("llama3.1-8b", activation_offload_layers=31, **kw)  # type: ignore[arg-type]
     assert slow.parts_s["other"] - base.parts_s["other"] == pytest.approx(wait[0], rel=1e-9)
     assert slow.step_time_s - base.step_time_s == pytest.approx(wait[0], rel=1e-9)
 
@@ -130,3 +151,49 @@ def test_fit_offers_the_fewest_layers_that_fit() -> None:
     # Megatron-Core cannot offload under pipeline parallelism: not offered there.
     piped = api.fit("llama3.1-70b", **{**run, "dp": 32, "pp": 2})  # type: ignore[arg-type]
     assert all(s.key != "activation-offload-layers" for s in piped.savers)
+
+
+def test_suggestions_keep_the_offload_valid() -> None:
+    # fit's other suggestions keep the user's offload: no pipelined layout, no recompute
+    # (Megatron-Core refuses both with it).
+    run = dict(gpu="h100-sxm", tp=8, seq=8192, mbs=2, framework="megatron")
+    result = api.fit("llama3.1-70b", activation_offload_layers=10, **run)  # type: ignore[arg-type]
+    assert result.smallest and all(o.pp == 1 for o in result.smallest)
+    assert all("recompute" not in s.key for s in result.savers)
+    assert not any("recompute" in note for note in result.notes)
+
+
+def test_host_memory_beyond_a_gpus_share_is_said() -> None:
+    run = dict(gpu="gb200", zero=3, mbs=4, seq=8192, precision="fp8", framework="megatron")
+    fitted = api.fit("llama3.1-70b", dp=72, activation_offload_layers=79, **run)  # type: ignore[arg-type]
+    assert any("GiB of host memory per GPU, more than the 200 GiB" in n for n in fitted.notes)
+    est = api.estimate(
+        "llama3.1-70b",
+        gpus=72,
+        gbs=288,
+        activation_offload_layers=79,
+        **run,  # type: ignore[arg-type]
+    )
+    assert est.host_memory_per_gpu_gib == pytest.approx(fitted.memory_bytes["host"] / GIB)
+    assert any("host memory per GPU" in w for w in est.warnings)
+    fine = api.estimate("llama3.1-70b", gpus=72, gbs=288, activation_offload_layers=10, **run)  # type: ignore[arg-type]
+    assert 0 < fine.host_memory_per_gpu_gib < 200
+    assert not any("host memory" in w for w in fine.warnings)
+
+
+def test_calibrate_run_echoes_what_the_run_was_priced_with() -> None:
+    result = api.calibrate_run(
+        "llama3.1-70b",
+        gpu="h100-sxm",
+        gpus=64,
+        tp=8,
+        mbs=1,
+        gbs=64,
+        seq=8192,
+        framework="megatron",
+        activation_offload_layers=40,
+        measured_step_s=12.0,
+    )
+    doc = result.to_dict()
+    assert doc["activation_offload_layers"] == 40 and doc["loss"] == "standard"
+    assert doc["profile"]["fit"]["run"]["activation_offload_layers"] == 40

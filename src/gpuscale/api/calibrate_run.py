@@ -10,6 +10,7 @@ on the command line) to predict other plans and scales of the same stack.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from gpuscale.api.training import (
     plan_document,
     takes_training_run,
     training_run,
+    training_settings,
 )
 from gpuscale.costmodel.profile import load_profile, load_profile_for
 from gpuscale.errors import InputError, require
@@ -59,6 +61,9 @@ class CalibrateRunResult:
     compile: bool
     plan: Plan
     """The run's parallel plan, the defaults chosen (``assumed``) filled in."""
+    training: Mapping[str, Any]
+    """What the run was priced with beyond the plan (:func:`training_settings`: the recompute
+    modules, the loss, the gradient word, the offloaded layers), as ``estimate`` echoes them."""
     measured_tokens_per_s: float
     measured_step_s: float
     measured_memory_gib: float | None
@@ -146,6 +151,7 @@ class CalibrateRunResult:
             "finetune": self.finetune,
             "compile": self.compile,
             "plan": plan_document(self.plan),
+            **self.training,
             "measured_tokens_per_s": self.measured_tokens_per_s,
             "measured_step_s": self.measured_step_s,
             "measured_memory_gib": self.measured_memory_gib,
@@ -338,6 +344,7 @@ def calibrate_run(
         finetune=run.training.finetune,
         compile=run.training.compile,
         plan=run.plan,
+        training=training_settings(run.training, run.plan),
         measured_tokens_per_s=run.tokens_per_step / step_s,
         measured_step_s=step_s,
         measured_memory_gib=memory,
@@ -373,6 +380,7 @@ def _describe(run: Run, framework: str, profile: str | None) -> dict[str, Any]:
         "seq": t.seq_len,
         "precision": t.precision,
         "finetune": t.finetune,
+        **training_settings(t, run.plan),
         "framework": framework,
         "profile": profile,
     }

@@ -13,7 +13,7 @@ from gpuscale.api._arguments import checks_arguments
 from gpuscale.api._json import document
 from gpuscale.api.training import GpuArg, ModelArg, lora_rank_for, recompute_modules_for
 from gpuscale.costmodel.inference_memory import inference_memory
-from gpuscale.costmodel.memory import training_memory
+from gpuscale.costmodel.memory import host_overflow, training_memory
 from gpuscale.costmodel.params import total_params
 from gpuscale.costmodel.profile import Profile, load_profile_for
 from gpuscale.errors import InputError, require
@@ -385,6 +385,9 @@ def fit(
         spec, training, device, plan, prof, gpus_per_node=gpus_per_node
     )
     notes: list[str] = []
+    overflow = host_overflow(memory["host"], prof)
+    if overflow:
+        notes.append(overflow)
     if not fits:
         note = recompute_note(
             spec, training, device, plan, prof, options, gpus_per_node=gpus_per_node
@@ -420,6 +423,7 @@ def fit(
             "recompute": recompute,
             "recompute_modules": list(modules),
             "grad_reduce_in_bf16": grad_reduce_in_bf16,
+            "activation_offload": activation_offload,
             "activation_offload_layers": activation_offload_layers,
             "framework": framework,
         },

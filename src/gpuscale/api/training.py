@@ -13,6 +13,7 @@ from typing import Any, TypeVar, cast
 from gpuscale import catalog
 from gpuscale.api._booleans import bool_fields, check_booleans
 from gpuscale.api._json import document
+from gpuscale.costmodel.memory import host_overflow, plan_memory
 from gpuscale.costmodel.profile import load_profile_for, profile_names
 from gpuscale.costmodel.step import estimate_plan
 from gpuscale.costmodel.terms import coarse
@@ -30,6 +31,7 @@ from gpuscale.specs.training import (
     Loss,
     TrainPrecision,
 )
+from gpuscale.specs.units import GIB
 from gpuscale.specs.validity import (
     check_activation_offload_layers,
     check_lora_rank,
@@ -186,6 +188,8 @@ class EstimateResult:
     """Layers whose saved activations live in host memory (``--activation-offload-layers``)."""
     fits: bool
     memory_per_gpu_gib: float
+    host_memory_per_gpu_gib: float
+    """Offloaded states and activations in host memory per GPU (not in ``memory_per_gpu_gib``)."""
     step_time_s: float
     tokens_per_s: float
     tokens_per_s_per_gpu: float
@@ -232,6 +236,7 @@ class EstimateResult:
                 "assumed": dict(self.assumed),
                 "fits": self.fits,
                 "memory_per_gpu_gib": self.memory_per_gpu_gib,
+                "host_memory_per_gpu_gib": self.host_memory_per_gpu_gib,
                 "step_time_s": self.step_time_s,
                 "tokens_per_s": self.tokens_per_s,
                 "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
@@ -462,6 +467,18 @@ def _resolve(r: TrainingRun) -> RunInputs:
     )
 
 
+def training_settings(training: Training, plan: Plan) -> dict[str, Any]:
+    """The training settings ``estimate --json`` echoes beside the plan, in its keys."""
+    return {
+        "recompute_modules": list(training.recompute_modules)
+        if plan.recompute == "selective"
+        else [],
+        "loss": training.loss,
+        "grad_reduce_in_bf16": training.grad_reduce_in_bf16,
+        "activation_offload_layers": training.activation_offload_layers,
+    }
+
+
 def training_run(model: ModelArg | TrainingRun, fields: Mapping[str, Any]) -> TrainingRun:
     """The run an API function was given: a :class:`TrainingRun` (``fields`` replacing its
     values), or the model and the run's fields as keyword arguments."""
@@ -521,6 +538,10 @@ def estimate(
     est = estimate_plan(spec, cluster, training, plan, prof, job)
     row = est.row(0)
     band = band_for(spec, cluster, plan, framework).around(row["tokens_per_s"])
+    host = plan_memory(spec, training, plan, prof)["host"]
+    overflow = host_overflow(host, prof)
+    if overflow:
+        band = band.warn(overflow)
     mismatch = prof.mismatch(cluster.pace_device.id, cluster.pace_device.generation)
     if mismatch:
         band = band.warn(mismatch)
@@ -537,6 +558,7 @@ def estimate(
             "(needs position-embedding extension)"
         )
     parts = est.parts(0)
+    settings = training_settings(training, plan)
     return EstimateResult(
         model=spec.name,
         gpu=cluster.device.id,
@@ -549,12 +571,13 @@ def estimate(
         precision=run.precision,
         compile=run.compile,
         plan=plan,
-        recompute_modules=training.recompute_modules if plan.recompute == "selective" else (),
-        loss=training.loss,
-        grad_reduce_in_bf16=training.grad_reduce_in_bf16,
-        activation_offload_layers=training.activation_offload_layers,
+        recompute_modules=tuple(settings["recompute_modules"]),
+        loss=settings["loss"],
+        grad_reduce_in_bf16=settings["grad_reduce_in_bf16"],
+        activation_offload_layers=settings["activation_offload_layers"],
         fits=row["fits"],
         memory_per_gpu_gib=row["memory_per_gpu_gib"],
+        host_memory_per_gpu_gib=host / GIB,
         step_time_s=row["step_time_s"],
         tokens_per_s=row["tokens_per_s"],
         tokens_per_s_per_gpu=row["tokens_per_s_per_gpu"],

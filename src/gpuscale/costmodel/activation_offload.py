@@ -2,12 +2,14 @@
 saved activations are offloaded (``Training.activation_offload_layers``).
 
 Transformer Engine's CPU offload (``transformer_engine/pytorch/cpu_offload.py``, as Megatron-Core
-``--cpu-offloading-num-layers`` drives it) copies layer ``i``'s saved tensors to pinned host
-memory on a side stream after its forward, and must finish before the forward of layer
-``layers - N + i``; in backward it starts reloading layer ``i`` at the backward of layer
-``layers - 1 - N + i`` (``OffloadSynchronizer._default_offload_sync_init``). The copies of the N
-layers share one stream, so they overlap the forward (and the reloads the backward) of the
-other ``layers - 1`` layers; the GPU waits only for what the host link cannot move in that time.
+``--cpu-offloading-num-layers`` drives it; ``OffloadSynchronizer._default_offload_sync_init``)
+copies layer ``i``'s saved tensors to pinned host memory on one side stream, starting when the
+forward of layer ``i + 1`` starts, and the forward of layer ``L - N + i`` waits for that copy;
+in backward the reload of layer ``i`` starts at the backward of layer ``L - 1 - N + i`` and the
+backward of layer ``i`` waits for it. With one layer's copy taking ``c`` and its compute ``t``,
+the copies queue on the stream and each hides behind at most ``L - N - 1`` layers, so the GPU
+waits ``max(0, N c - (L - 2) t, N (c - (L - N - 1) t))`` each way (an event simulation of the
+schedule gives the same to rounding, ``tests/unit/test_activation_offload_layers.py``).
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from gpuscale.specs import Device, ModelSpec, PlanBatch, Training
 
 def host_link_bytes_per_s(device: Device, profile: Profile) -> float:
     """One GPU's link to host memory, per direction (its PCIe slot, NVLink-C2C on Grace
-    superchips), with the profile's calibration of that link."""
+    superchips), with the profile's calibration of that link: a measured ``host`` entry, else
+    the link's id, else its kind (NVLink-C2C is an NVLink, not a PCIe slot)."""
     link = catalog.link(device.host_link or device.pcie)
-    return profile.link("pcie", link.kind, link.id).bandwidth(link.bandwidth_gb_per_s) * 1e9
+    return profile.link("host", link.kind, link.id).bandwidth(link.bandwidth_gb_per_s) * 1e9
 
 
 def offload_wait_s(
@@ -38,11 +41,15 @@ def offload_wait_s(
 ) -> np.ndarray:
     """Seconds per micro-batch the GPU waits for the offloaded layers' copies: out in forward,
     back in backward, each beyond the other layers' compute it overlaps."""
-    n = training.activation_offload_layers
+    n = float(training.activation_offload_layers)
     if n == 0:
         return np.zeros(len(plans))
-    copy_s = n * saved_layer_bytes(model, training, plans) / host_link_bytes_per_s(device, profile)
-    window = np.maximum(layers_on_stage(model, plans).astype(float) - 1.0, 0.0)
-    out = np.maximum(copy_s - window * lc.layer_forward_s, 0.0)
-    back = np.maximum(copy_s - window * lc.layer_backward_s, 0.0)
-    return out + back
+    copy_s = saved_layer_bytes(model, training, plans) / host_link_bytes_per_s(device, profile)
+    layers = layers_on_stage(model, plans).astype(float)
+
+    def wait(compute_s: np.ndarray) -> np.ndarray:
+        queued = n * copy_s - (layers - 2.0) * compute_s
+        behind_few = n * (copy_s - (layers - n - 1.0) * compute_s)
+        return np.maximum(np.maximum(queued, behind_few), 0.0)
+
+    return wait(lc.layer_forward_s) + wait(lc.layer_backward_s)

@@ -457,6 +457,19 @@ def plan_memory(
     return training_memory(model, training, PlanBatch.from_plans([plan]), profile).row(0)
 
 
+def host_overflow(host_bytes: float, profile: Profile) -> str | None:
+    """The sentence saying that offloaded states and activations need more host memory than a
+    GPU may use (profile ``host_memory_gib_per_gpu``); ``None`` when they fit."""
+    cap = profile.const("host_memory_gib_per_gpu") * GIB
+    if host_bytes <= cap:
+        return None
+    return (
+        f"the offloaded states and activations need {host_bytes / GIB:,.1f} GiB of host memory "
+        f"per GPU, more than the {cap / GIB:,.0f} GiB a GPU may use (profile "
+        "host_memory_gib_per_gpu)"
+    )
+
+
 def memory_budget_bytes(capacity_bytes: float, profile: Profile | None = None) -> float:
     """Bytes per GPU a recommended plan may need: the card less the profile's headroom
     (``memory_headroom_fraction``, the allocator and model error a plan must leave room for)."""

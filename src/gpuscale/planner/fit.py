@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuscale import catalog
+from gpuscale.costmodel.activation_offload import offload_wait_s
+from gpuscale.costmodel.compute import layer_compute
 from gpuscale.costmodel.inference_memory import inference_memory
 from gpuscale.costmodel.memory import TrainingMemory, memory_budget_bytes, training_memory
 from gpuscale.costmodel.profile import Profile
@@ -26,6 +28,7 @@ from gpuscale.specs import Device, ModelSpec, Plan, PlanBatch
 from gpuscale.specs.plan import RECOMPUTE_CODE
 from gpuscale.specs.training import Inference, Training
 from gpuscale.specs.units import GIB
+from gpuscale.specs.validity import activation_offload_ok
 
 TP_CANDIDATES = np.array([1, 2, 4, 8, 16], dtype=np.int64)
 MAX_GPUS = 8192
@@ -166,6 +169,11 @@ def smallest_training_setups(
     """Up to ``limit`` layouts, one per family, each with the fewest GPUs that hold it;
     ``gpus_per_node`` None is the GPU's NVLink domain."""
     plans = training_candidates(model, base, catalog.node_size(device, gpus_per_node), max_gpus)
+    offload_ok = activation_offload_ok(
+        model, plans.pp, plans.recompute, training.activation_offload_layers
+    )
+    if not offload_ok.all():  # layouts that cannot keep the offload are not offered
+        plans = plans.take(np.flatnonzero(offload_ok))
     memory = training_memory(model, training, plans, profile=profile).total
     fits = memory <= device.memory_bytes
     family = _family(plans.tp, plans.pp, plans.dp, plans.zero)
@@ -239,8 +247,8 @@ def recompute_note(
 ) -> str | None:
     """For a plan that does not fit without full recompute: would ``--recompute full`` fit it on
     this set-up, or on a smaller one than ``options`` offers? ``None`` when it would not help."""
-    if plan.recompute == "full":
-        return None
+    if plan.recompute == "full" or training.activation_offload_layers:
+        return None  # (an offload runs without recompute: activation_offload_ok)
     recomputed = Plan(
         tp=plan.tp,
         pp=plan.pp,
@@ -318,8 +326,8 @@ _SAVERS: tuple[tuple[str, str, str], ...] = (
     (
         "activation-offload-layers",
         "activation offloading of the first N layers (--activation-offload-layers N)",
-        "those layers' saved activations cross the host link each micro-batch, hidden while the "
-        "other layers compute on a fast link (Megatron --cpu-offloading-num-layers)",
+        "those layers' saved activations cross this GPU's host link each micro-batch: {wait} "
+        "(Megatron --cpu-offloading-num-layers)",
     ),
     (
         "activation-offload",
@@ -369,14 +377,11 @@ def _apply(key: str, training: Training, plan: Plan) -> tuple[Training, Plan] | 
         if not training.master_weights or training.precision != "bf16":
             return None
         t["master_weights"] = False
-    elif key == "recompute-selective":
-        if plan.recompute != "none":
-            return None
-        p["recompute"] = "selective"
-    elif key == "recompute-full":
-        if plan.recompute == "full":
-            return None
-        p["recompute"] = "full"
+    elif key in ("recompute-selective", "recompute-full"):
+        recompute = key.removeprefix("recompute-")
+        if plan.recompute in (recompute, "full") or training.activation_offload_layers:
+            return None  # (an offload runs without recompute: activation_offload_ok)
+        p["recompute"] = recompute
     elif key == "activation-offload":
         if training.activation_offload or training.activation_offload_layers:
             return None
@@ -424,10 +429,10 @@ def cheaper_ways_to_fit(
         applied = _apply(key, training, plan)
         if applied is not None:
             variants.append((key, change, cost, *applied))
-    if not variants:
-        return []
     memory = _memory_of(model, profile, [(t, p) for *_, t, p in variants])
     offloaded = _fewest_offloaded_layers(model, training, plan, profile, budget)
+    if not variants and offloaded is None:
+        return []
     singles = [
         MemorySaver(
             key=key,
@@ -442,11 +447,23 @@ def cheaper_ways_to_fit(
     if offloaded is not None:
         _, change, cost = next(s for s in _SAVERS if s[0] == "activation-offload-layers")
         layers, m = offloaded
+        t = dataclasses.replace(training, activation_offload_layers=layers)
+        one = PlanBatch.from_plans([plan])
+        wait = float(
+            offload_wait_s(
+                model, device, t, one, profile, layer_compute(model, device, t, one, profile)
+            )[0]
+        )
+        hidden = (
+            "hidden behind the other layers' compute"
+            if wait == 0
+            else (f"about {wait:,.2f} s a micro-batch of waiting")
+        )
         singles.append(
             MemorySaver(
                 key="activation-offload-layers",
                 change=change.replace(" N", f" {layers}"),
-                cost=cost,
+                cost=cost.replace("{wait}", hidden),
                 memory_bytes=m,
                 saved_bytes=current - m,
                 fits=True,
@@ -472,9 +489,11 @@ def _fewest_offloaded_layers(
     (pipeline, recompute or another offload: ``check_activation_offload_layers``) or no count
     fits. The device peak falls as layers leave it, so a bisection finds the count; the
     fewest also fill the host least, and must fit in what a GPU may use of it."""
-    if plan.pp != 1 or plan.recompute != "none" or training.activation_offload:
+    if training.activation_offload or training.activation_offload_layers:
         return None
-    if training.activation_offload_layers or model.num_layers < 2:
+    if model.num_layers < 2 or not activation_offload_ok(
+        model, plan.pp, RECOMPUTE_CODE[plan.recompute], 1
+    ):
         return None
 
     def memory(layers: int) -> TrainingMemory:

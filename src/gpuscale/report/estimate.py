@@ -41,7 +41,7 @@ def run_title(doc: Mapping[str, Any]) -> str:
         f"gbs={p['gbs']} recompute={recompute} zero={p['zero']}"
         f"{'' if loss == 'standard' else f' loss={loss}'}"
         f"{' bf16-grads' if doc.get('grad_reduce_in_bf16') else ''}"
-        f"{f' offload={offloaded}-layers' if (offloaded := doc.get('activation_offload_layers')) else ''}"
+        f"{f' offloaded-layers={n}' if (n := doc.get('activation_offload_layers')) else ''}"
         f", {doc['framework']}"
     )
 

@@ -33,6 +33,9 @@ mainstream training stacks accept:
 - ZeRO stages above 0 shard over the ``dp * cp`` ranks, so they need more than one (Megatron's
   distributed optimizer shards over the data-parallel-with-context-parallel group).
 - the global batch is divisible by ``micro_batch * dp`` (checked by :class:`Plan` itself).
+- offloading the first N layers' activations (``--activation-offload-layers``, a training
+  setting) needs ``pp`` 1, no recompute and N below the layer count
+  (:func:`activation_offload_ok`; the planner's candidates are filtered by it).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ import numpy as np
 
 from gpuscale.errors import InputError, require
 from gpuscale.specs.model import ModelSpec
-from gpuscale.specs.plan import Plan, PlanBatch
+from gpuscale.specs.plan import RECOMPUTE_CODE, Plan, PlanBatch
 
 A = TypeVar("A", int, np.ndarray)
 
@@ -217,12 +220,27 @@ def check_pipeline(model: ModelSpec, plan: Plan) -> None:
     )
 
 
-def check_activation_offload_layers(model: ModelSpec, plan: Plan, layers: int) -> None:
+def activation_offload_ok(
+    model: ModelSpec, pp: np.ndarray | int, recompute: np.ndarray | int, layers: int
+) -> np.ndarray:
     """Offloading the first ``layers`` layers' activations (Transformer Engine's CPU offload, as
-    Megatron-Core drives it) needs one micro-batch in flight and no recompute: Megatron-Core's
-    ``TransformerConfig`` refuses it with pipeline parallelism and with activation recompute,
-    and asks for fewer layers than the model has."""
+    Megatron-Core drives it) needs one micro-batch in flight and no recompute, and fewer layers
+    than the model has: Megatron-Core's ``TransformerConfig`` refuses it with pipeline
+    parallelism, with activation recompute, and with as many layers as the model's. ``recompute``
+    holds :data:`~gpuscale.specs.plan.RECOMPUTE_CODE` codes."""
     if layers == 0:
+        return np.ones_like(np.asarray(pp), dtype=bool)
+    return (
+        (np.asarray(pp) == 1)
+        & (np.asarray(recompute) == RECOMPUTE_CODE["none"])
+        & (layers < model.num_layers)
+    )
+
+
+def check_activation_offload_layers(model: ModelSpec, plan: Plan, layers: int) -> None:
+    """Refuse what :func:`activation_offload_ok` rejects, saying which condition and what is
+    accepted."""
+    if bool(activation_offload_ok(model, plan.pp, RECOMPUTE_CODE[plan.recompute], layers)):
         return
     require(
         plan.pp == 1,
@@ -236,10 +254,9 @@ def check_activation_offload_layers(model: ModelSpec, plan: Plan, layers: int) -
         f"--recompute {plan.recompute}; accepted: --recompute none with it",
         field="activation_offload_layers",
     )
-    require(
-        layers < model.num_layers,
+    raise InputError(
         f"--activation-offload-layers {layers} must be fewer than the {model.num_layers} layers "
-        f"of {model.name}; accepted: 1 to {model.num_layers - 1}",
+        f"of {model.name}; accepted: 0 to {model.num_layers - 1}",
         field="activation_offload_layers",
     )
 
