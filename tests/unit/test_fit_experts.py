@@ -94,3 +94,19 @@ def test_fit_prices_with_the_training_stacks_profile_as_estimate_does() -> None:
 def test_a_training_stack_does_not_apply_to_serving_memory() -> None:
     with pytest.raises(InputError, match="--framework megatron is a training stack"):
         api.fit("llama3.1-8b", mode="infer", framework="megatron")
+
+
+def test_a_serving_engines_profile_is_not_a_training_stack() -> None:
+    from gpuscale.catalog.serving_engines import engines
+    from gpuscale.costmodel.profile import SERVING_PROFILES, training_profile_names
+
+    costed = {e.cost_profile for e in engines().values()}
+    assert costed <= set(SERVING_PROFILES)
+    assert "megatron" in training_profile_names() and "vllm" not in training_profile_names()
+    for call in (
+        lambda: api.fit("llama3.1-8b", framework="vllm"),
+        lambda: api.estimate("llama3.1-8b", gpu="h100-sxm", gpus=8, framework="sglang"),
+        lambda: api.plan("llama3.1-8b", gpu="h100-sxm", gpus=8, framework="tensorrt-llm"),
+    ):
+        with pytest.raises(InputError, match="is a serving engine's profile, not a training"):
+            call()

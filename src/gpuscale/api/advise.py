@@ -11,7 +11,7 @@ from gpuscale.api._arguments import checks_arguments
 from gpuscale.api._json import document
 from gpuscale.api.training import FabricArg, GpuArg, ModelArg, gpu_count
 from gpuscale.costmodel.grad_sync import HookOptions
-from gpuscale.costmodel.profile import load_profile_for
+from gpuscale.costmodel.profile import load_training_profile
 from gpuscale.errors import require
 from gpuscale.planner.comm_hooks import HookAdvice, advise_hooks
 from gpuscale.specs import Cluster, Plan, Training
@@ -130,7 +130,7 @@ def advise_comm(
         gpu, gpus, gpus_per_node=gpus_per_node, inter=inter, nics_per_node=nics_per_node
     )
     training = Training(seq_len=seq, precision=cast(TrainPrecision, precision))
-    prof = load_profile_for(framework, None if profile is None else str(profile))
+    prof = load_training_profile(framework, None if profile is None else str(profile))
     advice = advise_hooks(spec, cluster, training, plan, prof, options, min_gain=min_gain)
     return AdviseCommResult(
         model=spec.name,

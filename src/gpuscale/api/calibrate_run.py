@@ -26,7 +26,7 @@ from gpuscale.api.training import (
     training_run,
     training_settings,
 )
-from gpuscale.costmodel.profile import load_profile, load_profile_for
+from gpuscale.costmodel.profile import load_profile, load_training_profile
 from gpuscale.errors import InputError, require
 from gpuscale.planner import calibrate_run as library
 from gpuscale.planner.calibrate_run import (
@@ -292,7 +292,7 @@ def calibrate_run(
             field="measured_memory_gib",
         )
     step_s = step if step is not None else run.tokens_per_step / float(tokens)  # type: ignore[arg-type]
-    start = load_profile_for(framework, profile)
+    start = load_training_profile(framework, profile)
     try:
         cal: RunCalibration = library.calibrate_run(
             run, Measured(step_s=step_s, memory_gib=memory), start, only=only
@@ -325,7 +325,7 @@ def calibrate_run(
         files.write_text(out, profile_yaml(doc), label="-o", field="output")
         # What was written must read back and reproduce the measurement.
         load_profile.cache_clear()
-        reread = load_profile_for(framework, str(out))
+        reread = load_training_profile(framework, str(out))
         again, _ = predict(run, reread)
         if not math.isclose(again, cal.predicted_step_s_after, rel_tol=1e-6):
             raise RuntimeError(f"{out} predicts {again} s, the fit {cal.predicted_step_s_after} s")

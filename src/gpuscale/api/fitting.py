@@ -15,7 +15,7 @@ from gpuscale.api.training import GpuArg, ModelArg, lora_rank_for, recompute_mod
 from gpuscale.costmodel.inference_memory import inference_memory
 from gpuscale.costmodel.memory import host_overflow, training_memory
 from gpuscale.costmodel.params import total_params
-from gpuscale.costmodel.profile import Profile, load_profile_for
+from gpuscale.costmodel.profile import Profile, load_training_profile
 from gpuscale.errors import InputError, require
 from gpuscale.planner import defaults
 from gpuscale.planner.fit import (
@@ -293,7 +293,7 @@ def fit(
     )
     spec = catalog.model(model)
     device = catalog.gpu(gpu)
-    prof = load_profile_for(framework, None if profile is None else str(profile))
+    prof = load_training_profile(framework, None if profile is None else str(profile))
     seq_len = seq if seq is not None else int(defaults.seq_len(spec).value)
     _within_context(spec, "--seq", seq_len)
     gpus_per_node = catalog.node_size(device, gpus_per_node)

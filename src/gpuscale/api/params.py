@@ -18,7 +18,7 @@ from typing import Any
 from gpuscale import catalog
 from gpuscale.api.training import DEFAULT_LORA_RANK
 from gpuscale.cluster.choices import DEFAULT_MODEL, EVENTS, ORDERS, POLICIES, SYNTHETIC
-from gpuscale.costmodel.profile import profile_names
+from gpuscale.costmodel.profile import profile_names, training_profile_names
 from gpuscale.measure.bench_setup import CPU_SIZES, GPU_SIZES
 from gpuscale.planner.serving.disagg_closed_loop import ROUTINGS
 from gpuscale.specs.plan import RECOMPUTE_CHOICES
@@ -244,7 +244,8 @@ PARAMS: dict[str, Param] = {
     "price": Param(type=float, help="USD per GPU-hour; without it cost is in GPU-hours."),
     # the software stack
     "framework": Param(
-        default="generic", help=f"Software-stack profile: {', '.join(profile_names())}."
+        default="generic",
+        help=f"Training-stack profile: {', '.join(training_profile_names())}.",
     ),
     "profile": Param(
         file=True,

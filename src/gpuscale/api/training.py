@@ -14,7 +14,7 @@ from gpuscale import catalog
 from gpuscale.api._booleans import bool_fields, check_booleans
 from gpuscale.api._json import document
 from gpuscale.costmodel.memory import host_overflow, plan_memory
-from gpuscale.costmodel.profile import load_profile_for, profile_names
+from gpuscale.costmodel.profile import load_training_profile, profile_names
 from gpuscale.costmodel.step import estimate_plan
 from gpuscale.costmodel.terms import coarse
 from gpuscale.costmodel.uncertainty import Band, band_for
@@ -534,7 +534,7 @@ def estimate(
     )
     assumed = dict(specs.assumed)
     num_gpus = plan.num_gpus
-    prof = load_profile_for(framework, None if profile is None else str(profile))
+    prof = load_training_profile(framework, None if profile is None else str(profile))
     est = estimate_plan(spec, cluster, training, plan, prof, job)
     row = est.row(0)
     band = band_for(spec, cluster, plan, framework).around(row["tokens_per_s"])

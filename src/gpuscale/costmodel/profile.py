@@ -402,3 +402,26 @@ def load_profile_for(framework: str = "generic", overlay: str | None = None) -> 
 
 def profile_names() -> list[str]:
     return _builtin_names()
+
+
+SERVING_PROFILES: tuple[str, ...] = ("gpt-fast", "lmdeploy", "sglang", "tensorrt-llm", "vllm")
+"""Built-in profiles of serving engines: their kernels, CUDA graphs and host costs are
+inference's (``infer``'s engines, ``serving_engines.yaml`` ``cost_profile``). A training run is
+priced with one of the others (:func:`training_profile_names`)."""
+
+
+def training_profile_names() -> list[str]:
+    """Built-in profiles of training stacks (every one but :data:`SERVING_PROFILES`)."""
+    return [name for name in _builtin_names() if name not in SERVING_PROFILES]
+
+
+def load_training_profile(framework: str = "generic", overlay: str | None = None) -> Profile:
+    """:func:`load_profile_for` of a training stack; a serving engine's profile is refused in one
+    line naming the training stacks."""
+    require(
+        framework not in SERVING_PROFILES,
+        f"--framework {framework} is a serving engine's profile, not a training stack; "
+        f"accepted: {', '.join(training_profile_names())}",
+        field="framework",
+    )
+    return load_profile_for(framework, overlay)

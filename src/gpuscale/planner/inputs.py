@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import cast
 
 from gpuscale import catalog
-from gpuscale.costmodel.profile import Profile, load_profile_for
+from gpuscale.costmodel.profile import Profile, load_training_profile
 from gpuscale.errors import InputError, require
 from gpuscale.planner import defaults
 from gpuscale.planner.search import Hardware, Workload
@@ -78,7 +78,7 @@ def build_inputs(
         gpus_per_node=gpus_per_node,
         nics_per_node=nics_per_node,
     )
-    profile = load_profile_for(framework, None if profile_file is None else str(profile_file))
+    profile = load_training_profile(framework, None if profile_file is None else str(profile_file))
     assumed: dict[str, str] = {}
     if seq is None:
         chosen = defaults.seq_len(spec)
