@@ -31,6 +31,7 @@ def test_json_matches_the_text() -> None:
     assert len(data["skipped"]) == 64
     assert data["memory_checked"] + sum(data["memory_not_checked"].values()) == 218
     assert 0 <= data["ran_but_not_fit"] <= data["memory_checked"]
+    assert 0 <= data["ran_but_not_fit_allocated_within_card"] <= data["ran_but_not_fit"]
 
 
 def test_memory_line_counts_checked_and_unchecked_runs() -> None:
@@ -39,3 +40,5 @@ def test_memory_line_counts_checked_and_unchecked_runs() -> None:
     m = re.search(r"^memory: (\d+) of (\d+) runs .* fit .*; (\d+) not checked:", out.stdout, re.M)
     assert m and int(m.group(2)) + int(m.group(3)) == 218
     assert "MoE paged stash" in out.stdout
+    within = re.search(r"of the (\d+) that would not, (\d+) hold their allocated", out.stdout)
+    assert within and int(within.group(2)) <= int(within.group(1))
