@@ -197,3 +197,23 @@ def test_calibrate_run_echoes_what_the_run_was_priced_with() -> None:
     doc = result.to_dict()
     assert doc["activation_offload_layers"] == 40 and doc["loss"] == "standard"
     assert doc["profile"]["fit"]["run"]["activation_offload_layers"] == 40
+
+
+def test_the_copies_are_the_bytes_the_memory_model_keeps() -> None:
+    # Under Megatron's FP8 the saved linear inputs are FP8 (profile low_precision_saved_inputs):
+    # the offload copies those bytes, the same the host line holds.
+    model, device = catalog.model("llama3.1-8b"), catalog.gpu("h100-sxm")
+    profile = load_profile("megatron")
+    plans = PlanBatch.from_plans([Plan(dp=8, micro_batch=4, global_batch=32)])
+    training = Training(seq_len=8192, precision="fp8", activation_offload_layers=31)
+    host = api.fit(
+        "llama3.1-8b", gpu="h100-sxm", dp=8, mbs=4, seq=8192, precision="fp8",
+        framework="megatron", activation_offload_layers=31,
+    ).memory_bytes["host"]  # fmt: skip
+    lc = layer_compute(model, device, training, plans, profile)
+    copy = host / 31 / host_link_bytes_per_s(device, profile)
+    expected = _te_schedule_stall(32, 31, float(lc.layer_forward_s[0]), copy) + _te_schedule_stall(
+        32, 31, float(lc.layer_backward_s[0]), copy
+    )
+    wait = offload_wait_s(model, device, training, plans, profile, lc)
+    assert expected > 0 and wait[0] == pytest.approx(expected, rel=1e-9)

@@ -535,10 +535,11 @@ def estimate(
     assumed = dict(specs.assumed)
     num_gpus = plan.num_gpus
     prof = load_training_profile(framework, None if profile is None else str(profile))
-    est = estimate_plan(spec, cluster, training, plan, prof, job)
+    memory = plan_memory(spec, training, plan, prof)
+    est = estimate_plan(spec, cluster, training, plan, prof, job, memory["total"])
     row = est.row(0)
     band = band_for(spec, cluster, plan, framework).around(row["tokens_per_s"])
-    host = plan_memory(spec, training, plan, prof)["host"]
+    host = memory["host"]
     overflow = host_overflow(host, prof)
     if overflow:
         band = band.warn(overflow)

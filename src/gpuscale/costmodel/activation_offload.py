@@ -19,6 +19,7 @@ import numpy as np
 from gpuscale import catalog
 from gpuscale.costmodel.activations import layers_on_stage, saved_layer_bytes
 from gpuscale.costmodel.compute import LayerCompute
+from gpuscale.costmodel.memory import framework_allocation
 from gpuscale.costmodel.profile import Profile
 from gpuscale.specs import Device, ModelSpec, PlanBatch, Training
 
@@ -44,7 +45,9 @@ def offload_wait_s(
     n = float(training.activation_offload_layers)
     if n == 0:
         return np.zeros(len(plans))
-    copy_s = saved_layer_bytes(model, training, plans) / host_link_bytes_per_s(device, profile)
+    # The bytes copied are the bytes the memory model keeps (TE's low-precision inputs too).
+    saved = saved_layer_bytes(model, framework_allocation(training, profile), plans)
+    copy_s = saved / host_link_bytes_per_s(device, profile)
     layers = layers_on_stage(model, plans).astype(float)
 
     def wait(compute_s: np.ndarray) -> np.ndarray:

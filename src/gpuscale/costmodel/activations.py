@@ -441,7 +441,7 @@ def saved_layer_bytes(model: ModelSpec, training: Training, plans: PlanBatch) ->
     """Bytes one layer saves for its backward per micro-batch on one GPU, per plan: what an
     activation offload copies to host memory and back for each offloaded layer."""
     shared = _per_layer(model, training, plans, None)
-    return np.broadcast_to(shared.tokens * shared.stored_layer, (1, len(plans))).ravel()
+    return (shared.tokens * shared.stored_layer).ravel()
 
 
 def stage_activations_runs(

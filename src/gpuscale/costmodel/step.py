@@ -217,14 +217,14 @@ def estimate_batch(
         # ZeRO-Offload: gradients go down and updated 16-bit weights come back over PCIe, and
         # the step runs in host memory (Ren et al. 2021, arXiv:2101.06840, Sec. 4.1).
         # The node's GPUs share its CPUs and DRAM; each GPU has its own PCIe link.
-        pcie = host_link_bytes_per_s(device, profile)
+        host_link = host_link_bytes_per_s(device, profile)
         sharing = min(cluster.num_gpus, cluster.gpus_per_node)
         optimizer = (
             sharing
             * owned
             * profile.const("optimizer_bytes_per_param")
             / (profile.const("host_memory_gb_per_s") * 1e9)
-            + owned * (2.0 + 2.0) / pcie
+            + owned * (2.0 + 2.0) / host_link
         )
     else:
         optimizer = owned * profile.const("optimizer_bytes_per_param") / hbm
@@ -340,8 +340,12 @@ def estimate_plan(
     plan: Plan,
     profile: Profile,
     job: JobOptions | None = None,
+    memory_bytes: float | None = None,
 ) -> StepEstimate:
     """:func:`estimate_batch` for one plan (a batch of one); a plan ``model`` cannot run (e.g.
-    ``tp=3`` for 64 heads) is refused with an :class:`~gpuscale.errors.InputError`."""
+    ``tp=3`` for 64 heads) is refused with an :class:`~gpuscale.errors.InputError`.
+    ``memory_bytes``: the plan's peak per GPU when already priced."""
     check_plan(model, plan, training.seq_len)
-    return estimate_batch(model, cluster, training, PlanBatch.from_plans([plan]), profile, job)
+    memory = None if memory_bytes is None else np.array([memory_bytes])
+    plans = PlanBatch.from_plans([plan])
+    return estimate_batch(model, cluster, training, plans, profile, job, memory)

@@ -325,7 +325,7 @@ _SAVERS: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "activation-offload-layers",
-        "activation offloading of the first N layers (--activation-offload-layers N)",
+        "activation offloading of the first {layers} layers (--activation-offload-layers {layers})",
         "those layers' saved activations cross this GPU's host link each micro-batch: {wait} "
         "(Megatron --cpu-offloading-num-layers)",
     ),
@@ -462,8 +462,8 @@ def cheaper_ways_to_fit(
         singles.append(
             MemorySaver(
                 key="activation-offload-layers",
-                change=change.replace(" N", f" {layers}"),
-                cost=cost.replace("{wait}", hidden),
+                change=change.format(layers=layers),
+                cost=cost.format(wait=hidden),
                 memory_bytes=m,
                 saved_bytes=current - m,
                 fits=True,
@@ -491,9 +491,7 @@ def _fewest_offloaded_layers(
     fewest also fill the host least, and must fit in what a GPU may use of it."""
     if training.activation_offload or training.activation_offload_layers:
         return None
-    if model.num_layers < 2 or not activation_offload_ok(
-        model, plan.pp, RECOMPUTE_CODE[plan.recompute], 1
-    ):
+    if not activation_offload_ok(model, plan.pp, RECOMPUTE_CODE[plan.recompute], 1):
         return None
 
     def memory(layers: int) -> TrainingMemory:
