@@ -168,6 +168,7 @@ def _recipe(**over: str) -> dict[str, str]:
         "fine_grained_activation_offloading": "default:False",
         "offload_modules": "default:[]",
         "moe_paged_stash": "",
+        "moe_a2a_overlap": "False",
     }
     return {**base, **over}
 
@@ -225,6 +226,7 @@ def _recipe(**over: str) -> dict[str, str]:
             "CPU offload without its activations (not priced)",
         ),
         ({"moe_paged_stash": "True"}, {"loss": "te"}, "MoE paged stash (not priced)"),
+        ({"moe_a2a_overlap": "True"}, {"loss": "te", "ep_overlap": True}, ""),
         (
             {"layout_check": "differs: pp:4vs2", "recompute_granularity": "selective"},
             {"loss": "te"},
@@ -252,3 +254,7 @@ def test_recipe_settings_reach_the_case() -> None:
     # scripts/performance/configs/llama/llama3_workload_base_configs.py:241 @f171d7d30152
     assert case.kwargs["activation_offload_layers"] == 40 and case.memory_unchecked == ""
     assert bridge.to_case(offloaded).memory_unchecked == "no recipe settings read"
+    overlapped = _row("bridge-26.06-gb300-qwen3-30b-a3b-mxfp8-8")
+    case = bridge.to_case(overlapped, settings[overlapped["id"]])
+    # QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_FP8_MX_V1, qwen3_workload_base_configs.py @a0faf081e73b
+    assert case.kwargs["ep_overlap"]

@@ -220,6 +220,13 @@ PARAMS: dict[str, Param] = {
         "rest (Megatron --cpu-offloading-num-layers, Transformer Engine's CPU offload); needs "
         "--pp 1 and no recompute.",
     ),
+    "ep_overlap": Param(
+        type=bool,
+        default=False,
+        help="Overlap the expert-parallel all-to-alls of one micro-batch with another's "
+        "compute (Megatron --overlap-moe-expert-parallel-comm --delay-wgrad-compute); needs "
+        "--ep 2 or more, --vp with --pp, no full recompute.",
+    ),
     "loss": Param(
         default="standard",
         choices=LOSSES,

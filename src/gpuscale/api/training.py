@@ -34,6 +34,7 @@ from gpuscale.specs.training import (
 from gpuscale.specs.units import GIB
 from gpuscale.specs.validity import (
     check_activation_offload_layers,
+    check_ep_overlap,
     check_lora_rank,
     check_plan,
     check_recompute_modules,
@@ -186,6 +187,8 @@ class EstimateResult:
     """Gradient buffer and data-parallel reduction in bf16 (``--grad-reduce-in-bf16``)."""
     activation_offload_layers: int
     """Layers whose saved activations live in host memory (``--activation-offload-layers``)."""
+    ep_overlap: bool
+    """Expert-parallel all-to-alls overlapped across micro-batches (``--ep-overlap``)."""
     fits: bool
     memory_per_gpu_gib: float
     host_memory_per_gpu_gib: float
@@ -233,6 +236,7 @@ class EstimateResult:
                 "loss": self.loss,
                 "grad_reduce_in_bf16": self.grad_reduce_in_bf16,
                 "activation_offload_layers": self.activation_offload_layers,
+                "ep_overlap": self.ep_overlap,
                 "assumed": dict(self.assumed),
                 "fits": self.fits,
                 "memory_per_gpu_gib": self.memory_per_gpu_gib,
@@ -322,6 +326,7 @@ class TrainingRun:
     loss: str = "standard"
     grad_reduce_in_bf16: bool = False
     activation_offload_layers: int = 0
+    ep_overlap: bool = False
     compile: bool = False
     storage_gbps: float = 0.0
     checkpoint_every: int = 0
@@ -451,12 +456,15 @@ def _resolve(r: TrainingRun) -> RunInputs:
         recompute_modules=modules,
         grad_reduce_in_bf16=r.grad_reduce_in_bf16,
         activation_offload_layers=r.activation_offload_layers,
+        ep_overlap=r.ep_overlap,
         finetune=cast(Finetune, r.finetune),
         lora_rank=rank,
         offload_optimizer=r.offload_optimizer,
         compile=r.compile,
     )
     check_activation_offload_layers(spec, plan, training.activation_offload_layers)
+    if training.ep_overlap:
+        check_ep_overlap(spec, plan, training.selective_modules)
     job = JobOptions(
         storage_gb_per_s_per_node=r.storage_gbps,
         checkpoint_every_steps=r.checkpoint_every,
@@ -476,6 +484,7 @@ def training_settings(training: Training, plan: Plan) -> dict[str, Any]:
         "loss": training.loss,
         "grad_reduce_in_bf16": training.grad_reduce_in_bf16,
         "activation_offload_layers": training.activation_offload_layers,
+        "ep_overlap": training.ep_overlap,
     }
 
 
@@ -576,6 +585,7 @@ def estimate(
         loss=settings["loss"],
         grad_reduce_in_bf16=settings["grad_reduce_in_bf16"],
         activation_offload_layers=settings["activation_offload_layers"],
+        ep_overlap=settings["ep_overlap"],
         fits=row["fits"],
         memory_per_gpu_gib=row["memory_per_gpu_gib"],
         host_memory_per_gpu_gib=host / GIB,

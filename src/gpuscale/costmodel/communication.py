@@ -127,6 +127,43 @@ def exposed_comm_s(comm: ArrayLike, window: ArrayLike, interference: ArrayLike) 
     return np.maximum(comm - window, 0.0) + interference * np.minimum(comm, window)
 
 
+def ep_unpaired_share(plans: PlanBatch) -> np.ndarray:
+    """Share of a step's micro-batch passes that Megatron-Core's combined 1F1B schedule runs
+    alone, with no pass of another micro-batch beside them (``--overlap-moe-expert-parallel-comm``).
+    Without pipelining the first forward and the last backward of ``m`` micro-batches
+    (``combined_1f1b_schedule_for_no_pipelining``): 1/m. With the interleaved schedule, stage
+    ``r`` runs ``2 (pp - r - 1) + (vp - 1) pp + 1`` warm-up forwards before its first 1F1B pair
+    (the ``+ 1``: one more forward so each pair's passes are independent) and as many backwards
+    after its last (``pipeline_parallel/schedules.py``, ``get_pp_rank_microbatches``), of its
+    ``m vp`` model-chunk passes each way; averaged over the stages."""
+    m = plans.num_microbatches.astype(float)
+    chunks = m * plans.vp
+    warmup = np.where(plans.pp > 1, (plans.pp - 1.0) + (plans.vp - 1.0) * plans.pp + 1.0, 1.0)
+    return np.minimum(warmup / chunks, 1.0)
+
+
+def ep_overlapped_s(
+    a2a_s: np.ndarray, plans: PlanBatch, compute: MicrobatchCompute, interference: np.ndarray
+) -> np.ndarray:
+    """Exposed expert-parallel all-to-all per micro-batch under Megatron-Core's EP A2A overlap
+    (``--overlap-moe-expert-parallel-comm --delay-wgrad-compute``): in each 1F1B pair the
+    forward of one micro-batch and the backward of another run layer by layer on two streams,
+    each dispatch or combine of one beside the attention or expert computation of the other
+    (``TransformerLayerSchedulePlan.run``: combine_bwd | pre_dispatch_fwd, dispatch_fwd ->
+    dispatch_bwd | mlp_bwd -> mlp_bwd_dw -> mlp_fwd, combine_fwd | pre_dispatch_bwd). A pair's
+    four all-to-alls per layer hide behind the pair's compute of that layer (the model does not
+    split the layer into the schedule's phases, so this is the schedule's best case); the
+    passes run alone (:func:`ep_unpaired_share`) expose theirs. ``a2a_s``: a micro-batch's
+    dispatch and combine, forward and backward, over the stage's layers; ``interference``: the
+    side stream's cost to the compute it runs beside (:func:`data_parallel_interference`)."""
+    layers = np.maximum(compute.layers_per_stage, 1.0)
+    window = (compute.forward_s + compute.backward_s) / layers
+    per_layer = a2a_s / layers
+    unpaired = ep_unpaired_share(plans)
+    paired = layers * exposed_comm_s(per_layer, window, interference)
+    return unpaired * a2a_s + (1.0 - unpaired) * paired
+
+
 def data_parallel_interference(
     generation: str, profile: Profile, gemm_fraction: np.ndarray
 ) -> np.ndarray:
@@ -289,6 +326,13 @@ def communication(
             profile.overlap_of("ep"),
             interference,
         )
+        if training.ep_overlap:
+            # a side stream beside whole layers, as the data-parallel collectives are: on Hopper
+            # its persistent matmuls lose more than the base share
+            side_stream = data_parallel_interference(
+                cluster.pace_device.generation, profile, compute.gemm_fraction
+            )
+            ep_mb = ep_overlapped_s(layers * 4.0 * a2a, plans, compute, side_stream)
     else:
         ep_mb = np.zeros(len(plans))
 

@@ -10,7 +10,11 @@ from gpuscale.errors import InputError, require
 from gpuscale.specs import ModelSpec, Plan, Training
 from gpuscale.specs.hardware import fills_whole_nodes
 from gpuscale.specs.training import DEFAULT_RECOMPUTE_MODULES, Loss, TrainPrecision
-from gpuscale.specs.validity import check_activation_offload_layers, check_plan
+from gpuscale.specs.validity import (
+    check_activation_offload_layers,
+    check_ep_overlap,
+    check_plan,
+)
 
 PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
 
@@ -169,6 +173,8 @@ def job_from_document(
         # a trainer a layout the model cannot run (TP 64 on 32 heads was exported).
         check_plan(spec, plan, seq_len)
         check_activation_offload_layers(spec, plan, training.activation_offload_layers)
+        if training.ep_overlap:
+            check_ep_overlap(spec, plan, training.selective_modules)
     except InputError as exc:
         raise InputError(f"the document's plan cannot run: {exc}", field="from") from None
     return TrainingJob(
@@ -184,12 +190,13 @@ def job_from_document(
 
 def _training(doc: dict[str, Any], seq_len: int, precision: str) -> Training:
     """The training settings the document's plan was priced with (``estimate --json`` records
-    the recompute modules, the loss, the gradient word and the offloaded layers; ``plan --json``
-    the defaults)."""
+    the recompute modules, the loss, the gradient word, the offloaded layers and the EP
+    overlap; ``plan --json`` the defaults)."""
     modules = doc.get("recompute_modules", list(DEFAULT_RECOMPUTE_MODULES))
     loss = doc.get("loss", "standard")
     bf16_grads = doc.get("grad_reduce_in_bf16", False)
     offloaded = doc.get("activation_offload_layers", 0)
+    ep_overlap = doc.get("ep_overlap", False)
     require(
         isinstance(modules, list) and all(isinstance(m, str) for m in modules),
         "the document's recompute_modules must be a list of module names",
@@ -209,6 +216,7 @@ def _training(doc: dict[str, Any], seq_len: int, precision: str) -> Training:
             loss=cast(Loss, loss),
             grad_reduce_in_bf16=bf16_grads,
             activation_offload_layers=offloaded,
+            ep_overlap=ep_overlap,
         )
     except InputError as exc:
         raise InputError(f"the document's training settings: {exc}", field="from") from None
@@ -227,6 +235,8 @@ def megatron_only(job: TrainingJob, target: str) -> None:
         settings.append("--grad-reduce-in-bf16")
     if t.activation_offload_layers:
         settings.append(f"--activation-offload-layers {t.activation_offload_layers}")
+    if t.ep_overlap:
+        settings.append("--ep-overlap")
     require(
         not settings,
         f"{target} has no setting for {', '.join(settings)} (the plan was priced with it); "

@@ -141,6 +141,13 @@ def megatron_args(job: TrainingJob) -> list[str]:
     if training.activation_offload_layers:
         # Megatron-LM turns --cpu-offloading on for a positive layer count (arguments.py).
         args += ["--cpu-offloading-num-layers", str(training.activation_offload_layers)]
+    if training.ep_overlap:
+        # Megatron-Bridge's performance scripts turn both on together (moe_a2a_overlap,
+        # scripts/performance/utils/overrides.py): the wgrad delay is what frees the overlap.
+        # Megatron-Core takes the overlap with the alltoall or flex dispatcher only, and its
+        # default is allgather (TransformerConfig.moe_token_dispatcher_type).
+        args += ["--moe-token-dispatcher-type", "alltoall"]
+        args += ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"]
     return args
 
 

@@ -42,6 +42,7 @@ def run_title(doc: Mapping[str, Any]) -> str:
         f"{'' if loss == 'standard' else f' loss={loss}'}"
         f"{' bf16-grads' if doc.get('grad_reduce_in_bf16') else ''}"
         f"{f' offloaded-layers={n}' if (n := doc.get('activation_offload_layers')) else ''}"
+        f"{' ep-overlap' if doc.get('ep_overlap') else ''}"
         f", {doc['framework']}"
     )
 

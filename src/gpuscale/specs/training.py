@@ -139,6 +139,11 @@ class Training:
     through Transformer Engine's ``cpu_offload``: layer ``i`` is copied out during the forward
     of later layers and back before its backward, so the saved activations peak at ``(layers -
     offloaded) x`` one layer's, ``OffloadSynchronizer._default_offload_sync_init``). 0: none."""
+    ep_overlap: bool = False
+    """Overlap the expert-parallel all-to-alls of one micro-batch with the computation of
+    another (Megatron-Core ``--overlap-moe-expert-parallel-comm`` with
+    ``--delay-wgrad-compute``: the combined 1F1B schedule runs one micro-batch's forward beside
+    another's backward, layer by layer on a compute and a communication stream)."""
     loss: Loss = "standard"
     """How the cross-entropy holds the ``s x vocab`` logits. ``standard``: upcast to fp32 and kept
     as fp32 log-probabilities (PyTorch ``cross_entropy``, Megatron); ``chunked``: the 16-bit
@@ -251,6 +256,15 @@ class Training:
             and self.activation_offload_layers >= 0,
             "--activation-offload-layers must be a whole number of layers, 0 or more, got "
             f"{self.activation_offload_layers!r}",
+        )
+        require(
+            isinstance(self.ep_overlap, bool),
+            f"--ep-overlap is a switch (true or false), got {self.ep_overlap!r}",
+        )
+        require(
+            not (self.ep_overlap and self.precision == "fp32"),
+            "--ep-overlap runs on a 16-bit model (Megatron-Core: 'only supported with bf16 or "
+            "fp16 model'), got --precision fp32; accepted: bf16, fp16, fp8, mxfp8 or nvfp4",
         )
         require(
             not (self.activation_offload and self.activation_offload_layers),

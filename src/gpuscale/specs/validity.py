@@ -237,6 +237,38 @@ def activation_offload_ok(
     )
 
 
+def check_ep_overlap(model: ModelSpec, plan: Plan, modules: frozenset[str]) -> None:
+    """The EP all-to-all overlap (``--ep-overlap``) as Megatron-Core's ``TransformerConfig``
+    accepts it: expert parallelism, interleaved stages when pipelined, no full recompute and
+    no recompute of the MoE layer (its all-to-alls would run again outside the schedule).
+    ``modules``: the selective recompute's modules (empty when the plan recomputes none)."""
+    require(
+        model.is_moe and plan.ep > 1,
+        f"--ep-overlap hides expert-parallel all-to-alls, so it needs a mixture-of-experts "
+        f"model with --ep 2 or more, got {model.name} at --ep {plan.ep}",
+        field="ep_overlap",
+    )
+    require(
+        plan.pp == 1 or plan.vp > 1,
+        f"--ep-overlap with pipeline parallelism needs the interleaved schedule (Megatron-Core "
+        f"asks for virtual pipeline stages), got --pp {plan.pp} --vp {plan.vp}; accepted: "
+        "--vp 2 or more, or --pp 1",
+        field="ep_overlap",
+    )
+    require(
+        plan.recompute != "full",
+        "--ep-overlap runs without full recompute (Megatron-Core refuses the pair); accepted: "
+        "--recompute none or selective with it",
+        field="ep_overlap",
+    )
+    require(
+        plan.recompute != "selective" or "moe" not in modules,
+        "--ep-overlap runs without recomputing the MoE layer (Megatron-Core refuses 'moe' in "
+        "--recompute-modules with it); accepted: the other modules",
+        field="ep_overlap",
+    )
+
+
 def check_activation_offload_layers(model: ModelSpec, plan: Plan, layers: int) -> None:
     """Refuse what :func:`activation_offload_ok` rejects, saying which condition and what is
     accepted."""

@@ -52,14 +52,16 @@ How a row becomes a call (one rule each; the reason a row cannot be one is raise
   recipe each row ran, read in Megatron-Bridge's code at the commit of its release, file and
   line per row): the cross-entropy (``cross_entropy_fusion_impl`` "te" -> ``loss="te"``, the
   common perf override in every release) and the recompute (``recompute_granularity``
-  selective with its ``recompute_modules``; full with one layer per checkpoint). Where the
+  selective with its ``recompute_modules``; full with one layer per checkpoint), the CPU
+  activation offload (``cpu_offloading_num_layers``) and the EP all-to-all overlap
+  (``moe_a2a_overlap`` -> ``ep_overlap``). Where the
   recipe at that commit does not have the row's published layout (27 rows: the run used
   overrides not in the code), only the loss is read.
 
-Not priced, in any row: CPU activation offloading (``cpu_offloading_num_layers``, fine-grained
-``offload_modules``), full recompute of some layers of a stage (``recompute_method`` block),
+Not priced, in any row: fine-grained activation offloading (``offload_modules``), full recompute of some layers of a stage (``recompute_method`` block),
 the MoE paged stash, CUDA-graph capture (the later releases' full-iteration graphs), HybridEP
-dispatch, and the 25.09 token-dropping runs' capacity factor (with forced load balance a
+dispatch, FP8 attention (``fp8_dot_product_attention``), the CuTeDSL fused grouped MLP
+(``cutedsl_fused_grouped_mlp``), and the 25.09 token-dropping runs' capacity factor (with forced load balance a
 dropless and a dropping run route the same tokens). A run under one of the memory settings is
 not checked for memory (:attr:`BridgeCase.memory_unchecked`).
 """
@@ -220,6 +222,10 @@ def recipe_options(settings: Mapping[str, str]) -> tuple[dict[str, Any], str]:
             unpriced.append("CPU offload without its activations")
     if setting(settings["fine_grained_activation_offloading"]) == "True":
         unpriced.append(f"activation offloading of {setting(settings['offload_modules'])}")
+    if setting(settings["moe_a2a_overlap"]) == "True":
+        # Megatron-Core --overlap-moe-expert-parallel-comm with --delay-wgrad-compute (the
+        # performance scripts' moe_a2a_overlap, scripts/performance/utils/overrides.py)
+        options["ep_overlap"] = True
     if setting(settings["moe_paged_stash"]) == "True":
         unpriced.append("MoE paged stash")
     return options, "; ".join(unpriced) + (" (not priced)" if unpriced else "")
