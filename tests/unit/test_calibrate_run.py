@@ -453,6 +453,7 @@ def test_api_result_is_plain_json_with_a_summary_line() -> None:
         "loss",
         "grad_reduce_in_bf16",
         "activation_offload_layers",
+        "ep_overlap",
         "measured_tokens_per_s",
         "measured_step_s",
         "measured_memory_gib",

@@ -97,10 +97,14 @@ def test_a_bool_field_takes_true_or_false_only(name: str, value: object) -> None
         api.estimate(run, **{name: value})
     assert err.value.field == name
     split = ("embedding_as_layer", "loss_as_layer")
-    for ok in (True, False):  # tp and pp > 1, where every one of them means something
+    # tp and pp > 1, where every one of them means something; the EP overlap, with experts
+    where = {"tp": 2, "pp": 2}
+    if name == "ep_overlap":
+        where = {"model": "qwen3-30b-a3b", "ep": 8}
+    for ok in (True, False):
         # both counted as layers or neither: 32 + 1 layers do not split over 2 stages
         both = dict.fromkeys(split, ok) if name in split else {name: ok}
-        assert getattr(TrainingRun(**base, tp=2, pp=2, **both), name) is ok
+        assert getattr(TrainingRun(**{**base, **where}, **both), name) is ok
 
 
 def test_calibrate_run_echoes_the_run_as_estimate_does() -> None:

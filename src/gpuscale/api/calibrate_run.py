@@ -63,7 +63,8 @@ class CalibrateRunResult:
     """The run's parallel plan, the defaults chosen (``assumed``) filled in."""
     training: Mapping[str, Any]
     """What the run was priced with beyond the plan (:func:`training_settings`: the recompute
-    modules, the loss, the gradient word, the offloaded layers), as ``estimate`` echoes them."""
+    modules, the loss, the gradient word, the offloaded layers, the EP overlap), as ``estimate``
+    echoes them."""
     measured_tokens_per_s: float
     measured_step_s: float
     measured_memory_gib: float | None
