@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -125,7 +126,19 @@ def browser() -> Iterator[WebDriver]:
 def _submit(driver: WebDriver) -> None:
     old = driver.find_element(By.TAG_NAME, "html")
     driver.find_element(By.ID, "submit").click()
-    WebDriverWait(driver, WAIT_S).until(ec.staleness_of(old))
+
+    def replaced(_: WebDriver) -> bool:
+        # ec.staleness_of expects StaleElementReferenceException only; while Chrome swaps the
+        # document it can also answer "Node with given id does not belong to the document"
+        # (a plain WebDriverException): the old page is gone either way. What the new page
+        # shows is checked by the waits that follow.
+        try:
+            old.is_enabled()
+        except WebDriverException:
+            return True
+        return False
+
+    WebDriverWait(driver, WAIT_S).until(replaced)
 
 
 def test_training_page_in_chromium(server: str, browser: WebDriver, tmp_path: Path) -> None:
