@@ -191,3 +191,28 @@ def test_hoppers_persistent_matmuls_pay_more_for_the_hidden_part() -> None:
     blackwell = _ep(512, True) / _ep(512, False)
     assert blackwell == pytest.approx(1 / m + base * (1 - 1 / m), rel=1e-9)
     assert 1 / m + base * (1 - 1 / m) < hopper < 1 / m + loss * (1 - 1 / m)
+
+
+def test_the_schedule_holds_one_layer_more_or_one_chunk_more() -> None:
+    # Without pipelining a pair adds one layer of the next micro-batch while it frees one of
+    # the previous: one layer more than 1F1B. Interleaved, one more warm-up chunk per stage.
+    from gpuscale.costmodel.activations import ep_overlap_extra_layers
+
+    plans = PlanBatch.from_plans(
+        [
+            Plan(dp=8, ep=8, micro_batch=8, global_batch=512),
+            Plan(pp=4, vp=2, dp=2, ep=2, micro_batch=1, global_batch=32),
+            Plan(dp=8, ep=8, micro_batch=8, global_batch=64),  # one micro-batch: no pair
+        ]
+    )
+    on_stage = np.array([48.0, 12.0, 48.0])
+    on = Training(seq_len=4096, ep_overlap=True)
+    assert list(ep_overlap_extra_layers(on, plans, on_stage)) == [1.0, 6.0, 0.0]
+    assert ep_overlap_extra_layers(Training(seq_len=4096), plans, on_stage) == 0.0
+    one_layer = (
+        api.estimate("qwen3-30b-a3b", gbs=512, ep_overlap=True, **RUN).memory_per_gpu_gib
+        - api.estimate("qwen3-30b-a3b", gbs=512, **RUN).memory_per_gpu_gib
+    )
+    layers = catalog.model("qwen3-30b-a3b").num_layers
+    kept = api.estimate("qwen3-30b-a3b", gbs=512, **RUN)
+    assert 0 < one_layer < kept.memory_per_gpu_gib / layers

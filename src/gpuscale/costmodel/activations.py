@@ -421,6 +421,22 @@ def microbatches_in_flight(plans: PlanBatch) -> np.ndarray:
     return np.maximum(inflight, 1.0) * interleave
 
 
+def ep_overlap_extra_layers(
+    training: Training, plans: PlanBatch, on_stage: np.ndarray
+) -> np.ndarray | float:
+    """Layers of one micro-batch's activations that Megatron-Core's EP A2A overlap keeps beyond
+    1F1B's. Each forward-backward pair runs layer by layer, the forward of layer ``j`` of one
+    micro-batch beside the backward of a layer of another (``TransformerLayerSchedulePlan.run``),
+    so one layer's worth is added while one is freed: the crossing holds one layer more.
+    Interleaved, each stage also runs one more warm-up forward so each pair's passes are
+    independent (``schedules.py``: ``num_warmup_microbatches + 1``): one model chunk,
+    ``1 / vp`` of the stage's layers. None with a single micro-batch, which has no pair."""
+    if not training.ep_overlap:
+        return 0.0
+    extra = np.where(plans.pp > 1, on_stage / plans.vp, 1.0)
+    return np.where(plans.num_microbatches > 1, extra, 0.0)
+
+
 def stage_activations(
     model: ModelSpec, training: Training, plans: PlanBatch, stage: Stage
 ) -> StageActivations:
@@ -580,10 +596,11 @@ def _on_stage(
     sp, tokens, layers = shared.sp, shared.tokens, shared.layers
     stored_layer = shared.stored_layer
     head, loss = shared.head, shared.loss
+    extra = ep_overlap_extra_layers(training, plans, layers + shared.offloaded)
     if stage == "last":
         # 1F1B: the last stage runs each micro-batch's backward right after its forward.
         return StageActivations(
-            stored=tokens * layers * stored_layer + head,
+            stored=tokens * (layers + extra) * stored_layer + head,
             workspace=workspace,
             loss=loss,
             cuda_graphs=training.cuda_graphs,
@@ -591,7 +608,7 @@ def _on_stage(
         )
     in_flight = np.maximum(np.minimum(plans.pp, plans.num_microbatches), 1)
     stored = tokens * (
-        layers * microbatches_in_flight(plans) * stored_layer
+        (layers * microbatches_in_flight(plans) + extra) * stored_layer
         + embedding_terms(model, training) / sp * in_flight
     )
     single = plans.pp == 1
