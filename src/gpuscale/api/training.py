@@ -463,8 +463,7 @@ def _resolve(r: TrainingRun) -> RunInputs:
         compile=r.compile,
     )
     check_activation_offload_layers(spec, plan, training.activation_offload_layers)
-    if training.ep_overlap:
-        check_ep_overlap(spec, plan, training.selective_modules)
+    check_ep_overlap(spec, plan, training)
     job = JobOptions(
         storage_gb_per_s_per_node=r.storage_gbps,
         checkpoint_every_steps=r.checkpoint_every,

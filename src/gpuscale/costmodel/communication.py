@@ -321,18 +321,20 @@ def communication(
         ep_stride = np.where(plans.etp == tp, tp * cp, plans.etp)
         ep_per_node = _per_node(ep_stride, ep, gpn)
         a2a = collective_time_s("all_to_all", a2a_msg, ep, ep_per_node, levels)
-        ep_mb = _partly_hidden(
-            layers * (4.0 + np.where(full | (rerun_moe > 0), 2.0, 0.0)) * a2a,
-            profile.overlap_of("ep"),
-            interference,
-        )
         if training.ep_overlap:
             # a side stream beside whole layers, as the data-parallel collectives are: on Hopper
-            # its persistent matmuls lose more than the base share
+            # its persistent matmuls lose more than the base share (no recompute re-runs the
+            # MoE layer under the overlap: specs.validity.check_ep_overlap)
             side_stream = data_parallel_interference(
                 cluster.pace_device.generation, profile, compute.gemm_fraction
             )
             ep_mb = ep_overlapped_s(layers * 4.0 * a2a, plans, compute, side_stream)
+        else:
+            ep_mb = _partly_hidden(
+                layers * (4.0 + np.where(full | (rerun_moe > 0), 2.0, 0.0)) * a2a,
+                profile.overlap_of("ep"),
+                interference,
+            )
     else:
         ep_mb = np.zeros(len(plans))
 

@@ -173,8 +173,7 @@ def job_from_document(
         # a trainer a layout the model cannot run (TP 64 on 32 heads was exported).
         check_plan(spec, plan, seq_len)
         check_activation_offload_layers(spec, plan, training.activation_offload_layers)
-        if training.ep_overlap:
-            check_ep_overlap(spec, plan, training.selective_modules)
+        check_ep_overlap(spec, plan, training)
     except InputError as exc:
         raise InputError(f"the document's plan cannot run: {exc}", field="from") from None
     return TrainingJob(

@@ -36,6 +36,9 @@ mainstream training stacks accept:
 - offloading the first N layers' activations (``--activation-offload-layers``, a training
   setting) needs ``pp`` 1, no recompute and N below the layer count
   (:func:`activation_offload_ok`; the planner's candidates are filtered by it).
+- the EP all-to-all overlap (``--ep-overlap``, a training setting) needs experts split over
+  ``ep`` >= 2, interleaving when pipelined, and no recompute of the MoE layer
+  (:func:`check_ep_overlap`).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ import numpy as np
 from gpuscale.errors import InputError, require
 from gpuscale.specs.model import ModelSpec
 from gpuscale.specs.plan import RECOMPUTE_CODE, Plan, PlanBatch
+from gpuscale.specs.training import Training
 
 A = TypeVar("A", int, np.ndarray)
 
@@ -237,11 +241,13 @@ def activation_offload_ok(
     )
 
 
-def check_ep_overlap(model: ModelSpec, plan: Plan, modules: frozenset[str]) -> None:
+def check_ep_overlap(model: ModelSpec, plan: Plan, training: Training) -> None:
     """The EP all-to-all overlap (``--ep-overlap``) as Megatron-Core's ``TransformerConfig``
     accepts it: expert parallelism, interleaved stages when pipelined, no full recompute and
-    no recompute of the MoE layer (its all-to-alls would run again outside the schedule).
-    ``modules``: the selective recompute's modules (empty when the plan recomputes none)."""
+    no recompute of the MoE layer (its all-to-alls would run again outside the schedule);
+    nothing to check when ``training`` does not overlap."""
+    if not training.ep_overlap:
+        return
     require(
         model.is_moe and plan.ep > 1,
         f"--ep-overlap hides expert-parallel all-to-alls, so it needs a mixture-of-experts "
@@ -262,7 +268,7 @@ def check_ep_overlap(model: ModelSpec, plan: Plan, modules: frozenset[str]) -> N
         field="ep_overlap",
     )
     require(
-        plan.recompute != "selective" or "moe" not in modules,
+        plan.recompute != "selective" or "moe" not in training.selective_modules,
         "--ep-overlap runs without recomputing the MoE layer (Megatron-Core refuses 'moe' in "
         "--recompute-modules with it); accepted: the other modules",
         field="ep_overlap",

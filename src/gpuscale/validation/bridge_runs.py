@@ -58,11 +58,12 @@ How a row becomes a call (one rule each; the reason a row cannot be one is raise
   recipe at that commit does not have the row's published layout (27 rows: the run used
   overrides not in the code), only the loss is read.
 
-Not priced, in any row: fine-grained activation offloading (``offload_modules``), full recompute of some layers of a stage (``recompute_method`` block),
-the MoE paged stash, CUDA-graph capture (the later releases' full-iteration graphs), HybridEP
-dispatch, FP8 attention (``fp8_dot_product_attention``), the CuTeDSL fused grouped MLP
-(``cutedsl_fused_grouped_mlp``), and the 25.09 token-dropping runs' capacity factor (with forced load balance a
-dropless and a dropping run route the same tokens). A run under one of the memory settings is
+Not priced, in any row: fine-grained activation offloading (``offload_modules``), full
+recompute of some layers of a stage (``recompute_method`` block), the MoE paged stash,
+CUDA-graph capture (the later releases' full-iteration graphs), HybridEP dispatch, FP8
+attention (``fp8_dot_product_attention``), the CuTeDSL fused grouped MLP
+(``cutedsl_fused_grouped_mlp``), and the 25.09 token-dropping runs' capacity factor (with
+forced load balance a dropless and a dropping run route the same tokens). A run under one of the memory settings is
 not checked for memory (:attr:`BridgeCase.memory_unchecked`).
 """
 
