@@ -90,6 +90,15 @@ class CohortResult:
     e2e_s: np.ndarray
     weight: np.ndarray
     requests_per_s: float
+    """Measured requests over the benchmark's duration, per rank (:attr:`duration_s`)."""
+    duration_s: float
+    """The measured phase's wall time, from its first request sent to its last response: the
+    denominator of every client's throughput (``vllm bench`` ``benchmark_duration``, aiperf's
+    and genai-perf's benchmark duration, ``trtllm-bench``'s total latency). Not Little's law's
+    ``clients / time in system``, which assumes every client always has a request in flight:
+    at the end of a finite run the clients stop sending, and a run of ``C`` requests at once
+    (``trtllm-bench throughput``, ``--concurrency`` unlimited) ends with its last response,
+    about twice its mean latency when its requests queue for slots."""
     mean_running: float
     mean_iteration_s: float
     mean_decode_iteration_s: float
@@ -181,10 +190,25 @@ class _Rank:
         self.first_live = 0
         """The first entry whose cohorts have not finished (entries before it are done)."""
         self.entries = 0
+        self.measured_from = math.inf
+        """When the first measured request was sent (after the warm-up cycles)."""
+        self.stand_in_time = 0.0
+        self.stand_in_size = 0.0
+        """Requests of the round standing in for the rounds not simulated, and their summed
+        time in system (:meth:`stand_in_period`)."""
         self.steps: int | None = None
         """Decode-only iterations this rank can be jumped over (``None``: it has a prompt to
         schedule now); for an idle rank, how long until a waiting request may be scheduled
         (:data:`NO_LIMIT` when it has none)."""
+
+    def stand_in_period(self) -> float:
+        """Wall time of the rounds the simulation does not run: as many as the benchmark
+        measures beyond the simulated ones, each as long as the stand-in round's mean time in
+        system (0 when every round is simulated)."""
+        if self.stand_in_size == 0.0:
+            return 0.0
+        extra = max(self.x.rounds - self.x.measured_cycles, 0.0)
+        return extra * self.stand_in_time / self.stand_in_size
 
     def idle(self) -> bool:
         return not self.finished_prefill and self.p_tokens == 0.0 and self.n_dec_now == 0.0
@@ -399,6 +423,11 @@ class _Rank:
                 stand_in = x.measured_cycles > 2 and c.cycle == x.total_cycles - 2
                 weight = c.size * (max(x.rounds - x.measured_cycles, 0) + 1 if stand_in else 1)
                 self.samples.append((ttft, tpot, e2e, weight))
+                if stand_in:
+                    self.stand_in_time += c.size * (now - c.arrival)
+                    self.stand_in_size += c.size
+                if c.cycle == x.warmup_cycles:
+                    self.measured_from = min(self.measured_from, c.arrival)
             if c.cycle + 1 < x.total_cycles:
                 self.dirty = True
                 nxt = _Cohort(size=c.size, arrival=now, ready_at_iteration=ready, cycle=c.cycle + 1)
@@ -577,12 +606,18 @@ def simulate_in_step(
              for r, (_, count) in zip(rank_list, active, strict=True)]  # fmt: skip
     if any(arr.size == 0 for arr, _, _ in parts):
         return None
-    # Closed loop: every client always has one request in the system, so Little's law gives
-    # each rank's throughput exactly from its mean time in system.
-    throughput = sum(
-        load / max(float(np.average(arr[:, 2], weights=arr[:, 3])), 1e-12) * count
-        for arr, load, count in parts
+    # The rounds not simulated each last as long as the one standing in for them: a client
+    # sends its next request when the last one completes, so a round's length is its time in
+    # system (before the client-side overhead the samples add).
+    # Each of a client's requests also spends the engine's per-request overhead outside the
+    # iterations (``request_overhead_ms``, in every sample's latency).
+    duration = (
+        now
+        - min(r.measured_from for r in rank_list)
+        + sum(r.stand_in_period() for r in rank_list) / len(rank_list)
+        + setup.overhead * max(setup.rounds, float(measured_cycles))
     )
+    throughput = sum(float(arr[:, 3].sum()) * count for arr, _, count in parts) / duration
     running = sum(r.running_area * count for r, (_, count) in zip(rank_list, active, strict=True))
     one = len(parts) == 1 and parts[0][2] == 1
     return CohortResult(
@@ -591,6 +626,7 @@ def simulate_in_step(
         e2e_s=np.concatenate([arr[:, 2] for arr, _, _ in parts]),
         weight=np.concatenate([arr[:, 3] * (1 if one else count) for arr, _, count in parts]),
         requests_per_s=throughput / ranks_total,
+        duration_s=duration,
         mean_running=running / max(busy_time, 1e-12) / ranks_total,
         mean_iteration_s=busy_time / max(iters, 1),
         mean_decode_iteration_s=decode_time / max(decode_iters, 1)
@@ -652,7 +688,11 @@ def simulate_ranks(
         tpot_s=np.concatenate([p.tpot_s for p, _ in parts]),
         e2e_s=np.concatenate([p.e2e_s for p, _ in parts]),
         weight=np.concatenate([p.weight * count for p, count in parts]),
-        requests_per_s=sum(p.requests_per_s * count for p, count in parts) / ranks,
+        # Engines apart run side by side: the benchmark ends with the last of them.
+        requests_per_s=sum(p.requests_per_s * p.duration_s * count for p, count in parts)
+        / max(p.duration_s for p, _ in parts)
+        / ranks,
+        duration_s=max(p.duration_s for p, _ in parts),
         mean_running=sum(p.mean_running * count for p, count in parts) / ranks,
         mean_iteration_s=sum(p.mean_iteration_s * count for p, count in parts) / active,
         mean_decode_iteration_s=sum(p.mean_decode_iteration_s * c for p, c in parts) / active,

@@ -454,9 +454,13 @@ def _with_start_burst(
     share = conc / n
     ttft = share * burst_ttft + (1.0 - share) * point.ttft_s
     e2e = point.e2e_s + (ttft - point.ttft_s)
-    # The clients spend the burst too: C / E2E requests a second over the run (Little's law, as
-    # the disaggregated closed loop reads its followed TTFT), per rank as ``point.x`` is.
-    x = min(point.x, conc / ranks / e2e) if e2e > 0.0 else point.x
+    # The run's throughput is the requests measured over its duration (first sent to last
+    # answered: ``cohort_sim.CohortResult.duration_s``), per rank as ``point.x`` is. The run
+    # lasts at least as long as its average client, N / C requests of the mixed time in system
+    # each (Little's law), and as long as the burst's last client, which still sends N / C - 1
+    # requests after its first: with N = C (all requests at once) the burst round is the run.
+    duration = max(n / conc * e2e, burst.duration_s + (n / conc - 1.0) * point.e2e_s)
+    x = min(point.x, n / ranks / duration) if duration > 0.0 else point.x
     mixed = dataclasses.replace(point, ttft_s=ttft, e2e_s=e2e, x=x)
     return mixed, StartBurst(ttft_s=burst.ttft_s, weight=burst.weight, share=share)
 
