@@ -5,6 +5,7 @@ aggregated only)."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -134,6 +135,8 @@ class EngineOption:
     def accepted(self) -> str:
         if self.kind is bool:
             return "true or false"
+        if self.kind is tuple:
+            return f"ascending whole numbers in [{self.low:.0f}, {self.high:.0f}] joined by ':'"
         if self.kind is int:
             return f"a whole number in [{self.low:.0f}, {self.high:.0f}]"
         return f"a number in ({self.low:g}, {self.high:g}]"
@@ -219,6 +222,9 @@ ENGINE_OPTIONS: dict[str, EngineOption] = {
     "prefill_chunked_prefill": EngineOption(kind=bool, engines=SGLANG_ONLY),
     "prefill_overlap_scheduler": EngineOption(kind=bool, engines=PREFILL_STAGE),
     "prefill_speculative": EngineOption(kind=bool, engines=SGLANG_ONLY),
+    "cuda_graph_batch_sizes": EngineOption(
+        kind=tuple, low=1, high=MAX_SCHEDULER_SLOTS, engines=TRT_ONLY
+    ),
 }
 """Scheduler settings of the engine profile a launch may override (``infer(engine_options=)``):
 TensorRT-LLM ``max_num_tokens``/``max_batch_size``/``enable_chunked_prefill``/
@@ -369,6 +375,13 @@ def _engine_options(options: Mapping[str, Any], engine: str) -> dict[str, Any]:
         )
         if opt.kind is bool:
             ok = is_bool(value)
+        elif opt.kind is tuple:
+            sizes = list(value) if isinstance(value, (list, tuple)) else []
+            ok = bool(sizes) and all(
+                isinstance(s, int) and not isinstance(s, bool) and opt.low <= s <= opt.high
+                for s in sizes
+            )
+            ok = ok and all(a < b for a, b in itertools.pairwise(sizes))
         elif opt.kind is int:
             ok = (
                 isinstance(value, int) or (isinstance(value, float) and value.is_integer())

@@ -126,6 +126,14 @@ class EngineProfile:
     source: str
     small_gpu_defaults: SmallGpuDefaults | None = None
     """Smaller budget and running-request cap the engine defaults to on some GPUs."""
+    cuda_graph_batch_sizes: tuple[int, ...] = ()
+    """Decode batch sizes with a captured CUDA graph that a decode-only iteration is padded up
+    to (TensorRT-LLM ``cuda_graph_config`` with ``enable_padding: true``: the PyTorch executor
+    adds dummy generation requests up to the smallest captured size at least the batch,
+    ``_get_padded_batch`` / ``_round_up_batch_size``); the padded slots cost the GEMMs what
+    real ones do, not attention (a dummy request holds one token). Empty: each batch runs at
+    its own size (the engine's default, ``enable_padding`` False). The sizes the engine keeps
+    are :meth:`decode_graph_sizes`."""
     prefill_cuda_graph: bool = True
     """Whether iterations that carry prompt tokens replay CUDA graphs (vLLM V1's piecewise
     graphs). False: they run eagerly, the host launching every kernel from Python, while only
@@ -341,6 +349,18 @@ DeepEP). ``gather_scatter_without_mnnvl``: gather and scatter
             return math.inf
         whole = rank_cap * attention_dp
         return 3.0 * whole if whole <= self.disagg_prealloc_extra_up_to else whole
+
+    def decode_graph_sizes(self) -> tuple[int, ...]:
+        """The captured sizes decode batches are padded to: :attr:`cuda_graph_batch_sizes` up
+        to the largest decode batch the engine can run, ``min(max_num_seqs,
+        max_num_batched_tokens)``, plus that bound where a listed size exceeds it
+        (TensorRT-LLM ``_filter_cuda_graph_batch_sizes``: "padding to max_cuda_graph_bs is
+        acceptable")."""
+        top = min(self.max_num_seqs, self.max_num_batched_tokens)
+        kept = [s for s in self.cuda_graph_batch_sizes if s <= top]
+        if any(s > top for s in self.cuda_graph_batch_sizes) and (not kept or kept[-1] != top):
+            kept.append(top)
+        return tuple(kept)
 
     def per_attention_rank(self, attention_dp: int) -> EngineProfile:
         """The scheduler settings one of ``attention_dp`` attention-DP ranks runs with: for an

@@ -224,7 +224,8 @@ def command(model: str, as_json: bool, html_path: str | None, **o: Any) -> None:
 
 def _engine_options(texts: tuple[str, ...]) -> dict[str, Any]:
     """``NAME=VALUE`` pairs (comma-separated, repeatable) as typed values (true/false, whole
-    numbers, decimals); the names and ranges are checked by ``gpuscale.api.infer``."""
+    numbers, decimals, lists of whole numbers joined by ':'); the names and ranges are checked
+    by ``gpuscale.api.infer``."""
     out: dict[str, Any] = {}
     for text in texts:
         # An option with no pair in it (``--engine-options ''``) launched the defaults silently.
@@ -244,6 +245,16 @@ def _engine_options(texts: tuple[str, ...]) -> dict[str, Any]:
         value: Any
         if text.lower() in ("true", "false"):
             value = text.lower() == "true"
+        elif ":" in text:
+            # A list (cuda_graph_batch_sizes=1:2:4:8): whole numbers joined by ':'.
+            try:
+                value = tuple(parse_int(part) for part in text.split(":"))
+            except InputError:
+                raise InputError(
+                    f"--engine-options {quoted(item)}: a list takes whole numbers joined by ':' "
+                    f"({PLAIN_DIGITS}), e.g. cuda_graph_batch_sizes=1:2:4:8",
+                    field="engine_options",
+                ) from None
         else:
             try:
                 value = parse_int(text)

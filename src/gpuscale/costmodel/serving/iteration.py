@@ -284,6 +284,9 @@ class IterationModel:
     """Engine CPU work per iteration not hidden behind the GPU (scheduling, sampling, launch)."""
     per_sequence_overhead_s: float
     """Engine CPU work per running sequence per iteration (input prep, detokenize, stream)."""
+    decode_graph_sizes: tuple[float, ...] = ()
+    """Captured CUDA-graph batch sizes a decode-only iteration is padded up to
+    (``EngineProfile.cuda_graph_batch_sizes``, :meth:`padded_decodes`); empty: none."""
     eager_prefill_host_s_per_kernel: float = 0.0
     """Host seconds per kernel of one forward when an iteration carrying prompt tokens runs
     eagerly (no CUDA graph); 0 where such iterations replay graphs (``eager_prefill_floor_s``)."""
@@ -337,6 +340,20 @@ class IterationModel:
             return 1.0
         return self.speculation.tokens_per_iteration
 
+    def padded_decodes(self, n_decode: np.ndarray, prefill_tokens: np.ndarray) -> np.ndarray:
+        """The requests a decode-only iteration's GEMMs run: the smallest captured graph size
+        at least ``n_decode`` (:attr:`decode_graph_sizes`), ``n_decode`` itself above the
+        largest, in an iteration with prompt tokens (those run eagerly, unpadded) or without
+        padding."""
+        n = np.asarray(n_decode, dtype=float)
+        if not self.decode_graph_sizes:
+            return n
+        sizes = np.asarray(self.decode_graph_sizes)
+        i = np.searchsorted(sizes, n - 1e-9)
+        padded = np.where(i < sizes.size, sizes[np.minimum(i, sizes.size - 1)], n)
+        decode_only = (np.asarray(prefill_tokens, dtype=float) == 0.0) & (n > 0.0)
+        return np.where(decode_only, padded, n)
+
     def gemm_s(self, g: Gemm, precision: str, weight_bytes: float) -> np.ndarray:
         """Seconds of the dense GEMMs ``g`` on this device (:func:`serving_gemm_time`)."""
         return serving_gemm_time(g, precision, self.cluster.device, self.profile, weight_bytes)
@@ -375,7 +392,10 @@ class IterationModel:
         # A speculative verification puts each request's last token and its drafts through
         # every GEMM (tech blog 1, TensorRT-LLM: "m = 4 when using three MTP layers").
         q = self.queries
-        tokens = n_d * q + np.asarray(prefill_tokens, dtype=float)
+        # A padded CUDA graph runs its dummy requests through every GEMM, elementwise kernel,
+        # collective and the head; attention reads only the real requests' caches.
+        n_run = self.padded_decodes(n_d, prefill_tokens)
+        tokens = n_run * q + np.asarray(prefill_tokens, dtype=float)
         tokens = np.maximum(tokens, 1e-9)
         prec = gemm_precision(self.fmt, dev)
         launch = self.profile.const("kernel_launch_us") * 1e-6
@@ -574,7 +594,7 @@ class IterationModel:
         # Verification samples every verified position (k + 1 per request); a draft pass samples
         # one position per request (``shared_head(hidden_states[gather_ids])``, TensorRT-LLM
         # ``MTPEagleWorker.forward``).
-        emit = np.maximum(n_d if self.draft_pass else n_d * q, 1.0)
+        emit = np.maximum(n_run if self.draft_pass else n_run * q, 1.0)
         # The head stays in 16 bits in every serving format, as ``weight_bytes_per_gpu`` stores
         # it (gpt-oss quantization_config modules_to_not_convert lists lm_head; ModelOpt FP8/
         # NVFP4 checkpoints exclude it; vLLM's ParallelLMHead is unquantized for FP8).

@@ -111,7 +111,15 @@ class _Clock:
     def __init__(
         self, it: IterationModel, work: Workload, max_running: float, budget: float
     ) -> None:
-        self.n = np.unique(np.concatenate([[0.0], np.geomspace(1.0, max(max_running, 1.0), 24)]))
+        # Padded CUDA graphs make the time a step function of the decodes: each captured size
+        # and the point just above it are grid points, so the interpolation stays on a step.
+        steps = [s for s in it.decode_graph_sizes if s < max_running]
+        self.n = np.unique(
+            np.concatenate([
+                [0.0], np.geomspace(1.0, max(max_running, 1.0), 24), steps,
+                [s + 1e-6 for s in steps],
+            ])
+        )  # fmt: skip
         p_top = max(budget, work.input_len) * 2.0
         self.p = np.unique(np.concatenate([[0.0], np.geomspace(16.0, p_top, 20)]))
         nn, pp = np.meshgrid(self.n, self.p, indexing="ij")

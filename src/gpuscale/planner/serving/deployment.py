@@ -195,6 +195,7 @@ def _iteration_model(
         speculative_step_host_s=(
             0.0 if eng.overlap_scheduler else eng.speculative_step_host_us * 1e-6
         ),
+        decode_graph_sizes=tuple(float(s) for s in eng.decode_graph_sizes()),
         eager_prefill_host_s_per_kernel=(
             0.0 if eng.prefill_cuda_graph else eng.eager_host_us_per_kernel * 1e-6
         ),

@@ -15,6 +15,7 @@ client reaches it (:func:`resolve_capacity`), not read off the grid's last feasi
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -549,7 +550,15 @@ def load_curve(
     if eng.max_prefill_tokens is not None and new_tokens > 0.0:
         fits_budget &= p <= prefill_batch_prompts(eng, n, new_tokens) * new_tokens
     # Past the top of x(n) more running requests buy no throughput: the engine is saturated.
-    rising = np.concatenate([[True], np.diff(x) > 0])
+    # Padded CUDA graphs (``IterationModel.decode_graph_sizes``) make x(n) a sawtooth, each
+    # captured size a tooth: a load past a tooth's top moves the batch up to the next size,
+    # where x rises again, so the rise is read on the unpadded iteration.
+    x_rise = x
+    if it.decode_graph_sizes and x_grid is None:
+        free = dataclasses.replace(it, decode_graph_sizes=())
+        t_free = _ranks_mix(free, eng, n, ctx, p, half, new_tokens, batch)[0]
+        x_rise = n / (decode_steps * t_free)
+    rising = np.concatenate([[True], np.diff(x_rise) > 0])
     # Feasible loads are a prefix of the grid: past the first load the engine cannot carry (a
     # cap, the budget, or the top of x(n)) a later rise of x(n) is another branch, which the
     # operating point (``_point``, interpolating up to the first fall) never reads.
@@ -660,6 +669,10 @@ def closed_loop(
     top = _last_feasible(curve)
     if concurrency <= in_flight[top] and ok[0]:
         idx = np.flatnonzero(ok & (np.arange(len(ok)) <= top))
+        # In flight rises with the load but for the teeth of padded CUDA graphs (load_curve):
+        # the points where it sets a new high.
+        idx = idx[in_flight[idx] >= np.maximum.accumulate(in_flight[idx])]
+        idx = idx[np.concatenate([[True], np.diff(in_flight[idx]) > 0])]
         xs, cs = curve.x[idx], in_flight[idx]
         x = float(np.interp(concurrency, cs, xs))
         queue = 0.0
@@ -804,12 +817,19 @@ def _point(
     curve: LoadCurve, x: float, queue: float, saturated: bool, kv_tokens: float, work: Workload
 ) -> OperatingPoint:
     # Interpolate along the rising part of x(n) only (past the peak, more running requests
-    # buy no throughput and x(n) is not a function of n any more).
+    # buy no throughput and x(n) is not a function of n any more). Under padded CUDA graphs the
+    # feasible loads run on past the teeth of x(n) (:func:`load_curve`): there the smallest
+    # load that reaches each throughput is read, the points where x(n) sets a new high.
     falls = np.flatnonzero(np.diff(curve.x) <= 0)
     end = int(falls[0]) + 1 if falls.size else len(curve.x)
+    ok = np.flatnonzero(curve.feasible)
+    end = max(end, int(ok[-1]) + 1) if ok.size else end
+    head = curve.x[:end]
+    keep = np.flatnonzero(head >= np.maximum.accumulate(head))
+    keep = keep[np.concatenate([[True], np.diff(head[keep]) > 0])]
 
     def at(a: np.ndarray) -> float:
-        return float(np.interp(x, curve.x[:end], a[:end]))
+        return float(np.interp(x, head[keep], a[:end][keep]))
 
     ttft = at(curve.ttft_s) + queue
     tpot = at(curve.tpot_s)

@@ -1,0 +1,90 @@
+"""The reading of TensorRT-LLM's published maximum-throughput runs
+(gpuscale.validation.trtllm_bench)."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from gpuscale import catalog
+from gpuscale.validation.trtllm_bench import (
+    LAUNCHES,
+    OVERVIEW_GRAPH_SIZES,
+    ROWS_CSV,
+    engine_settings,
+    graph_sizes,
+    infer_arguments,
+    read_rows,
+    summary,
+)
+
+
+def test_the_heuristic_reproduces_trtllm_bench_by_hand() -> None:
+    # Llama 3.1 8B FP8 on one H100 (79.6 GiB), 1000/1000 tokens, KV share 0.95: 7.48 GiB of
+    # weights, 64 KiB of FP8 KV a token, (79.6 - 7.48) x 0.95 / (6.1e-5 x 2000) = 561 requests
+    # -> 640 (steps of 128); 1,123 tokens -> 2,048 (the floor).
+    spec = catalog.model("llama3.1-8b")
+    s = engine_settings(spec, 79.6, 1, 1, 1000, 1000, "fp8", 1.0, 0.95)
+    assert s is not None and (s.max_batch_size, s.max_num_tokens) == (640, 2048)
+    # Short requests hit the 4,096 cap, and the budget follows the lengths' ratio.
+    short = engine_settings(spec, 79.6, 1, 1, 128, 128, "fp8", 1.0, 0.95)
+    assert short is not None and (short.max_batch_size, short.max_num_tokens) == (4096, 8192)
+    # Without chunked prefill the budget holds a whole prompt plus the cap.
+    long = engine_settings(spec, 79.6, 1, 1, 20000, 2000, "fp8", 1.0, 0.95)
+    assert long is not None and long.max_num_tokens >= 20000 + long.max_batch_size
+    # Pipeline stages split the cap; nothing fits when the weights fill the GPUs.
+    assert engine_settings(catalog.model("llama3.1-405b"), 79.6, 1, 1, 128, 128, "fp8", 1.0,
+                           0.95) is None  # fmt: skip
+
+
+def test_captured_sizes_are_filtered_as_the_engine_does() -> None:
+    assert graph_sizes(OVERVIEW_GRAPH_SIZES, 224, 2048)[-2:] == [128, 224]
+    assert graph_sizes(OVERVIEW_GRAPH_SIZES, 8192, 8192)[-1] == 8192
+    assert graph_sizes((1, 2, 4), 224, 2048) == [1, 2, 4]
+
+
+def test_every_cell_is_read_or_says_why() -> None:
+    rows = read_rows()
+    with ROWS_CSV.open(newline="", encoding="utf-8") as f:
+        raw = list(csv.DictReader(f))
+    assert len(rows) == len(raw) > 4000
+    read = [r for r in rows if not r.not_read()]
+    assert len(read) > 2500
+    assert {r.version for r in read} >= {"0.12.0", "0.17", "0.21 (hint)", "1.0 (hint)"}
+    for r in rows:
+        if r.not_read():
+            continue
+        args = infer_arguments(r)
+        if args is None:
+            continue
+        assert args["concurrency"] == args["num_requests"] == r.num_requests
+        sizes = args["engine_options"].get("cuda_graph_batch_sizes", ())
+        assert list(sizes) == sorted(set(sizes))
+        assert (LAUNCHES[r.version].graph_sizes != ()) == bool(sizes)
+    # A version that reports per GPU is read as the deployment's total.
+    per_gpu = [(r, x) for r, x in zip(rows, raw, strict=True) if "per GPU" in x["metric"]]
+    multi = [(r, x) for r, x in per_gpu if r.tp * r.pp > 1]
+    assert multi
+    for r, x in multi:
+        assert r.measured == pytest.approx(float(x["value"]) * r.tp * r.pp)
+    # DEPn: tensor parallel n with n-way expert and attention data parallelism.
+    dep = [r for r in rows if r.parallel.startswith("DEP")]
+    assert dep and all(r.ep == r.tp == r.attention_dp for r in dep)
+
+
+def test_rows_it_cannot_read_name_the_reason() -> None:
+    reasons = {r.not_read() for r in read_rows() if r.not_read()}
+    assert any("not in the catalog" in x for x in reasons)
+    assert any("CUDA graphs unintentionally off" in x for x in reasons)
+    assert any("gptManagerBenchmark" in x for x in reasons)
+
+
+def test_summary() -> None:
+    s = summary([0.1, -0.3, 0.25])
+    assert s["n"] == 3
+    assert s["mean_abs"] == pytest.approx(0.65 / 3)
+    assert s["median_abs"] == pytest.approx(0.25)
+    assert s["bias"] == pytest.approx(0.1)
+    assert s["within_20"] == pytest.approx(1 / 3)
+    assert summary([]) == {"n": 0}
