@@ -310,17 +310,6 @@ def read_rows(path: Path = ROWS_CSV) -> list[BenchRow]:
         return [_row(r) for r in csv.DictReader(f)]
 
 
-def graph_sizes(sizes: tuple[int, ...], max_batch_size: int, max_num_tokens: int) -> list[int]:
-    """The captured sizes an engine keeps: those up to ``min(max_batch_size, max_num_tokens)``,
-    plus that bound when a listed size exceeds it (TensorRT-LLM ``_filter_cuda_graph_batch_
-    sizes``: "padding to max_cuda_graph_bs is acceptable")."""
-    top = min(max_batch_size, max_num_tokens)
-    kept = [s for s in sizes if s <= top]
-    if any(s > top for s in sizes) and (not kept or kept[-1] != top):
-        kept.append(top)
-    return kept
-
-
 def infer_arguments(row: BenchRow) -> dict[str, Any] | None:
     """The ``gpuscale.api.serving.infer`` call of ``row``'s run (None where trtllm-bench's own
     heuristic finds no room for one request)."""
@@ -342,9 +331,8 @@ def infer_arguments(row: BenchRow) -> dict[str, Any] | None:
         "memory_fraction": launch.kv_fraction,
     }
     if launch.graph_sizes:
-        options["cuda_graph_batch_sizes"] = tuple(
-            graph_sizes(launch.graph_sizes, s.max_batch_size, s.max_num_tokens)
-        )
+        # The engine keeps the sizes it can run (EngineProfile.decode_graph_sizes).
+        options["cuda_graph_batch_sizes"] = launch.graph_sizes
     return {
         "model": row.model,
         "gpu": row.gpu,
