@@ -128,7 +128,9 @@ def main() -> int:
         for r in results:
             groups[_key(r, key)].append(r)
         for name in sorted(groups):
-            print(_line(f"{key}={name}", _summary(groups[name])))
+            # Groups whose every cell is not read are counted with the reasons below.
+            if (s := _summary(groups[name]))["n"]:
+                print(_line(f"{key}={name}", s))
     reasons = Counter(r.reason.split(":")[0] if "catalog" in r.reason else r.reason
                       for r in results if r.predicted is None)  # fmt: skip
     for reason, n in reasons.most_common():

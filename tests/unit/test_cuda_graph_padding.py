@@ -4,6 +4,7 @@ runs the smallest captured size at least its own, and the dummy requests cost GE
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import subprocess
 import sys
 
@@ -94,6 +95,31 @@ def test_bad_graph_sizes_are_refused_by_name(value: object, engine_name: str) ->
               engine_options={"cuda_graph_batch_sizes": value})  # fmt: skip
     assert exc.value.field == "engine_options"
     assert "cuda_graph_batch_sizes" in str(exc.value)
+
+
+def test_one_size_and_numpy_sizes_are_taken() -> None:
+    kw = {"gpu": "h100-sxm", "engine": "tensorrt-llm", "concurrency": 4}
+    one = infer("llama3.1-8b", engine_options={"cuda_graph_batch_sizes": 8}, **kw).to_dict()
+    same = infer("llama3.1-8b", engine_options={"cuda_graph_batch_sizes": (8,)}, **kw).to_dict()
+    assert one["options"][0] == same["options"][0]
+    arr = np.array([1, 2, 4, 8])
+    a = infer("llama3.1-8b", engine_options={"cuda_graph_batch_sizes": arr}, **kw).to_dict()
+    b = infer("llama3.1-8b", engine_options={"cuda_graph_batch_sizes": (1, 2, 4, 8)}, **kw)
+    assert a["options"][0] == b.to_dict()["options"][0]
+
+
+def test_a_padded_closed_loop_keeps_its_clients_in_flight() -> None:
+    # Random lengths (the steady state): every figure is read at the load that holds the
+    # clients in flight, so Little's law holds and TPOT never falls as clients are added.
+    kw = {"gpu": "h200-sxm", "engine": "tensorrt-llm", "weights": "fp8", "kv_dtype": "fp8",
+          "input_len": 1024, "output_len": 1024, "input_cv": 0.3, "output_cv": 0.3,
+          "engine_options": {"cuda_graph_batch_sizes": OVERVIEW[:11]}}  # fmt: skip
+    tpots = []
+    for c in (112, 128, 144, 176, 192):
+        o = infer("llama3.1-70b", concurrency=c, **kw).to_dict()["options"][0]
+        assert o["requests_per_s"] * o["e2e_s"] == pytest.approx(c, rel=0.01)
+        tpots.append(o["tpot_ms"])
+    assert all(b >= a for a, b in itertools.pairwise(tpots))
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

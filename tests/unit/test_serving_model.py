@@ -189,6 +189,19 @@ def test_cohort_simulation_conserves_requests_and_obeys_littles_law(eng_name, co
     assert np.all(sim.ttft_s > 0) and np.all(sim.tpot_s > 0)
 
 
+def test_a_last_partial_round_goes_to_the_first_clients_to_finish() -> None:
+    # 12 requests from 8 clients: a round of 8, then 4 (not two rounds of 8 counted as 12).
+    kw = {"gpu": "h100-sxm", "engine": "vllm", "input_len": 1024, "output_len": 256}
+    eight = infer("llama3.1-8b", concurrency=8, num_requests=8, **kw).to_dict()["options"][0]
+    four = infer("llama3.1-8b", concurrency=4, num_requests=4, **kw).to_dict()["options"][0]
+    twelve = infer("llama3.1-8b", concurrency=8, num_requests=12, **kw).to_dict()["options"][0]
+    # The run lasts about a round at 8 and one at 4 (the second starts as the first ends).
+    expect = 12 / (8 / eight["requests_per_s"] + 4 / four["requests_per_s"])
+    assert twelve["requests_per_s"] == pytest.approx(expect, rel=0.1)
+    sixteen = infer("llama3.1-8b", concurrency=8, num_requests=16, **kw).to_dict()["options"][0]
+    assert twelve["requests_per_s"] < 0.9 * sixteen["requests_per_s"]
+
+
 def test_prefill_first_engine_stalls_decodes_behind_a_burst() -> None:
     # SGLang runs the burst's prefill batches before decoding: TTFT grows with the burst, and
     # a mixed engine (vLLM) keeps decoding through it.

@@ -39,15 +39,11 @@ def test_throughput_never_falls_as_clients_are_added() -> None:
     }
     rates, running = [], []
     for c in (700, 800, 900, 1000, 1200):
-        o = infer("openai/gpt-oss-120b", concurrency=c, num_requests=20_000, **kw)
-        rates.append(o.to_dict()["options"][0]["requests_per_s"])
-        running.append(o.to_dict()["options"][0]["running_requests_per_rank"])
+        o = infer("openai/gpt-oss-120b", concurrency=c, **kw).to_dict()["options"][0]
+        rates.append(o["requests_per_s"])
+        running.append(o["running_requests_per_rank"])
+    assert all(b >= a * (1 - 1e-9) for a, b in itertools.pairwise(rates))
     assert all(b >= a * (1 - 1e-9) for a, b in itertools.pairwise(running))
-    # A benchmark's rate is its requests over its duration, which ends with a drain (the last
-    # requests finish on an emptying engine): past saturation a few percent of a long run, so
-    # the rate may ease by that much but never falls back to the unsaturated loads'.
-    assert all(b >= a * 0.98 for a, b in itertools.pairwise(rates))
-    assert rates[-1] > rates[0]
 
 
 def test_a_run_of_all_requests_at_once_lasts_until_its_last_response() -> None:

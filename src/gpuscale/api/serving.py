@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
+
+import numpy as np
 
 from gpuscale import catalog
 from gpuscale.api._arguments import checks_arguments
@@ -136,7 +139,10 @@ class EngineOption:
         if self.kind is bool:
             return "true or false"
         if self.kind is tuple:
-            return f"ascending whole numbers in [{self.low:.0f}, {self.high:.0f}] joined by ':'"
+            return (
+                f"one or more ascending whole numbers in [{self.low:.0f}, {self.high:.0f}] "
+                "(a list; on the command line joined by ':', e.g. 1:2:4:8)"
+            )
         if self.kind is int:
             return f"a whole number in [{self.low:.0f}, {self.high:.0f}]"
         return f"a number in ({self.low:g}, {self.high:g}]"
@@ -376,12 +382,19 @@ def _engine_options(options: Mapping[str, Any], engine: str) -> dict[str, Any]:
         if opt.kind is bool:
             ok = is_bool(value)
         elif opt.kind is tuple:
-            sizes = list(value) if isinstance(value, (list, tuple)) else []
+            # One size alone (the command line's ``=8``) or a sequence of them, NumPy's too.
+            if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+                value = (value,)
+            sizes = list(value) if isinstance(value, (list, tuple, np.ndarray)) else []
             ok = bool(sizes) and all(
-                isinstance(s, int) and not isinstance(s, bool) and opt.low <= s <= opt.high
+                isinstance(s, numbers.Integral)
+                and not isinstance(s, (bool, np.bool_))
+                and opt.low <= int(s) <= opt.high
                 for s in sizes
             )
-            ok = ok and all(a < b for a, b in itertools.pairwise(sizes))
+            ok = ok and all(int(a) < int(b) for a, b in itertools.pairwise(sizes))
+            if ok:
+                value = tuple(int(s) for s in sizes)
         elif opt.kind is int:
             ok = (
                 isinstance(value, int) or (isinstance(value, float) and value.is_integer())

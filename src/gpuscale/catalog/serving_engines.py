@@ -350,13 +350,14 @@ DeepEP). ``gather_scatter_without_mnnvl``: gather and scatter
         whole = rank_cap * attention_dp
         return 3.0 * whole if whole <= self.disagg_prealloc_extra_up_to else whole
 
-    def decode_graph_sizes(self) -> tuple[int, ...]:
+    def decode_graph_sizes(self, tokens_per_request: int = 1) -> tuple[int, ...]:
         """The captured sizes decode batches are padded to: :attr:`cuda_graph_batch_sizes` up
         to the largest decode batch the engine can run, ``min(max_num_seqs,
-        max_num_batched_tokens)``, plus that bound where a listed size exceeds it
+        max_num_batched_tokens // tokens_per_request)`` (a speculative decode puts its draft
+        tokens through the budget too), plus that bound where a listed size exceeds it
         (TensorRT-LLM ``_filter_cuda_graph_batch_sizes``: "padding to max_cuda_graph_bs is
         acceptable")."""
-        top = min(self.max_num_seqs, self.max_num_batched_tokens)
+        top = min(self.max_num_seqs, self.max_num_batched_tokens // max(tokens_per_request, 1))
         kept = [s for s in self.cuda_graph_batch_sizes if s <= top]
         if any(s > top for s in self.cuda_graph_batch_sizes) and (not kept or kept[-1] != top):
             kept.append(top)

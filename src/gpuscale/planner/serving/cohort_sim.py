@@ -172,6 +172,15 @@ class _Rank:
     def __init__(self, load: int, ctx: _Setup) -> None:
         self.load = load
         self.x = ctx
+        self.to_send = (
+            (ctx.rounds + ctx.warmup_cycles - 1) * load
+            if ctx.rounds <= ctx.measured_cycles + 1e-9
+            else math.inf
+        )
+        """Requests the clients still send after their first: the benchmark's ``rounds x
+        load`` in all where the whole run is simulated (a last round of fewer than ``load``
+        goes to the first clients to finish, as a client issues its next request to the first
+        free worker), unlimited where the stand-in round extrapolates the run."""
         self.cohorts: list[_Cohort] = [_Cohort(size=float(load), arrival=0.0, ready_at_iteration=0)]
         self.samples: list[tuple[float, float, float, float]] = []
         self.running_area = 0.0
@@ -436,9 +445,11 @@ class _Rank:
                     self.stand_in_size += c.size
                 if c.cycle == x.warmup_cycles:
                     self.measured_from = min(self.measured_from, c.arrival)
-            if c.cycle + 1 < x.total_cycles:
+            size = c.size if self.to_send >= c.size - 1e-9 else max(self.to_send, 0.0)
+            if c.cycle + 1 < x.total_cycles and size > 1e-9:
+                self.to_send -= size
                 self.dirty = True
-                nxt = _Cohort(size=c.size, arrival=now, ready_at_iteration=ready, cycle=c.cycle + 1)
+                nxt = _Cohort(size=size, arrival=now, ready_at_iteration=ready, cycle=c.cycle + 1)
                 cohorts.append(nxt)
                 self.open.append(nxt)
         if self.dirty:

@@ -195,7 +195,10 @@ def _iteration_model(
         speculative_step_host_s=(
             0.0 if eng.overlap_scheduler else eng.speculative_step_host_us * 1e-6
         ),
-        decode_graph_sizes=tuple(float(s) for s in eng.decode_graph_sizes()),
+        decode_graph_sizes=tuple(
+            float(s)
+            for s in eng.decode_graph_sizes(1 if speculation is None else speculation.queries)
+        ),
         eager_prefill_host_s_per_kernel=(
             0.0 if eng.prefill_cuda_graph else eng.eager_host_us_per_kernel * 1e-6
         ),
@@ -455,13 +458,20 @@ def _with_start_burst(
     share = conc / n
     ttft = share * burst_ttft + (1.0 - share) * point.ttft_s
     e2e = point.e2e_s + (ttft - point.ttft_s)
-    # The run's throughput is the requests measured over its duration (first sent to last
-    # answered: ``cohort_sim.CohortResult.duration_s``), per rank as ``point.x`` is. The run
-    # lasts at least as long as its average client, N / C requests of the mixed time in system
-    # each (Little's law), and as long as the burst's last client, which still sends N / C - 1
-    # requests after its first: with N = C (all requests at once) the burst round is the run.
-    duration = max(n / conc * e2e, burst.duration_s + (n / conc - 1.0) * point.e2e_s)
-    x = min(point.x, n / ranks / duration) if duration > 0.0 else point.x
+    # The clients spend the burst too. With fixed lengths (a load too staggered for the cohort
+    # simulation) the burst round is simulated as it runs, so the run's throughput is its
+    # requests over its duration (``cohort_sim.CohortResult.duration_s``): at least its average
+    # client's N / C times in system, and the burst's last response plus that client's N / C - 1
+    # later requests (with N = C, all requests at once, the burst round is the run). With random
+    # lengths the burst is only a lockstep stand-in at the mean lengths, whose last response
+    # (requests waiting a whole round for a slot) the run does not have: there C / E2E requests
+    # a second (Little's law, as the disaggregated closed loop reads its followed TTFT). Per
+    # rank as ``point.x`` is.
+    if work.input_cv == 0.0 and work.output_cv == 0.0:
+        duration = max(n / conc * e2e, burst.duration_s + (n / conc - 1.0) * point.e2e_s)
+        x = min(point.x, n / ranks / duration) if duration > 0.0 else point.x
+    else:
+        x = min(point.x, conc / ranks / e2e) if e2e > 0.0 else point.x
     mixed = dataclasses.replace(point, ttft_s=ttft, e2e_s=e2e, x=x)
     return mixed, StartBurst(ttft_s=burst.ttft_s, weight=burst.weight, share=share)
 

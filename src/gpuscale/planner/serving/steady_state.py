@@ -677,11 +677,15 @@ def closed_loop(
         x = float(np.interp(concurrency, cs, xs))
         queue = 0.0
         saturated = False
+        # Every figure at the load that holds ``concurrency`` in flight (not at the smallest
+        # load of the same throughput, which a padded curve reaches on an earlier tooth).
+        along = (idx, cs, float(concurrency))
     else:
         x = float(curve.x[top])
         queue = max(concurrency / x - float(curve.e2e_s[top]), 0.0)
         saturated = True
-    return _point(curve, x, queue, saturated, kv_tokens, work)
+        along = (np.array([top]), np.array([x]), x)
+    return _point(curve, x, queue, saturated, kv_tokens, work, along)
 
 
 FINITE_RUN_SEED = 20261201
@@ -814,8 +818,16 @@ def open_loop(
 
 
 def _point(
-    curve: LoadCurve, x: float, queue: float, saturated: bool, kv_tokens: float, work: Workload
+    curve: LoadCurve,
+    x: float,
+    queue: float,
+    saturated: bool,
+    kv_tokens: float,
+    work: Workload,
+    along: tuple[np.ndarray, np.ndarray, float] | None = None,
 ) -> OperatingPoint:
+    """The curve's figures at throughput ``x``, or, with ``along`` = (indices, a rising key at
+    them, the key's value), at that value of the key (a closed loop's requests in flight)."""
     # Interpolate along the rising part of x(n) only (past the peak, more running requests
     # buy no throughput and x(n) is not a function of n any more). Under padded CUDA graphs the
     # feasible loads run on past the teeth of x(n) (:func:`load_curve`): there the smallest
@@ -829,6 +841,9 @@ def _point(
     keep = keep[np.concatenate([[True], np.diff(head[keep]) > 0])]
 
     def at(a: np.ndarray) -> float:
+        if along is not None:
+            idx, key, value = along
+            return float(np.interp(value, key, a[idx]))
         return float(np.interp(x, head[keep], a[:end][keep]))
 
     ttft = at(curve.ttft_s) + queue
