@@ -25,7 +25,8 @@ from rich.progress import track
 from gpuscale import catalog
 from gpuscale.api.serving import infer
 from gpuscale.errors import InputError
-from gpuscale.validation.trtllm_bench import BenchRow, infer_arguments, read_rows, summary
+from gpuscale.validation.error_summary import Summary, error_summary
+from gpuscale.validation.trtllm_bench import BenchRow, infer_arguments, read_rows
 
 BY_KEYS = ("version", "model", "gpu", "precision", "lengths", "arch", "parallel")
 
@@ -71,16 +72,14 @@ def _key(r: BenchResult, key: str) -> str:
                 "precision": row.precision}[key])  # fmt: skip
 
 
-def _summary(results: list[BenchResult]) -> dict[str, float]:
-    return summary([r.error for r in results if r.predicted is not None])
+def _summary(results: list[BenchResult]) -> Summary:
+    return error_summary(r.error for r in results if r.predicted is not None)
 
 
-def _line(name: str, s: dict[str, float]) -> str:
-    if not s["n"]:
-        return f"{name:34s} n=   0"
+def _line(name: str, s: Summary) -> str:
     return (
-        f"{name:34s} n={s['n']:4.0f}  mean|e| {s['mean_abs']:6.1%}  median|e| "
-        f"{s['median_abs']:6.1%}  bias {s['bias']:+6.1%}  within 20% {s['within_20']:4.0%}"
+        f"{name:34s} n={s.n:4d}  mean|e| {s.mape:6.1%}  median|e| "
+        f"{s.median_abs:6.1%}  bias {s.median_bias:+6.1%}  within 20% {s.within_20:4.0%}"
     )
 
 
@@ -112,7 +111,7 @@ def main() -> int:
         print(json.dumps({
             "rows": [{"row": r.row.label, "measured": r.row.measured, "predicted": r.predicted,
                       "reason": r.reason} for r in results],
-            "summary": _summary(results),
+            "summary": _summary(results).__dict__,
         }, indent=2))  # fmt: skip
         return 0
     if args.rows:
@@ -129,7 +128,7 @@ def main() -> int:
             groups[_key(r, key)].append(r)
         for name in sorted(groups):
             # Groups whose every cell is not read are counted with the reasons below.
-            if (s := _summary(groups[name]))["n"]:
+            if (s := _summary(groups[name])).n:
                 print(_line(f"{key}={name}", s))
     reasons = Counter(r.reason.split(":")[0] if "catalog" in r.reason else r.reason
                       for r in results if r.predicted is None)  # fmt: skip

@@ -8,6 +8,7 @@ import csv
 import pytest
 
 from gpuscale import catalog
+from gpuscale.validation.error_summary import error_summary
 from gpuscale.validation.trtllm_bench import (
     LAUNCHES,
     OVERVIEW_GRAPH_SIZES,
@@ -15,7 +16,6 @@ from gpuscale.validation.trtllm_bench import (
     engine_settings,
     infer_arguments,
     read_rows,
-    summary,
 )
 
 
@@ -73,11 +73,11 @@ def test_rows_it_cannot_read_name_the_reason() -> None:
     assert any("gptManagerBenchmark" in x for x in reasons)
 
 
-def test_summary() -> None:
-    s = summary([0.1, -0.3, 0.25])
-    assert s["n"] == 3
-    assert s["mean_abs"] == pytest.approx(0.65 / 3)
-    assert s["median_abs"] == pytest.approx(0.25)
-    assert s["bias"] == pytest.approx(0.1)
-    assert s["within_20"] == pytest.approx(1 / 3)
-    assert summary([]) == {"n": 0}
+def test_error_summary() -> None:
+    s = error_summary([0.1, -0.3, 0.25])
+    assert s.n == 3
+    assert s.mape == pytest.approx(0.65 / 3)
+    assert s.median_abs == pytest.approx(0.25)
+    assert s.median_bias == pytest.approx(0.1)
+    assert s.within_20 == pytest.approx(1 / 3)
+    assert error_summary([]).n == 0

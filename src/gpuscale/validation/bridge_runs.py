@@ -71,7 +71,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import statistics
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +80,7 @@ from gpuscale import catalog
 from gpuscale.errors import InputError
 from gpuscale.specs.training import DEFAULT_RECOMPUTE_MODULES
 from gpuscale.validation import DATA_DIR
+from gpuscale.validation.error_summary import Summary, error_summary
 
 FILE = "megatron_bridge_pretraining.csv"
 SETTINGS_FILE = "megatron_bridge_recipe_settings.csv"
@@ -349,24 +349,5 @@ def evaluate(
     return results, skipped
 
 
-@dataclass(frozen=True)
-class Summary:
-    n: int
-    mape: float
-    median_abs: float
-    median_bias: float
-    within_20: float
-
-
 def summarize(results: Iterable[BridgeResult]) -> Summary:
-    errors = [r.error for r in results]
-    if not errors:
-        return Summary(0, float("nan"), float("nan"), float("nan"), float("nan"))
-    absolute = [abs(e) for e in errors]
-    return Summary(
-        n=len(errors),
-        mape=statistics.fmean(absolute),
-        median_abs=statistics.median(absolute),
-        median_bias=statistics.median(errors),
-        within_20=sum(a <= 0.20 for a in absolute) / len(absolute),
-    )
+    return error_summary(r.error for r in results)

@@ -43,7 +43,6 @@ from __future__ import annotations
 import csv
 import math
 import re
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -348,18 +347,4 @@ def infer_arguments(row: BenchRow) -> dict[str, Any] | None:
         "ep": row.ep,
         "attention_dp": row.attention_dp,
         "engine_options": options,
-    }
-
-
-def summary(errors: list[float]) -> dict[str, float]:
-    """Mean and median |error|, median signed error and the share within 20%."""
-    if not errors:
-        return {"n": 0}
-    absolute = [abs(e) for e in errors]
-    return {
-        "n": len(errors),
-        "mean_abs": statistics.mean(absolute),
-        "median_abs": statistics.median(absolute),
-        "bias": statistics.median(errors),
-        "within_20": sum(a <= 0.2 for a in absolute) / len(absolute),
     }
