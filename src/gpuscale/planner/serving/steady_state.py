@@ -669,10 +669,8 @@ def closed_loop(
     top = _last_feasible(curve)
     if concurrency <= in_flight[top] and ok[0]:
         idx = np.flatnonzero(ok & (np.arange(len(ok)) <= top))
-        # In flight rises with the load but for the teeth of padded CUDA graphs (load_curve):
-        # the points where it sets a new high.
-        idx = idx[in_flight[idx] >= np.maximum.accumulate(in_flight[idx])]
-        idx = idx[np.concatenate([[True], np.diff(in_flight[idx]) > 0])]
+        # In flight rises with the load but for the teeth of padded CUDA graphs (load_curve).
+        idx = idx[_new_highs(in_flight[idx])]
         xs, cs = curve.x[idx], in_flight[idx]
         x = float(np.interp(concurrency, cs, xs))
         queue = 0.0
@@ -817,6 +815,16 @@ def open_loop(
     return _point(curve, cap if saturated else rate, wait, saturated, kv_tokens, work)
 
 
+def _new_highs(values: np.ndarray) -> np.ndarray:
+    """Positions where ``values`` rises above every earlier one (the first of them included):
+    the strictly rising points an interpolation can read along a sawtooth."""
+    v = np.asarray(values, dtype=float)
+    if v.size == 0:
+        return np.zeros(0, dtype=int)
+    before = np.concatenate([[-np.inf], np.maximum.accumulate(v)[:-1]])
+    return np.flatnonzero(v > before)
+
+
 def _point(
     curve: LoadCurve,
     x: float,
@@ -837,8 +845,7 @@ def _point(
     ok = np.flatnonzero(curve.feasible)
     end = max(end, int(ok[-1]) + 1) if ok.size else end
     head = curve.x[:end]
-    keep = np.flatnonzero(head >= np.maximum.accumulate(head))
-    keep = keep[np.concatenate([[True], np.diff(head[keep]) > 0])]
+    keep = _new_highs(head)
 
     def at(a: np.ndarray) -> float:
         if along is not None:
