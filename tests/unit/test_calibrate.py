@@ -273,7 +273,10 @@ def test_node_layout_and_levels() -> None:
         ("NVIDIA H200", 139.8, "h200-sxm"),
         ("NVIDIA H200 NVL", 139.8, "h200-nvl"),
         ("NVIDIA GeForce RTX 4090", 23.6, "rtx-4090"),
-        ("NVIDIA GH200 120GB", 95.0, None),
+        # GH200's name carries the Grace LPDDR5X; CUDA's memory picks the HBM3 or HBM3e part.
+        ("NVIDIA GH200 120GB", 95.0, "gh200"),
+        ("NVIDIA GH200 480GB", 95.58, "gh200"),
+        ("NVIDIA GH200 144G HBM3e", 143.4, "gh200-144gb"),
     ],
 )
 def test_match_gpu(name: str, mem: float, gpu: str | None) -> None:

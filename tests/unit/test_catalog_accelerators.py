@@ -65,3 +65,16 @@ def test_nvl72_lets_tensor_parallelism_span_more_than_eight_gpus_at_nvlink_speed
     gb200 = _estimate("gb200", "bf16", tp=16, term="comm_tp_s", inter="ib-ndr400")
     b200 = _estimate("b200", "bf16", tp=16, term="comm_tp_s", inter="ib-ndr400")
     assert gb200 < 0.6 * b200
+
+
+def test_gh200_is_an_h100_die_with_more_and_faster_memory_alone_on_its_superchip() -> None:
+    h100 = catalog.gpu("h100-sxm")
+    for gpu_id, memory, bandwidth in (("gh200", 95.58, 4000), ("gh200-144gb", 143.39, 4900)):
+        d = catalog.gpu(gpu_id)
+        assert d.peak_tflops == h100.peak_tflops  # the datasheet's tensor rates are the H100's
+        assert (d.memory_gib, d.hbm_bandwidth_gb_per_s) == (memory, bandwidth)
+        assert d.host_link == "nvlink-c2c" and "datasheet" in d.source
+        # One GPU a superchip: a node of them is the caller's, at most an 8-GPU board.
+        assert catalog.default_gpus_per_node(d) == 1
+    # The 96 GB part holds 16 GiB more than an H100 SXM: KV cache beside a 70B model in FP8.
+    assert catalog.gpu("gh200").memory_gib - h100.memory_gib == pytest.approx(16, abs=0.1)

@@ -37,6 +37,7 @@ STATED = [
     ("gpt-oss-120b", "116.83", "5.13", "no_lookup", "arXiv:2508.10925 Table 1"),
     ("gpt-oss-20b", "20.91", "3.61", "no_lookup", "arXiv:2508.10925 Table 1"),
     ("mixtral-8x7b", "46.7", "12.9", "all", "Mistral AI Mixtral announcement: 46.7B / 12.9B"),
+    ("mixtral-8x22b", "141", "39", "all", "Mistral AI Mixtral 8x22B announcement: 141B / 39B"),
     ("llama3.1-8b", "8", None, "all", "arXiv:2407.21783 Table 3"),
     ("llama3.1-70b", "70", None, "all", "arXiv:2407.21783 Table 3"),
     ("llama3.1-405b", "405", None, "all", "arXiv:2407.21783 Table 3"),

@@ -81,3 +81,46 @@ def test_error_summary() -> None:
     assert s.median_bias == pytest.approx(0.1)
     assert s.within_20 == pytest.approx(1 / 3)
     assert error_summary([]).n == 0
+
+
+def test_chunked_prompts_keep_the_heuristics_budget() -> None:
+    # gptManagerBenchmark --enable_chunked_context: no whole prompt need fit in one iteration,
+    # so the engine keeps the heuristic's budget instead of raising it to prompt plus cap.
+    spec = catalog.model("llama3.1-8b")
+    whole = engine_settings(spec, 95.58, 1, 1, 20000, 2000, "fp8", 1.0, 0.95)
+    chunked = engine_settings(spec, 95.58, 1, 1, 20000, 2000, "fp8", 1.0, 0.95,
+                              chunked_prefill=True)  # fmt: skip
+    assert whole is not None and chunked is not None
+    assert chunked.max_batch_size == whole.max_batch_size
+    assert chunked.max_num_tokens < 20000 <= whole.max_num_tokens
+
+
+def test_gh200_cells_read_as_the_96gb_superchip_and_its_launch() -> None:
+    rows = [r for r in read_rows() if r.gpu_name.startswith("GH200")]
+    assert rows and all(r.gpu == "gh200" for r in rows)
+    # One GPU a superchip: the tables do not say what joined the TP2/TP4 GH200s.
+    multi = [r for r in rows if r.tp * r.pp > 1]
+    assert multi and all(r.not_read() for r in multi)
+    assert sum("joined is not stated" in r.not_read() for r in multi) > 50
+    # 0.15 and 0.17 ran GH200 through gptManagerBenchmark with chunked context at 0.95.
+    legacy = [r for r in rows if r.version in ("0.15.0", "0.17") and not r.not_read()]
+    assert legacy
+    for r in legacy:
+        args = infer_arguments(r)
+        assert args is not None and args["gpu"] == "gh200"
+        assert args["engine_options"]["chunked_prefill"] is True
+        assert args["engine_options"]["memory_fraction"] == 0.95
+    # The same versions' other GPUs ran trtllm-bench, chunked prefill off.
+    h100 = next(r for r in read_rows() if r.version == "0.17" and r.gpu == "h100-sxm"
+                and not r.not_read())  # fmt: skip
+    args = infer_arguments(h100)
+    assert args is not None and args["engine_options"]["chunked_prefill"] is False
+
+
+def test_mixtral_8x22b_is_its_published_size() -> None:
+    from gpuscale.costmodel.params import total_params
+
+    spec = catalog.model("mistralai/Mixtral-8x22B-Instruct-v0.1")
+    assert spec.num_experts == 8 and spec.experts_per_token == 2
+    assert total_params(spec) / 1e9 == pytest.approx(141, rel=0.01)  # Mistral: 141B total
+    assert any(r.model == "mixtral-8x22b" and not r.not_read() for r in read_rows())

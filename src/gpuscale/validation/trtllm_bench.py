@@ -68,6 +68,10 @@ class Launch:
     """Captured CUDA-graph batch sizes decode batches are padded to (empty: none)."""
     reason: str = ""
     """Why the version is not read."""
+    chunked_prefill: bool = False
+    """Prompts split into chunks under the token budget (gptManagerBenchmark's
+    ``--enable_chunked_context``); off, the budget holds one whole prompt plus the running cap
+    (trtllm-bench ``get_settings``)."""
 
 
 _TRT_ENGINE_095 = Launch(0.95)
@@ -97,6 +101,15 @@ LAUNCHES: dict[str, Launch] = {
     "unstated": _PYTORCH,
 }
 
+GH200_LEGACY_FLOW = Launch(0.95, chunked_prefill=True)
+"""0.15 and 0.17 ran their GH200 cells apart: the engine from ``trtllm-bench build`` (the same
+heuristic), the run by the legacy ``gptManagerBenchmark --type IFB --scheduler_policy
+guaranteed_no_evict --kv_cache_free_gpu_mem_fraction 0.95 --request_rate -1.0
+--enable_chunked_context`` ("Trtllm-bench has known issues on GH200"): every request at once,
+the same capacity scheduler, prompts chunked under the engine's token budget."""
+LEGACY_FLOW_GPUS = {"0.15.0": {"gh200"}, "0.17": {"gh200"}}
+"""The versions whose overview ran these GPUs with :data:`GH200_LEGACY_FLOW`."""
+
 GRAPHS_OFF_TABLE = "50115608725"
 """The first v0.20 table set: its own note says the ``llm_options.yml`` it shipped
 (``cuda_graph_padding_enabled``) "unintentionally DISABLED CUDA graphs", so its decode ran
@@ -119,6 +132,7 @@ MODEL_IDS: dict[str, str] = {
     "llama v2 70b": "llama2-70b",
     "mistral 7b": "mistral-7b",
     "mixtral 8x7b": "mixtral-8x7b",
+    "mixtral 8x22b": "mixtral-8x22b",
     "gptj 6b": "gpt-j-6b",
     "gpt j 6b": "gpt-j-6b",
     "qwen3 30b a3b": "qwen3-30b-a3b",
@@ -133,6 +147,10 @@ MODEL_IDS: dict[str, str] = {
 GPU_IDS: dict[str, str] = {
     "H100": "h100-sxm",
     "H200": "h200-sxm",
+    # Every GH200 header of the overview is the 96 GB HBM3 superchip: 0.15 prints "GH200 96GB
+    # HBM3 CG1", 0.21 "GH200 96GB HBM3 (480GB LPDDR5X)"; 0.17's "GH200 480GB" and 0.11-0.13's
+    # "GH200 120GB" name the Grace LPDDR5X beside it (the 144 GB HBM3e part would be named).
+    "GH200": "gh200",
     "B200": "b200",
     "GB200": "gb200",
     "B300": "b300",
@@ -141,8 +159,13 @@ GPU_IDS: dict[str, str] = {
     "A100-PCIE-80GB": "a100-pcie-80gb",
     "L40S": "l40s",
 }
-"""The tables' GPU headers (first word) -> catalog ids; GH200 and RTX 6000 Pro are not in the
-catalog. Every H100/H200 of the overview is an SXM part (DGX H100/H200, "H100 80GB HBM3")."""
+"""The tables' GPU headers (first word) -> catalog ids; the RTX 6000 Pro is not in the catalog.
+Every H100/H200 of the overview is an SXM part (DGX H100/H200, "H100 80GB HBM3")."""
+
+JOINED_UNSTATED = {"gh200"}
+"""GPUs whose multi-GPU cells are not read: a GH200 superchip holds one GPU, and the overview
+does not say how its TP2/TP4 GH200s were joined (an NVLink switch, as in GH200 NVL32, or the
+node's network), which the collectives' price depends on."""
 
 WEIGHTS = {"FP8": "fp8", "FP4": "nvfp4", "FP16": "fp16"}
 """Table precisions -> serving weight formats ("Mixed", 0.12-0.15's second H100 column, is not
@@ -196,13 +219,14 @@ def engine_settings(
     kv_bytes: float,
     kv_fraction: float,
     attention_dp: bool = False,
+    chunked_prefill: bool = False,
 ) -> BenchSettings | None:
     """``max_batch_size`` and ``max_num_tokens`` of a trtllm-bench run that states neither: the
     KV cache left on ``tp x pp`` GPUs of ``gpu_gib`` each after the weights (every parameter at
     the format's bytes), at least one KV head per TP rank, holds so many requests of
     ``input_len + output_len`` tokens; the cap is that (at most 4,096) per pipeline stage,
     rounded up, and the budget the cap's tokens at the lengths' ratio (at most 32,768), rounded
-    up, then at least one prompt plus the cap (chunked prefill off). With attention DP each
+    up, then at least one prompt plus the cap unless prompts are chunked. With attention DP each
     rank holds its own batch and cache: one GPU's memory less its share of the weights. None:
     not one request fits (trtllm-bench refuses the run)."""
     kv_heads = max(tp, model.num_kv_heads)
@@ -218,7 +242,8 @@ def engine_settings(
     raw_bs = min(requests, MOST_REQUESTS) / pp
     raw_tokens = min(raw_bs * (1 + input_len / output_len), MOST_TOKENS)
     max_bs = _round_requests(raw_bs)
-    return BenchSettings(max_bs, max(_round_tokens(raw_tokens), input_len + max_bs))
+    tokens = _round_tokens(raw_tokens)
+    return BenchSettings(max_bs, tokens if chunked_prefill else max(tokens, input_len + max_bs))
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,9 +276,16 @@ class BenchRow:
             f"{self.parallel:9s} {self.precision:4s} {self.input_len}/{self.output_len}"
         )
 
+    @property
+    def launch(self) -> Launch | None:
+        """How the row's version ran it (None: no launch read for the version)."""
+        if self.gpu in LEGACY_FLOW_GPUS.get(self.version, ()):
+            return GH200_LEGACY_FLOW
+        return LAUNCHES.get(self.version)
+
     def not_read(self) -> str:
         """Why the row is not predicted ('' when it is)."""
-        launch = LAUNCHES.get(self.version)
+        launch = self.launch
         if launch is None or launch.kv_fraction is None:
             return launch.reason if launch else f"version {self.version} has no launch read"
         if self.table.split(";")[0] == GRAPHS_OFF_TABLE:
@@ -262,6 +294,8 @@ class BenchRow:
             return f"model {self.model_name!r} is not in the catalog"
         if self.gpu is None:
             return f"GPU {self.gpu_name!r} is not in the catalog"
+        if self.gpu in JOINED_UNSTATED and self.tp * self.pp > 1:
+            return f"how the GPUs of a {self.parallel} run on {self.gpu_name} were joined is not stated"
         if self.weights is None:
             return f"precision {self.precision!r} is not read"
         if self.num_requests is None:
@@ -314,13 +348,14 @@ def infer_arguments(row: BenchRow) -> dict[str, Any] | None:
     heuristic finds no room for one request)."""
     if row.not_read() or row.model is None or row.gpu is None or row.weights is None:
         raise ValueError(f"{row.label} is not read: {row.not_read()}")
-    launch = LAUNCHES[row.version]
-    assert launch.kv_fraction is not None and row.num_requests is not None
+    launch = row.launch
+    assert launch is not None and launch.kv_fraction is not None and row.num_requests is not None
     spec = catalog.model(row.model)
     kv = "fp16" if row.weights == "fp16" else "fp8"
     s = engine_settings(
         spec, catalog.gpu(row.gpu).memory_gib, row.tp, row.pp, row.input_len, row.output_len,
         row.weights, 2.0 if kv == "fp16" else 1.0, launch.kv_fraction, row.attention_dp > 1,
+        launch.chunked_prefill,
     )  # fmt: skip
     if s is None:
         return None
@@ -328,6 +363,7 @@ def infer_arguments(row: BenchRow) -> dict[str, Any] | None:
         "max_num_seqs": s.max_batch_size,
         "max_num_batched_tokens": s.max_num_tokens,
         "memory_fraction": launch.kv_fraction,
+        "chunked_prefill": launch.chunked_prefill,
     }
     if launch.graph_sizes:
         # The engine keeps the sizes it can run (EngineProfile.decode_graph_sizes).
