@@ -38,6 +38,8 @@ STATED = [
     ("gpt-oss-20b", "20.91", "3.61", "no_lookup", "arXiv:2508.10925 Table 1"),
     ("mixtral-8x7b", "46.7", "12.9", "all", "Mistral AI Mixtral announcement: 46.7B / 12.9B"),
     ("mixtral-8x22b", "141", "39", "all", "Mistral AI Mixtral 8x22B announcement: 141B / 39B"),
+    ("llama4-scout", "109", "17", "all", "HF/Meta Llama 4 release post: ~109B / 17B"),
+    ("llama4-maverick", "400", "17", "all", "HF/Meta Llama 4 release post: ~400B / 17B"),
     ("llama3.1-8b", "8", None, "all", "arXiv:2407.21783 Table 3"),
     ("llama3.1-70b", "70", None, "all", "arXiv:2407.21783 Table 3"),
     ("llama3.1-405b", "405", None, "all", "arXiv:2407.21783 Table 3"),

@@ -124,3 +124,14 @@ def test_mixtral_8x22b_is_its_published_size() -> None:
     assert spec.num_experts == 8 and spec.experts_per_token == 2
     assert total_params(spec) / 1e9 == pytest.approx(141, rel=0.01)  # Mistral: 141B total
     assert any(r.model == "mixtral-8x22b" and not r.not_read() for r in read_rows())
+
+
+def test_llama4_cells_past_one_attention_chunk_are_not_read() -> None:
+    rows = [r for r in read_rows() if r.model in ("llama4-scout", "llama4-maverick")]
+    assert rows
+    for r in rows:
+        past = r.input_len + r.output_len > 8192
+        reason = r.not_read()
+        assert ("attention chunks, which are not priced" in reason) == (past and not reason.
+                startswith(("GPU", "the version", "model")))  # fmt: skip
+    assert any(not r.not_read() for r in rows)

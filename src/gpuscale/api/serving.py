@@ -933,6 +933,13 @@ def infer(
         )
     if spec_note:
         pred.notes.append(spec_note)
+    if spec.attention_chunks_unpriced(input_len + output_len):
+        pred.notes.append(
+            f"{spec.name}'s chunked attention ({spec.attention_chunk_layers} of "
+            f"{spec.num_layers} layers attend within {spec.attention_chunk_size:,}-token chunks) "
+            f"is priced as full attention: beyond one chunk ({input_len + output_len:,} tokens "
+            "here) their attention time is an upper bound"
+        )
     if prefix_hit and not eng.prefix_caching:
         why = (
             "by default; engine option prefix_caching=true turns it on"

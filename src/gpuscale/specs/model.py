@@ -69,6 +69,13 @@ class ModelSpec:
     """Tokens a sliding-window attention layer attends to; 0 when no layer has a window."""
     sliding_window_layers: int = 0
     """How many layers use the sliding window (gpt-oss alternates: half of them)."""
+    attention_chunk_size: int = 0
+    """Chunked local attention (Llama 4 ``attention_chunk_size``): on
+    ``attention_chunk_layers`` layers each token attends only within its own chunk of this many
+    tokens. Not priced: those layers are priced as full attention, exact while a request's
+    context fits one chunk and an upper bound beyond (:meth:`attention_chunks_unpriced`)."""
+    attention_chunk_layers: int = 0
+    """How many layers use chunked attention (Llama 4: the RoPE layers, 3 of every 4)."""
     linear_attention_layers: int = 0
     """Layers with a fixed-size recurrent state instead of a KV cache (Gated DeltaNet in
     Qwen3-Next/Qwen3.5 hybrids); the rest are full attention."""
@@ -151,6 +158,8 @@ class ModelSpec:
             "v_head_dim",
             "sliding_window",
             "sliding_window_layers",
+            "attention_chunk_size",
+            "attention_chunk_layers",
             "linear_attention_layers",
             "linear_num_key_heads",
             "linear_num_value_heads",
@@ -168,8 +177,9 @@ class ModelSpec:
             )
         require(
             self.dense_layers + self.linear_attention_layers <= self.num_layers
-            and self.sliding_window_layers <= self.num_layers,
-            f"model '{self.name}': dense/linear-attention/sliding-window layer counts exceed "
+            and self.sliding_window_layers <= self.num_layers
+            and self.attention_chunk_layers <= self.num_layers,
+            f"model '{self.name}': dense/linear-attention/sliding-window/chunked layer counts exceed "
             f"num_layers ({self.num_layers})",
         )
         gdn = (
@@ -199,6 +209,11 @@ class ModelSpec:
     def has_gated_deltanet(self) -> bool:
         """Linear-attention layers with their own Gated DeltaNet shapes (Qwen3-Next/Qwen3.5)."""
         return self.linear_attention_layers > 0 and self.linear_num_value_heads > 0
+
+    def attention_chunks_unpriced(self, context_tokens: int) -> bool:
+        """Whether a context this long spans several attention chunks, which the cost model
+        does not price (it prices those layers as full attention)."""
+        return self.attention_chunk_layers > 0 and context_tokens > self.attention_chunk_size
 
     @property
     def is_moe(self) -> bool:

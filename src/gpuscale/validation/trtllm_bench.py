@@ -141,6 +141,8 @@ MODEL_IDS: dict[str, str] = {
     "deepseek r1 0528": "deepseek-r1",
     "gpt oss 20b": "gpt-oss-20b",
     "gpt oss 120b": "gpt-oss-120b",
+    "llama 4 scout": "llama4-scout",
+    "llama 4 maverick": "llama4-maverick",
 }
 """The tables' model names (lower case, precision words and dashes dropped) -> catalog ids."""
 
@@ -300,6 +302,12 @@ class BenchRow:
             return f"precision {self.precision!r} is not read"
         if self.num_requests is None:
             return "the version states no request count for these lengths"
+        spec = catalog.model(self.model)
+        if spec.attention_chunks_unpriced(self.input_len + self.output_len):
+            return (
+                f"{self.input_len + self.output_len:,} tokens span several of {spec.name}'s "
+                f"{spec.attention_chunk_size:,}-token attention chunks, which are not priced"
+            )
         return ""
 
 
