@@ -76,11 +76,33 @@ def _copies(model: ModelSpec, name: str) -> int:
     return model.num_experts if name in ("gate", "up", "down") else 1
 
 
+def _mlp_matrices(model: ModelSpec) -> int:
+    return 3 if model.mlp == "gated" else 2
+
+
+def routed_expert_weights(model: ModelSpec) -> int:
+    """Weight elements of the routed experts' MLPs in the mean block (0 for a dense model): all
+    experts of an MoE block times the MoE blocks' share, as ``params.expert_layer_params``
+    counts them (DeepSeek-V3's leading dense blocks, Llama 4 Maverick's every other one)."""
+    if not model.is_moe:
+        return 0
+    one = _mlp_matrices(model) * model.hidden_size * model.ffn_hidden_size
+    return round(model.num_experts * one * model.moe_layer_share)
+
+
 def block_linear_weights(model: ModelSpec) -> int:
-    """Weight elements (no biases) of every linear in one block: what QLoRA quantizes."""
-    return sum(
-        d_in * d_out * _copies(model, n) for n, (d_in, d_out) in linear_shapes(model).items()
-    )
+    """Weight elements (no biases) of every linear in the mean block: attention, routed and
+    shared experts in the MoE blocks' share, dense MLPs in the rest; what QLoRA quantizes.
+    ``num_layers`` times it is the blocks' linear weights (params.layer_params' convention)."""
+    shapes = linear_shapes(model)
+    attention = sum(shapes[n][0] * shapes[n][1] for n in ("q", "k", "v", "o"))
+    if not model.is_moe:
+        return attention + _mlp_matrices(model) * model.hidden_size * model.ffn_hidden_size
+    share = model.moe_layer_share
+    shared = model.shared_experts * _mlp_matrices(model) * model.hidden_size * model.ffn_hidden_size
+    dense_width = model.dense_ffn_hidden_size or model.ffn_hidden_size
+    dense = _mlp_matrices(model) * model.hidden_size * dense_width
+    return attention + routed_expert_weights(model) + round(shared * share + dense * (1 - share))
 
 
 def lora_params_per_layer(model: ModelSpec, training: Training) -> int:
@@ -250,11 +272,7 @@ def param_split(model: ModelSpec, training: Training) -> ParamSplit:
         )
     word = DTYPE_BYTES["fp32"] if training.precision == "fp32" else DTYPE_BYTES["bf16"]
     shapes = linear_shapes(model)
-    expert_weights = sum(
-        d_in * d_out * _copies(model, n)
-        for n, (d_in, d_out) in shapes.items()
-        if n in ("gate", "up", "down")
-    )
+    expert_weights = routed_expert_weights(model) if model.is_moe else 0
     dense_weights = block_linear_weights(model) - expert_weights
     quant = nf4_bytes_per_param(training.double_quant) if training.finetune == "qlora" else word
     r = training.lora_rank

@@ -50,8 +50,10 @@ class ModelSpec:
     shared_experts: int = 0
     """Always-active experts of ``ffn_hidden_size`` beside the routed ones (DeepSeekMoE)."""
     dense_layers: int = 0
-    """Leading layers with a dense MLP of ``dense_ffn_hidden_size`` instead of experts
-    (DeepSeek-V3 ``first_k_dense_replace``)."""
+    """Layers with a dense MLP of ``dense_ffn_hidden_size`` instead of experts: the leading
+    ones of DeepSeek-V3 (``first_k_dense_replace``) or every other one of Llama 4 Maverick
+    (``interleave_moe_layer_step`` 2). Counted, not placed: the cost model prices the mean block
+    (:attr:`moe_layer_share`), on every pipeline stage alike."""
     dense_ffn_hidden_size: int = 0
     """Inner width of those dense MLPs; 0 means ``ffn_hidden_size``."""
     kv_lora_rank: int = 0
@@ -181,6 +183,11 @@ class ModelSpec:
             and self.attention_chunk_layers <= self.num_layers,
             f"model '{self.name}': dense/linear-attention/sliding-window/chunked layer counts exceed "
             f"num_layers ({self.num_layers})",
+        )
+        require(
+            (self.attention_chunk_size > 0) == (self.attention_chunk_layers > 0),
+            f"model '{self.name}': give attention_chunk_size and attention_chunk_layers together, "
+            "or neither",
         )
         gdn = (
             self.linear_num_key_heads,

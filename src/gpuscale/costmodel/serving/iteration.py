@@ -658,6 +658,7 @@ class IterationModel:
             num_layers=1,
             dense_layers=0,
             sliding_window_layers=0,
+            attention_chunk_layers=0,
             linear_attention_layers=0,
         )
         spec = self.speculation

@@ -250,7 +250,7 @@ def kv_pool(
         # model's kind per draft layer, held by the last stage (the first, with pp = 1).
         one = dataclasses.replace(
             model, num_layers=1, dense_layers=0, sliding_window_layers=0,
-            linear_attention_layers=0,
+            attention_chunk_layers=0, linear_attention_layers=0,
         )  # fmt: skip
         single = dataclasses.replace(par, pp=1)
         # The embedding and head are shared with the main model (already counted).
