@@ -735,3 +735,46 @@ def test_folded_moe_plan_exports_its_expert_split_to_megatron_core() -> None:
     )
     with pytest.raises(InputError, match=r"torchtitan .* has no expert tensor-parallel"):
         export(job, "torchtitan")
+
+
+@pytest.mark.parametrize(
+    ("model", "moe_layers", "dense_width", "shared"),
+    [("llama4-maverick", 24, 16384, 8192), ("deepseek-v3", 58, 18432, 2048)],
+)
+def test_megatron_launch_states_dense_layers_and_shared_experts(
+    model: str, moe_layers: int, dense_width: int, shared: int
+) -> None:
+    """An MoE model with dense blocks exports its layer pattern (megatron arguments.py
+    ``moe_freq_type`` evaluates a list expression) and its widths, which megatron-core's
+    TransformerConfig takes; without them Megatron would build every block as MoE."""
+    import torch
+    from megatron.core.transformer import TransformerConfig
+
+    spec = catalog.model(model)
+    job = _job(model, tp=8, pp=1, dp=4, micro_batch=1, global_batch=64)
+    args = _script_args(export(job, "megatron").files[0].content)
+    pattern = eval(str(args["moe_layer_freq"]), {"__builtins__": {}})  # as moe_freq_type does
+    assert len(pattern) == spec.num_layers and sum(pattern) == moe_layers
+    if model == "llama4-maverick":
+        assert pattern[:4] == [0, 1, 0, 1]  # interleave_moe_layer_step 2: the odd layers
+    else:
+        assert pattern[:4] == [0, 0, 0, 1]  # first_k_dense_replace 3
+    assert int(args["ffn_hidden_size"]) == dense_width
+    assert int(args["moe_ffn_hidden_size"]) == spec.ffn_hidden_size
+    assert int(args["moe_shared_expert_intermediate_size"]) == shared
+    config = TransformerConfig(
+        num_layers=spec.num_layers,
+        hidden_size=spec.hidden_size,
+        num_attention_heads=spec.num_heads,
+        ffn_hidden_size=int(args["ffn_hidden_size"]),
+        num_moe_experts=int(args["num_experts"]),
+        moe_router_topk=int(args["moe_router_topk"]),
+        moe_ffn_hidden_size=int(args["moe_ffn_hidden_size"]),
+        moe_shared_expert_intermediate_size=int(args["moe_shared_expert_intermediate_size"]),
+        moe_layer_freq=pattern,
+        moe_router_pre_softmax="moe_router_pre_softmax" in args,
+        add_bias_linear="disable_bias_linear" not in args,
+        tensor_model_parallel_size=8,
+        params_dtype=torch.bfloat16,
+    )
+    assert config.moe_layer_freq == pattern

@@ -12,7 +12,7 @@ from gpuscale.costmodel.pipeline import stage_layers
 from gpuscale.errors import require
 from gpuscale.export.files import Export, ExportedFile
 from gpuscale.export.job import TrainingJob
-from gpuscale.specs import PlanBatch
+from gpuscale.specs import ModelSpec, PlanBatch
 from gpuscale.specs.training import DEFAULT_RECOMPUTE_MODULES
 
 
@@ -62,6 +62,36 @@ def _pipeline_split(job: TrainingJob) -> list[str]:
     return args
 
 
+def _dense_ffn(model: ModelSpec) -> int:
+    """``--ffn-hidden-size``: the dense MLP's width (an MoE model without dense layers uses it
+    for its experts)."""
+    if model.is_moe and model.dense_layers:
+        return model.dense_ffn_hidden_size or model.ffn_hidden_size
+    return model.ffn_hidden_size
+
+
+def _moe_layout(model: ModelSpec) -> list[str]:
+    """Megatron-LM's words for an MoE model's dense layers and shared experts (arguments.py):
+    ``--moe-ffn-hidden-size`` one expert's width beside ``--ffn-hidden-size`` the dense MLP's,
+    ``--moe-layer-freq`` the pattern of MoE (1) and dense (0) layers as a list expression
+    (``moe_freq_type``: "[0]*3+[1]*58" for DeepSeek-V3, "[0,1]*24" for Llama 4 Maverick), and
+    ``--moe-shared-expert-intermediate-size`` the shared experts' width together."""
+    args: list[str] = []
+    if model.dense_layers:
+        args += ["--moe-ffn-hidden-size", str(model.ffn_hidden_size)]
+        step = model.moe_layer_step
+        if step > 1:
+            period = ",".join(["0"] * (step - 1) + ["1"])
+            pattern = f"[{period}]*{model.num_layers // step}"
+        else:
+            pattern = f"[0]*{model.dense_layers}+[1]*{model.num_layers - model.dense_layers}"
+        args += ["--moe-layer-freq", pattern]
+    if model.shared_experts:
+        shared = model.shared_experts * model.ffn_hidden_size
+        args += ["--moe-shared-expert-intermediate-size", str(shared)]
+    return args
+
+
 def megatron_args(job: TrainingJob) -> list[str]:
     """The arguments, in Megatron-LM's spelling, that reproduce ``job``'s model and plan."""
     model, plan, training = job.model, job.plan, job.training
@@ -75,7 +105,7 @@ def megatron_args(job: TrainingJob) -> list[str]:
         "--num-layers", str(model.num_layers),
         "--hidden-size", str(model.hidden_size),
         "--num-attention-heads", str(model.num_heads),
-        "--ffn-hidden-size", str(model.ffn_hidden_size),
+        "--ffn-hidden-size", str(_dense_ffn(model)),
         "--seq-length", str(training.seq_len),
         "--max-position-embeddings", str(max(model.max_seq_len, training.seq_len)),
     ]  # fmt: skip
@@ -99,6 +129,11 @@ def megatron_args(job: TrainingJob) -> list[str]:
             "--moe-router-topk",
             str(model.experts_per_token),
         ]
+        if model.experts_per_token == 1:
+            # megatron-core refuses a top-1 softmax router otherwise ("Please use
+            # --moe-router-pre-softmax when topk is 1": softmax over one logit has no gradient).
+            args.append("--moe-router-pre-softmax")
+        args += _moe_layout(model)
     args += [
         "--tensor-model-parallel-size", str(plan.tp),
         "--pipeline-model-parallel-size", str(plan.pp),

@@ -54,6 +54,10 @@ class ModelSpec:
     ones of DeepSeek-V3 (``first_k_dense_replace``) or every other one of Llama 4 Maverick
     (``interleave_moe_layer_step`` 2). Counted, not placed: the cost model prices the mean block
     (:attr:`moe_layer_share`), on every pipeline stage alike."""
+    moe_layer_step: int = 1
+    """Where the dense layers sit: 1, leading (DeepSeek-V3); n > 1, all but every n-th layer
+    (Llama 4 Maverick ``interleave_moe_layer_step`` 2: layers n-1, 2n-1, ... are MoE). Only
+    exports read it (Megatron-LM ``--moe-layer-freq``); costs count layers, not places."""
     dense_ffn_hidden_size: int = 0
     """Inner width of those dense MLPs; 0 means ``ffn_hidden_size``."""
     kv_lora_rank: int = 0
@@ -183,6 +187,17 @@ class ModelSpec:
             and self.attention_chunk_layers <= self.num_layers,
             f"model '{self.name}': dense/linear-attention/sliding-window/chunked layer counts exceed "
             f"num_layers ({self.num_layers})",
+        )
+        require(
+            isinstance(self.moe_layer_step, int)
+            and self.moe_layer_step >= 1
+            and (
+                self.moe_layer_step == 1
+                or self.dense_layers == self.num_layers - self.num_layers // self.moe_layer_step
+            ),
+            f"model '{self.name}': moe_layer_step {self.moe_layer_step!r} needs the dense layers "
+            "between the MoE ones (num_layers - num_layers // moe_layer_step of them); accepted: "
+            "a positive integer, 1 for leading dense layers",
         )
         require(
             (self.attention_chunk_size > 0) == (self.attention_chunk_layers > 0),
