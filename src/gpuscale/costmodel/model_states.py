@@ -34,6 +34,7 @@ from gpuscale.costmodel.params import (
     embedding_params,
     expert_layer_params,
     layer_params,
+    mlp_weights,
     norm_params,
     total_params,
 )
@@ -76,18 +77,13 @@ def _copies(model: ModelSpec, name: str) -> int:
     return model.num_experts if name in ("gate", "up", "down") else 1
 
 
-def _mlp_matrices(model: ModelSpec) -> int:
-    return 3 if model.mlp == "gated" else 2
-
-
 def routed_expert_weights(model: ModelSpec) -> int:
     """Weight elements of the routed experts' MLPs in the mean block (0 for a dense model): all
     experts of an MoE block times the MoE blocks' share, as ``params.expert_layer_params``
     counts them (DeepSeek-V3's leading dense blocks, Llama 4 Maverick's every other one)."""
     if not model.is_moe:
         return 0
-    one = _mlp_matrices(model) * model.hidden_size * model.ffn_hidden_size
-    return round(model.num_experts * one * model.moe_layer_share)
+    return round(model.num_experts * mlp_weights(model) * model.moe_layer_share)
 
 
 def block_linear_weights(model: ModelSpec) -> int:
@@ -97,11 +93,10 @@ def block_linear_weights(model: ModelSpec) -> int:
     shapes = linear_shapes(model)
     attention = sum(shapes[n][0] * shapes[n][1] for n in ("q", "k", "v", "o"))
     if not model.is_moe:
-        return attention + _mlp_matrices(model) * model.hidden_size * model.ffn_hidden_size
+        return attention + mlp_weights(model)
     share = model.moe_layer_share
-    shared = model.shared_experts * _mlp_matrices(model) * model.hidden_size * model.ffn_hidden_size
-    dense_width = model.dense_ffn_hidden_size or model.ffn_hidden_size
-    dense = _mlp_matrices(model) * model.hidden_size * dense_width
+    shared = model.shared_experts * mlp_weights(model)
+    dense = mlp_weights(model, model.dense_ffn_hidden_size)
     return attention + routed_expert_weights(model) + round(shared * share + dense * (1 - share))
 
 

@@ -66,11 +66,18 @@ def mean_attention_params(m: ModelSpec) -> int:
     return round((full * attention_params(m) + linear) / m.num_layers)
 
 
+def mlp_weights(m: ModelSpec, width: int = 0) -> int:
+    """The weight matrices (no biases) of one MLP of inner ``width`` (0: ``ffn_hidden_size``):
+    gated SwiGLU has three ``h x f`` matrices (Shazeer 2020), plain has two."""
+    matrices = 3 if m.mlp == "gated" else 2
+    return matrices * m.hidden_size * (width or m.ffn_hidden_size)
+
+
 def mlp_params(m: ModelSpec) -> int:
-    """One expert's MLP: gated SwiGLU has three ``h x f`` matrices (Shazeer 2020), plain has two."""
+    """One expert's MLP: its matrices (:func:`mlp_weights`) and, with ``linear_bias``, biases."""
     matrices = 3 if m.mlp == "gated" else 2
     bias = ((matrices - 1) * m.ffn_hidden_size + m.hidden_size) if m.linear_bias else 0
-    return matrices * m.hidden_size * m.ffn_hidden_size + bias
+    return mlp_weights(m) + bias
 
 
 def norm_params(m: ModelSpec) -> int:
@@ -84,9 +91,8 @@ def router_params(m: ModelSpec) -> int:
 
 
 def _dense_mlp_params(m: ModelSpec) -> int:
-    """The dense MLP of a leading non-MoE layer (``dense_ffn_hidden_size``)."""
-    matrices = 3 if m.mlp == "gated" else 2
-    return matrices * m.hidden_size * (m.dense_ffn_hidden_size or m.ffn_hidden_size)
+    """The dense MLP of a non-MoE layer of an MoE model (``dense_ffn_hidden_size``)."""
+    return mlp_weights(m, m.dense_ffn_hidden_size)
 
 
 def _moe_block_mlp(m: ModelSpec) -> int:

@@ -320,7 +320,7 @@ def _row(r: dict[str, str]) -> BenchRow:
     tp = int(r["tp"])
     pp = int(r["pp"] or 1)
     dep = r["parallel_label"].startswith("DEP")
-    per_gpu = "per GPU" in r["metric"] or "per gpu" in r["metric"].lower()
+    per_gpu = "per gpu" in r["metric"].lower()
     value = float(r["value"]) * (tp * pp if per_gpu else 1)
     header = r["gpu_header"].split("*")[0].split()[0] if r["gpu_header"] else ""
     return BenchRow(
