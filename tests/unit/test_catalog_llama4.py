@@ -3,8 +3,15 @@ prices as full attention (said where it matters)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
 from gpuscale import catalog
 from gpuscale.api.serving import infer
+from gpuscale.errors import InputError
 
 
 def test_llama4_chunked_attention_is_named_where_it_is_not_priced() -> None:
@@ -37,7 +44,12 @@ def test_every_moe_model_quantizes_no_more_than_its_linear_weights() -> None:
         if not spec.is_moe or spec.is_mla:
             continue
         assert 0 < block_linear_weights(spec) <= layer_params(spec), name
-        assert routed_expert_weights(spec) == expert_layer_params(spec), name
+        # Weights only: gpt-oss's expert biases are parameters QLoRA leaves unquantized.
+        biases = (2 * spec.ffn_hidden_size + spec.hidden_size) if spec.linear_bias else 0
+        expected = expert_layer_params(spec) - round(
+            spec.num_experts * biases * spec.moe_layer_share
+        )
+        assert routed_expert_weights(spec) == expected, name
 
 
 def test_maverick_qlora_weights_are_its_parameters_at_four_bits() -> None:
@@ -49,3 +61,82 @@ def test_maverick_qlora_weights_are_its_parameters_at_four_bits() -> None:
     # embedding and head in bf16: about 200 GiB, never negative, and the verdict is no fit.
     assert 190 < weights_gib < 215
     assert not result.fits
+
+
+def _llama4_config(**text: object) -> dict[str, object]:
+    """Llama 4's published text_config keys (Llama-4-Maverick-17B-128E-Instruct as quoted, cut
+    to 2 layers, in NVIDIA/TensorRT-LLM tests/unittest/_torch/modeling/
+    test_modeling_llama_min_latency.py LLAMA_4_MAVERICK_TWO_LAYER_CONFIG; 48 layers and the
+    default no_rope_layer_interval 4 in the released file)."""
+    base: dict[str, object] = {
+        "model_type": "llama4_text", "num_hidden_layers": 48, "hidden_size": 5120,
+        "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+        "intermediate_size": 8192, "intermediate_size_mlp": 16384, "num_local_experts": 128,
+        "num_experts_per_tok": 1, "interleave_moe_layer_step": 2, "attention_chunk_size": 8192,
+        "max_position_embeddings": 1048576, "vocab_size": 202048, "use_qk_norm": False,
+        "tie_word_embeddings": False, "no_rope_layers": [],
+    }  # fmt: skip
+    base.update(text)
+    return {"model_type": "llama4", "architectures": ["Llama4ForConditionalGeneration"],
+            "text_config": base}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("model", "text"),
+    [
+        ("llama4-maverick", {}),
+        (
+            "llama4-scout",
+            {"num_local_experts": 16, "interleave_moe_layer_step": 1, "use_qk_norm": True,
+             "max_position_embeddings": 10485760},
+        ),
+    ],
+)  # fmt: skip
+def test_llama4_config_json_reads_as_the_catalog_entry(
+    tmp_path: Path, model: str, text: dict[str, object]
+) -> None:
+    """A Llama 4 config.json (model_type llama4, the language model under text_config) is read:
+    before, llama4_text was refused and only the catalog ids worked."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_llama4_config(**text)))
+    spec = catalog.model(path)
+    entry = catalog.model(model)
+    differ = [
+        f.name
+        for f in dataclasses.fields(spec)
+        if f.name not in ("name", "source") and getattr(spec, f.name) != getattr(entry, f.name)
+    ]
+    assert differ == []
+
+
+def test_llama4_two_layer_config_places_its_moe_and_rope_layers() -> None:
+    from gpuscale.catalog.hf_config import model_from_config
+
+    spec = model_from_config(
+        _llama4_config(num_hidden_layers=2, no_rope_layer_interval=2), "two-layer"
+    )
+    assert (spec.dense_layers, spec.moe_layer_step) == (1, 2)
+    assert spec.attention_chunk_layers == 1 and spec.router_score == "sigmoid"
+    with pytest.raises(InputError, match="no_rope_layers"):
+        model_from_config(_llama4_config(no_rope_layers=[1, 0]), "bad")
+    with pytest.raises(InputError, match="moe_layers"):
+        model_from_config(_llama4_config(moe_layers=[0, 1, 2]), "bad")
+
+
+def test_lora_adapters_of_an_moe_model_count_each_block_once() -> None:
+    """Maverick's LoRA adapters: attention on 48 blocks, the 128 routed experts and the shared
+    one on its 24 MoE blocks, the 16,384-wide dense MLP on the other 24 (every expert on every
+    block counted them ~2x before)."""
+    from gpuscale.costmodel.model_states import lora_params
+    from gpuscale.specs.training import Training
+
+    spec = catalog.model("llama4-maverick")
+    r, h, f = 16, spec.hidden_size, spec.ffn_hidden_size
+    targets = ("q", "k", "v", "o", "gate", "up", "down")
+    training = Training(seq_len=4096, finetune="lora", lora_rank=r, lora_targets=targets)
+    q, kv = spec.q_width, spec.kv_width
+    attention = (h + q) + 2 * (h + kv) + (q + h)
+    expected = r * (
+        48 * attention + 24 * (128 + 1) * 3 * (h + f) + 24 * 3 * (h + spec.dense_ffn_hidden_size)
+    )
+    assert lora_params(spec, training) == expected

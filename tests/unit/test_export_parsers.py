@@ -20,6 +20,7 @@ from gpuscale import catalog
 from gpuscale.errors import InputError
 from gpuscale.export import TrainingJob, export, job_from_document
 from gpuscale.specs import Plan, Training
+from tests.launch_args import script_args
 
 
 def _job(
@@ -38,18 +39,6 @@ def _job(
 
 
 MEGATRON_PLAN = {"tp": 8, "pp": 2, "dp": 4, "vp": 5, "micro_batch": 1, "global_batch": 256}
-
-
-def _script_args(script: str) -> dict[str, str | bool]:
-    """The PLAN_ARGS array of a launch script, as Megatron's argparse would see it."""
-    body = script.split("PLAN_ARGS=(", 1)[1].split(")", 1)[0]
-    tokens = shlex.split(body)
-    out: dict[str, str | bool] = {}
-    for i, token in enumerate(tokens):
-        if token.startswith("--"):
-            nxt = tokens[i + 1] if i + 1 < len(tokens) else "--"
-            out[token[2:].replace("-", "_")] = True if nxt.startswith("--") else nxt
-    return out
 
 
 # --- Megatron: megatron-core's TransformerConfig and its rank generator ----------------------
@@ -90,7 +79,7 @@ def test_megatron_launch_is_accepted_by_megatron_core_and_round_trips() -> None:
 
     job = _job(**MEGATRON_PLAN, recompute="full", zero=1)
     script = export(job, "megatron").files[0].content
-    args = _script_args(script)
+    args = script_args(script)
     config = _transformer_config(args)
     assert config.tensor_model_parallel_size == 8
     assert config.pipeline_model_parallel_size == 2
@@ -130,7 +119,7 @@ def test_megatron_launch_states_the_recompute_modules_loss_and_gradient_word() -
     ]
     assert modules == ["core_attn", "mlp"] and "--grad-reduce-in-bf16" in tokens
     impl = tokens[tokens.index("--cross-entropy-fusion-impl") + 1]
-    args = _script_args(script)
+    args = script_args(script)
     config = TransformerConfig(
         num_layers=int(args["num_layers"]),
         hidden_size=int(args["hidden_size"]),
@@ -157,7 +146,7 @@ def test_megatron_launch_offloads_the_priced_layers() -> None:
     job = dataclasses.replace(
         _job(**plan), training=Training(seq_len=4096, activation_offload_layers=40)
     )
-    args = _script_args(export(job, "megatron").files[0].content)
+    args = script_args(export(job, "megatron").files[0].content)
     layers = int(args["cpu_offloading_num_layers"])
     kw = dict(
         num_layers=int(args["num_layers"]),
@@ -185,7 +174,7 @@ def test_other_trainers_refuse_what_only_megatron_can_state(target: str) -> None
 
 def test_megatron_core_refuses_a_wrong_plan_too() -> None:
     job = _job(**MEGATRON_PLAN)
-    args = _script_args(export(job, "megatron").files[0].content)
+    args = script_args(export(job, "megatron").files[0].content)
     args["tensor_model_parallel_size"] = "3"  # 64 heads do not split 3 ways
     with pytest.raises(ValueError, match="tensor_model_parallel_size"):
         _transformer_config(args)
@@ -395,7 +384,7 @@ def test_megatron_uneven_stages_are_accepted_by_megatron_core() -> None:
     from megatron.core.transformer import TransformerConfig
 
     job = _job("llama3.1-405b", tp=8, pp=8, vp=8, dp=2, micro_batch=1, global_batch=128)
-    args = _script_args(export(job, "megatron").files[0].content)
+    args = script_args(export(job, "megatron").files[0].content)
     assert "account_for_embedding_in_pipeline_split" in args
     assert "account_for_loss_in_pipeline_split" in args
     assert args["num_virtual_stages_per_pipeline_rank"] == "8"
@@ -720,7 +709,7 @@ def test_folded_moe_plan_exports_its_expert_split_to_megatron_core() -> None:
 
     plan = {"tp": 2, "pp": 8, "dp": 16, "ep": 32, "micro_batch": 1, "global_batch": 2048}
     job = _job("qwen3-235b-a22b", **plan, etp=1)
-    args = _script_args(export(job, "megatron").files[0].content)
+    args = script_args(export(job, "megatron").files[0].content)
     assert args["expert_model_parallel_size"] == "32"
     assert args["expert_tensor_parallel_size"] == "1"
     edp = 2 * 16 // 32
@@ -730,7 +719,7 @@ def test_folded_moe_plan_exports_its_expert_split_to_megatron_core() -> None:
     # Each expert-parallel group is one pipeline stage's 32 ranks, consecutive.
     assert all(len(g) == 32 for g in experts.get_ranks("ep"))
     unfolded = _job("qwen3-235b-a22b", **{**plan, "ep": 16})
-    assert "expert_tensor_parallel_size" not in _script_args(
+    assert "expert_tensor_parallel_size" not in script_args(
         export(unfolded, "megatron").files[0].content
     )
     with pytest.raises(InputError, match=r"torchtitan .* has no expert tensor-parallel"):
@@ -752,7 +741,7 @@ def test_megatron_launch_states_dense_layers_and_shared_experts(
 
     spec = catalog.model(model)
     job = _job(model, tp=8, pp=1, dp=4, micro_batch=1, global_batch=64)
-    args = _script_args(export(job, "megatron").files[0].content)
+    args = script_args(export(job, "megatron").files[0].content)
     pattern = eval(str(args["moe_layer_freq"]), {"__builtins__": {}})  # as moe_freq_type does
     assert len(pattern) == spec.num_layers and sum(pattern) == moe_layers
     if model == "llama4-maverick":
@@ -773,6 +762,7 @@ def test_megatron_launch_states_dense_layers_and_shared_experts(
         moe_shared_expert_intermediate_size=int(args["moe_shared_expert_intermediate_size"]),
         moe_layer_freq=pattern,
         moe_router_pre_softmax="moe_router_pre_softmax" in args,
+        moe_router_score_function=str(args.get("moe_router_score_function", "softmax")),
         add_bias_linear="disable_bias_linear" not in args,
         tensor_model_parallel_size=8,
         params_dtype=torch.bfloat16,

@@ -32,6 +32,7 @@ MOE_LIKE = (
     "glm_moe_dsa",
     "qwen3_next",
     "qwen3_5_moe_text",
+    "llama4_text",
 )
 MLA_LIKE = ("deepseek_v3", "deepseek_v2", "kimi_k2", "glm_moe_dsa")
 """DeepSeek-V2/V3 layout: MLA, shared experts, leading dense layers (GLM-5's glm_moe_dsa adds
@@ -160,6 +161,8 @@ def model_from_config(cfg: Mapping[str, Any], name: str) -> ModelSpec:
             tied_embeddings=False,
             qkv_bias=False,
             linear_bias=True,
+            parallel_block=True,
+            rotary_dim=_count(cfg, name, "rotary_dim") if "rotary_dim" in cfg else 64,
         )
     if model_type in LLAMA_LIKE:
         # transformers' MixtralConfig defaults (num_local_experts 8, num_experts_per_tok 2) stand
@@ -177,6 +180,7 @@ def model_from_config(cfg: Mapping[str, Any], name: str) -> ModelSpec:
             tied_embeddings=_flag(cfg, name, "tie_word_embeddings", False),
             qkv_bias=model_type == "qwen2" or _flag(cfg, name, "attention_bias", False),
             linear_bias=_flag(cfg, name, "mlp_bias", False),
+            qk_norm="rmsnorm" if model_type == "qwen3" else "none",  # Qwen3Attention q/k_norm
             num_experts=experts,
             experts_per_token=_int(cfg, name, "num_experts_per_tok", default=2 if mixtral else 1)
             if experts > 1
@@ -196,6 +200,12 @@ def model_from_config(cfg: Mapping[str, Any], name: str) -> ModelSpec:
             linear_bias=True,
         )
     if model_type == "gpt_neox":
+        # GPTNeoXConfig: use_parallel_residual (default true) runs attention and the MLP on one
+        # normed input; rotary_pct (default 0.25) of each head carries the rotary embedding.
+        rotary = _number(cfg, name, "rotary_pct", 0.25)
+        if rotary > 1.0:
+            raise InputError(f"{name}: 'rotary_pct' must be at most 1, got {rotary}")
+        head = hidden // heads
         return ModelSpec(
             **common,
             num_kv_heads=heads,
@@ -207,6 +217,8 @@ def model_from_config(cfg: Mapping[str, Any], name: str) -> ModelSpec:
             tied_embeddings=_flag(cfg, name, "tie_word_embeddings", False),
             qkv_bias=_flag(cfg, name, "attention_bias", True),
             linear_bias=True,
+            parallel_block=_flag(cfg, name, "use_parallel_residual", True),
+            rotary_dim=0 if rotary == 1.0 else max(int(head * rotary), 1),
         )
     if model_type == "bloom":
         return ModelSpec(
@@ -308,6 +320,8 @@ def _moe(
             extra["head_dim"] = _int(cfg, name, "head_dim")
         if model_type in HYBRID_LIKE:
             extra.update(_hybrid(cfg, name, model_type, layers))
+    elif model_type == "llama4_text":
+        extra.update(_llama4(cfg, name, layers))
     elif model_type == "gpt_oss":
         window = _count(cfg, name, "sliding_window")
         kinds = cfg.get("layer_types")
@@ -326,6 +340,16 @@ def _moe(
         extra["head_dim"] = _int(cfg, name, "head_dim")
     if top_k > experts:
         raise InputError(f"{name}: num_experts_per_tok ({top_k}) exceeds the experts ({experts})")
+    extra.update(_router(cfg, name, experts, model_type))
+    if model_type in ("qwen3_moe", *HYBRID_LIKE):
+        extra["qk_norm"] = "rmsnorm"  # transformers Qwen3MoeAttention / Qwen3NextAttention
+    if model_type == "minimax_m2":
+        # MiniMaxM2Attention: q_norm / k_norm over all heads together, rotary on rotary_dim.
+        if _flag(cfg, name, "use_qk_norm", False):
+            extra["qk_norm"] = "rmsnorm_full"
+        extra["rotary_dim"] = _count(cfg, name, "rotary_dim")
+    if model_type == "gpt_oss":
+        extra["attention_sinks"] = True  # GptOssAttention.sinks
     common = {k: v for k, v in common.items() if k != "head_dim"}
     return ModelSpec(
         **common,
@@ -337,6 +361,8 @@ def _moe(
         position="rope",
         tied_embeddings=_flag(cfg, name, "tie_word_embeddings", False),
         qkv_bias=_flag(cfg, name, "attention_bias", model_type == "gpt_oss"),
+        # gpt-oss: o_proj follows attention_bias; every expert has gate_up and down biases.
+        linear_bias=model_type == "gpt_oss",
         num_experts=experts,
         experts_per_token=top_k,
         **extra,
@@ -401,6 +427,89 @@ def _names_attention(pattern: str) -> bool:
     for tail in (".*", "*"):
         p = p.removesuffix(tail)
     return p.endswith("self_attn")
+
+
+def _router(cfg: Mapping[str, Any], name: str, experts: int, model_type: str) -> dict[str, Any]:
+    """How the router weighs its experts: ``scoring_func``, ``topk_method`` ``noaux_tc`` (an
+    expert bias) or MiniMaxM2Config ``use_routing_bias``, ``n_group`` / ``topk_group`` (one group
+    is no grouping) and ``routed_scaling_factor``. Where a key is left out, the family's
+    transformers defaults: DeepseekV3Config (also read for kimi_k2) has no ``scoring_func`` (its
+    DeepseekV3TopkRouter is a sigmoid with ``e_score_correction_bias``) and defaults n_group 8,
+    topk_group 4, routed_scaling_factor 2.5; GLM's Glm4MoeTopkRouter is the same sigmoid with a
+    bias; Llama4TextMoe a sigmoid without one; the rest score with a softmax."""
+    v3 = model_type in ("deepseek_v3", "kimi_k2")
+    biased = v3 or model_type == "glm_moe_dsa"
+    # Llama4TextMoe: sigmoid of the top-k logits, no bias.
+    sigmoid = biased or model_type == "llama4_text"
+    score = cfg.get("scoring_func") or ("sigmoid" if sigmoid else "softmax")
+    if score not in ("softmax", "sigmoid"):
+        raise InputError(
+            f"{name}: unsupported scoring_func {str(score)[:40]!r}; supported: softmax, sigmoid"
+        )
+    groups = _count(cfg, name, "n_group") if "n_group" in cfg else (8 if v3 else 0)
+    group_topk = _count(cfg, name, "topk_group") if "topk_group" in cfg else (4 if v3 else 0)
+    if groups > 1 and (experts % groups or not 1 <= group_topk <= groups):
+        raise InputError(
+            f"{name}: n_group ({groups}) must divide the {experts} experts and topk_group "
+            f"({group_topk}) lie in 1..n_group"
+        )
+    method = cfg.get("topk_method")
+    return {
+        "router_score": score,
+        "router_expert_bias": method == "noaux_tc"
+        or (biased and method is None)
+        or _flag(cfg, name, "use_routing_bias", False),
+        "router_groups": groups if groups > 1 else 0,
+        "router_group_topk": group_topk if groups > 1 else 0,
+        "router_scaling_factor": _number(cfg, name, "routed_scaling_factor", 2.5 if v3 else 1.0),
+    }
+
+
+def _llama4(cfg: Mapping[str, Any], name: str, layers: int) -> dict[str, Any]:
+    """Llama 4's text model (transformers Llama4TextConfig): routed experts of
+    ``intermediate_size`` plus one shared expert on the MoE layers (``moe_layers``, else every
+    ``interleave_moe_layer_step``-th), dense MLPs of ``intermediate_size_mlp`` on the rest;
+    ``no_rope_layers`` marks the RoPE layers (1) that attend within ``attention_chunk_size``
+    tokens, the others attend globally without RoPE (default every 4th); ``use_qk_norm`` is an
+    L2 norm without weights."""
+    step = _int(cfg, name, "interleave_moe_layer_step", default=1)
+    moe = cfg.get("moe_layers")
+    if isinstance(moe, list):
+        wanted = list(range(step - 1, layers, step))
+        if sorted(moe) != wanted:
+            raise InputError(
+                f"{name}: 'moe_layers' must be every interleave_moe_layer_step-th layer "
+                f"({wanted[:4]}...); other placements are not read"
+            )
+    dense = layers - layers // step
+    rope = cfg.get("no_rope_layers")
+    if isinstance(rope, list) and rope:
+        if len(rope) != layers or any(v not in (0, 1) for v in rope):
+            raise InputError(
+                f"{name}: 'no_rope_layers' must hold a 0 or 1 for each of {layers} layers"
+            )
+        rope_layers = sum(rope)
+    else:
+        interval = _int(cfg, name, "no_rope_layer_interval", default=4)
+        rope_layers = layers - layers // interval
+    chunk = _count(cfg, name, "attention_chunk_size")
+    if chunk and rope_layers == 0:
+        raise InputError(f"{name}: attention_chunk_size is set but no layer uses RoPE")
+    return {
+        "shared_experts": 1,
+        "dense_layers": dense,
+        "moe_layer_step": step if dense else 1,
+        "dense_ffn_hidden_size": _int(cfg, name, "intermediate_size_mlp") if dense else 0,
+        "attention_chunk_size": chunk,
+        "attention_chunk_layers": rope_layers if chunk else 0,
+        "qk_norm": "l2" if _flag(cfg, name, "use_qk_norm", False) else "none",
+        "head_dim": _int(
+            cfg,
+            name,
+            "head_dim",
+            default=_int(cfg, name, "hidden_size") // _int(cfg, name, "num_attention_heads"),
+        ),
+    }
 
 
 def _hybrid(cfg: Mapping[str, Any], name: str, model_type: str, layers: int) -> dict[str, Any]:

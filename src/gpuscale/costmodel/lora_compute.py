@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuscale.costmodel.model_states import linear_shapes
+from gpuscale.costmodel.model_states import block_linears, linear_shapes
 from gpuscale.costmodel.profile import Profile
 from gpuscale.specs import Device, ModelSpec, PlanBatch, Training
 
@@ -49,19 +49,22 @@ def lora_adapter_s(
     for target in training.lora_targets:
         if target not in shapes:
             continue  # 'head' is priced with the output layer; 'gate' only in gated MLPs
-        d_in, d_out = shapes[target]
-        k = d_in / np.where(target in COLUMN_PARALLEL, 1.0, tp)
-        n = d_out / np.where(target in COLUMN_PARALLEL, tp, 1.0)
-        t = tokens * (m.experts_per_token if m.is_moe and target in ("gate", "up", "down") else 1)
-        flops = 2.0 * t * r * (k + n)
-        math = flops / (peak * curve(flops / 2.0))
-        # Forward: lora_A reads x (k), lora_B writes the output (n), then scaling and the add
-        # read and write it again (``passes`` output-width vectors).
-        f_bytes = word * t * (k + (1.0 + passes) * n)
-        # Backward: scaling's gradient (read + write the output gradient), dB and d(A x) read it
-        # once each; dA reads x; the adapter's dx is written and added into the base layer's dx
-        # (read 2, write 1): 4 output-width and 5 input-width passes.
-        b_bytes = word * t * (4.0 * n + 5.0 * k)
-        fwd = fwd + np.maximum(math, f_bytes / hbm) + 4.0 * launch
-        bwd = bwd + np.maximum(2.0 * math, b_bytes / hbm) + 7.0 * launch
+        # The mean block's copies (block_linears): a token meets top-k of the routed experts'
+        # adapters, every shared expert's, and the dense MLP's in the dense blocks' share.
+        for x in block_linears(m, target):
+            k = x.d_in / np.where(target in COLUMN_PARALLEL, 1.0, tp)
+            n = x.d_out / np.where(target in COLUMN_PARALLEL, tp, 1.0)
+            share = x.count * m.experts_per_token / m.num_experts if x.routed else x.count
+            t = tokens * share
+            flops = 2.0 * t * r * (k + n)
+            math = flops / (peak * curve(np.maximum(flops, 1.0) / 2.0))
+            # Forward: lora_A reads x (k), lora_B writes the output (n), then scaling and the
+            # add read and write it again (``passes`` output-width vectors).
+            f_bytes = word * t * (k + (1.0 + passes) * n)
+            # Backward: scaling's gradient (read + write the output gradient), dB and d(A x)
+            # read it once each; dA reads x; the adapter's dx is written and added into the
+            # base layer's dx (read 2, write 1): 4 output-width and 5 input-width passes.
+            b_bytes = word * t * (4.0 * n + 5.0 * k)
+            fwd = fwd + np.maximum(math, f_bytes / hbm) + 4.0 * launch * min(x.count, 1.0)
+            bwd = bwd + np.maximum(2.0 * math, b_bytes / hbm) + 7.0 * launch * min(x.count, 1.0)
     return fwd, bwd

@@ -72,9 +72,43 @@ def linear_shapes(model: ModelSpec) -> dict[str, tuple[int, int]]:
     return shapes
 
 
-def _copies(model: ModelSpec, name: str) -> int:
-    """Instances of linear ``name`` per block: one per expert for MLP matrices."""
-    return model.num_experts if name in ("gate", "up", "down") else 1
+MLP_MATRICES = ("gate", "up", "down")
+
+
+@dataclass(frozen=True, slots=True)
+class LinearInstances:
+    """Copies of one linear layer of ``(d_in, d_out)`` in the mean block; ``routed`` for the
+    routed experts' (what expert parallelism splits)."""
+
+    d_in: int
+    d_out: int
+    count: float
+    routed: bool = False
+
+
+def block_linears(model: ModelSpec, name: str) -> list[LinearInstances]:
+    """Linear ``name`` of :func:`linear_shapes` in the mean block, as ``params.layer_params``
+    counts blocks: attention projections once; an MLP matrix once in a dense model, and in an
+    MoE model once per routed and shared expert in the MoE blocks' share plus once at the dense
+    width in the rest (DeepSeek-V3's leading dense blocks, Llama 4 Maverick's every other one).
+    Counting every expert on every block made Maverick's adapters and Adafactor factors ~2x."""
+    d_in, d_out = linear_shapes(model)[name]
+    if name not in MLP_MATRICES or not model.is_moe:
+        return [LinearInstances(d_in, d_out, 1.0)]
+    share = model.moe_layer_share
+    out = [LinearInstances(d_in, d_out, model.num_experts * share, routed=True)]
+    if model.shared_experts:
+        out.append(LinearInstances(d_in, d_out, model.shared_experts * share))
+    if share < 1.0:
+        width = model.dense_ffn_hidden_size or model.ffn_hidden_size
+        dense = (width, d_out) if name == "down" else (d_in, width)
+        out.append(LinearInstances(*dense, 1.0 - share))
+    return out
+
+
+def _targets(model: ModelSpec, training: Training) -> list[LinearInstances]:
+    shapes = linear_shapes(model)
+    return [x for t in training.lora_targets if t in shapes for x in block_linears(model, t)]
 
 
 def routed_expert_weights(model: ModelSpec) -> int:
@@ -101,13 +135,10 @@ def block_linear_weights(model: ModelSpec) -> int:
 
 
 def lora_params_per_layer(model: ModelSpec, training: Training) -> int:
-    shapes = linear_shapes(model)
+    """Adapter parameters of the mean block: ``r x (d_in + d_out)`` per adapted linear (Hu et al.
+    2021, arXiv:2106.09685 Sec. 4)."""
     r = training.lora_rank
-    return sum(
-        r * (shapes[t][0] + shapes[t][1]) * _copies(model, t)
-        for t in training.lora_targets
-        if t in shapes
-    )
+    return round(sum(r * (x.d_in + x.d_out) * x.count for x in _targets(model, training)))
 
 
 def lora_head_params(model: ModelSpec, training: Training) -> int:
@@ -132,20 +163,20 @@ def adafactor_state_elements(model: ModelSpec, training: Training) -> int:
     ``rows + cols`` per matrix, the full size of every vector."""
     if training.is_lora:
         r = training.lora_rank
-        shapes = linear_shapes(model)
-        per_layer = sum(
-            (d_in + r + r + d_out) * _copies(model, t)
-            for t in training.lora_targets
-            if t in shapes
-            for d_in, d_out in [shapes[t]]
+        per_layer = round(
+            sum((x.d_in + r + r + x.d_out) * x.count for x in _targets(model, training))
         )
         head = (
             2 * r + model.hidden_size + model.vocab_size if "head" in training.lora_targets else 0
         )
         return model.num_layers * per_layer + head
     h, v = model.hidden_size, model.vocab_size
-    matrices = sum(
-        (d_in + d_out) * _copies(model, n) for n, (d_in, d_out) in linear_shapes(model).items()
+    matrices = round(
+        sum(
+            (x.d_in + x.d_out) * x.count
+            for n in linear_shapes(model)
+            for x in block_linears(model, n)
+        )
     )
     if model.is_moe:
         matrices += h + model.num_experts
@@ -271,10 +302,8 @@ def param_split(model: ModelSpec, training: Training) -> ParamSplit:
     dense_weights = block_linear_weights(model) - expert_weights
     quant = nf4_bytes_per_param(training.double_quant) if training.finetune == "qlora" else word
     r = training.lora_rank
-    lora_expert = sum(
-        r * (shapes[t][0] + shapes[t][1]) * _copies(model, t)
-        for t in training.lora_targets
-        if t in ("gate", "up", "down") and t in shapes
+    lora_expert = round(
+        sum(r * (x.d_in + x.d_out) * x.count for x in _targets(model, training) if x.routed)
     )
     return ParamSplit(
         trainable_layer_dense=lora_params_per_layer(model, training) - lora_expert,

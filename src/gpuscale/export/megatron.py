@@ -12,7 +12,7 @@ from gpuscale.costmodel.pipeline import stage_layers
 from gpuscale.errors import require
 from gpuscale.export.files import Export, ExportedFile
 from gpuscale.export.job import TrainingJob
-from gpuscale.specs import ModelSpec, PlanBatch
+from gpuscale.specs import ModelSpec, Plan, PlanBatch
 from gpuscale.specs.training import DEFAULT_RECOMPUTE_MODULES
 
 
@@ -92,6 +92,153 @@ def _moe_layout(model: ModelSpec) -> list[str]:
     return args
 
 
+def _check_expressible(model: ModelSpec, plan: Plan, seq_len: int) -> None:
+    """Refuse, in one line, an architecture Megatron-LM's ``pretrain_gpt.py`` would build as a
+    different model from its flags: writing it anyway would train something else."""
+    name = model.name
+    require(
+        model.causal,
+        f"'{name}' is an encoder (bidirectional attention); Megatron-LM's pretrain_gpt.py trains "
+        "decoders, and this export does not write pretrain_bert.py; accepted: a decoder model",
+        field="from",
+    )
+    require(
+        model.position != "alibi",
+        f"'{name}' uses ALiBi position biases, which Megatron-LM does not implement "
+        "(--position-embedding-type takes learned_absolute, rope, yarn, mrope, relative, none)",
+        field="from",
+    )
+    require(
+        not model.parallel_block,
+        f"'{name}' runs attention and the MLP in parallel on one normed input (GPT-J, GPT-NeoX); "
+        "Megatron-Core's transformer layer runs them one after the other",
+        field="from",
+    )
+    require(
+        model.linear_attention_layers == 0,
+        f"'{name}' mixes linear-attention (Gated DeltaNet) layers with full attention; "
+        "Megatron-Bridge builds that hybrid with its own provider (shared-expert gate, "
+        "zero-centred norms), beyond the flags this export writes",
+        field="from",
+    )
+    require(
+        model.qk_norm != "rmsnorm_full",
+        f"'{name}' normalizes its queries and keys over all heads together; Megatron-LM's "
+        "--qk-layernorm normalizes each head (Megatron-Bridge's MiniMax-M2 bridge builds a layer "
+        "spec of its own for it)",
+        field="from",
+    )
+    require(
+        not (model.is_moe and model.linear_bias and plan.etp > 1),
+        f"megatron-core builds '{name}''s expert biases only without expert tensor parallelism "
+        "(TransformerConfig: 'Bias in Moe is only supported when ETP==1'); plan it with --etp 1",
+        field="etp",
+    )
+    if model.attention_chunk_layers:
+        require(
+            seq_len <= model.attention_chunk_size,
+            f"'{name}' attends within {model.attention_chunk_size}-token chunks on "
+            f"{model.attention_chunk_layers} layers, which Megatron-LM cannot express; at "
+            f"--seq {seq_len} they differ from full attention; accepted: --seq up to "
+            f"{model.attention_chunk_size}",
+            field="seq",
+        )
+        require(
+            model.qk_norm != "l2",
+            f"'{name}' L2-normalizes queries and keys on its RoPE layers only; Megatron-LM's "
+            "--qk-l2-norm applies to every layer",
+            field="from",
+        )
+    if model.sliding_window_layers:
+        require(
+            model.sliding_window_layers in (model.num_layers, model.num_layers // 2),
+            f"'{name}' has a sliding window on {model.sliding_window_layers} of "
+            f"{model.num_layers} layers; this export places windows on every layer or on "
+            "alternate layers (--window-attn-skip-freq 2)",
+            field="from",
+        )
+
+
+def _attention(model: ModelSpec) -> list[str]:
+    """The attention block in Megatron-LM's words (arguments.py; TransformerConfig and
+    MLATransformerConfig field names with dashes): multi-head latent attention with its latent
+    norms (Megatron-Bridge DeepSeekV3Bridge sets ``qk_layernorm`` beside
+    ``multi_latent_attention``), DeepSeek sparse attention's indexer, GQA, a sliding window
+    (Megatron-Bridge GPTOSSBridge: ``window_size (sliding_window - 1, 0)``, full attention every
+    2nd layer), learned sinks, QK norms, NoPE layers and a partial rotary embedding."""
+    args: list[str] = []
+    if model.is_mla:
+        args.append("--multi-latent-attention")
+        if model.q_lora_rank:
+            args += ["--q-lora-rank", str(model.q_lora_rank)]
+        args += [
+            "--kv-lora-rank", str(model.kv_lora_rank),
+            "--qk-head-dim", str(model.qk_nope_head_dim),
+            "--qk-pos-emb-head-dim", str(model.qk_rope_head_dim),
+            "--v-head-dim", str(model.v_head_dim),
+            "--qk-layernorm",
+        ]  # fmt: skip
+        if model.sparse_attention_topk:
+            args += [
+                "--experimental-attention-variant", "dsa",
+                "--dsa-indexer-n-heads", str(model.indexer_heads),
+                "--dsa-indexer-head-dim", str(model.indexer_head_dim),
+                "--dsa-indexer-topk", str(model.sparse_attention_topk),
+            ]  # fmt: skip
+        return args
+    if model.head_dim != model.hidden_size // model.num_heads:
+        args += ["--kv-channels", str(model.head_dim)]
+    if model.num_kv_heads != model.num_heads:
+        args += ["--group-query-attention", "--num-query-groups", str(model.num_kv_heads)]
+    if model.sliding_window_layers:
+        args += ["--window-size", f"{model.sliding_window - 1},0"]
+        if model.sliding_window_layers < model.num_layers:
+            args += ["--window-attn-skip-freq", "2"]
+    if model.attention_sinks:
+        # gpt-oss (Megatron-Bridge GPTOSSBridge): learnable softmax offsets, and its SwiGLU:
+        # quick-GELU gate, (up + 1), clamped at 7.
+        args += ["--softmax-type", "learnable"]
+    if model.qk_norm == "rmsnorm":
+        args.append("--qk-layernorm")
+    elif model.qk_norm == "l2":
+        args.append("--qk-l2-norm")
+    if model.attention_chunk_layers and model.attention_chunk_layers < model.num_layers:
+        # Llama 4: the layers outside the chunked ones are global NoPE layers (no_rope_layers),
+        # every n-th one.
+        step = model.num_layers // (model.num_layers - model.attention_chunk_layers)
+        args += ["--no-rope-freq", str(step)]
+    if model.rotary_dim and model.rotary_dim < model.head_dim:
+        args += ["--rotary-percent", f"{model.rotary_dim / model.head_dim:g}"]
+    return args
+
+
+def _router(model: ModelSpec) -> list[str]:
+    """The router (TransformerConfig ``moe_router_*``): sigmoid scores with an expert bias and
+    group-limited routing for DeepSeek-V3 (Megatron-Bridge DeepSeekV3Bridge; ``n_group`` ->
+    ``moe_router_num_groups``, ``topk_group`` -> ``moe_router_group_topk``,
+    ``routed_scaling_factor`` -> ``moe_router_topk_scaling_factor``)."""
+    args = [
+        "--num-experts",
+        str(model.num_experts),
+        "--moe-router-topk",
+        str(model.experts_per_token),
+    ]
+    if model.router_score == "sigmoid":
+        args += ["--moe-router-score-function", "sigmoid"]
+    elif model.experts_per_token == 1:
+        # megatron-core refuses a top-1 softmax router otherwise ("Please use
+        # --moe-router-pre-softmax when topk is 1": softmax over one logit has no gradient).
+        args.append("--moe-router-pre-softmax")
+    if model.router_expert_bias:
+        args.append("--moe-router-enable-expert-bias")
+    if model.router_groups > 1:
+        args += ["--moe-router-num-groups", str(model.router_groups)]
+        args += ["--moe-router-group-topk", str(model.router_group_topk)]
+    if model.router_scaling_factor != 1.0:
+        args += ["--moe-router-topk-scaling-factor", f"{model.router_scaling_factor:g}"]
+    return args
+
+
 def megatron_args(job: TrainingJob) -> list[str]:
     """The arguments, in Megatron-LM's spelling, that reproduce ``job``'s model and plan."""
     model, plan, training = job.model, job.plan, job.training
@@ -101,6 +248,7 @@ def megatron_args(job: TrainingJob) -> list[str]:
         "--to deepspeed, accelerate or torchtitan",
         field="zero",
     )
+    _check_expressible(model, plan, training.seq_len)
     args = [
         "--num-layers", str(model.num_layers),
         "--hidden-size", str(model.hidden_size),
@@ -109,11 +257,11 @@ def megatron_args(job: TrainingJob) -> list[str]:
         "--seq-length", str(training.seq_len),
         "--max-position-embeddings", str(max(model.max_seq_len, training.seq_len)),
     ]  # fmt: skip
-    if model.head_dim and model.head_dim != model.hidden_size // model.num_heads:
-        args += ["--kv-channels", str(model.head_dim)]
-    if model.num_kv_heads != model.num_heads:
-        args += ["--group-query-attention", "--num-query-groups", str(model.num_kv_heads)]
-    if model.mlp == "gated":
+    args += _attention(model)
+    if model.attention_sinks:
+        args += ["--quick-geglu", "--glu-linear-offset", "1.0"]
+        args += ["--activation-func-clamp-value", "7.0"]
+    elif model.mlp == "gated":
         args.append("--swiglu")
     args += ["--normalization", "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm"]
     position = {"rope": "rope", "learned": "learned_absolute", "alibi": "none"}[model.position]
@@ -122,17 +270,10 @@ def megatron_args(job: TrainingJob) -> list[str]:
         args.append("--untie-embeddings-and-output-weights")
     if not model.linear_bias:
         args.append("--disable-bias-linear")
+        if model.qkv_bias:
+            args.append("--add-qkv-bias")
     if model.num_experts > 1:
-        args += [
-            "--num-experts",
-            str(model.num_experts),
-            "--moe-router-topk",
-            str(model.experts_per_token),
-        ]
-        if model.experts_per_token == 1:
-            # megatron-core refuses a top-1 softmax router otherwise ("Please use
-            # --moe-router-pre-softmax when topk is 1": softmax over one logit has no gradient).
-            args.append("--moe-router-pre-softmax")
+        args += _router(model)
         args += _moe_layout(model)
     args += [
         "--tensor-model-parallel-size", str(plan.tp),

@@ -10,6 +10,8 @@ from gpuscale.errors import require
 MlpKind = Literal["gated", "plain"]
 NormKind = Literal["rmsnorm", "layernorm"]
 PositionKind = Literal["rope", "learned", "alibi"]
+RouterScore = Literal["softmax", "sigmoid"]
+QkNormKind = Literal["none", "rmsnorm", "rmsnorm_full", "l2"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -104,6 +106,37 @@ class ModelSpec:
     attention_output_gate: bool = False
     """Full-attention layers also project a per-channel sigmoid gate on their output
     (Qwen3-Next/Qwen3.5 ``attn_output_gate``): the query projection is twice as wide."""
+    router_score: RouterScore = "softmax"
+    """How the MoE router turns logits into expert weights: ``softmax`` over the chosen experts'
+    logits (Mixtral, Qwen3-MoE, gpt-oss) or ``sigmoid`` of each logit (DeepSeek-V3
+    ``scoring_func``, arXiv:2412.19437 Sec. 2.1.2; Llama 4's top-1 router). Only exports read the
+    router fields: routing costs the same either way."""
+    router_expert_bias: bool = False
+    """Auxiliary-loss-free balancing: a per-expert bias added to the scores for the top-k choice
+    only (DeepSeek-V3 ``topk_method`` ``noaux_tc``, ``e_score_correction_bias``; MiniMax-M2
+    ``use_routing_bias``)."""
+    router_groups: int = 0
+    """Group-limited routing: experts fall into this many groups and a token picks its top-k
+    within the ``router_group_topk`` best groups (DeepSeek-V3 ``n_group`` 8, ``topk_group`` 4);
+    0 or 1: no groups."""
+    router_group_topk: int = 0
+    router_scaling_factor: float = 1.0
+    """Scale on the routed experts' weights (DeepSeek-V3 ``routed_scaling_factor`` 2.5)."""
+    qk_norm: QkNormKind = "none"
+    """A norm on the queries and keys before attention: ``rmsnorm`` over each head with weights
+    (Qwen3 ``q_norm``/``k_norm`` of ``head_dim``), ``rmsnorm_full`` over all heads together
+    (MiniMax-M2 ``use_qk_norm``: ``q_norm`` of ``num_heads x head_dim``), ``l2`` per head without
+    weights (Llama 4 ``use_qk_norm``, ``Llama4TextL2Norm``). MLA's norms on its compressed
+    latents come with MLA. Only exports read it: the norm is a negligible cost."""
+    rotary_dim: int = 0
+    """Channels of each head that carry the rotary embedding (MiniMax-M2 ``rotary_dim`` 64 of
+    128, GPT-J 64 of 256); 0 means the whole head. Only exports read it."""
+    parallel_block: bool = False
+    """Attention and MLP read the same normed input and add to the residual together (GPT-J;
+    GPT-NeoX ``use_parallel_residual``) instead of one after the other. Only exports read it."""
+    attention_sinks: bool = False
+    """Every head has a learned sink logit in its softmax (gpt-oss ``sinks``, arXiv:2508.10925
+    Sec. 2), with gpt-oss's clamped SwiGLU beside it. Only exports read it."""
     attention_weights_16bit: bool = False
     """The published quantized checkpoint quantizes only the experts and keeps the attention
     projections and the router in 16 bits (gpt-oss ``quantization_config.
@@ -175,6 +208,9 @@ class ModelSpec:
             "sparse_attention_topk",
             "indexer_heads",
             "indexer_head_dim",
+            "router_groups",
+            "router_group_topk",
+            "rotary_dim",
         ):
             value = getattr(self, field)
             require(
@@ -215,6 +251,29 @@ class ModelSpec:
             f"model '{self.name}': give all of linear_num_key_heads, linear_num_value_heads, "
             "linear_key_head_dim and linear_value_head_dim, or none",
         )
+        require(
+            self.router_score in ("softmax", "sigmoid"),
+            f"model '{self.name}': router_score must be softmax or sigmoid, got "
+            f"{self.router_score!r}",
+        )
+        require(
+            self.qk_norm in ("none", "rmsnorm", "rmsnorm_full", "l2"),
+            f"model '{self.name}': qk_norm must be none, rmsnorm, rmsnorm_full or l2, got "
+            f"{self.qk_norm!r}",
+        )
+        require(
+            isinstance(self.router_scaling_factor, int | float) and self.router_scaling_factor > 0,
+            f"model '{self.name}': router_scaling_factor must be a positive number, got "
+            f"{self.router_scaling_factor!r}",
+        )
+        groups = self.router_groups
+        require(
+            (groups <= 1 and self.router_group_topk <= 1)
+            or (self.num_experts % groups == 0 and 1 <= self.router_group_topk <= groups),
+            f"model '{self.name}': router_groups ({groups}) must divide num_experts "
+            f"({self.num_experts}) and router_group_topk ({self.router_group_topk}) lie in "
+            "1..router_groups; 0 for no groups",
+        )
         if self.head_dim == 0:
             require(
                 self.hidden_size % self.num_heads == 0,
@@ -222,6 +281,11 @@ class ModelSpec:
                 f"num_heads ({self.num_heads}); give head_dim explicitly",
             )
             object.__setattr__(self, "head_dim", self.hidden_size // self.num_heads)
+        require(
+            self.rotary_dim <= self.head_dim,
+            f"model '{self.name}': rotary_dim ({self.rotary_dim}) exceeds head_dim "
+            f"({self.head_dim}); 0 means the whole head",
+        )
 
     @property
     def is_mla(self) -> bool:

@@ -1,0 +1,263 @@
+"""Every catalog architecture exports to Megatron-LM as that architecture, or is refused.
+
+The launch script's model flags are read back into megatron-core's own ``TransformerConfig`` /
+``MLATransformerConfig`` (Megatron-LM's arguments.py generates a flag for each field, dashes for
+underscores), whose ``__post_init__`` checks them, and the layer patterns are read with
+megatron-core's own helpers. A flag that is neither a config field nor a known launch flag fails
+the test, so a misspelt flag cannot pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from gpuscale import catalog
+from gpuscale.errors import InputError
+from gpuscale.export import TrainingJob, export
+from gpuscale.specs import ModelSpec, Plan, Training
+from tests.launch_args import script_args
+
+# Flags of the launch that are not TransformerConfig fields: data, batch, optimizer, position
+# table and the arguments.py spellings that core_transformer_config_from_args translates.
+LAUNCH_FLAGS = {
+    "seq_length", "max_position_embeddings", "micro_batch_size", "global_batch_size",
+    "position_embedding_type", "untie_embeddings_and_output_weights", "use_distributed_optimizer",
+    "overlap_param_gather", "overlap_grad_reduce", "group_query_attention", "swiglu",
+    "quick_geglu", "disable_bias_linear", "num_experts", "moe_router_topk", "bf16", "fp16",
+    "fp8_format", "expert_model_parallel_size", "expert_tensor_parallel_size",
+    "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+    "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+    "num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
+    "moe_layer_freq", "cross_entropy_loss_fusion", "cross_entropy_fusion_impl",
+    "grad_reduce_in_bf16", "cpu_offloading_num_layers", "moe_token_dispatcher_type",
+    "overlap_moe_expert_parallel_comm", "delay_wgrad_compute", "recompute_modules",
+    "multi_latent_attention", "rotary_percent",
+}  # fmt: skip
+
+
+def _job(model: str | ModelSpec, seq: int = 4096) -> TrainingJob:
+    spec = catalog.model(model)
+    # The widest tensor parallelism up to 8 that the heads split over (megatron-core refuses
+    # the rest).
+    tp = next(
+        t
+        for t in (8, 4, 2, 1)
+        if spec.num_heads % t == 0 and (spec.num_kv_heads % t == 0 or t % spec.num_kv_heads == 0)
+    )
+    # megatron-core builds expert biases (gpt-oss) only with experts whole on each rank.
+    etp = 1 if spec.is_moe and spec.linear_bias else tp
+    plan = Plan(tp=tp, etp=etp, dp=2, micro_batch=1, global_batch=64)
+    return TrainingJob(
+        model_id=spec.name,
+        model=spec,
+        gpu="h100-sxm",
+        gpus=plan.num_gpus,
+        gpus_per_node=8,
+        plan=plan,
+        training=Training(seq_len=seq, precision="bf16"),
+    )
+
+
+def _flags(model: str | ModelSpec, seq: int = 4096) -> dict[str, str | bool]:
+    return script_args(export(_job(model, seq), "megatron").files[0].content)
+
+
+def _value(name: str, raw: str | bool) -> Any:
+    """A flag's value as arguments.py types it (int, float, tuple_type, a list expression)."""
+    if raw is True:
+        return True
+    text = str(raw)
+    if name == "window_size":
+        return tuple(int(v) for v in text.strip("()").split(","))
+    if text.startswith("["):
+        return eval(text, {"__builtins__": {}})  # as moe_freq_type / no_rope_freq_type do
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _megatron_config(flags: dict[str, str | bool]) -> Any:
+    """megatron-core's config built from the script's flags, the way
+    core_transformer_config_from_args maps the few arguments.py spellings that differ."""
+    import torch
+    from megatron.core.activations import quick_gelu
+    from megatron.core.transformer import MLATransformerConfig, TransformerConfig
+
+    cls = MLATransformerConfig if "multi_latent_attention" in flags else TransformerConfig
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(flags) - fields - LAUNCH_FLAGS)
+    assert not unknown, f"flags megatron-core has no field for: {unknown}"
+    kw = {name: _value(name, raw) for name, raw in flags.items() if name in fields}
+    kw["num_moe_experts"] = int(flags["num_experts"]) if "num_experts" in flags else None
+    if "num_experts" in flags:
+        kw["moe_router_topk"] = int(flags["moe_router_topk"])
+        freq = flags.get("moe_layer_freq")
+        kw["moe_layer_freq"] = _value("moe_layer_freq", freq) if freq else 1
+    kw["gated_linear_unit"] = "swiglu" in flags or "quick_geglu" in flags
+    if "quick_geglu" in flags:
+        kw["activation_func"] = quick_gelu
+    kw["add_bias_linear"] = "disable_bias_linear" not in flags
+    # arguments.py: "Keep the 'add bias' args in sync; add_qkv_bias is more targeted."
+    kw["add_qkv_bias"] = kw["add_bias_linear"] or "add_qkv_bias" in flags
+    if "rotary_percent" in flags and cls is not TransformerConfig:
+        kw["rotary_percent"] = float(flags["rotary_percent"])
+    kw["params_dtype"] = torch.bfloat16
+    kw["bf16"] = True
+    return cls(**kw)
+
+
+CATALOG_DECODERS = [
+    name
+    for name, spec in catalog.models().items()
+    if spec.causal
+    and spec.position != "alibi"
+    and not spec.parallel_block
+    and not spec.linear_attention_layers
+    and spec.qk_norm not in ("rmsnorm_full", "l2")
+]
+
+
+@pytest.mark.parametrize("model", CATALOG_DECODERS)
+def test_every_exportable_catalog_model_is_accepted_by_megatron_core(model: str) -> None:
+    spec = catalog.model(model)
+    flags = _flags(model)
+    config = _megatron_config(flags)
+    assert config.num_layers == spec.num_layers
+    assert config.num_attention_heads == spec.num_heads
+    assert config.add_qkv_bias == spec.qkv_bias
+    assert config.add_bias_linear == spec.linear_bias
+    assert config.qk_layernorm == (spec.qk_norm == "rmsnorm" or spec.is_mla)
+    if spec.is_moe:
+        assert config.num_moe_experts == spec.num_experts
+        assert config.moe_router_topk == spec.experts_per_token
+        assert config.moe_router_score_function == spec.router_score
+        assert config.moe_router_enable_expert_bias == spec.router_expert_bias
+        assert (config.moe_router_num_groups or 0) == spec.router_groups
+        assert (config.moe_router_group_topk or 0) == spec.router_group_topk
+        assert (config.moe_router_topk_scaling_factor or 1.0) == spec.router_scaling_factor
+
+
+@pytest.mark.parametrize("model", ["deepseek-v3", "kimi-k2.5", "glm-5"])
+def test_mla_models_export_their_latent_attention(model: str) -> None:
+    """DeepSeek-V3, Kimi-K2.5 and GLM-5 are built with multi-head latent attention of their own
+    ranks (before, they were exported as 128 or 64 full heads of 192-256 channels), and GLM-5
+    with its DSA indexer."""
+    from megatron.core.transformer import MLATransformerConfig
+
+    spec = catalog.model(model)
+    config = _megatron_config(_flags(model))
+    assert isinstance(config, MLATransformerConfig)
+    assert config.multi_latent_attention
+    assert config.q_lora_rank == spec.q_lora_rank
+    assert config.kv_lora_rank == spec.kv_lora_rank
+    assert config.qk_head_dim == spec.qk_nope_head_dim
+    assert config.qk_pos_emb_head_dim == spec.qk_rope_head_dim
+    assert config.v_head_dim == spec.v_head_dim
+    assert config.num_query_groups in (None, spec.num_heads)
+    if spec.sparse_attention_topk:
+        assert config.experimental_attention_variant == "dsa"
+        assert config.dsa_indexer_topk == spec.sparse_attention_topk
+        assert config.dsa_indexer_n_heads == spec.indexer_heads
+        assert config.dsa_indexer_head_dim == spec.indexer_head_dim
+    else:
+        assert config.experimental_attention_variant is None
+
+
+def test_deepseek_v3_router_is_group_limited_sigmoid_with_expert_bias() -> None:
+    config = _megatron_config(_flags("deepseek-v3"))
+    assert config.moe_router_score_function == "sigmoid"
+    assert config.moe_router_enable_expert_bias
+    assert (config.moe_router_num_groups, config.moe_router_group_topk) == (8, 4)
+    assert config.moe_router_topk_scaling_factor == 2.5
+
+
+def test_gpt_oss_exports_windows_sinks_and_its_activation() -> None:
+    """gpt-oss: a 128-token window on alternate layers (megatron-core's own
+    is_layer_window_attention counts them), learned sinks, biases everywhere and the clamped
+    quick-GELU SwiGLU with its +1 offset, as Megatron-Bridge's GPTOSSBridge sets them."""
+    from megatron.core.transformer.utils import is_layer_window_attention
+
+    spec = catalog.model("gpt-oss-120b")
+    config = _megatron_config(_flags("gpt-oss-120b"))
+    windowed = [
+        is_layer_window_attention(config.window_size, config.window_attn_skip_freq, n)
+        for n in range(1, spec.num_layers + 1)
+    ]
+    assert sum(windowed) == spec.sliding_window_layers == 18
+    assert windowed[:2] == [True, False]  # layer_types: sliding_attention first
+    assert config.window_size == (spec.sliding_window - 1, 0)
+    assert config.softmax_type == "learnable"
+    assert config.glu_linear_offset == 1.0 and config.activation_func_clamp_value == 7.0
+    assert config.add_bias_linear and config.add_qkv_bias
+
+
+def test_llama4_maverick_exports_nope_layers_and_a_top1_sigmoid_router() -> None:
+    spec = catalog.model("llama4-maverick")
+    config = _megatron_config(_flags("llama4-maverick"))
+    assert sum(config.no_rope_freq) == spec.num_layers - spec.attention_chunk_layers == 12
+    assert config.no_rope_freq[:4] == [0, 0, 0, 1]
+    assert config.moe_router_score_function == "sigmoid"
+    assert not config.moe_router_pre_softmax
+
+
+def test_partial_rotary_and_qk_norm_reach_megatron() -> None:
+    qwen = _megatron_config(_flags("qwen3-32b"))
+    assert qwen.qk_layernorm and not qwen.qk_l2_norm
+    spec = dataclasses.replace(catalog.model("llama3.1-8b"), name="partial", rotary_dim=64)
+    flags = _flags(spec)
+    assert float(flags["rotary_percent"]) == 0.5  # arguments.py --rotary-percent (GPTModel's)
+    _megatron_config(flags)
+
+
+def test_qwen25_keeps_its_qkv_bias_without_other_biases() -> None:
+    config = _megatron_config(_flags("qwen2.5-72b"))
+    assert config.add_qkv_bias and not config.add_bias_linear
+
+
+@pytest.mark.parametrize(
+    ("model", "seq", "words"),
+    [
+        ("bert-large", 512, "encoder"),
+        ("gpt-j-6b", 2048, "in parallel"),
+        ("qwen3.5-397b-a17b", 4096, "Gated DeltaNet"),
+        ("minimax-m2.5", 4096, "over all heads"),
+        ("llama4-scout", 4096, "RoPE layers only"),
+        ("llama4-maverick", 16384, "8192-token chunks"),
+    ],
+)
+def test_architectures_megatron_cannot_build_are_refused_in_one_line(
+    model: str, seq: int, words: str
+) -> None:
+    with pytest.raises(InputError, match=words) as info:
+        export(_job(model, seq), "megatron")
+    assert "\n" not in str(info.value)
+
+
+def test_expert_biases_with_expert_tensor_parallelism_are_refused() -> None:
+    """megatron-core refuses gpt-oss's expert biases with experts split over TP ranks; the plan
+    the cost model priced must say --etp 1, not be changed on the way out."""
+    spec = catalog.model("gpt-oss-120b")
+    plan = Plan(tp=8, dp=2, micro_batch=1, global_batch=64)
+    job = TrainingJob(
+        model_id=spec.name, model=spec, gpu="h100-sxm", gpus=16, gpus_per_node=8, plan=plan,
+        training=Training(seq_len=4096, precision="bf16"),
+    )  # fmt: skip
+    with pytest.raises(InputError, match="--etp 1"):
+        export(job, "megatron")
+
+
+def test_alibi_models_are_refused() -> None:
+    spec = dataclasses.replace(catalog.model("llama3.1-8b"), name="alibi-8b", position="alibi")
+    with pytest.raises(InputError, match="ALiBi"):
+        export(_job(spec), "megatron")
+
+
+def test_llama4_maverick_within_one_chunk_is_exported() -> None:
+    """Up to one chunk of context, chunked attention is full attention: the export is exact."""
+    assert "no_rope_freq" in _flags("llama4-maverick", seq=8192)
