@@ -120,3 +120,27 @@ def test_attention_core_widths_and_windows() -> None:
     # Within the window both are the same.
     short = float(attention_core_flops(oss, 64.0, 64.0, 1, causal_skip=True))
     assert short == pytest.approx(float(attention_core_flops(full_only, 64.0, 64.0, 1, True)))
+
+
+@pytest.mark.parametrize(("queries", "context"), [(32768, 32768), (1000, 20000), (1, 20000)])
+def test_chunked_attention_counts_each_query_within_its_chunk(
+    queries: float, context: float
+) -> None:
+    """Llama 4's 36 RoPE layers attend within 8,192-token chunks: the query at position p sees
+    p mod 8,192 + 1 keys (counted here position by position); the 12 NoPE layers see all."""
+    scout = catalog.model("llama4-scout")
+    full_only = dataclasses.replace(scout, attention_chunk_size=0, attention_chunk_layers=0)
+    got = float(attention_core_flops(scout, queries, context, 1, causal_skip=True))
+    dense = float(attention_core_flops(full_only, queries, context, 1, causal_skip=True))
+    c = scout.attention_chunk_size
+    pairs = sum(p % c + 1 for p in range(int(context - queries), int(context)))
+    share = scout.attention_chunk_layers / scout.num_layers
+    assert got == pytest.approx((1 - share) * dense + share * 2.0 * pairs * 2 * scout.q_width)
+    # Within one chunk it is full causal attention, and training a 32k sequence pays for
+    # under half the pairs of full attention on those layers.
+    inside = float(attention_core_flops(scout, 4096.0, 4096.0, 1, causal_skip=True))
+    assert inside == float(attention_core_flops(full_only, 4096.0, 4096.0, 1, causal_skip=True))
+    if queries == context == 32768:
+        assert got / dense == pytest.approx(
+            0.25 + 0.75 * (4 * c * (c + 1) / 2) / (c * 4) ** 2 * 2, rel=1e-3
+        )

@@ -938,7 +938,7 @@ def infer(
             f"{spec.name}'s chunked attention ({spec.attention_chunk_layers} of "
             f"{spec.num_layers} layers attend within {spec.attention_chunk_size:,}-token chunks) "
             f"is priced as full attention: beyond one chunk ({input_len + output_len:,} tokens "
-            "here) their attention time is an upper bound"
+            "here) their attention time and KV cache are upper bounds"
         )
     if prefix_hit and not eng.prefix_caching:
         why = (

@@ -159,7 +159,10 @@ def attention_core_flops(
     sliding-window layer (gpt-oss alternates them) lets each query see at most
     ``sliding_window`` keys (Beltagy et al. 2020, arXiv:2004.05150, Sec. 3.1); a kernel that
     skips masked blocks computes only those pairs, one that builds the whole score matrix (no
-    ``causal_skip``) saves nothing, except a single query row (decode), which reads the window."""
+    ``causal_skip``) saves nothing, except a single query row (decode), which reads the window.
+    A chunked-attention layer (Llama 4's RoPE layers, ``attention_chunk_size``) lets each query
+    see only the keys of its own chunk (transformers Llama4TextAttention's chunked causal mask),
+    counted the same way (:func:`chunk_pairs`)."""
     T = np.asarray(tokens, dtype=float)
     kv = np.asarray(kv_len, dtype=float)
     if m.is_mla:
@@ -173,7 +176,30 @@ def attention_core_flops(
         windowed = np.where(kv > m.sliding_window, windowed, full)
         share = m.sliding_window_layers / m.num_layers
         full = (1.0 - share) * full + share * windowed
+    if m.attention_chunk_size and m.attention_chunk_layers:
+        chunked = 2.0 * chunk_pairs(T, kv, float(m.attention_chunk_size), causal_skip) * width
+        chunked = np.where(kv > m.attention_chunk_size, chunked, full)
+        share = m.attention_chunk_layers / m.num_layers
+        full = (1.0 - share) * full + share * chunked
     return full / np.asarray(tp, dtype=float)
+
+
+def chunk_pairs(T: np.ndarray, kv: np.ndarray, c: float, causal_skip: bool) -> np.ndarray:
+    """Query-key pairs of ``T`` queries at the end of a ``kv``-token causal context when each
+    sees only its own ``c``-token chunk: the query at position ``p`` sees ``p mod c + 1`` keys,
+    so the pairs are ``S(kv) - S(kv - T)`` with ``S(n)``, the sum over the first ``n``
+    positions, ``q c (c + 1) / 2 + r (r + 1) / 2`` for ``n = q c + r``. Without block skipping
+    the whole ``T x kv`` score matrix is computed unless ``T`` is one row."""
+
+    def upto(n: np.ndarray) -> np.ndarray:
+        q = np.floor(n / c)
+        r = n - q * c
+        return q * c * (c + 1.0) / 2.0 + r * (r + 1.0) / 2.0
+
+    skipped = upto(kv) - upto(np.maximum(kv - T, 0.0))
+    if causal_skip:
+        return skipped
+    return np.where(T <= 1.0, np.mod(np.maximum(kv - 1.0, 0.0), c) + 1.0, T * kv)
 
 
 def window_pairs(T: np.ndarray, kv: np.ndarray, w: float, causal_skip: bool) -> np.ndarray:

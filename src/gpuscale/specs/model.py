@@ -80,8 +80,11 @@ class ModelSpec:
     attention_chunk_size: int = 0
     """Chunked local attention (Llama 4 ``attention_chunk_size``): on
     ``attention_chunk_layers`` layers each token attends only within its own chunk of this many
-    tokens. Not priced: those layers are priced as full attention, exact while a request's
-    context fits one chunk and an upper bound beyond (:meth:`attention_chunks_unpriced`)."""
+    tokens. Training and the static-batch model price those pairs
+    (``costmodel.flops.chunk_pairs``); the serving model prices the layers as full attention,
+    time and KV cache (how an engine pages a chunked layer's cache is engine-specific), exact
+    while a request's context fits one chunk and an upper bound beyond
+    (:meth:`attention_chunks_unpriced`)."""
     attention_chunk_layers: int = 0
     """How many layers use chunked attention (Llama 4: the RoPE layers, 3 of every 4)."""
     linear_attention_layers: int = 0
@@ -297,7 +300,7 @@ class ModelSpec:
         return self.linear_attention_layers > 0 and self.linear_num_value_heads > 0
 
     def attention_chunks_unpriced(self, context_tokens: int) -> bool:
-        """Whether a context this long spans several attention chunks, which the cost model
+        """Whether a context this long spans several attention chunks, which the serving model
         does not price (it prices those layers as full attention)."""
         return self.attention_chunk_layers > 0 and context_tokens > self.attention_chunk_size
 
