@@ -367,6 +367,38 @@ def test_torchtitan_command_is_accepted_and_round_trips() -> None:
     ParallelDims.from_config(par, world_size=job.gpus)  # torchtitan's own degree check
 
 
+@pytest.mark.parametrize(
+    "model", ["qwen3-32b", "qwen3-30b-a3b", "gpt-oss-20b", "gpt-oss-120b", "deepseek-v3"]
+)
+def test_torchtitan_builds_the_model_gpuscale_priced(model: str) -> None:
+    """The shipped torchtitan config a catalog model exports to builds, on the meta device,
+    the parameters gpuscale counts (to the mean-block rounding), and an MoE plan with experts
+    whole (etp 1) and EP taken from the FSDP x TP ranks passes torchtitan's degree check."""
+    import torch
+    from torchtitan.distributed.parallel_dims import ParallelDims
+
+    from gpuscale.costmodel.params import total_params
+
+    spec = catalog.model(model)
+    moe = {"ep": 8, "etp": 1} if spec.is_moe else {}
+    job = _job(model, tp=2, dp=8, zero=3, micro_batch=1, global_batch=64, **moe)
+    config = _torchtitan(_launch_args(export(job, "torchtitan").files[0].content))
+    par = config.parallelism
+    assert par.expert_parallel_degree == (8 if spec.is_moe else 1)
+    ParallelDims.from_config(par, world_size=job.gpus)
+    with torch.device("meta"):
+        built = config.model_spec.model.build()
+    n = sum(p.numel() for p in built.parameters())
+    assert abs(n - total_params(spec)) <= spec.num_layers
+
+
+def test_torchtitan_takes_expert_parallelism_from_sharded_ranks_only() -> None:
+    """With --zero 0 the data-parallel ranks replicate; EP 8 cannot come from TP 2 alone."""
+    job = _job("gpt-oss-20b", tp=2, dp=8, ep=8, etp=1, micro_batch=1, global_batch=64)
+    with pytest.raises(InputError, match="lend none"):
+        export(job, "torchtitan")
+
+
 def test_torchtitan_refuses_a_wrong_plan_too() -> None:
     from torchtitan.distributed.parallel_dims import ParallelDims
 
@@ -722,8 +754,9 @@ def test_folded_moe_plan_exports_its_expert_split_to_megatron_core() -> None:
     assert "expert_tensor_parallel_size" not in script_args(
         export(unfolded, "megatron").files[0].content
     )
-    with pytest.raises(InputError, match=r"torchtitan .* has no expert tensor-parallel"):
-        export(job, "torchtitan")
+    # torchtitan keeps experts whole: the plan that splits them over TP is refused there.
+    with pytest.raises(InputError, match="keeps each expert whole"):
+        export(unfolded, "torchtitan")
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,18 @@ def attention_params(m: ModelSpec) -> int:
     q_out = m.q_width * (2 if m.attention_output_gate else 1)
     weights = m.hidden_size * (q_out + 2 * m.kv_width) + m.q_width * m.hidden_size
     bias = (q_out + 2 * m.kv_width if m.qkv_bias else 0) + (m.hidden_size if m.linear_bias else 0)
-    return weights + bias
+    return weights + bias + qk_norm_params(m) + (m.num_heads if m.attention_sinks else 0)
+
+
+def qk_norm_params(m: ModelSpec) -> int:
+    """The QK norms' scales of one attention layer: one head's width each for a per-head
+    RMSNorm (transformers Qwen3Attention ``q_norm``/``k_norm``), the whole query and key width
+    for MiniMax-M2's (``q_norm`` of ``num_heads x head_dim``), none for an L2 norm (Llama 4)."""
+    if m.qk_norm == "rmsnorm":
+        return 2 * m.head_dim
+    if m.qk_norm == "rmsnorm_full":
+        return m.q_width + m.kv_width
+    return 0
 
 
 def indexer_params(m: ModelSpec) -> int:
@@ -86,8 +97,11 @@ def norm_params(m: ModelSpec) -> int:
 
 
 def router_params(m: ModelSpec) -> int:
-    """The MoE gate: a ``hidden x num_experts`` linear without bias (Mixtral)."""
-    return m.hidden_size * m.num_experts if m.is_moe else 0
+    """The MoE gate: a ``hidden x num_experts`` linear, without bias (Mixtral) or with one
+    where the model's linears have biases (gpt-oss ``GptOssTopKRouter``)."""
+    if not m.is_moe:
+        return 0
+    return (m.hidden_size + (1 if m.linear_bias else 0)) * m.num_experts
 
 
 def _dense_mlp_params(m: ModelSpec) -> int:

@@ -22,10 +22,18 @@ from gpuscale.export.files import Export, ExportedFile
 from gpuscale.export.job import TrainingJob, megatron_only
 
 CONFIGS: dict[str, tuple[str, str]] = {
-    # gpuscale catalog id -> (torchtitan module, config_registry function), as torchtitan ships
+    # gpuscale catalog id -> (torchtitan module, config_registry function), as torchtitan 0.3
+    # ships them; each builds, on the meta device, the parameters gpuscale counts (tests).
     "llama3.1-8b": ("llama3", "llama3_8b"),
     "llama3.1-70b": ("llama3", "llama3_70b"),
     "llama3.1-405b": ("llama3", "llama3_405b"),
+    "qwen3-32b": ("qwen3", "qwen3_32b"),
+    "qwen3-30b-a3b": ("qwen3", "qwen3_30b_a3b"),
+    "gpt-oss-20b": ("gpt_oss", "gpt_oss_20b"),
+    "gpt-oss-120b": ("gpt_oss", "gpt_oss_120b"),
+    # DeepSeek-R1 is DeepSeek-V3's architecture (its config.json keys are identical).
+    "deepseek-v3": ("deepseek_v3", "deepseek_v3_671b"),
+    "deepseek-r1": ("deepseek_v3", "deepseek_v3_671b"),
 }
 FLAVORS: dict[str, tuple[str, str]] = {
     # gpuscale catalog id -> (torchtitan 0.2.x [model] name, flavor), as torchtitan 0.2 ships
@@ -99,9 +107,13 @@ def torchtitan_args(job: TrainingJob) -> list[str]:
         args += [
             "--parallelism.pipeline-parallel-schedule", schedule,
             "--parallelism.pipeline-parallel-microbatch-size", str(plan.micro_batch),
-            # torchtitan 0.3 refuses CUDA graphs with pipeline parallelism ("not supported yet").
-            "--training.disable-cuda-graphs",
         ]  # fmt: skip
+    if plan.pp > 1 or (job.model.is_moe and plan.ep > 1):
+        # torchtitan 0.3 refuses CUDA graphs with pipeline parallelism ("not supported yet")
+        # and with the all-to-all expert dispatcher its shipped MoE configs use ("CUDA graphs
+        # support only expert parallel token dispatcher configurations without CPU
+        # synchronization", Trainer config validation).
+        args.append("--training.disable-cuda-graphs")
         if plan.vp > 1:
             per_stage = _layers_per_stage(job)
             args += ["--parallelism.pipeline-parallel-layers-per-stage", str(per_stage)]
@@ -186,6 +198,31 @@ def torchtitan_toml_sections(
     return sections
 
 
+def _check_expert_layout(job: TrainingJob) -> None:
+    """torchtitan keeps each expert whole on its rank: expert parallelism borrows the FSDP, CP
+    and TP ranks, ``efsdp x ep = dp_shard x cp x tp`` (torchtitan 0.3
+    ``ParallelismConfig.expert_parallel_degree``, ``ParallelDims.build_mesh``), so a plan that
+    splits experts over the TP ranks (``etp > 1``) is another plan, and EP must divide those
+    ranks (data-parallel replicas under ``--zero 0`` lend none)."""
+    plan = job.plan
+    require(
+        plan.etp == 1,
+        f"torchtitan keeps each expert whole (expert parallelism borrows the FSDP and TP ranks); "
+        f"this plan splits experts --etp {plan.etp} ways: plan it with --etp 1, or export to "
+        "--to megatron (--expert-tensor-parallel-size)",
+        field="etp",
+    )
+    shard, _, _, _ = _degrees(job)
+    ranks = shard * plan.cp * plan.tp
+    require(
+        ranks % plan.ep == 0,
+        f"torchtitan takes --ep {plan.ep} from the FSDP x CP x TP ranks ({shard} x {plan.cp} x "
+        f"{plan.tp} = {ranks}), which it does not divide; with --zero 0 the data-parallel "
+        "ranks are replicas and lend none: use --zero 1-3 or an --ep that divides them",
+        field="ep",
+    )
+
+
 def _launch(job: TrainingJob, version: str, train_args: str) -> str:
     return (
         "#!/usr/bin/env bash\n"
@@ -203,12 +240,8 @@ def _launch(job: TrainingJob, version: str, train_args: str) -> str:
 def export_torchtitan(job: TrainingJob, *, version: str = "0.3") -> Export:
     minor = _version(version)
     megatron_only(job, "torchtitan")
-    require(
-        job.plan.etp == job.plan.tp,
-        f"torchtitan {minor} has no expert tensor-parallel setting: --etp {job.plan.etp} with "
-        f"--tp {job.plan.tp} exports to --to megatron (--expert-tensor-parallel-size)",
-        field="etp",
-    )
+    if job.model.is_moe:
+        _check_expert_layout(job)
     notes: tuple[str, ...] = ()
     if job.plan.zero in (1, 2):
         notes = (

@@ -130,7 +130,8 @@ class ModelSpec:
     (Qwen3 ``q_norm``/``k_norm`` of ``head_dim``), ``rmsnorm_full`` over all heads together
     (MiniMax-M2 ``use_qk_norm``: ``q_norm`` of ``num_heads x head_dim``), ``l2`` per head without
     weights (Llama 4 ``use_qk_norm``, ``Llama4TextL2Norm``). MLA's norms on its compressed
-    latents come with MLA. Only exports read it: the norm is a negligible cost."""
+    latents come with MLA. The cost model counts its scales (``params.qk_norm_params``) and
+    nothing else: a norm over the heads is a negligible cost."""
     rotary_dim: int = 0
     """Channels of each head that carry the rotary embedding (MiniMax-M2 ``rotary_dim`` 64 of
     128, GPT-J 64 of 256); 0 means the whole head. Only exports read it."""
@@ -139,7 +140,7 @@ class ModelSpec:
     GPT-NeoX ``use_parallel_residual``) instead of one after the other. Only exports read it."""
     attention_sinks: bool = False
     """Every head has a learned sink logit in its softmax (gpt-oss ``sinks``, arXiv:2508.10925
-    Sec. 2), with gpt-oss's clamped SwiGLU beside it. Only exports read it."""
+    Sec. 2), with gpt-oss's clamped SwiGLU beside it. Counted as one parameter per head."""
     attention_weights_16bit: bool = False
     """The published quantized checkpoint quantizes only the experts and keeps the attention
     projections and the router in 16 bits (gpt-oss ``quantization_config.
