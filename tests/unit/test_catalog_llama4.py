@@ -140,3 +140,38 @@ def test_lora_adapters_of_an_moe_model_count_each_block_once() -> None:
         48 * attention + 24 * (128 + 1) * 3 * (h + f) + 24 * 3 * (h + spec.dense_ffn_hidden_size)
     )
     assert lora_params(spec, training) == expected
+
+
+def test_llama4_keys_left_out_take_transformers_defaults() -> None:
+    """Llama4TextConfig defaults use_qk_norm true and attention_chunk_size 8192: a config that
+    leaves them out is Scout's architecture, not one without QK norm or chunks."""
+    from gpuscale.catalog.hf_config import model_from_config
+
+    cfg = _llama4_config(num_local_experts=16, interleave_moe_layer_step=1)
+    text = cfg["text_config"]
+    assert isinstance(text, dict)
+    del text["use_qk_norm"], text["attention_chunk_size"]
+    spec = model_from_config(cfg, "defaults")
+    assert spec.qk_norm == "l2" and spec.attention_chunk_size == 8192
+    assert spec.attention_chunk_layers == 36 and spec.router_scales_input
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ({"moe_layers": [1, "a"]}, "moe_layers"),
+        ({"moe_layers": "1,3"}, "moe_layers"),
+        ({"no_rope_layers": "0101"}, "no_rope_layers"),
+        ({"no_rope_layers": [0.5] * 48}, "no_rope_layers"),
+        ({"no_rope_layers": [0, 1, 1, 1] * 12}, "every n-th layer"),
+        ({"interleave_moe_layer_step": 64}, "exceeds"),
+    ],
+)
+def test_llama4_layer_lists_it_cannot_place_are_refused(
+    text: dict[str, object], fragment: str
+) -> None:
+    from gpuscale.catalog.hf_config import model_from_config
+
+    with pytest.raises(InputError, match=fragment) as info:
+        model_from_config(_llama4_config(**text), "bad")
+    assert "\n" not in str(info.value)

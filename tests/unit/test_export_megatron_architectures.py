@@ -34,11 +34,11 @@ LAUNCH_FLAGS = {
     "moe_layer_freq", "cross_entropy_loss_fusion", "cross_entropy_fusion_impl",
     "grad_reduce_in_bf16", "cpu_offloading_num_layers", "moe_token_dispatcher_type",
     "overlap_moe_expert_parallel_comm", "delay_wgrad_compute", "recompute_modules",
-    "multi_latent_attention", "rotary_percent",
+    "multi_latent_attention", "rotary_percent", "no_rope_fusion",
 }  # fmt: skip
 
 
-def _job(model: str | ModelSpec, seq: int = 4096) -> TrainingJob:
+def _job(model: str | ModelSpec, seq: int = 4096, cp: int = 1) -> TrainingJob:
     spec = catalog.model(model)
     # The widest tensor parallelism up to 8 that the heads split over (megatron-core refuses
     # the rest).
@@ -49,7 +49,7 @@ def _job(model: str | ModelSpec, seq: int = 4096) -> TrainingJob:
     )
     # megatron-core builds expert biases (gpt-oss) only with experts whole on each rank.
     etp = 1 if spec.is_moe and spec.linear_bias else tp
-    plan = Plan(tp=tp, etp=etp, dp=2, micro_batch=1, global_batch=64)
+    plan = Plan(tp=tp, etp=etp, dp=2, cp=cp, micro_batch=1, global_batch=64)
     return TrainingJob(
         model_id=spec.name,
         model=spec,
@@ -61,8 +61,8 @@ def _job(model: str | ModelSpec, seq: int = 4096) -> TrainingJob:
     )
 
 
-def _flags(model: str | ModelSpec, seq: int = 4096) -> dict[str, str | bool]:
-    return script_args(export(_job(model, seq), "megatron").files[0].content)
+def _flags(model: str | ModelSpec, seq: int = 4096, cp: int = 1) -> dict[str, str | bool]:
+    return script_args(export(_job(model, seq, cp), "megatron").files[0].content)
 
 
 def _value(name: str, raw: str | bool) -> Any:
@@ -102,6 +102,9 @@ def _megatron_config(flags: dict[str, str | bool]) -> Any:
     kw["gated_linear_unit"] = "swiglu" in flags or "quick_geglu" in flags
     if "quick_geglu" in flags:
         kw["activation_func"] = quick_gelu
+    # arguments.py fuses RoPE by default (--no-rope-fusion turns it off); megatron-core needs
+    # Transformer Engine for it, absent here, so only the flag's presence is read.
+    kw["apply_rope_fusion"] = False
     kw["add_bias_linear"] = "disable_bias_linear" not in flags
     # arguments.py: "Keep the 'add bias' args in sync; add_qkv_bias is more targeted."
     kw["add_qkv_bias"] = kw["add_bias_linear"] or "add_qkv_bias" in flags
@@ -261,3 +264,65 @@ def test_alibi_models_are_refused() -> None:
 def test_llama4_maverick_within_one_chunk_is_exported() -> None:
     """Up to one chunk of context, chunked attention is full attention: the export is exact."""
     assert "no_rope_freq" in _flags("llama4-maverick", seq=8192)
+
+
+def test_glm5_trains_its_indexer_without_fused_rope() -> None:
+    """DSAttention: megatron-core asserts "RoPE fusion is not supported for DSAttention" and
+    arguments.py fuses RoPE by default, so --no-rope-fusion; the indexer's inputs are detached,
+    so without its own loss (Megatron-Bridge's GLM-5 bridge: 0.001, sparse) it never trains;
+    under context parallelism DSA gathers its keys whole (cp_comm_type allgather)."""
+    flags = _flags("glm-5")
+    assert flags["no_rope_fusion"] is True
+    config = _megatron_config(flags)
+    assert config.dsa_indexer_loss_coeff == 0.001 and config.dsa_indexer_use_sparse_loss
+    assert "cp_comm_type" not in flags
+    # (megatron-core 0.16.1, installed here, predates DSA under context parallelism.)
+    assert _flags("glm-5", cp=2)["cp_comm_type"] == "allgather"
+
+
+def test_llama4_router_scales_the_expert_input() -> None:
+    config = _megatron_config(_flags("llama4-maverick"))
+    assert config.moe_apply_probs_on_input
+
+
+def test_unnormalized_and_gated_routers_reach_megatron() -> None:
+    """A softmax over all experts kept as is (DeepSeek-V2, Qwen2-MoE norm_topk_prob false) is
+    --moe-router-pre-softmax; Qwen's sigmoid gate on the shared expert is
+    --moe-shared-expert-gate."""
+    base = catalog.model("qwen3-30b-a3b")
+    qwen2 = dataclasses.replace(
+        base, name="qwen2-moe-like", router_topk_normalized=False, shared_experts=1,
+        shared_expert_gate=True,
+    )  # fmt: skip
+    config = _megatron_config(_flags(qwen2))
+    assert config.moe_router_pre_softmax and config.moe_shared_expert_gate
+    assert not _megatron_config(_flags("qwen3-30b-a3b")).moe_router_pre_softmax
+    sigmoid = dataclasses.replace(
+        catalog.model("glm-5"), name="sigmoid-unnormalized", router_topk_normalized=False
+    )
+    with pytest.raises(InputError, match="renormalizes"):
+        export(_job(sigmoid), "megatron")
+
+
+def test_rotary_share_megatron_cannot_state_exactly_is_refused() -> None:
+    """Megatron-LM takes int(head_dim x --rotary-percent) channels: 30 of 44 written as the
+    shortest decimal of 30/44 reads back as 29."""
+    assert int(44 * float(repr(30 / 44))) == 29
+    spec = dataclasses.replace(
+        catalog.model("llama3.1-8b"), name="odd-rope", head_dim=44, rotary_dim=30
+    )
+    with pytest.raises(InputError, match="rotary-percent"):
+        export(_job(spec), "megatron")
+
+
+def test_nope_layers_that_do_not_divide_the_layers_are_refused() -> None:
+    spec = dataclasses.replace(
+        catalog.model("llama4-maverick"), name="odd", attention_chunk_layers=43
+    )
+    with pytest.raises(InputError, match="no-rope-freq"):
+        export(_job(spec, seq=4096), "megatron")
+
+
+def test_every_megatron_export_says_the_rotary_base_is_not_carried() -> None:
+    notes = export(_job("llama3.1-8b"), "megatron").notes
+    assert any("--rotary-base" in n for n in notes)

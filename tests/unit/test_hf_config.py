@@ -158,6 +158,27 @@ KEYS = [
     "n_shared_experts",
     "first_k_dense_replace",
     "sliding_window",
+    # router, QK norm, rotary and layer-pattern keys (MoE families, Llama 4, GPT-NeoX, Qwen3.5)
+    "scoring_func",
+    "topk_method",
+    "n_group",
+    "topk_group",
+    "routed_scaling_factor",
+    "norm_topk_prob",
+    "use_routing_bias",
+    "use_qk_norm",
+    "rotary_dim",
+    "rotary_pct",
+    "use_parallel_residual",
+    "no_rope_layers",
+    "no_rope_layer_interval",
+    "moe_layers",
+    "interleave_moe_layer_step",
+    "attention_chunk_size",
+    "intermediate_size_mlp",
+    "layer_types",
+    "partial_rotary_factor",
+    "rope_parameters",
 ]
 
 json_scalars = st.one_of(
@@ -214,3 +235,51 @@ def test_arbitrary_bytes_on_disk_never_raise_anything_but_input_error(
         model_from_config_file(path)
     except InputError as exc:
         assert "\n" not in str(exc)
+
+
+def _moe(model_type: str, **keys: Any) -> dict[str, Any]:
+    cfg: dict[str, Any] = {
+        "model_type": model_type, "num_hidden_layers": 4, "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 100,
+        "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+    }  # fmt: skip
+    cfg.update(keys)
+    return cfg
+
+
+def test_router_keys_follow_each_family_default() -> None:
+    """Keys left out take the family's transformers behaviour: MiniMax-M2 routes with a
+    biased sigmoid and normalizes Q and K over all heads; Qwen2-MoE keeps its softmax's top-k
+    weights unnormalized (norm_topk_prob false) and gates its shared expert."""
+    minimax = model_from_config(_moe("minimax_m2"), "minimax")
+    assert (minimax.router_score, minimax.router_expert_bias) == ("sigmoid", True)
+    assert minimax.qk_norm == "rmsnorm_full"
+    qwen2 = model_from_config(_moe("qwen2_moe", shared_expert_intermediate_size=32), "qwen2")
+    assert not qwen2.router_topk_normalized and qwen2.shared_expert_gate
+    assert model_from_config(_moe("qwen3_moe"), "qwen3").router_topk_normalized
+
+
+@pytest.mark.parametrize(
+    ("keys", "fragment"),
+    [
+        ({"topk_method": 3}, "topk_method"),
+        ({"use_routing_bias": True}, "sigmoid"),
+        ({"scoring_func": "relu"}, "scoring_func"),
+        ({"n_group": 3, "topk_group": 1}, "n_group"),
+    ],
+)
+def test_bad_router_keys_are_one_line_input_errors(keys: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(InputError, match=fragment) as info:
+        model_from_config(_moe("qwen3_moe", **keys), "bad")
+    assert "\n" not in str(info.value)
+
+
+def test_gpt_oss_layer_types_must_alternate_from_a_window() -> None:
+    base = _moe(
+        "gpt_oss", sliding_window=128, head_dim=16, num_experts=4,
+        layer_types=["sliding_attention", "full_attention"] * 2,
+    )  # fmt: skip
+    assert model_from_config(base, "oss").sliding_window_layers == 2
+    flipped = {**base, "layer_types": ["full_attention", "sliding_attention"] * 2}
+    with pytest.raises(InputError, match="alternate"):
+        model_from_config(flipped, "oss")

@@ -325,11 +325,18 @@ def _moe(
     elif model_type == "gpt_oss":
         window = _count(cfg, name, "sliding_window")
         kinds = cfg.get("layer_types")
-        sliding = (
-            sum(1 for k in kinds if k == "sliding_attention")
-            if isinstance(kinds, list)
-            else layers // 2
-        )
+        if kinds is not None:
+            # gpt-oss alternates, a window first; the spec counts the layers and the exports
+            # place them by that rule, so another layout is refused rather than misplaced.
+            alternate = ["sliding_attention", "full_attention"] * (layers // 2)
+            if kinds not in (alternate, ["full_attention"] * layers) or layers % 2:
+                raise InputError(
+                    f"{name}: 'layer_types' must alternate sliding_attention and full_attention "
+                    f"over the {layers} layers (gpt-oss), or be all full_attention"
+                )
+            sliding = kinds.count("sliding_attention")
+        else:
+            sliding = layers // 2
         extra.update(
             sliding_window=window,
             sliding_window_layers=sliding if window else 0,
@@ -345,9 +352,11 @@ def _moe(
         extra["qk_norm"] = "rmsnorm"  # transformers Qwen3MoeAttention / Qwen3NextAttention
     if model_type == "minimax_m2":
         # MiniMaxM2Attention: q_norm / k_norm over all heads together, rotary on rotary_dim.
-        if _flag(cfg, name, "use_qk_norm", False):
+        if _flag(cfg, name, "use_qk_norm", True):
             extra["qk_norm"] = "rmsnorm_full"
         extra["rotary_dim"] = _count(cfg, name, "rotary_dim")
+    if model_type in ("qwen2_moe", *HYBRID_LIKE) and extra.get("shared_experts"):
+        extra["shared_expert_gate"] = True  # Qwen2MoeSparseMoeBlock.shared_expert_gate
     if model_type == "gpt_oss":
         extra["attention_sinks"] = True  # GptOssAttention.sinks
     common = {k: v for k, v in common.items() if k != "head_dim"}
@@ -432,14 +441,15 @@ def _names_attention(pattern: str) -> bool:
 def _router(cfg: Mapping[str, Any], name: str, experts: int, model_type: str) -> dict[str, Any]:
     """How the router weighs its experts: ``scoring_func``, ``topk_method`` ``noaux_tc`` (an
     expert bias) or MiniMaxM2Config ``use_routing_bias``, ``n_group`` / ``topk_group`` (one group
-    is no grouping) and ``routed_scaling_factor``. Where a key is left out, the family's
-    transformers defaults: DeepseekV3Config (also read for kimi_k2) has no ``scoring_func`` (its
+    is no grouping), ``routed_scaling_factor`` and ``norm_topk_prob``. Where a key is left out,
+    the family's: DeepseekV3Config (also read for kimi_k2) has no ``scoring_func`` (its
     DeepseekV3TopkRouter is a sigmoid with ``e_score_correction_bias``) and defaults n_group 8,
-    topk_group 4, routed_scaling_factor 2.5; GLM's Glm4MoeTopkRouter is the same sigmoid with a
-    bias; Llama4TextMoe a sigmoid without one; the rest score with a softmax."""
+    topk_group 4, routed_scaling_factor 2.5; GLM's Glm4MoeTopkRouter and MiniMax-M2's router are
+    the same sigmoid with a bias; Llama4TextMoe a sigmoid without one; the rest score with a
+    softmax. Top-k weights are renormalized except where DeepseekV2Config and Qwen2MoeConfig
+    default ``norm_topk_prob`` to false (every released Qwen3 MoE config sets it true)."""
     v3 = model_type in ("deepseek_v3", "kimi_k2")
-    biased = v3 or model_type == "glm_moe_dsa"
-    # Llama4TextMoe: sigmoid of the top-k logits, no bias.
+    biased = v3 or model_type in ("glm_moe_dsa", "minimax_m2")
     sigmoid = biased or model_type == "llama4_text"
     score = cfg.get("scoring_func") or ("sigmoid" if sigmoid else "softmax")
     if score not in ("softmax", "sigmoid"):
@@ -454,55 +464,90 @@ def _router(cfg: Mapping[str, Any], name: str, experts: int, model_type: str) ->
             f"({group_topk}) lie in 1..n_group"
         )
     method = cfg.get("topk_method")
+    if method is not None and not isinstance(method, str):
+        raise InputError(f"{name}: 'topk_method' must be a string, got {method!r:.40}")
+    bias = (
+        method == "noaux_tc"
+        or (biased and method is None)
+        or _flag(cfg, name, "use_routing_bias", model_type == "minimax_m2")
+    )
+    if bias and score != "sigmoid":
+        raise InputError(
+            f"{name}: an expert-bias router (noaux_tc, use_routing_bias) scores with a sigmoid; "
+            f"scoring_func is {score!r}"
+        )
     return {
         "router_score": score,
-        "router_expert_bias": method == "noaux_tc"
-        or (biased and method is None)
-        or _flag(cfg, name, "use_routing_bias", False),
+        "router_expert_bias": bias,
         "router_groups": groups if groups > 1 else 0,
         "router_group_topk": group_topk if groups > 1 else 0,
         "router_scaling_factor": _number(cfg, name, "routed_scaling_factor", 2.5 if v3 else 1.0),
+        "router_topk_normalized": _flag(
+            cfg, name, "norm_topk_prob", model_type not in ("deepseek_v2", "qwen2_moe")
+        ),
     }
 
 
+def _layer_flags(cfg: Mapping[str, Any], name: str, key: str, layers: int) -> list[int] | None:
+    """A per-layer list of 0/1 flags (``no_rope_layers``), or None when the key is absent or
+    empty; anything else is refused in one line."""
+    value = cfg.get(key)
+    if value is None or value == []:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) != layers
+        or any(isinstance(v, bool) or v not in (0, 1) for v in value)
+    ):
+        raise InputError(f"{name}: '{key}' must list a 0 or 1 for each of the {layers} layers")
+    return [int(v) for v in value]
+
+
 def _llama4(cfg: Mapping[str, Any], name: str, layers: int) -> dict[str, Any]:
-    """Llama 4's text model (transformers Llama4TextConfig): routed experts of
+    """Llama 4's text model (transformers Llama4TextConfig and its defaults): routed experts of
     ``intermediate_size`` plus one shared expert on the MoE layers (``moe_layers``, else every
     ``interleave_moe_layer_step``-th), dense MLPs of ``intermediate_size_mlp`` on the rest;
-    ``no_rope_layers`` marks the RoPE layers (1) that attend within ``attention_chunk_size``
-    tokens, the others attend globally without RoPE (default every 4th); ``use_qk_norm`` is an
-    L2 norm without weights."""
+    ``no_rope_layers`` marks the RoPE layers (1), which attend within ``attention_chunk_size``
+    (8192) tokens, the others attend globally without RoPE (every ``no_rope_layer_interval``-th,
+    4); ``use_qk_norm`` (true) is an L2 norm without weights; the router's sigmoid weight scales
+    the expert's input. Other layer placements are refused: the spec counts layers, and the
+    exports place them by that rule."""
     step = _int(cfg, name, "interleave_moe_layer_step", default=1)
+    if step > layers:
+        raise InputError(f"{name}: interleave_moe_layer_step ({step}) exceeds the {layers} layers")
     moe = cfg.get("moe_layers")
-    if isinstance(moe, list):
+    if moe is not None and moe != []:
         wanted = list(range(step - 1, layers, step))
-        if sorted(moe) != wanted:
+        if not isinstance(moe, list) or moe != wanted:
             raise InputError(
                 f"{name}: 'moe_layers' must be every interleave_moe_layer_step-th layer "
                 f"({wanted[:4]}...); other placements are not read"
             )
-    dense = layers - layers // step
-    rope = cfg.get("no_rope_layers")
-    if isinstance(rope, list) and rope:
-        if len(rope) != layers or any(v not in (0, 1) for v in rope):
-            raise InputError(
-                f"{name}: 'no_rope_layers' must hold a 0 or 1 for each of {layers} layers"
-            )
-        rope_layers = sum(rope)
-    else:
+    rope = _layer_flags(cfg, name, "no_rope_layers", layers)
+    if rope is None:
         interval = _int(cfg, name, "no_rope_layer_interval", default=4)
-        rope_layers = layers - layers // interval
-    chunk = _count(cfg, name, "attention_chunk_size")
-    if chunk and rope_layers == 0:
+        rope = [int((i + 1) % interval != 0) for i in range(layers)]
+    nope = layers - sum(rope)
+    periodic = nope == 0 or (
+        layers % nope == 0 and rope == [int((i + 1) % (layers // nope) != 0) for i in range(layers)]
+    )
+    if not periodic:
+        raise InputError(
+            f"{name}: 'no_rope_layers' must make every n-th layer a NoPE layer (0), as Llama 4 "
+            "does; other placements are not read"
+        )
+    chunk = _count(cfg, name, "attention_chunk_size") if "attention_chunk_size" in cfg else 8192
+    if chunk and nope == layers:
         raise InputError(f"{name}: attention_chunk_size is set but no layer uses RoPE")
     return {
         "shared_experts": 1,
-        "dense_layers": dense,
-        "moe_layer_step": step if dense else 1,
-        "dense_ffn_hidden_size": _int(cfg, name, "intermediate_size_mlp") if dense else 0,
+        "dense_layers": layers - layers // step,
+        "moe_layer_step": step if step > 1 else 1,
+        "dense_ffn_hidden_size": _int(cfg, name, "intermediate_size_mlp") if step > 1 else 0,
         "attention_chunk_size": chunk,
-        "attention_chunk_layers": rope_layers if chunk else 0,
-        "qk_norm": "l2" if _flag(cfg, name, "use_qk_norm", False) else "none",
+        "attention_chunk_layers": layers - nope if chunk else 0,
+        "qk_norm": "l2" if _flag(cfg, name, "use_qk_norm", True) else "none",
+        "router_scales_input": True,
         "head_dim": _int(
             cfg,
             name,
@@ -531,7 +576,27 @@ def _hybrid(cfg: Mapping[str, Any], name: str, model_type: str, layers: int) -> 
         "linear_conv_kernel": _int(cfg, name, "linear_conv_kernel_dim", default=4),
         # Qwen3-Next always gates its attention output; Qwen3.5 says so in the config.
         "attention_output_gate": _flag(cfg, name, "attn_output_gate", model_type == "qwen3_next"),
+        "rotary_dim": _partial_rotary(cfg, name),
     }
+
+
+def _partial_rotary(cfg: Mapping[str, Any], name: str) -> int:
+    """Rotary channels of a Qwen3-Next/Qwen3.5 full-attention head: ``partial_rotary_factor``
+    (top level, or inside ``rope_parameters`` / ``rope_scaling``; Qwen3NextConfig's default
+    0.25) of ``head_dim``."""
+    factor: Any = cfg.get("partial_rotary_factor")
+    for key in ("rope_parameters", "rope_scaling"):
+        inner = cfg.get(key)
+        if factor is None and isinstance(inner, Mapping):
+            factor = inner.get("partial_rotary_factor")
+    value = _number({"partial_rotary_factor": factor}, name, "partial_rotary_factor", 0.25)
+    if value > 1.0:
+        raise InputError(f"{name}: 'partial_rotary_factor' must be at most 1, got {value}")
+    head = _int(
+        cfg, name, "head_dim",
+        default=_int(cfg, name, "hidden_size") // _int(cfg, name, "num_attention_heads"),
+    )  # fmt: skip
+    return 0 if value == 1.0 else max(int(head * value), 1)
 
 
 def _mpt(cfg: Mapping[str, Any], name: str, source: str) -> ModelSpec:

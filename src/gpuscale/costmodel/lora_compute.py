@@ -65,6 +65,6 @@ def lora_adapter_s(
             # read it once each; dA reads x; the adapter's dx is written and added into the
             # base layer's dx (read 2, write 1): 4 output-width and 5 input-width passes.
             b_bytes = word * t * (4.0 * n + 5.0 * k)
-            fwd = fwd + np.maximum(math, f_bytes / hbm) + 4.0 * launch * min(x.count, 1.0)
-            bwd = bwd + np.maximum(2.0 * math, b_bytes / hbm) + 7.0 * launch * min(x.count, 1.0)
+            fwd = fwd + np.maximum(math, f_bytes / hbm) + 4.0 * launch * x.blocks
+            bwd = bwd + np.maximum(2.0 * math, b_bytes / hbm) + 7.0 * launch * x.blocks
     return fwd, bwd

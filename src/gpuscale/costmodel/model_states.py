@@ -84,6 +84,9 @@ class LinearInstances:
     d_out: int
     count: float
     routed: bool = False
+    blocks: float = 1.0
+    """Share of the blocks that hold it (the MoE blocks' share for experts): the kernels it
+    launches per mean block."""
 
 
 def block_linears(model: ModelSpec, name: str) -> list[LinearInstances]:
@@ -96,13 +99,13 @@ def block_linears(model: ModelSpec, name: str) -> list[LinearInstances]:
     if name not in MLP_MATRICES or not model.is_moe:
         return [LinearInstances(d_in, d_out, 1.0)]
     share = model.moe_layer_share
-    out = [LinearInstances(d_in, d_out, model.num_experts * share, routed=True)]
+    out = [LinearInstances(d_in, d_out, model.num_experts * share, routed=True, blocks=share)]
     if model.shared_experts:
-        out.append(LinearInstances(d_in, d_out, model.shared_experts * share))
+        out.append(LinearInstances(d_in, d_out, model.shared_experts * share, blocks=share))
     if share < 1.0:
         width = model.dense_ffn_hidden_size or model.ffn_hidden_size
         dense = (width, d_out) if name == "down" else (d_in, width)
-        out.append(LinearInstances(*dense, 1.0 - share))
+        out.append(LinearInstances(*dense, 1.0 - share, blocks=1.0 - share))
     return out
 
 
@@ -120,12 +123,40 @@ def routed_expert_weights(model: ModelSpec) -> int:
     return round(model.num_experts * mlp_weights(model) * model.moe_layer_share)
 
 
+def attention_matrices(model: ModelSpec) -> list[tuple[int, int]]:
+    """``(d_in, d_out)`` of the token mixer's weight matrices in one attention block: Q, K, V
+    and the output projection; for multi-head latent attention (DeepSeek-V2 arXiv:2405.04434
+    Sec. 2.1, ``params.attention_params``) the query down/up projections, the joint KV
+    down-projection (latent plus rotary key), the KV up-projection and the output, plus a DSA
+    indexer's three (``params.indexer_params``)."""
+    if not model.is_mla:
+        shapes = linear_shapes(model)
+        return [shapes[n] for n in ("q", "k", "v", "o")]
+    h, heads = model.hidden_size, model.num_heads
+    qk = model.qk_nope_head_dim + model.qk_rope_head_dim
+    query = (
+        [(h, model.q_lora_rank), (model.q_lora_rank, heads * qk)]
+        if model.q_lora_rank
+        else [(h, heads * qk)]
+    )
+    kv = [
+        (h, model.kv_lora_rank + model.qk_rope_head_dim),
+        (model.kv_lora_rank, heads * (model.qk_nope_head_dim + model.v_head_dim)),
+    ]
+    out = [(heads * model.v_head_dim, h)]
+    indexer: list[tuple[int, int]] = []
+    if model.indexer_heads:
+        d = model.indexer_head_dim
+        q_in = model.q_lora_rank or h
+        indexer = [(q_in, model.indexer_heads * d), (h, d), (h, model.indexer_heads)]
+    return query + kv + out + indexer
+
+
 def block_linear_weights(model: ModelSpec) -> int:
     """Weight elements (no biases) of every linear in the mean block: attention, routed and
     shared experts in the MoE blocks' share, dense MLPs in the rest; what QLoRA quantizes.
     ``num_layers`` times it is the blocks' linear weights (params.layer_params' convention)."""
-    shapes = linear_shapes(model)
-    attention = sum(shapes[n][0] * shapes[n][1] for n in ("q", "k", "v", "o"))
+    attention = sum(a * b for a, b in attention_matrices(model))
     if not model.is_moe:
         return attention + mlp_weights(model)
     share = model.moe_layer_share
@@ -150,12 +181,13 @@ def lora_head_params(model: ModelSpec, training: Training) -> int:
 
 
 def lora_params(model: ModelSpec, training: Training) -> int:
-    """Trainable adapter parameters of the whole model (0 for full fine-tuning)."""
+    """Trainable adapter parameters of the whole model (0 for full fine-tuning), the blocks'
+    counted before rounding (the mean block is fractional where block kinds differ)."""
     if not training.is_lora:
         return 0
-    return model.num_layers * lora_params_per_layer(model, training) + lora_head_params(
-        model, training
-    )
+    r = training.lora_rank
+    blocks = sum(r * (x.d_in + x.d_out) * x.count for x in _targets(model, training))
+    return round(model.num_layers * blocks) + lora_head_params(model, training)
 
 
 def adafactor_state_elements(model: ModelSpec, training: Training) -> int:
@@ -171,19 +203,15 @@ def adafactor_state_elements(model: ModelSpec, training: Training) -> int:
         )
         return model.num_layers * per_layer + head
     h, v = model.hidden_size, model.vocab_size
-    matrices = round(
-        sum(
-            (x.d_in + x.d_out) * x.count
-            for n in linear_shapes(model)
-            for x in block_linears(model, n)
-        )
+    mlp = [n for n in linear_shapes(model) if n in MLP_MATRICES]
+    matrices = sum(a + b for a, b in attention_matrices(model)) + round(
+        sum((x.d_in + x.d_out) * x.count for n in mlp for x in block_linears(model, n))
     )
-    if model.is_moe:
-        matrices += h + model.num_experts
+    # The router is a matrix of the MoE blocks only (their share of the mean block).
+    router = model.moe_layer_share if model.is_moe else 0.0
+    matrices += round((h + model.num_experts) * router)
     vectors = (
-        layer_params(model)
-        - block_linear_weights(model)
-        - (model.num_experts * h if model.is_moe else 0)
+        layer_params(model) - block_linear_weights(model) - round(model.num_experts * h * router)
     )
     per_layer = matrices + vectors
     embed = (v + h) * (1 if model.tied_embeddings else 2)

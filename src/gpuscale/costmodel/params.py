@@ -110,8 +110,10 @@ def _dense_mlp_params(m: ModelSpec) -> int:
 
 
 def _moe_block_mlp(m: ModelSpec) -> int:
-    """Routed experts, shared experts and the router of one MoE layer."""
-    return (m.num_experts + m.shared_experts) * mlp_params(m) + router_params(m)
+    """Routed experts, shared experts (with Qwen's sigmoid gate on them, a ``hidden x 1``
+    linear) and the router of one MoE layer."""
+    gate = m.hidden_size if m.shared_expert_gate else 0
+    return (m.num_experts + m.shared_experts) * mlp_params(m) + router_params(m) + gate
 
 
 def layer_params(m: ModelSpec) -> int:

@@ -89,6 +89,8 @@ def _moe_layout(model: ModelSpec) -> list[str]:
     if model.shared_experts:
         shared = model.shared_experts * model.ffn_hidden_size
         args += ["--moe-shared-expert-intermediate-size", str(shared)]
+        if model.shared_expert_gate:
+            args.append("--moe-shared-expert-gate")
     return args
 
 
@@ -117,8 +119,23 @@ def _check_expressible(model: ModelSpec, plan: Plan, seq_len: int) -> None:
     require(
         model.linear_attention_layers == 0,
         f"'{name}' mixes linear-attention (Gated DeltaNet) layers with full attention; "
-        "Megatron-Bridge builds that hybrid with its own provider (shared-expert gate, "
-        "zero-centred norms), beyond the flags this export writes",
+        "Megatron-LM builds such hybrids (--experimental-attention-variant gated_delta_net), "
+        "but Qwen3.5's zero-centred norm scales (--apply-layernorm-1p in Megatron-Bridge's "
+        "Qwen3.5 bridge) are not in gpuscale's model spec, so this export does not write them",
+        field="from",
+    )
+    require(
+        model.router_topk_normalized
+        or model.router_score == "softmax"
+        or model.experts_per_token == 1,
+        f"'{name}' keeps its sigmoid router's top-k weights unnormalized; Megatron-Core "
+        "renormalizes a sigmoid router's top-k",
+        field="from",
+    )
+    require(
+        not model.router_scales_input or model.experts_per_token == 1,
+        f"'{name}' scales its experts' inputs by the router's weights, which Megatron-Core "
+        "does for top-1 routers only (--moe-apply-probs-on-input)",
         field="from",
     )
     require(
@@ -151,15 +168,35 @@ def _check_expressible(model: ModelSpec, plan: Plan, seq_len: int) -> None:
         )
     if model.sliding_window_layers:
         require(
-            model.sliding_window_layers in (model.num_layers, model.num_layers // 2),
+            model.sliding_window_layers in (model.num_layers, model.num_layers / 2),
             f"'{name}' has a sliding window on {model.sliding_window_layers} of "
             f"{model.num_layers} layers; this export places windows on every layer or on "
             "alternate layers (--window-attn-skip-freq 2)",
             field="from",
         )
+    nope = model.num_layers - model.attention_chunk_layers if model.attention_chunk_layers else 0
+    require(
+        nope == 0 or model.num_layers % nope == 0,
+        f"'{name}' has {nope} NoPE layers of {model.num_layers}; this export places them every "
+        "n-th layer (--no-rope-freq n), which needs n to divide the layers",
+        field="from",
+    )
+    if model.rotary_dim and model.rotary_dim < model.head_dim:
+        require(
+            int(model.head_dim * float(_rotary_percent(model))) == model.rotary_dim,
+            f"'{name}' has a rotary embedding on {model.rotary_dim} of {model.head_dim} "
+            "channels, which Megatron-LM's --rotary-percent (int(head_dim x percent)) cannot "
+            "state exactly",
+            field="from",
+        )
 
 
-def _attention(model: ModelSpec) -> list[str]:
+def _rotary_percent(model: ModelSpec) -> str:
+    """``--rotary-percent``: the shortest decimal that reads back as the rotary share."""
+    return repr(model.rotary_dim / model.head_dim)
+
+
+def _attention(model: ModelSpec, plan: Plan) -> list[str]:
     """The attention block in Megatron-LM's words (arguments.py; TransformerConfig and
     MLATransformerConfig field names with dashes): multi-head latent attention with its latent
     norms (Megatron-Bridge DeepSeekV3Bridge sets ``qk_layernorm`` beside
@@ -179,12 +216,21 @@ def _attention(model: ModelSpec) -> list[str]:
             "--qk-layernorm",
         ]  # fmt: skip
         if model.sparse_attention_topk:
+            # Megatron-Bridge's GLM-5 bridge: the indexer trains through its own loss (its
+            # inputs are detached: without it the top-k stays random), DSAttention takes no
+            # fused RoPE (megatron-core's assertion; arguments.py fuses it by default under
+            # rope) and gathers its context-parallel keys whole.
             args += [
                 "--experimental-attention-variant", "dsa",
                 "--dsa-indexer-n-heads", str(model.indexer_heads),
                 "--dsa-indexer-head-dim", str(model.indexer_head_dim),
                 "--dsa-indexer-topk", str(model.sparse_attention_topk),
+                "--dsa-indexer-loss-coeff", "0.001",
+                "--dsa-indexer-use-sparse-loss",
+                "--no-rope-fusion",
             ]  # fmt: skip
+            if plan.cp > 1:
+                args += ["--cp-comm-type", "allgather"]
         return args
     if model.head_dim != model.hidden_size // model.num_heads:
         args += ["--kv-channels", str(model.head_dim)]
@@ -208,7 +254,7 @@ def _attention(model: ModelSpec) -> list[str]:
         step = model.num_layers // (model.num_layers - model.attention_chunk_layers)
         args += ["--no-rope-freq", str(step)]
     if model.rotary_dim and model.rotary_dim < model.head_dim:
-        args += ["--rotary-percent", f"{model.rotary_dim / model.head_dim:g}"]
+        args += ["--rotary-percent", _rotary_percent(model)]
     return args
 
 
@@ -225,10 +271,15 @@ def _router(model: ModelSpec) -> list[str]:
     ]
     if model.router_score == "sigmoid":
         args += ["--moe-router-score-function", "sigmoid"]
-    elif model.experts_per_token == 1:
-        # megatron-core refuses a top-1 softmax router otherwise ("Please use
-        # --moe-router-pre-softmax when topk is 1": softmax over one logit has no gradient).
+    elif model.experts_per_token == 1 or not model.router_topk_normalized:
+        # A softmax over all experts, top-k kept as is (DeepSeek-V2, Qwen2-MoE; Megatron-Bridge
+        # sets moe_router_pre_softmax = not norm_topk_prob). megatron-core also needs it for a
+        # top-1 softmax router ("Please use --moe-router-pre-softmax when topk is 1").
         args.append("--moe-router-pre-softmax")
+    if model.router_scales_input:
+        # Llama4TextMoe multiplies the expert's input by the router's weight (Megatron-LM's
+        # Llama-4-Maverick modelopt example passes --export-moe-apply-probs-on-input).
+        args.append("--moe-apply-probs-on-input")
     if model.router_expert_bias:
         args.append("--moe-router-enable-expert-bias")
     if model.router_groups > 1:
@@ -257,7 +308,7 @@ def megatron_args(job: TrainingJob) -> list[str]:
         "--seq-length", str(training.seq_len),
         "--max-position-embeddings", str(max(model.max_seq_len, training.seq_len)),
     ]  # fmt: skip
-    args += _attention(model)
+    args += _attention(model, plan)
     if model.attention_sinks:
         args += ["--quick-geglu", "--glu-linear-offset", "1.0"]
         args += ["--activation-func-clamp-value", "7.0"]
@@ -362,6 +413,13 @@ def _group(args: list[str]) -> list[str]:
     return lines
 
 
+ROPE_NOTE = (
+    "the rotary embedding's base and scaling are not in gpuscale's model spec (they do not change "
+    "the cost): Megatron-LM's defaults stand (--rotary-base 10000, no scaling); add the model's "
+    "own (e.g. --rotary-base 500000 --use-rope-scaling for Llama 3.1) to train it as released"
+)
+
+
 def export_megatron(job: TrainingJob) -> Export:
     args = megatron_args(job)
     script = _SCRIPT.format(
@@ -382,4 +440,5 @@ def export_megatron(job: TrainingJob) -> Export:
                 executable=True,
             ),
         ),
+        notes=(ROPE_NOTE,),
     )

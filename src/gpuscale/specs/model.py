@@ -125,6 +125,16 @@ class ModelSpec:
     router_group_topk: int = 0
     router_scaling_factor: float = 1.0
     """Scale on the routed experts' weights (DeepSeek-V3 ``routed_scaling_factor`` 2.5)."""
+    router_topk_normalized: bool = True
+    """The chosen experts' weights sum to one (``norm_topk_prob``; a softmax over the top-k
+    logits, Mixtral); False: a softmax over all experts, kept as is for the top-k
+    (DeepSeek-V2, Qwen2-MoE)."""
+    router_scales_input: bool = False
+    """The router's weight multiplies the expert's input, not its output (Llama4TextMoe:
+    ``routed_in = hidden_states * router_scores``)."""
+    shared_expert_gate: bool = False
+    """A sigmoid gate (one ``hidden x 1`` linear) scales the shared experts' output (Qwen2-MoE,
+    Qwen3-Next, Qwen3.5 ``shared_expert_gate``)."""
     qk_norm: QkNormKind = "none"
     """A norm on the queries and keys before attention: ``rmsnorm`` over each head with weights
     (Qwen3 ``q_norm``/``k_norm`` of ``head_dim``), ``rmsnorm_full`` over all heads together
@@ -273,10 +283,18 @@ class ModelSpec:
         groups = self.router_groups
         require(
             (groups <= 1 and self.router_group_topk <= 1)
-            or (self.num_experts % groups == 0 and 1 <= self.router_group_topk <= groups),
+            or (
+                (groups > 1 and self.num_experts % groups == 0)
+                and 1 <= self.router_group_topk <= groups
+            ),
             f"model '{self.name}': router_groups ({groups}) must divide num_experts "
             f"({self.num_experts}) and router_group_topk ({self.router_group_topk}) lie in "
             "1..router_groups; 0 for no groups",
+        )
+        require(
+            not self.router_expert_bias or self.router_score == "sigmoid",
+            f"model '{self.name}': an expert-bias router scores with a sigmoid (DeepSeek-V3 "
+            "noaux_tc); got router_score softmax",
         )
         if self.head_dim == 0:
             require(
