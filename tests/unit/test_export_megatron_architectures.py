@@ -34,7 +34,7 @@ LAUNCH_FLAGS = {
     "moe_layer_freq", "cross_entropy_loss_fusion", "cross_entropy_fusion_impl",
     "grad_reduce_in_bf16", "cpu_offloading_num_layers", "moe_token_dispatcher_type",
     "overlap_moe_expert_parallel_comm", "delay_wgrad_compute", "recompute_modules",
-    "multi_latent_attention", "rotary_percent", "no_rope_fusion",
+    "multi_latent_attention", "rotary_percent", "no_rope_fusion", "apply_layernorm_1p",
 }  # fmt: skip
 
 
@@ -106,6 +106,7 @@ def _megatron_config(flags: dict[str, str | bool]) -> Any:
     # Transformer Engine for it, absent here, so only the flag's presence is read.
     kw["apply_rope_fusion"] = False
     kw["add_bias_linear"] = "disable_bias_linear" not in flags
+    kw["layernorm_zero_centered_gamma"] = "apply_layernorm_1p" in flags  # its arg name
     # arguments.py: "Keep the 'add bias' args in sync; add_qkv_bias is more targeted."
     kw["add_qkv_bias"] = kw["add_bias_linear"] or "add_qkv_bias" in flags
     if "rotary_percent" in flags and cls is not TransformerConfig:
@@ -121,7 +122,6 @@ CATALOG_DECODERS = [
     if spec.causal
     and spec.position != "alibi"
     and not spec.parallel_block
-    and not spec.linear_attention_layers
     and spec.qk_norm not in ("rmsnorm_full", "l2")
 ]
 
@@ -228,7 +228,6 @@ def test_qwen25_keeps_its_qkv_bias_without_other_biases() -> None:
     [
         ("bert-large", 512, "encoder"),
         ("gpt-j-6b", 2048, "in parallel"),
-        ("qwen3.5-397b-a17b", 4096, "Gated DeltaNet"),
         ("minimax-m2.5", 4096, "over all heads"),
         ("llama4-scout", 4096, "RoPE layers only"),
         ("llama4-maverick", 16384, "8192-token chunks"),
@@ -326,3 +325,24 @@ def test_nope_layers_that_do_not_divide_the_layers_are_refused() -> None:
 def test_every_megatron_export_says_the_rotary_base_is_not_carried() -> None:
     notes = export(_job("llama3.1-8b"), "megatron").notes
     assert any("--rotary-base" in n for n in notes)
+
+
+def test_qwen35_exports_its_gated_deltanet_hybrid() -> None:
+    """Qwen3.5: Gated DeltaNet layers with full attention every 4th (megatron-core's own
+    get_linear_attention_pattern counts them), the gated attention output, the shared-expert
+    gate, norms scaled by 1 + weight and rotary on a quarter of each head, as Megatron-Bridge's
+    Qwen3.5 bridge sets them."""
+    from megatron.core.models.gpt.experimental_attention_variant_module_specs import (
+        get_linear_attention_pattern,
+    )
+
+    spec = catalog.model("qwen3.5-397b-a17b")
+    flags = _flags("qwen3.5-397b-a17b")
+    config = _megatron_config(flags)
+    pattern = get_linear_attention_pattern(config)
+    assert sum(pattern) == spec.linear_attention_layers == 45 and pattern[:4] == [1, 1, 1, 0]
+    assert config.experimental_attention_variant == "gated_delta_net"
+    assert (config.linear_num_key_heads, config.linear_num_value_heads) == (16, 64)
+    assert config.attention_output_gate and config.moe_shared_expert_gate
+    assert config.layernorm_zero_centered_gamma and config.qk_layernorm
+    assert float(flags["rotary_percent"]) == 0.25

@@ -392,6 +392,82 @@ def test_torchtitan_builds_the_model_gpuscale_priced(model: str) -> None:
     assert abs(n - total_params(spec)) <= spec.num_layers
 
 
+@pytest.mark.parametrize(
+    ("model", "pp", "vp", "first"),
+    [
+        ("llama3.1-70b", 2, 5, 0),
+        ("qwen3-32b", 4, 2, 0),
+        ("qwen3-32b", 4, 1, 0),
+        ("gpt-oss-120b", 4, 3, 0),
+        ("deepseek-v3", 8, 1, 0),
+        ("llama3.1-8b", 4, 1, 5),
+    ],
+)
+def test_torchtitan_pipeline_split_is_the_priced_one(
+    model: str, pp: int, vp: int, first: int
+) -> None:
+    """torchtitan's own stage metadata and layer split (_get_pipeline_metadata,
+    _generate_llm_fqn_per_model_part; virtual stage s on rank s mod pp) put on each rank the
+    layers gpuscale priced (costmodel.pipeline.stage_layers), uneven and interleaved splits
+    and explicit first-rank counts included."""
+    from torchtitan.distributed.parallel_dims import ParallelDims
+    from torchtitan.distributed.pipeline_parallel import (
+        _generate_llm_fqn_per_model_part,
+        _get_pipeline_metadata,
+    )
+
+    from gpuscale.costmodel.pipeline import stage_layers
+    from gpuscale.specs import PlanBatch
+
+    spec = catalog.model(model)
+    moe = {"ep": 2, "etp": 1} if spec.is_moe else {}
+    plan = {"tp": 1, "pp": pp, "vp": vp, "dp": 2, "zero": 1, "micro_batch": 1,
+            "global_batch": 64, "first_stage_layers": first}  # fmt: skip
+    job = _job(model, **plan, **moe)
+    config = _torchtitan(_launch_args(export(job, "torchtitan").files[0].content))
+    dims = ParallelDims.from_config(config.parallelism, world_size=job.gpus)
+    stages, layers, less_first, less_last = _get_pipeline_metadata(
+        dims, config.parallelism, config.model_spec.model
+    )
+    parts = _generate_llm_fqn_per_model_part(stages, layers, less_first, less_last)
+    per_rank = [0] * pp
+    for stage, names in enumerate(parts):
+        per_rank[stage % pp] += sum(n.startswith("layers.") for n in names)
+    split = stage_layers(spec, PlanBatch.from_plans([job.plan]))
+    assert per_rank[0] == int(split.first[0]) and per_rank[-1] == int(split.last[0])
+    assert all(n == int(split.middle[0]) for n in per_rank[1:-1])
+    assert sum(per_rank) == spec.num_layers
+
+
+def test_torchtitan_moe_expert_split_follows_expert_parallelism() -> None:
+    """Without EP torchtitan splits experts over TP (etp = tp); with EP it keeps them whole."""
+    plan = {"tp": 2, "dp": 8, "zero": 3, "micro_batch": 1, "global_batch": 64}
+    export(_job("qwen3-30b-a3b", **plan), "torchtitan")  # etp defaults to tp
+    with pytest.raises(InputError, match="--etp 2"):
+        export(_job("qwen3-30b-a3b", **plan, etp=1), "torchtitan")
+
+
+@pytest.mark.parametrize(
+    ("model", "plan", "seq", "words"),
+    [
+        ("qwen3-30b-a3b", {"tp": 8, "ep": 8, "etp": 1}, 4096, "4 KV heads"),
+        ("gpt-oss-20b", {"tp": 2, "cp": 2, "ep": 4, "etp": 1}, 4096, "varlen"),
+        ("deepseek-v3", {"tp": 2, "ep": 8, "etp": 1}, 32768, "16,384"),
+    ],
+)
+def test_torchtitan_refuses_what_its_shipped_config_would_refuse(
+    model: str, plan: dict[str, int], seq: int, words: str
+) -> None:
+    spec = catalog.model(model)
+    p = Plan(dp=8, zero=3, micro_batch=1, global_batch=64, **plan)
+    job = TrainingJob(
+        model_id=model, model=spec, gpu="h100-sxm", gpus=p.num_gpus, gpus_per_node=8, plan=p,
+        training=Training(seq_len=seq, precision="bf16"),
+    )  # fmt: skip
+    with pytest.raises(InputError, match=words):
+        export(job, "torchtitan")
+
+
 def test_torchtitan_takes_expert_parallelism_from_sharded_ranks_only() -> None:
     """With --zero 0 the data-parallel ranks replicate; EP 8 cannot come from TP 2 alone."""
     job = _job("gpt-oss-20b", tp=2, dp=8, ep=8, etp=1, micro_batch=1, global_batch=64)
@@ -755,7 +831,7 @@ def test_folded_moe_plan_exports_its_expert_split_to_megatron_core() -> None:
         export(unfolded, "megatron").files[0].content
     )
     # torchtitan keeps experts whole: the plan that splits them over TP is refused there.
-    with pytest.raises(InputError, match="keeps each expert whole"):
+    with pytest.raises(InputError, match="keeps them whole"):
         export(unfolded, "torchtitan")
 
 

@@ -283,3 +283,16 @@ def test_gpt_oss_layer_types_must_alternate_from_a_window() -> None:
     flipped = {**base, "layer_types": ["full_attention", "sliding_attention"] * 2}
     with pytest.raises(InputError, match="alternate"):
         model_from_config(flipped, "oss")
+
+
+def test_hybrid_layer_types_must_put_full_attention_every_nth_layer() -> None:
+    base = _moe(
+        "qwen3_next", num_hidden_layers=8, linear_num_key_heads=2, linear_num_value_heads=4,
+        linear_key_head_dim=16, linear_value_head_dim=16,
+        layer_types=(["linear_attention"] * 3 + ["full_attention"]) * 2,
+    )  # fmt: skip
+    spec = model_from_config(base, "next")
+    assert spec.linear_attention_layers == 6 and spec.norm_offset_one
+    shifted = {**base, "layer_types": (["full_attention"] + ["linear_attention"] * 3) * 2}
+    with pytest.raises(InputError, match="every n-th"):
+        model_from_config(shifted, "next")

@@ -114,33 +114,44 @@ def test_attention_core_widths_and_windows() -> None:
     # A kernel that builds the whole score matrix saves nothing from the window...
     unfused = float(attention_core_flops(oss, T, T, 1, causal_skip=False))
     assert unfused == pytest.approx(float(attention_core_flops(full_only, T, T, 1, False)))
-    # ... except one decode row, which reads only the window.
-    row = float(attention_core_flops(oss, 1.0, T, 1, causal_skip=False))
-    assert row == pytest.approx(0.5 * 2 * T * 2 * oss.q_width + 0.5 * 2 * 128 * 2 * oss.q_width)
+    # ... except decode rows, which read only the window (each of a batch of 4).
+    row = float(attention_core_flops(oss, 4.0, T, 1, causal_skip=False, decode_rows=True))
+    expected = 4 * (0.5 * 2 * T * 2 * oss.q_width + 0.5 * 2 * 128 * 2 * oss.q_width)
+    assert row == pytest.approx(expected)
+    # Two whole sequences pay twice one sequence's pairs (not one sequence's suffix).
+    two = float(attention_core_flops(oss, 2 * T, T, 1, causal_skip=True))
+    assert two == pytest.approx(2 * long)
     # Within the window both are the same.
     short = float(attention_core_flops(oss, 64.0, 64.0, 1, causal_skip=True))
     assert short == pytest.approx(float(attention_core_flops(full_only, 64.0, 64.0, 1, True)))
 
 
-@pytest.mark.parametrize(("queries", "context"), [(32768, 32768), (1000, 20000), (1, 20000)])
+@pytest.mark.parametrize(("sequences", "context"), [(1, 32768), (3, 20000), (0.25, 20000)])
 def test_chunked_attention_counts_each_query_within_its_chunk(
-    queries: float, context: float
+    sequences: float, context: float
 ) -> None:
     """Llama 4's 36 RoPE layers attend within 8,192-token chunks: the query at position p sees
-    p mod 8,192 + 1 keys (counted here position by position); the 12 NoPE layers see all."""
+    p mod 8,192 + 1 keys (counted here position by position); the 12 NoPE layers see all.
+    Several sequences pay for each (a micro-batch), a quarter of one for a load-balanced
+    context-parallel shard; decode rows read their own chunk's keys."""
     scout = catalog.model("llama4-scout")
     full_only = dataclasses.replace(scout, attention_chunk_size=0, attention_chunk_layers=0)
-    got = float(attention_core_flops(scout, queries, context, 1, causal_skip=True))
-    dense = float(attention_core_flops(full_only, queries, context, 1, causal_skip=True))
+    tokens = sequences * context
+    got = float(attention_core_flops(scout, tokens, context, 1, causal_skip=True))
+    dense = float(attention_core_flops(full_only, tokens, context, 1, causal_skip=True))
     c = scout.attention_chunk_size
-    pairs = sum(p % c + 1 for p in range(int(context - queries), int(context)))
+    pairs = sequences * sum(p % c + 1 for p in range(int(context)))
     share = scout.attention_chunk_layers / scout.num_layers
     assert got == pytest.approx((1 - share) * dense + share * 2.0 * pairs * 2 * scout.q_width)
-    # Within one chunk it is full causal attention, and training a 32k sequence pays for
-    # under half the pairs of full attention on those layers.
+    rows = float(attention_core_flops(scout, 8.0, context, 1, False, decode_rows=True))
+    last = (int(context) - 1) % c + 1
+    expected = (
+        1 - share
+    ) * 2 * 8 * context * 2 * scout.q_width + share * 2 * 8 * last * 2 * scout.q_width
+    assert rows == pytest.approx(expected)
+    # Within one chunk it is full causal attention, and a 32k sequence pays for under half the
+    # pairs of full attention on those layers.
     inside = float(attention_core_flops(scout, 4096.0, 4096.0, 1, causal_skip=True))
     assert inside == float(attention_core_flops(full_only, 4096.0, 4096.0, 1, causal_skip=True))
-    if queries == context == 32768:
-        assert got / dense == pytest.approx(
-            0.25 + 0.75 * (4 * c * (c + 1) / 2) / (c * 4) ** 2 * 2, rel=1e-3
-        )
+    if context == 32768:
+        assert got / dense == pytest.approx(0.4375, rel=1e-3)

@@ -562,11 +562,23 @@ def _hybrid(cfg: Mapping[str, Any], name: str, model_type: str, layers: int) -> 
     Qwen3_5MoeTextConfig: ``layer_types``, else full attention every ``full_attention_interval``
     layers; ``linear_*`` head counts and widths; ``attn_output_gate``)."""
     kinds = cfg.get("layer_types")
-    if isinstance(kinds, list) and len(kinds) == layers:
-        linear = sum(1 for k in kinds if k == "linear_attention")
-    else:
-        interval = _int(cfg, name, "full_attention_interval", default=4)
-        linear = layers - layers // interval
+    interval = _int(cfg, name, "full_attention_interval", default=4)
+    if kinds is not None:
+        # The spec counts the layers and the exports place a full-attention layer every n-th
+        # one (Megatron-Core linear_attention_freq), so another layout is refused.
+        full = kinds.count("full_attention") if isinstance(kinds, list) else 0
+        n = layers // full if full else 0
+        if (
+            not n
+            or layers % full
+            or kinds != (["linear_attention"] * (n - 1) + ["full_attention"]) * full
+        ):
+            raise InputError(
+                f"{name}: 'layer_types' must put a full_attention layer every n-th of the "
+                f"{layers} layers and linear_attention elsewhere (Qwen3-Next/Qwen3.5)"
+            )
+        interval = n
+    linear = layers - layers // interval
     return {
         "linear_attention_layers": linear,
         "linear_num_key_heads": _int(cfg, name, "linear_num_key_heads"),
@@ -577,6 +589,7 @@ def _hybrid(cfg: Mapping[str, Any], name: str, model_type: str, layers: int) -> 
         # Qwen3-Next always gates its attention output; Qwen3.5 says so in the config.
         "attention_output_gate": _flag(cfg, name, "attn_output_gate", model_type == "qwen3_next"),
         "rotary_dim": _partial_rotary(cfg, name),
+        "norm_offset_one": True,  # Qwen3NextRMSNorm / Qwen3_5MoeRMSNorm: x * (1 + weight)
     }
 
 

@@ -149,20 +149,27 @@ def attention_gemms(
 
 
 def attention_core_flops(
-    m: ModelSpec, tokens: ArrayLike, kv_len: ArrayLike, tp: ArrayLike, causal_skip: bool
+    m: ModelSpec,
+    tokens: ArrayLike,
+    kv_len: ArrayLike,
+    tp: ArrayLike,
+    causal_skip: bool,
+    decode_rows: bool = False,
 ) -> np.ndarray:
     """Forward FLOPs of ``softmax(QK^T)V`` for one layer on one GPU (the mean layer where
     layers differ): two batched matmuls of ``tokens x kv_len`` per head (Korthikanti et al.
     2022, arXiv:2205.05198, App. A), ``QK^T`` over the query/key width and ``PV`` over the value
-    width (MLA: ``qk_nope + qk_rope`` and ``v_head_dim``, DeepSeek-V2 Sec. 2.1). A causal kernel
-    that skips masked blocks (FlashAttention, Dao 2023 arXiv:2307.08691 Sec. 3.1) does half. A
-    sliding-window layer (gpt-oss alternates them) lets each query see at most
-    ``sliding_window`` keys (Beltagy et al. 2020, arXiv:2004.05150, Sec. 3.1); a kernel that
-    skips masked blocks computes only those pairs, one that builds the whole score matrix (no
-    ``causal_skip``) saves nothing, except a single query row (decode), which reads the window.
-    A chunked-attention layer (Llama 4's RoPE layers, ``attention_chunk_size``) lets each query
-    see only the keys of its own chunk (transformers Llama4TextAttention's chunked causal mask),
-    counted the same way (:func:`chunk_pairs`)."""
+    width (MLA: ``qk_nope + qk_rope`` and ``v_head_dim``, DeepSeek-V2 Sec. 2.1). ``tokens`` are
+    whole ``kv_len``-token sequences (or, under context parallelism, load-balanced shards of
+    them: ``tokens / kv_len`` sequences' worth), or with ``decode_rows`` one query row per
+    sequence at the end of its ``kv_len`` context. A causal kernel that skips masked blocks
+    (FlashAttention, Dao 2023 arXiv:2307.08691 Sec. 3.1) does half. A sliding-window layer
+    (gpt-oss alternates them) lets each query see at most ``sliding_window`` keys (Beltagy et al.
+    2020, arXiv:2004.05150, Sec. 3.1); a chunked-attention layer (Llama 4's RoPE layers,
+    ``attention_chunk_size``; transformers Llama4TextAttention's chunked causal mask) only the
+    keys of its own chunk. A kernel that skips masked blocks computes only those pairs, one that
+    builds the whole score matrix (no ``causal_skip``) saves nothing, except decode rows, which
+    read their window or chunk (:func:`local_pairs`)."""
     T = np.asarray(tokens, dtype=float)
     kv = np.asarray(kv_len, dtype=float)
     if m.is_mla:
@@ -171,51 +178,45 @@ def attention_core_flops(
         width = 2.0 * m.q_width
     half = 0.5 if (causal_skip and m.causal) else 1.0
     full = 2.0 * T * kv * width * half
-    if m.sliding_window and m.sliding_window_layers:
-        windowed = 2.0 * window_pairs(T, kv, float(m.sliding_window), causal_skip) * width
-        windowed = np.where(kv > m.sliding_window, windowed, full)
-        share = m.sliding_window_layers / m.num_layers
-        full = (1.0 - share) * full + share * windowed
-    if m.attention_chunk_size and m.attention_chunk_layers:
-        chunked = 2.0 * chunk_pairs(T, kv, float(m.attention_chunk_size), causal_skip) * width
-        chunked = np.where(kv > m.attention_chunk_size, chunked, full)
-        share = m.attention_chunk_layers / m.num_layers
-        full = (1.0 - share) * full + share * chunked
-    return full / np.asarray(tp, dtype=float)
+    local = (
+        (m.sliding_window, m.sliding_window_layers, "window"),
+        (m.attention_chunk_size, m.attention_chunk_layers, "chunk"),
+    )
+    mixed = full
+    for size, layers, kind in local:
+        if size and layers:
+            pairs = local_pairs(T, kv, float(size), kind, causal_skip, decode_rows)
+            limited = np.where(kv > size, 2.0 * pairs * width, full)
+            share = layers / m.num_layers
+            mixed = mixed + share * (limited - full)
+    return mixed / np.asarray(tp, dtype=float)
 
 
-def chunk_pairs(T: np.ndarray, kv: np.ndarray, c: float, causal_skip: bool) -> np.ndarray:
-    """Query-key pairs of ``T`` queries at the end of a ``kv``-token causal context when each
-    sees only its own ``c``-token chunk: the query at position ``p`` sees ``p mod c + 1`` keys,
-    so the pairs are ``S(kv) - S(kv - T)`` with ``S(n)``, the sum over the first ``n``
-    positions, ``q c (c + 1) / 2 + r (r + 1) / 2`` for ``n = q c + r``. Without block skipping
-    the whole ``T x kv`` score matrix is computed unless ``T`` is one row."""
-
-    def upto(n: np.ndarray) -> np.ndarray:
-        q = np.floor(n / c)
-        r = n - q * c
-        return q * c * (c + 1.0) / 2.0 + r * (r + 1.0) / 2.0
-
-    skipped = upto(kv) - upto(np.maximum(kv - T, 0.0))
+def local_pairs(
+    T: np.ndarray, kv: np.ndarray, size: float, kind: str, causal_skip: bool, decode_rows: bool
+) -> np.ndarray:
+    """Query-key pairs of ``T`` query tokens over a ``kv``-token causal context when each query
+    sees at most ``size`` keys (``kind`` ``window``: the query at position ``p`` sees
+    ``min(p + 1, size)``) or only its own ``size``-token chunk (``chunk``: ``p mod size + 1``).
+    Whole sequences (or load-balanced shards): ``T / kv`` times one sequence's sum over its
+    positions, for a window ``size (size + 1) / 2 + (kv - size) size``, for chunks
+    ``q size (size + 1) / 2 + r (r + 1) / 2`` with ``kv = q size + r``. Decode rows: ``T`` times
+    the last position's count. Without block skipping the whole ``T x kv`` score matrix is
+    computed, except for decode rows."""
+    if kind == "window":
+        w = np.minimum(kv, size)
+        sequence = w * (w + 1.0) / 2.0 + np.maximum(kv - size, 0.0) * size
+        last = np.minimum(kv, size)
+    else:
+        q = np.floor(kv / size)
+        r = kv - q * size
+        sequence = q * size * (size + 1.0) / 2.0 + r * (r + 1.0) / 2.0
+        last = np.mod(np.maximum(kv - 1.0, 0.0), size) + 1.0
+    if decode_rows:
+        return T * last
     if causal_skip:
-        return skipped
-    return np.where(T <= 1.0, np.mod(np.maximum(kv - 1.0, 0.0), c) + 1.0, T * kv)
-
-
-def window_pairs(T: np.ndarray, kv: np.ndarray, w: float, causal_skip: bool) -> np.ndarray:
-    """Query-key pairs of ``T`` queries at the end of a ``kv``-token causal context when each
-    sees at most ``w`` keys (``kv > w``): the query at position ``p`` sees ``min(p + 1, w)``, so
-    ``T * w`` less the deficit of the queries before position ``w``. Without block skipping the
-    whole ``T x kv`` score matrix is computed unless ``T`` is one row."""
-    first = np.maximum(kv - T, 0.0)  # position of the first query
-    last_short = np.minimum(w, kv) - 1.0  # last position that sees fewer than w keys
-    n = np.maximum(last_short - first + 1.0, 0.0)
-    # sum over p in [first, last_short] of (w - 1 - p)
-    deficit = n * ((w - 1.0 - last_short) + (w - 1.0 - first)) / 2.0
-    skipped = T * w - deficit
-    if causal_skip:
-        return skipped
-    return np.where(T <= 1.0, np.minimum(kv, w), T * kv)
+        return T / np.maximum(kv, 1.0) * sequence
+    return T * kv
 
 
 def lm_head_gemm(m: ModelSpec, tokens: ArrayLike, tp: ArrayLike) -> Gemm:

@@ -113,7 +113,13 @@ def _layer_time(
     )
     # Attention: prefill is compute-bound flash attention over the causal square; decode reads
     # the KV cache of every sequence once.
-    flops = float(np.sum(attention_core_flops(m, tokens, kv_len, tp, causal_skip=causal_square)))
+    flops = float(
+        np.sum(
+            attention_core_flops(
+                m, tokens, kv_len, tp, causal_skip=causal_square, decode_rows=not causal_square
+            )
+        )
+    )
     kv_heads = max(m.num_kv_heads / tp, 1.0)
     sequences = tokens if not causal_square else tokens / kv_len
     kv_read = 2.0 * kv_heads * m.head_dim * kv_len * sequences * DTYPE_BYTES[inference.kv_dtype]

@@ -116,14 +116,15 @@ def _check_expressible(model: ModelSpec, plan: Plan, seq_len: int) -> None:
         "Megatron-Core's transformer layer runs them one after the other",
         field="from",
     )
-    require(
-        model.linear_attention_layers == 0,
-        f"'{name}' mixes linear-attention (Gated DeltaNet) layers with full attention; "
-        "Megatron-LM builds such hybrids (--experimental-attention-variant gated_delta_net), "
-        "but Qwen3.5's zero-centred norm scales (--apply-layernorm-1p in Megatron-Bridge's "
-        "Qwen3.5 bridge) are not in gpuscale's model spec, so this export does not write them",
-        field="from",
-    )
+    if model.linear_attention_layers:
+        full = model.num_layers - model.linear_attention_layers
+        require(
+            model.has_gated_deltanet and full > 0 and model.num_layers % full == 0,
+            f"'{name}' has {model.linear_attention_layers} linear-attention layers of "
+            f"{model.num_layers}; this export writes Gated DeltaNet hybrids with a full-attention "
+            "layer every n-th one (--linear-attention-freq n)",
+            field="from",
+        )
     require(
         model.router_topk_normalized
         or model.router_score == "softmax"
@@ -236,6 +237,21 @@ def _attention(model: ModelSpec, plan: Plan) -> list[str]:
         args += ["--kv-channels", str(model.head_dim)]
     if model.num_kv_heads != model.num_heads:
         args += ["--group-query-attention", "--num-query-groups", str(model.num_kv_heads)]
+    if model.linear_attention_layers:
+        # Gated DeltaNet layers with a full-attention layer every n-th one (Megatron-Bridge's
+        # Qwen3.5 bridge; megatron-core get_linear_attention_pattern: int n -> [1]*(n-1)+[0]).
+        every = model.num_layers // (model.num_layers - model.linear_attention_layers)
+        args += [
+            "--experimental-attention-variant", "gated_delta_net",
+            "--linear-attention-freq", str(every),
+            "--linear-conv-kernel-dim", str(model.linear_conv_kernel),
+            "--linear-key-head-dim", str(model.linear_key_head_dim),
+            "--linear-value-head-dim", str(model.linear_value_head_dim),
+            "--linear-num-key-heads", str(model.linear_num_key_heads),
+            "--linear-num-value-heads", str(model.linear_num_value_heads),
+        ]  # fmt: skip
+    if model.attention_output_gate:
+        args.append("--attention-output-gate")
     if model.sliding_window_layers:
         args += ["--window-size", f"{model.sliding_window - 1},0"]
         if model.sliding_window_layers < model.num_layers:
@@ -315,6 +331,8 @@ def megatron_args(job: TrainingJob) -> list[str]:
     elif model.mlp == "gated":
         args.append("--swiglu")
     args += ["--normalization", "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm"]
+    if model.norm_offset_one:
+        args.append("--apply-layernorm-1p")
     position = {"rope": "rope", "learned": "learned_absolute", "alibi": "none"}[model.position]
     args += ["--position-embedding-type", position]
     if not model.tied_embeddings:

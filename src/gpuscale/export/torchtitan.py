@@ -17,10 +17,19 @@ from __future__ import annotations
 import json
 import shlex
 
+from gpuscale.costmodel.pipeline import stage_layers
 from gpuscale.errors import require
 from gpuscale.export.files import Export, ExportedFile
 from gpuscale.export.job import TrainingJob, megatron_only
+from gpuscale.specs import PlanBatch
 
+MAX_SEQ: dict[str, int] = {
+    # The longest sequence each shipped config's RoPE table covers (its model config's
+    # max_seq_len in torchtitan 0.3.0; decoder.py refuses a longer training sequence).
+    "llama3.1-8b": 131072, "llama3.1-70b": 131072, "llama3.1-405b": 131072,
+    "qwen3-32b": 40960, "qwen3-30b-a3b": 40960, "gpt-oss-20b": 131072, "gpt-oss-120b": 131072,
+    "deepseek-v3": 16384, "deepseek-r1": 16384,
+}  # fmt: skip
 CONFIGS: dict[str, tuple[str, str]] = {
     # gpuscale catalog id -> (torchtitan module, config_registry function), as torchtitan 0.3
     # ships them; each builds, on the meta device, the parameters gpuscale counts (tests).
@@ -69,6 +78,35 @@ def _layers_per_stage(job: TrainingJob) -> int:
     return job.model.num_layers // (plan.pp * plan.vp)
 
 
+def _stage_weights(job: TrainingJob) -> tuple[int, int, int]:
+    """(layers per virtual stage, first-stage and last-stage layers less) that make
+    torchtitan's split (``_generate_llm_fqn_per_model_part``: every stage the same, the first
+    and last ``pipeline_parallel_first/last_stage_less_layers`` fewer) the one the cost model
+    priced (:func:`gpuscale.costmodel.pipeline.stage_layers`: per rank, the first and last
+    taking the deficit or their explicit counts)."""
+    plan = job.plan
+    split = stage_layers(job.model, PlanBatch.from_plans([plan]))
+    first, middle, last = int(split.first[0]), int(split.middle[0]), int(split.last[0])
+    if plan.pp == 2:
+        # No middle rank: the stage size that holds the larger end rank.
+        middle = plan.vp * -(-max(first, last) // plan.vp)
+    require(
+        middle % plan.vp == 0,
+        f"the middle pipeline ranks hold {middle} layers, which do not split into --vp "
+        f"{plan.vp} equal torchtitan stages",
+        field="vp",
+    )
+    per_stage = middle // plan.vp
+    less_first, less_last = middle - first, middle - last
+    require(
+        0 <= less_first <= per_stage and 0 <= less_last <= per_stage,
+        f"torchtitan can take at most one stage's {per_stage} layers off the first and last "
+        f"stages; this split (first {first}, middle {middle}, last {last}) needs more",
+        field="pp",
+    )
+    return per_stage, less_first, less_last
+
+
 def torchtitan_args(job: TrainingJob) -> list[str]:
     """``--module``/``--config`` and the overrides that set the plan, sub-command last."""
     plan, training = job.plan, job.training
@@ -85,6 +123,26 @@ def torchtitan_args(job: TrainingJob) -> list[str]:
         field="precision",
     )
     module, config = CONFIGS[job.model_id]
+    limit = MAX_SEQ[job.model_id]
+    require(
+        training.seq_len <= limit,
+        f"torchtitan's {config} config covers sequences up to {limit:,} tokens (its RoPE table); "
+        f"--seq {training.seq_len:,} needs a config of your own",
+        field="seq",
+    )
+    kv_heads = job.model.num_kv_heads
+    require(
+        kv_heads % plan.tp == 0,
+        f"torchtitan splits the {kv_heads} KV heads over the TP ranks: --tp {plan.tp} must "
+        "divide them",
+        field="tp",
+    )
+    require(
+        not (job.model.attention_sinks and plan.cp > 1),
+        f"torchtitan's {config} config runs varlen attention (its sinks), which has no context "
+        "parallelism: use --cp 1",
+        field="cp",
+    )
     shard, replicate, reshard, local = _degrees(job)
     args = [
         "--module", module,
@@ -104,19 +162,21 @@ def torchtitan_args(job: TrainingJob) -> list[str]:
         args += ["--parallelism.expert-parallel-degree", str(plan.ep)]
     if plan.pp > 1:
         schedule = "Interleaved1F1B" if plan.vp > 1 else "1F1B"
+        per_stage, less_first, less_last = _stage_weights(job)
         args += [
             "--parallelism.pipeline-parallel-schedule", schedule,
             "--parallelism.pipeline-parallel-microbatch-size", str(plan.micro_batch),
+            "--parallelism.pipeline-parallel-first-stage-less-layers", str(less_first),
+            "--parallelism.pipeline-parallel-last-stage-less-layers", str(less_last),
         ]  # fmt: skip
+        if plan.vp > 1:
+            args += ["--parallelism.pipeline-parallel-layers-per-stage", str(per_stage)]
     if plan.pp > 1 or (job.model.is_moe and plan.ep > 1):
         # torchtitan 0.3 refuses CUDA graphs with pipeline parallelism ("not supported yet")
         # and with the all-to-all expert dispatcher its shipped MoE configs use ("CUDA graphs
         # support only expert parallel token dispatcher configurations without CPU
         # synchronization", Trainer config validation).
         args.append("--training.disable-cuda-graphs")
-        if plan.vp > 1:
-            per_stage = _layers_per_stage(job)
-            args += ["--parallelism.pipeline-parallel-layers-per-stage", str(per_stage)]
     args.append(f"activation-checkpoint:{_AC[plan.recompute]}")
     return args
 
@@ -205,11 +265,15 @@ def _check_expert_layout(job: TrainingJob) -> None:
     splits experts over the TP ranks (``etp > 1``) is another plan, and EP must divide those
     ranks (data-parallel replicas under ``--zero 0`` lend none)."""
     plan = job.plan
+    # Without EP torchtitan splits the experts over the TP ranks like the dense MLP
+    # (moe_sharding expert_param_placement_dense: etp = tp); with EP it keeps them whole.
+    etp = 1 if plan.ep > 1 else plan.tp
     require(
-        plan.etp == 1,
-        f"torchtitan keeps each expert whole (expert parallelism borrows the FSDP and TP ranks); "
-        f"this plan splits experts --etp {plan.etp} ways: plan it with --etp 1, or export to "
-        "--to megatron (--expert-tensor-parallel-size)",
+        plan.etp == etp,
+        f"torchtitan splits experts over the TP ranks without expert parallelism and keeps them "
+        f"whole with it: with --ep {plan.ep} --tp {plan.tp} it runs --etp {etp}, this plan "
+        f"--etp {plan.etp}; plan it with --etp {etp}, or export to --to megatron "
+        "(--expert-tensor-parallel-size)",
         field="etp",
     )
     shard, _, _, _ = _degrees(job)

@@ -81,7 +81,7 @@ class ModelSpec:
     """Chunked local attention (Llama 4 ``attention_chunk_size``): on
     ``attention_chunk_layers`` layers each token attends only within its own chunk of this many
     tokens. Training and the static-batch model price those pairs
-    (``costmodel.flops.chunk_pairs``); the serving model prices the layers as full attention,
+    (``costmodel.flops.local_pairs``); the serving model prices the layers as full attention,
     time and KV cache (how an engine pages a chunked layer's cache is engine-specific), exact
     while a request's context fits one chunk and an upper bound beyond
     (:meth:`attention_chunks_unpriced`)."""
@@ -132,6 +132,10 @@ class ModelSpec:
     router_scales_input: bool = False
     """The router's weight multiplies the expert's input, not its output (Llama4TextMoe:
     ``routed_in = hidden_states * router_scores``)."""
+    norm_offset_one: bool = False
+    """The norms store their scale as an offset from one, ``x * (1 + weight)`` with the weight
+    initialized at zero (Qwen3-Next/Qwen3.5 ``Qwen3NextRMSNorm``; Megatron-LM
+    ``--apply-layernorm-1p``). The same function class: only exports read it."""
     shared_expert_gate: bool = False
     """A sigmoid gate (one ``hidden x 1`` linear) scales the shared experts' output (Qwen2-MoE,
     Qwen3-Next, Qwen3.5 ``shared_expert_gate``)."""
