@@ -175,3 +175,19 @@ def test_llama4_layer_lists_it_cannot_place_are_refused(
     with pytest.raises(InputError, match=fragment) as info:
         model_from_config(_llama4_config(**text), "bad")
     assert "\n" not in str(info.value)
+
+
+def test_every_catalog_model_counts_its_linear_weights_within_its_parameters() -> None:
+    """The mean block's linear weights (what QLoRA quantizes, what Adafactor factors) are never
+    more than the block and, but for norms, biases, routers and gates, all of it: MLA counts
+    its own projections (DeepSeek-V3 read q/k/v/o widths before: 1.047 of the block) and
+    Qwen3.5 its Gated DeltaNet layers (2.6B of weights counted as vectors before)."""
+    from gpuscale.costmodel.model_states import adafactor_state_elements, block_linear_weights
+    from gpuscale.costmodel.params import layer_params
+    from gpuscale.specs.training import Training
+
+    for name in catalog.models():
+        spec = catalog.model(name)
+        share = block_linear_weights(spec) / layer_params(spec)
+        assert 0.99 <= share <= 1.0, (name, share)
+        assert adafactor_state_elements(spec, Training(seq_len=4096, optimizer="adafactor")) > 0

@@ -123,40 +123,52 @@ def routed_expert_weights(model: ModelSpec) -> int:
     return round(model.num_experts * mlp_weights(model) * model.moe_layer_share)
 
 
-def attention_matrices(model: ModelSpec) -> list[tuple[int, int]]:
-    """``(d_in, d_out)`` of the token mixer's weight matrices in one attention block: Q, K, V
-    and the output projection; for multi-head latent attention (DeepSeek-V2 arXiv:2405.04434
-    Sec. 2.1, ``params.attention_params``) the query down/up projections, the joint KV
-    down-projection (latent plus rotary key), the KV up-projection and the output, plus a DSA
-    indexer's three (``params.indexer_params``)."""
-    if not model.is_mla:
-        shapes = linear_shapes(model)
-        return [shapes[n] for n in ("q", "k", "v", "o")]
-    h, heads = model.hidden_size, model.num_heads
-    qk = model.qk_nope_head_dim + model.qk_rope_head_dim
-    query = (
-        [(h, model.q_lora_rank), (model.q_lora_rank, heads * qk)]
-        if model.q_lora_rank
-        else [(h, heads * qk)]
-    )
-    kv = [
-        (h, model.kv_lora_rank + model.qk_rope_head_dim),
-        (model.kv_lora_rank, heads * (model.qk_nope_head_dim + model.v_head_dim)),
-    ]
-    out = [(heads * model.v_head_dim, h)]
-    indexer: list[tuple[int, int]] = []
-    if model.indexer_heads:
-        d = model.indexer_head_dim
-        q_in = model.q_lora_rank or h
-        indexer = [(q_in, model.indexer_heads * d), (h, d), (h, model.indexer_heads)]
-    return query + kv + out + indexer
+def attention_matrices(model: ModelSpec) -> list[tuple[int, int, float]]:
+    """``(d_in, d_out, copies)`` of the token mixer's weight matrices in the mean block: Q (twice
+    as wide with an output gate), K, V and the output projection; for multi-head latent
+    attention (DeepSeek-V2 arXiv:2405.04434 Sec. 2.1, ``params.attention_params``) the query
+    down/up projections, the joint KV down-projection (latent plus rotary key), the KV
+    up-projection and the output, plus a DSA indexer's three (``params.indexer_params``); for a
+    Gated DeltaNet hybrid (Qwen3.5) the full-attention layers' share of those and the linear
+    layers' in_proj_qkv, in_proj_z, in_proj_b/a and out_proj (``params.linear_attention_params``)
+    in theirs."""
+    h = model.hidden_size
+    if model.is_mla:
+        heads = model.num_heads
+        qk = model.qk_nope_head_dim + model.qk_rope_head_dim
+        query = (
+            [(h, model.q_lora_rank), (model.q_lora_rank, heads * qk)]
+            if model.q_lora_rank
+            else [(h, heads * qk)]
+        )
+        kv = [
+            (h, model.kv_lora_rank + model.qk_rope_head_dim),
+            (model.kv_lora_rank, heads * (model.qk_nope_head_dim + model.v_head_dim)),
+        ]
+        out = [(heads * model.v_head_dim, h)]
+        indexer: list[tuple[int, int]] = []
+        if model.indexer_heads:
+            d = model.indexer_head_dim
+            q_in = model.q_lora_rank or h
+            indexer = [(q_in, model.indexer_heads * d), (h, d), (h, model.indexer_heads)]
+        return [(a, b, 1.0) for a, b in query + kv + out + indexer]
+    q_out = model.q_width * (2 if model.attention_output_gate else 1)
+    full = [(h, q_out), (h, model.kv_width), (h, model.kv_width), (model.q_width, h)]
+    if not model.has_gated_deltanet:
+        return [(a, b, 1.0) for a, b in full]
+    linear_share = model.linear_attention_layers / model.num_layers
+    key = model.linear_num_key_heads * model.linear_key_head_dim
+    value = model.linear_num_value_heads * model.linear_value_head_dim
+    heads = model.linear_num_value_heads
+    linear = [(h, 2 * key + value), (h, value), (h, heads), (h, heads), (value, h)]
+    return [(a, b, 1.0 - linear_share) for a, b in full] + [(a, b, linear_share) for a, b in linear]
 
 
 def block_linear_weights(model: ModelSpec) -> int:
     """Weight elements (no biases) of every linear in the mean block: attention, routed and
     shared experts in the MoE blocks' share, dense MLPs in the rest; what QLoRA quantizes.
     ``num_layers`` times it is the blocks' linear weights (params.layer_params' convention)."""
-    attention = sum(a * b for a, b in attention_matrices(model))
+    attention = round(sum(a * b * n for a, b, n in attention_matrices(model)))
     if not model.is_moe:
         return attention + mlp_weights(model)
     share = model.moe_layer_share
@@ -204,8 +216,9 @@ def adafactor_state_elements(model: ModelSpec, training: Training) -> int:
         return model.num_layers * per_layer + head
     h, v = model.hidden_size, model.vocab_size
     mlp = [n for n in linear_shapes(model) if n in MLP_MATRICES]
-    matrices = sum(a + b for a, b in attention_matrices(model)) + round(
-        sum((x.d_in + x.d_out) * x.count for n in mlp for x in block_linears(model, n))
+    matrices = round(
+        sum((a + b) * n for a, b, n in attention_matrices(model))
+        + sum((x.d_in + x.d_out) * x.count for n in mlp for x in block_linears(model, n))
     )
     # The router is a matrix of the MoE blocks only (their share of the mean block).
     router = model.moe_layer_share if model.is_moe else 0.0
