@@ -346,3 +346,19 @@ def test_qwen35_exports_its_gated_deltanet_hybrid() -> None:
     assert config.attention_output_gate and config.moe_shared_expert_gate
     assert config.layernorm_zero_centered_gamma and config.qk_layernorm
     assert float(flags["rotary_percent"]) == 0.25
+
+
+def test_odd_layer_count_windows_every_other_layer_from_the_first() -> None:
+    """transformers' gpt-oss default windows layers 0, 2, 4, ...: ceil(L / 2) of an odd L,
+    which megatron-core's --window-attn-skip-freq 2 places the same way."""
+    from megatron.core.transformer.utils import is_layer_window_attention
+
+    odd = dataclasses.replace(
+        catalog.model("gpt-oss-20b"), name="odd-oss", num_layers=5, sliding_window_layers=3
+    )
+    config = _megatron_config(_flags(odd))
+    windowed = [
+        is_layer_window_attention(config.window_size, config.window_attn_skip_freq, n)
+        for n in range(1, 6)
+    ]
+    assert windowed == [True, False, True, False, True]

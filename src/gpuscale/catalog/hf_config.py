@@ -328,15 +328,18 @@ def _moe(
         if kinds is not None:
             # gpt-oss alternates, a window first; the spec counts the layers and the exports
             # place them by that rule, so another layout is refused rather than misplaced.
-            alternate = ["sliding_attention", "full_attention"] * (layers // 2)
-            if kinds not in (alternate, ["full_attention"] * layers) or layers % 2:
+            # (transformers GptOssConfig's default: sliding where (i + 1) % 2, full elsewhere)
+            alternate = [
+                "sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)
+            ]
+            if kinds not in (alternate, ["full_attention"] * layers):
                 raise InputError(
                     f"{name}: 'layer_types' must alternate sliding_attention and full_attention "
                     f"over the {layers} layers (gpt-oss), or be all full_attention"
                 )
             sliding = kinds.count("sliding_attention")
         else:
-            sliding = layers // 2
+            sliding = (layers + 1) // 2
         extra.update(
             sliding_window=window,
             sliding_window_layers=sliding if window else 0,

@@ -169,7 +169,9 @@ def _check_expressible(model: ModelSpec, plan: Plan, seq_len: int) -> None:
         )
     if model.sliding_window_layers:
         require(
-            model.sliding_window_layers in (model.num_layers, model.num_layers / 2),
+            # Alternate layers from the first: Megatron-Core windows layer n (1-based) when
+            # n % 2 != 0 (utils.is_layer_window_attention), ceil(L / 2) of them.
+            model.sliding_window_layers in (model.num_layers, (model.num_layers + 1) // 2),
             f"'{name}' has a sliding window on {model.sliding_window_layers} of "
             f"{model.num_layers} layers; this export places windows on every layer or on "
             "alternate layers (--window-attn-skip-freq 2)",
