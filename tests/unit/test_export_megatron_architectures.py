@@ -362,3 +362,17 @@ def test_odd_layer_count_windows_every_other_layer_from_the_first() -> None:
         for n in range(1, 6)
     ]
     assert windowed == [True, False, True, False, True]
+
+
+@pytest.mark.parametrize(("tp", "cp"), [(1, 2), (32, 1)])
+def test_gated_deltanet_layouts_megatron_core_refuses_are_refused(tp: int, cp: int) -> None:
+    """megatron-core 0.16 has no context parallelism for Gated DeltaNet and needs TP to divide
+    the linear layers' 16 key heads (TP 32 splits Qwen3.5's 32 attention heads)."""
+    spec = catalog.model("qwen3.5-397b-a17b")
+    plan = Plan(tp=tp, cp=cp, dp=1, micro_batch=1, global_batch=8)
+    job = TrainingJob(
+        model_id=spec.name, model=spec, gpu="h100-sxm", gpus=plan.num_gpus, gpus_per_node=8,
+        plan=plan, training=Training(seq_len=4096, precision="bf16"),
+    )  # fmt: skip
+    with pytest.raises(InputError, match="Gated DeltaNet"):
+        export(job, "megatron")

@@ -607,6 +607,13 @@ def test_torchtitan_02_job_file_maps_onto_torchtitan_and_round_trips() -> None:
     assert par.data_parallel_shard_degree == 4 and par.fsdp_reshard_after_forward == "default"
     assert par.pipeline_parallel_schedule == "Interleaved1F1B"
     assert par.pipeline_parallel_layers_per_stage == 8  # 80 layers / (PP 2 x VP 5)
+    # ... and 0.2, which splits stages as 0.3 does, builds the 10 stages of 8 priced (the
+    # default one layer less on the first and last stage made 11 before).
+    from torchtitan.distributed.pipeline_parallel import _get_pipeline_metadata
+
+    model_config = _torchtitan(["--module", "llama3", "--config", "llama3_70b"]).model_spec.model
+    dims = ParallelDims.from_config(par, world_size=job.gpus)
+    assert _get_pipeline_metadata(dims, par, model_config) == (10, 80, 0, 0)
     assert training.global_batch_size == 256 and training.seq_len == 4096
     assert tables["activation_checkpoint"]["mode"] == "full"
     assert tables["model"] == {"name": "llama3", "flavor": "70B"}

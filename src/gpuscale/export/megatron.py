@@ -119,6 +119,16 @@ def _check_expressible(model: ModelSpec, plan: Plan, seq_len: int) -> None:
     if model.linear_attention_layers:
         full = model.num_layers - model.linear_attention_layers
         require(
+            plan.cp == 1
+            and model.linear_num_key_heads % plan.tp == 0
+            and model.linear_num_value_heads % plan.tp == 0,
+            f"megatron-core builds Gated DeltaNet layers without context parallelism and with "
+            f"--tp dividing their {model.linear_num_key_heads} key and "
+            f"{model.linear_num_value_heads} value heads (TransformerConfig, 0.16); got --tp "
+            f"{plan.tp} --cp {plan.cp}",
+            field="tp" if plan.cp == 1 else "cp",
+        )
+        require(
             model.has_gated_deltanet and full > 0 and model.num_layers % full == 0,
             f"'{name}' has {model.linear_attention_layers} linear-attention layers of "
             f"{model.num_layers}; this export writes Gated DeltaNet hybrids with a full-attention "

@@ -68,16 +68,6 @@ def _degrees(job: TrainingJob) -> tuple[int, int, str, int]:
     return shard, replicate, reshard, local
 
 
-def _layers_per_stage(job: TrainingJob) -> int:
-    plan = job.plan
-    require(
-        job.model.num_layers % (plan.pp * plan.vp) == 0,
-        f"{job.model.num_layers} layers do not split into --pp {plan.pp} x --vp {plan.vp} stages",
-        field="vp",
-    )
-    return job.model.num_layers // (plan.pp * plan.vp)
-
-
 def _stage_weights(job: TrainingJob) -> tuple[int, int, int]:
     """(layers per virtual stage, first-stage and last-stage layers less) that make
     torchtitan's split (``_generate_llm_fqn_per_model_part``: every stage the same, the first
@@ -100,7 +90,7 @@ def _stage_weights(job: TrainingJob) -> tuple[int, int, int]:
     less_first, less_last = middle - first, middle - last
     require(
         0 <= less_first <= per_stage and 0 <= less_last <= per_stage,
-        f"torchtitan can take at most one stage's {per_stage} layers off the first and last "
+        f"torchtitan takes at most the {per_stage} layers of one stage off the first and last "
         f"stages; this split (first {first}, middle {middle}, last {last}) needs more",
         field="pp",
     )
@@ -236,10 +226,14 @@ def torchtitan_toml_sections(
     if plan.ep > 1:
         parallelism["expert_parallel_degree"] = plan.ep
     if plan.pp > 1:
+        # torchtitan 0.2 splits stages as 0.3 does (first/last stage less layers, default 1).
+        per_stage, less_first, less_last = _stage_weights(job)
         parallelism["pipeline_parallel_schedule"] = "Interleaved1F1B" if plan.vp > 1 else "1F1B"
         parallelism["pipeline_parallel_microbatch_size"] = plan.micro_batch
+        parallelism["pipeline_parallel_first_stage_less_layers"] = less_first
+        parallelism["pipeline_parallel_last_stage_less_layers"] = less_last
         if plan.vp > 1:
-            parallelism["pipeline_parallel_layers_per_stage"] = _layers_per_stage(job)
+            parallelism["pipeline_parallel_layers_per_stage"] = per_stage
     sections: dict[str, dict[str, str | int | bool | list[str]]] = {
         "job": {"description": f"{job.model_id} on {job.gpus}x {job.gpu} (gpuscale plan)"},
         "model": model,
