@@ -155,3 +155,18 @@ def test_chunked_attention_counts_each_query_within_its_chunk(
     assert inside == float(attention_core_flops(full_only, 4096.0, 4096.0, 1, causal_skip=True))
     if context == 32768:
         assert got / dense == pytest.approx(0.4375, rel=1e-3)
+
+
+def test_static_decode_reads_only_the_window_on_windowed_layers() -> None:
+    """The static-batch table's decode reads, on gpt-oss's 128-token window layers, 128 keys a
+    row (FlashAttention with a window), not the whole context."""
+    from gpuscale.api.serving_static import infer_static
+
+    oss = catalog.model("gpt-oss-120b")
+    full_only = dataclasses.replace(oss, name="oss-full", sliding_window=0, sliding_window_layers=0)
+    kw = {"gpu": "h200-sxm", "tp": 1, "batch": 64, "input_len": 16000, "output_len": 64}
+    windowed = infer_static(oss, **kw).to_dict()["options"][0]["breakdown"]
+    dense = infer_static(full_only, **kw).to_dict()["options"][0]["breakdown"]
+    # Half the layers read 128 of ~16,000 keys: about half the decode attention time.
+    ratio = windowed["decode_attention"] / dense["decode_attention"]
+    assert 0.49 < ratio < 0.52

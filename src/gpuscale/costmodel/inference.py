@@ -18,7 +18,13 @@ import numpy as np
 
 from gpuscale.costmodel.collectives import LevelBandwidth, collective_time_s
 from gpuscale.costmodel.compute import gemm_time
-from gpuscale.costmodel.flops import Gemm, attention_core_flops, layer_gemms, lm_head_gemm
+from gpuscale.costmodel.flops import (
+    Gemm,
+    attention_core_flops,
+    layer_gemms,
+    lm_head_gemm,
+    local_pairs,
+)
 from gpuscale.costmodel.inference_memory import inference_memory, weight_bytes_per_param
 from gpuscale.costmodel.model_states import DTYPE_BYTES
 from gpuscale.costmodel.profile import Profile
@@ -122,7 +128,20 @@ def _layer_time(
     )
     kv_heads = max(m.num_kv_heads / tp, 1.0)
     sequences = tokens if not causal_square else tokens / kv_len
-    kv_read = 2.0 * kv_heads * m.head_dim * kv_len * sequences * DTYPE_BYTES[inference.kv_dtype]
+    # A decode row reads only the keys its layer attends to: a sliding window's last
+    # ``sliding_window``, a chunked layer's own chunk (the mean layer's length below).
+    read_len = kv_len
+    if not causal_square:
+        for size, layers, kind in (
+            (m.sliding_window, m.sliding_window_layers, "window"),
+            (m.attention_chunk_size, m.attention_chunk_layers, "chunk"),
+        ):
+            if size and layers and kv_len > size:
+                row = float(
+                    local_pairs(np.array(1.0), np.array(kv_len), float(size), kind, False, True)
+                )
+                read_len -= layers / m.num_layers * (kv_len - row)
+    kv_read = 2.0 * kv_heads * m.head_dim * read_len * sequences * DTYPE_BYTES[inference.kv_dtype]
     if causal_square:
         math_rate = (
             device.peak(device.half_precision)
