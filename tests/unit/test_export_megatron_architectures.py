@@ -35,6 +35,7 @@ LAUNCH_FLAGS = {
     "grad_reduce_in_bf16", "cpu_offloading_num_layers", "moe_token_dispatcher_type",
     "overlap_moe_expert_parallel_comm", "delay_wgrad_compute", "recompute_modules",
     "multi_latent_attention", "rotary_percent", "no_rope_fusion", "apply_layernorm_1p",
+    "rotary_base",
 }  # fmt: skip
 
 
@@ -322,9 +323,17 @@ def test_nope_layers_that_do_not_divide_the_layers_are_refused() -> None:
         export(_job(spec, seq=4096), "megatron")
 
 
-def test_every_megatron_export_says_the_rotary_base_is_not_carried() -> None:
-    notes = export(_job("llama3.1-8b"), "megatron").notes
-    assert any("--rotary-base" in n for n in notes)
+def test_the_rotary_base_is_written_where_recorded_and_the_rest_is_said() -> None:
+    """Llama 3.1's config.json base (500,000) is written (--rotary-base, an int in arguments.py)
+    and the note names the scaling that is not carried; DeepSeek-V3's copy records none, so
+    Megatron's 10,000 stands and the note says so; learned positions need neither."""
+    llama = export(_job("llama3.1-8b"), "megatron")
+    assert script_args(llama.files[0].content)["rotary_base"] == "500000"
+    assert any("scaling" in n and "--rotary-base" not in n for n in llama.notes)
+    deepseek = export(_job("deepseek-v3"), "megatron")
+    assert "rotary_base" not in script_args(deepseek.files[0].content)
+    assert any("--rotary-base 10000" in n for n in deepseek.notes)
+    assert export(_job("gpt3-1.3b"), "megatron").notes == ()
 
 
 def test_qwen35_exports_its_gated_deltanet_hybrid() -> None:

@@ -179,6 +179,7 @@ KEYS = [
     "layer_types",
     "partial_rotary_factor",
     "rope_parameters",
+    "rope_theta",
 ]
 
 json_scalars = st.one_of(

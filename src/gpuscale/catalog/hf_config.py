@@ -145,6 +145,8 @@ def model_from_config(cfg: Mapping[str, Any], name: str) -> ModelSpec:
         if head_dim * heads != hidden:
             common["head_dim"] = head_dim
 
+    if model_type not in ("gpt2", "opt", "bloom", "bert"):
+        common["rope_theta"] = _rope_theta(cfg, name)
     if model_type in MOE_LIKE:
         return _moe(cfg, name, model_type, common, heads)
     if model_type == "gptj":
@@ -594,6 +596,20 @@ def _hybrid(cfg: Mapping[str, Any], name: str, model_type: str, layers: int) -> 
         "rotary_dim": _partial_rotary(cfg, name),
         "norm_offset_one": True,  # Qwen3NextRMSNorm / Qwen3_5MoeRMSNorm: x * (1 + weight)
     }
+
+
+def _rope_theta(cfg: Mapping[str, Any], name: str) -> float:
+    """``rope_theta`` (top level, or inside ``rope_parameters``), 0 where the file leaves it
+    out: an export then keeps its tool's default and says so."""
+    value: Any = cfg.get("rope_theta")
+    inner = cfg.get("rope_parameters")
+    if value is None and isinstance(inner, Mapping):
+        value = inner.get("rope_theta")
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e12:
+        raise InputError(f"{name}: 'rope_theta' must be a positive number, got {value!r:.40}")
+    return float(value)
 
 
 def _partial_rotary(cfg: Mapping[str, Any], name: str) -> int:

@@ -347,6 +347,9 @@ def megatron_args(job: TrainingJob) -> list[str]:
         args.append("--apply-layernorm-1p")
     position = {"rope": "rope", "learned": "learned_absolute", "alibi": "none"}[model.position]
     args += ["--position-embedding-type", position]
+    if model.position == "rope" and model.rope_theta:
+        # arguments.py reads --rotary-base as an int; every recorded base is a whole number.
+        args += ["--rotary-base", str(round(model.rope_theta))]
     if not model.tied_embeddings:
         args.append("--untie-embeddings-and-output-weights")
     if not model.linear_bias:
@@ -444,10 +447,21 @@ def _group(args: list[str]) -> list[str]:
 
 
 ROPE_NOTE = (
-    "the rotary embedding's base and scaling are not in gpuscale's model spec (they do not change "
-    "the cost): Megatron-LM's defaults stand (--rotary-base 10000, no scaling); add the model's "
-    "own (e.g. --rotary-base 500000 --use-rope-scaling for Llama 3.1) to train it as released"
+    "the rotary embedding's base is not recorded for this model (it does not change the cost): "
+    "Megatron-LM's default stands (--rotary-base 10000); add the model's own, and its scaling, "
+    "to train it as released"
 )
+ROPE_SCALING_NOTE = (
+    "the rotary embedding's scaling (Llama 3.x's, YaRN) is not in gpuscale's model spec: add the "
+    "model's own (e.g. --use-rope-scaling --rope-scaling-factor 8 for Llama 3.1) to train it as "
+    "released"
+)
+
+
+def _rope_notes(model: ModelSpec) -> tuple[str, ...]:
+    if model.position != "rope":
+        return ()
+    return (ROPE_SCALING_NOTE if model.rope_theta else ROPE_NOTE,)
 
 
 def export_megatron(job: TrainingJob) -> Export:
@@ -470,5 +484,5 @@ def export_megatron(job: TrainingJob) -> Export:
                 executable=True,
             ),
         ),
-        notes=(ROPE_NOTE,),
+        notes=_rope_notes(job.model),
     )

@@ -132,6 +132,10 @@ class ModelSpec:
     router_scales_input: bool = False
     """The router's weight multiplies the expert's input, not its output (Llama4TextMoe:
     ``routed_in = hidden_states * router_scores``)."""
+    rope_theta: float = 0.0
+    """Base of the rotary embedding's frequencies (config ``rope_theta``, or
+    ``rope_parameters.rope_theta``); 0 where the source does not record it. Only exports read it
+    (Megatron-LM ``--rotary-base``); its scaling (Llama 3.x's, YaRN) is not carried."""
     norm_offset_one: bool = False
     """The norms store their scale as an offset from one, ``x * (1 + weight)`` with the weight
     initialized at zero (Qwen3-Next/Qwen3.5 ``Qwen3NextRMSNorm``; Megatron-LM
@@ -294,6 +298,11 @@ class ModelSpec:
             f"model '{self.name}': router_groups ({groups}) must divide num_experts "
             f"({self.num_experts}) and router_group_topk ({self.router_group_topk}) lie in "
             "1..router_groups; 0 for no groups",
+        )
+        require(
+            isinstance(self.rope_theta, int | float) and 0.0 <= self.rope_theta < 1e12,
+            f"model '{self.name}': rope_theta must be 0 (not recorded) or a positive number, got "
+            f"{self.rope_theta!r}",
         )
         require(
             not self.router_expert_bias or self.router_score == "sigmoid",
