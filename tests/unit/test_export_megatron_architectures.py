@@ -35,7 +35,7 @@ LAUNCH_FLAGS = {
     "grad_reduce_in_bf16", "cpu_offloading_num_layers", "moe_token_dispatcher_type",
     "overlap_moe_expert_parallel_comm", "delay_wgrad_compute", "recompute_modules",
     "multi_latent_attention", "rotary_percent", "no_rope_fusion", "apply_layernorm_1p",
-    "rotary_base",
+    "rotary_base", "use_rope_scaling", "rope_scaling_factor",
 }  # fmt: skip
 
 
@@ -324,12 +324,16 @@ def test_nope_layers_that_do_not_divide_the_layers_are_refused() -> None:
 
 
 def test_the_rotary_base_is_written_where_recorded_and_the_rest_is_said() -> None:
-    """Llama 3.1's config.json base (500,000) is written (--rotary-base, an int in arguments.py)
-    and the note names the scaling that is not carried; DeepSeek-V3's copy records none, so
-    Megatron's 10,000 stands and the note says so; learned positions need neither."""
+    """Llama 3.1's config.json base (500,000) and its Llama 3 scaling (factor 8) are written
+    (--rotary-base, an int in arguments.py; --use-rope-scaling --rope-scaling-factor); gpt-oss's
+    YaRN is named in a note; DeepSeek-V3's copy records no base, so Megatron's 10,000 stands
+    and the note says so; learned positions need neither."""
     llama = export(_job("llama3.1-8b"), "megatron")
-    assert script_args(llama.files[0].content)["rotary_base"] == "500000"
-    assert any("scaling" in n and "--rotary-base" not in n for n in llama.notes)
+    flags = script_args(llama.files[0].content)
+    assert flags["rotary_base"] == "500000"
+    assert flags["use_rope_scaling"] is True and flags["rope_scaling_factor"] == "8"
+    assert llama.notes == ()
+    assert any("YaRN" in n for n in export(_job("gpt-oss-20b"), "megatron").notes)
     deepseek = export(_job("deepseek-v3"), "megatron")
     assert "rotary_base" not in script_args(deepseek.files[0].content)
     assert any("--rotary-base 10000" in n for n in deepseek.notes)

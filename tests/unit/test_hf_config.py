@@ -180,6 +180,7 @@ KEYS = [
     "partial_rotary_factor",
     "rope_parameters",
     "rope_theta",
+    "rope_scaling",
 ]
 
 json_scalars = st.one_of(

@@ -147,6 +147,7 @@ def model_from_config(cfg: Mapping[str, Any], name: str) -> ModelSpec:
 
     if model_type not in ("gpt2", "opt", "bloom", "bert"):
         common["rope_theta"] = _rope_theta(cfg, name)
+        common.update(_rope_scaling(cfg, name))
     if model_type in MOE_LIKE:
         return _moe(cfg, name, model_type, common, heads)
     if model_type == "gptj":
@@ -610,6 +611,33 @@ def _rope_theta(cfg: Mapping[str, Any], name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e12:
         raise InputError(f"{name}: 'rope_theta' must be a positive number, got {value!r:.40}")
     return float(value)
+
+
+def _rope_scaling(cfg: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """``rope_scaling`` (or ``rope_parameters``): its ``rope_type`` (``type`` in older files)
+    and ``factor``; Llama 3's scaling is read only with the low/high frequency factors 1 and 4
+    over 8,192 original tokens that every Llama 3.x/4 file states (the exports' tools fix
+    them); other kinds are left out (an export then says the scaling is not carried)."""
+    scaling: Any = cfg.get("rope_scaling")
+    if not isinstance(scaling, Mapping):
+        scaling = cfg.get("rope_parameters")
+    if not isinstance(scaling, Mapping):
+        return {}
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if kind not in ("llama3", "yarn"):
+        return {}
+    factor = _number(scaling, name, "factor", 0.0) if scaling.get("factor") is not None else 0.0
+    if not factor:
+        raise InputError(f"{name}: rope_scaling of type {kind} needs a positive 'factor'")
+    if kind == "llama3":
+        fixed = {
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        }
+        if any(scaling.get(k, v) != v for k, v in fixed.items()):
+            return {}
+    return {"rope_scaling": kind, "rope_scaling_factor": factor}
 
 
 def _partial_rotary(cfg: Mapping[str, Any], name: str) -> int:

@@ -350,6 +350,10 @@ def megatron_args(job: TrainingJob) -> list[str]:
     if model.position == "rope" and model.rope_theta:
         # arguments.py reads --rotary-base as an int; every recorded base is a whole number.
         args += ["--rotary-base", str(round(model.rope_theta))]
+    if model.rope_scaling == "llama3":
+        # Megatron-LM's Llama 3.x scaling fixes the low/high frequency factors (1, 4) and the
+        # 8,192 original tokens the reader requires; only the factor is a flag.
+        args += ["--use-rope-scaling", "--rope-scaling-factor", f"{model.rope_scaling_factor:g}"]
     if not model.tied_embeddings:
         args.append("--untie-embeddings-and-output-weights")
     if not model.linear_bias:
@@ -451,17 +455,23 @@ ROPE_NOTE = (
     "Megatron-LM's default stands (--rotary-base 10000); add the model's own, and its scaling, "
     "to train it as released"
 )
-ROPE_SCALING_NOTE = (
-    "the rotary embedding's scaling (Llama 3.x's, YaRN) is not in gpuscale's model spec: add the "
-    "model's own (e.g. --use-rope-scaling --rope-scaling-factor 8 for Llama 3.1) to train it as "
-    "released"
-)
 
 
 def _rope_notes(model: ModelSpec) -> tuple[str, ...]:
-    if model.position != "rope":
+    """What of the rotary embedding the script leaves at Megatron-LM's defaults."""
+    if model.position != "rope" or model.rope_scaling == "llama3":
         return ()
-    return (ROPE_SCALING_NOTE if model.rope_theta else ROPE_NOTE,)
+    if not model.rope_theta:
+        return (ROPE_NOTE,)
+    if model.rope_scaling == "yarn":
+        return (
+            f"the rotary embedding's YaRN scaling (factor {model.rope_scaling_factor:g}) is not "
+            "written: add the model's own YaRN flags to train it as released",
+        )
+    return (
+        "no rotary scaling is recorded for this model; if it has one (Llama 3.x's, YaRN), add "
+        "it to train it as released",
+    )
 
 
 def export_megatron(job: TrainingJob) -> Export:

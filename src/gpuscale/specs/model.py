@@ -11,6 +11,7 @@ MlpKind = Literal["gated", "plain"]
 NormKind = Literal["rmsnorm", "layernorm"]
 PositionKind = Literal["rope", "learned", "alibi"]
 RouterScore = Literal["softmax", "sigmoid"]
+RopeScaling = Literal["", "llama3", "yarn"]
 QkNormKind = Literal["none", "rmsnorm", "rmsnorm_full", "l2"]
 
 
@@ -136,6 +137,13 @@ class ModelSpec:
     """Base of the rotary embedding's frequencies (config ``rope_theta``, or
     ``rope_parameters.rope_theta``); 0 where the source does not record it. Only exports read it
     (Megatron-LM ``--rotary-base``); its scaling (Llama 3.x's, YaRN) is not carried."""
+    rope_scaling: RopeScaling = ""
+    """How the rotary frequencies are stretched for long context (config ``rope_scaling``
+    ``rope_type``): ``llama3`` (Llama 3.1+; low/high frequency factors 1 and 4 over an original
+    8,192 tokens) or ``yarn`` (Peng et al. 2023, arXiv:2309.00071); empty for none or not
+    recorded. Only exports read it."""
+    rope_scaling_factor: float = 0.0
+    """The scaling's ``factor`` (Llama 3.1 8, DeepSeek-V3 40); 0 without scaling."""
     norm_offset_one: bool = False
     """The norms store their scale as an offset from one, ``x * (1 + weight)`` with the weight
     initialized at zero (Qwen3-Next/Qwen3.5 ``Qwen3NextRMSNorm``; Megatron-LM
@@ -303,6 +311,13 @@ class ModelSpec:
             isinstance(self.rope_theta, int | float) and 0.0 <= self.rope_theta < 1e12,
             f"model '{self.name}': rope_theta must be 0 (not recorded) or a positive number, got "
             f"{self.rope_theta!r}",
+        )
+        require(
+            self.rope_scaling in ("", "llama3", "yarn")
+            and (self.rope_scaling_factor > 0) == (self.rope_scaling != ""),
+            f"model '{self.name}': rope_scaling must be '', llama3 or yarn, with a positive "
+            f"rope_scaling_factor exactly when set; got {self.rope_scaling!r}, "
+            f"{self.rope_scaling_factor!r}",
         )
         require(
             not self.router_expert_bias or self.router_score == "sigmoid",
