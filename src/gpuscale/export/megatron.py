@@ -129,7 +129,7 @@ def _check_expressible(model: ModelSpec, plan: Plan, seq_len: int) -> None:
             field="tp" if plan.cp == 1 else "cp",
         )
         require(
-            model.has_gated_deltanet and full > 0 and model.num_layers % full == 0,
+            model.has_gated_deltanet and _every_nth(model.num_layers, full) > 0,
             f"'{name}' has {model.linear_attention_layers} linear-attention layers of "
             f"{model.num_layers}; this export writes Gated DeltaNet hybrids with a full-attention "
             "layer every n-th one (--linear-attention-freq n)",
@@ -189,7 +189,7 @@ def _check_expressible(model: ModelSpec, plan: Plan, seq_len: int) -> None:
         )
     nope = model.num_layers - model.attention_chunk_layers if model.attention_chunk_layers else 0
     require(
-        nope == 0 or model.num_layers % nope == 0,
+        nope == 0 or _every_nth(model.num_layers, nope) > 0,
         f"'{name}' has {nope} NoPE layers of {model.num_layers}; this export places them every "
         "n-th layer (--no-rope-freq n), which needs n to divide the layers",
         field="from",
@@ -202,6 +202,14 @@ def _check_expressible(model: ModelSpec, plan: Plan, seq_len: int) -> None:
             "state exactly",
             field="from",
         )
+
+
+def _every_nth(num_layers: int, special: int) -> int:
+    """``n`` for ``special`` layers placed every ``n``-th of ``num_layers`` (Megatron-LM's
+    integer layer patterns: --no-rope-freq, --linear-attention-freq); 0 where they are not."""
+    if special <= 0 or num_layers % special:
+        return 0
+    return num_layers // special
 
 
 def _rotary_percent(model: ModelSpec) -> str:
@@ -252,7 +260,7 @@ def _attention(model: ModelSpec, plan: Plan) -> list[str]:
     if model.linear_attention_layers:
         # Gated DeltaNet layers with a full-attention layer every n-th one (Megatron-Bridge's
         # Qwen3.5 bridge; megatron-core get_linear_attention_pattern: int n -> [1]*(n-1)+[0]).
-        every = model.num_layers // (model.num_layers - model.linear_attention_layers)
+        every = _every_nth(model.num_layers, model.num_layers - model.linear_attention_layers)
         args += [
             "--experimental-attention-variant", "gated_delta_net",
             "--linear-attention-freq", str(every),
@@ -279,7 +287,7 @@ def _attention(model: ModelSpec, plan: Plan) -> list[str]:
     if model.attention_chunk_layers and model.attention_chunk_layers < model.num_layers:
         # Llama 4: the layers outside the chunked ones are global NoPE layers (no_rope_layers),
         # every n-th one.
-        step = model.num_layers // (model.num_layers - model.attention_chunk_layers)
+        step = _every_nth(model.num_layers, model.num_layers - model.attention_chunk_layers)
         args += ["--no-rope-freq", str(step)]
     if model.rotary_dim and model.rotary_dim < model.head_dim:
         args += ["--rotary-percent", _rotary_percent(model)]
@@ -459,10 +467,12 @@ ROPE_NOTE = (
 
 def _rope_notes(model: ModelSpec) -> tuple[str, ...]:
     """What of the rotary embedding the script leaves at Megatron-LM's defaults."""
-    if model.position != "rope" or model.rope_scaling == "llama3":
+    if model.position != "rope":
         return ()
     if not model.rope_theta:
         return (ROPE_NOTE,)
+    if model.rope_scaling == "llama3":
+        return ()
     if model.rope_scaling == "yarn":
         return (
             f"the rotary embedding's YaRN scaling (factor {model.rope_scaling_factor:g}) is not "

@@ -23,26 +23,21 @@ from gpuscale.export.files import Export, ExportedFile
 from gpuscale.export.job import TrainingJob, megatron_only
 from gpuscale.specs import PlanBatch
 
-MAX_SEQ: dict[str, int] = {
-    # The longest sequence each shipped config's RoPE table covers (its model config's
-    # max_seq_len in torchtitan 0.3.0; decoder.py refuses a longer training sequence).
-    "llama3.1-8b": 131072, "llama3.1-70b": 131072, "llama3.1-405b": 131072,
-    "qwen3-32b": 40960, "qwen3-30b-a3b": 40960, "gpt-oss-20b": 131072, "gpt-oss-120b": 131072,
-    "deepseek-v3": 16384, "deepseek-r1": 16384,
-}  # fmt: skip
-CONFIGS: dict[str, tuple[str, str]] = {
-    # gpuscale catalog id -> (torchtitan module, config_registry function), as torchtitan 0.3
-    # ships them; each builds, on the meta device, the parameters gpuscale counts (tests).
-    "llama3.1-8b": ("llama3", "llama3_8b"),
-    "llama3.1-70b": ("llama3", "llama3_70b"),
-    "llama3.1-405b": ("llama3", "llama3_405b"),
-    "qwen3-32b": ("qwen3", "qwen3_32b"),
-    "qwen3-30b-a3b": ("qwen3", "qwen3_30b_a3b"),
-    "gpt-oss-20b": ("gpt_oss", "gpt_oss_20b"),
-    "gpt-oss-120b": ("gpt_oss", "gpt_oss_120b"),
+CONFIGS: dict[str, tuple[str, str, int]] = {
+    # gpuscale catalog id -> (torchtitan module, config_registry function, the longest sequence
+    # its RoPE table covers: the model config's max_seq_len, beyond which decoder.py refuses),
+    # as torchtitan 0.3.0 ships them; each builds, on the meta device, the parameters gpuscale
+    # counts (tests).
+    "llama3.1-8b": ("llama3", "llama3_8b", 131072),
+    "llama3.1-70b": ("llama3", "llama3_70b", 131072),
+    "llama3.1-405b": ("llama3", "llama3_405b", 131072),
+    "qwen3-32b": ("qwen3", "qwen3_32b", 40960),
+    "qwen3-30b-a3b": ("qwen3", "qwen3_30b_a3b", 40960),
+    "gpt-oss-20b": ("gpt_oss", "gpt_oss_20b", 131072),
+    "gpt-oss-120b": ("gpt_oss", "gpt_oss_120b", 131072),
     # DeepSeek-R1 is DeepSeek-V3's architecture (its config.json keys are identical).
-    "deepseek-v3": ("deepseek_v3", "deepseek_v3_671b"),
-    "deepseek-r1": ("deepseek_v3", "deepseek_v3_671b"),
+    "deepseek-v3": ("deepseek_v3", "deepseek_v3_671b", 16384),
+    "deepseek-r1": ("deepseek_v3", "deepseek_v3_671b", 16384),
 }
 FLAVORS: dict[str, tuple[str, str]] = {
     # gpuscale catalog id -> (torchtitan 0.2.x [model] name, flavor), as torchtitan 0.2 ships
@@ -112,8 +107,7 @@ def torchtitan_args(job: TrainingJob) -> list[str]:
         f"function, not a flag; accepted here: bf16, fp32 (got {training.precision})",
         field="precision",
     )
-    module, config = CONFIGS[job.model_id]
-    limit = MAX_SEQ[job.model_id]
+    module, config, limit = CONFIGS[job.model_id]
     require(
         training.seq_len <= limit,
         f"torchtitan's {config} config covers sequences up to {limit:,} tokens (its RoPE table); "
@@ -253,14 +247,12 @@ def torchtitan_toml_sections(
 
 
 def _check_expert_layout(job: TrainingJob) -> None:
-    """torchtitan keeps each expert whole on its rank: expert parallelism borrows the FSDP, CP
-    and TP ranks, ``efsdp x ep = dp_shard x cp x tp`` (torchtitan 0.3
-    ``ParallelismConfig.expert_parallel_degree``, ``ParallelDims.build_mesh``), so a plan that
-    splits experts over the TP ranks (``etp > 1``) is another plan, and EP must divide those
-    ranks (data-parallel replicas under ``--zero 0`` lend none)."""
+    """torchtitan's expert layout: without EP the experts split over the TP ranks like the
+    dense MLP (``etp = tp``); with EP each expert is whole on its rank (``etp = 1``) and EP
+    borrows the FSDP, CP and TP ranks, ``efsdp x ep = dp_shard x cp x tp`` (torchtitan 0.3
+    ``moe_sharding``, ``ParallelDims.build_mesh``), so EP must divide those ranks (data-parallel
+    replicas under ``--zero 0`` lend none). Another plan is refused, not rewritten."""
     plan = job.plan
-    # Without EP torchtitan splits the experts over the TP ranks like the dense MLP
-    # (moe_sharding expert_param_placement_dense: etp = tp); with EP it keeps them whole.
     etp = 1 if plan.ep > 1 else plan.tp
     require(
         plan.etp == etp,
