@@ -178,18 +178,32 @@ def attention_core_flops(
         width = 2.0 * m.q_width
     half = 0.5 if (causal_skip and m.causal) else 1.0
     full = 2.0 * T * kv * width * half
-    local = (
+    mixed = full
+    for size, share, kind in local_layers(m):
+        pairs = local_pairs(T, kv, size, kind, causal_skip, decode_rows)
+        mixed = mixed + share * (np.where(kv > size, 2.0 * pairs * width, full) - full)
+    return mixed / np.asarray(tp, dtype=float)
+
+
+def local_layers(m: ModelSpec) -> list[tuple[float, float, str]]:
+    """``(size, share of the layers, kind)`` of the layers that attend to a bounded span: a
+    sliding window (``window``) or a chunk (``chunk``)."""
+    kinds = (
         (m.sliding_window, m.sliding_window_layers, "window"),
         (m.attention_chunk_size, m.attention_chunk_layers, "chunk"),
     )
-    mixed = full
-    for size, layers, kind in local:
-        if size and layers:
-            pairs = local_pairs(T, kv, float(size), kind, causal_skip, decode_rows)
-            limited = np.where(kv > size, 2.0 * pairs * width, full)
-            share = layers / m.num_layers
-            mixed = mixed + share * (limited - full)
-    return mixed / np.asarray(tp, dtype=float)
+    return [(float(size), n / m.num_layers, kind) for size, n, kind in kinds if size and n]
+
+
+def decode_keys(m: ModelSpec, kv_len: float) -> float:
+    """Keys one decode row reads in the mean layer at a ``kv_len``-token context: all of them,
+    less what windowed and chunked layers do not attend to (:func:`local_pairs`)."""
+    keys = kv_len
+    for size, share, kind in local_layers(m):
+        if kv_len > size:
+            row = float(local_pairs(np.array(1.0), np.array(kv_len), size, kind, False, True))
+            keys -= share * (kv_len - row)
+    return keys
 
 
 def local_pairs(

@@ -21,9 +21,9 @@ from gpuscale.costmodel.compute import gemm_time
 from gpuscale.costmodel.flops import (
     Gemm,
     attention_core_flops,
+    decode_keys,
     layer_gemms,
     lm_head_gemm,
-    local_pairs,
 )
 from gpuscale.costmodel.inference_memory import inference_memory, weight_bytes_per_param
 from gpuscale.costmodel.model_states import DTYPE_BYTES
@@ -128,19 +128,8 @@ def _layer_time(
     )
     kv_heads = max(m.num_kv_heads / tp, 1.0)
     sequences = tokens if not causal_square else tokens / kv_len
-    # A decode row reads only the keys its layer attends to: a sliding window's last
-    # ``sliding_window``, a chunked layer's own chunk (the mean layer's length below).
-    read_len = kv_len
-    if not causal_square:
-        for size, layers, kind in (
-            (m.sliding_window, m.sliding_window_layers, "window"),
-            (m.attention_chunk_size, m.attention_chunk_layers, "chunk"),
-        ):
-            if size and layers and kv_len > size:
-                row = float(
-                    local_pairs(np.array(1.0), np.array(kv_len), float(size), kind, False, True)
-                )
-                read_len -= layers / m.num_layers * (kv_len - row)
+    # A decode row reads only the keys its layer attends to (windows, chunks).
+    read_len = kv_len if causal_square else decode_keys(m, kv_len)
     kv_read = 2.0 * kv_heads * m.head_dim * read_len * sequences * DTYPE_BYTES[inference.kv_dtype]
     if causal_square:
         math_rate = (

@@ -34,7 +34,6 @@ from gpuscale.costmodel.params import (
     embedding_params,
     expert_layer_params,
     layer_params,
-    mlp_weights,
     norm_params,
     total_params,
 )
@@ -114,13 +113,24 @@ def _targets(model: ModelSpec, training: Training) -> list[LinearInstances]:
     return [x for t in training.lora_targets if t in shapes for x in block_linears(model, t)]
 
 
+def mlp_linears(model: ModelSpec) -> list[LinearInstances]:
+    """Every MLP matrix of the mean block (:func:`block_linears` of gate, up and down)."""
+    shapes = linear_shapes(model)
+    return [x for n in MLP_MATRICES if n in shapes for x in block_linears(model, n)]
+
+
+def _adapters(model: ModelSpec, training: Training) -> float:
+    """Adapter elements of the mean block, unrounded: ``r x (d_in + d_out)`` per adapted linear
+    (Hu et al. 2021, arXiv:2106.09685 Sec. 4)."""
+    r = training.lora_rank
+    return sum(r * (x.d_in + x.d_out) * x.count for x in _targets(model, training))
+
+
 def routed_expert_weights(model: ModelSpec) -> int:
     """Weight elements of the routed experts' MLPs in the mean block (0 for a dense model): all
     experts of an MoE block times the MoE blocks' share, as ``params.expert_layer_params``
     counts them (DeepSeek-V3's leading dense blocks, Llama 4 Maverick's every other one)."""
-    if not model.is_moe:
-        return 0
-    return round(model.num_experts * mlp_weights(model) * model.moe_layer_share)
+    return round(sum(x.d_in * x.d_out * x.count for x in mlp_linears(model) if x.routed))
 
 
 def attention_matrices(model: ModelSpec) -> list[tuple[int, int, float]]:
@@ -168,20 +178,13 @@ def block_linear_weights(model: ModelSpec) -> int:
     """Weight elements (no biases) of every linear in the mean block: attention, routed and
     shared experts in the MoE blocks' share, dense MLPs in the rest; what QLoRA quantizes.
     ``num_layers`` times it is the blocks' linear weights (params.layer_params' convention)."""
-    attention = round(sum(a * b * n for a, b, n in attention_matrices(model)))
-    if not model.is_moe:
-        return attention + mlp_weights(model)
-    share = model.moe_layer_share
-    shared = model.shared_experts * mlp_weights(model)
-    dense = mlp_weights(model, model.dense_ffn_hidden_size)
-    return attention + routed_expert_weights(model) + round(shared * share + dense * (1 - share))
+    attention = sum(a * b * n for a, b, n in attention_matrices(model))
+    return round(attention + sum(x.d_in * x.d_out * x.count for x in mlp_linears(model)))
 
 
 def lora_params_per_layer(model: ModelSpec, training: Training) -> int:
-    """Adapter parameters of the mean block: ``r x (d_in + d_out)`` per adapted linear (Hu et al.
-    2021, arXiv:2106.09685 Sec. 4)."""
-    r = training.lora_rank
-    return round(sum(r * (x.d_in + x.d_out) * x.count for x in _targets(model, training)))
+    """Adapter parameters of the mean block (:func:`_adapters`)."""
+    return round(_adapters(model, training))
 
 
 def lora_head_params(model: ModelSpec, training: Training) -> int:
@@ -197,9 +200,8 @@ def lora_params(model: ModelSpec, training: Training) -> int:
     counted before rounding (the mean block is fractional where block kinds differ)."""
     if not training.is_lora:
         return 0
-    r = training.lora_rank
-    blocks = sum(r * (x.d_in + x.d_out) * x.count for x in _targets(model, training))
-    return round(model.num_layers * blocks) + lora_head_params(model, training)
+    blocks = round(model.num_layers * _adapters(model, training))
+    return blocks + lora_head_params(model, training)
 
 
 def adafactor_state_elements(model: ModelSpec, training: Training) -> int:
@@ -215,10 +217,9 @@ def adafactor_state_elements(model: ModelSpec, training: Training) -> int:
         )
         return model.num_layers * per_layer + head
     h, v = model.hidden_size, model.vocab_size
-    mlp = [n for n in linear_shapes(model) if n in MLP_MATRICES]
     matrices = round(
         sum((a + b) * n for a, b, n in attention_matrices(model))
-        + sum((x.d_in + x.d_out) * x.count for n in mlp for x in block_linears(model, n))
+        + sum((x.d_in + x.d_out) * x.count for x in mlp_linears(model))
     )
     # The router is a matrix of the MoE blocks only (their share of the mean block).
     router = model.moe_layer_share if model.is_moe else 0.0
